@@ -1,0 +1,178 @@
+"""The adapter protocol, the generic command adapter and the reference presets.
+
+An adapter is a small object with no pytest in it. The runner asks it for
+the argv of one run (`build_argv`), runs that argv itself in the sandbox, and
+hands the captured stdout/stderr back to `parse_output`, which turns the
+product's own output format into the common event list, usage figures, the
+final report (when the output holds one) and the model id the host reported.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..errors import AgentDriftError
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What an adapter may use to build the argv of one run."""
+
+    task_id: str
+    task_file: Path  # task.md (read-only)
+    task_text: str
+    task_dir: Path  # the frozen task directory (read-only)
+    workdir: Path  # the private work tree (cwd of the agent)
+    options: dict[str, Any] = field(default_factory=dict)  # model, permission_mode, sandbox, ...
+
+
+@dataclass
+class Usage:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+
+@dataclass
+class AdapterOutput:
+    """What an adapter read from the agent's own output."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    final_report: dict[str, Any] | None = None  # used when the agent wrote no report file
+    model_stamp: str | None = None  # the model id the host reported, verbatim
+    parse_errors: list[str] = field(default_factory=list)  # malformed / truncated stream
+
+
+class AgentAdapter:
+    """Base class. Subclasses set the class attributes and override methods."""
+
+    name: ClassVar[str] = ""
+    product: ClassVar[str] = "generic"  # vendor/product identifier for the manifest
+    surface: ClassVar[str] = "cli"
+    #: environment variable names the product needs (credentials, config); values never recorded
+    env_allowlist: ClassVar[tuple[str, ...]] = ()
+    #: API hosts the recording proxy lets through for this product
+    api_hosts: ClassVar[tuple[str, ...]] = ()
+    #: files under the user's home the product reads (copied into the private home)
+    home_files: ClassVar[tuple[str, ...]] = ()
+    #: of those, the ones holding credentials: copied, labelled, never hashed or recorded
+    credential_files: ClassVar[tuple[str, ...]] = ()
+
+    def build_argv(self, ctx: RunContext) -> list[str]:
+        raise NotImplementedError
+
+    def version_argv(self) -> list[str] | None:
+        """The documented read-only version display, or None when there is none."""
+        return None
+
+    def executable(self) -> str | None:
+        """The binary that must exist for this adapter to run (checked before any task)."""
+        return None
+
+    def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
+        return AdapterOutput()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "product": self.product, "surface": self.surface}
+
+
+def expand_placeholders(template: list[str], ctx: RunContext) -> list[str]:
+    values = {
+        "task_file": str(ctx.task_file),
+        "task_text": ctx.task_text,
+        "workdir": str(ctx.workdir),
+        "task_id": ctx.task_id,
+        "task_dir": str(ctx.task_dir),
+    }
+    out = []
+    for arg in template:
+        try:
+            out.append(arg.format_map(values))
+        except (KeyError, ValueError, IndexError) as exc:
+            raise AgentDriftError(f"--agent-cmd: bad placeholder in {arg!r} ({exc}); known: {sorted(values)}") from None
+    return out
+
+
+class CommandAdapter(AgentAdapter):
+    """Any agent given as `--agent-cmd "…"` (shlex-split, placeholders expanded)."""
+
+    name = "cmd"
+
+    def __init__(self, command: str):
+        try:
+            self.template = shlex.split(command)
+        except ValueError as exc:
+            raise AgentDriftError(f"--agent-cmd: cannot split {command!r}: {exc}") from None
+        if not self.template:
+            raise AgentDriftError("--agent-cmd is empty")
+
+    def build_argv(self, ctx: RunContext) -> list[str]:
+        return expand_placeholders(self.template, ctx)
+
+    def executable(self) -> str | None:
+        return self.template[0]
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "command": self.template}
+
+
+class ReferenceAdapter(AgentAdapter):
+    """The deterministic reference agent: applies a task's solution/."""
+
+    name = "reference"
+    product = "pytest-agentdrift/reference"
+    profile = "faithful"
+
+    def build_argv(self, ctx: RunContext) -> list[str]:
+        return [sys.executable, "-m", "pytest_agentdrift.agents.reference",
+                "--task-dir", str(ctx.task_dir), "--profile", self.profile]
+
+    def version_argv(self) -> list[str] | None:
+        return [sys.executable, "-m", "pytest_agentdrift.agents.reference", "--version", "--profile", self.profile]
+
+    def executable(self) -> str | None:
+        return sys.executable
+
+
+class DriftedReferenceAdapter(ReferenceAdapter):
+    name = "reference-drifted"
+    profile = "drifted"
+
+
+def builtin_adapters() -> dict[str, type[AgentAdapter]]:
+    """Preset name -> adapter class. Real-product adapters are imported lazily."""
+    presets: dict[str, type[AgentAdapter]] = {
+        ReferenceAdapter.name: ReferenceAdapter,
+        DriftedReferenceAdapter.name: DriftedReferenceAdapter,
+    }
+    for module, cls_name in (("claude_code", "ClaudeCodeAdapter"), ("codex", "CodexAdapter"), ("copilot", "CopilotAdapter")):
+        try:
+            mod = __import__(f"{__package__}.{module}", fromlist=[cls_name])
+        except ImportError:
+            continue
+        cls = getattr(mod, cls_name, None)
+        if cls is not None:
+            presets[cls.name] = cls
+    return presets
+
+
+def get_adapter(name: str, extra: dict[str, type[AgentAdapter]] | None = None) -> AgentAdapter:
+    presets = {**builtin_adapters(), **(extra or {})}
+    try:
+        return presets[name]()
+    except KeyError:
+        raise AgentDriftError(f"--agent: unknown agent {name!r}; known: {', '.join(sorted(presets))}") from None
