@@ -1,0 +1,380 @@
+"""Statistics for comparing two recorded runs: pure functions, no pytest.
+
+Everything here works on plain Python values (ints, lists, dicts) and returns
+plain Python values, so results can go straight into JSON. numpy and scipy
+are imported inside the functions that need them: this module is imported by
+the pytest plugin, which is loaded into every pytest run of an environment,
+and a test checks that importing it pulls in neither.
+
+No function returns NaN. Where a quantity is undefined (no runs, no variance)
+the function says so with ``None`` or with an explicit, documented fallback.
+The methods, parameters and fallbacks are described in docs/statistics.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any, Mapping, Sequence
+
+#: Resamples processed per block in the bootstrap: bounds memory at about
+#: BLOCK x n_tasks counts while keeping numpy's per-call overhead negligible.
+_BOOTSTRAP_BLOCK = 1000
+
+#: Share of runs that must carry a value for a cost basis to be used.
+COST_COVERAGE = 0.80
+
+FAILURE_CLASSES = ("bad-run", "beyond-arm", "unsolved-by-all")
+
+
+# --------------------------------------------------------------------------
+# One arm: Wilson interval
+# --------------------------------------------------------------------------
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval for a binomial proportion.
+
+    Chosen over the normal (Wald) interval because it stays inside [0, 1] and
+    keeps a sensible width at 0/n and n/n, which are common here (a small suite
+    where every task passes). ``None`` when n == 0: there is no proportion.
+    """
+    _check_count(successes, n)
+    if n == 0:
+        return None
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    p = successes / n
+    z2n = z * z / n
+    centre = (p + z2n / 2.0) / (1.0 + z2n)
+    half = z / (1.0 + z2n) * math.sqrt(p * (1.0 - p) / n + z2n / (4.0 * n))
+    # At 0/n and n/n one bound is exactly 0 or 1 in exact arithmetic; pin it
+    # so float rounding never reports 1e-17 or 0.9999999999999999.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
+
+
+def _check_count(successes: int, n: int) -> None:
+    if n < 0 or successes < 0 or successes > n:
+        raise ValueError(f"need 0 <= successes <= n, got {successes}/{n}")
+
+
+# --------------------------------------------------------------------------
+# Between arms: exact tests on the discordant tasks
+# --------------------------------------------------------------------------
+
+
+def binomial_tail_pvalue(successes: int, n: int, p0: float = 0.5) -> float:
+    """One-sided exact binomial p-value P(X >= successes), X ~ Bin(n, p0).
+
+    With n == 0 (no discordant tasks) there is no evidence either way, and the
+    p-value is defined as 1.0: the test cannot reject. scipy.stats.binom.sf
+    computes the tail without summing small terms by hand.
+    """
+    _check_count(successes, n)
+    if not 0.0 < p0 < 1.0:
+        raise ValueError(f"p0 must be in (0, 1), got {p0}")
+    if n == 0 or successes == 0:
+        return 1.0
+    from scipy.stats import binom
+
+    return float(min(1.0, max(0.0, binom.sf(successes - 1, n, p0))))
+
+
+def exact_mcnemar_pvalue(wins: int, losses: int) -> float:
+    """Exact one-sided McNemar test that the candidate wins more than it loses.
+
+    Conditional on the number of discordant tasks (wins + losses), wins is
+    Bin(wins + losses, 1/2) under "no difference". Returns 1.0 with zero
+    discordant tasks (see binomial_tail_pvalue).
+    """
+    return binomial_tail_pvalue(wins, wins + losses, 0.5)
+
+
+def weighted_win_pvalue(wins: int, losses: int, lam: float) -> float:
+    """One-sided exact test that wins outnumber lam x losses.
+
+    If one broken task is worth lam fixed ones, "no net gain" means a
+    discordant task is a win with probability at most lam / (1 + lam). The
+    p-value is the binomial tail at that boundary; lam = 1 is exact McNemar.
+    """
+    if lam <= 0:
+        raise ValueError(f"lambda must be > 0, got {lam}")
+    return binomial_tail_pvalue(wins, wins + losses, lam / (1.0 + lam))
+
+
+# --------------------------------------------------------------------------
+# Between arms: seeded paired bootstrap
+# --------------------------------------------------------------------------
+
+PERCENTILE_METHOD = "paired percentile bootstrap over tasks"
+CONSTANT_METHOD = "constant per-task deltas: degenerate interval (no resampling)"
+
+
+@dataclass(frozen=True)
+class BootstrapInterval:
+    """A point estimate with its bootstrap interval (all plain floats)."""
+
+    estimate: float
+    low: float
+    high: float
+    method: str
+    draws: int
+    seed: int
+    confidence: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "estimate": self.estimate,
+            "ci": [self.low, self.high],
+            "confidence": self.confidence,
+            "method": self.method,
+            "draws": self.draws,
+            "seed": self.seed,
+        }
+
+
+def bootstrap_means(
+    columns: Mapping[str, Sequence[float]], *, draws: int, seed: int
+) -> dict[str, Any]:
+    """Per-draw means of several per-task columns under one task resampling.
+
+    Each draw resamples the n tasks with replacement (a task keeps all its
+    repetitions and both arms together: that is what makes it paired). All
+    columns share the same resamples, so a draw's quality and cost figures
+    describe the same pseudo-suite.
+
+    Vectorised: for a block of draws, numpy counts how often each task was
+    drawn (bincount of the sampled indices) and one matrix product turns the
+    counts into column sums. Returns numpy arrays of length ``draws``.
+    """
+    import numpy as np
+
+    names = list(columns)
+    values = np.column_stack([np.asarray(columns[k], dtype=np.float64) for k in names])
+    n = values.shape[0]
+    if n == 0:
+        raise ValueError("bootstrap needs at least one task")
+    if draws < 1:
+        raise ValueError(f"draws must be >= 1, got {draws}")
+    rng = np.random.default_rng(seed)
+    out = np.empty((draws, len(names)), dtype=np.float64)
+    for start in range(0, draws, _BOOTSTRAP_BLOCK):
+        block = min(_BOOTSTRAP_BLOCK, draws - start)
+        idx = rng.integers(0, n, size=(block, n))
+        # Row r's indices are offset by r*n so one bincount yields every row.
+        flat = (idx + (np.arange(block)[:, None] * n)).ravel()
+        counts = np.bincount(flat, minlength=block * n).reshape(block, n)
+        out[start : start + block] = (counts @ values) / n
+    return {k: out[:, i] for i, k in enumerate(names)}
+
+
+def percentile_interval(samples: Any, confidence: float = 0.95) -> tuple[float, float]:
+    """Equal-tailed percentile interval (numpy's default linear interpolation)."""
+    import numpy as np
+
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(np.asarray(samples, dtype=np.float64), [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def paired_bootstrap_delta(
+    deltas: Sequence[float], *, draws: int = 10_000, seed: int = 0, confidence: float = 0.95
+) -> BootstrapInterval | None:
+    """Mean per-task delta with a seeded paired percentile bootstrap interval.
+
+    ``deltas[i]`` is candidate pass rate minus baseline pass rate on task i.
+    The percentile method is used rather than BCa: BCa's acceleration is a
+    ratio of jackknife moments that is 0/0 (NaN) when every task has the same
+    delta, which is the normal case for a stable suite. When all deltas are
+    equal (including a single task) the bootstrap distribution is a point, so
+    the interval is [delta, delta] and no resampling is done: stated in
+    ``method``. ``None`` when there are no tasks.
+    """
+    if not deltas:
+        return None
+    estimate = math.fsum(deltas) / len(deltas)
+    if max(deltas) == min(deltas):
+        return BootstrapInterval(estimate, estimate, estimate, CONSTANT_METHOD, 0, seed, confidence)
+    means = bootstrap_means({"delta": deltas}, draws=draws, seed=seed)["delta"]
+    low, high = percentile_interval(means, confidence)
+    return BootstrapInterval(estimate, low, high, PERCENTILE_METHOD, draws, seed, confidence)
+
+
+# --------------------------------------------------------------------------
+# Failure classes and variance (need k >= 2 to mean anything)
+# --------------------------------------------------------------------------
+
+Outcomes = Mapping[str, Sequence[bool]]  # task id -> pass/fail per repetition
+
+
+def failure_classes(base: Outcomes, cand: Outcomes) -> dict[str, Any] | None:
+    """Sort every failed run of each arm into one class.
+
+    * ``bad-run``: the same arm passed this task in another attempt (retrying
+      would help: the failure is run-to-run noise, not inability);
+    * ``beyond-arm``: this arm never passed the task, the other arm did;
+    * ``unsolved-by-all``: neither arm passed the task in any attempt.
+
+    Only meaningful when some task ran at least twice in an arm: with k = 1 a
+    lucky or unlucky single run cannot be told from inability, so ``None``.
+    """
+    tasks = sorted(set(base) & set(cand))
+    if not tasks or max(max(len(base[t]), len(cand[t])) for t in tasks) < 2:
+        return None
+    result = {}
+    for arm, own, other in (("baseline", base, cand), ("candidate", cand, base)):
+        classes: dict[str, dict[str, Any]] = {c: {"runs": 0, "tasks": []} for c in FAILURE_CLASSES}
+        for task in tasks:
+            fails = sum(1 for ok in own[task] if not ok)
+            if not fails:
+                continue
+            if any(own[task]):
+                cls = "bad-run"
+            elif any(other[task]):
+                cls = "beyond-arm"
+            else:
+                cls = "unsolved-by-all"
+            classes[cls]["runs"] += fails
+            classes[cls]["tasks"].append(task)
+        result[arm] = classes
+    return result
+
+
+def variance_decomposition(base: Outcomes, cand: Outcomes) -> dict[str, Any] | None:
+    """Split the variance of 0/1 run outcomes into task, arm and run shares.
+
+    A two-way analysis of variance on cell means (cell = task x arm):
+    total SS = task SS + arm SS + task x arm SS + run-to-run SS, where
+    run-to-run is the spread of repetitions inside a cell. Shares are each SS
+    over the total. The decomposition is exact for a balanced design (same k
+    everywhere); with unequal repetitions the interaction is the remainder,
+    clipped at 0. ``shares`` is ``None`` when every run has the same outcome
+    (total SS = 0: there is nothing to apportion, and 0/0 is not a share).
+    """
+    tasks = sorted(set(base) & set(cand))
+    cells = [(t, a, [1.0 if ok else 0.0 for ok in arm[t]]) for t in tasks for a, arm in (("b", base), ("c", cand))]
+    cells = [c for c in cells if c[2]]
+    values = [v for _, _, vs in cells for v in vs]
+    if not values:
+        return None
+    grand = math.fsum(values) / len(values)
+    total = math.fsum((v - grand) ** 2 for v in values)
+    within = math.fsum((v - _mean(vs)) ** 2 for _, _, vs in cells for v in vs)
+    task_ss = _factor_ss(cells, 0, grand)
+    arm_ss = _factor_ss(cells, 1, grand)
+    interaction = max(0.0, total - within - task_ss - arm_ss)
+    row: dict[str, Any] = {
+        "runs": len(values),
+        "total_ss": total,
+        "ss": {"task": task_ss, "arm": arm_ss, "task_x_arm": interaction, "run_to_run": within},
+    }
+    if total <= 1e-12:
+        row["shares"] = None
+        row["note"] = "every run has the same outcome: no variance to apportion"
+        return row
+    row["shares"] = {k: v / total for k, v in row["ss"].items()}
+    # The practical question behind this row: would more attempts help more
+    # than a different arm? (Seed 002's "add attempts" advice.)
+    row["run_to_run_exceeds_arm"] = within > arm_ss + interaction
+    return row
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def _factor_ss(cells: list[tuple[str, str, list[float]]], pos: int, grand: float) -> float:
+    groups: dict[str, list[float]] = {}
+    for cell in cells:
+        groups.setdefault(cell[pos], []).extend(cell[2])
+    return math.fsum(len(vs) * (_mean(vs) - grand) ** 2 for vs in groups.values())
+
+
+# --------------------------------------------------------------------------
+# Cost-aware promotion
+# --------------------------------------------------------------------------
+
+
+def run_cost(usage: Mapping[str, Any] | None, basis: str) -> float | None:
+    """Cost of one run on a basis: ``cost_usd``, or ``tokens`` (input + output)."""
+    usage = usage or {}
+    if basis == "cost_usd":
+        value = usage.get("cost_usd")
+        return float(value) if _is_number(value) else None
+    parts = [usage.get("input_tokens"), usage.get("output_tokens")]
+    numbers = [float(p) for p in parts if _is_number(p)]
+    return math.fsum(numbers) if numbers else None
+
+
+def choose_cost_basis(usages: Sequence[Mapping[str, Any] | None]) -> str | None:
+    """``cost_usd`` when at least 80% of runs have a price, else ``tokens`` when
+    at least 80% report tokens, else ``None`` (too little to compare costs)."""
+    if not usages:
+        return None
+    for basis in ("cost_usd", "tokens"):
+        have = sum(1 for u in usages if run_cost(u, basis) is not None)
+        if have >= COST_COVERAGE * len(usages):
+            return basis
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def promotion_support(
+    quality_deltas: Sequence[float],
+    base_cost: Sequence[float | None],
+    cand_cost: Sequence[float | None],
+    *,
+    eps: float,
+    draws: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Bootstrap support that the candidate keeps quality at a lower cost.
+
+    Per task: the pass-rate delta and each arm's mean cost per run (``None``
+    where an arm has no cost for the task; such tasks count for quality but
+    not for cost). Each draw resamples tasks (same scheme and seed as
+    paired_bootstrap_delta) and asks: is the quality delta >= -eps AND is the
+    candidate's mean cost per run below the baseline's on the tasks both arms
+    priced? ``support`` is the share of draws where both hold. A draw that
+    contains no priced task counts as "not cheaper".
+    """
+    n = len(quality_deltas)
+    if not (n == len(base_cost) == len(cand_cost)) or n == 0:
+        raise ValueError("need one quality delta and one cost per arm for each task, and at least one task")
+    import numpy as np
+
+    mask = [1.0 if b is not None and c is not None else 0.0 for b, c in zip(base_cost, cand_cost)]
+    cb = [b if m else 0.0 for b, m in zip(base_cost, mask)]
+    cc = [c if m else 0.0 for c, m in zip(cand_cost, mask)]
+    priced = int(sum(mask))
+    if priced == 0:
+        return {"support": 0.0, "priced_tasks": 0, "note": "no task has a cost in both arms"}
+    base_mean = math.fsum(cb) / priced
+    cand_mean = math.fsum(cc) / priced
+    m = bootstrap_means({"q": quality_deltas, "b": cb, "c": cc, "m": mask}, draws=draws, seed=seed)
+    has = m["m"] > 0
+    # Means over the priced tasks of each draw; the denominator cancels in
+    # the comparison, so "cheaper" is sum(c) < sum(b) within the draw.
+    cheaper = has & (m["c"] < m["b"])
+    keeps = m["q"] >= -eps - 1e-12  # tolerance: deltas are multiples of 1/k
+    support = float(np.mean(cheaper & keeps))
+    diff = np.where(has, (m["c"] - m["b"]) / np.where(has, m["m"], 1.0), 0.0)
+    low, high = percentile_interval(diff, confidence)
+    return {
+        "support": support,
+        "priced_tasks": priced,
+        "baseline_mean_cost": base_mean,
+        "candidate_mean_cost": cand_mean,
+        "cost_delta": cand_mean - base_mean,
+        "cost_delta_ci": [low, high],
+        "cost_change": (cand_mean - base_mean) / base_mean if base_mean > 0 else None,
+        "quality_delta": math.fsum(quality_deltas) / n,
+        "draws": draws,
+        "seed": seed,
+    }
