@@ -211,7 +211,10 @@ class ClaudeCodeAdapter(AgentAdapter):
             is_error = bool(result.get("is_error")) or str(result.get("subtype", "")).startswith("error")
             final_text = as_str(result.get("result")) or last_text
             if is_error:
-                detail = f": {clip(final_text, 500)}" if final_text else ""
+                # Only the result's own text explains the error; an earlier
+                # assistant message would be misleading here.
+                reason = as_str(result.get("result"))
+                detail = f": {clip(reason, 500)}" if reason else ""
                 events.append({"type": "error", "message": f"claude-code result {result.get('subtype') or 'error'}{detail}"})
             out.final_report = extract_report(final_text)
             events.append(final_event(out.final_report, "error" if is_error else "success",

@@ -73,7 +73,9 @@ def read_jsonl(data: bytes | str | None, *, source: str = "stdout") -> JsonlStre
             errors.append(f"{source} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})")
             continue
         stripped = text.strip()
-        if not stripped.startswith(("{", "[", '"')) and not _looks_like_json_scalar(stripped):
+        # Every record of these products is an object; a line that does not
+        # open like JSON is plain text (a banner, a warning, text output).
+        if not stripped.startswith(("{", "[")):
             # Products print the odd plain-text line (warnings, banners); count
             # it rather than flood parse_errors, but still say so once below.
             if is_last and not ends_with_newline:
@@ -106,10 +108,6 @@ def cap_errors(errors: list[str], limit: int = MAX_LISTED_ERRORS) -> list[str]:
     if len(errors) <= limit:
         return list(errors)
     return [*errors[:limit], f"... and {len(errors) - limit} more parse error(s)"]
-
-
-def _looks_like_json_scalar(text: str) -> bool:
-    return text in ("null", "true", "false") or text[:1].isdigit() or text[:1] == "-" and text[1:2].isdigit()
 
 
 def _short(exc: BaseException) -> str:

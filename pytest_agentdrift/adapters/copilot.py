@@ -37,7 +37,6 @@ from .common import (
     add_counts,
     as_dict,
     as_int,
-    as_list,
     as_str,
     cap_errors,
     clip,
@@ -240,11 +239,14 @@ class CopilotAdapter(AgentAdapter):
                 events.append({"type": "error", "message": clip(message), "source": kind})
             # other types (deltas, reasoning, hooks, info) carry nothing we map
 
-        if not stream.records and stdout:
-            # An older CLI without --output-format json prints plain text: keep
-            # what can be read from it and say why the events are missing.
+        plain_text = not stream.records and bool(stdout and stdout.strip())
+        if plain_text:
+            # A CLI without --output-format json prints plain text: line-level
+            # errors would only be noise. Keep what can be read (a report block
+            # in the text) and say once why the events are missing.
             text = stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else str(stdout)
-            errors.append("stdout holds no JSON records (does this copilot version support --output-format=json?)")
+            errors = ["stdout holds no JSON records, only text (does this copilot version support "
+                      "--output-format=json?): no events could be read"]
             last_text = text.strip() or None
         elif stream.records and not typed:
             errors.append("stdout JSON records carry no 'type': not the documented session-event shape")
@@ -253,7 +255,7 @@ class CopilotAdapter(AgentAdapter):
         out.final_report = extract_report(last_text)
         if terminal or failed:
             events.append(final_event(out.final_report, "error" if failed else "success"))
-        else:
+        elif not plain_text:  # from plain text, whether the run finished cannot be told
             errors.append("stream ended without a terminal event (turn end, idle or shutdown): the agent exited or was killed mid-stream")
         out.model_stamp = models["usage"] or models["shutdown"] or models["change"] or models["start"]
         out.parse_errors = cap_errors(errors)
