@@ -79,6 +79,12 @@ class AgentAdapter:
         """The documented read-only version display, or None when there is none."""
         return None
 
+    def argv_template(self, options: dict[str, Any] | None = None) -> list[str]:
+        """The argv of a run with placeholders left in: what the manifest records."""
+        ctx = RunContext(task_id="{task_id}", task_file=Path("{task_file}"), task_text="{task_text}",
+                         task_dir=Path("{task_dir}"), workdir=Path("{workdir}"), options=dict(options or {}))
+        return self.build_argv(ctx)
+
     def executable(self) -> str | None:
         """The binary that must exist for this adapter to run (checked before any task)."""
         return None
@@ -122,6 +128,9 @@ class CommandAdapter(AgentAdapter):
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         return expand_placeholders(self.template, ctx)
+
+    def argv_template(self, options: dict[str, Any] | None = None) -> list[str]:
+        return list(self.template)
 
     def executable(self) -> str | None:
         return self.template[0]

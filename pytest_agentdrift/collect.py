@@ -1,0 +1,100 @@
+"""Collection: a task directory becomes one pytest item per repetition.
+
+The only module besides plugin.py that touches pytest nodes. A task
+directory never delegates to pytest's file collection, so no `.py` file of a
+frozen repo/ or solution/ is ever imported; only the task's own top-level
+`test_*.py` files (checks written as pytest functions) are collected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .errors import AgentDriftError, TaskError
+from .report import failure_text
+from .tasks import TaskSpec, load_task
+
+
+class TaskFailed(Exception):
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+
+class TaskDirectory(pytest.Directory):
+    """A frozen task directory (task.toml + task.md)."""
+
+    spec: TaskSpec | None = None
+
+    def collect(self):
+        from .plugin import get_session
+
+        self.spec = load_task(self.path)
+        session = get_session(self.config)
+        session.specs[self.spec.id] = self.spec
+        register_task_marker(self.config, self.spec.id)
+        for rep in range(1, session.settings.k + 1):
+            yield TaskItem.from_parent(self, name=f"r{rep}", spec=self.spec, rep=rep)
+        for path in sorted(self.path.glob("test_*.py")):
+            if path.is_file():
+                yield pytest.Module.from_parent(self, path=path)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, AgentDriftError):
+            return excinfo.value.message
+        return super().repr_failure(excinfo)
+
+
+def register_task_marker(config: pytest.Config, task_id: str) -> None:
+    """Each task id is a marker (`-m T07`); ids beyond the bundled ones are registered on sight."""
+    known = {line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")}
+    if task_id not in known:
+        config.addinivalue_line("markers", f"{task_id}: agent task {task_id} (pytest-agentdrift)")
+
+
+class TaskItem(pytest.Item):
+    def __init__(self, *, spec: TaskSpec, rep: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.rep = rep
+        self.payload: dict[str, Any] | None = None
+        self.add_marker(getattr(pytest.mark, spec.id))
+        self.add_marker(pytest.mark.agent_task(spec.id))
+        self.extra_keyword_matches.update({spec.id, spec.suite})
+
+    def runtest(self) -> None:
+        from .plugin import get_session
+
+        session = get_session(self.config)
+        if session.adapter is None:
+            pytest.skip("no agent selected: pass --agent NAME or --agent-cmd CMD")
+        self.payload = session.run_task(self.spec, self.rep)
+        result = self.payload["result"]
+        fail_on_critical_only = session.settings.fail_on == "critical"
+        failed = not result["passed"]
+        if fail_on_critical_only:
+            failed = bool(result["critical_failed"]) or result["tampered_pass"] or result["outcome"] in ("error", "timeout")
+        if failed:
+            raise TaskFailed(failure_text(self.spec.id, self.spec.title, result))
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, TaskFailed):
+            return excinfo.value.text
+        if isinstance(excinfo.value, AgentDriftError):
+            return excinfo.value.message
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"task {self.spec.id}: {self.spec.title} (r{self.rep})"
+
+
+def is_task_path(path: Path) -> bool:
+    from .tasks import is_task_dir
+
+    return is_task_dir(path)
+
+
+__all__ = ["TaskDirectory", "TaskItem", "TaskFailed", "TaskError"]

@@ -1,0 +1,177 @@
+"""Manifest capture and baseline comparison for a session (controller only).
+
+Glue between the pure modules (manifest, stamps, decision, ledger) and the
+session; the plugin and the CLI share it so both give the same numbers,
+decision and exit codes.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .canonical import load_json_file
+from .errors import EXIT_OK, AgentDriftError, RecordError
+from .tasks import find_task_dirs
+
+MANIFEST_FILE = "runtime-manifest.json"
+
+
+def session_task_dirs(args: list[str]) -> dict[str, Path]:
+    """task id -> directory for every task the command line names (before collection)."""
+    found: dict[str, Path] = {}
+    for arg in args:
+        path = Path(arg.split("::", 1)[0])
+        if not path.is_dir():
+            continue
+        for d in find_task_dirs(path):
+            try:
+                tid = tomllib.loads((d / "task.toml").read_text(encoding="utf-8")).get("id")
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue  # collection reports the malformed task
+            if isinstance(tid, str):
+                found[tid] = d.absolute()
+    return dict(sorted(found.items()))
+
+
+def capture_for_session(config, s) -> None:
+    """Capture the runtime manifest (hookable) into the session."""
+    from . import manifest as mf
+    from .session import evaluator_id, task_set_id
+    from .tasks import load_task
+
+    dirs = session_task_dirs(list(config.args))
+    specs = []
+    for d in dirs.values():
+        try:
+            specs.append(load_task(d))
+        except AgentDriftError:
+            pass  # reported at collection
+    generated = config.hook.pytest_agentdrift_generate_manifest(config=config)
+    if generated is not None:
+        s.manifest, s.instruction_bundle, s.source_manifest = dict(generated), None, None
+    else:
+        adapter = s.adapter
+        st = s.settings
+        ctx = mf.ManifestContext(
+            adapter=adapter.describe() if adapter else {"name": "none", "product": "none", "surface": "none"},
+            agent_argv=adapter.argv_template(st.agent_options) if adapter else [],
+            version_argv=adapter.version_argv() if adapter else None,
+            home=Path.home(),
+            project_root=config.rootpath,
+            cwd=Path.cwd(),
+            options={**st.agent_options},
+            task_repos={t: d / "repo" for t, d in dirs.items()},
+            task_dirs=dirs,
+            extra_config=[Path(p) for p in st.config_files],
+            extra_instructions=[Path(p) for p in st.instruction_files],
+            env=dict(os.environ),
+            env_allowlist=sorted(set(st.env) | set(getattr(adapter, "env_allowlist", ()))),
+            task_set_id=task_set_id(specs) if specs else None,
+            evaluator_id=evaluator_id(specs) if specs else None,
+            isolation=s.isolation.to_dict(st.isolation),
+            harness_version=__version__,
+            pytest_argv=list(config.invocation_params.args),
+            run_id=s.run_id,
+        )
+        cap = mf.capture(ctx)
+        s.manifest, s.instruction_bundle, s.source_manifest = cap.manifest, cap.instruction_bundle, cap.source_manifest
+    config.hook.pytest_agentdrift_update_manifest(config=config, manifest=s.manifest)
+    if "identity" in s.manifest:
+        s.manifest["runtime_id"] = mf.runtime_id(s.manifest["identity"])
+
+
+def load_baseline(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(results, manifest) of a complete recorded run, or RecordError (exit 4)."""
+    from .manifest import validate_manifest
+    from .record import load_run
+
+    results = load_run(path, require_complete=True)
+    mpath = path / MANIFEST_FILE
+    if not mpath.is_file():
+        raise RecordError("the baseline has no runtime manifest", mpath)
+    manifest = validate_manifest(load_json_file(mpath, RecordError), mpath)
+    return results, manifest
+
+
+def _compare(config, baseline: dict, current: dict, vary, pre_run: bool):
+    from .stamps import compare_manifests
+
+    custom = config.hook.pytest_agentdrift_compare_stamps(config=config, baseline=baseline, current=current, vary=list(vary))
+    return custom if custom is not None else compare_manifests(baseline, current, vary, pre_run=pre_run)
+
+
+def rebaseline_command(config, s) -> str:
+    args = [a for a in config.invocation_params.args]
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in ("--agent-baseline", "--agent-record", "--agent-vary"):
+            skip = True
+            continue
+        if a.startswith(("--agent-baseline=", "--agent-record=", "--agent-vary=")):
+            continue
+        out.append(a)
+    return "pytest " + " ".join(shlex.quote(a) for a in out + ["--agent-record", "runs/<new-baseline>"])
+
+
+def check_baseline(config, s) -> list[str] | None:
+    """Before collection: load the baseline and refuse when identity stamps differ."""
+    from .stamps import check_vary, render_refusal
+
+    check_vary(s.settings.vary)
+    s.baseline_results, s.baseline_manifest = load_baseline(s.settings.baseline)
+    if s.manifest is None:
+        capture_for_session(config, s)
+    cmp = _compare(config, s.baseline_manifest, s.manifest, s.settings.vary, pre_run=True)
+    s.stamp_comparison = cmp
+    if not cmp.comparable:
+        return render_refusal(cmp, rebaseline_command(config, s))
+    s.comparison_lines.extend(render_refusal(cmp))
+    return None
+
+
+def finalize_session_manifest(s, results: dict[str, Any]) -> None:
+    """Fill model_stamp from what the runs reported; results carry the runtime id."""
+    from .manifest import finalize_manifest
+
+    if s.manifest is None or "identity" not in s.manifest:
+        return
+    stamps = {f"{tid}/r{r['rep']}": r.get("model_stamp") for tid, t in results["tasks"].items() for r in t["runs"]}
+    s.manifest = finalize_manifest(s.manifest, stamps)
+    results["runtime_id"] = s.manifest["runtime_id"]
+
+
+def compare_with_baseline(config, s, results: dict[str, Any]) -> int:
+    """After the runs: the full comparison, decision and files. Returns an exit code."""
+    from .decision import GateParams, compare_runs, comparison_exit_code, decision_document, render_comparison
+    from .ledger import ledger_csv, read_release_notes
+    from .stamps import manifest_diff_document, render_refusal
+
+    cmp = _compare(config, s.baseline_manifest, s.manifest, s.settings.vary, pre_run=False)
+    reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in cmp.blocks]
+    ledger = read_release_notes(s.settings.release_notes) if s.settings.release_notes else None
+    comparison = compare_runs(
+        s.baseline_results, results, comparable=cmp.comparable, reasons=reasons,
+        change_class=cmp.change_class, gate=GateParams(scope="critical" if s.settings.fail_on == "critical" else "all"),
+        seed=s.settings.seed, ledger=ledger,
+    )
+    s.comparison_files = {
+        "comparison/manifest-diff.json": manifest_diff_document(cmp),
+        "comparison/decision.json": decision_document(comparison),
+        "comparison/comparison.json": comparison,
+    }
+    if comparison.get("ledger") is not None and ledger is not None:
+        s.comparison_files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])
+    s.comparison_lines = (render_refusal(cmp) if not cmp.comparable else []) + render_comparison(comparison)
+    return comparison_exit_code(comparison, s.settings.gate)
+
+
+__all__ = ["check_baseline", "compare_with_baseline", "capture_for_session", "load_baseline", "EXIT_OK", "sys"]

@@ -1,0 +1,52 @@
+"""Hook specifications of pytest-agentdrift (registered in pytest_addhooks)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_agentdrift_generate_manifest(config):
+    """Return the runtime manifest (a dict) to use instead of the default capture.
+
+    Example::
+
+        def pytest_agentdrift_generate_manifest(config):
+            return my_company.capture(config)
+    """
+
+
+def pytest_agentdrift_update_manifest(config, manifest):
+    """Add or change fields of the captured manifest in place, before it is hashed.
+
+    Example::
+
+        def pytest_agentdrift_update_manifest(config, manifest):
+            manifest["identity"]["image_digest"] = os.environ.get("IMAGE_DIGEST", "unobserved")
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_agentdrift_compare_stamps(config, baseline, current, vary):
+    """Compare two manifests; return a stamps.StampComparison to replace the strict default.
+
+    Example (relax one field)::
+
+        def pytest_agentdrift_compare_stamps(config, baseline, current, vary):
+            from pytest_agentdrift.stamps import compare_manifests
+            return compare_manifests(baseline, current, [*vary, "os"])
+    """
+
+
+def pytest_agentdrift_register_adapters(config):
+    """Return {preset name: AgentAdapter subclass} to add agent presets.
+
+    Example::
+
+        def pytest_agentdrift_register_adapters(config):
+            return {"my-agent": MyAgentAdapter}
+    """
+
+
+def pytest_agentdrift_modify_report(config, results):
+    """Touch the results dict in place just before results.json and report.md are written."""
