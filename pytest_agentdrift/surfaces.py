@@ -1311,6 +1311,8 @@ def discover(rules: str, home: Path, project_root: Path, cwd: Path, env: Mapping
     if rules == "generic":
         total.extend(generic)
         return total
+    if not generic.entries and not generic.config:
+        generic.discovery_roots = {}
 
     def one(context: str, proot: Path, pcwd: Path, include_user: bool, limit: Path | None) -> Discovery:
         if rules == "claude-code":
