@@ -19,8 +19,8 @@ from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 #: Resamples processed per block in the bootstrap: bounds memory at about
-#: BLOCK x n_tasks counts while keeping numpy's per-call overhead negligible.
-_BOOTSTRAP_BLOCK = 1000
+#: BLOCK x n_tasks indices while keeping numpy's per-call overhead negligible.
+_BOOTSTRAP_BLOCK = 250
 
 #: Share of runs that must carry a value for a cost basis to be used.
 COST_COVERAGE = 0.80
@@ -143,31 +143,55 @@ def bootstrap_means(
     Each draw resamples the n tasks with replacement (a task keeps all its
     repetitions and both arms together: that is what makes it paired). All
     columns share the same resamples, so a draw's quality and cost figures
-    describe the same pseudo-suite.
+    describe the same pseudo-suite. Returns numpy arrays of length ``draws``.
 
-    Vectorised: for a block of draws, numpy counts how often each task was
-    drawn (bincount of the sampled indices) and one matrix product turns the
-    counts into column sums. Returns numpy arrays of length ``draws``.
+    Vectorised over blocks of draws: numpy samples a block of task indices
+    and gathers each column with ``take``; no Python loop per draw or task.
+    The block is small enough to stay in cache, which matters more here than
+    the per-call overhead.
     """
     import numpy as np
 
     names = list(columns)
-    values = np.column_stack([np.asarray(columns[k], dtype=np.float64) for k in names])
-    n = values.shape[0]
-    if n == 0:
-        raise ValueError("bootstrap needs at least one task")
+    values = [np.asarray(columns[k], dtype=np.float64) for k in names]
+    n = len(values[0]) if values else 0
+    if n == 0 or any(len(v) != n for v in values):
+        raise ValueError("bootstrap needs at least one task and columns of equal length")
     if draws < 1:
         raise ValueError(f"draws must be >= 1, got {draws}")
     rng = np.random.default_rng(seed)
-    out = np.empty((draws, len(names)), dtype=np.float64)
+    out = {k: np.empty(draws, dtype=np.float64) for k in names}
     for start in range(0, draws, _BOOTSTRAP_BLOCK):
         block = min(_BOOTSTRAP_BLOCK, draws - start)
-        idx = rng.integers(0, n, size=(block, n))
-        # Row r's indices are offset by r*n so one bincount yields every row.
-        flat = (idx + (np.arange(block)[:, None] * n)).ravel()
-        counts = np.bincount(flat, minlength=block * n).reshape(block, n)
-        out[start : start + block] = (counts @ values) / n
-    return {k: out[:, i] for i, k in enumerate(names)}
+        idx = rng.integers(0, n, size=(block, n), dtype=np.intp)
+        for name, column in zip(names, values):
+            out[name][start : start + block] = np.take(column, idx).sum(axis=1) / n
+    return out
+
+
+def bootstrap_mean_of_values(values: Sequence[float], *, draws: int, seed: int) -> Any:
+    """Per-draw bootstrap means of one column, exploiting repeated values.
+
+    Per-task pass-rate deltas take few distinct values (multiples of 1/k).
+    Resampling n tasks with replacement only matters through how many draws
+    land on each distinct value, and that count vector is exactly
+    Multinomial(n, observed frequencies). Sampling it directly gives the same
+    bootstrap distribution as resampling tasks, at a cost proportional to the
+    number of distinct values instead of n. With many distinct values (more
+    than n / 8) the task-index resampling of bootstrap_means is used instead.
+    """
+    import numpy as np
+
+    data = np.asarray(values, dtype=np.float64)
+    n = data.size
+    if n == 0:
+        raise ValueError("bootstrap needs at least one task")
+    distinct, counts = np.unique(data, return_counts=True)
+    if distinct.size * 8 > n:
+        return bootstrap_means({"v": data}, draws=draws, seed=seed)["v"]
+    rng = np.random.default_rng(seed)
+    hits = rng.multinomial(n, counts / n, size=draws)
+    return (hits @ distinct) / n
 
 
 def percentile_interval(samples: Any, confidence: float = 0.95) -> tuple[float, float]:
@@ -197,7 +221,7 @@ def paired_bootstrap_delta(
     estimate = math.fsum(deltas) / len(deltas)
     if max(deltas) == min(deltas):
         return BootstrapInterval(estimate, estimate, estimate, CONSTANT_METHOD, 0, seed, confidence)
-    means = bootstrap_means({"delta": deltas}, draws=draws, seed=seed)["delta"]
+    means = bootstrap_mean_of_values(deltas, draws=draws, seed=seed)
     low, high = percentile_interval(means, confidence)
     return BootstrapInterval(estimate, low, high, PERCENTILE_METHOD, draws, seed, confidence)
 
@@ -338,11 +362,11 @@ def promotion_support(
 
     Per task: the pass-rate delta and each arm's mean cost per run (``None``
     where an arm has no cost for the task; such tasks count for quality but
-    not for cost). Each draw resamples tasks (same scheme and seed as
-    paired_bootstrap_delta) and asks: is the quality delta >= -eps AND is the
-    candidate's mean cost per run below the baseline's on the tasks both arms
-    priced? ``support`` is the share of draws where both hold. A draw that
-    contains no priced task counts as "not cheaper".
+    not for cost). Each draw resamples tasks with replacement and asks: is
+    the quality delta >= -eps AND is the candidate's mean cost per run below
+    the baseline's on the tasks both arms priced? ``support`` is the share of
+    draws where both hold. A draw that contains no priced task counts as
+    "not cheaper".
     """
     n = len(quality_deltas)
     if not (n == len(base_cost) == len(cand_cost)) or n == 0:
@@ -357,14 +381,18 @@ def promotion_support(
         return {"support": 0.0, "priced_tasks": 0, "note": "no task has a cost in both arms"}
     base_mean = math.fsum(cb) / priced
     cand_mean = math.fsum(cc) / priced
-    m = bootstrap_means({"q": quality_deltas, "b": cb, "c": cc, "m": mask}, draws=draws, seed=seed)
-    has = m["m"] > 0
-    # Means over the priced tasks of each draw; the denominator cancels in
-    # the comparison, so "cheaper" is sum(c) < sum(b) within the draw.
-    cheaper = has & (m["c"] < m["b"])
-    keeps = m["q"] >= -eps - 1e-12  # tolerance: deltas are multiples of 1/k
+    # Cheaper within a draw <=> the summed per-task cost difference over the
+    # priced tasks drawn is negative, so one column carries the cost side.
+    columns = {"q": quality_deltas, "d": [c - b for b, c in zip(cb, cc)]}
+    if priced < n:
+        columns["m"] = mask  # only needed when some task is unpriced
+    m = bootstrap_means(columns, draws=draws, seed=seed)
+    share = m["m"] if "m" in m else np.ones(draws)
+    has = share > 0
+    cheaper = has & (m["d"] < 0)
+    keeps = m["q"] >= -eps - 1e-12  # tolerance: deltas are sums of multiples of 1/k
     support = float(np.mean(cheaper & keeps))
-    diff = np.where(has, (m["c"] - m["b"]) / np.where(has, m["m"], 1.0), 0.0)
+    diff = np.where(has, m["d"] / np.where(has, share, 1.0), 0.0)  # mean difference per priced task
     low, high = percentile_interval(diff, confidence)
     return {
         "support": support,

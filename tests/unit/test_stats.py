@@ -139,6 +139,23 @@ def test_bootstrap_agrees_with_a_pure_python_reference():
     assert ours.method == stats.PERCENTILE_METHOD and ours.draws == 20_000
 
 
+def test_bootstrap_with_many_distinct_deltas_agrees_with_the_reference():
+    # Unequal repetitions give many distinct deltas: the task-index path.
+    rng = random.Random(6)
+    deltas = [rng.uniform(-1, 1) for _ in range(200)]
+    ours = stats.paired_bootstrap_delta(deltas, draws=20_000, seed=1)
+    ref = _reference_bootstrap(deltas, 20_000, 1)
+    assert ours.low == pytest.approx(ref[0], abs=0.01) and ours.high == pytest.approx(ref[1], abs=0.01)
+
+
+def test_value_count_shortcut_has_the_task_resampling_distribution():
+    deltas = _deltas(500, 8)
+    shortcut = stats.bootstrap_mean_of_values(deltas, draws=20_000, seed=2)
+    by_task = stats.bootstrap_means({"d": deltas}, draws=20_000, seed=3)["d"]
+    assert float(shortcut.mean()) == pytest.approx(float(by_task.mean()), abs=0.002)
+    assert float(shortcut.std()) == pytest.approx(float(by_task.std()), rel=0.03)
+
+
 def test_bootstrap_resamples_tasks_with_replacement():
     # Two tasks with deltas 0 and 1: a draw's mean is 0, 1/2 or 1 with
     # probabilities 1/4, 1/2, 1/4 (hand-computed). Check the empirical shares.
