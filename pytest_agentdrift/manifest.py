@@ -257,9 +257,19 @@ def capture(ctx: ManifestContext) -> Capture:
             reasons.setdefault(name, "not set in the options (the product default is not observable)")
         else:
             identity[name] = NOT_APPLICABLE
+    if identity["extension_id"] == NOT_APPLICABLE:
+        reasons["extension_id"] = reasons["extension_version"] = "a CLI surface has no editor extension"
+    else:
+        reasons["extension_id"] = reasons["extension_version"] = "editor extensions are not inspected by capture"
     if not has_model:
-        reasons.setdefault("model_id", "the reference agent uses no model")
-    if cli["version"] == UNOBSERVED:
+        for name in ("model_id", "model_stamp", "server_revision", "model_options", "auto_update_state",
+                     *ENVELOPE_OPTIONS):
+            if identity.get(name) == NOT_APPLICABLE:
+                reasons[name] = "the reference agent runs no model and no product client"
+        for name in ("permission_mode", "sandbox", "built_in_tools"):
+            if identity.get(name) == NOT_APPLICABLE:
+                reasons[name] = "the reference agent has no permission, sandbox or tool settings of its own"
+    if cli["version"] in (UNOBSERVED, NOT_APPLICABLE):
         reasons["cli_version"] = cli.get("reason", "version display not run")
     if has_model:
         reasons.setdefault("model_stamp", "reported by the host only in the agent's output; filled after the runs")
