@@ -14,6 +14,7 @@ hides from other runs):
 from __future__ import annotations
 
 import os
+import re
 import secrets as _secrets
 import shutil
 import sys
@@ -135,9 +136,21 @@ def _private_env(settings: RunSettings, adapter: AgentAdapter, box: Path, extra:
     return env
 
 
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT", re.IGNORECASE)
+
+
 def secret_values(allow: set[str]) -> list[str]:
-    """Values of the session's environment that are not allowlisted (to scrub)."""
-    return sorted({v for k, v in os.environ.items() if k not in allow and len(v) >= 8}, key=len, reverse=True)
+    """Values of the session's environment to scrub from artifacts (defence in depth:
+    the agent never receives them). Secret-looking names always; other long values
+    unless they are paths, which would only mangle legitimate output."""
+    out = set()
+    for name, value in os.environ.items():
+        if name in allow or len(value) < 6:
+            continue
+        pathlike = value.startswith(("/", "~")) or all(part.startswith("/") for part in value.split(":") if part)
+        if _SECRET_NAME.search(name) or (len(value) >= 16 and not pathlike):
+            out.add(value)
+    return sorted(out, key=len, reverse=True)
 
 
 def copy_tree(src: Path, dst: Path) -> None:

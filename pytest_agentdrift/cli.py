@@ -1,0 +1,191 @@
+"""`agentdrift`: what is not a test session.
+
+    agentdrift validate TASK_DIR... [--k N]   a task decides: fails untouched, passes solved k of k
+    agentdrift freeze TASK_DIR...             (re)write initial-tree.sha256 from repo/
+    agentdrift show RUN                       the summary of a recorded run
+    agentdrift diff BASE CAND [--vary F]      compare two runs' manifests (exit 6 when not comparable)
+    agentdrift compare BASE CAND [...]        the plugin's statistics and decision on two recorded runs
+
+Exit codes are the plugin's: 0 good, 1 a check or the gate failed, 4 usage or
+operational error, 6 refused (not comparable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AgentDriftError
+
+
+def _out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from . import sandbox
+    from .adapters.base import CommandAdapter, get_adapter
+    from .checks import Grader
+    from .runner import RunSettings, cleanup, run_agent
+    from .scoring import score
+    from .tasks import find_task_dirs, load_task
+
+    dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
+    iso = sandbox.detect(args.isolation)
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="agentdrift-validate-") as tmp:
+        base = Path(tmp)
+        grader = Grader(iso, base / "grading")
+        settings = RunSettings(isolation=iso)
+        noop = CommandAdapter(f"{sys.executable} -c pass")
+        ref = get_adapter(args.agent)
+        for d in dirs:
+            spec = load_task(d)  # every file validated; initial-tree verified on each copy
+            problems = []
+            run = run_agent(spec, 0, noop, settings, base / "runs")
+            untouched = score(run, grader.evaluate(spec, run))
+            cleanup(run)
+            if untouched["passed"]:
+                problems.append("passes on the untouched repo with an agent that does nothing: the checks decide nothing")
+            passes = 0
+            for rep in range(1, args.k + 1):
+                run = run_agent(spec, rep, ref, settings, base / "runs")
+                solved = score(run, grader.evaluate(spec, run))
+                cleanup(run)
+                if solved["passed"]:
+                    passes += 1
+                else:
+                    detail = "; ".join(f"{c['name']}: {c['detail']}" for c in solved["checks"] if not c["passed"])
+                    problems.append(f"reference solution failed repetition {rep}: {detail}")
+            status = "ok" if not problems else "FAIL"
+            _out(f"{status:4} {spec.id} {spec.title}: untouched fails ({', '.join(untouched['failed_checks']) or 'none'}); "
+                 f"solution passes {passes}/{args.k}")
+            for p in problems:
+                _out(f"     - {p}")
+            failures += bool(problems)
+    _out(f"{len(dirs) - failures} of {len(dirs)} task(s) valid")
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+def cmd_freeze(args: argparse.Namespace) -> int:
+    from .record import atomic_write
+    from .tasks import check_symlinks, hash_repo, render_tree_file
+
+    for p in args.tasks:
+        d = Path(p)
+        if not (d / "repo").is_dir():
+            raise AgentDriftError("no repo/ directory", d)
+        check_symlinks(d)
+        atomic_write(d / "initial-tree.sha256", render_tree_file(hash_repo(d / "repo")))
+        _out(f"froze {d / 'initial-tree.sha256'}")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .record import load_run
+    from .report import summary_lines
+
+    results = load_run(Path(args.run), require_complete=False)
+    for line in summary_lines(results):
+        _out(line)
+    return EXIT_OK
+
+
+def _load_pair(args: argparse.Namespace):
+    from .comparing import load_baseline
+    from .stamps import compare_manifests
+
+    base_results, base_manifest = load_baseline(Path(args.base))
+    cand_results, cand_manifest = load_baseline(Path(args.cand))
+    cmp = compare_manifests(base_manifest, cand_manifest, args.vary or [], pre_run=False)
+    return base_results, cand_results, cmp
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .stamps import manifest_diff_document, render_refusal
+
+    _, _, cmp = _load_pair(args)
+    if args.json:
+        _out(json.dumps(manifest_diff_document(cmp), indent=2, sort_keys=True))
+    else:
+        for line in render_refusal(cmp):
+            _out(line)
+    return EXIT_OK if cmp.comparable else 6
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .decision import GateParams, compare_runs, comparison_exit_code, decision_document, render_comparison
+    from .ledger import read_release_notes
+    from .stamps import render_refusal
+
+    base, cand, cmp = _load_pair(args)
+    ledger = read_release_notes(args.release_notes) if args.release_notes else None
+    comparison = compare_runs(
+        base, cand, comparable=cmp.comparable, reasons=[f"{n}: {b!r} != {c!r}" for n, b, c in cmp.blocks],
+        change_class=cmp.change_class, gate=GateParams(scope=args.gate_scope), seed=args.seed, ledger=ledger,
+    )
+    if args.json:
+        _out(json.dumps({"comparison": comparison, "decision": decision_document(comparison)}, indent=2, sort_keys=True))
+    else:
+        for line in (render_refusal(cmp) if not cmp.comparable else []) + render_comparison(comparison):
+            _out(line)
+    return comparison_exit_code(comparison, args.gate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .sandbox import ISOLATION_MODES
+
+    parser = argparse.ArgumentParser(prog="agentdrift", description="pytest-agentdrift outside a test session")
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("validate", help="check that tasks decide: fail untouched, pass the reference solution k of k")
+    v.add_argument("tasks", nargs="+")
+    v.add_argument("--k", type=_positive, default=1)
+    v.add_argument("--agent", default="reference", help="the agent whose solution must pass (default: reference)")
+    v.add_argument("--isolation", choices=ISOLATION_MODES, default="auto")
+    v.set_defaults(fn=cmd_validate)
+    f = sub.add_parser("freeze", help="(re)write initial-tree.sha256 from repo/")
+    f.add_argument("tasks", nargs="+")
+    f.set_defaults(fn=cmd_freeze)
+    s = sub.add_parser("show", help="print the summary of a recorded run")
+    s.add_argument("run")
+    s.set_defaults(fn=cmd_show)
+    for name, fn, help_ in (("diff", cmd_diff, "compare two recorded runs' manifests"),
+                            ("compare", cmd_compare, "statistics and decision for two recorded runs")):
+        c = sub.add_parser(name, help=help_)
+        c.add_argument("base")
+        c.add_argument("cand")
+        c.add_argument("--vary", action="append", default=[], help="a manifest field that may differ; repeatable")
+        c.add_argument("--json", action="store_true")
+        c.set_defaults(fn=fn)
+        if name == "compare":
+            c.add_argument("--gate", action="store_true", help="exit 1 unless the gate says ship")
+            c.add_argument("--gate-scope", choices=("all", "critical"), default="all")
+            c.add_argument("--seed", type=int, default=0)
+            c.add_argument("--release-notes", type=Path)
+    return parser
+
+
+def _positive(value: str) -> int:
+    from .options import positive_int
+
+    return positive_int(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except AgentDriftError as exc:
+        print(f"agentdrift: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code if exc.exit_code != EXIT_FAILED else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("agentdrift: interrupted", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
