@@ -433,6 +433,8 @@ def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -
         )
     elif lost > won and p_loss < params.alpha:
         verdict, reason = DONT_SHIP, f"loses {lost} tasks, wins {won} (p = {p_loss:.3g} < alpha {params.alpha})"
+    elif won + lost == 0:
+        verdict, reason = HOLD, "no task changed outcome (zero discordant tasks): nothing to decide on"
     elif net > 0 and p < params.alpha:
         verdict, reason = SHIP, f"wins {won} tasks, loses {lost} (net {net:+g} at lambda {params.lam:g}, p = {p:.3g})"
     else:
@@ -654,7 +656,10 @@ def _r_rollback(c: Mapping[str, Any]) -> list[str] | None:
 
 
 def _r_eligible(c: Mapping[str, Any]) -> list[str] | None:
-    return [f"no critical regression, no unexplained drift; gate: {c['gate']['quality_verdict']}"]
+    why = [f"no critical regression and no unexplained change; gate: {c['gate']['quality_verdict']}"]
+    if c["promotion"]["promote"]:
+        why.append("promoted on cost: " + c["promotion"]["reason"])
+    return why
 
 
 #: (status, rule, applies only to comparable runs). Order is precedence.
@@ -831,7 +836,8 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
         sh = var["shares"]
         lines.append(_line("variance", "  ".join(f"{k} {_pct(sh[k])}" for k in ("task", "arm", "task_x_arm", "run_to_run"))))
     gate = c["gate"]
-    lines.append(_line("gate", f"{gate['verdict'] or 'null'}: {gate['reason']}"))
+    passed_by_cost = gate["verdict"] == HOLD and gate["passed"]
+    lines.append(_line("gate", f"{gate['verdict'] or 'null'}: {gate['reason']}" + (" (passed: promoted on cost)" if passed_by_cost else "")))
     for suite, row in (c["strata"] or {}).items():
         if len(c["strata"]) > 1:
             lines.append(_line("", f"suite {suite}: {row['gate']['verdict']}: {row['gate']['reason']}"))

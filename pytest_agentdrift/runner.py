@@ -136,7 +136,7 @@ def _private_env(settings: RunSettings, adapter: AgentAdapter, box: Path, extra:
     return env
 
 
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
 
 
 def secret_values(allow: set[str]) -> list[str]:
