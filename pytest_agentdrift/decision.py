@@ -43,22 +43,27 @@ STATUSES = (
 
 ROLLBACK_STATES = ("verified", "prepared_unverified", "unavailable", "unknown")
 
-#: Change classes the caller may pass (CONTRACT §8, seed 000 "change classes").
-#: Vendor-side classes are those whose behaviour changes release notes can
-#: document; an instruction change is the user's own edit, so its effects are
-#: attributed to it rather than marked unconfirmed.
+#: Change classes the caller may pass (CONTRACT §8, seed 000 "change classes";
+#: the names stamps.classify() produces are all accepted). Vendor-side classes
+#: are those whose behaviour changes release notes can document; instruction
+#: and configuration changes are the user's own edits, so their effects are
+#: attributed to them rather than marked unconfirmed.
+_NOTHING_CHANGED = ("identical",)
+_UNIDENTIFIED = ("unidentified", "invalid_comparison")
+_REBASELINE = ("task_set_change", "evaluator_change", "re_baseline")
+_SURFACE = ("surface_change", "surface_bundle_change")
+_USER_AUTHORED = ("instruction_change", "configuration_change")
 CHANGE_CLASSES = (
     "model_candidate",
     "client_candidate",
     "bundled_change",
-    "instruction_change",
     "environment_change",
-    "surface_change",
-    "task_set_change",
-    "evaluator_change",
-    "unidentified",
+    *_USER_AUTHORED,
+    *_NOTHING_CHANGED,
+    *_UNIDENTIFIED,
+    *_REBASELINE,
+    *_SURFACE,
 )
-_USER_AUTHORED = ("instruction_change",)
 
 #: Identity fields of results.json that must be concrete on both sides.
 IDENTITY_FIELDS = ("runtime_id", "task_set_id", "evaluator_id")
@@ -573,14 +578,14 @@ Rule = Callable[[Mapping[str, Any]], "list[str] | None"]
 
 def _r_identity_missing(c: Mapping[str, Any]) -> list[str] | None:
     missing = c["identity"]["missing"]
-    if missing or c["change_class"] == "unidentified":
+    if missing or c["change_class"] in _UNIDENTIFIED:
         return [f"{m} is missing or unobserved" for m in missing] or ["the candidate runtime cannot be identified"]
     return None
 
 
 def _r_rebaseline(c: Mapping[str, Any]) -> list[str] | None:
     changed = c["identity"]["changed"]
-    if changed or c["change_class"] in ("task_set_change", "evaluator_change"):
+    if changed or c["change_class"] in _REBASELINE:
         return [f"{f} changed between runs: record a new baseline" for f in changed] or [
             f"declared change class {c['change_class']}"
         ]
@@ -588,7 +593,7 @@ def _r_rebaseline(c: Mapping[str, Any]) -> list[str] | None:
 
 
 def _r_split(c: Mapping[str, Any]) -> list[str] | None:
-    if c["change_class"] == "surface_change":
+    if c["change_class"] in _SURFACE:
         return ["the change spans surfaces (e.g. extension and CLI): keep one baseline per surface"]
     return None
 
@@ -636,7 +641,7 @@ def _r_unconfirmed(c: Mapping[str, Any]) -> list[str] | None:
 
 
 def _r_no_evidence(c: Mapping[str, Any]) -> list[str] | None:
-    if c["change_class"] not in (None, *_USER_AUTHORED):
+    if c["change_class"] not in (None, *_NOTHING_CHANGED, *_USER_AUTHORED):
         return None  # a runtime upgrade that keeps outcomes is reviewable
     if c["gate"]["quality_verdict"] == SHIP or c["promotion"]["promote"]:
         return None

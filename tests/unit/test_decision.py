@@ -336,9 +336,30 @@ def test_instruction_change_with_a_significant_win_is_eligible():
     assert c["change_class"] == "instruction_change" and status(c) == "eligible_for_review"
 
 
+@pytest.mark.parametrize(
+    "change_class,expected",
+    [
+        ("identical", "no_material_evidence"),
+        ("model_candidate", "eligible_for_review"),
+        ("client_candidate", "eligible_for_review"),
+        ("bundled_change", "eligible_for_review"),
+        ("environment_change", "eligible_for_review"),
+        ("configuration_change", "no_material_evidence"),
+        ("instruction_change", "no_material_evidence"),
+        ("surface_bundle_change", "split_baselines"),
+        ("invalid_comparison", "invalid_comparison"),
+        ("re_baseline", "re_baseline"),
+    ],
+)
+def test_the_manifest_comparisons_change_classes_are_accepted(change_class, expected):
+    # The names the manifest comparison (stamps.classify) produces.
+    assert status(compare(_same(), _same(), change_class=change_class)) == expected
+
+
 def test_same_runtime_with_changed_outcomes_is_unconfirmed_drift():
-    c = compare(_won_two(), _cand_won_two(), change_class=None)
-    assert status(c) == "hold_unconfirmed"
+    for change_class in (None, "identical"):
+        c = compare(_won_two(), _cand_won_two(), change_class=change_class)
+        assert status(c) == "hold_unconfirmed"
 
 
 # --- promotion by cost -------------------------------------------------------------------------
