@@ -7,8 +7,9 @@
   blocking), ``evidence`` (raw file hashes, probe output, configuration
   sources: what the identity values were derived from) and ``reasons``
   (why a field is ``unobserved`` or ``not_applicable``);
-* the instruction bundle (instruction-bundle.json), whose digest is
-  ``identity.instruction_hash``;
+* the instruction bundle (instruction-bundle.json), whose digest without
+  the raw-bytes hashes is ``identity.instruction_hash`` (normalised text,
+  seed 000);
 * the source manifest (source-manifest.json): relative path, size and sha256
   of every file of every selected task directory; its digest is
   ``identity.source_id``.
@@ -165,7 +166,7 @@ def capture(ctx: ManifestContext) -> Capture:
     if ctx.system_root is None and rules != "generic":
         reasons["managed_config"] = "system root not read (system_root=None): managed settings unobserved"
     bundle = surfaces.instruction_bundle(disc)
-    instruction_hash = digest(bundle)
+    instruction_hash = surfaces.instruction_hash(bundle)
     cfg_hash = surfaces.config_hash(disc.config, effective_merge=UNOBSERVED)
     if cfg_hash == UNOBSERVED:
         reasons["config_hash"] = "a configuration file could not be read: " + ", ".join(

@@ -309,6 +309,20 @@ def instruction_bundle(discovery: Discovery) -> dict[str, Any]:
     }
 
 
+#: bundle entry keys left out of instruction_hash: the exact bytes. A file
+#: re-saved with CRLF line endings or trailing spaces is the same instruction
+#: (seed 000: the hash is over normalised text); its raw hash stays in the
+#: bundle and in the manifest's provenance, compared as a note.
+RAW_ENTRY_KEYS = ("raw_sha256", "size")
+
+
+def instruction_hash(bundle: Mapping[str, Any]) -> str:
+    """digest of the bundle without the raw-bytes keys of its entries."""
+    view = dict(bundle)
+    view["entries"] = [{k: v for k, v in e.items() if k not in RAW_ENTRY_KEYS} for e in bundle.get("entries", [])]
+    return digest(view)
+
+
 # --------------------------------------------------------------------------- config parsing
 
 

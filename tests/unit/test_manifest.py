@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift import manifest as mf
+from pytest_agentdrift import surfaces
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.stamps import IDENTITY_FIELDS, PROVENANCE_FIELDS
@@ -146,7 +147,7 @@ def test_every_required_field_is_present_and_concrete_or_marked(world):
     assert ident["runtime_versions"]["shell"] == "bash: GNU bash, version 5.2.21(1)-release"
     assert ident["os"]["distribution"] == "ubuntu" and ident["os"]["release"] == "24.04"
     assert ident["auto_update_state"]["configured"] == "disabled"
-    assert ident["instruction_hash"] == digest(cap.instruction_bundle)
+    assert ident["instruction_hash"] == surfaces.instruction_hash(cap.instruction_bundle)
     assert ident["source_id"] == cap.source_manifest["digest"]
     # seed 003: the host-reported stamps are unknown before the runs
     assert ident["model_stamp"] == ident["server_revision"] == "unobserved"
