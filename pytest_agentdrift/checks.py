@@ -25,7 +25,7 @@ from . import sandbox, treesnap
 from .evidence import TEST_CONFIG
 from .globs import PathSpec
 from .runner import RunEvidence, copy_tree
-from .tasks import CheckSpec, TaskSpec
+from .tasks import LAYERS, CheckSpec, TaskSpec
 
 GRADEHOOK_DIR = Path(__file__).parent / "gradehook"
 
@@ -139,6 +139,48 @@ class Grader:
             except Exception as exc:  # a check that cannot be evaluated fails, with the reason
                 passed, detail, evid = False, f"check could not be evaluated: {type(exc).__name__}: {exc}", {}
             results.append(CheckResult(check.name, check.kind, check.layer, check.critical, passed, detail, evid))
+        if spec.function_files:
+            results.extend(self.evaluate_functions(spec, run))
+        return results
+
+    def evaluate_functions(self, spec: TaskSpec, run: RunEvidence) -> list[CheckResult]:
+        """Run the task's test_*.py checks in their own pytest process against this run."""
+        from .fixtures import RUN_JSON_ENV, AgentRun
+
+        scratch = run.root / "functions"
+        scratch.mkdir(exist_ok=True)
+        run_json = run.root / "run.json"
+        agent_run = AgentRun(
+            task_id=spec.id, rep=run.rep, workdir=run.work, changed=run.diff.to_dict(), patch=run.patch,
+            events=run.events, report=run.report, stdout=run.stdout, stderr=run.stderr, exit_code=run.exit_code,
+            timed_out=run.timed_out, usage=run.adapter_output.usage.to_dict(), evidence=run.evidence_dict(),
+        )
+        run_json.write_text(json.dumps(agent_run.to_dict()), encoding="utf-8")
+        out = run.root / "functions.json"
+        ini = run.root / "functions.ini"
+        ini.write_text("[pytest]\n")
+        argv = [sys.executable, "-m", "pytest", "-p", "agentdrift_functions", "-p", "agentdrift_grade",
+                "-p", "no:cacheprovider", "-q", "--no-header", "-c", str(ini), "--rootdir", str(spec.path),
+                *[str(p) for p in spec.function_files]]
+        res = self.execute(argv, scratch, 120, {"PYTHONPATH": str(GRADEHOOK_DIR), "AGENTDRIFT_GRADE_OUT": str(out), RUN_JSON_ENV: str(run_json)})
+        try:
+            data = json.loads(out.read_text())
+        except (OSError, ValueError):
+            return [CheckResult("pytest-functions", "pytest_function", "correctness", True, False,
+                                "the task's pytest checks produced no result", {"tail": res.tail()})]
+        results = []
+        for nodeid in data["collected"]:
+            marks = data["marks"].get(nodeid, {})
+            layer = marks.get("layer") or "correctness"
+            outcome = data["outcomes"].get(nodeid, "missing")
+            name = nodeid.split("::", 1)[-1]
+            if layer not in LAYERS:
+                results.append(CheckResult(name, "pytest_function", "correctness", True, False, f"unknown layer {layer!r} in agent_layer marker", {}))
+                continue
+            detail = "passed" if outcome == "passed" else f"{outcome}: {data['messages'].get(nodeid, '')}".strip()
+            results.append(CheckResult(name, "pytest_function", layer, bool(marks.get("critical")), outcome == "passed", detail, {}))
+        if not results:
+            results.append(CheckResult("pytest-functions", "pytest_function", "correctness", True, False, "no check function was collected", {"tail": res.tail()}))
         return results
 
 

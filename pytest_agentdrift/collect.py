@@ -36,11 +36,10 @@ class TaskDirectory(pytest.Directory):
         session = get_session(self.config)
         session.specs[self.spec.id] = self.spec
         register_task_marker(self.config, self.spec.id)
+        # test_*.py beside task.toml are checks; the harness runs them against each run
+        # (checks.Grader.evaluate_functions), so they are not collected here.
         for rep in range(1, session.settings.k + 1):
             yield TaskItem.from_parent(self, name=f"r{rep}", spec=self.spec, rep=rep)
-        for path in sorted(self.path.glob("test_*.py")):
-            if path.is_file():
-                yield pytest.Module.from_parent(self, path=path)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, AgentDriftError):

@@ -31,7 +31,8 @@ from .scoring import score, summarise
 from .tasks import TaskSpec
 
 #: evaluator code whose bytes define evaluator_id (with each task's checks)
-EVALUATOR_FILES = ("checks.py", "scoring.py", "evidence.py", "treesnap.py", "globs.py", "gradehook/agentdrift_grade.py")
+EVALUATOR_FILES = ("checks.py", "scoring.py", "evidence.py", "treesnap.py", "globs.py", "fixtures.py",
+                   "gradehook/agentdrift_grade.py", "gradehook/agentdrift_functions.py")
 
 
 def utc_now() -> str:

@@ -101,6 +101,7 @@ class TaskSpec:
     fixture_manifest: dict[str, Any]
     initial_tree: dict[str, str]  # relpath -> sha256 hex
     evaluator_version: str
+    function_files: tuple[Path, ...] = ()  # test_*.py beside task.toml: checks as pytest functions
 
     @property
     def repo(self) -> Path:
@@ -311,7 +312,9 @@ def load_task(task_dir: Path) -> TaskSpec:
     except PatternError as exc:
         raise TaskError(f"protected: {exc}", toml_path) from None
     raw_checks = meta.get("checks", [])
-    _expect(isinstance(raw_checks, list) and bool(raw_checks), "at least one [[checks]] entry is required", toml_path)
+    function_files = tuple(sorted(p for p in task_dir.glob("test_*.py") if p.is_file()))
+    _expect(isinstance(raw_checks, list) and (bool(raw_checks) or bool(function_files)),
+            "at least one [[checks]] entry (or a test_*.py file of checks) is required", toml_path)
     checks = tuple(_parse_check(raw, i, toml_path) for i, raw in enumerate(raw_checks))
     names = [c.name for c in checks]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -377,6 +380,7 @@ def load_task(task_dir: Path) -> TaskSpec:
         fixture_manifest=fixture,
         initial_tree=tree,
         evaluator_version=evaluator_version,
+        function_files=function_files,
     )
 
 

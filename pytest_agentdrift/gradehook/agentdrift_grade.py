@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-_state = {"collected": [], "deselected": [], "outcomes": {}, "forged": []}
+_state = {"collected": [], "deselected": [], "outcomes": {}, "forged": [], "marks": {}, "messages": {}}
 
 
 def pytest_deselected(items):
@@ -19,6 +19,12 @@ def pytest_deselected(items):
 
 def pytest_collection_finish(session):
     _state["collected"] = [i.nodeid for i in session.items]
+    for item in session.items:
+        layer = item.get_closest_marker("agent_layer")
+        _state["marks"][item.nodeid] = {
+            "critical": item.get_closest_marker("critical") is not None,
+            "layer": layer.args[0] if layer is not None and layer.args else None,
+        }
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -45,6 +51,9 @@ def pytest_runtest_logreport(report):
     rank = {"passed": 0, "xpassed": 1, "skipped": 2, "xfailed": 2, "failed": 3, "error": 4}
     if prev is None or rank[new] >= rank[prev]:
         _state["outcomes"][nodeid] = new
+    if report.failed and report.longrepr is not None:
+        text = getattr(report.longrepr, "reprcrash", None)
+        _state["messages"][nodeid] = str(text.message if text is not None else report.longrepr)[-2000:]
 
 
 def pytest_sessionfinish(session, exitstatus):
