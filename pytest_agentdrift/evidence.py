@@ -26,7 +26,7 @@ GIT_STATE_FILES = ("HEAD", "index", "config", "packed-refs", "ORIG_HEAD", "FETCH
 
 #: files that configure how pytest collects and runs; any change is tampering
 TEST_CONFIG = PathSpec.from_lines(
-    ["conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py", "usercustomize.py", "/.pytest.ini"]
+    ["conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py", "usercustomize.py", "./.pytest.ini"]
 )
 
 LOCKFILES = PathSpec.from_lines(

@@ -2,9 +2,11 @@
 forbidden-effects `protected_paths` and check globs.
 
 Supported: `*` (within one path segment), `?`, `[...]`, `**` (any number of
-segments), a leading `/` anchoring to the root, a trailing `/` matching a
-directory and everything below it, `!` negation (last match wins), and, as in
-gitignore, a pattern without a slash matches a name at any depth.
+segments), a trailing `/` matching a directory and everything below it, `!`
+negation (last match wins), and, as in gitignore, a pattern without a slash
+matches a name at any depth while one with a slash is anchored at the root.
+Unlike gitignore, a leading `/` is refused as an absolute path (people write
+`/etc/...` meaning the machine's root); anchor a bare name with `./name`.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ class PatternError(ValueError):
 def check_pattern(pattern: str) -> None:
     """Reject patterns that could reach outside the root they are relative to."""
     body = pattern[1:] if pattern.startswith("!") else pattern
-    if body.startswith("/") and body.startswith("//"):
-        raise PatternError(f"pattern {pattern!r} is absolute")
+    if body.startswith("/"):
+        raise PatternError(f"pattern {pattern!r} is absolute; write it relative to repo/ (anchor a bare name as ./name)")
     if re.match(r"^[A-Za-z]:[\\/]", body) or body.startswith("\\"):
         raise PatternError(f"pattern {pattern!r} is absolute")
     parts = body.strip("/").split("/")
@@ -34,8 +36,11 @@ def check_pattern(pattern: str) -> None:
 def _compile(pattern: str) -> re.Pattern[str]:
     dir_only = pattern.endswith("/")
     body = pattern.rstrip("/")
-    anchored = body.startswith("/") or "/" in body
-    body = body.lstrip("/")
+    if body.startswith("./"):
+        body = body[2:]
+        anchored = True
+    else:
+        anchored = "/" in body
     out = []
     i = 0
     while i < len(body):
