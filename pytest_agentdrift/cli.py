@@ -100,7 +100,8 @@ def _load_pair(args: argparse.Namespace):
 
     base_results, base_manifest = load_baseline(Path(args.base))
     cand_results, cand_manifest = load_baseline(Path(args.cand))
-    cmp = compare_manifests(base_manifest, cand_manifest, args.vary or [], pre_run=False)
+    cmp = compare_manifests(base_manifest, cand_manifest, args.vary or [], pre_run=False,
+                            accept_unobserved=args.accept_unobserved if args.accept_unobserved is not None else ["env_image_digest", "server_revision"])
     return base_results, cand_results, cmp
 
 
@@ -159,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("cand")
         c.add_argument("--vary", action="append", default=[], help="a manifest field that may differ; repeatable")
         c.add_argument("--json", action="store_true")
+        c.add_argument("--accept-unobserved", action="append", default=None,
+                       help="a field that may stay unobserved on both sides; repeatable (default: env_image_digest, server_revision)")
         c.set_defaults(fn=fn)
         if name == "compare":
             c.add_argument("--gate", action="store_true", help="exit 1 unless the gate says ship")

@@ -78,6 +78,7 @@ def capture_for_session(config, s) -> None:
             harness_version=__version__,
             pytest_argv=list(config.invocation_params.args),
             run_id=s.run_id,
+            env_image_digest=st.image_digest or os.environ.get("AGENTDRIFT_IMAGE_DIGEST") or None,
         )
         cap = mf.capture(ctx)
         s.manifest, s.instruction_bundle, s.source_manifest = cap.manifest, cap.instruction_bundle, cap.source_manifest
@@ -99,11 +100,14 @@ def load_baseline(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return results, manifest
 
 
-def _compare(config, baseline: dict, current: dict, vary, pre_run: bool):
+def _compare(config, s, pre_run: bool):
     from .stamps import compare_manifests
 
-    custom = config.hook.pytest_agentdrift_compare_stamps(config=config, baseline=baseline, current=current, vary=list(vary))
-    return custom if custom is not None else compare_manifests(baseline, current, vary, pre_run=pre_run)
+    vary = list(s.settings.vary)
+    custom = config.hook.pytest_agentdrift_compare_stamps(config=config, baseline=s.baseline_manifest, current=s.manifest, vary=vary)
+    if custom is not None:
+        return custom
+    return compare_manifests(s.baseline_manifest, s.manifest, vary, pre_run=pre_run, accept_unobserved=s.settings.accept_unobserved)
 
 
 def rebaseline_command(config, s) -> str:
@@ -130,7 +134,7 @@ def check_baseline(config, s) -> list[str] | None:
     s.baseline_results, s.baseline_manifest = load_baseline(s.settings.baseline)
     if s.manifest is None:
         capture_for_session(config, s)
-    cmp = _compare(config, s.baseline_manifest, s.manifest, s.settings.vary, pre_run=True)
+    cmp = _compare(config, s, pre_run=True)
     s.stamp_comparison = cmp
     if not cmp.comparable:
         return render_refusal(cmp, rebaseline_command(config, s))
@@ -155,7 +159,7 @@ def compare_with_baseline(config, s, results: dict[str, Any]) -> int:
     from .ledger import ledger_csv, read_release_notes
     from .stamps import manifest_diff_document, render_refusal
 
-    cmp = _compare(config, s.baseline_manifest, s.manifest, s.settings.vary, pre_run=False)
+    cmp = _compare(config, s, pre_run=False)
     reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in cmp.blocks]
     ledger = read_release_notes(s.settings.release_notes) if s.settings.release_notes else None
     comparison = compare_runs(

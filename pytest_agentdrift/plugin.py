@@ -89,6 +89,12 @@ def _add_suite_arg(config: pytest.Config, suite: str) -> None:
             config.args.append(target)
     else:
         config.args[:] = [target]
+        # The suite is the whole run: conftest.py files above it (a development checkout
+        # installed in editable mode has one) are not part of the frozen tasks. pytest has
+        # no public setter for this after startup, hence the guarded private attribute.
+        pm = config.pluginmanager
+        if hasattr(pm, "_confcutdir") and (pm._confcutdir is None or pm._confcutdir not in path.absolute().parents):
+            pm._confcutdir = path.absolute()
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector):
