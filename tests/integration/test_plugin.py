@@ -1,0 +1,274 @@
+"""The plugin end to end, as a user runs it (pytester, one subprocess per session)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task, normalise_results
+
+PLUGIN_ARGS = [[], ["-p", "no:xdist"], ["-n", "0"], ["-n", "2"]]
+
+
+@pytest.fixture(params=PLUGIN_ARGS, ids=["plain", "no-xdist", "n0", "n2"])
+def plugin_args(request):
+    return request.param
+
+
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+
+
+def copy_task(pytester, name):
+    import shutil
+
+    shutil.copytree(FIXTURES / name, pytester.path / name)
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark", *args, timeout=300)
+
+
+def test_help_lists_the_options(pytester):
+    result = run(pytester, "--help")
+    assert result.ret == 0
+    out = result.stdout.str()
+    assert "coding-agent drift (pytest-agentdrift)" in out
+    assert "--agent=AGENT" in out
+    for flag in ("--agent-cmd", "--agent-suite", "--agent-k", "--agent-record", "--agent-baseline",
+                 "--agent-vary", "--agent-timeout", "--agent-fail-on", "--agent-gate", "--agent-isolation"):
+        assert flag in out, flag
+    assert "agent_k (string)" in out  # ini twins
+
+
+def test_markers_are_described(pytester):
+    result = run(pytester, "--markers")
+    out = result.stdout.str()
+    assert "@pytest.mark.agent_task(id)" in out
+    assert "@pytest.mark.critical" in out
+    for tid in [f"T{i:02d}" for i in range(1, 13)]:
+        assert f"@pytest.mark.{tid}: bundled agent task {tid} (pytest-agentdrift)" in out
+
+
+def test_records_the_same_results_with_and_without_xdist(pytester, plugin_args):
+    copy_task(pytester, "EX01-fix-discount")
+    copy_task(pytester, "EX02-explain-readonly")
+    result = run(pytester, "--agent", "reference", "--agent-k", "2", "--agent-record", "runs/r", *plugin_args)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*EX01 * 2/2 *Fix a discount bug*", "*EX02 * 2/2 *Explain a call path*", "*4 passed*"])
+    results = load_results(pytester.path / "runs" / "r")
+    assert results["complete"] is True
+    assert sorted(results["tasks"]) == ["EX01", "EX02"]
+    assert [r["rep"] for r in results["tasks"]["EX01"]["runs"]] == [1, 2]
+    assert results["tasks"]["EX01"]["runs"][0]["evidence"]["changed"]["modified"] == ["shop/pricing.py"]
+    if plugin_args == ["-n", "2"]:
+        assert sorted(results["workers"]) == ["gw0", "gw1"]
+    reference = Path(__file__).with_name("_reference_results.json")
+    normalised = normalise_results(results)
+    normalised.pop("isolation")
+    normalised.pop("plugin_version")
+    # every variant must record exactly what the plain run records
+    marker = pytester.path.parent.parent / "agentdrift-xdist-equivalence.json"
+    if marker.exists():
+        assert json.loads(marker.read_text()) == normalised
+    else:
+        marker.write_text(json.dumps(normalised))
+    del reference
+
+
+def test_raw_artifacts_are_recorded(pytester):
+    copy_task(pytester, "EX01-fix-discount")
+    result = run(pytester, "--agent", "reference", "--agent-record", "runs/r")
+    assert result.ret == 0
+    raw = pytester.path / "runs" / "r" / "raw" / "EX01" / "r1"
+    assert sorted(p.name for p in raw.iterdir()) == ["argv.json", "checks.json", "diff.patch", "events.jsonl", "report.json", "stderr.txt", "stdout.txt"]
+    assert "+    return total - total * percent // 100" in (raw / "diff.patch").read_text()
+    assert json.loads((raw / "report.json").read_text())["status"] == "complete"
+    run_dir = pytester.path / "runs" / "r"
+    for name in ("runtime-manifest.json", "instruction-bundle.json", "source-manifest.json", "report.md"):
+        assert (run_dir / name).is_file(), name
+    assert not (run_dir / "INCOMPLETE").exists()
+    assert "### EX01: Fix a discount bug (example)" in (run_dir / "report.md").read_text()
+
+
+def test_repetition_ids_and_selection(pytester):
+    copy_task(pytester, "EX01-fix-discount")
+    copy_task(pytester, "EX02-explain-readonly")
+    result = run(pytester, "--agent", "reference", "--agent-k", "3", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["EX01-fix-discount::r1", "EX01-fix-discount::r2", "EX01-fix-discount::r3",
+                                 "EX02-explain-readonly::r1", "EX02-explain-readonly::r2", "EX02-explain-readonly::r3"])
+    result = run(pytester, "--agent", "reference", "--collect-only", "-q", "-k", "EX02")
+    assert "EX02-explain-readonly::r1" in result.stdout.str() and "EX01" not in result.stdout.str().split("deselected")[0].split("EX02")[0]
+    result = run(pytester, "--agent", "reference", "--collect-only", "-q", "-m", "EX01", "--strict-markers")
+    out = result.stdout.str()
+    assert "EX01-fix-discount::r1" in out and "EX02-explain-readonly::r1" not in out
+    assert result.ret == 0
+
+
+def test_repo_python_files_are_never_imported(pytester):
+    make_task(pytester.path, "I01", repo={"test_boom.py": "raise SystemExit('imported!')\n", "conftest.py": "raise SystemExit('conftest imported!')\n"})
+    result = run(pytester, "--agent-cmd", f"{sys.executable} -c pass")
+    assert result.ret == 0, result.stdout.str()
+    assert "imported!" not in result.stdout.str()
+
+
+def test_no_agent_selected_skips_with_reason(pytester):
+    copy_task(pytester, "EX01-fix-discount")
+    result = run(pytester, "-rs")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*no agent selected: pass --agent NAME or --agent-cmd CMD*"])
+
+
+def test_failure_is_domain_text_not_traceback(pytester):
+    copy_task(pytester, "EX01-fix-discount")
+    result = run(pytester, "--agent-cmd", f"{sys.executable} -c pass")
+    assert result.ret == 1
+    out = result.stdout.str()
+    assert "Traceback" not in out
+    for line in ("task EX01 (Fix a discount bug (example)), repetition 1: FAILED",
+                 "  CRITICAL scope/only-allowed-paths [paths]: nothing changed matching: shop/pricing.py",
+                 "  correctness/focused-tests-pass [pytest]: 2 of 4 frozen test(s) did not pass",
+                 "critical failures:", "  EX01 r1: only-allowed-paths"):
+        assert line in out, line
+
+
+def test_fail_on_critical_only(pytester):
+    d = make_task(pytester.path, "C01", checks=[
+        {"name": "soft", "kind": "report_status", "layer": "verification", "allowed": ["complete"]},
+        {"name": "hard", "kind": "unchanged", "layer": "safety", "critical": True},
+    ])
+    del d
+    cmd = f"{sys.executable} -c pass"
+    assert run(pytester, "--agent-cmd", cmd).ret == 1
+    result = run(pytester, "--agent-cmd", cmd, "--agent-fail-on", "critical", "--agent-record", "runs/c")
+    assert result.ret == 0
+    assert load_results(pytester.path / "runs" / "c")["tasks"]["C01"]["runs"][0]["failed_checks"] == ["soft"]
+
+
+def test_builtin_suite_runs_from_any_directory(pytester):
+    result = run(pytester, "--agent", "reference", "--agent-suite", "builtin", "--collect-only", "-q")
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    for i in range(1, 13):
+        assert f"T{i:02d}-" in out
+    assert "12 tests collected" in out
+
+
+def test_refuses_to_record_over_a_complete_run(pytester):
+    copy_task(pytester, "EX02-explain-readonly")
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/r").ret == 0
+    results = (pytester.path / "runs" / "r" / "results.json").read_bytes()
+    result = run(pytester, "--agent", "reference", "--agent-record", "runs/r")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*runs/r: already holds a complete run; recorded runs are never rewritten*"])
+    assert (pytester.path / "runs" / "r" / "results.json").read_bytes() == results
+
+
+def test_baseline_lifecycle(pytester):
+    """record -> compare (comparable) -> change a task -> refused (6) -> re-record -> comparable."""
+    copy_task(pytester, "EX02-explain-readonly")
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/cand")
+    assert result.ret == 0, result.stdout.str()
+    assert (pytester.path / "runs" / "cand" / "comparison" / "decision.json").is_file()
+    decision = json.loads((pytester.path / "runs" / "cand" / "comparison" / "decision.json").read_text())
+    assert decision["status"] == "no_material_evidence"
+
+    task_md = pytester.path / "EX02-explain-readonly" / "task.md"
+    task_md.write_text(task_md.read_text() + "Also be brief.\n")
+    result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/cand2")
+    assert result.ret == 6
+    out = result.stdout.str()
+    assert "BLOCK task_set_id:" in out
+    assert "to record a new baseline for this runtime: pytest" in out
+    assert not (pytester.path / "runs" / "cand2").exists()  # refused before anything was written
+
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base2").ret == 0
+    assert run(pytester, "--agent", "reference", "--agent-baseline", "runs/base2").ret == 0
+
+
+def test_refusal_under_xdist_starts_no_workers(pytester):
+    copy_task(pytester, "EX02-explain-readonly")
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    result = run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base", "-n", "2")
+    assert result.ret == 6
+    out = result.stdout.str() + result.stderr.str()
+    assert "BLOCK cli_version: reference-1.0.0 != reference-1.1.0-drifted" in out
+    assert "bringing up nodes" not in out and "gw0" not in out
+
+
+def test_unknown_vary_field_is_a_usage_error(pytester):
+    copy_task(pytester, "EX02-explain-readonly")
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-vary", "colour")
+    assert result.ret == 4
+    assert "unknown field 'colour'" in result.stderr.str()
+
+
+def test_worker_crash_leaves_an_incomplete_record(pytester):
+    make_task(pytester.path, "K01")
+    script = agent_script(pytester.path / "agent.py", "pass\n")
+    # a conftest that kills the worker process while K01 runs
+    pytester.makeconftest(
+        """
+        import os
+        def pytest_runtest_call(item):
+            if "K01" in item.nodeid:
+                os._exit(1)
+        """
+    )
+    make_task(pytester.path, "K02")
+    result = run(pytester, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "-n", "2")
+    assert result.ret != 0
+    results = load_results(pytester.path / "runs" / "r")
+    assert results["complete"] is False
+    assert any("never reported" in r for r in results["incomplete_reasons"])
+    assert any(w["error"] for w in results["workers"].values()) or any("crashed" in r for r in results["incomplete_reasons"])
+    assert (pytester.path / "runs" / "r" / "INCOMPLETE").exists()
+
+
+def test_pytest_function_checks(pytester):
+    d = make_task(pytester.path, "F01", checks=[], solution={"notes.txt": "hello\n"}, allowed=["notes.txt"])
+    (d / "test_checks.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.critical\n@pytest.mark.agent_layer('scope')\n"
+        "def test_only_notes(agent_run):\n    assert agent_run.changed_paths == ['notes.txt']\n\n"
+        "def test_report(agent_run):\n    assert agent_run.report['status'] == 'complete'\n"
+    )
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/ok").ret == 0
+    checks = load_results(pytester.path / "runs" / "ok")["tasks"]["F01"]["runs"][0]["checks"]
+    assert [(c["name"], c["layer"], c["critical"], c["passed"]) for c in checks] == [
+        ("test_only_notes", "scope", True, True), ("test_report", "correctness", False, True)]
+    result = run(pytester, "--agent-cmd", f"{sys.executable} -c pass", "--agent-record", "runs/bad")
+    assert result.ret == 1
+    r = load_results(pytester.path / "runs" / "bad")["tasks"]["F01"]["runs"][0]
+    assert r["critical_failed"] == ["test_only_notes"]
+
+
+@pytest.mark.parametrize("variant", ["autoload-off", "pytest-plugins-env", "no-cacheprovider"])
+def test_loading_variants(pytester, variant):
+    copy_task(pytester, "EX02-explain-readonly")
+    env = dict(os.environ)
+    args = ["--agent", "reference"]
+    if variant == "autoload-off":
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        args = ["-p", "pytest_agentdrift.plugin", *args]
+    elif variant == "pytest-plugins-env":
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        env["PYTEST_PLUGINS"] = "pytest_agentdrift.plugin,xdist.plugin"
+        args = [*args, "-n", "2"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=pytester.path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
+
+
+def test_plugin_is_inert_without_options(pytester):
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    result = run(pytester, "-v")
+    assert result.ret == 0
+    out = result.stdout.str()
+    assert "agentdrift:" not in out and "= agentdrift =" not in out.replace("=", "= ", 0)
+    assert "agentdrift ===" not in out
