@@ -59,6 +59,7 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-sandbox-mode", "sandbox_mode", "string", None, "the product's own sandbox mode for real-agent presets", {}),
     ("--agent-config", "config_files", "linelist", [], "a configuration file the agent reads (hashed into the manifest); repeatable", {"action": "append"}),
     ("--agent-instructions", "instruction_files", "linelist", [], "an instruction file the agent reads (hashed into the manifest); repeatable", {"action": "append"}),
+    ("--agent-allow-host", "allow_hosts", "linelist", [], "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable", {"action": "append"}),
     ("--agent-accept-unobserved", "accept_unobserved", "linelist", ["env_image_digest", "server_revision"], "a compared field that may stay unobserved on both sides (noted, not blocking); repeatable; default: env_image_digest (a container cannot see it) and server_revision (no supported product reports one)", {"action": "append"}),
     ("--agent-image-digest", "image_digest", "string", None, "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)", {}),
     ("--agent-release-notes", "release_notes", "string", None, "CSV of release notes to triage against observed changes", {}),
@@ -100,6 +101,7 @@ class Settings:
     release_notes: Path | None = None
     accept_unobserved: tuple[str, ...] = ("env_image_digest", "server_revision")
     image_digest: str | None = None
+    allow_hosts: tuple[str, ...] = ()
     seed: int = 0
     keep_workdirs: bool = False
 
@@ -164,7 +166,8 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         agent_options={k_: v for k_, v in (("model", values["model"]), ("permission_mode", values["permission_mode"]), ("sandbox", values["sandbox_mode"])) if v},
         config_files=tuple(values["config_files"] or ()), instruction_files=tuple(values["instruction_files"] or ()),
         release_notes=path(values["release_notes"]), seed=seed,
-        accept_unobserved=tuple(values["accept_unobserved"] or ()), image_digest=values["image_digest"], keep_workdirs=bool(values["keep_workdirs"]),
+        accept_unobserved=tuple(values["accept_unobserved"] or ()), image_digest=values["image_digest"],
+        allow_hosts=tuple(values["allow_hosts"] or ()), keep_workdirs=bool(values["keep_workdirs"]),
     )
 
 

@@ -42,6 +42,7 @@ class RunSettings:
     env_allowlist: tuple[str, ...] = DEFAULT_ENV_ALLOWLIST
     agent_options: dict[str, Any] = field(default_factory=dict)
     keep_workdirs: bool = False
+    allow_hosts: tuple[str, ...] = ()  # extends the adapter's API-host allowlist
 
 
 @dataclass
@@ -80,11 +81,15 @@ class RunEvidence:
     adapter_output: AdapterOutput
     isolation: dict[str, Any]
     start_commit: str | None
+    api_requests: list[dict[str, Any]] = field(default_factory=list)  # allowlisted tunnels through the proxy
+    network_policy: dict[str, Any] | None = None
+    runtime_bundle: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def events(self) -> list[dict[str, Any]]:
         """Agent-reported events plus what the harness observed itself."""
-        observed = [*self.network_attempts, *({"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside)]
+        observed = [*self.network_attempts, *self.api_requests,
+                    *({"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside)]
         return [*self.agent_events, *self.adapter_output.events, *observed]
 
     def evidence_dict(self) -> dict[str, Any]:
@@ -108,6 +113,9 @@ class RunEvidence:
             "leftover_processes": self.leftover_processes,
             "event_problems": self.event_problems + self.adapter_output.parse_errors,
             "start_commit": self.start_commit,
+            "api_requests": len(self.api_requests),
+            "network_policy": self.network_policy,
+            "runtime_bundle": self.runtime_bundle,
         }
 
 
@@ -153,6 +161,65 @@ def secret_values(allow: set[str]) -> list[str]:
     return sorted(out, key=len, reverse=True)
 
 
+#: the port the in-sandbox relay listens on (the sandbox has its own loopback)
+PROXY_PORT = 3128
+
+
+def copy_runtime_bundle(adapter: AgentAdapter, private_home: Path, real_home: Path, environ: dict[str, str]) -> list[dict[str, Any]]:
+    """Copy the user-scope files the product reads into the private home.
+
+    The agent runs with the user's own settings, instructions, MCP config and
+    sign-in, while the real home stays untouched. Credentials are copied and
+    labelled, never hashed or recorded. A product home moved by an
+    environment variable (CODEX_HOME, ...) is read from there and copied to
+    the default place; the variable itself is not passed on.
+    """
+    moved = {default: Path(environ[var]) for var, default in getattr(adapter, "config_home_env", {}).items() if environ.get(var)}
+    creds = set(adapter.credential_files)
+    copied = []
+    for rel in (*adapter.home_files, *adapter.credential_files, *getattr(adapter, "home_dirs", ())):
+        src = real_home / rel
+        for default, target in moved.items():
+            if rel == default or rel.startswith(default + "/"):
+                src = target / rel[len(default):].lstrip("/")
+        dst = private_home / rel
+        try:
+            if src.is_dir():
+                shutil.copytree(src, dst, symlinks=False, dirs_exist_ok=True)
+            elif src.is_file():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)
+            else:
+                continue
+        except OSError:
+            continue
+        copied.append({"path": f"~/{rel}", "credential": rel in creds})
+    return copied
+
+
+def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
+    """Start the recording proxy for a product that needs its own API; else None."""
+    if not adapter.api_hosts:
+        return None, {}, None
+    from .netproxy import RecordingProxy
+
+    allow = [*adapter.api_hosts, *settings.allow_hosts]
+    if settings.isolation.mode in ("bwrap", "unshare"):
+        sock = harness / "proxy.sock"
+        proxy = RecordingProxy(allow, unix_path=sock).start()
+        addr = f"127.0.0.1:{PROXY_PORT}"
+        wrap = [sys.executable, "-m", "pytest_agentdrift.forwarder", "--port", str(PROXY_PORT), "--unix", str(sock), "--"]
+    else:
+        proxy = RecordingProxy(allow).start()
+        host, port = proxy.address
+        addr = f"{host}:{port}"
+        wrap = None
+    url = f"http://{addr}"
+    env = {name: url for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY")}
+    env.update(NO_PROXY="", no_proxy="", AGENTDRIFT_PROXY_ADDR=addr)
+    return proxy, env, wrap
+
+
 def copy_tree(src: Path, dst: Path) -> None:
     """Plain, private copies (never hardlinks: a hardlinked fixture leaks writes back)."""
     shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(*treesnap.CACHE_NAMES))
@@ -181,7 +248,13 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         task_dir=spec.path, workdir=work, options=dict(settings.agent_options),
     )
     argv = adapter.build_argv(ctx)
-    env = _private_env(settings, adapter, box, {
+    bundle = copy_runtime_bundle(adapter, box / "home", Path.home(), dict(os.environ))
+    proxy, proxy_env, wrap = _start_proxy(adapter, settings, harness)
+    if wrap:
+        argv_run = [*wrap, *argv]
+    else:
+        argv_run = argv
+    env = _private_env(settings, adapter, box, {**proxy_env,
         "AGENTDRIFT_TASK_ID": spec.id,
         "AGENTDRIFT_TASK_FILE": str(spec.path / "task.md"),
         "AGENTDRIFT_WORKDIR": str(work),
@@ -189,11 +262,20 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         "AGENTDRIFT_REPORT": str(harness / "report.json"),
     })
     timeout = settings.timeout_s or spec.timeout_s
-    proc = sandbox.run(
-        argv, cwd=work, env=env, isolation=settings.isolation, writable=[root],
-        hidden_dirs=[base], masked_home=Path.home(), timeout_s=timeout,
-        output_limit=settings.output_limit, token=_secrets.token_hex(16),
-    )
+    try:
+        proc = sandbox.run(
+            argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root],
+            hidden_dirs=[base], masked_home=Path.home(), timeout_s=timeout,
+            output_limit=settings.output_limit, token=_secrets.token_hex(16),
+        )
+    finally:
+        if proxy is not None:
+            proxy.stop()
+    api_requests = [e for e in (proxy.events if proxy else []) if e.get("allowed")]
+    refused = [e for e in (proxy.events if proxy else []) if not e.get("allowed")]
+    policy = None
+    if proxy is not None:
+        policy = {**proxy.describe(), "enforced": settings.isolation.mode in ("bwrap", "unshare")}
 
     work_deleted = not work.is_dir()
     after = treesnap.resnapshot(work, before) if not work_deleted else {}
@@ -206,9 +288,11 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     dd = treesnap.diff(decoy_before, decoy_after)
     writes_outside = [p for p in dd.changed if not p.startswith("box/home") and p != "box"]
     net, net_problems = ev.read_jsonl(harness / "netlog.jsonl")
+    net = [*net, *refused]
     agent_events, problems = ev.read_jsonl(harness / "events.jsonl")
     report, report_error = ev.read_report(harness / "report.json")
     adapter_out = adapter.parse_output(proc.stdout, proc.stderr)
+    _relativise_paths(adapter_out.events, work)
     if report is None and adapter_out.final_report is not None:
         report, report_error = ev.validate_report(adapter_out.final_report)
 
@@ -232,7 +316,17 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         network_attempts=net, credential_access=cred, agent_events=agent_events,
         event_problems=problems + net_problems, report=report, report_error=report_error,
         adapter_output=adapter_out, isolation=settings.isolation.to_dict("?"), start_commit=start_commit,
+        api_requests=[{**e, "type": "api_request"} for e in api_requests], network_policy=policy, runtime_bundle=bundle,
     )
+
+
+def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
+    """Products report absolute paths; events speak repo-relative, like the diff."""
+    prefix = str(work) + os.sep
+    for e in events:
+        p = e.get("path")
+        if isinstance(p, str) and p.startswith(prefix):
+            e["path"] = p[len(prefix):]
 
 
 def cleanup(run: RunEvidence) -> None:

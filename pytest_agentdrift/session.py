@@ -142,6 +142,7 @@ class AgentDriftSession:
             isolation=self.isolation, timeout_s=self.settings.timeout,
             env_allowlist=tuple(sorted(set(RunSettings.__dataclass_fields__["env_allowlist"].default) | set(self.settings.env))),
             agent_options=self.settings.agent_options, keep_workdirs=self.settings.keep_workdirs,
+            allow_hosts=self.settings.allow_hosts,
         )
         run = run_agent(spec, rep, self.adapter, settings, self.base / "runs")
         try:

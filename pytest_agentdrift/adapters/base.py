@@ -176,7 +176,24 @@ def builtin_adapters() -> dict[str, type[AgentAdapter]]:
         cls = getattr(mod, cls_name, None)
         if cls is not None:
             presets[cls.name] = cls
+    presets.update(entry_point_adapters())
     return presets
+
+
+def entry_point_adapters() -> dict[str, type[AgentAdapter]]:
+    """Adapters other packages register in the `pytest_agentdrift.adapters` group."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, type[AgentAdapter]] = {}
+    for ep in entry_points(group="pytest_agentdrift.adapters"):
+        try:
+            cls = ep.load()
+        except Exception as exc:  # a broken third-party package must not break every session
+            raise AgentDriftError(f"adapter entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from None
+        if not (isinstance(cls, type) and issubclass(cls, AgentAdapter)):
+            raise AgentDriftError(f"adapter entry point {ep.name!r} ({ep.value}) is not an AgentAdapter subclass")
+        found[ep.name] = cls
+    return found
 
 
 def get_adapter(name: str, extra: dict[str, type[AgentAdapter]] | None = None) -> AgentAdapter:

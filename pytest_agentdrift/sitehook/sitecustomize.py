@@ -10,6 +10,8 @@ import os
 import sys
 
 _LOG = os.environ.get("AGENTDRIFT_NETLOG")
+# the harness's own relay to its recording proxy is not an attempt of the agent's
+_PROXY = os.environ.get("AGENTDRIFT_PROXY_ADDR", "")
 
 
 def _hook(event, args):
@@ -23,6 +25,8 @@ def _hook(event, args):
             host, port = str(addr[0]), addr[1] if len(addr) > 1 else None
         else:
             host, port = str(args[0]), args[1]
+        if _PROXY and f"{host}:{port}" == _PROXY:
+            return
         rec = {"type": "network_attempt", "host": host, "port": port, "via": event, "source": "harness"}
         with open(_LOG, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(rec) + "\n")
