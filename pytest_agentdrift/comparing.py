@@ -131,6 +131,11 @@ def check_baseline(config, s) -> list[str] | None:
     from .stamps import check_vary, render_refusal
 
     check_vary(s.settings.vary)
+    from .stamps import IDENTITY_FIELDS
+
+    unknown = [f for f in s.settings.accept_unobserved if f not in IDENTITY_FIELDS]
+    if unknown:
+        raise AgentDriftError(f"--agent-accept-unobserved: unknown field(s) {', '.join(unknown)}; valid: {', '.join(IDENTITY_FIELDS)}")
     s.baseline_results, s.baseline_manifest = load_baseline(s.settings.baseline)
     if s.manifest is None:
         capture_for_session(config, s)

@@ -166,7 +166,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         agent_options={k_: v for k_, v in (("model", values["model"]), ("permission_mode", values["permission_mode"]), ("sandbox", values["sandbox_mode"])) if v},
         config_files=tuple(values["config_files"] or ()), instruction_files=tuple(values["instruction_files"] or ()),
         release_notes=path(values["release_notes"]), seed=seed,
-        accept_unobserved=tuple(values["accept_unobserved"] or ()), image_digest=values["image_digest"],
+        accept_unobserved=tuple(v for v in (values["accept_unobserved"] or ()) if v != "none"), image_digest=values["image_digest"],
         allow_hosts=tuple(values["allow_hosts"] or ()), keep_workdirs=bool(values["keep_workdirs"]),
     )
 
