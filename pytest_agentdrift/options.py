@@ -122,7 +122,7 @@ def _ini_name(dest: str) -> str:
 def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootpath: Path) -> Settings:
     """CLI value if given, else the ini value; validated once."""
     values: dict[str, Any] = {}
-    for flag, dest, ini_type, default, _, extra in OPTIONS:
+    for _flag, dest, _ini_type, default, _, extra in OPTIONS:
         cli = getoption(f"agentdrift_{dest}")
         if cli is not None and cli != []:
             values[dest] = cli

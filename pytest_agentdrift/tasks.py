@@ -170,14 +170,12 @@ def tree_hashes(snap: Snapshot) -> dict[str, str]:
 
 def check_symlinks(task_dir: Path) -> None:
     """A symlink in repo/ may only point inside the task's repo/."""
-    repo = (task_dir / "repo").resolve()
-    for rel, full in walk_files(task_dir / "repo"):
+    for _rel, full in walk_files(task_dir / "repo"):
         if os.path.islink(full):
             target = os.readlink(full)
             resolved = Path(os.path.normpath(os.path.join(os.path.dirname(full), target)))
             if os.path.isabs(target) or not str(resolved).startswith(str(task_dir / "repo") + os.sep):
                 raise TaskError(f"symlink points outside the task: {target!r}", Path(full))
-    del repo
 
 
 def verify_tree(spec: TaskSpec, actual: dict[str, str], where: Path) -> None:

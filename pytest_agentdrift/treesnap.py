@@ -167,7 +167,7 @@ def make_patch(old_root: Path, new_root: Path, d: TreeDiff, limit: int = 1 << 20
         b = [] if rel in d.deleted else _read_lines(new, limit)
         header = f"diff --agentdrift a/{rel} b/{rel}\n"
         if rel in d.mode:
-            chunks.append(header + f"mode changed\n")
+            chunks.append(header + "mode changed\n")
             continue
         if a is None or b is None:
             chunks.append(header + "Binary or large files differ\n")

@@ -139,6 +139,34 @@ class CommandAdapter(AgentAdapter):
         return {**super().describe(), "command": self.template}
 
 
+class ProductAdapter(AgentAdapter):
+    """A real product's CLI: one binary, documented option defaults, a structured output format."""
+
+    binary: ClassVar[str] = ""
+    #: option keys this product understands (from --agent-model / --agent-permission-mode / ...)
+    option_keys: ClassVar[tuple[str, ...]] = ("model", "permission_mode")
+    #: defaults applied when the user gives none (recorded via describe())
+    defaults: ClassVar[dict[str, Any]] = {}
+    output_format: ClassVar[str] = ""
+    #: env var that relocates the user config dir -> the home-relative dir it replaces
+    config_home_env: ClassVar[dict[str, str]] = {}
+    home_dirs: ClassVar[tuple[str, ...]] = ()
+    project_files: ClassVar[tuple[str, ...]] = ()
+
+    def executable(self) -> str | None:
+        return self.binary
+
+    def version_argv(self) -> list[str] | None:
+        return [self.binary, "--version"]
+
+    def effective_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        merged = {**self.defaults, **{k: v for k, v in options.items() if v is not None}}
+        return {k: merged[k] for k in self.option_keys if k in merged}
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "binary": self.binary, "output_format": self.output_format, "defaults": dict(self.defaults)}
+
+
 class ReferenceAdapter(AgentAdapter):
     """The deterministic reference agent: applies a task's solution/."""
 

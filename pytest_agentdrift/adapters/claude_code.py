@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .base import AdapterOutput, AgentAdapter, RunContext, Usage
+from .base import AdapterOutput, ProductAdapter, RunContext, Usage
 from .common import (
+    option_list,
     add_counts,
     as_dict,
     as_float,
@@ -54,16 +55,9 @@ def _path_of(tool_input: dict[str, Any]) -> str | None:
     return as_str(tool_input.get("file_path")) or as_str(tool_input.get("notebook_path")) or as_str(tool_input.get("path"))
 
 
-def _option_list(value: Any) -> list[str]:
-    """allowed_tools may come as a list or as one comma-separated string."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return [str(v).strip() for v in value if str(v).strip()]
 
 
-class ClaudeCodeAdapter(AgentAdapter):
+class ClaudeCodeAdapter(ProductAdapter):
     name = "claude-code"
     product = "anthropic/claude-code"
     surface = "cli"
@@ -102,15 +96,10 @@ class ClaudeCodeAdapter(AgentAdapter):
     #: option defaults applied when the user gives none (recorded via describe())
     defaults: ClassVar[dict[str, Any]] = {"permission_mode": "acceptEdits"}
 
-    def executable(self) -> str | None:
-        return self.binary
 
-    def version_argv(self) -> list[str] | None:
-        return [self.binary, "--version"]
 
-    def effective_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        merged = {**self.defaults, **{k: v for k, v in options.items() if v is not None}}
-        return {k: merged[k] for k in ("model", "permission_mode", "allowed_tools") if k in merged}
+    option_keys = ("model", "permission_mode", "allowed_tools")
+    output_format = "stream-json"
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         opts = self.effective_options(ctx.options)
@@ -121,15 +110,13 @@ class ClaudeCodeAdapter(AgentAdapter):
             argv += ["--model", str(opts["model"])]
         if opts.get("permission_mode"):
             argv += ["--permission-mode", str(opts["permission_mode"])]
-        tools = _option_list(opts.get("allowed_tools"))
+        tools = option_list(opts.get("allowed_tools"))
         if tools:
             # One comma-separated element (a documented form), so the variadic
             # option cannot take anything after it by accident.
             argv += ["--allowedTools", ",".join(tools)]
         return argv
 
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "binary": self.binary, "output_format": "stream-json", "defaults": dict(self.defaults)}
 
     # -- parsing ---------------------------------------------------------
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .base import AdapterOutput, AgentAdapter, RunContext, Usage
+from .base import AdapterOutput, ProductAdapter, RunContext, Usage
 from .common import (
     add_counts,
     as_dict,
@@ -45,7 +45,7 @@ from .common import (
 )
 
 
-class CodexAdapter(AgentAdapter):
+class CodexAdapter(ProductAdapter):
     name = "codex"
     product = "openai/codex"
     surface = "cli"
@@ -69,15 +69,10 @@ class CodexAdapter(AgentAdapter):
     config_home_env: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}
     defaults: ClassVar[dict[str, Any]] = {"sandbox": "workspace-write", "permission_mode": "never"}
 
-    def executable(self) -> str | None:
-        return self.binary
 
-    def version_argv(self) -> list[str] | None:
-        return [self.binary, "--version"]
 
-    def effective_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        merged = {**self.defaults, **{k: v for k, v in options.items() if v is not None}}
-        return {k: merged[k] for k in ("model", "permission_mode", "sandbox") if k in merged}
+    option_keys = ("model", "permission_mode", "sandbox")
+    output_format = "exec --json"
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         opts = self.effective_options(ctx.options)
@@ -96,8 +91,6 @@ class CodexAdapter(AgentAdapter):
         argv += ["--", ctx.task_text]
         return argv
 
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "binary": self.binary, "output_format": "exec --json", "defaults": dict(self.defaults)}
 
     # -- parsing ---------------------------------------------------------
 

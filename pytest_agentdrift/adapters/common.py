@@ -220,3 +220,12 @@ def final_event(report: dict[str, Any] | None, outcome: str, **extra: Any) -> di
     event: dict[str, Any] = {"type": "final", "status": report.get("status") if report else None, "outcome": outcome}
     event.update({k: v for k, v in extra.items() if v is not None})
     return event
+
+
+def option_list(value: Any) -> list[str]:
+    """A tool list option may come as a list or as one comma-separated string."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return [str(v).strip() for v in value if str(v).strip()]

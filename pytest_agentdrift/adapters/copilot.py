@@ -32,8 +32,9 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from .base import AdapterOutput, AgentAdapter, RunContext, Usage
+from .base import AdapterOutput, ProductAdapter, RunContext, Usage
 from .common import (
+    option_list,
     add_counts,
     as_dict,
     as_int,
@@ -62,12 +63,6 @@ _PERMISSION_FLAGS: dict[str, list[str]] = {
 }
 
 
-def _option_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return [str(v).strip() for v in value if str(v).strip()]
 
 
 def _payload(rec: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +76,7 @@ def _looks_denied(error: dict[str, Any]) -> bool:
     return code.lower() in {"denied", "permission_denied", "rejected"} or bool(_DENIED.search(as_str(error.get("message")) or ""))
 
 
-class CopilotAdapter(AgentAdapter):
+class CopilotAdapter(ProductAdapter):
     name = "copilot"
     product = "github/copilot-cli"
     surface = "cli"
@@ -127,15 +122,10 @@ class CopilotAdapter(AgentAdapter):
     config_home_env: ClassVar[dict[str, str]] = {"COPILOT_HOME": ".copilot"}
     defaults: ClassVar[dict[str, Any]] = {"permission_mode": "allow-all-tools"}
 
-    def executable(self) -> str | None:
-        return self.binary
 
-    def version_argv(self) -> list[str] | None:
-        return [self.binary, "--version"]
 
-    def effective_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        merged = {**self.defaults, **{k: v for k, v in options.items() if v is not None}}
-        return {k: merged[k] for k in ("model", "permission_mode", "allowed_tools", "denied_tools") if k in merged}
+    option_keys = ("model", "permission_mode", "allowed_tools", "denied_tools")
+    output_format = "json (JSONL)"
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         opts = self.effective_options(ctx.options)
@@ -146,18 +136,16 @@ class CopilotAdapter(AgentAdapter):
             raise AgentDriftError(f"copilot: unknown permission_mode {mode!r}; known: {', '.join(sorted(_PERMISSION_FLAGS))}")
         argv = [self.binary, "-p", ctx.task_text, "--output-format=json", "--no-ask-user", "--no-auto-update"]
         argv += _PERMISSION_FLAGS[mode]
-        allowed = _option_list(opts.get("allowed_tools"))
+        allowed = option_list(opts.get("allowed_tools"))
         if allowed:
             argv.append("--allow-tool=" + ",".join(allowed))
-        denied = _option_list(opts.get("denied_tools"))
+        denied = option_list(opts.get("denied_tools"))
         if denied:
             argv.append("--deny-tool=" + ",".join(denied))
         if opts.get("model"):
             argv.append(f"--model={opts['model']}")
         return argv
 
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "binary": self.binary, "output_format": "json (JSONL)", "defaults": dict(self.defaults)}
 
     # -- parsing ---------------------------------------------------------
 
