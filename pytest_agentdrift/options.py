@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import AgentDriftError
-from .sandbox import ISOLATION_MODES
 
 FAIL_ON = ("any", "critical")
+ISOLATION_MODES = ("auto", "bwrap", "unshare", "none")  # sandbox.py keeps the implementation
 
 
 def positive_int(value: str) -> int:

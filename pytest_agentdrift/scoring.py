@@ -3,8 +3,8 @@
 A run passes when every check passes. Critical checks gate on their own:
 their failures are listed separately and reject a candidate whatever the
 averages say. A run that changed protected tests or test configuration and
-would otherwise have passed (or claimed it was complete) is a *tampered
-pass*: it counts as a fail and is flagged.
+would otherwise have passed is a *tampered pass*: it counts as a fail and is
+flagged.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ def is_tampered(run: RunEvidence, checks: list[CheckResult]) -> bool:
 def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:
     failed = [c for c in checks if not c.passed]
     tampered = is_tampered(run, checks)
-    others_pass = all(c.passed for c in checks if c.kind != "tamper")
-    claimed_complete = bool(run.report and run.report.get("status") == "complete")
-    tampered_pass = tampered and (others_pass or claimed_complete)
+    # A tampered pass: the run would have passed but for its tampering. Our grading
+    # restores the tests, so a tamper that "worked" shows here as a run whose every
+    # other check passed; the tamper alone then fails it.
+    tampered_pass = tampered and all(c.passed for c in checks if c.kind != "tamper")
     if run.launch_error:
         outcome = "error"
     elif run.timed_out:

@@ -17,18 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import EVALUATOR_VERSION, __version__, sandbox
-from .adapters.base import AgentAdapter, CommandAdapter, get_adapter
-from .canonical import digest, hash_file
-from .checks import Grader
+from typing import TYPE_CHECKING
+
+from . import EVALUATOR_VERSION, __version__
 from .errors import AgentDriftError
-from .evidence import dump_jsonl
 from .options import Settings
-from .record import RunRecorder
-from .report import summary_lines
-from .runner import RunSettings, cleanup, run_agent
-from .scoring import score, summarise
-from .tasks import TaskSpec
+
+# Every pytest run of the environment creates a session object: the modules that
+# run agents, grade and record are imported only when a session uses them.
+if TYPE_CHECKING:
+    from .adapters.base import AgentAdapter
+    from .checks import Grader
+    from .record import RunRecorder
+    from .sandbox import Isolation
+    from .tasks import TaskSpec
 
 #: evaluator code whose bytes define evaluator_id (with each task's checks)
 EVALUATOR_FILES = ("checks.py", "scoring.py", "evidence.py", "treesnap.py", "globs.py", "fixtures.py",
@@ -44,6 +46,8 @@ def new_run_id() -> str:
 
 
 def evaluator_id(specs: list[TaskSpec]) -> str:
+    from .canonical import digest, hash_file
+
     pkg = Path(__file__).parent
     return digest({
         "evaluator_version": EVALUATOR_VERSION,
@@ -53,6 +57,8 @@ def evaluator_id(specs: list[TaskSpec]) -> str:
 
 
 def task_set_id(specs: list[TaskSpec]) -> str:
+    from .canonical import digest
+
     return digest({s.id: s.content_digest() for s in sorted(specs, key=lambda s: s.id)})
 
 
@@ -82,13 +88,15 @@ class AgentDriftSession:
     comparison_files: dict[str, Any] = field(default_factory=dict)
     final_lines: list[str] = field(default_factory=list)
     _digests: dict[str, str] = field(default_factory=dict)
-    _isolation: sandbox.Isolation | None = None
+    _isolation: Isolation | None = None
     _grader: Grader | None = None
     _base: Path | None = None
 
     # -- setup (controller and workers) ---------------------------------------------
     def resolve_adapter(self, extra: dict[str, type[AgentAdapter]] | None = None) -> AgentAdapter | None:
         if self.adapter is None and self.settings.agent_selected:
+            from .adapters.base import CommandAdapter, get_adapter
+
             s = self.settings
             self.adapter = CommandAdapter(s.cmd) if s.cmd else get_adapter(s.agent, extra)
         return self.adapter
@@ -114,8 +122,10 @@ class AgentDriftSession:
         return text[0] if out.returncode == 0 and text else "unobserved"
 
     @property
-    def isolation(self) -> sandbox.Isolation:
+    def isolation(self) -> Isolation:
         if self._isolation is None:
+            from . import sandbox
+
             self._isolation = sandbox.detect(self.settings.isolation)
         return self._isolation
 
@@ -128,6 +138,8 @@ class AgentDriftSession:
     @property
     def grader(self) -> Grader:
         if self._grader is None:
+            from .checks import Grader
+
             self._grader = Grader(self.isolation, self.base / "grading")
         return self._grader
 
@@ -138,9 +150,12 @@ class AgentDriftSession:
     # -- one run (any process) --------------------------------------------------------
     def run_task(self, spec: TaskSpec, rep: int) -> dict[str, Any]:
         """Run the agent once on a fresh copy and score it; returns the payload."""
+        from .evidence import dump_jsonl
+        from .runner import DEFAULT_ENV_ALLOWLIST, RunSettings, cleanup, run_agent
+        from .scoring import score
         settings = RunSettings(
             isolation=self.isolation, timeout_s=self.settings.timeout,
-            env_allowlist=tuple(sorted(set(RunSettings.__dataclass_fields__["env_allowlist"].default) | set(self.settings.env))),
+            env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(self.settings.env))),
             agent_options=self.settings.agent_options, keep_workdirs=self.settings.keep_workdirs,
             allow_hosts=self.settings.allow_hosts,
         )
@@ -177,6 +192,7 @@ class AgentDriftSession:
             self.recorder.write_raw(result["raw"], raw_files)
 
     def build_results(self) -> dict[str, Any]:
+        from .scoring import summarise
         tasks = {}
         for tid in sorted(self.results):
             meta = self.task_meta[tid]
@@ -229,6 +245,8 @@ class AgentDriftSession:
         return compute(list(self.specs.values())) if self.specs else None
 
     def summary(self, results: dict[str, Any]) -> list[str]:
+        from .report import summary_lines
+
         return summary_lines(results)
 
     def task_digest(self, spec: TaskSpec) -> str:
