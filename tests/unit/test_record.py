@@ -1,0 +1,331 @@
+"""Recorded runs: atomic writes, refusing to overwrite, completeness, and the schema."""
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift import record
+from pytest_agentdrift.errors import EXIT_USAGE, RecordError
+from pytest_agentdrift.record import (
+    INCOMPLETE_MARKER,
+    RunRecorder,
+    atomic_write,
+    check_record_target,
+    load_run,
+    results_validator,
+    schema_problems,
+)
+
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+LAYERS = ("safety", "correctness", "scope", "instruction_fidelity", "verification", "efficiency", "operator_load", "recovery")
+
+
+def minimal_results(complete: bool = True) -> dict:
+    run = {
+        "rep": 1, "outcome": "passed", "passed": True, "tampered_pass": False, "critical_failed": [],
+        "failed_checks": [], "layers": {layer: "n/a" for layer in LAYERS},
+        "checks": [{"name": "c", "kind": "unchanged", "layer": "scope", "critical": False, "passed": True, "detail": "no file changed", "evidence": {}}],
+        "evidence": {"exit_code": 0, "timed_out": False, "duration_s": 0.1,
+                     "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
+                     "writes_outside": [], "git_mutations": [], "network_attempts": 0, "tamper": {}},
+        "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
+        "raw": "raw/X01/r1",
+    }
+    run["layers"]["scope"] = "pass"
+    return {
+        "schema_version": 1, "plugin_version": "0.1.0", "run_id": "r-1", "started_at": "2026-01-01T00:00:00Z",
+        "finished_at": "2026-01-01T00:00:01Z", "complete": complete,
+        "incomplete_reasons": [] if complete else ["interrupted by KeyboardInterrupt"],
+        "agent": {"name": "cmd", "argv": ["python", "a.py"], "version": "1"},
+        "isolation": {"requested": "auto", "enforced": "bwrap", "network": "denied", "filesystem": "isolated"},
+        "settings": {}, "tasks": {"X01": {"title": "t", "suite": "s", "behavior": "b", "task_digest": "sha256:" + "0" * 64, "runs": [run]}},
+        "workers": {}, "summary": {"runs": 1, "passed": 1, "failed": 0, "errors": 0, "tampered_passes": 0, "critical_failures": 0, "pass_rate": 1.0},
+    }
+
+
+# ---- atomic_write --------------------------------------------------------------------
+
+def test_atomic_write_creates_parents_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "a" / "b" / "f.json"
+    atomic_write(target, "hello\n")
+    assert target.read_text() == "hello\n"
+    atomic_write(target, b"\x00bytes")
+    assert target.read_bytes() == b"\x00bytes"
+    assert os.listdir(target.parent) == ["f.json"]
+
+
+def test_atomic_write_failure_keeps_old_content(tmp_path, monkeypatch):
+    target = tmp_path / "results.json"
+    target.write_text("old\n")
+
+    def boom(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(record.os, "replace", boom)
+    with pytest.raises(OSError, match="No space left"):
+        atomic_write(target, "new\n")
+    assert target.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["results.json"]
+
+
+def test_atomic_write_interrupted_midway_keeps_old_content(tmp_path, monkeypatch):
+    target = tmp_path / "results.json"
+    target.write_text("old\n")
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, "new\n" * 1000)
+    assert target.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["results.json"]
+
+
+# ---- check_record_target -------------------------------------------------------------
+
+def test_new_or_empty_target_is_accepted(tmp_path):
+    check_record_target(tmp_path / "new")
+    (tmp_path / "empty").mkdir()
+    check_record_target(tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    "prepare, problem",
+    [
+        (lambda d: (d.mkdir(), (d / "results.json").write_text(json.dumps(minimal_results(True)))),
+         "already holds a complete run; recorded runs are never rewritten: record into a new directory"),
+        (lambda d: (d.mkdir(), (d / "results.json").write_text(json.dumps(minimal_results(False)))),
+         "already holds an incomplete run; recorded runs are never rewritten: record into a new directory"),
+        (lambda d: (d.mkdir(), (d / "results.json").write_text("{trunc")),
+         "already holds a recorded run; recorded runs are never rewritten: record into a new directory"),
+        (lambda d: (d.mkdir(), (d / "notes.txt").write_text("mine")),
+         "recording target is not empty; record into a new directory"),
+        (lambda d: (d.mkdir(), (d / INCOMPLETE_MARKER).write_text("started")),
+         "holds an interrupted recording; record into a new directory"),
+        (lambda d: d.write_text("a file"),
+         "recording target exists and is not a directory"),
+    ],
+    ids=["complete", "incomplete", "unreadable", "non-empty", "incomplete-marker", "a-file"],
+)
+def test_record_target_refusals(tmp_path, prepare, problem):
+    target = tmp_path / "runs"
+    prepare(target)
+    before = {p.relative_to(tmp_path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*")}
+    with pytest.raises(RecordError) as exc:
+        check_record_target(target)
+    assert exc.value.problem == problem
+    assert exc.value.path == str(target)
+    assert exc.value.exit_code == EXIT_USAGE == 4
+    after = {p.relative_to(tmp_path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*")}
+    assert after == before  # refused, untouched
+    with pytest.raises(RecordError):
+        RunRecorder(target).start("second attempt")
+    assert {p.relative_to(tmp_path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*")} == before
+
+
+# ---- RunRecorder ---------------------------------------------------------------------
+
+def test_recorder_complete_run_removes_the_marker(tmp_path):
+    rec = RunRecorder(tmp_path / "run")
+    rec.start("recording run r-1")
+    assert (tmp_path / "run" / INCOMPLETE_MARKER).read_text() == "recording run r-1\n"
+    rec.write_raw("raw/X01/r1", {"stdout.txt": "out", "diff.patch": ""})
+    rec.write_json("extra.json", {"b": 1, "a": [1]})
+    assert (tmp_path / "run" / "raw" / "X01" / "r1" / "stdout.txt").read_text() == "out"
+    assert (tmp_path / "run" / "extra.json").read_text() == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}\n'
+    results = minimal_results(True)
+    rec.finish(results)
+    assert not (tmp_path / "run" / INCOMPLETE_MARKER).exists()
+    assert json.loads((tmp_path / "run" / "results.json").read_text()) == results
+    assert load_run(tmp_path / "run") == results
+    with pytest.raises(RecordError, match="already holds a complete run"):
+        RunRecorder(tmp_path / "run").start("again")
+
+
+def test_recorder_incomplete_run_keeps_the_marker(tmp_path):
+    rec = RunRecorder(tmp_path / "run")
+    rec.start("recording")
+    rec.finish(minimal_results(False))
+    assert (tmp_path / "run" / INCOMPLETE_MARKER).exists()
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["complete"] is False
+
+
+def test_recorder_schema_violation_is_written_incomplete_with_reasons(tmp_path):
+    rec = RunRecorder(tmp_path / "run")
+    rec.start("recording")
+    bad = minimal_results(True)
+    bad["tasks"]["X01"]["runs"][0]["outcome"] = "great"
+    del bad["summary"]["pass_rate"]
+    rec.finish(bad)
+    written = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert written["complete"] is False
+    assert written["incomplete_reasons"] == [
+        "schema: summary: 'pass_rate' is a required property",
+        "schema: tasks/X01/runs/0/outcome: 'great' is not one of ['passed', 'failed', 'error', 'timeout']",
+    ]
+    assert written["tasks"] == bad["tasks"]  # the data is kept
+    assert (tmp_path / "run" / INCOMPLETE_MARKER).exists()
+    with pytest.raises(RecordError, match="does not match the schema"):
+        load_run(tmp_path / "run", require_complete=False)
+
+
+def test_start_into_an_unwritable_place_is_a_record_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RecordError) as exc:
+        RunRecorder(tmp_path / "file" / "run").start("x")
+    assert exc.value.problem.startswith("cannot create the run directory: ")
+    assert exc.value.path == str(tmp_path / "file" / "run")
+
+
+# ---- load_run ------------------------------------------------------------------------
+
+def _run_dir(tmp_path, results_text=None, marker=False):
+    d = tmp_path / "run"
+    d.mkdir()
+    if marker:
+        (d / INCOMPLETE_MARKER).write_text("x\n")
+    if results_text is not None:
+        (d / "results.json").write_text(results_text)
+    return d
+
+
+def test_load_run_missing_dir(tmp_path):
+    with pytest.raises(RecordError) as exc:
+        load_run(tmp_path / "nope")
+    assert (exc.value.problem, exc.value.path) == ("no such run directory", str(tmp_path / "nope"))
+
+
+def test_load_run_without_results(tmp_path):
+    d = _run_dir(tmp_path)
+    with pytest.raises(RecordError) as exc:
+        load_run(d)
+    assert (exc.value.problem, exc.value.path) == ("not a recorded run (no results.json)", str(d))
+
+
+def test_load_run_interrupted(tmp_path):
+    d = _run_dir(tmp_path, marker=True)
+    with pytest.raises(RecordError) as exc:
+        load_run(d)
+    assert exc.value.problem == "the run was interrupted before it finished (INCOMPLETE marker, no results.json)"
+    assert exc.value.path == str(d)
+
+
+def test_load_run_truncated_json(tmp_path):
+    text = json.dumps(minimal_results(True))
+    d = _run_dir(tmp_path, text[: len(text) // 2])
+    with pytest.raises(RecordError) as exc:
+        load_run(d)
+    assert exc.value.problem.startswith("invalid JSON: ")
+    assert exc.value.path == str(d / "results.json")
+
+
+def test_load_run_duplicate_key(tmp_path):
+    d = _run_dir(tmp_path, '{"complete": true, "complete": false}')
+    with pytest.raises(RecordError) as exc:
+        load_run(d)
+    assert exc.value.problem == "invalid JSON: duplicate key 'complete'"
+
+
+def test_load_run_not_an_object(tmp_path):
+    d = _run_dir(tmp_path, "[1, 2]")
+    with pytest.raises(RecordError) as exc:
+        load_run(d)
+    assert (exc.value.problem, exc.value.path) == ("results.json is not a JSON object", str(d / "results.json"))
+
+
+def test_load_run_schema_mismatch(tmp_path):
+    bad = minimal_results(True)
+    bad["schema_version"] = 2
+    d = _run_dir(tmp_path, json.dumps(bad))
+    with pytest.raises(RecordError) as exc:
+        load_run(d)
+    assert exc.value.problem == "results.json does not match the schema: schema_version: 1 was expected"
+    assert exc.value.path == str(d / "results.json")
+
+
+def test_load_run_incomplete(tmp_path):
+    results = minimal_results(False)
+    d = _run_dir(tmp_path, json.dumps(results))
+    with pytest.raises(RecordError) as exc:
+        load_run(d)
+    assert exc.value.problem == "the run is incomplete (interrupted by KeyboardInterrupt) and cannot be used as a baseline"
+    assert exc.value.path == str(d)
+    assert load_run(d, require_complete=False) == results
+
+
+# ---- the schema ----------------------------------------------------------------------
+
+def test_validator_is_built_once():
+    assert results_validator() is results_validator()
+
+
+def test_schema_rejects_unknown_top_level_keys():
+    r = minimal_results(True)
+    r["surprise"] = 1
+    assert schema_problems(r) == ["(root): Additional properties are not allowed ('surprise' was unexpected)"]
+    assert schema_problems(minimal_results(True)) == []
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory):
+    """A real recording of the reference agent on EX01, made by the plugin in a subprocess."""
+    tmp = tmp_path_factory.mktemp("recorded")
+    shutil.copytree(FIXTURES / "EX01-fix-discount", tmp / "EX01-fix-discount")
+    out = tmp / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "EX01-fix-discount", "--agent", "reference", "--agent-record", str(out),
+         "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
+        check=False, cwd=tmp, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTEST_ADDOPTS": ""},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def test_real_recorded_run_matches_the_schema(recorded_run):
+    results = json.loads((recorded_run / "results.json").read_text())
+    assert schema_problems(results) == []
+    assert list(results_validator().iter_errors(results)) == []
+    assert results["complete"] is True
+    assert results["incomplete_reasons"] == []
+    assert list(results["tasks"]) == ["EX01"]
+    run = results["tasks"]["EX01"]["runs"][0]
+    assert (run["rep"], run["outcome"], run["passed"], run["tampered_pass"]) == (1, "passed", True, False)
+    assert run["evidence"]["changed"] == {"added": [], "modified": ["shop/pricing.py"], "deleted": [], "mode": []}
+    assert [c["name"] for c in run["checks"]] == ["focused-tests-pass", "only-allowed-paths", "tests-untouched", "no-forbidden-effects", "reports-complete"]
+    assert all(c["passed"] for c in run["checks"])
+    assert results["summary"] == {"runs": 1, "passed": 1, "failed": 0, "errors": 0, "tampered_passes": 0, "critical_failures": 0, "pass_rate": 1.0}
+    assert not (recorded_run / INCOMPLETE_MARKER).exists()
+    assert load_run(recorded_run) == results
+
+
+def test_schema_catches_a_damaged_real_run(recorded_run):
+    results = json.loads((recorded_run / "results.json").read_text())
+    broken = copy.deepcopy(results)
+    del broken["tasks"]["EX01"]["runs"][0]["layers"]["safety"]
+    broken["tasks"]["EX01"]["runs"][0]["evidence"]["network_attempts"] = -1
+    assert schema_problems(broken) == [
+        "tasks/EX01/runs/0/evidence/network_attempts: -1 is less than the minimum of 0",
+        "tasks/EX01/runs/0/layers: 'safety' is a required property",
+    ]
+
+
+def test_recording_into_a_complete_run_is_refused_and_untouched(recorded_run, tmp_path):
+    before = {p.relative_to(recorded_run).as_posix(): p.read_bytes() for p in recorded_run.rglob("*") if p.is_file()}
+    shutil.copytree(FIXTURES / "EX01-fix-discount", tmp_path / "EX01-fix-discount")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "EX01-fix-discount", "--agent", "reference", "--agent-record", str(recorded_run),
+         "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
+        check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTEST_ADDOPTS": ""},
+    )
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert f"{recorded_run}: already holds a complete run" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    after = {p.relative_to(recorded_run).as_posix(): p.read_bytes() for p in recorded_run.rglob("*") if p.is_file()}
+    assert after == before
