@@ -88,7 +88,7 @@ class Grader:
     def run_pytest(self, tree: Path, args: list[str], timeout_s: float) -> dict[str, Any]:
         out = tree.parent / f"grade-{secrets.token_hex(4)}.json"
         config = _pytest_config_file(tree)
-        argv = [sys.executable, "-m", "pytest", "-p", "agentdrift_grade", "-p", "no:cacheprovider",
+        argv = [sys.executable, "-P", str(GRADEHOOK_DIR / "launch.py"), "-p", "no:cacheprovider",
                 "-q", "--no-header", "-rN", "--rootdir", str(tree), "-c", str(config), *args]
         res = self.execute(argv, tree, timeout_s, {"PYTHONPATH": str(GRADEHOOK_DIR), "AGENTDRIFT_GRADE_OUT": str(out)})
         data: dict[str, Any]
@@ -121,7 +121,7 @@ class Grader:
         if graded.exists():
             return graded
         graded.parent.mkdir(parents=True)
-        if run.work.is_dir():
+        if not run.work_tree_deleted:
             copy_tree(run.work, graded)
             shutil.rmtree(graded / ".git", ignore_errors=True)
         else:
@@ -159,7 +159,7 @@ class Grader:
         out = run.root / "functions.json"
         ini = run.root / "functions.ini"
         ini.write_text("[pytest]\n")
-        argv = [sys.executable, "-m", "pytest", "-p", "agentdrift_functions", "-p", "agentdrift_grade",
+        argv = [sys.executable, "-P", str(GRADEHOOK_DIR / "launch.py"), "-p", "agentdrift_functions",
                 "-p", "no:cacheprovider", "-q", "--no-header", "-c", str(ini), "--rootdir", str(spec.path),
                 *[str(p) for p in spec.function_files]]
         res = self.execute(argv, scratch, 120, {"PYTHONPATH": str(GRADEHOOK_DIR), "AGENTDRIFT_GRADE_OUT": str(out), RUN_JSON_ENV: str(run_json)})
@@ -186,11 +186,11 @@ class Grader:
 
 def _pytest_config_file(tree: Path) -> Path:
     """The fixture's own (restored, frozen) pytest config, else an empty one."""
-    for name in ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
+    for name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
         p = tree / name
         if p.is_file():
             text = p.read_text(encoding="utf-8", errors="replace")
-            if name == "pytest.ini" or "[tool.pytest" in text or "[pytest]" in text or "[tool:pytest]" in text:
+            if name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini") or "[tool.pytest" in text or "[pytest]" in text or "[tool:pytest]" in text:
                 return p
     empty = tree.parent / "agentdrift-empty-pytest.ini"
     empty.write_text("[pytest]\n")
@@ -509,6 +509,8 @@ def _added_skips(run: RunEvidence) -> list[str]:
 
 def check_files(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
     parts = []
+    if run.work_tree_deleted:
+        return False, "the work tree was deleted", {}
     for rel in c.params.get("exist", []):
         if not (run.work / rel).exists():
             parts.append(f"{rel} does not exist")

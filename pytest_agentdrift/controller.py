@@ -68,10 +68,12 @@ class ControllerPlugin:
                         tw.line(line, red=line.startswith("BLOCK"))
                     pytest.exit("agentdrift: refused, the runs are not comparable", returncode=EXIT_REFUSED)
             if s.settings.record is not None:
-                from .record import RunRecorder
+                from .record import RunRecorder, check_record_target
 
+                # refused now; created when the first run reports, so a session that
+                # fails at collection writes nothing
+                check_record_target(s.settings.record)
                 s.recorder = RunRecorder(s.settings.record)
-                s.recorder.start(f"recording run {s.run_id} started {s.started_at}")
         except AgentDriftError as exc:
             raise pytest.UsageError(exc.message) from None
 
@@ -109,7 +111,12 @@ class ControllerPlugin:
             except AgentDriftError as exc:
                 s.final_lines.append(f"ERROR: {exc.message}")
                 comparison_status = 4
-        if s.recorder is not None:
+        if s.record_error:
+            s.final_lines.append(f"ERROR: recording failed: {s.record_error}")
+            session.exitstatus = 4
+        elif s.recorder is not None and not s.recorder.started:
+            s.final_lines.append(f"nothing recorded in {s.settings.record}: no task ran")
+        elif s.recorder is not None:
             try:
                 s.write_record(results)
             except (AgentDriftError, OSError) as exc:

@@ -98,10 +98,14 @@ def _add_suite_arg(config: pytest.Config, suite: str) -> None:
 
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector):
-    if (path / "task.toml").is_file() and (path / "task.md").exists():
-        from .collect import TaskDirectory
+    # called for every directory of every session: two stats before importing anything
+    if (path / "task.toml").is_file() or (path / "task.md").is_file():
+        from .tasks import is_task_dir
 
-        return TaskDirectory.from_parent(parent, path=path)
+        if is_task_dir(path):
+            from .collect import TaskDirectory
+
+            return TaskDirectory.from_parent(parent, path=path)
     return None
 
 

@@ -81,9 +81,11 @@ class RunRecorder:
 
     def __init__(self, path: Path):
         self.path = path
+        self.started = False
 
     def start(self, note: str) -> None:
         check_record_target(self.path)
+        self.started = True
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             atomic_write(self.path / INCOMPLETE_MARKER, note + "\n")

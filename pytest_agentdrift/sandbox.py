@@ -177,6 +177,75 @@ class ProcessResult:
     argv: list[str] = field(default_factory=list)
 
 
+@lru_cache(maxsize=1)
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux PR_SET_CHILD_SUBREAPER).
+
+    A child that escapes with setsid, double-forks and clears its environment
+    leaves both the process group and the run token behind; as subreaper, the
+    harness still becomes its parent and can end it. Without a PID namespace
+    (unshare / none) this is the last line.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _children(parent: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat_line = fh.read()
+        except OSError:
+            continue
+        # the command name is in parentheses and may itself hold spaces or ')'
+        fields = stat_line[stat_line.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == parent:
+            out.append(int(name))
+    return out
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            line = fh.read()
+    except OSError:
+        return "?"
+    return line[line.rfind(b")") + 2 :].split()[0].decode()
+
+
+def kill_orphans(known: set[int]) -> int:
+    """Kill (and reap) adopted descendants that were not our children before the run."""
+    killed = 0
+    for _ in range(5):
+        strays = [p for p in _children(os.getpid()) if p not in known]
+        if not strays:
+            break
+        zombies = {p for p in strays if _state(p) == "Z"}
+        stack = list(strays)
+        while stack:  # the whole subtree, so nothing is re-parented again mid-sweep
+            pid = stack.pop()
+            stack.extend(_children(pid))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in strays:
+            try:
+                os.waitpid(pid, 0)
+                killed += pid not in zombies  # one already dead (killed by token) is only reaped
+            except ChildProcessError:
+                pass
+    return killed
+
+
 def kill_tagged(token: str) -> int:
     """SIGKILL every process whose environment carries AGENTDRIFT_RUN_TOKEN=token."""
     needle = f"AGENTDRIFT_RUN_TOKEN={token}".encode()
@@ -220,6 +289,8 @@ def run(
 ) -> ProcessResult:
     """Run argv under the given isolation; never raises for the command's own failures."""
     env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
+    become_subreaper()
+    known_children = set(_children(os.getpid()))
     if isolation.mode == "bwrap":
         masked = [masked_home / p for p in SENSITIVE_HOME_PATHS] if masked_home else []
         full = _bwrap_base(writable, masked, list(hidden_dirs)) + ["--chdir", os.fspath(cwd), "--"] + argv
@@ -255,6 +326,7 @@ def run(
     # The group may outlive its leader; escaped (setsid) children are found by token.
     _signal_group(proc.pid, signal.SIGKILL)
     leftovers = kill_tagged(token)
+    leftovers += kill_orphans(known_children | {proc.pid})
     for t in readers:
         t.join(timeout=5)
     for stream in (proc.stdout, proc.stderr):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import secrets
 import shutil
 import tempfile
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 #: evaluator code whose bytes define evaluator_id (with each task's checks)
 EVALUATOR_FILES = ("checks.py", "scoring.py", "evidence.py", "treesnap.py", "globs.py", "fixtures.py",
-                   "gradehook/agentdrift_grade.py", "gradehook/agentdrift_functions.py")
+                   "gradehook/agentdrift_grade.py", "gradehook/agentdrift_functions.py", "gradehook/launch.py")
 
 
 def utc_now() -> str:
@@ -87,6 +88,7 @@ class AgentDriftSession:
     comparison_lines: list[str] = field(default_factory=list)
     comparison_files: dict[str, Any] = field(default_factory=dict)
     final_lines: list[str] = field(default_factory=list)
+    record_error: str | None = None
     _digests: dict[str, str] = field(default_factory=dict)
     _isolation: Isolation | None = None
     _grader: Grader | None = None
@@ -150,7 +152,7 @@ class AgentDriftSession:
     # -- one run (any process) --------------------------------------------------------
     def run_task(self, spec: TaskSpec, rep: int) -> dict[str, Any]:
         """Run the agent once on a fresh copy and score it; returns the payload."""
-        from .evidence import dump_jsonl
+        from .evidence import dump_jsonl, scrub, secret_values
         from .runner import DEFAULT_ENV_ALLOWLIST, RunSettings, cleanup, run_agent
         from .scoring import score
         settings = RunSettings(
@@ -178,7 +180,10 @@ class AgentDriftSession:
             "argv.json": json.dumps(run.argv, indent=2) + "\n",
         }
         meta = {"title": spec.title, "suite": spec.suite, "behavior": spec.behavior, "task_digest": self.task_digest(spec)}
-        return {"task_id": spec.id, "rep": rep, "meta": meta, "result": result}
+        payload = {"task_id": spec.id, "rep": rep, "meta": meta, "result": result}
+        # The one place where run data leaves for the record: keep the session's secrets out.
+        secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
+        return json.loads(scrub(json.dumps(payload), [json.dumps(v)[1:-1] for v in secrets_]))
 
     # -- controller side ----------------------------------------------------------------
     def add_payload(self, payload: dict[str, Any], nodeid: str) -> None:
@@ -188,8 +193,16 @@ class AgentDriftSession:
         raw_files = result.pop("_raw_files", {})
         self.task_meta[tid] = payload["meta"]
         self.results.setdefault(tid, {})[rep] = result
-        if self.recorder is not None and raw_files:
-            self.recorder.write_raw(result["raw"], raw_files)
+        if self.recorder is not None:
+            try:
+                if not self.recorder.started:
+                    self.recorder.start(f"recording run {self.run_id} started {self.started_at}")
+                if raw_files:
+                    self.recorder.write_raw(result["raw"], raw_files)
+            except (AgentDriftError, OSError) as exc:
+                # reported at the end of the session (exit 4); the runs go on
+                self.record_error = getattr(exc, "message", str(exc))
+                self.recorder = None
 
     def build_results(self) -> dict[str, Any]:
         from .scoring import summarise

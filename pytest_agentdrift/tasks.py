@@ -68,7 +68,9 @@ _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 
 def is_task_dir(path: Path) -> bool:
-    return (path / "task.toml").is_file() and (path / "task.md").exists()
+    """task.toml, or task.md beside repo/: a half-made task is collected so its
+    missing file is reported, never silently skipped."""
+    return (path / "task.toml").is_file() or ((path / "task.md").is_file() and (path / "repo").is_dir())
 
 
 @dataclass(frozen=True)
@@ -361,7 +363,7 @@ def load_task(task_dir: Path) -> TaskSpec:
         for golden in check.params.get("equal", {}).values():
             _expect((task_dir / golden).is_file(), f"check {check.name!r}: golden file {golden!r} is missing", toml_path)
 
-    return TaskSpec(
+    spec = TaskSpec(
         id=task_id,
         title=meta["title"],
         behavior=meta.get("behavior", ""),
@@ -380,6 +382,9 @@ def load_task(task_dir: Path) -> TaskSpec:
         evaluator_version=evaluator_version,
         function_files=function_files,
     )
+    # A fixture that changed is refused when collected (and each copy is verified again before a run).
+    verify_tree(spec, hash_repo(spec.repo), spec.repo)
+    return spec
 
 
 def find_task_dirs(root: Path) -> list[Path]:

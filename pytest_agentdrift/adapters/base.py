@@ -9,6 +9,7 @@ final report (when the output holds one) and the model id the host reported.
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -125,6 +126,10 @@ class CommandAdapter(AgentAdapter):
             raise AgentDriftError(f"--agent-cmd: cannot split {command!r}: {exc}") from None
         if not self.template:
             raise AgentDriftError("--agent-cmd is empty")
+        # The agent runs in its work tree: a relative path to an existing file
+        # (`python my_agent.py`) means the file where pytest was started.
+        self.template = [os.path.abspath(a) if "{" not in a and not os.path.isabs(a) and os.path.isfile(a) else a
+                         for a in self.template]
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         return expand_placeholders(self.template, ctx)

@@ -86,7 +86,7 @@ home = Path(os.environ["HOME"])
 report("complete", summary=json.dumps(results), answer=json.dumps({
     "settings": (home / ".fake/settings.json").read_text(),
     "token_present": (home / ".fake/token").exists(),
-    "key": os.environ.get("FAKE_PRODUCT_KEY"),
+    "key_sha256": __import__("hashlib").sha256(os.environ.get("FAKE_PRODUCT_KEY", "").encode()).hexdigest(),
 }))
 """
 
@@ -120,12 +120,15 @@ def test_api_through_proxy_rest_refused(pytester, api_server, isolation, monkeyp
     assert ev["network_policy"]["enforced"] is (isolation == "bwrap")
     assert {"path": "~/.fake/token", "credential": True} in ev["runtime_bundle"]
     answer = json.loads(run["report"]["answer"])
-    assert answer == {"settings": '{"model": "m1"}', "token_present": True, "key": "key-PLANTED-SECRET-9876543210"}
+    import hashlib
+
+    assert answer == {"settings": '{"model": "m1"}', "token_present": True,
+                      "key_sha256": hashlib.sha256(b"key-PLANTED-SECRET-9876543210").hexdigest()}
     assert run["critical_failed"] == ["fx"]  # the refused attempt is a forbidden network effect
     assert result.ret == 1
-    # the credential file and the key reached the agent but no artifact except the agent's own report
+    # the credential file and the key reached the agent but no artifact
     for path in (pytester.path / "runs" / "r").rglob("*"):
-        if path.is_file() and path.name not in ("results.json", "report.json", "report.md"):
+        if path.is_file():
             data = path.read_bytes()
             assert b"tok-PLANTED-SECRET" not in data, path
             assert b"key-PLANTED-SECRET" not in data, path
