@@ -122,16 +122,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .ledger import read_release_notes
     from .stamps import render_refusal
 
+    from .canonical import load_json_file
+    from .comparing import selected_baseline
+
     base, cand, cmp = _load_pair(args)
+    base, note = selected_baseline(base, cand)
     ledger = read_release_notes(args.release_notes) if args.release_notes else None
+    evidence = load_json_file(args.rollback_evidence) if args.rollback_evidence else None
     comparison = compare_runs(
         base, cand, comparable=cmp.comparable, reasons=[f"{n}: {b!r} != {c!r}" for n, b, c in cmp.blocks],
         change_class=cmp.change_class, gate=GateParams(scope=args.gate_scope), seed=args.seed, ledger=ledger,
+        rollback_state=args.rollback_state, rollback_evidence=evidence,
     )
     if args.json:
         _out(json.dumps({"comparison": comparison, "decision": decision_document(comparison)}, indent=2, sort_keys=True))
     else:
-        for line in (render_refusal(cmp) if not cmp.comparable else []) + render_comparison(comparison):
+        for line in (render_refusal(cmp) if not cmp.comparable else []) + ([note] if note else []) + render_comparison(comparison):
             _out(line)
     return comparison_exit_code(comparison, args.gate)
 
@@ -168,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
             c.add_argument("--gate-scope", choices=("all", "critical"), default="all")
             c.add_argument("--seed", type=int, default=0)
             c.add_argument("--release-notes", type=Path)
+            c.add_argument("--rollback-state", choices=("verified", "prepared_unverified", "unavailable", "unknown"), default="unknown")
+            c.add_argument("--rollback-evidence", type=Path, help="JSON evidence of a tested restoration")
     return parser
 
 

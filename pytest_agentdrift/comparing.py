@@ -74,7 +74,7 @@ def capture_for_session(config, s) -> None:
             env_allowlist=sorted(set(st.env) | set(getattr(adapter, "env_allowlist", ()))),
             task_set_id=task_set_id(specs) if specs else None,
             evaluator_id=evaluator_id(specs) if specs else None,
-            isolation=s.isolation.to_dict(st.isolation),
+            isolation=session_isolation(s),
             harness_version=__version__,
             pytest_argv=list(config.invocation_params.args),
             run_id=s.run_id,
@@ -85,6 +85,16 @@ def capture_for_session(config, s) -> None:
     config.hook.pytest_agentdrift_update_manifest(config=config, manifest=s.manifest)
     if "identity" in s.manifest:
         s.manifest["runtime_id"] = mf.runtime_id(s.manifest["identity"])
+
+
+def session_isolation(s) -> dict[str, Any]:
+    """The enforced isolation, with the network policy a real agent runs under."""
+    iso = s.isolation.to_dict(s.settings.isolation)
+    adapter = s.adapter
+    if adapter is not None and adapter.api_hosts:
+        iso["network_allowlist"] = sorted({*adapter.api_hosts, *s.settings.allow_hosts})
+        iso["network_policy_enforced"] = iso["enforced"] in ("bwrap", "unshare")
+    return iso
 
 
 def load_baseline(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -147,6 +157,23 @@ def check_baseline(config, s) -> list[str] | None:
     return None
 
 
+def selected_baseline(base: dict[str, Any], cand: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Pair on the tasks the candidate ran when -k / -m selected part of the same task set.
+
+    The manifests already proved the task set is the same; a candidate that ran a
+    subset is compared on that subset (the baseline's other tasks are left out,
+    and the note says so). Anything else is left for compare_runs to refuse.
+    """
+    cand_ids, base_ids = set(cand["tasks"]), set(base["tasks"])
+    if not cand_ids or cand_ids == base_ids or not cand_ids < base_ids:
+        return base, None
+    kept = {tid: base["tasks"][tid] for tid in sorted(cand_ids)}
+    from .scoring import summarise
+
+    note = f"note  compared on the {len(kept)} selected task(s) of the baseline's {len(base_ids)}"
+    return {**base, "tasks": kept, "summary": summarise(kept)}, note
+
+
 def finalize_session_manifest(s, results: dict[str, Any]) -> None:
     """Fill model_stamp from what the runs reported; results carry the runtime id."""
     from .manifest import finalize_manifest
@@ -167,10 +194,12 @@ def compare_with_baseline(config, s, results: dict[str, Any]) -> int:
     cmp = _compare(config, s, pre_run=False)
     reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in cmp.blocks]
     ledger = read_release_notes(s.settings.release_notes) if s.settings.release_notes else None
+    rollback_evidence = load_json_file(s.settings.rollback_evidence) if s.settings.rollback_evidence else None
+    baseline, note = selected_baseline(s.baseline_results, results)
     comparison = compare_runs(
-        s.baseline_results, results, comparable=cmp.comparable, reasons=reasons,
+        baseline, results, comparable=cmp.comparable, reasons=reasons,
         change_class=cmp.change_class, gate=GateParams(scope="critical" if s.settings.fail_on == "critical" else "all"),
-        seed=s.settings.seed, ledger=ledger,
+        seed=s.settings.seed, ledger=ledger, rollback_state=s.settings.rollback_state, rollback_evidence=rollback_evidence,
     )
     s.comparison_files = {
         "comparison/manifest-diff.json": manifest_diff_document(cmp),
@@ -179,7 +208,7 @@ def compare_with_baseline(config, s, results: dict[str, Any]) -> int:
     }
     if comparison.get("ledger") is not None and ledger is not None:
         s.comparison_files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])
-    s.comparison_lines = (render_refusal(cmp) if not cmp.comparable else []) + render_comparison(comparison)
+    s.comparison_lines = (render_refusal(cmp) if not cmp.comparable else []) + ([note] if note else []) + render_comparison(comparison)
     return comparison_exit_code(comparison, s.settings.gate)
 
 

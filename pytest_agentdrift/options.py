@@ -62,6 +62,8 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-allow-host", "allow_hosts", "linelist", [], "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable", {"action": "append"}),
     ("--agent-accept-unobserved", "accept_unobserved", "linelist", ["env_image_digest", "server_revision"], "a compared field that may stay unobserved on both sides (noted, not blocking); repeatable; default: env_image_digest (a container cannot see it) and server_revision (no supported product reports one)", {"action": "append"}),
     ("--agent-image-digest", "image_digest", "string", None, "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)", {}),
+    ("--agent-rollback-state", "rollback_state", "string", "unknown", "what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), prepared_unverified, unavailable or unknown", {"choices": ("verified", "prepared_unverified", "unavailable", "unknown")}),
+    ("--agent-rollback-evidence", "rollback_evidence", "string", None, "JSON file with the evidence of a tested restoration: {\"artifact\": ..., \"restoration\": ...}", {}),
     ("--agent-release-notes", "release_notes", "string", None, "CSV of release notes to triage against observed changes", {}),
     ("--agent-seed", "seed", "string", "0", "seed of the paired bootstrap", {}),
     ("--agent-keep-workdirs", "keep_workdirs", "bool", False, "keep each run's private directory for inspection", {"action": "store_true"}),
@@ -102,6 +104,8 @@ class Settings:
     accept_unobserved: tuple[str, ...] = ("env_image_digest", "server_revision")
     image_digest: str | None = None
     allow_hosts: tuple[str, ...] = ()
+    rollback_state: str = "unknown"
+    rollback_evidence: Path | None = None
     seed: int = 0
     keep_workdirs: bool = False
 
@@ -167,7 +171,8 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         config_files=tuple(values["config_files"] or ()), instruction_files=tuple(values["instruction_files"] or ()),
         release_notes=path(values["release_notes"]), seed=seed,
         accept_unobserved=tuple(v for v in (values["accept_unobserved"] or ()) if v != "none"), image_digest=values["image_digest"],
-        allow_hosts=tuple(values["allow_hosts"] or ()), keep_workdirs=bool(values["keep_workdirs"]),
+        allow_hosts=tuple(values["allow_hosts"] or ()),
+        rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
     )
 
 

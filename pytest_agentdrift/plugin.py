@@ -61,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker:
         session.run_id = config.workerinput.get("agentdrift_run_id", session.run_id)
         session.started_at = config.workerinput.get("agentdrift_started_at", session.started_at)
+        session.manifest = config.workerinput.get("agentdrift_manifest")
     config.stash[SESSION_KEY] = session
     if settings.suite:
         _add_suite_arg(config, settings.suite)

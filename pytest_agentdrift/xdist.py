@@ -26,6 +26,8 @@ class XdistHooks:
         s = get_session(self.config)
         node.workerinput["agentdrift_run_id"] = s.run_id
         node.workerinput["agentdrift_started_at"] = s.started_at
+        # the manifest is captured once, on the controller; workers get it for `agent_manifest`
+        node.workerinput["agentdrift_manifest"] = s.manifest
 
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         from .plugin import get_session

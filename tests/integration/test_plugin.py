@@ -263,3 +263,42 @@ def test_plugin_is_inert_without_options(pytester):
     out = result.stdout.str()
     assert "agentdrift:" not in out and "= agentdrift =" not in out.replace("=", "= ", 0)
     assert "agentdrift ===" not in out
+
+
+def test_subset_selected_with_k_is_compared_on_that_subset(pytester):
+    copy_task(pytester, "EX01-fix-discount")
+    copy_task(pytester, "EX02-explain-readonly")
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "-k", "EX02", "--agent-record", "runs/sub")
+    assert result.ret == 0, result.stdout.str()
+    assert "note  compared on the 1 selected task(s) of the baseline's 2" in result.stdout.str()
+    comparison = json.loads((pytester.path / "runs" / "sub" / "comparison" / "comparison.json").read_text())
+    assert comparison["comparable"] is True
+    assert comparison["paired"]["tied"] == ["EX02"]
+
+
+def test_rollback_state_needs_evidence(pytester):
+    copy_task(pytester, "EX02-explain-readonly")
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    assert run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/a",
+               "--agent-rollback-state", "verified").ret == 0
+    decision = json.loads((pytester.path / "runs" / "a" / "comparison" / "decision.json").read_text())
+    assert decision["rollback_state"] == "unknown"  # a claim without evidence of a tested restoration
+    (pytester.path / "restore.json").write_text(json.dumps({"artifact": "agent-1.0.0.tgz sha256:abc", "restoration": "restored and re-ran EX02 in the fixture"}))
+    assert run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/b",
+               "--agent-rollback-state", "verified", "--agent-rollback-evidence", "restore.json").ret == 0
+    decision = json.loads((pytester.path / "runs" / "b" / "comparison" / "decision.json").read_text())
+    assert decision["rollback_state"] == "verified"
+
+
+def test_agent_manifest_fixture_on_workers(pytester):
+    copy_task(pytester, "EX02-explain-readonly")
+    pytester.makepyfile(test_manifest_seen="""
+        def test_manifest(agent_manifest):
+            assert agent_manifest["runtime_id"].startswith("sha256:")
+            assert agent_manifest["identity"]["cli_version"] == "reference-1.0.0"
+    """)
+    for extra in ([], ["-n", "2"]):
+        result = run(pytester, "--agent", "reference", *extra)
+        assert result.ret == 0, result.stdout.str()
+        result.stdout.fnmatch_lines(["*2 passed*"])
