@@ -195,30 +195,32 @@ def become_subreaper() -> bool:
         return False
 
 
-def _children(parent: int) -> list[int]:
-    out = []
+def _proc(filename: str):
+    """(pid, bytes of /proc/PID/<filename>) for every process we may read."""
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat_line = fh.read()
-        except OSError:
-            continue
-        # the command name is in parentheses and may itself hold spaces or ')'
-        fields = stat_line[stat_line.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == parent:
-            out.append(int(name))
-    return out
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/{filename}", "rb") as fh:
+                    yield int(name), fh.read()
+            except OSError:
+                continue
+
+
+def _stat_fields(stat_line: bytes) -> list[bytes]:
+    # the command name is in parentheses and may itself hold spaces or ')'
+    return stat_line[stat_line.rfind(b")") + 2 :].split()
+
+
+def _children(parent: int) -> list[int]:
+    return [pid for pid, line in _proc("stat") if len(f := _stat_fields(line)) > 1 and int(f[1]) == parent]
 
 
 def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            line = fh.read()
-    except OSError:
+            return _stat_fields(fh.read())[0].decode()
+    except (OSError, IndexError):
         return "?"
-    return line[line.rfind(b")") + 2 :].split()[0].decode()
 
 
 def kill_orphans(known: set[int]) -> int:
@@ -253,17 +255,10 @@ def kill_tagged(token: str) -> int:
     me = os.getpid()
     for _ in range(3):  # a dying parent may still fork; sweep a few times
         found = 0
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == me:
-                continue
-            try:
-                with open(f"/proc/{name}/environ", "rb") as fh:
-                    env = fh.read()
-            except OSError:
-                continue
-            if needle in env.split(b"\0"):
+        for pid, env in _proc("environ"):
+            if pid != me and needle in env.split(b"\0"):
                 try:
-                    os.kill(int(name), signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                     found += 1
                 except OSError:
                     pass

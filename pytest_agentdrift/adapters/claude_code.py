@@ -55,8 +55,6 @@ def _path_of(tool_input: dict[str, Any]) -> str | None:
     return as_str(tool_input.get("file_path")) or as_str(tool_input.get("notebook_path")) or as_str(tool_input.get("path"))
 
 
-
-
 class ClaudeCodeAdapter(ProductAdapter):
     name = "claude-code"
     product = "anthropic/claude-code"
@@ -97,7 +95,6 @@ class ClaudeCodeAdapter(ProductAdapter):
     defaults: ClassVar[dict[str, Any]] = {"permission_mode": "acceptEdits"}
 
 
-
     option_keys = ("model", "permission_mode", "allowed_tools")
     output_format = "stream-json"
 
@@ -116,7 +113,6 @@ class ClaudeCodeAdapter(ProductAdapter):
             # option cannot take anything after it by accident.
             argv += ["--allowedTools", ",".join(tools)]
         return argv
-
 
     # -- parsing ---------------------------------------------------------
 

@@ -70,7 +70,6 @@ class CodexAdapter(ProductAdapter):
     defaults: ClassVar[dict[str, Any]] = {"sandbox": "workspace-write", "permission_mode": "never"}
 
 
-
     option_keys = ("model", "permission_mode", "sandbox")
     output_format = "exec --json"
 
@@ -90,7 +89,6 @@ class CodexAdapter(ProductAdapter):
         # `--` so a task text starting with '-' is never read as a flag.
         argv += ["--", ctx.task_text]
         return argv
-
 
     # -- parsing ---------------------------------------------------------
 

@@ -63,8 +63,6 @@ _PERMISSION_FLAGS: dict[str, list[str]] = {
 }
 
 
-
-
 def _payload(rec: dict[str, Any]) -> dict[str, Any]:
     # SDK events carry their fields under `data`; accept them inline too.
     data = rec.get("data")
@@ -123,7 +121,6 @@ class CopilotAdapter(ProductAdapter):
     defaults: ClassVar[dict[str, Any]] = {"permission_mode": "allow-all-tools"}
 
 
-
     option_keys = ("model", "permission_mode", "allowed_tools", "denied_tools")
     output_format = "json (JSONL)"
 
@@ -145,7 +142,6 @@ class CopilotAdapter(ProductAdapter):
         if opts.get("model"):
             argv.append(f"--model={opts['model']}")
         return argv
-
 
     # -- parsing ---------------------------------------------------------
 
