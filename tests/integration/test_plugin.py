@@ -302,3 +302,43 @@ def test_agent_manifest_fixture_on_workers(pytester):
         result = run(pytester, "--agent", "reference", *extra)
         assert result.ret == 0, result.stdout.str()
         result.stdout.fnmatch_lines(["*2 passed*"])
+
+
+def test_hooks_extend_manifest_relax_comparison_and_touch_report(pytester):
+    copy_task(pytester, "EX02-explain-readonly")
+    pytester.makeconftest("""
+        import os
+
+        def pytest_agentdrift_update_manifest(config, manifest):
+            manifest["identity"]["image_label"] = os.environ.get("IMAGE_LABEL", "unobserved")
+
+        def pytest_agentdrift_modify_report(config, results):
+            results["settings"]["ticket"] = "OPS-42"
+    """)
+    result = run(pytester, "--agent", "reference", "--agent-record", "runs/base")
+    assert result.ret == 0
+    manifest = json.loads((pytester.path / "runs" / "base" / "runtime-manifest.json").read_text())
+    assert manifest["identity"]["image_label"] == "unobserved"
+    from pytest_agentdrift.manifest import runtime_id
+
+    assert manifest["runtime_id"] == runtime_id(manifest["identity"])  # recomputed after the hook
+    assert load_results(pytester.path / "runs" / "base")["settings"]["ticket"] == "OPS-42"
+
+
+def test_compare_stamps_hook_can_relax_the_comparison(pytester):
+    copy_task(pytester, "EX02-explain-readonly")
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    assert run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base").ret == 6
+    pytester.makeconftest("""
+        from pytest_agentdrift.stamps import compare_manifests
+
+        def pytest_agentdrift_compare_stamps(config, baseline, current, vary):
+            # this team treats the reference agent's profile as the experiment's variable
+            return compare_manifests(baseline, current, [*vary, "cli_version", "command", "agent"],
+                                     accept_unobserved=["env_image_digest", "server_revision"])
+    """)
+    result = run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base")
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    assert "paired      won 0  lost 0  tied 1" in out
+    assert "status      no_material_evidence" in out
