@@ -24,6 +24,7 @@ from typing import Any
 from . import evidence as ev
 from . import sandbox, treesnap
 from .adapters.base import AdapterOutput, AgentAdapter, RunContext
+from .canonical import digest
 from .errors import TaskError
 from .tasks import TaskSpec, tree_hashes, verify_tree
 
@@ -218,7 +219,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     copy_tree(spec.repo, work)
     before = treesnap.snapshot(work)
     verify_tree(spec, tree_hashes(before), work)
-    start_commit = ev.git_fixture(work, (str(spec.path), spec.content_digest()), base) if spec.git else None
+    start_commit = ev.git_fixture(work, (str(spec.path), digest(spec.initial_tree)), base) if spec.git else None
     git_before = ev.git_state(work)
     _decoy(box, root)
     canary = ev.plant_canary(box / "home")
