@@ -121,7 +121,7 @@ def breakdown(spec, work: Path, n: int) -> None:
     """Where the harness's time goes, phase by phase (medians, same machine)."""
     from pytest_agentdrift import evidence, treesnap
 
-    phases: dict[str, list[float]] = {"copy_tree": [], "snapshot (hash all)": [], "git init + commit": [], "resnapshot (unchanged)": []}
+    phases: dict[str, list[float]] = {"copy_tree": [], "snapshot (hash all)": [], "git fixture template (once per task and process)": [], "resnapshot (unchanged)": []}
     for i in range(n):
         dst = work / f"phase-{i}"
         t = time.perf_counter()
@@ -132,14 +132,14 @@ def breakdown(spec, work: Path, n: int) -> None:
         phases["snapshot (hash all)"].append(time.perf_counter() - t)
         t = time.perf_counter()
         evidence.git_init_fixture(dst)
-        phases["git init + commit"].append(time.perf_counter() - t)
+        phases["git fixture template (once per task and process)"].append(time.perf_counter() - t)
         t = time.perf_counter()
         treesnap.resnapshot(dst, snap)
         phases["resnapshot (unchanged)"].append(time.perf_counter() - t)
         shutil.rmtree(dst)
     print("  phases of the harness run (median):")
     for k, v in phases.items():
-        print(f"    {k:<26} {statistics.median(v) * 1000:9.1f} ms")
+        print(f"    {k:<48} {statistics.median(v) * 1000:9.1f} ms")
 
 
 def bench_hash(mb: int, n: int, work: Path) -> None:
