@@ -124,7 +124,6 @@ class ClaudeCodeAdapter(ProductAdapter):
         pending: dict[str, list[dict[str, Any]]] = {}  # tool_use_id -> events waiting for the result
         edits: dict[str, str] = {}  # tool_use_id -> path of an edit tool call
         denied_ids: set[str] = set()
-        init_model: str | None = None
         main_model: str | None = None
         last_text: str | None = None
         result: dict[str, Any] | None = None
@@ -132,13 +131,12 @@ class ClaudeCodeAdapter(ProductAdapter):
 
         for lineno, rec in stream.records:
             kind = rec.get("type")
-            if kind == "system":
-                if rec.get("subtype") == "init":
-                    init_model = as_str(rec.get("model")) or init_model
-            elif kind == "assistant":
+            if kind == "assistant":
                 msg = as_dict(rec.get("message"))
                 model = as_str(msg.get("model"))
-                if model and rec.get("parent_tool_use_id") is None and main_model is None:
+                # "<synthetic>" marks a message the CLI made up itself (no API call, e.g. not
+                # signed in): it is not a model the host reported
+                if model and not model.startswith("<") and rec.get("parent_tool_use_id") is None and main_model is None:
                     main_model = model
                 msg_id = as_str(msg.get("id"))
                 if msg_id and isinstance(msg.get("usage"), dict):
@@ -217,7 +215,9 @@ class ClaudeCodeAdapter(ProductAdapter):
             out.usage = usage
         if not stream.records and stdout:
             errors.append("no stream-json records on stdout (was --output-format stream-json honoured?)")
-        out.model_stamp = main_model or init_model
+        # only what the API answered with is a stamp; the init record names the
+        # model the client asked for, which the host may route elsewhere
+        out.model_stamp = main_model
         out.parse_errors = cap_errors(errors)
         return out
 
