@@ -65,7 +65,8 @@ def capture_for_session(config, s) -> None:
             home=Path.home(),
             project_root=config.rootpath,
             cwd=Path.cwd(),
-            options={**st.agent_options},
+            # what the run will really use: a preset's documented defaults included
+            options=adapter.effective_options(st.agent_options) if hasattr(adapter, "effective_options") else dict(st.agent_options),
             task_repos={t: d / "repo" for t, d in dirs.items()},
             task_dirs=dirs,
             extra_config=[Path(p) for p in st.config_files],
