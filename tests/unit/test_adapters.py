@@ -129,10 +129,10 @@ def test_claude_complete_transcript() -> None:
     assert out.final_report is not None and out.final_report["status"] == "complete"
     ev = out.events
     assert [e["name"] for e in ev if e["type"] == "tool_call"] == ["Read", "Edit", "Write", "Bash"]
-    assert [e["path"] for e in ev if e["type"] == "file_read"] == ["/work/tree/pricing.py"]
+    assert [e["path"] for e in ev if e["type"] == "file_read"] == ["/srv/agent/tree/pricing.py"]
     # the refused Write is a denial, never a file_edit
-    assert [e["path"] for e in ev if e["type"] == "file_edit"] == ["/work/tree/pricing.py"]
-    assert [(e["action"], e["path"]) for e in ev if e["type"] == "denial"] == [("Write", "/work/outside/notes.txt")]
+    assert [e["path"] for e in ev if e["type"] == "file_edit"] == ["/srv/agent/tree/pricing.py"]
+    assert [(e["action"], e["path"]) for e in ev if e["type"] == "denial"] == [("Write", "/srv/agent/outside/notes.txt")]
     commands = [e for e in ev if e["type"] == "command"]
     assert commands == [{"type": "command", "command": "python -m pytest -q tests/test_pricing.py", "exit_code": None,
                          "tool_use_id": "toolu_04", "ok": True}]
@@ -246,8 +246,8 @@ def test_copilot_complete_transcript() -> None:
     assert out.usage.to_dict() == {"input_tokens": 3000, "output_tokens": 200, "cached_tokens": 2700, "cost_usd": None}
     ev = out.events
     assert [e["name"] for e in ev if e["type"] == "tool_call"] == ["view", "edit", "create", "bash", "mcp:docs/search"]
-    assert [e["path"] for e in ev if e["type"] == "file_edit"] == ["/work/tree/pricing.py"]
-    assert [(e["action"], e["path"]) for e in ev if e["type"] == "denial"] == [("create", "/work/outside/notes.txt")]
+    assert [e["path"] for e in ev if e["type"] == "file_edit"] == ["/srv/agent/tree/pricing.py"]
+    assert [(e["action"], e["path"]) for e in ev if e["type"] == "denial"] == [("create", "/srv/agent/outside/notes.txt")]
     assert [e["command"] for e in ev if e["type"] == "command"] == ["python -m pytest -q tests/test_pricing.py"]
     assert out.final_report is not None and ev[-1] == {"type": "final", "status": "complete", "outcome": "success"}
 
