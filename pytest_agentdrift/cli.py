@@ -5,6 +5,7 @@
     agentdrift show RUN                       the summary of a recorded run
     agentdrift diff BASE CAND [--vary F]      compare two runs' manifests (exit 6 when not comparable)
     agentdrift compare BASE CAND [...]        the plugin's statistics and decision on two recorded runs
+    agentdrift merge OUT SHARD...             one run from shards of one runtime recorded on several machines
 
 Exit codes are the plugin's: 0 good, 1 a check or the gate failed, 4 usage or
 operational error, 6 refused (not comparable).
@@ -142,6 +143,41 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return comparison_exit_code(comparison, args.gate)
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    import shutil
+
+    from .comparing import MANIFEST_FILE, load_baseline
+    from .record import RunRecorder, merge_results
+    from .report import markdown
+    from .session import new_run_id
+    from .stamps import compare_manifests, render_refusal
+
+    shards = [(Path(p), *load_baseline(Path(p))) for p in args.shards]
+    _, _, first_manifest = shards[0]
+    for path, _, manifest in shards[1:]:
+        cmp = compare_manifests(first_manifest, manifest, [], accept_unobserved=args.accept_unobserved or ["env_image_digest", "server_revision"])
+        if not cmp.comparable:
+            print(f"agentdrift: {path} is not the same runtime as {shards[0][0]}", file=sys.stderr)
+            for line in render_refusal(cmp):
+                print(line, file=sys.stderr)
+            return 6
+    merged = merge_results([r for _, r, _ in shards], new_run_id())
+    out = Path(args.out)
+    rec = RunRecorder(out)
+    rec.start(f"merging {len(shards)} shard(s)")
+    for path, results, _ in shards:
+        for name in (MANIFEST_FILE, "instruction-bundle.json", "source-manifest.json"):
+            if path is shards[0][0] and (path / name).is_file():
+                shutil.copyfile(path / name, out / name)
+        for tid in results["tasks"]:
+            if (path / "raw" / tid).is_dir():
+                shutil.copytree(path / "raw" / tid, out / "raw" / tid)
+    rec.write_raw(".", {"report.md": markdown(merged)})
+    rec.finish(merged)
+    _out(f"merged {len(shards)} shard(s), {len(merged['tasks'])} task(s), into {out}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .sandbox import ISOLATION_MODES
 
@@ -159,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="print the summary of a recorded run")
     s.add_argument("run")
     s.set_defaults(fn=cmd_show)
+    m = sub.add_parser("merge", help="merge complete shards of one runtime (disjoint task sets) into a new run")
+    m.add_argument("out")
+    m.add_argument("shards", nargs="+")
+    m.add_argument("--accept-unobserved", action="append", default=None)
+    m.set_defaults(fn=cmd_merge)
     for name, fn, help_ in (("diff", cmd_diff, "compare two recorded runs' manifests"),
                             ("compare", cmd_compare, "statistics and decision for two recorded runs")):
         c = sub.add_parser(name, help=help_)

@@ -131,3 +131,38 @@ def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
         reasons = "; ".join(results.get("incomplete_reasons", [])[:3]) or "marked incomplete"
         raise RecordError(f"the run is incomplete ({reasons}) and cannot be used as a baseline", path)
     return results
+
+
+def merge_results(shards: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
+    """One run from shards recorded on several machines (disjoint task sets).
+
+    The caller has already shown the shards' manifests are one runtime; here
+    the results must agree on the task set and evaluator and not overlap.
+    """
+    from .scoring import summarise
+
+    first = shards[0]
+    for key in ("task_set_id", "evaluator_id", "runtime_id", "plugin_version"):
+        values = {sh.get(key) for sh in shards}
+        if len(values) > 1:
+            raise RecordError(f"shards differ in {key}: {', '.join(sorted(map(str, values)))}")
+    tasks: dict[str, Any] = {}
+    for sh in shards:
+        overlap = sorted(set(tasks) & set(sh["tasks"]))
+        if overlap:
+            raise RecordError(f"shards overlap on task(s) {', '.join(overlap)}; each task must come from one shard")
+        tasks.update(sh["tasks"])
+    tasks = dict(sorted(tasks.items()))
+    reasons = [f"shard {sh['run_id']}: {r}" for sh in shards for r in sh["incomplete_reasons"]]
+    return {
+        **first,
+        "run_id": run_id,
+        "started_at": min(sh["started_at"] for sh in shards),
+        "finished_at": max(sh["finished_at"] for sh in shards),
+        "complete": all(sh["complete"] for sh in shards),
+        "incomplete_reasons": reasons,
+        "tasks": tasks,
+        "workers": {f"{sh['run_id']}/{wid}": w for sh in shards for wid, w in sh["workers"].items()},
+        "summary": summarise(tasks),
+        "merged_from": [sh["run_id"] for sh in shards],
+    }

@@ -1,0 +1,90 @@
+"""The agentdrift CLI: validate, freeze, show, diff, compare, merge."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift.testing import load_results, make_task
+
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+
+
+def cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "pytest_agentdrift", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def session(cwd, *args):
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def two_tasks(tmp_path):
+    for name in ("EX01-fix-discount", "EX02-explain-readonly"):
+        shutil.copytree(FIXTURES / name, tmp_path / name)
+    return tmp_path
+
+
+def test_validate_reports_a_task_that_decides_nothing(tmp_path):
+    # the "solution" changes nothing, and nothing is checked but an unchanged tree: passes untouched
+    make_task(tmp_path, "V01", solution={}, solution_report={"status": "complete"})
+    proc = cli("validate", tmp_path, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "passes on the untouched repo with an agent that does nothing: the checks decide nothing" in proc.stdout
+
+
+def test_validate_a_broken_task_is_one_error(tmp_path):
+    d = make_task(tmp_path, "V02")
+    (d / "task.toml").write_text("id = 'V02'\ntitle = [\n")
+    proc = cli("validate", d, cwd=tmp_path)
+    assert proc.returncode == 4
+    assert proc.stderr.startswith("agentdrift: error: ") and "task.toml: invalid TOML" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_freeze_then_a_change_is_refused(tmp_path):
+    d = make_task(tmp_path, "V03", repo={"a.txt": "a\n"})
+    (d / "repo" / "a.txt").write_text("b\n")
+    assert "does not match initial-tree.sha256" in cli("validate", d, cwd=tmp_path).stderr
+    assert cli("freeze", d, cwd=tmp_path).returncode == 0
+    assert (d / "initial-tree.sha256").read_text().endswith("  a.txt\n")
+
+
+def test_show_diff_compare_and_merge(two_tasks):
+    t = two_tasks
+    assert session(t, "EX01-fix-discount", "EX02-explain-readonly", "--agent", "reference", "--agent-record", "runs/base").returncode == 0
+    assert session(t, "EX01-fix-discount", "EX02-explain-readonly", "--agent", "reference", "-k", "EX01", "--agent-record", "runs/s1").returncode == 0
+    assert session(t, "EX01-fix-discount", "EX02-explain-readonly", "--agent", "reference", "-k", "EX02", "--agent-record", "runs/s2").returncode == 0
+    assert session(t, "EX02-explain-readonly", "--agent", "reference-drifted", "--agent-record", "runs/drift").returncode == 0
+
+    show = cli("show", "runs/base", cwd=t)
+    assert show.returncode == 0 and "2 of 2 run(s) passed (100%)" in show.stdout
+
+    merged = cli("merge", "runs/m", "runs/s1", "runs/s2", cwd=t)
+    assert merged.returncode == 0, merged.stderr
+    m = load_results(t / "runs" / "m")
+    assert sorted(m["tasks"]) == ["EX01", "EX02"] and m["complete"] and len(m["merged_from"]) == 2
+    assert (t / "runs" / "m" / "raw" / "EX02" / "r1" / "report.json").is_file()
+
+    same = cli("compare", "runs/base", "runs/m", "--json", cwd=t)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert json.loads(same.stdout)["comparison"]["comparable"] is True
+
+    assert cli("merge", "runs/m2", "runs/s1", "runs/base", cwd=t).returncode == 4  # overlapping tasks
+    assert not (t / "runs" / "m2").exists()
+    refused = cli("merge", "runs/m3", "runs/s1", "runs/drift", cwd=t)
+    assert refused.returncode == 6 and "BLOCK cli_version" in refused.stderr
+
+    diff = cli("diff", "runs/base", "runs/drift", cwd=t)
+    assert diff.returncode == 6
+    assert "BLOCK cli_version: reference-1.0.0 != reference-1.1.0-drifted" in diff.stdout
+    as_json = json.loads(cli("diff", "runs/base", "runs/drift", "--json", cwd=t).stdout)
+    assert as_json["changed"]["cli_version"] == {"baseline": "reference-1.0.0", "current": "reference-1.1.0-drifted"}
+    assert as_json["comparable"] is False
+
+    missing = cli("compare", "runs/base", "runs/nope", cwd=t)
+    assert missing.returncode == 4 and "runs/nope: no such run directory" in missing.stderr
