@@ -110,5 +110,12 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None)
             for c in r["checks"]:
                 mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
                 md.append(f"  - {mark}: {c['layer']}/{c['name']} ({c['kind']}): {c['detail']}")
+                tail = None if c["passed"] else (c.get("evidence") or {}).get("tail") or (c.get("evidence") or {}).get("diff")
+                if tail:
+                    md += ["", "    ```", *("    " + ln for ln in str(tail).splitlines()[-15:]), "    ```", ""]
+            ev = r["evidence"]
+            md.append(f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed {', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
+                      f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts: {ev['network_attempts']}"
+                      f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`")
         md.append("")
     return "\n".join(md) + "\n"
