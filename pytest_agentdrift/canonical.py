@@ -97,6 +97,30 @@ def hash_file(path: str | os.PathLike[str]) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """Open a file an agent may have planted: never through a symlink, never
+    blocking on a FIFO, and only if it is a regular file (else OSError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    import stat
+
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{os.fspath(path)}: not a regular file")
+    return fd
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """At most `limit` bytes of an untrusted regular file (OSError otherwise)."""
+    with os.fdopen(open_regular(path), "rb") as fh:
+        return fh.read(limit)
+
+
+def hash_regular(path: str | os.PathLike[str]) -> str:
+    """hash_file for files in trees an agent controlled."""
+    with os.fdopen(open_regular(path), "rb", buffering=0) as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 def dumps_pretty(obj: Any) -> str:
     """Stable, human-readable JSON for artifacts (sorted keys, 2-space indent)."""
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

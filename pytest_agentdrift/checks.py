@@ -24,6 +24,7 @@ from typing import Any, Callable
 from . import sandbox, treesnap
 from .evidence import TEST_CONFIG
 from .globs import PathSpec
+from .canonical import read_regular
 from .runner import RunEvidence, copy_tree
 from .tasks import LAYERS, CheckSpec, TaskSpec
 
@@ -60,13 +61,16 @@ class ExecResult:
 class Grader:
     """Evaluates checks; owns the per-process cache of untouched-fixture runs."""
 
-    def __init__(self, isolation: sandbox.Isolation, base: Path):
+    def __init__(self, isolation: sandbox.Isolation, base: Path, hide: Path | None = None):
         self.isolation = isolation
-        self.base = base
+        self.base = base  # harness-only: agents never see or write it
+        self.hide = hide  # hidden from graded code (the session's run directories)
         self._before_cache: dict[tuple[str, str], Any] = {}
+        self._scratch: Path | None = None
 
     # -- executing commands in a tree -------------------------------------------------
-    def execute(self, argv: list[str], tree: Path, timeout_s: float, extra_env: dict[str, str] | None = None) -> ExecResult:
+    def execute(self, argv: list[str], tree: Path, timeout_s: float, extra_env: dict[str, str] | None = None,
+                readable: tuple[Path, ...] = ()) -> ExecResult:
         argv = [sys.executable if i == 0 and a in ("python", "python3") else a for i, a in enumerate(argv)]
         scratch = tree.parent
         home = scratch / f"home-{tree.name}"
@@ -79,7 +83,8 @@ class Grader:
             **(extra_env or {}),
         }
         proc = sandbox.run(argv, cwd=tree, env=env, isolation=self.isolation, writable=[scratch],
-                           hidden_dirs=[], masked_home=Path.home(), timeout_s=timeout_s,
+                           hidden_dirs=[self.hide] if self.hide else [], readable=list(readable),
+                           masked_home=Path.home(), timeout_s=timeout_s,
                            output_limit=256 << 10, token=secrets.token_hex(16))
         if proc.launch_error:
             return ExecResult(None, False, "", proc.launch_error)
@@ -117,7 +122,8 @@ class Grader:
 
     # -- the graded copy --------------------------------------------------------------
     def graded_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
-        graded = run.root / "graded" / "repo"
+        # in the harness's own scratch, made once per evaluation: nothing the agent left can stand in for it
+        graded = self._scratch / "graded" / "repo"
         if graded.exists():
             return graded
         graded.parent.mkdir(parents=True)
@@ -131,6 +137,15 @@ class Grader:
 
     # -- evaluation -------------------------------------------------------------------
     def evaluate(self, spec: TaskSpec, run: RunEvidence) -> list[CheckResult]:
+        self._scratch = self.base / f"{spec.id}-r{run.rep}-{secrets.token_hex(4)}"
+        self._scratch.mkdir(parents=True)
+        try:
+            return self._evaluate(spec, run)
+        finally:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def _evaluate(self, spec: TaskSpec, run: RunEvidence) -> list[CheckResult]:
         results = []
         for check in spec.checks:
             fn = CHECKS[check.kind]
@@ -147,22 +162,24 @@ class Grader:
         """Run the task's test_*.py checks in their own pytest process against this run."""
         from .fixtures import RUN_JSON_ENV, AgentRun
 
-        scratch = run.root / "functions"
-        scratch.mkdir(exist_ok=True)
-        run_json = run.root / "run.json"
+        scratch = self._scratch / "functions"
+        scratch.mkdir()
+        run_json = self._scratch / "run.json"
         agent_run = AgentRun(
             task_id=spec.id, rep=run.rep, workdir=run.work, changed=run.diff.to_dict(), patch=run.patch,
             events=run.events, report=run.report, stdout=run.stdout, stderr=run.stderr, exit_code=run.exit_code,
             timed_out=run.timed_out, usage=run.adapter_output.usage.to_dict(), evidence=run.evidence_dict(),
         )
         run_json.write_text(json.dumps(agent_run.to_dict()), encoding="utf-8")
-        out = run.root / "functions.json"
-        ini = run.root / "functions.ini"
+        out = self._scratch / "functions.json"
+        ini = self._scratch / "functions.ini"
         ini.write_text("[pytest]\n")
         argv = [sys.executable, "-P", str(GRADEHOOK_DIR / "launch.py"), "-p", "agentdrift_functions",
                 "-p", "no:cacheprovider", "-q", "--no-header", "-c", str(ini), "--rootdir", str(spec.path),
                 *[str(p) for p in spec.function_files]]
-        res = self.execute(argv, scratch, 120, {"PYTHONPATH": str(GRADEHOOK_DIR), "AGENTDRIFT_GRADE_OUT": str(out), RUN_JSON_ENV: str(run_json)})
+        res = self.execute(argv, scratch, 120, {"PYTHONPATH": str(GRADEHOOK_DIR), "AGENTDRIFT_GRADE_OUT": str(out),
+                                                RUN_JSON_ENV: str(run_json), "AGENTDRIFT_NO_CWD_ON_PATH": "1"},
+                           readable=(spec.path, run.work) if not run.work_tree_deleted else (spec.path,))
         try:
             data = json.loads(out.read_text())
         except (OSError, ValueError):
@@ -177,8 +194,10 @@ class Grader:
             if layer not in LAYERS:
                 results.append(CheckResult(name, "pytest_function", "correctness", True, False, f"unknown layer {layer!r} in agent_layer marker", {}))
                 continue
-            detail = "passed" if outcome == "passed" else f"{outcome}: {data['messages'].get(nodeid, '')}".strip()
-            results.append(CheckResult(name, "pytest_function", layer, bool(marks.get("critical")), outcome == "passed", detail, {}))
+            forged = nodeid in data["forged"]
+            passed = outcome == "passed" and not forged
+            detail = "passed" if passed else ("forged pass (the call raised)" if forged else f"{outcome}: {data['messages'].get(nodeid, '')}".strip())
+            results.append(CheckResult(name, "pytest_function", layer, bool(marks.get("critical")), passed, detail, {}))
         if not results:
             results.append(CheckResult("pytest-functions", "pytest_function", "correctness", True, False, "no check function was collected", {"tail": res.tail()}))
         return results
@@ -197,6 +216,18 @@ def _pytest_config_file(tree: Path) -> Path:
     return empty
 
 
+def _real_parents(root: Path, rel: str) -> Path:
+    """root/rel with every parent a real directory inside root: a symlinked (or
+    file) parent the agent left is replaced, so nothing is written through it."""
+    current = root
+    for part in rel.split("/")[:-1]:
+        current = current / part
+        if current.is_symlink() or (current.exists() and not current.is_dir()):
+            current.unlink()
+        current.mkdir(exist_ok=True)
+    return root / rel
+
+
 def restore_protected(spec: TaskSpec, graded: Path) -> None:
     """Put protected files and test configuration back to their frozen bytes."""
     def guarded(rel: str) -> bool:
@@ -205,13 +236,12 @@ def restore_protected(spec: TaskSpec, graded: Path) -> None:
     frozen = set(spec.initial_tree)
     for rel in sorted(frozen):
         if guarded(rel):
-            dst = graded / rel
+            dst = _real_parents(graded, rel)
             if dst.is_symlink() or dst.is_file():
                 dst.unlink()
             elif dst.is_dir():
                 shutil.rmtree(dst)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(spec.repo / rel, dst)
+            shutil.copy2(spec.repo / rel, dst, follow_symlinks=False)
     for rel, full, _ in treesnap.scan(os.fspath(graded), treesnap.CACHE_NAMES):
         if rel.endswith("/") or rel in frozen:
             continue
@@ -300,15 +330,15 @@ def _new_tests_demonstrate(g: Grader, spec: TaskSpec, run: RunEvidence, new_node
     if failing_after:
         return "new test(s) do not pass with the patch: " + ", ".join(failing_after[:5])
     files = sorted({n.split("::", 1)[0] for n in new_nodes})
-    scratch = run.root / "demonstrate"
-    scratch.mkdir(exist_ok=True)
+    scratch = g._scratch / "demonstrate"
+    scratch.mkdir()
     tree = scratch / "repo"
     copy_tree(spec.repo, tree)
+    graded = g.graded_copy(spec, run)
     for rel in files:
-        src = run.work / rel
-        if src.is_file():
-            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, tree / rel)
+        src = graded / rel  # the harness's copy: a plain file, or it is not used
+        if src.is_file() and not src.is_symlink():
+            shutil.copyfile(src, _real_parents(tree, rel))
     on_untouched = g.run_pytest(tree, new_nodes, timeout)
     demo = {n: on_untouched["outcomes"].get(n, "missing") for n in new_nodes}
     evidence["new_tests_on_untouched_code"] = demo
@@ -518,8 +548,9 @@ def check_files(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Ou
         if (run.work / rel).exists() or (run.work / rel).is_symlink():
             parts.append(f"{rel} exists")
     for rel, golden in c.params.get("equal", {}).items():
+        expected = (spec.path / golden).read_bytes()
         try:
-            same = (run.work / rel).read_bytes() == (spec.path / golden).read_bytes()
+            same = read_regular(run.work / rel, len(expected) + 1) == expected
         except OSError:
             same = False
         if not same:

@@ -39,7 +39,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failures = 0
     with tempfile.TemporaryDirectory(prefix="agentdrift-validate-") as tmp:
         base = Path(tmp)
-        grader = Grader(iso, base / "grading")
+        grader = Grader(iso, base / "grading", hide=base / "runs")
         settings = RunSettings(isolation=iso)
         noop = CommandAdapter(f"{sys.executable} -c pass")
         ref = get_adapter(args.agent)
@@ -178,11 +178,20 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit 4, like every other usage error of the plugin and the CLI."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .sandbox import ISOLATION_MODES
 
-    parser = argparse.ArgumentParser(prog="agentdrift", description="pytest-agentdrift outside a test session")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="agentdrift", description="pytest-agentdrift outside a test session")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     v = sub.add_parser("validate", help="check that tasks decide: fail untouched, pass the reference solution k of k")
     v.add_argument("tasks", nargs="+")
     v.add_argument("--k", type=_positive, default=1)

@@ -34,6 +34,9 @@ class TaskDirectory(pytest.Directory):
 
         self.spec = load_task(self.path)
         session = get_session(self.config)
+        other = session.specs.get(self.spec.id)
+        if other is not None and other.path != self.spec.path:
+            raise TaskError(f"task id {self.spec.id!r} is also used by {other.path}; ids must be unique", self.path / "task.toml")
         session.specs[self.spec.id] = self.spec
         register_task_marker(self.config, self.spec.id)
         # test_*.py beside task.toml are checks; the harness runs them against each run

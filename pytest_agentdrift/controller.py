@@ -97,6 +97,9 @@ class ControllerPlugin:
         s = self.s
         if not s.settings.active and not s.expected_nodeids:
             return
+        if self.config.option.collectonly or (s.adapter is None and not s.received_nodeids):
+            # nothing ran, by request (--collect-only) or for want of an agent: nothing to record or compare
+            return
         if session.shouldstop:
             s.interrupted = s.interrupted or f"stopped early: {session.shouldstop}"
         from .comparing import compare_with_baseline, finalize_session_manifest

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .canonical import hash_file, loads_json_strict
+from .canonical import hash_regular, loads_json_strict, read_regular
 from .globs import PathSpec
 from .treesnap import TreeDiff
 
@@ -92,11 +92,13 @@ def git_fixture(work: Path, key: tuple[str, str], cache_dir: Path) -> str | None
     return cached[1]
 
 
-def git_state(work: Path) -> dict[str, str]:
+def git_state(work: Path, isolation=None) -> dict[str, str]:
     """What defines a repository: HEAD, refs, config, hooks, and the index's entries.
 
     The index is compared by its entries (mode, object, path), not its bytes:
-    a harmless `git status` refreshes the stat data cached in it.
+    a harmless `git status` refreshes the stat data cached in it. The agent
+    wrote this repository's config (core.fsmonitor runs a command), so git
+    runs in the run's sandbox, read-only, never on the host.
     """
     gitdir = work / ".git"
     state: dict[str, str] = {}
@@ -106,22 +108,31 @@ def git_state(work: Path) -> dict[str, str]:
         p = gitdir / name
         if name == "index":
             continue
-        if p.is_file():
-            state[name] = hash_file(p)
+        if p.is_file() or p.is_symlink():
+            state[name] = _hash_or_mark(p)
     if (gitdir / "index").is_file():
-        try:
-            out = subprocess.run(["git", "ls-files", "--stage", "-z"], cwd=work, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **_GIT_ENV},
-                                 capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
-            state["index"] = hashlib.sha256(out.stdout).hexdigest() if out.returncode == 0 else "unreadable"
-        except (OSError, subprocess.SubprocessError):
-            state["index"] = "unreadable"
+        from . import sandbox
+
+        res = sandbox.run(["git", "-c", "core.fsmonitor=false", "ls-files", "--stage", "-z"], cwd=work,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", **_GIT_ENV},
+                          isolation=isolation or sandbox.detect("auto"), writable=[], timeout_s=30,
+                          output_limit=64 << 20, token=secrets.token_hex(8))
+        state["index"] = hashlib.sha256(res.stdout).hexdigest() if res.exit_code == 0 and not res.stdout_truncated else "unreadable"
     for sub in ("refs", "hooks"):
         base = gitdir / sub
         for dirpath, _, files in os.walk(base):
             for f in files:
                 p = Path(dirpath) / f
-                state[p.relative_to(gitdir).as_posix()] = hash_file(p)
+                state[p.relative_to(gitdir).as_posix()] = _hash_or_mark(p)
     return state
+
+
+def _hash_or_mark(p: Path) -> str:
+    """The hash of a regular file; anything else (a planted symlink or FIFO) is its own mark."""
+    try:
+        return hash_regular(p)
+    except OSError:
+        return "not-a-regular-file:" + (os.readlink(p) if p.is_symlink() else "")
 
 
 def git_mutations(before: dict[str, str], after: dict[str, str], had_git: bool, has_git: bool) -> list[str]:
@@ -199,30 +210,32 @@ def canary_read(canary: Canary) -> bool | None:
 
 
 def read_jsonl(path: Path, limit: int = 10_000) -> tuple[list[dict[str, Any]], list[str]]:
-    """Events from a JSONL file: well-formed objects kept, problems listed."""
+    """Events from a JSONL file the agent wrote: well-formed objects kept, problems listed."""
     events: list[dict[str, Any]] = []
     problems: list[str] = []
+    if not os.path.lexists(path):
+        return events, problems
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                if len(events) >= limit:
-                    problems.append(f"more than {limit} events; the rest ignored")
-                    break
-                try:
-                    obj = loads_json_strict(line)
-                except ValueError as exc:
-                    problems.append(f"line {lineno}: not JSON ({exc})")
-                    continue
-                if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-                    problems.append(f"line {lineno}: not an event object with a 'type'")
-                    continue
-                events.append(obj)
-    except FileNotFoundError:
-        pass
+        data = read_regular(path, 16 << 20)
     except OSError as exc:
-        problems.append(f"cannot read: {exc}")
+        return events, [f"cannot read: {exc}"]
+    if len(data) == 16 << 20:
+        problems.append("events file larger than 16 MiB; the rest ignored")
+    for lineno, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        if len(events) >= limit:
+            problems.append(f"more than {limit} events; the rest ignored")
+            break
+        try:
+            obj = loads_json_strict(line)
+        except ValueError as exc:
+            problems.append(f"line {lineno}: not JSON ({exc})")
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            problems.append(f"line {lineno}: not an event object with a 'type'")
+            continue
+        events.append(obj)
     return events, problems
 
 
@@ -231,12 +244,13 @@ REPORT_STATUSES = ("complete", "partial", "blocked", "failed")
 
 def read_report(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The agent's final report, or (None, why it is unusable)."""
-    try:
-        if path.stat().st_size > 1 << 20:
-            return None, "report larger than 1 MiB"
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None, "no final report written"
+    try:
+        data = read_regular(path, (1 << 20) + 1)
+        if len(data) > 1 << 20:
+            return None, "report larger than 1 MiB"
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"report unreadable: {exc}"
     try:
@@ -264,7 +278,11 @@ def now_monotonic() -> float:
     return time.monotonic()
 
 
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
+#: environment variable names whose values are secrets (shared with the manifest)
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT|DSN", re.IGNORECASE)
+
+
+_NOT_SECRET = frozenset({"PWD", "OLDPWD", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "SSH_AUTH_SOCK"})
 
 
 def secret_values(environ: dict[str, str], allow: set[str]) -> list[str]:
@@ -282,8 +300,9 @@ def secret_values(environ: dict[str, str], allow: set[str]) -> list[str]:
         if len(value) < 6:
             continue
         pathlike = value.startswith(("/", "~")) or all(part.startswith("/") for part in value.split(":") if part)
-        # a credential the agent is given (ANTHROPIC_API_KEY, --agent-env MY_TOKEN) is still a secret
-        if _SECRET_NAME.search(name) or (name not in allow and len(value) >= 16 and not pathlike):
+        # a credential the agent is given (ANTHROPIC_API_KEY, --agent-env MY_TOKEN) is still a secret;
+        # other values from 8 characters, unless they are paths (scrubbing those mangles output)
+        if (SECRET_NAME.search(name) and name not in _NOT_SECRET) or (name not in allow and len(value) >= 8 and not pathlike):
             raw = value.encode()
             out.update({value, raw.hex(), base64.b64encode(raw).decode().rstrip("=")})
     return sorted(out, key=len, reverse=True)

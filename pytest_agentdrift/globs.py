@@ -30,6 +30,10 @@ def check_pattern(pattern: str) -> None:
     parts = body.strip("/").split("/")
     if any(part == ".." for part in parts):
         raise PatternError(f"pattern {pattern!r} escapes the repository ('..')")
+    try:
+        _compile(body)
+    except re.error as exc:
+        raise PatternError(f"pattern {pattern!r} is not a valid glob: {exc}") from None
 
 
 @lru_cache(maxsize=1024)

@@ -44,6 +44,7 @@ from typing import Any
 from . import surfaces
 from .canonical import digest, hash_file, sha256_hex
 from .errors import AgentDriftError, RecordError
+from .evidence import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
 
 UNOBSERVED = "unobserved"
 NOT_APPLICABLE = "not_applicable"
@@ -73,7 +74,7 @@ NON_SECRET_ENV_VALUES = frozenset({
 #: change how the products and tools behave and are never secret.
 ALWAYS_RECORDED_ENV = ("LANG", "LC_ALL", "TZ", "CI")
 #: Even on the value list, a name that looks like a credential is names-only.
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT)", re.IGNORECASE)
+
 #: Names whose value is a private path or changes every session: names only.
 _PATHLIKE_ENV = frozenset({"HOME", "PATH", "TMPDIR", "TEMP", "TMP", "PWD", "OLDPWD", "USER", "LOGNAME", "SHELL",
                            "CODEX_HOME", "CLAUDE_CONFIG_DIR", "COPILOT_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"})

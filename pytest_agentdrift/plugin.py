@@ -101,6 +101,7 @@ def _add_suite_arg(config: pytest.Config, suite: str) -> None:
 def pytest_collect_directory(path: Path, parent: pytest.Collector):
     # called for every directory of every session: two stats before importing anything
     if (path / "task.toml").is_file() or (path / "task.md").is_file():
+        # (tasks.is_task_dir also wants repo/ or initial-tree.sha256 beside them)
         from .tasks import is_task_dir
 
         if is_task_dir(path):

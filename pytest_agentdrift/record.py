@@ -85,12 +85,17 @@ class RunRecorder:
 
     def start(self, note: str) -> None:
         check_record_target(self.path)
-        self.started = True
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path / INCOMPLETE_MARKER, note + "\n")
+            # exclusive: of two sessions racing for one directory, one gets it
+            fd = os.open(self.path / INCOMPLETE_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise RecordError("another session is recording into this directory", self.path) from None
         except OSError as exc:
             raise RecordError(f"cannot create the run directory: {exc.strerror or exc}", self.path) from None
+        with os.fdopen(fd, "w") as fh:
+            fh.write(note + "\n")
+        self.started = True
 
     def write_raw(self, rel_dir: str, files: dict[str, str]) -> None:
         for name, text in files.items():

@@ -203,9 +203,29 @@ def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
     return proxy, env, wrap
 
 
+def _not_copied(directory: str, names: list[str]) -> set[str]:
+    """Caches, and anything that is not a file, directory or symlink (a FIFO would hang the copy)."""
+    import stat
+
+    skip = set()
+    for name in names:
+        if name in treesnap.CACHE_NAMES:
+            skip.add(name)
+            continue
+        try:
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+        except OSError:
+            skip.add(name)
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            skip.add(name)
+    return skip
+
+
 def copy_tree(src: Path, dst: Path) -> None:
-    """Plain, private copies (never hardlinks: a hardlinked fixture leaks writes back)."""
-    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(*treesnap.CACHE_NAMES))
+    """Plain, private copies (never hardlinks: a hardlinked fixture leaks writes back);
+    symlinks are copied as links, never followed."""
+    shutil.copytree(src, dst, symlinks=True, ignore=_not_copied)
 
 
 def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSettings, base: Path) -> RunEvidence:
@@ -220,14 +240,19 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     before = treesnap.snapshot(work)
     verify_tree(spec, tree_hashes(before), work)
     start_commit = ev.git_fixture(work, (str(spec.path), digest(spec.initial_tree)), base) if spec.git else None
-    git_before = ev.git_state(work)
+    git_before = ev.git_state(work, settings.isolation)
     _decoy(box, root)
     canary = ev.plant_canary(box / "home")
-    decoy_skip = frozenset({"work", "home", "tmp", ".harness"}) | treesnap.CACHE_NAMES
+    decoy_skip = frozenset({"./box/work", "./box/home", "./box/tmp", "./box/.harness"}) | treesnap.CACHE_NAMES
     decoy_before = treesnap.snapshot(root, skip=decoy_skip)
 
+    # The agent gets the instruction, not the task directory: solution/, golden
+    # files and checks are hidden from it (only the reference agent reads them).
+    task_file = harness / "task.md"
+    task_file.write_text(spec.text, encoding="utf-8")
+    hidden = [base] if adapter.needs_task_dir else [base, spec.path]
     ctx = RunContext(
-        task_id=spec.id, task_file=spec.path / "task.md", task_text=spec.text,
+        task_id=spec.id, task_file=task_file, task_text=spec.text,
         task_dir=spec.path, workdir=work, options=dict(settings.agent_options),
     )
     argv = adapter.build_argv(ctx)
@@ -239,7 +264,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         argv_run = argv
     env = _private_env(settings, adapter, box, {**proxy_env,
         "AGENTDRIFT_TASK_ID": spec.id,
-        "AGENTDRIFT_TASK_FILE": str(spec.path / "task.md"),
+        "AGENTDRIFT_TASK_FILE": str(task_file),
         "AGENTDRIFT_WORKDIR": str(work),
         "AGENTDRIFT_EVENTS": str(harness / "events.jsonl"),
         "AGENTDRIFT_REPORT": str(harness / "report.json"),
@@ -248,7 +273,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     try:
         proc = sandbox.run(
             argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root],
-            hidden_dirs=[base], masked_home=Path.home(), timeout_s=timeout,
+            hidden_dirs=hidden, masked_home=Path.home(), timeout_s=timeout,
             output_limit=settings.output_limit, token=_secrets.token_hex(16),
         )
     finally:
@@ -266,7 +291,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     d = treesnap.diff(before, after)
     patch = treesnap.make_patch(spec.repo, work, d)
     has_git = not work_deleted and (work / ".git").is_dir()
-    git_after = ev.git_state(work) if has_git else {}
+    git_after = ev.git_state(work, settings.isolation) if has_git else {}
     mutations = ev.git_mutations(git_before, git_after, bool(git_before), has_git) if spec.git else []
     decoy_after = treesnap.resnapshot(root, decoy_before, skip=decoy_skip)
     dd = treesnap.diff(decoy_before, decoy_after)

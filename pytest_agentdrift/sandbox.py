@@ -62,10 +62,12 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
-def _bwrap_base(writable: list[Path], masked: list[Path], hidden_dirs: list[Path]) -> list[str]:
+def _bwrap_base(writable: list[Path], masked: list[Path], hidden_dirs: list[Path], readable: list[Path] = ()) -> list[str]:
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
     for d in hidden_dirs:
         argv += ["--tmpfs", os.fspath(d)]
+    for r in readable:  # back into view, read-only, inside a hidden directory
+        argv += ["--ro-bind", os.fspath(r), os.fspath(r)]
     for p in masked:
         if p.is_dir() and not p.is_symlink():
             argv += ["--tmpfs", os.fspath(p)]
@@ -277,6 +279,7 @@ def run(
     isolation: Isolation,
     writable: list[Path],
     hidden_dirs: list[Path] = (),
+    readable: list[Path] = (),
     masked_home: Path | None = None,
     timeout_s: float,
     output_limit: int = 4 << 20,
@@ -288,7 +291,7 @@ def run(
     known_children = set(_children(os.getpid()))
     if isolation.mode == "bwrap":
         masked = [masked_home / p for p in SENSITIVE_HOME_PATHS] if masked_home else []
-        full = _bwrap_base(writable, masked, list(hidden_dirs)) + ["--chdir", os.fspath(cwd), "--"] + argv
+        full = _bwrap_base(writable, masked, list(hidden_dirs), list(readable)) + ["--chdir", os.fspath(cwd), "--"] + argv
     elif isolation.mode == "unshare":
         full = _unshare_prefix() + ["--"] + argv
     else:

@@ -142,7 +142,7 @@ class AgentDriftSession:
         if self._grader is None:
             from .checks import Grader
 
-            self._grader = Grader(self.isolation, self.base / "grading")
+            self._grader = Grader(self.isolation, self.base / "grading", hide=self.base / "runs")
         return self._grader
 
     def close(self) -> None:

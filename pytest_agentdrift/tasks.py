@@ -68,9 +68,13 @@ _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 
 def is_task_dir(path: Path) -> bool:
-    """task.toml, or task.md beside repo/: a half-made task is collected so its
-    missing file is reported, never silently skipped."""
-    return (path / "task.toml").is_file() or ((path / "task.md").is_file() and (path / "repo").is_dir())
+    """task.toml or task.md, beside repo/ or initial-tree.sha256.
+
+    A half-made task is collected so its missing file is reported, never
+    silently skipped; a project that merely has a task.toml is left alone.
+    """
+    return ((path / "task.toml").is_file() or (path / "task.md").is_file()) and (
+        (path / "repo").is_dir() or (path / "initial-tree.sha256").is_file())
 
 
 @dataclass(frozen=True)
@@ -172,11 +176,13 @@ def tree_hashes(snap: Snapshot) -> dict[str, str]:
 
 def check_symlinks(task_dir: Path) -> None:
     """A symlink in repo/ may only point inside the task's repo/."""
+    repo = os.path.realpath(task_dir / "repo")
     for _rel, full in walk_files(task_dir / "repo"):
         if os.path.islink(full):
             target = os.readlink(full)
-            resolved = Path(os.path.normpath(os.path.join(os.path.dirname(full), target)))
-            if os.path.isabs(target) or not str(resolved).startswith(str(task_dir / "repo") + os.sep):
+            # resolved, not normalised: a chain of links may leave repo/ where the text does not
+            resolved = os.path.realpath(full)
+            if os.path.isabs(target) or not resolved.startswith(repo + os.sep):
                 raise TaskError(f"symlink points outside the task: {target!r}", Path(full))
 
 
@@ -217,9 +223,9 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     _expect(isinstance(name, str) and bool(name), f"{where}: 'name' must be a non-empty string", toml_path)
     where = f"check {name!r}"
     kind = raw.get("kind")
-    _expect(kind in CHECK_KEYS, f"{where}: unknown check kind {kind!r}; known: {', '.join(sorted(CHECK_KEYS))}", toml_path)
+    _expect(isinstance(kind, str) and kind in CHECK_KEYS, f"{where}: unknown check kind {kind!r}; known: {', '.join(sorted(CHECK_KEYS))}", toml_path)
     layer = raw.get("layer")
-    _expect(layer in LAYERS, f"{where}: unknown layer {layer!r}; known: {', '.join(LAYERS)}", toml_path)
+    _expect(isinstance(layer, str) and layer in LAYERS, f"{where}: unknown layer {layer!r}; known: {', '.join(LAYERS)}", toml_path)
     critical = raw.get("critical", False)
     _expect(isinstance(critical, bool), f"{where}: 'critical' must be true or false", toml_path)
     params = {k: v for k, v in raw.items() if k not in {"name", "kind", "layer", "critical"}}
@@ -233,8 +239,8 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     if kind == "pytest":
         params.setdefault("args", [])
         _str_list(params["args"], f"{where}: 'args'", toml_path)
-        _expect(params.get("expect_before", "any") in {"fail", "pass", "any"}, f"{where}: expect_before must be fail, pass or any", toml_path)
-        _expect(params.get("new_tests", "ignore") in {"ignore", "fail_before"}, f"{where}: new_tests must be ignore or fail_before", toml_path)
+        _expect(params.get("expect_before", "any") in ("fail", "pass", "any"), f"{where}: expect_before must be fail, pass or any", toml_path)
+        _expect(params.get("new_tests", "ignore") in ("ignore", "fail_before"), f"{where}: new_tests must be ignore or fail_before", toml_path)
     if kind == "golden":
         _expect(isinstance(params.get("expected"), str), f"{where}: 'expected' (a task-relative file) is required", toml_path)
         _task_relative(params["expected"], f"{where}: expected", toml_path)
@@ -266,7 +272,8 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     if kind == "files" and "equal" in params:
         _expect(isinstance(params["equal"], dict), f"{where}: 'equal' must be a table path -> golden file", toml_path)
         for rel, golden in params["equal"].items():
-            check_pattern(rel)
+            _expect(isinstance(golden, str), f"{where}: equal.{rel} must name a golden file", toml_path)
+            _expect(not os.path.isabs(rel) and ".." not in rel.split("/"), f"{where}: equal: {rel!r} must stay inside repo/", toml_path)
             _task_relative(golden, f"{where}: equal", toml_path)
     for key in ("timeout_s",):
         if key in params:
@@ -289,6 +296,14 @@ def _load_patterns(path: Path) -> PathSpec:
 def load_task(task_dir: Path) -> TaskSpec:
     """Validate every file of a task directory and return its TaskSpec."""
     task_dir = Path(task_dir).absolute()
+    try:
+        return _load_task(task_dir)
+    except (TypeError, ValueError, AttributeError, re.error) as exc:
+        # a value of an unexpected type that slipped past the checks above: still one error
+        raise TaskError(f"malformed value ({type(exc).__name__}: {exc})", task_dir / "task.toml") from None
+
+
+def _load_task(task_dir: Path) -> TaskSpec:
     for name in REQUIRED_FILES:
         p = task_dir / name
         _expect(p.is_file(), "required file is missing", p)

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .canonical import hash_file
+from .canonical import hash_regular, read_regular
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,9 @@ Snapshot = dict[str, Entry]
 #: names the harness never counts as changes anywhere in a tree: VCS data is
 #: evidence of its own (git mutation) and caches are written by running tests.
 CACHE_NAMES = frozenset({"__pycache__", ".pytest_cache"})
-IGNORED_NAMES = CACHE_NAMES | {".git"}
+#: a plain name is skipped at any depth, "./a/b" only at that path (a nested
+#: .git is the agent's content and must stay visible)
+IGNORED_NAMES = CACHE_NAMES | {"./.git"}
 
 
 def scan(root: str, skip: frozenset[str]) -> list[tuple[str, str, os.stat_result]]:
@@ -55,7 +57,7 @@ def scan(root: str, skip: frozenset[str]) -> list[tuple[str, str, os.stat_result
             for entry in it:
                 empty = False
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                if entry.name in skip or rel in skip:
+                if entry.name in skip or "./" + rel in skip:
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
@@ -81,7 +83,7 @@ def _entry(full: str, st: os.stat_result, rel: str, content: bool) -> Entry:
         digest = ""
         if content:
             try:
-                digest = hash_file(full)
+                digest = hash_regular(full)
             except OSError:
                 digest = "unreadable"
         return Entry("file", mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest)
@@ -140,14 +142,14 @@ def diff(before: Snapshot, after: Snapshot) -> TreeDiff:
 
 
 def _read_lines(path: Path, limit: int) -> list[str] | None:
-    """Text lines of a file, or None when binary / too large / unreadable."""
+    """Text lines of a file, or None when binary / too large / not a regular file."""
     try:
         if path.is_symlink():
             return [f"symlink -> {os.readlink(path)}\n"]
-        if path.stat().st_size > limit:
-            return None
-        data = path.read_bytes()
+        data = read_regular(path, limit + 1)
     except OSError:
+        return None
+    if len(data) > limit:
         return None
     if b"\0" in data:
         return None
@@ -157,10 +159,18 @@ def _read_lines(path: Path, limit: int) -> list[str] | None:
         return None
 
 
-def make_patch(old_root: Path, new_root: Path, d: TreeDiff, limit: int = 1 << 20) -> str:
-    """A unified diff (git-style headers) of what changed between two trees."""
+def make_patch(old_root: Path, new_root: Path, d: TreeDiff, limit: int = 1 << 20, total: int = 8 << 20) -> str:
+    """A unified diff (git-style headers) of what changed between two trees.
+
+    Each file is diffed up to `limit` bytes and the whole patch kept to about
+    `total` bytes, with a visible mark for what was left out.
+    """
     chunks: list[str] = []
-    for rel in d.changed:
+    size = 0
+    for n, rel in enumerate(d.changed):
+        if size > total:
+            chunks.append(f"[agentdrift: patch truncated; {len(d.changed) - n} more changed path(s) not shown]\n")
+            break
         old = old_root / rel
         new = new_root / rel
         a = [] if rel in d.added else _read_lines(old, limit)
@@ -177,6 +187,7 @@ def make_patch(old_root: Path, new_root: Path, d: TreeDiff, limit: int = 1 << 20
         lines = list(difflib.unified_diff(a, b, fromfile, tofile))
         fixed = [ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines]
         chunks.append(header + "".join(fixed))
+        size += len(chunks[-1])
     return "".join(chunks)
 
 

@@ -72,6 +72,8 @@ class AgentAdapter:
     home_files: ClassVar[tuple[str, ...]] = ()
     #: of those, the ones holding credentials: copied, labelled, never hashed or recorded
     credential_files: ClassVar[tuple[str, ...]] = ()
+    #: whether the agent may see the task directory (solution/, checks); only the reference agent
+    needs_task_dir: ClassVar[bool] = False
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         raise NotImplementedError
@@ -130,6 +132,8 @@ class CommandAdapter(AgentAdapter):
         # (`python my_agent.py`) means the file where pytest was started.
         self.template = [os.path.abspath(a) if "{" not in a and not os.path.isabs(a) and os.path.isfile(a) else a
                          for a in self.template]
+        # {task_dir} hands the agent the whole task directory (solution/, checks): only then is it visible
+        self.needs_task_dir = any("{task_dir}" in a for a in self.template)
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         return expand_placeholders(self.template, ctx)
@@ -178,6 +182,7 @@ class ReferenceAdapter(AgentAdapter):
     name = "reference"
     product = "pytest-agentdrift/reference"
     profile = "faithful"
+    needs_task_dir = True  # it applies the task's solution/
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         return [sys.executable, "-m", "pytest_agentdrift.agents.reference",

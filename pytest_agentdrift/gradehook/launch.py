@@ -20,5 +20,6 @@ import pytest
 
 import agentdrift_grade
 
-sys.path.insert(0, os.getcwd())
+if not os.environ.get("AGENTDRIFT_NO_CWD_ON_PATH"):
+    sys.path.insert(0, os.getcwd())
 sys.exit(int(pytest.main(sys.argv[1:], plugins=[agentdrift_grade])))

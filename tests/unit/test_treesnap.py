@@ -148,13 +148,13 @@ def test_resnapshot_rehashes_only_changed_entries(tmp_path, monkeypatch):
         (root / f"f{i:02}.txt").write_text(f"file {i}\n")
     before = snapshot(root)
     calls: list[str] = []
-    real = treesnap.hash_file
+    real = treesnap.hash_regular
 
     def counting(path):
         calls.append(os.path.relpath(path, root))
         return real(path)
 
-    monkeypatch.setattr(treesnap, "hash_file", counting)
+    monkeypatch.setattr(treesnap, "hash_regular", counting)
     assert not diff(before, resnapshot(root, before))
     assert calls == []  # nothing changed: nothing re-hashed
     settle()
@@ -255,7 +255,16 @@ def test_non_utf8_file_is_treated_as_binary(tmp_path):
     assert make_patch(old, new, d) == "diff --agentdrift a/latin1.txt b/latin1.txt\nBinary or large files differ\n"
 
 
-@pytest.mark.parametrize("name", ["__pycache__", ".pytest_cache", ".git"])
+def test_only_the_top_level_git_is_ignored(tmp_path):
+    root = tmp_path / "t"
+    (root / ".git").mkdir(parents=True)
+    (root / ".git" / "HEAD").write_text("ref")
+    (root / "a" / ".git").mkdir(parents=True)
+    (root / "a" / ".git" / "hidden.txt").write_text("x")  # content an agent might try to hide
+    assert sorted(snapshot(root)) == ["a/.git/hidden.txt"]
+
+
+@pytest.mark.parametrize("name", ["__pycache__", ".pytest_cache"])
 def test_ignored_names_at_any_depth(tmp_path, name):
     root = tmp_path / "t"
     (root / "a" / "b" / name).mkdir(parents=True)
