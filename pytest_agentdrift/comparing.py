@@ -153,7 +153,16 @@ def check_baseline(config, s) -> list[str] | None:
     cmp = _compare(config, s, pre_run=True)
     s.stamp_comparison = cmp
     if not cmp.comparable:
-        return render_refusal(cmp, rebaseline_command(config, s))
+        lines = render_refusal(cmp, rebaseline_command(config, s))
+        unknown = [f for f, b, c in cmp.blocks if b == c == "unobserved"]
+        # fields only known after the runs that the baseline never observed will block then
+        unknown += [f for f in cmp.deferred if (s.baseline_manifest.get("identity") or {}).get(f) == "unobserved"]
+        if unknown:
+            # the same unknown on both sides cannot be shown equal; only the operator can vouch for it
+            lines.append("these fields are unobserved on both sides: declare what you know (--agent-model, "
+                         "--agent-permission-mode, --agent-sandbox-mode) or accept what cannot be observed with "
+                         "--agent-accept-unobserved FIELD (repeatable; ini agent_accept_unobserved): " + ", ".join(unknown))
+        return lines
     s.comparison_lines.extend(render_refusal(cmp))
     return None
 

@@ -144,6 +144,13 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         if "choices" in extra and ini not in extra["choices"]:
             raise AgentDriftError(f"ini option {_ini_name(dest)}: {ini!r} is not one of {', '.join(extra['choices'])}")
         values[dest] = ini
+    # accepted-unobserved fields add up (defaults or ini, then the command line); "none" clears what came before
+    cli_accept = getoption("agentdrift_accept_unobserved") or []
+    ini_accept = getini("agent_accept_unobserved") or ["env_image_digest", "server_revision"]
+    accept: list[str] = []
+    for name in [*ini_accept, *cli_accept]:
+        accept = [] if name == "none" else [*accept, name]
+    values["accept_unobserved"] = accept
     k = values["k"] if isinstance(values["k"], int) else _conv(positive_int, values["k"], "agent_k")
     timeout = values["timeout"]
     if timeout is not None and not isinstance(timeout, float):
@@ -170,7 +177,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         agent_options={k_: v for k_, v in (("model", values["model"]), ("permission_mode", values["permission_mode"]), ("sandbox", values["sandbox_mode"])) if v},
         config_files=tuple(values["config_files"] or ()), instruction_files=tuple(values["instruction_files"] or ()),
         release_notes=path(values["release_notes"]), seed=seed,
-        accept_unobserved=tuple(v for v in (values["accept_unobserved"] or ()) if v != "none"), image_digest=values["image_digest"],
+        accept_unobserved=tuple(dict.fromkeys(values["accept_unobserved"])), image_digest=values["image_digest"],
         allow_hosts=tuple(values["allow_hosts"] or ()),
         rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
     )
