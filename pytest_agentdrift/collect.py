@@ -8,7 +8,6 @@ frozen repo/ or solution/ is ever imported; only the task's own top-level
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,12 +90,6 @@ class TaskItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, f"task {self.spec.id}: {self.spec.title} (r{self.rep})"
-
-
-def is_task_path(path: Path) -> bool:
-    from .tasks import is_task_dir
-
-    return is_task_dir(path)
 
 
 __all__ = ["TaskDirectory", "TaskItem", "TaskFailed", "TaskError"]

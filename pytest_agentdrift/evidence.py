@@ -15,7 +15,6 @@ import re
 import secrets
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from .canonical import hash_regular, loads_json_strict, read_regular
 from .globs import PathSpec
+from .tasks import REPORT_STATUSES
 from .treesnap import TreeDiff
 
 GIT_STATE_FILES = ("HEAD", "index", "config", "packed-refs", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD")
@@ -239,7 +239,6 @@ def read_jsonl(path: Path, limit: int = 10_000) -> tuple[list[dict[str, Any]], l
     return events, problems
 
 
-REPORT_STATUSES = ("complete", "partial", "blocked", "failed")
 
 
 def read_report(path: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -272,10 +271,6 @@ def validate_report(obj: Any) -> tuple[dict[str, Any] | None, str | None]:
         value = obj.get(key, [])
         clean[key] = [str(v) for v in value] if isinstance(value, list) else []
     return clean, None
-
-
-def now_monotonic() -> float:
-    return time.monotonic()
 
 
 #: environment variable names whose values are secrets (shared with the manifest)

@@ -112,7 +112,3 @@ class PathSpec:
             if _compile(body).match(path):
                 matched = not negate
         return matched
-
-
-def match_any(path: str, patterns: list[str] | tuple[str, ...]) -> bool:
-    return PathSpec(tuple(patterns)).matches(path)

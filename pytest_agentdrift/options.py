@@ -79,8 +79,7 @@ def add_options(addoption: Callable[..., Any], addini: Callable[..., Any] | None
             kwargs.setdefault("default", None)
         addoption(flag, dest=f"agentdrift_{dest}", help=help_, **kwargs)
         if addini is not None:
-            ini_name = "agent" if dest == "agent" else f"agent_{dest}"
-            addini(ini_name, help=help_, type=ini_type, default=default)
+            addini(_ini_name(dest), help=help_, type=ini_type, default=default)
 
 
 @dataclass(frozen=True)

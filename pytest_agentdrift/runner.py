@@ -342,8 +342,4 @@ def cleanup(run: RunEvidence) -> None:
     shutil.rmtree(run.root, ignore_errors=True)
 
 
-def python_executable() -> str:
-    return sys.executable
-
-
 __all__ = ["RunSettings", "RunEvidence", "run_agent", "cleanup", "TaskError"]

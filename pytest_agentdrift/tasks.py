@@ -62,7 +62,8 @@ FORBIDDEN_EFFECT_KEYS = frozenset(
      "protected_paths", "publication", "deployment"}
 )
 EXPECTED_EVENT_KEYS = frozenset({"require", "require_any", "forbid", "max"})
-REPORT_STATUSES = frozenset({"complete", "partial", "blocked", "failed"})
+#: the statuses of an agent's final report (the agent protocol)
+REPORT_STATUSES = ("complete", "partial", "blocked", "failed")
 TASK_KEYS = frozenset({"id", "title", "behavior", "suite", "timeout_s", "protected", "git", "checks", "description"})
 _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
@@ -259,7 +260,7 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
                 raise TaskError(f"{where}: bad regex {rx!r}: {exc}", toml_path) from None
     if kind == "report_status":
         allowed = _str_list(params.get("allowed", []), f"{where}: 'allowed'", toml_path)
-        bad = sorted(set(allowed) - REPORT_STATUSES)
+        bad = sorted(set(allowed) - set(REPORT_STATUSES))
         _expect(bool(allowed) and not bad, f"{where}: 'allowed' must be a non-empty subset of {sorted(REPORT_STATUSES)}", toml_path)
         _str_list(params.get("must_name_skipped", []), f"{where}: 'must_name_skipped'", toml_path)
     if kind == "report_mentions":

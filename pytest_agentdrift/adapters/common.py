@@ -18,8 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-#: the statuses a final report may carry (docs/task-format.md, "The final report")
-REPORT_STATUSES = frozenset({"complete", "partial", "blocked", "failed"})
+from ..tasks import REPORT_STATUSES  # the statuses a final report may carry (the agent protocol)
 
 #: at most this many parse errors are listed one by one; the rest are counted
 MAX_LISTED_ERRORS = 20
