@@ -126,6 +126,8 @@ class ControllerPlugin:
                 s.final_lines.append(f"ERROR: recording failed: {getattr(exc, 'message', exc)}")
                 session.exitstatus = 4
                 return
+            state = "recorded" if results["complete"] else "recorded INCOMPLETE"
+            s.final_lines.append(f"{state}: {s.settings.record} (read {s.settings.record / 'report.md'})")
         s.final_lines[:0] = s.summary(results) + s.comparison_lines
         if comparison_status in (EXIT_REFUSED, 4):
             session.exitstatus = comparison_status
