@@ -132,7 +132,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         return None
     st = s.settings
     agent = st.agent or (f"cmd {st.cmd!r}" if st.cmd else "none")
-    parts = [f"agentdrift: agent={agent} k={st.k} isolation={st.isolation}"]
+    enforced = f" ({s._isolation.mode})" if s._isolation is not None else ""
+    parts = [f"agentdrift: agent={agent} k={st.k} isolation={st.isolation}{enforced}"]
     if st.baseline:
         parts.append(f"baseline={st.baseline}")
     if st.record:
