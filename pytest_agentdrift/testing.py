@@ -2,8 +2,8 @@
 
 `make_task` writes a complete, frozen task directory from a few arguments,
 so a test can build exactly the task it needs; `agent_script` writes a
-Python agent program. `lifecycle` runs the record -> compare -> refuse ->
-re-record workflow with pytester.
+Python agent program and `agent_cmd` the `--agent-cmd` that runs it;
+`load_results` / `normalise_results` read a recorded run for comparison.
 """
 
 from __future__ import annotations

@@ -47,11 +47,16 @@ def test_validate_a_broken_task_is_one_error(tmp_path):
 
 
 def test_freeze_then_a_change_is_refused(tmp_path):
-    d = make_task(tmp_path, "V03", repo={"a.txt": "a\n"})
+    d = make_task(tmp_path, "V03", repo={"a.txt": "a\n"}, checks=[{"name": "a-changed", "kind": "paths", "layer": "scope", "must_change": ["a.txt"]}],
+                  allowed=["a.txt"], solution={"a.txt": "c\n"})
     (d / "repo" / "a.txt").write_text("b\n")
-    assert "does not match initial-tree.sha256" in cli("validate", d, cwd=tmp_path).stderr
+    refused = cli("validate", d, cwd=tmp_path)
+    assert refused.returncode == 4 and "does not match initial-tree.sha256" in refused.stderr
     assert cli("freeze", d, cwd=tmp_path).returncode == 0
     assert (d / "initial-tree.sha256").read_text().endswith("  a.txt\n")
+    valid = cli("validate", d, cwd=tmp_path)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    assert "1 of 1 task(s) valid" in valid.stdout
 
 
 def test_show_diff_compare_and_merge(two_tasks):

@@ -91,7 +91,8 @@ def test_repetition_ids_and_selection(pytester):
     result.stdout.fnmatch_lines(["EX01-fix-discount::r1", "EX01-fix-discount::r2", "EX01-fix-discount::r3",
                                  "EX02-explain-readonly::r1", "EX02-explain-readonly::r2", "EX02-explain-readonly::r3"])
     result = run(pytester, "--agent", "reference", "--collect-only", "-q", "-k", "EX02")
-    assert "EX02-explain-readonly::r1" in result.stdout.str() and "EX01" not in result.stdout.str().split("deselected")[0].split("EX02")[0]
+    listed = [ln for ln in result.stdout.lines if "::r" in ln]
+    assert listed == ["EX02-explain-readonly::r1"]
     result = run(pytester, "--agent", "reference", "--collect-only", "-q", "-m", "EX01", "--strict-markers")
     out = result.stdout.str()
     assert "EX01-fix-discount::r1" in out and "EX02-explain-readonly::r1" not in out
@@ -238,7 +239,7 @@ def test_pytest_function_checks(pytester):
     assert r["critical_failed"] == ["test_only_notes"]
 
 
-@pytest.mark.parametrize("variant", ["autoload-off", "pytest-plugins-env", "no-cacheprovider"])
+@pytest.mark.parametrize("variant", ["autoload-off", "pytest-plugins-env", "no-xdist"])
 def test_loading_variants(pytester, variant):
     copy_task(pytester, "EX02-explain-readonly")
     env = dict(os.environ)
@@ -250,6 +251,8 @@ def test_loading_variants(pytester, variant):
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         env["PYTEST_PLUGINS"] = "pytest_agentdrift.plugin,xdist.plugin"
         args = [*args, "-n", "2"]
+    elif variant == "no-xdist":
+        args = ["-p", "no:xdist", *args]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=pytester.path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -261,8 +264,8 @@ def test_plugin_is_inert_without_options(pytester):
     result = run(pytester, "-v")
     assert result.ret == 0
     out = result.stdout.str()
-    assert "agentdrift:" not in out and "= agentdrift =" not in out.replace("=", "= ", 0)
-    assert "agentdrift ===" not in out
+    assert "agentdrift:" not in out  # no header line
+    assert "agentdrift ===" not in out  # no summary section
 
 
 def test_subset_selected_with_k_is_compared_on_that_subset(pytester):

@@ -133,15 +133,22 @@ def test_short_secrets_are_scrubbed_under_no_isolation(tmp_path, monkeypatch):
             assert b"hunter2-Xq9" not in data and b"s3cr3t-pg-77" not in data, path
 
 
+@needs_bwrap
 def test_the_task_directory_is_hidden_from_the_agent(tmp_path):
-    proc = session(tmp_path, """
-        task_dir = Path(__import__("glob").glob(os.environ["PWD"] + "/../../../../**/R1-task", recursive=True)[0]) if False else None
-        seen = {"task_file": Path(os.environ["AGENTDRIFT_TASK_FILE"]).read_text()}
+    task_dir = tmp_path / "tasks" / "R1-task"
+    proc = session(tmp_path, f"""
+        seen = {{"task_file": Path(os.environ["AGENTDRIFT_TASK_FILE"]).read_text()}}
+        for name in ("task.toml", "initial-tree.sha256", "task.md"):
+            try:
+                seen[name] = Path({str(task_dir)!r}, name).read_text()[:20]
+            except OSError:
+                seen[name] = "unreadable"
         report("complete", answer=json.dumps(seen))
-    """, checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}], text="Only this instruction.\\n")
+    """, checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}], text="Only this instruction.\n")
     assert proc.returncode == 0, proc.stdout
     answer = json.loads(only_run(tmp_path)["report"]["answer"])
-    assert answer["task_file"] == "Only this instruction.\\n"
+    assert answer == {"task_file": "Only this instruction.\n", "task.toml": "unreadable",
+                      "initial-tree.sha256": "unreadable", "task.md": "unreadable"}
 
 
 @needs_bwrap
