@@ -818,7 +818,7 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
     if paired:
         lines.append(
             _line("paired", f"won {len(paired['won'])}  lost {len(paired['lost'])}  tied {len(paired['tied'])}  "
-                            f"exact p = {paired['p_value']:.3g}")
+                            f"p(candidate wins more) = {paired['p_value']:.3g}")
         )
         if paired["won"]:
             lines.append(_line("", "won:  " + _ids(paired["won"])))
