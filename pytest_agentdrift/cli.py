@@ -138,7 +138,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         _out(json.dumps({"comparison": comparison, "decision": decision_document(comparison)}, indent=2, sort_keys=True))
     else:
-        for line in (render_refusal(cmp) if not cmp.comparable else []) + ([note] if note else []) + render_comparison(comparison):
+        change = [f"change      {cmp.change_class}: {cmp.explanation}" + (f" (declared variable: {', '.join(cmp.varied)})" if cmp.varied else "")]
+        for line in (render_refusal(cmp) if not cmp.comparable else change) + ([note] if note else []) + render_comparison(comparison):
             _out(line)
     return comparison_exit_code(comparison, args.gate)
 

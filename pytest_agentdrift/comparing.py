@@ -218,7 +218,8 @@ def compare_with_baseline(config, s, results: dict[str, Any]) -> int:
     }
     if comparison.get("ledger") is not None and ledger is not None:
         s.comparison_files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])
-    s.comparison_lines = (render_refusal(cmp) if not cmp.comparable else []) + ([note] if note else []) + render_comparison(comparison)
+    change = [f"change      {cmp.change_class}: {cmp.explanation}" + (f" (declared variable: {', '.join(cmp.varied)})" if cmp.varied else "")]
+    s.comparison_lines = (render_refusal(cmp) if not cmp.comparable else change) + ([note] if note else []) + render_comparison(comparison)
     return comparison_exit_code(comparison, s.settings.gate)
 
 
