@@ -312,7 +312,13 @@ def run(
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    except BaseException as exc:
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            # interrupted (Ctrl-C): the agent's processes must not outlive the session
+            _signal_group(proc.pid, signal.SIGKILL)
+            kill_tagged(token)
+            kill_orphans(known_children | {proc.pid})
+            raise
         timed_out = True
         _signal_group(proc.pid, signal.SIGTERM)
         try:

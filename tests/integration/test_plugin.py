@@ -345,3 +345,37 @@ def test_compare_stamps_hook_can_relax_the_comparison(pytester):
     out = result.stdout.str()
     assert "paired      won 0  lost 0  tied 1" in out
     assert "status      eligible_for_review" in out  # a client change that kept every outcome
+
+
+def test_an_interrupted_session_is_recorded_incomplete(tmp_path):
+    import signal
+    import time
+
+    make_task(tmp_path / "tasks", "I1")
+    make_task(tmp_path / "tasks", "I2", timeout_s=60)
+    script = agent_script(tmp_path / "agent.py", """
+        import time
+        if os.environ["AGENTDRIFT_TASK_ID"] == "I2":
+            Path(PIDFILE).write_text(str(os.getpid()))
+            time.sleep(60)
+        report("complete")
+    """.replace("PIDFILE", repr(str(tmp_path / "agent.pid"))))
+    # unisolated on purpose: no PID namespace would end the agent for us
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q", "tasks",
+                             "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "--agent-isolation", "none"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "agent.pid").exists():  # I1 is done, I2's agent sleeps
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out
+    results = load_results(tmp_path / "runs" / "r")
+    assert results["complete"] is False
+    assert any(r.startswith("session interrupted: KeyboardInterrupt") for r in results["incomplete_reasons"]), results["incomplete_reasons"]
+    assert sorted(results["tasks"]) == ["I1"]
+    assert (tmp_path / "runs" / "r" / "INCOMPLETE").exists()
+    agent_pid = int((tmp_path / "agent.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(agent_pid, 0)  # the interrupted agent did not outlive the session
