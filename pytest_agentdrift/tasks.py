@@ -297,14 +297,6 @@ def _load_patterns(path: Path) -> PathSpec:
 def load_task(task_dir: Path) -> TaskSpec:
     """Validate every file of a task directory and return its TaskSpec."""
     task_dir = Path(task_dir).absolute()
-    try:
-        return _load_task(task_dir)
-    except (TypeError, ValueError, AttributeError, re.error) as exc:
-        # a value of an unexpected type that slipped past the checks above: still one error
-        raise TaskError(f"malformed value ({type(exc).__name__}: {exc})", task_dir / "task.toml") from None
-
-
-def _load_task(task_dir: Path) -> TaskSpec:
     for name in REQUIRED_FILES:
         p = task_dir / name
         _expect(p.is_file(), "required file is missing", p)

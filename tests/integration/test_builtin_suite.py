@@ -4,7 +4,6 @@ failed by the drifted one exactly where their critical-fail columns say."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -6,10 +6,8 @@ it were its own.
 """
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
