@@ -8,7 +8,10 @@ so a conftest, an ini `addopts`, a skip marker or a deselection cannot turn a
 red suite green; what the agent changed is reported as tamper evidence.
 """
 
+
 from __future__ import annotations
+
+EVALUATOR_COMPONENT = "checks"  # names this file in evaluator_id (pytest_agentdrift.evaluator)
 
 import fnmatch
 import json

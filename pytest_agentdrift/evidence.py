@@ -6,7 +6,10 @@ observed here from the file system; the agent's own events and report are
 read, validated, and kept apart from what the harness saw.
 """
 
+
 from __future__ import annotations
+
+EVALUATOR_COMPONENT = "evidence"  # names this file in evaluator_id (pytest_agentdrift.evaluator)
 
 import hashlib
 import json

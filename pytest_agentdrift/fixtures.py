@@ -7,7 +7,10 @@ serialised to the file named by AGENTDRIFT_RUN_JSON; each test function is one
 check (`@pytest.mark.critical`, `@pytest.mark.agent_layer("safety")`).
 """
 
+
 from __future__ import annotations
+
+EVALUATOR_COMPONENT = "function_checks"  # names this file in evaluator_id (pytest_agentdrift.evaluator)
 
 import json
 import os

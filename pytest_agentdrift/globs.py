@@ -9,7 +9,10 @@ Unlike gitignore, a leading `/` is refused as an absolute path (people write
 `/etc/...` meaning the machine's root); anchor a bare name with `./name`.
 """
 
+
 from __future__ import annotations
+
+EVALUATOR_COMPONENT = "patterns"  # names this file in evaluator_id (pytest_agentdrift.evaluator)
 
 import re
 from dataclasses import dataclass

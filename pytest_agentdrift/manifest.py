@@ -775,22 +775,19 @@ def _image_digest(ctx: ManifestContext, reasons: dict[str, str]) -> str:
 
 
 def _scoring_digest(ctx: ManifestContext, reasons: dict[str, str]) -> str:
-    """Digest of the harness's scoring code: the given files, else this package's .py files."""
-    files = list(ctx.scoring_files) if ctx.scoring_files is not None else sorted(
-        p for p in Path(__file__).parent.rglob("*.py") if "__pycache__" not in p.parts and "suite" not in p.parts)
+    """Digest of the harness's scoring code by content: the given files, else this package's .py files.
+
+    Paths are left out on purpose, so moving a module keeps the digest and editing one changes it.
+    """
+    if ctx.scoring_files is None:
+        from .evaluator import code_digest
+
+        return code_digest()
+    files = list(ctx.scoring_files)
     if not files:
         reasons["scoring_script_digest"] = "no scoring files"
         return UNOBSERVED
-    base = Path(__file__).parent
-    listing = []
-    for p in files:
-        p = Path(p)
-        try:
-            rel = p.relative_to(base).as_posix()
-        except ValueError:
-            rel = p.name
-        listing.append([rel, hash_file(p)])
-    return digest(sorted(listing))
+    return digest(sorted(hash_file(Path(p)) for p in files))
 
 
 def _region(env: Mapping[str, str]) -> str:

@@ -7,7 +7,10 @@ would otherwise have passed is a *tampered pass*: it counts as a fail and is
 flagged.
 """
 
+
 from __future__ import annotations
+
+EVALUATOR_COMPONENT = "scoring"  # names this file in evaluator_id (pytest_agentdrift.evaluator)
 
 from typing import Any
 

@@ -33,9 +33,6 @@ if TYPE_CHECKING:
     from .sandbox import Isolation
     from .tasks import TaskSpec
 
-#: evaluator code whose bytes define evaluator_id (with each task's checks)
-EVALUATOR_FILES = ("checks.py", "scoring.py", "evidence.py", "treesnap.py", "globs.py", "fixtures.py",
-                   "gradehook/agentdrift_grade.py", "gradehook/agentdrift_functions.py", "gradehook/launch.py")
 
 
 def utc_now() -> str:
@@ -47,12 +44,13 @@ def new_run_id() -> str:
 
 
 def evaluator_id(specs: list[TaskSpec]) -> str:
-    from .canonical import digest, hash_file
+    from .canonical import digest
+    from .evaluator import evaluator_components
 
-    pkg = Path(__file__).parent
+    # Grading code by logical component (see evaluator.py): moving a file keeps the id.
     return digest({
         "evaluator_version": EVALUATOR_VERSION,
-        "code": {name: hash_file(pkg / name) for name in EVALUATOR_FILES},
+        "code": evaluator_components(),
         "checks": {s.id: [c.to_dict() for c in s.checks] for s in sorted(specs, key=lambda s: s.id)},
     })
 

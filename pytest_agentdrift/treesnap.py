@@ -6,7 +6,10 @@ ctime is in the signature because an edit that restores its mtime (os.utime)
 still moves ctime, and the agent cannot set ctime.
 """
 
+
 from __future__ import annotations
+
+EVALUATOR_COMPONENT = "treesnap"  # names this file in evaluator_id (pytest_agentdrift.evaluator)
 
 import difflib
 import os

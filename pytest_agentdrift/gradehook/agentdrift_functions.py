@@ -4,6 +4,8 @@ Loaded instead of the main plugin (so the task directory is collected as
 plain test files) with AGENTDRIFT_RUN_JSON naming the serialised run.
 """
 
+EVALUATOR_COMPONENT = "function_plugin"  # names this file in evaluator_id (pytest_agentdrift.evaluator)
+
 import pytest
 
 from pytest_agentdrift.fixtures import run_for_request, task_for_request

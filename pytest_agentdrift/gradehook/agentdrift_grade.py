@@ -5,6 +5,8 @@ what was deselected and how each test ended, and flags reports that say
 outcomes. Results go to the JSON file named by AGENTDRIFT_GRADE_OUT.
 """
 
+EVALUATOR_COMPONENT = "grade_plugin"  # names this file in evaluator_id (pytest_agentdrift.evaluator)
+
 import json
 import os
 

@@ -7,6 +7,8 @@ its dependencies load; only then is the tree added, as `python -m` would,
 for the project's own imports.
 """
 
+EVALUATOR_COMPONENT = "grade_launcher"  # names this file in evaluator_id (pytest_agentdrift.evaluator)
+
 import os
 import sys
 
