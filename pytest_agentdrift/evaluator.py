@@ -21,7 +21,7 @@ from pytest_agentdrift.canonical import digest, hash_file
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 
-_DECLARATION = re.compile(rb'^EVALUATOR_COMPONENT\s*=\s*"([a-z0-9_.-]+)"\s*$', re.MULTILINE)
+_DECLARATION = re.compile(rb'^EVALUATOR_COMPONENT\s*=\s*"([a-z0-9_.-]+)"', re.MULTILINE)
 
 
 def _package_sources(root: Path) -> list[Path]:
