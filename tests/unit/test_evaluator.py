@@ -17,7 +17,7 @@ def package_copy(tmp_path: Path) -> Path:
 
 def _declaring_file(root: Path, component: str) -> Path:
     for path in root.rglob("*.py"):
-        if f'EVALUATOR_COMPONENT = "{component}"' in path.read_text():
+        if any(line.startswith(f'EVALUATOR_COMPONENT = "{component}"') for line in path.read_text().splitlines()):
             return path
     raise AssertionError(f"no file declares {component}")
 
