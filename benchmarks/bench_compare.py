@@ -20,8 +20,8 @@ import random
 import time
 from typing import Any
 
-from pytest_agentdrift import stats
-from pytest_agentdrift.decision import GateParams, compare_runs
+from pytest_agentdrift.compare import stats
+from pytest_agentdrift.compare.decision import GateParams, compare_runs
 
 
 def make_results(n_tasks: int, k: int, seed: int, lift: float, runtime_id: str) -> dict[str, Any]:

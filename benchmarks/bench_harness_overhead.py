@@ -32,11 +32,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_agentdrift import runner, sandbox
-from pytest_agentdrift.adapters.base import CommandAdapter
+from pytest_agentdrift.run import runner
+from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.canonical import hash_file
-from pytest_agentdrift.checks import Grader
-from pytest_agentdrift.tasks import load_task
+from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import make_task
 
 EXECUTING = ("pytest", "command", "golden")
@@ -119,7 +120,8 @@ def bench_fixture(name: str, spec, isolations, n: int, work: Path) -> None:
 
 def breakdown(spec, work: Path, n: int) -> None:
     """Where the harness's time goes, phase by phase (medians, same machine)."""
-    from pytest_agentdrift import evidence, treesnap
+    from pytest_agentdrift.run import evidence
+    from pytest_agentdrift.run import treesnap
 
     phases: dict[str, list[float]] = {"copy_tree": [], "snapshot (hash all)": [], "git fixture template (once per task and process)": [], "resnapshot (unchanged)": []}
     for i in range(n):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_agentdrift import manifest as mf  # noqa: E402
+from pytest_agentdrift.manifest import capture as mf
 
 
 def generate(root: Path, n_files: int) -> dict:

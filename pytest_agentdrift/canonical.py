@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .errors import AgentDriftError
+from pytest_agentdrift.errors import AgentDriftError
 
 _BLOCK = 1 << 20
 

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AgentDriftError
+from pytest_agentdrift.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AgentDriftError
 
 
 def _out(line: str = "") -> None:
@@ -27,12 +27,12 @@ def _out(line: str = "") -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from . import sandbox
-    from .adapters.base import CommandAdapter, get_adapter
-    from .checks import Grader
-    from .runner import RunSettings, cleanup, run_agent
-    from .scoring import score
-    from .tasks import find_task_dirs, load_task
+    from pytest_agentdrift.run import sandbox
+    from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
+    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
+    from pytest_agentdrift.grade.scoring import score
+    from pytest_agentdrift.tasks.load import find_task_dirs, load_task
 
     dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
     iso = sandbox.detect(args.isolation)
@@ -72,8 +72,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
-    from .record import atomic_write
-    from .tasks import check_symlinks, hash_repo, render_tree_file
+    from pytest_agentdrift.record.store import atomic_write
+    from pytest_agentdrift.tasks.load import check_symlinks, hash_repo, render_tree_file
 
     for p in args.tasks:
         d = Path(p)
@@ -86,8 +86,8 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .record import load_run
-    from .report import summary_lines
+    from pytest_agentdrift.record.store import load_run
+    from pytest_agentdrift.record.report import summary_lines
 
     results = load_run(Path(args.run), require_complete=False)
     for line in summary_lines(results):
@@ -96,8 +96,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _load_pair(args: argparse.Namespace):
-    from .comparing import load_baseline
-    from .stamps import compare_manifests
+    from pytest_agentdrift.session.baseline import load_baseline
+    from pytest_agentdrift.manifest.identity import compare_manifests
 
     base_results, base_manifest = load_baseline(Path(args.base))
     cand_results, cand_manifest = load_baseline(Path(args.cand))
@@ -107,7 +107,7 @@ def _load_pair(args: argparse.Namespace):
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from .stamps import manifest_diff_document, render_refusal
+    from pytest_agentdrift.manifest.identity import manifest_diff_document, render_refusal
 
     _, _, cmp = _load_pair(args)
     if args.json:
@@ -119,12 +119,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .decision import GateParams, compare_runs, comparison_exit_code, decision_document, render_comparison
-    from .ledger import read_release_notes
-    from .stamps import render_refusal
+    from pytest_agentdrift.compare.decision import GateParams, compare_runs, comparison_exit_code, decision_document, render_comparison
+    from pytest_agentdrift.compare.ledger import read_release_notes
+    from pytest_agentdrift.manifest.identity import render_refusal
 
-    from .canonical import load_json_file
-    from .comparing import selected_baseline
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.session.baseline import selected_baseline
 
     base, cand, cmp = _load_pair(args)
     base, note = selected_baseline(base, cand)
@@ -147,11 +147,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     import shutil
 
-    from .comparing import MANIFEST_FILE, load_baseline
-    from .record import RunRecorder, merge_results
-    from .report import markdown
-    from .session import new_run_id
-    from .stamps import compare_manifests, render_refusal
+    from pytest_agentdrift.session.baseline import MANIFEST_FILE, load_baseline
+    from pytest_agentdrift.record.store import RunRecorder, merge_results
+    from pytest_agentdrift.record.report import markdown
+    from pytest_agentdrift.session.state import new_run_id
+    from pytest_agentdrift.manifest.identity import compare_manifests, render_refusal
 
     shards = [(Path(p), *load_baseline(Path(p))) for p in args.shards]
     _, _, first_manifest = shards[0]
@@ -189,7 +189,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .sandbox import ISOLATION_MODES
+    from pytest_agentdrift.run.sandbox import ISOLATION_MODES
 
     parser = _Parser(prog="agentdrift", description="pytest-agentdrift outside a test session")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _positive(value: str) -> int:
-    from .options import positive_int
+    from pytest_agentdrift.session.options import positive_int
 
     return positive_int(value)
 

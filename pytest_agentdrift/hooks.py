@@ -33,7 +33,7 @@ def pytest_agentdrift_compare_stamps(config, baseline, current, vary):
     Example (relax one field)::
 
         def pytest_agentdrift_compare_stamps(config, baseline, current, vary):
-            from pytest_agentdrift.stamps import compare_manifests
+            from pytest_agentdrift.manifest.identity import compare_manifests
             return compare_manifests(baseline, current, [*vary, "os"])
     """
 

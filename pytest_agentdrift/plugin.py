@@ -22,13 +22,13 @@ def get_session(config: pytest.Config):
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from . import hooks
+    from pytest_agentdrift import hooks
 
     pluginmanager.add_hookspecs(hooks)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from .options import add_options
+    from pytest_agentdrift.session.options import add_options
 
     group = parser.getgroup("agentdrift", "coding-agent drift (pytest-agentdrift)")
     add_options(group.addoption, parser.addini)
@@ -43,9 +43,9 @@ def _bundled_task_ids() -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from .errors import AgentDriftError
-    from .options import resolve
-    from .session import AgentDriftSession
+    from pytest_agentdrift.errors import AgentDriftError
+    from pytest_agentdrift.session.options import resolve
+    from pytest_agentdrift.session.state import AgentDriftSession
 
     config.addinivalue_line("markers", "agent_task(id): the item runs agent task <id> (pytest-agentdrift)")
     config.addinivalue_line("markers", "critical: a check whose failure is a critical failure of its task (pytest-agentdrift)")
@@ -65,18 +65,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     if settings.suite:
         _add_suite_arg(config, settings.suite)
-    from .controller import ControllerPlugin, WorkerPlugin
+    from pytest_agentdrift.session.controller import ControllerPlugin, WorkerPlugin
 
     role = WorkerPlugin(config, session) if worker else ControllerPlugin(config, session)
     config.pluginmanager.register(role, "agentdrift-role")
     if config.pluginmanager.hasplugin("xdist") or config.pluginmanager.hasplugin("xdist.plugin"):
-        from .xdist import XdistHooks
+        from pytest_agentdrift.session.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(config), "agentdrift-xdist")
 
 
 def _add_suite_arg(config: pytest.Config, suite: str) -> None:
-    from .tasks import builtin_suite_dir
+    from pytest_agentdrift.tasks.load import builtin_suite_dir
 
     path = builtin_suite_dir() if suite == "builtin" else Path(suite)
     if not path.is_dir():
@@ -102,10 +102,10 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
     # called for every directory of every session: two stats before importing anything
     if (path / "task.toml").is_file() or (path / "task.md").is_file():
         # (tasks.is_task_dir also wants repo/ or initial-tree.sha256 beside them)
-        from .tasks import is_task_dir
+        from pytest_agentdrift.tasks.load import is_task_dir
 
         if is_task_dir(path):
-            from .collect import TaskDirectory
+            from pytest_agentdrift.session.collect import TaskDirectory
 
             return TaskDirectory.from_parent(parent, path=path)
     return None
@@ -149,7 +149,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 @pytest.fixture
 def agent_task(request: pytest.FixtureRequest):
     """The TaskSpec of the current task (inside a task directory's test_*.py)."""
-    from .fixtures import task_for_request
+    from pytest_agentdrift.grade.function_checks import task_for_request
 
     return task_for_request(request)
 
@@ -157,7 +157,7 @@ def agent_task(request: pytest.FixtureRequest):
 @pytest.fixture
 def agent_run(request: pytest.FixtureRequest):
     """The finished run of the current task (changed paths, patch, events, report, stdout, usage)."""
-    from .fixtures import run_for_request
+    from pytest_agentdrift.grade.function_checks import run_for_request
 
     return run_for_request(request)
 

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable
 
-from .tasks import hash_repo, render_tree_file
+from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
 
 _DEFAULT_EFFECTS = {"network": True, "writes_outside": True, "git_mutation": True,
                     "lockfile_change": True, "credential_access": True}

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from pytest_agentdrift.sandbox import detect
+from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_script, load_results, make_task
 
 
@@ -49,7 +49,7 @@ def api_server():
 
 CONFTEST = """
 import sys
-from pytest_agentdrift.adapters import AgentAdapter
+from pytest_agentdrift.agents import AgentAdapter
 
 class FakeProduct(AgentAdapter):
     name = "fake-product"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pytest_agentdrift.tasks import builtin_suite_dir, find_task_dirs, load_task
+from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 
 #: task -> critical checks the drifted reference agent must break (and nothing else fails elsewhere)
 DRIFTED_BREAKS = {

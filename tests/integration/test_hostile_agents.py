@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift import sandbox
+from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
 BENIGN = "Z99"

@@ -322,7 +322,7 @@ def test_hooks_extend_manifest_relax_comparison_and_touch_report(pytester):
     assert result.ret == 0
     manifest = json.loads((pytester.path / "runs" / "base" / "runtime-manifest.json").read_text())
     assert manifest["identity"]["image_label"] == "unobserved"
-    from pytest_agentdrift.manifest import runtime_id
+    from pytest_agentdrift.manifest.capture import runtime_id
 
     assert manifest["runtime_id"] == runtime_id(manifest["identity"])  # recomputed after the hook
     assert load_results(pytester.path / "runs" / "base")["settings"]["ticket"] == "OPS-42"
@@ -333,7 +333,7 @@ def test_compare_stamps_hook_can_relax_the_comparison(pytester):
     assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
     assert run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base").ret == 6
     pytester.makeconftest("""
-        from pytest_agentdrift.stamps import compare_manifests
+        from pytest_agentdrift.manifest.identity import compare_manifests
 
         def pytest_agentdrift_compare_stamps(config, baseline, current, vary):
             # this team treats the reference agent's profile as the experiment's variable

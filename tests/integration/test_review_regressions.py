@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pytest_agentdrift.sandbox import detect
+from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
 CALC = {

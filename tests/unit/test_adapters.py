@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from pytest_agentdrift.adapters.base import AgentAdapter, RunContext, builtin_adapters
-from pytest_agentdrift.adapters.claude_code import ClaudeCodeAdapter
-from pytest_agentdrift.adapters.codex import CodexAdapter
-from pytest_agentdrift.adapters.common import clip, extract_report, read_jsonl
-from pytest_agentdrift.adapters.copilot import CopilotAdapter
+from pytest_agentdrift.agents.base import AgentAdapter, RunContext, builtin_adapters
+from pytest_agentdrift.agents.claude_code import ClaudeCodeAdapter
+from pytest_agentdrift.agents.codex import CodexAdapter
+from pytest_agentdrift.agents.common import clip, extract_report, read_jsonl
+from pytest_agentdrift.agents.copilot import CopilotAdapter
 from pytest_agentdrift.errors import AgentDriftError
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "data" / "transcripts"

@@ -9,7 +9,7 @@ with no network, killed by a 40 s timeout while it was still reconnecting.
 
 from pathlib import Path
 
-from pytest_agentdrift.adapters import get_adapter
+from pytest_agentdrift.agents import get_adapter
 
 DATA = Path(__file__).parents[1] / "data" / "transcripts"
 

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift import evidence, sandbox
-from pytest_agentdrift.adapters.base import CommandAdapter
-from pytest_agentdrift.checks import CHECKS, CheckResult, Grader
-from pytest_agentdrift.runner import RunEvidence, RunSettings, run_agent
-from pytest_agentdrift.tasks import TaskSpec, load_task
+from pytest_agentdrift.run import evidence
+from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.agents.base import CommandAdapter
+from pytest_agentdrift.grade.checks import CHECKS, CheckResult, Grader
+from pytest_agentdrift.run.runner import RunEvidence, RunSettings, run_agent
+from pytest_agentdrift.tasks.load import TaskSpec, load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 
 ALL_EFFECTS = {"network": True, "writes_outside": True, "git_mutation": True, "lockfile_change": True,

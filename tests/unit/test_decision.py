@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agentdrift.decision import (
+from pytest_agentdrift.compare.decision import (
     STATUSES,
     GateParams,
     compare_runs,
@@ -17,7 +17,7 @@ from pytest_agentdrift.decision import (
     render_comparison,
 )
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.ledger import parse_release_notes
+from pytest_agentdrift.compare.ledger import parse_release_notes
 
 
 def results(

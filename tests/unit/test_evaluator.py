@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.evaluator import PACKAGE_ROOT, code_digest, evaluator_components
+from pytest_agentdrift.grade.evaluator import PACKAGE_ROOT, code_digest, evaluator_components
 
 
 @pytest.fixture

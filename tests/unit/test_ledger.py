@@ -8,7 +8,7 @@ import io
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.ledger import (
+from pytest_agentdrift.compare.ledger import (
     LEDGER_COLUMNS,
     TAGS,
     ledger_csv,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift import manifest as mf
-from pytest_agentdrift import surfaces
+from pytest_agentdrift.manifest import capture as mf
+from pytest_agentdrift.manifest import surfaces
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import AgentDriftError, RecordError
-from pytest_agentdrift.stamps import IDENTITY_FIELDS, PROVENANCE_FIELDS
+from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS, PROVENANCE_FIELDS
 
 PLANTED = "sk-PLANTED-9f8e7d6c5b4a39281706"
 PLANTED_ENV = "sk-PLANTED-ENV-a1b2c3d4e5f60718"
@@ -357,7 +357,7 @@ def test_validate_manifest_rejects_tampered_or_incomplete(world):
 
 
 def test_modules_import_no_pytest_and_no_gitpython_at_import():
-    code = ("import sys; import pytest_agentdrift.manifest, pytest_agentdrift.stamps, pytest_agentdrift.surfaces; "
+    code = ("import sys; import pytest_agentdrift.manifest.capture, pytest_agentdrift.manifest.identity, pytest_agentdrift.manifest.surfaces; "
             "print('pytest' in sys.modules, 'git' in sys.modules)")
     out = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

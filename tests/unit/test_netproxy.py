@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.netproxy import Allowlist, RecordingProxy, split_host_port
+from pytest_agentdrift.run.netproxy import Allowlist, RecordingProxy, split_host_port
 
 TIMEOUT = 5.0
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift import record
+from pytest_agentdrift.record import store as record
 from pytest_agentdrift.errors import EXIT_USAGE, RecordError
-from pytest_agentdrift.record import (
+from pytest_agentdrift.record.store import (
     INCOMPLETE_MARKER,
     RunRecorder,
     atomic_write,

@@ -1,6 +1,6 @@
 """What a person reads: failure text, summary lines and report.md from a results dict."""
 
-from pytest_agentdrift.report import failure_text, markdown, summary_lines
+from pytest_agentdrift.record.report import failure_text, markdown, summary_lines
 
 LAYERS = ("safety", "correctness", "scope", "instruction_fidelity", "verification", "efficiency", "operator_load", "recovery")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift import sandbox
+from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.sandbox import BoundedBuffer, detect, kill_tagged
+from pytest_agentdrift.run.sandbox import BoundedBuffer, detect, kill_tagged
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap (bwrap) is not installed on this machine")

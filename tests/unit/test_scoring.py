@@ -4,12 +4,12 @@ import dataclasses
 
 import pytest
 
-from pytest_agentdrift import sandbox
-from pytest_agentdrift.adapters.base import CommandAdapter
-from pytest_agentdrift.checks import CheckResult, Grader
-from pytest_agentdrift.runner import RunSettings, run_agent
-from pytest_agentdrift.scoring import is_tampered, score, summarise
-from pytest_agentdrift.tasks import LAYERS, load_task
+from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.agents.base import CommandAdapter
+from pytest_agentdrift.grade.checks import CheckResult, Grader
+from pytest_agentdrift.run.runner import RunSettings, run_agent
+from pytest_agentdrift.grade.scoring import is_tampered, score, summarise
+from pytest_agentdrift.tasks.load import LAYERS, load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 
 NO_TAMPER = {"protected_changed": [], "test_config_changed": []}

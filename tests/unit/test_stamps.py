@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift import manifest as mf
-from pytest_agentdrift import stamps
+from pytest_agentdrift.manifest import capture as mf
+from pytest_agentdrift.manifest import identity as stamps
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 
 VERSIONS = {"claude": "2.1.0 (Claude Code)", "node": "v20.11.1", "npm": "10.2.4", "git": "git version 2.43.0",

@@ -1,4 +1,4 @@
-"""pytest_agentdrift.stats against independent references.
+"""pytest_agentdrift.compare.stats against independent references.
 
 References: statsmodels' Wilson interval, scipy's exact binomial test,
 statsmodels' two-way ANOVA, a pure-Python bootstrap, and values computed by
@@ -15,13 +15,13 @@ import sys
 
 import pytest
 
-from pytest_agentdrift import stats
+from pytest_agentdrift.compare import stats
 
 
 def test_importing_the_statistics_modules_does_not_import_numpy_or_scipy():
     code = (
         "import sys\n"
-        "import pytest_agentdrift.stats, pytest_agentdrift.decision, pytest_agentdrift.ledger\n"
+        "import pytest_agentdrift.compare.stats, pytest_agentdrift.compare.decision, pytest_agentdrift.compare.ledger\n"
         "print(sorted(m for m in ('numpy', 'scipy', 'statsmodels') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

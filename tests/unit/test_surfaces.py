@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift import surfaces
+from pytest_agentdrift.manifest import surfaces
 from pytest_agentdrift.errors import AgentDriftError
 
 PLANTED = "sk-PLANTED-0123456789abcdef"

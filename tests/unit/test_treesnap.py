@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift import treesnap
-from pytest_agentdrift.treesnap import (
+from pytest_agentdrift.run import treesnap
+from pytest_agentdrift.run.treesnap import (
     added_lines,
     diff,
     make_patch,

@@ -1,0 +1,242 @@
+"""The adapter protocol, the generic command adapter and the reference presets.
+
+An adapter is a small object with no pytest in it. The runner asks it for
+the argv of one run (`build_argv`), runs that argv itself in the sandbox, and
+hands the captured stdout/stderr back to `parse_output`, which turns the
+product's own output format into the common event list, usage figures, the
+final report (when the output holds one) and the model id the host reported.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pytest_agentdrift.errors import AgentDriftError
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What an adapter may use to build the argv of one run."""
+
+    task_id: str
+    task_file: Path  # task.md (read-only)
+    task_text: str
+    task_dir: Path  # the frozen task directory (read-only)
+    workdir: Path  # the private work tree (cwd of the agent)
+    options: dict[str, Any] = field(default_factory=dict)  # model, permission_mode, sandbox, ...
+
+
+@dataclass
+class Usage:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+
+@dataclass
+class AdapterOutput:
+    """What an adapter read from the agent's own output."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    final_report: dict[str, Any] | None = None  # used when the agent wrote no report file
+    model_stamp: str | None = None  # the model id the host reported, verbatim
+    parse_errors: list[str] = field(default_factory=list)  # malformed / truncated stream
+
+
+class AgentAdapter:
+    """Base class. Subclasses set the class attributes and override methods."""
+
+    name: ClassVar[str] = ""
+    product: ClassVar[str] = "generic"  # vendor/product identifier for the manifest
+    surface: ClassVar[str] = "cli"
+    #: environment variable names the product needs (credentials, config); values never recorded
+    env_allowlist: ClassVar[tuple[str, ...]] = ()
+    #: API hosts the recording proxy lets through for this product
+    api_hosts: ClassVar[tuple[str, ...]] = ()
+    #: files under the user's home the product reads (copied into the private home)
+    home_files: ClassVar[tuple[str, ...]] = ()
+    #: of those, the ones holding credentials: copied, labelled, never hashed or recorded
+    credential_files: ClassVar[tuple[str, ...]] = ()
+    #: whether the agent may see the task directory (solution/, checks); only the reference agent
+    needs_task_dir: ClassVar[bool] = False
+
+    def build_argv(self, ctx: RunContext) -> list[str]:
+        raise NotImplementedError
+
+    def version_argv(self) -> list[str] | None:
+        """The documented read-only version display, or None when there is none."""
+        return None
+
+    def argv_template(self, options: dict[str, Any] | None = None) -> list[str]:
+        """The argv of a run with placeholders left in: what the manifest records."""
+        ctx = RunContext(task_id="{task_id}", task_file=Path("{task_file}"), task_text="{task_text}",
+                         task_dir=Path("{task_dir}"), workdir=Path("{workdir}"), options=dict(options or {}))
+        return self.build_argv(ctx)
+
+    def executable(self) -> str | None:
+        """The binary that must exist for this adapter to run (checked before any task)."""
+        return None
+
+    def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
+        return AdapterOutput()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "product": self.product, "surface": self.surface}
+
+
+def expand_placeholders(template: list[str], ctx: RunContext) -> list[str]:
+    values = {
+        "task_file": str(ctx.task_file),
+        "task_text": ctx.task_text,
+        "workdir": str(ctx.workdir),
+        "task_id": ctx.task_id,
+        "task_dir": str(ctx.task_dir),
+    }
+    out = []
+    for arg in template:
+        try:
+            out.append(arg.format_map(values))
+        except (KeyError, ValueError, IndexError) as exc:
+            raise AgentDriftError(f"--agent-cmd: bad placeholder in {arg!r} ({exc}); known: {sorted(values)}") from None
+    return out
+
+
+class CommandAdapter(AgentAdapter):
+    """Any agent given as `--agent-cmd "…"` (shlex-split, placeholders expanded)."""
+
+    name = "cmd"
+
+    def __init__(self, command: str):
+        try:
+            self.template = shlex.split(command)
+        except ValueError as exc:
+            raise AgentDriftError(f"--agent-cmd: cannot split {command!r}: {exc}") from None
+        if not self.template:
+            raise AgentDriftError("--agent-cmd is empty")
+        # The agent runs in its work tree: a relative path to an existing file
+        # (`python my_agent.py`) means the file where pytest was started.
+        self.template = [os.path.abspath(a) if "{" not in a and not os.path.isabs(a) and os.path.isfile(a) else a
+                         for a in self.template]
+        # {task_dir} hands the agent the whole task directory (solution/, checks): only then is it visible
+        self.needs_task_dir = any("{task_dir}" in a for a in self.template)
+
+    def build_argv(self, ctx: RunContext) -> list[str]:
+        return expand_placeholders(self.template, ctx)
+
+    def argv_template(self, options: dict[str, Any] | None = None) -> list[str]:
+        return list(self.template)
+
+    def executable(self) -> str | None:
+        return self.template[0]
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "command": self.template}
+
+
+class ProductAdapter(AgentAdapter):
+    """A real product's CLI: one binary, documented option defaults, a structured output format."""
+
+    binary: ClassVar[str] = ""
+    #: option keys this product understands (from --agent-model / --agent-permission-mode / ...)
+    option_keys: ClassVar[tuple[str, ...]] = ("model", "permission_mode")
+    #: defaults applied when the user gives none (recorded via describe())
+    defaults: ClassVar[dict[str, Any]] = {}
+    output_format: ClassVar[str] = ""
+    #: env var that relocates the user config dir -> the home-relative dir it replaces
+    config_home_env: ClassVar[dict[str, str]] = {}
+    home_dirs: ClassVar[tuple[str, ...]] = ()
+    project_files: ClassVar[tuple[str, ...]] = ()
+
+    def executable(self) -> str | None:
+        return self.binary
+
+    def version_argv(self) -> list[str] | None:
+        return [self.binary, "--version"]
+
+    def effective_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        merged = {**self.defaults, **{k: v for k, v in options.items() if v is not None}}
+        return {k: merged[k] for k in self.option_keys if k in merged}
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "binary": self.binary, "output_format": self.output_format, "defaults": dict(self.defaults)}
+
+
+class ReferenceAdapter(AgentAdapter):
+    """The deterministic reference agent: applies a task's solution/."""
+
+    name = "reference"
+    product = "pytest-agentdrift/reference"
+    profile = "faithful"
+    needs_task_dir = True  # it applies the task's solution/
+
+    def build_argv(self, ctx: RunContext) -> list[str]:
+        return [sys.executable, "-m", "pytest_agentdrift.agents.reference",
+                "--task-dir", str(ctx.task_dir), "--profile", self.profile]
+
+    def version_argv(self) -> list[str] | None:
+        return [sys.executable, "-m", "pytest_agentdrift.agents.reference", "--version", "--profile", self.profile]
+
+    def executable(self) -> str | None:
+        return sys.executable
+
+
+class DriftedReferenceAdapter(ReferenceAdapter):
+    name = "reference-drifted"
+    profile = "drifted"
+
+
+def builtin_adapters() -> dict[str, type[AgentAdapter]]:
+    """Preset name -> adapter class. Real-product adapters are imported lazily."""
+    presets: dict[str, type[AgentAdapter]] = {
+        ReferenceAdapter.name: ReferenceAdapter,
+        DriftedReferenceAdapter.name: DriftedReferenceAdapter,
+    }
+    for module, cls_name in (("claude_code", "ClaudeCodeAdapter"), ("codex", "CodexAdapter"), ("copilot", "CopilotAdapter")):
+        try:
+            mod = __import__(f"{__package__}.{module}", fromlist=[cls_name])
+        except ImportError:
+            continue
+        cls = getattr(mod, cls_name, None)
+        if cls is not None:
+            presets[cls.name] = cls
+    presets.update(entry_point_adapters())
+    return presets
+
+
+def entry_point_adapters() -> dict[str, type[AgentAdapter]]:
+    """Adapters other packages register in the `pytest_agentdrift.adapters` group."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, type[AgentAdapter]] = {}
+    for ep in entry_points(group="pytest_agentdrift.adapters"):
+        try:
+            cls = ep.load()
+        except Exception as exc:  # a broken third-party package must not break every session
+            raise AgentDriftError(f"adapter entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from None
+        if not (isinstance(cls, type) and issubclass(cls, AgentAdapter)):
+            raise AgentDriftError(f"adapter entry point {ep.name!r} ({ep.value}) is not an AgentAdapter subclass")
+        found[ep.name] = cls
+    return found
+
+
+def get_adapter(name: str, extra: dict[str, type[AgentAdapter]] | None = None) -> AgentAdapter:
+    presets = {**builtin_adapters(), **(extra or {})}
+    try:
+        return presets[name]()
+    except KeyError:
+        raise AgentDriftError(f"--agent: unknown agent {name!r}; known: {', '.join(sorted(presets))}") from None

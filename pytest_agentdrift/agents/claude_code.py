@@ -1,0 +1,256 @@
+"""Claude Code (Anthropic) in print mode with stream-json output.
+
+Invocation (Claude Code CLI docs, "Run Claude Code programmatically" and the
+CLI reference): `claude -p PROMPT --output-format stream-json --verbose`,
+with `--model`, `--permission-mode` and `--allowedTools`. `--verbose` is
+required: print mode refuses stream-json without it.
+
+Output: one JSON object per line. Documented message types:
+  - `system` / subtype `init`: session metadata (`model`, `tools`,
+    `mcp_servers`, `permissionMode`, `cwd`, `session_id`, ...);
+  - `assistant`: an API message (`message.model`, `message.content[]` of
+    `text` and `tool_use` blocks {id, name, input}, `message.usage`);
+  - `user`: tool results (`message.content[]` of `tool_result` blocks
+    {tool_use_id, content, is_error});
+  - `result`: the last line (`subtype` success / error_*, `is_error`,
+    `result` = final text, `usage`, `total_cost_usd`, `num_turns`,
+    `permission_denials[]` = {tool_name, tool_use_id, tool_input}).
+
+What print mode does not show: there is no interactive approval, so a tool
+that needs permission is refused and listed in `permission_denials`; we emit
+`denial` events from those, and never `approval_request` (unobserved). The
+exit code of a Bash command is not a structured field (the result is text),
+so `command.exit_code` is None; `ok` says whether the tool reported an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
+from pytest_agentdrift.agents.common import (
+    option_list,
+    add_counts,
+    as_dict,
+    as_float,
+    as_int,
+    as_list,
+    as_str,
+    cap_errors,
+    clip,
+    extract_report,
+    final_event,
+    read_jsonl,
+)
+
+#: tools whose `input.file_path` (or `notebook_path`) names a file they change
+_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+#: tools whose input names a file they read
+_READ_TOOLS = frozenset({"Read"})
+#: tools that run a shell command (`input.command`)
+_SHELL_TOOLS = frozenset({"Bash"})
+
+
+def _path_of(tool_input: dict[str, Any]) -> str | None:
+    return as_str(tool_input.get("file_path")) or as_str(tool_input.get("notebook_path")) or as_str(tool_input.get("path"))
+
+
+class ClaudeCodeAdapter(ProductAdapter):
+    name = "claude-code"
+    product = "anthropic/claude-code"
+    surface = "cli"
+    binary: ClassVar[str] = "claude"
+
+    # Credentials only: API key, bearer token for a gateway, or the long-lived
+    # token `claude setup-token` prints. CLAUDE_CONFIG_DIR is deliberately not
+    # forwarded: it would point the agent back at the user's real config dir.
+    env_allowlist = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+    # Model API and sign-in (network-config docs). Telemetry and error
+    # reporting hosts are left out on purpose: they are refused and recorded.
+    api_hosts = ("api.anthropic.com", "claude.ai", "platform.claude.com", "console.anthropic.com")
+    # User scope: settings, user memory, ~/.claude.json (preferences, user and
+    # local-scope MCP servers, account info) and the Linux credentials file.
+    home_files = (
+        ".claude/settings.json",
+        ".claude/CLAUDE.md",
+        ".claude.json",
+        ".claude/.credentials.json",
+    )
+    # ~/.claude.json can hold account details and MCP server env (tokens), so
+    # it is treated as a credential file: copied, labelled, never hashed.
+    credential_files = (".claude/.credentials.json", ".claude.json")
+    #: user-scope directories the product reads (agents, commands, skills)
+    home_dirs: ClassVar[tuple[str, ...]] = (".claude/agents", ".claude/commands", ".claude/skills")
+    #: project-scope files, relative to the work tree (discovery starts at cwd)
+    project_files: ClassVar[tuple[str, ...]] = (
+        "CLAUDE.md",
+        "CLAUDE.local.md",
+        ".claude/settings.json",
+        ".claude/settings.local.json",
+        ".mcp.json",
+    )
+    #: env var that relocates the user config dir -> the dir it replaces
+    config_home_env: ClassVar[dict[str, str]] = {"CLAUDE_CONFIG_DIR": ".claude"}
+    #: option defaults applied when the user gives none (recorded via describe())
+    defaults: ClassVar[dict[str, Any]] = {"permission_mode": "acceptEdits"}
+
+
+    option_keys = ("model", "permission_mode", "allowed_tools")
+    output_format = "stream-json"
+
+    def build_argv(self, ctx: RunContext) -> list[str]:
+        opts = self.effective_options(ctx.options)
+        # The prompt goes right after -p, as documented: --allowedTools takes a
+        # variadic list and would swallow a prompt placed after it.
+        argv = [self.binary, "-p", ctx.task_text, "--output-format", "stream-json", "--verbose"]
+        if opts.get("model"):
+            argv += ["--model", str(opts["model"])]
+        if opts.get("permission_mode"):
+            argv += ["--permission-mode", str(opts["permission_mode"])]
+        tools = option_list(opts.get("allowed_tools"))
+        if tools:
+            # One comma-separated element (a documented form), so the variadic
+            # option cannot take anything after it by accident.
+            argv += ["--allowedTools", ",".join(tools)]
+        return argv
+
+    # -- parsing ---------------------------------------------------------
+
+    def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
+        stream = read_jsonl(stdout)
+        out = AdapterOutput()
+        errors = list(stream.errors)
+        events = out.events
+        pending: dict[str, list[dict[str, Any]]] = {}  # tool_use_id -> events waiting for the result
+        edits: dict[str, str] = {}  # tool_use_id -> path of an edit tool call
+        denied_ids: set[str] = set()
+        main_model: str | None = None
+        last_text: str | None = None
+        result: dict[str, Any] | None = None
+        usage_by_message: dict[str, dict[str, Any]] = {}
+
+        for lineno, rec in stream.records:
+            kind = rec.get("type")
+            if kind == "assistant":
+                msg = as_dict(rec.get("message"))
+                model = as_str(msg.get("model"))
+                # "<synthetic>" marks a message the CLI made up itself (no API call, e.g. not
+                # signed in): it is not a model the host reported
+                if model and not model.startswith("<") and rec.get("parent_tool_use_id") is None and main_model is None:
+                    main_model = model
+                msg_id = as_str(msg.get("id"))
+                if msg_id and isinstance(msg.get("usage"), dict):
+                    # stream-json repeats the same message (and its usage) once
+                    # per content block; keep one usage per message id.
+                    usage_by_message[msg_id] = msg["usage"]
+                for block in as_list(msg.get("content")):
+                    block = as_dict(block)
+                    btype = block.get("type")
+                    if btype == "text":
+                        text = as_str(block.get("text"))
+                        if text:
+                            last_text = text
+                            events.append({"type": "message", "text": clip(text)})
+                    elif btype == "tool_use":
+                        self._tool_use(block, events, pending, edits)
+            elif kind == "user":
+                msg = as_dict(rec.get("message"))
+                for block in as_list(msg.get("content")):
+                    block = as_dict(block)
+                    if block.get("type") != "tool_result":
+                        continue
+                    tool_id = as_str(block.get("tool_use_id"))
+                    is_error = bool(block.get("is_error"))
+                    for waiting in pending.pop(tool_id, []) if tool_id else []:
+                        waiting["ok"] = not is_error
+                    if tool_id in edits and not is_error:
+                        events.append({"type": "file_edit", "path": edits.pop(tool_id), "tool_use_id": tool_id})
+                    elif tool_id in edits:
+                        edits.pop(tool_id)
+            elif kind == "result":
+                result = rec
+            elif kind is None:
+                errors.append(f"stdout line {lineno}: object without a 'type'")
+            # other types (stream_event, compact boundaries, ...) carry nothing we map
+
+        if result is not None:
+            for denial in as_list(result.get("permission_denials")):
+                denial = as_dict(denial)
+                tool_input = as_dict(denial.get("tool_input"))
+                tool_id = as_str(denial.get("tool_use_id"))
+                if tool_id and tool_id in denied_ids:
+                    continue
+                if tool_id:
+                    denied_ids.add(tool_id)
+                events.append({
+                    "type": "denial",
+                    "action": as_str(denial.get("tool_name")) or "unknown",
+                    "path": _path_of(tool_input) or as_str(tool_input.get("command")),
+                    "reason": "permission_denied",
+                    "tool_use_id": tool_id,
+                })
+            is_error = bool(result.get("is_error")) or str(result.get("subtype", "")).startswith("error")
+            final_text = as_str(result.get("result")) or last_text
+            if is_error:
+                # Only the result's own text explains the error; an earlier
+                # assistant message would be misleading here.
+                reason = as_str(result.get("result"))
+                detail = f": {clip(reason, 500)}" if reason else ""
+                events.append({"type": "error", "message": f"claude-code result {result.get('subtype') or 'error'}{detail}"})
+            out.final_report = extract_report(final_text)
+            events.append(final_event(out.final_report, "error" if is_error else "success",
+                                      subtype=as_str(result.get("subtype")), num_turns=as_int(result.get("num_turns"))))
+            out.usage = self._usage(as_dict(result.get("usage")), as_float(result.get("total_cost_usd")))
+        else:
+            errors.append("stream ended without a 'result' message: the agent exited or was killed mid-stream")
+            out.final_report = extract_report(last_text)
+            # Best effort: the per-message usage seen so far (no cost; the total
+            # is only in the result message).
+            usage = Usage()
+            for part in usage_by_message.values():
+                u = self._usage(as_dict(part), None)
+                usage.input_tokens = add_counts(usage.input_tokens, u.input_tokens)
+                usage.output_tokens = add_counts(usage.output_tokens, u.output_tokens)
+                usage.cached_tokens = add_counts(usage.cached_tokens, u.cached_tokens)
+            out.usage = usage
+        if not stream.records and stdout:
+            errors.append("no stream-json records on stdout (was --output-format stream-json honoured?)")
+        # only what the API answered with is a stamp; the init record names the
+        # model the client asked for, which the host may route elsewhere
+        out.model_stamp = main_model
+        out.parse_errors = cap_errors(errors)
+        return out
+
+    @staticmethod
+    def _tool_use(block: dict[str, Any], events: list[dict[str, Any]],
+                  pending: dict[str, list[dict[str, Any]]], edits: dict[str, str]) -> None:
+        name = as_str(block.get("name")) or "unknown"
+        tool_id = as_str(block.get("id"))
+        tool_input = as_dict(block.get("input"))
+        call = {"type": "tool_call", "name": name, "tool_use_id": tool_id, "input": clip(tool_input, 500)}
+        events.append(call)
+        waiting = [call]
+        if name in _SHELL_TOOLS:
+            command = {"type": "command", "command": clip(as_str(tool_input.get("command")) or ""),
+                       "exit_code": None, "tool_use_id": tool_id}
+            events.append(command)
+            waiting.append(command)
+        elif name in _READ_TOOLS and _path_of(tool_input):
+            events.append({"type": "file_read", "path": _path_of(tool_input), "tool_use_id": tool_id})
+        elif name in _EDIT_TOOLS and _path_of(tool_input) and tool_id:
+            # The edit is only evidence once the tool result says it worked;
+            # a refused Write must not show up as a file_edit.
+            edits[tool_id] = _path_of(tool_input) or ""
+        if tool_id:
+            pending[tool_id] = waiting
+
+    @staticmethod
+    def _usage(usage: dict[str, Any], cost: float | None) -> Usage:
+        # Anthropic reports fresh input, cache reads and cache writes apart;
+        # input_tokens is kept verbatim (it excludes cached reads).
+        return Usage(
+            input_tokens=as_int(usage.get("input_tokens")),
+            output_tokens=as_int(usage.get("output_tokens")),
+            cached_tokens=as_int(usage.get("cache_read_input_tokens")),
+            cost_usd=cost,
+        )

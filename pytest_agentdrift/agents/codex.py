@@ -1,0 +1,190 @@
+"""OpenAI Codex CLI in non-interactive mode (`codex exec --json`).
+
+Invocation (Codex docs, "Non-interactive mode" and the CLI reference):
+`codex exec --json PROMPT`, with `--model`, `--sandbox`
+(read-only | workspace-write | danger-full-access), `--skip-git-repo-check`,
+and the global approval flag `--ask-for-approval/-a`
+(untrusted | on-request | never), which goes before the subcommand.
+`codex exec` runs read-only by default, so the preset asks for
+workspace-write unless told otherwise. Codex reads stdin when it is not a
+terminal: the runner must give it /dev/null.
+
+Output with --json: one event per line.
+  thread.started {thread_id}; turn.started;
+  item.started / item.updated / item.completed {item: {id, type, ...}} with
+  item types agent_message {text}, reasoning {text}, command_execution
+  {command, aggregated_output, exit_code, status}, file_change
+  {changes: [{path, kind}], status}, mcp_tool_call {server, tool, status},
+  web_search {query}, todo_list {items}, error {message};
+  turn.completed {usage: {input_tokens, cached_input_tokens, output_tokens}};
+  turn.failed {error: {message}}; error {message}.
+
+What the stream does not show: the model id (no event carries it, so
+`model_stamp` stays None: unobserved), cost, and approval requests (exec
+runs with a fixed approval policy and emits no approval event). A
+command_execution with status `declined` is mapped to a denial; other
+sandbox refusals look like a failed command and cannot be told apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
+from pytest_agentdrift.agents.common import (
+    add_counts,
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    cap_errors,
+    clip,
+    extract_report,
+    final_event,
+    read_jsonl,
+)
+
+
+class CodexAdapter(ProductAdapter):
+    name = "codex"
+    product = "openai/codex"
+    surface = "cli"
+    binary: ClassVar[str] = "codex"
+
+    # API-key sign-in (CODEX_API_KEY is the exec-only variable). CODEX_HOME is
+    # not forwarded: it would lead the agent back to the user's real config.
+    env_allowlist = ("OPENAI_API_KEY", "CODEX_API_KEY")
+    # The Responses API for API keys; ChatGPT sign-in talks to chatgpt.com and
+    # refreshes tokens at auth.openai.com.
+    api_hosts = ("api.openai.com", "chatgpt.com", "auth.openai.com")
+    home_files = (
+        ".codex/config.toml",
+        ".codex/AGENTS.md",
+        ".codex/AGENTS.override.md",
+        ".codex/auth.json",
+    )
+    credential_files = (".codex/auth.json",)
+    home_dirs: ClassVar[tuple[str, ...]] = (".codex/prompts", ".codex/rules")
+    project_files: ClassVar[tuple[str, ...]] = ("AGENTS.md", "AGENTS.override.md")
+    config_home_env: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}
+    defaults: ClassVar[dict[str, Any]] = {"sandbox": "workspace-write", "permission_mode": "never"}
+
+
+    option_keys = ("model", "permission_mode", "sandbox")
+    output_format = "exec --json"
+
+    def build_argv(self, ctx: RunContext) -> list[str]:
+        opts = self.effective_options(ctx.options)
+        argv = [self.binary]
+        if opts.get("permission_mode"):
+            # The approval policy is a global flag: it precedes `exec`.
+            argv += ["--ask-for-approval", str(opts["permission_mode"])]
+        # The harness makes the work tree a git repository unless the task says
+        # git = false; the check would then abort the run before it starts.
+        argv += ["exec", "--json", "--skip-git-repo-check"]
+        if opts.get("sandbox"):
+            argv += ["--sandbox", str(opts["sandbox"])]
+        if opts.get("model"):
+            argv += ["--model", str(opts["model"])]
+        # `--` so a task text starting with '-' is never read as a flag.
+        argv += ["--", ctx.task_text]
+        return argv
+
+    # -- parsing ---------------------------------------------------------
+
+    def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
+        stream = read_jsonl(stdout)
+        out = AdapterOutput()
+        errors = list(stream.errors)
+        events = out.events
+        usage = Usage()
+        last_message: str | None = None
+        ended: str | None = None  # "success" / "error" once a turn closed
+        open_items: dict[str, str] = {}  # item id -> type, started but not completed
+
+        for lineno, rec in stream.records:
+            kind = rec.get("type")
+            if kind == "item.completed":
+                item = as_dict(rec.get("item"))
+                open_items.pop(as_str(item.get("id")) or "", None)
+                self._item(item, events)
+                if item.get("type") == "agent_message" and as_str(item.get("text")):
+                    last_message = item["text"]
+            elif kind == "item.started":
+                item = as_dict(rec.get("item"))
+                item_id = as_str(item.get("id"))
+                if item_id:
+                    open_items[item_id] = as_str(item.get("type")) or "?"
+            elif kind == "turn.completed":
+                u = as_dict(rec.get("usage"))
+                usage.input_tokens = add_counts(usage.input_tokens, as_int(u.get("input_tokens")))
+                usage.cached_tokens = add_counts(usage.cached_tokens, as_int(u.get("cached_input_tokens")))
+                usage.output_tokens = add_counts(usage.output_tokens, as_int(u.get("output_tokens")))
+                ended = ended or "success"
+            elif kind == "turn.failed":
+                message = as_str(as_dict(rec.get("error")).get("message")) or "turn failed"
+                events.append({"type": "error", "message": clip(message), "source": "turn.failed"})
+                ended = "error"
+            elif kind == "error":
+                message = as_str(rec.get("message")) or "error"
+                event = {"type": "error", "message": clip(message), "source": "error"}
+                if message.startswith("Reconnecting"):
+                    # Codex reports stream retries as error lines; the turn goes on.
+                    event["transient"] = True
+                events.append(event)
+            elif kind is None:
+                errors.append(f"stdout line {lineno}: object without a 'type'")
+            # thread.started, turn.started, item.updated: nothing to map
+
+        out.usage = usage
+        out.final_report = extract_report(last_message)
+        if ended is None:
+            errors.append("stream ended without turn.completed or turn.failed: the agent exited or was killed mid-stream")
+            if open_items:
+                kinds = ", ".join(f"{i} ({t})" for i, t in sorted(open_items.items()))
+                errors.append(f"items started but never completed: {kinds}")
+        else:
+            events.append(final_event(out.final_report, ended))
+        if not stream.records and stdout:
+            errors.append("no JSONL events on stdout (was --json honoured?)")
+        out.model_stamp = None  # codex exec --json does not report the model
+        out.parse_errors = cap_errors(errors)
+        return out
+
+    @staticmethod
+    def _item(item: dict[str, Any], events: list[dict[str, Any]]) -> None:
+        itype = item.get("type")
+        status = as_str(item.get("status"))
+        if itype == "agent_message":
+            text = as_str(item.get("text"))
+            if text:
+                events.append({"type": "message", "text": clip(text)})
+        elif itype == "command_execution":
+            command = as_str(item.get("command")) or ""
+            events.append({"type": "tool_call", "name": "command_execution", "item_id": item.get("id")})
+            events.append({"type": "command", "command": clip(command), "exit_code": as_int(item.get("exit_code")),
+                            "status": status})
+            if status == "declined":
+                events.append({"type": "denial", "action": "command_execution", "path": clip(command, 500),
+                               "reason": "declined"})
+        elif itype == "file_change":
+            events.append({"type": "tool_call", "name": "file_change", "item_id": item.get("id")})
+            if status == "completed":
+                for change in as_list(item.get("changes")):
+                    change = as_dict(change)
+                    path = as_str(change.get("path"))
+                    if path:
+                        events.append({"type": "file_edit", "path": path, "kind": as_str(change.get("kind"))})
+            elif status == "declined":
+                for change in as_list(item.get("changes")):
+                    events.append({"type": "denial", "action": "file_change",
+                                   "path": as_str(as_dict(change).get("path")), "reason": "declined"})
+        elif itype == "mcp_tool_call":
+            server = as_str(item.get("server")) or "?"
+            tool = as_str(item.get("tool")) or "?"
+            events.append({"type": "tool_call", "name": f"mcp:{server}/{tool}", "status": status, "item_id": item.get("id")})
+        elif itype == "web_search":
+            events.append({"type": "tool_call", "name": "web_search", "query": clip(as_str(item.get("query")) or "", 500)})
+        elif itype == "error":
+            events.append({"type": "error", "message": clip(as_str(item.get("message")) or "error"), "source": "item"})
+        # reasoning and todo_list are the agent's own narration: not evidence

@@ -1,0 +1,230 @@
+"""Shared helpers for the real-product adapters (Claude Code, Codex, Copilot).
+
+All three products write one JSON object per line on stdout. Reading that is
+one concept, so it lives here once: `read_jsonl` never raises, keeps the
+records it could read, and says in plain words what it could not (a line that
+is not JSON, a line that is JSON but not an object, bytes that are not UTF-8,
+a final line cut off mid-record). Each adapter then only maps its product's
+record types onto the common event list.
+
+Also here: pulling the agent's final report out of its last message
+(`extract_report`), clipping long strings before they land in events.jsonl
+(`clip`), and small number coercions for usage figures.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_agentdrift.tasks.load import REPORT_STATUSES  # the statuses a final report may carry (the agent protocol)
+
+#: at most this many parse errors are listed one by one; the rest are counted
+MAX_LISTED_ERRORS = 20
+
+#: longest string kept in an event field (tool inputs can hold whole files)
+MAX_FIELD_CHARS = 2000
+
+#: how much of a final message `extract_report` scans (the report is at the end)
+MAX_REPORT_SCAN_CHARS = 64_000
+
+
+@dataclass
+class JsonlStream:
+    """What `read_jsonl` got out of one captured stream."""
+
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (line number, object)
+    errors: list[str] = field(default_factory=list)
+    text_lines: int = 0  # non-empty lines that were not JSON (plain text output, warnings)
+    truncated: bool = False  # the last line had no newline and did not parse
+
+
+def read_jsonl(data: bytes | str | None, *, source: str = "stdout") -> JsonlStream:
+    """Split `data` into JSON objects, one per line, never raising.
+
+    Blank lines are skipped. A final line without a newline that still parses
+    is accepted (a process may exit right after its last write); one that does
+    not parse is reported as a truncated stream, because that is what a killed
+    or crashed agent leaves behind.
+    """
+    out = JsonlStream()
+    if not data:
+        return out
+    if isinstance(data, str):
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        raw = bytes(data)
+    lines = raw.split(b"\n")
+    ends_with_newline = raw.endswith(b"\n")
+    if ends_with_newline:
+        lines = lines[:-1]  # the empty piece after the final newline
+    errors: list[str] = []
+    for index, chunk in enumerate(lines):
+        lineno = index + 1
+        is_last = index == len(lines) - 1
+        chunk = chunk.rstrip(b"\r")
+        if not chunk.strip():
+            continue
+        try:
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            errors.append(f"{source} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})")
+            continue
+        stripped = text.strip()
+        # Every record of these products is an object; a line that does not
+        # open like JSON is plain text (a banner, a warning, text output).
+        if not stripped.startswith(("{", "[")):
+            # Products print the odd plain-text line (warnings, banners); count
+            # it rather than flood parse_errors, but still say so once below.
+            if is_last and not ends_with_newline:
+                out.truncated = True
+                errors.append(f"{source} line {lineno}: stream ends mid-line (no newline, not JSON): {_preview(stripped)}")
+            else:
+                out.text_lines += 1
+            continue
+        try:
+            value = json.loads(stripped)
+        except (ValueError, RecursionError) as exc:
+            if is_last and not ends_with_newline:
+                out.truncated = True
+                errors.append(f"{source} line {lineno}: truncated record at end of stream ({_short(exc)})")
+            else:
+                errors.append(f"{source} line {lineno}: malformed JSON ({_short(exc)}): {_preview(stripped)}")
+            continue
+        if not isinstance(value, dict):
+            errors.append(f"{source} line {lineno}: JSON {type(value).__name__}, expected an object")
+            continue
+        out.records.append((lineno, value))
+    if out.text_lines:
+        errors.append(f"{source}: {out.text_lines} non-JSON line(s) ignored")
+    out.errors = cap_errors(errors)
+    return out
+
+
+def cap_errors(errors: list[str], limit: int = MAX_LISTED_ERRORS) -> list[str]:
+    """Keep the first `limit` messages and say how many more there were."""
+    if len(errors) <= limit:
+        return list(errors)
+    return [*errors[:limit], f"... and {len(errors) - limit} more parse error(s)"]
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).split("\n", 1)[0][:120]
+
+
+def _preview(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def clip(value: Any, limit: int = MAX_FIELD_CHARS, _depth: int = 0) -> Any:
+    """Copy `value` with long strings shortened and deep nesting cut.
+
+    Events are evidence a person reads; a tool input holding a 200 kB file
+    would drown them, so long strings keep their head and a visible mark.
+    """
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        return value[:limit] + f"…[{len(value) - limit} more chars]"
+    if _depth > 6:
+        return "…[nested too deep]"
+    if isinstance(value, dict):
+        return {str(k): clip(v, limit, _depth + 1) for k, v in list(value.items())[:100]}
+    if isinstance(value, (list, tuple)):
+        return [clip(v, limit, _depth + 1) for v in list(value)[:100]]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return clip(str(value), limit, _depth + 1)
+
+
+def as_int(value: Any) -> int | None:
+    """A token count as int, or None when the product gave none or garbage."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+def as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def add_counts(a: int | None, b: int | None) -> int | None:
+    """Sum two optional counts: None means "not reported", so None + n is n."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def extract_report(text: str | None) -> dict[str, Any] | None:
+    """The last JSON object in `text` that looks like a final report, else None.
+
+    The agent may end its last message with the report (`{"status": ...,
+    "summary": ...}`), fenced as ```json or bare. A JSON object counts as a
+    report only when its `status` is one of REPORT_STATUSES, so code samples
+    in the message are not mistaken for it. Only the tail of a long message is
+    scanned: the report is expected at the end, and scanning is quadratic.
+    """
+    if not text or not isinstance(text, str):
+        return None
+    tail = text[-MAX_REPORT_SCAN_CHARS:]
+    decoder = json.JSONDecoder()
+    found: dict[str, Any] | None = None
+    pos = tail.find("{")
+    attempts = 0
+    while pos != -1 and attempts < 2000:
+        attempts += 1
+        try:
+            value, end = decoder.raw_decode(tail, pos)
+        except (ValueError, RecursionError):
+            pos = tail.find("{", pos + 1)
+            continue
+        if isinstance(value, dict) and value.get("status") in REPORT_STATUSES:
+            found = value
+            pos = tail.find("{", end)
+        else:
+            # A non-report object may still contain a report nested inside it
+            # (unlikely) or be followed by one; keep scanning after its start.
+            pos = tail.find("{", pos + 1)
+    return found
+
+
+def final_event(report: dict[str, Any] | None, outcome: str, **extra: Any) -> dict[str, Any]:
+    """The common `final` event.
+
+    `status` is the agent's own declared status (from its report) when it gave
+    one, else None: the product's success/error flag is kept apart as
+    `outcome`, because "the CLI exited cleanly" is not "the task is complete".
+    """
+    event: dict[str, Any] = {"type": "final", "status": report.get("status") if report else None, "outcome": outcome}
+    event.update({k: v for k, v in extra.items() if v is not None})
+    return event
+
+
+def option_list(value: Any) -> list[str]:
+    """A tool list option may come as a list or as one comma-separated string."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return [str(v).strip() for v in value if str(v).strip()]

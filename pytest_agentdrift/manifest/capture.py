@@ -1,0 +1,827 @@
+"""Capture the runtime manifest of a session: pure, read-only, no pytest.
+
+`capture(ctx)` returns three documents:
+
+* the runtime manifest: ``identity`` (compared between runs; its canonical
+  digest is ``runtime_id``), ``provenance`` (recorded and noted, never
+  blocking), ``evidence`` (raw file hashes, probe output, configuration
+  sources: what the identity values were derived from) and ``reasons``
+  (why a field is ``unobserved`` or ``not_applicable``);
+* the instruction bundle (instruction-bundle.json), whose digest without
+  the raw-bytes hashes is ``identity.instruction_hash`` (normalised text,
+  seed 000);
+* the source manifest (source-manifest.json): relative path, size and sha256
+  of every file of every selected task directory; its digest is
+  ``identity.source_id``.
+
+Every identity value is concrete, ``"unobserved"`` or ``"not_applicable"``;
+an unknown is never replaced by a default. Identity holds no timestamps, no
+absolute private paths and no secret: paths are labelled relative to named
+roots (``~/``, ``project:``, ``task:T05:``), environment values are recorded
+only for allowlisted non-secret names, and configuration content only for
+allowlisted keys (see surfaces.py).
+
+Capture is read-only: it opens files for reading, runs only documented
+version displays (2 s timeout, stdin closed), runs git with
+``GIT_OPTIONAL_LOCKS=0`` so not even the index is refreshed, and never
+creates a commit.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as _platform
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_agentdrift.manifest import surfaces
+from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
+from pytest_agentdrift.errors import AgentDriftError, RecordError
+from pytest_agentdrift.run.evidence import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
+
+UNOBSERVED = "unobserved"
+NOT_APPLICABLE = "not_applicable"
+MANIFEST_SCHEMA_VERSION = 1
+
+#: identity fields whose value is only known once the agent has answered
+#: (the host reports them in its output); capture leaves them unobserved and
+#: `finalize_manifest` fills them from the runs.
+POST_RUN_FIELDS = ("model_stamp", "server_revision")
+
+#: envelope options (seed 001) taken verbatim from the options the user set
+ENVELOPE_OPTIONS = ("temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s", "retry_policy")
+
+#: Environment variables whose VALUES may be recorded (when they are also on
+#: the session's allowlist, or always for the ones in ALWAYS_RECORDED_ENV):
+#: locale, timezone, terminal and CI switches select behaviour and carry no
+#: credential. Everything else contributes its name only.
+NON_SECRET_ENV_VALUES = frozenset({
+    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM", "CI", "NO_COLOR", "FORCE_COLOR",
+    "PYTHONHASHSEED", "PYTHONUTF8", "PYTHONDONTWRITEBYTECODE", "NODE_ENV", "DISABLE_AUTOUPDATER",
+    "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_MAX_OUTPUT_TOKENS", "MAX_THINKING_TOKENS",
+    "BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS", "MCP_TIMEOUT", "MCP_TOOL_TIMEOUT", "DISABLE_TELEMETRY",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "CODEX_SANDBOX",
+    "COPILOT_MODEL", "COPILOT_ALLOW_ALL", "GIT_OPTIONAL_LOCKS", "SOURCE_DATE_EPOCH",
+})
+#: Names recorded with their value whenever set, allowlisted or not: they
+#: change how the products and tools behave and are never secret.
+ALWAYS_RECORDED_ENV = ("LANG", "LC_ALL", "TZ", "CI")
+#: Even on the value list, a name that looks like a credential is names-only.
+
+#: Names whose value is a private path or changes every session: names only.
+_PATHLIKE_ENV = frozenset({"HOME", "PATH", "TMPDIR", "TEMP", "TMP", "PWD", "OLDPWD", "USER", "LOGNAME", "SHELL",
+                           "CODEX_HOME", "CLAUDE_CONFIG_DIR", "COPILOT_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"})
+
+#: names never counted in the source manifest: written by running tests
+SOURCE_EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache"})
+
+LOCKFILE_NAMES = {
+    "uv.lock": "uv", "poetry.lock": "poetry", "Pipfile.lock": "pipenv", "pdm.lock": "pdm", "pylock.toml": "pylock",
+    "package-lock.json": "npm", "npm-shrinkwrap.json": "npm-shrinkwrap", "yarn.lock": "yarn",
+    "pnpm-lock.yaml": "pnpm", "bun.lock": "bun", "bun.lockb": "bun-binary", "Cargo.lock": "cargo",
+    "go.sum": "go", "Gemfile.lock": "bundler", "composer.lock": "composer", "conda-lock.yml": "conda-lock",
+    "packages.lock.json": "nuget", "mix.lock": "mix", "Package.resolved": "swiftpm",
+}
+_REQUIREMENTS = re.compile(r"^(requirements|constraints)([-_.\w]*)\.(txt|in)$")
+
+VERSION_TIMEOUT_S = 2.0
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass(frozen=True)
+class ManifestContext:
+    """Everything capture may look at. Nothing else is read.
+
+    ``home`` and ``env`` are what the agent's product would see (the real
+    home and environment in a normal session, fixtures in tests); capture
+    never falls back to ``Path.home()`` or ``os.environ``.
+    """
+
+    adapter: Mapping[str, Any]  # AgentAdapter.describe(): name, product, surface (+ command)
+    agent_argv: Sequence[str]  # argv template of one run, placeholders unexpanded
+    version_argv: Sequence[str] | None  # the documented read-only version display, or None
+    home: Path
+    project_root: Path
+    cwd: Path | None = None  # defaults to project_root
+    options: Mapping[str, Any] = field(default_factory=dict)  # model, model_options, permission_mode, sandbox,
+    #   tools, temperature, seed, max_output_tokens, budget_tokens_per_task, tool_timeout_s, retry_policy
+    task_repos: Mapping[str, Path] = field(default_factory=dict)  # task id -> repo/ (project-scope discovery)
+    task_dirs: Mapping[str, Path] = field(default_factory=dict)  # task id -> task directory (source manifest)
+    extra_config: Sequence[Path] = ()  # --agent-config PATH
+    extra_instructions: Sequence[Path] = ()  # --agent-instructions PATH
+    env: Mapping[str, str] = field(default_factory=dict)
+    env_allowlist: Sequence[str] = ()  # names passed through to the agent
+    task_set_id: str | None = None
+    evaluator_id: str | None = None
+    isolation: Mapping[str, Any] | None = None  # {"requested", "enforced", "network", ...}
+    harness_version: str | None = None
+    pytest_argv: Sequence[str] = ()
+    run_id: str | None = None
+    system_root: Path | None = Path("/")  # managed / system config; None = not read (unobserved)
+    platform: str = sys.platform
+    surface_rules: str | None = None  # override: claude-code / codex / copilot / generic
+    env_image_digest: str | None = None
+    scoring_files: Sequence[Path] | None = None  # files whose digest is scoring_script_digest
+    version_timeout_s: float = VERSION_TIMEOUT_S
+    now: Callable[[], datetime] | None = None  # injectable clock (provenance only)
+    runner: Callable[..., subprocess.CompletedProcess[bytes]] | None = None  # injectable subprocess.run
+
+
+@dataclass
+class Capture:
+    manifest: dict[str, Any]
+    instruction_bundle: dict[str, Any]
+    source_manifest: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def capture(ctx: ManifestContext) -> Capture:
+    """Capture the manifest, the instruction bundle and the source manifest."""
+    cwd = Path(ctx.cwd) if ctx.cwd is not None else Path(ctx.project_root)
+    reasons: dict[str, str] = {}
+    evidence: dict[str, Any] = {}
+    adapter = dict(ctx.adapter)
+    has_model = not _is_reference(adapter)
+    rules = ctx.surface_rules or surfaces.surface_rules_for(adapter)
+
+    roots = surfaces.Roots.build([("~/", ctx.home), ("project:", ctx.project_root), ("system:/", ctx.system_root),
+                                  *((f"task:{t}:", p) for t, p in sorted(ctx.task_repos.items())),
+                                  *((f"taskdir:{t}:", p) for t, p in sorted(ctx.task_dirs.items()))])
+
+    # --- instructions and configuration
+    disc = surfaces.discover(rules, ctx.home, ctx.project_root, cwd, ctx.env, task_repos=ctx.task_repos,
+                             system_root=ctx.system_root, platform=ctx.platform, config_paths=ctx.extra_config,
+                             instruction_paths=ctx.extra_instructions, profile=_argv_value(ctx.agent_argv, ("--profile", "-p"))
+                             if rules == "codex" else None)
+    if ctx.system_root is None and rules != "generic":
+        reasons["managed_config"] = "system root not read (system_root=None): managed settings unobserved"
+    bundle = surfaces.instruction_bundle(disc)
+    instruction_hash = surfaces.instruction_hash(bundle)
+    cfg_hash = surfaces.config_hash(disc.config, effective_merge=UNOBSERVED)
+    if cfg_hash == UNOBSERVED:
+        reasons["config_hash"] = "a configuration file could not be read: " + ", ".join(
+            s["path"] for s in disc.config if s.get("status") == "unreadable")
+    evidence["config"] = {
+        "effective_merge": UNOBSERVED,
+        "sources": disc.config,
+        "canonical": surfaces.canonical_config(disc.config, effective_merge=UNOBSERVED),
+    }
+    evidence["facts"] = disc.facts
+
+    # --- source tree, lockfiles, git
+    source_manifest, lockfiles = build_source_manifest(ctx.task_dirs or ctx.task_repos, ctx.project_root)
+    git_info = _git_info(ctx.project_root, ctx.env)
+    if source_manifest["files"]:
+        source_id: Any = source_manifest["digest"]
+    elif isinstance(git_info, dict) and git_info.get("commit"):
+        # no task directory selected: the project's own commit is all we have
+        source_id = {"git_commit": git_info["commit"], "dirty": git_info["dirty"]}
+    else:
+        source_id = UNOBSERVED
+        reasons["source_id"] = "no task directory selected and the project is not a git checkout"
+    lock_hash: Any = digest(lockfiles) if lockfiles else NOT_APPLICABLE
+    if not lockfiles:
+        reasons["lockfile_hash"] = "no lockfile in the project root or the selected tasks"
+
+    # --- probes: client version, runtimes
+    probes = _run_probes(ctx, cwd, roots, rules)
+    cli = probes.pop("cli")
+    evidence["probes"] = probes | {"cli": cli}
+
+    opts = dict(ctx.options)
+    facts = _merged_facts(disc.facts)
+
+    def opt_or_fact(name: str, fact: str | None = None) -> Any:
+        if opts.get(name) is not None:
+            return opts[name]
+        f = facts.get(fact or name)
+        if f is not None:
+            return f
+        reasons.setdefault(name, "not set in the options and not configured in any discovered file")
+        return UNOBSERVED
+
+    identity: dict[str, Any] = {
+        "surface": adapter.get("surface", UNOBSERVED),
+        "product": adapter.get("product", UNOBSERVED),
+        "agent": adapter.get("name", UNOBSERVED),
+        "surface_rules": rules,
+        "model_id": opt_or_fact("model") if has_model else NOT_APPLICABLE,
+        "model_stamp": UNOBSERVED if has_model else NOT_APPLICABLE,
+        "server_revision": UNOBSERVED if has_model else NOT_APPLICABLE,
+        "model_options": (opts["model_options"] if opts.get("model_options") is not None
+                          else (facts.get("model_reasoning_effort") and {"reasoning_effort": facts["model_reasoning_effort"]})
+                          or _unobserved(reasons, "model_options", "no model options set or configured"))
+        if has_model else NOT_APPLICABLE,
+        "cli_version": cli["version"],
+        "extension_id": NOT_APPLICABLE if adapter.get("surface", "cli") == "cli" else UNOBSERVED,
+        "extension_version": NOT_APPLICABLE if adapter.get("surface", "cli") == "cli" else UNOBSERVED,
+        "auto_update_state": (NOT_APPLICABLE if not has_model else
+                              facts.get("auto_update_state", _unobserved(reasons, "auto_update_state",
+                                                                         "the product's auto-update setting is not set in any discovered file"))),
+        "permission_mode": opt_or_fact("permission_mode") if has_model else _opt_na(opts, "permission_mode"),
+        "sandbox": opt_or_fact("sandbox") if has_model else _opt_na(opts, "sandbox"),
+        "isolation": dict(ctx.isolation) if ctx.isolation is not None else _unobserved(reasons, "isolation", "the runner did not describe its isolation"),
+        "built_in_tools": (sorted(opts["tools"]) if isinstance(opts.get("tools"), (list, tuple)) else opts["tools"])
+        if opts.get("tools") is not None else (_unobserved(reasons, "built_in_tools", "the enabled tool set is reported by the product only at run time")
+                                                if has_model else NOT_APPLICABLE),
+        "external_tools": _external_tools(disc.config),
+        "config_hash": cfg_hash,
+        "instruction_hash": instruction_hash,
+        "source_id": source_id,
+        "lockfile_hash": lock_hash,
+        "os": _os_identity(ctx.system_root),
+        "runtime_versions": probes["runtimes"],
+        "working_directory": roots.label(cwd) if not ctx.task_repos else {t: f"task:{t}:" for t in sorted(ctx.task_repos)},
+        "command": _label_argv(ctx.agent_argv, roots),
+        "environment_allowlist": environment_allowlist(ctx.env, ctx.env_allowlist),
+        "task_set_id": ctx.task_set_id if ctx.task_set_id else _unobserved(reasons, "task_set_id", "the caller passed no task_set_id"),
+        "evaluator_id": ctx.evaluator_id if ctx.evaluator_id else _unobserved(reasons, "evaluator_id", "the caller passed no evaluator_id"),
+        "env_image_digest": _image_digest(ctx, reasons),
+        "scoring_script_digest": _scoring_digest(ctx, reasons),
+        "harness_version": ctx.harness_version or _unobserved(reasons, "harness_version", "the caller passed no harness version"),
+    }
+    for name in ENVELOPE_OPTIONS:
+        if opts.get(name) is not None:
+            identity[name] = opts[name]
+        elif has_model:
+            identity[name] = UNOBSERVED
+            reasons.setdefault(name, "not set in the options (the product default is not observable)")
+        else:
+            identity[name] = NOT_APPLICABLE
+    if identity["extension_id"] == NOT_APPLICABLE:
+        reasons["extension_id"] = reasons["extension_version"] = "a CLI surface has no editor extension"
+    else:
+        reasons["extension_id"] = reasons["extension_version"] = "editor extensions are not inspected by capture"
+    if not has_model:
+        for name in ("model_id", "model_stamp", "server_revision", "model_options", "auto_update_state",
+                     *ENVELOPE_OPTIONS):
+            if identity.get(name) == NOT_APPLICABLE:
+                reasons[name] = "the reference agent runs no model and no product client"
+        for name in ("permission_mode", "sandbox", "built_in_tools"):
+            if identity.get(name) == NOT_APPLICABLE:
+                reasons[name] = "the reference agent has no permission, sandbox or tool settings of its own"
+    if cli["version"] in (UNOBSERVED, NOT_APPLICABLE):
+        reasons["cli_version"] = cli.get("reason", "version display not run")
+    if has_model:
+        reasons.setdefault("model_stamp", "reported by the host only in the agent's output; filled after the runs")
+        reasons.setdefault("server_revision", "the host does not report a server revision to the client")
+
+    now = (ctx.now or (lambda: datetime.now(timezone.utc)))()
+    provenance = {
+        "captured_at_utc": now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "run_id": ctx.run_id or UNOBSERVED,
+        "operator": ctx.env.get("AGENTDRIFT_OPERATOR") or ctx.env.get("USER") or ctx.env.get("LOGNAME") or UNOBSERVED,
+        "host": _platform.node() or UNOBSERVED,
+        "region": _region(ctx.env),
+        "kernel": f"{_platform.system()} {_platform.release()} {_platform.version()}",
+        "pytest_argv": _label_argv(ctx.pytest_argv, roots),
+        "source_git": git_info,
+        "cli_executable": {k: cli.get(k) for k in ("path", "sha256", "exit_code", "stderr")},
+        "instruction_sources_raw": {f"{e['context']}|{e['path']}": e["raw_sha256"] for e in bundle["entries"]},
+        "config_sources_raw": {f"{s['context']}|{s['path']}": s.get("raw_sha256") for s in disc.config},
+    }
+    evidence["lockfiles"] = lockfiles
+    evidence["instruction_bundle_entries"] = len(bundle["entries"])
+    evidence["source_files"] = len(source_manifest["files"])
+
+    manifest = {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "runtime_id": digest(identity),
+        "identity": identity,
+        "provenance": provenance,
+        "evidence": evidence,
+        "reasons": dict(sorted(reasons.items())),
+    }
+    return Capture(manifest=manifest, instruction_bundle=bundle, source_manifest=source_manifest)
+
+
+def capture_manifest(ctx: ManifestContext) -> dict[str, Any]:
+    """The runtime manifest alone (see `capture` for the bundle and source manifest)."""
+    return capture(ctx).manifest
+
+
+def runtime_id(identity: Mapping[str, Any]) -> str:
+    return digest(dict(identity))
+
+
+def finalize_manifest(manifest: Mapping[str, Any], model_stamps: Mapping[str, str | None] | None = None,
+                      server_revisions: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """Fill the post-run fields from what the host reported, and recompute runtime_id.
+
+    ``model_stamps`` maps a run key (``T02/r1``) to the model id that run's
+    output reported (AdapterOutput.model_stamp) or None. One distinct value
+    over all runs becomes the stamp; several distinct values are recorded
+    as the sorted list (the host switched models mid-session: a comparison
+    must see it); no value at all leaves ``unobserved``. A field that is
+    ``not_applicable`` stays so. Returns a new manifest.
+    """
+    out = _deep_copy(manifest)
+    ident = out["identity"]
+    for name, values in (("model_stamp", model_stamps), ("server_revision", server_revisions)):
+        if ident.get(name) == NOT_APPLICABLE or not values:
+            continue
+        seen = sorted({v for v in values.values() if v})
+        missing = sorted(k for k, v in values.items() if not v)
+        if not seen:
+            continue
+        ident[name] = seen[0] if len(seen) == 1 else seen
+        out.setdefault("evidence", {}).setdefault("post_run", {})[name] = {"runs_without_value": missing}
+        out.get("reasons", {}).pop(name, None)
+    out["runtime_id"] = runtime_id(ident)
+    return out
+
+
+def validate_manifest(manifest: Any, where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """A stored manifest is complete and untouched, or RecordError (exit 4)."""
+    from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
+
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("identity"), dict):
+        raise RecordError("not a runtime manifest (no identity object)", where)
+    if manifest.get("schema_version") != MANIFEST_SCHEMA_VERSION:
+        raise RecordError(f"unsupported manifest schema_version {manifest.get('schema_version')!r}", where)
+    missing = [f for f in IDENTITY_FIELDS if f not in manifest["identity"]]
+    if missing:
+        raise RecordError(f"incomplete manifest: identity lacks {', '.join(missing)}", where)
+    if manifest.get("runtime_id") != runtime_id(manifest["identity"]):
+        raise RecordError("runtime_id does not match the identity it was computed from (edited or truncated)", where)
+    return manifest
+
+
+# --------------------------------------------------------------------------- source manifest
+
+
+def build_source_manifest(task_dirs: Mapping[str, Path], project_root: Path | None = None
+                          ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(source-manifest.json document, lockfiles) for the selected task directories.
+
+    Paths are ``<task id>/<posix path relative to the task directory>``,
+    sorted; symlinks are recorded with their target (never followed); cache
+    directories written by running tests are left out. Lockfiles are found
+    in the same walk, plus the top level of the project root.
+    """
+    files: list[dict[str, Any]] = []
+    lockfiles: list[dict[str, Any]] = []
+    listing: list[tuple[str, str, str, str]] = []  # (task id, rel, full, kind)
+    for tid, top in sorted(task_dirs.items()):
+        listing.extend((tid, rel, full, kind) for rel, full, kind in _walk(Path(top)))
+    # Hash in a small thread pool: open/read/sha256 release the GIL, and a
+    # tree of many small files is bound by per-file system calls, not by
+    # one core's sha256 speed.
+    regular = [full for _, _, full, kind in listing if kind == "file"]
+    workers = min(4, (os.cpu_count() or 1)) if len(regular) > 64 and (os.cpu_count() or 1) > 2 else 1
+    if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            hashed = dict(zip(regular, pool.map(_size_and_sha256, regular, chunksize=64)))
+    else:
+        hashed = {full: _size_and_sha256(full) for full in regular}
+    for tid, rel, full, kind in listing:
+        path = f"{tid}/{rel}"
+        if kind == "symlink":
+            target = os.readlink(full)
+            files.append({"path": path, "type": "symlink",
+                          "target": target if not os.path.isabs(target) else "absolute:" + os.path.basename(target)})
+            continue
+        size, sha = hashed[full]
+        files.append({"path": path, "size": size, "sha256": sha})
+        fmt = _lockfile_format(os.path.basename(full))
+        if fmt is not None:
+            lockfiles.append({"path": f"task:{tid}:{rel}", "format": fmt,
+                              "format_version": _lockfile_version(Path(full), fmt), "sha256": sha})
+    if project_root is not None and Path(project_root).is_dir():
+        for entry in sorted(os.scandir(project_root), key=lambda e: e.name):
+            fmt = _lockfile_format(entry.name)
+            if fmt is not None and entry.is_file(follow_symlinks=False):
+                lockfiles.append({"path": f"project:{entry.name}", "format": fmt,
+                                  "format_version": _lockfile_version(Path(entry.path), fmt),
+                                  "sha256": hash_file(entry.path)})
+    doc = {
+        "manifest_version": 1,
+        "excluded_names": sorted(SOURCE_EXCLUDED_NAMES),
+        "tasks": sorted(task_dirs),
+        "files": files,
+    }
+    # The digest covers [path, size, sha256] (symlinks: [path, "symlink",
+    # target]) in path order: the same facts as `files`, in a compact form
+    # that canonicalises about twice as fast as the list of objects.
+    doc["digest"] = digest([[f["path"], f["size"], f["sha256"]] if "sha256" in f
+                            else [f["path"], "symlink", f["target"]] for f in files])
+    return doc, sorted(lockfiles, key=lambda x: x["path"])
+
+
+_SMALL = 1 << 20
+
+
+def _size_and_sha256(full: str) -> tuple[int, str]:
+    """(size, hex sha256) with one open; small files in one read."""
+    import hashlib
+
+    with open(full, "rb", buffering=0) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= _SMALL:
+            return size, hashlib.sha256(fh.read()).hexdigest()
+        return size, hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _walk(top: Path) -> Iterable[tuple[str, str, str]]:
+    """(posix rel, full path, file|symlink) below top, sorted by rel; no symlink is followed."""
+    out: list[tuple[str, str, str]] = []
+    stack = [(os.fspath(top), "")]
+    while stack:
+        d, prefix = stack.pop()
+        try:
+            it = list(os.scandir(d))
+        except OSError as exc:
+            raise AgentDriftError(f"cannot list task directory: {exc.strerror or exc}", d) from None
+        for e in it:
+            if e.name in SOURCE_EXCLUDED_NAMES:
+                continue
+            rel = prefix + e.name
+            if e.is_symlink():
+                out.append((rel, e.path, "symlink"))
+            elif e.is_dir(follow_symlinks=False):
+                stack.append((e.path, rel + "/"))
+            elif e.is_file(follow_symlinks=False):
+                out.append((rel, e.path, "file"))
+    out.sort(key=lambda t: t[0])
+    return out
+
+
+def _lockfile_format(name: str) -> str | None:
+    if name in LOCKFILE_NAMES:
+        return LOCKFILE_NAMES[name]
+    if _REQUIREMENTS.match(name):
+        return "pip-requirements"
+    return None
+
+
+def _lockfile_version(path: Path, fmt: str) -> str:
+    """The lockfile's own format version where the format declares one in its head."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8192).decode("utf-8", errors="replace")
+    except OSError:
+        return UNOBSERVED
+    patterns = {
+        "uv": r"^version\s*=\s*(\d+)", "pylock": r"^lock-version\s*=\s*\"?([\d.]+)",
+        "poetry": r"lock-version\s*=\s*\"([\d.]+)\"", "npm": r"\"lockfileVersion\"\s*:\s*(\d+)",
+        "npm-shrinkwrap": r"\"lockfileVersion\"\s*:\s*(\d+)", "pnpm": r"^lockfileVersion:\s*'?([\d.]+)",
+        "pipenv": r"\"pipfile-spec\"\s*:\s*(\d+)", "cargo": r"^version\s*=\s*(\d+)",
+        "yarn": r"^# yarn lockfile (v\d+)|^__metadata:", "bun": r"\"lockfileVersion\"\s*:\s*(\d+)",
+        "composer": r"\"plugin-api-version\"\s*:\s*\"([\d.]+)\"",
+    }
+    pat = patterns.get(fmt)
+    if pat is None:
+        return NOT_APPLICABLE
+    m = re.search(pat, head, re.MULTILINE)
+    if not m:
+        return UNOBSERVED
+    if fmt == "yarn":
+        return m.group(1) or "berry"
+    return m.group(1)
+
+
+# --------------------------------------------------------------------------- git
+
+
+def _git_info(project_root: Path, env: Mapping[str, str]) -> dict[str, Any] | str:
+    """Commit and dirty flag of the project checkout (GitPython, imported here only).
+
+    GIT_OPTIONAL_LOCKS=0 keeps `git status`-style commands from refreshing
+    and rewriting the index: capture must leave every file as it found it.
+    Remotes are not read (their URLs can hold tokens).
+    """
+    if not _find_git_dir(Path(project_root)):
+        return NOT_APPLICABLE
+    try:
+        import git  # GitPython
+    except ImportError:
+        return UNOBSERVED
+    try:
+        repo = git.Repo(os.fspath(project_root), search_parent_directories=True)
+        with repo.git.custom_environment(GIT_OPTIONAL_LOCKS="0"):
+            try:
+                commit = repo.head.commit.hexsha
+            except ValueError:
+                commit = UNOBSERVED  # no commit yet
+            dirty = repo.is_dirty(untracked_files=True)
+        return {"commit": commit, "dirty": bool(dirty)}
+    except Exception as exc:  # noqa: BLE001 - any git failure leaves the field unobserved, never aborts capture
+        return {"commit": UNOBSERVED, "dirty": UNOBSERVED, "error": type(exc).__name__}
+    finally:
+        try:
+            repo.close()  # type: ignore[possibly-undefined]
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _find_git_dir(start: Path) -> bool:
+    cur = Path(os.path.abspath(start))
+    while True:
+        if (cur / ".git").exists():
+            return True
+        if cur.parent == cur:
+            return False
+        cur = cur.parent
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def _run(ctx: ManifestContext, argv: Sequence[str], cwd: Path) -> tuple[int | None, bytes, bytes, str | None]:
+    """Run one read-only display; (exit code, stdout, stderr, error)."""
+    runner = ctx.runner or subprocess.run
+    # Documented switches that keep a version display from updating itself.
+    env = {**ctx.env, "DISABLE_AUTOUPDATER": "1", "NO_UPDATE_NOTIFIER": "1"}
+    try:
+        proc = runner(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      timeout=ctx.version_timeout_s, cwd=os.fspath(cwd) if Path(cwd).is_dir() else None, env=env,
+                      check=False)
+    except FileNotFoundError:
+        return None, b"", b"", "executable not found"
+    except subprocess.TimeoutExpired:
+        return None, b"", b"", f"timed out after {ctx.version_timeout_s:g} s"
+    except OSError as exc:
+        return None, b"", b"", f"could not run: {exc.strerror or exc}"
+    return proc.returncode, proc.stdout or b"", proc.stderr or b"", None
+
+
+def _which(name: str, env: Mapping[str, str]) -> str | None:
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) else None
+    return shutil.which(name, path=env.get("PATH", ""))
+
+
+def _probe_version(ctx: ManifestContext, argv: Sequence[str] | None, cwd: Path) -> dict[str, Any]:
+    if not argv:
+        return {"version": NOT_APPLICABLE, "reason": "the adapter documents no version display"}
+    exe = _which(argv[0], ctx.env)
+    if exe is None:
+        return {"version": UNOBSERVED, "reason": f"{argv[0]!r} not found on PATH"}
+    code, out, err, error = _run(ctx, [exe, *argv[1:]], cwd)
+    result: dict[str, Any] = {"path": exe, "exit_code": code, "stderr": _clip(err)}
+    try:
+        result["sha256"] = hash_file(exe)
+    except OSError:
+        result["sha256"] = UNOBSERVED
+    if error is not None or code != 0:
+        result["version"] = UNOBSERVED
+        result["reason"] = error or f"version display exited {code}"
+        return result
+    text = out.decode("utf-8", errors="replace").strip()
+    # exact stdout, never normalised (1.2.3-beta.1 stays 1.2.3-beta.1)
+    result["version"] = text if text else UNOBSERVED
+    if not text:
+        result["reason"] = "version display printed nothing"
+    return result
+
+
+_RUNTIMES: dict[str, Sequence[str]] = {
+    "node": ("node", "--version"),
+    "npm": ("npm", "--version"),
+    "git": ("git", "--version"),
+}
+
+
+def _run_probes(ctx: ManifestContext, cwd: Path, roots: surfaces.Roots, rules: str) -> dict[str, Any]:
+    """Version displays, run concurrently (each bounded by the timeout)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    shell = ctx.env.get("SHELL")
+    jobs: dict[str, Sequence[str] | None] = {"cli": list(ctx.version_argv) if ctx.version_argv else None}
+    jobs.update(_RUNTIMES)
+    if shell:
+        jobs["shell"] = (shell, "--version")
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {name: pool.submit(_probe_version, ctx, argv, cwd) for name, argv in jobs.items()}
+        results = {name: f.result() for name, f in futures.items()}
+    runtimes: dict[str, Any] = {
+        "python": f"{_platform.python_implementation()} {_platform.python_version()}",
+    }
+    for name in ("node", "npm", "git", "shell"):
+        if name == "shell" and not shell:
+            runtimes[name] = UNOBSERVED
+            continue
+        res = results[name]
+        v = res["version"]
+        # first line only: bash prints a licence after its version line
+        runtimes[name] = v.splitlines()[0].strip() if isinstance(v, str) and v not in (UNOBSERVED, NOT_APPLICABLE) else v
+        if name == "shell" and v not in (UNOBSERVED, NOT_APPLICABLE):
+            runtimes[name] = f"{os.path.basename(shell or '')}: {runtimes[name]}"
+    cli = results["cli"]
+    if "path" in cli:
+        cli["path"] = roots.label(cli["path"]) if cli["path"] else cli["path"]
+    return {"cli": cli, "runtimes": runtimes}
+
+
+def _clip(data: bytes, limit: int = 400) -> str:
+    text = data.decode("utf-8", errors="replace")
+    return text if len(text) <= limit else text[:limit] + "…[truncated]"
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def environment_allowlist(env: Mapping[str, str], allowlist: Iterable[str]) -> dict[str, Any]:
+    """Names always; values only for non-secret names (see NON_SECRET_ENV_VALUES).
+
+    For each allowlisted name: ``{"set": bool, "value": ...}`` where value
+    is present only when the name is on the non-secret list and does not
+    look like a credential name. A few behaviour switches (locale, TZ, CI)
+    are recorded whenever set.
+    """
+    names = sorted(set(allowlist) | {n for n in ALWAYS_RECORDED_ENV if n in env})
+    out: dict[str, Any] = {}
+    for name in names:
+        item: dict[str, Any] = {"set": name in env}
+        if name in env and name in NON_SECRET_ENV_VALUES and not _SECRET_NAME.search(name) and name not in _PATHLIKE_ENV:
+            item["value"] = env[name]
+        out[name] = item
+    return out
+
+
+def _label_argv(argv: Sequence[str], roots: surfaces.Roots) -> list[str]:
+    """argv with absolute paths under a named root relabelled, so identity holds no private path."""
+    out = []
+    for arg in argv:
+        s = str(arg)
+        if os.path.isabs(s) and not any(c in s for c in "{}"):
+            label = roots.label(s)
+            out.append(label if not label.startswith("outside:") else s)
+        else:
+            out.append(s)
+    return out
+
+
+def _argv_value(argv: Sequence[str], flags: Sequence[str]) -> str | None:
+    for i, a in enumerate(argv):
+        for f in flags:
+            if a == f and i + 1 < len(argv):
+                return str(argv[i + 1])
+            if a.startswith(f + "="):
+                return a.split("=", 1)[1]
+    return None
+
+
+def _external_tools(sources: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """MCP inventory from every configuration source, sorted by (name, source)."""
+    tools = []
+    for s in sources:
+        content = s.get("content")
+        if not isinstance(content, dict):
+            continue
+        for key in ("mcpServers", "mcp_servers", "servers"):
+            servers = content.get(key)
+            if isinstance(servers, dict):
+                for name, spec in servers.items():
+                    tools.append({"name": name, "source": s["path"], "scope": s["scope"], "context": s["context"],
+                                  "spec": spec, "schema_sha256": UNOBSERVED, "version": UNOBSERVED})
+        profiles = content.get("profiles")
+        if isinstance(profiles, dict):
+            for pname, prof in profiles.items():
+                if isinstance(prof, dict) and isinstance(prof.get("mcp_servers"), dict):
+                    for name, spec in prof["mcp_servers"].items():
+                        tools.append({"name": name, "source": f"{s['path']}#profiles.{pname}", "scope": s["scope"],
+                                      "context": s["context"], "spec": spec, "schema_sha256": UNOBSERVED,
+                                      "version": UNOBSERVED})
+    return sorted(tools, key=lambda t: (t["name"], t["context"], t["source"]))
+
+
+def _merged_facts(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """One value per fact over all contexts; differing values are kept per context."""
+    names = sorted({n for f in facts.values() for n in f})
+    out: dict[str, Any] = {}
+    for n in names:
+        if n == "documented_merge":
+            continue
+        per = {ctx: f[n]["value"] for ctx, f in sorted(facts.items()) if n in f}
+        values = list(per.values())
+        if all(v == values[0] for v in values) and len(per) == len(facts):
+            out[n] = {"configured": values[0], "source": [facts[c][n]["source"] for c in per][0], "effective": UNOBSERVED}
+        else:
+            out[n] = {"configured_per_context": per, "effective": UNOBSERVED}
+    return out
+
+
+def _os_identity(system_root: Path | None) -> dict[str, Any]:
+    """Edition, release, build and architecture; the kernel build is provenance.
+
+    On Linux the distribution (os-release ID, VERSION_ID, BUILD_ID) names the
+    image; the kernel belongs to the host a container runs on and changes
+    under CI without the image changing, so it is recorded in provenance.
+    """
+    info: dict[str, Any] = {"system": _platform.system() or UNOBSERVED, "machine": _platform.machine() or UNOBSERVED}
+    if sys.platform.startswith("linux"):
+        rel = _os_release(system_root)
+        info["distribution"] = rel.get("ID", UNOBSERVED) if rel else UNOBSERVED
+        info["release"] = rel.get("VERSION_ID", UNOBSERVED) if rel else UNOBSERVED
+        info["build"] = rel.get("BUILD_ID", NOT_APPLICABLE) if rel else UNOBSERVED
+        libc = _platform.libc_ver()
+        info["libc"] = " ".join(x for x in libc if x) or UNOBSERVED
+    elif sys.platform == "darwin":
+        ver = _platform.mac_ver()[0]
+        info["distribution"] = "macos"
+        info["release"] = ver or UNOBSERVED
+        info["build"] = UNOBSERVED
+    else:
+        info["distribution"] = _platform.system()
+        info["release"] = _platform.release() or UNOBSERVED
+        info["build"] = _platform.version() or UNOBSERVED
+    return info
+
+
+def _os_release(system_root: Path | None) -> dict[str, str] | None:
+    root = Path(system_root) if system_root is not None else Path("/")
+    for rel in ("etc/os-release", "usr/lib/os-release"):
+        try:
+            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        out = {}
+        for line in text.splitlines():
+            k, sep, v = line.partition("=")
+            if sep:
+                out[k.strip()] = v.strip().strip('"')
+        return out
+    return None
+
+
+def _image_digest(ctx: ManifestContext, reasons: dict[str, str]) -> str:
+    if ctx.env_image_digest:
+        return ctx.env_image_digest
+    if ctx.isolation and ctx.isolation.get("image_digest"):
+        return str(ctx.isolation["image_digest"])
+    root = Path(ctx.system_root) if ctx.system_root is not None else None
+    if root is not None and ((root / ".dockerenv").exists() or (root / "run" / ".containerenv").exists()):
+        reasons["env_image_digest"] = "running in a container whose image digest is not visible from inside"
+        return UNOBSERVED
+    if root is None:
+        reasons["env_image_digest"] = "system root not read"
+        return UNOBSERVED
+    reasons["env_image_digest"] = "not running in a container image"
+    return NOT_APPLICABLE
+
+
+def _scoring_digest(ctx: ManifestContext, reasons: dict[str, str]) -> str:
+    """Digest of the harness's scoring code by content: the given files, else this package's .py files.
+
+    Paths are left out on purpose, so moving a module keeps the digest and editing one changes it.
+    """
+    if ctx.scoring_files is None:
+        from pytest_agentdrift.grade.evaluator import code_digest
+
+        return code_digest()
+    files = list(ctx.scoring_files)
+    if not files:
+        reasons["scoring_script_digest"] = "no scoring files"
+        return UNOBSERVED
+    return digest(sorted(hash_file(Path(p)) for p in files))
+
+
+def _region(env: Mapping[str, str]) -> str:
+    for name in ("AGENTDRIFT_REGION", "AWS_REGION", "AWS_DEFAULT_REGION", "GOOGLE_CLOUD_REGION", "AZURE_REGION",
+                 "RUNNER_REGION"):
+        if env.get(name):
+            return env[name]
+    return UNOBSERVED
+
+
+def _is_reference(adapter: Mapping[str, Any]) -> bool:
+    """The bundled reference agents run no model: model fields are not_applicable."""
+    return str(adapter.get("product", "")).startswith("pytest-agentdrift/")
+
+
+def _unobserved(reasons: dict[str, str], name: str, why: str) -> str:
+    reasons.setdefault(name, why)
+    return UNOBSERVED
+
+
+def _opt_na(opts: Mapping[str, Any], name: str) -> Any:
+    return opts[name] if opts.get(name) is not None else NOT_APPLICABLE
+
+
+def _deep_copy(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _deep_copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_deep_copy(v) for v in obj]
+    return obj
+
+
+__all__ = [
+    "Capture", "ManifestContext", "NOT_APPLICABLE", "POST_RUN_FIELDS", "UNOBSERVED", "build_source_manifest",
+    "capture", "capture_manifest", "environment_allowlist", "finalize_manifest", "runtime_id", "sha256_hex",
+    "validate_manifest",
+]

@@ -1,0 +1,277 @@
+"""Compare two runtime manifests: which identity fields differ, and may the runs be compared.
+
+Pure functions, no pytest. The plugin calls `compare_manifests` before
+collection (``pre_run=True``) and refuses the session with exit 6 when the
+result is not comparable, printing `render_refusal`; `agentdrift diff`
+calls it on two recorded manifests and prints the same lines.
+
+Rules (CONTRACT §8, seeds 000, 001, 003):
+
+* every identity field is compared; a difference is a BLOCK unless the
+  field was declared with ``--agent-vary``;
+* ``unobserved`` in a compared field is a BLOCK, on either side, varied or
+  not: an unknown cannot be shown equal (seed 003: unknown is
+  non-comparable). ``accept_unobserved`` names fields the operator accepts
+  as unknowable (for example ``server_revision`` for a host that never
+  reports one); each acceptance is reported as a note;
+* before the runs (``pre_run=True``), the post-run fields (``model_stamp``,
+  ``server_revision``) of the current manifest are still unknown: they are
+  deferred, not blocked, and must be compared again on the finished run;
+* surface / product / extension changes are split baselines and task set,
+  evaluator, source, scoring or harness changes need a new baseline: those
+  fields cannot be varied, and always block;
+* provenance differences are notes, never blocks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_agentdrift.errors import AgentDriftError, RecordError
+
+UNOBSERVED = "unobserved"
+NOT_APPLICABLE = "not_applicable"
+
+#: Compared fields, in report order.
+IDENTITY_FIELDS: tuple[str, ...] = (
+    "surface", "product", "agent", "surface_rules", "extension_id", "extension_version",
+    "model_id", "model_stamp", "server_revision", "model_options",
+    "cli_version", "auto_update_state",
+    "permission_mode", "sandbox", "isolation", "built_in_tools", "external_tools", "config_hash", "command",
+    "temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s", "retry_policy",
+    "instruction_hash",
+    "lockfile_hash", "os", "runtime_versions", "environment_allowlist", "env_image_digest", "working_directory",
+    "source_id", "task_set_id", "evaluator_id", "scoring_script_digest", "harness_version",
+)
+
+#: Recorded, noted when they differ, never blocking.
+PROVENANCE_FIELDS: tuple[str, ...] = (
+    "captured_at_utc", "run_id", "operator", "host", "region", "kernel", "pytest_argv", "source_git",
+    "cli_executable", "instruction_sources_raw", "config_sources_raw",
+)
+
+#: Identity fields only known after the runs (filled by manifest.finalize_manifest).
+POST_RUN_FIELDS: tuple[str, ...] = ("model_stamp", "server_revision")
+
+# Field groups behind seed 000's "Separate change classes" table.
+SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id", "extension_version"})
+REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})
+MODEL_FIELDS = frozenset({"model_id", "model_stamp", "server_revision", "model_options"})
+CLIENT_FIELDS = frozenset({"cli_version", "auto_update_state"})
+CONFIGURATION_FIELDS = frozenset({
+    "agent", "permission_mode", "sandbox", "isolation", "built_in_tools", "external_tools", "config_hash", "command",
+    "temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s", "retry_policy",
+})
+INSTRUCTION_FIELDS = frozenset({"instruction_hash"})
+ENVIRONMENT_FIELDS = frozenset({"lockfile_hash", "os", "runtime_versions", "environment_allowlist",
+                                "env_image_digest", "working_directory"})
+#: Fields whose absence of a value means the candidate cannot be identified (seed 000: invalid comparison).
+IDENTIFYING_FIELDS = ("cli_version", "instruction_hash")
+
+#: Names `--agent-vary` accepts: identity fields that may be an experiment's independent variable.
+VARY_FIELDS: tuple[str, ...] = tuple(f for f in IDENTITY_FIELDS if f not in SURFACE_FIELDS | REBASELINE_FIELDS)
+
+CHANGE_CLASSES = (
+    "identical", "model_candidate", "client_candidate", "bundled_change", "surface_bundle_change",
+    "instruction_change", "configuration_change", "environment_change", "invalid_comparison", "re_baseline",
+)
+
+_CLASS_TEXT = {
+    "identical": "no identity field differs",
+    "model_candidate": "only the model changed: differences are associated with the model swap under this fixture",
+    "client_candidate": "only the client changed: differences are associated with the client swap under this fixture",
+    "bundled_change": "several kinds of runtime input changed together: do not isolate one cause",
+    "surface_bundle_change": "the product surface differs: split baselines, never an A/B peer",
+    "instruction_change": "the instruction bundle changed: the runs are not prompt-equivalent",
+    "configuration_change": "only configuration, permissions, tools or the command changed",
+    "environment_change": "lockfile, OS, runtimes or environment changed: differences may be environmental",
+    "invalid_comparison": "the client version or instruction hash is unknown: attribution stops",
+    "re_baseline": "the task set, evaluator, fixture source or harness changed: record a new baseline",
+}
+
+
+@dataclass
+class StampComparison:
+    comparable: bool
+    blocks: list[tuple[str, Any, Any]] = field(default_factory=list)  # (field, baseline, current)
+    notes: list[tuple[str, Any, Any]] = field(default_factory=list)  # provenance and accepted differences
+    unobserved: list[str] = field(default_factory=list)  # compared fields unobserved on either side
+    varied: list[str] = field(default_factory=list)  # declared --agent-vary fields that differ
+    deferred: list[str] = field(default_factory=list)  # post-run fields not yet known (pre_run)
+    same: list[str] = field(default_factory=list)
+    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # every differing identity field
+    change_class: str = "identical"
+    explanation: str = ""
+    baseline_runtime_id: str | None = None
+    current_runtime_id: str | None = None
+    vary: list[str] = field(default_factory=list)  # as declared
+
+
+def check_vary(vary: Iterable[str]) -> list[str]:
+    """Validate --agent-vary names: AgentDriftError (exit 4) listing the valid names."""
+    names = []
+    for name in vary:
+        if name in VARY_FIELDS:
+            if name not in names:
+                names.append(name)
+            continue
+        if name in SURFACE_FIELDS:
+            raise AgentDriftError(f"--agent-vary {name}: a different surface is a separate baseline, not a variable; "
+                                  f"record a baseline per surface")
+        if name in REBASELINE_FIELDS:
+            raise AgentDriftError(f"--agent-vary {name}: the task set, evaluator, source and harness are the "
+                                  f"measuring instrument and cannot be varied; record a new baseline")
+        raise AgentDriftError(f"--agent-vary: unknown field {name!r}; valid: {', '.join(VARY_FIELDS)}")
+    return names
+
+
+def compare_manifests(baseline: Mapping[str, Any], current: Mapping[str, Any], vary: Iterable[str] = (), *,
+                      pre_run: bool = False, accept_unobserved: Iterable[str] = ()) -> StampComparison:
+    """Compare identity fields; differences outside ``vary`` block, as does any unobserved value."""
+    vary_list = check_vary(vary)
+    accept = set(accept_unobserved)
+    unknown_accept = accept - set(IDENTITY_FIELDS)
+    if unknown_accept:
+        raise AgentDriftError(f"unknown field(s) accepted as unobserved: {', '.join(sorted(unknown_accept))}; "
+                              f"valid: {', '.join(IDENTITY_FIELDS)}")
+    base_id = _identity(baseline, "baseline")
+    cur_id = _identity(current, "current")
+    cmp = StampComparison(comparable=True, vary=vary_list,
+                          baseline_runtime_id=baseline.get("runtime_id"), current_runtime_id=current.get("runtime_id"))
+
+    for name in IDENTITY_FIELDS:
+        b, c = base_id[name], cur_id[name]
+        if pre_run and name in POST_RUN_FIELDS and c == UNOBSERVED and b != NOT_APPLICABLE:
+            cmp.deferred.append(name)
+            continue
+        unknown = b == UNOBSERVED or c == UNOBSERVED
+        if b != c:
+            cmp.changed[name] = (b, c)
+        elif not unknown:
+            cmp.same.append(name)
+        if unknown:
+            cmp.unobserved.append(name)
+            if name in accept and b == c:
+                cmp.notes.append((name, b, c))
+                continue
+            cmp.blocks.append((name, b, c))
+            continue
+        if b == c:
+            continue
+        if name in vary_list:
+            cmp.varied.append(name)
+        else:
+            cmp.blocks.append((name, b, c))
+
+    base_prov = baseline.get("provenance") if isinstance(baseline.get("provenance"), dict) else {}
+    cur_prov = current.get("provenance") if isinstance(current.get("provenance"), dict) else {}
+    for name in PROVENANCE_FIELDS:
+        b, c = base_prov.get(name, UNOBSERVED), cur_prov.get(name, UNOBSERVED)
+        if b != c:
+            cmp.notes.append((name, b, c))
+
+    cmp.change_class = classify(cmp.changed, base_id, cur_id)
+    cmp.explanation = _CLASS_TEXT[cmp.change_class]
+    cmp.comparable = not cmp.blocks
+    return cmp
+
+
+def classify(changed: Mapping[str, Any], base: Mapping[str, Any], cur: Mapping[str, Any]) -> str:
+    """Seed 000's change class of a set of differing identity fields.
+
+    Order: a different surface first (split baselines), then a changed
+    measuring instrument (re-baseline), then an unidentifiable candidate
+    (invalid comparison), then the single kind of input that changed, or a
+    bundled change when several kinds changed together.
+    """
+    fields = set(changed)
+    if fields & SURFACE_FIELDS:
+        return "surface_bundle_change"
+    if fields & REBASELINE_FIELDS:
+        return "re_baseline"
+    if any(base.get(f) == UNOBSERVED or cur.get(f) == UNOBSERVED for f in IDENTIFYING_FIELDS):
+        return "invalid_comparison"
+    if not fields:
+        return "identical"
+    groups = {name for name, members in (("model_candidate", MODEL_FIELDS), ("client_candidate", CLIENT_FIELDS),
+                                         ("configuration_change", CONFIGURATION_FIELDS),
+                                         ("instruction_change", INSTRUCTION_FIELDS),
+                                         ("environment_change", ENVIRONMENT_FIELDS)) if fields & members}
+    if len(groups) == 1:
+        return groups.pop()
+    return "bundled_change"
+
+
+def manifest_diff_document(cmp: StampComparison) -> dict[str, Any]:
+    """comparison/manifest-diff.json: same / changed with both values, blocks, notes, class."""
+    return {
+        "diff_version": 1,
+        "comparable": cmp.comparable,
+        "change_class": cmp.change_class,
+        "explanation": cmp.explanation,
+        "baseline_runtime_id": cmp.baseline_runtime_id,
+        "current_runtime_id": cmp.current_runtime_id,
+        "vary": list(cmp.vary),
+        "same": list(cmp.same),
+        "changed": {k: {"baseline": b, "current": c} for k, (b, c) in cmp.changed.items()},
+        "blocks": [{"field": f, "baseline": b, "current": c,
+                    "reason": "unobserved" if UNOBSERVED in (b, c) else "differs"} for f, b, c in cmp.blocks],
+        "varied": list(cmp.varied),
+        "unobserved": list(cmp.unobserved),
+        "deferred": list(cmp.deferred),
+        "notes": [{"field": f, "baseline": b, "current": c} for f, b, c in cmp.notes],
+    }
+
+
+def render_refusal(cmp: StampComparison, rebaseline_cmd: str | None = None) -> list[str]:
+    """Terminal lines: `BLOCK <field>: <baseline> != <current>`, notes, and how to re-baseline."""
+    lines: list[str] = []
+    if cmp.comparable:
+        lines.append(f"agentdrift: runs are comparable ({cmp.change_class}: {cmp.explanation})")
+    else:
+        lines.append(f"agentdrift: refused, runs are not comparable ({len(cmp.blocks)} identity field(s) block; "
+                     f"change class {cmp.change_class}: {cmp.explanation})")
+    for name, b, c in cmp.blocks:
+        vb, vc = _render_pair(b, c)
+        lines.append(f"BLOCK {name}: {vb} != {vc}" + ("  (unobserved values cannot be shown equal)"
+                                                       if b == c == UNOBSERVED else ""))
+    for name in cmp.varied:
+        vb, vc = _render_pair(*cmp.changed[name])
+        lines.append(f"vary  {name}: {vb} -> {vc}")
+    for name in cmp.deferred:
+        lines.append(f"defer {name}: known only after the runs; compared on the finished run")
+    for name, b, c in cmp.notes:
+        vb, vc = _render_pair(b, c)
+        lines.append(f"note  {name}: {vb} != {vc}" if b != c else f"note  {name}: accepted as {vb}")
+    if not cmp.comparable and rebaseline_cmd:
+        lines.append(f"to record a new baseline for this runtime: {rebaseline_cmd}")
+    return lines
+
+
+def _identity(manifest: Mapping[str, Any], which: str) -> Mapping[str, Any]:
+    ident = manifest.get("identity") if isinstance(manifest, Mapping) else None
+    if not isinstance(ident, Mapping):
+        raise RecordError(f"{which} manifest has no identity object")
+    missing = [f for f in IDENTITY_FIELDS if f not in ident]
+    if missing:
+        raise RecordError(f"{which} manifest is incomplete: identity lacks {', '.join(missing)}")
+    return ident
+
+
+def _render(value: Any, limit: int = 160) -> str:
+    if isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _render_pair(b: Any, c: Any) -> tuple[str, str]:
+    """Show only the differing keys when both sides are objects, so the line says what changed."""
+    if isinstance(b, dict) and isinstance(c, dict):
+        keys = sorted(k for k in set(b) | set(c) if b.get(k, "<absent>") != c.get(k, "<absent>"))
+        return (_render({k: b.get(k, "<absent>") for k in keys}), _render({k: c.get(k, "<absent>") for k in keys}))
+    return _render(b), _render(c)

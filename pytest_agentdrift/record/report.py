@@ -1,0 +1,121 @@
+"""What a person reads: terminal summary lines, failure text and report.md.
+
+Pure functions over the results dict; no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_agentdrift.tasks.load import LAYERS
+
+_LAYER_ABBR = {"safety": "safe", "correctness": "corr", "scope": "scop", "instruction_fidelity": "inst",
+               "verification": "veri", "efficiency": "effi", "operator_load": "oper", "recovery": "reco"}
+_MARK = {"pass": "ok", "fail": "FAIL", "n/a": "-"}
+
+
+def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
+    """The domain text shown for a failed item: which checks failed and why."""
+    lines = [f"task {task_id} ({title}), repetition {result['rep']}: {result['outcome'].upper()}"]
+    ev = result["evidence"]
+    if ev.get("launch_error"):
+        lines.append(f"  the agent could not be started: {ev['launch_error']}")
+    if ev.get("timed_out"):
+        lines.append(f"  the agent timed out after {ev['duration_s']:.1f}s; its process tree was killed")
+    if result["tampered_pass"]:
+        lines.append("  TAMPERED PASS: the run changed protected tests or test configuration; counted as a fail")
+    for check in sorted(result["checks"], key=lambda c: (not c["critical"], c["passed"])):
+        if check["passed"]:
+            continue
+        tag = "CRITICAL " if check["critical"] else ""
+        lines.append(f"  {tag}{check['layer']}/{check['name']} [{check['kind']}]: {check['detail']}")
+        tail = check.get("evidence", {}).get("tail") or check.get("evidence", {}).get("diff")
+        if tail:
+            lines.extend("      | " + ln for ln in str(tail).splitlines()[-10:])
+    changed = ev["changed"]
+    n = sum(len(v) for v in changed.values())
+    lines.append(f"  evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s, {n} changed path(s)"
+                 f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s)"
+                 f", {len(ev['git_mutations'])} git mutation(s)")
+    if ev.get("leftover_processes"):
+        lines.append(f"  {ev['leftover_processes']} process(es) outlived the agent and were killed")
+    if result.get("report_error"):
+        lines.append(f"  final report: {result['report_error']}")
+    elif result.get("report"):
+        lines.append(f"  final report: status {result['report']['status']!r}")
+    lines.append(f"  raw artifacts: {result.get('raw', '(not recorded)')}")
+    return "\n".join(lines)
+
+
+def summary_lines(results: dict[str, Any]) -> list[str]:
+    """Per task and per layer, critical failures first."""
+    tasks = results["tasks"]
+    out: list[str] = []
+    iso = results["isolation"]
+    out.append(f"agent {results['agent']['name']} ({results['agent']['version']}), isolation {iso['enforced']}"
+               f" (network {iso['network']}, file system {iso['filesystem']})")
+    if iso["enforced"] == "none":
+        out.append("WARNING: runs were NOT isolated; effects were only detected, not prevented")
+    crit = [(tid, r) for tid, t in tasks.items() for r in t["runs"] if r["critical_failed"]]
+    if crit:
+        out.append("critical failures:")
+        for tid, r in crit:
+            out.append(f"  {tid} r{r['rep']}: " + ", ".join(r["critical_failed"]))
+    tampered = [(tid, r["rep"]) for tid, t in tasks.items() for r in t["runs"] if r["tampered_pass"]]
+    if tampered:
+        out.append("tampered passes (counted as fails): " + ", ".join(f"{t} r{rep}" for t, rep in tampered))
+    header = f"{'task':<10} {'pass':>5}  " + " ".join(f"{_LAYER_ABBR[layer]:>4}" for layer in LAYERS) + "  title"
+    out.append(header)
+    for tid in sorted(tasks):
+        t = tasks[tid]
+        runs = t["runs"]
+        npass = sum(1 for r in runs if r["passed"])
+        cols = []
+        for layer in LAYERS:
+            states = {r["layers"][layer] for r in runs}
+            state = "fail" if "fail" in states else ("pass" if "pass" in states else "n/a")
+            cols.append(f"{_MARK[state]:>4}")
+        out.append(f"{tid:<10} {npass:>2}/{len(runs):<2}  " + " ".join(cols) + f"  {t['title']}")
+    s = results["summary"]
+    rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
+    out.append(f"{s['passed']} of {s['runs']} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
+               f"{s['tampered_passes']} tampered pass(es); {s['errors']} error(s)/timeout(s)")
+    if not results["complete"]:
+        out.append("INCOMPLETE: " + "; ".join(results["incomplete_reasons"]))
+    return out
+
+
+def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None) -> str:
+    """report.md: the same facts as the terminal, with every failed check's evidence."""
+    md = [f"# pytest-agentdrift run {results['run_id']}", ""]
+    md.append(f"- agent: `{results['agent']['name']}` version `{results['agent']['version']}`")
+    md.append(f"- started {results['started_at']}, finished {results['finished_at']}; complete: {str(results['complete']).lower()}")
+    iso = results["isolation"]
+    md.append(f"- isolation: {iso['enforced']} (network {iso['network']}, file system {iso['filesystem']})")
+    for key in ("runtime_id", "task_set_id", "evaluator_id"):
+        if results.get(key):
+            md.append(f"- {key}: `{results[key]}`")
+    md += ["", "## Summary", "", "```", *summary_lines(results), "```", ""]
+    if comparison_lines:
+        md += ["## Comparison with the baseline", "", "```", *comparison_lines, "```", ""]
+    md += ["## Tasks", ""]
+    for tid in sorted(results["tasks"]):
+        t = results["tasks"][tid]
+        md.append(f"### {tid}: {t['title']}")
+        md.append(f"Behaviour under test: {t['behavior'] or 'n/a'}; suite `{t['suite']}`.")
+        md.append("")
+        for r in t["runs"]:
+            md.append(f"- r{r['rep']}: **{r['outcome']}**" + (" (tampered pass)" if r["tampered_pass"] else "")
+                      + (f"; critical failures: {', '.join(r['critical_failed'])}" if r["critical_failed"] else ""))
+            for c in r["checks"]:
+                mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
+                md.append(f"  - {mark}: {c['layer']}/{c['name']} ({c['kind']}): {c['detail']}")
+                tail = None if c["passed"] else (c.get("evidence") or {}).get("tail") or (c.get("evidence") or {}).get("diff")
+                if tail:
+                    md += ["", "    ```", *("    " + ln for ln in str(tail).splitlines()[-15:]), "    ```", ""]
+            ev = r["evidence"]
+            md.append(f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed {', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
+                      f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts: {ev['network_attempts']}"
+                      f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`")
+        md.append("")
+    return "\n".join(md) + "\n"

@@ -1,0 +1,360 @@
+"""Running an untrusted command: isolation, time limit, bounded output.
+
+Isolation, strongest first:
+* ``bwrap`` (bubblewrap): read-only system, only the run's own directory
+  writable, sensitive home paths masked, no network, a PID namespace (a child
+  that escaped with setsid dies with the sandbox), ``--cap-drop ALL`` when we
+  are root (a root process inside could otherwise remount / read-write).
+* ``unshare``: a private network namespace only; the file system is not
+  isolated, which the run records.
+* ``none``: unisolated, recorded and shown plainly in the report.
+
+Whatever the mode, every process carries a per-run token in its environment,
+and after the run any process still carrying it is killed and counted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from pytest_agentdrift.session.options import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
+
+#: home entries that hold credentials or personal configuration: hidden from
+#: the agent under bwrap (the agent gets a private HOME anyway).
+SENSITIVE_HOME_PATHS = (
+    ".ssh", ".aws", ".azure", ".gnupg", ".netrc", ".git-credentials", ".docker", ".kube",
+    ".config", ".claude", ".claude.json", ".codex", ".copilot", ".npmrc", ".pypirc",
+    ".local/share/keyrings", ".bash_history", ".python_history",
+)
+
+
+@dataclass(frozen=True)
+class Isolation:
+    mode: str  # bwrap | unshare | none
+    network: str  # denied | not_enforced
+    filesystem: str  # isolated | not_enforced
+    pid_namespace: bool
+    cap_drop: bool
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self, requested: str) -> dict:
+        return {
+            "requested": requested,
+            "enforced": self.mode,
+            "network": self.network,
+            "filesystem": self.filesystem,
+            "pid_namespace": self.pid_namespace,
+            "cap_drop": self.cap_drop,
+            "network_observation": "python-audit-hook",
+            "notes": list(self.notes),
+        }
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _bwrap_base(writable: list[Path], masked: list[Path], hidden_dirs: list[Path], readable: list[Path] = ()) -> list[str]:
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
+    for d in hidden_dirs:
+        argv += ["--tmpfs", os.fspath(d)]
+    for r in readable:  # back into view, read-only, inside a hidden directory
+        argv += ["--ro-bind", os.fspath(r), os.fspath(r)]
+    for p in masked:
+        if p.is_dir() and not p.is_symlink():
+            argv += ["--tmpfs", os.fspath(p)]
+        elif p.exists():
+            argv += ["--ro-bind", "/dev/null", os.fspath(p)]
+    for w in writable:
+        argv += ["--bind", os.fspath(w), os.fspath(w)]
+    argv += ["--unshare-all", "--die-with-parent", "--new-session"]
+    if _is_root():
+        argv += ["--cap-drop", "ALL"]
+    return argv
+
+
+def _probe(argv: list[str]) -> bool:
+    try:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0
+
+
+def _unshare_prefix() -> list[str]:
+    return ["unshare", "--net"] if _is_root() else ["unshare", "--net", "--map-root-user"]
+
+
+@lru_cache(maxsize=None)
+def detect(requested: str = "auto") -> Isolation:
+    """The strongest isolation that actually works here (probed, not assumed)."""
+    notes: list[str] = []
+    if requested in ("auto", "bwrap"):
+        if shutil.which("bwrap") and _probe(_bwrap_base([], [], []) + ["true"]):
+            return Isolation("bwrap", "denied", "isolated", True, _is_root())
+        why = "bwrap not installed" if not shutil.which("bwrap") else "bwrap present but cannot create namespaces here"
+        if requested == "bwrap":
+            from pytest_agentdrift.errors import AgentDriftError
+
+            raise AgentDriftError(f"--agent-isolation bwrap: {why}")
+        notes.append(why)
+    if requested in ("auto", "unshare"):
+        if shutil.which("unshare") and _probe(_unshare_prefix() + ["true"]):
+            return Isolation("unshare", "denied", "not_enforced", False, False, tuple(notes + ["file system not isolated: writes outside the work tree are only detected"]))
+        why = "unshare cannot create a network namespace here"
+        if requested == "unshare":
+            from pytest_agentdrift.errors import AgentDriftError
+
+            raise AgentDriftError(f"--agent-isolation unshare: {why}")
+        notes.append(why)
+    notes.append("UNISOLATED: the agent ran with the host's network and file system; effects are only detected")
+    return Isolation("none", "not_enforced", "not_enforced", False, False, tuple(notes))
+
+
+class BoundedBuffer:
+    """Keeps the head and the tail of a stream, counting what it drops."""
+
+    def __init__(self, limit: int):
+        self.head_limit = max(0, limit - limit // 8)
+        self.tail_limit = limit // 8
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_limit:
+            self.tail += chunk
+            if len(self.tail) > self.tail_limit:
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+    def value(self) -> bytes:
+        if not self.truncated:
+            return bytes(self.head + self.tail)
+        dropped = self.total - len(self.head) - len(self.tail)
+        mark = f"\n[agentdrift: output truncated, {dropped} bytes dropped of {self.total}]\n".encode()
+        return bytes(self.head) + mark + bytes(self.tail)
+
+
+def _pump(stream, buf: BoundedBuffer) -> None:
+    try:
+        while True:
+            chunk = stream.read1(1 << 16) if hasattr(stream, "read1") else stream.read(1 << 16)
+            if not chunk:
+                break
+            buf.feed(chunk)
+    except (OSError, ValueError):
+        pass
+
+
+@dataclass
+class ProcessResult:
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    stdout: bytes
+    stderr: bytes
+    stdout_bytes: int
+    stderr_bytes: int
+    stdout_truncated: bool
+    stderr_truncated: bool
+    leftover_processes: int
+    launch_error: str | None = None
+    argv: list[str] = field(default_factory=list)
+
+
+@lru_cache(maxsize=1)
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux PR_SET_CHILD_SUBREAPER).
+
+    A child that escapes with setsid, double-forks and clears its environment
+    leaves both the process group and the run token behind; as subreaper, the
+    harness still becomes its parent and can end it. Without a PID namespace
+    (unshare / none) this is the last line.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _proc(filename: str):
+    """(pid, bytes of /proc/PID/<filename>) for every process we may read."""
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/{filename}", "rb") as fh:
+                    yield int(name), fh.read()
+            except OSError:
+                continue
+
+
+def _stat_fields(stat_line: bytes) -> list[bytes]:
+    # the command name is in parentheses and may itself hold spaces or ')'
+    return stat_line[stat_line.rfind(b")") + 2 :].split()
+
+
+def _children(parent: int) -> list[int]:
+    return [pid for pid, line in _proc("stat") if len(f := _stat_fields(line)) > 1 and int(f[1]) == parent]
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return _stat_fields(fh.read())[0].decode()
+    except (OSError, IndexError):
+        return "?"
+
+
+def kill_orphans(known: set[int]) -> int:
+    """Kill (and reap) adopted descendants that were not our children before the run."""
+    killed = 0
+    for _ in range(5):
+        strays = [p for p in _children(os.getpid()) if p not in known]
+        if not strays:
+            break
+        zombies = {p for p in strays if _state(p) == "Z"}
+        stack = list(strays)
+        while stack:  # the whole subtree, so nothing is re-parented again mid-sweep
+            pid = stack.pop()
+            stack.extend(_children(pid))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in strays:
+            try:
+                os.waitpid(pid, 0)
+                killed += pid not in zombies  # one already dead (killed by token) is only reaped
+            except ChildProcessError:
+                pass
+    return killed
+
+
+def kill_tagged(token: str) -> int:
+    """SIGKILL every process whose environment carries AGENTDRIFT_RUN_TOKEN=token."""
+    needle = f"AGENTDRIFT_RUN_TOKEN={token}".encode()
+    killed = 0
+    me = os.getpid()
+    for _ in range(3):  # a dying parent may still fork; sweep a few times
+        found = 0
+        for pid, env in _proc("environ"):
+            if pid != me and needle in env.split(b"\0"):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    found += 1
+                except OSError:
+                    pass
+        killed += found
+        if not found:
+            break
+        time.sleep(0.05)
+    return killed
+
+
+def run(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    isolation: Isolation,
+    writable: list[Path],
+    hidden_dirs: list[Path] = (),
+    readable: list[Path] = (),
+    masked_home: Path | None = None,
+    timeout_s: float,
+    output_limit: int = 4 << 20,
+    token: str,
+) -> ProcessResult:
+    """Run argv under the given isolation; never raises for the command's own failures."""
+    env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
+    become_subreaper()
+    known_children = set(_children(os.getpid()))
+    if isolation.mode == "bwrap":
+        masked = [masked_home / p for p in SENSITIVE_HOME_PATHS] if masked_home else []
+        full = _bwrap_base(writable, masked, list(hidden_dirs), list(readable)) + ["--chdir", os.fspath(cwd), "--"] + argv
+    elif isolation.mode == "unshare":
+        full = _unshare_prefix() + ["--"] + argv
+    else:
+        full = list(argv)
+    start = time.monotonic()
+    out_buf, err_buf = BoundedBuffer(output_limit), BoundedBuffer(output_limit)
+    try:
+        proc = subprocess.Popen(
+            full, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )
+    except OSError as exc:
+        return ProcessResult(None, False, 0.0, b"", b"", 0, 0, False, False, 0, f"cannot start {argv[0]!r}: {exc.strerror or exc}", full)
+    readers = [threading.Thread(target=_pump, args=(proc.stdout, out_buf), daemon=True),
+               threading.Thread(target=_pump, args=(proc.stderr, err_buf), daemon=True)]
+    for t in readers:
+        t.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except BaseException as exc:
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            # interrupted (Ctrl-C): the agent's processes must not outlive the session
+            _signal_group(proc.pid, signal.SIGKILL)
+            kill_tagged(token)
+            kill_orphans(known_children | {proc.pid})
+            raise
+        timed_out = True
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+    duration = time.monotonic() - start
+    # The group may outlive its leader; escaped (setsid) children are found by token.
+    _signal_group(proc.pid, signal.SIGKILL)
+    leftovers = kill_tagged(token)
+    leftovers += kill_orphans(known_children | {proc.pid})
+    for t in readers:
+        t.join(timeout=5)
+    for stream in (proc.stdout, proc.stderr):
+        try:
+            stream.close()
+        except OSError:
+            pass
+    return ProcessResult(
+        exit_code=proc.returncode,
+        timed_out=timed_out,
+        duration_s=duration,
+        stdout=out_buf.value(),
+        stderr=err_buf.value(),
+        stdout_bytes=out_buf.total,
+        stderr_bytes=err_buf.total,
+        stdout_truncated=out_buf.truncated,
+        stderr_truncated=err_buf.truncated,
+        leftover_processes=leftovers,
+        argv=full,
+    )
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except OSError:
+        pass

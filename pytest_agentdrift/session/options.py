@@ -1,0 +1,189 @@
+"""Command-line options and ini twins, resolved once into a frozen Settings.
+
+`add_options(group.addoption, parser.addini)` is shared by the pytest plugin
+and the `agentdrift` CLI. Every option defaults to None on the command line
+and its ini twin (`agent_…`) carries the default, pytest's own idiom, so
+`pytest.ini` / `pyproject.toml` can set any of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_agentdrift.errors import AgentDriftError
+
+FAIL_ON = ("any", "critical")
+ISOLATION_MODES = ("auto", "bwrap", "unshare", "none")  # sandbox.py keeps the implementation
+
+
+def positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def positive_float(value: str) -> float:
+    try:
+        n = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not n > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
+    return n
+
+
+#: (flag, dest suffix, ini type, default, help, extra argparse kwargs)
+OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
+    ("--agent", "agent", "string", None, "agent preset: reference, reference-drifted, claude-code, codex, copilot, ...", {}),
+    ("--agent-cmd", "cmd", "string", None, "run any agent command through the agent protocol (shlex-split; placeholders {task_file} {task_text} {workdir} {task_id} {task_dir})", {}),
+    ("--agent-suite", "suite", "string", None, "add a task suite to collect: 'builtin' (the twelve bundled tasks) or a directory", {}),
+    ("--agent-k", "k", "string", "1", "repetitions of each task (items end ::r1 ... ::rN)", {"type": positive_int}),
+    ("--agent-timeout", "timeout", "string", None, "per-run agent timeout in seconds (overrides each task's timeout_s)", {"type": positive_float}),
+    ("--agent-record", "record", "string", None, "record the run into this new directory (refused if it holds a run)", {}),
+    ("--agent-baseline", "baseline", "string", None, "compare against this recorded run; refused (exit 6) when identity stamps differ", {}),
+    ("--agent-vary", "vary", "linelist", [], "manifest field that may differ from the baseline (the experiment's variable); repeatable", {"action": "append"}),
+    ("--agent-fail-on", "fail_on", "string", "any", "which failed checks fail an item: any (default) or critical", {"choices": FAIL_ON}),
+    ("--agent-gate", "gate", "bool", False, "with --agent-baseline: exit 1 unless the ship/hold gate says ship", {"action": "store_true"}),
+    ("--agent-isolation", "isolation", "string", "auto", "sandbox: auto (strongest available), bwrap, unshare or none", {"choices": ISOLATION_MODES}),
+    ("--agent-env", "env", "linelist", [], "extra environment variable NAME passed to the agent (values never recorded); repeatable", {"action": "append"}),
+    ("--agent-model", "model", "string", None, "model for real-agent presets (recorded in the manifest)", {}),
+    ("--agent-permission-mode", "permission_mode", "string", None, "permission / approval mode for real-agent presets", {}),
+    ("--agent-sandbox-mode", "sandbox_mode", "string", None, "the product's own sandbox mode for real-agent presets", {}),
+    ("--agent-config", "config_files", "linelist", [], "a configuration file the agent reads (hashed into the manifest); repeatable", {"action": "append"}),
+    ("--agent-instructions", "instruction_files", "linelist", [], "an instruction file the agent reads (hashed into the manifest); repeatable", {"action": "append"}),
+    ("--agent-allow-host", "allow_hosts", "linelist", [], "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable", {"action": "append"}),
+    ("--agent-accept-unobserved", "accept_unobserved", "linelist", ["env_image_digest", "server_revision"], "a compared field that may stay unobserved on both sides (noted, not blocking); repeatable; default: env_image_digest (a container cannot see it) and server_revision (no supported product reports one)", {"action": "append"}),
+    ("--agent-image-digest", "image_digest", "string", None, "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)", {}),
+    ("--agent-rollback-state", "rollback_state", "string", "unknown", "what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), prepared_unverified, unavailable or unknown", {"choices": ("verified", "prepared_unverified", "unavailable", "unknown")}),
+    ("--agent-rollback-evidence", "rollback_evidence", "string", None, "JSON file with the evidence of a tested restoration: {\"artifact\": ..., \"restoration\": ...}", {}),
+    ("--agent-release-notes", "release_notes", "string", None, "CSV of release notes to triage against observed changes", {}),
+    ("--agent-seed", "seed", "string", "0", "seed of the paired bootstrap", {}),
+    ("--agent-keep-workdirs", "keep_workdirs", "bool", False, "keep each run's private directory for inspection", {"action": "store_true"}),
+]
+
+
+def add_options(addoption: Callable[..., Any], addini: Callable[..., Any] | None) -> None:
+    for flag, dest, ini_type, default, help_, extra in OPTIONS:
+        kwargs = {k: v for k, v in extra.items() if v is not None}
+        if kwargs.get("action") in ("store_true", "append"):
+            kwargs["default"] = None
+        else:
+            kwargs.setdefault("default", None)
+        addoption(flag, dest=f"agentdrift_{dest}", help=help_, **kwargs)
+        if addini is not None:
+            addini(_ini_name(dest), help=help_, type=ini_type, default=default)
+
+
+@dataclass(frozen=True)
+class Settings:
+    agent: str | None
+    cmd: str | None
+    suite: str | None
+    k: int
+    timeout: float | None
+    record: Path | None
+    baseline: Path | None
+    vary: tuple[str, ...]
+    fail_on: str
+    gate: bool
+    isolation: str
+    env: tuple[str, ...]
+    agent_options: dict[str, Any] = field(default_factory=dict)
+    config_files: tuple[str, ...] = ()
+    instruction_files: tuple[str, ...] = ()
+    release_notes: Path | None = None
+    accept_unobserved: tuple[str, ...] = ("env_image_digest", "server_revision")
+    image_digest: str | None = None
+    allow_hosts: tuple[str, ...] = ()
+    rollback_state: str = "unknown"
+    rollback_evidence: Path | None = None
+    seed: int = 0
+    keep_workdirs: bool = False
+
+    @property
+    def agent_selected(self) -> bool:
+        return bool(self.agent or self.cmd)
+
+    @property
+    def active(self) -> bool:
+        """Whether the session asked for anything agentdrift does."""
+        return bool(self.agent or self.cmd or self.suite or self.record or self.baseline)
+
+
+def _ini_name(dest: str) -> str:
+    return "agent" if dest == "agent" else f"agent_{dest}"
+
+
+def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootpath: Path) -> Settings:
+    """CLI value if given, else the ini value; validated once."""
+    values: dict[str, Any] = {}
+    for _flag, dest, _ini_type, default, _, extra in OPTIONS:
+        cli = getoption(f"agentdrift_{dest}")
+        if cli is not None and cli != []:
+            values[dest] = cli
+            continue
+        ini = getini(_ini_name(dest))
+        if ini in (None, "", []):
+            values[dest] = default
+            continue
+        conv = extra.get("type")
+        if conv is not None and isinstance(ini, str):
+            try:
+                ini = conv(ini)
+            except argparse.ArgumentTypeError as exc:
+                raise AgentDriftError(f"ini option {_ini_name(dest)}: {exc}") from None
+        if "choices" in extra and ini not in extra["choices"]:
+            raise AgentDriftError(f"ini option {_ini_name(dest)}: {ini!r} is not one of {', '.join(extra['choices'])}")
+        values[dest] = ini
+    # accepted-unobserved fields add up (defaults or ini, then the command line); "none" clears what came before
+    cli_accept = getoption("agentdrift_accept_unobserved") or []
+    ini_accept = getini("agent_accept_unobserved") or ["env_image_digest", "server_revision"]
+    accept: list[str] = []
+    for name in [*ini_accept, *cli_accept]:
+        accept = [] if name == "none" else [*accept, name]
+    values["accept_unobserved"] = accept
+    k = values["k"] if isinstance(values["k"], int) else _conv(positive_int, values["k"], "agent_k")
+    timeout = values["timeout"]
+    if timeout is not None and not isinstance(timeout, float):
+        timeout = _conv(positive_float, timeout, "agent_timeout")
+    seed = values["seed"]
+    try:
+        seed = int(seed)
+    except (TypeError, ValueError):
+        raise AgentDriftError(f"--agent-seed: {seed!r} is not a whole number") from None
+    if values["agent"] and values["cmd"]:
+        raise AgentDriftError("--agent and --agent-cmd name two agents; use one")
+    env = tuple(values["env"] or ())
+    for name in env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise AgentDriftError(f"--agent-env: {name!r} is not an environment variable name")
+
+    def path(v: Any) -> Path | None:
+        return None if v in (None, "") else Path(v)
+
+    return Settings(
+        agent=values["agent"], cmd=values["cmd"], suite=values["suite"], k=k, timeout=timeout,
+        record=path(values["record"]), baseline=path(values["baseline"]), vary=tuple(values["vary"] or ()),
+        fail_on=values["fail_on"], gate=bool(values["gate"]), isolation=values["isolation"], env=env,
+        agent_options={k_: v for k_, v in (("model", values["model"]), ("permission_mode", values["permission_mode"]), ("sandbox", values["sandbox_mode"])) if v},
+        config_files=tuple(values["config_files"] or ()), instruction_files=tuple(values["instruction_files"] or ()),
+        release_notes=path(values["release_notes"]), seed=seed,
+        accept_unobserved=tuple(dict.fromkeys(values["accept_unobserved"])), image_digest=values["image_digest"],
+        allow_hosts=tuple(values["allow_hosts"] or ()),
+        rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
+    )
+
+
+def _conv(fn: Callable[[str], Any], value: Any, name: str) -> Any:
+    try:
+        return fn(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise AgentDriftError(f"{name}: {exc}") from None

@@ -1,0 +1,416 @@
+"""Loading and validating frozen task directories. No pytest in here.
+
+A task directory is recognised by `task.toml` next to `task.md`
+(docs/task-format.md). `load_task` validates every file and returns an
+immutable `TaskSpec`; any problem is a `TaskError` naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_agentdrift.canonical import digest, load_json_file, load_toml_file, read_text_utf8, sha256_hex
+from pytest_agentdrift.errors import TaskError
+from pytest_agentdrift.tasks.patterns import PathSpec, PatternError, check_pattern
+from pytest_agentdrift.run.treesnap import CACHE_NAMES, Snapshot, scan, snapshot
+
+LAYERS = (
+    "safety",
+    "correctness",
+    "scope",
+    "instruction_fidelity",
+    "verification",
+    "efficiency",
+    "operator_load",
+    "recovery",
+)
+
+#: kind -> the keys a check of that kind may carry (beyond name/kind/layer/critical)
+CHECK_KEYS: dict[str, frozenset[str]] = {
+    "paths": frozenset({"must_change"}),
+    "unchanged": frozenset(),
+    "pytest": frozenset({"args", "expect_before", "new_tests", "timeout_s"}),
+    "command": frozenset({"run", "fails_before", "timeout_s"}),
+    "golden": frozenset({"run", "expected", "timeout_s"}),
+    "diff_matches": frozenset({"paths", "added", "not_added"}),
+    "report_status": frozenset({"allowed", "must_name_skipped"}),
+    "report_mentions": frozenset({"required", "any_of", "forbidden", "cited_paths_exist", "cited_symbols_exist"}),
+    "events": frozenset(),
+    "effects": frozenset(),
+    "tamper": frozenset(),
+    "files": frozenset({"exist", "absent", "equal"}),
+}
+
+REQUIRED_FILES = (
+    "task.md",
+    "task.toml",
+    "allowed-paths.txt",
+    "forbidden-effects.json",
+    "expected-events.json",
+    "fixture-manifest.json",
+    "initial-tree.sha256",
+    "evaluator-version.txt",
+    "reset-instructions.md",
+)
+
+FORBIDDEN_EFFECT_KEYS = frozenset(
+    {"network", "writes_outside", "git_mutation", "lockfile_change", "credential_access",
+     "protected_paths", "publication", "deployment"}
+)
+EXPECTED_EVENT_KEYS = frozenset({"require", "require_any", "forbid", "max"})
+#: the statuses of an agent's final report (the agent protocol)
+REPORT_STATUSES = ("complete", "partial", "blocked", "failed")
+TASK_KEYS = frozenset({"id", "title", "behavior", "suite", "timeout_s", "protected", "git", "checks", "description"})
+_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+def is_task_dir(path: Path) -> bool:
+    """task.toml or task.md, beside repo/ or initial-tree.sha256.
+
+    A half-made task is collected so its missing file is reported, never
+    silently skipped; a project that merely has a task.toml is left alone.
+    """
+    return ((path / "task.toml").is_file() or (path / "task.md").is_file()) and (
+        (path / "repo").is_dir() or (path / "initial-tree.sha256").is_file())
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    kind: str
+    layer: str
+    critical: bool
+    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "layer": self.layer, "critical": self.critical, **self.params}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    id: str
+    title: str
+    behavior: str
+    suite: str
+    timeout_s: float
+    path: Path
+    text: str
+    checks: tuple[CheckSpec, ...]
+    allowed: PathSpec
+    protected: PathSpec
+    git: bool
+    forbidden_effects: dict[str, Any]
+    expected_events: dict[str, Any]
+    fixture_manifest: dict[str, Any]
+    initial_tree: dict[str, str]  # relpath -> sha256 hex
+    evaluator_version: str
+    function_files: tuple[Path, ...] = ()  # test_*.py beside task.toml: checks as pytest functions
+
+    @property
+    def repo(self) -> Path:
+        return self.path / "repo"
+
+    @property
+    def solution(self) -> Path:
+        return self.path / "solution"
+
+    def content_digest(self) -> str:
+        """Digest of every file of the task directory (names, modes, bytes)."""
+        return digest(directory_listing(self.path))
+
+
+def directory_listing(root: Path) -> list[list[str]]:
+    """Sorted [relpath, kind, sha256-or-target] for every entry below root."""
+    snap = snapshot(root, skip=CACHE_NAMES)
+    return [[rel, "exec" if e.kind == "file" and e.mode & 0o111 else e.kind, e.sha256] for rel, e in sorted(snap.items())]
+
+
+def walk_files(root: Path) -> list[tuple[str, str]]:
+    """(posix relpath, full path) of every file and symlink below root, sorted."""
+    return sorted((rel, full) for rel, full, _ in scan(os.fspath(root), CACHE_NAMES) if not rel.endswith("/"))
+
+
+def parse_tree_file(path: Path) -> dict[str, str]:
+    """Parse `sha256sum` output lines: `<64 hex>  <relpath>`."""
+    text = read_text_utf8(path, TaskError)
+    tree: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = re.match(r"^([0-9a-f]{64}) [ *](.+)$", line)
+        if not m:
+            raise TaskError(f"line {lineno}: expected '<sha256>  <path>'", path)
+        rel = m.group(2)
+        if rel.startswith("./"):
+            rel = rel[2:]
+        if rel.startswith("/") or ".." in rel.split("/"):
+            raise TaskError(f"line {lineno}: path {rel!r} escapes repo/", path)
+        if rel in tree:
+            raise TaskError(f"line {lineno}: {rel!r} listed twice", path)
+        tree[rel] = m.group(1)
+    return tree
+
+
+def render_tree_file(hashes: dict[str, str]) -> str:
+    return "".join(f"{h}  {rel}\n" for rel, h in sorted(hashes.items()))
+
+
+def hash_repo(repo: Path) -> dict[str, str]:
+    """relpath -> sha256 of every file of a repo/ (a symlink: sha256 of its target string)."""
+    return tree_hashes(snapshot(repo, skip=CACHE_NAMES))
+
+
+def tree_hashes(snap: Snapshot) -> dict[str, str]:
+    """The initial-tree.sha256 view of a snapshot: files and links, no empty dirs."""
+    out = {}
+    for rel, e in snap.items():
+        if e.kind == "file":
+            out[rel] = e.sha256
+        elif e.kind == "link":
+            out[rel] = sha256_hex(b"symlink:" + e.sha256.encode())
+    return out
+
+
+def check_symlinks(task_dir: Path) -> None:
+    """A symlink in repo/ may only point inside the task's repo/."""
+    repo = os.path.realpath(task_dir / "repo")
+    for _rel, full in walk_files(task_dir / "repo"):
+        if os.path.islink(full):
+            target = os.readlink(full)
+            # resolved, not normalised: a chain of links may leave repo/ where the text does not
+            resolved = os.path.realpath(full)
+            if os.path.isabs(target) or not resolved.startswith(repo + os.sep):
+                raise TaskError(f"symlink points outside the task: {target!r}", Path(full))
+
+
+def verify_tree(spec: TaskSpec, actual: dict[str, str], where: Path) -> None:
+    """Refuse a fixture whose files do not match initial-tree.sha256."""
+    if actual == spec.initial_tree:
+        return
+    missing = sorted(set(spec.initial_tree) - set(actual))
+    extra = sorted(set(actual) - set(spec.initial_tree))
+    changed = sorted(p for p in set(actual) & set(spec.initial_tree) if actual[p] != spec.initial_tree[p])
+    parts = []
+    if changed:
+        parts.append("changed: " + ", ".join(changed[:5]))
+    if missing:
+        parts.append("missing: " + ", ".join(missing[:5]))
+    if extra:
+        parts.append("not listed: " + ", ".join(extra[:5]))
+    raise TaskError(
+        "repo/ does not match initial-tree.sha256 (" + "; ".join(parts) + "); the fixture changed and is refused",
+        spec.path / "initial-tree.sha256",
+    )
+
+
+def _expect(cond: bool, problem: str, path: Path) -> None:
+    if not cond:
+        raise TaskError(problem, path)
+
+
+def _str_list(value: Any, what: str, path: Path) -> list[str]:
+    _expect(isinstance(value, list) and all(isinstance(v, str) for v in value), f"{what} must be a list of strings", path)
+    return list(value)
+
+
+def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
+    where = f"checks[{index}]"
+    _expect(isinstance(raw, dict), f"{where} must be a table", toml_path)
+    name = raw.get("name")
+    _expect(isinstance(name, str) and bool(name), f"{where}: 'name' must be a non-empty string", toml_path)
+    where = f"check {name!r}"
+    kind = raw.get("kind")
+    _expect(isinstance(kind, str) and kind in CHECK_KEYS, f"{where}: unknown check kind {kind!r}; known: {', '.join(sorted(CHECK_KEYS))}", toml_path)
+    layer = raw.get("layer")
+    _expect(isinstance(layer, str) and layer in LAYERS, f"{where}: unknown layer {layer!r}; known: {', '.join(LAYERS)}", toml_path)
+    critical = raw.get("critical", False)
+    _expect(isinstance(critical, bool), f"{where}: 'critical' must be true or false", toml_path)
+    params = {k: v for k, v in raw.items() if k not in {"name", "kind", "layer", "critical"}}
+    unknown = sorted(set(params) - CHECK_KEYS[kind])
+    _expect(not unknown, f"{where}: unknown key(s) {', '.join(unknown)} for kind {kind!r}", toml_path)
+    for key in ("run",):
+        if kind in {"command", "golden"}:
+            _expect(key in params, f"{where}: '{key}' is required for kind {kind!r}", toml_path)
+            _str_list(params[key], f"{where}: '{key}'", toml_path)
+            _expect(bool(params[key]), f"{where}: '{key}' is empty", toml_path)
+    if kind == "pytest":
+        params.setdefault("args", [])
+        _str_list(params["args"], f"{where}: 'args'", toml_path)
+        _expect(params.get("expect_before", "any") in ("fail", "pass", "any"), f"{where}: expect_before must be fail, pass or any", toml_path)
+        _expect(params.get("new_tests", "ignore") in ("ignore", "fail_before"), f"{where}: new_tests must be ignore or fail_before", toml_path)
+    if kind == "golden":
+        _expect(isinstance(params.get("expected"), str), f"{where}: 'expected' (a task-relative file) is required", toml_path)
+        _task_relative(params["expected"], f"{where}: expected", toml_path)
+    for key in ("must_change", "paths", "exist", "absent"):
+        if key in params:
+            for pattern in _str_list(params[key], f"{where}: '{key}'", toml_path):
+                try:
+                    check_pattern(pattern)
+                except PatternError as exc:
+                    raise TaskError(f"{where}: {exc}", toml_path) from None
+    for key in ("added", "not_added"):
+        for rx in _str_list(params.get(key, []), f"{where}: '{key}'", toml_path):
+            try:
+                re.compile(rx, re.M)
+            except re.error as exc:
+                raise TaskError(f"{where}: bad regex {rx!r}: {exc}", toml_path) from None
+    if kind == "report_status":
+        allowed = _str_list(params.get("allowed", []), f"{where}: 'allowed'", toml_path)
+        bad = sorted(set(allowed) - set(REPORT_STATUSES))
+        _expect(bool(allowed) and not bad, f"{where}: 'allowed' must be a non-empty subset of {sorted(REPORT_STATUSES)}", toml_path)
+        _str_list(params.get("must_name_skipped", []), f"{where}: 'must_name_skipped'", toml_path)
+    if kind == "report_mentions":
+        for key in ("required", "forbidden"):
+            _str_list(params.get(key, []), f"{where}: '{key}'", toml_path)
+        groups = params.get("any_of", [])
+        _expect(isinstance(groups, list), f"{where}: 'any_of' must be a list of lists", toml_path)
+        for group in groups:
+            _str_list(group, f"{where}: 'any_of' group", toml_path)
+    if kind == "files" and "equal" in params:
+        _expect(isinstance(params["equal"], dict), f"{where}: 'equal' must be a table path -> golden file", toml_path)
+        for rel, golden in params["equal"].items():
+            _expect(isinstance(golden, str), f"{where}: equal.{rel} must name a golden file", toml_path)
+            _expect(not os.path.isabs(rel) and ".." not in rel.split("/"), f"{where}: equal: {rel!r} must stay inside repo/", toml_path)
+            _task_relative(golden, f"{where}: equal", toml_path)
+    for key in ("timeout_s",):
+        if key in params:
+            _expect(isinstance(params[key], (int, float)) and params[key] > 0, f"{where}: timeout_s must be > 0", toml_path)
+    return CheckSpec(name=name, kind=kind, layer=layer, critical=critical, params=params)
+
+
+def _task_relative(rel: str, what: str, path: Path) -> None:
+    _expect(not os.path.isabs(rel) and ".." not in Path(rel).parts, f"{what}: {rel!r} must stay inside the task directory", path)
+
+
+def _load_patterns(path: Path) -> PathSpec:
+    text = read_text_utf8(path, TaskError)
+    try:
+        return PathSpec.from_lines(text.splitlines())
+    except PatternError as exc:
+        raise TaskError(str(exc), path) from None
+
+
+def load_task(task_dir: Path) -> TaskSpec:
+    """Validate every file of a task directory and return its TaskSpec."""
+    task_dir = Path(task_dir).absolute()
+    for name in REQUIRED_FILES:
+        p = task_dir / name
+        _expect(p.is_file(), "required file is missing", p)
+    _expect((task_dir / "repo").is_dir(), "required directory is missing", task_dir / "repo")
+
+    toml_path = task_dir / "task.toml"
+    meta = load_toml_file(toml_path, TaskError)
+    unknown = sorted(set(meta) - TASK_KEYS)
+    _expect(not unknown, f"unknown key(s): {', '.join(unknown)}", toml_path)
+    task_id = meta.get("id")
+    _expect(isinstance(task_id, str) and bool(_ID_RE.match(task_id)), "'id' must match [A-Za-z][A-Za-z0-9_.-]*", toml_path)
+    for key in ("title", "behavior", "suite"):
+        _expect(isinstance(meta.get(key, ""), str), f"'{key}' must be a string", toml_path)
+    _expect(isinstance(meta.get("title"), str) and bool(meta["title"]), "'title' is required", toml_path)
+    timeout = meta.get("timeout_s", 300)
+    _expect(isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0, "'timeout_s' must be a positive number", toml_path)
+    git = meta.get("git", True)
+    _expect(isinstance(git, bool), "'git' must be true or false", toml_path)
+    try:
+        protected = PathSpec.from_lines(_str_list(meta.get("protected", []), "'protected'", toml_path))
+    except PatternError as exc:
+        raise TaskError(f"protected: {exc}", toml_path) from None
+    raw_checks = meta.get("checks", [])
+    function_files = tuple(sorted(p for p in task_dir.glob("test_*.py") if p.is_file()))
+    _expect(isinstance(raw_checks, list) and (bool(raw_checks) or bool(function_files)),
+            "at least one [[checks]] entry (or a test_*.py file of checks) is required", toml_path)
+    checks = tuple(_parse_check(raw, i, toml_path) for i, raw in enumerate(raw_checks))
+    names = [c.name for c in checks]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    _expect(not dupes, f"duplicate check name(s): {', '.join(dupes)}", toml_path)
+
+    text = read_text_utf8(task_dir / "task.md", TaskError)
+    _expect(bool(text.strip()), "the instruction is empty", task_dir / "task.md")
+
+    allowed = _load_patterns(task_dir / "allowed-paths.txt")
+    effects_path = task_dir / "forbidden-effects.json"
+    effects = load_json_file(effects_path, TaskError)
+    _expect(isinstance(effects, dict), "must be a JSON object", effects_path)
+    unknown = sorted(set(effects) - FORBIDDEN_EFFECT_KEYS)
+    _expect(not unknown, f"unknown effect(s): {', '.join(unknown)}; known: {', '.join(sorted(FORBIDDEN_EFFECT_KEYS))}", effects_path)
+    for key, value in effects.items():
+        if key == "protected_paths":
+            for pattern in _str_list(value, "protected_paths", effects_path):
+                try:
+                    check_pattern(pattern)
+                except PatternError as exc:
+                    raise TaskError(str(exc), effects_path) from None
+        else:
+            _expect(isinstance(value, bool), f"{key!r} must be true or false", effects_path)
+    events_path = task_dir / "expected-events.json"
+    events = load_json_file(events_path, TaskError)
+    _expect(isinstance(events, dict), "must be a JSON object", events_path)
+    unknown = sorted(set(events) - EXPECTED_EVENT_KEYS)
+    _expect(not unknown, f"unknown key(s): {', '.join(unknown)}", events_path)
+    for key in ("require", "forbid"):
+        _expect(isinstance(events.get(key, []), list) and all(isinstance(e, dict) for e in events.get(key, [])), f"{key!r} must be a list of objects", events_path)
+    _expect(isinstance(events.get("require_any", []), list) and all(isinstance(g, list) and all(isinstance(e, dict) for e in g) for g in events.get("require_any", [])), "'require_any' must be a list of lists of objects", events_path)
+    _expect(isinstance(events.get("max", {}), dict) and all(isinstance(v, int) and v >= 0 for v in events.get("max", {}).values()), "'max' must map event types to counts", events_path)
+    fixture_path = task_dir / "fixture-manifest.json"
+    fixture = load_json_file(fixture_path, TaskError)
+    _expect(isinstance(fixture, dict), "must be a JSON object", fixture_path)
+    evaluator_version = read_text_utf8(task_dir / "evaluator-version.txt", TaskError).strip()
+    _expect(bool(evaluator_version), "empty evaluator version", task_dir / "evaluator-version.txt")
+    read_text_utf8(task_dir / "reset-instructions.md", TaskError)
+    check_symlinks(task_dir)
+    tree = parse_tree_file(task_dir / "initial-tree.sha256")
+
+    for check in checks:
+        for key in ("expected",):
+            if key in check.params:
+                _expect((task_dir / check.params[key]).is_file(), f"check {check.name!r}: {key} file {check.params[key]!r} is missing", toml_path)
+        for golden in check.params.get("equal", {}).values():
+            _expect((task_dir / golden).is_file(), f"check {check.name!r}: golden file {golden!r} is missing", toml_path)
+
+    spec = TaskSpec(
+        id=task_id,
+        title=meta["title"],
+        behavior=meta.get("behavior", ""),
+        suite=meta.get("suite", "default") or "default",
+        timeout_s=float(timeout),
+        path=task_dir,
+        text=text,
+        checks=checks,
+        allowed=allowed,
+        protected=protected,
+        git=git,
+        forbidden_effects=effects,
+        expected_events=events,
+        fixture_manifest=fixture,
+        initial_tree=tree,
+        evaluator_version=evaluator_version,
+        function_files=function_files,
+    )
+    # A fixture that changed is refused when collected (and each copy is verified again before a run).
+    verify_tree(spec, hash_repo(spec.repo), spec.repo)
+    return spec
+
+
+def find_task_dirs(root: Path) -> list[Path]:
+    """Task directories at or below root, sorted; never descends into a task."""
+    root = Path(root)
+    if is_task_dir(root):
+        return [root]
+    found = []
+    for dirpath, dirnames, _ in os.walk(root):
+        dirnames.sort()
+        here = Path(dirpath)
+        if is_task_dir(here):
+            found.append(here)
+            dirnames[:] = []
+        else:
+            dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
+    return sorted(found)
+
+
+def builtin_suite_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "suite"
