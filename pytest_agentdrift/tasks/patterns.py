@@ -30,7 +30,7 @@ def check_pattern(pattern: str) -> None:
     body = pattern[1:] if pattern.startswith("!") else pattern
     if body.startswith("/"):
         raise PatternError(f"pattern {pattern!r} is absolute; write it relative to repo/ (anchor a bare name as ./name)")
-    if re.match(r"^[A-Za-z]:[\\/]", body) or body.startswith("\\"):
+    if re.match(r"^[A-Za-z]:[\\/]", body) or body.startswith("\\\\"):  # a drive letter or a UNC path
         raise PatternError(f"pattern {pattern!r} is absolute")
     parts = body.strip("/").split("/")
     if any(part == ".." for part in parts):
