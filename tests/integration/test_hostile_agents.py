@@ -34,6 +34,8 @@ import pytest
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
+pytestmark = pytest.mark.slow  # every test here starts pytest sessions with hostile agents
+
 BENIGN = "Z99"
 
 CALC_REPO = {
