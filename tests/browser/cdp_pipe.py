@@ -62,8 +62,8 @@ class Chromium:
         if os.geteuid() == 0:
             argv.insert(1, "--no-sandbox")  # Chromium refuses to start as root with its sandbox
         # preexec_fn: the only stdlib way to place the pipes on fds 3 and 4 (tests start no threads here)
-        self.proc = subprocess.Popen(argv, preexec_fn=child_fds,  # noqa: PLW1509 close_fds=False, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(argv, preexec_fn=child_fds, close_fds=False,  # noqa: PLW1509
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buf = b""
@@ -73,7 +73,10 @@ class Chromium:
 
     # -- transport ------------------------------------------------------------------
     def _send(self, msg: dict[str, Any]) -> None:
-        os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
+        try:
+            os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
+        except BrokenPipeError:
+            raise CDPError(f"Chromium is not reading its debugging pipe (process exit status {self.proc.poll()})") from None
 
     def _read_message(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self._buf:
