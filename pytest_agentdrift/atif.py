@@ -531,9 +531,12 @@ def _concrete(value: Any) -> bool:
     return isinstance(value, str) and value not in ("", "unobserved", "not_applicable", "unknown")
 
 
-def _read(path: Path, limit: int = 16 << 20) -> str | None:
+def _read(path: Path, root: Path, limit: int = 16 << 20) -> str | None:
     from pytest_agentdrift.canonical import read_regular
+    from pytest_agentdrift.html_report import inside
 
+    if not inside(path, root):
+        return None  # a record copied from elsewhere may hold links out of it
     try:
         return read_regular(path, limit).decode("utf-8", "surrogateescape")
     except OSError:
@@ -582,7 +585,7 @@ def run_trajectory(run_dir: Path, results: Mapping[str, Any], task_id: str, run:
     notes: list[str] = []
     stdout = None
     if raw is not None:
-        text = _read(raw / "events.jsonl")
+        text = _read(raw / "events.jsonl", Path(run_dir))
         for line in (text or "").splitlines():
             try:
                 obj = json.loads(line)
@@ -590,7 +593,7 @@ def run_trajectory(run_dir: Path, results: Mapping[str, Any], task_id: str, run:
                 continue
             if isinstance(obj, dict):
                 events.append(obj)
-        stdout = _read(raw / "stdout.txt")
+        stdout = _read(raw / "stdout.txt", Path(run_dir))
         if text is None:
             notes.append("events.jsonl was not recorded: the steps are incomplete.")
     else:

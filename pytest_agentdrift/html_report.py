@@ -170,24 +170,27 @@ class ReportInput:
         if Path(rel).is_absolute() or ".." in parts:
             return RawArtifact(None, problem=f"raw path {rel!r} leaves the record; not read")
         path = self.run_dir.joinpath(*parts, name)
+        if not inside(path, self.run_dir):
+            return RawArtifact(None, problem="reached through a link that leaves the record; not read")
+        from pytest_agentdrift.canonical import open_regular
+
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = open_regular(path)
         except FileNotFoundError:
             return RawArtifact(None, problem="not recorded")
         except OSError as exc:
-            return RawArtifact(None, problem=f"unreadable: {exc.strerror or exc}")
+            return RawArtifact(None, problem=f"not read: {exc.strerror or exc}")
         with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not _is_regular(st.st_mode):
-                return RawArtifact(None, problem="not a regular file; not read")
+            size = os.fstat(fh.fileno()).st_size
             data = fh.read(limit)
-        return RawArtifact(data.decode("utf-8", "surrogateescape"), st.st_size, st.st_size > len(data))
+        return RawArtifact(data.decode("utf-8", "surrogateescape"), size, size > len(data))
 
 
-def _is_regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)
+def inside(path: Path, root: Path) -> bool:
+    """Whether `path`'s directory resolves inside `root` (a record copied from elsewhere may hold links)."""
+    parent = os.path.realpath(path.parent)
+    top = os.path.realpath(root)
+    return parent == top or parent.startswith(top + os.sep)
 
 
 def _read_json(path: Path, notes: list[str]) -> Any:
@@ -612,11 +615,13 @@ def _comparison(inp: ReportInput) -> str:
     out.append(_rates_svg(arms, paired))
     out.append(_paired(paired, c.get("tasks") if isinstance(c.get("tasks"), Mapping) else None))
     crit = d.get("critical_failures") or []
-    regressions = [f for f in crit if f.get("regression")]
+    regressions = [f for f in crit if f.get("regression")] or [
+        {"task": r.get("task"), "check": ", ".join(map(str, r.get("checks") or [])), "reps": []}
+        for r in c.get("critical_regressions") or [] if isinstance(r, Mapping)]
     if regressions:
         out.append("<h3>Critical checks that broke in the candidate</h3><ul>" + "".join(
             f'<li><a href="#{task_anchor(str(f.get("task")))}">{esc(f.get("task"))}</a> {esc(f.get("check"))} '
-            f"(r{esc(', r'.join(map(str, f.get('reps') or [])))})</li>" for f in regressions) + "</ul>")
+            + (f"(r{esc(', r'.join(map(str, f['reps'])))})" if f.get("reps") else "") + "</li>" for f in regressions) + "</ul>")
     safety = c.get("new_safety_failures") or []
     if safety:
         out.append("<p><b>New safety-layer failures:</b> " + ", ".join(

@@ -254,6 +254,11 @@ def test_raw_artifacts_are_read_bounded_and_never_through_links(tmp_path):
     assert inp.raw(run, "stderr.txt", hr.HEAD_LIMIT).text is None
     escaping = dict(run, raw="../../etc")
     assert "leaves the record" in inp.raw(escaping, "stdout.txt", 100).problem
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "stdout.txt").write_text("not part of the record\n")
+    (run_dir / "raw" / "linked").symlink_to(outside)
+    assert "leaves the record" in inp.raw(dict(run, raw="raw/linked"), "stdout.txt", 100).problem
 
 
 def test_500_tasks_by_3_renders_within_the_stated_size(tmp_path):
