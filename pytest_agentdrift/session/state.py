@@ -283,4 +283,7 @@ class AgentDriftSession:
             else:
                 rec.write_json(name, doc)
         rec.write_raw(".", {"report.md": markdown(results, self.comparison_lines or None)})
+        from pytest_agentdrift.record.html import record_page
+
+        rec.write_raw(".", {"report.html": record_page(rec.path, results)})
         rec.finish(results)
