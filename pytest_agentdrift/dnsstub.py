@@ -15,7 +15,8 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 QTYPES = {1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT", 28: "AAAA", 33: "SRV", 65: "HTTPS", 255: "ANY"}
 RCODE_FORMERR, RCODE_NXDOMAIN = 1, 3
@@ -23,7 +24,7 @@ _MAX_TCP_CLIENTS = 16
 
 
 class Query:
-    __slots__ = ("id", "flags", "name", "qtype", "qclass", "question")
+    __slots__ = ("flags", "id", "name", "qclass", "qtype", "question")
 
     def __init__(self, id_: int, flags: int, name: str, qtype: int, qclass: int, question: bytes):
         self.id, self.flags, self.name, self.qtype, self.qclass, self.question = id_, flags, name, qtype, qclass, question

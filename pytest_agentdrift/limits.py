@@ -24,13 +24,15 @@ run that hit one is recorded with outcome ``resource_exceeded``.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError
 
@@ -358,14 +360,14 @@ def _int(path: Path) -> int | None:
 
 
 def _rmdir(d: Path) -> None:
-    for _ in range(50):  # a killed task leaves its cgroup a moment later
+    for _ in range(50):
         try:
             d.rmdir()
             return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.02)
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                return
+            time.sleep(0.02)  # a killed task leaves its cgroup a moment later
 
 
 def _remove_stale(parent: Path) -> None:
@@ -379,7 +381,8 @@ def _remove_stale(parent: Path) -> None:
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             d = parent / name
             try:
-                if not (d / "cgroup.procs").read_text().strip():
+                procs = d / "cgroup.procs"
+                if not (procs.exists() and procs.read_text().strip()):
                     d.rmdir()
             except OSError:
                 pass
@@ -427,7 +430,7 @@ def apply_rlimits(pid: int, rl: dict[int, int]) -> list[str]:
     problems = []
     for res, value in rl.items():
         try:
-            soft, hard = resource.prlimit(pid, res)
+            _soft, hard = resource.prlimit(pid, res)
             new_hard = value if hard == resource.RLIM_INFINITY or hard > value else hard
             resource.prlimit(pid, res, (min(value, new_hard), new_hard))
         except (OSError, ValueError) as exc:
@@ -472,7 +475,7 @@ def bwrap_knows_size() -> bool:
         import subprocess
 
         try:
-            out = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10)
+            out = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10, check=False)
             _bwrap_size = "--size" in out.stdout + out.stderr
         except (OSError, subprocess.SubprocessError):
             _bwrap_size = False

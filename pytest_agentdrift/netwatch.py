@@ -27,8 +27,9 @@ import select
 import socket
 import struct
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from pytest_agentdrift.dnsstub import DnsStub
 from pytest_agentdrift.netproxy import RecordingProxy
@@ -68,7 +69,7 @@ def bind_in_netns(pid: int, specs: Iterable[tuple[int, int]]) -> list[socket.soc
                     out.append(s)
             finally:
                 libc.setns(own, CLONE_NEWNET)
-        except BaseException as exc:  # handed to the caller's thread
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller's thread, re-raised there)
             failure.append(exc)
             for s in out:
                 s.close()

@@ -99,26 +99,18 @@ class RunGuard:
                 else:
                     self.enforced[key] = "not-enforced"
                     self.notes.append(f"{key} limit not enforced: " + ("bubblewrap here has no --size" if self.mode == "bwrap" else f"no private tmpfs under {self.mode} isolation"))
-        if "disk" in wanted or "files" in wanted:
-            from pytest_agentdrift.watch import InotifyUnavailable, WriteWatcher
+        from pytest_agentdrift.watch import InotifyUnavailable, WriteWatcher
 
-            try:
-                self.watcher = WriteWatcher(self.root, self.work, limits=self.limits, on_exceeded=self._exceeded,
-                                            probes=self._probes(), unreported=self.unreported).start()
-            except (InotifyUnavailable, OSError) as exc:
-                self.notes.append(f"write watcher unavailable: {exc}")
-            w = "watcher" if self.watcher is not None else None
-            if "disk" in wanted:
-                self.enforced["disk"] = "+".join(filter(None, (w, "rlimit-fsize")))
-            if "files" in wanted:
-                self.enforced["files"] = w or "not-enforced"
-        else:
-            from pytest_agentdrift.watch import InotifyUnavailable, WriteWatcher
-
-            try:  # the write events are evidence even with both limits off
-                self.watcher = WriteWatcher(self.root, self.work, probes=self._probes(), unreported=self.unreported).start()
-            except (InotifyUnavailable, OSError) as exc:
-                self.notes.append(f"write watcher unavailable: {exc}")
+        try:  # its write events are evidence even with both of its limits off
+            self.watcher = WriteWatcher(self.root, self.work, limits=self.limits, on_exceeded=self._exceeded,
+                                        probes=self._probes(), unreported=self.unreported).start()
+        except (InotifyUnavailable, OSError) as exc:
+            self.notes.append(f"write watcher unavailable: {exc}")
+        watcher = "watcher" if self.watcher is not None else None
+        if "disk" in wanted:
+            self.enforced["disk"] = "+".join(filter(None, (watcher, "rlimit-fsize")))
+        if "files" in wanted:
+            self.enforced["files"] = watcher or "not-enforced"
         if self.observe_network:
             self.resolv_conf.write_text(_resolv_conf())
 

@@ -30,8 +30,9 @@ import stat
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 IN_MODIFY = 0x00000002
 IN_MOVED_FROM = 0x00000040
@@ -179,7 +180,7 @@ class WriteWatcher:
                     self._drain()
                     self._probe(force=True)
                     return
-        except Exception as exc:  # the watcher must never take the run down; say what stopped it
+        except Exception as exc:  # noqa: BLE001  (the watcher must never take the run down; the record says what stopped it)
             self.error = f"{type(exc).__name__}: {exc}"
 
     def _drain(self) -> None:
@@ -240,10 +241,11 @@ class WriteWatcher:
                 self._emit(path, "move")
                 self._count(path, +1)
                 old = self._moves.pop(cookie, None) if is_dir else None
-                if old is not None:
-                    self._rename_watches(old, path)
+                known = old is not None and self._rename_watches(old, path)
                 if is_dir:
-                    self._watch_tree(path, emit=False)
+                    # a directory we never watched (moved in, or renamed before we got to it):
+                    # what is in it is new to us
+                    self._watch_tree(path, emit=not known)
                 else:
                     touched.add(path)
         for path in touched:
@@ -315,13 +317,16 @@ class WriteWatcher:
                     elif stat.S_ISREG(st.st_mode):
                         self._sizes[p] = st.st_size
 
-    def _rename_watches(self, old: str, new: str) -> None:
+    def _rename_watches(self, old: str, new: str) -> bool:
         prefix = old + os.sep
+        renamed = False
         for wd, p in list(self._wd.items()):
             if p == old:
                 self._wd[wd] = new
+                renamed = True
             elif p.startswith(prefix):
                 self._wd[wd] = new + p[len(old):]
+        return renamed
 
     def _forget(self, path: str) -> None:
         self._sizes.pop(path, None)
