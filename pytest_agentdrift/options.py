@@ -152,7 +152,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
     for name in [*ini_accept, *cli_accept]:
         accept = [] if name == "none" else [*accept, name]
     values["accept_unobserved"] = accept
-    from .limits import resolve_limits
+    from pytest_agentdrift.limits import resolve_limits
 
     limits = resolve_limits(getini("agent_limits") or [], getoption("agentdrift_limits") or [])
     k = values["k"] if isinstance(values["k"], int) else _conv(positive_int, values["k"], "agent_k")

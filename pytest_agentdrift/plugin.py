@@ -140,7 +140,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         parts.append(f"record={st.record}")
     lines = [" ".join(parts)]
     if st.agent_selected:
-        from .limits import DEFAULT_LIMITS, describe
+        from pytest_agentdrift.limits import DEFAULT_LIMITS, describe
 
         lines.append("agentdrift: limits per run: " + describe(dict(st.limits) or dict(DEFAULT_LIMITS)))
     if s.manifest is not None:

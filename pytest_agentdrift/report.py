@@ -94,7 +94,7 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
 
 
 def _limit_text(key: str, value: Any) -> str:
-    from .limits import human
+    from pytest_agentdrift.limits import human
 
     return "n/a" if value is None else human(key, value)
 

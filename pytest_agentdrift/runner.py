@@ -356,8 +356,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
 
 def _make_guard(spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, base: Path, root: Path, work: Path, token: str):
     """Limits and observers of one run (runguard.py); its log directory is the harness's alone."""
-    from .limits import DEFAULT_LIMITS
-    from .runguard import RunGuard
+    from pytest_agentdrift.limits import DEFAULT_LIMITS
+    from pytest_agentdrift.runguard import RunGuard
 
     harness_base = settings.harness_dir or base.parent / f"{base.name}-harness"
     return RunGuard(
@@ -370,7 +370,7 @@ def _make_guard(spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, ba
 
 
 def netwatch_env() -> dict[str, str]:
-    from .netwatch import PROXY_PORT, proxy_env
+    from pytest_agentdrift.netwatch import PROXY_PORT, proxy_env
 
     return proxy_env(f"127.0.0.1:{PROXY_PORT}")
 
@@ -378,7 +378,7 @@ def netwatch_env() -> dict[str, str]:
 def merge_python_hook_events(hook: list[dict[str, Any]], dns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not dns:
         return hook
-    from .netwatch import merge_python_hook_events as merge
+    from pytest_agentdrift.netwatch import merge_python_hook_events as merge
 
     return merge(hook, dns)
 

@@ -253,7 +253,7 @@ class AgentDriftSession:
         return results
 
     def _limits(self) -> dict[str, int | None]:
-        from .limits import DEFAULT_LIMITS
+        from pytest_agentdrift.limits import DEFAULT_LIMITS
 
         return dict(self.settings.limits) or dict(DEFAULT_LIMITS)
 

@@ -66,7 +66,7 @@ def _settings(cli: list[str] | None, ini: list[str]):
     def addoption(flag, dest, **kw):
         opts[dest] = None
 
-    def addini(name, help, type, default):  # noqa: A002
+    def addini(name, help, type, default):
         inis[name] = default
 
     add_options(addoption, addini)
@@ -335,7 +335,7 @@ def test_watcher_records_writes_moves_and_deletes(tmp_path):
 
 
 def test_watcher_caps_its_events_and_counts_the_rest(tmp_path):
-    root, work, w = _watch(tmp_path, max_events=5)
+    _root, work, w = _watch(tmp_path, max_events=5)
     try:
         for i in range(20):
             (work / f"f{i}").write_text("")
@@ -348,7 +348,7 @@ def test_watcher_caps_its_events_and_counts_the_rest(tmp_path):
 
 def test_watcher_stops_a_run_past_the_files_and_disk_limits(tmp_path):
     hits = []
-    root, work, w = _watch(tmp_path, limits={"files": 50, "disk": 1 << 20}, on_exceeded=lambda k, v: hits.append((k, v)))
+    _root, work, w = _watch(tmp_path, limits={"files": 50, "disk": 1 << 20}, on_exceeded=lambda k, v: hits.append((k, v)))
     try:
         for i in range(60):
             (work / f"f{i}").write_text("")
@@ -376,7 +376,7 @@ def _init(argv: list[str]) -> tuple[int, dict, bytes]:
     assert proc.poll() is None  # it waits for the harness
     os.write(go_w, b"x")
     os.close(go_w)
-    out, err = proc.communicate(timeout=30)
+    out, _err = proc.communicate(timeout=30)
     status = {}
     for line in os.read(st_r, 65536).splitlines():
         status.update(json.loads(line))
