@@ -143,6 +143,10 @@ class RunGuard:
             sized = lim.size_tmpfs(prefix[:-1], self.limits.get("shm"), self.limits.get("tmp")) if lim.bwrap_knows_size() else prefix[:-1]
             self._tmpfs = [sized[i + 1] for i, a in enumerate(sized[:-1]) if a == "--tmpfs"]
             extra = ["--as-pid-1", "--info-fd", str(info_w)]
+            if "--dev" in sized and lim.bwrap_knows_size():
+                # bubblewrap's /dev is an unsized RAM-backed tmpfs of its own: read-only, so that
+                # only the sized /dev/shm (a mount of its own, still writable) takes data
+                extra += ["--remount-ro", "/dev"]
             if self.observe_network:
                 extra += ["--ro-bind", str(self.resolv_conf), "/etc/resolv.conf"]
             prefix = sized + extra + ["--"]

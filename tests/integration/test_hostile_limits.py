@@ -84,6 +84,12 @@ HOGS = {
     # 100 MB into RAM-backed /dev/shm, against shm=32M; keeps what it could write
     "HS1": """
         import time
+        try:  # bubblewrap's own /dev is RAM-backed too
+            Path("/dev/hog").write_bytes(b"x" * 1024)
+            dev = "written"
+        except OSError as exc:
+            dev = exc.strerror
+        report("partial", summary="/dev: %s" % dev)  # before the run is stopped
         written = 0
         try:
             with open("/dev/shm/hog", "wb") as fh:
@@ -209,6 +215,7 @@ def test_disk_filler_stopped_near_the_limit(hogs):
 def test_shm_filler_met_a_full_tmpfs(hogs):
     run = _run(hogs[1], "HS1")
     assert 31 * MiB < run["evidence"]["limits"]["shm"]["peak"] <= 32 * MiB
+    assert run["report"]["summary"] == "/dev: Read-only file system", run["report"]  # stopped before its last report
 
 
 def test_many_files_stopped_past_the_limit(hogs):
