@@ -194,7 +194,7 @@ def test_memory_hog_was_killed_by_the_cgroup(hogs):
     ev = _run(hogs[1], "HM1")["evidence"]
     assert ev["limits"]["memory"]["oom_kills"] >= 1
     assert ev["limits"]["memory"]["peak"] <= 200 * MiB
-    assert ev["exit_code"] == 128 + 9  # the allocating process was OOM-killed
+    assert ev["exit_code"] in (128 + 9, -9)  # SIGKILL: the OOM killer, or the harness ending the run right after
 
 
 @pytest.mark.skipif("pids" not in _cgroups(), reason="no pids cgroup here")
