@@ -183,7 +183,7 @@ class CgroupLayout:
         for name in ("memory", "pids"):
             found, whys = None, []
             if v2_mount is not None and v2_path is not None:
-                found, why = _v2_controller(name, v2_mount / v2_path.lstrip("/"))
+                found, why = _v2_controller(name, v2_mount / v2_path.lstrip("/"), v2_mount)
                 whys += [why] if why else []
             if found is None and name in v1_mounts and name in v1_paths:
                 parent = v1_mounts[name] / v1_paths[name].lstrip("/")
@@ -202,28 +202,38 @@ def _unescape(path: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 
-def _v2_controller(name: str, parent: Path) -> tuple[Controller | None, str]:
-    try:
-        available = (parent / "cgroup.controllers").read_text().split()
-    except OSError:
-        return None, ""
-    if name not in available:
-        return None, ""
-    try:
-        enabled = (parent / "cgroup.subtree_control").read_text().split()
-    except OSError:
-        enabled = []
-    if name not in enabled:
+def _v2_controller(name: str, own: Path, mount: Path) -> tuple[Controller | None, str]:
+    """Where run cgroups with controller `name` can be made under cgroup v2, or why not.
+
+    The kernel lets no cgroup but the root hold processes and hand a
+    controller to children at once, and the harness lives in its own cgroup.
+    So the runs' cgroups are children of the harness's cgroup only when that
+    is the root (or already hands the controller down); otherwise they are
+    made beside it, under its parent, when the parent hands the controller
+    down and is writable (systemd: a delegated scope or service).
+    """
+    def has(d: Path, file: str) -> bool:
         try:
-            (parent / "cgroup.subtree_control").write_text(f"+{name}")
+            return name in (d / file).read_text().split()
+        except OSError:
+            return False
+
+    if not has(own, "cgroup.controllers"):
+        return None, ""
+    candidates = [own]
+    if own != mount and own.parent != own:
+        candidates.append(own.parent)
+    for parent in candidates:
+        if has(parent, "cgroup.subtree_control") and os.access(parent, os.W_OK):
+            return Controller(name, 2, parent, "" if parent == own else "beside the harness's own cgroup"), ""
+    if own == mount:  # the root may hand controllers down while it holds processes
+        try:
+            (own / "cgroup.subtree_control").write_text(f"+{name}")
+            return Controller(name, 2, own), ""
         except OSError as exc:
-            # the "no internal processes" rule: a non-root cgroup holding the harness
-            # cannot hand a controller to children; run the harness in a delegated leaf
-            return None, (f"cgroup v2 {name}: cannot enable it for children of {parent} ({exc.strerror or exc}); "
-                          "run the harness in its own delegated cgroup to use it")
-    if not os.access(parent, os.W_OK):
-        return None, f"cgroup v2 {name}: {parent} is not writable here"
-    return Controller(name, 2, parent), ""
+            return None, f"cgroup v2 {name}: cannot enable it in {own}: {exc.strerror or exc}"
+    return None, (f"cgroup v2 {name}: neither {own} nor its parent hands it to child cgroups that the harness may make "
+                  "(run the harness in a delegated cgroup, e.g. systemd-run --scope -p Delegate=yes)")
 
 
 _layout_cache: CgroupLayout | None = None

@@ -136,24 +136,36 @@ def test_v1_layout_like_this_machine(tmp_path):
     assert lay.notes == ()
 
 
-def test_v2_layout_enables_controllers_for_children(tmp_path):
-    root = _fake_root(tmp_path, "0::/user.slice/harness\n",
-                      "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
-                      {"/sys/fs/cgroup/user.slice/harness": {"cgroup.controllers": "cpu memory pids\n",
-                                                             "cgroup.subtree_control": "", "cgroup.procs": ""}})
+def test_v2_root_cgroup_enables_controllers_for_children(tmp_path):
+    root = _fake_root(tmp_path, "0::/\n", "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
+                      {"/sys/fs/cgroup": {"cgroup.controllers": "cpu memory pids\n", "cgroup.subtree_control": "", "cgroup.procs": ""}})
     lay = limits.CgroupLayout.discover(root)
-    parent = root / "sys/fs/cgroup/user.slice/harness"
-    assert lay.controllers == {"memory": limits.Controller("memory", 2, parent), "pids": limits.Controller("pids", 2, parent)}
-    assert (parent / "cgroup.subtree_control").read_text() == "+pids"  # the last write: one per controller
+    mnt = root / "sys/fs/cgroup"
+    assert lay.controllers == {"memory": limits.Controller("memory", 2, mnt), "pids": limits.Controller("pids", 2, mnt)}
+    assert (mnt / "cgroup.subtree_control").read_text() == "+pids"  # the last write: one per controller
+
+
+def test_v2_delegated_parent_hosts_the_runs_beside_the_harness(tmp_path):
+    root = _fake_root(tmp_path, "0::/user.slice/harness.scope\n",
+                      "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
+                      {"/sys/fs/cgroup/user.slice": {"cgroup.controllers": "memory pids\n", "cgroup.subtree_control": "memory pids\n"},
+                       "/sys/fs/cgroup/user.slice/harness.scope": {"cgroup.controllers": "memory pids\n",
+                                                                   "cgroup.subtree_control": "", "cgroup.procs": "1234\n"}})
+    lay = limits.CgroupLayout.discover(root)
+    parent = root / "sys/fs/cgroup/user.slice"
+    assert lay.controllers["memory"] == limits.Controller("memory", 2, parent, "beside the harness's own cgroup")
+    assert lay.controllers["pids"].parent == parent
+    assert (root / "sys/fs/cgroup/user.slice/harness.scope/cgroup.subtree_control").read_text() == ""  # never touched
 
 
 def test_v2_controller_that_cannot_be_handed_down_falls_back_and_says_why(tmp_path):
     root = _fake_root(tmp_path, "0::/busy\n", "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
-                      {"/sys/fs/cgroup/busy": {"cgroup.controllers": "memory pids\n", "cgroup.subtree_control": None}})
+                      {"/sys/fs/cgroup": {"cgroup.controllers": "memory pids\n", "cgroup.subtree_control": ""},
+                       "/sys/fs/cgroup/busy": {"cgroup.controllers": "memory pids\n", "cgroup.subtree_control": ""}})
     lay = limits.CgroupLayout.discover(root)
     assert lay.controllers == {}
-    assert any("cgroup v2 memory: cannot enable it for children" in n for n in lay.notes)
-    assert any("cgroup v2 pids" in n for n in lay.notes)
+    assert lay.notes[0].startswith("cgroup v2 memory: neither ")
+    assert "delegated cgroup" in lay.notes[0] and lay.notes[1].startswith("cgroup v2 pids")
 
 
 def test_no_cgroups_at_all(tmp_path):
