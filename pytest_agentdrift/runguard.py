@@ -63,7 +63,6 @@ class RunGuard:
         self.watcher = None
         self.cgroups = lim.RunCgroups()
         self._rlimits: dict[int, int] = {}
-        self._pids: list[int] = []
         self._init_pid: int | None = None
         self._proc = None
         self._tmpfs: list[str] = []
@@ -165,9 +164,7 @@ class RunGuard:
                 os.close(self._fds.pop(k))
         if self.mode == "bwrap":
             self._init_pid = self._read_child_pid()
-        pids = [proc.pid] + _descendants(proc.pid)
-        self._pids = pids
-        for pid in pids:
+        for pid in [proc.pid, *_descendants(proc.pid)]:
             try:
                 self.cgroups.attach(pid)
             except OSError as exc:
@@ -189,7 +186,6 @@ class RunGuard:
                 self.net = None
         if self.watcher is not None:
             self.watcher.mark_start()
-        self._t0 = time.monotonic()
         try:
             os.write(self._fds["go_w"], b"x")
         except OSError:
