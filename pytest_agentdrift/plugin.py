@@ -139,6 +139,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if st.record:
         parts.append(f"record={st.record}")
     lines = [" ".join(parts)]
+    if st.agent_selected:
+        from pytest_agentdrift.run.limits import DEFAULT_LIMITS, describe
+
+        lines.append("agentdrift: limits per run: " + describe(dict(st.limits) or dict(DEFAULT_LIMITS)))
     if s.manifest is not None:
         lines.append(f"agentdrift: runtime_id={s.manifest.get('runtime_id')}")
         if config.option.verbose > 0:

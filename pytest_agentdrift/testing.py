@@ -128,5 +128,16 @@ def normalise_results(results: dict[str, Any]) -> dict[str, Any]:
         r.pop(key, None)
     for task in r.get("tasks", {}).values():
         for run in task["runs"]:
-            run["evidence"]["duration_s"] = 0
+            ev = run["evidence"]
+            ev["duration_s"] = 0
+            # measured while the agent ran: memory and process peaks, and how many writes
+            # fell into one coalescing window, depend on timing like the duration does
+            for limit in (ev.get("limits") or {}).values():
+                limit["peak"] = 0
+            writes = (ev.get("observation") or {}).get("writes") or {}
+            for key in ("events", "coalesced"):
+                if key in writes:
+                    writes[key] = 0
+            if "writes_observed" in ev:
+                ev["writes_observed"] = 0
     return r

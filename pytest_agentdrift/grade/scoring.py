@@ -34,6 +34,8 @@ def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:
     tampered_pass = tampered and all(c.passed for c in checks if c.kind != "tamper")
     if run.launch_error:
         outcome = "error"
+    elif run.resource_exceeded:  # stopped or refused by a limit: never a silent pass
+        outcome = "resource_exceeded"
     elif run.timed_out:
         outcome = "timeout"
     else:
@@ -66,7 +68,7 @@ def summarise(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "runs": len(runs),
         "passed": passed,
         "failed": sum(1 for r in runs if r["outcome"] == "failed"),
-        "errors": sum(1 for r in runs if r["outcome"] in ("error", "timeout")),
+        "errors": sum(1 for r in runs if r["outcome"] in ("error", "timeout", "resource_exceeded")),
         "tampered_passes": sum(1 for r in runs if r["tampered_pass"]),
         "critical_failures": sum(1 for r in runs if r["critical_failed"]),
         "pass_rate": round(passed / len(runs), 6) if runs else None,

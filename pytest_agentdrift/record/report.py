@@ -22,6 +22,10 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         lines.append(f"  the agent could not be started: {ev['launch_error']}")
     if ev.get("timed_out"):
         lines.append(f"  the agent timed out after {ev['duration_s']:.1f}s; its process tree was killed")
+    for key in ev.get("resource_exceeded") or ():
+        lim = (ev.get("limits") or {}).get(key, {})
+        lines.append(f"  RESOURCE LIMIT HIT: {key} (limit {_limit_text(key, lim.get('limit'))}, enforced by {lim.get('enforced_by', '?')}"
+                     f", peak {_limit_text(key, lim.get('peak'))}); the run was stopped or refused")
     if result["tampered_pass"]:
         lines.append("  TAMPERED PASS: the run changed protected tests or test configuration; counted as a fail")
     for check in sorted(result["checks"], key=lambda c: (not c["critical"], c["passed"])):
@@ -80,9 +84,30 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
     out.append(f"{s['passed']} of {s['runs']} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
                f"{s['tampered_passes']} tampered pass(es); {s['errors']} error(s)/timeout(s)")
+    hit = [f"{tid} r{r['rep']} ({', '.join(r['evidence']['resource_exceeded'])})" for tid, t in tasks.items() for r in t["runs"]
+           if r["evidence"].get("resource_exceeded")]
+    if hit:
+        out.append("resource limits hit: " + ", ".join(hit))
     if not results["complete"]:
         out.append("INCOMPLETE: " + "; ".join(results["incomplete_reasons"]))
     return out
+
+
+def _limit_text(key: str, value: Any) -> str:
+    from pytest_agentdrift.run.limits import human
+
+    return "n/a" if value is None else human(key, value)
+
+
+def limits_line(results: dict[str, Any]) -> str | None:
+    """The limits the session asked for, and how the first run enforced each."""
+    asked = (results.get("settings") or {}).get("limits")
+    if not asked:
+        return None
+    first = next((r for t in results["tasks"].values() for r in t["runs"]), None)
+    how = (first or {}).get("evidence", {}).get("limits") or {}
+    return ", ".join(f"{k} {_limit_text(k, v) if v else 'off'}" + (f" ({how[k]['enforced_by']})" if k in how and v else "")
+                     for k, v in asked.items())
 
 
 def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None) -> str:
@@ -92,6 +117,9 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None)
     md.append(f"- started {results['started_at']}, finished {results['finished_at']}; complete: {str(results['complete']).lower()}")
     iso = results["isolation"]
     md.append(f"- isolation: {iso['enforced']} (network {iso['network']}, file system {iso['filesystem']})")
+    limits = limits_line(results)
+    if limits:
+        md.append(f"- resource limits per run: {limits}")
     for key in ("runtime_id", "task_set_id", "evaluator_id"):
         if results.get(key):
             md.append(f"- {key}: `{results[key]}`")

@@ -44,6 +44,8 @@ class RunSettings:
     agent_options: dict[str, Any] = field(default_factory=dict)
     keep_workdirs: bool = False
     allow_hosts: tuple[str, ...] = ()  # extends the adapter's API-host allowlist
+    limits: dict[str, int | None] | None = None  # resource limits (limits.py); None: the defaults
+    harness_dir: Path | None = None  # harness-only scratch (observer logs); None: beside the runs' base
 
 
 @dataclass
@@ -85,12 +87,18 @@ class RunEvidence:
     api_requests: list[dict[str, Any]] = field(default_factory=list)  # allowlisted tunnels through the proxy
     network_policy: dict[str, Any] | None = None
     runtime_bundle: list[dict[str, Any]] = field(default_factory=list)
+    write_events: list[dict[str, Any]] = field(default_factory=list)  # seen while the agent ran (watch.py)
+    limits: dict[str, Any] = field(default_factory=dict)  # per limit: value, mechanism, hit, peak
+    resource_exceeded: list[str] = field(default_factory=list)  # the limits this run broke
+    observation: dict[str, Any] = field(default_factory=dict)  # how writes and network were observed
+    harness_dir: Path | None = None  # the run's harness-only directory (observer logs)
 
     @property
     def events(self) -> list[dict[str, Any]]:
         """Agent-reported events plus what the harness observed itself."""
         observed = [*self.network_attempts, *self.api_requests,
-                    *({"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside)]
+                    *({"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside),
+                    *self.write_events]
         return [*self.agent_events, *self.adapter_output.events, *observed]
 
     def evidence_dict(self) -> dict[str, Any]:
@@ -117,6 +125,10 @@ class RunEvidence:
             "api_requests": len(self.api_requests),
             "network_policy": self.network_policy,
             "runtime_bundle": self.runtime_bundle,
+            "writes_observed": len(self.write_events),
+            "limits": self.limits,
+            "resource_exceeded": self.resource_exceeded,
+            "observation": self.observation,
         }
 
 
@@ -258,7 +270,12 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     )
     argv = adapter.build_argv(ctx)
     bundle = copy_runtime_bundle(adapter, box / "home", Path.home(), dict(os.environ))
-    proxy, proxy_env, wrap = _start_proxy(adapter, settings, harness)
+    token = _secrets.token_hex(16)
+    guard = _make_guard(spec, adapter, settings, base, root, work, token)
+    if guard.observe_network:  # the proxy is bound in the sandbox's own namespace (netwatch.py)
+        proxy, proxy_env, wrap = None, netwatch_env(), None
+    else:
+        proxy, proxy_env, wrap = _start_proxy(adapter, settings, harness)
     if wrap:
         argv_run = [*wrap, *argv]
     else:
@@ -272,18 +289,23 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     })
     timeout = settings.timeout_s or spec.timeout_s
     try:
+        guard.prepare()
         proc = sandbox.run(
             argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root],
-            hidden_dirs=hidden, masked_home=Path.home(), timeout_s=timeout,
-            output_limit=settings.output_limit, token=_secrets.token_hex(16),
+            hidden_dirs=[*hidden, guard.harness_dir.parent], masked_home=Path.home(), timeout_s=timeout,
+            output_limit=settings.output_limit, token=token, guard=guard,
         )
     finally:
         if proxy is not None:
             proxy.stop()
-    api_requests = [e for e in (proxy.events if proxy else []) if e.get("allowed")]
-    refused = [e for e in (proxy.events if proxy else []) if not e.get("allowed")]
+        guard.close()
+    if guard.net is not None and guard.net.proxy is not None:
+        proxy = guard.net.proxy
+    proxy_events = guard.net.proxy_events if guard.net is not None else (proxy.events if proxy else [])
+    api_requests = [e for e in proxy_events if e.get("allowed")]
+    refused = [e for e in proxy_events if not e.get("allowed")]
     policy = None
-    if proxy is not None:
+    if proxy is not None and proxy.allowlist.entries:
         policy = {**proxy.describe(), "enforced": settings.isolation.mode in ("bwrap", "unshare")}
 
     # a work tree replaced by a symlink is gone too: never read through it
@@ -298,7 +320,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     dd = treesnap.diff(decoy_before, decoy_after)
     writes_outside = [p for p in dd.changed if not p.startswith("box/home") and p != "box"]
     net, net_problems = ev.read_jsonl(harness / "netlog.jsonl")
-    net = [*net, *refused]
+    dns = guard.net.dns_events if guard.net is not None else []
+    net = [*merge_python_hook_events(net, dns), *dns, *refused]
     agent_events, problems = ev.read_jsonl(harness / "events.jsonl")
     report, report_error = ev.read_report(harness / "report.json")
     adapter_out = adapter.parse_output(proc.stdout, proc.stderr)
@@ -327,7 +350,38 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         event_problems=problems + net_problems, report=report, report_error=report_error,
         adapter_output=adapter_out, isolation=settings.isolation.to_dict("?"), start_commit=start_commit,
         api_requests=[{**e, "type": "api_request"} for e in api_requests], network_policy=policy, runtime_bundle=bundle,
+        write_events=guard.write_events, limits=guard.record(), resource_exceeded=guard.exceeded(),
+        observation=guard.observation(), harness_dir=guard.harness_dir,
     )
+
+
+def _make_guard(spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, base: Path, root: Path, work: Path, token: str):
+    """Limits and observers of one run (runguard.py); its log directory is the harness's alone."""
+    from pytest_agentdrift.run.limits import DEFAULT_LIMITS
+    from pytest_agentdrift.run.runguard import RunGuard
+
+    harness_base = settings.harness_dir or base.parent / f"{base.name}-harness"
+    return RunGuard(
+        limits=settings.limits if settings.limits is not None else dict(DEFAULT_LIMITS),
+        mode=settings.isolation.mode, root=root, work=work, harness_dir=harness_base / root.name, token=token,
+        allow_hosts=[*adapter.api_hosts, *settings.allow_hosts] if adapter.api_hosts else [],
+        observe_network=settings.isolation.mode == "bwrap" and os.geteuid() == 0,
+        unreported=(root / "box" / ".harness",),
+    )
+
+
+def netwatch_env() -> dict[str, str]:
+    from pytest_agentdrift.run.netwatch import PROXY_PORT, proxy_env
+
+    return proxy_env(f"127.0.0.1:{PROXY_PORT}")
+
+
+def merge_python_hook_events(hook: list[dict[str, Any]], dns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not dns:
+        return hook
+    from pytest_agentdrift.run.netwatch import merge_python_hook_events as merge
+
+    return merge(hook, dns)
 
 
 def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
@@ -341,6 +395,8 @@ def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
 
 def cleanup(run: RunEvidence) -> None:
     shutil.rmtree(run.root, ignore_errors=True)
+    if run.harness_dir is not None:
+        shutil.rmtree(run.harness_dir, ignore_errors=True)
 
 
 __all__ = ["RunSettings", "RunEvidence", "run_agent", "cleanup", "TaskError"]

@@ -284,8 +284,13 @@ def run(
     timeout_s: float,
     output_limit: int = 4 << 20,
     token: str,
+    guard=None,
 ) -> ProcessResult:
-    """Run argv under the given isolation; never raises for the command's own failures."""
+    """Run argv under the given isolation; never raises for the command's own failures.
+
+    `guard` (a runguard.RunGuard) puts limits and observers around the run and
+    counts the processes that outlived the agent.
+    """
     env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
     become_subreaper()
     known_children = set(_children(os.getpid()))
@@ -296,22 +301,42 @@ def run(
         full = _unshare_prefix() + ["--"] + argv
     else:
         full = list(argv)
+    if guard is not None:
+        full = guard.wrap(full, list(argv), isolation.mode)
     start = time.monotonic()
     out_buf, err_buf = BoundedBuffer(output_limit), BoundedBuffer(output_limit)
     try:
         proc = subprocess.Popen(
             full, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True,
+            stderr=subprocess.PIPE, start_new_session=True, pass_fds=guard.pass_fds if guard is not None else (),
         )
     except OSError as exc:
         return ProcessResult(None, False, 0.0, b"", b"", 0, 0, False, False, 0, f"cannot start {argv[0]!r}: {exc.strerror or exc}", full)
+    if guard is not None:
+        try:
+            guard.started(proc)
+        except BaseException:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
     readers = [threading.Thread(target=_pump, args=(proc.stdout, out_buf), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err_buf), daemon=True)]
     for t in readers:
         t.start()
     timed_out = False
     try:
-        proc.wait(timeout=timeout_s)
+        if guard is None:
+            proc.wait(timeout=timeout_s)
+        else:  # a broken limit ends the run at once
+            deadline = time.monotonic() + timeout_s
+            while proc.poll() is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(full, timeout_s)
+                if guard.stop_requested.wait(min(0.2, left)):
+                    proc.wait()
+                    break
+                guard.poll()
     except BaseException as exc:
         if not isinstance(exc, subprocess.TimeoutExpired):
             # interrupted (Ctrl-C): the agent's processes must not outlive the session
@@ -320,6 +345,8 @@ def run(
             kill_orphans(known_children | {proc.pid})
             raise
         timed_out = True
+        if guard is not None:
+            guard.on_timeout()
         _signal_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=2)
@@ -328,9 +355,15 @@ def run(
             proc.wait()
     duration = time.monotonic() - start
     # The group may outlive its leader; escaped (setsid) children are found by token.
+    if guard is not None:
+        guard.finished()
+        counted = guard.leftovers(timed_out)
+        guard.cgroups.kill_all()  # escaped or not, a process of the run is in its cgroups
     _signal_group(proc.pid, signal.SIGKILL)
     leftovers = kill_tagged(token)
     leftovers += kill_orphans(known_children | {proc.pid})
+    if guard is not None and counted is not None:
+        leftovers = counted  # exact: counted before the sandbox's PID namespace took them down
     for t in readers:
         t.join(timeout=5)
     for stream in (proc.stdout, proc.stderr):
@@ -338,8 +371,13 @@ def run(
             stream.close()
         except OSError:
             pass
+    exit_code = proc.returncode
+    if guard is not None and guard.agent_exit_code is not None:
+        exit_code = guard.agent_exit_code  # the agent's own status, as its first process saw it
+    if guard is not None and guard.launch_error is not None:
+        exit_code = None  # it never ran
     return ProcessResult(
-        exit_code=proc.returncode,
+        exit_code=exit_code,
         timed_out=timed_out,
         duration_s=duration,
         stdout=out_buf.value(),
@@ -349,6 +387,7 @@ def run(
         stdout_truncated=out_buf.truncated,
         stderr_truncated=err_buf.truncated,
         leftover_processes=leftovers,
+        launch_error=guard.launch_error if guard is not None else None,
         argv=full,
     )
 

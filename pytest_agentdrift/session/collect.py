@@ -77,7 +77,7 @@ class TaskItem(pytest.Item):
         fail_on_critical_only = session.settings.fail_on == "critical"
         failed = not result["passed"]
         if fail_on_critical_only:
-            failed = bool(result["critical_failed"]) or result["tampered_pass"] or result["outcome"] in ("error", "timeout")
+            failed = bool(result["critical_failed"]) or result["tampered_pass"] or result["outcome"] in ("error", "timeout", "resource_exceeded")
         if failed:
             raise TaskFailed(failure_text(self.spec.id, self.spec.title, result))
 

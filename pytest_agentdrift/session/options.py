@@ -67,6 +67,7 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-release-notes", "release_notes", "string", None, "CSV of release notes to triage against observed changes", {}),
     ("--agent-seed", "seed", "string", "0", "seed of the paired bootstrap", {}),
     ("--agent-keep-workdirs", "keep_workdirs", "bool", False, "keep each run's private directory for inspection", {"action": "store_true"}),
+    ("--agent-limit", "limits", "linelist", [], "resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. memory=1G, procs=256; 'none' switches one off); repeatable, each key overrides its ini value", {"action": "append"}),
 ]
 
 
@@ -107,6 +108,7 @@ class Settings:
     rollback_evidence: Path | None = None
     seed: int = 0
     keep_workdirs: bool = False
+    limits: dict[str, int | None] = field(default_factory=dict)  # limits.py: defaults, then ini, then CLI, per key
 
     @property
     def agent_selected(self) -> bool:
@@ -150,6 +152,9 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
     for name in [*ini_accept, *cli_accept]:
         accept = [] if name == "none" else [*accept, name]
     values["accept_unobserved"] = accept
+    from pytest_agentdrift.run.limits import resolve_limits
+
+    limits = resolve_limits(getini("agent_limits") or [], getoption("agentdrift_limits") or [])
     k = values["k"] if isinstance(values["k"], int) else _conv(positive_int, values["k"], "agent_k")
     timeout = values["timeout"]
     if timeout is not None and not isinstance(timeout, float):
@@ -179,6 +184,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         accept_unobserved=tuple(dict.fromkeys(values["accept_unobserved"])), image_digest=values["image_digest"],
         allow_hosts=tuple(values["allow_hosts"] or ()),
         rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
+        limits=limits,
     )
 
 

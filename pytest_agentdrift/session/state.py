@@ -158,6 +158,7 @@ class AgentDriftSession:
             env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(self.settings.env))),
             agent_options=self.settings.agent_options, keep_workdirs=self.settings.keep_workdirs,
             allow_hosts=self.settings.allow_hosts,
+            limits=dict(self.settings.limits) or None, harness_dir=self.base / "harness",
         )
         run = run_agent(spec, rep, self.adapter, settings, self.base / "runs")
         try:
@@ -238,7 +239,8 @@ class AgentDriftSession:
             },
             "isolation": iso,
             "settings": {"k": self.settings.k, "timeout_s": self.settings.timeout, "fail_on": self.settings.fail_on,
-                         "isolation": self.settings.isolation, "agent_options": self.settings.agent_options},
+                         "isolation": self.settings.isolation, "agent_options": self.settings.agent_options,
+                         "limits": self._limits()},
             "runtime_id": (self.manifest or {}).get("runtime_id"),
             "task_set_id": self._identity_field("task_set_id", task_set_id),
             "evaluator_id": self._identity_field("evaluator_id", evaluator_id),
@@ -247,6 +249,11 @@ class AgentDriftSession:
             "summary": summarise(tasks),
         }
         return results
+
+    def _limits(self) -> dict[str, int | None]:
+        from pytest_agentdrift.run.limits import DEFAULT_LIMITS
+
+        return dict(self.settings.limits) or dict(DEFAULT_LIMITS)
 
     def _identity_field(self, name: str, compute) -> str | None:
         """From the manifest when captured (it saw every selected task), else from the specs run here."""

@@ -168,7 +168,7 @@ def test_recorder_schema_violation_is_written_incomplete_with_reasons(tmp_path):
     assert written["complete"] is False
     assert written["incomplete_reasons"] == [
         "schema: summary: 'pass_rate' is a required property",
-        "schema: tasks/X01/runs/0/outcome: 'great' is not one of ['passed', 'failed', 'error', 'timeout']",
+        "schema: tasks/X01/runs/0/outcome: 'great' is not one of ['passed', 'failed', 'error', 'timeout', 'resource_exceeded']",
     ]
     assert written["tasks"] == bad["tasks"]  # the data is kept
     assert (tmp_path / "run" / INCOMPLETE_MARKER).exists()

@@ -1,0 +1,409 @@
+"""Watching a run directory from outside the sandbox while the agent runs. No pytest.
+
+A thread of the harness process (which the sandboxed agent can neither see
+nor signal) holds an inotify instance on every directory of the run
+directory, adding a watch to each directory as it appears. It turns what
+it reads into harness events
+
+    {"source": "harness", "type": "write", "path": ..., "t": ..., "kind": "create"|"modify"|"delete"|"move"}
+
+(`path` relative to the work tree, or absolute when outside the work tree
+but inside the run directory; `t` in seconds since the agent started) and
+keeps two running totals that back the `disk` and `files` limits: the bytes
+of the run directory's regular files and the entries of the work tree.
+
+What it cannot see is documented in docs/usage.md ("What the write
+observation sees"): a queue overflow loses events (it is recorded, and the
+totals are recounted); writes through a shared memory mapping raise no
+event; metadata-only changes (chmod, utime) are not write events; a file
+reached through a hard link from outside the run directory is seen only
+at its path inside.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import select
+import stat
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+IN_MODIFY = 0x00000002
+IN_MOVED_FROM = 0x00000040
+IN_MOVED_TO = 0x00000080
+IN_CREATE = 0x00000100
+IN_DELETE = 0x00000200
+IN_DELETE_SELF = 0x00000400
+IN_Q_OVERFLOW = 0x00004000
+IN_IGNORED = 0x00008000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+IN_ISDIR = 0x40000000
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+
+WATCH_MASK = IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+_HEADER = struct.Struct("iIII")
+
+#: repeated modify events of one path within this many seconds become one event
+COALESCE_S = 1.0
+#: at most this many write events per run; the rest are counted, not kept
+MAX_EVENTS = 10_000
+#: at most this many directories watched per run (the kernel's per-user budget is shared)
+MAX_WATCHES = 50_000
+#: a suspected limit breach is confirmed by a recount at most this often
+RECOUNT_EVERY_S = 0.5
+
+
+class InotifyUnavailable(OSError):
+    pass
+
+
+_libc = None
+
+
+def _inotify():
+    global _libc
+    if _libc is None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.inotify_init1.argtypes = [ctypes.c_int]
+            libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+            _libc = libc
+        except (OSError, AttributeError) as exc:
+            raise InotifyUnavailable(f"inotify is not available: {exc}") from None
+    return _libc
+
+
+class WriteWatcher:
+    """Start before the agent, `mark_start()` when it starts, `stop()` after its processes are gone."""
+
+    def __init__(self, root: Path, work: Path, *, limits: dict[str, int | None] | None = None,
+                 on_exceeded: Callable[[str, int], None] | None = None,
+                 probes: dict[str, Callable[[], int | None]] | None = None,
+                 unreported: tuple[Path, ...] = (),
+                 coalesce_s: float = COALESCE_S, max_events: int = MAX_EVENTS, max_watches: int = MAX_WATCHES):
+        self.root = Path(root)
+        self.work = Path(work)
+        self.limits = {k: v for k, v in (limits or {}).items() if k in ("disk", "files") and v}
+        self.on_exceeded = on_exceeded
+        self.probes = dict(probes or {})
+        self.coalesce_s = coalesce_s
+        self.max_events = max_events
+        self.max_watches = max_watches
+        self.events: list[dict[str, Any]] = []
+        self.dropped = 0
+        self.coalesced = 0
+        self.overflows = 0
+        self.unwatched_dirs = 0
+        self.exceeded: dict[str, int] = {}
+        self.peaks: dict[str, int] = {}
+        self.error: str | None = None
+        self._wd: dict[int, str] = {}  # watch descriptor -> absolute directory path
+        self._sizes: dict[str, int] = {}  # regular files under root -> size
+        self._entries = 0  # entries of the work tree
+        self._last_modify: dict[str, float] = {}
+        self._moves: dict[int, str] = {}  # cookie -> old absolute path of a moved directory
+        self._t0 = time.monotonic()
+        self._fd = -1
+        self._stop_r, self._stop_w = -1, -1
+        self._thread: threading.Thread | None = None
+        self._last_recount = 0.0
+        self._last_probe = 0.0
+        self._pending = False  # a breach seen but not yet confirmed by a recount
+        self._work_prefix = str(self.work) + os.sep
+        # the protocol's own files (events, report): counted towards disk, not reported as writes
+        self._unreported = tuple(str(p) for p in unreported)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> WriteWatcher:
+        libc = _inotify()
+        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise InotifyUnavailable(err, f"inotify_init1: {os.strerror(err)}")
+        self._fd = fd
+        self._stop_r, self._stop_w = os.pipe()
+        self._watch_tree(str(self.root), emit=False)
+        self._recount()
+        self.peaks = {"disk": self.total_bytes, "files": self._entries}
+        self._thread = threading.Thread(target=self._loop, name="agentdrift-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def mark_start(self) -> None:
+        self._t0 = time.monotonic()
+
+    def stop(self) -> None:
+        """Read what is still queued, then close. Call after every agent process is gone."""
+        if self._thread is None:
+            return
+        os.write(self._stop_w, b"x")
+        self._thread.join(10)
+        for fd in (self._fd, self._stop_r, self._stop_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._thread = None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self._sizes.values())
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    def summary(self) -> dict[str, Any]:
+        return {"mechanism": "inotify", "events": len(self.events), "dropped": self.dropped,
+                "coalesced": self.coalesced, "queue_overflows": self.overflows,
+                "unwatched_dirs": self.unwatched_dirs, "coalesce_s": self.coalesce_s, "error": self.error}
+
+    # -- the thread ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            while True:
+                ready, _, _ = select.select([self._fd, self._stop_r], [], [], 0.1)
+                if self._fd in ready:
+                    self._drain()
+                self._probe()
+                if self._pending:
+                    self._check()
+                if self._stop_r in ready:
+                    self._drain()
+                    self._probe(force=True)
+                    return
+        except Exception as exc:  # noqa: BLE001  (the watcher must never take the run down; the record says what stopped it)
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self._fd, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            if not data:
+                return
+            self._handle(data)
+
+    def _handle(self, data: bytes) -> None:
+        touched: set[str] = set()
+        off = 0
+        while off + _HEADER.size <= len(data):
+            wd, mask, cookie, length = _HEADER.unpack_from(data, off)
+            raw = data[off + _HEADER.size: off + _HEADER.size + length].split(b"\0", 1)[0]
+            off += _HEADER.size + length
+            if mask & IN_Q_OVERFLOW:
+                self.overflows += 1
+                self._watch_tree(str(self.root), emit=False)  # directories made meanwhile
+                self._recount()
+                continue
+            if mask & IN_IGNORED:
+                self._wd.pop(wd, None)
+                continue
+            parent = self._wd.get(wd)
+            if parent is None or not raw:
+                continue
+            path = os.path.join(parent, os.fsdecode(raw))
+            is_dir = bool(mask & IN_ISDIR)
+            if mask & IN_CREATE:
+                self._emit(path, "create")
+                self._count(path, +1)
+                if is_dir:
+                    self._watch_tree(path, emit=True)  # what was made in it before the watch
+                else:
+                    touched.add(path)
+            elif mask & IN_MODIFY:
+                touched.add(path)
+                self._emit_modify(path)
+            elif mask & IN_DELETE:
+                self._emit(path, "delete")
+                self._count(path, -1)
+                self._sizes.pop(path, None)
+            elif mask & IN_MOVED_FROM:
+                self._emit(path, "move")
+                self._count(path, -1)
+                self._forget(path)
+                if is_dir:
+                    self._moves[cookie] = path
+            elif mask & IN_MOVED_TO:
+                self._emit(path, "move")
+                self._count(path, +1)
+                old = self._moves.pop(cookie, None) if is_dir else None
+                known = old is not None and self._rename_watches(old, path)
+                if is_dir:
+                    # a directory we never watched (moved in, or renamed before we got to it):
+                    # what is in it is new to us
+                    self._watch_tree(path, emit=not known)
+                else:
+                    touched.add(path)
+        for path in touched:
+            self._size(path)
+        self._check()
+
+    # -- events --------------------------------------------------------------------------------
+    def _rel(self, path: str) -> str:
+        return path.removeprefix(self._work_prefix)
+
+    def _emit(self, path: str, kind: str) -> None:
+        if self._unreported and any(path == u or path.startswith(u + os.sep) for u in self._unreported):
+            return
+        if len(self.events) >= self.max_events:
+            self.dropped += 1
+            return
+        t = round(max(0.0, time.monotonic() - self._t0), 3)
+        self.events.append({"source": "harness", "type": "write", "path": self._rel(path), "t": t, "kind": kind})
+
+    def _emit_modify(self, path: str) -> None:
+        now = time.monotonic()
+        last = self._last_modify.get(path)
+        if last is not None and now - last < self.coalesce_s:
+            self.coalesced += 1
+            return
+        self._last_modify[path] = now
+        self._emit(path, "modify")
+
+    # -- watches and totals --------------------------------------------------------------------
+    def _add_watch(self, path: str) -> bool:
+        if len(self._wd) >= self.max_watches:
+            self.unwatched_dirs += 1
+            return False
+        wd = _libc.inotify_add_watch(self._fd, os.fsencode(path), WATCH_MASK)
+        if wd < 0:
+            self.unwatched_dirs += 1  # ENOSPC (watch budget), ENAMETOOLONG, or already gone
+            return False
+        self._wd[wd] = path
+        return True
+
+    def _watch_tree(self, top: str, emit: bool) -> None:
+        """Watch `top` and every directory under it (iteratively: depth is the agent's to choose).
+
+        With `emit`, entries found are reported as created: they were made
+        between the directory's creation and its watch.
+        """
+        watched = set(self._wd.values())
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            if d not in watched and not self._add_watch(d):
+                continue
+            try:
+                it = os.scandir(d)
+            except OSError:
+                continue
+            with it:
+                for entry in it:
+                    p = entry.path
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if emit and p not in self._sizes:
+                        self._emit(p, "create")
+                        self._count(p, +1)
+                    if stat.S_ISDIR(st.st_mode):
+                        stack.append(p)
+                    elif stat.S_ISREG(st.st_mode):
+                        self._sizes[p] = st.st_size
+
+    def _rename_watches(self, old: str, new: str) -> bool:
+        prefix = old + os.sep
+        renamed = False
+        for wd, p in list(self._wd.items()):
+            if p == old:
+                self._wd[wd] = new
+                renamed = True
+            elif p.startswith(prefix):
+                self._wd[wd] = new + p[len(old):]
+        return renamed
+
+    def _forget(self, path: str) -> None:
+        self._sizes.pop(path, None)
+        prefix = path + os.sep
+        for p in [p for p in self._sizes if p.startswith(prefix)]:
+            del self._sizes[p]
+
+    def _count(self, path: str, delta: int) -> None:
+        if path.startswith(self._work_prefix):
+            self._entries = max(0, self._entries + delta)
+
+    def _size(self, path: str) -> None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            self._sizes.pop(path, None)
+            return
+        if stat.S_ISREG(st.st_mode):
+            self._sizes[path] = st.st_size
+
+    def _recount(self) -> None:
+        """Exact totals from the file system (iterative walk)."""
+        sizes: dict[str, int] = {}
+        entries = 0
+        stack = [str(self.root)]
+        while stack:
+            d = stack.pop()
+            try:
+                it = os.scandir(d)
+            except OSError:
+                continue
+            with it:
+                for entry in it:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if entry.path.startswith(self._work_prefix):
+                        entries += 1
+                    if stat.S_ISDIR(st.st_mode):
+                        stack.append(entry.path)
+                    elif stat.S_ISREG(st.st_mode):
+                        sizes[entry.path] = st.st_size
+        self._sizes = sizes
+        self._entries = entries
+        self._last_recount = time.monotonic()
+
+    def _check(self) -> None:
+        values = {"disk": self.total_bytes, "files": self._entries}
+        for key, v in values.items():
+            self.peaks[key] = max(self.peaks.get(key, 0), v)
+        over = [k for k, limit in self.limits.items() if values[k] > limit and k not in self.exceeded]
+        self._pending = bool(over)
+        if not over:
+            return
+        if time.monotonic() - self._last_recount < RECOUNT_EVERY_S:
+            return  # confirmed on a later pass of the loop (every 0.1 s) or at the final drain
+        self._pending = False
+        self._recount()  # the running totals can drift (a directory moved out, an overflow)
+        values = {"disk": self.total_bytes, "files": self._entries}
+        for key in over:
+            if values[key] > self.limits[key]:
+                self.exceeded[key] = values[key]
+                self.peaks[key] = max(self.peaks.get(key, 0), values[key])
+                if self.on_exceeded is not None:
+                    self.on_exceeded(key, values[key])
+
+    def _probe(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_probe < 0.1:
+            return
+        self._last_probe = now
+        for key, fn in self.probes.items():
+            v = fn()
+            if v is not None:
+                self.peaks[key] = max(self.peaks.get(key, 0), v)
+        if force:
+            # a breach seen last: confirm it now, whatever the recount rate
+            self._last_recount = 0.0
+            self._check()
