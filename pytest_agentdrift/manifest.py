@@ -44,7 +44,7 @@ from typing import Any
 from . import surfaces
 from .canonical import digest, hash_file, sha256_hex
 from .errors import AgentDriftError, RecordError
-from .evidence import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
+from .redact import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
 
 UNOBSERVED = "unobserved"
 NOT_APPLICABLE = "not_applicable"
