@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift import fdtree, tamper
-from pytest_agentdrift.safetext import capped, escape_path, escape_paths, escape_text
+from pytest_agentdrift.safetext import capped, escape_paths, escape_text
 from pytest_agentdrift.tamper import TEST_CONFIG
 
 from . import sandbox, treesnap

@@ -36,7 +36,8 @@ def observer_dir(base: Path, name: str) -> Path:
     """A harness-only directory for this run's sockets, short enough for AF_UNIX."""
     d = base / f".obs-{name}"
     if len(os.fsencode(d / "proxy.sock")) > _SUN_PATH_MAX:
-        d = Path(tempfile.mkdtemp(prefix="agentdrift-obs-"))
+        # a deep base (a long TMPDIR): somewhere short instead, still never inside the run directory
+        d = Path(tempfile.mkdtemp(prefix="agentdrift-obs-", dir="/tmp" if os.access("/tmp", os.W_OK) else None))
     else:
         d.mkdir(mode=0o755)
     os.chmod(d, 0o755)
