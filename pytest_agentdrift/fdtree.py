@@ -264,6 +264,9 @@ def hash_at(dir_fd: int, name: str) -> str:
 class CopyBudget:
     entries: int = 100_000  # entries created in the copy
     data_bytes: int = 1 << 30  # bytes of real data copied (holes are free)
+    #: directories deep: every directory made is one more to remove, and removing one costs
+    #: milliseconds on some file systems; no real project nests this deep
+    depth: int = 256
 
 
 @dataclass
@@ -346,6 +349,9 @@ def copy_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, skip:
     here = ""  # where dst_cur is, relative to dst
     try:
         for item in walk(src, skip):
+            if item.rel.rstrip("/").count("/") >= budget.depth:
+                report.skip(item.rel, f"deeper than {budget.depth} directories")
+                continue
             if item.entry is None:  # an empty directory
                 here = _move_to(dst_cur, here, item.rel.rstrip("/"))
                 try:

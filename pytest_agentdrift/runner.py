@@ -331,17 +331,29 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     after = treesnap.resnapshot(work, before, report=work_report) if not work_deleted else {}
     d = treesnap.diff(before, after)
     file_hits: dict[str, list[str]] = {}
-    searched = [0]
+    searched = [0, 0]  # bytes searched, bytes waiting in the batch
+    batch: list[tuple[str, bytes]] = []
+
+    def flush() -> None:
+        # many small files are searched together (a NUL between them), a file with a hit again alone
+        if batch and canary_mod.find_token(b"\0".join(data for _, data in batch), canary.token):
+            for rel, data in batch:
+                if found := canary_mod.find_token(data, canary.token):
+                    file_hits[escape_path(rel)] = found
+        batch.clear()
+        searched[1] = 0
 
     def search_token(rel: str, data: bytes) -> None:
         if searched[0] < TOKEN_SEARCH_FILE_BYTES:
             searched[0] += len(data)
-            found = canary_mod.find_token(data, canary.token)
-            if found:
-                file_hits[escape_path(rel)] = found
+            batch.append((rel, data))
+            searched[1] += len(data)
+            if searched[1] > 1 << 20 or len(batch) > 2000:
+                flush()
 
     changes = (treesnap.render_changes(spec.repo, work, d, before, after, inspect=search_token)
                if not work_deleted else treesnap.render_changes(spec.repo, work, d, before, after))
+    flush()
     patch = changes.patch
     has_git = not work_deleted and (work / ".git").is_dir() and not (work / ".git").is_symlink()
     git_after = gitstate.git_state(work, settings.isolation) if has_git else {}

@@ -59,7 +59,7 @@ class Budget:
     modified, never as unchanged).
     """
 
-    new_entries: int = 50_000
+    new_entries: int = 20_000
     names: int = 1_000_000
     hash_file_bytes: int = 64 << 20
     hash_total_bytes: int = 1 << 30
@@ -205,8 +205,11 @@ def resnapshot(root: Path, before: Snapshot, skip: frozenset[str] = IGNORED_NAME
             cheap = _entry(item, st, False)
             if old is not None and old.kind == cheap.kind == "file" and old.signature() == cheap.signature():
                 out[rel] = old
+            elif old is None or cheap.kind != "file":
+                # new: it is added whatever its content (render_changes reads and hashes what it shows)
+                out[rel] = cheap
             else:
-                out[rel] = _entry(item, st, True, budget, report) if cheap.kind == "file" else cheap
+                out[rel] = _entry(item, st, True, budget, report)
     except fdtree.TreeChanged as exc:
         report.truncated = str(exc)
     except OSError as exc:  # the root itself is unreadable
@@ -343,28 +346,36 @@ def _read_side(root: Path, rel: str, entry: Entry | None, budget_left: int) -> S
 
     if rel.endswith("/"):
         return Side("dir-empty")
-    try:
-        st = fdtree.lstat_at(root, rel)
+    parent, _, name = rel.rpartition("/")
+    try:  # the parent by fd (any depth, no symlink followed), then everything relative to it
+        dir_fd = fdtree.open_at(root, parent, fdtree.O_DIR) if parent else os.open(root, fdtree.O_DIR)
     except OSError:
         return Side("missing")
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            target = fdtree.readlink_at(root, rel)
-        except OSError:
-            target = "unreadable"
-        data = f"symlink -> {target}\n".encode("utf-8", "surrogateescape")
-        return Side("link", len(data), data, True, hashlib.sha256(data).hexdigest(), stat.S_IMODE(st.st_mode))
-    if not stat.S_ISREG(st.st_mode):
-        return Side("other", st.st_size, mode=stat.S_IMODE(st.st_mode))
-    limit = min(EXAMINE_FILE_BYTES, max(budget_left, 0))
     try:
-        fd = fdtree.open_at(root, rel)
         try:
-            data = fdtree.read_fd(fd, limit + 1 if st.st_size <= limit else HEX_BYTES)
-        finally:
-            os.close(fd)
-    except OSError:
-        return Side("unreadable", st.st_size, mode=stat.S_IMODE(st.st_mode))
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return Side("missing")
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(name, dir_fd=dir_fd)
+            except OSError:
+                target = "unreadable"
+            data = f"symlink -> {target}\n".encode("utf-8", "surrogateescape")
+            return Side("link", len(data), data, True, hashlib.sha256(data).hexdigest(), stat.S_IMODE(st.st_mode))
+        if not stat.S_ISREG(st.st_mode):
+            return Side("other", st.st_size, mode=stat.S_IMODE(st.st_mode))
+        limit = min(EXAMINE_FILE_BYTES, max(budget_left, 0))
+        try:
+            fd = os.open(name, fdtree.O_FILE, dir_fd=dir_fd)
+            try:
+                data = fdtree.read_fd(fd, limit + 1 if st.st_size <= limit else HEX_BYTES)
+            finally:
+                os.close(fd)
+        except OSError:
+            return Side("unreadable", st.st_size, mode=stat.S_IMODE(st.st_mode))
+    finally:
+        os.close(dir_fd)
     complete = len(data) <= limit and st.st_size <= limit
     if complete:
         digest = hashlib.sha256(data).hexdigest()
@@ -423,10 +434,11 @@ def render_changes(old_root: Path, new_root: Path, d: TreeDiff, before: Snapshot
     chunks: list[str] = []
     size = 0
     not_shown = 0
+    added, deleted, mode = set(d.added), set(d.deleted), set(d.mode)
     for rel in d.changed:
         esc = escape_path(rel)
         header = f"diff --agentdrift a/{esc} b/{esc}\n"
-        if rel in d.mode:
+        if rel in mode:
             a_mode, b_mode = (before.get(rel), after.get(rel))
             note = f"mode changed {a_mode.mode:o} -> {b_mode.mode:o}\n" if a_mode and b_mode else "mode changed\n"
             if size <= total:
@@ -436,8 +448,8 @@ def render_changes(old_root: Path, new_root: Path, d: TreeDiff, before: Snapshot
                 not_shown += 1
             continue
         left = EXAMINE_TOTAL_BYTES - ch.examined_bytes
-        old = Side("missing") if rel in d.added else _read_side(old_root, rel, before.get(rel), EXAMINE_FILE_BYTES)
-        new = Side("missing") if rel in d.deleted else _read_side(new_root, rel, after.get(rel), left)
+        old = Side("missing") if rel in added else _read_side(old_root, rel, before.get(rel), EXAMINE_FILE_BYTES)
+        new = Side("missing") if rel in deleted else _read_side(new_root, rel, after.get(rel), left)
         if new.data is not None:
             ch.examined_bytes += len(new.data)
             if inspect is not None:
@@ -520,10 +532,7 @@ def _render(rel: str, esc: str, old: Side, new: Side, text: tuple[str | None, st
     binary = problem is not None and (problem == "binary" or problem.startswith("too large"))
     large = max(old.size, new.size) > limit
     if problem is None and not large:
-        a = _display_lines(old_text or "")
-        b = _display_lines(new_text or "")
-        lines = list(difflib.unified_diff(a, b, fromfile, tofile))
-        return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
+        return _unified(_display_lines(old_text or ""), _display_lines(new_text or ""), fromfile, tofile)
     sizes = (f"agentdrift: {problem or 'large file'}; "
              + ("" if old.kind == "missing" else f"before {old.size} bytes sha256 {old.sha256}")
              + ("; " if old.kind != "missing" and new.kind != "missing" else "")
@@ -532,10 +541,7 @@ def _render(rel: str, esc: str, old: Side, new: Side, text: tuple[str | None, st
         shown = new if new.data is not None else old
         return sizes + f"agentdrift: first {min(HEX_BYTES, len(shown.data or b''))} bytes of {'b' if shown is new else 'a'}/{esc}:\n" + "".join(_hex_view(shown.data or b""))
     if not large:  # not UTF-8, or declares another encoding: the text, escaped
-        a = _display_lines(old_text or "")
-        b = _display_lines(new_text or "")
-        lines = list(difflib.unified_diff(a, b, fromfile, tofile))
-        return sizes + "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
+        return sizes + _unified(_display_lines(old_text or ""), _display_lines(new_text or ""), fromfile, tofile)
     # too large to diff line by line: every added line, escaped, without context
     added = added_between(split_lines(old_text or ""), split_lines(new_text or ""))
     out = [sizes, f"--- {fromfile}\n", f"+++ {tofile}\n", f"@@ added lines of a large file ({len(added)}) @@\n"]
@@ -543,6 +549,18 @@ def _render(rel: str, esc: str, old: Side, new: Side, text: tuple[str | None, st
     if len(added) > ADDED_LINES_SHOWN:
         out.append(f"agentdrift: {len(added) - ADDED_LINES_SHOWN} more added line(s) not shown\n")
     return "".join(out)
+
+
+def _unified(a: list[str], b: list[str], fromfile: str, tofile: str) -> str:
+    """difflib's unified diff; a file added or deleted whole is written directly (the same text, faster)."""
+    if a and b or not (a or b):
+        lines = list(difflib.unified_diff(a, b, fromfile, tofile))
+    else:
+        n = len(a or b)
+        span = "1" if n == 1 else f"1,{n}"
+        hunk = f"@@ -0,0 +{span} @@\n" if b else f"@@ -{span} +0,0 @@\n"
+        lines = [f"--- {fromfile}\n", f"+++ {tofile}\n", hunk, *(("+" if b else "-") + ln for ln in (a or b))]
+    return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
 
 
 def make_patch(old_root: Path, new_root: Path, d: TreeDiff, limit: int = PATCH_FILE_LIMIT, total: int = PATCH_TOTAL_LIMIT) -> str:
