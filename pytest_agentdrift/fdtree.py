@@ -104,6 +104,7 @@ class WalkStats:
     max_depth: int = 0
     longest_path: int = 0
     truncated: str | None = None  # why the walk stopped early
+    unreadable: list[str] = field(default_factory=list)  # directories that could not be listed
 
 
 def walk(root: str | os.PathLike[str], skip: frozenset[str] = frozenset(), *, max_names: int | None = None,
@@ -129,6 +130,7 @@ def walk(root: str | os.PathLike[str], skip: frozenset[str] = frozenset(), *, ma
                 try:
                     cur.down(name)
                 except OSError:
+                    stats.unreadable.append(f"{rel_dir}/{name}" if rel_dir else name)
                     continue
                 rel_dir = f"{rel_dir}/{name}" if rel_dir else name
                 pending = []
@@ -144,6 +146,7 @@ def walk(root: str | os.PathLike[str], skip: frozenset[str] = frozenset(), *, ma
                 with os.scandir(cur.fd) as it:
                     entries = sorted(it, key=lambda e: e.name)
             except OSError:
+                stats.unreadable.append(rel_dir)
                 continue
             if not entries and rel_dir:
                 stats.longest_path = max(stats.longest_path, root_len + 1 + len(rel_dir))
@@ -277,6 +280,8 @@ class CopyReport:
     skipped: list[str] = field(default_factory=list)  # paths left out, with the reason
     skipped_count: int = 0
     truncated: str | None = None  # the budget that stopped the copy
+    #: FIFOs, sockets, devices: never copied (a FIFO would hang a copy), not content to grade
+    special: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -292,7 +297,7 @@ class CopyReport:
     def to_dict(self) -> dict:
         return {"complete": self.complete, "entries": self.entries, "data_bytes": self.data_bytes,
                 "apparent_bytes": self.apparent_bytes, "skipped": self.skipped,
-                "skipped_count": self.skipped_count, "truncated": self.truncated}
+                "skipped_count": self.skipped_count, "truncated": self.truncated, "special": self.special}
 
 
 def _data_segments(fd: int, size: int) -> Iterator[tuple[int, int]]:
@@ -369,7 +374,10 @@ def copy_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, skip:
             except OSError:
                 continue
             if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                report.skip(item.rel, "not a file, directory or symlink")
+                if len(report.special) < 50:
+                    from pytest_agentdrift.safetext import escape_path
+
+                    report.special.append(escape_path(item.rel))
                 continue
             here = _move_to(dst_cur, here, item.rel.rpartition("/")[0])
             try:

@@ -228,8 +228,9 @@ def copy_runtime_bundle(adapter: AgentAdapter, private_home: Path, real_home: Pa
 
 
 def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
-    # `harness` is the run's harness-only observer directory (read-only in the sandbox)
-    """Start the recording proxy for a product that needs its own API; else None."""
+    """Start the recording proxy for a product that needs its own API; else None.
+
+    `harness` is the run's harness-only observer directory (read-only in the sandbox)."""
     if not adapter.api_hosts:
         return None, {}, None
     from .netproxy import RecordingProxy
@@ -276,8 +277,6 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     canary = canary_mod.plant_canary(box / "home")
     decoy_skip = frozenset({"./box/work", "./box/home", "./box/tmp", "./box/.harness"}) | treesnap.CACHE_NAMES
     decoy_before = treesnap.snapshot(root, skip=decoy_skip)
-    # harness-only: beside the run directory, never inside it (the agent may write all of that)
-    observers = netlog.observer_dir(base, root.name)
 
     # The agent gets the instruction, not the task directory: solution/, golden
     # files and checks are hidden from it (only the reference agent reads them).
@@ -290,22 +289,22 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     )
     argv = adapter.build_argv(ctx)
     bundle = copy_runtime_bundle(adapter, box / "home", Path.home(), dict(os.environ))
-    netrx = netlog.NetlogReceiver(observers).start()
-    proxy, proxy_env, wrap = _start_proxy(adapter, settings, observers)
-    if wrap:
-        argv_run = [*wrap, *argv]
-    else:
-        argv_run = argv
-    env = _private_env(settings, adapter, box, {**proxy_env,
-        "AGENTDRIFT_TASK_ID": spec.id,
-        "AGENTDRIFT_TASK_FILE": str(task_file),
-        "AGENTDRIFT_WORKDIR": str(work),
-        "AGENTDRIFT_EVENTS": str(harness / "events.jsonl"),
-        "AGENTDRIFT_REPORT": str(harness / "report.json"),
-        "AGENTDRIFT_NETLOG": str(netrx.path),
-    })
     timeout = settings.timeout_s or spec.timeout_s
+    # harness-only: beside the run directory, never inside it (the agent may write all of that)
+    observers = netlog.observer_dir(base, root.name)
+    netrx = proxy = None
     try:
+        netrx = netlog.NetlogReceiver(observers).start()
+        proxy, proxy_env, wrap = _start_proxy(adapter, settings, observers)
+        argv_run = [*wrap, *argv] if wrap else argv
+        env = _private_env(settings, adapter, box, {**proxy_env,
+            "AGENTDRIFT_TASK_ID": spec.id,
+            "AGENTDRIFT_TASK_FILE": str(task_file),
+            "AGENTDRIFT_WORKDIR": str(work),
+            "AGENTDRIFT_EVENTS": str(harness / "events.jsonl"),
+            "AGENTDRIFT_REPORT": str(harness / "report.json"),
+            "AGENTDRIFT_NETLOG": str(netrx.path),
+        })
         proc = sandbox.run(
             argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root],
             hidden_dirs=hidden, readable=[observers], masked_home=Path.home(), timeout_s=timeout,
@@ -314,7 +313,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     finally:
         if proxy is not None:
             proxy.stop()
-        net, net_problems = netrx.stop()
+        net, net_problems = netrx.stop() if netrx is not None else ([], [])
         fdtree.rmtree(observers)
     # first, before the harness itself reads anything near it
     atime_works = canary_mod.atime_observable(str(base))  # one probe per process and file system

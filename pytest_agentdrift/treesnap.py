@@ -85,17 +85,19 @@ class WalkReport:
     hashed_bytes: int = 0
     max_depth: int = 0
     truncated: str | None = None  # the walk itself stopped (too many names, tree changed)
+    unreadable_dirs: list[str] = field(default_factory=list)  # escaped; their content is unseen
 
     @property
     def complete(self) -> bool:
-        return self.not_examined == 0 and self.truncated is None
+        return self.not_examined == 0 and self.truncated is None and not self.unreadable_dirs
 
     def to_dict(self) -> dict:
         return {"complete": self.complete, "entries": self.entries, "new_examined": self.new_examined,
                 "not_examined": self.not_examined, "not_examined_sample": self.not_examined_sample,
                 "unhashed": self.unhashed, "unhashed_count": self.unhashed_count,
                 "long_paths": self.long_paths, "long_paths_count": self.long_paths_count,
-                "hashed_bytes": self.hashed_bytes, "max_depth": self.max_depth, "truncated": self.truncated}
+                "hashed_bytes": self.hashed_bytes, "max_depth": self.max_depth, "truncated": self.truncated,
+                "unreadable_dirs": self.unreadable_dirs}
 
     def describe(self) -> str | None:
         """One sentence for a person, or None when nothing was left out."""
@@ -105,6 +107,9 @@ class WalkReport:
                          f"(budget {self.new_examined} examined)")
         if self.truncated:
             parts.append(f"walk stopped: {self.truncated}")
+        if self.unreadable_dirs:
+            parts.append(f"{len(self.unreadable_dirs)} unreadable director{'y' if len(self.unreadable_dirs) == 1 else 'ies'}: "
+                         + ", ".join(self.unreadable_dirs[:5]))
         return "; ".join(parts) or None
 
 
@@ -216,6 +221,7 @@ def resnapshot(root: Path, before: Snapshot, skip: frozenset[str] = IGNORED_NAME
         report.truncated = f"cannot read the tree: {exc.strerror or exc}"
     if stats.truncated:
         report.truncated = stats.truncated
+    report.unreadable_dirs = [escape_path(d) for d in stats.unreadable[:LIST_CAP]]
     report.entries = len(out)
     report.max_depth = stats.max_depth
     return out
