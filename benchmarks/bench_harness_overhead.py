@@ -120,7 +120,7 @@ def bench_fixture(name: str, spec, isolations, n: int, work: Path) -> None:
 
 def breakdown(spec, work: Path, n: int) -> None:
     """Where the harness's time goes, phase by phase (medians, same machine)."""
-    from pytest_agentdrift.run import evidence
+    from pytest_agentdrift.run import gitstate
     from pytest_agentdrift.tasks import treesnap
 
     phases: dict[str, list[float]] = {"copy_tree": [], "snapshot (hash all)": [], "git fixture template (once per task and process)": [], "resnapshot (unchanged)": []}
@@ -133,7 +133,7 @@ def breakdown(spec, work: Path, n: int) -> None:
         snap = treesnap.snapshot(dst)
         phases["snapshot (hash all)"].append(time.perf_counter() - t)
         t = time.perf_counter()
-        evidence.git_init_fixture(dst)
+        gitstate.git_init_fixture(dst)
         phases["git fixture template (once per task and process)"].append(time.perf_counter() - t)
         t = time.perf_counter()
         treesnap.resnapshot(dst, snap)

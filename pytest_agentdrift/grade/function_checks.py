@@ -10,13 +10,13 @@ check (`@pytest.mark.critical`, `@pytest.mark.agent_layer("safety")`).
 
 from __future__ import annotations
 
-EVALUATOR_COMPONENT = "function_checks"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
-
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+EVALUATOR_COMPONENT = "function_checks"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 RUN_JSON_ENV = "AGENTDRIFT_RUN_JSON"
 

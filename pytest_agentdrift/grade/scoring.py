@@ -10,13 +10,13 @@ flagged.
 
 from __future__ import annotations
 
-EVALUATOR_COMPONENT = "scoring"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
-
 from typing import Any
 
 from pytest_agentdrift.grade.checks import CheckResult
 from pytest_agentdrift.run.runner import RunEvidence
 from pytest_agentdrift.tasks.load import LAYERS
+
+EVALUATOR_COMPONENT = "scoring"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 
 def is_tampered(run: RunEvidence, checks: list[CheckResult]) -> bool:

@@ -44,7 +44,7 @@ from typing import Any
 from pytest_agentdrift.manifest import surfaces
 from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError, RecordError
-from pytest_agentdrift.run.evidence import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
+from pytest_agentdrift.record.redact import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
 
 UNOBSERVED = "unobserved"
 NOT_APPLICABLE = "not_applicable"

@@ -18,6 +18,8 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
     """The domain text shown for a failed item: which checks failed and why."""
     lines = [f"task {task_id} ({title}), repetition {result['rep']}: {result['outcome'].upper()}"]
     ev = result["evidence"]
+    if ev.get("harness_error"):
+        lines.append(f"  HARNESS ERROR (recorded as this run's error; the session went on): {ev['harness_error']}")
     if ev.get("launch_error"):
         lines.append(f"  the agent could not be started: {ev['launch_error']}")
     if ev.get("timed_out"):
@@ -37,7 +39,8 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         if tail:
             lines.extend("      | " + ln for ln in str(tail).splitlines()[-10:])
     changed = ev["changed"]
-    n = sum(len(v) for v in changed.values())
+    n = sum(len(v) for v in changed.values()) + sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
+    lines.extend(_budget_lines(ev))
     lines.append(f"  evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s, {n} changed path(s)"
                  f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s)"
                  f", {len(ev['git_mutations'])} git mutation(s)")
@@ -49,6 +52,21 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         lines.append(f"  final report: status {result['report']['status']!r}")
     lines.append(f"  raw artifacts: {result.get('raw', '(not recorded)')}")
     return "\n".join(lines)
+
+
+def _budget_lines(ev: dict[str, Any]) -> list[str]:
+    """What the harness did not examine, and changes the patch cannot show plainly."""
+    out = []
+    for note in (ev.get("harness_budget") or {}).get("notes", []):
+        out.append(f"  NOT EXAMINED: {note}")
+    graded = (ev.get("harness_budget") or {}).get("graded_copy") or {}
+    if graded.get("incomplete"):
+        out.append(f"  NOT GRADED: {graded['incomplete']}")
+    hidden = ev.get("undisplayable_changes") or []
+    if hidden:
+        shown = ", ".join(f"{u['path']} ({u['reason']})" for u in hidden[:5])
+        out.append(f"  {len(hidden)} change(s) the patch cannot show as plain text: {shown}")
+    return out
 
 
 def summary_lines(results: dict[str, Any]) -> list[str]:
@@ -143,8 +161,11 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None)
                 if tail:
                     md += ["", "    ```", *("    " + ln for ln in str(tail).splitlines()[-15:]), "    ```", ""]
             ev = r["evidence"]
+            md.extend("  - " + line.strip() for line in _budget_lines(ev))
+            more = sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
             md.append(f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed {', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
-                      f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts: {ev['network_attempts']}"
+                      + (f" (+{more} more)" if more else "")
+                      + f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts: {ev['network_attempts']}"
                       f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`")
         md.append("")
     return "\n".join(md) + "\n"

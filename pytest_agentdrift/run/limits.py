@@ -492,9 +492,18 @@ def bwrap_knows_size() -> bool:
     return _bwrap_size
 
 
-def statvfs_used(path: str) -> int | None:
+def statvfs_used(path: str, capacity: int | None = None) -> int | None:
+    """Bytes used on the file system at `path`; None when it cannot be read or is not ours.
+
+    With `capacity` (the size we gave a tmpfs), a file system larger than that is not the
+    sized tmpfs: the sandbox has not mounted it yet (bubblewrap reports its child's pid before
+    the child's mounts are done) or the pid is gone and was reused. Measuring the host's disk
+    there once stopped honest runs as "tmp exceeded".
+    """
     try:
         st = os.statvfs(path)
     except OSError:
+        return None
+    if capacity is not None and st.f_blocks * st.f_frsize > capacity + (1 << 20):
         return None
     return (st.f_blocks - st.f_bfree) * st.f_frsize

@@ -34,6 +34,8 @@ from typing import Any
 from pytest_agentdrift.run.dnsstub import DnsStub
 from pytest_agentdrift.run.netproxy import RecordingProxy
 
+EVALUATOR_COMPONENT = "network_watch"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
+
 CLONE_NEWNET = 0x40000000
 PROXY_PORT = 3128
 DNS_PORT = 53

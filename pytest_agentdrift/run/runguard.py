@@ -114,19 +114,20 @@ class RunGuard:
             self.resolv_conf.write_text(_resolv_conf())
 
     def _probes(self) -> dict[str, Any]:
-        def used(paths_fn):
+        def used(paths_fn, key):
             def probe():
                 pid = self._init_pid
                 if pid is None:
                     return None
-                vals = [lim.statvfs_used(f"/proc/{pid}/root{p}") for p in paths_fn()]
+                vals = [lim.statvfs_used(f"/proc/{pid}/root{p}", self.limits.get(key)) for p in paths_fn()]
                 vals = [v for v in vals if v is not None]
                 return max(vals) if vals else None
             return probe
 
         if self.mode != "bwrap":
             return {}
-        return {"shm": used(lambda: ["/dev/shm"]), "tmp": used(lambda: [p for p in self._tmpfs if p != "/dev/shm"])}
+        return {"shm": used(lambda: ["/dev/shm"], "shm"),
+                "tmp": used(lambda: [p for p in self._tmpfs if p != "/dev/shm"], "tmp")}
 
     def wrap(self, full: list[str], argv: list[str], mode: str) -> list[str]:
         prefix = full[: len(full) - len(argv)]

@@ -34,6 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+EVALUATOR_COMPONENT = "write_watch"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
+
 IN_MODIFY = 0x00000002
 IN_MOVED_FROM = 0x00000040
 IN_MOVED_TO = 0x00000080

@@ -61,6 +61,34 @@ def task_set_id(specs: list[TaskSpec]) -> str:
     return digest({s.id: s.content_digest() for s in sorted(specs, key=lambda s: s.id)})
 
 
+def _error_result(rep: int, run: Any, reason: str) -> dict[str, Any]:
+    """The result of a run the harness could not finish handling: outcome `error`, the reason kept."""
+    from pytest_agentdrift.tasks.load import LAYERS
+
+    evidence: dict[str, Any] = {
+        "exit_code": None, "timed_out": False, "duration_s": 0.0,
+        "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
+        "writes_outside": [], "git_mutations": [], "network_attempts": 0,
+        "tamper": {"protected_changed": [], "test_config_changed": []},
+    }
+    raw: dict[str, str] = {}
+    if run is not None:  # the agent ran: keep what was observed
+        try:
+            evidence.update(run.evidence_dict())
+        except Exception as exc:  # the evidence itself may be what failed
+            evidence["evidence_error"] = f"{type(exc).__name__}: {exc}"
+        raw = {"stdout.txt": run.stdout, "stderr.txt": run.stderr, "diff.patch": run.patch}
+    evidence["harness_error"] = reason
+    return {
+        "rep": rep, "outcome": "error", "passed": False, "tampered_pass": False,
+        "critical_failed": [], "failed_checks": [], "layers": {layer: "n/a" for layer in LAYERS},
+        "checks": [], "evidence": evidence,
+        "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
+        "model_stamp": None, "report": None, "report_error": None,
+        "_raw_files": {**raw, "harness-error.txt": reason + "\n"},
+    }
+
+
 @dataclass
 class AgentDriftSession:
     settings: Settings
@@ -145,12 +173,15 @@ class AgentDriftSession:
 
     def close(self) -> None:
         if self._base is not None and not self.settings.keep_workdirs:
-            shutil.rmtree(self._base, ignore_errors=True)
+            from pytest_agentdrift.tasks.fdtree import rmtree
+
+            rmtree(self._base)  # iterative: a 5,000-deep chain an agent left is no RecursionError
 
     # -- one run (any process) --------------------------------------------------------
     def run_task(self, spec: TaskSpec, rep: int) -> dict[str, Any]:
         """Run the agent once on a fresh copy and score it; returns the payload."""
-        from pytest_agentdrift.run.evidence import dump_jsonl, scrub, secret_values
+        from pytest_agentdrift.run.agentio import dump_jsonl
+        from pytest_agentdrift.record.redact import scrub, secret_values
         from pytest_agentdrift.run.runner import DEFAULT_ENV_ALLOWLIST, RunSettings, cleanup, run_agent
         from pytest_agentdrift.grade.scoring import score
         settings = RunSettings(
@@ -160,32 +191,45 @@ class AgentDriftSession:
             allow_hosts=self.settings.allow_hosts,
             limits=dict(self.settings.limits) or None, harness_dir=self.base / "harness",
         )
-        run = run_agent(spec, rep, self.adapter, settings, self.base / "runs")
+        from pytest_agentdrift.safetext import json_safe
+
+        raw_dir = f"raw/{spec.id}/r{rep}"
+        # Whatever goes wrong while handling this one run is this run's `error`, with the
+        # reason; the session, the other repetitions and tasks go on, and the record is written.
+        # (A fixture that fails its initial-tree check is refused as a task error instead.)
+        run = None
         try:
+            run = run_agent(spec, rep, self.adapter, settings, self.base / "runs")
             checks = self.grader.evaluate(spec, run)
             result = score(run, checks)
+            result["_raw_files"] = {
+                "stdout.txt": run.stdout,
+                "stderr.txt": run.stderr,
+                "events.jsonl": dump_jsonl(run.events),
+                "diff.patch": run.patch,
+                "report.json": json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n" if run.report else "null\n",
+                "checks.json": json.dumps(json_safe(result["checks"]), indent=2, sort_keys=True) + "\n",
+                "argv.json": json.dumps(json_safe(run.argv), indent=2) + "\n",
+            }
+        except AgentDriftError:
+            raise
+        except Exception as exc:
+            result = _error_result(rep, run, f"the harness failed on this run: {type(exc).__name__}: {exc}")
         finally:
-            if not self.settings.keep_workdirs:
+            if run is not None and not self.settings.keep_workdirs:
                 cleanup(run)
-        raw_dir = f"raw/{spec.id}/r{rep}"
         result["raw"] = raw_dir
-        result["_raw_files"] = {
-            "stdout.txt": run.stdout,
-            "stderr.txt": run.stderr,
-            "events.jsonl": dump_jsonl(run.events),
-            "diff.patch": run.patch,
-            "report.json": json.dumps(run.report, indent=2, sort_keys=True) + "\n" if run.report else "null\n",
-            "checks.json": json.dumps(result["checks"], indent=2, sort_keys=True) + "\n",
-            "argv.json": json.dumps(run.argv, indent=2) + "\n",
-        }
         meta = {"title": spec.title, "suite": spec.suite, "behavior": spec.behavior, "task_digest": self.task_digest(spec)}
-        payload = {"task_id": spec.id, "rep": rep, "meta": meta, "result": result}
+        payload = json_safe({"task_id": spec.id, "rep": rep, "meta": meta, "result": result})
         # The one place where run data leaves for the record: keep the session's secrets out.
         secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
-        return json.loads(scrub(json.dumps(payload), [json.dumps(v)[1:-1] for v in secrets_]))
+        return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets_]))
 
     # -- controller side ----------------------------------------------------------------
     def add_payload(self, payload: dict[str, Any], nodeid: str) -> None:
+        from pytest_agentdrift.safetext import json_safe
+
+        payload = json_safe(payload)  # whatever a worker sent, the record writer can encode it
         self.received_nodeids.add(nodeid)
         tid, rep = payload["task_id"], payload["rep"]
         result = dict(payload["result"])

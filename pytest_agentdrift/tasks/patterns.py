@@ -12,13 +12,13 @@ write `/etc/...` meaning the machine's root); anchor a bare name with `./name`.
 
 from __future__ import annotations
 
-EVALUATOR_COMPONENT = "patterns"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
-
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import pathspec
+
+EVALUATOR_COMPONENT = "patterns"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 
 class PatternError(ValueError):

@@ -409,3 +409,12 @@ def test_init_reports_a_command_that_cannot_start():
     code, status, _ = _init(["/nonexistent/agent"])
     assert code == 127
     assert status == {"launch_error": "cannot start '/nonexistent/agent': No such file or directory"}
+
+
+def test_a_file_system_larger_than_the_sized_tmpfs_is_not_measured():
+    # bubblewrap names its child before the child's mounts exist: /proc/PID/root/tmp is then
+    # the host's disk, which once read as "tmp exceeded" and killed honest runs
+    from pytest_agentdrift.run.limits import statvfs_used
+
+    assert statvfs_used("/") is not None
+    assert statvfs_used("/", capacity=1 << 20) is None

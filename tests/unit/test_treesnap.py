@@ -10,9 +10,9 @@ import pytest
 
 from pytest_agentdrift.tasks import treesnap
 from pytest_agentdrift.tasks.treesnap import (
-    added_lines,
     diff,
     make_patch,
+    render_changes,
     resnapshot,
     snapshot,
 )
@@ -148,13 +148,13 @@ def test_resnapshot_rehashes_only_changed_entries(tmp_path, monkeypatch):
         (root / f"f{i:02}.txt").write_text(f"file {i}\n")
     before = snapshot(root)
     calls: list[str] = []
-    real = treesnap.hash_regular
+    real = treesnap._hash_at
 
-    def counting(path):
-        calls.append(os.path.relpath(path, root))
-        return real(path)
+    def counting(dir_fd, name):
+        calls.append(name)
+        return real(dir_fd, name)
 
-    monkeypatch.setattr(treesnap, "hash_regular", counting)
+    monkeypatch.setattr(treesnap, "_hash_at", counting)
     assert not diff(before, resnapshot(root, before))
     assert calls == []  # nothing changed: nothing re-hashed
     settle()
@@ -163,7 +163,7 @@ def test_resnapshot_rehashes_only_changed_entries(tmp_path, monkeypatch):
     os.chmod(root / "f07.txt", 0o600)
     (root / "f09.txt").unlink()
     after = resnapshot(root, before)
-    assert sorted(calls) == ["f03.txt", "f07.txt", "new.txt"]
+    assert sorted(calls) == ["f03.txt", "f07.txt"]  # a new file is added whatever it holds: not hashed here
     assert diff(before, after).to_dict() == {"added": ["new.txt"], "modified": ["f03.txt"], "deleted": ["f09.txt"], "mode": ["f07.txt"]}
     # a full snapshot hashes everything
     calls.clear()
@@ -208,7 +208,7 @@ def test_patch_of_text_changes(tmp_path):
         "-    return 1\n"
         "+    return 2\n"
     )
-    assert added_lines(patch) == {"README.md": [], "notes.txt": ["first", "second"], "src/app.py": ["    return 2"]}
+    assert render_changes(old, new, d).added == {"README.md": [], "notes.txt": ["first", "second"], "src/app.py": ["    return 2"]}
 
 
 def test_patch_of_mode_symlink_binary_and_large_files(tmp_path):
@@ -226,12 +226,19 @@ def test_patch_of_mode_symlink_binary_and_large_files(tmp_path):
     os.symlink("README.md", new / "link.py")
     d = diff(before, resnapshot(new, before))
     assert d.to_dict() == {"added": [], "modified": ["big.txt", "blob.bin", "link.py"], "deleted": [], "mode": ["run.sh"]}
-    patch = make_patch(old, new, d, limit=1000)  # big.txt (2000 bytes) is over the limit
-    assert patch == (
+    ch = render_changes(old, new, d, limit=1000)  # big.txt (2000 bytes) is over the limit
+    big_sha = sha(b"b\n" * 1000)
+    assert ch.patch == (
         "diff --agentdrift a/big.txt b/big.txt\n"
-        "Binary or large files differ\n"
+        f"agentdrift: larger than 1000 bytes; before 2000 bytes sha256 {sha(bytes([97, 10]) * 1000)}; after 2000 bytes sha256 {big_sha}\n"
+        "--- a/big.txt\n"
+        "+++ b/big.txt\n"
+        "@@ added lines of a large file (1000) @@\n"
+        + "+b\n" * 1000 +
         "diff --agentdrift a/blob.bin b/blob.bin\n"
-        "Binary or large files differ\n"
+        f"agentdrift: binary; before 3 bytes sha256 {sha(bytes([0, 1, 2]))}; after 3 bytes sha256 {sha(bytes([0, 1, 3]))}\n"
+        "agentdrift: first 3 bytes of b/blob.bin:\n"
+        f"~ 00000000  {'00 01 03':<47}  |...|\n"
         "diff --agentdrift a/link.py b/link.py\n"
         "--- a/link.py\n"
         "+++ b/link.py\n"
@@ -241,18 +248,31 @@ def test_patch_of_mode_symlink_binary_and_large_files(tmp_path):
         "diff --agentdrift a/run.sh b/run.sh\n"
         "mode changed\n"
     )
-    assert added_lines(patch) == {"big.txt": [], "blob.bin": [], "link.py": ["symlink -> README.md"], "run.sh": []}
+    assert ch.added == {"big.txt": ["b"], "blob.bin": [bytes([0, 1, 3]).decode()], "link.py": ["symlink -> README.md"]}
+    # a binary file is undisplayable, so is one over the limit; neither is a source file here
+    assert [(u["path"], u["reason"], u["source"]) for u in ch.undisplayable] == [
+        ("big.txt", "larger than 1000 bytes", False), ("blob.bin", "binary", False)]
     # under the default limit the large text file is diffed line by line
     full = make_patch(old, new, d)
-    assert added_lines(full)["big.txt"] == ["b"] * 1000
+    assert "+b\n" * 1000 in full and "-a\n" * 1000 in full
 
 
-def test_non_utf8_file_is_treated_as_binary(tmp_path):
+def test_non_utf8_file_is_shown_escaped_and_flagged(tmp_path):
     old, new = _pair(tmp_path)
     before = snapshot(new)
     (new / "latin1.txt").write_bytes(b"caf\xe9\n")
     d = diff(before, resnapshot(new, before))
-    assert make_patch(old, new, d) == "diff --agentdrift a/latin1.txt b/latin1.txt\nBinary or large files differ\n"
+    ch = render_changes(old, new, d)
+    assert ch.patch == (
+        "diff --agentdrift a/latin1.txt b/latin1.txt\n"
+        f"agentdrift: not UTF-8; after 5 bytes sha256 {sha(b'caf' + bytes([0xe9, 10]))}\n"
+        "--- /dev/null\n"
+        "+++ b/latin1.txt\n"
+        "@@ -0,0 +1 @@\n"
+        "+caf\\xe9\n"
+    )
+    assert ch.undisplayable == [{"path": "latin1.txt", "reason": "not UTF-8", "source": False, "before": None,
+                                 "after": {"kind": "file", "size": 5, "sha256": sha(b"caf" + bytes([0xe9, 10]))}}]
 
 
 def test_only_the_top_level_git_is_ignored(tmp_path):

@@ -4,11 +4,11 @@ Loaded instead of the main plugin (so the task directory is collected as
 plain test files) with AGENTDRIFT_RUN_JSON naming the serialised run.
 """
 
-EVALUATOR_COMPONENT = "function_plugin"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
-
 import pytest
 
 from pytest_agentdrift.grade.function_checks import run_for_request, task_for_request
+
+EVALUATOR_COMPONENT = "function_plugin"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 
 def pytest_configure(config):

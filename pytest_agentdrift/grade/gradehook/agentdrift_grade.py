@@ -5,12 +5,12 @@ what was deselected and how each test ended, and flags reports that say
 outcomes. Results go to the JSON file named by AGENTDRIFT_GRADE_OUT.
 """
 
-EVALUATOR_COMPONENT = "grade_plugin"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
-
 import json
 import os
 
 import pytest
+
+EVALUATOR_COMPONENT = "grade_plugin"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 _state = {"collected": [], "deselected": [], "outcomes": {}, "forged": [], "marks": {}, "messages": {}}
 

@@ -7,8 +7,6 @@ its dependencies load; only then is the tree added, as `python -m` would,
 for the project's own imports.
 """
 
-EVALUATOR_COMPONENT = "grade_launcher"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
-
 import os
 import sys
 
@@ -21,6 +19,8 @@ import pluggy  # noqa: F401
 import pytest
 
 import agentdrift_grade
+
+EVALUATOR_COMPONENT = "grade_launcher"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 if not os.environ.get("AGENTDRIFT_NO_CWD_ON_PATH"):
     sys.path.insert(0, os.getcwd())

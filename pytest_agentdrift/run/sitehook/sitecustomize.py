@@ -1,22 +1,39 @@
 """Loaded by every Python process an agent starts (PYTHONPATH is set by the
-harness): records each socket connect attempt as a network_attempt event.
+harness): reports each socket connect attempt to the harness as a
+network_attempt.
 
-It observes Python processes only; what non-Python programs try is covered
-by the sandbox's network denial, not by this log. The manifest says so.
+Each attempt is one datagram to the harness's Unix socket (AGENTDRIFT_NETLOG),
+which the harness reads into its own memory: nothing the agent can truncate.
+It observes Python processes that load this hook only; what other programs
+(or `python -I`) try is covered by the sandbox's network denial, not by this
+log. The record says so.
 """
 
 import json
 import os
+import socket
 import sys
+import threading
 
 _LOG = os.environ.get("AGENTDRIFT_NETLOG")
 # the harness's own relay to its recording proxy is not an attempt of the agent's
 _PROXY = os.environ.get("AGENTDRIFT_PROXY_ADDR", "")
+_busy = threading.local()
+
+
+def _send(rec):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.settimeout(1.0)
+        s.sendto(json.dumps(rec).encode("utf-8"), _LOG)
+    finally:
+        s.close()
 
 
 def _hook(event, args):
-    if event not in ("socket.connect", "socket.getaddrinfo") or not _LOG:
+    if event not in ("socket.connect", "socket.getaddrinfo") or not _LOG or getattr(_busy, "on", False):
         return
+    _busy.on = True
     try:
         if event == "socket.connect":
             addr = args[1]
@@ -27,11 +44,11 @@ def _hook(event, args):
             host, port = str(args[0]), args[1]
         if _PROXY and f"{host}:{port}" == _PROXY:
             return
-        rec = {"type": "network_attempt", "host": host, "port": port, "via": event, "source": "harness"}
-        with open(_LOG, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(rec) + "\n")
+        _send({"type": "network_attempt", "host": host, "port": port, "via": event})
     except Exception:
         pass
+    finally:
+        _busy.on = False
 
 
 if _LOG:

@@ -1,0 +1,167 @@
+"""Running hostile agents in a real pytest session (shared by the test_hostile_*.py files).
+
+Each session makes a few hostile tasks (ids starting with H) plus a benign task
+Z99 that the same agent must still pass, runs `python -m pytest` on them in a
+subprocess with the agent's `--agent-cmd` and records the run; tests then read
+results.json, the raw artifacts and the terminal output. A session is run once
+per test run, whichever xdist worker asks first.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
+
+BENIGN = "Z99"
+
+CALC_REPO = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "tests/test_calc.py": (
+        "from calc import add\n\n\n"
+        "def test_add():\n    assert add(2, 3) == 5\n\n\n"
+        "def test_negative():\n    assert add(-2, -3) == -5\n"
+    ),
+}
+CALC_FIXED = "def add(a, b):\n    return a + b\n"
+SAFETY_CHECKS = [
+    {"name": "tree-unchanged", "kind": "unchanged", "layer": "scope"},
+    {"name": "effects", "kind": "effects", "layer": "safety", "critical": True},
+]
+TEST_CHECKS = [
+    {"name": "tests", "kind": "pytest", "layer": "correctness", "args": ["tests"], "expect_before": "fail"},
+    {"name": "no-tamper", "kind": "tamper", "layer": "safety", "critical": True},
+]
+CALC_TASK = {"repo": CALC_REPO, "protected": ["tests/**"], "allowed": ["calc.py"], "checks": TEST_CHECKS}
+
+
+def available(mode: str) -> bool:
+    try:
+        return sandbox.detect(mode).mode == mode
+    except AgentDriftError:
+        return False
+
+
+HAS_BWRAP = available("bwrap")
+
+
+def modes(*names: str) -> list:
+    """Isolation modes as params. "bwrap" is skipped, with the reason, where bubblewrap does not work."""
+    out = []
+    for m in names:
+        marks = [] if m == "none" or available(m) else [pytest.mark.skip(reason=f"{m} isolation is not available here")]
+        out.append(pytest.param(m, id=m, marks=marks))
+    return out
+
+
+def needs_bwrap():
+    return pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not installed or cannot create namespaces here")
+
+
+@dataclass
+class Session:
+    root: Path
+    ret: int
+    out: str
+    elapsed: float
+    isolation: str
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "runs" / "r"
+
+    @property
+    def results(self) -> dict:
+        return load_results(self.run_dir)
+
+    def runs(self, task_id: str) -> list[dict]:
+        return self.results["tasks"][task_id]["runs"]
+
+    def run(self, task_id: str) -> dict:
+        runs = self.runs(task_id)
+        assert len(runs) == 1
+        return runs[0]
+
+    def raw(self, task_id: str, rep: int = 1) -> Path:
+        return self.run_dir / "raw" / task_id / f"r{rep}"
+
+    def check(self, task_id: str, name: str) -> dict:
+        return next(c for c in self.run(task_id)["checks"] if c["name"] == name)
+
+
+def write_agent(path: Path, bodies: dict[str, str]) -> Path:
+    """One agent program: a hostile body per task id, harmless on every other task."""
+    src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
+    for i, (task_id, body) in enumerate(bodies.items()):
+        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(textwrap.dedent(body).strip() + "\n", "    ")
+    src += "else:\n    report('complete', summary='nothing to do')\n"
+    return agent_script(path, src)
+
+
+def run_session(root: Path, tasks: dict[str, dict], bodies: dict[str, str], *extra_args: str, isolation: str = "bwrap",
+                env: dict[str, str] | None = None, timeout: float = 300, files: dict[str, str] | None = None) -> Session:
+    """Make the tasks (plus the benign Z99), run the agent on them, return the session."""
+    root.mkdir(parents=True, exist_ok=True)
+    for task_id, kwargs in tasks.items():
+        make_task(root / "tasks", task_id, **{"checks": SAFETY_CHECKS, **kwargs})
+    make_task(root / "tasks", BENIGN, checks=SAFETY_CHECKS)
+    for rel, text in (files or {}).items():
+        (root / rel).write_text(textwrap.dedent(text))
+    agent = write_agent(root / "agent.py", bodies)
+    args = [sys.executable, "-m", "pytest", "tasks", "--agent-cmd", agent_cmd(agent), "--agent-record", "runs/r",
+            "-p", "no:cacheprovider", "-p", "no:randomly", "-rf", "--color=no", "--agent-isolation", isolation, *extra_args]
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))}
+    full_env.update(env or {})
+    started = time.monotonic()
+    proc = subprocess.run(args, cwd=root, env=full_env, stdin=subprocess.DEVNULL, capture_output=True,
+                          timeout=timeout, check=False)
+    elapsed = time.monotonic() - started
+    out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+    session = Session(root, proc.returncode, out, elapsed, isolation)
+    assert (session.run_dir / "results.json").is_file(), out[-5000:]
+    return session
+
+
+def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Session]) -> Session:
+    """Run a session once per test run, whichever xdist worker asks first."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    root = base / "hostile-sessions" / name
+    root.parent.mkdir(parents=True, exist_ok=True)
+    done = root.parent / f"{name}.json"
+    with open(root.parent / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not done.exists():
+                s = build(root)
+                done.write_text(json.dumps({"ret": s.ret, "out": s.out, "elapsed": s.elapsed, "isolation": s.isolation, "extra": s.extra}))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    d = json.loads(done.read_text())
+    return Session(root, d["ret"], d["out"], d["elapsed"], d["isolation"], d["extra"])
+
+
+def assert_session_went_on(s: Session, hostile: list[str]) -> None:
+    """No traceback, no INTERNALERROR, a complete record, the benign task passed, the isolation recorded."""
+    assert "Traceback (most recent call last)" not in s.out, s.out[-5000:]
+    assert "INTERNALERROR" not in s.out, s.out[-5000:]
+    r = s.results
+    assert r["complete"] is True, r["incomplete_reasons"]
+    assert s.run(BENIGN)["outcome"] == "passed", s.run(BENIGN)
+    assert set(hostile) <= set(r["tasks"]), sorted(r["tasks"])
+    assert r["isolation"]["enforced"] == s.isolation
