@@ -43,6 +43,11 @@ class RunSettings:
     agent_options: dict[str, Any] = field(default_factory=dict)
     keep_workdirs: bool = False
     allow_hosts: tuple[str, ...] = ()  # extends the adapter's API-host allowlist
+    #: (path, why) the agent may read under bwrap beyond the system, the harness runtime and
+    #: what its adapter names (`sandbox_paths`): --agent-config / --agent-instructions / --agent-mount
+    mounts: tuple[tuple[str, str], ...] = ()
+    #: never visible to the agent, even inside something it may read (task dirs, records, the project)
+    hidden: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -116,6 +121,7 @@ class RunEvidence:
             "api_requests": len(self.api_requests),
             "network_policy": self.network_policy,
             "runtime_bundle": self.runtime_bundle,
+            "isolation": self.isolation,
         }
 
 
@@ -250,7 +256,17 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # files and checks are hidden from it (only the reference agent reads them).
     task_file = harness / "task.md"
     task_file.write_text(spec.text, encoding="utf-8")
-    hidden = [base] if adapter.needs_task_dir else [base, spec.path]
+    from pytest_agentdrift import mountplan
+
+    additions = mountplan.beyond_runtime([*adapter.sandbox_paths(dict(os.environ)), *settings.mounts])
+    if adapter.needs_task_dir:
+        additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
+    plan = None
+    if settings.isolation.mode == "bwrap":
+        # allow-list: the system, the harness runtime, what the adapter and the options name,
+        # and this run's own directory; the task directory, other runs, records: nothing
+        plan = mountplan.build(writable=[root], readable=[*mountplan.harness_runtime(), *(p for p, _ in additions)],
+                               exclude=[base, spec.path, *settings.hidden], additions=additions)
     ctx = RunContext(
         task_id=spec.id, task_file=task_file, task_text=spec.text,
         task_dir=spec.path, workdir=work, options=dict(settings.agent_options),
@@ -272,9 +288,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     timeout = settings.timeout_s or spec.timeout_s
     try:
         proc = sandbox.run(
-            argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root],
-            hidden_dirs=hidden, masked_home=Path.home(), timeout_s=timeout,
-            output_limit=settings.output_limit, token=_secrets.token_hex(16),
+            argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root], plan=plan,
+            timeout_s=timeout, output_limit=settings.output_limit, token=_secrets.token_hex(16),
         )
     finally:
         if proxy is not None:
@@ -321,12 +336,29 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         stdout_truncated=proc.stdout_truncated, stderr_truncated=proc.stderr_truncated,
         leftover_processes=proc.leftover_processes, diff=d, patch=patch,
         writes_outside=writes_outside, git_mutations=mutations, work_tree_deleted=work_deleted,
-        tamper=ev.tamper_evidence(d, spec.protected), lockfile_changes=ev.lockfile_changes(d),
+        tamper=_tamper(spec, d, after), lockfile_changes=ev.lockfile_changes(d),
         network_attempts=net, credential_access=cred, agent_events=agent_events,
         event_problems=problems + net_problems, report=report, report_error=report_error,
-        adapter_output=adapter_out, isolation=settings.isolation.to_dict("?"), start_commit=start_commit,
+        adapter_output=adapter_out, isolation=isolation_record(settings.isolation, proc.plan, additions), start_commit=start_commit,
         api_requests=[{**e, "type": "api_request"} for e in api_requests], network_policy=policy, runtime_bundle=bundle,
     )
+
+
+def _tamper(spec: TaskSpec, d: treesnap.TreeDiff, after: dict[str, Any]) -> dict[str, list[str]]:
+    from pytest_agentdrift import gradeguard
+
+    # an added `unittest.py` would be imported by grading in place of the standard library's
+    shadowing = gradeguard.shadowing_modules(d.added, after, gradeguard.fixture_provided(spec.initial_tree))
+    return {**ev.tamper_evidence(d, spec.protected), "shadowing_modules": shadowing}
+
+
+def isolation_record(isolation: sandbox.Isolation, plan, additions) -> dict[str, Any]:
+    """What this run's sandbox showed: the mount plan under bwrap, else what was not hidden."""
+    from pytest_agentdrift import mountplan
+
+    rec = plan.to_record() if plan is not None else {"mounts": [], "excluded": []}
+    return {"mode": isolation.mode, "network": isolation.network, "filesystem": isolation.filesystem,
+            **rec, "additions": mountplan.describe_additions(additions), "not_hidden": mountplan.not_hidden(isolation.mode)}
 
 
 def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
