@@ -113,6 +113,31 @@ class Grader:
             return ExecResult(None, False, "", proc.launch_error)
         return ExecResult(proc.exit_code, proc.timed_out, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
 
+    def run_python(self, argv: list[str], tree: Path, timeout_s: float) -> tuple[ExecResult, list[str]]:
+        """Run a command; a Python one through gradehook/run_python.py, which reports over the
+        signed channel how the command returned. Returns the result and why it cannot be
+        trusted (empty when it can, or when argv is not Python and only its exit status exists)."""
+        parsed = python_command(argv)
+        if parsed is None:
+            return self.execute(argv, tree, timeout_s), []
+        from pytest_agentdrift.gradechannel import HarnessEnd
+
+        opts, rest = parsed
+        channel = HarnessEnd()
+        wrapped = [sys.executable, *opts, "-P", str(GRADEHOOK_DIR / "run_python.py"), *rest]
+        res = self.execute(wrapped, tree, timeout_s, {"AGENTDRIFT_GRADE_PROVIDED": ",".join(sorted(self.provided))}, channel=channel)
+        received = channel.receive()
+        ended = received.last("exit")
+        if received.problems:
+            return res, ["forged result: " + "; ".join(received.problems)]
+        if res.timed_out or res.exit_code is None:
+            return res, []
+        if ended is None:
+            return res, [f"the command never returned (os._exit or a crash); the process exited {res.exit_code}"]
+        if ended["code"] != res.exit_code:
+            return res, [f"the command returned {ended['code']} but the process exited {res.exit_code}"]
+        return res, []
+
     def run_grading_pytest(self, argv_tail: list[str], tree: Path, timeout_s: float, extra_env: dict[str, str] | None = None,
                            readable: tuple[Path, ...] = ()) -> dict[str, Any]:
         """The harness's own pytest (gradehook/launch.py) on tree; its report arrives over
@@ -300,18 +325,18 @@ def drop_escaping_symlinks(tree: Path) -> list[str]:
     another link); graded code must not reach the task directory or the host through one.
     Returns the relative paths removed."""
     top = os.path.realpath(tree)
-    dropped = []
+    escaping = []
     for dirpath, dirnames, filenames in os.walk(tree):
         for name in [*dirnames, *filenames]:
             full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                continue
-            target = os.path.realpath(full)
-            if target != top and not target.startswith(top + os.sep):
-                os.unlink(full)
-                dropped.append(os.path.relpath(full, tree).replace(os.sep, "/"))
+            if os.path.islink(full):
+                target = os.path.realpath(full)
+                if target != top and not target.startswith(top + os.sep):
+                    escaping.append(full)
         dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-    return sorted(dropped)
+    for full in escaping:  # decided first, removed after: a link through another link is judged by where it ends
+        os.unlink(full)
+    return sorted(os.path.relpath(full, tree).replace(os.sep, "/") for full in escaping)
 
 
 def _fixture_provided(spec: TaskSpec) -> frozenset[str]:
@@ -342,6 +367,32 @@ def pytest_args(argv: list[str]) -> list[str] | None:
     if i + 1 < len(argv) and argv[i] == "-m" and argv[i + 1] in ("pytest", "py.test"):
         return list(argv[i + 2:])
     return None
+
+
+#: interpreter options the wrapper can pass on unchanged (anything else runs unwrapped)
+_PASS_THROUGH = frozenset({"-u", "-B", "-E", "-s", "-I", "-P", "-O", "-OO", "-b", "-bb", "-q", "-R"})
+
+
+def python_command(argv: list[str]) -> tuple[list[str], list[str]] | None:
+    """(interpreter options, `-c CODE ...` / `-m MOD ...` / `SCRIPT ...`) when argv runs
+    Python in a way gradehook/run_python.py can reproduce, else None."""
+    if not argv or not (_PYTHON.fullmatch(os.path.basename(argv[0])) or argv[0] == sys.executable):
+        return None
+    opts: list[str] = []
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-c", "-m"):
+        if argv[i] in _PYTHON_VALUE_OPTS and i + 1 < len(argv):
+            opts += argv[i:i + 2]
+            i += 2
+        elif argv[i] in _PASS_THROUGH:
+            opts.append(argv[i])
+            i += 1
+        else:
+            return None  # -i, -, -S (no site: the wrapper cannot import itself), combined flags
+    rest = argv[i:]
+    if not rest or (rest[0] in ("-c", "-m") and len(rest) < 2):
+        return None
+    return opts, rest
 
 
 def _result_problems(after: dict[str, Any]) -> list[str]:
@@ -460,14 +511,16 @@ def check_command(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> 
     if args is not None:
         return _check_pytest_command(g, spec, run, c, args, timeout)
     if c.params.get("fails_before"):
-        before = g.before(spec, f"command:{c.name}", lambda tree: g.execute(argv, tree, timeout))
+        before, _ = g.before(spec, f"command:{c.name}", lambda tree: g.run_python(argv, tree, timeout))
         if before.exit_code == 0:
             return False, "the command already succeeds on the untouched fixture (task is broken)", {}
     graded = g.graded_copy(spec, run)
-    res = g.execute(argv, graded, timeout)
+    res, untrusted = g.run_python(argv, graded, timeout)
     extra = g.copy_evidence(graded)
     if res.timed_out:
         return False, f"timed out after {timeout:g}s", {"tail": res.tail(), **extra}
+    if untrusted:
+        return False, "; ".join(untrusted), {"tail": res.tail(), **extra}
     ok = res.exit_code == 0
     return ok, f"exit {res.exit_code}", extra if ok else {"tail": res.tail(), **extra}
 
@@ -507,10 +560,12 @@ def check_golden(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> O
     argv, timeout = list(c.params["run"]), float(c.params.get("timeout_s", 60))
     expected = (spec.path / c.params["expected"]).read_text(encoding="utf-8")
     graded = g.graded_copy(spec, run)
-    res = g.execute(argv, graded, timeout)
+    res, untrusted = g.run_python(argv, graded, timeout)
     extra = g.copy_evidence(graded)
     if res.exit_code != 0:
         return False, f"the command exited {res.exit_code}", {"tail": res.tail(), **extra}
+    if untrusted:
+        return False, "; ".join(untrusted), {"tail": res.tail(), **extra}
     if res.stdout == expected:
         return True, "output equals " + c.params["expected"], extra
     import difflib

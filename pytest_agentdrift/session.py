@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 #: evaluator code whose bytes define evaluator_id (with each task's checks)
 EVALUATOR_FILES = ("checks.py", "scoring.py", "evidence.py", "treesnap.py", "globs.py", "fixtures.py",
                    "gradehook/agentdrift_grade.py", "gradehook/agentdrift_functions.py", "gradehook/launch.py",
-                   "gradechannel.py", "gradeguard.py")
+                   "gradehook/run_python.py", "gradechannel.py", "gradeguard.py")
 
 
 def utc_now() -> str:
