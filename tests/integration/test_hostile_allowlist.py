@@ -16,6 +16,7 @@ and prints one `LEAK <class> <what>` line per success.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -336,3 +337,70 @@ def test_the_mount_plan_is_in_the_runs_isolation_record(probed):
     assert "/etc/shadow" not in " ".join(mounts)
     # the bundled suite's copy inside the package is named as excluded from an allowed directory
     assert any(p.endswith("/suite") for p in iso["excluded"]), iso["excluded"]
+
+
+# =============================================================================================
+# A real-agent preset still gets what it needs: its install prefix and its runtime bundle
+# =============================================================================================
+FAKE_CLAUDE = '''
+import json, os, sys
+from pathlib import Path
+if "--version" in sys.argv:
+    print("9.9.9 (Claude Code)")
+    sys.exit(0)
+here = Path(__file__).resolve().parent
+home = Path(os.environ["HOME"])
+seen = {
+    "own_package_data": (here / "vendor" / "data.txt").read_text().strip(),
+    "bundle_settings": (home / ".claude" / "settings.json").read_text().strip(),
+    "real_home_visible": os.path.exists(REAL_HOME),
+    "interpreter_prefix_lib": os.path.isdir(os.path.join(PREFIX, "lib", "node_modules")),
+}
+Path(os.environ["AGENTDRIFT_REPORT"]).write_text(json.dumps({"status": "complete", "summary": "ok", "answer": json.dumps(seen)}))
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": "done", "num_turns": 1,
+                  "usage": {"input_tokens": 1, "output_tokens": 1}}))
+'''
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap (bwrap) is not installed on this machine")
+def test_a_real_agent_preset_gets_its_install_and_runtime_bundle_and_nothing_else(tmp_path):
+    """`--agent claude-code` with the CLI installed npm-style under a prefix outside the
+    system (a launcher script run by an interpreter from that prefix): under bwrap's
+    allow-list the adapter adds the CLI's package and its interpreter's prefix, the
+    runtime bundle is in the private home, the real home is not visible, and the
+    additions are recorded in the manifest and in the run's isolation record."""
+    prefix = tmp_path / "node-prefix"
+    (prefix / "bin").mkdir(parents=True)
+    node = prefix / "bin" / "fakenode"
+    node.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    node.chmod(0o755)
+    package = prefix / "lib" / "node_modules" / "@anthropic-ai" / "claude-code"
+    (package / "vendor").mkdir(parents=True)
+    (package / "vendor" / "data.txt").write_text("package data\n")
+    cli = package / "cli.js"
+    cli.write_text("#!/usr/bin/env fakenode\n" + f"REAL_HOME = {str(tmp_path / 'home')!r}\nPREFIX = {str(prefix)!r}\n" + FAKE_CLAUDE)
+    cli.chmod(0o755)
+    (prefix / "bin" / "claude").symlink_to("../lib/node_modules/@anthropic-ai/claude-code/cli.js")
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text('{"model": "bundle-model"}\n')
+    (home / "private.txt").write_text("not for the agent\n")
+    make_task(tmp_path / "tasks", "P01", checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))}
+    env.update(HOME=str(home), PATH=f"{prefix / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "tasks", "--agent", "claude-code", "--agent-isolation", "bwrap",
+                           "--agent-record", "runs/r", "-p", "no:cacheprovider", "-p", "no:randomly"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert (tmp_path / "runs" / "r" / "results.json").is_file(), proc.stdout + proc.stderr
+    run = load_results(tmp_path / "runs" / "r")["tasks"]["P01"]["runs"][0]
+    assert run["report"] is not None, (run, proc.stdout)
+    seen = json.loads(run["report"]["answer"])
+    assert seen == {"own_package_data": "package data", "bundle_settings": '{"model": "bundle-model"}',
+                    "real_home_visible": False, "interpreter_prefix_lib": True}
+    assert run["outcome"] == "passed", proc.stdout
+    added = {a["path"] for a in run["evidence"]["isolation"]["additions"]}
+    assert {str(package), str(prefix), str(prefix / "bin" / "claude")} <= added, added
+    manifest = json.loads((tmp_path / "runs" / "r" / "runtime-manifest.json").read_text())
+    recorded = {a["path"] for a in manifest["evidence"]["sandbox_additions"]["paths"]}
+    assert {str(package), str(prefix)} <= recorded, manifest["evidence"]["sandbox_additions"]
+    assert not any(str(home) == p or p.startswith(str(home) + "/") for p in added | recorded)
