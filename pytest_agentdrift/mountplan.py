@@ -72,12 +72,17 @@ class Mount:
     source: str | None  # bound path, or a symlink's target; None for dir / tmpfs / proc / dev
     dest: str
 
-    def record(self) -> str:
+    def record(self, labels: Mapping[str, str] | None = None) -> str:
+        def show(p: str | None) -> str | None:
+            for path, label in (labels or {}).items():
+                if p is not None and _within(p, path):
+                    return label + p[len(path.rstrip("/")):]
+            return p
         if self.kind == "symlink":
-            return f"symlink {self.dest} -> {self.source}"
+            return f"symlink {show(self.dest)} -> {self.source}"
         if self.source is not None and self.source != self.dest:
-            return f"{self.kind} {self.source} -> {self.dest}"
-        return f"{self.kind} {self.dest}"
+            return f"{self.kind} {show(self.source)} -> {show(self.dest)}"
+        return f"{self.kind} {show(self.dest)}"
 
 
 @dataclass(frozen=True)
@@ -109,8 +114,10 @@ class MountPlan:
                 argv += ["--remount-ro", m.dest]
         return argv
 
-    def to_record(self) -> dict[str, list[str]]:
-        return {"mounts": [m.record() for m in self.mounts], "excluded": list(self.excluded)}
+    def to_record(self, labels: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+        """The plan as lines; a path under a key of `labels` is shown under its label
+        (`<run>` for a run's own, randomly named directory: two recordings of one run agree)."""
+        return {"mounts": [m.record(labels) for m in self.mounts], "excluded": list(self.excluded)}
 
     @property
     def writable(self) -> list[str]:

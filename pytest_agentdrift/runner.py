@@ -339,7 +339,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         tamper=_tamper(spec, d, after), lockfile_changes=ev.lockfile_changes(d),
         network_attempts=net, credential_access=cred, agent_events=agent_events,
         event_problems=problems + net_problems, report=report, report_error=report_error,
-        adapter_output=adapter_out, isolation=isolation_record(settings.isolation, proc.plan, additions), start_commit=start_commit,
+        adapter_output=adapter_out, isolation=isolation_record(settings.isolation, proc.plan, additions, root), start_commit=start_commit,
         api_requests=[{**e, "type": "api_request"} for e in api_requests], network_policy=policy, runtime_bundle=bundle,
     )
 
@@ -352,11 +352,12 @@ def _tamper(spec: TaskSpec, d: treesnap.TreeDiff, after: dict[str, Any]) -> dict
     return {**ev.tamper_evidence(d, spec.protected), "shadowing_modules": shadowing}
 
 
-def isolation_record(isolation: sandbox.Isolation, plan, additions) -> dict[str, Any]:
-    """What this run's sandbox showed: the mount plan under bwrap, else what was not hidden."""
+def isolation_record(isolation: sandbox.Isolation, plan, additions, root: Path) -> dict[str, Any]:
+    """What this run's sandbox showed: the mount plan under bwrap, else what was not hidden.
+    The run's own directory (a random temporary path) is shown as `<run>`."""
     from pytest_agentdrift import mountplan
 
-    rec = plan.to_record() if plan is not None else {"mounts": [], "excluded": []}
+    rec = plan.to_record({str(root): "<run>"}) if plan is not None else {"mounts": [], "excluded": []}
     return {"mode": isolation.mode, "network": isolation.network, "filesystem": isolation.filesystem,
             **rec, "additions": mountplan.describe_additions(additions), "not_hidden": mountplan.not_hidden(isolation.mode)}
 
