@@ -2,7 +2,7 @@
 
 An allow-list, not a deny-list: the sandbox starts from an empty root and
 mounts only what a program needs to run, read-only: the system directories
-(/usr, /bin, /lib*, /sbin, /sys), a fixed list of /etc entries, the Python
+(/usr, /bin, /lib*, /sbin, the CPU topology of /sys), a fixed list of /etc entries, the Python
 runtime the harness runs (its prefixes and this package, without the bundled
 suite), the files and directories the caller names, and, writable, the run's
 own directory. /tmp, /home, /root, /run, /var/run, /srv, /mnt, /media and /opt
@@ -41,8 +41,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping
 
-#: read-only system directories (a symlink such as /bin -> usr/bin is recreated as a symlink)
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
+#: read-only system directories (a symlink such as /bin -> usr/bin is recreated as a symlink);
+#: of /sys only the CPU topology runtimes size their thread pools by (not the cgroup tree,
+#: which lists host processes)
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu")
 
 #: the /etc entries a program needs: name service and users (getpwuid for git, ssh, getpass),
 #: the dynamic linker, time zone and locale, TLS trust anchors (never ssl/private), the

@@ -166,6 +166,7 @@ class AgentDriftSession:
         """Never visible in a sandbox, even inside something it may read."""
         paths = [p for p in (self.settings.record, self.settings.baseline) if p is not None]
         paths += [spec.path for spec in self.specs.values()]
+        paths.append(Path.cwd())  # the project, should it lie inside something a sandbox shows (/usr/src/...)
         return tuple(Path(p).absolute() for p in paths)
 
     def close(self) -> None:

@@ -185,7 +185,7 @@ def _mode_param(mode: str):
     return pytest.param(mode)
 
 
-@pytest.fixture(scope="module", params=[_mode_param("bwrap"), _mode_param("none")])
+@pytest.fixture(scope="module", params=[_mode_param("bwrap"), _mode_param("unshare"), _mode_param("none")])
 def graded(request, tmp_path_factory) -> Session:
     s = _session(tmp_path_factory.mktemp(f"grading-{request.param}"), request.param)
     # tracebacks of graded code appear in check tails ("    | "); none of the harness's own
