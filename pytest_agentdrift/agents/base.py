@@ -95,6 +95,17 @@ class AgentAdapter:
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
         return AdapterOutput()
 
+    def sandbox_paths(self, env: dict[str, str]) -> list[tuple[str, str]]:
+        """(path, why) the agent needs to read under bubblewrap beyond the system and the
+        harness's Python runtime; recorded in the manifest. By default: the program its
+        argv starts (with its install prefix, or a script's interpreter) and every existing
+        absolute path the argv names. An adapter that needs more says so here."""
+        from pytest_agentdrift.run import mountplan
+
+        argv = self.argv_template()
+        first = [] if not argv or "{" in argv[0] else mountplan.executable_paths(argv[0], mountplan.env_path(env))
+        return first + mountplan.named_paths(argv[1:])
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "product": self.product, "surface": self.surface}
 

@@ -20,7 +20,7 @@ EVALUATOR_COMPONENT = "scoring"  # names this file in evaluator_id (pytest_agent
 
 
 def is_tampered(run: RunEvidence, checks: list[CheckResult]) -> bool:
-    return bool(run.tamper["protected_changed"] or run.tamper["test_config_changed"]) or any(
+    return bool(run.tamper["protected_changed"] or run.tamper["test_config_changed"] or run.tamper.get("shadowing_modules")) or any(
         c.kind == "tamper" and not c.passed for c in checks
     )
 

@@ -78,6 +78,9 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
                f" (network {iso['network']}, file system {iso['filesystem']})")
     if iso["enforced"] == "none":
         out.append("WARNING: runs were NOT isolated; effects were only detected, not prevented")
+    if iso.get("not_hidden"):
+        out.append(f"NOT HIDDEN from the agent and graded code under {iso['enforced']}:")
+        out += [f"  - {line}" for line in iso["not_hidden"]]
     crit = [(tid, r) for tid, t in tasks.items() for r in t["runs"] if r["critical_failed"]]
     if crit:
         out.append("critical failures:")

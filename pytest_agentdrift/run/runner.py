@@ -33,7 +33,8 @@ from typing import Any
 from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter, RunContext
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import TaskError
-from pytest_agentdrift.run import agentio, gitstate, netlog, sandbox, tamper
+from pytest_agentdrift.run import agentio, gitstate, mountplan, netlog, sandbox, tamper
+from pytest_agentdrift.run import stdlib_guard as gradeguard
 from pytest_agentdrift.run import canary as canary_mod
 from pytest_agentdrift.safetext import capped, escape_path, json_safe
 from pytest_agentdrift.tasks import fdtree, treesnap
@@ -54,6 +55,11 @@ class RunSettings:
     agent_options: dict[str, Any] = field(default_factory=dict)
     keep_workdirs: bool = False
     allow_hosts: tuple[str, ...] = ()  # extends the adapter's API-host allowlist
+    #: (path, why) the agent may read under bwrap beyond the system, the harness runtime and
+    #: what its adapter names (`sandbox_paths`): --agent-config / --agent-instructions / --agent-mount
+    mounts: tuple[tuple[str, str], ...] = ()
+    #: never visible to the agent, even inside something it may read (task dirs, records, the project)
+    hidden: tuple[Path, ...] = ()
     limits: dict[str, int | None] | None = None  # resource limits (limits.py); None: the defaults
     harness_dir: Path | None = None  # harness-only scratch (observer logs); None: beside the runs' base
 
@@ -166,6 +172,7 @@ class RunEvidence:
             "api_requests": len(self.api_requests),
             "network_policy": self.network_policy,
             "runtime_bundle": self.runtime_bundle,
+            "isolation": self.isolation,
             "writes_observed": len(self.write_events),
             "limits": self.limits,
             "resource_exceeded": self.resource_exceeded,
@@ -294,7 +301,9 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # files and checks are hidden from it (only the reference agent reads them).
     task_file = harness / "task.md"
     task_file.write_text(spec.text, encoding="utf-8")
-    hidden = [base] if adapter.needs_task_dir else [base, spec.path]
+    additions = mountplan.beyond_runtime([*adapter.sandbox_paths(dict(os.environ)), *settings.mounts])
+    if adapter.needs_task_dir:
+        additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
     ctx = RunContext(
         task_id=spec.id, task_file=task_file, task_text=spec.text,
         task_dir=spec.path, workdir=work, options=dict(settings.agent_options),
@@ -322,10 +331,17 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
             "AGENTDRIFT_REPORT": str(harness / "report.json"),
             "AGENTDRIFT_NETLOG": str(netrx.path),
         })
+        plan = None
+        if settings.isolation.mode == "bwrap":
+            # allow-list: the system, the harness runtime, what the adapter and the options name,
+            # this run's own directory and the harness-only socket directory (read-only); the task
+            # directory, other runs, records and the harness's observer logs: nothing
+            plan = mountplan.build(
+                writable=[root], readable=[*mountplan.harness_runtime(), *(p for p, _ in additions), observers],
+                exclude=[base, spec.path, guard.harness_dir.parent, *settings.hidden], additions=additions)
         guard.prepare()
         proc = sandbox.run(
-            argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root],
-            hidden_dirs=[*hidden, guard.harness_dir.parent], readable=[observers], masked_home=Path.home(),
+            argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root], plan=plan,
             timeout_s=timeout, output_limit=settings.output_limit, token=token, guard=guard,
         )
     finally:
@@ -432,10 +448,11 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         stdout_truncated=proc.stdout_truncated, stderr_truncated=proc.stderr_truncated,
         leftover_processes=proc.leftover_processes, diff=d, patch=patch,
         writes_outside=writes_outside, git_mutations=mutations, work_tree_deleted=work_deleted,
-        tamper=tamper.tamper_evidence(d, spec.protected), lockfile_changes=tamper.lockfile_changes(d),
+        tamper=_tamper(spec, d, after), lockfile_changes=tamper.lockfile_changes(d),
         network_attempts=net, credential_access=cred, agent_events=agent_events,
         event_problems=log.problem_lines() + net_problems, report=report, report_error=report_error,
-        adapter_output=adapter_out, isolation=settings.isolation.to_dict("?"), start_commit=start_commit,
+        adapter_output=adapter_out, start_commit=start_commit,
+        isolation=isolation_record(settings.isolation, proc.plan, additions, root),
         api_requests=[{**json_safe(e), "type": "api_request", "source": "harness"} for e in api_requests],
         network_policy=policy, runtime_bundle=bundle,
         write_events=guard.write_events, limits=guard.record(), resource_exceeded=guard.exceeded(),
@@ -472,6 +489,20 @@ def merge_python_hook_events(hook: list[dict[str, Any]], dns: list[dict[str, Any
     from pytest_agentdrift.run.netwatch import merge_python_hook_events as merge
 
     return merge(hook, dns)
+
+
+def _tamper(spec: TaskSpec, d: treesnap.TreeDiff, after: dict[str, Any]) -> dict[str, list[str]]:
+    # an added `unittest.py` would be imported by grading in place of the standard library's
+    shadowing = gradeguard.shadowing_modules(d.added, after, gradeguard.fixture_provided(spec.initial_tree))
+    return {**tamper.tamper_evidence(d, spec.protected), "shadowing_modules": shadowing}
+
+
+def isolation_record(isolation: sandbox.Isolation, plan, additions, root: Path) -> dict[str, Any]:
+    """What this run's sandbox showed: the mount plan under bwrap, else what was not hidden.
+    The run's own directory (a random temporary path) is shown as `<run>`."""
+    rec = plan.to_record({str(root): "<run>"}) if plan is not None else {"mounts": [], "excluded": []}
+    return {"mode": isolation.mode, "network": isolation.network, "filesystem": isolation.filesystem,
+            **rec, "additions": mountplan.describe_additions(additions), "not_hidden": mountplan.not_hidden(isolation.mode)}
 
 
 def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:

@@ -1,12 +1,13 @@
 """Running an untrusted command: isolation, time limit, bounded output.
 
 Isolation, strongest first:
-* ``bwrap`` (bubblewrap): read-only system, only the run's own directory
-  writable, sensitive home paths masked, no network, a PID namespace (a child
-  that escaped with setsid dies with the sandbox), ``--cap-drop ALL`` when we
-  are root (a root process inside could otherwise remount / read-write).
-* ``unshare``: a private network namespace only; the file system is not
-  isolated, which the run records.
+* ``bwrap`` (bubblewrap): an allow-list of the file system (mountplan.py: the
+  system, the Python runtime, what the caller names, read-only; the run's own
+  directory writable; nothing else exists), no network, a PID namespace (a
+  child that escaped with setsid dies with the sandbox), ``--cap-drop ALL``
+  when we are root (a root process inside could otherwise remount read-write).
+* ``unshare``: a private network namespace only; nothing of the file system
+  is hidden, which the run records (`mountplan.not_hidden`).
 * ``none``: unisolated, recorded and shown plainly in the report.
 
 Whatever the mode, every process carries a per-run token in its environment,
@@ -24,17 +25,9 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pytest_agentdrift.session.options import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
-
-#: home entries that hold credentials or personal configuration: hidden from
-#: the agent under bwrap (the agent gets a private HOME anyway).
-SENSITIVE_HOME_PATHS = (
-    ".ssh", ".aws", ".azure", ".gnupg", ".netrc", ".git-credentials", ".docker", ".kube",
-    ".config", ".claude", ".claude.json", ".codex", ".copilot", ".npmrc", ".pypirc",
-    ".local/share/keyrings", ".bash_history", ".python_history",
-)
-
 
 @dataclass(frozen=True)
 class Isolation:
@@ -62,23 +55,19 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
-def _bwrap_base(writable: list[Path], masked: list[Path], hidden_dirs: list[Path], readable: list[Path] = ()) -> list[str]:
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
-    for d in hidden_dirs:
-        argv += ["--tmpfs", os.fspath(d)]
-    for r in readable:  # back into view, read-only, inside a hidden directory
-        argv += ["--ro-bind", os.fspath(r), os.fspath(r)]
-    for p in masked:
-        if p.is_dir() and not p.is_symlink():
-            argv += ["--tmpfs", os.fspath(p)]
-        elif p.exists():
-            argv += ["--ro-bind", "/dev/null", os.fspath(p)]
-    for w in writable:
-        argv += ["--bind", os.fspath(w), os.fspath(w)]
-    argv += ["--unshare-all", "--die-with-parent", "--new-session"]
+def _bwrap_argv(plan) -> list[str]:
+    argv = ["bwrap", *plan.bwrap_args(), "--unshare-all", "--die-with-parent", "--new-session"]
     if _is_root():
         argv += ["--cap-drop", "ALL"]
     return argv
+
+
+def default_plan(writable=(), readable=(), hidden=()):
+    """The allow-list for a command the harness runs: the system, the harness's Python
+    runtime, `readable` read-only, `writable`; `hidden` never shows inside any of them."""
+    from pytest_agentdrift.run import mountplan
+
+    return mountplan.build(writable=writable, readable=[*mountplan.harness_runtime(), *readable], exclude=hidden)
 
 
 def _probe(argv: list[str]) -> bool:
@@ -98,7 +87,7 @@ def detect(requested: str = "auto") -> Isolation:
     """The strongest isolation that actually works here (probed, not assumed)."""
     notes: list[str] = []
     if requested in ("auto", "bwrap"):
-        if shutil.which("bwrap") and _probe(_bwrap_base([], [], []) + ["true"]):
+        if shutil.which("bwrap") and _probe(_bwrap_argv(default_plan()) + ["true"]):
             return Isolation("bwrap", "denied", "isolated", True, _is_root())
         why = "bwrap not installed" if not shutil.which("bwrap") else "bwrap present but cannot create namespaces here"
         if requested == "bwrap":
@@ -177,6 +166,7 @@ class ProcessResult:
     leftover_processes: int
     launch_error: str | None = None
     argv: list[str] = field(default_factory=list)
+    plan: Any = None  # the mountplan.MountPlan the command ran under (bwrap only)
 
 
 @lru_cache(maxsize=1)
@@ -285,18 +275,26 @@ def run(
     output_limit: int = 4 << 20,
     token: str,
     guard=None,
+    plan: Any = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ProcessResult:
     """Run argv under the given isolation; never raises for the command's own failures.
 
-    `guard` (a runguard.RunGuard) puts limits and observers around the run and
-    counts the processes that outlived the agent.
+    Under bwrap the command sees `plan` (a mountplan.MountPlan), or by default
+    the system, the harness's runtime, `readable` and cwd read-only and
+    `writable`; `hidden_dirs` never show inside them. The real home is not
+    mounted at all (`masked_home` is kept for callers; nothing of it is needed).
+    `pass_fds` stay open in the command (a harness-only channel). `guard` (a
+    runguard.RunGuard) puts limits and observers around the run and counts the
+    processes that outlived the agent.
     """
     env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
     become_subreaper()
     known_children = set(_children(os.getpid()))
     if isolation.mode == "bwrap":
-        masked = [masked_home / p for p in SENSITIVE_HOME_PATHS] if masked_home else []
-        full = _bwrap_base(writable, masked, list(hidden_dirs), list(readable)) + ["--chdir", os.fspath(cwd), "--"] + argv
+        if plan is None:
+            plan = default_plan(writable, [*readable, cwd], hidden_dirs)
+        full = _bwrap_argv(plan) + ["--chdir", os.fspath(cwd), "--"] + argv
     elif isolation.mode == "unshare":
         full = _unshare_prefix() + ["--"] + argv
     else:
@@ -308,10 +306,11 @@ def run(
     try:
         proc = subprocess.Popen(
             full, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, pass_fds=guard.pass_fds if guard is not None else (),
+            stderr=subprocess.PIPE, start_new_session=True,
+            pass_fds=(*pass_fds, *(guard.pass_fds if guard is not None else ())),
         )
     except OSError as exc:
-        return ProcessResult(None, False, 0.0, b"", b"", 0, 0, False, False, 0, f"cannot start {argv[0]!r}: {exc.strerror or exc}", full)
+        return ProcessResult(None, False, 0.0, b"", b"", 0, 0, False, False, 0, f"cannot start {argv[0]!r}: {exc.strerror or exc}", full, plan)
     if guard is not None:
         try:
             guard.started(proc)
@@ -389,6 +388,7 @@ def run(
         leftover_processes=leftovers,
         launch_error=guard.launch_error if guard is not None else None,
         argv=full,
+        plan=plan,
     )
 
 

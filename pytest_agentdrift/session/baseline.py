@@ -83,6 +83,13 @@ def capture_for_session(config, s) -> None:
         )
         cap = mf.capture(ctx)
         s.manifest, s.instruction_bundle, s.source_manifest = cap.manifest, cap.instruction_bundle, cap.source_manifest
+        # what the sandbox shows the agent beyond the system and the harness runtime (an adapter's
+        # install prefix, files the command names): evidence, not identity (paths differ by host)
+        from pytest_agentdrift.run import mountplan
+
+        s.manifest.setdefault("evidence", {})["sandbox_additions"] = {
+            "isolation": s.isolation.mode, "paths": mountplan.describe_additions(s.sandbox_mounts()),
+            "not_hidden": mountplan.not_hidden(s.isolation.mode)}
     config.hook.pytest_agentdrift_update_manifest(config=config, manifest=s.manifest)
     if "identity" in s.manifest:
         s.manifest["runtime_id"] = mf.runtime_id(s.manifest["identity"])

@@ -59,6 +59,7 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-sandbox-mode", "sandbox_mode", "string", None, "the product's own sandbox mode for real-agent presets", {}),
     ("--agent-config", "config_files", "linelist", [], "a configuration file the agent reads (hashed into the manifest); repeatable", {"action": "append"}),
     ("--agent-instructions", "instruction_files", "linelist", [], "an instruction file the agent reads (hashed into the manifest); repeatable", {"action": "append"}),
+    ("--agent-mount", "mounts", "linelist", [], "a file or directory a generic agent needs to read under bwrap (its install, helper modules); mounted read-only, recorded in the manifest; repeatable", {"action": "append"}),
     ("--agent-allow-host", "allow_hosts", "linelist", [], "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable", {"action": "append"}),
     ("--agent-accept-unobserved", "accept_unobserved", "linelist", ["env_image_digest", "server_revision"], "a compared field that may stay unobserved on both sides (noted, not blocking); repeatable; default: env_image_digest (a container cannot see it) and server_revision (no supported product reports one)", {"action": "append"}),
     ("--agent-image-digest", "image_digest", "string", None, "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)", {}),
@@ -109,6 +110,7 @@ class Settings:
     seed: int = 0
     keep_workdirs: bool = False
     limits: dict[str, int | None] = field(default_factory=dict)  # limits.py: defaults, then ini, then CLI, per key
+    mounts: tuple[str, ...] = ()
 
     @property
     def agent_selected(self) -> bool:
@@ -174,6 +176,13 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
     def path(v: Any) -> Path | None:
         return None if v in (None, "") else Path(v)
 
+    mounts = []
+    for m in values["mounts"] or ():
+        full = rootpath / m if not Path(m).is_absolute() else Path(m)
+        if not full.exists():
+            raise AgentDriftError(f"--agent-mount: {m}: no such file or directory")
+        mounts.append(str(full.absolute()))
+
     return Settings(
         agent=values["agent"], cmd=values["cmd"], suite=values["suite"], k=k, timeout=timeout,
         record=path(values["record"]), baseline=path(values["baseline"]), vary=tuple(values["vary"] or ()),
@@ -185,6 +194,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         allow_hosts=tuple(values["allow_hosts"] or ()),
         rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
         limits=limits,
+        mounts=tuple(mounts),
     )
 
 

@@ -119,6 +119,7 @@ class AgentDriftSession:
     _isolation: Isolation | None = None
     _grader: Grader | None = None
     _base: Path | None = None
+    _mounts: list[tuple[str, str]] | None = None
 
     # -- setup (controller and workers) ---------------------------------------------
     def resolve_adapter(self, extra: dict[str, type[AgentAdapter]] | None = None) -> AgentAdapter | None:
@@ -168,8 +169,30 @@ class AgentDriftSession:
         if self._grader is None:
             from pytest_agentdrift.grade.checks import Grader
 
-            self._grader = Grader(self.isolation, self.base / "grading", hide=self.base / "runs")
+            self._grader = Grader(self.isolation, self.base / "grading", hide=self.base / "runs", hidden=self.hidden_paths())
         return self._grader
+
+    def sandbox_mounts(self) -> list[tuple[str, str]]:
+        """(path, why) the agent may read beyond the system and the harness runtime: what the
+        adapter needs (an install prefix), what the command and --agent-config/-instructions/-mount name."""
+        if self._mounts is None:
+            from pytest_agentdrift.run import mountplan
+
+            adds = list(self.adapter.sandbox_paths(dict(os.environ))) if self.adapter else []
+            self._mounts = mountplan.beyond_runtime([*adds, *self.option_mounts()])
+        return self._mounts
+
+    def option_mounts(self) -> list[tuple[str, str]]:
+        return [*((os.path.abspath(p), "--agent-config") for p in self.settings.config_files),
+                *((os.path.abspath(p), "--agent-instructions") for p in self.settings.instruction_files),
+                *((p, "--agent-mount") for p in self.settings.mounts)]
+
+    def hidden_paths(self) -> tuple[Path, ...]:
+        """Never visible in a sandbox, even inside something it may read."""
+        paths = [p for p in (self.settings.record, self.settings.baseline) if p is not None]
+        paths += [spec.path for spec in self.specs.values()]
+        paths.append(Path.cwd())  # the project, should it lie inside something a sandbox shows (/usr/src/...)
+        return tuple(Path(p).absolute() for p in paths)
 
     def close(self) -> None:
         if self._base is not None and not self.settings.keep_workdirs:
@@ -188,7 +211,7 @@ class AgentDriftSession:
             isolation=self.isolation, timeout_s=self.settings.timeout,
             env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(self.settings.env))),
             agent_options=self.settings.agent_options, keep_workdirs=self.settings.keep_workdirs,
-            allow_hosts=self.settings.allow_hosts,
+            allow_hosts=self.settings.allow_hosts, mounts=tuple(self.option_mounts()), hidden=self.hidden_paths(),
             limits=dict(self.settings.limits) or None, harness_dir=self.base / "harness",
         )
         from pytest_agentdrift.safetext import json_safe
@@ -265,6 +288,9 @@ class AgentDriftSession:
         if not self.expected_nodeids and not self.received_nodeids:
             reasons.append("no task was run")
         iso = self.isolation.to_dict(self.settings.isolation)
+        from pytest_agentdrift.run.mountplan import not_hidden
+
+        iso["not_hidden"] = not_hidden(self.isolation.mode)
         adapter = self.adapter
         results = {
             "schema_version": 1,

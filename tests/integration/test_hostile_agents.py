@@ -449,8 +449,9 @@ def _setsid(root: Path, isolation: str) -> Session:
     bodies = {"HS1": SETSID_AGENT.format(scrub=False, child=str(child)),
               "HS2": SETSID_AGENT.format(scrub=True, child=str(child))}
     # TMPDIR: the plugin's private base lands here and, with --agent-keep-workdirs, stays
-    s = run_session(root, {"HS1": {}, "HS2": {}}, bodies, "--agent-keep-workdirs", isolation=isolation,
-                    env={"TMPDIR": str(tmp)})
+    # the child's script lives outside the run: under bwrap's allow-list it must be named to be readable
+    s = run_session(root, {"HS1": {}, "HS2": {}}, bodies, "--agent-keep-workdirs", "--agent-mount", str(child),
+                    isolation=isolation, env={"TMPDIR": str(tmp)})
     ticks = {}
     for task_id in ("HS1", "HS2"):
         found = [p for p in sorted(tmp.rglob("ticks.txt")) if f"/{task_id}-r1-" in p.as_posix() and ("box", "work") in zip(p.parts, p.parts[1:])]

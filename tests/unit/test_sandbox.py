@@ -311,49 +311,55 @@ def test_bwrap_only_writable_dirs_are_writable(tmp_path, bwrap):
     """)
     res = sandbox.run(argv, cwd=work, env=env(), isolation=bwrap, writable=[work], timeout_s=20, token=secrets.token_hex(16))
     assert res.exit_code == 0, res.stderr
-    assert res.stdout == b"wrote OSError OSError OSError\n"
+    # `other` is not mounted at all (allow-list); /usr and the (empty) home are read-only
+    assert res.stdout == b"wrote FileNotFoundError OSError OSError\n"
     assert (work / "ok.txt").read_text() == "x"
     assert not (other / "evil.txt").exists()
     assert not (Path.home() / "evil.txt").exists()
 
 
-def test_bwrap_masks_sensitive_home_files(tmp_path, bwrap):
+def test_bwrap_the_real_home_is_not_mounted(tmp_path, bwrap):
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_rsa").write_text("PRIVATE-KEY-MATERIAL\n")
-    (home / ".netrc").write_text("machine x login y password SECRET-NETRC\n")
-    (home / "plain.txt").write_text("visible\n")
+    (home / ".gitconfig").write_text("[user]\n\tname = SECRET-GITCONFIG\n")
+    (home / "plain.txt").write_text("not needed either\n")
     work = tmp_path / "work"
     work.mkdir()
     argv = script(work, f"""
         import os
         home = {str(home)!r}
-        print(sorted(os.listdir(os.path.join(home, ".ssh"))))
-        try:
-            print(repr(open(os.path.join(home, ".netrc")).read()))
-        except OSError as exc:
-            print(type(exc).__name__)
-        print(open(os.path.join(home, "plain.txt")).read().strip())
+        for rel in (".ssh", ".gitconfig", "plain.txt"):
+            try:
+                p = os.path.join(home, rel)
+                print(os.listdir(p) if os.path.isdir(p) else open(p).read())
+            except OSError as exc:
+                print(type(exc).__name__)
     """)
     res = sandbox.run(argv, cwd=work, env=env(), isolation=bwrap, writable=[work], masked_home=home, timeout_s=20, token=secrets.token_hex(16))
     assert res.exit_code == 0, res.stderr
-    ssh, netrc, plain = res.stdout.decode().splitlines()
-    assert ssh == "[]"  # the directory is an empty tmpfs
-    assert netrc in ("''", "PermissionError")  # /dev/null bound over it (nodev: unreadable)
-    assert plain == "visible"
+    assert res.stdout.decode().splitlines() == ["FileNotFoundError"] * 3
     assert b"SECRET" not in res.stdout + res.stderr and b"PRIVATE" not in res.stdout + res.stderr
     assert (home / ".ssh" / "id_rsa").read_text() == "PRIVATE-KEY-MATERIAL\n"  # the host's copy is untouched
 
 
-def test_bwrap_hidden_dirs_are_empty(tmp_path, bwrap):
-    hidden = tmp_path / "others"
-    hidden.mkdir()
+def test_bwrap_hidden_dirs_do_not_exist_and_are_not_named(tmp_path, bwrap):
+    shown = tmp_path / "shown"
+    hidden = shown / "others"
+    hidden.mkdir(parents=True)
     (hidden / "other-run.txt").write_text("another run's files\n")
+    (shown / "fine.txt").write_text("fine\n")
     work = tmp_path / "work"
     work.mkdir()
-    res = sandbox.run([sys.executable, "-c", f"import os; print(os.listdir({str(hidden)!r}))"], cwd=work, env=env(),
-                      isolation=bwrap, writable=[work], hidden_dirs=[hidden], timeout_s=20, token=secrets.token_hex(16))
-    assert res.stdout == b"[]\n", res.stderr
+    code = (f"import os; print(sorted(os.listdir({str(shown)!r}))); print(os.path.exists({str(hidden)!r})); "
+            "print(open('/proc/self/mountinfo').read())")
+    res = sandbox.run([sys.executable, "-c", code], cwd=work, env=env(), isolation=bwrap, writable=[work], readable=[shown],
+                      hidden_dirs=[hidden], timeout_s=20, token=secrets.token_hex(16))
+    assert res.exit_code == 0, res.stderr
+    listing, exists, mountinfo = res.stdout.decode().split("\n", 2)
+    assert (listing, exists) == ("['fine.txt']", "False")
+    assert str(hidden) not in mountinfo
+    assert f"dir {shown}" in res.plan.to_record()["mounts"] and str(hidden) in res.plan.excluded
 
 
 def test_bwrap_cannot_remount_root_read_write(tmp_path, bwrap):

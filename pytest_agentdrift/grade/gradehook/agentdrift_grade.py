@@ -2,17 +2,22 @@
 runs of a task's tests. It records, node id by node id, what was collected,
 what was deselected and how each test ended, and flags reports that say
 "passed" while their call raised: the signature of a hook that rewrites
-outcomes. Results go to the JSON file named by AGENTDRIFT_GRADE_OUT.
+outcomes. Results go to the harness over the signed result channel that
+launch.py attaches (pytest_agentdrift/grade/channel.py), never to a file
+graded code could rewrite; the channel is closed once they are sent.
 """
-
-import json
-import os
 
 import pytest
 
 EVALUATOR_COMPONENT = "grade_plugin"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 _state = {"collected": [], "deselected": [], "outcomes": {}, "forged": [], "marks": {}, "messages": {}}
+_channel = None
+
+
+def attach(channel):
+    global _channel
+    _channel = channel
 
 
 def pytest_deselected(items):
@@ -58,8 +63,11 @@ def pytest_runtest_logreport(report):
         _state["messages"][nodeid] = str(text.message if text is not None else report.longrepr)[-2000:]
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    path = os.environ.get("AGENTDRIFT_GRADE_OUT")
-    if path:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump({**_state, "exitstatus": int(exitstatus)}, fh)
+    global _channel
+    channel, _channel = _channel, None
+    if channel is not None:
+        # the final status, after every other plugin had its say
+        channel.send("result", {**_state, "exitstatus": int(session.exitstatus)})
+        channel.close()

@@ -1,0 +1,434 @@
+"""What an agent, or graded code, sees of the file system under bubblewrap. No pytest.
+
+An allow-list, not a deny-list: the sandbox starts from an empty root and
+mounts only what a program needs to run, read-only: the system directories
+(/usr, /bin, /lib*, /sbin, the CPU topology of /sys), a fixed list of /etc entries, the Python
+runtime the harness runs (its prefixes and this package, without the bundled
+suite), the files and directories the caller names, and, writable, the run's
+own directory. /tmp, /home, /root, /run, /var/run, /srv, /mnt, /media and /opt
+exist but are empty; everything else does not exist at all (the project, the
+records, other runs' and sessions' trees, other virtual environments, host
+unix sockets, the real home).
+
+Why /etc is an allow-list too: masking secrets means knowing every secret's
+name on every distribution (shadow, gshadow and their backups, ssh host keys,
+sudoers, ssl/private, keytabs, network passwords, tokens in pip.conf or npmrc,
+...); one unknown name leaks. A missing allow-list entry fails loudly instead
+(a program cannot find its configuration), and never leaks.
+
+A path that is excluded (the bundled suite inside the package, the session's
+task directories, ...) but lies inside a directory that is allowed is never
+mounted, and never named: the allowed directory is recreated in the sandbox's
+own tmpfs and its other entries bound one by one. So /proc/self/mountinfo
+names only paths the sandbox shows, never a hidden one. A path the caller
+allows explicitly (the reference agent's own task directory) is mounted even
+when it lies inside an excluded one.
+
+The plan is data (`MountPlan.mounts`, a list of `Mount(kind, source, dest)`):
+it is turned into bwrap arguments and recorded, as is, in each run's
+isolation record.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Mapping
+
+#: read-only system directories (a symlink such as /bin -> usr/bin is recreated as a symlink);
+#: of /sys only the CPU topology runtimes size their thread pools by (not the cgroup tree,
+#: which lists host processes)
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu")
+
+#: the /etc entries a program needs: name service and users (getpwuid for git, ssh, getpass),
+#: the dynamic linker, time zone and locale, TLS trust anchors (never ssl/private), the
+#: alternatives links /usr/bin points into, OS identity, shells, git's and Python's system config
+ETC_ALLOW = (
+    "passwd", "group", "nsswitch.conf", "host.conf", "hosts", "hostname", "resolv.conf", "gai.conf",
+    "services", "protocols", "networks", "rpc",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+    "localtime", "timezone", "locale.alias", "locale.conf", "default/locale",
+    "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
+    "pki/tls/certs", "pki/tls/openssl.cnf", "pki/ca-trust/extracted",
+    "alternatives", "os-release", "lsb-release", "debian_version", "mtab",
+    "bash.bashrc", "profile", "shells", "inputrc", "terminfo", "mime.types", "magic", "magic.mime",
+    "gitconfig", "python3", *(f"python3.{minor}" for minor in range(8, 20)),
+)
+
+#: directories that exist in the sandbox, empty and read-only
+EMPTY_DIRS = ("/tmp", "/var", "/var/tmp", "/home", "/root", "/run", "/srv", "/mnt", "/media", "/opt")
+
+#: kinds of Mount, in the words of the record
+KINDS = ("ro", "rw", "dir", "symlink", "tmpfs", "proc", "dev", "remount-ro")
+
+
+@dataclass(frozen=True)
+class Mount:
+    kind: str  # one of KINDS
+    source: str | None  # bound path, or a symlink's target; None for dir / tmpfs / proc / dev
+    dest: str
+
+    def record(self, labels: Mapping[str, str] | None = None) -> str:
+        def show(p: str | None) -> str | None:
+            for path, label in (labels or {}).items():
+                if p is not None and _within(p, path):
+                    return label + p[len(path.rstrip("/")):]
+            return p
+        if self.kind == "symlink":
+            return f"symlink {show(self.dest)} -> {self.source}"
+        if self.source is not None and self.source != self.dest:
+            return f"{self.kind} {show(self.source)} -> {show(self.dest)}"
+        return f"{self.kind} {show(self.dest)}"
+
+
+@dataclass(frozen=True)
+class MountPlan:
+    mounts: tuple[Mount, ...]
+    #: allowed directories' entries that were left out because they are hidden
+    excluded: tuple[str, ...] = ()
+    #: what callers added and why (adapter install prefixes, named files): for the record
+    additions: tuple[tuple[str, str], ...] = field(default=())
+
+    def bwrap_args(self) -> list[str]:
+        argv: list[str] = []
+        for m in self.mounts:
+            if m.kind == "ro":
+                argv += ["--ro-bind", m.source, m.dest]
+            elif m.kind == "rw":
+                argv += ["--bind", m.source, m.dest]
+            elif m.kind == "dir":
+                argv += ["--dir", m.dest]
+            elif m.kind == "symlink":
+                argv += ["--symlink", m.source, m.dest]
+            elif m.kind == "tmpfs":
+                argv += ["--tmpfs", m.dest]
+            elif m.kind == "proc":
+                argv += ["--proc", m.dest]
+            elif m.kind == "dev":
+                argv += ["--dev", m.dest]
+            elif m.kind == "remount-ro":
+                argv += ["--remount-ro", m.dest]
+        return argv
+
+    def to_record(self, labels: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+        """The plan as lines; a path under a key of `labels` is shown under its label
+        (`<run>` for a run's own, randomly named directory: two recordings of one run agree)."""
+        return {"mounts": [m.record(labels) for m in self.mounts], "excluded": list(self.excluded)}
+
+    @property
+    def writable(self) -> list[str]:
+        return [m.dest for m in self.mounts if m.kind == "rw"]
+
+
+def _real(p: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.path.abspath(os.fspath(p)))
+
+
+def _within(path: str, top: str) -> bool:
+    """path is top or lies below it (both absolute, normalised)."""
+    return path == top or top == "/" or path.startswith(top.rstrip("/") + "/")
+
+
+def _key(path: str) -> tuple[str, ...]:
+    # parents sort before their children, whatever the characters in the names
+    return tuple(p for p in path.split("/") if p)
+
+
+def build(*, writable: Iterable[str | os.PathLike[str]] = (), readable: Iterable[str | os.PathLike[str]] = (),
+          exclude: Iterable[str | os.PathLike[str]] = (), additions: Iterable[tuple[str, str]] = ()) -> MountPlan:
+    """The plan for one sandbox: system allow-list + readable (read-only) + writable, minus exclude.
+
+    Paths are resolved (a symlinked path is mounted where it really lives). A
+    path that does not exist is left out. The root directory itself is never
+    allowed as a whole.
+    """
+    ops: list[Mount] = [Mount("dev", None, "/dev"), Mount("tmpfs", None, "/dev/shm"), Mount("proc", None, "/proc")]
+    links: list[Mount] = []
+    allowed: dict[str, str] = {}
+
+    def allow(path: str | os.PathLike[str], mode: str) -> None:
+        raw = os.path.abspath(os.fspath(path))
+        if not os.path.lexists(raw):
+            return
+        real = _real(raw)
+        if real == "/" or not os.path.exists(real):
+            return
+        if os.path.islink(raw) and _real(os.path.dirname(raw)) == os.path.dirname(raw):
+            links.append(Mount("symlink", os.readlink(raw), raw))  # the name the caller used still works
+        if allowed.get(real) != "rw":
+            allowed[real] = mode
+
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            links.append(Mount("symlink", os.readlink(d), d))
+        elif os.path.isdir(d):
+            allowed[d] = "ro"
+    for name in ETC_ALLOW:
+        p = "/etc/" + name
+        if os.path.islink(p):
+            links.append(Mount("symlink", os.readlink(p), p))
+        elif os.path.exists(p) and _real(p) == p:
+            allowed[p] = "ro"
+    for p in readable:
+        allow(p, "ro")
+    for p in writable:
+        allow(p, "rw")
+    hidden = sorted({_real(x) for x in exclude if x} | set(bundled_suite_copies()), key=_key)
+
+    # what is writable is not also mounted read-only inside itself
+    for r in [r for r, m in allowed.items() if m == "ro"]:
+        if any(_within(r, w) for w, m in allowed.items() if m == "rw"):
+            del allowed[r]
+    excluded: list[str] = []
+    roots = sorted(allowed, key=_key)
+    for root in roots:
+        mode = allowed[root]
+        enclosing = [r for r in roots if r != root and _within(root, r)]
+        if enclosing:
+            parent = max(enclosing, key=len)
+            cut = any(_within(x, parent) and _within(root, x) for x in hidden)
+            if allowed[parent] == mode and not cut:
+                continue  # already visible through its parent
+        inside = [x for x in hidden if x != root and _within(x, root)] if mode == "ro" else []
+        _emit(root, mode, inside, ops, excluded)
+    taken = {m.dest for m in ops}
+    for link in links:
+        # a link inside a mounted directory is already there (and that directory is read-only)
+        if link.dest in taken or any(_within(link.dest, r) for r in allowed if r != link.dest):
+            continue
+        ops.append(link)
+        taken.add(link.dest)
+    for d in EMPTY_DIRS:
+        if d not in taken and not any(_within(d, r) for r in allowed):
+            ops.append(Mount("dir", None, d))
+            taken.add(d)
+    if "/var/run" not in taken:
+        ops.append(Mount("symlink", "../run", "/var/run"))
+    base, rest = ops[:3], ops[3:]
+    rest.sort(key=lambda m: _key(m.dest))
+    return MountPlan(tuple(base + rest + [Mount("remount-ro", None, "/")]), tuple(sorted(set(excluded))),
+                     tuple((str(p), str(why)) for p, why in additions))
+
+
+def _emit(path: str, mode: str, hidden: list[str], ops: list[Mount], excluded: list[str]) -> None:
+    """Mount path; when hidden paths lie inside it, recreate it and mount its other entries."""
+    if not hidden or not os.path.isdir(path) or os.path.islink(path):
+        ops.append(Mount(mode, path, path))
+        return
+    ops.append(Mount("dir", None, path))
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return
+    for name in names:
+        child = os.path.join(path, name)
+        if child in hidden:
+            excluded.append(child)
+            continue
+        if os.path.islink(child):
+            try:
+                ops.append(Mount("symlink", os.readlink(child), child))
+            except OSError:
+                pass
+            continue
+        if not (os.path.isdir(child) or os.path.isfile(child)):
+            continue  # sockets, FIFOs and devices of a recreated directory are not carried over
+        _emit(child, mode, [x for x in hidden if _within(x, child) and x != child], ops, excluded)
+
+
+# ---- what the harness itself needs inside a sandbox ---------------------------------------
+#: this package (run/ is one of its stage folders): mounted whole, its bundled suite excluded
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+@lru_cache(maxsize=1)
+def harness_runtime() -> tuple[str, ...]:
+    """The interpreter that runs agents' helpers and graded code, and this package.
+
+    The prefixes of the running Python (a virtual environment and the
+    installation it was made from), the interpreter's own installation, this
+    package (its bundled suite is excluded by `build`), and pytest and its
+    dependencies wherever they are installed.
+    """
+    from importlib.util import find_spec
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.dirname(_real(sys.executable))), str(PACKAGE_ROOT)}
+    for name in ("pytest", "_pytest", "pluggy", "iniconfig", "packaging"):
+        try:
+            spec = find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        origin = spec.origin if spec is not None else None
+        if origin and origin not in ("built-in", "frozen"):
+            # a package is its directory, a module its file
+            paths.add(os.path.dirname(origin) if os.path.basename(origin) == "__init__.py" else origin)
+    return tuple(sorted(p for p in {_real(p) for p in paths} if p != "/"))
+
+
+@lru_cache(maxsize=1)
+def bundled_suite_copies() -> tuple[str, ...]:
+    """Every copy of the bundled suite we can find: this package's, installed copies in
+    the site directories of the runtimes we mount, and those editable installs point at."""
+    from pytest_agentdrift.tasks.load import builtin_suite_dir
+
+    found = {_real(builtin_suite_dir())}
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "/usr", "/usr/local"}
+    site_dirs: set[str] = {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
+    for prefix in prefixes:
+        for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages", "lib/python3*/dist-packages",
+                        "lib/python3/dist-packages", "local/lib/python3*/dist-packages"):
+            site_dirs.update(glob.glob(os.path.join(prefix, pattern)))
+    sources: set[str] = set(site_dirs)
+    for d in site_dirs:
+        for pth in glob.glob(os.path.join(d, "*.pth")):
+            try:
+                lines = Path(pth).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            sources.update(ln.strip() for ln in lines if ln.strip().startswith("/"))
+        for finder in glob.glob(os.path.join(d, "__editable__*finder.py")):
+            try:
+                text = Path(finder).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for m in re.finditer(r"""['"]pytest_agentdrift['"]\s*:\s*['"]([^'"]+)['"]""", text):
+                sources.add(os.path.dirname(m.group(1)))
+    for src in sources:
+        cand = os.path.join(src, "pytest_agentdrift", "suite")
+        if os.path.isdir(cand):
+            found.add(_real(cand))
+    return tuple(sorted(found))
+
+
+# ---- what an agent's command needs ---------------------------------------------------------
+def _is_home_or_above(path: str) -> bool:
+    home = _real(os.path.expanduser("~"))
+    return _within(home, path) or path == os.path.join(home, ".local")
+
+
+def install_prefix(real: str) -> str | None:
+    """The directory an installed program lives in, when it is one we can name safely:
+    an npm package (its directory under node_modules), a virtual environment, or the
+    `<prefix>` of `<prefix>/bin/<program>`; never /, /usr, a home directory or ~/.local."""
+    parts = real.split("/")
+    if "node_modules" in parts:
+        i = len(parts) - 1 - parts[::-1].index("node_modules")
+        if i + 1 < len(parts):
+            end = i + 3 if parts[i + 1].startswith("@") else i + 2
+            return "/".join(parts[:end])
+    parent = os.path.dirname(real)
+    if os.path.basename(parent) in ("bin", "sbin"):
+        prefix = os.path.dirname(parent)
+        if prefix not in ("/", "/usr", "/usr/local") and not _is_home_or_above(prefix):
+            return prefix
+    return None
+
+
+def _shebang(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) == "env":
+        rest = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        return rest[0] if rest else None
+    return words[0]
+
+
+def executable_paths(exe: str, path_env: str | None, _depth: int = 0) -> list[tuple[str, str]]:
+    """What running `exe` needs beyond the system: (path, why) pairs.
+
+    The file (and each link on the way to it), its install prefix, a virtual
+    environment's base installation, and the same for a script's interpreter.
+    """
+    found = exe if "/" in exe else shutil.which(exe, path=path_env)
+    if not found or not os.path.exists(found) or _depth > 3:
+        return []
+    out: list[tuple[str, str]] = []
+    p = os.path.abspath(found)
+    for _ in range(40):
+        if not os.path.islink(p):
+            break
+        out.append((p, f"link to {exe}"))
+        p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    real = _real(found)
+    out.append((real, f"executable {exe}"))
+    prefix = install_prefix(real)
+    if prefix:
+        out.append((prefix, f"install prefix of {exe}"))
+        cfg = os.path.join(prefix, "pyvenv.cfg")
+        if os.path.isfile(cfg):
+            for line in Path(cfg).read_text(encoding="utf-8", errors="replace").splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "home" and value.strip():
+                    base = os.path.dirname(_real(value.strip()))
+                    if base not in ("/", "/usr") and not _is_home_or_above(base):
+                        out.append((base, f"base installation of {prefix}"))
+    interp = _shebang(real)
+    if interp and os.path.basename(interp) not in ("sh", "bash", "dash"):
+        out += executable_paths(interp, path_env, _depth + 1)
+    return out
+
+
+def named_paths(argv: Iterable[str]) -> list[tuple[str, str]]:
+    """Existing absolute paths an argv names (`/x/agent.py`, `--config=/x/cfg.toml`)."""
+    out = []
+    for arg in argv:
+        for value in (arg, arg.partition("=")[2]):
+            if value.startswith("/") and "{" not in value and os.path.exists(value):
+                out.append((value, "named by the agent command"))
+    return out
+
+
+def beyond_runtime(additions: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The additions a sandbox does not show anyway (the system, the harness runtime), deduplicated."""
+    visible = (*harness_runtime(), "/usr")
+
+    def shown(p: str) -> bool:
+        return any(_within(p, v) for v in visible)
+    out: dict[str, str] = {}
+    for p, why in additions:
+        p = os.path.abspath(p)
+        if os.path.lexists(p) and not (shown(p) and shown(_real(p))):
+            out.setdefault(p, why)
+    return list(out.items())
+
+
+def describe_additions(additions: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
+    seen: dict[str, str] = {}
+    for path, why in additions:
+        seen.setdefault(str(path), why)
+    return [{"path": p, "why": w} for p, w in sorted(seen.items())]
+
+
+def not_hidden(mode: str) -> list[str]:
+    """What the agent and graded code can see under a mode that does not isolate the file system."""
+    if mode == "bwrap":
+        return []
+    net = ("abstract unix sockets and the network are cut off (own network namespace)" if mode == "unshare"
+           else "the host network is reachable")
+    return [
+        "nothing of the host file system is hidden: the agent and graded code run with the host's view",
+        "readable: the task directory (solution/, golden files, checks), the installed package's bundled suite, "
+        "source checkouts and other virtual environments, the project and its records",
+        "readable: other runs' and sessions' trees under the temporary directory (agentdrift-*)",
+        "readable to the uid the session runs as: host files such as /etc/shadow (when root) and the real home (~/.gitconfig, ...)",
+        "reachable: host unix sockets on the file system (/run, /tmp, ...); " + net,
+    ]
+
+
+def env_path(env: Mapping[str, str]) -> str:
+    return env.get("PATH") or "/usr/local/bin:/usr/bin:/bin"

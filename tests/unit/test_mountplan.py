@@ -1,0 +1,326 @@
+"""The allow-list a sandbox is built from (mountplan.py), the signed result
+channel of grading (gradechannel.py), the standard-library guard (gradeguard.py)
+and the helpers of the graded copy. Plans are checked as data; a few small
+bwrap runs prove that what the plan says is what the sandbox shows."""
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift.run import stdlib_guard as gradeguard
+from pytest_agentdrift.run import mountplan
+from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.agents.base import CommandAdapter
+from pytest_agentdrift.grade.checks import drop_escaping_symlinks, pytest_args
+from pytest_agentdrift.grade.channel import GradedEnd, HarnessEnd
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed on this machine")
+
+
+def records(plan: mountplan.MountPlan) -> list[str]:
+    return plan.to_record()["mounts"]
+
+
+# ---- the plan as data ---------------------------------------------------------------------------
+def test_system_allow_list_and_nothing_of_the_host_beyond_it(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    plan = mountplan.build(writable=[run])
+    mounts = records(plan)
+    assert mounts[:3] == ["dev /dev", "tmpfs /dev/shm", "proc /proc"]
+    assert mounts[-1] == "remount-ro /"
+    assert "ro /usr" in mounts and f"rw {run}" in mounts
+    assert "ro /etc/passwd" in mounts
+    for secret in ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/ssl/private", "/etc/pip.conf", "/etc/npmrc"):
+        assert not any(m.split(" ")[1] == secret or m.split(" ")[1].startswith(secret + "/") for m in mounts), secret
+    for empty in ("/tmp", "/home", "/root", "/run", "/srv", "/mnt", "/media", "/opt"):
+        assert f"dir {empty}" in mounts, empty
+    assert "symlink /var/run -> ../run" in mounts
+    # nothing else of the host: no host path outside the system, and the run, is bound
+    bound = [m.split(" ")[1] for m in mounts if m.startswith(("ro ", "rw "))]
+    allowed_tops = ("/usr", "/etc/", "/sys/devices/system/cpu", str(run))
+    assert "ro /sys" not in mounts  # the cgroup tree lists host processes
+    assert all(b.startswith(allowed_tops) for b in bound), bound
+
+
+def test_parents_come_before_children(tmp_path):
+    outer = tmp_path / "outer"
+    (outer / "inner").mkdir(parents=True)
+    plan = mountplan.build(readable=[outer / "inner"], writable=[outer])
+    dests = [m.dest for m in plan.mounts[3:-1]]
+    assert dests.index(str(outer)) >= 0
+    # a writable directory is not also mounted read-only inside itself
+    assert f"ro {outer / 'inner'}" not in records(plan)
+
+
+def test_a_hidden_path_inside_an_allowed_directory_is_left_out_and_never_named(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "suite" / "T01" / "solution").mkdir(parents=True)
+    (pkg / "suite" / "T01" / "solution" / "answer.txt").write_text("secret")
+    (pkg / "sub" / "deeper").mkdir(parents=True)
+    (pkg / "code.py").write_text("")
+    (pkg / "link").symlink_to("code.py")
+    plan = mountplan.build(readable=[pkg], exclude=[pkg / "suite", pkg / "sub" / "deeper"])
+    mounts = records(plan)
+    assert f"dir {pkg}" in mounts and f"ro {pkg / 'code.py'}" in mounts
+    assert f"symlink {pkg / 'link'} -> code.py" in mounts
+    assert f"dir {pkg / 'sub'}" in mounts  # recreated: one of its entries is hidden
+    assert not any("suite" in m or "deeper" in m for m in mounts), mounts
+    assert sorted(plan.excluded) == sorted([str(pkg / "suite"), str(pkg / "sub" / "deeper")])
+
+
+def test_an_explicit_allow_inside_a_hidden_directory_wins(tmp_path):
+    suite = tmp_path / "suite"
+    (suite / "T01").mkdir(parents=True)
+    (suite / "T02").mkdir()
+    plan = mountplan.build(readable=[suite / "T01"], exclude=[suite])
+    mounts = records(plan)
+    assert f"ro {suite / 'T01'}" in mounts
+    assert not any(str(suite / "T02") in m for m in mounts)
+
+
+def test_the_bundled_suite_is_always_excluded():
+    from pytest_agentdrift.tasks.load import builtin_suite_dir
+
+    suite = os.path.realpath(builtin_suite_dir())
+    assert suite in mountplan.bundled_suite_copies()
+    plan = mountplan.build(readable=mountplan.harness_runtime())
+    assert suite in plan.excluded
+    assert not any(m.startswith(("ro ", "rw ")) and suite in m for m in records(plan))
+
+
+def test_the_root_directory_is_never_allowed_whole():
+    plan = mountplan.build(readable=["/"])
+    assert "ro /" not in records(plan)
+
+
+def test_not_hidden_is_said_for_the_weaker_modes():
+    assert mountplan.not_hidden("bwrap") == []
+    for mode in ("unshare", "none"):
+        lines = mountplan.not_hidden(mode)
+        assert any("nothing of the host file system is hidden" in ln for ln in lines)
+        assert any("/etc/shadow" in ln for ln in lines)
+    assert any("network namespace" in ln for ln in mountplan.not_hidden("unshare"))
+    assert any("host network is reachable" in ln for ln in mountplan.not_hidden("none"))
+
+
+# ---- what an agent's command needs ----------------------------------------------------------------
+def _exe(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_an_npm_cli_brings_its_package_and_its_interpreters_prefix(tmp_path):
+    prefix = tmp_path / "node-prefix"
+    _exe(prefix / "bin" / "node")
+    cli = _exe(prefix / "lib" / "node_modules" / "@vendor" / "agent-cli" / "cli.js", "#!/usr/bin/env node\nconsole.log(1)\n")
+    (prefix / "bin" / "agent").symlink_to(os.path.relpath(cli, prefix / "bin"))
+    found = dict(mountplan.executable_paths("agent", str(prefix / "bin")))
+    assert str(prefix / "bin" / "agent") in found  # the link itself
+    assert str(prefix / "lib" / "node_modules" / "@vendor" / "agent-cli") in found  # the package
+    assert str(prefix) in found  # node's install prefix (its global modules)
+
+
+def test_a_standalone_binary_brings_itself_but_never_the_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    real = _exe(home / ".local" / "share" / "agent" / "versions" / "2.0.1")
+    (home / ".local" / "bin").mkdir(parents=True)
+    (home / ".local" / "bin" / "agent").symlink_to(real)
+    found = dict(mountplan.executable_paths("agent", str(home / ".local" / "bin")))
+    assert set(found) == {str(home / ".local" / "bin" / "agent"), str(real)}
+    _exe(home / ".local" / "bin" / "other")
+    assert set(dict(mountplan.executable_paths("other", str(home / ".local" / "bin")))) == {str(home / ".local" / "bin" / "other")}
+
+
+def test_a_virtual_environment_brings_its_base_installation(tmp_path):
+    base = tmp_path / "base"
+    _exe(base / "bin" / "python3")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(base / "bin" / "python3")
+    (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\n")
+    script = _exe(venv / "bin" / "agent", f"#!{venv / 'bin' / 'python'}\nprint(1)\n")
+    found = dict(mountplan.executable_paths(str(script), None))
+    assert str(venv) in found and str(base) in found
+
+
+def test_a_command_adapter_names_its_script_and_config(tmp_path):
+    script = tmp_path / "agent.py"
+    script.write_text("")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("")
+    adapter = CommandAdapter(f"{sys.executable} {script} --config={cfg} {{task_file}}")
+    paths = dict(adapter.sandbox_paths(dict(os.environ)))
+    assert str(script) in paths and str(cfg) in paths
+    # what the harness runtime shows anyway is not an addition
+    beyond = dict(mountplan.beyond_runtime(adapter.sandbox_paths(dict(os.environ))))
+    assert set(beyond) == {str(script), str(cfg)}
+
+
+# ---- under bwrap: what the plan says is what the sandbox shows --------------------------------------
+@needs_bwrap
+def test_the_sandbox_shows_what_the_plan_says(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    shown = tmp_path / "shown"
+    (shown / "hidden").mkdir(parents=True)
+    (shown / "ok.txt").write_text("ok")
+    (tmp_path / "beside.txt").write_text("beside")
+    code = f"""
+import os
+for p in ({str(shown / 'ok.txt')!r}, {str(shown / 'hidden')!r}, {str(tmp_path / 'beside.txt')!r}, "/etc/shadow", "/etc/passwd", "/home", "/root"):
+    print(p, os.path.exists(p), os.listdir(p) if os.path.isdir(p) else "")
+print("MOUNTINFO")
+print(open("/proc/self/mountinfo").read())
+"""
+    res = sandbox.run([sys.executable, "-c", code], cwd=work, env={"PATH": "/usr/bin:/bin"}, isolation=sandbox.detect("bwrap"),
+                      writable=[work], readable=[shown], hidden_dirs=[shown / "hidden"], timeout_s=30, token=secrets.token_hex(8))
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.decode().splitlines()
+    assert lines[0] == f"{shown / 'ok.txt'} True "
+    assert lines[1] == f"{shown / 'hidden'} False "
+    assert lines[2] == f"{tmp_path / 'beside.txt'} False "
+    assert lines[3] == "/etc/shadow False "
+    assert lines[4] == "/etc/passwd True "
+    assert lines[5] == "/home True []" and lines[6].startswith("/root True ")
+    assert ".gitconfig" not in lines[6] and ".ssh" not in lines[6]
+    mountinfo = res.stdout.decode().split("MOUNTINFO", 1)[1]
+    assert str(shown / "hidden") not in mountinfo and str(shown / "ok.txt") in mountinfo
+
+
+# ---- the result channel -----------------------------------------------------------------------------
+def _child(code: str, harness: HarnessEnd) -> subprocess.CompletedProcess:
+    env = {**os.environ, **harness.env}
+    try:
+        return subprocess.run([sys.executable, "-c", code], env=env, pass_fds=harness.child_fds, capture_output=True, timeout=30)
+    finally:
+        harness.close_child_ends()
+
+
+REPORTER = """
+from pytest_agentdrift.grade.channel import GradedEnd
+ch = GradedEnd.from_env()
+import os
+assert "AGENTDRIFT_GRADE_CHANNEL" not in os.environ
+ch.send("result", {"exitstatus": 0, "outcomes": {"t::a": "passed"}})
+ch.close()
+"""
+
+
+def test_authentic_messages_arrive():
+    h = HarnessEnd()
+    proc = _child(REPORTER, h)
+    assert proc.returncode == 0, proc.stderr
+    got = h.receive()
+    assert got.problems == []
+    assert got.last("result") == {"kind": "result", "exitstatus": 0, "outcomes": {"t::a": "passed"}}
+
+
+KEEP_FD = "import os\n_keep = os.dup(int(os.environ['AGENTDRIFT_GRADE_CHANNEL'].split(',')[1]))\n"
+FORGED = repr(b'{"kind": "result", "exitstatus": 0}\n')
+
+
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_anything_the_reporter_did_not_send_is_forged(when):
+    """Graded code keeps a copy of the channel's fd (as an import-time hook would) and
+    writes a plausible result on it, after the reporter's message (an atexit handler)
+    or before it."""
+    forge = f"os.write(_keep, {FORGED})\n"
+    code = KEEP_FD + (REPORTER + forge if when == "after" else forge + REPORTER)
+    h = HarnessEnd()
+    proc = _child(code, h)
+    assert proc.returncode == 0, proc.stderr
+    got = h.receive()
+    assert got.problems and "did not send" in got.problems[0], got.problems
+
+
+def test_a_replayed_message_is_forged():
+    code = KEEP_FD + REPORTER.replace("ch.close()", "") + "line = b'0' * 64 + b' 1 {}\\n'\nos.write(_keep, line)\nch.close()\n"
+    h = HarnessEnd()
+    proc = _child(code, h)
+    assert proc.returncode == 0, proc.stderr
+    got = h.receive()
+    assert got.problems and "at message 1" in got.problems[0], got.problems
+
+
+def test_no_message_is_a_missing_result():
+    h = HarnessEnd()
+    proc = _child("from pytest_agentdrift.grade.channel import GradedEnd\nch = GradedEnd.from_env()\nimport os\nos._exit(0)\n", h)
+    assert proc.returncode == 0
+    got = h.receive()
+    assert got.problems == [] and got.last("result") is None
+
+
+def test_the_key_never_reaches_the_environment():
+    h = HarnessEnd()
+    assert h.key.hex() not in str(h.env) and len(h.key) == 32
+    ch = None
+    try:
+        os.environ.update(h.env)
+        ch = GradedEnd.from_env()
+        assert ch.key == h.key and "AGENTDRIFT_GRADE_CHANNEL" not in os.environ
+    finally:
+        os.environ.pop("AGENTDRIFT_GRADE_CHANNEL", None)
+        if ch:
+            ch.close()
+        h.close_child_ends()
+        h.receive(timeout_s=1)
+
+
+# ---- the standard-library guard -----------------------------------------------------------------
+def test_shadowing_modules_are_the_added_top_level_ones():
+    added = ["pdb.py", "xml/__init__.py", "tests/difflib.py", "pkg/json.py", "pkg/__init__.py", "calc.py",
+             "secrets.cpython-311-x86_64-linux-gnu.so", "unittest.pyc", "README.md", "logging.py"]
+    final = set(added) | {"tests/test_calc.py"}
+    assert gradeguard.shadowing_modules(added, final, provided={"logging"}) == [
+        "pdb.py", "secrets.cpython-311-x86_64-linux-gnu.so", "tests/difflib.py", "unittest.pyc", "xml/__init__.py"]
+    assert gradeguard.fixture_provided(["logging.py", "app/__init__.py", "calc.py"]) == {"logging"}
+
+
+def test_the_guard_keeps_the_tree_off_standard_library_names(tmp_path):
+    (tmp_path / "difflib.py").write_text("raise SystemExit('shadowed')\n")
+    (tmp_path / "logging.py").write_text("PROJECT = True\n")
+    (tmp_path / "calc.py").write_text("VALUE = 1\n")
+    code = (f"import sys\nfrom pytest_agentdrift import gradeguard\ngradeguard.install(list(sys.path), ['logging'])\n"
+            f"sys.path.insert(0, {str(tmp_path)!r})\nimport difflib, calc, logging\n"
+            "print(difflib.__file__.startswith(sys.base_prefix) or 'site' not in difflib.__file__, calc.VALUE, logging.PROJECT)\n")
+    proc = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "1", "True"]
+
+
+# ---- the graded copy --------------------------------------------------------------------------------
+def test_symlinks_out_of_the_graded_copy_are_dropped(tmp_path):
+    tree = tmp_path / "repo"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "a.py").write_text("")
+    (tree / "in.py").symlink_to("a.py")
+    (tree / "abs.py").symlink_to(tmp_path / "outside.py")
+    (tree / "pkg" / "up.py").symlink_to("../../outside.py")
+    (tree / "dir").symlink_to(tmp_path)
+    (tree / "pkg" / "via.py").symlink_to("../abs.py")
+    assert drop_escaping_symlinks(tree) == ["abs.py", "dir", "pkg/up.py", "pkg/via.py"]
+    assert (tree / "in.py").is_symlink()
+
+
+@pytest.mark.parametrize("argv, args", [
+    (["python", "-m", "pytest", "-q", "tests"], ["-q", "tests"]),
+    (["python3", "-u", "-W", "error", "-m", "pytest"], []),
+    (["pytest", "tests/test_x.py"], ["tests/test_x.py"]),
+    (["py.test"], []),
+    ([sys.executable, "-m", "py.test", "-x"], ["-x"]),
+    (["python", "-c", "import pytest; pytest.main()"], None),
+    (["python", "-m", "pytest_other"], None),
+    (["python", "tools/build.py"], None),
+    (["bash", "-c", "pytest"], None),
+])
+def test_commands_that_run_pytest_are_recognised(argv, args):
+    assert pytest_args(argv) == args
