@@ -74,6 +74,8 @@ class AgentAdapter:
     credential_files: ClassVar[tuple[str, ...]] = ()
     #: whether the agent may see the task directory (solution/, checks); only the reference agent
     needs_task_dir: ClassVar[bool] = False
+    #: identity fields this adapter can never observe (the `unobservable` accept group)
+    unobservable: ClassVar[tuple[str, ...]] = ("server_revision",)
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         raise NotImplementedError
@@ -96,7 +98,8 @@ class AgentAdapter:
         return AdapterOutput()
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "product": self.product, "surface": self.surface}
+        return {"name": self.name, "product": self.product, "surface": self.surface,
+                "unobservable": list(self.unobservable)}
 
 
 def expand_placeholders(template: list[str], ctx: RunContext) -> list[str]:
@@ -120,6 +123,12 @@ class CommandAdapter(AgentAdapter):
     """Any agent given as `--agent-cmd "…"` (shlex-split, placeholders expanded)."""
 
     name = "cmd"
+    #: a command is a black box: what model, options, tools and version it uses is only
+    #: known to its operator (--agent-declare) or to itself (--agent-describe-cmd)
+    unobservable = ("model_id", "model_stamp", "server_revision", "model_options", "cli_version",
+                    "auto_update_state", "permission_mode", "sandbox", "built_in_tools",
+                    "temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s",
+                    "retry_policy")
 
     def __init__(self, command: str):
         try:
@@ -181,6 +190,7 @@ class ReferenceAdapter(AgentAdapter):
 
     name = "reference"
     product = "pytest-agentdrift/reference"
+    unobservable = ()  # runs no model: those fields are not_applicable
     profile = "faithful"
     needs_task_dir = True  # it applies the task's solution/
 

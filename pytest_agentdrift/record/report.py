@@ -35,7 +35,7 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
     changed = ev["changed"]
     n = sum(len(v) for v in changed.values())
     lines.append(f"  evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s, {n} changed path(s)"
-                 f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s)"
+                 f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s) observed by the harness"
                  f", {len(ev['git_mutations'])} git mutation(s)")
     if ev.get("leftover_processes"):
         lines.append(f"  {ev['leftover_processes']} process(es) outlived the agent and were killed")
@@ -76,6 +76,11 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
             state = "fail" if "fail" in states else ("pass" if "pass" in states else "n/a")
             cols.append(f"{_MARK[state]:>4}")
         out.append(f"{tid:<10} {npass:>2}/{len(runs):<2}  " + " ".join(cols) + f"  {t['title']}")
+    out.append("layers: " + ", ".join(f"{_LAYER_ABBR[layer]} {layer}" for layer in LAYERS)
+               + "; ok = passed, FAIL = failed in a run, - = no check in that layer")
+    no_defaults = sorted(tid for tid, t in tasks.items() if t.get("default_checks") is False)
+    if no_defaults:
+        out.append("default safety checks turned off (default_checks = false): " + ", ".join(no_defaults))
     s = results["summary"]
     rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
     out.append(f"{s['passed']} of {s['runs']} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
@@ -85,7 +90,7 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None) -> str:
+def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None, closing: str | None = None) -> str:
     """report.md: the same facts as the terminal, with every failed check's evidence."""
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
     md.append(f"- agent: `{results['agent']['name']}` version `{results['agent']['version']}`")
@@ -95,6 +100,8 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None)
     for key in ("runtime_id", "task_set_id", "evaluator_id"):
         if results.get(key):
             md.append(f"- {key}: `{results[key]}`")
+    if closing:
+        md.append(f"- exit status: `{closing}`")
     md += ["", "## Summary", "", "```", *summary_lines(results), "```", ""]
     if comparison_lines:
         md += ["## Comparison with the baseline", "", "```", *comparison_lines, "```", ""]
@@ -115,7 +122,9 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None)
                     md += ["", "    ```", *("    " + ln for ln in str(tail).splitlines()[-15:]), "    ```", ""]
             ev = r["evidence"]
             md.append(f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed {', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
-                      f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts: {ev['network_attempts']}"
+                      f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts observed by the harness: {ev['network_attempts']}"
                       f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`")
         md.append("")
+    if closing:
+        md += ["", closing]
     return "\n".join(md) + "\n"

@@ -28,6 +28,7 @@ from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter, RunContex
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.tasks.load import TaskSpec, tree_hashes, verify_tree
+from pytest_agentdrift.vocabulary import enforces_network
 
 #: environment variables passed through to agents by default (never secrets)
 DEFAULT_ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "PYTHONHASHSEED", "SSL_CERT_FILE", "SSL_CERT_DIR")
@@ -188,7 +189,7 @@ def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
     from pytest_agentdrift.run.netproxy import RecordingProxy
 
     allow = [*adapter.api_hosts, *settings.allow_hosts]
-    if settings.isolation.mode in ("bwrap", "unshare"):
+    if enforces_network(settings.isolation.mode):
         sock = harness / "proxy.sock"
         proxy = RecordingProxy(allow, unix_path=sock).start()
         addr = f"127.0.0.1:{PROXY_PORT}"
@@ -284,7 +285,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     refused = [e for e in (proxy.events if proxy else []) if not e.get("allowed")]
     policy = None
     if proxy is not None:
-        policy = {**proxy.describe(), "enforced": settings.isolation.mode in ("bwrap", "unshare")}
+        policy = {**proxy.describe(), "enforced": enforces_network(settings.isolation.mode)}
 
     # a work tree replaced by a symlink is gone too: never read through it
     work_deleted = work.is_symlink() or not work.is_dir()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from pytest_agentdrift.session.options import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
+from pytest_agentdrift.vocabulary import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
 
 #: home entries that hold credentials or personal configuration: hidden from
 #: the agent under bwrap (the agent gets a private HOME anyway).

@@ -1,9 +1,16 @@
-"""AgentDriftSession: the one object per pytest process (config.stash).
+"""The session's three jobs, as three objects (plugin.py builds them and hands them on).
 
-The controller (or a standalone process) decides the run id, checks the
-recording target and the baseline, gathers per-run results from test
-reports and writes the record. Workers only run agents and ship results on
-their reports. Nothing here imports pytest: plugin.py does the wiring.
+* `SessionInfo`: what the controller decides once (settings, run id, start
+  time, the captured manifest) and workers receive through workerinput.
+* `TaskRunner` (worker side, and a plain single process): picks the agent,
+  runs one item (run -> grade -> score) and returns the payload that rides
+  to the controller on the test report.
+* `RunCollector` (controller side): gathers payloads, builds results.json
+  and writes the record.
+* `ComparisonState` (controller side): the baseline, the manifest
+  comparison, the comparison's files and lines, and the session's verdict.
+
+Nothing here imports pytest.
 """
 
 from __future__ import annotations
@@ -16,23 +23,23 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
-from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.session.options import Settings
+from pytest_agentdrift.vocabulary import UNOBSERVED
 
-# Every pytest run of the environment creates a session object: the modules that
+# Every pytest run of the environment creates these objects: the modules that
 # run agents, grade and record are imported only when a session uses them.
 if TYPE_CHECKING:
     from pytest_agentdrift.agents.base import AgentAdapter
+    from pytest_agentdrift.compare.outcome import Verdict
     from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.manifest.identity import StampComparison
     from pytest_agentdrift.record.store import RunRecorder
     from pytest_agentdrift.run.sandbox import Isolation
     from pytest_agentdrift.tasks.load import TaskSpec
-
 
 
 def utc_now() -> str:
@@ -62,37 +69,41 @@ def task_set_id(specs: list[TaskSpec]) -> str:
 
 
 @dataclass
-class AgentDriftSession:
+class SessionInfo:
+    """Decided once on the controller; a worker gets the same values through workerinput."""
+
     settings: Settings
-    is_worker: bool
     run_id: str = field(default_factory=new_run_id)
     started_at: str = field(default_factory=utc_now)
-    adapter: AgentAdapter | None = None
-    agent_version: str = "unobserved"
-    recorder: RunRecorder | None = None
-    expected_nodeids: set[str] = field(default_factory=set)
-    received_nodeids: set[str] = field(default_factory=set)
-    results: dict[str, dict[int, Any]] = field(default_factory=dict)
-    task_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
-    specs: dict[str, TaskSpec] = field(default_factory=dict)
-    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    interrupted: str | None = None
     manifest: dict[str, Any] | None = None
-    instruction_bundle: dict[str, Any] | None = None
-    source_manifest: dict[str, Any] | None = None
-    baseline_results: dict[str, Any] | None = None
-    baseline_manifest: dict[str, Any] | None = None
-    stamp_comparison: Any = None
-    comparison_lines: list[str] = field(default_factory=list)
-    comparison_files: dict[str, Any] = field(default_factory=dict)
-    final_lines: list[str] = field(default_factory=list)
-    record_error: str | None = None
-    _digests: dict[str, str] = field(default_factory=dict)
-    _isolation: Isolation | None = None
-    _grader: Grader | None = None
-    _base: Path | None = None
 
-    # -- setup (controller and workers) ---------------------------------------------
+    def to_workerinput(self) -> dict[str, Any]:
+        return {"agentdrift_run_id": self.run_id, "agentdrift_started_at": self.started_at,
+                "agentdrift_manifest": self.manifest}
+
+    def update_from_workerinput(self, workerinput: dict[str, Any]) -> None:
+        self.run_id = workerinput.get("agentdrift_run_id", self.run_id)
+        self.started_at = workerinput.get("agentdrift_started_at", self.started_at)
+        self.manifest = workerinput.get("agentdrift_manifest")
+
+
+class TaskRunner:
+    """Runs items: the agent, the sandbox, the grader. One per process."""
+
+    def __init__(self, info: SessionInfo):
+        self.info = info
+        self.adapter: AgentAdapter | None = None
+        self.specs: dict[str, TaskSpec] = {}
+        self._digests: dict[str, str] = {}
+        self._isolation: Isolation | None = None
+        self._grader: Grader | None = None
+        self._base: Path | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.info.settings
+
+    # -- setup ------------------------------------------------------------------------
     def resolve_adapter(self, extra: dict[str, type[AgentAdapter]] | None = None) -> AgentAdapter | None:
         if self.adapter is None and self.settings.agent_selected:
             from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
@@ -113,13 +124,20 @@ class AgentDriftSession:
 
         argv = self.adapter.version_argv() if self.adapter else None
         if not argv:
-            return "unobserved"
+            return UNOBSERVED
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.SubprocessError):
-            return "unobserved"
+            return UNOBSERVED
         text = out.stdout.strip().splitlines()
-        return text[0] if out.returncode == 0 and text else "unobserved"
+        return text[0] if out.returncode == 0 and text else UNOBSERVED
+
+    def register_spec(self, spec: TaskSpec) -> None:
+        """Collection: task ids are unique across the session."""
+        other = self.specs.get(spec.id)
+        if other is not None and other.path != spec.path:
+            raise TaskError(f"task id {spec.id!r} is also used by {other.path}; ids must be unique", spec.path / "task.toml")
+        self.specs[spec.id] = spec
 
     @property
     def isolation(self) -> Isolation:
@@ -127,6 +145,10 @@ class AgentDriftSession:
             from pytest_agentdrift.run import sandbox
 
             self._isolation = sandbox.detect(self.settings.isolation)
+        return self._isolation
+
+    @property
+    def isolation_if_known(self) -> Isolation | None:
         return self._isolation
 
     @property
@@ -147,25 +169,27 @@ class AgentDriftSession:
         if self._base is not None and not self.settings.keep_workdirs:
             shutil.rmtree(self._base, ignore_errors=True)
 
-    # -- one run (any process) --------------------------------------------------------
+    def task_digest(self, spec: TaskSpec) -> str:
+        key = str(spec.path)
+        if key not in self._digests:
+            self._digests[key] = spec.content_digest()
+        return self._digests[key]
+
+    # -- one run --------------------------------------------------------------------------
     def run_task(self, spec: TaskSpec, rep: int) -> dict[str, Any]:
-        """Run the agent once on a fresh copy and score it; returns the payload."""
+        """Run the agent once on a fresh copy, grade and score it; returns the payload."""
+        from pytest_agentdrift.grade.attempt import attempt
         from pytest_agentdrift.run.evidence import dump_jsonl, scrub, secret_values
-        from pytest_agentdrift.run.runner import DEFAULT_ENV_ALLOWLIST, RunSettings, cleanup, run_agent
-        from pytest_agentdrift.grade.scoring import score
+        from pytest_agentdrift.run.runner import DEFAULT_ENV_ALLOWLIST, RunSettings
+
         settings = RunSettings(
             isolation=self.isolation, timeout_s=self.settings.timeout,
             env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(self.settings.env))),
             agent_options=self.settings.agent_options, keep_workdirs=self.settings.keep_workdirs,
             allow_hosts=self.settings.allow_hosts,
         )
-        run = run_agent(spec, rep, self.adapter, settings, self.base / "runs")
-        try:
-            checks = self.grader.evaluate(spec, run)
-            result = score(run, checks)
-        finally:
-            if not self.settings.keep_workdirs:
-                cleanup(run)
+        run, result = attempt(spec, rep, self.adapter, settings, self.grader, self.base / "runs",
+                              keep_workdirs=self.settings.keep_workdirs)
         raw_dir = f"raw/{spec.id}/r{rep}"
         result["raw"] = raw_dir
         result["_raw_files"] = {
@@ -177,13 +201,36 @@ class AgentDriftSession:
             "checks.json": json.dumps(result["checks"], indent=2, sort_keys=True) + "\n",
             "argv.json": json.dumps(run.argv, indent=2) + "\n",
         }
-        meta = {"title": spec.title, "suite": spec.suite, "behavior": spec.behavior, "task_digest": self.task_digest(spec)}
+        meta = {"title": spec.title, "suite": spec.suite, "behavior": spec.behavior, "task_digest": self.task_digest(spec),
+                "default_checks": spec.default_checks}
         payload = {"task_id": spec.id, "rep": rep, "meta": meta, "result": result}
         # The one place where run data leaves for the record: keep the session's secrets out.
         secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
         return json.loads(scrub(json.dumps(payload), [json.dumps(v)[1:-1] for v in secrets_]))
 
-    # -- controller side ----------------------------------------------------------------
+
+class RunCollector:
+    """Controller side: payloads in, results.json and the record out."""
+
+    def __init__(self, info: SessionInfo, runner: TaskRunner):
+        self.info = info
+        self.runner = runner  # the controller's own: its isolation and the specs it collected
+        self.agent_version: str = UNOBSERVED
+        self.recorder: RunRecorder | None = None
+        self.expected_nodeids: set[str] = set()
+        self.received_nodeids: set[str] = set()
+        self.results: dict[str, dict[int, Any]] = {}
+        self.task_meta: dict[str, dict[str, Any]] = {}
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.interrupted: str | None = None
+        self.record_error: str | None = None
+        self.instruction_bundle: dict[str, Any] | None = None
+        self.source_manifest: dict[str, Any] | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.info.settings
+
     def add_payload(self, payload: dict[str, Any], nodeid: str) -> None:
         self.received_nodeids.add(nodeid)
         tid, rep = payload["task_id"], payload["rep"]
@@ -194,7 +241,7 @@ class AgentDriftSession:
         if self.recorder is not None:
             try:
                 if not self.recorder.started:
-                    self.recorder.start(f"recording run {self.run_id} started {self.started_at}")
+                    self.recorder.start(f"recording run {self.info.run_id} started {self.info.started_at}")
                 if raw_files:
                     self.recorder.write_raw(result["raw"], raw_files)
             except (AgentDriftError, OSError) as exc:
@@ -204,6 +251,7 @@ class AgentDriftSession:
 
     def build_results(self) -> dict[str, Any]:
         from pytest_agentdrift.grade.scoring import summarise
+
         tasks = {}
         for tid in sorted(self.results):
             meta = self.task_meta[tid]
@@ -219,68 +267,70 @@ class AgentDriftSession:
             reasons.append(f"session interrupted: {self.interrupted}")
         if not self.expected_nodeids and not self.received_nodeids:
             reasons.append("no task was run")
-        iso = self.isolation.to_dict(self.settings.isolation)
-        adapter = self.adapter
-        results = {
+        st = self.settings
+        adapter = self.runner.adapter
+        return {
             "schema_version": 1,
             "plugin_version": __version__,
-            "run_id": self.run_id,
-            "started_at": self.started_at,
+            "run_id": self.info.run_id,
+            "started_at": self.info.started_at,
             "finished_at": utc_now(),
             "complete": not reasons,
             "incomplete_reasons": reasons,
             "agent": {
                 "name": adapter.name if adapter else "none",
-                "argv": adapter.argv_template(self.settings.agent_options) if adapter else [],
+                "argv": adapter.argv_template(st.agent_options) if adapter else [],
                 "version": self.agent_version,
                 "product": adapter.product if adapter else "none",
                 "surface": adapter.surface if adapter else "none",
             },
-            "isolation": iso,
-            "settings": {"k": self.settings.k, "timeout_s": self.settings.timeout, "fail_on": self.settings.fail_on,
-                         "isolation": self.settings.isolation, "agent_options": self.settings.agent_options},
-            "runtime_id": (self.manifest or {}).get("runtime_id"),
+            "isolation": self.runner.isolation.to_dict(st.isolation),
+            "settings": {"k": st.k, "timeout_s": st.timeout, "fail_on": st.fail_on, "gate": st.gate,
+                         "isolation": st.isolation, "agent_options": st.agent_options},
+            "runtime_id": (self.info.manifest or {}).get("runtime_id"),
             "task_set_id": self._identity_field("task_set_id", task_set_id),
             "evaluator_id": self._identity_field("evaluator_id", evaluator_id),
             "tasks": tasks,
             "workers": {wid: {"exitstatus": w.get("exitstatus"), "error": w.get("error")} for wid, w in sorted(self.workers.items())},
             "summary": summarise(tasks),
         }
-        return results
 
     def _identity_field(self, name: str, compute) -> str | None:
         """From the manifest when captured (it saw every selected task), else from the specs run here."""
-        value = ((self.manifest or {}).get("identity") or {}).get(name)
+        value = ((self.info.manifest or {}).get("identity") or {}).get(name)
         if isinstance(value, str) and value.startswith("sha256:"):
             return value
-        return compute(list(self.specs.values())) if self.specs else None
+        specs = list(self.runner.specs.values())
+        return compute(specs) if specs else None
 
-    def summary(self, results: dict[str, Any]) -> list[str]:
-        from pytest_agentdrift.record.report import summary_lines
-
-        return summary_lines(results)
-
-    def task_digest(self, spec: TaskSpec) -> str:
-        key = str(spec.path)
-        if key not in self._digests:
-            self._digests[key] = spec.content_digest()
-        return self._digests[key]
-
-    def write_record(self, results: dict[str, Any]) -> None:
+    def write_record(self, results: dict[str, Any], comparison: ComparisonState, closing: str) -> None:
         """Manifest files and comparison first, results.json last (it marks completeness)."""
         from pytest_agentdrift.record.report import markdown
 
         rec = self.recorder
-        if self.manifest is not None:
-            rec.write_json("runtime-manifest.json", self.manifest)
+        if self.info.manifest is not None:
+            rec.write_json("runtime-manifest.json", self.info.manifest)
         if self.instruction_bundle is not None:
             rec.write_json("instruction-bundle.json", self.instruction_bundle)
         if self.source_manifest is not None:
             rec.write_json("source-manifest.json", self.source_manifest)
-        for name, doc in sorted(self.comparison_files.items()):
+        for name, doc in sorted(comparison.files.items()):
             if isinstance(doc, str):
                 rec.write_raw(str(Path(name).parent), {Path(name).name: doc})
             else:
                 rec.write_json(name, doc)
-        rec.write_raw(".", {"report.md": markdown(results, self.comparison_lines or None)})
+        rec.write_raw(".", {"report.md": markdown(results, comparison.lines or None, closing=closing)})
         rec.finish(results)
+
+
+@dataclass
+class ComparisonState:
+    """The baseline and everything the comparison with it produced (controller side)."""
+
+    baseline_results: dict[str, Any] | None = None
+    baseline_manifest: dict[str, Any] | None = None
+    stamps: StampComparison | None = None
+    accepted: dict[str, Any] = field(default_factory=dict)  # the resolved accepted-unobserved list, groups expanded
+    lines: list[str] = field(default_factory=list)
+    files: dict[str, Any] = field(default_factory=dict)
+    verdict: Verdict | None = None  # the comparison's part of the exit status
