@@ -59,11 +59,19 @@ class ControllerPlugin:
     def settings(self):
         return self.info.settings
 
-    def _exit_now(self, verdict: Verdict, lines: list[str]) -> None:
-        """Stop before collection (no worker starts); the lines and the closing line print once."""
+    def _exit_now(self, verdict: Verdict, lines: list[str], *, error: bool = False) -> None:
+        """Stop before collection (no worker starts); the lines and the closing line print once.
+
+        An operational error goes to stderr, where pytest's own usage errors go.
+        """
+        import sys
+
         tw = self.config.get_terminal_writer()
         for line in lines:
-            tw.line(line, red=line.startswith("BLOCK"))
+            if error:
+                sys.stderr.write(line + "\n")
+            else:
+                tw.line(line, red=line.startswith("BLOCK"))
         self.verdict = verdict
         self._exited_early = True
         pytest.exit(f"agentdrift stopped the session before collection (exit {verdict.code})", returncode=verdict.code)
@@ -101,7 +109,7 @@ class ControllerPlugin:
                 check_record_target(s.record)
                 self.collector.recorder = RunRecorder(s.record)
         except AgentDriftError as exc:
-            self._exit_now(Verdict(EXIT_USAGE, exc.message), [f"ERROR: {exc.message}"])
+            self._exit_now(Verdict(EXIT_USAGE, exc.message), [f"ERROR: {exc.message}"], error=True)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         from pytest_agentdrift.session.collect import TaskItem
