@@ -22,6 +22,9 @@ EXIT_COLLECTION_ERROR: Final = 2
 EXIT_USAGE: Final = 4
 #: refused: the runs are not comparable
 EXIT_REFUSED: Final = 6
+#: the agent command could not be started (the shell's "command not found"); the agent's
+#: exit status as the runner sees it, never the session's
+EXIT_AGENT_NOT_STARTED: Final = 127
 
 # ---------------------------------------------------------------- placeholder values
 #: the product does not expose the value, or it could not be read safely
