@@ -204,7 +204,7 @@ def check_baseline(config, info, comparison) -> list[str] | None:
         # fields only known after the runs that the baseline never observed will block then
         both_unknown += [f for f in cmp.deferred if (comparison.baseline_manifest.get("identity") or {}).get(f) == UNOBSERVED
                          and f not in accepted.fields]
-        only_unknown = len(both_unknown) == len(cmp.blocks) + len([f for f in both_unknown if f in cmp.deferred])
+        only_unknown = all(b == c == UNOBSERVED for _, b, c in cmp.blocks)
         lines = accepted.lines() + render_refusal(cmp, None if only_unknown else rebaseline_command(config))
         if both_unknown:
             lines += unobserved_hint(both_unknown, info.settings.declare)
