@@ -72,7 +72,12 @@ def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdi
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
         return Verdict(EXIT_REFUSED, f"refused: runs are not comparable: {reasons[0]}{more}")
     if gate == GATE_REGRESSION:
-        return Verdict(code, f"gate regression: {comparison['regression']['reason']}")
+        reg = comparison["regression"]
+        if reg["passed"]:
+            return Verdict(code, f"gate regression: {reg['reason']}")
+        # the closing line names the first blockers; the regression line and decision.json hold all
+        shown, rest = reg["blockers"][:3], len(reg["blockers"]) - 3
+        return Verdict(code, "gate regression: " + "; ".join(shown) + (f" (+{rest} more)" if rest > 0 else ""))
     if gate == GATE_PROMOTE:
         g = comparison["gate"]
         promoted = " (passed: promoted on cost)" if g["passed"] and g["verdict"] != "ship" else ""
