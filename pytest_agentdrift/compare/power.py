@@ -58,7 +58,7 @@ def regression_power(base_rates: Sequence[float], k: int, delta: float, alpha: f
     p_won = (1.0 - sb) * sc
     dist = np.zeros((n + 1, n + 1))
     dist[0, 0] = 1.0
-    for pw, pl in zip(p_won, p_lost):
+    for pw, pl in zip(p_won, p_lost, strict=True):
         new = dist * (1.0 - pw - pl)
         new[1:, :] += dist[:-1, :] * pw
         new[:, 1:] += dist[:, :-1] * pl

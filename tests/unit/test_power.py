@@ -38,7 +38,7 @@ def _simulated_power(rates, k, delta, alpha, trials, rng):
     lost = (b_solved & ~c_solved).sum(axis=1)
     won = (~b_solved & c_solved).sum(axis=1)
     hits = 0
-    for w, l in zip(won, lost):
+    for w, l in zip(won, lost, strict=True):
         # statsmodels' exact binomial test: an implementation independent of the one under test
         if l > w and binom_test(l, w + l, 0.5, alternative="larger") < alpha:
             hits += 1
