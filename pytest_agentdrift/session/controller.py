@@ -112,6 +112,10 @@ class ControllerPlugin:
             self._exit_now(Verdict(EXIT_USAGE, exc.message), [f"ERROR: {exc.message}"], error=True)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        import sys
+
+        if "pytest_agentdrift.session.collect" not in sys.modules:
+            return  # no task directory was collected: nothing to expect (and nothing heavy imported)
         from pytest_agentdrift.session.collect import TaskItem
 
         self.collector.expected_nodeids.update(i.nodeid for i in session.items if isinstance(i, TaskItem))
