@@ -169,7 +169,6 @@ class ProductAdapter(AgentAdapter):
     #: env var that relocates the user config dir -> the home-relative dir it replaces
     config_home_env: ClassVar[dict[str, str]] = {}
     home_dirs: ClassVar[tuple[str, ...]] = ()
-    project_files: ClassVar[tuple[str, ...]] = ()
 
     def executable(self) -> str | None:
         return self.binary
