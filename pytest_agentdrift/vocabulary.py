@@ -64,7 +64,7 @@ ENVELOPE_FIELDS: tuple[str, ...] = (
 #: report about itself (`--agent-describe-cmd`): runtime facts outside the harness's sight.
 DECLARABLE_FIELDS: tuple[str, ...] = (
     "model_id", "model_options", "permission_mode", "sandbox", "built_in_tools", "external_tools",
-    "cli_version", "server_revision", *ENVELOPE_FIELDS,
+    "cli_version", "auto_update_state", "server_revision", *ENVELOPE_FIELDS,
 )
 
 #: Where an identity value came from (manifest `evidence.provenance_of`).
