@@ -101,8 +101,8 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from pytest_agentdrift.record.store import load_run
     from pytest_agentdrift.record.report import summary_lines
+    from pytest_agentdrift.record.store import load_run
 
     results = load_run(Path(args.run), require_complete=False)
     for line in summary_lines(results):
@@ -181,13 +181,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     import shutil
 
-    from pytest_agentdrift.session.baseline import MANIFEST_FILE, load_baseline
-    from pytest_agentdrift.record.store import RunRecorder, merge_results
-    from pytest_agentdrift.record.report import markdown
-    from pytest_agentdrift.session.state import new_run_id
-    from pytest_agentdrift.manifest.identity import compare_manifests, render_refusal
-
     from pytest_agentdrift.manifest.accept import resolve_for
+    from pytest_agentdrift.manifest.identity import compare_manifests, render_refusal
+    from pytest_agentdrift.record.report import markdown
+    from pytest_agentdrift.record.store import RunRecorder, merge_results
+    from pytest_agentdrift.session.baseline import MANIFEST_FILE, load_baseline
+    from pytest_agentdrift.session.state import new_run_id
 
     shards = [(Path(p), *load_baseline(Path(p))) for p in args.shards]
     _, _, first_manifest = shards[0]

@@ -56,10 +56,9 @@ def selected_baseline(base: dict[str, Any], cand: dict[str, Any]) -> tuple[dict[
     if not cand_ids or cand_ids == base_ids or not cand_ids < base_ids:
         return base, None
     kept = {tid: base["tasks"][tid] for tid in sorted(cand_ids)}
-    from pytest_agentdrift.grade.scoring import summarise
-
     note = f"note  compared on the {len(kept)} selected task(s) of the baseline's {len(base_ids)}"
-    return {**base, "tasks": kept, "summary": summarise(kept)}, note
+    # the comparison reads tasks only; the baseline's whole-run summary no longer applies
+    return {**{k: v for k, v in base.items() if k != "summary"}, "tasks": kept}, note
 
 
 def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdict:

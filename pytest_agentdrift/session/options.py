@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift.errors import AgentDriftError
-
 from pytest_agentdrift.vocabulary import (
     DEFAULT_ACCEPT_UNOBSERVED,
     FAIL_ON_MODES,
