@@ -121,7 +121,7 @@ def bench_fixture(name: str, spec, isolations, n: int, work: Path) -> None:
 def breakdown(spec, work: Path, n: int) -> None:
     """Where the harness's time goes, phase by phase (medians, same machine)."""
     from pytest_agentdrift.run import evidence
-    from pytest_agentdrift.run import treesnap
+    from pytest_agentdrift.tasks import treesnap
 
     phases: dict[str, list[float]] = {"copy_tree": [], "snapshot (hash all)": [], "git fixture template (once per task and process)": [], "resnapshot (unchanged)": []}
     for i in range(n):

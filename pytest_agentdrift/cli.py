@@ -2,7 +2,9 @@
 
     agentdrift validate TASK_DIR... [--k N]   a task decides: fails untouched, passes solved k of k
     agentdrift freeze TASK_DIR...             (re)write initial-tree.sha256 from repo/
-    agentdrift show RUN                       the summary of a recorded run
+    agentdrift show RUN [--html | --json]     the summary of a recorded run (or its report.html path / results.json)
+    agentdrift html RUN [BASE] [--out FILE]   render report.html (with BASE: the comparison with BASE)
+    agentdrift export atif RUN [--out DIR]    one ATIF trajectory file per run
     agentdrift diff BASE CAND [--vary F]      compare two runs' manifests (exit 6 when not comparable)
     agentdrift compare BASE CAND [...]        the plugin's statistics and decision on two recorded runs
     agentdrift summary RUN [--max-bytes N]    compact Markdown of a run for a CI step summary / PR comment
@@ -211,6 +213,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
             if (path / "raw" / tid).is_dir():
                 shutil.copytree(path / "raw" / tid, out / "raw" / tid)
     rec.write_raw(".", {"report.md": markdown(merged)})
+    from pytest_agentdrift.record.html import record_page
+
+    rec.write_raw(".", {"report.html": record_page(out, merged)})
     rec.finish(merged)
     _out(f"merged {len(shards)} shard(s), {len(merged['tasks'])} task(s), into {out}")
     return EXIT_OK
@@ -242,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="print the summary of a recorded run")
     s.add_argument("run")
     s.set_defaults(fn=cmd_show)
+    from pytest_agentdrift.cli_reports import extend_show, register
+
+    extend_show(s)
     m = sub.add_parser("merge", help="merge complete shards of one runtime (disjoint task sets) into a new run")
     m.add_argument("out")
     m.add_argument("shards", nargs="+")
@@ -275,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
             c.add_argument("--release-notes", type=Path)
             c.add_argument("--rollback-state", choices=ROLLBACK_STATES, default="unknown")
             c.add_argument("--rollback-evidence", type=Path, help="JSON evidence of a tested restoration")
+    register(sub)
     return parser
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.run import treesnap
+from pytest_agentdrift.tasks import treesnap
 from pytest_agentdrift.run.evidence import TEST_CONFIG
 from pytest_agentdrift.tasks.patterns import PathSpec
 from pytest_agentdrift.canonical import read_regular

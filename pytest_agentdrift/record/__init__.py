@@ -1,0 +1,1 @@
+"""record/: the recorded run on disk: atomic store, results schema, terminal and Markdown rendering."""

@@ -100,6 +100,7 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
     for key in ("runtime_id", "task_set_id", "evaluator_id"):
         if results.get(key):
             md.append(f"- {key}: `{results[key]}`")
+    md.append("- the same run as a page (grid, plots, patches, events; self-contained): [report.html](report.html)")
     if closing:
         md.append(f"- exit status: `{closing}`")
     md += ["", "## Summary", "", "```", *summary_lines(results), "```", ""]

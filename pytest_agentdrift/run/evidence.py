@@ -26,7 +26,7 @@ from typing import Any
 from pytest_agentdrift.canonical import hash_regular, loads_json_strict, read_regular
 from pytest_agentdrift.tasks.patterns import PathSpec
 from pytest_agentdrift.tasks.load import REPORT_STATUSES
-from pytest_agentdrift.run.treesnap import TreeDiff
+from pytest_agentdrift.tasks.treesnap import TreeDiff
 
 GIT_STATE_FILES = ("HEAD", "index", "config", "packed-refs", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD")
 

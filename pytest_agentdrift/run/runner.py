@@ -23,7 +23,7 @@ from typing import Any
 
 from pytest_agentdrift.run import evidence as ev
 from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.run import treesnap
+from pytest_agentdrift.tasks import treesnap
 from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter, RunContext
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import TaskError

@@ -320,6 +320,9 @@ class RunCollector:
             else:
                 rec.write_json(name, doc)
         rec.write_raw(".", {"report.md": markdown(results, comparison.lines or None, closing=closing)})
+        from pytest_agentdrift.record.html import record_page
+
+        rec.write_raw(".", {"report.html": record_page(rec.path, results)})
         rec.finish(results)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from pytest_agentdrift.canonical import digest, load_json_file, load_toml_file, read_text_utf8, sha256_hex
 from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.tasks.patterns import PathSpec, PatternError, check_pattern
-from pytest_agentdrift.run.treesnap import CACHE_NAMES, Snapshot, scan, snapshot
+from pytest_agentdrift.tasks.treesnap import CACHE_NAMES, Snapshot, scan, snapshot
 
 LAYERS = (
     "safety",

@@ -1,12 +1,12 @@
 """Gitignore-style path patterns, used by allowed-paths.txt, `protected`,
 forbidden-effects `protected_paths` and check globs.
 
-Supported: `*` (within one path segment), `?`, `[...]`, `**` (any number of
-segments), a trailing `/` matching a directory and everything below it, `!`
-negation (last match wins), and, as in gitignore, a pattern without a slash
-matches a name at any depth while one with a slash is anchored at the root.
-Unlike gitignore, a leading `/` is refused as an absolute path (people write
-`/etc/...` meaning the machine's root); anchor a bare name with `./name`.
+Matching is gitignore's, by the `pathspec` library: `*`, `?`, `[...]`, `**`,
+a trailing `/` for a directory and everything below it, `!` negation (last
+match wins), `\\#` for a literal `#`, and a pattern without a slash matches a
+name at any depth while one with a slash is anchored at the root. One
+difference, on purpose: a leading `/` is refused as an absolute path (people
+write `/etc/...` meaning the machine's root); anchor a bare name with `./name`.
 """
 
 
@@ -15,8 +15,10 @@ from __future__ import annotations
 EVALUATOR_COMPONENT = "patterns"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+
+import pathspec
 
 
 class PatternError(ValueError):
@@ -28,73 +30,44 @@ def check_pattern(pattern: str) -> None:
     body = pattern[1:] if pattern.startswith("!") else pattern
     if body.startswith("/"):
         raise PatternError(f"pattern {pattern!r} is absolute; write it relative to repo/ (anchor a bare name as ./name)")
-    if re.match(r"^[A-Za-z]:[\\/]", body) or body.startswith("\\"):
+    if re.match(r"^[A-Za-z]:[\\/]", body) or body.startswith("\\\\"):  # a drive letter or a UNC path
         raise PatternError(f"pattern {pattern!r} is absolute")
     parts = body.strip("/").split("/")
     if any(part == ".." for part in parts):
         raise PatternError(f"pattern {pattern!r} escapes the repository ('..')")
     try:
-        _compile(body)
-    except re.error as exc:
+        _compile((pattern,))
+    except (ValueError, re.error) as exc:
         raise PatternError(f"pattern {pattern!r} is not a valid glob: {exc}") from None
 
 
-@lru_cache(maxsize=1024)
-def _compile(pattern: str) -> re.Pattern[str]:
-    dir_only = pattern.endswith("/")
-    body = pattern.rstrip("/")
+def _to_gitignore(pattern: str) -> str:
+    # `./name` is our spelling of gitignore's root anchor `/name` (a leading `/` is refused
+    # above because people mean the machine's root by it).
+    negate = pattern.startswith("!")
+    body = pattern[1:] if negate else pattern
     if body.startswith("./"):
-        body = body[2:]
-        anchored = True
-    else:
-        anchored = "/" in body
-    out = []
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if body.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif body.startswith("/**", i) and i + 3 == len(body):
-            out.append("/.*")
-            i += 3
-        elif body.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = body.find("]", i + 1)
-            if j == -1:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                cls = body[i + 1 : j]
-                if cls.startswith("!"):
-                    cls = "^" + cls[1:]
-                out.append(f"[{cls}]")
-                i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    core = "".join(out)
-    prefix = "" if anchored else "(?:.*/)?"
-    # A pattern names a path or anything below it (a directory pattern); with a
-    # trailing slash it only names what is below.
-    suffix = "/.+" if dir_only else "(?:/.+)?"
-    return re.compile(f"^{prefix}{core}{suffix}$")
+        body = "/" + body[2:]
+    return ("!" if negate else "") + body
+
+
+@lru_cache(maxsize=1024)
+def _compile(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(_to_gitignore(p) for p in patterns)
 
 
 @dataclass(frozen=True)
 class PathSpec:
+    """An ordered list of gitignore patterns (last match wins, `!` negates), matched with `pathspec`."""
+
     patterns: tuple[str, ...]
+    _spec: pathspec.GitIgnoreSpec = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_spec", _compile(self.patterns))
 
     @classmethod
-    def from_lines(cls, lines: list[str] | tuple[str, ...]) -> "PathSpec":
+    def from_lines(cls, lines: list[str] | tuple[str, ...]) -> PathSpec:
         kept = []
         for raw in lines:
             line = raw.rstrip("\n").rstrip()
@@ -108,10 +81,4 @@ class PathSpec:
         return bool(self.patterns)
 
     def matches(self, path: str) -> bool:
-        matched = False
-        for pattern in self.patterns:
-            negate = pattern.startswith("!")
-            body = pattern[1:] if negate else pattern
-            if _compile(body).match(path):
-                matched = not negate
-        return matched
+        return self._spec.match_file(path)

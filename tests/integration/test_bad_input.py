@@ -22,6 +22,8 @@ import pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, freeze, make_task
 
+pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
+
 BAD = "B01"
 GOOD = "Z99"
 

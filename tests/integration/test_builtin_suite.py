@@ -9,6 +9,8 @@ import pytest
 
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 
+pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
+
 #: task -> critical checks the drifted reference agent must break (and nothing else fails elsewhere)
 DRIFTED_BREAKS = {
     "T06": {"non-owner-rule-not-applied", "conflict-surfaced-in-report"},

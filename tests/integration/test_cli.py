@@ -10,6 +10,8 @@ import pytest
 
 from pytest_agentdrift.testing import load_results, make_task
 
+pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
+
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 

@@ -4,6 +4,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+import pytest
+
+pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
 
 DOC = Path(__file__).parents[2] / "docs" / "tasks.md"
 

@@ -9,14 +9,13 @@ and keeps per-process state). The default isolation is the strongest available
 too: there effects are detected, not prevented, and the results say so.
 
 To stay fast, several hostile tasks share one session; a session is run once
-per test run, even under xdist (a lock file in the shared base temp dir), and
-each behaviour is still asserted by its own test.
+per test run (under xdist its tests share an `xdist_group`, and the suite runs
+with `--dist loadgroup`), and each behaviour is still asserted by its own test.
 """
 
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import os
 import signal
@@ -34,6 +33,8 @@ import pytest
 
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
+
+pytestmark = pytest.mark.slow  # every test here starts pytest sessions with hostile agents
 
 BENIGN = "Z99"
 
@@ -155,24 +156,31 @@ def run_session(root: Path, tasks: dict[str, dict], bodies: dict[str, str], *ext
     return session
 
 
+_SESSIONS: dict[str, Session] = {}
+
+
 def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Session]) -> Session:
-    """Run a session once per test run, whichever xdist worker asks first."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    root = base / "hostile-sessions" / name
-    root.parent.mkdir(parents=True, exist_ok=True)
-    done = root.parent / f"{name}.json"
-    with open(root.parent / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not done.exists():
-                s = build(root)
-                done.write_text(json.dumps({"ret": s.ret, "out": s.out, "elapsed": s.elapsed, "isolation": s.isolation, "extra": s.extra}))
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    d = json.loads(done.read_text())
-    return Session(root, d["ret"], d["out"], d["elapsed"], d["isolation"], d["extra"])
+    """Run a session once per process. Every test that reads session `name` carries
+    `xdist_group(name)` (see xdist_group_of), so under `--dist loadgroup` they all land
+    on one worker and the session runs once per test run."""
+    if name not in _SESSIONS:
+        _SESSIONS[name] = build(tmp_path_factory.mktemp(name))
+    return _SESSIONS[name]
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The shared session an item reads (tests/integration/conftest.py marks it)."""
+    params = getattr(item, "callspec", None)
+    params = params.params if params is not None else {}
+    for fixture in ("containment", "setsid_session"):
+        if fixture in item.fixturenames and fixture in params:
+            return f"{'containment' if fixture == 'containment' else 'setsid'}-{params[fixture]}"
+    task_of = {
+        "test_tampering_cannot_turn_the_suite_green": lambda p: TAMPER_IDS[p["how"]],
+        "test_real_fix_with_tampering_is_a_tampered_pass": lambda p: FIX_IDS[p["how"]],
+        "test_forged_pass_is_a_fail": lambda p: p["task_id"],
+    }.get(item.originalname)
+    return None if task_of is None else f"tamper-{_tamper_group(task_of(params))}"
 
 
 def assert_contained_and_went_on(s: Session, hostile: list[str], each_fails: bool = True) -> None:
@@ -633,6 +641,12 @@ def _tamper_body(files: dict[str, str | None], fix: bool) -> str:
 TASKS_PER_SESSION = 3
 
 
+def _tamper_group(task_id: str) -> int:
+    """Which shared tamper session (of TASKS_PER_SESSION tasks) runs task_id."""
+    ids = sorted([*TAMPER_IDS.values(), *FIX_IDS.values(), *FORGERIES])
+    return ids.index(task_id) // TASKS_PER_SESSION
+
+
 def _tamper_session(root: Path, bodies: dict[str, str]) -> Session:
     return run_session(root, {tid: CALC_TASK for tid in bodies}, bodies)
 
@@ -643,7 +657,7 @@ def tamper_session(tmp_path_factory, task_id: str) -> Session:
     bodies.update({FIX_IDS[h]: _tamper_body(TAMPERING[h], fix=True) for h in FIX_AND_TAMPER})
     bodies.update({tid: _tamper_body({rel: text}, fix=False) for tid, (rel, text) in FORGERIES.items()})
     ids = sorted(bodies)
-    group = ids.index(task_id) // TASKS_PER_SESSION
+    group = _tamper_group(task_id)
     mine = {tid: bodies[tid] for tid in ids[group * TASKS_PER_SESSION:(group + 1) * TASKS_PER_SESSION]}
     s = shared(tmp_path_factory, f"tamper-{group}", lambda root: _tamper_session(root, mine))
     assert_contained_and_went_on(s, sorted(mine), each_fails=False)

@@ -10,6 +10,8 @@ import pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task, normalise_results
 
+pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
+
 PLUGIN_ARGS = [[], ["-p", "no:xdist"], ["-n", "0"], ["-n", "2"]]
 
 

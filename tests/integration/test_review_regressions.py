@@ -14,6 +14,8 @@ import pytest
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
+pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
+
 CALC = {
     "calc.py": "def add(a, b):\n    return a - b\n",
     "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",

@@ -106,13 +106,14 @@ def test_markdown():
     r = results(enforced="none", complete=False)
     md = markdown(r, ["baseline runs/base: no regression"])
     lines = md.splitlines()
-    assert lines[:7] == [
+    assert lines[:8] == [
         "# pytest-agentdrift run 20260101T000000Z-abc",
         "",
         "- agent: `cmd` version `v9`",
         "- started 2026-01-01T00:00:00Z, finished 2026-01-01T00:01:00Z; complete: false",
         "- isolation: none (network not_enforced, file system not_enforced)",
         "- runtime_id: `sha256:rt`",
+        "- the same run as a page (grid, plots, patches, events; self-contained): [report.html](report.html)",
         "",
     ]
     assert "WARNING: runs were NOT isolated; effects were only detected, not prevented" in lines

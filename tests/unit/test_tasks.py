@@ -147,6 +147,11 @@ def test_zero_checks_needs_function_file(tmp_path):
         ("src/*.py", "src/a/b.py", False),
         ("src/**/*.py", "src/a/b.py", True),
         ("src/**/*.py", "src/b.py", True),
+        # where the hand-written matcher differed from gitignore (now pathspec's)
+        ("a**b", "axxb", True),
+        ("a**b", "a/x/b", False),
+        ("\\#notes.md", "#notes.md", True),
+        ("tests", "tests/unit/x.py", True),
     ],
 )
 def test_globs(pattern, path, expected):

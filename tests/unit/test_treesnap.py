@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import treesnap
-from pytest_agentdrift.run.treesnap import (
+from pytest_agentdrift.tasks import treesnap
+from pytest_agentdrift.tasks.treesnap import (
     added_lines,
     diff,
     make_patch,
