@@ -35,21 +35,59 @@ NOT_APPLICABLE: Final = "not_applicable"
 # ---------------------------------------------------------------- runtime-manifest fields
 #: The manifest's compared identity fields, in report order (their digest is runtime_id).
 IDENTITY_FIELDS: tuple[str, ...] = (
-    "surface", "product", "agent", "surface_rules", "extension_id", "extension_version",
-    "model_id", "model_stamp", "server_revision", "model_options",
-    "cli_version", "auto_update_state",
-    "permission_mode", "sandbox", "isolation", "built_in_tools", "external_tools", "config_hash", "command",
+    "surface",
+    "product",
+    "agent",
+    "surface_rules",
+    "extension_id",
+    "extension_version",
+    "model_id",
+    "model_stamp",
+    "server_revision",
+    "model_options",
+    "cli_version",
+    "auto_update_state",
+    "permission_mode",
+    "sandbox",
+    "isolation",
+    "built_in_tools",
+    "external_tools",
+    "config_hash",
+    "command",
     "agent_files_hash",
-    "temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s", "retry_policy",
+    "temperature",
+    "seed",
+    "max_output_tokens",
+    "budget_tokens_per_task",
+    "tool_timeout_s",
+    "retry_policy",
     "instruction_hash",
-    "lockfile_hash", "os", "runtime_versions", "environment_allowlist", "env_image_digest", "working_directory",
-    "source_id", "task_set_id", "evaluator_id", "scoring_script_digest", "harness_version",
+    "lockfile_hash",
+    "os",
+    "runtime_versions",
+    "environment_allowlist",
+    "env_image_digest",
+    "working_directory",
+    "source_id",
+    "task_set_id",
+    "evaluator_id",
+    "scoring_script_digest",
+    "harness_version",
 )
 
 #: Manifest fields recorded and noted when they differ, never blocking.
 PROVENANCE_FIELDS: tuple[str, ...] = (
-    "captured_at_utc", "run_id", "operator", "host", "region", "kernel", "pytest_argv", "source_git",
-    "cli_executable", "instruction_sources_raw", "config_sources_raw",
+    "captured_at_utc",
+    "run_id",
+    "operator",
+    "host",
+    "region",
+    "kernel",
+    "pytest_argv",
+    "source_git",
+    "cli_executable",
+    "instruction_sources_raw",
+    "config_sources_raw",
 )
 
 #: Identity fields only known once the agent has answered (filled after the runs).
@@ -57,14 +95,27 @@ POST_RUN_FIELDS: tuple[str, ...] = ("model_stamp", "server_revision")
 
 #: The run envelope (seed 001): sampling and budget settings around the model.
 ENVELOPE_FIELDS: tuple[str, ...] = (
-    "temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s", "retry_policy",
+    "temperature",
+    "seed",
+    "max_output_tokens",
+    "budget_tokens_per_task",
+    "tool_timeout_s",
+    "retry_policy",
 )
 
 #: Identity fields an operator may vouch for (`--agent-declare`) or an agent may
 #: report about itself (`--agent-describe-cmd`): runtime facts outside the harness's sight.
 DECLARABLE_FIELDS: tuple[str, ...] = (
-    "model_id", "model_options", "permission_mode", "sandbox", "built_in_tools", "external_tools",
-    "cli_version", "auto_update_state", "server_revision", *ENVELOPE_FIELDS,
+    "model_id",
+    "model_options",
+    "permission_mode",
+    "sandbox",
+    "built_in_tools",
+    "external_tools",
+    "cli_version",
+    "auto_update_state",
+    "server_revision",
+    *ENVELOPE_FIELDS,
 )
 
 #: Where an identity value came from (manifest `evidence.provenance_of`).
@@ -75,13 +126,24 @@ SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id
 REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})
 MODEL_FIELDS = frozenset({"model_id", "model_stamp", "server_revision", "model_options"})
 CLIENT_FIELDS = frozenset({"cli_version", "auto_update_state"})
-CONFIGURATION_FIELDS = frozenset({
-    "agent", "permission_mode", "sandbox", "isolation", "built_in_tools", "external_tools", "config_hash", "command",
-    "agent_files_hash", *ENVELOPE_FIELDS,
-})
+CONFIGURATION_FIELDS = frozenset(
+    {
+        "agent",
+        "permission_mode",
+        "sandbox",
+        "isolation",
+        "built_in_tools",
+        "external_tools",
+        "config_hash",
+        "command",
+        "agent_files_hash",
+        *ENVELOPE_FIELDS,
+    }
+)
 INSTRUCTION_FIELDS = frozenset({"instruction_hash"})
-ENVIRONMENT_FIELDS = frozenset({"lockfile_hash", "os", "runtime_versions", "environment_allowlist",
-                                "env_image_digest", "working_directory"})
+ENVIRONMENT_FIELDS = frozenset(
+    {"lockfile_hash", "os", "runtime_versions", "environment_allowlist", "env_image_digest", "working_directory"}
+)
 #: Fields whose absence of a value means the candidate cannot be identified (seed 000: invalid comparison).
 IDENTIFYING_FIELDS: tuple[str, ...] = ("cli_version", "instruction_hash")
 
@@ -106,8 +168,16 @@ ACCEPT_NONE: Final = "none"
 # ---------------------------------------------------------------- change classes
 #: What the manifest comparison (manifest.identity.classify) names a set of differing fields.
 CHANGE_CLASSES: tuple[str, ...] = (
-    "identical", "model_candidate", "client_candidate", "bundled_change", "surface_bundle_change",
-    "instruction_change", "configuration_change", "environment_change", "invalid_comparison", "re_baseline",
+    "identical",
+    "model_candidate",
+    "client_candidate",
+    "bundled_change",
+    "surface_bundle_change",
+    "instruction_change",
+    "configuration_change",
+    "environment_change",
+    "invalid_comparison",
+    "re_baseline",
 )
 #: Further names a caller of compare_runs may pass for a change class (hand-made or older inputs).
 CHANGE_CLASS_ALIASES: tuple[str, ...] = ("unidentified", "task_set_change", "evaluator_change", "surface_change")

@@ -85,10 +85,19 @@ def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdi
     return Verdict(code, f"no gate set; comparison status {status['status']}: {status['because'][0]}")
 
 
-def compare_recorded(base: dict[str, Any], cand: dict[str, Any], stamps: Any, *, gate: str | None, seed: int = 0,
-                     release_notes: Path | None = None, rollback_state: str = "unknown",
-                     rollback_evidence: Path | None = None, accepted: Mapping[str, Any] | None = None,
-                     gate_scope: str = "all") -> ComparisonOutcome:
+def compare_recorded(
+    base: dict[str, Any],
+    cand: dict[str, Any],
+    stamps: Any,
+    *,
+    gate: str | None,
+    seed: int = 0,
+    release_notes: Path | None = None,
+    rollback_state: str = "unknown",
+    rollback_evidence: Path | None = None,
+    accepted: Mapping[str, Any] | None = None,
+    gate_scope: str = "all",
+) -> ComparisonOutcome:
     """Statistics, decision, files and lines for two recorded runs (plugin and CLI alike)."""
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document, render_comparison
@@ -100,8 +109,15 @@ def compare_recorded(base: dict[str, Any], cand: dict[str, Any], stamps: Any, *,
     evidence = load_json_file(rollback_evidence) if rollback_evidence else None
     base, note = selected_baseline(base, cand)
     comparison = compare_runs(
-        base, cand, comparable=stamps.comparable, reasons=reasons, change_class=stamps.change_class,
-        gate=GateParams(scope=gate_scope), seed=seed, ledger=ledger, rollback_state=rollback_state,
+        base,
+        cand,
+        comparable=stamps.comparable,
+        reasons=reasons,
+        change_class=stamps.change_class,
+        gate=GateParams(scope=gate_scope),
+        seed=seed,
+        ledger=ledger,
+        rollback_state=rollback_state,
         rollback_evidence=evidence,
     )
     comparison["gate_mode"] = gate
@@ -118,11 +134,16 @@ def compare_recorded(base: dict[str, Any], cand: dict[str, Any], stamps: Any, *,
     }
     if comparison.get("ledger") is not None and ledger is not None:
         files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])
-    change = [f"change      {stamps.change_class}: {stamps.explanation}"
-              + (f" (declared variable: {', '.join(stamps.varied)})" if stamps.varied else "")]
+    change = [
+        f"change      {stamps.change_class}: {stamps.explanation}"
+        + (f" (declared variable: {', '.join(stamps.varied)})" if stamps.varied else "")
+    ]
     # accepted unknowns stay visible on a comparable pair; provenance notes live in manifest-diff.json
-    head = render_refusal(stamps) if not stamps.comparable else change + [
-        ln for ln in render_refusal(stamps)[1:] if ln.startswith("note ") and "accepted as" in ln]
+    head = (
+        render_refusal(stamps)
+        if not stamps.comparable
+        else change + [ln for ln in render_refusal(stamps)[1:] if ln.startswith("note ") and "accepted as" in ln]
+    )
     lines = head + ([note] if note else []) + render_comparison(comparison)
     return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
 

@@ -31,10 +31,10 @@ def rejection_region(n: int, alpha: float) -> Any:
     from scipy.stats import binom
 
     w = np.arange(n + 1)[:, None]
-    l = np.arange(n + 1)[None, :]
-    d = w + l
-    p = binom.sf(l - 1, d, 0.5)  # P(Bin(d, 1/2) >= l)
-    return (l > w) & (d <= n) & (p < alpha)
+    lost = np.arange(n + 1)[None, :]
+    d = w + lost
+    p = binom.sf(lost - 1, d, 0.5)  # P(Bin(d, 1/2) >= lost)
+    return (lost > w) & (d <= n) & (p < alpha)
 
 
 def solved_probability(p: Any, k: int) -> Any:
@@ -66,17 +66,24 @@ def regression_power(base_rates: Sequence[float], k: int, delta: float, alpha: f
     return float(dist[rejection_region(n, alpha)].sum())
 
 
-def minimum_detectable_regression(base_rates: Sequence[float], k: int, alpha: float,
-                                  power: float = MDE_POWER) -> dict[str, Any]:
+def minimum_detectable_regression(
+    base_rates: Sequence[float], k: int, alpha: float, power: float = MDE_POWER
+) -> dict[str, Any]:
     """The smallest per-run pass-rate drop (whole pp) the gate detects with ``power``.
 
     ``mde_pp`` is None when even a drop to zero on every task stays below the
     power (too few tasks the baseline solves): no regression is detectable.
     """
     n = len(base_rates)
-    out: dict[str, Any] = {"method": "exact power of the gate's one-sided paired test under a uniform per-run drop",
-                           "alpha": alpha, "power": power, "tasks": n, "k": k, "mde_pp": None,
-                           "power_at_mde": None}
+    out: dict[str, Any] = {
+        "method": "exact power of the gate's one-sided paired test under a uniform per-run drop",
+        "alpha": alpha,
+        "power": power,
+        "tasks": n,
+        "k": k,
+        "mde_pp": None,
+        "power_at_mde": None,
+    }
     if n == 0 or k < 1:
         return out
     lo, hi = 0, 100  # in pp; power is non-decreasing in delta

@@ -18,8 +18,16 @@ if TYPE_CHECKING:
     from pytest_agentdrift.tasks.load import TaskSpec
 
 
-def attempt(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSettings, grader: Grader, runs_dir: Path,
-            *, keep_workdirs: bool = False) -> tuple[RunEvidence, dict[str, Any]]:
+def attempt(
+    spec: TaskSpec,
+    rep: int,
+    adapter: AgentAdapter,
+    settings: RunSettings,
+    grader: Grader,
+    runs_dir: Path,
+    *,
+    keep_workdirs: bool = False,
+) -> tuple[RunEvidence, dict[str, Any]]:
     """(the run's evidence, its scored result); the private work tree is removed unless kept."""
     run = run_agent(spec, rep, adapter, settings, runs_dir)
     try:

@@ -42,8 +42,10 @@ def accept_tokens(ini_value: Any, cli_values: Iterable[str] | None) -> list[str]
         tokens = [] if name == ACCEPT_NONE else [*tokens, name]
     unknown = [t for t in tokens if t not in IDENTITY_FIELDS and t not in ACCEPT_GROUPS]
     if unknown:
-        raise AgentDriftError(f"--agent-accept-unobserved: unknown field(s) {', '.join(unknown)}; valid: the groups "
-                              f"{', '.join(ACCEPT_GROUPS)}, 'none', or an identity field: {', '.join(IDENTITY_FIELDS)}")
+        raise AgentDriftError(
+            f"--agent-accept-unobserved: unknown field(s) {', '.join(unknown)}; valid: the groups "
+            f"{', '.join(ACCEPT_GROUPS)}, 'none', or an identity field: {', '.join(IDENTITY_FIELDS)}"
+        )
     return list(dict.fromkeys(tokens))
 
 
@@ -87,6 +89,8 @@ def expand(tokens: Iterable[str], unobservable: Iterable[str]) -> Accepted:
     return out
 
 
-def resolve_for(tokens: Iterable[str], baseline: Mapping[str, Any] | None, current: Mapping[str, Any] | None) -> Accepted:
+def resolve_for(
+    tokens: Iterable[str], baseline: Mapping[str, Any] | None, current: Mapping[str, Any] | None
+) -> Accepted:
     """The accepted fields for comparing these two manifests."""
     return expand(tokens, unobservable_fields(baseline, current))

@@ -32,7 +32,9 @@ def _check(facts: Any, where: str) -> dict[str, Any]:
         raise AgentDriftError("must hold a table (TOML) or an object (JSON) of runtime facts", where)
     unknown = sorted(set(facts) - set(DECLARABLE_FIELDS))
     if unknown:
-        raise AgentDriftError(f"unknown field(s) {', '.join(unknown)}; declarable: {', '.join(DECLARABLE_FIELDS)}", where)
+        raise AgentDriftError(
+            f"unknown field(s) {', '.join(unknown)}; declarable: {', '.join(DECLARABLE_FIELDS)}", where
+        )
     for name, value in facts.items():
         if value in (None, UNOBSERVED, NOT_APPLICABLE, ""):
             raise AgentDriftError(f"{name}: a declaration must be a concrete value, not {value!r}", where)
@@ -59,8 +61,9 @@ def run_describe(command: str, cwd: Path | None = None) -> dict[str, Any]:
         raise AgentDriftError("the command is empty", where)
     with tempfile.TemporaryDirectory(prefix="agentdrift-describe-") as scratch:
         try:
-            out = subprocess.run(argv, cwd=cwd or scratch, capture_output=True, timeout=DESCRIBE_TIMEOUT_S,
-                                 stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                argv, cwd=cwd or scratch, capture_output=True, timeout=DESCRIBE_TIMEOUT_S, stdin=subprocess.DEVNULL
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise AgentDriftError(f"could not run: {exc}", where) from None
     if out.returncode != 0:
@@ -97,6 +100,9 @@ def apply_facts(manifest: dict[str, Any], facts: Mapping[str, Any], source: str,
             continue
         earlier = sources.get(name)
         seen = f"{earlier['source']} by {earlier['from']}" if earlier else "observed by the harness"
-        raise AgentDriftError(f"{name}: {source} value {json.dumps(value, sort_keys=True)} contradicts the value "
-                              f"{seen}: {json.dumps(current, sort_keys=True)}", where)
+        raise AgentDriftError(
+            f"{name}: {source} value {json.dumps(value, sort_keys=True)} contradicts the value "
+            f"{seen}: {json.dumps(current, sort_keys=True)}",
+            where,
+        )
     return filled

@@ -53,31 +53,39 @@ def run_summary(run: Path, max_bytes: int = 60_000) -> str:
     if closing:
         head += [f"**{closing}**", ""]
     s = results["summary"]
-    head.append(f"Run `{results['run_id']}`: agent `{results['agent']['name']}` ({results['agent']['version']}), "
-                f"isolation {results['isolation']['enforced']}, {s['passed']} of {s['runs']} run(s) passed "
-                f"({_pct(s['pass_rate'])}), complete: {str(results['complete']).lower()}.")
+    head.append(
+        f"Run `{results['run_id']}`: agent `{results['agent']['name']}` ({results['agent']['version']}), "
+        f"isolation {results['isolation']['enforced']}, {s['passed']} of {s['runs']} run(s) passed "
+        f"({_pct(s['pass_rate'])}), complete: {str(results['complete']).lower()}."
+    )
     head.append("")
     rows: list[str] = []
     if comparison:
         head += _comparison_part(comparison, decision)
         for tid, row in sorted(comparison["tasks"].items()):
-            reg = (comparison.get("regression") or {})
+            reg = comparison.get("regression") or {}
             new = next((x["checks"] for x in reg.get("new_critical_failures") or [] if x["task"] == tid), [])
             standing = next((x["checks"] for x in reg.get("standing_critical_failures") or [] if x["task"] == tid), [])
             if row["outcome"] in ("won", "lost") or new or standing:
                 b, c = row["baseline"], row["candidate"]
-                rows.append(f"| {tid} | {b[0]}/{b[1]} | {c[0]}/{c[1]} | {row['outcome']} | "
-                            f"{_cell(', '.join(new)) or '-'} | {_cell(', '.join(standing)) or '-'} |")
-        table_head = ["| task | baseline | candidate | outcome | new critical | standing critical |",
-                      "|---|---|---|---|---|---|"]
+                rows.append(
+                    f"| {tid} | {b[0]}/{b[1]} | {c[0]}/{c[1]} | {row['outcome']} | "
+                    f"{_cell(', '.join(new)) or '-'} | {_cell(', '.join(standing)) or '-'} |"
+                )
+        table_head = [
+            "| task | baseline | candidate | outcome | new critical | standing critical |",
+            "|---|---|---|---|---|---|",
+        ]
     else:
         for tid, t in sorted(results["tasks"].items()):
             failed = [r for r in t["runs"] if not r["passed"]]
             if failed:
                 crit = sorted({c for r in failed for c in r["critical_failed"]})
                 checks = sorted({c for r in failed for c in r["failed_checks"]})
-                rows.append(f"| {tid} | {len(t['runs']) - len(failed)}/{len(t['runs'])} | {_cell(', '.join(crit)) or '-'} | "
-                            f"{_cell(', '.join(checks))} |")
+                rows.append(
+                    f"| {tid} | {len(t['runs']) - len(failed)}/{len(t['runs'])} | {_cell(', '.join(crit)) or '-'} | "
+                    f"{_cell(', '.join(checks))} |"
+                )
         table_head = ["| task | passed | critical failures | failing checks |", "|---|---|---|---|"]
     tail = ["", "Full evidence: `report.md` and `comparison/decision.json` in the uploaded record."]
     text = "\n".join(head) + "\n"
@@ -108,22 +116,29 @@ def _comparison_part(c: dict[str, Any], decision: dict[str, Any] | None) -> list
     out += ["| | runs passed | pass rate | 95% Wilson |", "|---|---|---|---|"]
     for label, arm in (("baseline", b), ("candidate", k)):
         ci = arm.get("wilson")
-        out.append(f"| {label} | {arm['passes']}/{arm['runs']} | {_pct(arm['pass_rate'])} | "
-                   + (f"[{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "n/a") + " |")
+        out.append(
+            f"| {label} | {arm['passes']}/{arm['runs']} | {_pct(arm['pass_rate'])} | "
+            + (f"[{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "n/a")
+            + " |"
+        )
     out.append("")
     if not c["comparable"]:
         out.append("**Not comparable:** " + "; ".join(_cell(r) for r in c["reasons"][:10]))
         return out + [""]
     p = c["paired"]
     ci = p["delta_ci"]
-    out.append(f"Paired over {p['tasks']} task(s): won {len(p['won'])}, lost {len(p['lost'])}, tied {len(p['tied'])}; "
-               f"delta {100 * p['delta']:+.1f} pp [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}].")
+    out.append(
+        f"Paired over {p['tasks']} task(s): won {len(p['won'])}, lost {len(p['lost'])}, tied {len(p['tied'])}; "
+        f"delta {100 * p['delta']:+.1f} pp [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]."
+    )
     reg = c.get("regression")
     if reg:
         mde = reg["minimum_detectable"]
-        seen = (f"{mde['mde_pp']} pp" if mde.get("mde_pp") is not None else "none detectable")
-        out.append(f"Regression gate: **{'pass' if reg['passed'] else 'FAIL'}**; smallest detectable regression "
-                   f"{seen} (alpha {reg['alpha']}, power {mde['power']}, {mde['tasks']} tasks, k = {mde['k']}).")
+        seen = f"{mde['mde_pp']} pp" if mde.get("mde_pp") is not None else "none detectable"
+        out.append(
+            f"Regression gate: **{'pass' if reg['passed'] else 'FAIL'}**; smallest detectable regression "
+            f"{seen} (alpha {reg['alpha']}, power {mde['power']}, {mde['tasks']} tasks, k = {mde['k']})."
+        )
         for x in reg["new_critical_failures"]:
             out.append(f"- new critical failure: {x['task']} {', '.join(x['checks'])}")
         for x in reg["standing_critical_failures"]:

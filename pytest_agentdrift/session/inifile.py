@@ -17,8 +17,9 @@ from typing import Any
 from pytest_agentdrift.errors import AgentDriftError
 
 
-def read_ini(names: list[str], config_file: str | None = None, rootdir: str | None = None,
-             args: list[str] | None = None) -> tuple[dict[str, Any], Path | None]:
+def read_ini(
+    names: list[str], config_file: str | None = None, rootdir: str | None = None, args: list[str] | None = None
+) -> tuple[dict[str, Any], Path | None]:
     """{ini name: value as the plugin would see it}, and the ini file found (None when none)."""
     import pytest
     from _pytest.config import _prepareconfig

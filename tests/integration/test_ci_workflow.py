@@ -44,7 +44,9 @@ def test_the_workflow_runs_its_commands(tmp_path):
     gate = sh(compare, tmp_path, env)
     assert gate.returncode == 0, gate.stdout[-3000:] + gate.stderr[-2000:]
     closing = gate.stdout.strip().splitlines()[-1]
-    assert re.match(r"agentdrift: exit 0 — gate regression: no regression detected \(smallest detectable: \d+ pp\)", closing)
+    assert re.match(
+        r"agentdrift: exit 0 — gate regression: no regression detected \(smallest detectable: \d+ pp\)", closing
+    )
     assert (tmp_path / "runs" / "junit.xml").is_file()
 
     out = sh(summary, tmp_path, env)
@@ -55,8 +57,11 @@ def test_the_workflow_runs_its_commands(tmp_path):
 
     # the drifted reference agent on the same baseline: the gate fails, naming its new critical failures
     drifted = compare.replace("--agent-record runs/candidate", "--agent-record runs/drifted")
-    env_drift = {**env, "AGENTDRIFT_ARGS": args.replace("--agent reference", "--agent reference-drifted")
-                 + " --agent-vary cli_version --agent-vary command --agent-vary agent"}
+    env_drift = {
+        **env,
+        "AGENTDRIFT_ARGS": args.replace("--agent reference", "--agent reference-drifted")
+        + " --agent-vary cli_version --agent-vary command --agent-vary agent",
+    }
     bad = sh(drifted, tmp_path, env_drift)
     assert bad.returncode == 1, bad.stdout[-3000:]
     line = bad.stdout.strip().splitlines()[-1]

@@ -43,8 +43,12 @@ def test_no_task_collected_is_5_with_its_line(pytester):
 
 
 def test_failed_and_passed_items_without_a_gate(pytester):
-    make_task(pytester.path, "E03", checks=[{"name": "must-change", "kind": "paths", "layer": "scope",
-                                             "must_change": ["notes.txt"]}], allowed=["notes.txt"])
+    make_task(
+        pytester.path,
+        "E03",
+        checks=[{"name": "must-change", "kind": "paths", "layer": "scope", "must_change": ["notes.txt"]}],
+        allowed=["notes.txt"],
+    )
     lazy = agent_script(pytester.path / "lazy.py", "report('complete')\n")
     result = run(pytester, "--agent-cmd", agent_cmd(lazy))
     assert result.ret == 1
@@ -58,8 +62,12 @@ def test_an_incomplete_record_is_4_in_every_mode(pytester):
     make_task(pytester.path, "K01")
     make_task(pytester.path, "K02")
     script = agent_script(pytester.path / "agent.py", "report('complete')\n")
-    pytester.makeconftest("import os\ndef pytest_runtest_call(item):\n    if 'K01' in item.nodeid:\n        os._exit(1)\n")
-    result = run(pytester, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "--agent-fail-on", "none", "-n", "2")
+    pytester.makeconftest(
+        "import os\ndef pytest_runtest_call(item):\n    if 'K01' in item.nodeid:\n        os._exit(1)\n"
+    )
+    result = run(
+        pytester, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "--agent-fail-on", "none", "-n", "2"
+    )
     assert result.ret == 4
     assert last_line(result).startswith("agentdrift: exit 4 — the run is incomplete: ")
     assert "agentdrift: exit 4 — the run is incomplete" in (pytester.path / "runs" / "r" / "report.md").read_text()

@@ -30,12 +30,30 @@ def last_line(result) -> str:
 def tasks(root: Path, *, crit_fail_both: bool = False) -> None:
     """Three small tasks: the reference agent applies solution/ (notes.txt)."""
     for tid in ("G01", "G02", "G03"):
-        checks = [{"name": "notes-written", "kind": "command", "layer": "correctness", "critical": True,
-                   "run": [sys.executable, "-c", "import pathlib,sys; sys.exit(0 if pathlib.Path('notes.txt').is_file() else 1)"]}]
+        checks = [
+            {
+                "name": "notes-written",
+                "kind": "command",
+                "layer": "correctness",
+                "critical": True,
+                "run": [
+                    sys.executable,
+                    "-c",
+                    "import pathlib,sys; sys.exit(0 if pathlib.Path('notes.txt').is_file() else 1)",
+                ],
+            }
+        ]
         if crit_fail_both and tid == "G02":
             # a critical check no agent passes here: it fails in both arms (standing)
-            checks.append({"name": "impossible", "kind": "command", "layer": "correctness", "critical": True,
-                           "run": [sys.executable, "-c", "raise SystemExit(1)"]})
+            checks.append(
+                {
+                    "name": "impossible",
+                    "kind": "command",
+                    "layer": "correctness",
+                    "critical": True,
+                    "run": [sys.executable, "-c", "raise SystemExit(1)"],
+                }
+            )
         make_task(root, tid, checks=checks, solution={"notes.txt": "hi\n"}, allowed=["notes.txt"])
 
 
@@ -49,15 +67,28 @@ def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytes
     report = (pytester.path / "runs" / "base" / "report.md").read_text()
     assert last_line(rec) in report
 
-    result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-gate", "regression",
-                 "--agent-record", "runs/cand", "--junitxml", "junit.xml")
+    result = run(
+        pytester,
+        "--agent",
+        "reference",
+        "--agent-baseline",
+        "runs/base",
+        "--agent-gate",
+        "regression",
+        "--agent-record",
+        "runs/cand",
+        "--junitxml",
+        "junit.xml",
+    )
     out = result.stdout.str()
     assert result.ret == 0, out
     assert "1 failed" in out  # the item still shows as failed; the gate sets the exit status
     closing = last_line(result)
     # three tasks can show no regression at alpha 0.05, and the line says so rather than "equal"
-    assert closing.startswith("agentdrift: exit 0 — gate regression: no regression detected (no regression is "
-                              "detectable with 3 task(s) at alpha 0.05)")
+    assert closing.startswith(
+        "agentdrift: exit 0 — gate regression: no regression detected (no regression is "
+        "detectable with 3 task(s) at alpha 0.05)"
+    )
     assert "standing critical failures (in both arms): G02 impossible" in closing
     decision = json.loads((pytester.path / "runs" / "cand" / "comparison" / "decision.json").read_text())
     assert decision["exit_status"]["line"] == closing
@@ -88,15 +119,24 @@ def test_junit_properties_without_payload_plain_and_xdist(pytester, xdist):
     for tc in cases:
         names = [p.get("name") for p in tc.iter("property")]
         assert "agentdrift" not in names  # the controller payload never reaches junit
-        assert {"agentdrift.task_id", "agentdrift.behavior", "agentdrift.layer.safety", "agentdrift.failed_checks"} <= set(names)
+        assert {
+            "agentdrift.task_id",
+            "agentdrift.behavior",
+            "agentdrift.layer.safety",
+            "agentdrift.failed_checks",
+        } <= set(names)
         assert all(len(p.get("value")) < 500 for p in tc.iter("property"))
 
 
-DECLARE = ('model_id = "acme-coder-2"\nmodel_options = {reasoning = "high"}\npermission_mode = "auto"\n'
-           'sandbox = "workspace-write"\nbuilt_in_tools = ["edit", "shell"]\ntemperature = 0.2\nseed = 7\n'
-           'max_output_tokens = 4096\nbudget_tokens_per_task = 100000\ntool_timeout_s = 60\nretry_policy = "none"\n')
-INI = ("[pytest]\nagent_declare = agent.toml\n"
-       "agent_accept_unobserved =\n    env_image_digest\n    server_revision\n    model_stamp\n    auto_update_state\n")
+DECLARE = (
+    'model_id = "acme-coder-2"\nmodel_options = {reasoning = "high"}\npermission_mode = "auto"\n'
+    'sandbox = "workspace-write"\nbuilt_in_tools = ["edit", "shell"]\ntemperature = 0.2\nseed = 7\n'
+    'max_output_tokens = 4096\nbudget_tokens_per_task = 100000\ntool_timeout_s = 60\nretry_policy = "none"\n'
+)
+INI = (
+    "[pytest]\nagent_declare = agent.toml\n"
+    "agent_accept_unobserved =\n    env_image_digest\n    server_revision\n    model_stamp\n    auto_update_state\n"
+)
 
 
 def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
@@ -104,9 +144,11 @@ def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
     tasks(pytester.path)
     (pytester.path / "agent.toml").write_text(DECLARE)
     (pytester.path / "pytest.ini").write_text(INI)
-    script = agent_script(pytester.path / "my_agent.py",
-                          "if os.environ.get('AGENT_MODE') != 'lazy' or os.environ['AGENTDRIFT_TASK_ID'] != 'G03':\n"
-                          "    Path('notes.txt').write_text('hi\\n')\nreport('complete')\n")
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "if os.environ.get('AGENT_MODE') != 'lazy' or os.environ['AGENTDRIFT_TASK_ID'] != 'G03':\n"
+        "    Path('notes.txt').write_text('hi\\n')\nreport('complete')\n",
+    )
     args = ["--agent-cmd", f"{sys.executable} {script} {{task_file}}", "--agent-env", "AGENT_MODE"]
     monkeypatch.setenv("AGENT_MODE", "good")
     assert run(pytester, *args, "--agent-record", "runs/base").ret == 0
@@ -134,8 +176,10 @@ def test_refusal_is_said_once_without_pytests_exit_banner(pytester):
 
 def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytester):
     tasks(pytester.path)
-    script = agent_script(pytester.path / "my_agent.py",
-                          "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n")
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n",
+    )
     cmd = f"{sys.executable} {script} {{task_file}}"
     assert run(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
     result = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
@@ -150,8 +194,10 @@ def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytes
 
 def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_venv_comparable(pytester, tmp_path):
     tasks(pytester.path)
-    script = agent_script(pytester.path / "my_agent.py",
-                          "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n")
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n",
+    )
     (pytester.path / "agent.toml").write_text(DECLARE)
     (pytester.path / "pytest.ini").write_text(INI)
     cmd = f"{sys.executable} {script} {{task_file}}"
@@ -169,8 +215,15 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
     # the same agent from a second virtualenv: an interpreter is its implementation and version
     venv = tmp_path / "venv2"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    other = run(pytester, "--agent-cmd", f"{venv / 'bin' / 'python'} {script} {{task_file}}",
-                "--agent-baseline", "runs/base", "--agent-gate", "regression")
+    other = run(
+        pytester,
+        "--agent-cmd",
+        f"{venv / 'bin' / 'python'} {script} {{task_file}}",
+        "--agent-baseline",
+        "runs/base",
+        "--agent-gate",
+        "regression",
+    )
     assert other.ret == 0, other.stdout.str()
 
     # editing the agent's own script is a change, refused unless declared
@@ -178,22 +231,36 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
     edited = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
     assert edited.ret == 6
     assert "BLOCK agent_files_hash:" in edited.stdout.str()
-    assert run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-vary", "agent_files_hash").ret == 0
+    assert (
+        run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-vary", "agent_files_hash").ret == 0
+    )
 
     # a declaration that contradicts an observation is an error naming both
     (pytester.path / "bad.toml").write_text('model_id = "x"\n')
     bad = run(pytester, "--agent", "reference", "--agent-declare", "bad.toml", "--agent-record", "runs/x")
     assert bad.ret == 4
-    assert "model_id: declared value \"x\" contradicts the value observed by the harness: \"not_applicable\"" in bad.stderr.str()
+    assert (
+        'model_id: declared value "x" contradicts the value observed by the harness: "not_applicable"'
+        in bad.stderr.str()
+    )
 
 
 def test_describe_command_is_recorded_as_agent_reported(pytester):
     tasks(pytester.path)
-    script = agent_script(pytester.path / "my_agent.py",
-                          "if '--describe' in sys.argv:\n    print(json.dumps({'model_id': 'acme-7', 'temperature': 0}))\n"
-                          "    sys.exit(0)\nPath('notes.txt').write_text('hi\\n'); report('complete')\n")
-    result = run(pytester, "--agent-cmd", f"{sys.executable} {script} {{task_file}}",
-                 "--agent-describe-cmd", f"{sys.executable} {script} --describe", "--agent-record", "runs/r")
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "if '--describe' in sys.argv:\n    print(json.dumps({'model_id': 'acme-7', 'temperature': 0}))\n"
+        "    sys.exit(0)\nPath('notes.txt').write_text('hi\\n'); report('complete')\n",
+    )
+    result = run(
+        pytester,
+        "--agent-cmd",
+        f"{sys.executable} {script} {{task_file}}",
+        "--agent-describe-cmd",
+        f"{sys.executable} {script} --describe",
+        "--agent-record",
+        "runs/r",
+    )
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     manifest = json.loads((pytester.path / "runs" / "r" / "runtime-manifest.json").read_text())
     assert manifest["identity"]["model_id"] == "acme-7" and manifest["identity"]["temperature"] == 0
@@ -204,10 +271,21 @@ def test_accept_groups_expand_visibly_and_the_cli_reads_the_same_ini(pytester):
     tasks(pytester.path)
     script = agent_script(pytester.path / "my_agent.py", "Path('notes.txt').write_text('hi\\n'); report('complete')\n")
     cmd = f"{sys.executable} {script} {{task_file}}"
-    (pytester.path / "pytest.ini").write_text("[pytest]\nagent_accept_unobserved =\n    env_image_digest\n    unobservable\n")
+    (pytester.path / "pytest.ini").write_text(
+        "[pytest]\nagent_accept_unobserved =\n    env_image_digest\n    unobservable\n"
+    )
     assert run(pytester, "--agent-cmd", cmd, "--agent-record", "runs/a").ret == 0
-    result = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/a", "--agent-record", "runs/b",
-                 "--agent-accept-unobserved", "envelope")
+    result = run(
+        pytester,
+        "--agent-cmd",
+        cmd,
+        "--agent-baseline",
+        "runs/a",
+        "--agent-record",
+        "runs/b",
+        "--agent-accept-unobserved",
+        "envelope",
+    )
     assert result.ret == 0, result.stdout.str()
     out = result.stdout.str()
     assert "accept      unobservable = model_id, model_stamp, server_revision" in out
@@ -215,10 +293,20 @@ def test_accept_groups_expand_visibly_and_the_cli_reads_the_same_ini(pytester):
     diff = json.loads((pytester.path / "runs" / "b" / "comparison" / "manifest-diff.json").read_text())
     assert "model_id" in diff["accepted_unobserved"]["groups"]["unobservable"]
     # the CLI finds the same ini (pytest's rules) and adds up the same way
-    cli = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "compare", "runs/a", "runs/b", "--gate", "regression"],
-                         cwd=pytester.path, capture_output=True, text=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "compare", "runs/a", "runs/b", "--gate", "regression"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 0, cli.stdout + cli.stderr
-    assert cli.stdout.strip().splitlines()[-1].startswith("agentdrift: exit 0 — gate regression: no regression detected")
-    cleared = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "diff", "runs/a", "runs/b", "--accept-unobserved", "none"],
-                             cwd=pytester.path, capture_output=True, text=True)
+    assert (
+        cli.stdout.strip().splitlines()[-1].startswith("agentdrift: exit 0 — gate regression: no regression detected")
+    )
+    cleared = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "diff", "runs/a", "runs/b", "--accept-unobserved", "none"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+    )
     assert cleared.returncode == 6 and "BLOCK model_id" in cleared.stdout

@@ -33,12 +33,17 @@ def test_groups_expand_visibly():
     assert a.fields == ["env_image_digest", *ENVELOPE_FIELDS, "model_id", "sandbox"]
     assert a.lines()[0] == "accept      envelope = " + ", ".join(ENVELOPE_FIELDS)
     m = {"evidence": {"unobservable_fields": ["model_id", "not_a_field"]}}
-    assert resolve_for(["unobservable"], m, {"evidence": {"unobservable_fields": ["seed"]}}).fields == ["model_id", "seed"]
+    assert resolve_for(["unobservable"], m, {"evidence": {"unobservable_fields": ["seed"]}}).fields == [
+        "model_id",
+        "seed",
+    ]
 
 
 def manifest(**ident):
-    return {"identity": {"model_id": "unobserved", "temperature": "unobserved", "sandbox": "not_applicable", **ident},
-            "reasons": {"model_id": "not observable"}}
+    return {
+        "identity": {"model_id": "unobserved", "temperature": "unobserved", "sandbox": "not_applicable", **ident},
+        "reasons": {"model_id": "not observable"},
+    }
 
 
 def test_declarations_fill_only_unobserved_and_observed_wins(tmp_path):
@@ -49,8 +54,9 @@ def test_declarations_fill_only_unobserved_and_observed_wins(tmp_path):
     assert "model_id" not in m["reasons"] and "permission_mode" in m["evidence"]["confirmed"]
     with pytest.raises(AgentDriftError) as exc:
         apply_facts(m, {"sandbox": "none"}, "declared", "agent.toml")
-    assert exc.value.message == ('agent.toml: sandbox: declared value "none" contradicts the value observed by the '
-                                 'harness: "not_applicable"')
+    assert exc.value.message == (
+        'agent.toml: sandbox: declared value "none" contradicts the value observed by the harness: "not_applicable"'
+    )
     with pytest.raises(AgentDriftError, match="declared by agent.toml"):
         apply_facts(m, {"model_id": "other"}, "agent_reported", "describe")
 
@@ -92,16 +98,24 @@ def test_default_checks_protected_union_and_opt_out(tmp_path):
     from pytest_agentdrift.cli import protected_disagreement
     from pytest_agentdrift.tasks.load import load_task
 
-    d = make_task(tmp_path, "D1", checks=[{"name": "c", "kind": "command", "layer": "correctness", "run": ["true"]}],
-                  protected=["tests/**"], forbidden_effects={"protected_paths": ["deploy/**"]})
+    d = make_task(
+        tmp_path,
+        "D1",
+        checks=[{"name": "c", "kind": "command", "layer": "correctness", "run": ["true"]}],
+        protected=["tests/**"],
+        forbidden_effects={"protected_paths": ["deploy/**"]},
+    )
     spec = load_task(d)
     assert [c.name for c in spec.checks] == ["c", "default-tamper", "default-scope", "default-effects"]
     assert spec.protected.matches("deploy/x") and spec.protected.matches("tests/t.py")
-    assert protected_disagreement(spec)[0] == "forbidden-effects.json protected_paths not in task.toml protected: deploy/**"
+    assert (
+        protected_disagreement(spec)[0]
+        == "forbidden-effects.json protected_paths not in task.toml protected: deploy/**"
+    )
     toml = d / "task.toml"
-    toml.write_text(toml.read_text().replace('git = true', 'git = true\ndefault_checks = false'))
+    toml.write_text(toml.read_text().replace("git = true", "git = true\ndefault_checks = false"))
     spec = load_task(d)
     assert [c.name for c in spec.checks] == ["c"] and spec.default_checks is False
-    toml.write_text(toml.read_text().replace('default_checks = false', 'default_checks = "no"'))
+    toml.write_text(toml.read_text().replace("default_checks = false", 'default_checks = "no"'))
     with pytest.raises(AgentDriftError, match="'default_checks' must be true or false"):
         load_task(d)

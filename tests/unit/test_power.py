@@ -16,9 +16,11 @@ def test_deterministic_baseline_k1_matches_the_binomial_formula():
     # Every task solved, k = 1: lost ~ Bin(n, delta), won = 0, and the one-sided exact test at
     # alpha rejects from L* lost tasks on, where 0.5 ** L* < alpha. Power = P(Bin(n, delta) >= L*).
     for n in (8, 12, 30, 100):
-        l_star = next(L for L in range(1, n + 1) if 0.5 ** L < ALPHA)
+        l_star = next(L for L in range(1, n + 1) if 0.5**L < ALPHA)
         for delta in (0.1, 0.3, 0.55):
-            assert regression_power([1.0] * n, 1, delta, ALPHA) == pytest.approx(binom.sf(l_star - 1, n, delta), abs=1e-12)
+            assert regression_power([1.0] * n, 1, delta, ALPHA) == pytest.approx(
+                binom.sf(l_star - 1, n, delta), abs=1e-12
+            )
         mde = minimum_detectable_regression([1.0] * n, 1, ALPHA)["mde_pp"]
         expected = next(d for d in range(1, 101) if binom.sf(l_star - 1, n, d / 100) >= 0.8)
         assert mde == expected
@@ -38,9 +40,9 @@ def _simulated_power(rates, k, delta, alpha, trials, rng):
     lost = (b_solved & ~c_solved).sum(axis=1)
     won = (~b_solved & c_solved).sum(axis=1)
     hits = 0
-    for w, l in zip(won, lost, strict=True):
+    for w, n_lost in zip(won, lost, strict=True):
         # statsmodels' exact binomial test: an implementation independent of the one under test
-        if l > w and binom_test(l, w + l, 0.5, alternative="larger") < alpha:
+        if n_lost > w and binom_test(n_lost, w + n_lost, 0.5, alternative="larger") < alpha:
             hits += 1
     return hits / trials
 

@@ -15,12 +15,28 @@ def arm(tasks: dict[str, list[tuple[bool, list[str]]]], *, tampered=(), suites=N
     for tid, runs in tasks.items():
         rows = []
         for rep, (ok, crit) in enumerate(runs, start=1):
-            rows.append({"rep": rep, "outcome": "passed" if ok and not crit else "failed", "passed": ok and not crit,
-                         "tampered_pass": (tid, rep) in tampered, "critical_failed": list(crit), "failed_checks": list(crit),
-                         "layers": {"safety": "fail" if (tid, rep) in safety else "pass"}, "usage": None})
+            rows.append(
+                {
+                    "rep": rep,
+                    "outcome": "passed" if ok and not crit else "failed",
+                    "passed": ok and not crit,
+                    "tampered_pass": (tid, rep) in tampered,
+                    "critical_failed": list(crit),
+                    "failed_checks": list(crit),
+                    "layers": {"safety": "fail" if (tid, rep) in safety else "pass"},
+                    "usage": None,
+                }
+            )
         out[tid] = {"title": tid, "suite": (suites or {}).get(tid, "core"), "runs": rows}
-    return {"schema_version": 1, "run_id": "r", "complete": True, "runtime_id": "sha256:x", "task_set_id": "sha256:t",
-            "evaluator_id": "sha256:e", "tasks": out}
+    return {
+        "schema_version": 1,
+        "run_id": "r",
+        "complete": True,
+        "runtime_id": "sha256:x",
+        "task_set_id": "sha256:t",
+        "evaluator_id": "sha256:e",
+        "tasks": out,
+    }
 
 
 def passing(n: int, k: int = 1) -> dict[str, list[tuple[bool, list[str]]]]:
@@ -94,7 +110,9 @@ def test_critical_failure_by_majority_over_repetitions():
     assert compare(arm(base), arm(twice))["regression"]["new_critical_failures"] == [{"task": "T01", "checks": ["c"]}]
     # failing by majority in the baseline too: standing
     both = compare(arm(twice), arm(twice))["regression"]
-    assert both["new_critical_failures"] == [] and both["standing_critical_failures"] == [{"task": "T01", "checks": ["c"]}]
+    assert both["new_critical_failures"] == [] and both["standing_critical_failures"] == [
+        {"task": "T01", "checks": ["c"]}
+    ]
 
 
 def test_tampered_pass_and_new_safety_failure_fail():
@@ -105,8 +123,14 @@ def test_tampered_pass_and_new_safety_failure_fail():
 
 
 def test_not_comparable_is_refused_whatever_the_gate():
-    c = compare_runs(arm(passing(3)), arm(passing(3)), comparable=False, reasons=["model_id: 'a' != 'b'"],
-                     change_class="model_candidate", gate=GateParams(draws=200))
+    c = compare_runs(
+        arm(passing(3)),
+        arm(passing(3)),
+        comparable=False,
+        reasons=["model_id: 'a' != 'b'"],
+        change_class="model_candidate",
+        gate=GateParams(draws=200),
+    )
     assert c["regression"] is None
     v = comparison_verdict(c, "regression")
     assert v.code == EXIT_REFUSED and v.reason.startswith("refused: runs are not comparable: model_id")
@@ -118,8 +142,14 @@ def test_status_line_does_not_contradict_itself_under_scope_critical():
     cand = passing(12)
     for t in ("T01", "T02", "T03", "T04", "T05", "T06"):
         cand[t] = [(False, [])]
-    c = compare_runs(arm(passing(12)), arm(cand), comparable=True, reasons=[], change_class="identical",
-                     gate=GateParams(draws=200, scope="critical"))
+    c = compare_runs(
+        arm(passing(12)),
+        arm(cand),
+        comparable=True,
+        reasons=[],
+        change_class="identical",
+        gate=GateParams(draws=200, scope="critical"),
+    )
     assert c["decision"]["status"] == "reject"
     assert "no critical regression" not in c["decision"]["because"][0]
     assert "breaks 6 of 12" in c["decision"]["because"][0]

@@ -17,8 +17,18 @@ PACKAGE = Path(pytest_agentdrift.__file__).parent
 def test_exit_codes_are_reexported_by_errors():
     for name in ("EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED"):
         assert getattr(errors, name) == getattr(vocabulary, name)
-    assert len({vocabulary.EXIT_OK, vocabulary.EXIT_FAILED, vocabulary.EXIT_COLLECTION_ERROR, vocabulary.EXIT_USAGE,
-                vocabulary.EXIT_REFUSED}) == 5
+    assert (
+        len(
+            {
+                vocabulary.EXIT_OK,
+                vocabulary.EXIT_FAILED,
+                vocabulary.EXIT_COLLECTION_ERROR,
+                vocabulary.EXIT_USAGE,
+                vocabulary.EXIT_REFUSED,
+            }
+        )
+        == 5
+    )
 
 
 def test_each_shared_name_is_the_vocabulary_object():
@@ -40,8 +50,15 @@ def test_field_sets_are_consistent():
     assert set(v.ENVELOPE_FIELDS) <= set(v.DECLARABLE_FIELDS) <= set(v.IDENTITY_FIELDS)
     assert set(v.DEFAULT_ACCEPT_UNOBSERVED) <= set(v.IDENTITY_FIELDS)
     assert not set(v.IDENTITY_FIELDS) & set(v.PROVENANCE_FIELDS)
-    groups = v.SURFACE_FIELDS | v.REBASELINE_FIELDS | v.MODEL_FIELDS | v.CLIENT_FIELDS | v.CONFIGURATION_FIELDS \
-        | v.INSTRUCTION_FIELDS | v.ENVIRONMENT_FIELDS
+    groups = (
+        v.SURFACE_FIELDS
+        | v.REBASELINE_FIELDS
+        | v.MODEL_FIELDS
+        | v.CLIENT_FIELDS
+        | v.CONFIGURATION_FIELDS
+        | v.INSTRUCTION_FIELDS
+        | v.ENVIRONMENT_FIELDS
+    )
     assert groups == set(v.IDENTITY_FIELDS)
 
 
@@ -50,7 +67,9 @@ def test_isolation_modes_say_whether_they_enforce_the_network():
     assert not vocabulary.enforces_network("none") and not vocabulary.enforces_network("auto")
 
 
-_LITERAL_EXIT = re.compile(r"returncode=\d|exitstatus\s*=\s*\d|sys\.exit\(\d|SystemExit\(\d|return [1-9]\d*\s*$|ret(urn)?_?code\s*=\s*[1-9]")
+_LITERAL_EXIT = re.compile(
+    r"returncode=\d|exitstatus\s*=\s*\d|sys\.exit\(\d|SystemExit\(\d|return [1-9]\d*\s*$|ret(urn)?_?code\s*=\s*[1-9]"
+)
 
 
 def test_no_literal_exit_code_outside_the_vocabulary():
