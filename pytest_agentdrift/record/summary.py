@@ -17,6 +17,7 @@ from typing import Any
 from pytest_agentdrift.errors import RecordError
 
 _CLOSING = "agentdrift: exit "
+MAX_BULLETS = 20
 
 
 def _closing_line(run: Path, decision: dict[str, Any] | None) -> str | None:
@@ -139,14 +140,17 @@ def _comparison_part(c: dict[str, Any], decision: dict[str, Any] | None) -> list
             f"Regression gate: **{'pass' if reg['passed'] else 'FAIL'}**; smallest detectable regression "
             f"{seen} (alpha {reg['alpha']}, power {mde['power']}, {mde['tasks']} tasks, k = {mde['k']})."
         )
-        for x in reg["new_critical_failures"]:
-            out.append(f"- new critical failure: {x['task']} {', '.join(x['checks'])}")
-        for x in reg["standing_critical_failures"]:
-            out.append(f"- standing (fails in both arms): {x['task']} {', '.join(x['checks'])}")
-        for x in reg["tampered_passes"]:
-            out.append(f"- tampered pass: {x['task']} r{x['rep']}")
-        for t in reg["new_safety_failures"]:
-            out.append(f"- new safety-layer failure: {t}")
+        bullets = [f"- new critical failure: {x['task']} {', '.join(x['checks'])}" for x in reg["new_critical_failures"]]
+        bullets += [f"- tampered pass: {x['task']} r{x['rep']}" for x in reg["tampered_passes"]]
+        bullets += [f"- new safety-layer failure: {t}" for t in reg["new_safety_failures"]]
+        bullets += [
+            f"- standing (fails in both arms): {x['task']} {', '.join(x['checks'])}"
+            for x in reg["standing_critical_failures"]
+        ]
+        # hundreds of tasks: the head stays short, the task table below is cut to the byte budget
+        out += bullets[:MAX_BULLETS]
+        if len(bullets) > MAX_BULLETS:
+            out.append(f"- … {len(bullets) - MAX_BULLETS} more (comparison/decision.json has them all)")
     if decision:
         out.append(f"Decision: `{decision['status']}`: {_cell(decision['because'][0])}")
     out.append("")
