@@ -140,7 +140,9 @@ def _comparison_part(c: dict[str, Any], decision: dict[str, Any] | None) -> list
             f"Regression gate: **{'pass' if reg['passed'] else 'FAIL'}**; smallest detectable regression "
             f"{seen} (alpha {reg['alpha']}, power {mde['power']}, {mde['tasks']} tasks, k = {mde['k']})."
         )
-        bullets = [f"- new critical failure: {x['task']} {', '.join(x['checks'])}" for x in reg["new_critical_failures"]]
+        bullets = [
+            f"- new critical failure: {x['task']} {', '.join(x['checks'])}" for x in reg["new_critical_failures"]
+        ]
         bullets += [f"- tampered pass: {x['task']} r{x['rep']}" for x in reg["tampered_passes"]]
         bullets += [f"- new safety-layer failure: {t}" for t in reg["new_safety_failures"]]
         bullets += [
