@@ -30,11 +30,18 @@ def rejection_region(n: int, alpha: float) -> Any:
     import numpy as np
     from scipy.stats import binom
 
+    # P(Bin(d, 1/2) >= l) decreases in l, so for each number of discordant tasks d the region
+    # is l >= threshold[d]: one row of tail probabilities per d (w + l <= n has all the mass)
+    d = np.arange(n + 1)
+    # isf is a quantile near the boundary; the exact threshold is checked among its neighbours
+    guess = np.nan_to_num(binom.isf(alpha, d, 0.5), nan=0.0).astype(int)
+    candidates = guess[:, None] + np.arange(-1, 3)[None, :]
+    below = (candidates >= 0) & (binom.sf(candidates - 1, d[:, None], 0.5) < alpha) & (candidates <= d[:, None])
+    threshold = np.where(below.any(axis=1), candidates[np.arange(n + 1), np.argmax(below, axis=1)], n + 1)
+    threshold = np.concatenate([threshold, np.full(n, n + 1)])  # w + l > n never happens
     w = np.arange(n + 1)[:, None]
     lost = np.arange(n + 1)[None, :]
-    d = w + lost
-    p = binom.sf(lost - 1, d, 0.5)  # P(Bin(d, 1/2) >= lost)
-    return (lost > w) & (d <= n) & (p < alpha)
+    return (lost > w) & (lost >= threshold[w + lost])
 
 
 def solved_probability(p: Any, k: int) -> Any:
@@ -44,7 +51,7 @@ def solved_probability(p: Any, k: int) -> Any:
     return binom.sf(k // 2, k, p)
 
 
-def regression_power(base_rates: Sequence[float], k: int, delta: float, alpha: float) -> float:
+def regression_power(base_rates: Sequence[float], k: int, delta: float, alpha: float, region: Any = None) -> float:
     """Probability that the gate's paired test flags a regression of ``delta`` (see the module doc)."""
     import numpy as np
 
@@ -56,14 +63,32 @@ def regression_power(base_rates: Sequence[float], k: int, delta: float, alpha: f
     sc = solved_probability(np.clip(p - delta, 0.0, 1.0), k)
     p_lost = sb * (1.0 - sc)
     p_won = (1.0 - sb) * sc
-    dist = np.zeros((n + 1, n + 1))
-    dist[0, 0] = 1.0
+    # The (won, lost) table grows only where a task can move mass, and tails below 1e-15 are
+    # dropped as it grows: a deterministic suite stays one row wide, hundreds of noisy tasks
+    # stay near mean + a few standard deviations (exact to 1e-12 in total probability).
+    dist = np.ones((1, 1))
     for pw, pl in zip(p_won, p_lost, strict=True):
-        new = dist * (1.0 - pw - pl)
-        new[1:, :] += dist[:-1, :] * pw
-        new[:, 1:] += dist[:, :-1] * pl
-        dist = new
-    return float(dist[rejection_region(n, alpha)].sum())
+        rows, cols = dist.shape
+        new = np.zeros((rows + (pw > 0), cols + (pl > 0)))
+        new[:rows, :cols] += dist * (1.0 - pw - pl)
+        if pw > 0:
+            new[1 : rows + 1, :cols] += dist * pw
+        if pl > 0:
+            new[:rows, 1 : cols + 1] += dist * pl
+        dist = _trim(new)
+    region = (rejection_region(n, alpha) if region is None else region)[: dist.shape[0], : dist.shape[1]]
+    return float(dist[region].sum())
+
+
+def _trim(dist, tail: float = 1e-15):
+    """Drop trailing rows and columns whose whole mass is below ``tail``."""
+    import numpy as np
+
+    rows = np.nonzero(np.cumsum(dist.sum(axis=1)[::-1]) > tail)[0]
+    cols = np.nonzero(np.cumsum(dist.sum(axis=0)[::-1]) > tail)[0]
+    r = dist.shape[0] - (rows[0] if rows.size else 0)
+    c = dist.shape[1] - (cols[0] if cols.size else 0)
+    return dist[: max(r, 1), : max(c, 1)]
 
 
 def minimum_detectable_regression(
@@ -87,15 +112,16 @@ def minimum_detectable_regression(
     if n == 0 or k < 1:
         return out
     lo, hi = 0, 100  # in pp; power is non-decreasing in delta
-    if regression_power(base_rates, k, 1.0, alpha) < power:
-        out["power_at_mde"] = regression_power(base_rates, k, 1.0, alpha)
+    region = rejection_region(n, alpha)
+    if regression_power(base_rates, k, 1.0, alpha, region) < power:
+        out["power_at_mde"] = regression_power(base_rates, k, 1.0, alpha, region)
         return out
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if regression_power(base_rates, k, mid / 100, alpha) >= power:
+        if regression_power(base_rates, k, mid / 100, alpha, region) >= power:
             hi = mid
         else:
             lo = mid
     out["mde_pp"] = hi
-    out["power_at_mde"] = regression_power(base_rates, k, hi / 100, alpha)
+    out["power_at_mde"] = regression_power(base_rates, k, hi / 100, alpha, region)
     return out
