@@ -7,6 +7,7 @@
     agentdrift export atif RUN [--out DIR]    one ATIF trajectory file per run
     agentdrift diff BASE CAND [--vary F]      compare two runs' manifests (exit 6 when not comparable)
     agentdrift compare BASE CAND [...]        the plugin's statistics and decision on two recorded runs
+    agentdrift summary RUN [--max-bytes N]    compact Markdown of a run for a CI step summary / PR comment
     agentdrift merge OUT SHARD...             one run from shards of one runtime recorded on several machines
 
 Exit codes are the plugin's: 0 good, 1 a check or the gate failed, 4 usage or
@@ -21,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pytest_agentdrift.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AgentDriftError
+from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, GATE_MODES, ROLLBACK_STATES
 
 
 def _out(line: str = "") -> None:
@@ -29,11 +31,11 @@ def _out(line: str = "") -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from pytest_agentdrift.run import sandbox
     from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
+    from pytest_agentdrift.grade.attempt import attempt
     from pytest_agentdrift.grade.checks import Grader
-    from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
-    from pytest_agentdrift.grade.scoring import score
+    from pytest_agentdrift.run import sandbox
+    from pytest_agentdrift.run.runner import RunSettings
     from pytest_agentdrift.tasks.load import find_task_dirs, load_task
 
     dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
@@ -48,16 +50,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for d in dirs:
             spec = load_task(d)  # every file validated; initial-tree verified on each copy
             problems = []
-            run = run_agent(spec, 0, noop, settings, base / "runs")
-            untouched = score(run, grader.evaluate(spec, run))
-            cleanup(run)
+            for warning in protected_disagreement(spec):
+                _out(f"warn {spec.id}: {warning}")
+            # the same run -> grade -> score the plugin's items use
+            _, untouched = attempt(spec, 0, noop, settings, grader, base / "runs")
             if untouched["passed"]:
                 problems.append("passes on the untouched repo with an agent that does nothing: the checks decide nothing")
             passes = 0
             for rep in range(1, args.k + 1):
-                run = run_agent(spec, rep, ref, settings, base / "runs")
-                solved = score(run, grader.evaluate(spec, run))
-                cleanup(run)
+                _, solved = attempt(spec, rep, ref, settings, grader, base / "runs")
                 if solved["passed"]:
                     passes += 1
                 else:
@@ -71,6 +72,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
             failures += bool(problems)
     _out(f"{len(dirs) - failures} of {len(dirs)} task(s) valid")
     return EXIT_FAILED if failures else EXIT_OK
+
+
+def protected_disagreement(spec) -> list[str]:
+    """task.toml `protected` and forbidden-effects `protected_paths` should name the same paths."""
+    toml, effects = set(spec.protected_toml), set(spec.protected_effects)
+    if toml == effects:
+        return []
+    out = []
+    if effects - toml:
+        out.append("forbidden-effects.json protected_paths not in task.toml protected: " + ", ".join(sorted(effects - toml)))
+    if toml - effects:
+        out.append("task.toml protected not in forbidden-effects.json protected_paths: " + ", ".join(sorted(toml - effects)))
+    out.append("both are protected (the union); list them in both files to say so")
+    return out
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
@@ -88,8 +103,8 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from pytest_agentdrift.record.store import load_run
     from pytest_agentdrift.record.report import summary_lines
+    from pytest_agentdrift.record.store import load_run
 
     results = load_run(Path(args.run), require_complete=False)
     for line in summary_lines(results):
@@ -97,73 +112,95 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _accepted_tokens(args: argparse.Namespace) -> list[str]:
+    """The plugin's resolver over the plugin's ini (-c / --rootdir as pytest), then this command line."""
+    from pytest_agentdrift.manifest.accept import accept_tokens
+    from pytest_agentdrift.session.inifile import read_ini
+
+    ini, _ = read_ini(["agent_accept_unobserved"], args.config_file, args.rootdir)
+    return accept_tokens(ini["agent_accept_unobserved"], args.accept_unobserved)
+
+
 def _load_pair(args: argparse.Namespace):
-    from pytest_agentdrift.session.baseline import load_baseline
+    from pytest_agentdrift.manifest.accept import resolve_for
     from pytest_agentdrift.manifest.identity import compare_manifests
+    from pytest_agentdrift.session.baseline import load_baseline
 
     base_results, base_manifest = load_baseline(Path(args.base))
     cand_results, cand_manifest = load_baseline(Path(args.cand))
-    cmp = compare_manifests(base_manifest, cand_manifest, args.vary or [], pre_run=False,
-                            accept_unobserved=args.accept_unobserved if args.accept_unobserved is not None else ["env_image_digest", "server_revision"])
-    return base_results, cand_results, cmp
+    accepted = resolve_for(_accepted_tokens(args), base_manifest, cand_manifest)
+    cmp = compare_manifests(base_manifest, cand_manifest, args.vary or [], pre_run=False, accept_unobserved=accepted.fields)
+    return base_results, cand_results, cmp, accepted
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from pytest_agentdrift.manifest.identity import manifest_diff_document, render_refusal
 
-    _, _, cmp = _load_pair(args)
+    _, _, cmp, accepted = _load_pair(args)
     if args.json:
-        _out(json.dumps(manifest_diff_document(cmp), indent=2, sort_keys=True))
+        doc = manifest_diff_document(cmp)
+        doc["accepted_unobserved"] = accepted.to_dict()
+        _out(json.dumps(doc, indent=2, sort_keys=True))
     else:
-        for line in render_refusal(cmp):
+        for line in accepted.lines() + render_refusal(cmp):
             _out(line)
-    return EXIT_OK if cmp.comparable else 6
+    return EXIT_OK if cmp.comparable else EXIT_REFUSED
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pytest_agentdrift.compare.decision import GateParams, compare_runs, comparison_exit_code, decision_document, render_comparison
-    from pytest_agentdrift.compare.ledger import read_release_notes
-    from pytest_agentdrift.manifest.identity import render_refusal
+    from pytest_agentdrift.compare.outcome import compare_recorded
 
-    from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.session.baseline import selected_baseline
-
-    base, cand, cmp = _load_pair(args)
-    base, note = selected_baseline(base, cand)
-    ledger = read_release_notes(args.release_notes) if args.release_notes else None
-    evidence = load_json_file(args.rollback_evidence) if args.rollback_evidence else None
-    comparison = compare_runs(
-        base, cand, comparable=cmp.comparable, reasons=[f"{n}: {b!r} != {c!r}" for n, b, c in cmp.blocks],
-        change_class=cmp.change_class, gate=GateParams(scope=args.gate_scope), seed=args.seed, ledger=ledger,
-        rollback_state=args.rollback_state, rollback_evidence=evidence,
+    base, cand, cmp, accepted = _load_pair(args)
+    outcome = compare_recorded(
+        base, cand, cmp, gate=args.gate, seed=args.seed, release_notes=args.release_notes,
+        rollback_state=args.rollback_state, rollback_evidence=args.rollback_evidence, accepted=accepted.to_dict(),
+        gate_scope=args.gate_scope,
     )
+    outcome.files["comparison/decision.json"]["exit_status"] = outcome.verdict.to_dict()
     if args.json:
-        _out(json.dumps({"comparison": comparison, "decision": decision_document(comparison)}, indent=2, sort_keys=True))
+        _out(json.dumps({"comparison": outcome.comparison, "decision": outcome.files["comparison/decision.json"]},
+                        indent=2, sort_keys=True))
     else:
-        change = [f"change      {cmp.change_class}: {cmp.explanation}" + (f" (declared variable: {', '.join(cmp.varied)})" if cmp.varied else "")]
-        for line in (render_refusal(cmp) if not cmp.comparable else change) + ([note] if note else []) + render_comparison(comparison):
+        for line in accepted.lines() + outcome.lines:
             _out(line)
-    return comparison_exit_code(comparison, args.gate)
+        _out(outcome.verdict.line)
+    return outcome.verdict.code
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.record.summary import run_summary
+
+    text = run_summary(Path(args.run), max_bytes=args.max_bytes)
+    if args.output:
+        from pytest_agentdrift.record.store import atomic_write
+
+        atomic_write(Path(args.output), text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     import shutil
 
-    from pytest_agentdrift.session.baseline import MANIFEST_FILE, load_baseline
-    from pytest_agentdrift.record.store import RunRecorder, merge_results
-    from pytest_agentdrift.record.report import markdown
-    from pytest_agentdrift.session.state import new_run_id
+    from pytest_agentdrift.manifest.accept import resolve_for
     from pytest_agentdrift.manifest.identity import compare_manifests, render_refusal
+    from pytest_agentdrift.record.report import markdown
+    from pytest_agentdrift.record.store import RunRecorder, merge_results
+    from pytest_agentdrift.session.baseline import MANIFEST_FILE, load_baseline
+    from pytest_agentdrift.session.state import new_run_id
 
     shards = [(Path(p), *load_baseline(Path(p))) for p in args.shards]
     _, _, first_manifest = shards[0]
+    tokens = _accepted_tokens(args)
     for path, _, manifest in shards[1:]:
-        cmp = compare_manifests(first_manifest, manifest, [], accept_unobserved=args.accept_unobserved or ["env_image_digest", "server_revision"])
+        accepted = resolve_for(tokens, first_manifest, manifest)
+        cmp = compare_manifests(first_manifest, manifest, [], accept_unobserved=accepted.fields)
         if not cmp.comparable:
             print(f"agentdrift: {path} is not the same runtime as {shards[0][0]}", file=sys.stderr)
             for line in render_refusal(cmp):
                 print(line, file=sys.stderr)
-            return 6
+            return EXIT_REFUSED
     merged = merge_results([r for _, r, _ in shards], new_run_id())
     out = Path(args.out)
     rec = RunRecorder(out)
@@ -217,7 +254,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("out")
     m.add_argument("shards", nargs="+")
     m.add_argument("--accept-unobserved", action="append", default=None)
+    _ini_args(m)
     m.set_defaults(fn=cmd_merge)
+    su = sub.add_parser("summary", help="compact Markdown of a recorded run (and its comparison) for a CI summary or PR comment")
+    su.add_argument("run")
+    su.add_argument("--max-bytes", type=_positive, default=DEFAULT_SUMMARY_BYTES,
+                    help=f"cut the Markdown to at most this many bytes (default {DEFAULT_SUMMARY_BYTES}; GitHub's step summary takes 1 MiB)")
+    su.add_argument("--output", "-o", help="write to this file instead of standard output")
+    su.set_defaults(fn=cmd_summary)
     for name, fn, help_ in (("diff", cmd_diff, "compare two recorded runs' manifests"),
                             ("compare", cmd_compare, "statistics and decision for two recorded runs")):
         c = sub.add_parser(name, help=help_)
@@ -226,17 +270,29 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--vary", action="append", default=[], help="a manifest field that may differ; repeatable")
         c.add_argument("--json", action="store_true")
         c.add_argument("--accept-unobserved", action="append", default=None,
-                       help="a field that may stay unobserved on both sides; repeatable (default: env_image_digest, server_revision)")
+                       help="a field (or group: envelope, unobservable) that may stay unobserved on both sides; repeatable; "
+                            "adds to the ini's agent_accept_unobserved (default: env_image_digest, server_revision); none clears")
+        _ini_args(c)
         c.set_defaults(fn=fn)
         if name == "compare":
-            c.add_argument("--gate", action="store_true", help="exit 1 unless the gate says ship")
-            c.add_argument("--gate-scope", choices=("all", "critical"), default="all")
+            c.add_argument("--gate", choices=GATE_MODES, default=None,
+                           help="the gate sets the exit status: regression (merge gating) or promote (ship / hold / don't ship)")
+            c.add_argument("--gate-scope", choices=("all", "critical"), default="all",
+                           help="promote gate only: critical lets only critical regressions and new safety failures block")
             c.add_argument("--seed", type=int, default=0)
             c.add_argument("--release-notes", type=Path)
-            c.add_argument("--rollback-state", choices=("verified", "prepared_unverified", "unavailable", "unknown"), default="unknown")
+            c.add_argument("--rollback-state", choices=ROLLBACK_STATES, default="unknown")
             c.add_argument("--rollback-evidence", type=Path, help="JSON evidence of a tested restoration")
     register(sub)
     return parser
+
+
+DEFAULT_SUMMARY_BYTES = 60_000
+
+
+def _ini_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", dest="config_file", default=None, help="the pytest ini to read agent_* options from (as pytest -c)")
+    p.add_argument("--rootdir", default=None, help="as pytest --rootdir: where the ini search starts")
 
 
 def _positive(value: str) -> int:

@@ -18,7 +18,6 @@ from typing import Any
 
 from pytest_agentdrift.errors import EXIT_OK, AgentDriftError
 
-_DEFAULT_ACCEPT = ["env_image_digest", "server_revision"]
 
 
 def _out(line: str) -> None:
@@ -44,25 +43,26 @@ def _write_new(path: Path, text: str) -> None:
 
 
 def comparison_input(run: Path, base: Path, vary: list[str], accept_unobserved: list[str] | None, seed: int,
-                     gate_scope: str):
-    """RUN compared with BASE the way `agentdrift compare` does it, as the page's input."""
-    from pytest_agentdrift.session.baseline import load_baseline, selected_baseline
-    from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document
+                     gate_scope: str, config_file: str | None = None, rootdir: str | None = None):
+    """RUN compared with BASE the way `agentdrift compare` does it (the same resolver and comparison)."""
+    from pytest_agentdrift.compare.outcome import compare_recorded
+    from pytest_agentdrift.manifest.accept import accept_tokens, resolve_for
+    from pytest_agentdrift.manifest.identity import compare_manifests
     from pytest_agentdrift.record.html import ReportInput
-    from pytest_agentdrift.manifest.identity import compare_manifests, manifest_diff_document
+    from pytest_agentdrift.session.baseline import load_baseline
+    from pytest_agentdrift.session.inifile import read_ini
 
     base_results, base_manifest = load_baseline(base)
     cand_results, cand_manifest = load_baseline(run)
-    cmp = compare_manifests(base_manifest, cand_manifest, vary, pre_run=False,
-                            accept_unobserved=accept_unobserved if accept_unobserved is not None else list(_DEFAULT_ACCEPT))
-    selected, note = selected_baseline(base_results, cand_results)
-    comparison = compare_runs(
-        selected, cand_results, comparable=cmp.comparable, reasons=[f"{n}: {b!r} != {c!r}" for n, b, c in cmp.blocks],
-        change_class=cmp.change_class, gate=GateParams(scope=gate_scope), seed=seed,
-    )
-    inp = ReportInput(results=cand_results, run_dir=run, decision=decision_document(comparison), comparison=comparison,
-                      manifest_diff=manifest_diff_document(cmp), manifest=cand_manifest,
-                      baseline_label=f"{base} (run {base_results.get('run_id')})")
+    ini, _ = read_ini(["agent_accept_unobserved"], config_file, rootdir)
+    accepted = resolve_for(accept_tokens(ini["agent_accept_unobserved"], accept_unobserved), base_manifest, cand_manifest)
+    cmp = compare_manifests(base_manifest, cand_manifest, vary, pre_run=False, accept_unobserved=accepted.fields)
+    outcome = compare_recorded(base_results, cand_results, cmp, gate=None, seed=seed, accepted=accepted.to_dict(),
+                               gate_scope=gate_scope)
+    inp = ReportInput(results=cand_results, run_dir=run, decision=outcome.files["comparison/decision.json"],
+                      comparison=outcome.comparison, manifest_diff=outcome.files["comparison/manifest-diff.json"],
+                      manifest=cand_manifest, baseline_label=f"{base} (run {base_results.get('run_id')})")
+    note = next((line for line in outcome.lines if line.startswith("note  compared on")), None)
     if note:
         inp.notes.append(note.removeprefix("note").strip())
     return inp, base_results
@@ -80,7 +80,7 @@ def cmd_html(args: argparse.Namespace) -> int:
                                   "give --out FILE to render another copy", run)
     else:
         inp, base_results = comparison_input(run, Path(args.base), args.vary, args.accept_unobserved, args.seed,
-                                             args.gate_scope)
+                                             args.gate_scope, args.config_file, args.rootdir)
         name = f"report-{inp.results.get('run_id')}-vs-{base_results.get('run_id')}.html"
         out = Path(args.out) if args.out else Path.cwd() / name
     _write_new(out, render(inp))
@@ -143,6 +143,8 @@ def register(sub: Any) -> None:
                         "(default: env_image_digest, server_revision)")
     h.add_argument("--seed", type=int, default=0, help="with BASE: seed of the paired bootstrap")
     h.add_argument("--gate-scope", choices=("all", "critical"), default="all")
+    h.add_argument("-c", dest="config_file", default=None, help="with BASE: the pytest ini to read agent_* options from")
+    h.add_argument("--rootdir", default=None, help="with BASE: as pytest --rootdir: where the ini search starts")
     h.set_defaults(fn=cmd_html)
     e = sub.add_parser("export", help="export a recorded run in another format")
     # the same parser class as every other subcommand: usage errors exit 4

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import os
 
-EXIT_OK = 0
-EXIT_FAILED = 1  # a check failed or the gate did not pass
-EXIT_USAGE = 4  # usage or operational error (bad input, unreadable baseline, I/O)
-EXIT_REFUSED = 6  # refused: runs are not comparable
+# The exit codes live in vocabulary.py; re-exported here, where callers have always found them.
+from pytest_agentdrift.vocabulary import (  # noqa: F401
+    EXIT_COLLECTION_ERROR,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+)
 
 
 class AgentDriftError(Exception):

@@ -1,9 +1,12 @@
 """The pytest11 entry point: wiring only.
 
-Every hook delegates to a module that knows no pytest (or to collect.py for
-nodes). The plugin is inert unless a task directory is collected or an
-`--agent-*` option is set; heavy modules are imported inside the hooks that
-need them, so a pytest run that does not use agentdrift pays almost nothing.
+pytest_configure builds the session objects (session/state.py) and hands
+them to the objects that need them: the role plugin (session/controller.py),
+the xdist hooks and, through pytest_collect_directory, the task nodes
+(session/collect.py). Nothing else looks them up. The plugin is inert
+unless a task directory is collected or an `--agent-*` option is set; heavy
+modules are imported inside the hooks that need them, so a pytest run that
+does not use agentdrift pays almost nothing.
 """
 
 from __future__ import annotations
@@ -14,11 +17,9 @@ from pathlib import Path
 
 import pytest
 
-SESSION_KEY: pytest.StashKey = pytest.StashKey()
-
-
-def get_session(config: pytest.Config):
-    return config.stash[SESSION_KEY]
+#: the process's SessionInfo and TaskRunner (both roles); the controller's objects live on its role plugin
+INFO_KEY: pytest.StashKey = pytest.StashKey()
+RUNNER_KEY: pytest.StashKey = pytest.StashKey()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -45,7 +46,7 @@ def _bundled_task_ids() -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_agentdrift.errors import AgentDriftError
     from pytest_agentdrift.session.options import resolve
-    from pytest_agentdrift.session.state import AgentDriftSession
+    from pytest_agentdrift.session.state import SessionInfo, TaskRunner
 
     config.addinivalue_line("markers", "agent_task(id): the item runs agent task <id> (pytest-agentdrift)")
     config.addinivalue_line("markers", "critical: a check whose failure is a critical failure of its task (pytest-agentdrift)")
@@ -57,22 +58,28 @@ def pytest_configure(config: pytest.Config) -> None:
     except AgentDriftError as exc:
         raise pytest.UsageError(exc.message) from None
     worker = hasattr(config, "workerinput")
-    session = AgentDriftSession(settings=settings, is_worker=worker)
+    info = SessionInfo(settings=settings)
     if worker:
-        session.run_id = config.workerinput.get("agentdrift_run_id", session.run_id)
-        session.started_at = config.workerinput.get("agentdrift_started_at", session.started_at)
-        session.manifest = config.workerinput.get("agentdrift_manifest")
-    config.stash[SESSION_KEY] = session
+        info.update_from_workerinput(config.workerinput)
+    runner = TaskRunner(info)
+    config.stash[INFO_KEY] = info
+    config.stash[RUNNER_KEY] = runner
     if settings.suite:
         _add_suite_arg(config, settings.suite)
     from pytest_agentdrift.session.controller import ControllerPlugin, WorkerPlugin
 
-    role = WorkerPlugin(config, session) if worker else ControllerPlugin(config, session)
+    if worker:
+        config.pluginmanager.register(WorkerPlugin(config, runner), "agentdrift-role")
+        return
+    from pytest_agentdrift.session.state import ComparisonState, RunCollector
+
+    collector = RunCollector(info, runner)
+    role = ControllerPlugin(config, info, runner, collector, ComparisonState())
     config.pluginmanager.register(role, "agentdrift-role")
     if config.pluginmanager.hasplugin("xdist") or config.pluginmanager.hasplugin("xdist.plugin"):
         from pytest_agentdrift.session.xdist import XdistHooks
 
-        config.pluginmanager.register(XdistHooks(config), "agentdrift-xdist")
+        config.pluginmanager.register(XdistHooks(info, collector), "agentdrift-xdist")
 
 
 def _add_suite_arg(config: pytest.Config, suite: str) -> None:
@@ -107,7 +114,7 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
         if is_task_dir(path):
             from pytest_agentdrift.session.collect import TaskDirectory
 
-            return TaskDirectory.from_parent(parent, path=path)
+            return TaskDirectory.from_parent(parent, path=path, runner=parent.config.stash[RUNNER_KEY])
     return None
 
 
@@ -117,36 +124,43 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     payload = getattr(item, "payload", None)
     if call.when == "call" and payload is not None:
         report = outcome.get_result()
-        # JSON round trip: whatever rides to the controller must be plain builtins
-        report.user_properties.append(("agentdrift", json.loads(json.dumps(payload))))
+        # Rides to the controller as a report attribute (xdist serialises it with the
+        # report); not a user property, which junitxml would print. JSON round trip:
+        # whatever crosses the process boundary must be plain builtins.
+        report.agentdrift_payload = json.loads(json.dumps(payload))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if SESSION_KEY in config.stash:
-        config.stash[SESSION_KEY].close()
+    if RUNNER_KEY in config.stash:
+        config.stash[RUNNER_KEY].close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    s = get_session(config)
-    if not s.settings.active:
+    if INFO_KEY not in config.stash:
         return None
-    st = s.settings
+    info, runner = config.stash[INFO_KEY], config.stash[RUNNER_KEY]
+    if not info.settings.active:
+        return None
+    st = info.settings
     agent = st.agent or (f"cmd {st.cmd!r}" if st.cmd else "none")
-    enforced = f" ({s._isolation.mode})" if s._isolation is not None else ""
+    iso = runner.isolation_if_known
+    enforced = f" ({iso.mode})" if iso is not None else ""
     parts = [f"agentdrift: agent={agent} k={st.k} isolation={st.isolation}{enforced}"]
     if st.baseline:
         parts.append(f"baseline={st.baseline}")
     if st.record:
         parts.append(f"record={st.record}")
+    if st.gate:
+        parts.append(f"gate={st.gate}")
     lines = [" ".join(parts)]
     if st.agent_selected:
         from pytest_agentdrift.run.limits import DEFAULT_LIMITS, describe
 
         lines.append("agentdrift: limits per run: " + describe(dict(st.limits) or dict(DEFAULT_LIMITS)))
-    if s.manifest is not None:
-        lines.append(f"agentdrift: runtime_id={s.manifest.get('runtime_id')}")
+    if info.manifest is not None:
+        lines.append(f"agentdrift: runtime_id={info.manifest.get('runtime_id')}")
         if config.option.verbose > 0:
-            lines.append("agentdrift manifest: " + json.dumps(s.manifest.get("identity", {}), sort_keys=True))
+            lines.append("agentdrift manifest: " + json.dumps(info.manifest.get("identity", {}), sort_keys=True))
     return lines
 
 
@@ -169,4 +183,4 @@ def agent_run(request: pytest.FixtureRequest):
 @pytest.fixture(scope="session")
 def agent_manifest(pytestconfig: pytest.Config):
     """The runtime manifest captured for this session (None when nothing was captured)."""
-    return get_session(pytestconfig).manifest
+    return pytestconfig.stash[INFO_KEY].manifest

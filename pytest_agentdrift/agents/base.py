@@ -74,6 +74,8 @@ class AgentAdapter:
     credential_files: ClassVar[tuple[str, ...]] = ()
     #: whether the agent may see the task directory (solution/, checks); only the reference agent
     needs_task_dir: ClassVar[bool] = False
+    #: identity fields this adapter can never observe (the `unobservable` accept group)
+    unobservable: ClassVar[tuple[str, ...]] = ("server_revision",)
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         raise NotImplementedError
@@ -96,18 +98,15 @@ class AgentAdapter:
         return AdapterOutput()
 
     def sandbox_paths(self, env: dict[str, str]) -> list[tuple[str, str]]:
-        """(path, why) the agent needs to read under bubblewrap beyond the system and the
-        harness's Python runtime; recorded in the manifest. By default: the program its
-        argv starts (with its install prefix, or a script's interpreter) and every existing
-        absolute path the argv names. An adapter that needs more says so here."""
-        from pytest_agentdrift.run import mountplan
-
-        argv = self.argv_template()
-        first = [] if not argv or "{" in argv[0] else mountplan.executable_paths(argv[0], mountplan.env_path(env))
-        return first + mountplan.named_paths(argv[1:])
+        """(path, why) the agent needs to read under bubblewrap beyond the system, the
+        harness's Python runtime and what its argv names (run/mountplan.py `agent_paths`
+        adds the program it starts, with its install prefix, and every absolute path the
+        argv names). An adapter that needs more says so here; recorded in the manifest."""
+        return []
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "product": self.product, "surface": self.surface}
+        return {"name": self.name, "product": self.product, "surface": self.surface,
+                "unobservable": list(self.unobservable)}
 
 
 def expand_placeholders(template: list[str], ctx: RunContext) -> list[str]:
@@ -131,6 +130,12 @@ class CommandAdapter(AgentAdapter):
     """Any agent given as `--agent-cmd "…"` (shlex-split, placeholders expanded)."""
 
     name = "cmd"
+    #: a command is a black box: what model, options, tools and version it uses is only
+    #: known to its operator (--agent-declare) or to itself (--agent-describe-cmd)
+    unobservable = ("model_id", "model_stamp", "server_revision", "model_options", "cli_version",
+                    "auto_update_state", "permission_mode", "sandbox", "built_in_tools",
+                    "temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s",
+                    "retry_policy")
 
     def __init__(self, command: str):
         try:
@@ -171,7 +176,6 @@ class ProductAdapter(AgentAdapter):
     #: env var that relocates the user config dir -> the home-relative dir it replaces
     config_home_env: ClassVar[dict[str, str]] = {}
     home_dirs: ClassVar[tuple[str, ...]] = ()
-    project_files: ClassVar[tuple[str, ...]] = ()
 
     def executable(self) -> str | None:
         return self.binary
@@ -192,6 +196,7 @@ class ReferenceAdapter(AgentAdapter):
 
     name = "reference"
     product = "pytest-agentdrift/reference"
+    unobservable = ()  # runs no model: those fields are not_applicable
     profile = "faithful"
     needs_task_dir = True  # it applies the task's solution/
 

@@ -81,14 +81,6 @@ class ClaudeCodeAdapter(ProductAdapter):
     credential_files = (".claude/.credentials.json", ".claude.json")
     #: user-scope directories the product reads (agents, commands, skills)
     home_dirs: ClassVar[tuple[str, ...]] = (".claude/agents", ".claude/commands", ".claude/skills")
-    #: project-scope files, relative to the work tree (discovery starts at cwd)
-    project_files: ClassVar[tuple[str, ...]] = (
-        "CLAUDE.md",
-        "CLAUDE.local.md",
-        ".claude/settings.json",
-        ".claude/settings.local.json",
-        ".mcp.json",
-    )
     #: env var that relocates the user config dir -> the dir it replaces
     config_home_env: ClassVar[dict[str, str]] = {"CLAUDE_CONFIG_DIR": ".claude"}
     #: option defaults applied when the user gives none (recorded via describe())

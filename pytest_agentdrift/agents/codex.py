@@ -65,7 +65,6 @@ class CodexAdapter(ProductAdapter):
     )
     credential_files = (".codex/auth.json",)
     home_dirs: ClassVar[tuple[str, ...]] = (".codex/prompts", ".codex/rules")
-    project_files: ClassVar[tuple[str, ...]] = ("AGENTS.md", "AGENTS.override.md")
     config_home_env: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}
     defaults: ClassVar[dict[str, Any]] = {"sandbox": "workspace-write", "permission_mode": "never"}
 

@@ -109,14 +109,6 @@ class CopilotAdapter(ProductAdapter):
     # so both are credential files: copied, labelled, never hashed.
     credential_files = (".copilot/settings.json", ".copilot/config.json")
     home_dirs: ClassVar[tuple[str, ...]] = (".copilot/instructions", ".copilot/agents", ".copilot/skills", ".copilot/hooks")
-    project_files: ClassVar[tuple[str, ...]] = (
-        ".github/copilot-instructions.md",
-        "AGENTS.md",
-        ".github/copilot/settings.json",
-        ".github/copilot/settings.local.json",
-        ".github/mcp.json",
-        ".mcp.json",
-    )
     config_home_env: ClassVar[dict[str, str]] = {"COPILOT_HOME": ".copilot"}
     defaults: ClassVar[dict[str, Any]] = {"permission_mode": "allow-all-tools"}
 

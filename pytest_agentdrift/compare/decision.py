@@ -8,7 +8,7 @@ file I/O. The plugin and the ``agentdrift compare`` CLI both call:
                  ledger=notes)                        -> comparison dict
     render_comparison(comparison)                     -> terminal lines
     decision_document(comparison)                     -> decision.json content
-    comparison_exit_code(comparison, gate_enabled)    -> 0 / 1 / 6
+    comparison_exit_code(comparison, gate_mode)       -> 0 / 1 / 6
     ledger.ledger_csv(comparison["ledger"])           -> release-note-ledger.csv
 
 Every method, default and the status precedence are documented in
@@ -22,7 +22,18 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from pytest_agentdrift.compare import stats
-from pytest_agentdrift.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, AgentDriftError
+from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.vocabulary import (
+    CHANGE_CLASS_ALIASES,
+    CHANGE_CLASSES,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    GATE_PROMOTE,
+    GATE_REGRESSION,
+    ROLLBACK_STATES,
+    RUN_IDENTITY_KEYS,
+)
 from pytest_agentdrift.compare.ledger import DOCUMENTED, UNCONFIRMED, ReleaseNote, mark_changes
 
 SHIP, HOLD, DONT_SHIP = "ship", "hold", "dont_ship"
@@ -41,10 +52,9 @@ STATUSES = (
     "no_material_evidence",
 )
 
-ROLLBACK_STATES = ("verified", "prepared_unverified", "unavailable", "unknown")
 
-#: Change classes the caller may pass (CONTRACT §8, seed 000 "change classes";
-#: the names stamps.classify() produces are all accepted). Vendor-side classes
+#: Change classes the caller may pass: the ones manifest.identity.classify()
+#: produces (vocabulary.CHANGE_CLASSES) and a few aliases. Vendor-side classes
 #: are those whose behaviour changes release notes can document; instruction
 #: and configuration changes are the user's own edits, so their effects are
 #: attributed to them rather than marked unconfirmed.
@@ -53,20 +63,8 @@ _UNIDENTIFIED = ("unidentified", "invalid_comparison")
 _REBASELINE = ("task_set_change", "evaluator_change", "re_baseline")
 _SURFACE = ("surface_change", "surface_bundle_change")
 _USER_AUTHORED = ("instruction_change", "configuration_change")
-CHANGE_CLASSES = (
-    "model_candidate",
-    "client_candidate",
-    "bundled_change",
-    "environment_change",
-    *_USER_AUTHORED,
-    *_NOTHING_CHANGED,
-    *_UNIDENTIFIED,
-    *_REBASELINE,
-    *_SURFACE,
-)
+ACCEPTED_CHANGE_CLASSES = (*CHANGE_CLASSES, *CHANGE_CLASS_ALIASES)
 
-#: Identity fields of results.json that must be concrete on both sides.
-IDENTITY_FIELDS = ("runtime_id", "task_set_id", "evaluator_id")
 _UNKNOWN = (None, "", "unobserved", "unknown")
 
 DEFAULT_SUITE = "default"
@@ -135,6 +133,20 @@ class _Task:
     critical: dict[str, list[int]]  # failed critical check -> reps
     safety_failed: bool
     usages: list[Mapping[str, Any] | None]
+    safety_fails: int = 0  # runs whose safety layer failed
+
+    def majority(self, count: int) -> bool:
+        # The gate's reading of a task over its repetitions: strictly more than half.
+        return 2 * count > len(self.passes)
+
+    @property
+    def critical_by_majority(self) -> set[str]:
+        """Critical checks that failed in a strict majority of this arm's runs."""
+        return {check for check, reps in self.critical.items() if self.majority(len(reps))}
+
+    @property
+    def safety_failed_by_majority(self) -> bool:
+        return self.majority(self.safety_fails)
 
     @property
     def n_pass(self) -> int:
@@ -169,6 +181,7 @@ def _read_task(entry: Mapping[str, Any], runs: list[Mapping[str, Any]]) -> _Task
     passes, tampered, usages = [], [], []
     critical: dict[str, list[int]] = {}
     safety_failed = False
+    safety_fails = 0
     for i, run in enumerate(runs, start=1):
         rep = run.get("rep", i)
         is_tampered = bool(run.get("tampered_pass"))
@@ -177,9 +190,11 @@ def _read_task(entry: Mapping[str, Any], runs: list[Mapping[str, Any]]) -> _Task
             tampered.append(rep)
         for check in _critical_failed(run):
             critical.setdefault(check, []).append(rep)
-        safety_failed |= (run.get("layers") or {}).get("safety") == "fail"
+        run_safety_failed = (run.get("layers") or {}).get("safety") == "fail"
+        safety_failed |= run_safety_failed
+        safety_fails += run_safety_failed
         usages.append(run.get("usage"))
-    return _Task(entry.get("suite") or DEFAULT_SUITE, passes, tampered, critical, safety_failed, usages)
+    return _Task(entry.get("suite") or DEFAULT_SUITE, passes, tampered, critical, safety_failed, usages, safety_fails)
 
 
 def _critical_failed(run: Mapping[str, Any]) -> list[str]:
@@ -256,18 +271,18 @@ def _normalise_change_class(change_class: str | None) -> str | None:
     if change_class is None:
         return None
     key = change_class.strip().lower().replace("-", "_").replace(" ", "_")
-    if key not in CHANGE_CLASSES:
-        raise AgentDriftError(f"unknown change class {change_class!r} (known: {', '.join(CHANGE_CLASSES)})")
+    if key not in ACCEPTED_CHANGE_CLASSES:
+        raise AgentDriftError(f"unknown change class {change_class!r} (known: {', '.join(ACCEPTED_CHANGE_CLASSES)})")
     return key
 
 
 def _identity(base: Mapping[str, Any], cand: Mapping[str, Any]) -> dict[str, Any]:
     ident: dict[str, Any] = {
-        "baseline": {f: base.get(f) for f in IDENTITY_FIELDS},
-        "candidate": {f: cand.get(f) for f in IDENTITY_FIELDS},
+        "baseline": {f: base.get(f) for f in RUN_IDENTITY_KEYS},
+        "candidate": {f: cand.get(f) for f in RUN_IDENTITY_KEYS},
     }
     ident["missing"] = [
-        f"{arm} {f}" for arm in ("baseline", "candidate") for f in IDENTITY_FIELDS if ident[arm][f] in _UNKNOWN
+        f"{arm} {f}" for arm in ("baseline", "candidate") for f in RUN_IDENTITY_KEYS if ident[arm][f] in _UNKNOWN
     ]
     ident["changed"] = [
         f
@@ -363,7 +378,9 @@ def _null_paired_part(b_arm, c_arm) -> dict[str, Any]:
         "new_safety_failures": None,
         "strata": None,
         "promotion": None,
-        "gate": {"verdict": None, "quality_verdict": None, "passed": False, "reason": "runs are not comparable"},
+        "gate": {"verdict": None, "quality_verdict": None, "passed": False, "reason": "runs are not comparable",
+                 "quality_reason": "runs are not comparable"},
+        "regression": None,
     }
 
 
@@ -393,6 +410,7 @@ def _paired_part(b_arm, c_arm, params: GateParams, seed: int) -> dict[str, Any]:
     strata = _strata(b_arm, c_arm, rows, params)
     promotion = _promotion(b_arm, c_arm, rows, params, seed)
     gate = _gate(b_arm, c_arm, rows, strata, crit, safety, promotion, params)
+    regression = regression_gate(b_arm, c_arm, rows, strata, params)
     return {
         "tasks": rows,
         "paired": paired,
@@ -407,6 +425,74 @@ def _paired_part(b_arm, c_arm, params: GateParams, seed: int) -> dict[str, Any]:
         "strata": strata,
         "promotion": promotion,
         "gate": gate,
+        "regression": regression,
+    }
+
+
+def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str, Any]:
+    """The merge gate (``--agent-gate regression``): fail only on what is new in the candidate.
+
+    Fails when, and only when, the candidate has a new critical failure (a
+    critical check the baseline passed on that task, by the task's majority
+    over its repetitions, now fails by majority), a new safety-layer failure
+    (same majority reading), a tampered pass, or the paired test shows a
+    regression at alpha pooled or in a suite stratum. Critical failures
+    failing by majority in both arms are standing: listed, never failing.
+    A pass states the smallest regression the comparison could have detected.
+    """
+    from pytest_agentdrift.compare.power import minimum_detectable_regression
+
+    ids = sorted(rows)
+    new_critical, standing = [], []
+    for tid in ids:
+        b, c = b_arm[tid], c_arm[tid]
+        new = sorted(c.critical_by_majority - b.critical_by_majority)
+        both = sorted(c.critical_by_majority & b.critical_by_majority)
+        if new:
+            new_critical.append({"task": tid, "checks": new})
+        if both:
+            standing.append({"task": tid, "checks": both})
+    new_safety = [t for t in ids if c_arm[t].safety_failed_by_majority and not b_arm[t].safety_failed_by_majority]
+    tampered = [{"task": t, "rep": rep} for t in ids for rep in c_arm[t].tampered]
+    won, lost, _ = _counts(ids, rows, b_arm)
+    loss_p = stats.exact_mcnemar_pvalue(lost, won)
+    pooled = lost > won and loss_p < params.alpha
+    strata_flagged = [s for s, row in (strata or {}).items()
+                      if len(strata) > 1 and row["gate"]["lost"] > row["gate"]["won"] and row["gate"]["loss_p_value"] < params.alpha]
+    blockers = [f"new critical failure {x['task']} {', '.join(x['checks'])}" for x in new_critical]
+    blockers += [f"new safety-layer failure {t}" for t in new_safety]
+    blockers += [f"tampered pass {x['task']} r{x['rep']}" for x in tampered]
+    if pooled:
+        blockers.append(f"paired test: loses {lost} task(s), wins {won} (p = {loss_p:.3g} < alpha {params.alpha})")
+    for s in strata_flagged:
+        g = strata[s]["gate"]
+        blockers.append(f"suite {s}: loses {g['lost']}, wins {g['won']} (p = {g['loss_p_value']:.3g} < alpha {params.alpha})")
+    k = max((len(b_arm[t].passes) for t in ids), default=0)
+    mde = minimum_detectable_regression([b_arm[t].rate for t in ids], k, params.alpha)
+    if blockers:
+        reason = "; ".join(blockers)
+    else:
+        seen = f"smallest detectable: {mde['mde_pp']} pp" if mde["mde_pp"] is not None else (
+            f"no regression is detectable with {len(ids)} task(s) at alpha {params.alpha}")
+        reason = f"no regression detected ({seen})"
+        if standing:
+            reason += "; standing critical failures (in both arms): " + "; ".join(
+                f"{x['task']} {', '.join(x['checks'])}" for x in standing)
+    return {
+        "mode": "regression",
+        "passed": not blockers,
+        "reason": reason,
+        "blockers": blockers,
+        "new_critical_failures": new_critical,
+        "standing_critical_failures": standing,
+        "new_safety_failures": new_safety,
+        "tampered_passes": tampered,
+        "won": won,
+        "lost": lost,
+        "loss_p_value": loss_p,
+        "strata_flagged": strata_flagged,
+        "alpha": params.alpha,
+        "minimum_detectable": mde,
     }
 
 
@@ -529,6 +615,7 @@ def _gate(b_arm, c_arm, rows, strata, crit, safety, promotion, params: GateParam
         "verdict": verdict,
         "quality_verdict": quality,
         "reason": scope_reason,
+        "quality_reason": reason,
         # A hold is passed by a cost promotion: same quality (within eps) for less.
         "passed": verdict == SHIP or (verdict == HOLD and promotion["promote"]),
         "pooled": pooled,
@@ -607,7 +694,7 @@ def _r_not_comparable(c: Mapping[str, Any]) -> list[str] | None:
 def _r_reject(c: Mapping[str, Any]) -> list[str] | None:
     why = list(c["gate"]["blockers"])
     if c["gate"]["quality_verdict"] == DONT_SHIP and not why:
-        why.append(c["gate"]["reason"])
+        why.append(c["gate"]["quality_reason"])
     promo, paired = c["promotion"], c["paired"]
     cheaper = (promo.get("cost_delta") or 0) < 0
     if cheaper and len(paired["lost"]) > len(paired["won"]) and not promo["promote"]:
@@ -645,7 +732,7 @@ def _r_no_evidence(c: Mapping[str, Any]) -> list[str] | None:
         return None  # a runtime upgrade that keeps outcomes is reviewable
     if c["gate"]["quality_verdict"] == SHIP or c["promotion"]["promote"]:
         return None
-    return [f"deterministic outcomes do not establish an improvement ({c['gate']['reason']})"]
+    return [f"deterministic outcomes do not establish an improvement ({c['gate']['quality_reason']})"]
 
 
 def _r_forward_only(c: Mapping[str, Any]) -> list[str] | None:
@@ -737,6 +824,7 @@ def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
         "rollback_state": comparison["rollback_state"],
         "rollback_evidence": comparison["rollback_evidence"],
         "gate": _gate_summary(comparison),
+        "regression_gate": _regression_summary(comparison.get("regression")),
         "evidence": {
             "identity": ident,
             "baseline": _arm_evidence(comparison["baseline"]),
@@ -754,6 +842,15 @@ def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
         "approved_external_effects": [],
         "publication_authorized": False,
     }
+
+
+def _regression_summary(reg: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if reg is None:
+        return None
+    keys = ("passed", "reason", "blockers", "new_critical_failures", "standing_critical_failures",
+            "new_safety_failures", "tampered_passes", "won", "lost", "loss_p_value", "strata_flagged", "alpha",
+            "minimum_detectable")
+    return {k: reg[k] for k in keys}
 
 
 def _arm_evidence(arm: Mapping[str, Any]) -> dict[str, Any]:
@@ -775,17 +872,25 @@ def _gate_summary(comparison: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def comparison_exit_code(comparison: Mapping[str, Any], gate_enabled: bool) -> int:
+def comparison_exit_code(comparison: Mapping[str, Any], gate: str | bool | None = None, *,
+                         gate_enabled: bool | None = None) -> int:
     """Exit code of the comparison part of a session (CONTRACT §9).
 
     6 (EXIT_REFUSED) when the runs are not comparable, whatever else is set;
-    1 (EXIT_FAILED) when the gate is enabled and did not pass (a hold counts as
-    passed only when cost promotion promotes); 0 otherwise. A failed check in
-    the session also gives 1: the caller combines that itself.
+    under ``gate="regression"`` 1 (EXIT_FAILED) when the regression gate
+    failed; under ``gate="promote"`` (or True, the former flag) 1 unless the
+    promotion gate passed (a hold counts as passed only when cost promotion
+    promotes); 0 otherwise. A failed check in the session is the caller's to
+    combine when no gate is set.
     """
     if not comparison["comparable"]:
         return EXIT_REFUSED
-    if gate_enabled and not comparison["gate"]["passed"]:
+    if gate_enabled is not None:  # the former boolean flag: the promotion gate
+        gate = gate_enabled
+    mode = GATE_PROMOTE if gate is True else (gate or None)
+    if mode == GATE_REGRESSION and not comparison["regression"]["passed"]:
+        return EXIT_FAILED
+    if mode == GATE_PROMOTE and not comparison["gate"]["passed"]:
         return EXIT_FAILED
     return EXIT_OK
 
@@ -849,6 +954,9 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
     promo = c["promotion"]
     if promo and promo.get("basis"):
         lines.append(_line("promotion", promo["reason"]))
+    reg = c.get("regression")
+    if reg:
+        lines.append(_line("regression", ("pass: " if reg["passed"] else "FAIL: ") + reg["reason"]))
     decision = c["decision"]
     more = len(decision["because"]) - 1
     lines.append(_line("status", f"{decision['status']}: {decision['because'][0]}" + (f" (+{more} more)" if more else "")))

@@ -270,7 +270,7 @@ class Grader:
         run_json.write_text(json.dumps(agent_run.to_dict()), encoding="utf-8")
         ini = scratch / "functions.ini"
         ini.write_text("[pytest]\n")
-        data = self.run_grading_pytest(["-p", "agentdrift_functions", "-p", "no:cacheprovider", "-q", "--no-header", "-c", str(ini),
+        data = self.run_grading_pytest(["-p", "agentdrift_functions", "-p", "no:cacheprovider", "-vv", "--no-header", "-c", str(ini),
                                         "--rootdir", str(spec.path), *[str(p) for p in spec.function_files]],
                                        scratch / "cwd", 120, {RUN_JSON_ENV: str(run_json), "AGENTDRIFT_NO_CWD_ON_PATH": "1"},
                                        readable=(spec.path, workdir.parent))
@@ -747,7 +747,11 @@ def check_events(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> O
     for etype, limit in rules.get("max", {}).items():
         n = sum(1 for e in events if e.get("type") == etype)
         if n > limit:
-            parts.append(f"{n} {etype} event(s), at most {limit} allowed")
+            seen = [e for e in events if e.get("type") == etype]
+            by_harness = sum(1 for e in seen if e.get("source") == "harness")
+            # say who saw them: the harness's own observation and the agent's word are different evidence
+            parts.append(f"{n} {etype} event(s) ({by_harness} observed by the harness, {n - by_harness} reported by "
+                         f"the agent), at most {limit} allowed")
     counts: dict[str, int] = {}
     for e in events:
         counts[e["type"]] = counts.get(e["type"], 0) + 1

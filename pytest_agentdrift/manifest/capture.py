@@ -22,7 +22,7 @@ only for allowlisted non-secret names, and configuration content only for
 allowlisted keys (see surfaces.py).
 
 Capture is read-only: it opens files for reading, runs only documented
-version displays (2 s timeout, stdin closed), runs git with
+version displays (10 s timeout, stdin closed), runs git with
 ``GIT_OPTIONAL_LOCKS=0`` so not even the index is refreshed, and never
 creates a commit.
 """
@@ -46,17 +46,12 @@ from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.record.redact import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
 
-UNOBSERVED = "unobserved"
-NOT_APPLICABLE = "not_applicable"
+from pytest_agentdrift.vocabulary import ENVELOPE_FIELDS, IDENTITY_FIELDS, NOT_APPLICABLE, POST_RUN_FIELDS, UNOBSERVED
+
 MANIFEST_SCHEMA_VERSION = 1
 
-#: identity fields whose value is only known once the agent has answered
-#: (the host reports them in its output); capture leaves them unobserved and
-#: `finalize_manifest` fills them from the runs.
-POST_RUN_FIELDS = ("model_stamp", "server_revision")
-
 #: envelope options (seed 001) taken verbatim from the options the user set
-ENVELOPE_OPTIONS = ("temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s", "retry_policy")
+ENVELOPE_OPTIONS = ENVELOPE_FIELDS
 
 #: Environment variables whose VALUES may be recorded (when they are also on
 #: the session's allowlist, or always for the ones in ALWAYS_RECORDED_ENV):
@@ -91,7 +86,9 @@ LOCKFILE_NAMES = {
 }
 _REQUIREMENTS = re.compile(r"^(requirements|constraints)([-_.\w]*)\.(txt|in)$")
 
-VERSION_TIMEOUT_S = 2.0
+#: generous: a version display that is merely slow (a loaded CI machine) must not turn a
+#: runtime version into "unobserved" and refuse the comparison
+VERSION_TIMEOUT_S = 10.0
 
 
 # --------------------------------------------------------------------------- context
@@ -243,7 +240,8 @@ def capture(ctx: ManifestContext) -> Capture:
         "os": _os_identity(ctx.system_root),
         "runtime_versions": probes["runtimes"],
         "working_directory": roots.label(cwd) if not ctx.task_repos else {t: f"task:{t}:" for t in sorted(ctx.task_repos)},
-        "command": _label_argv(ctx.agent_argv, roots),
+        "command": identity_argv(ctx.agent_argv, roots),
+        "agent_files_hash": agent_files_hash(ctx.agent_argv, ctx.extra_config, roots, reasons),
         "environment_allowlist": environment_allowlist(ctx.env, ctx.env_allowlist),
         "task_set_id": ctx.task_set_id if ctx.task_set_id else _unobserved(reasons, "task_set_id", "the caller passed no task_set_id"),
         "evaluator_id": ctx.evaluator_id if ctx.evaluator_id else _unobserved(reasons, "evaluator_id", "the caller passed no evaluator_id"),
@@ -292,6 +290,7 @@ def capture(ctx: ManifestContext) -> Capture:
         "config_sources_raw": {f"{s['context']}|{s['path']}": s.get("raw_sha256") for s in disc.config},
     }
     evidence["lockfiles"] = lockfiles
+    evidence["unobservable_fields"] = [f for f in adapter.get("unobservable", []) if f in IDENTITY_FIELDS]
     evidence["instruction_bundle_entries"] = len(bundle["entries"])
     evidence["source_files"] = len(source_manifest["files"])
 
@@ -344,8 +343,6 @@ def finalize_manifest(manifest: Mapping[str, Any], model_stamps: Mapping[str, st
 
 def validate_manifest(manifest: Any, where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """A stored manifest is complete and untouched, or RecordError (exit 4)."""
-    from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
-
     if not isinstance(manifest, dict) or not isinstance(manifest.get("identity"), dict):
         raise RecordError("not a runtime manifest (no identity object)", where)
     if manifest.get("schema_version") != MANIFEST_SCHEMA_VERSION:
@@ -663,6 +660,77 @@ def _label_argv(argv: Sequence[str], roots: surfaces.Roots) -> list[str]:
         else:
             out.append(s)
     return out
+
+
+_INTERPRETER = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?(\.exe)?$")
+
+
+def _interpreter_label(path: str) -> str | None:
+    """An interpreter by implementation and version, never by where it is installed."""
+    if not _INTERPRETER.match(os.path.basename(path)):
+        return None
+    if os.path.realpath(path) == os.path.realpath(sys.executable) or os.path.abspath(path) == os.path.abspath(sys.executable):
+        return f"interpreter:{_platform.python_implementation()} {_platform.python_version()}"
+    try:
+        out = subprocess.run([path, "-c", "import platform; print(platform.python_implementation(), platform.python_version())"],
+                             capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return "interpreter:unobserved"
+    text = out.stdout.strip()
+    return f"interpreter:{text}" if out.returncode == 0 and text else "interpreter:unobserved"
+
+
+def _identity_label(path: str, roots: surfaces.Roots) -> str:
+    label = _interpreter_label(path) or roots.label(path)
+    # the system root is "/": a label under it would still spell out this machine's directories
+    if label.startswith(("outside:", "system:")):
+        return "outside:" + os.path.basename(path)
+    return label
+
+
+def identity_argv(argv: Sequence[str], roots: surfaces.Roots) -> list[str]:
+    """argv for the identity: no absolute path of this machine.
+
+    Interpreters become their implementation and version; paths under a named
+    root (project, home, task) are relabelled; any other absolute path keeps
+    only its file name (what the file holds is in agent_files_hash).
+    """
+    out = []
+    for arg in argv:
+        text = str(arg)
+        if os.path.isabs(text) and not any(c in text for c in "{}"):
+            out.append(_identity_label(text, roots))
+        else:
+            out.append(text)
+    return out
+
+
+def agent_files_hash(argv: Sequence[str], config_files: Sequence[Path], roots: surfaces.Roots,
+                     reasons: dict[str, str]) -> Any:
+    """sha256 of each file the agent command names (its script, --agent-config files), by label.
+
+    Interpreters are identified by version, not bytes; a file under a named root is
+    labelled relative to it, any other by its name. Editing the agent's own script
+    changes this field.
+    """
+    files: dict[str, str] = {}
+    candidates = [str(a) for a in argv[1:] if os.path.isabs(str(a)) and not any(c in str(a) for c in "{}")]
+    if argv and os.path.isabs(str(argv[0])) and _interpreter_label(str(argv[0])) is None:
+        candidates.insert(0, str(argv[0]))  # a script run directly is the agent itself
+    candidates += [os.path.abspath(os.fspath(p)) for p in config_files]
+    for path in candidates:
+        if not os.path.isfile(path) or _interpreter_label(path):
+            continue
+        label = _identity_label(path, roots)
+        try:
+            files[label] = "sha256:" + hash_file(path)
+        except OSError as exc:
+            files[label] = UNOBSERVED
+            reasons["agent_files_hash"] = f"{label}: {exc.strerror or exc}"
+    if not files:
+        reasons["agent_files_hash"] = "the agent command names no file of its own"
+        return NOT_APPLICABLE
+    return dict(sorted(files.items()))
 
 
 def _argv_value(argv: Sequence[str], flags: Sequence[str]) -> str | None:

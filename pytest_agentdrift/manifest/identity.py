@@ -32,51 +32,22 @@ from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 
-UNOBSERVED = "unobserved"
-NOT_APPLICABLE = "not_applicable"
-
-#: Compared fields, in report order.
-IDENTITY_FIELDS: tuple[str, ...] = (
-    "surface", "product", "agent", "surface_rules", "extension_id", "extension_version",
-    "model_id", "model_stamp", "server_revision", "model_options",
-    "cli_version", "auto_update_state",
-    "permission_mode", "sandbox", "isolation", "built_in_tools", "external_tools", "config_hash", "command",
-    "temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s", "retry_policy",
-    "instruction_hash",
-    "lockfile_hash", "os", "runtime_versions", "environment_allowlist", "env_image_digest", "working_directory",
-    "source_id", "task_set_id", "evaluator_id", "scoring_script_digest", "harness_version",
-)
-
-#: Recorded, noted when they differ, never blocking.
-PROVENANCE_FIELDS: tuple[str, ...] = (
-    "captured_at_utc", "run_id", "operator", "host", "region", "kernel", "pytest_argv", "source_git",
-    "cli_executable", "instruction_sources_raw", "config_sources_raw",
-)
-
-#: Identity fields only known after the runs (filled by manifest.finalize_manifest).
-POST_RUN_FIELDS: tuple[str, ...] = ("model_stamp", "server_revision")
-
-# Field groups behind seed 000's "Separate change classes" table.
-SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id", "extension_version"})
-REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})
-MODEL_FIELDS = frozenset({"model_id", "model_stamp", "server_revision", "model_options"})
-CLIENT_FIELDS = frozenset({"cli_version", "auto_update_state"})
-CONFIGURATION_FIELDS = frozenset({
-    "agent", "permission_mode", "sandbox", "isolation", "built_in_tools", "external_tools", "config_hash", "command",
-    "temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s", "retry_policy",
-})
-INSTRUCTION_FIELDS = frozenset({"instruction_hash"})
-ENVIRONMENT_FIELDS = frozenset({"lockfile_hash", "os", "runtime_versions", "environment_allowlist",
-                                "env_image_digest", "working_directory"})
-#: Fields whose absence of a value means the candidate cannot be identified (seed 000: invalid comparison).
-IDENTIFYING_FIELDS = ("cli_version", "instruction_hash")
-
-#: Names `--agent-vary` accepts: identity fields that may be an experiment's independent variable.
-VARY_FIELDS: tuple[str, ...] = tuple(f for f in IDENTITY_FIELDS if f not in SURFACE_FIELDS | REBASELINE_FIELDS)
-
-CHANGE_CLASSES = (
-    "identical", "model_candidate", "client_candidate", "bundled_change", "surface_bundle_change",
-    "instruction_change", "configuration_change", "environment_change", "invalid_comparison", "re_baseline",
+from pytest_agentdrift.vocabulary import (  # noqa: F401  (re-exported for callers of this module)
+    CHANGE_CLASSES,
+    CLIENT_FIELDS,
+    CONFIGURATION_FIELDS,
+    ENVIRONMENT_FIELDS,
+    IDENTIFYING_FIELDS,
+    IDENTITY_FIELDS,
+    INSTRUCTION_FIELDS,
+    MODEL_FIELDS,
+    NOT_APPLICABLE,
+    POST_RUN_FIELDS,
+    PROVENANCE_FIELDS,
+    REBASELINE_FIELDS,
+    SURFACE_FIELDS,
+    UNOBSERVED,
+    VARY_FIELDS,
 )
 
 _CLASS_TEXT = {

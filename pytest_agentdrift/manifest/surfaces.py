@@ -46,8 +46,7 @@ from typing import Any
 from pytest_agentdrift.canonical import digest, load_json_file, load_toml_file, loads_json_strict, read_text_utf8, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError
 
-UNOBSERVED = "unobserved"
-NOT_APPLICABLE = "not_applicable"
+from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED  # noqa: F401
 
 #: Claude Code memory docs: "Imported files can recursively import additional
 #: files, with a max-depth of 5 hops."

@@ -42,7 +42,7 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
     n = sum(len(v) for v in changed.values()) + sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
     lines.extend(_budget_lines(ev))
     lines.append(f"  evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s, {n} changed path(s)"
-                 f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s)"
+                 f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s) observed by the harness"
                  f", {len(ev['git_mutations'])} git mutation(s)")
     if ev.get("leftover_processes"):
         lines.append(f"  {ev['leftover_processes']} process(es) outlived the agent and were killed")
@@ -101,6 +101,11 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
             state = "fail" if "fail" in states else ("pass" if "pass" in states else "n/a")
             cols.append(f"{_MARK[state]:>4}")
         out.append(f"{tid:<10} {npass:>2}/{len(runs):<2}  " + " ".join(cols) + f"  {t['title']}")
+    out.append("layers: " + ", ".join(f"{_LAYER_ABBR[layer]} {layer}" for layer in LAYERS)
+               + "; ok = passed, FAIL = failed in a run, - = no check in that layer")
+    no_defaults = sorted(tid for tid, t in tasks.items() if t.get("default_checks") is False)
+    if no_defaults:
+        out.append("default safety checks turned off (default_checks = false): " + ", ".join(no_defaults))
     s = results["summary"]
     rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
     out.append(f"{s['passed']} of {s['runs']} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
@@ -131,7 +136,8 @@ def limits_line(results: dict[str, Any]) -> str | None:
                      for k, v in asked.items())
 
 
-def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None) -> str:
+def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None, closing: str | None = None) -> str:
+
     """report.md: the same facts as the terminal, with every failed check's evidence."""
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
     md.append(f"- agent: `{results['agent']['name']}` version `{results['agent']['version']}`")
@@ -145,6 +151,8 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None)
         if results.get(key):
             md.append(f"- {key}: `{results[key]}`")
     md.append("- the same run as a page (grid, plots, patches, events; self-contained): [report.html](report.html)")
+    if closing:
+        md.append(f"- exit status: `{closing}`")
     md += ["", "## Summary", "", "```", *summary_lines(results), "```", ""]
     if comparison_lines:
         md += ["## Comparison with the baseline", "", "```", *comparison_lines, "```", ""]
@@ -168,7 +176,9 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None)
             more = sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
             md.append(f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed {', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
                       + (f" (+{more} more)" if more else "")
-                      + f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts: {ev['network_attempts']}"
+                      + f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts observed by the harness: {ev['network_attempts']}"
                       f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`")
         md.append("")
+    if closing:
+        md += ["", closing]
     return "\n".join(md) + "\n"

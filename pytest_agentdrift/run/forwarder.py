@@ -16,6 +16,8 @@ import subprocess
 import sys
 import threading
 
+from pytest_agentdrift.vocabulary import EXIT_AGENT_NOT_STARTED
+
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
     try:
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call(agent)
     except OSError as exc:
         print(f"agentdrift-forwarder: cannot start {agent[0]!r}: {exc.strerror or exc}", file=sys.stderr)
-        return 127
+        return EXIT_AGENT_NOT_STARTED
 
 
 if __name__ == "__main__":

@@ -383,6 +383,15 @@ def executable_paths(exe: str, path_env: str | None, _depth: int = 0) -> list[tu
     return out
 
 
+def agent_paths(adapter, env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(path, why) an adapter's agent reads under bubblewrap: the program its argv starts (with
+    its install prefix, or a script's interpreter), every existing absolute path the argv names,
+    and what the adapter adds (`sandbox_paths`)."""
+    argv = adapter.argv_template()
+    first = [] if not argv or "{" in argv[0] else executable_paths(argv[0], env_path(env))
+    return [*first, *named_paths(argv[1:]), *adapter.sandbox_paths(dict(env))]
+
+
 def named_paths(argv: Iterable[str]) -> list[tuple[str, str]]:
     """Existing absolute paths an argv names (`/x/agent.py`, `--config=/x/cfg.toml`)."""
     out = []

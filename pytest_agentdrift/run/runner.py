@@ -39,6 +39,7 @@ from pytest_agentdrift.run import canary as canary_mod
 from pytest_agentdrift.safetext import capped, escape_path, json_safe
 from pytest_agentdrift.tasks import fdtree, treesnap
 from pytest_agentdrift.tasks.load import TaskSpec, tree_hashes, verify_tree
+from pytest_agentdrift.vocabulary import enforces_network
 
 #: environment variables passed through to agents by default (never secrets)
 DEFAULT_ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "PYTHONHASHSEED", "SSL_CERT_FILE", "SSL_CERT_DIR")
@@ -255,7 +256,7 @@ def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
     from pytest_agentdrift.run.netproxy import RecordingProxy
 
     allow = [*adapter.api_hosts, *settings.allow_hosts]
-    if settings.isolation.mode in ("bwrap", "unshare"):
+    if enforces_network(settings.isolation.mode):
         sock = harness / "proxy.sock"
         proxy = RecordingProxy(allow, unix_path=sock).start()
         addr = f"127.0.0.1:{PROXY_PORT}"
@@ -301,7 +302,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # files and checks are hidden from it (only the reference agent reads them).
     task_file = harness / "task.md"
     task_file.write_text(spec.text, encoding="utf-8")
-    additions = mountplan.beyond_runtime([*adapter.sandbox_paths(dict(os.environ)), *settings.mounts])
+    additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ), *settings.mounts])
     if adapter.needs_task_dir:
         additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
     ctx = RunContext(
@@ -360,7 +361,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     refused = [e for e in proxy_events if not e.get("allowed")]
     policy = None
     if proxy is not None and proxy.allowlist.entries:
-        policy = {**proxy.describe(), "enforced": settings.isolation.mode in ("bwrap", "unshare")}
+        policy = {**proxy.describe(), "enforced": enforces_network(settings.isolation.mode)}
 
     # a work tree replaced by a symlink is gone too: never read through it
     work_deleted = work.is_symlink() or not work.is_dir()

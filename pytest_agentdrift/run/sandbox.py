@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pytest_agentdrift.session.options import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
+from pytest_agentdrift.vocabulary import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
 
 @dataclass(frozen=True)
 class Isolation:

@@ -1,23 +1,26 @@
 """Manifest capture and baseline comparison for a session (controller only).
 
-Glue between the pure modules (manifest, stamps, decision, ledger) and the
-session; the plugin and the CLI share it so both give the same numbers,
-decision and exit codes.
+Glue between the pure modules (manifest capture, identity comparison, the
+accepted-unobserved resolver, declarations, compare.outcome) and the
+session objects; `agentdrift compare` reaches the same comparison through
+compare.outcome.compare_recorded, so both give the same numbers, decision
+and exit codes.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift import __version__
 from pytest_agentdrift.canonical import load_json_file
-from pytest_agentdrift.errors import EXIT_OK, AgentDriftError, RecordError
+from pytest_agentdrift.compare.outcome import selected_baseline  # noqa: F401  (re-exported)
+from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.tasks.load import find_task_dirs
+from pytest_agentdrift.vocabulary import UNOBSERVED, enforces_network
 
 MANIFEST_FILE = "runtime-manifest.json"
 
@@ -39,8 +42,8 @@ def session_task_dirs(args: list[str]) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def capture_for_session(config, s) -> None:
-    """Capture the runtime manifest (hookable) into the session."""
+def capture_for_session(config, info, runner, collector) -> None:
+    """Capture the runtime manifest (hookable), then the declared and agent-reported facts."""
     from pytest_agentdrift.manifest import capture as mf
     from pytest_agentdrift.session.state import evaluator_id, task_set_id
     from pytest_agentdrift.tasks.load import load_task
@@ -52,12 +55,12 @@ def capture_for_session(config, s) -> None:
             specs.append(load_task(d))
         except AgentDriftError:
             pass  # reported at collection
+    st = info.settings
     generated = config.hook.pytest_agentdrift_generate_manifest(config=config)
     if generated is not None:
-        s.manifest, s.instruction_bundle, s.source_manifest = dict(generated), None, None
+        info.manifest, collector.instruction_bundle, collector.source_manifest = dict(generated), None, None
     else:
-        adapter = s.adapter
-        st = s.settings
+        adapter = runner.adapter
         ctx = mf.ManifestContext(
             adapter=adapter.describe() if adapter else {"name": "none", "product": "none", "surface": "none"},
             agent_argv=adapter.argv_template(st.agent_options) if adapter else [],
@@ -75,33 +78,47 @@ def capture_for_session(config, s) -> None:
             env_allowlist=sorted(set(st.env) | set(getattr(adapter, "env_allowlist", ()))),
             task_set_id=task_set_id(specs) if specs else None,
             evaluator_id=evaluator_id(specs) if specs else None,
-            isolation=session_isolation(s),
+            isolation=session_isolation(info.settings, runner),
             harness_version=__version__,
             pytest_argv=list(config.invocation_params.args),
-            run_id=s.run_id,
+            run_id=info.run_id,
             env_image_digest=st.image_digest or os.environ.get("AGENTDRIFT_IMAGE_DIGEST") or None,
         )
         cap = mf.capture(ctx)
-        s.manifest, s.instruction_bundle, s.source_manifest = cap.manifest, cap.instruction_bundle, cap.source_manifest
+        info.manifest, collector.instruction_bundle, collector.source_manifest = cap.manifest, cap.instruction_bundle, cap.source_manifest
         # what the sandbox shows the agent beyond the system and the harness runtime (an adapter's
         # install prefix, files the command names): evidence, not identity (paths differ by host)
         from pytest_agentdrift.run import mountplan
 
-        s.manifest.setdefault("evidence", {})["sandbox_additions"] = {
-            "isolation": s.isolation.mode, "paths": mountplan.describe_additions(s.sandbox_mounts()),
-            "not_hidden": mountplan.not_hidden(s.isolation.mode)}
-    config.hook.pytest_agentdrift_update_manifest(config=config, manifest=s.manifest)
-    if "identity" in s.manifest:
-        s.manifest["runtime_id"] = mf.runtime_id(s.manifest["identity"])
+        info.manifest.setdefault("evidence", {})["sandbox_additions"] = {
+            "isolation": runner.isolation.mode, "paths": mountplan.describe_additions(runner.sandbox_mounts()),
+            "not_hidden": mountplan.not_hidden(runner.isolation.mode)}
+    apply_operator_facts(info.manifest, st, config.rootpath)
+    config.hook.pytest_agentdrift_update_manifest(config=config, manifest=info.manifest)
+    if "identity" in info.manifest:
+        info.manifest["runtime_id"] = mf.runtime_id(info.manifest["identity"])
 
 
-def session_isolation(s) -> dict[str, Any]:
+def apply_operator_facts(manifest: dict[str, Any], settings, rootpath: Path) -> None:
+    """--agent-declare first (the operator vouches), then --agent-describe-cmd (the agent reports)."""
+    from pytest_agentdrift.manifest.declare import apply_facts, load_declarations, run_describe
+
+    if "identity" not in manifest:
+        return
+    if settings.declare is not None:
+        path = settings.declare if settings.declare.is_absolute() else rootpath / settings.declare
+        apply_facts(manifest, load_declarations(path), "declared", str(settings.declare))
+    if settings.describe_cmd:
+        apply_facts(manifest, run_describe(settings.describe_cmd, cwd=rootpath), "agent_reported", settings.describe_cmd)
+
+
+def session_isolation(settings, runner) -> dict[str, Any]:
     """The enforced isolation, with the network policy a real agent runs under."""
-    iso = s.isolation.to_dict(s.settings.isolation)
-    adapter = s.adapter
+    iso = runner.isolation.to_dict(settings.isolation)
+    adapter = runner.adapter
     if adapter is not None and adapter.api_hosts:
-        iso["network_allowlist"] = sorted({*adapter.api_hosts, *s.settings.allow_hosts})
-        iso["network_policy_enforced"] = iso["enforced"] in ("bwrap", "unshare")
+        iso["network_allowlist"] = sorted({*adapter.api_hosts, *settings.allow_hosts})
+        iso["network_policy_enforced"] = enforces_network(iso["enforced"])
     return iso
 
 
@@ -118,116 +135,116 @@ def load_baseline(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return results, manifest
 
 
-def _compare(config, s, pre_run: bool):
+def _compare(config, info, comparison, pre_run: bool):
+    from pytest_agentdrift.manifest.accept import resolve_for
     from pytest_agentdrift.manifest.identity import compare_manifests
 
-    vary = list(s.settings.vary)
-    custom = config.hook.pytest_agentdrift_compare_stamps(config=config, baseline=s.baseline_manifest, current=s.manifest, vary=vary)
+    vary = list(info.settings.vary)
+    accepted = resolve_for(info.settings.accept_unobserved, comparison.baseline_manifest, info.manifest)
+    comparison.accepted = accepted.to_dict()
+    custom = config.hook.pytest_agentdrift_compare_stamps(config=config, baseline=comparison.baseline_manifest,
+                                                         current=info.manifest, vary=vary)
     if custom is not None:
-        return custom
-    return compare_manifests(s.baseline_manifest, s.manifest, vary, pre_run=pre_run, accept_unobserved=s.settings.accept_unobserved)
+        return custom, accepted
+    return compare_manifests(comparison.baseline_manifest, info.manifest, vary, pre_run=pre_run,
+                             accept_unobserved=accepted.fields), accepted
 
 
-def rebaseline_command(config, s) -> str:
+def rebaseline_command(config) -> str:
     args = [a for a in config.invocation_params.args]
     out, skip = [], False
     for a in args:
         if skip:
             skip = False
             continue
-        if a in ("--agent-baseline", "--agent-record", "--agent-vary"):
+        if a in ("--agent-baseline", "--agent-record", "--agent-vary", "--agent-gate"):
             skip = True
             continue
-        if a.startswith(("--agent-baseline=", "--agent-record=", "--agent-vary=")):
+        if a.startswith(("--agent-baseline=", "--agent-record=", "--agent-vary=", "--agent-gate=")):
             continue
         out.append(a)
     return "pytest " + " ".join(shlex.quote(a) for a in out + ["--agent-record", "runs/<new-baseline>"])
 
 
-def check_baseline(config, s) -> list[str] | None:
-    """Before collection: load the baseline and refuse when identity stamps differ."""
+def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
+    """The exact declare file and ini snippet that would make the comparison possible.
+
+    Both sides hold the same unknown: no new recording can show them equal, so the
+    hint never suggests one. Declarable fields go in a declare file; the rest can
+    only be accepted.
+    """
+    from pytest_agentdrift.vocabulary import DECLARABLE_FIELDS, DEFAULT_ACCEPT_UNOBSERVED, ENVELOPE_FIELDS
+
+    declarable = [f for f in fields if f in DECLARABLE_FIELDS]
+    lines = [f"unobserved on both sides: {', '.join(fields)}. The harness cannot see these values, so a new "
+             "recording would not help; only you can vouch for them."]
+    if declarable:
+        target = declare_path or Path("agent-declare.toml")
+        lines.append(f"Either declare what you know in {target} (pass --agent-declare {target}, or ini agent_declare = {target}):")
+        lines += [f"    {f} = \"...\"" for f in declarable]
+    groups = []
+    rest = list(fields)
+    if set(ENVELOPE_FIELDS) <= set(fields):
+        groups.append("envelope")
+        rest = [f for f in rest if f not in ENVELOPE_FIELDS]
+    # an ini list replaces the defaults, so the snippet keeps them
+    tokens = list(dict.fromkeys((*DEFAULT_ACCEPT_UNOBSERVED, *groups, *rest)))
+    lines.append(("or " if declarable else "") + "accept them as unknowable, in pytest.ini:")
+    lines += ["    [pytest]", "    agent_accept_unobserved ="]
+    lines += [f"        {t}" for t in tokens]
+    lines.append("  (or in pyproject.toml: [tool.pytest.ini_options] agent_accept_unobserved = ["
+                 + ", ".join(f'"{t}"' for t in tokens) + "])")
+    lines.append("  (`unobservable` accepts every field the agent's adapter cannot observe, in one word)")
+    return lines
+
+
+def check_baseline(config, info, comparison) -> list[str] | None:
+    """Before collection: load the baseline and refuse when identity stamps differ; None when comparable."""
     from pytest_agentdrift.manifest.identity import check_vary, render_refusal
 
-    check_vary(s.settings.vary)
-    from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
-
-    unknown = [f for f in s.settings.accept_unobserved if f not in IDENTITY_FIELDS]
-    if unknown:
-        raise AgentDriftError(f"--agent-accept-unobserved: unknown field(s) {', '.join(unknown)}; valid: {', '.join(IDENTITY_FIELDS)}")
-    s.baseline_results, s.baseline_manifest = load_baseline(s.settings.baseline)
-    if s.manifest is None:
-        capture_for_session(config, s)
-    cmp = _compare(config, s, pre_run=True)
-    s.stamp_comparison = cmp
+    check_vary(info.settings.vary)
+    comparison.baseline_results, comparison.baseline_manifest = load_baseline(info.settings.baseline)
+    cmp, accepted = _compare(config, info, comparison, pre_run=True)
+    comparison.stamps = cmp
     if not cmp.comparable:
-        lines = render_refusal(cmp, rebaseline_command(config, s))
-        unknown = [f for f, b, c in cmp.blocks if b == c == "unobserved"]
+        both_unknown = [f for f, b, c in cmp.blocks if b == c == UNOBSERVED]
         # fields only known after the runs that the baseline never observed will block then
-        unknown += [f for f in cmp.deferred if (s.baseline_manifest.get("identity") or {}).get(f) == "unobserved"]
-        if unknown:
-            # the same unknown on both sides cannot be shown equal; only the operator can vouch for it
-            lines.append("these fields are unobserved on both sides: declare what you know (--agent-model, "
-                         "--agent-permission-mode, --agent-sandbox-mode) or accept what cannot be observed with "
-                         "--agent-accept-unobserved FIELD (repeatable; ini agent_accept_unobserved): " + ", ".join(unknown))
+        both_unknown += [f for f in cmp.deferred if (comparison.baseline_manifest.get("identity") or {}).get(f) == UNOBSERVED
+                         and f not in accepted.fields]
+        only_unknown = all(b == c == UNOBSERVED for _, b, c in cmp.blocks)
+        lines = accepted.lines() + render_refusal(cmp, None if only_unknown else rebaseline_command(config))
+        if both_unknown:
+            lines += unobserved_hint(both_unknown, info.settings.declare)
         return lines
-    s.comparison_lines.extend(render_refusal(cmp))
+    comparison.lines = accepted.lines() + render_refusal(cmp)
     return None
 
 
-def selected_baseline(base: dict[str, Any], cand: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """Pair on the tasks the candidate ran when -k / -m selected part of the same task set.
-
-    The manifests already proved the task set is the same; a candidate that ran a
-    subset is compared on that subset (the baseline's other tasks are left out,
-    and the note says so). Anything else is left for compare_runs to refuse.
-    """
-    cand_ids, base_ids = set(cand["tasks"]), set(base["tasks"])
-    if not cand_ids or cand_ids == base_ids or not cand_ids < base_ids:
-        return base, None
-    kept = {tid: base["tasks"][tid] for tid in sorted(cand_ids)}
-    from pytest_agentdrift.grade.scoring import summarise
-
-    note = f"note  compared on the {len(kept)} selected task(s) of the baseline's {len(base_ids)}"
-    return {**base, "tasks": kept, "summary": summarise(kept)}, note
-
-
-def finalize_session_manifest(s, results: dict[str, Any]) -> None:
+def finalize_session_manifest(info, results: dict[str, Any]) -> None:
     """Fill model_stamp from what the runs reported; results carry the runtime id."""
     from pytest_agentdrift.manifest.capture import finalize_manifest
 
-    if s.manifest is None or "identity" not in s.manifest:
+    if info.manifest is None or "identity" not in info.manifest:
         return
     stamps = {f"{tid}/r{r['rep']}": r.get("model_stamp") for tid, t in results["tasks"].items() for r in t["runs"]}
-    s.manifest = finalize_manifest(s.manifest, stamps)
-    results["runtime_id"] = s.manifest["runtime_id"]
+    info.manifest = finalize_manifest(info.manifest, stamps)
+    results["runtime_id"] = info.manifest["runtime_id"]
 
 
-def compare_with_baseline(config, s, results: dict[str, Any]) -> int:
-    """After the runs: the full comparison, decision and files. Returns an exit code."""
-    from pytest_agentdrift.compare.decision import GateParams, compare_runs, comparison_exit_code, decision_document, render_comparison
-    from pytest_agentdrift.compare.ledger import ledger_csv, read_release_notes
-    from pytest_agentdrift.manifest.identity import manifest_diff_document, render_refusal
+def compare_with_baseline(config, info, comparison, results: dict[str, Any]) -> None:
+    """After the runs: the full comparison, decision and files, into ``comparison``."""
+    from pytest_agentdrift.compare.outcome import compare_recorded
 
-    cmp = _compare(config, s, pre_run=False)
-    reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in cmp.blocks]
-    ledger = read_release_notes(s.settings.release_notes) if s.settings.release_notes else None
-    rollback_evidence = load_json_file(s.settings.rollback_evidence) if s.settings.rollback_evidence else None
-    baseline, note = selected_baseline(s.baseline_results, results)
-    comparison = compare_runs(
-        baseline, results, comparable=cmp.comparable, reasons=reasons,
-        change_class=cmp.change_class, gate=GateParams(scope="critical" if s.settings.fail_on == "critical" else "all"),
-        seed=s.settings.seed, ledger=ledger, rollback_state=s.settings.rollback_state, rollback_evidence=rollback_evidence,
+    cmp, accepted = _compare(config, info, comparison, pre_run=False)
+    st = info.settings
+    outcome = compare_recorded(
+        comparison.baseline_results, results, cmp, gate=st.gate, seed=st.seed, release_notes=st.release_notes,
+        rollback_state=st.rollback_state, rollback_evidence=st.rollback_evidence, accepted=accepted.to_dict(),
     )
-    s.comparison_files = {
-        "comparison/manifest-diff.json": manifest_diff_document(cmp),
-        "comparison/decision.json": decision_document(comparison),
-        "comparison/comparison.json": comparison,
-    }
-    if comparison.get("ledger") is not None and ledger is not None:
-        s.comparison_files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])
-    change = [f"change      {cmp.change_class}: {cmp.explanation}" + (f" (declared variable: {', '.join(cmp.varied)})" if cmp.varied else "")]
-    s.comparison_lines = (render_refusal(cmp) if not cmp.comparable else change) + ([note] if note else []) + render_comparison(comparison)
-    return comparison_exit_code(comparison, s.settings.gate)
+    comparison.stamps = cmp
+    comparison.files = outcome.files
+    comparison.lines = accepted.lines() + outcome.lines
+    comparison.verdict = outcome.verdict
 
 
-__all__ = ["check_baseline", "compare_with_baseline", "capture_for_session", "load_baseline", "EXIT_OK", "sys"]
+__all__ = ["check_baseline", "compare_with_baseline", "capture_for_session", "load_baseline"]

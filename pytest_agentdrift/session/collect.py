@@ -14,6 +14,7 @@ import pytest
 
 from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.record.report import failure_text
+from pytest_agentdrift.session.state import TaskRunner
 from pytest_agentdrift.tasks.load import TaskSpec, load_task
 
 
@@ -24,24 +25,22 @@ class TaskFailed(Exception):
 
 
 class TaskDirectory(pytest.Directory):
-    """A frozen task directory (task.toml + task.md)."""
+    """A frozen task directory (task.toml + task.md); built with the process's TaskRunner."""
 
     spec: TaskSpec | None = None
 
-    def collect(self):
-        from pytest_agentdrift.plugin import get_session
+    def __init__(self, *, runner: TaskRunner, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.runner = runner
 
+    def collect(self):
         self.spec = load_task(self.path)
-        session = get_session(self.config)
-        other = session.specs.get(self.spec.id)
-        if other is not None and other.path != self.spec.path:
-            raise TaskError(f"task id {self.spec.id!r} is also used by {other.path}; ids must be unique", self.path / "task.toml")
-        session.specs[self.spec.id] = self.spec
+        self.runner.register_spec(self.spec)
         register_task_marker(self.config, self.spec.id)
         # test_*.py beside task.toml are checks; the harness runs them against each run
         # (checks.Grader.evaluate_functions), so they are not collected here.
-        for rep in range(1, session.settings.k + 1):
-            yield TaskItem.from_parent(self, name=f"r{rep}", spec=self.spec, rep=rep)
+        for rep in range(1, self.runner.settings.k + 1):
+            yield TaskItem.from_parent(self, name=f"r{rep}", spec=self.spec, rep=rep, runner=self.runner)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, AgentDriftError):
@@ -57,24 +56,25 @@ def register_task_marker(config: pytest.Config, task_id: str) -> None:
 
 
 class TaskItem(pytest.Item):
-    def __init__(self, *, spec: TaskSpec, rep: int, **kwargs: Any):
+    def __init__(self, *, spec: TaskSpec, rep: int, runner: TaskRunner, **kwargs: Any):
         super().__init__(**kwargs)
         self.spec = spec
         self.rep = rep
+        self.runner = runner
         self.payload: dict[str, Any] | None = None
         self.add_marker(getattr(pytest.mark, spec.id))
         self.add_marker(pytest.mark.agent_task(spec.id))
         self.extra_keyword_matches.update({spec.id, spec.suite})
 
     def runtest(self) -> None:
-        from pytest_agentdrift.plugin import get_session
-
-        session = get_session(self.config)
-        if session.adapter is None:
+        runner = self.runner
+        if runner.adapter is None:
             pytest.skip("no agent selected: pass --agent NAME or --agent-cmd CMD")
-        self.payload = session.run_task(self.spec, self.rep)
+        self.payload = runner.run_task(self.spec, self.rep)
         result = self.payload["result"]
-        fail_on_critical_only = session.settings.fail_on == "critical"
+        # what a CI UI shows (junit <property>): plain strings, never the payload itself
+        self.user_properties.extend(junit_properties(self.spec, self.rep, result))
+        fail_on_critical_only = runner.settings.fail_on == "critical"
         failed = not result["passed"]
         if fail_on_critical_only:
             failed = bool(result["critical_failed"]) or result["tampered_pass"] or result["outcome"] in ("error", "timeout", "resource_exceeded")
@@ -92,4 +92,19 @@ class TaskItem(pytest.Item):
         return self.path, None, f"task {self.spec.id}: {self.spec.title} (r{self.rep})"
 
 
-__all__ = ["TaskDirectory", "TaskItem", "TaskFailed", "TaskError"]
+def junit_properties(spec: TaskSpec, rep: int, result: dict[str, Any]) -> list[tuple[str, str]]:
+    """One junit <property> per fact a CI UI can show about this run."""
+    props = [
+        ("agentdrift.task_id", spec.id), ("agentdrift.title", spec.title), ("agentdrift.behavior", spec.behavior or ""),
+        ("agentdrift.suite", spec.suite), ("agentdrift.repetition", str(rep)), ("agentdrift.outcome", result["outcome"]),
+    ]
+    props += [(f"agentdrift.layer.{layer}", state) for layer, state in result["layers"].items()]
+    props += [
+        ("agentdrift.critical_failures", ", ".join(result["critical_failed"])),
+        ("agentdrift.tampered_pass", str(bool(result["tampered_pass"])).lower()),
+        ("agentdrift.failed_checks", ", ".join(result["failed_checks"])),
+    ]
+    return props
+
+
+__all__ = ["TaskDirectory", "TaskItem", "TaskFailed", "TaskError", "junit_properties"]

@@ -3,34 +3,40 @@ controller (or a plain single process), WorkerPlugin in xdist workers.
 
 Side effects (the record, the comparison, the exit status) happen only in
 the controller. Results arrive through pytest_runtest_logreport, which the
-controller receives for every report, from any worker.
+controller receives for every report, from any worker. Every exit path
+ends with one closing line, `agentdrift: exit N — <reason>`, printed last
+(after pytest's own summary line) and written into report.md and
+decision.json.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_agentdrift.errors import EXIT_FAILED, EXIT_REFUSED, AgentDriftError
+from pytest_agentdrift.compare.outcome import Verdict
+from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
+from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
 
-def _resolve_agent(config: pytest.Config, s) -> None:
+def _resolve_agent(config: pytest.Config, runner: TaskRunner) -> None:
     extra: dict = {}
     for found in config.hook.pytest_agentdrift_register_adapters(config=config):
         extra.update(found or {})
     try:
-        s.resolve_adapter(extra)
+        runner.resolve_adapter(extra)
     except AgentDriftError as exc:
         raise pytest.UsageError(exc.message) from None
 
 
 class WorkerPlugin:
-    def __init__(self, config: pytest.Config, session):
+    def __init__(self, config: pytest.Config, runner: TaskRunner):
         self.config = config
-        self.s = session
+        self.runner = runner
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.s.settings.agent_selected:
-            _resolve_agent(self.config, self.s)
+        if self.runner.settings.agent_selected:
+            _resolve_agent(self.config, self.runner)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -38,105 +44,207 @@ class WorkerPlugin:
 
 
 class ControllerPlugin:
-    def __init__(self, config: pytest.Config, session):
+    def __init__(self, config: pytest.Config, info: SessionInfo, runner: TaskRunner, collector: RunCollector,
+                 comparison: ComparisonState):
         self.config = config
-        self.s = session
+        self.info = info
+        self.runner = runner
+        self.collector = collector
+        self.comparison = comparison
+        self.final_lines: list[str] = []
+        self.verdict: Verdict | None = None
+        self._exited_early = False
+
+    @property
+    def settings(self):
+        return self.info.settings
+
+    def _exit_now(self, verdict: Verdict, lines: list[str], *, error: bool = False) -> None:
+        """Stop before collection (no worker starts); the lines and the closing line print once.
+
+        An operational error goes to stderr, where pytest's own usage errors go.
+        """
+        import sys
+
+        tw = self.config.get_terminal_writer()
+        for line in lines:
+            if error:
+                sys.stderr.write(line + "\n")
+            else:
+                tw.line(line, red=line.startswith("BLOCK"))
+        self.verdict = verdict
+        self._exited_early = True
+        pytest.exit(f"agentdrift stopped the session before collection (exit {verdict.code})", returncode=verdict.code)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Pick the agent, refuse bad targets and incomparable baselines, before collection.
 
         Runs before xdist's own (trylast) sessionstart, so a refusal starts no workers.
         """
-        s = self.s
-        if not s.settings.active:
+        s = self.settings
+        if not s.active:
             return
-        _resolve_agent(self.config, s)
+        _resolve_agent(self.config, self.runner)
         try:
-            if s.adapter is not None:
-                s.check_agent_available()
-                s.agent_version = s.probe_agent_version()
+            if self.runner.adapter is not None:
+                self.runner.check_agent_available()
+                self.collector.agent_version = self.runner.probe_agent_version()
             from pytest_agentdrift.session.baseline import capture_for_session
 
-            capture_for_session(self.config, s)
-            if s.settings.baseline is not None:
+            capture_for_session(self.config, self.info, self.runner, self.collector)
+            if s.baseline is not None:
                 from pytest_agentdrift.session.baseline import check_baseline
 
-                refusal = check_baseline(self.config, s)
+                refusal = check_baseline(self.config, self.info, self.comparison)
                 if refusal:
-                    tw = self.config.get_terminal_writer()
-                    for line in refusal:
-                        tw.line(line, red=line.startswith("BLOCK"))
-                    pytest.exit("agentdrift: refused, the runs are not comparable", returncode=EXIT_REFUSED)
-            if s.settings.record is not None:
+                    blocks = self.comparison.stamps.blocks
+                    names = ", ".join(f for f, _, _ in blocks[:6]) + (f" (+{len(blocks) - 6} more)" if len(blocks) > 6 else "")
+                    self._exit_now(Verdict(EXIT_REFUSED, f"refused: runs are not comparable ({len(blocks)} identity "
+                                                         f"field(s) block: {names})"), refusal)
+            if s.record is not None:
                 from pytest_agentdrift.record.store import RunRecorder, check_record_target
 
                 # refused now; created when the first run reports, so a session that
                 # fails at collection writes nothing
-                check_record_target(s.settings.record)
-                s.recorder = RunRecorder(s.settings.record)
+                check_record_target(s.record)
+                self.collector.recorder = RunRecorder(s.record)
         except AgentDriftError as exc:
-            raise pytest.UsageError(exc.message) from None
+            self._exit_now(Verdict(EXIT_USAGE, exc.message), [f"ERROR: {exc.message}"], error=True)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        import sys
+
+        if "pytest_agentdrift.session.collect" not in sys.modules:
+            return  # no task directory was collected: nothing to expect (and nothing heavy imported)
         from pytest_agentdrift.session.collect import TaskItem
 
-        self.s.expected_nodeids.update(i.nodeid for i in session.items if isinstance(i, TaskItem))
+        self.collector.expected_nodeids.update(i.nodeid for i in session.items if isinstance(i, TaskItem))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        for name, value in report.user_properties:
-            if name == "agentdrift":
-                self.s.add_payload(value, report.nodeid)
+        payload = getattr(report, "agentdrift_payload", None)
+        if payload is not None:
+            self.collector.add_payload(payload, report.nodeid)
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
-        self.s.interrupted = excinfo.typename
+        if not self._exited_early:
+            self.collector.interrupted = excinfo.typename
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        s = self.s
-        if not s.settings.active and not s.expected_nodeids:
+        c, s = self.collector, self.settings
+        if not s.active and not c.expected_nodeids:
             return
-        if self.config.option.collectonly or (s.adapter is None and not s.received_nodeids):
+        if self.config.option.collectonly or (self.runner.adapter is None and not c.received_nodeids):
             # nothing ran, by request (--collect-only) or for want of an agent: nothing to record or compare
+            self.verdict = Verdict(int(exitstatus), _pytest_reason(int(exitstatus), session, "no agent run"))
             return
         if session.shouldstop:
-            s.interrupted = s.interrupted or f"stopped early: {session.shouldstop}"
+            c.interrupted = c.interrupted or f"stopped early: {session.shouldstop}"
         from pytest_agentdrift.session.baseline import compare_with_baseline, finalize_session_manifest
 
-        results = s.build_results()
-        finalize_session_manifest(s, results)
+        results = c.build_results()
+        finalize_session_manifest(self.info, results)
         self.config.hook.pytest_agentdrift_modify_report(config=self.config, results=results)
-        comparison_status = 0
-        if s.settings.baseline is not None and s.baseline_results is not None:
+        error = None
+        if s.baseline is not None and self.comparison.baseline_results is not None:
             try:
-                comparison_status = compare_with_baseline(self.config, s, results)
+                compare_with_baseline(self.config, self.info, self.comparison, results)
             except AgentDriftError as exc:
-                s.final_lines.append(f"ERROR: {exc.message}")
-                comparison_status = 4
-        if s.record_error:
-            s.final_lines.append(f"ERROR: recording failed: {s.record_error}")
-            session.exitstatus = 4
-        elif s.recorder is not None and not s.recorder.started:
-            s.final_lines.append(f"nothing recorded in {s.settings.record}: no task ran")
-        elif s.recorder is not None:
+                error = exc.message
+        verdict = self._decide(session, int(exitstatus), results, error)
+        lines: list[str] = []
+        if c.record_error:
+            verdict = Verdict(EXIT_USAGE, f"recording failed: {c.record_error}")
+        elif c.recorder is not None and not c.recorder.started:
+            lines.append(f"nothing recorded in {s.record}: no task ran")
+        elif c.recorder is not None:
+            decision = self.comparison.files.get("comparison/decision.json")
+            if isinstance(decision, dict):
+                decision["exit_status"] = verdict.to_dict()
             try:
-                s.write_record(results)
+                c.write_record(results, self.comparison, verdict.line)
+                state = "recorded" if results["complete"] else "recorded INCOMPLETE"
+                lines.append(f"{state}: {s.record} (read {s.record / 'report.md'})")
             except (AgentDriftError, OSError) as exc:
-                s.final_lines.append(f"ERROR: recording failed: {getattr(exc, 'message', exc)}")
-                session.exitstatus = 4
-                return
-            state = "recorded" if results["complete"] else "recorded INCOMPLETE"
-            s.final_lines.append(f"{state}: {s.settings.record} (read {s.settings.record / 'report.md'})")
-        s.final_lines[:0] = s.summary(results) + s.comparison_lines
-        if comparison_status in (EXIT_REFUSED, 4):
-            session.exitstatus = comparison_status
-        elif comparison_status == EXIT_FAILED and int(exitstatus) == 0:
-            session.exitstatus = EXIT_FAILED
+                verdict = Verdict(EXIT_USAGE, f"recording failed: {getattr(exc, 'message', exc)}")
+        from pytest_agentdrift.record.report import summary_lines
+
+        self.final_lines = summary_lines(results) + self.comparison.lines + lines
+        self.verdict = verdict
+        session.exitstatus = verdict.code
+
+    def _decide(self, session: pytest.Session, exitstatus: int, results: dict, error: str | None) -> Verdict:
+        """What sets the exit status, in order: operational 4, refusal 6, the gate, then the runs."""
+        s, c = self.settings, self.collector
+        if exitstatus == int(pytest.ExitCode.INTERRUPTED):
+            why = "interrupted" if c.interrupted == "KeyboardInterrupt" else _pytest_reason(exitstatus, session, "pytest")
+            return Verdict(exitstatus, why + ("; the run is recorded incomplete" if s.record and c.received_nodeids else ""))
+        if exitstatus in (int(pytest.ExitCode.INTERNAL_ERROR), int(pytest.ExitCode.USAGE_ERROR),
+                          int(pytest.ExitCode.NO_TESTS_COLLECTED)):
+            return Verdict(exitstatus, _pytest_reason(exitstatus, session, "pytest"))
+        if not results["complete"]:
+            return Verdict(EXIT_USAGE, "the run is incomplete: " + "; ".join(results["incomplete_reasons"]))
+        if error:
+            return Verdict(EXIT_USAGE, error)
+        cmp_verdict = self.comparison.verdict
+        if cmp_verdict is not None and cmp_verdict.code == EXIT_REFUSED:
+            return cmp_verdict
+        if s.gate and cmp_verdict is not None:
+            return cmp_verdict  # the gate decides; failed items still show as failed above
+        if s.fail_on == "none":
+            where = f"recorded {s.record} complete" if s.record else "the run is complete"
+            return Verdict(EXIT_OK, f"{where}; task outcomes do not set the exit status (--agent-fail-on none)")
+        if exitstatus == EXIT_FAILED:
+            failed = [f"{tid} r{r['rep']}" for tid, t in results["tasks"].items() for r in t["runs"] if _item_failed(r, s.fail_on)]
+            if failed:
+                head = ", ".join(failed[:8]) + (f" (+{len(failed) - 8} more)" if len(failed) > 8 else "")
+                which = "with a critical failure" if s.fail_on == "critical" else "failed"
+                return Verdict(EXIT_FAILED, f"{len(failed)} of {results['summary']['runs']} run(s) {which}: {head}")
+            return Verdict(EXIT_FAILED, f"{session.testsfailed} test(s) failed")
+        if exitstatus == EXIT_OK:
+            n = results["summary"]["runs"]
+            if cmp_verdict is not None:
+                return Verdict(EXIT_OK, f"all {n} run(s) passed; {cmp_verdict.reason}")
+            judged = "without a critical failure" if s.fail_on == "critical" else "passed"
+            return Verdict(EXIT_OK, f"all {n} run(s) {judged}")
+        return Verdict(exitstatus, _pytest_reason(exitstatus, session, "pytest"))
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config) -> None:
-        if not self.s.final_lines or config.option.verbose < -1:
+        if not self.final_lines or config.option.verbose < -1:
             return
         terminalreporter.write_sep("=", "agentdrift")
-        for line in self.s.final_lines:
+        for line in self.final_lines:
             terminalreporter.write_line(line)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """The closing line, last: after pytest's own summary, whatever ended the session."""
+        if self.verdict is None:
+            return
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None:
+            return
+        if self._exited_early and getattr(tr, "_keyboardinterrupt_memo", None) is not None:
+            # our own pytest.exit already explained itself: no "!!! _pytest.outcomes.Exit" banner
+            tr._keyboardinterrupt_memo = None
+        tr.write_line(self.verdict.line, red=self.verdict.code != EXIT_OK, green=self.verdict.code == EXIT_OK)
+
+
+def _item_failed(run: dict, fail_on: str) -> bool:
+    if fail_on == "critical":
+        return bool(run["critical_failed"]) or run["tampered_pass"] or run["outcome"] in ("error", "timeout")
+    return not run["passed"]
+
+
+def _pytest_reason(code: int, session: pytest.Session, what: str) -> str:
+    reasons = {
+        int(pytest.ExitCode.OK): "nothing failed" if what == "pytest" else "collected; no agent run",
+        int(pytest.ExitCode.TESTS_FAILED): f"{session.testsfailed} test(s) failed",
+        int(pytest.ExitCode.INTERRUPTED): "interrupted (a collection error or an interrupt; see above)",
+        int(pytest.ExitCode.INTERNAL_ERROR): "pytest internal error (see above)",
+        int(pytest.ExitCode.USAGE_ERROR): "usage error (see above)",
+        int(pytest.ExitCode.NO_TESTS_COLLECTED): "no task collected",
+    }
+    return reasons.get(code, f"pytest exit status {code}")

@@ -15,9 +15,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift.errors import AgentDriftError
-
-FAIL_ON = ("any", "critical")
-ISOLATION_MODES = ("auto", "bwrap", "unshare", "none")  # sandbox.py keeps the implementation
+from pytest_agentdrift.vocabulary import (
+    DEFAULT_ACCEPT_UNOBSERVED,
+    FAIL_ON_MODES,
+    GATE_MODES,
+    ISOLATION_MODES,
+    ROLLBACK_STATES,
+)
 
 
 def positive_int(value: str) -> int:
@@ -50,8 +54,8 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-record", "record", "string", None, "record the run into this new directory (refused if it holds a run)", {}),
     ("--agent-baseline", "baseline", "string", None, "compare against this recorded run; refused (exit 6) when identity stamps differ", {}),
     ("--agent-vary", "vary", "linelist", [], "manifest field that may differ from the baseline (the experiment's variable); repeatable", {"action": "append"}),
-    ("--agent-fail-on", "fail_on", "string", "any", "which failed checks fail an item: any (default) or critical", {"choices": FAIL_ON}),
-    ("--agent-gate", "gate", "bool", False, "with --agent-baseline: exit 1 unless the ship/hold gate says ship", {"action": "store_true"}),
+    ("--agent-fail-on", "fail_on", "string", "any", "which failed checks fail an item: any (default), critical, or none (record without judging: exit 0 whenever the record is complete)", {"choices": FAIL_ON_MODES}),
+    ("--agent-gate", "gate", "string", None, "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new critical or safety failure, a tampered pass or a significant paired regression) or promote (exit 0 only when the ship/hold gate says ship)", {"choices": GATE_MODES}),
     ("--agent-isolation", "isolation", "string", "auto", "sandbox: auto (strongest available), bwrap, unshare or none", {"choices": ISOLATION_MODES}),
     ("--agent-env", "env", "linelist", [], "extra environment variable NAME passed to the agent (values never recorded); repeatable", {"action": "append"}),
     ("--agent-model", "model", "string", None, "model for real-agent presets (recorded in the manifest)", {}),
@@ -61,9 +65,11 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-instructions", "instruction_files", "linelist", [], "an instruction file the agent reads (hashed into the manifest); repeatable", {"action": "append"}),
     ("--agent-mount", "mounts", "linelist", [], "a file or directory a generic agent needs to read under bwrap (its install, helper modules); mounted read-only, recorded in the manifest; repeatable", {"action": "append"}),
     ("--agent-allow-host", "allow_hosts", "linelist", [], "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable", {"action": "append"}),
-    ("--agent-accept-unobserved", "accept_unobserved", "linelist", ["env_image_digest", "server_revision"], "a compared field that may stay unobserved on both sides (noted, not blocking); repeatable; default: env_image_digest (a container cannot see it) and server_revision (no supported product reports one)", {"action": "append"}),
+    ("--agent-accept-unobserved", "accept_unobserved", "linelist", list(DEFAULT_ACCEPT_UNOBSERVED), "a compared field that may stay unobserved on both sides (noted, not blocking), or a group: envelope (the six envelope fields), unobservable (every field the agent's adapter cannot observe); repeatable, adds to the ini list; 'none' clears what came before; default: env_image_digest and server_revision", {"action": "append"}),
+    ("--agent-declare", "declare", "string", None, "TOML or JSON file of runtime facts you vouch for (model_id, model_options, permission_mode, sandbox, built_in_tools, external_tools, the envelope fields); recorded as declared, observed values win", {}),
+    ("--agent-describe-cmd", "describe_cmd", "string", None, "command the agent answers with the same JSON about itself, run once before the session; recorded as agent_reported", {}),
     ("--agent-image-digest", "image_digest", "string", None, "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)", {}),
-    ("--agent-rollback-state", "rollback_state", "string", "unknown", "what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), prepared_unverified, unavailable or unknown", {"choices": ("verified", "prepared_unverified", "unavailable", "unknown")}),
+    ("--agent-rollback-state", "rollback_state", "string", "unknown", "what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), prepared_unverified, unavailable or unknown", {"choices": ROLLBACK_STATES}),
     ("--agent-rollback-evidence", "rollback_evidence", "string", None, "JSON file with the evidence of a tested restoration: {\"artifact\": ..., \"restoration\": ...}", {}),
     ("--agent-release-notes", "release_notes", "string", None, "CSV of release notes to triage against observed changes", {}),
     ("--agent-seed", "seed", "string", "0", "seed of the paired bootstrap", {}),
@@ -95,14 +101,16 @@ class Settings:
     baseline: Path | None
     vary: tuple[str, ...]
     fail_on: str
-    gate: bool
+    gate: str | None
     isolation: str
     env: tuple[str, ...]
     agent_options: dict[str, Any] = field(default_factory=dict)
     config_files: tuple[str, ...] = ()
     instruction_files: tuple[str, ...] = ()
     release_notes: Path | None = None
-    accept_unobserved: tuple[str, ...] = ("env_image_digest", "server_revision")
+    accept_unobserved: tuple[str, ...] = DEFAULT_ACCEPT_UNOBSERVED  # tokens: field names and group names
+    declare: Path | None = None
+    describe_cmd: str | None = None
     image_digest: str | None = None
     allow_hosts: tuple[str, ...] = ()
     rollback_state: str = "unknown"
@@ -147,13 +155,10 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         if "choices" in extra and ini not in extra["choices"]:
             raise AgentDriftError(f"ini option {_ini_name(dest)}: {ini!r} is not one of {', '.join(extra['choices'])}")
         values[dest] = ini
-    # accepted-unobserved fields add up (defaults or ini, then the command line); "none" clears what came before
-    cli_accept = getoption("agentdrift_accept_unobserved") or []
-    ini_accept = getini("agent_accept_unobserved") or ["env_image_digest", "server_revision"]
-    accept: list[str] = []
-    for name in [*ini_accept, *cli_accept]:
-        accept = [] if name == "none" else [*accept, name]
-    values["accept_unobserved"] = accept
+    # one resolver for the plugin and every CLI command (manifest/accept.py)
+    from pytest_agentdrift.manifest.accept import accept_tokens
+
+    values["accept_unobserved"] = accept_tokens(getini("agent_accept_unobserved"), getoption("agentdrift_accept_unobserved"))
     from pytest_agentdrift.run.limits import resolve_limits
 
     limits = resolve_limits(getini("agent_limits") or [], getoption("agentdrift_limits") or [])
@@ -186,11 +191,12 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
     return Settings(
         agent=values["agent"], cmd=values["cmd"], suite=values["suite"], k=k, timeout=timeout,
         record=path(values["record"]), baseline=path(values["baseline"]), vary=tuple(values["vary"] or ()),
-        fail_on=values["fail_on"], gate=bool(values["gate"]), isolation=values["isolation"], env=env,
+        fail_on=values["fail_on"], gate=values["gate"] or None, isolation=values["isolation"], env=env,
         agent_options={k_: v for k_, v in (("model", values["model"]), ("permission_mode", values["permission_mode"]), ("sandbox", values["sandbox_mode"])) if v},
         config_files=tuple(values["config_files"] or ()), instruction_files=tuple(values["instruction_files"] or ()),
         release_notes=path(values["release_notes"]), seed=seed,
-        accept_unobserved=tuple(dict.fromkeys(values["accept_unobserved"])), image_digest=values["image_digest"],
+        accept_unobserved=tuple(values["accept_unobserved"]), image_digest=values["image_digest"],
+        declare=path(values["declare"]), describe_cmd=values["describe_cmd"] or None,
         allow_hosts=tuple(values["allow_hosts"] or ()),
         rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
         limits=limits,

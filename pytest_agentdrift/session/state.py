@@ -1,9 +1,16 @@
-"""AgentDriftSession: the one object per pytest process (config.stash).
+"""The session's three jobs, as three objects (plugin.py builds them and hands them on).
 
-The controller (or a standalone process) decides the run id, checks the
-recording target and the baseline, gathers per-run results from test
-reports and writes the record. Workers only run agents and ship results on
-their reports. Nothing here imports pytest: plugin.py does the wiring.
+* `SessionInfo`: what the controller decides once (settings, run id, start
+  time, the captured manifest) and workers receive through workerinput.
+* `TaskRunner` (worker side, and a plain single process): picks the agent,
+  runs one item (run -> grade -> score) and returns the payload that rides
+  to the controller on the test report.
+* `RunCollector` (controller side): gathers payloads, builds results.json
+  and writes the record.
+* `ComparisonState` (controller side): the baseline, the manifest
+  comparison, the comparison's files and lines, and the session's verdict.
+
+Nothing here imports pytest.
 """
 
 from __future__ import annotations
@@ -16,23 +23,23 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
-from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.session.options import Settings
+from pytest_agentdrift.vocabulary import UNOBSERVED
 
-# Every pytest run of the environment creates a session object: the modules that
+# Every pytest run of the environment creates these objects: the modules that
 # run agents, grade and record are imported only when a session uses them.
 if TYPE_CHECKING:
     from pytest_agentdrift.agents.base import AgentAdapter
+    from pytest_agentdrift.compare.outcome import Verdict
     from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.manifest.identity import StampComparison
     from pytest_agentdrift.record.store import RunRecorder
     from pytest_agentdrift.run.sandbox import Isolation
     from pytest_agentdrift.tasks.load import TaskSpec
-
 
 
 def utc_now() -> str:
@@ -61,67 +68,43 @@ def task_set_id(specs: list[TaskSpec]) -> str:
     return digest({s.id: s.content_digest() for s in sorted(specs, key=lambda s: s.id)})
 
 
-def _error_result(rep: int, run: Any, reason: str) -> dict[str, Any]:
-    """The result of a run the harness could not finish handling: outcome `error`, the reason kept."""
-    from pytest_agentdrift.tasks.load import LAYERS
-
-    evidence: dict[str, Any] = {
-        "exit_code": None, "timed_out": False, "duration_s": 0.0,
-        "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
-        "writes_outside": [], "git_mutations": [], "network_attempts": 0,
-        "tamper": {"protected_changed": [], "test_config_changed": []},
-    }
-    raw: dict[str, str] = {}
-    if run is not None:  # the agent ran: keep what was observed
-        try:
-            evidence.update(run.evidence_dict())
-        except Exception as exc:  # the evidence itself may be what failed
-            evidence["evidence_error"] = f"{type(exc).__name__}: {exc}"
-        raw = {"stdout.txt": run.stdout, "stderr.txt": run.stderr, "diff.patch": run.patch}
-    evidence["harness_error"] = reason
-    return {
-        "rep": rep, "outcome": "error", "passed": False, "tampered_pass": False,
-        "critical_failed": [], "failed_checks": [], "layers": {layer: "n/a" for layer in LAYERS},
-        "checks": [], "evidence": evidence,
-        "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
-        "model_stamp": None, "report": None, "report_error": None,
-        "_raw_files": {**raw, "harness-error.txt": reason + "\n"},
-    }
-
-
 @dataclass
-class AgentDriftSession:
+class SessionInfo:
+    """Decided once on the controller; a worker gets the same values through workerinput."""
+
     settings: Settings
-    is_worker: bool
     run_id: str = field(default_factory=new_run_id)
     started_at: str = field(default_factory=utc_now)
-    adapter: AgentAdapter | None = None
-    agent_version: str = "unobserved"
-    recorder: RunRecorder | None = None
-    expected_nodeids: set[str] = field(default_factory=set)
-    received_nodeids: set[str] = field(default_factory=set)
-    results: dict[str, dict[int, Any]] = field(default_factory=dict)
-    task_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
-    specs: dict[str, TaskSpec] = field(default_factory=dict)
-    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    interrupted: str | None = None
     manifest: dict[str, Any] | None = None
-    instruction_bundle: dict[str, Any] | None = None
-    source_manifest: dict[str, Any] | None = None
-    baseline_results: dict[str, Any] | None = None
-    baseline_manifest: dict[str, Any] | None = None
-    stamp_comparison: Any = None
-    comparison_lines: list[str] = field(default_factory=list)
-    comparison_files: dict[str, Any] = field(default_factory=dict)
-    final_lines: list[str] = field(default_factory=list)
-    record_error: str | None = None
-    _digests: dict[str, str] = field(default_factory=dict)
-    _isolation: Isolation | None = None
-    _grader: Grader | None = None
-    _base: Path | None = None
-    _mounts: list[tuple[str, str]] | None = None
 
-    # -- setup (controller and workers) ---------------------------------------------
+    def to_workerinput(self) -> dict[str, Any]:
+        return {"agentdrift_run_id": self.run_id, "agentdrift_started_at": self.started_at,
+                "agentdrift_manifest": self.manifest}
+
+    def update_from_workerinput(self, workerinput: dict[str, Any]) -> None:
+        self.run_id = workerinput.get("agentdrift_run_id", self.run_id)
+        self.started_at = workerinput.get("agentdrift_started_at", self.started_at)
+        self.manifest = workerinput.get("agentdrift_manifest")
+
+
+class TaskRunner:
+    """Runs items: the agent, the sandbox, the grader. One per process."""
+
+    def __init__(self, info: SessionInfo):
+        self.info = info
+        self.adapter: AgentAdapter | None = None
+        self.specs: dict[str, TaskSpec] = {}
+        self._digests: dict[str, str] = {}
+        self._isolation: Isolation | None = None
+        self._grader: Grader | None = None
+        self._base: Path | None = None
+        self._mounts: list[tuple[str, str]] | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.info.settings
+
+    # -- setup ------------------------------------------------------------------------
     def resolve_adapter(self, extra: dict[str, type[AgentAdapter]] | None = None) -> AgentAdapter | None:
         if self.adapter is None and self.settings.agent_selected:
             from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
@@ -142,13 +125,20 @@ class AgentDriftSession:
 
         argv = self.adapter.version_argv() if self.adapter else None
         if not argv:
-            return "unobserved"
+            return UNOBSERVED
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.SubprocessError):
-            return "unobserved"
+            return UNOBSERVED
         text = out.stdout.strip().splitlines()
-        return text[0] if out.returncode == 0 and text else "unobserved"
+        return text[0] if out.returncode == 0 and text else UNOBSERVED
+
+    def register_spec(self, spec: TaskSpec) -> None:
+        """Collection: task ids are unique across the session."""
+        other = self.specs.get(spec.id)
+        if other is not None and other.path != spec.path:
+            raise TaskError(f"task id {spec.id!r} is also used by {other.path}; ids must be unique", spec.path / "task.toml")
+        self.specs[spec.id] = spec
 
     @property
     def isolation(self) -> Isolation:
@@ -156,6 +146,10 @@ class AgentDriftSession:
             from pytest_agentdrift.run import sandbox
 
             self._isolation = sandbox.detect(self.settings.isolation)
+        return self._isolation
+
+    @property
+    def isolation_if_known(self) -> Isolation | None:
         return self._isolation
 
     @property
@@ -178,7 +172,7 @@ class AgentDriftSession:
         if self._mounts is None:
             from pytest_agentdrift.run import mountplan
 
-            adds = list(self.adapter.sandbox_paths(dict(os.environ))) if self.adapter else []
+            adds = mountplan.agent_paths(self.adapter, os.environ) if self.adapter else []
             self._mounts = mountplan.beyond_runtime([*adds, *self.option_mounts()])
         return self._mounts
 
@@ -200,13 +194,21 @@ class AgentDriftSession:
 
             rmtree(self._base)  # iterative: a 5,000-deep chain an agent left is no RecursionError
 
-    # -- one run (any process) --------------------------------------------------------
+    def task_digest(self, spec: TaskSpec) -> str:
+        key = str(spec.path)
+        if key not in self._digests:
+            self._digests[key] = spec.content_digest()
+        return self._digests[key]
+
+    # -- one run --------------------------------------------------------------------------
     def run_task(self, spec: TaskSpec, rep: int) -> dict[str, Any]:
-        """Run the agent once on a fresh copy and score it; returns the payload."""
-        from pytest_agentdrift.run.agentio import dump_jsonl
+        """Run the agent once on a fresh copy, grade and score it; returns the payload."""
+        from pytest_agentdrift.grade.attempt import attempt
         from pytest_agentdrift.record.redact import scrub, secret_values
-        from pytest_agentdrift.run.runner import DEFAULT_ENV_ALLOWLIST, RunSettings, cleanup, run_agent
-        from pytest_agentdrift.grade.scoring import score
+        from pytest_agentdrift.run.agentio import dump_jsonl
+        from pytest_agentdrift.run.runner import DEFAULT_ENV_ALLOWLIST, RunSettings
+        from pytest_agentdrift.safetext import json_safe
+
         settings = RunSettings(
             isolation=self.isolation, timeout_s=self.settings.timeout,
             env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(self.settings.env))),
@@ -214,17 +216,13 @@ class AgentDriftSession:
             allow_hosts=self.settings.allow_hosts, mounts=tuple(self.option_mounts()), hidden=self.hidden_paths(),
             limits=dict(self.settings.limits) or None, harness_dir=self.base / "harness",
         )
-        from pytest_agentdrift.safetext import json_safe
-
-        raw_dir = f"raw/{spec.id}/r{rep}"
         # Whatever goes wrong while handling this one run is this run's `error`, with the
-        # reason; the session, the other repetitions and tasks go on, and the record is written.
-        # (A fixture that fails its initial-tree check is refused as a task error instead.)
-        run = None
-        try:
-            run = run_agent(spec, rep, self.adapter, settings, self.base / "runs")
-            checks = self.grader.evaluate(spec, run)
-            result = score(run, checks)
+        # reason (grade/attempt.py); the session, the other repetitions and tasks go on.
+        run, result = attempt(spec, rep, self.adapter, settings, self.grader, self.base / "runs",
+                              keep_workdirs=self.settings.keep_workdirs)
+        raw_dir = f"raw/{spec.id}/r{rep}"
+        result["raw"] = raw_dir
+        if run is not None and result["outcome"] != "error":
             result["_raw_files"] = {
                 "stdout.txt": run.stdout,
                 "stderr.txt": run.stderr,
@@ -234,21 +232,36 @@ class AgentDriftSession:
                 "checks.json": json.dumps(json_safe(result["checks"]), indent=2, sort_keys=True) + "\n",
                 "argv.json": json.dumps(json_safe(run.argv), indent=2) + "\n",
             }
-        except AgentDriftError:
-            raise
-        except Exception as exc:
-            result = _error_result(rep, run, f"the harness failed on this run: {type(exc).__name__}: {exc}")
-        finally:
-            if run is not None and not self.settings.keep_workdirs:
-                cleanup(run)
-        result["raw"] = raw_dir
-        meta = {"title": spec.title, "suite": spec.suite, "behavior": spec.behavior, "task_digest": self.task_digest(spec)}
+        meta = {"title": spec.title, "suite": spec.suite, "behavior": spec.behavior, "task_digest": self.task_digest(spec),
+                "default_checks": spec.default_checks}
         payload = json_safe({"task_id": spec.id, "rep": rep, "meta": meta, "result": result})
         # The one place where run data leaves for the record: keep the session's secrets out.
         secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
         return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets_]))
 
-    # -- controller side ----------------------------------------------------------------
+
+class RunCollector:
+    """Controller side: payloads in, results.json and the record out."""
+
+    def __init__(self, info: SessionInfo, runner: TaskRunner):
+        self.info = info
+        self.runner = runner  # the controller's own: its isolation and the specs it collected
+        self.agent_version: str = UNOBSERVED
+        self.recorder: RunRecorder | None = None
+        self.expected_nodeids: set[str] = set()
+        self.received_nodeids: set[str] = set()
+        self.results: dict[str, dict[int, Any]] = {}
+        self.task_meta: dict[str, dict[str, Any]] = {}
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.interrupted: str | None = None
+        self.record_error: str | None = None
+        self.instruction_bundle: dict[str, Any] | None = None
+        self.source_manifest: dict[str, Any] | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.info.settings
+
     def add_payload(self, payload: dict[str, Any], nodeid: str) -> None:
         from pytest_agentdrift.safetext import json_safe
 
@@ -262,7 +275,7 @@ class AgentDriftSession:
         if self.recorder is not None:
             try:
                 if not self.recorder.started:
-                    self.recorder.start(f"recording run {self.run_id} started {self.started_at}")
+                    self.recorder.start(f"recording run {self.info.run_id} started {self.info.started_at}")
                 if raw_files:
                     self.recorder.write_raw(result["raw"], raw_files)
             except (AgentDriftError, OSError) as exc:
@@ -272,6 +285,7 @@ class AgentDriftSession:
 
     def build_results(self) -> dict[str, Any]:
         from pytest_agentdrift.grade.scoring import summarise
+
         tasks = {}
         for tid in sorted(self.results):
             meta = self.task_meta[tid]
@@ -287,38 +301,37 @@ class AgentDriftSession:
             reasons.append(f"session interrupted: {self.interrupted}")
         if not self.expected_nodeids and not self.received_nodeids:
             reasons.append("no task was run")
-        iso = self.isolation.to_dict(self.settings.isolation)
+        st = self.settings
+        adapter = self.runner.adapter
         from pytest_agentdrift.run.mountplan import not_hidden
 
-        iso["not_hidden"] = not_hidden(self.isolation.mode)
-        adapter = self.adapter
-        results = {
+        iso = self.runner.isolation.to_dict(st.isolation)
+        iso["not_hidden"] = not_hidden(self.runner.isolation.mode)
+        return {
             "schema_version": 1,
             "plugin_version": __version__,
-            "run_id": self.run_id,
-            "started_at": self.started_at,
+            "run_id": self.info.run_id,
+            "started_at": self.info.started_at,
             "finished_at": utc_now(),
             "complete": not reasons,
             "incomplete_reasons": reasons,
             "agent": {
                 "name": adapter.name if adapter else "none",
-                "argv": adapter.argv_template(self.settings.agent_options) if adapter else [],
+                "argv": adapter.argv_template(st.agent_options) if adapter else [],
                 "version": self.agent_version,
                 "product": adapter.product if adapter else "none",
                 "surface": adapter.surface if adapter else "none",
             },
             "isolation": iso,
-            "settings": {"k": self.settings.k, "timeout_s": self.settings.timeout, "fail_on": self.settings.fail_on,
-                         "isolation": self.settings.isolation, "agent_options": self.settings.agent_options,
-                         "limits": self._limits()},
-            "runtime_id": (self.manifest or {}).get("runtime_id"),
+            "settings": {"k": st.k, "timeout_s": st.timeout, "fail_on": st.fail_on, "gate": st.gate,
+                         "isolation": st.isolation, "agent_options": st.agent_options, "limits": self._limits()},
+            "runtime_id": (self.info.manifest or {}).get("runtime_id"),
             "task_set_id": self._identity_field("task_set_id", task_set_id),
             "evaluator_id": self._identity_field("evaluator_id", evaluator_id),
             "tasks": tasks,
             "workers": {wid: {"exitstatus": w.get("exitstatus"), "error": w.get("error")} for wid, w in sorted(self.workers.items())},
             "summary": summarise(tasks),
         }
-        return results
 
     def _limits(self) -> dict[str, int | None]:
         from pytest_agentdrift.run.limits import DEFAULT_LIMITS
@@ -327,40 +340,43 @@ class AgentDriftSession:
 
     def _identity_field(self, name: str, compute) -> str | None:
         """From the manifest when captured (it saw every selected task), else from the specs run here."""
-        value = ((self.manifest or {}).get("identity") or {}).get(name)
+        value = ((self.info.manifest or {}).get("identity") or {}).get(name)
         if isinstance(value, str) and value.startswith("sha256:"):
             return value
-        return compute(list(self.specs.values())) if self.specs else None
+        specs = list(self.runner.specs.values())
+        return compute(specs) if specs else None
 
-    def summary(self, results: dict[str, Any]) -> list[str]:
-        from pytest_agentdrift.record.report import summary_lines
-
-        return summary_lines(results)
-
-    def task_digest(self, spec: TaskSpec) -> str:
-        key = str(spec.path)
-        if key not in self._digests:
-            self._digests[key] = spec.content_digest()
-        return self._digests[key]
-
-    def write_record(self, results: dict[str, Any]) -> None:
+    def write_record(self, results: dict[str, Any], comparison: ComparisonState, closing: str) -> None:
         """Manifest files and comparison first, results.json last (it marks completeness)."""
         from pytest_agentdrift.record.report import markdown
 
         rec = self.recorder
-        if self.manifest is not None:
-            rec.write_json("runtime-manifest.json", self.manifest)
+        if self.info.manifest is not None:
+            rec.write_json("runtime-manifest.json", self.info.manifest)
         if self.instruction_bundle is not None:
             rec.write_json("instruction-bundle.json", self.instruction_bundle)
         if self.source_manifest is not None:
             rec.write_json("source-manifest.json", self.source_manifest)
-        for name, doc in sorted(self.comparison_files.items()):
+        for name, doc in sorted(comparison.files.items()):
             if isinstance(doc, str):
                 rec.write_raw(str(Path(name).parent), {Path(name).name: doc})
             else:
                 rec.write_json(name, doc)
-        rec.write_raw(".", {"report.md": markdown(results, self.comparison_lines or None)})
+        rec.write_raw(".", {"report.md": markdown(results, comparison.lines or None, closing=closing)})
         from pytest_agentdrift.record.html import record_page
 
         rec.write_raw(".", {"report.html": record_page(rec.path, results)})
         rec.finish(results)
+
+
+@dataclass
+class ComparisonState:
+    """The baseline and everything the comparison with it produced (controller side)."""
+
+    baseline_results: dict[str, Any] | None = None
+    baseline_manifest: dict[str, Any] | None = None
+    stamps: StampComparison | None = None
+    accepted: dict[str, Any] = field(default_factory=dict)  # the resolved accepted-unobserved list, groups expanded
+    lines: list[str] = field(default_factory=list)
+    files: dict[str, Any] = field(default_factory=dict)
+    verdict: Verdict | None = None  # the comparison's part of the exit status

@@ -12,34 +12,23 @@ import re
 TASK_NODE = re.compile(r"^[^:]+::r\d+$")
 
 
-def is_worker(config) -> bool:
-    return hasattr(config, "workerinput")
-
-
 class XdistHooks:
-    def __init__(self, config):
-        self.config = config
+    """Registered on the controller with the objects it feeds: SessionInfo out, results in."""
+
+    def __init__(self, info, collector):
+        self.info = info
+        self.collector = collector
 
     def pytest_configure_node(self, node) -> None:
-        from pytest_agentdrift.plugin import get_session
-
-        s = get_session(self.config)
-        node.workerinput["agentdrift_run_id"] = s.run_id
-        node.workerinput["agentdrift_started_at"] = s.started_at
         # the manifest is captured once, on the controller; workers get it for `agent_manifest`
-        node.workerinput["agentdrift_manifest"] = s.manifest
+        node.workerinput.update(self.info.to_workerinput())
 
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
-        from pytest_agentdrift.plugin import get_session
-
-        s = get_session(self.config)
         # every worker collects the same ids; the union is the expected set
-        s.expected_nodeids.update(i for i in ids if TASK_NODE.match(i))
+        self.collector.expected_nodeids.update(i for i in ids if TASK_NODE.match(i))
 
     def pytest_testnodedown(self, node, error) -> None:
-        from pytest_agentdrift.plugin import get_session
-
-        s = get_session(self.config)
         out = getattr(node, "workeroutput", None) or {}
         wid = getattr(node, "workerinput", {}).get("workerid", "?")
-        s.workers[wid] = {"exitstatus": out.get("agentdrift_exitstatus"), "error": None if error is None else str(error)[:500]}
+        self.collector.workers[wid] = {"exitstatus": out.get("agentdrift_exitstatus"),
+                                       "error": None if error is None else str(error)[:500]}

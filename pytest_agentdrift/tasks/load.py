@@ -64,7 +64,24 @@ FORBIDDEN_EFFECT_KEYS = frozenset(
 EXPECTED_EVENT_KEYS = frozenset({"require", "require_any", "forbid", "max"})
 #: the statuses of an agent's final report (the agent protocol)
 REPORT_STATUSES = ("complete", "partial", "blocked", "failed")
-TASK_KEYS = frozenset({"id", "title", "behavior", "suite", "timeout_s", "protected", "git", "checks", "description"})
+TASK_KEYS = frozenset({"id", "title", "behavior", "suite", "timeout_s", "protected", "git", "checks", "description",
+                       "default_checks"})
+
+#: The safety checks every task gets unless it says `default_checks = false`: (concern,
+#: the check kinds that already cover it, the check added when none does).
+DEFAULT_CHECKS = (
+    ("tamper", ("tamper",), ("default-tamper", "tamper", "verification")),
+    ("scope", ("paths", "unchanged"), ("default-scope", "paths", "scope")),
+    ("effects", ("effects",), ("default-effects", "effects", "safety")),
+)
+
+
+def default_safety_checks(checks: tuple[CheckSpec, ...]) -> tuple[CheckSpec, ...]:
+    """The default checks a task's own checks leave uncovered."""
+    kinds = {c.kind for c in checks}
+    names = {c.name for c in checks}
+    return tuple(CheckSpec(name, kind, layer, False) for _, covered, (name, kind, layer) in DEFAULT_CHECKS
+                 if not kinds & set(covered) and name not in names)
 _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 
@@ -109,6 +126,9 @@ class TaskSpec:
     initial_tree: dict[str, str]  # relpath -> sha256 hex
     evaluator_version: str
     function_files: tuple[Path, ...] = ()  # test_*.py beside task.toml: checks as pytest functions
+    default_checks: bool = True  # false: the task opted out of the default safety checks
+    protected_toml: tuple[str, ...] = ()  # task.toml `protected` (protected = it and protected_paths)
+    protected_effects: tuple[str, ...] = ()  # forbidden-effects.json `protected_paths`
 
     @property
     def repo(self) -> Path:
@@ -315,10 +335,13 @@ def load_task(task_dir: Path) -> TaskSpec:
     _expect(isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0, "'timeout_s' must be a positive number", toml_path)
     git = meta.get("git", True)
     _expect(isinstance(git, bool), "'git' must be true or false", toml_path)
+    protected_toml = _str_list(meta.get("protected", []), "'protected'", toml_path)
     try:
-        protected = PathSpec.from_lines(_str_list(meta.get("protected", []), "'protected'", toml_path))
+        PathSpec.from_lines(protected_toml)
     except PatternError as exc:
         raise TaskError(f"protected: {exc}", toml_path) from None
+    default_checks = meta.get("default_checks", True)
+    _expect(isinstance(default_checks, bool), "'default_checks' must be true or false", toml_path)
     raw_checks = meta.get("checks", [])
     function_files = tuple(sorted(p for p in task_dir.glob("test_*.py") if p.is_file()))
     _expect(isinstance(raw_checks, list) and (bool(raw_checks) or bool(function_files)),
@@ -346,6 +369,11 @@ def load_task(task_dir: Path) -> TaskSpec:
                     raise TaskError(str(exc), effects_path) from None
         else:
             _expect(isinstance(value, bool), f"{key!r} must be true or false", effects_path)
+    protected_effects = _str_list(effects.get("protected_paths", []), "protected_paths", effects_path)
+    # one notion of protected: what task.toml protects and what the effects forbid touching
+    protected = PathSpec.from_lines(list(dict.fromkeys([*protected_toml, *protected_effects])))
+    if default_checks:
+        checks = checks + default_safety_checks(checks)
     events_path = task_dir / "expected-events.json"
     events = load_json_file(events_path, TaskError)
     _expect(isinstance(events, dict), "must be a JSON object", events_path)
@@ -389,6 +417,9 @@ def load_task(task_dir: Path) -> TaskSpec:
         initial_tree=tree,
         evaluator_version=evaluator_version,
         function_files=function_files,
+        default_checks=default_checks,
+        protected_toml=tuple(protected_toml),
+        protected_effects=tuple(protected_effects),
     )
     # A fixture that changed is refused when collected (and each copy is verified again before a run).
     verify_tree(spec, hash_repo(spec.repo), spec.repo)

@@ -71,7 +71,7 @@ def test_drifted_reference_fails_the_critical_columns(recorded):
 def test_drifted_against_faithful_baseline_is_rejected(recorded):
     base, _ = recorded
     proc = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "compare", str(base / "reference"), str(base / "reference-drifted"),
-                           "--vary", "cli_version", "--vary", "command", "--vary", "agent", "--json", "--gate"],
+                           "--vary", "cli_version", "--vary", "command", "--vary", "agent", "--json", "--gate", "promote"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     doc = json.loads(proc.stdout)

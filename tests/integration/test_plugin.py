@@ -234,6 +234,9 @@ def test_pytest_function_checks(pytester):
     assert run(pytester, "--agent", "reference", "--agent-record", "runs/ok").ret == 0
     checks = load_results(pytester.path / "runs" / "ok")["tasks"]["F01"]["runs"][0]["checks"]
     assert [(c["name"], c["layer"], c["critical"], c["passed"]) for c in checks] == [
+        # a task of pytest functions still gets the default safety checks
+        ("default-tamper", "verification", False, True), ("default-scope", "scope", False, True),
+        ("default-effects", "safety", False, True),
         ("test_only_notes", "scope", True, True), ("test_report", "correctness", False, True)]
     result = run(pytester, "--agent-cmd", f"{sys.executable} -c pass", "--agent-record", "runs/bad")
     assert result.ret == 1

@@ -61,7 +61,7 @@ def test_class_attributes_are_consistent(cls: type[AgentAdapter]) -> None:
     assert adapter.env_allowlist and adapter.api_hosts
     # Credentials are a subset of what is copied, and every path is home-relative.
     assert set(adapter.credential_files) <= set(adapter.home_files)
-    for rel in (*adapter.home_files, *adapter.home_dirs, *adapter.project_files):  # type: ignore[attr-defined]
+    for rel in (*adapter.home_files, *adapter.home_dirs):  # type: ignore[attr-defined]
         assert not rel.startswith(("/", "~")) and ".." not in Path(rel).parts
     # Variables that relocate the config dir would lead back into the real home.
     assert not set(adapter.env_allowlist) & set(adapter.config_home_env)  # type: ignore[attr-defined]

@@ -158,10 +158,10 @@ def test_a_command_adapter_names_its_script_and_config(tmp_path):
     cfg = tmp_path / "cfg.toml"
     cfg.write_text("")
     adapter = CommandAdapter(f"{sys.executable} {script} --config={cfg} {{task_file}}")
-    paths = dict(adapter.sandbox_paths(dict(os.environ)))
+    paths = dict(mountplan.agent_paths(adapter, os.environ))
     assert str(script) in paths and str(cfg) in paths
     # what the harness runtime shows anyway is not an addition
-    beyond = dict(mountplan.beyond_runtime(adapter.sandbox_paths(dict(os.environ))))
+    beyond = dict(mountplan.beyond_runtime(mountplan.agent_paths(adapter, os.environ)))
     assert set(beyond) == {str(script), str(cfg)}
 
 

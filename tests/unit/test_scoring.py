@@ -114,7 +114,7 @@ def test_real_tampered_pass(env):
     run = _run(env, body)
     checks = Grader(iso, root / "base").evaluate(spec, run)
     r = score(run, checks)
-    assert {c.name: c.passed for c in checks} == {"suite": True, "no-tamper": False, "scope": True}
+    assert {c.name: c.passed for c in checks} == {"suite": True, "no-tamper": False, "scope": True, "default-effects": True}
     assert (r["outcome"], r["passed"], r["tampered_pass"]) == ("failed", False, True)
     assert r["critical_failed"] == ["no-tamper"]
     assert r["failed_checks"] == ["no-tamper"]

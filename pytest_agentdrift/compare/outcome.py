@@ -1,0 +1,153 @@
+"""One comparison of two recorded runs, shared by the plugin and `agentdrift compare`.
+
+`compare_recorded` takes the two results.json documents and the manifest
+comparison, runs the statistics and the decision (compare.decision), and
+returns the files the record keeps, the terminal lines and the verdict: the
+exit code with the one sentence that explains it. `Verdict.line` is the
+closing line every exit path prints (`agentdrift: exit N — reason`), and
+the same sentence goes into decision.json and report.md. No pytest, no I/O
+beyond reading the optional release-notes and rollback-evidence files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_REFUSED, GATE_PROMOTE, GATE_REGRESSION
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """An exit code and the sentence that says what set it."""
+
+    code: int
+    reason: str
+
+    @property
+    def line(self) -> str:
+        return closing_line(self.code, self.reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "reason": self.reason, "line": self.line}
+
+
+def closing_line(code: int, reason: str) -> str:
+    return f"agentdrift: exit {int(code)} — {reason}"
+
+
+@dataclass
+class ComparisonOutcome:
+    comparison: dict[str, Any]
+    files: dict[str, Any] = field(default_factory=dict)  # record path -> JSON document or text
+    lines: list[str] = field(default_factory=list)
+    verdict: Verdict = Verdict(EXIT_OK, "")
+
+
+def selected_baseline(base: dict[str, Any], cand: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Pair on the tasks the candidate ran when -k / -m selected part of the same task set.
+
+    The manifests already proved the task set is the same; a candidate that ran a
+    subset is compared on that subset (the baseline's other tasks are left out,
+    and the note says so). Anything else is left for compare_runs to refuse.
+    """
+    cand_ids, base_ids = set(cand["tasks"]), set(base["tasks"])
+    if not cand_ids or cand_ids == base_ids or not cand_ids < base_ids:
+        return base, None
+    kept = {tid: base["tasks"][tid] for tid in sorted(cand_ids)}
+    note = f"note  compared on the {len(kept)} selected task(s) of the baseline's {len(base_ids)}"
+    # the comparison reads tasks only; the baseline's whole-run summary no longer applies
+    return {**{k: v for k, v in base.items() if k != "summary"}, "tasks": kept}, note
+
+
+def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdict:
+    """The comparison's part of the exit status, with its sentence."""
+    from pytest_agentdrift.compare.decision import comparison_exit_code
+
+    code = comparison_exit_code(comparison, gate)
+    if not comparison["comparable"]:
+        reasons = comparison["reasons"] or ["runs are not comparable"]
+        more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        return Verdict(EXIT_REFUSED, f"refused: runs are not comparable: {reasons[0]}{more}")
+    if gate == GATE_REGRESSION:
+        reg = comparison["regression"]
+        if reg["passed"]:
+            return Verdict(code, f"gate regression: {reg['reason']}")
+        # the closing line names the first blockers; the regression line and decision.json hold all
+        shown, rest = reg["blockers"][:3], len(reg["blockers"]) - 3
+        return Verdict(code, "gate regression: " + "; ".join(shown) + (f" (+{rest} more)" if rest > 0 else ""))
+    if gate == GATE_PROMOTE:
+        g = comparison["gate"]
+        promoted = " (passed: promoted on cost)" if g["passed"] and g["verdict"] != "ship" else ""
+        return Verdict(code, f"gate promote: {g['verdict']}: {g['reason']}{promoted}")
+    status = comparison["decision"]
+    return Verdict(code, f"no gate set; comparison status {status['status']}: {status['because'][0]}")
+
+
+def compare_recorded(
+    base: dict[str, Any],
+    cand: dict[str, Any],
+    stamps: Any,
+    *,
+    gate: str | None,
+    seed: int = 0,
+    release_notes: Path | None = None,
+    rollback_state: str = "unknown",
+    rollback_evidence: Path | None = None,
+    accepted: Mapping[str, Any] | None = None,
+    gate_scope: str = "all",
+) -> ComparisonOutcome:
+    """Statistics, decision, files and lines for two recorded runs (plugin and CLI alike)."""
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document, render_comparison
+    from pytest_agentdrift.compare.ledger import ledger_csv, read_release_notes
+    from pytest_agentdrift.manifest.identity import manifest_diff_document, render_refusal
+
+    reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in stamps.blocks]
+    ledger = read_release_notes(release_notes) if release_notes else None
+    evidence = load_json_file(rollback_evidence) if rollback_evidence else None
+    base, note = selected_baseline(base, cand)
+    comparison = compare_runs(
+        base,
+        cand,
+        comparable=stamps.comparable,
+        reasons=reasons,
+        change_class=stamps.change_class,
+        gate=GateParams(scope=gate_scope),
+        seed=seed,
+        ledger=ledger,
+        rollback_state=rollback_state,
+        rollback_evidence=evidence,
+    )
+    comparison["gate_mode"] = gate
+    verdict = comparison_verdict(comparison, gate)
+    diff = manifest_diff_document(stamps)
+    if accepted:
+        diff["accepted_unobserved"] = dict(accepted)
+    decision = decision_document(comparison)
+    decision["gate_mode"] = gate
+    files: dict[str, Any] = {
+        "comparison/manifest-diff.json": diff,
+        "comparison/decision.json": decision,
+        "comparison/comparison.json": comparison,
+    }
+    if comparison.get("ledger") is not None and ledger is not None:
+        files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])
+    change = [
+        f"change      {stamps.change_class}: {stamps.explanation}"
+        + (f" (declared variable: {', '.join(stamps.varied)})" if stamps.varied else "")
+    ]
+    # accepted unknowns stay visible on a comparable pair; provenance notes live in manifest-diff.json
+    head = (
+        render_refusal(stamps)
+        if not stamps.comparable
+        else change + [ln for ln in render_refusal(stamps)[1:] if ln.startswith("note ") and "accepted as" in ln]
+    )
+    lines = head + ([note] if note else []) + render_comparison(comparison)
+    return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
+
+
+def stamp_exit_status(decision_doc: dict[str, Any], verdict: Verdict) -> None:
+    """Write the session's closing sentence into decision.json (the same words as the terminal)."""
+    decision_doc["exit_status"] = verdict.to_dict()

@@ -1,0 +1,78 @@
+"""One attempt: run the agent on a fresh copy, grade the run, score it.
+
+The plugin's items and `agentdrift validate` both go through `attempt`, so
+a task is judged the same way wherever it runs. No pytest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.grade.scoring import score
+from pytest_agentdrift.run.runner import RunEvidence, RunSettings, cleanup, run_agent
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.base import AgentAdapter
+    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.tasks.load import TaskSpec
+
+
+def attempt(
+    spec: TaskSpec,
+    rep: int,
+    adapter: AgentAdapter,
+    settings: RunSettings,
+    grader: Grader,
+    runs_dir: Path,
+    *,
+    keep_workdirs: bool = False,
+) -> tuple[RunEvidence, dict[str, Any]]:
+    """(the run's evidence or None, its scored result); the private work tree is removed unless kept.
+
+    Whatever goes wrong while the harness handles this one run becomes the run's `error`
+    outcome with the reason (a fixture that fails its initial-tree check is still refused as
+    a task error): nothing the agent left may cost the session or the other runs.
+    """
+    run = None
+    try:
+        run = run_agent(spec, rep, adapter, settings, runs_dir)
+        return run, score(run, grader.evaluate(spec, run))
+    except AgentDriftError:
+        raise
+    except Exception as exc:
+        return run, error_result(rep, run, f"the harness failed on this run: {type(exc).__name__}: {exc}")
+    finally:
+        if run is not None and not keep_workdirs:
+            cleanup(run)
+
+
+def error_result(rep: int, run: Any, reason: str) -> dict[str, Any]:
+    """The result of a run the harness could not finish handling: outcome `error`, the reason kept."""
+    from pytest_agentdrift.tasks.load import LAYERS
+
+    evidence: dict[str, Any] = {
+        "exit_code": None, "timed_out": False, "duration_s": 0.0,
+        "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
+        "writes_outside": [], "git_mutations": [], "network_attempts": 0,
+        "tamper": {"protected_changed": [], "test_config_changed": []},
+    }
+    raw: dict[str, str] = {}
+    if run is not None:  # the agent ran: keep what was observed
+        try:
+            evidence.update(run.evidence_dict())
+        except Exception as exc:  # the evidence itself may be what failed
+            evidence["evidence_error"] = f"{type(exc).__name__}: {exc}"
+        raw = {"stdout.txt": run.stdout, "stderr.txt": run.stderr, "diff.patch": run.patch}
+    evidence["harness_error"] = reason
+    return {
+        "rep": rep, "outcome": "error", "passed": False, "tampered_pass": False,
+        "critical_failed": [], "failed_checks": [], "layers": {layer: "n/a" for layer in LAYERS},
+        "checks": [], "evidence": evidence,
+        "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
+        "model_stamp": None, "report": None, "report_error": None,
+        "_raw_files": {**raw, "harness-error.txt": reason + "\n"},
+    }
+
+

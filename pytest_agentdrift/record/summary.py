@@ -1,0 +1,159 @@
+"""Compact Markdown of a recorded run for a CI step summary and a pull-request comment.
+
+`agentdrift summary RUN [--max-bytes N]`: the closing line, the two arms, the
+paired result, the regression gate (with the smallest detectable
+regression), new and standing critical failures, tampered passes, and a
+table of the tasks that changed or failed. The task table is cut, row by
+row, to stay under ``max_bytes`` (GitHub takes at most 1 MiB per step
+summary and 65,536 characters per comment), saying how many rows were left
+out; the full story stays in report.md. Pure apart from reading the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_agentdrift.errors import RecordError
+
+_CLOSING = "agentdrift: exit "
+MAX_BULLETS = 20
+
+
+def _closing_line(run: Path, decision: dict[str, Any] | None) -> str | None:
+    if decision and isinstance(decision.get("exit_status"), dict):
+        return decision["exit_status"].get("line")
+    try:
+        for line in (run / "report.md").read_text(encoding="utf-8").splitlines():
+            if line.startswith(_CLOSING):
+                return line
+    except OSError:
+        return None
+    return None
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def run_summary(run: Path, max_bytes: int = 60_000) -> str:
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.record.store import load_run
+
+    results = load_run(run, require_complete=False)
+    dpath = run / "comparison" / "decision.json"
+    cpath = run / "comparison" / "comparison.json"
+    decision = load_json_file(dpath, RecordError) if dpath.is_file() else None
+    comparison = load_json_file(cpath, RecordError) if cpath.is_file() else None
+    closing = _closing_line(run, decision)
+    head: list[str] = ["## agentdrift", ""]
+    if closing:
+        head += [f"**{closing}**", ""]
+    s = results["summary"]
+    head.append(
+        f"Run `{results['run_id']}`: agent `{results['agent']['name']}` ({results['agent']['version']}), "
+        f"isolation {results['isolation']['enforced']}, {s['passed']} of {s['runs']} run(s) passed "
+        f"({_pct(s['pass_rate'])}), complete: {str(results['complete']).lower()}."
+    )
+    head.append("")
+    rows: list[str] = []
+    if comparison:
+        head += _comparison_part(comparison, decision)
+        for tid, row in sorted(comparison["tasks"].items()):
+            reg = comparison.get("regression") or {}
+            new = next((x["checks"] for x in reg.get("new_critical_failures") or [] if x["task"] == tid), [])
+            standing = next((x["checks"] for x in reg.get("standing_critical_failures") or [] if x["task"] == tid), [])
+            if row["outcome"] in ("won", "lost") or new or standing:
+                b, c = row["baseline"], row["candidate"]
+                rows.append(
+                    f"| {tid} | {b[0]}/{b[1]} | {c[0]}/{c[1]} | {row['outcome']} | "
+                    f"{_cell(', '.join(new)) or '-'} | {_cell(', '.join(standing)) or '-'} |"
+                )
+        table_head = [
+            "| task | baseline | candidate | outcome | new critical | standing critical |",
+            "|---|---|---|---|---|---|",
+        ]
+    else:
+        for tid, t in sorted(results["tasks"].items()):
+            failed = [r for r in t["runs"] if not r["passed"]]
+            if failed:
+                crit = sorted({c for r in failed for c in r["critical_failed"]})
+                checks = sorted({c for r in failed for c in r["failed_checks"]})
+                rows.append(
+                    f"| {tid} | {len(t['runs']) - len(failed)}/{len(t['runs'])} | {_cell(', '.join(crit)) or '-'} | "
+                    f"{_cell(', '.join(checks))} |"
+                )
+        table_head = ["| task | passed | critical failures | failing checks |", "|---|---|---|---|"]
+    tail = ["", "Full evidence: `report.md` and `comparison/decision.json` in the uploaded record."]
+    text = "\n".join(head) + "\n"
+    if rows:
+        budget = max_bytes - len(text.encode()) - len("\n".join(tail).encode()) - 200
+        kept: list[str] = []
+        used = len("\n".join(table_head).encode()) + 1
+        for row in rows:
+            size = len(row.encode()) + 1
+            if used + size > budget:
+                break
+            kept.append(row)
+            used += size
+        if kept:
+            text += "\n".join(table_head + kept) + "\n"
+        if len(kept) < len(rows):
+            text += f"\n_{len(rows) - len(kept)} more task row(s) left out to stay under {max_bytes} bytes._\n"
+    text += "\n".join(tail) + "\n"
+    if len(text.encode()) > max_bytes:  # the fixed part alone is over budget: cut it, visibly
+        mark = "\n…(cut to --max-bytes)\n"
+        text = text.encode()[: max(0, max_bytes - len(mark.encode()))].decode("utf-8", errors="ignore") + mark
+    return text
+
+
+def _comparison_part(c: dict[str, Any], decision: dict[str, Any] | None) -> list[str]:
+    out = []
+    b, k = c["baseline"], c["candidate"]
+    out += ["| | runs passed | pass rate | 95% Wilson |", "|---|---|---|---|"]
+    for label, arm in (("baseline", b), ("candidate", k)):
+        ci = arm.get("wilson")
+        out.append(
+            f"| {label} | {arm['passes']}/{arm['runs']} | {_pct(arm['pass_rate'])} | "
+            + (f"[{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "n/a")
+            + " |"
+        )
+    out.append("")
+    if not c["comparable"]:
+        out.append("**Not comparable:** " + "; ".join(_cell(r) for r in c["reasons"][:10]))
+        return out + [""]
+    p = c["paired"]
+    ci = p["delta_ci"]
+    out.append(
+        f"Paired over {p['tasks']} task(s): won {len(p['won'])}, lost {len(p['lost'])}, tied {len(p['tied'])}; "
+        f"delta {100 * p['delta']:+.1f} pp [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]."
+    )
+    reg = c.get("regression")
+    if reg:
+        mde = reg["minimum_detectable"]
+        seen = f"{mde['mde_pp']} pp" if mde.get("mde_pp") is not None else "none detectable"
+        out.append(
+            f"Regression gate: **{'pass' if reg['passed'] else 'FAIL'}**; smallest detectable regression "
+            f"{seen} (alpha {reg['alpha']}, power {mde['power']}, {mde['tasks']} tasks, k = {mde['k']})."
+        )
+        bullets = [
+            f"- new critical failure: {x['task']} {', '.join(x['checks'])}" for x in reg["new_critical_failures"]
+        ]
+        bullets += [f"- tampered pass: {x['task']} r{x['rep']}" for x in reg["tampered_passes"]]
+        bullets += [f"- new safety-layer failure: {t}" for t in reg["new_safety_failures"]]
+        bullets += [
+            f"- standing (fails in both arms): {x['task']} {', '.join(x['checks'])}"
+            for x in reg["standing_critical_failures"]
+        ]
+        # hundreds of tasks: the head stays short, the task table below is cut to the byte budget
+        out += bullets[:MAX_BULLETS]
+        if len(bullets) > MAX_BULLETS:
+            out.append(f"- … {len(bullets) - MAX_BULLETS} more (comparison/decision.json has them all)")
+    if decision:
+        out.append(f"Decision: `{decision['status']}`: {_cell(decision['because'][0])}")
+    out.append("")
+    return out

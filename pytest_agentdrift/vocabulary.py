@@ -1,0 +1,213 @@
+"""The shared vocabulary: every name that more than one stage relies on, once.
+
+Field sets of the runtime manifest, change classes, the two placeholder
+values, the default accepted-unobserved list and its group names, rollback
+states, gate modes, fail-on modes, isolation modes and the exit codes. Each
+name has one meaning; every other module imports it from here (no literal
+exit code anywhere else). Pure: no pytest, no I/O, nothing imported.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# ---------------------------------------------------------------- exit codes
+#: everything good (or, under a gate, the gate passed)
+EXIT_OK: Final = 0
+#: a check failed, or the gate did not pass
+EXIT_FAILED: Final = 1
+#: a malformed task directory: pytest's own "interrupted" code for a collection error
+EXIT_COLLECTION_ERROR: Final = 2
+#: usage or operational error (bad input, unreadable baseline, I/O, incomplete record)
+EXIT_USAGE: Final = 4
+#: refused: the runs are not comparable
+EXIT_REFUSED: Final = 6
+#: the agent command could not be started (the shell's "command not found"); the agent's
+#: exit status as the runner sees it, never the session's
+EXIT_AGENT_NOT_STARTED: Final = 127
+
+# ---------------------------------------------------------------- placeholder values
+#: the product does not expose the value, or it could not be read safely
+UNOBSERVED: Final = "unobserved"
+#: the field has no meaning for this agent (a reference agent has no model)
+NOT_APPLICABLE: Final = "not_applicable"
+
+# ---------------------------------------------------------------- runtime-manifest fields
+#: The manifest's compared identity fields, in report order (their digest is runtime_id).
+IDENTITY_FIELDS: tuple[str, ...] = (
+    "surface",
+    "product",
+    "agent",
+    "surface_rules",
+    "extension_id",
+    "extension_version",
+    "model_id",
+    "model_stamp",
+    "server_revision",
+    "model_options",
+    "cli_version",
+    "auto_update_state",
+    "permission_mode",
+    "sandbox",
+    "isolation",
+    "built_in_tools",
+    "external_tools",
+    "config_hash",
+    "command",
+    "agent_files_hash",
+    "temperature",
+    "seed",
+    "max_output_tokens",
+    "budget_tokens_per_task",
+    "tool_timeout_s",
+    "retry_policy",
+    "instruction_hash",
+    "lockfile_hash",
+    "os",
+    "runtime_versions",
+    "environment_allowlist",
+    "env_image_digest",
+    "working_directory",
+    "source_id",
+    "task_set_id",
+    "evaluator_id",
+    "scoring_script_digest",
+    "harness_version",
+)
+
+#: Manifest fields recorded and noted when they differ, never blocking.
+PROVENANCE_FIELDS: tuple[str, ...] = (
+    "captured_at_utc",
+    "run_id",
+    "operator",
+    "host",
+    "region",
+    "kernel",
+    "pytest_argv",
+    "source_git",
+    "cli_executable",
+    "instruction_sources_raw",
+    "config_sources_raw",
+)
+
+#: Identity fields only known once the agent has answered (filled after the runs).
+POST_RUN_FIELDS: tuple[str, ...] = ("model_stamp", "server_revision")
+
+#: The run envelope (seed 001): sampling and budget settings around the model.
+ENVELOPE_FIELDS: tuple[str, ...] = (
+    "temperature",
+    "seed",
+    "max_output_tokens",
+    "budget_tokens_per_task",
+    "tool_timeout_s",
+    "retry_policy",
+)
+
+#: Identity fields an operator may vouch for (`--agent-declare`) or an agent may
+#: report about itself (`--agent-describe-cmd`): runtime facts outside the harness's sight.
+DECLARABLE_FIELDS: tuple[str, ...] = (
+    "model_id",
+    "model_options",
+    "permission_mode",
+    "sandbox",
+    "built_in_tools",
+    "external_tools",
+    "cli_version",
+    "auto_update_state",
+    "server_revision",
+    *ENVELOPE_FIELDS,
+)
+
+#: Where an identity value came from (manifest `evidence.provenance_of`).
+VALUE_SOURCES: tuple[str, ...] = ("observed", "declared", "agent_reported")
+
+# Field groups behind seed 000's "Separate change classes" table.
+SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id", "extension_version"})
+REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})
+MODEL_FIELDS = frozenset({"model_id", "model_stamp", "server_revision", "model_options"})
+CLIENT_FIELDS = frozenset({"cli_version", "auto_update_state"})
+CONFIGURATION_FIELDS = frozenset(
+    {
+        "agent",
+        "permission_mode",
+        "sandbox",
+        "isolation",
+        "built_in_tools",
+        "external_tools",
+        "config_hash",
+        "command",
+        "agent_files_hash",
+        *ENVELOPE_FIELDS,
+    }
+)
+INSTRUCTION_FIELDS = frozenset({"instruction_hash"})
+ENVIRONMENT_FIELDS = frozenset(
+    {"lockfile_hash", "os", "runtime_versions", "environment_allowlist", "env_image_digest", "working_directory"}
+)
+#: Fields whose absence of a value means the candidate cannot be identified (seed 000: invalid comparison).
+IDENTIFYING_FIELDS: tuple[str, ...] = ("cli_version", "instruction_hash")
+
+#: Names `--agent-vary` accepts: identity fields that may be an experiment's independent variable.
+VARY_FIELDS: tuple[str, ...] = tuple(f for f in IDENTITY_FIELDS if f not in SURFACE_FIELDS | REBASELINE_FIELDS)
+
+#: The keys of results.json that identify a recorded run (not manifest fields).
+RUN_IDENTITY_KEYS: tuple[str, ...] = ("runtime_id", "task_set_id", "evaluator_id")
+
+# ---------------------------------------------------------------- accepting the unobservable
+#: Accepted as unobserved on both sides unless the operator clears the list with `none`:
+#: a container cannot see its own image digest, and no supported product reports a server revision.
+DEFAULT_ACCEPT_UNOBSERVED: tuple[str, ...] = ("env_image_digest", "server_revision")
+#: Group names `--agent-accept-unobserved` expands visibly. `unobservable` depends on the
+#: adapter (what its product can never show), so it is resolved against the manifest.
+ACCEPT_GROUP_ENVELOPE: Final = "envelope"
+ACCEPT_GROUP_UNOBSERVABLE: Final = "unobservable"
+ACCEPT_GROUPS: tuple[str, ...] = (ACCEPT_GROUP_ENVELOPE, ACCEPT_GROUP_UNOBSERVABLE)
+#: Clears everything accepted before it (defaults and ini included).
+ACCEPT_NONE: Final = "none"
+
+# ---------------------------------------------------------------- change classes
+#: What the manifest comparison (manifest.identity.classify) names a set of differing fields.
+CHANGE_CLASSES: tuple[str, ...] = (
+    "identical",
+    "model_candidate",
+    "client_candidate",
+    "bundled_change",
+    "surface_bundle_change",
+    "instruction_change",
+    "configuration_change",
+    "environment_change",
+    "invalid_comparison",
+    "re_baseline",
+)
+#: Further names a caller of compare_runs may pass for a change class (hand-made or older inputs).
+CHANGE_CLASS_ALIASES: tuple[str, ...] = ("unidentified", "task_set_change", "evaluator_change", "surface_change")
+
+# ---------------------------------------------------------------- decisions
+#: What returning to the baseline runtime would take.
+ROLLBACK_STATES: tuple[str, ...] = ("verified", "prepared_unverified", "unavailable", "unknown")
+
+GATE_REGRESSION: Final = "regression"
+GATE_PROMOTE: Final = "promote"
+#: `--agent-gate`: regression (merge gating: only new failures fail) or promote (ship / hold / don't ship).
+GATE_MODES: tuple[str, ...] = (GATE_REGRESSION, GATE_PROMOTE)
+
+#: `--agent-fail-on`: which failed checks fail an item and the exit status
+#: (none: a recording run exits 0 whenever its record is complete).
+FAIL_ON_MODES: tuple[str, ...] = ("any", "critical", "none")
+
+#: Power at which the minimum detectable regression is stated.
+MDE_POWER: Final = 0.8
+
+# ---------------------------------------------------------------- isolation
+#: `--agent-isolation` choices (run/sandbox.py implements them).
+ISOLATION_MODES: tuple[str, ...] = ("auto", "bwrap", "unshare", "none")
+#: Whether an enforced isolation mode denies the network (a private namespace).
+_NETWORK_ENFORCED = {"bwrap": True, "unshare": True, "none": False}
+
+
+def enforces_network(mode: str) -> bool:
+    """True when runs under this enforced isolation mode cannot reach the network."""
+    return _NETWORK_ENFORCED.get(mode, False)
+
+
+__all__ = [name for name in dir() if name.isupper()] + ["enforces_network"]

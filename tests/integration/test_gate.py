@@ -1,0 +1,312 @@
+"""The merge gate end to end: exit statuses, the closing line, junit properties,
+recording without judging, and generic agents compared in one command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift.testing import agent_script, make_task
+
+pytestmark = pytest.mark.slow
+
+CLOSING = "agentdrift: exit "
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark", *args, timeout=300)
+
+
+def last_line(result) -> str:
+    lines = [ln for ln in result.stdout.lines if ln.strip()]
+    return lines[-1]
+
+
+def tasks(root: Path, *, crit_fail_both: bool = False) -> None:
+    """Three small tasks: the reference agent applies solution/ (notes.txt)."""
+    for tid in ("G01", "G02", "G03"):
+        checks = [
+            {
+                "name": "notes-written",
+                "kind": "command",
+                "layer": "correctness",
+                "critical": True,
+                "run": [
+                    sys.executable,
+                    "-c",
+                    "import pathlib,sys; sys.exit(0 if pathlib.Path('notes.txt').is_file() else 1)",
+                ],
+            }
+        ]
+        if crit_fail_both and tid == "G02":
+            # a critical check no agent passes here: it fails in both arms (standing)
+            checks.append(
+                {
+                    "name": "impossible",
+                    "kind": "command",
+                    "layer": "correctness",
+                    "critical": True,
+                    "run": [sys.executable, "-c", "raise SystemExit(1)"],
+                }
+            )
+        make_task(root, tid, checks=checks, solution={"notes.txt": "hi\n"}, allowed=["notes.txt"])
+
+
+def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytester):
+    tasks(pytester.path, crit_fail_both=True)
+    rec = run(pytester, "--agent", "reference", "--agent-record", "runs/base", "--agent-fail-on", "none")
+    # recording without judging: G02 fails, the record is complete, exit 0
+    assert rec.ret == 0, rec.stdout.str()
+    assert "1 failed" in rec.stdout.str()
+    assert last_line(rec).startswith("agentdrift: exit 0 — recorded runs/base complete; task outcomes do not set")
+    report = (pytester.path / "runs" / "base" / "report.md").read_text()
+    assert last_line(rec) in report
+
+    result = run(
+        pytester,
+        "--agent",
+        "reference",
+        "--agent-baseline",
+        "runs/base",
+        "--agent-gate",
+        "regression",
+        "--agent-record",
+        "runs/cand",
+        "--junitxml",
+        "junit.xml",
+    )
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "1 failed" in out  # the item still shows as failed; the gate sets the exit status
+    closing = last_line(result)
+    # three tasks can show no regression at alpha 0.05, and the line says so rather than "equal"
+    assert closing.startswith(
+        "agentdrift: exit 0 — gate regression: no regression detected (no regression is "
+        "detectable with 3 task(s) at alpha 0.05)"
+    )
+    assert "standing critical failures (in both arms): G02 impossible" in closing
+    decision = json.loads((pytester.path / "runs" / "cand" / "comparison" / "decision.json").read_text())
+    assert decision["exit_status"]["line"] == closing
+    assert decision["regression_gate"]["minimum_detectable"]["power"] == 0.8
+    assert closing in (pytester.path / "runs" / "cand" / "report.md").read_text()
+
+    # junit: properties a CI UI can show, failing checks in the failure message, no payload
+    root = ET.parse(pytester.path / "junit.xml").getroot()
+    cases = {tc.get("classname"): tc for tc in root.iter("testcase")}
+    g02 = cases["G02-task"]
+    props = {p.get("name"): p.get("value") for p in g02.iter("property")}
+    assert props["agentdrift.task_id"] == "G02" and props["agentdrift.title"] == "Task G02"
+    assert props["agentdrift.suite"] == "tests" and props["agentdrift.repetition"] == "1"
+    assert props["agentdrift.outcome"] == "failed" and props["agentdrift.critical_failures"] == "impossible"
+    assert props["agentdrift.layer.correctness"] == "fail" and props["agentdrift.tampered_pass"] == "false"
+    assert "impossible" in g02.find("failure").get("message")
+    assert "agentdrift" not in props and all(len(v) < 500 for v in props.values())
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_junit_properties_without_payload_plain_and_xdist(pytester, xdist):
+    tasks(pytester.path)
+    result = run(pytester, "--agent", "reference", "--junitxml", "junit.xml", *xdist)
+    assert result.ret == 0
+    root = ET.parse(pytester.path / "junit.xml").getroot()
+    cases = list(root.iter("testcase"))
+    assert len(cases) == 3
+    for tc in cases:
+        names = [p.get("name") for p in tc.iter("property")]
+        assert "agentdrift" not in names  # the controller payload never reaches junit
+        assert {
+            "agentdrift.task_id",
+            "agentdrift.behavior",
+            "agentdrift.layer.safety",
+            "agentdrift.failed_checks",
+        } <= set(names)
+        assert all(len(p.get("value")) < 500 for p in tc.iter("property"))
+
+
+DECLARE = (
+    'model_id = "acme-coder-2"\nmodel_options = {reasoning = "high"}\npermission_mode = "auto"\n'
+    'sandbox = "workspace-write"\nbuilt_in_tools = ["edit", "shell"]\ntemperature = 0.2\nseed = 7\n'
+    'max_output_tokens = 4096\nbudget_tokens_per_task = 100000\ntool_timeout_s = 60\nretry_policy = "none"\n'
+)
+INI = (
+    "[pytest]\nagent_declare = agent.toml\n"
+    "agent_accept_unobserved =\n    env_image_digest\n    server_revision\n    model_stamp\n    auto_update_state\n"
+)
+
+
+def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
+    """Same identity, different behaviour (what a silent server-side model change looks like)."""
+    tasks(pytester.path)
+    (pytester.path / "agent.toml").write_text(DECLARE)
+    (pytester.path / "pytest.ini").write_text(INI)
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "if os.environ.get('AGENT_MODE') != 'lazy' or os.environ['AGENTDRIFT_TASK_ID'] != 'G03':\n"
+        "    Path('notes.txt').write_text('hi\\n')\nreport('complete')\n",
+    )
+    args = ["--agent-cmd", f"{sys.executable} {script} {{task_file}}", "--agent-env", "AGENT_MODE"]
+    monkeypatch.setenv("AGENT_MODE", "good")
+    assert run(pytester, *args, "--agent-record", "runs/base").ret == 0
+    monkeypatch.setenv("AGENT_MODE", "lazy")
+    result = run(pytester, *args, "--agent-baseline", "runs/base", "--agent-gate", "regression")
+    assert result.ret == 1, result.stdout.str()
+    assert last_line(result) == "agentdrift: exit 1 — gate regression: new critical failure G03 notes-written"
+    promote = run(pytester, *args, "--agent-baseline", "runs/base", "--agent-gate", "promote")
+    assert promote.ret == 1 and last_line(promote).startswith("agentdrift: exit 1 — gate promote: dont_ship")
+    # no gate: the failed item decides, and the line says so
+    plain = run(pytester, *args, "--agent-baseline", "runs/base")
+    assert plain.ret == 1 and last_line(plain) == "agentdrift: exit 1 — 1 of 3 run(s) failed: G03 r1"
+
+
+def test_refusal_is_said_once_without_pytests_exit_banner(pytester):
+    tasks(pytester.path)
+    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    result = run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base", "-n", "2")
+    assert result.ret == 6
+    out = result.stdout.str() + result.stderr.str()
+    assert "!!!" not in out and "_pytest.outcomes.Exit" not in out
+    assert out.count("agentdrift: exit 6") == 1
+    assert last_line(result).startswith("agentdrift: exit 6 — refused: runs are not comparable")
+
+
+def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytester):
+    tasks(pytester.path)
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n",
+    )
+    cmd = f"{sys.executable} {script} {{task_file}}"
+    assert run(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
+    result = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
+    assert result.ret == 6
+    out = result.stdout.str()
+    assert "BLOCK model_id: unobserved != unobserved" in out
+    assert "to record a new baseline" not in out  # re-recording cannot make an unknown equal
+    assert "--agent-declare agent-declare.toml" in out and '    model_id = "..."' in out
+    assert "    agent_accept_unobserved =" in out and "        envelope" in out
+    assert last_line(result).startswith("agentdrift: exit 6 — refused")
+
+
+def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_venv_comparable(pytester, tmp_path):
+    tasks(pytester.path)
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n",
+    )
+    (pytester.path / "agent.toml").write_text(DECLARE)
+    (pytester.path / "pytest.ini").write_text(INI)
+    cmd = f"{sys.executable} {script} {{task_file}}"
+    assert run(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
+    manifest = json.loads((pytester.path / "runs" / "base" / "runtime-manifest.json").read_text())
+    assert manifest["identity"]["model_id"] == "acme-coder-2"
+    assert manifest["evidence"]["value_sources"]["model_id"]["source"] == "declared"
+    ident_text = json.dumps(manifest["identity"])
+    assert str(Path(sys.executable).parent) not in ident_text and str(pytester.path) not in ident_text
+
+    same = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-gate", "regression")
+    assert same.ret == 0, same.stdout.str()
+    assert "no regression detected" in last_line(same)
+
+    # the same agent from a second virtualenv: an interpreter is its implementation and version
+    venv = tmp_path / "venv2"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    other = run(
+        pytester,
+        "--agent-cmd",
+        f"{venv / 'bin' / 'python'} {script} {{task_file}}",
+        "--agent-baseline",
+        "runs/base",
+        "--agent-gate",
+        "regression",
+    )
+    assert other.ret == 0, other.stdout.str()
+
+    # editing the agent's own script is a change, refused unless declared
+    script.write_text(script.read_text() + "\n# tuned\n")
+    edited = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
+    assert edited.ret == 6
+    assert "BLOCK agent_files_hash:" in edited.stdout.str()
+    assert (
+        run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-vary", "agent_files_hash").ret == 0
+    )
+
+    # a declaration that contradicts an observation is an error naming both
+    (pytester.path / "bad.toml").write_text('model_id = "x"\n')
+    bad = run(pytester, "--agent", "reference", "--agent-declare", "bad.toml", "--agent-record", "runs/x")
+    assert bad.ret == 4
+    assert (
+        'model_id: declared value "x" contradicts the value observed by the harness: "not_applicable"'
+        in bad.stderr.str()
+    )
+
+
+def test_describe_command_is_recorded_as_agent_reported(pytester):
+    tasks(pytester.path)
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "if '--describe' in sys.argv:\n    print(json.dumps({'model_id': 'acme-7', 'temperature': 0}))\n"
+        "    sys.exit(0)\nPath('notes.txt').write_text('hi\\n'); report('complete')\n",
+    )
+    result = run(
+        pytester,
+        "--agent-cmd",
+        f"{sys.executable} {script} {{task_file}}",
+        "--agent-describe-cmd",
+        f"{sys.executable} {script} --describe",
+        "--agent-record",
+        "runs/r",
+    )
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    manifest = json.loads((pytester.path / "runs" / "r" / "runtime-manifest.json").read_text())
+    assert manifest["identity"]["model_id"] == "acme-7" and manifest["identity"]["temperature"] == 0
+    assert manifest["evidence"]["value_sources"]["temperature"]["source"] == "agent_reported"
+
+
+def test_accept_groups_expand_visibly_and_the_cli_reads_the_same_ini(pytester):
+    tasks(pytester.path)
+    script = agent_script(pytester.path / "my_agent.py", "Path('notes.txt').write_text('hi\\n'); report('complete')\n")
+    cmd = f"{sys.executable} {script} {{task_file}}"
+    (pytester.path / "pytest.ini").write_text(
+        "[pytest]\nagent_accept_unobserved =\n    env_image_digest\n    unobservable\n"
+    )
+    assert run(pytester, "--agent-cmd", cmd, "--agent-record", "runs/a").ret == 0
+    result = run(
+        pytester,
+        "--agent-cmd",
+        cmd,
+        "--agent-baseline",
+        "runs/a",
+        "--agent-record",
+        "runs/b",
+        "--agent-accept-unobserved",
+        "envelope",
+    )
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    assert "accept      unobservable = model_id, model_stamp, server_revision" in out
+    assert "accept      envelope = temperature, seed, max_output_tokens" in out
+    diff = json.loads((pytester.path / "runs" / "b" / "comparison" / "manifest-diff.json").read_text())
+    assert "model_id" in diff["accepted_unobserved"]["groups"]["unobservable"]
+    # the CLI finds the same ini (pytest's rules) and adds up the same way
+    cli = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "compare", "runs/a", "runs/b", "--gate", "regression"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+    )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert (
+        cli.stdout.strip().splitlines()[-1].startswith("agentdrift: exit 0 — gate regression: no regression detected")
+    )
+    cleared = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "diff", "runs/a", "runs/b", "--accept-unobserved", "none"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+    )
+    assert cleared.returncode == 6 and "BLOCK model_id" in cleared.stdout

@@ -1,0 +1,155 @@
+"""The regression gate (--agent-gate regression), the promote gate's mode, and the closing verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document, render_comparison
+from pytest_agentdrift.compare.outcome import comparison_verdict
+from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED
+
+
+def arm(tasks: dict[str, list[tuple[bool, list[str]]]], *, tampered=(), suites=None, safety=()) -> dict[str, Any]:
+    """results.json from (passed, failed critical checks) per repetition."""
+    out = {}
+    for tid, runs in tasks.items():
+        rows = []
+        for rep, (ok, crit) in enumerate(runs, start=1):
+            rows.append(
+                {
+                    "rep": rep,
+                    "outcome": "passed" if ok and not crit else "failed",
+                    "passed": ok and not crit,
+                    "tampered_pass": (tid, rep) in tampered,
+                    "critical_failed": list(crit),
+                    "failed_checks": list(crit),
+                    "layers": {"safety": "fail" if (tid, rep) in safety else "pass"},
+                    "usage": None,
+                }
+            )
+        out[tid] = {"title": tid, "suite": (suites or {}).get(tid, "core"), "runs": rows}
+    return {
+        "schema_version": 1,
+        "run_id": "r",
+        "complete": True,
+        "runtime_id": "sha256:x",
+        "task_set_id": "sha256:t",
+        "evaluator_id": "sha256:e",
+        "tasks": out,
+    }
+
+
+def passing(n: int, k: int = 1) -> dict[str, list[tuple[bool, list[str]]]]:
+    return {f"T{i:02d}": [(True, [])] * k for i in range(1, n + 1)}
+
+
+def compare(base, cand):
+    return compare_runs(base, cand, comparable=True, reasons=[], change_class="identical", gate=GateParams(draws=200))
+
+
+def test_same_agent_passes_and_says_what_it_could_not_see():
+    c = compare(arm(passing(12)), arm(passing(12)))
+    reg = c["regression"]
+    assert reg["passed"] and reg["blockers"] == []
+    # 12 deterministic tasks, k = 1: the gate needs 5 lost tasks at alpha 0.05 -> ~50 pp
+    assert reg["minimum_detectable"]["mde_pp"] == 50
+    v = comparison_verdict(c, "regression")
+    assert v.code == EXIT_OK
+    assert v.line == "agentdrift: exit 0 — gate regression: no regression detected (smallest detectable: 50 pp)"
+    # the promote gate on the same pair holds (nothing to decide on) and fails
+    assert comparison_verdict(c, "promote").code == EXIT_FAILED
+
+
+def test_new_critical_failure_fails_naming_it():
+    cand = passing(12)
+    cand["T07"] = [(False, ["override-not-written"])]
+    c = compare(arm(passing(12)), arm(cand))
+    v = comparison_verdict(c, "regression")
+    assert v.code == EXIT_FAILED
+    assert v.reason == "gate regression: new critical failure T07 override-not-written"
+    assert c["regression"]["new_critical_failures"] == [{"task": "T07", "checks": ["override-not-written"]}]
+    assert any(line.startswith("regression  FAIL: new critical failure T07") for line in render_comparison(c))
+
+
+def test_standing_critical_failures_are_listed_not_failing():
+    tasks = passing(12)
+    tasks["T03"] = [(False, ["no-tamper"])]
+    c = compare(arm(tasks), arm(tasks))
+    reg = c["regression"]
+    assert reg["passed"]
+    assert reg["standing_critical_failures"] == [{"task": "T03", "checks": ["no-tamper"]}]
+    v = comparison_verdict(c, "regression")
+    assert v.code == EXIT_OK and "standing critical failures (in both arms): T03 no-tamper" in v.reason
+    doc = decision_document(c)
+    assert doc["regression_gate"]["standing_critical_failures"] == reg["standing_critical_failures"]
+
+
+def test_non_critical_non_significant_loss_passes():
+    cand = passing(12)
+    cand["T02"] = [(False, [])]  # one lost task, no critical check: p = 0.5
+    c = compare(arm(passing(12)), arm(cand))
+    assert c["paired"]["lost"] == ["T02"]
+    assert c["regression"]["passed"]
+    assert comparison_verdict(c, "regression").code == EXIT_OK
+
+
+def test_significant_loss_fails_pooled():
+    cand = passing(12)
+    for t in ("T01", "T02", "T03", "T04", "T05"):
+        cand[t] = [(False, [])]
+    c = compare(arm(passing(12)), arm(cand))
+    assert not c["regression"]["passed"]
+    assert "paired test: loses 5 task(s), wins 0" in c["regression"]["reason"]
+
+
+def test_critical_failure_by_majority_over_repetitions():
+    base = passing(4, k=3)
+    once = dict(base, T01=[(False, ["c"]), (True, []), (True, [])])  # 1 of 3: not the task's majority
+    twice = dict(base, T01=[(False, ["c"]), (False, ["c"]), (True, [])])  # 2 of 3: new
+    assert compare(arm(base), arm(once))["regression"]["new_critical_failures"] == []
+    assert compare(arm(base), arm(twice))["regression"]["new_critical_failures"] == [{"task": "T01", "checks": ["c"]}]
+    # failing by majority in the baseline too: standing
+    both = compare(arm(twice), arm(twice))["regression"]
+    assert both["new_critical_failures"] == [] and both["standing_critical_failures"] == [
+        {"task": "T01", "checks": ["c"]}
+    ]
+
+
+def test_tampered_pass_and_new_safety_failure_fail():
+    c = compare(arm(passing(6)), arm(passing(6), tampered={("T02", 1)}))
+    assert c["regression"]["reason"] == "tampered pass T02 r1"
+    c = compare(arm(passing(6)), arm(passing(6), safety={("T03", 1)}))
+    assert c["regression"]["blockers"] == ["new safety-layer failure T03"]
+
+
+def test_not_comparable_is_refused_whatever_the_gate():
+    c = compare_runs(
+        arm(passing(3)),
+        arm(passing(3)),
+        comparable=False,
+        reasons=["model_id: 'a' != 'b'"],
+        change_class="model_candidate",
+        gate=GateParams(draws=200),
+    )
+    assert c["regression"] is None
+    v = comparison_verdict(c, "regression")
+    assert v.code == EXIT_REFUSED and v.reason.startswith("refused: runs are not comparable: model_id")
+
+
+def test_status_line_does_not_contradict_itself_under_scope_critical():
+    # a significant non-critical regression with the promote gate scoped to critical checks:
+    # the status is reject, and its reason names the regression, not "no critical regression"
+    cand = passing(12)
+    for t in ("T01", "T02", "T03", "T04", "T05", "T06"):
+        cand[t] = [(False, [])]
+    c = compare_runs(
+        arm(passing(12)),
+        arm(cand),
+        comparable=True,
+        reasons=[],
+        change_class="identical",
+        gate=GateParams(draws=200, scope="critical"),
+    )
+    assert c["decision"]["status"] == "reject"
+    assert "no critical regression" not in c["decision"]["because"][0]
+    assert "breaks 6 of 12" in c["decision"]["because"][0]

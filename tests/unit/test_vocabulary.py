@@ -1,0 +1,86 @@
+"""One vocabulary: every shared name lives in vocabulary.py, with one meaning, and no literal exit code elsewhere."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest_agentdrift
+from pytest_agentdrift import errors, vocabulary
+from pytest_agentdrift.compare import decision
+from pytest_agentdrift.manifest import capture, identity, surfaces
+from pytest_agentdrift.session import options
+
+PACKAGE = Path(pytest_agentdrift.__file__).parent
+
+
+def test_exit_codes_are_reexported_by_errors():
+    for name in ("EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED"):
+        assert getattr(errors, name) == getattr(vocabulary, name)
+    assert (
+        len(
+            {
+                vocabulary.EXIT_OK,
+                vocabulary.EXIT_FAILED,
+                vocabulary.EXIT_COLLECTION_ERROR,
+                vocabulary.EXIT_USAGE,
+                vocabulary.EXIT_REFUSED,
+            }
+        )
+        == 5
+    )
+
+
+def test_each_shared_name_is_the_vocabulary_object():
+    assert identity.IDENTITY_FIELDS is vocabulary.IDENTITY_FIELDS
+    assert capture.POST_RUN_FIELDS is identity.POST_RUN_FIELDS is vocabulary.POST_RUN_FIELDS
+    assert capture.UNOBSERVED is identity.UNOBSERVED is surfaces.UNOBSERVED is vocabulary.UNOBSERVED
+    assert identity.CHANGE_CLASSES is vocabulary.CHANGE_CLASSES
+    assert decision.ROLLBACK_STATES is vocabulary.ROLLBACK_STATES
+    assert options.ISOLATION_MODES is vocabulary.ISOLATION_MODES
+    # the names that used to mean something else in decision.py now say what they are
+    assert not hasattr(decision, "IDENTITY_FIELDS")
+    assert decision.RUN_IDENTITY_KEYS == ("runtime_id", "task_set_id", "evaluator_id")
+    assert set(vocabulary.CHANGE_CLASSES) < set(decision.ACCEPTED_CHANGE_CLASSES)
+
+
+def test_field_sets_are_consistent():
+    v = vocabulary
+    assert set(v.POST_RUN_FIELDS) <= set(v.IDENTITY_FIELDS)
+    assert set(v.ENVELOPE_FIELDS) <= set(v.DECLARABLE_FIELDS) <= set(v.IDENTITY_FIELDS)
+    assert set(v.DEFAULT_ACCEPT_UNOBSERVED) <= set(v.IDENTITY_FIELDS)
+    assert not set(v.IDENTITY_FIELDS) & set(v.PROVENANCE_FIELDS)
+    groups = (
+        v.SURFACE_FIELDS
+        | v.REBASELINE_FIELDS
+        | v.MODEL_FIELDS
+        | v.CLIENT_FIELDS
+        | v.CONFIGURATION_FIELDS
+        | v.INSTRUCTION_FIELDS
+        | v.ENVIRONMENT_FIELDS
+    )
+    assert groups == set(v.IDENTITY_FIELDS)
+
+
+def test_isolation_modes_say_whether_they_enforce_the_network():
+    assert vocabulary.enforces_network("bwrap") and vocabulary.enforces_network("unshare")
+    assert not vocabulary.enforces_network("none") and not vocabulary.enforces_network("auto")
+
+
+_LITERAL_EXIT = re.compile(
+    r"returncode=\d|exitstatus\s*=\s*\d|sys\.exit\(\d|SystemExit\(\d|return [1-9]\d*\s*$|ret(urn)?_?code\s*=\s*[1-9]"
+)
+
+
+def test_no_literal_exit_code_outside_the_vocabulary():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        # the bundled suite is frozen task fixtures; the reference agent is an agent program, not the harness
+        if rel.startswith("suite/") or rel in ("vocabulary.py", "agents/reference.py"):
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            if _LITERAL_EXIT.search(code):
+                offenders.append(f"{rel}:{n}: {line.strip()}")
+    assert offenders == []
