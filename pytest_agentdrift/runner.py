@@ -26,6 +26,7 @@ from . import sandbox, treesnap
 from .adapters.base import AdapterOutput, AgentAdapter, RunContext
 from .canonical import digest
 from .errors import TaskError
+from .leftovers import LeftoverRules, split_leftovers
 from .tasks import TaskSpec, tree_hashes, verify_tree
 
 #: environment variables passed through to agents by default (never secrets)
@@ -84,13 +85,28 @@ class RunEvidence:
     api_requests: list[dict[str, Any]] = field(default_factory=list)  # allowlisted tunnels through the proxy
     network_policy: dict[str, Any] | None = None
     runtime_bundle: list[dict[str, Any]] = field(default_factory=list)
+    #: what the harness observed while the agent ran, each with "source": "harness":
+    #: {"type": "write", "path", "t", "kind"} and {"type": "network_attempt", "host", "port", "program", "allowed"}
+    harness_events: list[dict[str, Any]] = field(default_factory=list)
+    #: added paths that are tool leftovers (caches, paths the frozen .gitignore ignores): evidence, not changes
+    leftovers: list[str] = field(default_factory=list)
 
     @property
     def events(self) -> list[dict[str, Any]]:
-        """Agent-reported events plus what the harness observed itself."""
-        observed = [*self.network_attempts, *self.api_requests,
+        """Agent-reported events plus what the harness observed itself.
+
+        Only the harness speaks for the harness: an agent's event that claims
+        "source": "harness" is kept, relabelled as the agent's.
+        """
+        observed = [*self.network_attempts, *self.api_requests, *self.harness_events,
                     *({"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside)]
-        return [*self.agent_events, *self.adapter_output.events, *observed]
+        reported = [{**e, "source": "agent"} if e.get("source") == "harness" else e
+                    for e in (*self.agent_events, *self.adapter_output.events)]
+        return [*reported, *observed]
+
+    def observed_writes(self) -> list[dict[str, Any]]:
+        """The harness's own `write` events (never the agent's word)."""
+        return [e for e in self.harness_events if e.get("type") == "write" and e.get("source") == "harness"]
 
     def evidence_dict(self) -> dict[str, Any]:
         return {
@@ -116,6 +132,8 @@ class RunEvidence:
             "api_requests": len(self.api_requests),
             "network_policy": self.network_policy,
             "runtime_bundle": self.runtime_bundle,
+            "leftovers": self.leftovers,
+            "observed_writes": len(self.observed_writes()),
         }
 
 
@@ -289,6 +307,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     work_deleted = work.is_symlink() or not work.is_dir()
     after = treesnap.resnapshot(work, before) if not work_deleted else {}
     d = treesnap.diff(before, after)
+    d.added, leftovers = split_leftovers(d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree))
     patch = treesnap.make_patch(spec.repo, work, d)
     has_git = not work_deleted and (work / ".git").is_dir()
     git_after = ev.git_state(work, settings.isolation) if has_git else {}
@@ -326,6 +345,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         event_problems=problems + net_problems, report=report, report_error=report_error,
         adapter_output=adapter_out, isolation=settings.isolation.to_dict("?"), start_commit=start_commit,
         api_requests=[{**e, "type": "api_request"} for e in api_requests], network_policy=policy, runtime_bundle=bundle,
+        leftovers=leftovers,
     )
 
 

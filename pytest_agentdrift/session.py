@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 #: evaluator code whose bytes define evaluator_id (with each task's checks)
 EVALUATOR_FILES = ("checks.py", "scoring.py", "evidence.py", "treesnap.py", "globs.py", "fixtures.py",
+                   "oraclechecks.py", "symbols.py", "leftovers.py",
                    "gradehook/agentdrift_grade.py", "gradehook/agentdrift_functions.py", "gradehook/launch.py")
 
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-_state = {"collected": [], "deselected": [], "outcomes": {}, "forged": [], "marks": {}, "messages": {}}
+_state = {"collected": [], "deselected": [], "outcomes": {}, "forged": [], "marks": {}, "messages": {}, "exc_types": {}}
 
 
 def pytest_deselected(items):
@@ -34,6 +34,9 @@ def pytest_runtest_makereport(item, call):
     exc = call.excinfo
     if exc is not None and rep.passed and not hasattr(rep, "wasxfail"):
         _state["forged"].append(item.nodeid)
+    if exc is not None and call.when == "call" and rep.failed:
+        # why a test failed: an assertion about the code, or an error before it got that far
+        _state["exc_types"][item.nodeid] = exc.typename
 
 
 def pytest_runtest_logreport(report):
