@@ -94,7 +94,7 @@ _SENTENCE_END = re.compile(r"(?<=[.;!?])\s+(?=[A-Z0-9`(*\-])|\n+")
 
 
 def segments(text: str) -> list[str]:
-    """Sentences and list items: where a function and its file count as named together."""
+    """Sentences and list items: a function and its file are named together within one."""
     return [s for s in _SENTENCE_END.split(text) if s.strip()]
 
 
@@ -102,12 +102,30 @@ def _word(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w]){re.escape(name)}(?![\w])")
 
 
-def _file_named(segment: str, path: str) -> bool:
-    if re.search(rf"(?<![\w/.-]){re.escape(path)}(?![\w])", segment):
-        return True
-    if path.endswith(".py"):  # the module's dotted name names its file too
-        module = path[:-3].replace("/", ".")
-        return bool(re.search(rf"(?<![\w.]){re.escape(module)}(?![\w])", segment))
+_PATH_MENTION = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)*[\w-]+\.(?:py|json|md|toml|txt|cfg|ini|lock|ya?ml)(?![\w/])")
+
+
+def _file_mentions(segment: str, files: list[str]) -> list[tuple[int, int, str]]:
+    """(start, end, file) of every file a segment names: a path, or a step file's dotted module name."""
+    found = [(m.start(), m.end(), m.group(0)) for m in _PATH_MENTION.finditer(segment)]
+    for path in files:
+        if path.endswith(".py"):
+            module = path[:-3].replace("/", ".")
+            found += [(m.start(), m.end(), path) for m in re.finditer(rf"(?<![\w.]){re.escape(module)}(?![\w])", segment)]
+    return found
+
+
+def _paired(segment: str, names: list[str], path: str, files: list[str]) -> bool:
+    """A function is named with its file when that file is the one named nearest to it in the sentence."""
+    mentions = _file_mentions(segment, files)
+    if not any(f == path for _, _, f in mentions):
+        return False
+    for name in names:
+        for m in _word(name).finditer(segment):
+            gaps = [(max(start - m.end(), m.start() - end, 0), f) for start, end, f in mentions]
+            nearest = min(g for g, _ in gaps)
+            if any(f == path for g, f in gaps if g == nearest):
+                return True
     return False
 
 
@@ -117,12 +135,13 @@ def check_call_path(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> O
         return False, run.report_error or "no final report", {}
     text = (run.report.get("answer") or "") + "\n" + (run.report.get("summary") or "")
     segs = segments(text)
+    files = [path for _, path in c.params["steps"]]
     unpaired = []
     for names, path in c.params["steps"]:
         alternatives = names.split("|")
         module = path[:-3].replace("/", ".") if path.endswith(".py") else None
         dotted = module is not None and any(_word(f"{module}.{n}").search(text) for n in alternatives)
-        together = any(_file_named(s, path) and any(_word(n).search(s) for n in alternatives) for s in segs)
+        together = any(_paired(s, alternatives, path, files) for s in segs)
         if not (dotted or together):
             unpaired.append(f"{names} with {path}")
     parts = []

@@ -5,8 +5,8 @@ can be checked by structure rather than by word matching. No pytest.
 answer cites exists: a module path and the names bound in it (definitions,
 assignments, imports), a class and its members (methods, fields, attributes
 set on `self`), or, for names the index cannot place (a local variable such
-as `invoice.priced`, a standard-library call), the name as written in the
-repository's text. `TaxTable.lookup` fails because no class `TaxTable`
+as `invoice.priced.tax`, a standard-library call), the name as the repository
+writes it, followed only by names that occur in it. `TaxTable.lookup` fails because no class `TaxTable`
 exists, `invoicekit.taxes.tax_for` because no module `invoicekit.taxes` does.
 """
 
@@ -29,6 +29,7 @@ class SymbolIndex:
     classes: dict[str, set[str]] = field(default_factory=dict)  # class name -> member names (all classes of that name)
     text: str = ""  # every text file of the repository, joined
     identifiers: set[str] = field(default_factory=set)
+    stdlib_imports: dict[str, tuple[str, str]] = field(default_factory=dict)  # `Decimal` -> ("decimal", "Decimal")
 
     @classmethod
     def build(cls, repo: Path, files: Iterable[str]) -> SymbolIndex:
@@ -57,6 +58,10 @@ class SymbolIndex:
                 continue
             for node in tree.body:
                 names.update(_bound_names(node))
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                        and node.module.split(".", 1)[0] in sys.stdlib_module_names:
+                    for alias in node.names:
+                        idx.stdlib_imports[alias.asname or alias.name] = (node.module, alias.name)
                 if isinstance(node, ast.ClassDef):
                     idx.classes.setdefault(node.name, set()).update(_members(node))
         idx.text = "\n".join(chunks)
@@ -66,8 +71,10 @@ class SymbolIndex:
     def resolve(self, dotted: str) -> bool:
         """Whether a dotted name cited in an answer exists in (or is plainly used by) the repository."""
         parts = dotted.split(".")
-        if re.search(rf"(?<![\w.]){re.escape(dotted)}(?![\w])", self.text):
-            return True  # written exactly so in the repository (`invoice.priced`, `json.load`)
+        for cut in range(len(parts), 1, -1):
+            # written so in the repository (`invoice.priced`, `json.load`): what follows must at least occur there
+            if re.search(rf"(?<![\w.]){re.escape('.'.join(parts[:cut]))}(?![\w])", self.text):
+                return all(p in self.identifiers for p in parts[cut:])
         # the longest module prefix decides: what follows must be bound there
         for cut in range(len(parts), 0, -1):
             module = ".".join(parts[:cut])
@@ -81,6 +88,9 @@ class SymbolIndex:
         leaves = [m for m in self.modules if m.rsplit(".", 1)[-1] == parts[0]]
         if leaves:  # `tax.tax_for`: a module named by its last component
             return any(self._attr_chain(self.modules[m], parts[1:]) for m in leaves)
+        if parts[0] in self.stdlib_imports:  # `Decimal.quantize`: a standard-library name the repository imports
+            module, name = self.stdlib_imports[parts[0]]
+            return _stdlib_chain(module, [name, *parts[1:]])
         if parts[0] in sys.stdlib_module_names or hasattr(builtins, parts[0]):
             return True  # the standard library is not the fixture's to vouch for
         if parts[0][:1].isupper() and parts[0] not in self.identifiers:
@@ -106,6 +116,20 @@ class SymbolIndex:
     def defines(self, name: str) -> bool:
         """A bare identifier: defined or used anywhere in the repository."""
         return name in self.identifiers
+
+
+def _stdlib_chain(module: str, attrs: list[str]) -> bool:
+    import importlib
+
+    try:
+        obj = importlib.import_module(module)
+    except ImportError:
+        return True  # not importable here: not ours to judge
+    for attr in attrs:
+        if not hasattr(obj, attr):
+            return False
+        obj = getattr(obj, attr)
+    return True
 
 
 def _bound_names(node: ast.stmt) -> set[str]:

@@ -90,21 +90,23 @@ def wrong_solutions(spec) -> list[WrongSolution]:
     base = spec.path / "solution" / "wrong"
     if not base.is_dir():
         return []
-    names = {c.name for c in spec.checks} | {p.stem for p in spec.function_files} | _function_names(spec)
+    names = {c.name for c in spec.checks} | set(function_checks(spec))
     return [load_wrong(d, names) for d in sorted(base.iterdir()) if d.is_dir()]
 
 
-def _function_names(spec) -> set[str]:
-    """Names of the checks a task writes as pytest functions (test_* in its test_*.py files)."""
+def function_checks(spec) -> dict[str, bool]:
+    """The checks a task writes as pytest functions (test_* in its test_*.py files) -> marked critical."""
     import ast
 
-    out: set[str] = set()
+    out: dict[str, bool] = {}
     for f in spec.function_files:
         try:
             tree = ast.parse(f.read_text(encoding="utf-8"))
         except (OSError, SyntaxError, UnicodeDecodeError):
             continue
-        out |= {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                out[node.name] = any(ast.unparse(d).endswith("mark.critical") for d in node.decorator_list)
     return out
 
 
