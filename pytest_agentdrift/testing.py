@@ -208,11 +208,22 @@ class OracleBench:
     def run(self, spec, solution: Path, **kw):
         return play_solution(spec, Path(solution), self.base / "runs", **kw)
 
-    def grade(self, spec, solution: Path, **kw) -> dict[str, Any]:
-        """The scored result (scoring.score) of a solution, plus `by_name`: check name -> CheckResult."""
+    def grade(self, spec, solution: Path, *, only: Iterable[str] | None = None, **kw) -> dict[str, Any]:
+        """The scored result (scoring.score) of a solution, plus `by_name`: check name -> CheckResult.
+
+        `only` evaluates just the named checks (and the task's pytest-function
+        checks when one of them is named): enough to judge a wrong solution,
+        whose verdict rests on the checks it names and on the critical ones.
+        """
+        import dataclasses
+
         from pytest_agentdrift.runner import cleanup
         from pytest_agentdrift.scoring import score
 
+        if only is not None:
+            wanted = set(only)
+            spec = dataclasses.replace(spec, checks=tuple(c for c in spec.checks if c.name in wanted),
+                                       function_files=spec.function_files if wanted - {c.name for c in spec.checks} else ())
         run = self.run(spec, solution, **kw)
         try:
             checks = self.grader.evaluate(spec, run)

@@ -110,6 +110,12 @@ def function_checks(spec) -> dict[str, bool]:
     return out
 
 
+def deciding_checks(spec, wrong: WrongSolution) -> set[str]:
+    """The checks a verdict on this wrong solution rests on: those it names, and every critical one."""
+    critical = {c.name for c in spec.checks if c.critical} | {n for n, crit in function_checks(spec).items() if crit}
+    return set(wrong.checks) | critical
+
+
 def judge(wrong: WrongSolution, result: dict[str, Any]) -> tuple[bool | None, str]:
     """Did the run fail as the wrong solution says? (True, why) / (False, why) / (None, why undecided)."""
     failed = set(result["failed_checks"])

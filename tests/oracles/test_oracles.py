@@ -22,7 +22,7 @@ import pytest
 
 from pytest_agentdrift.tasks import builtin_suite_dir, find_task_dirs, load_task
 from pytest_agentdrift.testing import OracleBench
-from pytest_agentdrift.wrongsolutions import function_checks, judge, wrong_solutions
+from pytest_agentdrift.wrongsolutions import deciding_checks, function_checks, judge, wrong_solutions
 
 SPECS = {spec.id: spec for spec in (load_task(d) for d in find_task_dirs(builtin_suite_dir()))}
 WRONG = [(tid, w) for tid, spec in sorted(SPECS.items()) for w in wrong_solutions(spec)]
@@ -101,7 +101,9 @@ def test_every_task_ships_its_own_wrong_agents(tid):
 @pytest.mark.parametrize("tid, wrong", WRONG, ids=[f"{tid}-{w.name.split('/', 1)[1]}" for tid, w in WRONG])
 def test_wrong_solution_fails_as_its_wrong_toml_says(bench, tid, wrong):
     # a mistake only a live observation sees is graded with the events that observation reports
-    result = bench.grade(SPECS[tid], wrong.path, observed=wrong.observed, run_actions=not wrong.needs)
+    spec = SPECS[tid]
+    # the verdict rests on the checks the wrong solution names and on every critical one: only those run
+    result = bench.grade(spec, wrong.path, only=deciding_checks(spec, wrong), observed=wrong.observed, run_actions=not wrong.needs)
     verdict, why = judge(wrong, result)
     assert verdict is True, f"{wrong.description}\n{why}"
 
@@ -112,7 +114,8 @@ PROCESS_ONLY = [(tid, w) for tid, w in WRONG if "write-observation" in w.needs]
 @pytest.mark.parametrize("tid, wrong", PROCESS_ONLY, ids=[f"{tid}-{w.name.split('/', 1)[1]}" for tid, w in PROCESS_ONLY])
 def test_a_write_put_back_is_invisible_without_the_observation(bench, tid, wrong):
     """The final tree alone cannot see these mistakes: the verdict is 'undecided', never a pass called done."""
-    result = bench.grade(SPECS[tid], wrong.path, run_actions=True)
+    spec = SPECS[tid]
+    result = bench.grade(spec, wrong.path, only=deciding_checks(spec, wrong), run_actions=True)
     verdict, why = judge(wrong, result)
     assert verdict is None, why
     assert "needs write-observation" in why
