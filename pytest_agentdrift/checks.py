@@ -265,6 +265,10 @@ def remove_leftovers(graded: Path, leftovers: list[str]) -> None:
             target.unlink()
         elif target.is_dir():
             shutil.rmtree(target, ignore_errors=True)
+        parent = target.parent  # and the directories that held only leftovers
+        while parent != graded and parent.is_dir() and not parent.is_symlink() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
 
 
 def add_hidden(spec: TaskSpec, tree: Path) -> None:
@@ -376,6 +380,9 @@ def _new_tests_demonstrate(g: Grader, spec: TaskSpec, run: RunEvidence, new_node
     if failing_after and reference_fix is None:
         return "new test(s) do not pass with the patch: " + ", ".join(failing_after[:5])
     files = sorted({n.split("::", 1)[0] for n in new_nodes})
+    # with the support files the agent added beside its tests (a helper module, test data)
+    dirs = {f.rpartition("/")[0] for f in files}
+    files = sorted(set(files) | {p for p in run.diff.added if p.rpartition("/")[0] in dirs})
     graded = g.graded_copy(spec, run)
 
     def with_new_tests(name: str, overlay: Path | None) -> Path:
@@ -407,6 +414,9 @@ def _new_tests_demonstrate(g: Grader, spec: TaskSpec, run: RunEvidence, new_node
     evidence["demonstrating_tests"] = shown
     if shown:
         return None
+    if all(o == "missing" for o in demo.values()):
+        return ("the new tests cannot even be collected on the untouched code (they import something only the patch adds?): "
+                "they never demonstrate the bug")
     if not any(o in ("failed", "error") for o in demo.values()):
         return "no new test fails on the untouched code: the test never demonstrates the bug"
     reasons = []
