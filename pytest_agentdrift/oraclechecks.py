@@ -157,10 +157,10 @@ def check_call_path(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> O
         forward = all(a < b for a, b in itertools.pairwise(found))
         backward = all(a > b for a, b in itertools.pairwise(found))
         if not (forward or backward):
-            first = [n for _, n in sorted(zip(found, order))]
+            first = [n for _, n in sorted(zip(found, order, strict=True))]
             parts.append("the call path is told out of order: " + " -> ".join(first) + " (the path is " + " -> ".join(order) + ")")
     elif order:
-        parts.append("the call path leaves out: " + ", ".join(n for n, p in zip(order, positions) if p is None))
+        parts.append("the call path leaves out: " + ", ".join(n for n, p in zip(order, positions, strict=True) if p is None))
     return not parts, "; ".join(parts) or "every step named with its file, in order", {"unpaired": unpaired}
 
 

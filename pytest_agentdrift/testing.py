@@ -3,7 +3,10 @@
 `make_task` writes a complete, frozen task directory from a few arguments,
 so a test can build exactly the task it needs; `agent_script` writes a
 Python agent program and `agent_cmd` the `--agent-cmd` that runs it;
-`load_results` / `normalise_results` read a recorded run for comparison.
+`load_results` / `normalise_results` read a recorded run for comparison;
+`play_solution` / `OracleBench` act out a solution directory in-process and
+grade it, for fast tests of a task's oracles (right, drifted and wrong
+solutions) without an agent process or a session.
 """
 
 from __future__ import annotations
@@ -203,7 +206,7 @@ class OracleBench:
         from pytest_agentdrift import sandbox
 
         self.base = Path(base)
-        self.grader = _MemoGrader(sandbox.detect(isolation), self.base / "grading", hide=self.base / "runs")
+        self.grader = _memo_grader(sandbox.detect(isolation), self.base / "grading", hide=self.base / "runs")
 
     def run(self, spec, solution: Path, **kw):
         return play_solution(spec, Path(solution), self.base / "runs", **kw)
@@ -241,7 +244,7 @@ def _tree_digest(tree: Path) -> str:
     return digest(sorted((rel, e.kind, e.mode, e.sha256) for rel, e in treesnap.snapshot(tree).items()))
 
 
-def _MemoGrader(*args, **kwargs):
+def _memo_grader(*args, **kwargs):
     """A checks.Grader that answers a repeated execution on the same tree bytes from memory."""
     from pytest_agentdrift.checks import Grader
 

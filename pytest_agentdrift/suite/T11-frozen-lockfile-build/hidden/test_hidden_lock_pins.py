@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 #: the lock as frozen with the task: an agent's edited lock is not what the release was reviewed against
 FROZEN_LOCK = Path(__file__).resolve().parent / "frozen-requirements.lock"
