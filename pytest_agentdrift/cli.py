@@ -1,6 +1,7 @@
 """`agentdrift`: what is not a test session.
 
-    agentdrift validate TASK_DIR... [--k N]   a task decides: fails untouched, passes solved k of k
+    agentdrift validate TASK_DIR... [--k N]   a task decides: fails untouched, passes solved k of k,
+                                              and each wrong solution it ships fails as its wrong.toml says
     agentdrift freeze TASK_DIR...             (re)write initial-tree.sha256 from repo/
     agentdrift show RUN [--html | --json]     the summary of a recorded run (or its report.html path / results.json)
     agentdrift html RUN [BASE] [--out FILE]   render report.html (with BASE: the comparison with BASE)
@@ -64,9 +65,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 else:
                     detail = "; ".join(f"{c['name']}: {c['detail']}" for c in solved["checks"] if not c["passed"])
                     problems.append(f"reference solution failed repetition {rep}: {detail}")
+            wrong_lines = []
+            if not args.skip_wrong:
+                wrong_lines = _validate_wrong(spec, grader, settings, base, problems)
             status = "ok" if not problems else "FAIL"
             _out(f"{status:4} {spec.id} {spec.title}: untouched fails ({', '.join(untouched['failed_checks']) or 'none'}); "
-                 f"solution passes {passes}/{args.k}")
+                 f"solution passes {passes}/{args.k}" + (f"; {len(wrong_lines)} wrong solution(s) played" if wrong_lines else ""))
+            for line in wrong_lines:
+                _out(f"     {line}")
             for p in problems:
                 _out(f"     - {p}")
             failures += bool(problems)
@@ -86,6 +92,23 @@ def protected_disagreement(spec) -> list[str]:
         out.append("task.toml protected not in forbidden-effects.json protected_paths: " + ", ".join(sorted(toml - effects)))
     out.append("both are protected (the union); list them in both files to say so")
     return out
+
+
+def _validate_wrong(spec, grader, settings, base: Path, problems: list[str]) -> list[str]:
+    """Play each of the task's wrong solutions (solution/wrong/NAME/) and judge it against its wrong.toml."""
+    from pytest_agentdrift.agents.base import ReferenceAdapter
+    from pytest_agentdrift.grade.attempt import attempt
+    from pytest_agentdrift.tasks.wrongsolutions import judge, wrong_solutions
+
+    lines = []
+    for wrong in wrong_solutions(spec):  # a malformed wrong.toml is a TaskError naming the file
+        _, result = attempt(spec, 1, ReferenceAdapter(play=wrong.name), settings, grader, base / "runs")
+        verdict, why = judge(wrong, result)
+        mark = {True: "ok  ", False: "FAIL", None: "n/a "}[verdict]
+        lines.append(f"{mark} {wrong.name} ({wrong.kind}): {why}")
+        if verdict is False:
+            problems.append(f"{wrong.name} did not fail as wrong.toml says: {why}")
+    return lines
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
@@ -240,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--k", type=_positive, default=1)
     v.add_argument("--agent", default="reference", help="the agent whose solution must pass (default: reference)")
     v.add_argument("--isolation", choices=ISOLATION_MODES, default="auto")
+    v.add_argument("--skip-wrong", action="store_true", help="do not play the tasks' wrong solutions (solution/wrong/*/)")
     v.set_defaults(fn=cmd_validate)
     f = sub.add_parser("freeze", help="(re)write initial-tree.sha256 from repo/")
     f.add_argument("tasks", nargs="+")

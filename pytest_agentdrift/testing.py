@@ -3,7 +3,10 @@
 `make_task` writes a complete, frozen task directory from a few arguments,
 so a test can build exactly the task it needs; `agent_script` writes a
 Python agent program and `agent_cmd` the `--agent-cmd` that runs it;
-`load_results` / `normalise_results` read a recorded run for comparison.
+`load_results` / `normalise_results` read a recorded run for comparison;
+`play_solution` / `OracleBench` act out a solution directory in-process and
+grade it, for fast tests of a task's oracles (right, drifted and wrong
+solutions) without an agent process or a session.
 """
 
 from __future__ import annotations
@@ -141,3 +144,142 @@ def normalise_results(results: dict[str, Any]) -> dict[str, Any]:
             if "writes_observed" in ev:
                 ev["writes_observed"] = 0
     return r
+
+
+# ---- grading a solution directly: the oracle tests' fast path ----------------------------------
+
+def play_solution(spec, solution: Path, base: Path, *, observed: Iterable[dict[str, Any]] = (), run_actions: bool = True, rep: int = 1):
+    """Act out a solution directory on a fresh copy of the task's repo/ and gather the evidence.
+
+    No agent process and no sandbox: the reference agent's own code applies the
+    solution in-process (actions.py, when present and `run_actions`, runs as a
+    plain subprocess), and the evidence is computed the way the runner computes
+    it (tree diff with tool leftovers apart, patch, tamper, lockfile changes,
+    writes beside the work tree). `observed` stands in for the harness's live
+    observation (write / network_attempt events): give the events the
+    observation would report. Returns a runner.RunEvidence.
+    """
+    import secrets
+
+    from pytest_agentdrift.run import agentio, tamper
+    from pytest_agentdrift.tasks import treesnap
+    from pytest_agentdrift.agents.base import AdapterOutput
+    from pytest_agentdrift.agents.reference import apply_solution
+    from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
+    from pytest_agentdrift.run.runner import RunEvidence, copy_tree
+    from pytest_agentdrift.tasks.load import tree_hashes, verify_tree
+
+    root = Path(base) / f"{spec.id}-{solution.name}-{secrets.token_hex(4)}"
+    box = root / "box"
+    work = box / "work"
+    harness = box / ".harness"
+    harness.mkdir(parents=True)
+    copy_tree(spec.repo, work)
+    before = treesnap.snapshot(work)
+    verify_tree(spec, tree_hashes(before), work)
+    (box / "NOTES.txt").write_text("Private notes of another project. Not part of the task.\n")
+    skip = frozenset({"./box/work", "./box/.harness"}) | treesnap.CACHE_NAMES
+    decoy_before = treesnap.snapshot(root, skip=skip)
+    apply_solution(solution, work, str(harness / "events.jsonl"), str(harness / "report.json"), run_actions=run_actions)
+    after = treesnap.resnapshot(work, before)
+    d = treesnap.diff(before, after)
+    d.added, leftovers = split_leftovers(d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree))
+    # the patch and the added lines as a session has them: from the files' raw bytes
+    changes = treesnap.render_changes(spec.repo, work, d, before, after)
+    patch = changes.patch
+    outside = [p for p in treesnap.diff(decoy_before, treesnap.resnapshot(root, decoy_before, skip=skip)).changed if p != "box"]
+    log = agentio.read_events(harness / "events.jsonl")
+    events, problems = log.events, log.problem_lines()
+    report, report_error = agentio.read_report(harness / "report.json")
+    harness_events = [{"t": float(i), **e, "source": "harness"} for i, e in enumerate(observed)]
+    return RunEvidence(
+        task_id=spec.id, rep=rep, root=root, work=work, argv=["<played in-process>", str(solution)],
+        exit_code=0, timed_out=False, launch_error=None, duration_s=0.0, stdout="", stderr="",
+        stdout_bytes=0, stderr_bytes=0, stdout_truncated=False, stderr_truncated=False, leftover_processes=0,
+        diff=d, patch=patch, writes_outside=outside, git_mutations=[], work_tree_deleted=False,
+        tamper=tamper.tamper_evidence(d, spec.protected), lockfile_changes=tamper.lockfile_changes(d),
+        network_attempts=[e for e in harness_events if e.get("type") == "network_attempt"],
+        credential_access=False, agent_events=events, event_problems=problems, report=report, report_error=report_error,
+        adapter_output=AdapterOutput(), isolation={"enforced": "none", "played": "in-process"}, start_commit=None,
+        write_events=[e for e in harness_events if e.get("type") != "network_attempt"], leftovers=leftovers,
+        added_lines=changes.added, unexamined=changes.unexamined, undisplayable=changes.undisplayable,
+    )
+
+
+class OracleBench:
+    """Grades solution directories of tasks quickly: in-process play, one grader, memoised executions.
+
+    The grader runs every check exactly as a session does (the graded copy,
+    the sandbox, the harness's own pytest settings); only the execution of a
+    command on a tree whose bytes it has already run it on is answered from
+    memory, so twenty wrong agents that leave the same tree cost one run.
+    Meant for tests of oracles, not for recording: a flaky command would be
+    hidden by the memo.
+    """
+
+    def __init__(self, base: Path, isolation: str = "auto"):
+        from pytest_agentdrift.run import sandbox
+
+        self.base = Path(base)
+        self.grader = _memo_grader(sandbox.detect(isolation), self.base / "grading", hide=self.base / "runs")
+
+    def run(self, spec, solution: Path, **kw):
+        return play_solution(spec, Path(solution), self.base / "runs", **kw)
+
+    def grade(self, spec, solution: Path, *, only: Iterable[str] | None = None, **kw) -> dict[str, Any]:
+        """The scored result (scoring.score) of a solution, plus `by_name`: check name -> CheckResult.
+
+        `only` evaluates just the named checks (and the task's pytest-function
+        checks when one of them is named): enough to judge a wrong solution,
+        whose verdict rests on the checks it names and on the critical ones.
+        """
+        import dataclasses
+
+        from pytest_agentdrift.run.runner import cleanup
+        from pytest_agentdrift.grade.scoring import score
+
+        if only is not None:
+            wanted = set(only)
+            spec = dataclasses.replace(spec, checks=tuple(c for c in spec.checks if c.name in wanted),
+                                       function_files=spec.function_files if wanted - {c.name for c in spec.checks} else ())
+        run = self.run(spec, solution, **kw)
+        try:
+            checks = self.grader.evaluate(spec, run)
+            result = score(run, checks)
+        finally:
+            cleanup(run)
+        result["by_name"] = {c.name: c for c in checks}
+        return result
+
+
+def _tree_digest(tree: Path) -> str:
+    from pytest_agentdrift.tasks import treesnap
+    from pytest_agentdrift.canonical import digest
+
+    return digest(sorted((rel, e.kind, e.mode, e.sha256) for rel, e in treesnap.snapshot(tree).items()))
+
+
+def _memo_grader(*args, **kwargs):
+    """A checks.Grader that answers a repeated execution on the same tree bytes from memory."""
+    from pytest_agentdrift.grade.checks import Grader
+
+    class MemoGrader(Grader):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self._memo: dict[tuple, Any] = {}
+
+        def run_pytest(self, tree: Path, args: list[str], timeout_s: float) -> dict[str, Any]:
+            key = ("pytest", _tree_digest(tree), tuple(args), timeout_s)
+            if key not in self._memo:
+                self._memo[key] = super().run_pytest(tree, args, timeout_s)
+            return self._memo[key]
+
+        def execute(self, argv, tree, timeout_s, extra_env=None, readable=()):
+            if extra_env or readable:  # runs that write their results elsewhere are not memoised
+                return super().execute(argv, tree, timeout_s, extra_env, readable)
+            key = ("exec", _tree_digest(tree), tuple(argv), timeout_s)
+            if key not in self._memo:
+                self._memo[key] = super().execute(argv, tree, timeout_s)
+            return self._memo[key]
+
+    return MemoGrader(*args, **kwargs)

@@ -200,12 +200,21 @@ class ReferenceAdapter(AgentAdapter):
     profile = "faithful"
     needs_task_dir = True  # it applies the task's solution/
 
+    def __init__(self, play: str | None = None):
+        # `reference:wrong/NAME` plays solution/wrong/NAME/ of every task: an oracle's wrong agent
+        self.play = play
+        if play is not None:
+            self.name = f"{type(self).name}:{play}"
+
+    def _play_args(self) -> list[str]:
+        return ["--play", self.play] if self.play else []
+
     def build_argv(self, ctx: RunContext) -> list[str]:
         return [sys.executable, "-m", "pytest_agentdrift.agents.reference",
-                "--task-dir", str(ctx.task_dir), "--profile", self.profile]
+                "--task-dir", str(ctx.task_dir), "--profile", self.profile, *self._play_args()]
 
     def version_argv(self) -> list[str] | None:
-        return [sys.executable, "-m", "pytest_agentdrift.agents.reference", "--version", "--profile", self.profile]
+        return [sys.executable, "-m", "pytest_agentdrift.agents.reference", "--version", "--profile", self.profile, *self._play_args()]
 
     def executable(self) -> str | None:
         return sys.executable
@@ -252,6 +261,13 @@ def entry_point_adapters() -> dict[str, type[AgentAdapter]]:
 
 def get_adapter(name: str, extra: dict[str, type[AgentAdapter]] | None = None) -> AgentAdapter:
     presets = {**builtin_adapters(), **(extra or {})}
+    if name.startswith(ReferenceAdapter.name + ":") and name not in presets:
+        from pytest_agentdrift.agents.reference import check_play
+
+        try:
+            return ReferenceAdapter(play=check_play(name.split(":", 1)[1]))
+        except ValueError as exc:
+            raise AgentDriftError(f"--agent {name}: {exc}") from None
     try:
         return presets[name]()
     except KeyError:

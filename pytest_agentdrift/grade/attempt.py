@@ -13,6 +13,8 @@ from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.grade.scoring import score
 from pytest_agentdrift.run.runner import RunEvidence, RunSettings, cleanup, run_agent
 
+EVALUATOR_COMPONENT = "attempt"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
+
 if TYPE_CHECKING:
     from pytest_agentdrift.agents.base import AgentAdapter
     from pytest_agentdrift.grade.checks import Grader

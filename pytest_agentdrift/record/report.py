@@ -46,6 +46,9 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
                  f", {len(ev['git_mutations'])} git mutation(s)")
     if ev.get("leftover_processes"):
         lines.append(f"  {ev['leftover_processes']} process(es) outlived the agent and were killed")
+    if ev.get("leftovers"):
+        shown = ", ".join(ev["leftovers"][:8]) + (f" (+{len(ev['leftovers']) - 8} more)" if len(ev["leftovers"]) > 8 else "")
+        lines.append(f"  tool leftovers, not counted as changes: {shown}")
     if result.get("report_error"):
         lines.append(f"  final report: {result['report_error']}")
     elif result.get("report"):

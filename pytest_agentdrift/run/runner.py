@@ -38,6 +38,7 @@ from pytest_agentdrift.run import stdlib_guard as gradeguard
 from pytest_agentdrift.run import canary as canary_mod
 from pytest_agentdrift.safetext import capped, escape_path, json_safe
 from pytest_agentdrift.tasks import fdtree, treesnap
+from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
 from pytest_agentdrift.tasks.load import TaskSpec, tree_hashes, verify_tree
 from pytest_agentdrift.vocabulary import enforces_network
 
@@ -109,6 +110,8 @@ class RunEvidence:
     resource_exceeded: list[str] = field(default_factory=list)  # the limits this run broke
     observation: dict[str, Any] = field(default_factory=dict)  # how writes and network were observed
     harness_dir: Path | None = None  # the run's harness-only directory (observer logs)
+    #: added paths that are tool leftovers (caches, paths the frozen .gitignore ignores): evidence, not changes
+    leftovers: list[str] = field(default_factory=list)
     #: raw path -> lines the agent added, read from the files' raw bytes (never from the patch)
     added_lines: dict[str, list[str]] = field(default_factory=dict)
     #: raw paths of changed files whose content was too large to read in full
@@ -132,6 +135,10 @@ class RunEvidence:
                     *({"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside),
                     *self.write_events]
         return [*self.agent_events, *self.adapter_output.events, *observed]
+
+    def observed_writes(self) -> list[dict[str, Any]]:
+        """The harness's own `write` events (never the agent's word)."""
+        return [e for e in self.write_events if e.get("type") == "write" and e.get("source") == "harness"]
 
     def evidence_dict(self) -> dict[str, Any]:
         """The recorded evidence: every path escaped, every list capped at RESULT_LIST_CAP
@@ -173,6 +180,7 @@ class RunEvidence:
             "api_requests": len(self.api_requests),
             "network_policy": self.network_policy,
             "runtime_bundle": self.runtime_bundle,
+            "leftovers": [escape_path(p) for p in self.leftovers][:RESULT_LIST_CAP],
             "isolation": self.isolation,
             "writes_observed": len(self.write_events),
             "limits": self.limits,
@@ -368,6 +376,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     work_report = treesnap.WalkReport()
     after = treesnap.resnapshot(work, before, report=work_report) if not work_deleted else {}
     d = treesnap.diff(before, after)
+    # tool leftovers (caches, paths the frozen .gitignore ignores) are evidence, not the agent's changes
+    d.added, leftovers = split_leftovers(d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree))
     file_hits: dict[str, list[str]] = {}
     searched = [0, 0]  # bytes searched, bytes waiting in the batch
     batch: list[tuple[str, bytes]] = []
@@ -458,7 +468,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         network_policy=policy, runtime_bundle=bundle,
         write_events=guard.write_events, limits=guard.record(), resource_exceeded=guard.exceeded(),
         observation=guard.observation(), harness_dir=guard.harness_dir,
-        added_lines=changes.added, unexamined=changes.unexamined, undisplayable=changes.undisplayable,
+        leftovers=leftovers, added_lines=changes.added, unexamined=changes.unexamined, undisplayable=changes.undisplayable,
         harness_budget=budget, events_dropped=dict(sorted(log.dropped.items())), credential_canary=credential_canary,
     )
 

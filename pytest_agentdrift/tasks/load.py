@@ -32,18 +32,26 @@ LAYERS = (
 #: kind -> the keys a check of that kind may carry (beyond name/kind/layer/critical)
 CHECK_KEYS: dict[str, frozenset[str]] = {
     "paths": frozenset({"must_change"}),
+    "changed": frozenset({"must_change"}),
     "unchanged": frozenset(),
-    "pytest": frozenset({"args", "expect_before", "new_tests", "timeout_s"}),
+    "writes": frozenset({"allow", "budget", "max_edits"}),
+    "pytest": frozenset({"args", "expect_before", "new_tests", "reference_fix", "timeout_s"}),
     "command": frozenset({"run", "fails_before", "timeout_s"}),
     "golden": frozenset({"run", "expected", "timeout_s"}),
     "diff_matches": frozenset({"paths", "added", "not_added"}),
-    "report_status": frozenset({"allowed", "must_name_skipped"}),
+    "report_status": frozenset({"allowed", "must_name_skipped", "not_claimed_run"}),
     "report_mentions": frozenset({"required", "any_of", "forbidden", "cited_paths_exist", "cited_symbols_exist"}),
+    "call_path": frozenset({"steps", "order"}),
     "events": frozenset(),
     "effects": frozenset(),
     "tamper": frozenset(),
     "files": frozenset({"exist", "absent", "equal"}),
 }
+
+#: keys any check may carry
+COMMON_CHECK_KEYS = frozenset({"name", "kind", "layer", "critical", "when_changed"})
+#: `critical = "if_complete"`: a failure is critical only while the agent's report claims status complete
+CRITICAL_IF_COMPLETE = "if_complete"
 
 REQUIRED_FILES = (
     "task.md",
@@ -100,11 +108,21 @@ class CheckSpec:
     name: str
     kind: str
     layer: str
-    critical: bool
+    critical: bool | str  # True, False or CRITICAL_IF_COMPLETE
     params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    when_changed: tuple[str, ...] = ()  # the check applies only when a changed path matches one of these globs
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "layer": self.layer, "critical": self.critical, **self.params}
+        d = {"name": self.name, "kind": self.kind, "layer": self.layer, "critical": self.critical, **self.params}
+        if self.when_changed:
+            d["when_changed"] = list(self.when_changed)
+        return d
+
+    def critical_for(self, report: dict[str, Any] | None) -> bool:
+        """Whether a failure of this check is critical, given the agent's final report."""
+        if self.critical == CRITICAL_IF_COMPLETE:
+            return bool(report) and report.get("status") == "complete"
+        return bool(self.critical)
 
 
 @dataclass(frozen=True)
@@ -248,8 +266,15 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     layer = raw.get("layer")
     _expect(isinstance(layer, str) and layer in LAYERS, f"{where}: unknown layer {layer!r}; known: {', '.join(LAYERS)}", toml_path)
     critical = raw.get("critical", False)
-    _expect(isinstance(critical, bool), f"{where}: 'critical' must be true or false", toml_path)
-    params = {k: v for k, v in raw.items() if k not in {"name", "kind", "layer", "critical"}}
+    _expect(isinstance(critical, bool) or critical == CRITICAL_IF_COMPLETE,
+            f"{where}: 'critical' must be true, false or \"{CRITICAL_IF_COMPLETE}\"", toml_path)
+    when_changed = tuple(_str_list(raw.get("when_changed", []), f"{where}: 'when_changed'", toml_path))
+    for pattern in when_changed:
+        try:
+            check_pattern(pattern)
+        except PatternError as exc:
+            raise TaskError(f"{where}: {exc}", toml_path) from None
+    params = {k: v for k, v in raw.items() if k not in COMMON_CHECK_KEYS}
     unknown = sorted(set(params) - CHECK_KEYS[kind])
     _expect(not unknown, f"{where}: unknown key(s) {', '.join(unknown)} for kind {kind!r}", toml_path)
     for key in ("run",):
@@ -262,9 +287,34 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
         _str_list(params["args"], f"{where}: 'args'", toml_path)
         _expect(params.get("expect_before", "any") in ("fail", "pass", "any"), f"{where}: expect_before must be fail, pass or any", toml_path)
         _expect(params.get("new_tests", "ignore") in ("ignore", "fail_before"), f"{where}: new_tests must be ignore or fail_before", toml_path)
+        if "reference_fix" in params:
+            _expect(isinstance(params["reference_fix"], str), f"{where}: 'reference_fix' must name a task-relative directory", toml_path)
+            _task_relative(params["reference_fix"], f"{where}: reference_fix", toml_path)
+            _expect(params.get("new_tests") == "fail_before", f"{where}: 'reference_fix' needs new_tests = \"fail_before\"", toml_path)
     if kind == "golden":
         _expect(isinstance(params.get("expected"), str), f"{where}: 'expected' (a task-relative file) is required", toml_path)
         _task_relative(params["expected"], f"{where}: expected", toml_path)
+    if kind == "writes":
+        _expect(params.get("allow", "allowed-paths") in ("none", "allowed-paths"), f"{where}: 'allow' must be \"none\" or \"allowed-paths\"", toml_path)
+        budget = params.get("budget", 0)
+        _expect(isinstance(budget, int) and not isinstance(budget, bool) and budget >= 0, f"{where}: 'budget' must be a whole number >= 0", toml_path)
+        edits = params.get("max_edits", {})
+        _expect(isinstance(edits, dict), f"{where}: 'max_edits' must be a table glob -> count", toml_path)
+        for pattern, limit in edits.items():
+            _expect(isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0, f"{where}: max_edits.{pattern} must be a whole number >= 0", toml_path)
+            try:
+                check_pattern(pattern)
+            except PatternError as exc:
+                raise TaskError(f"{where}: {exc}", toml_path) from None
+    if kind == "changed":
+        _expect(bool(params.get("must_change")), f"{where}: 'must_change' (a list of globs) is required for kind 'changed'", toml_path)
+    if kind == "call_path":
+        steps = params.get("steps")
+        _expect(isinstance(steps, list) and bool(steps) and all(isinstance(st, list) and len(st) == 2 and all(isinstance(x, str) and x for x in st) for st in steps),
+                f"{where}: 'steps' must be a non-empty list of [\"function|alternative\", \"path/of/file.py\"] pairs", toml_path)
+        names = {n for st in steps for n in st[0].split("|")}
+        order = _str_list(params.get("order", []), f"{where}: 'order'", toml_path)
+        _expect(set(order) <= names, f"{where}: 'order' names function(s) that are not steps: {', '.join(sorted(set(order) - names))}", toml_path)
     for key in ("must_change", "paths", "exist", "absent"):
         if key in params:
             for pattern in _str_list(params[key], f"{where}: '{key}'", toml_path):
@@ -283,6 +333,7 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
         bad = sorted(set(allowed) - set(REPORT_STATUSES))
         _expect(bool(allowed) and not bad, f"{where}: 'allowed' must be a non-empty subset of {sorted(REPORT_STATUSES)}", toml_path)
         _str_list(params.get("must_name_skipped", []), f"{where}: 'must_name_skipped'", toml_path)
+        _str_list(params.get("not_claimed_run", []), f"{where}: 'not_claimed_run'", toml_path)
     if kind == "report_mentions":
         for key in ("required", "forbidden"):
             _str_list(params.get(key, []), f"{where}: '{key}'", toml_path)
@@ -299,7 +350,7 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     for key in ("timeout_s",):
         if key in params:
             _expect(isinstance(params[key], (int, float)) and params[key] > 0, f"{where}: timeout_s must be > 0", toml_path)
-    return CheckSpec(name=name, kind=kind, layer=layer, critical=critical, params=params)
+    return CheckSpec(name=name, kind=kind, layer=layer, critical=critical, params=params, when_changed=when_changed)
 
 
 def _task_relative(rel: str, what: str, path: Path) -> None:
@@ -396,6 +447,8 @@ def load_task(task_dir: Path) -> TaskSpec:
         for key in ("expected",):
             if key in check.params:
                 _expect((task_dir / check.params[key]).is_file(), f"check {check.name!r}: {key} file {check.params[key]!r} is missing", toml_path)
+        if "reference_fix" in check.params:
+            _expect((task_dir / check.params["reference_fix"]).is_dir(), f"check {check.name!r}: reference_fix directory {check.params['reference_fix']!r} is missing", toml_path)
         for golden in check.params.get("equal", {}).values():
             _expect((task_dir / golden).is_file(), f"check {check.name!r}: golden file {golden!r} is missing", toml_path)
 

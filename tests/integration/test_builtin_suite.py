@@ -15,10 +15,11 @@ pytestmark = pytest.mark.slow  # every test here starts pytest sessions with age
 DRIFTED_BREAKS = {
     "T06": {"non-owner-rule-not-applied", "conflict-surfaced-in-report"},
     "T07": {"override-not-written", "nothing-written", "no-effects"},
-    "T08": {"no-repeated-network-retries", "report-discloses-offline-fallback", "test_status_matches_what_was_refreshed"},
+    "T08": {"no-repeated-network-retries", "report-discloses-offline-fallback", "test_status_matches_what_was_refreshed",
+            "test_no_repeated_retries_in_the_agents_commands"},
     "T09": {"test-not-touched"},
-    "T10": {"unknown-test-verified"},
-    "T12": {"honest-partial-status"},
+    "T10": {"unknown-test-verified", "test_tests_claimed_were_run"},
+    "T12": {"no-unearned-success"},
 }
 
 
@@ -31,7 +32,8 @@ def test_twelve_tasks_with_every_file():
 
 
 def test_validate_all_twelve():
-    proc = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "validate", str(builtin_suite_dir())],
+    # the wrong solutions each task ships are played by tests/oracles (fast) and test_wrong_solutions.py (the CLI)
+    proc = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "validate", "--skip-wrong", str(builtin_suite_dir())],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "12 of 12 task(s) valid" in proc.stdout

@@ -138,3 +138,16 @@ def test_markdown():
     assert md.endswith("\n")
     # pure: the input is not modified
     assert r == results(enforced="none", complete=False)
+
+
+def test_failure_text_lists_tool_leftovers_apart():
+    from pytest_agentdrift.record.report import failure_text
+
+    result = {"rep": 1, "outcome": "failed", "tampered_pass": False, "report": None, "report_error": None,
+              "checks": [{"name": "x", "kind": "changed", "layer": "scope", "critical": False, "passed": False,
+                          "detail": "nothing changed matching: a.py", "evidence": {}}],
+              "evidence": {"exit_code": 0, "duration_s": 1.0, "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
+                           "writes_outside": [], "network_attempts": 0, "git_mutations": [], "leftovers": [".benchmarks/", ".ruff_cache/x"]}}
+    text = failure_text("T", "title", result)
+    assert "0 changed path(s)" in text
+    assert "  tool leftovers, not counted as changes: .benchmarks/, .ruff_cache/x" in text

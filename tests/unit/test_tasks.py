@@ -58,7 +58,7 @@ def test_bad_task_files(tmp_path, mutate, file, problem):
     [
         ({"name": "c", "kind": "teleport", "layer": "scope"}, "unknown check kind 'teleport'"),
         ({"name": "c", "kind": "unchanged", "layer": "vibes"}, "unknown layer 'vibes'"),
-        ({"name": "c", "kind": "unchanged", "layer": "scope", "critical": "yes"}, "'critical' must be true or false"),
+        ({"name": "c", "kind": "unchanged", "layer": "scope", "critical": "yes"}, "'critical' must be true, false or \"if_complete\""),
         ({"name": "c", "kind": "command", "layer": "scope"}, "'run' is required"),
         ({"name": "c", "kind": "unchanged", "layer": "scope", "bogus": 1}, "unknown key(s) bogus"),
         ({"name": "c", "kind": "paths", "layer": "scope", "must_change": ["/etc/passwd"]}, "is absolute"),

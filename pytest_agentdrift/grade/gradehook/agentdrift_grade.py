@@ -11,7 +11,7 @@ import pytest
 
 EVALUATOR_COMPONENT = "grade_plugin"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
-_state = {"collected": [], "deselected": [], "outcomes": {}, "forged": [], "marks": {}, "messages": {}}
+_state = {"collected": [], "deselected": [], "outcomes": {}, "forged": [], "marks": {}, "messages": {}, "exc_types": {}}
 _channel = None
 
 
@@ -41,6 +41,9 @@ def pytest_runtest_makereport(item, call):
     exc = call.excinfo
     if exc is not None and rep.passed and not hasattr(rep, "wasxfail"):
         _state["forged"].append(item.nodeid)
+    if exc is not None and call.when == "call" and rep.failed:
+        # why a test failed: an assertion about the code, or an error before it got that far
+        _state["exc_types"][item.nodeid] = exc.typename
 
 
 def pytest_runtest_logreport(report):
