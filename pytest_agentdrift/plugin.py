@@ -43,10 +43,13 @@ def _bundled_task_ids() -> list[str]:
         return []
 
 
+#: the resolved Settings, kept until the session objects are built (see _activate)
+SETTINGS_KEY: pytest.StashKey = pytest.StashKey()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_agentdrift.errors import AgentDriftError
     from pytest_agentdrift.session.options import resolve
-    from pytest_agentdrift.session.state import SessionInfo, TaskRunner
 
     config.addinivalue_line("markers", "agent_task(id): the item runs agent task <id> (pytest-agentdrift)")
     config.addinivalue_line("markers", "critical: a check whose failure is a critical failure of its task (pytest-agentdrift)")
@@ -57,6 +60,22 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve(config.getoption, config.getini, config.rootpath)
     except AgentDriftError as exc:
         raise pytest.UsageError(exc.message) from None
+    config.stash[SETTINGS_KEY] = settings
+    worker = hasattr(config, "workerinput")
+    # A run that asked for nothing of agentdrift imports nothing more (startup budget: the
+    # session objects, the collectors and their stages cost tens of milliseconds to import
+    # without a bytecode cache). They are built on the first task directory instead.
+    if settings.active or (worker and "agentdrift_run_id" in config.workerinput):
+        _activate(config)
+
+
+def _activate(config: pytest.Config) -> None:
+    """Build the session objects and register the process's role; once per process."""
+    if RUNNER_KEY in config.stash:
+        return
+    from pytest_agentdrift.session.state import SessionInfo, TaskRunner
+
+    settings = config.stash[SETTINGS_KEY]
     worker = hasattr(config, "workerinput")
     info = SessionInfo(settings=settings)
     if worker:
@@ -114,6 +133,7 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
         if is_task_dir(path):
             from pytest_agentdrift.session.collect import TaskDirectory
 
+            _activate(parent.config)  # a task directory without --agent options: the session starts now
             return TaskDirectory.from_parent(parent, path=path, runner=parent.config.stash[RUNNER_KEY])
     return None
 
@@ -183,4 +203,5 @@ def agent_run(request: pytest.FixtureRequest):
 @pytest.fixture(scope="session")
 def agent_manifest(pytestconfig: pytest.Config):
     """The runtime manifest captured for this session (None when nothing was captured)."""
-    return pytestconfig.stash[INFO_KEY].manifest
+    info = pytestconfig.stash.get(INFO_KEY, None)
+    return info.manifest if info is not None else None

@@ -159,9 +159,12 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
     from pytest_agentdrift.manifest.accept import accept_tokens
 
     values["accept_unobserved"] = accept_tokens(getini("agent_accept_unobserved"), getoption("agentdrift_accept_unobserved"))
-    from pytest_agentdrift.run.limits import resolve_limits
+    ini_limits, cli_limits = getini("agent_limits") or [], getoption("agentdrift_limits") or []
+    limits: dict[str, int | None] = {}  # empty: the defaults (run/limits.py), imported only when asked
+    if ini_limits or cli_limits:
+        from pytest_agentdrift.run.limits import resolve_limits
 
-    limits = resolve_limits(getini("agent_limits") or [], getoption("agentdrift_limits") or [])
+        limits = resolve_limits(ini_limits, cli_limits)
     k = values["k"] if isinstance(values["k"], int) else _conv(positive_int, values["k"], "agent_k")
     timeout = values["timeout"]
     if timeout is not None and not isinstance(timeout, float):
