@@ -164,7 +164,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[
     `xdist_group(name)` (see xdist_group_of), so under `--dist loadgroup` they all land
     on one worker and the session runs once per test run."""
     if name not in _SESSIONS:
-        _SESSIONS[name] = build(tmp_path_factory.mktemp(name))
+        _SESSIONS[name] = build(tmp_path_factory.mktemp(name) / "session")  # build() makes the directory
     return _SESSIONS[name]
 
 

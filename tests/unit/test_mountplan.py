@@ -289,7 +289,7 @@ def test_the_guard_keeps_the_tree_off_standard_library_names(tmp_path):
     (tmp_path / "difflib.py").write_text("raise SystemExit('shadowed')\n")
     (tmp_path / "logging.py").write_text("PROJECT = True\n")
     (tmp_path / "calc.py").write_text("VALUE = 1\n")
-    code = (f"import sys\nfrom pytest_agentdrift import gradeguard\ngradeguard.install(list(sys.path), ['logging'])\n"
+    code = (f"import sys\nfrom pytest_agentdrift.run import stdlib_guard as gradeguard\ngradeguard.install(list(sys.path), ['logging'])\n"
             f"sys.path.insert(0, {str(tmp_path)!r})\nimport difflib, calc, logging\n"
             "print(difflib.__file__.startswith(sys.base_prefix) or 'site' not in difflib.__file__, calc.VALUE, logging.PROJECT)\n")
     proc = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=30)
