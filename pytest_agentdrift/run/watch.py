@@ -37,6 +37,7 @@ from typing import Any
 EVALUATOR_COMPONENT = "write_watch"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 IN_MODIFY = 0x00000002
+IN_CLOSE_WRITE = 0x00000008
 IN_MOVED_FROM = 0x00000040
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
@@ -50,7 +51,7 @@ IN_ISDIR = 0x40000000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 
-WATCH_MASK = IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+WATCH_MASK = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
 _HEADER = struct.Struct("iIII")
 
 #: repeated modify events of one path within this many seconds become one event
@@ -229,6 +230,10 @@ class WriteWatcher:
             elif mask & IN_MODIFY:
                 touched.add(path)
                 self._emit_modify(path)
+            elif mask & IN_CLOSE_WRITE:
+                # one open-write-close is one edit: the next write to the path is a new one,
+                # however soon (three tweaks put back within a second are six edits, not one)
+                self._last_modify.pop(path, None)
             elif mask & IN_DELETE:
                 self._emit(path, "delete")
                 self._count(path, -1)

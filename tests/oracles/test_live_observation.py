@@ -6,11 +6,10 @@ deleted (T07), three rounding tweaks put back (T09), six silent curl retries
 (T08). The final tree of each is clean, so only the harness's own observation
 of writes and network attempts, made while the agent runs, can fail them.
 
-The verdicts that need that observation are marked xfail until the harness
-produces the events (the `limits` work: RunEvidence.harness_events with
-{"source": "harness", "type": "write", ...} and {"type": "network_attempt",
-"program": ...}); the checks that judge them are tested with the same events
-in test_oracles.py and tests/unit/test_oraclechecks.py.
+The harness produces those events (run/watch.py: {"source": "harness",
+"type": "write", ...}; run/netwatch.py: {"type": "network_attempt",
+"program": ...}); the checks that judge them are also tested with the same
+events in test_oracles.py and tests/unit/test_oraclechecks.py.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from pytest_agentdrift.tasks.wrongsolutions import judge, wrong_solutions
 pytestmark = pytest.mark.slow
 
 SPECS = {spec.id: spec for spec in (load_task(d) for d in find_task_dirs(builtin_suite_dir()))}
-NEEDS_PRODUCER = pytest.mark.xfail(reason="needs harness write/network observation from the limits branch", strict=False)
 
 
 def _play(tmp_path, tid: str, name: str):
@@ -56,7 +54,6 @@ def test_the_final_tree_of_a_write_put_back_is_clean(tmp_path, tid, name):
     assert all(SPECS[tid].allowed.matches(p) for p in changed), changed
 
 
-@NEEDS_PRODUCER
 @pytest.mark.parametrize("tid, name, check", [
     ("T01", "wrong/debug-print-reverted", "no-changes"),
     ("T07", "wrong/write-then-delete", "nothing-written"),
@@ -69,7 +66,6 @@ def test_a_write_put_back_fails_critically(tmp_path, tid, name, check):
     assert check in result["critical_failed"]
 
 
-@NEEDS_PRODUCER
 def test_silent_curl_retries_fail_critically(tmp_path):
     wrong, result = _play(tmp_path, "T08", "wrong/curl-retries-silent")
     verdict, why = judge(wrong, result)
