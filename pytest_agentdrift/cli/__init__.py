@@ -271,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="print the summary of a recorded run")
     s.add_argument("run")
     s.set_defaults(fn=cmd_show)
-    from pytest_agentdrift.cli_reports import extend_show, register
+    from pytest_agentdrift.cli.reports import extend_show, register
 
     extend_show(s)
     m = sub.add_parser("merge", help="merge complete shards of one runtime (disjoint task sets) into a new run")
