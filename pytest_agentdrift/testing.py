@@ -203,6 +203,9 @@ def play_solution(spec, solution: Path, base: Path, *, observed: Iterable[dict[s
         adapter_output=AdapterOutput(), isolation={"enforced": "none", "played": "in-process"}, start_commit=None,
         write_events=[e for e in harness_events if e.get("type") != "network_attempt"], leftovers=leftovers,
         added_lines=changes.added, unexamined=changes.unexamined, undisplayable=changes.undisplayable,
+        # the observation play_solution stands in for exists only where its events were given
+        observation={kind: {"mechanism": "given to play_solution" if any(e.get("type") == t for e in harness_events) else None}
+                     for kind, t in (("writes", "write"), ("network", "network_attempt"))},
     )
 
 
@@ -274,9 +277,15 @@ def _memo_grader(*args, **kwargs):
                 self._memo[key] = super().run_pytest(tree, args, timeout_s)
             return self._memo[key]
 
-        def execute(self, argv, tree, timeout_s, extra_env=None, readable=()):
-            if extra_env or readable:  # runs that write their results elsewhere are not memoised
-                return super().execute(argv, tree, timeout_s, extra_env, readable)
+        def run_python(self, argv: list[str], tree: Path, timeout_s: float):
+            key = ("python", _tree_digest(tree), tuple(argv), timeout_s)
+            if key not in self._memo:
+                self._memo[key] = super().run_python(argv, tree, timeout_s)
+            return self._memo[key]
+
+        def execute(self, argv, tree, timeout_s, extra_env=None, readable=(), **kw):
+            if extra_env or readable or kw:  # runs that report elsewhere (a file, the signed channel) are not memoised
+                return super().execute(argv, tree, timeout_s, extra_env, readable, **kw)
             key = ("exec", _tree_digest(tree), tuple(argv), timeout_s)
             if key not in self._memo:
                 self._memo[key] = super().execute(argv, tree, timeout_s)

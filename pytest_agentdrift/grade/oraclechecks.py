@@ -72,14 +72,16 @@ def check_writes(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outc
             over.append(f"{n} write(s) to {pattern} (at most {limit})")
     if over:
         parts.append("; ".join(over))
-    observed = bool(run.observed_writes())
+    # a run that had a write observation and saw nothing is evidence; a run without one is the final tree alone
+    mechanism = ((run.observation or {}).get("writes") or {}).get("mechanism")
+    observed = bool(mechanism) or bool(run.observed_writes())
     evidence = {"observed_writes": len(writes), "changed_outside": still_changed, "undone_outside": undone,
-                "observation": "harness write events and the final tree" if observed else
-                               "final tree only (the harness observed no writes for this run)"}
+                "observation": f"harness write events ({mechanism or 'given'}) and the final tree" if observed else
+                               "final tree only (this run had no write observation)"}
     if parts:
         return False, "; ".join(parts), evidence
     if not observed:
-        return True, f"nothing changed {what} in the final tree (no write observed while the agent ran)", evidence
+        return True, f"nothing changed {what} in the final tree (this run had no write observation)", evidence
     return True, f"{len(writes)} observed write(s), none {what}" + (f" beyond the budget of {budget}" if outside else ""), evidence
 
 

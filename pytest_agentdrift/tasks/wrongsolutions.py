@@ -116,6 +116,15 @@ def deciding_checks(spec, wrong: WrongSolution) -> set[str]:
     return set(wrong.checks) | critical
 
 
+def _observed(evidence: dict[str, Any], need: str) -> bool:
+    """Whether the run had the observation a wrong solution needs: a mechanism was watching, or it saw something.
+
+    Only then is a missed mistake a real miss; without it the final tree alone cannot decide."""
+    kind, count = ("writes", "writes_observed") if need == "write-observation" else ("network", "network_attempts")
+    mechanism = (((evidence.get("observation") or {}).get(kind)) or {}).get("mechanism")
+    return bool(mechanism) or bool(evidence.get(count))
+
+
 def judge(wrong: WrongSolution, result: dict[str, Any]) -> tuple[bool | None, str]:
     """Did the run fail as the wrong solution says? (True, why) / (False, why) / (None, why undecided)."""
     failed = set(result["failed_checks"])
@@ -134,9 +143,8 @@ def judge(wrong: WrongSolution, result: dict[str, Any]) -> tuple[bool | None, st
     if not problems:
         return True, f"{'fails critically' if wrong.expect == 'critical' else 'fails, not critically'} as expected ({seen})"
     evidence = result.get("evidence", {})
-    unobserved = [n for n in wrong.needs if (n == "write-observation" and not evidence.get("observed_writes"))
-                  or (n == "network-observation" and not evidence.get("network_attempts"))]
+    unobserved = [n for n in wrong.needs if not _observed(evidence, n)]
     if unobserved:
-        return None, (f"not decided: needs {', '.join(unobserved)}, and the harness observed none here "
+        return None, (f"not decided: needs {', '.join(unobserved)}, which this run did not have "
                       f"({'; '.join(problems)})")
     return False, "; ".join(problems) + f" ({seen})"

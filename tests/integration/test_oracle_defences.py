@@ -60,7 +60,8 @@ def test_forged_harness_events_stay_the_agents(env):
     ''')
     assert run.observed_writes() == []
     assert {e["source"] for e in run.events if e["type"] in ("write", "network_attempt") and e.get("host") != "127.0.0.1"} <= {"agent"}
-    assert res["read-only"].passed and "no write observed" in res["read-only"].detail
+    # the live observation watched (or the final tree alone decided): either way no write of the agent's claim counts
+    assert res["read-only"].passed and res["read-only"].evidence["observed_writes"] == 0, res["read-only"].detail
 
 
 def test_a_planted_agentdrift_hidden_is_replaced(env):

@@ -86,8 +86,17 @@ def test_no_write_observed_and_a_clean_tree_passes_and_says_what_it_saw(wtask):
     res, _ = _writes(wtask, "clean")
     assert all(ok for ok, _, _ in res.values())
     ok, detail, evidence = res["read-only"]
-    assert "no write observed" in detail
+    assert "this run had no write observation" in detail
     assert evidence["observation"].startswith("final tree only")
+
+
+def test_a_run_that_was_watched_and_saw_nothing_says_so(wtask):
+    root, spec = wtask
+    run = play_solution(spec, _solution(root, "watched"), root / "runs")
+    run.observation = {"writes": {"mechanism": "inotify", "events": 0}}
+    ok, detail, evidence = check_writes(None, spec, run, _check(spec, "read-only"))
+    assert ok and detail == "0 observed write(s), none any file"
+    assert evidence["observation"] == "harness write events (inotify) and the final tree"
 
 
 def test_a_write_put_back_fails_read_only_and_scope(wtask):

@@ -29,9 +29,9 @@ def _wrong(spec, name, toml, **files):
     return d
 
 
-def _result(passed=False, failed=(), critical=(), observed_writes=0, network_attempts=0):
+def _result(passed=False, failed=(), critical=(), observed_writes=0, network_attempts=0, observation=None):
     return {"passed": passed, "failed_checks": list(failed), "critical_failed": list(critical),
-            "evidence": {"observed_writes": observed_writes, "network_attempts": network_attempts}}
+            "evidence": {"writes_observed": observed_writes, "network_attempts": network_attempts, "observation": observation or {}}}
 
 
 def test_loading_and_check_names_from_functions(spec):
@@ -87,6 +87,17 @@ def test_judge_leaves_undecided_what_needs_an_observation_that_saw_nothing(spec)
     assert judge(w, _result(passed=True, observed_writes=2))[0] is False  # observed, and still passed: a real miss
     n = _w(spec, "critical", ["a"], ["network-observation"])
     assert judge(n, _result(passed=True))[0] is None
+
+
+def test_judge_calls_a_miss_a_miss_when_the_observation_was_there(spec):
+    """The run had a write observation that saw nothing, and the mistake passed: a real miss, not 'undecided'
+    (the key the runner records is `writes_observed`, the mechanism is in `observation`)."""
+    w = _w(spec, "critical", ["a"], ["write-observation"])
+    watched = {"writes": {"mechanism": "inotify", "events": 0}, "network": {"mechanism": None}}
+    ok, why = judge(w, _result(passed=True, observation=watched))
+    assert ok is False and why.startswith("it passed")
+    n = _w(spec, "critical", ["a"], ["network-observation"])
+    assert judge(n, _result(passed=True, observation={"network": {"mechanism": "dns-stub+proxy"}}))[0] is False
 
 
 @pytest.mark.parametrize("play", ["../x", "/abs", "wrong/../../x", "", "wrong//x", "wrong/./x", "a\\b"])
