@@ -18,8 +18,13 @@ from typing import Any, Iterable
 
 from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
 
-_DEFAULT_EFFECTS = {"network": True, "writes_outside": True, "git_mutation": True,
-                    "lockfile_change": True, "credential_access": True}
+_DEFAULT_EFFECTS = {
+    "network": True,
+    "writes_outside": True,
+    "git_mutation": True,
+    "lockfile_change": True,
+    "credential_access": True,
+}
 
 
 def _toml_value(v: Any) -> str:
@@ -62,9 +67,16 @@ def make_task(
         p = d / "repo" / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(textwrap.dedent(content))
-    lines = [f"id = {json.dumps(task_id)}", f"title = {json.dumps(title or 'Task ' + task_id)}",
-             'behavior = "test"', f"suite = {json.dumps(suite)}", f"timeout_s = {timeout_s!r}",
-             f"protected = {_toml_value(list(protected))}", f"git = {_toml_value(git)}", ""]
+    lines = [
+        f"id = {json.dumps(task_id)}",
+        f"title = {json.dumps(title or 'Task ' + task_id)}",
+        'behavior = "test"',
+        f"suite = {json.dumps(suite)}",
+        f"timeout_s = {timeout_s!r}",
+        f"protected = {_toml_value(list(protected))}",
+        f"git = {_toml_value(git)}",
+        "",
+    ]
     for check in checks:
         lines.append("[[checks]]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in check.items()]
@@ -72,7 +84,9 @@ def make_task(
     (d / "task.toml").write_text("\n".join(lines))
     (d / "task.md").write_text(text)
     (d / "allowed-paths.txt").write_text("".join(f"{p}\n" for p in allowed))
-    (d / "forbidden-effects.json").write_text(json.dumps(forbidden_effects if forbidden_effects is not None else _DEFAULT_EFFECTS))
+    (d / "forbidden-effects.json").write_text(
+        json.dumps(forbidden_effects if forbidden_effects is not None else _DEFAULT_EFFECTS)
+    )
     (d / "expected-events.json").write_text(json.dumps(expected_events or {}))
     (d / "fixture-manifest.json").write_text(json.dumps({"synthetic": True}))
     (d / "evaluator-version.txt").write_text("1\n")
@@ -83,7 +97,9 @@ def make_task(
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(textwrap.dedent(content))
         (d / "solution").mkdir(exist_ok=True)
-        (d / "solution" / "report.json").write_text(json.dumps(solution_report or {"status": "complete", "summary": "done"}))
+        (d / "solution" / "report.json").write_text(
+            json.dumps(solution_report or {"status": "complete", "summary": "done"})
+        )
     freeze(d)
     return d
 
@@ -96,7 +112,7 @@ def agent_script(path: Path, body: str) -> Path:
     """Write a Python agent program; the body sees `os`, `json`, `sys`, `Path`,
     and `report(status, **fields)` / `event(type, **fields)` helpers."""
     prelude = textwrap.dedent(
-        '''
+        """
         import json, os, sys
         from pathlib import Path
 
@@ -106,7 +122,7 @@ def agent_script(path: Path, body: str) -> Path:
         def event(type, **fields):
             with open(os.environ["AGENTDRIFT_EVENTS"], "a") as fh:
                 fh.write(json.dumps({"type": type, **fields}) + "\\n")
-        '''
+        """
     )
     path = Path(path)
     path.write_text(prelude + "\n" + textwrap.dedent(body))
@@ -148,7 +164,10 @@ def normalise_results(results: dict[str, Any]) -> dict[str, Any]:
 
 # ---- grading a solution directly: the oracle tests' fast path ----------------------------------
 
-def play_solution(spec, solution: Path, base: Path, *, observed: Iterable[dict[str, Any]] = (), run_actions: bool = True, rep: int = 1):
+
+def play_solution(
+    spec, solution: Path, base: Path, *, observed: Iterable[dict[str, Any]] = (), run_actions: bool = True, rep: int = 1
+):
     """Act out a solution directory on a fresh copy of the task's repo/ and gather the evidence.
 
     No agent process and no sandbox: the reference agent's own code applies the
@@ -161,12 +180,12 @@ def play_solution(spec, solution: Path, base: Path, *, observed: Iterable[dict[s
     """
     import secrets
 
-    from pytest_agentdrift.run import agentio, tamper
-    from pytest_agentdrift.tasks import treesnap
     from pytest_agentdrift.agents.base import AdapterOutput
     from pytest_agentdrift.agents.reference import apply_solution
-    from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
+    from pytest_agentdrift.run import agentio, tamper
     from pytest_agentdrift.run.runner import RunEvidence, copy_tree
+    from pytest_agentdrift.tasks import treesnap
+    from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
     from pytest_agentdrift.tasks.load import tree_hashes, verify_tree
 
     root = Path(base) / f"{spec.id}-{solution.name}-{secrets.token_hex(4)}"
@@ -183,29 +202,62 @@ def play_solution(spec, solution: Path, base: Path, *, observed: Iterable[dict[s
     apply_solution(solution, work, str(harness / "events.jsonl"), str(harness / "report.json"), run_actions=run_actions)
     after = treesnap.resnapshot(work, before)
     d = treesnap.diff(before, after)
-    d.added, leftovers = split_leftovers(d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree))
+    d.added, leftovers = split_leftovers(
+        d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree)
+    )
     # the patch and the added lines as a session has them: from the files' raw bytes
     changes = treesnap.render_changes(spec.repo, work, d, before, after)
     patch = changes.patch
-    outside = [p for p in treesnap.diff(decoy_before, treesnap.resnapshot(root, decoy_before, skip=skip)).changed if p != "box"]
+    outside = [
+        p for p in treesnap.diff(decoy_before, treesnap.resnapshot(root, decoy_before, skip=skip)).changed if p != "box"
+    ]
     log = agentio.read_events(harness / "events.jsonl")
     events, problems = log.events, log.problem_lines()
     report, report_error = agentio.read_report(harness / "report.json")
     harness_events = [{"t": float(i), **e, "source": "harness"} for i, e in enumerate(observed)]
     return RunEvidence(
-        task_id=spec.id, rep=rep, root=root, work=work, argv=["<played in-process>", str(solution)],
-        exit_code=0, timed_out=False, launch_error=None, duration_s=0.0, stdout="", stderr="",
-        stdout_bytes=0, stderr_bytes=0, stdout_truncated=False, stderr_truncated=False, leftover_processes=0,
-        diff=d, patch=patch, writes_outside=outside, git_mutations=[], work_tree_deleted=False,
-        tamper=tamper.tamper_evidence(d, spec.protected), lockfile_changes=tamper.lockfile_changes(d),
+        task_id=spec.id,
+        rep=rep,
+        root=root,
+        work=work,
+        argv=["<played in-process>", str(solution)],
+        exit_code=0,
+        timed_out=False,
+        launch_error=None,
+        duration_s=0.0,
+        stdout="",
+        stderr="",
+        stdout_bytes=0,
+        stderr_bytes=0,
+        stdout_truncated=False,
+        stderr_truncated=False,
+        leftover_processes=0,
+        diff=d,
+        patch=patch,
+        writes_outside=outside,
+        git_mutations=[],
+        work_tree_deleted=False,
+        tamper=tamper.tamper_evidence(d, spec.protected),
+        lockfile_changes=tamper.lockfile_changes(d),
         network_attempts=[e for e in harness_events if e.get("type") == "network_attempt"],
-        credential_access=False, agent_events=events, event_problems=problems, report=report, report_error=report_error,
-        adapter_output=AdapterOutput(), isolation={"enforced": "none", "played": "in-process"}, start_commit=None,
-        write_events=[e for e in harness_events if e.get("type") != "network_attempt"], leftovers=leftovers,
-        added_lines=changes.added, unexamined=changes.unexamined, undisplayable=changes.undisplayable,
+        credential_access=False,
+        agent_events=events,
+        event_problems=problems,
+        report=report,
+        report_error=report_error,
+        adapter_output=AdapterOutput(),
+        isolation={"enforced": "none", "played": "in-process"},
+        start_commit=None,
+        write_events=[e for e in harness_events if e.get("type") != "network_attempt"],
+        leftovers=leftovers,
+        added_lines=changes.added,
+        unexamined=changes.unexamined,
+        undisplayable=changes.undisplayable,
         # the observation play_solution stands in for exists only where its events were given
-        observation={kind: {"mechanism": "given to play_solution" if any(e.get("type") == t for e in harness_events) else None}
-                     for kind, t in (("writes", "write"), ("network", "network_attempt"))},
+        observation={
+            kind: {"mechanism": "given to play_solution" if any(e.get("type") == t for e in harness_events) else None}
+            for kind, t in (("writes", "write"), ("network", "network_attempt"))
+        },
     )
 
 
@@ -238,13 +290,16 @@ class OracleBench:
         """
         import dataclasses
 
-        from pytest_agentdrift.run.runner import cleanup
         from pytest_agentdrift.grade.scoring import score
+        from pytest_agentdrift.run.runner import cleanup
 
         if only is not None:
             wanted = set(only)
-            spec = dataclasses.replace(spec, checks=tuple(c for c in spec.checks if c.name in wanted),
-                                       function_files=spec.function_files if wanted - {c.name for c in spec.checks} else ())
+            spec = dataclasses.replace(
+                spec,
+                checks=tuple(c for c in spec.checks if c.name in wanted),
+                function_files=spec.function_files if wanted - {c.name for c in spec.checks} else (),
+            )
         run = self.run(spec, solution, **kw)
         try:
             checks = self.grader.evaluate(spec, run)
@@ -256,8 +311,8 @@ class OracleBench:
 
 
 def _tree_digest(tree: Path) -> str:
-    from pytest_agentdrift.tasks import treesnap
     from pytest_agentdrift.canonical import digest
+    from pytest_agentdrift.tasks import treesnap
 
     return digest(sorted((rel, e.kind, e.mode, e.sha256) for rel, e in treesnap.snapshot(tree).items()))
 

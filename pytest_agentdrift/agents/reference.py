@@ -58,13 +58,16 @@ def apply(task_dir: Path, profile: str, work: Path, play: str | None = None) -> 
     if sol is None:
         if report_path:
             what = f"no solution {play!r}" if play else "no solution"
-            Path(report_path).write_text('{"status": "blocked", "summary": "the reference agent has %s for this task"}\n' % what)
+            Path(report_path).write_text(
+                '{"status": "blocked", "summary": "the reference agent has %s for this task"}\n' % what
+            )
         return 0
     return apply_solution(sol, work, events_path, report_path)
 
 
-def apply_solution(sol: Path, work: Path, events_path: str | None, report_path: str | None,
-                   run_actions: bool = True) -> int:
+def apply_solution(
+    sol: Path, work: Path, events_path: str | None, report_path: str | None, run_actions: bool = True
+) -> int:
     """Act out one solution directory in the work tree (actions.py, files/, delete.txt, events, report)."""
     if run_actions and (sol / "actions.py").is_file():
         import subprocess

@@ -56,7 +56,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             # the same run -> grade -> score the plugin's items use
             _, untouched = attempt(spec, 0, noop, settings, grader, base / "runs")
             if untouched["passed"]:
-                problems.append("passes on the untouched repo with an agent that does nothing: the checks decide nothing")
+                problems.append(
+                    "passes on the untouched repo with an agent that does nothing: the checks decide nothing"
+                )
             passes = 0
             for rep in range(1, args.k + 1):
                 _, solved = attempt(spec, rep, ref, settings, grader, base / "runs")
@@ -69,8 +71,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             if not args.skip_wrong:
                 wrong_lines = _validate_wrong(spec, grader, settings, base, problems)
             status = "ok" if not problems else "FAIL"
-            _out(f"{status:4} {spec.id} {spec.title}: untouched fails ({', '.join(untouched['failed_checks']) or 'none'}); "
-                 f"solution passes {passes}/{args.k}" + (f"; {len(wrong_lines)} wrong solution(s) played" if wrong_lines else ""))
+            _out(
+                f"{status:4} {spec.id} {spec.title}: untouched fails ({', '.join(untouched['failed_checks']) or 'none'}); "
+                f"solution passes {passes}/{args.k}"
+                + (f"; {len(wrong_lines)} wrong solution(s) played" if wrong_lines else "")
+            )
             for line in wrong_lines:
                 _out(f"     {line}")
             for p in problems:
@@ -87,9 +92,13 @@ def protected_disagreement(spec) -> list[str]:
         return []
     out = []
     if effects - toml:
-        out.append("forbidden-effects.json protected_paths not in task.toml protected: " + ", ".join(sorted(effects - toml)))
+        out.append(
+            "forbidden-effects.json protected_paths not in task.toml protected: " + ", ".join(sorted(effects - toml))
+        )
     if toml - effects:
-        out.append("task.toml protected not in forbidden-effects.json protected_paths: " + ", ".join(sorted(toml - effects)))
+        out.append(
+            "task.toml protected not in forbidden-effects.json protected_paths: " + ", ".join(sorted(toml - effects))
+        )
     out.append("both are protected (the union); list them in both files to say so")
     return out
 
@@ -152,7 +161,9 @@ def _load_pair(args: argparse.Namespace):
     base_results, base_manifest = load_baseline(Path(args.base))
     cand_results, cand_manifest = load_baseline(Path(args.cand))
     accepted = resolve_for(_accepted_tokens(args), base_manifest, cand_manifest)
-    cmp = compare_manifests(base_manifest, cand_manifest, args.vary or [], pre_run=False, accept_unobserved=accepted.fields)
+    cmp = compare_manifests(
+        base_manifest, cand_manifest, args.vary or [], pre_run=False, accept_unobserved=accepted.fields
+    )
     return base_results, cand_results, cmp, accepted
 
 
@@ -175,14 +186,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     base, cand, cmp, accepted = _load_pair(args)
     outcome = compare_recorded(
-        base, cand, cmp, gate=args.gate, seed=args.seed, release_notes=args.release_notes,
-        rollback_state=args.rollback_state, rollback_evidence=args.rollback_evidence, accepted=accepted.to_dict(),
+        base,
+        cand,
+        cmp,
+        gate=args.gate,
+        seed=args.seed,
+        release_notes=args.release_notes,
+        rollback_state=args.rollback_state,
+        rollback_evidence=args.rollback_evidence,
+        accepted=accepted.to_dict(),
         gate_scope=args.gate_scope,
     )
     outcome.files["comparison/decision.json"]["exit_status"] = outcome.verdict.to_dict()
     if args.json:
-        _out(json.dumps({"comparison": outcome.comparison, "decision": outcome.files["comparison/decision.json"]},
-                        indent=2, sort_keys=True))
+        _out(
+            json.dumps(
+                {"comparison": outcome.comparison, "decision": outcome.files["comparison/decision.json"]},
+                indent=2,
+                sort_keys=True,
+            )
+        )
     else:
         for line in accepted.lines() + outcome.lines:
             _out(line)
@@ -263,7 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--k", type=_positive, default=1)
     v.add_argument("--agent", default="reference", help="the agent whose solution must pass (default: reference)")
     v.add_argument("--isolation", choices=ISOLATION_MODES, default="auto")
-    v.add_argument("--skip-wrong", action="store_true", help="do not play the tasks' wrong solutions (solution/wrong/*/)")
+    v.add_argument(
+        "--skip-wrong", action="store_true", help="do not play the tasks' wrong solutions (solution/wrong/*/)"
+    )
     v.set_defaults(fn=cmd_validate)
     f = sub.add_parser("freeze", help="(re)write initial-tree.sha256 from repo/")
     f.add_argument("tasks", nargs="+")
@@ -280,29 +305,49 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--accept-unobserved", action="append", default=None)
     _ini_args(m)
     m.set_defaults(fn=cmd_merge)
-    su = sub.add_parser("summary", help="compact Markdown of a recorded run (and its comparison) for a CI summary or PR comment")
+    su = sub.add_parser(
+        "summary", help="compact Markdown of a recorded run (and its comparison) for a CI summary or PR comment"
+    )
     su.add_argument("run")
-    su.add_argument("--max-bytes", type=_positive, default=DEFAULT_SUMMARY_BYTES,
-                    help=f"cut the Markdown to at most this many bytes (default {DEFAULT_SUMMARY_BYTES}; GitHub's step summary takes 1 MiB)")
+    su.add_argument(
+        "--max-bytes",
+        type=_positive,
+        default=DEFAULT_SUMMARY_BYTES,
+        help=f"cut the Markdown to at most this many bytes (default {DEFAULT_SUMMARY_BYTES}; GitHub's step summary takes 1 MiB)",
+    )
     su.add_argument("--output", "-o", help="write to this file instead of standard output")
     su.set_defaults(fn=cmd_summary)
-    for name, fn, help_ in (("diff", cmd_diff, "compare two recorded runs' manifests"),
-                            ("compare", cmd_compare, "statistics and decision for two recorded runs")):
+    for name, fn, help_ in (
+        ("diff", cmd_diff, "compare two recorded runs' manifests"),
+        ("compare", cmd_compare, "statistics and decision for two recorded runs"),
+    ):
         c = sub.add_parser(name, help=help_)
         c.add_argument("base")
         c.add_argument("cand")
         c.add_argument("--vary", action="append", default=[], help="a manifest field that may differ; repeatable")
         c.add_argument("--json", action="store_true")
-        c.add_argument("--accept-unobserved", action="append", default=None,
-                       help="a field (or group: envelope, unobservable) that may stay unobserved on both sides; repeatable; "
-                            "adds to the ini's agent_accept_unobserved (default: env_image_digest, server_revision); none clears")
+        c.add_argument(
+            "--accept-unobserved",
+            action="append",
+            default=None,
+            help="a field (or group: envelope, unobservable) that may stay unobserved on both sides; repeatable; "
+            "adds to the ini's agent_accept_unobserved (default: env_image_digest, server_revision); none clears",
+        )
         _ini_args(c)
         c.set_defaults(fn=fn)
         if name == "compare":
-            c.add_argument("--gate", choices=GATE_MODES, default=None,
-                           help="the gate sets the exit status: regression (merge gating) or promote (ship / hold / don't ship)")
-            c.add_argument("--gate-scope", choices=("all", "critical"), default="all",
-                           help="promote gate only: critical lets only critical regressions and new safety failures block")
+            c.add_argument(
+                "--gate",
+                choices=GATE_MODES,
+                default=None,
+                help="the gate sets the exit status: regression (merge gating) or promote (ship / hold / don't ship)",
+            )
+            c.add_argument(
+                "--gate-scope",
+                choices=("all", "critical"),
+                default="all",
+                help="promote gate only: critical lets only critical regressions and new safety failures block",
+            )
             c.add_argument("--seed", type=int, default=0)
             c.add_argument("--release-notes", type=Path)
             c.add_argument("--rollback-state", choices=ROLLBACK_STATES, default="unknown")
@@ -315,7 +360,9 @@ DEFAULT_SUMMARY_BYTES = 60_000
 
 
 def _ini_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-c", dest="config_file", default=None, help="the pytest ini to read agent_* options from (as pytest -c)")
+    p.add_argument(
+        "-c", dest="config_file", default=None, help="the pytest ini to read agent_* options from (as pytest -c)"
+    )
     p.add_argument("--rootdir", default=None, help="as pytest --rootdir: where the ini search starts")
 
 

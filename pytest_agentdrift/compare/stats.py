@@ -135,9 +135,7 @@ class BootstrapInterval:
         }
 
 
-def bootstrap_means(
-    columns: Mapping[str, Sequence[float]], *, draws: int, seed: int
-) -> dict[str, Any]:
+def bootstrap_means(columns: Mapping[str, Sequence[float]], *, draws: int, seed: int) -> dict[str, Any]:
     """Per-draw means of several per-task columns under one task resampling.
 
     Each draw resamples the n tasks with replacement (a task keeps all its
@@ -164,7 +162,7 @@ def bootstrap_means(
     for start in range(0, draws, _BOOTSTRAP_BLOCK):
         block = min(_BOOTSTRAP_BLOCK, draws - start)
         idx = rng.integers(0, n, size=(block, n), dtype=np.intp)
-        for name, column in zip(names, values):
+        for name, column in zip(names, values, strict=False):
             out[name][start : start + block] = np.take(column, idx).sum(axis=1) / n
     return out
 
@@ -373,9 +371,9 @@ def promotion_support(
         raise ValueError("need one quality delta and one cost per arm for each task, and at least one task")
     import numpy as np
 
-    mask = [1.0 if b is not None and c is not None else 0.0 for b, c in zip(base_cost, cand_cost)]
-    cb = [b if m else 0.0 for b, m in zip(base_cost, mask)]
-    cc = [c if m else 0.0 for c, m in zip(cand_cost, mask)]
+    mask = [1.0 if b is not None and c is not None else 0.0 for b, c in zip(base_cost, cand_cost, strict=False)]
+    cb = [b if m else 0.0 for b, m in zip(base_cost, mask, strict=False)]
+    cc = [c if m else 0.0 for c, m in zip(cand_cost, mask, strict=False)]
     priced = int(sum(mask))
     if priced == 0:
         return {"support": 0.0, "priced_tasks": 0, "note": "no task has a cost in both arms"}
@@ -383,7 +381,7 @@ def promotion_support(
     cand_mean = math.fsum(cc) / priced
     # Cheaper within a draw <=> the summed per-task cost difference over the
     # priced tasks drawn is negative, so one column carries the cost side.
-    columns = {"q": quality_deltas, "d": [c - b for b, c in zip(cb, cc)]}
+    columns = {"q": quality_deltas, "d": [c - b for b, c in zip(cb, cc, strict=False)]}
     if priced < n:
         columns["m"] = mask  # only needed when some task is unpriced
     m = bootstrap_means(columns, draws=draws, seed=seed)

@@ -15,8 +15,8 @@ import itertools
 import re
 from typing import TYPE_CHECKING, Any
 
-from pytest_agentdrift.tasks.patterns import PathSpec
 from pytest_agentdrift.tasks.leftovers import LeftoverRules
+from pytest_agentdrift.tasks.patterns import PathSpec
 
 EVALUATOR_COMPONENT = "oracle_checks"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
@@ -63,8 +63,10 @@ def check_writes(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outc
     if still_changed:
         parts.append(f"changed {what}: " + _shown(still_changed))
     if len(undone_events) > budget:
-        parts.append(f"wrote {what} while working ({len(undone_events)} write(s) to {_shown(undone)}, put back by the end)"
-                     + (f"; at most {budget} tolerated" if budget else ""))
+        parts.append(
+            f"wrote {what} while working ({len(undone_events)} write(s) to {_shown(undone)}, put back by the end)"
+            + (f"; at most {budget} tolerated" if budget else "")
+        )
     over = []
     for pattern, limit in sorted(c.params.get("max_edits", {}).items()):
         n = sum(1 for e in writes if PathSpec((pattern,)).matches(e["path"]))
@@ -75,14 +77,23 @@ def check_writes(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outc
     # a run that had a write observation and saw nothing is evidence; a run without one is the final tree alone
     mechanism = ((run.observation or {}).get("writes") or {}).get("mechanism")
     observed = bool(mechanism) or bool(run.observed_writes())
-    evidence = {"observed_writes": len(writes), "changed_outside": still_changed, "undone_outside": undone,
-                "observation": f"harness write events ({mechanism or 'given'}) and the final tree" if observed else
-                               "final tree only (this run had no write observation)"}
+    evidence = {
+        "observed_writes": len(writes),
+        "changed_outside": still_changed,
+        "undone_outside": undone,
+        "observation": f"harness write events ({mechanism or 'given'}) and the final tree"
+        if observed
+        else "final tree only (this run had no write observation)",
+    }
     if parts:
         return False, "; ".join(parts), evidence
     if not observed:
         return True, f"nothing changed {what} in the final tree (this run had no write observation)", evidence
-    return True, f"{len(writes)} observed write(s), none {what}" + (f" beyond the budget of {budget}" if outside else ""), evidence
+    return (
+        True,
+        f"{len(writes)} observed write(s), none {what}" + (f" beyond the budget of {budget}" if outside else ""),
+        evidence,
+    )
 
 
 def check_changed(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
@@ -115,7 +126,9 @@ def _file_mentions(segment: str, files: list[str]) -> list[tuple[int, int, str]]
     for path in files:
         if path.endswith(".py"):
             module = path[:-3].replace("/", ".")
-            found += [(m.start(), m.end(), path) for m in re.finditer(rf"(?<![\w.]){re.escape(module)}(?![\w])", segment)]
+            found += [
+                (m.start(), m.end(), path) for m in re.finditer(rf"(?<![\w.]){re.escape(module)}(?![\w])", segment)
+            ]
     return found
 
 
@@ -162,9 +175,17 @@ def check_call_path(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> O
         backward = all(a > b for a, b in itertools.pairwise(found))
         if not (forward or backward):
             first = [n for _, n in sorted(zip(found, order, strict=True))]
-            parts.append("the call path is told out of order: " + " -> ".join(first) + " (the path is " + " -> ".join(order) + ")")
+            parts.append(
+                "the call path is told out of order: "
+                + " -> ".join(first)
+                + " (the path is "
+                + " -> ".join(order)
+                + ")"
+            )
     elif order:
-        parts.append("the call path leaves out: " + ", ".join(n for n, p in zip(order, positions, strict=True) if p is None))
+        parts.append(
+            "the call path leaves out: " + ", ".join(n for n, p in zip(order, positions, strict=True) if p is None)
+        )
     return not parts, "; ".join(parts) or "every step named with its file, in order", {"unpaired": unpaired}
 
 

@@ -60,8 +60,12 @@ class SymbolIndex:
                 continue
             for node in tree.body:
                 names.update(_bound_names(node))
-                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                        and node.module.split(".", 1)[0] in sys.stdlib_module_names:
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and node.level == 0
+                    and node.module
+                    and node.module.split(".", 1)[0] in sys.stdlib_module_names
+                ):
                     for alias in node.names:
                         idx.stdlib_imports[alias.asname or alias.name] = (node.module, alias.name)
                 if isinstance(node, ast.ClassDef):
@@ -159,7 +163,12 @@ def _members(cls: ast.ClassDef) -> set[str]:
     for node in cls.body:
         out |= _bound_names(node)
     for sub in ast.walk(cls):
-        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "self" and isinstance(sub.ctx, ast.Store):
+        if (
+            isinstance(sub, ast.Attribute)
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id == "self"
+            and isinstance(sub.ctx, ast.Store)
+        ):
             out.add(sub.attr)
     for base in cls.bases:  # an exception class has the members of its standard base
         if isinstance(base, ast.Name) and hasattr(builtins, base.id):
@@ -167,8 +176,29 @@ def _members(cls: ast.ClassDef) -> set[str]:
     return out
 
 
-_FILE_EXTENSIONS = frozenset({"py", "md", "toml", "txt", "json", "cfg", "ini", "lock", "yaml", "yml", "sh", "js", "ts",
-                              "whl", "zip", "csv", "html", "rst", "pyc"})
+_FILE_EXTENSIONS = frozenset(
+    {
+        "py",
+        "md",
+        "toml",
+        "txt",
+        "json",
+        "cfg",
+        "ini",
+        "lock",
+        "yaml",
+        "yml",
+        "sh",
+        "js",
+        "ts",
+        "whl",
+        "zip",
+        "csv",
+        "html",
+        "rst",
+        "pyc",
+    }
+)
 _BACKTICKED = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`")
 _DOTTED = re.compile(r"(?<![\w./-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w/-])")
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\(\)")

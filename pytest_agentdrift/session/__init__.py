@@ -1,1 +1,2 @@
-"""session/: the pytest layer. Process roles (controller, worker), collection nodes, xdist hooks, options, the baseline glue. Only this layer and plugin.py import pytest."""
+"""session/: the pytest layer. Process roles (controller, worker), collection nodes, xdist hooks, options,
+the baseline glue. Only this layer and plugin.py import pytest."""

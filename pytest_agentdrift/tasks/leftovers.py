@@ -64,7 +64,7 @@ class LeftoverRules:
         for base, lines in self.ignore_files:
             if base and not path.startswith(base + "/"):
                 continue
-            sub = path[len(base) + 1:] if base else path
+            sub = path[len(base) + 1 :] if base else path
             if _spec(lines).match_file(sub + ("/" if is_dir else "")):
                 return True
         return False

@@ -75,13 +75,21 @@ def load_wrong(path: Path, check_names: set[str]) -> WrongSolution:
     if not isinstance(needs, list) or not set(needs) <= set(NEEDS):
         _fail(f"'needs' must be a list of: {', '.join(NEEDS)}", toml_path)
     observed = meta.get("observed", [])
-    if not isinstance(observed, list) or not all(isinstance(e, dict) and isinstance(e.get("type"), str) for e in observed):
+    if not isinstance(observed, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("type"), str) for e in observed
+    ):
         _fail("'observed' must be a list of event tables, each with a 'type'", toml_path)
     if not ((path / "report.json").is_file() or (path / "files").is_dir() or (path / "actions.py").is_file()):
         _fail("a wrong solution needs at least one of report.json, files/, actions.py", path)
     return WrongSolution(
-        name=f"wrong/{path.name}", path=path, description=meta["description"].strip(), kind=meta["kind"],
-        expect=meta["expect"], checks=tuple(checks), needs=tuple(needs), observed=tuple(observed),
+        name=f"wrong/{path.name}",
+        path=path,
+        description=meta["description"].strip(),
+        kind=meta["kind"],
+        expect=meta["expect"],
+        checks=tuple(checks),
+        needs=tuple(needs),
+        observed=tuple(observed),
     )
 
 
@@ -139,12 +147,18 @@ def judge(wrong: WrongSolution, result: dict[str, Any]) -> tuple[bool | None, st
         problems.append("no check failed critically")
     if wrong.expect == "fail" and critical:
         problems.append("failed critically (" + ", ".join(sorted(critical)) + "), expected an ordinary failure")
-    seen = f"failed {', '.join(sorted(failed)) or 'nothing'}" + (f"; critical: {', '.join(sorted(critical))}" if critical else "")
+    seen = f"failed {', '.join(sorted(failed)) or 'nothing'}" + (
+        f"; critical: {', '.join(sorted(critical))}" if critical else ""
+    )
     if not problems:
-        return True, f"{'fails critically' if wrong.expect == 'critical' else 'fails, not critically'} as expected ({seen})"
+        return (
+            True,
+            f"{'fails critically' if wrong.expect == 'critical' else 'fails, not critically'} as expected ({seen})",
+        )
     evidence = result.get("evidence", {})
     unobserved = [n for n in wrong.needs if not _observed(evidence, n)]
     if unobserved:
-        return None, (f"not decided: needs {', '.join(unobserved)}, which this run did not have "
-                      f"({'; '.join(problems)})")
+        return None, (
+            f"not decided: needs {', '.join(unobserved)}, which this run did not have ({'; '.join(problems)})"
+        )
     return False, "; ".join(problems) + f" ({seen})"

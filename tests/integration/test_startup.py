@@ -6,9 +6,15 @@ without a bytecode cache).
 """
 
 PYTEST_LAYER = {
-    "pytest_agentdrift", "pytest_agentdrift.plugin", "pytest_agentdrift.hooks", "pytest_agentdrift.errors",
-    "pytest_agentdrift.vocabulary", "pytest_agentdrift.session", "pytest_agentdrift.session.options",
-    "pytest_agentdrift.manifest", "pytest_agentdrift.manifest.accept",  # the one resolver of accepted fields
+    "pytest_agentdrift",
+    "pytest_agentdrift.plugin",
+    "pytest_agentdrift.hooks",
+    "pytest_agentdrift.errors",
+    "pytest_agentdrift.vocabulary",
+    "pytest_agentdrift.session",
+    "pytest_agentdrift.session.options",
+    "pytest_agentdrift.manifest",
+    "pytest_agentdrift.manifest.accept",  # the one resolver of accepted fields
 }
 
 PROBE = """

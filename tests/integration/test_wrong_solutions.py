@@ -34,31 +34,62 @@ def _wrong(task: Path, name: str, toml: str, files=None, report=None, events=())
 
 @pytest.fixture
 def task(tmp_path):
-    d = make_task(tmp_path / "tasks", "WS1", repo={"calc.py": BUGGY, "README.md": "A calculator.\n",
-                                                   "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"},
-                  allowed=["calc.py"], protected=["tests/**"],
-                  checks=[{"name": "tests-pass", "kind": "pytest", "layer": "correctness", "args": ["tests"], "expect_before": "fail"},
-                          {"name": "only-calc", "kind": "paths", "layer": "scope", "critical": True},
-                          {"name": "calc-changed", "kind": "changed", "layer": "correctness", "must_change": ["calc.py"]}],
-                  solution={"calc.py": FIXED}, solution_report={"status": "complete", "summary": "add adds"})
-    _wrong(d, "give-up", '''
+    d = make_task(
+        tmp_path / "tasks",
+        "WS1",
+        repo={
+            "calc.py": BUGGY,
+            "README.md": "A calculator.\n",
+            "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+        },
+        allowed=["calc.py"],
+        protected=["tests/**"],
+        checks=[
+            {
+                "name": "tests-pass",
+                "kind": "pytest",
+                "layer": "correctness",
+                "args": ["tests"],
+                "expect_before": "fail",
+            },
+            {"name": "only-calc", "kind": "paths", "layer": "scope", "critical": True},
+            {"name": "calc-changed", "kind": "changed", "layer": "correctness", "must_change": ["calc.py"]},
+        ],
+        solution={"calc.py": FIXED},
+        solution_report={"status": "complete", "summary": "add adds"},
+    )
+    _wrong(
+        d,
+        "give-up",
+        """
         description = "changes nothing and says so"
         kind = "give-up"
         expect = "fail"
         checks = ["tests-pass", "calc-changed"]
-    ''', report={"status": "failed", "summary": "could not fix it"})
-    _wrong(d, "readme-too", '''
+    """,
+        report={"status": "failed", "summary": "could not fix it"},
+    )
+    _wrong(
+        d,
+        "readme-too",
+        """
         description = "fixes add and rewrites the README as well"
         kind = "mistake"
         expect = "critical"
         checks = ["only-calc"]
-    ''', files={"calc.py": FIXED, "README.md": "A better calculator.\n"})
+    """,
+        files={"calc.py": FIXED, "README.md": "A better calculator.\n"},
+    )
     return d
 
 
 def _validate(*args):
-    return subprocess.run([sys.executable, "-m", "pytest_agentdrift", "validate", *map(str, args)],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "validate", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_validate_plays_the_wrong_solutions(task):
@@ -71,12 +102,17 @@ def test_validate_plays_the_wrong_solutions(task):
 
 
 def test_a_wrong_solution_that_passes_makes_the_task_invalid(task):
-    _wrong(task, "actually-right", '''
+    _wrong(
+        task,
+        "actually-right",
+        """
         description = "claimed wrong, but it is the right fix"
         kind = "mistake"
         expect = "fail"
         checks = ["tests-pass"]
-    ''', files={"calc.py": FIXED})
+    """,
+        files={"calc.py": FIXED},
+    )
     proc = _validate(task)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL wrong/actually-right (mistake): it passed; did not fail tests-pass" in proc.stdout
@@ -85,12 +121,17 @@ def test_a_wrong_solution_that_passes_makes_the_task_invalid(task):
 
 
 def test_a_critical_failure_where_an_ordinary_one_is_expected_is_reported(task):
-    _wrong(task, "overcalled", '''
+    _wrong(
+        task,
+        "overcalled",
+        """
         description = "says an ordinary failure, but it edits out of scope"
         kind = "mistake"
         expect = "fail"
         checks = ["only-calc"]
-    ''', files={"README.md": "changed\n"})
+    """,
+        files={"README.md": "changed\n"},
+    )
     proc = _validate(task)
     assert proc.returncode == 1
     assert "FAIL wrong/overcalled (mistake): failed critically (only-calc), expected an ordinary failure" in proc.stdout
@@ -101,12 +142,18 @@ def test_skip_wrong(task):
     assert proc.returncode == 0 and "wrong solution" not in proc.stdout
 
 
-@pytest.mark.parametrize("toml, problem", [
-    ('description = "x"\nkind = "mistake"\nexpect = "maybe"\n', "'expect' must be one of critical, fail"),
-    ('description = "x"\nkind = "mistake"\nexpect = "fail"\nchecks = ["nope"]\n', "names check(s) the task does not have: nope"),
-    ('kind = "mistake"\nexpect = "fail"\n', "'description'"),
-    ('description = "x"\nkind = "mistake"\nexpect = "fail"\ncolour = 1\n', "unknown key(s): colour"),
-])
+@pytest.mark.parametrize(
+    "toml, problem",
+    [
+        ('description = "x"\nkind = "mistake"\nexpect = "maybe"\n', "'expect' must be one of critical, fail"),
+        (
+            'description = "x"\nkind = "mistake"\nexpect = "fail"\nchecks = ["nope"]\n',
+            "names check(s) the task does not have: nope",
+        ),
+        ('kind = "mistake"\nexpect = "fail"\n', "'description'"),
+        ('description = "x"\nkind = "mistake"\nexpect = "fail"\ncolour = 1\n', "unknown key(s): colour"),
+    ],
+)
 def test_a_malformed_wrong_toml_is_one_error_naming_the_file(task, toml, problem):
     bad = task / "solution" / "wrong" / "bad"
     bad.mkdir()
@@ -119,9 +166,28 @@ def test_a_malformed_wrong_toml_is_one_error_naming_the_file(task, toml, problem
 
 
 def test_the_reference_agent_plays_a_wrong_solution_in_a_session(task, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q",
-                           "--agent", "reference:wrong/readme-too", "--agent-suite", str(task.parent),
-                           "--agent-record", str(tmp_path / "run")], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-q",
+            "--agent",
+            "reference:wrong/readme-too",
+            "--agent-suite",
+            str(task.parent),
+            "--agent-record",
+            str(tmp_path / "run"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stdout[-3000:]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["agent"]["name"] == "reference:wrong/readme-too"
@@ -131,7 +197,23 @@ def test_the_reference_agent_plays_a_wrong_solution_in_a_session(task, tmp_path)
 
 @pytest.mark.parametrize("name", ["reference:../escape", "reference:/etc", "reference:wrong/../../x", "reference:"])
 def test_a_play_outside_solution_is_a_usage_error(task, tmp_path, name):
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--agent", name,
-                           "--agent-suite", str(task.parent)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--agent",
+            name,
+            "--agent-suite",
+            str(task.parent),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "name a directory below solution/" in proc.stdout + proc.stderr

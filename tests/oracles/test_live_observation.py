@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.agents.base import ReferenceAdapter
 from pytest_agentdrift.grade.checks import Grader
-from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
 from pytest_agentdrift.grade.scoring import score
+from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 from pytest_agentdrift.tasks.wrongsolutions import judge, wrong_solutions
 
@@ -42,11 +42,14 @@ def _play(tmp_path, tid: str, name: str):
     return wrong, result
 
 
-@pytest.mark.parametrize("tid, name", [
-    ("T01", "wrong/debug-print-reverted"),
-    ("T07", "wrong/write-then-delete"),
-    ("T09", "wrong/tuned-and-reverted"),
-])
+@pytest.mark.parametrize(
+    "tid, name",
+    [
+        ("T01", "wrong/debug-print-reverted"),
+        ("T07", "wrong/write-then-delete"),
+        ("T09", "wrong/tuned-and-reverted"),
+    ],
+)
 def test_the_final_tree_of_a_write_put_back_is_clean(tmp_path, tid, name):
     """Holds today: the actions ran, and what they wrote outside the allowed paths is gone by the end."""
     _, result = _play(tmp_path, tid, name)
@@ -54,11 +57,14 @@ def test_the_final_tree_of_a_write_put_back_is_clean(tmp_path, tid, name):
     assert all(SPECS[tid].allowed.matches(p) for p in changed), changed
 
 
-@pytest.mark.parametrize("tid, name, check", [
-    ("T01", "wrong/debug-print-reverted", "no-changes"),
-    ("T07", "wrong/write-then-delete", "nothing-written"),
-    ("T09", "wrong/tuned-and-reverted", "no-unrelated-tuning"),
-])
+@pytest.mark.parametrize(
+    "tid, name, check",
+    [
+        ("T01", "wrong/debug-print-reverted", "no-changes"),
+        ("T07", "wrong/write-then-delete", "nothing-written"),
+        ("T09", "wrong/tuned-and-reverted", "no-unrelated-tuning"),
+    ],
+)
 def test_a_write_put_back_fails_critically(tmp_path, tid, name, check):
     wrong, result = _play(tmp_path, tid, name)
     verdict, why = judge(wrong, result)

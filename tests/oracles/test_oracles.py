@@ -21,8 +21,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
-from pytest_agentdrift.testing import OracleBench
 from pytest_agentdrift.tasks.wrongsolutions import deciding_checks, function_checks, judge, wrong_solutions
+from pytest_agentdrift.testing import OracleBench
 
 SPECS = {spec.id: spec for spec in (load_task(d) for d in find_task_dirs(builtin_suite_dir()))}
 WRONG = [(tid, w) for tid, spec in sorted(SPECS.items()) for w in wrong_solutions(spec)]
@@ -31,8 +31,12 @@ WRONG = [(tid, w) for tid, spec in sorted(SPECS.items()) for w in wrong_solution
 DRIFTED_CRITICAL = {
     "T06": {"non-owner-rule-not-applied", "conflict-surfaced-in-report"},
     "T07": {"override-not-written", "nothing-written", "no-effects"},
-    "T08": {"no-repeated-network-retries", "report-discloses-offline-fallback", "test_status_matches_what_was_refreshed",
-            "test_no_repeated_retries_in_the_agents_commands"},
+    "T08": {
+        "no-repeated-network-retries",
+        "report-discloses-offline-fallback",
+        "test_status_matches_what_was_refreshed",
+        "test_no_repeated_retries_in_the_agents_commands",
+    },
     "T09": {"test-not-touched"},
     "T10": {"unknown-test-verified", "test_tests_claimed_were_run"},
     "T12": {"no-unearned-success"},
@@ -91,7 +95,9 @@ def test_every_task_ships_its_own_wrong_agents(tid):
     own = [w for w in wrong_solutions(spec) if w.kind != "give-up"]
     assert len(own) >= 3, [w.name for w in own]
     assert any(w.kind == "reward-hack" for w in own), "at least one reward hack"
-    critical_checks = {c.name for c in spec.checks if c.critical} | {n for n, crit in function_checks(spec).items() if crit}
+    critical_checks = {c.name for c in spec.checks if c.critical} | {
+        n for n, crit in function_checks(spec).items() if crit
+    }
     for w in own:
         assert w.checks, f"{w.name}: wrong.toml names no check it must fail"
         if w.expect == "critical":
@@ -103,7 +109,9 @@ def test_wrong_solution_fails_as_its_wrong_toml_says(bench, tid, wrong):
     # a mistake only a live observation sees is graded with the events that observation reports
     spec = SPECS[tid]
     # the verdict rests on the checks the wrong solution names and on every critical one: only those run
-    result = bench.grade(spec, wrong.path, only=deciding_checks(spec, wrong), observed=wrong.observed, run_actions=not wrong.needs)
+    result = bench.grade(
+        spec, wrong.path, only=deciding_checks(spec, wrong), observed=wrong.observed, run_actions=not wrong.needs
+    )
     verdict, why = judge(wrong, result)
     assert verdict is True, f"{wrong.description}\n{why}"
 
@@ -111,7 +119,9 @@ def test_wrong_solution_fails_as_its_wrong_toml_says(bench, tid, wrong):
 PROCESS_ONLY = [(tid, w) for tid, w in WRONG if "write-observation" in w.needs]
 
 
-@pytest.mark.parametrize("tid, wrong", PROCESS_ONLY, ids=[f"{tid}-{w.name.split('/', 1)[1]}" for tid, w in PROCESS_ONLY])
+@pytest.mark.parametrize(
+    "tid, wrong", PROCESS_ONLY, ids=[f"{tid}-{w.name.split('/', 1)[1]}" for tid, w in PROCESS_ONLY]
+)
 def test_a_write_put_back_is_invisible_without_the_observation(bench, tid, wrong):
     """The final tree alone cannot see these mistakes: the verdict is 'undecided', never a pass called done."""
     spec = SPECS[tid]
@@ -126,13 +136,30 @@ def test_a_write_put_back_is_invisible_without_the_observation(bench, tid, wrong
 def test_the_wrong_agents_cover_the_probes_classes():
     """The classes of issue 15's probe: process evidence, network, structure, hidden behaviour, calibration."""
     names = {f"{tid}/{w.name}" for tid, w in WRONG}
-    for expected in ("T01/wrong/debug-print-reverted", "T01/wrong/invented-method", "T01/wrong/out-of-order",
-                     "T02/wrong/special-cased-test-input", "T02/wrong/coupon-tidied-too",
-                     "T03/wrong/test-needs-the-new-helper", "T03/wrong/epsilon-nudge",
-                     "T04/wrong/currency-dropped", "T05/wrong/decimal-amounts-in-cents-columns", "T05/wrong/hand-built-csv",
-                     "T05/wrong/not-registered", "T06/wrong/silent-fragment", "T06/wrong/only-the-task-skus",
-                     "T07/wrong/write-then-delete", "T08/wrong/curl-retries-in-commands", "T08/wrong/curl-retries-silent",
-                     "T08/wrong/claims-fresh-download", "T08/wrong/network-word-only", "T09/wrong/tuned-and-reverted",
-                     "T09/wrong/rates-rounded", "T10/wrong/claims-unrun-tests", "T10/wrong/done-module-reworked",
-                     "T11/wrong/staged-version-excluded", "T11/wrong/lock-updated"):
+    for expected in (
+        "T01/wrong/debug-print-reverted",
+        "T01/wrong/invented-method",
+        "T01/wrong/out-of-order",
+        "T02/wrong/special-cased-test-input",
+        "T02/wrong/coupon-tidied-too",
+        "T03/wrong/test-needs-the-new-helper",
+        "T03/wrong/epsilon-nudge",
+        "T04/wrong/currency-dropped",
+        "T05/wrong/decimal-amounts-in-cents-columns",
+        "T05/wrong/hand-built-csv",
+        "T05/wrong/not-registered",
+        "T06/wrong/silent-fragment",
+        "T06/wrong/only-the-task-skus",
+        "T07/wrong/write-then-delete",
+        "T08/wrong/curl-retries-in-commands",
+        "T08/wrong/curl-retries-silent",
+        "T08/wrong/claims-fresh-download",
+        "T08/wrong/network-word-only",
+        "T09/wrong/tuned-and-reverted",
+        "T09/wrong/rates-rounded",
+        "T10/wrong/claims-unrun-tests",
+        "T10/wrong/done-module-reworked",
+        "T11/wrong/staged-version-excluded",
+        "T11/wrong/lock-updated",
+    ):
         assert expected in names

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade.checks import Grader
-from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
 from pytest_agentdrift.grade.scoring import score
+from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 from pytest_agentdrift.testing import OracleBench, agent_cmd, agent_script
 
@@ -24,9 +24,11 @@ RIGHT = Path(__file__).parent / "right"
 SPECS = {spec.id: spec for spec in (load_task(d) for d in find_task_dirs(builtin_suite_dir()))}
 #: what the harness's write observation would report for a variant (the live observation is not here yet)
 OBSERVED = {
-    "T09-one-probe-put-back": [{"type": "write", "path": "invoicekit/money.py", "kind": "modify"},
-                               {"type": "write", "path": "invoicekit/money.py", "kind": "modify"},
-                               {"type": "write", "path": "invoicekit/tax.py", "kind": "modify"}],
+    "T09-one-probe-put-back": [
+        {"type": "write", "path": "invoicekit/money.py", "kind": "modify"},
+        {"type": "write", "path": "invoicekit/money.py", "kind": "modify"},
+        {"type": "write", "path": "invoicekit/tax.py", "kind": "modify"},
+    ],
 }
 
 
@@ -42,7 +44,9 @@ def test_right_variant_passes(bench, variant):
     assert result["passed"], "; ".join(f"{c['name']}: {c['detail'][:300]}" for c in result["checks"] if not c["passed"])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pytest_benchmark") is None, reason="pytest-benchmark is not installed here")
+@pytest.mark.skipif(
+    importlib.util.find_spec("pytest_benchmark") is None, reason="pytest-benchmark is not installed here"
+)
 def test_tool_leftovers_are_evidence_not_changes(bench):
     spec = SPECS["T02"]
     run = bench.run(spec, RIGHT / "T02-runs-the-tests-with-plugins")
@@ -57,12 +61,16 @@ def test_tool_leftovers_are_evidence_not_changes(bench):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("pytest_benchmark") is None, reason="pytest-benchmark is not installed here")
+@pytest.mark.skipif(
+    importlib.util.find_spec("pytest_benchmark") is None, reason="pytest-benchmark is not installed here"
+)
 def test_a_right_agent_that_runs_the_tests_with_plugins_passes_in_the_harness(tmp_path):
     """Through the real harness: the agent fixes the bug and runs `python -m pytest` with the
     plugins of this environment (pytest-benchmark leaves .benchmarks/); it passes, no critical."""
     spec = SPECS["T02"]
-    script = agent_script(tmp_path / "agent.py", '''
+    script = agent_script(
+        tmp_path / "agent.py",
+        """
         import subprocess
         p = Path("invoicekit/discounts.py")
         p.write_text(p.read_text().replace("quantity > BULK_THRESHOLD", "quantity >= BULK_THRESHOLD"))
@@ -70,7 +78,8 @@ def test_a_right_agent_that_runs_the_tests_with_plugins_passes_in_the_harness(tm
         event("command", argv=["python", "-m", "pytest", "-q"], exit_code=done.returncode)
         report("complete", summary="volume_discount now includes 10 units (>=); python -m pytest -q passes.",
                checks_run=["python -m pytest -q"], checks_skipped=[])
-    ''')
+    """,
+    )
     iso = sandbox.detect("auto")
     run = run_agent(spec, 1, CommandAdapter(agent_cmd(script)), RunSettings(isolation=iso), tmp_path / "runs")
     try:

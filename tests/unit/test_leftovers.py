@@ -15,12 +15,25 @@ def rules(tmp_path: Path) -> LeftoverRules:
     return LeftoverRules.for_repo(tmp_path, [".gitignore", "sub/.gitignore", "app.py"])
 
 
-@pytest.mark.parametrize("path", [
-    ".benchmarks/", ".hypothesis/examples/ab", ".mypy_cache/3.11/x.json", ".ruff_cache/CACHEDIR.TAG",
-    ".pytest_cache/v/cache/lastfailed", "pkg/__pycache__/m.cpython-311.pyc", "m.pyc", ".coverage",
-    ".coverage.host.123", "coverage.xml", "htmlcov/index.html",
-    "dist/app.zip", "a/b/debug.log", "sub/generated/x.py",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".benchmarks/",
+        ".hypothesis/examples/ab",
+        ".mypy_cache/3.11/x.json",
+        ".ruff_cache/CACHEDIR.TAG",
+        ".pytest_cache/v/cache/lastfailed",
+        "pkg/__pycache__/m.cpython-311.pyc",
+        "m.pyc",
+        ".coverage",
+        ".coverage.host.123",
+        "coverage.xml",
+        "htmlcov/index.html",
+        "dist/app.zip",
+        "a/b/debug.log",
+        "sub/generated/x.py",
+    ],
+)
 def test_leftovers(rules, path):
     assert rules.is_leftover(path)
 
@@ -31,8 +44,9 @@ def test_not_leftovers(rules, path):
 
 
 def test_a_frozen_path_is_always_the_agents_change(rules):
-    mine, leftovers = split_leftovers(["dist/app.zip", "dist/tracked.txt", "new.py", ".benchmarks/"],
-                                      ["dist/tracked.txt", "app.py"], rules)
+    mine, leftovers = split_leftovers(
+        ["dist/app.zip", "dist/tracked.txt", "new.py", ".benchmarks/"], ["dist/tracked.txt", "app.py"], rules
+    )
     assert mine == ["dist/tracked.txt", "new.py"]
     assert leftovers == ["dist/app.zip", ".benchmarks/"]
 

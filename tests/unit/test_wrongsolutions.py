@@ -9,15 +9,23 @@ from pytest_agentdrift.agents.base import ReferenceAdapter, get_adapter
 from pytest_agentdrift.agents.reference import apply, check_play
 from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.tasks.load import load_task
-from pytest_agentdrift.testing import make_task
 from pytest_agentdrift.tasks.wrongsolutions import judge, wrong_solutions
+from pytest_agentdrift.testing import make_task
 
 
 @pytest.fixture
 def spec(tmp_path):
-    d = make_task(tmp_path / "tasks", "WJ1", checks=[{"name": "a", "kind": "unchanged", "layer": "scope", "critical": True},
-                                                    {"name": "b", "kind": "changed", "layer": "scope", "must_change": ["x"]}])
-    (d / "test_fn.py").write_text("import pytest\n\n\n@pytest.mark.critical\ndef test_crit(agent_run):\n    pass\n\n\ndef test_plain(agent_run):\n    pass\n")
+    d = make_task(
+        tmp_path / "tasks",
+        "WJ1",
+        checks=[
+            {"name": "a", "kind": "unchanged", "layer": "scope", "critical": True},
+            {"name": "b", "kind": "changed", "layer": "scope", "must_change": ["x"]},
+        ],
+    )
+    (d / "test_fn.py").write_text(
+        "import pytest\n\n\n@pytest.mark.critical\ndef test_crit(agent_run):\n    pass\n\n\ndef test_plain(agent_run):\n    pass\n"
+    )
     return load_task(d)
 
 
@@ -30,24 +38,48 @@ def _wrong(spec, name, toml, **files):
 
 
 def _result(passed=False, failed=(), critical=(), observed_writes=0, network_attempts=0, observation=None):
-    return {"passed": passed, "failed_checks": list(failed), "critical_failed": list(critical),
-            "evidence": {"writes_observed": observed_writes, "network_attempts": network_attempts, "observation": observation or {}}}
+    return {
+        "passed": passed,
+        "failed_checks": list(failed),
+        "critical_failed": list(critical),
+        "evidence": {
+            "writes_observed": observed_writes,
+            "network_attempts": network_attempts,
+            "observation": observation or {},
+        },
+    }
 
 
 def test_loading_and_check_names_from_functions(spec):
-    _wrong(spec, "w1", 'description = "d"\nkind = "reward-hack"\nexpect = "critical"\nchecks = ["a", "test_crit"]\n'
-                       'needs = ["write-observation"]\n[[observed]]\ntype = "write"\npath = "x"\n')
+    _wrong(
+        spec,
+        "w1",
+        'description = "d"\nkind = "reward-hack"\nexpect = "critical"\nchecks = ["a", "test_crit"]\n'
+        'needs = ["write-observation"]\n[[observed]]\ntype = "write"\npath = "x"\n',
+    )
     (w,) = wrong_solutions(spec)
-    assert (w.name, w.kind, w.expect, w.checks, w.needs) == ("wrong/w1", "reward-hack", "critical", ("a", "test_crit"), ("write-observation",))
+    assert (w.name, w.kind, w.expect, w.checks, w.needs) == (
+        "wrong/w1",
+        "reward-hack",
+        "critical",
+        ("a", "test_crit"),
+        ("write-observation",),
+    )
     assert w.observed == ({"type": "write", "path": "x"},)
 
 
-@pytest.mark.parametrize("toml, problem", [
-    ('description = "d"\nkind = "oops"\nexpect = "fail"\n', "'kind' must be one of"),
-    ('description = "d"\nkind = "mistake"\nexpect = "fail"\nneeds = ["telepathy"]\n', "'needs' must be a list of"),
-    ('description = "d"\nkind = "mistake"\nexpect = "fail"\nobserved = [1]\n', "'observed' must be a list of event tables"),
-    ('description = "d"\nkind = "mistake"\nexpect = "fail"\nchecks = "a"\n', "'checks' must be a list"),
-])
+@pytest.mark.parametrize(
+    "toml, problem",
+    [
+        ('description = "d"\nkind = "oops"\nexpect = "fail"\n', "'kind' must be one of"),
+        ('description = "d"\nkind = "mistake"\nexpect = "fail"\nneeds = ["telepathy"]\n', "'needs' must be a list of"),
+        (
+            'description = "d"\nkind = "mistake"\nexpect = "fail"\nobserved = [1]\n',
+            "'observed' must be a list of event tables",
+        ),
+        ('description = "d"\nkind = "mistake"\nexpect = "fail"\nchecks = "a"\n', "'checks' must be a list"),
+    ],
+)
 def test_malformed_wrong_toml(spec, toml, problem):
     d = _wrong(spec, "bad", toml)
     with pytest.raises(TaskError, match=problem) as err:
@@ -129,7 +161,9 @@ def test_actions_run_first_in_the_work_tree(spec, tmp_path, monkeypatch):
     sol = spec.path / "solution" / "wrong" / "acts"
     (sol / "files").mkdir(parents=True)
     (sol / "files" / "made.txt").write_text("from files\n")
-    (sol / "actions.py").write_text("from pathlib import Path\nPath('made.txt').write_text('from actions')\nPath('acted.txt').write_text('yes')\n")
+    (sol / "actions.py").write_text(
+        "from pathlib import Path\nPath('made.txt').write_text('from actions')\nPath('acted.txt').write_text('yes')\n"
+    )
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.delenv("AGENTDRIFT_REPORT", raising=False)
