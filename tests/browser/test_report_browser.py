@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agentdrift.safetext import escape_path
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -251,4 +252,5 @@ def test_hostile_file_name_is_shown_escaped(records, browser, tmp_path):
     )
     assert "\\x1b[31mred text\\x1b[0m" in stdout  # ANSI colour codes shown, never interpreted
     results = json.loads((records["hostile"] / "results.json").read_text())
-    assert HOSTILE_NAME in results["tasks"]["H01"]["runs"][0]["evidence"]["changed"]["added"]
+    # results.json keeps every path escaped, losslessly (safetext.escape_path)
+    assert escape_path(HOSTILE_NAME) in results["tasks"]["H01"]["runs"][0]["evidence"]["changed"]["added"]
