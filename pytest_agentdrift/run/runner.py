@@ -549,7 +549,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         report_error=report_error,
         adapter_output=adapter_out,
         start_commit=start_commit,
-        isolation=isolation_record(settings.isolation, proc.plan, additions, root),
+        isolation=isolation_record(settings.isolation, proc.plan, additions, root, observers),
         api_requests=[{**json_safe(e), "type": "api_request", "source": "harness"} for e in api_requests],
         network_policy=policy,
         runtime_bundle=bundle,
@@ -609,10 +609,14 @@ def _tamper(spec: TaskSpec, d: treesnap.TreeDiff, after: dict[str, Any]) -> dict
     return {**tamper.tamper_evidence(d, spec.protected), "shadowing_modules": shadowing}
 
 
-def isolation_record(isolation: sandbox.Isolation, plan, additions, root: Path) -> dict[str, Any]:
+def isolation_record(
+    isolation: sandbox.Isolation, plan, additions, root: Path, observers: Path | None = None
+) -> dict[str, Any]:
     """What this run's sandbox showed: the mount plan under bwrap, else what was not hidden.
-    The run's own directory (a random temporary path) is shown as `<run>`."""
-    rec = plan.to_record({str(root): "<run>"}) if plan is not None else {"mounts": [], "excluded": []}
+    The run's own directory and its observer socket directory (random temporary paths) are
+    shown as `<run>` and `<observers>`, so two recordings of one run agree."""
+    names = {str(root): "<run>", **({str(observers): "<observers>"} if observers is not None else {})}
+    rec = plan.to_record(names) if plan is not None else {"mounts": [], "excluded": []}
     return {
         "mode": isolation.mode,
         "network": isolation.network,
