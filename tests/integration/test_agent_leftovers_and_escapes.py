@@ -1,4 +1,4 @@
-"""Escapes and forged passes found in review, each kept from coming back.
+"""What the agent leaves behind, never acted on as the harness's own (escapes and forged passes found in review).
 
 The common thread: after the run, the harness must never act on what the
 agent left (symlinks, FIFOs, planted directories, a repository config) as if
