@@ -244,11 +244,15 @@ def test_fork_loop_was_refused_past_the_limit(hogs):
     assert ev["limits"]["procs"]["peak"] <= 64
 
 
-def test_disk_filler_stopped_near_the_limit(hogs):
-    ev = _run(hogs[1], "HD1")["evidence"]
+def test_disk_filler_is_caught_and_the_run_fails(hogs):
+    run = _run(hogs[1], "HD1")
+    ev = run["evidence"]
     peak = ev["limits"]["disk"]["peak"]
-    assert 50 * MiB < peak < 200 * MiB, peak  # caught while writing, far from what it meant to write
-    assert ev["exit_code"] != 0
+    # The disk watcher polls: it always catches and records the breach (never a silent pass), but a
+    # writer at disk speed can finish within one poll (on a quiet machine 200 MB took 0.4 s), so the
+    # test asserts the verdict, not how much was written before the stop (docs/usage.md).
+    assert ev["limits"]["disk"]["hit"] is True and peak > 50 * MiB, peak
+    assert run["outcome"] == "resource_exceeded" and run["passed"] is False
 
 
 def test_shm_filler_met_a_full_tmpfs(hogs):
@@ -296,6 +300,8 @@ def test_every_process_that_outlived_the_agent_is_counted(sleepers):
     assert ev["leftover_processes"] == 300, (ev["leftover_processes"], ev["observation"])
     assert run["outcome"] == "passed"  # evidence, not a limit: procs=1000 was never reached
     if results["isolation"]["enforced"] == "bwrap":
-        assert ev["observation"]["survivor_programs"] == {"sleep": 300}
+        # counted by program name at the moment init looks: a child caught between fork and exec is still `sh`
+        survivors = ev["observation"]["survivor_programs"]
+        assert sum(survivors.values()) == 300 and set(survivors) <= {"sleep", "sh"}, survivors
     assert _run(results, BENIGN)["evidence"]["leftover_processes"] == 0
     assert json.dumps(results).count('"resource_exceeded": ["') == 0
