@@ -556,7 +556,7 @@ def test_init_reports_a_command_that_cannot_start():
 
 
 def test_a_file_system_larger_than_the_sized_tmpfs_is_not_measured():
-    # bubblewrap names its child before the child's mounts exist: /proc/PID/root/tmp is then
+    # bubblewrap names its child before the child's mounts exist: its /tmp, seen through /proc, is then
     # the host's disk, which once read as "tmp exceeded" and killed honest runs
     from pytest_agentdrift.run.limits import statvfs_used
 
