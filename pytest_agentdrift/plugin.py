@@ -69,6 +69,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
     role = WorkerPlugin(config, session) if worker else ControllerPlugin(config, session)
     config.pluginmanager.register(role, "agentdrift-role")
+    if settings.active:
+        # long runs (issue 12): infrastructure stops, retries, resume, shards, budgets, progress
+        from pytest_agentdrift.session.longrun import LongRun, LongRunPlugin
+
+        try:
+            session.longrun = LongRun(settings, workerinput=config.workerinput if worker else None)
+        except AgentDriftError as exc:
+            raise pytest.UsageError(exc.message) from None
+        config.pluginmanager.register(LongRunPlugin(config, session), "agentdrift-longrun")
     if config.pluginmanager.hasplugin("xdist") or config.pluginmanager.hasplugin("xdist.plugin"):
         from pytest_agentdrift.session.xdist import XdistHooks
 

@@ -44,6 +44,8 @@ class RunSettings:
     agent_options: dict[str, Any] = field(default_factory=dict)
     keep_workdirs: bool = False
     allow_hosts: tuple[str, ...] = ()  # extends the adapter's API-host allowlist
+    # long runs: monitor(adapter, harness_dir) -> a sandbox monitor (run/budget.RunWatch) or None
+    monitor: Any = None
 
 
 @dataclass
@@ -85,6 +87,8 @@ class RunEvidence:
     api_requests: list[dict[str, Any]] = field(default_factory=list)  # allowlisted tunnels through the proxy
     network_policy: dict[str, Any] | None = None
     runtime_bundle: list[dict[str, Any]] = field(default_factory=list)
+    infra_error: dict[str, Any] | None = None  # run/infra.py: the run ended on the provider or the machine
+    stopped: str | None = None  # a monitor stopped the run (per-run budget)
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -117,6 +121,7 @@ class RunEvidence:
             "api_requests": len(self.api_requests),
             "network_policy": self.network_policy,
             "runtime_bundle": self.runtime_bundle,
+            "stopped": self.stopped,
         }
 
 
@@ -271,11 +276,12 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         "AGENTDRIFT_REPORT": str(harness / "report.json"),
     })
     timeout = settings.timeout_s or spec.timeout_s
+    monitor = settings.monitor(adapter, harness) if settings.monitor is not None else None
     try:
         proc = sandbox.run(
             argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root],
             hidden_dirs=hidden, masked_home=Path.home(), timeout_s=timeout,
-            output_limit=settings.output_limit, token=_secrets.token_hex(16),
+            output_limit=settings.output_limit, token=_secrets.token_hex(16), monitor=monitor,
         )
     finally:
         if proxy is not None:
@@ -305,6 +311,12 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     _relativise_paths(adapter_out.events, work)
     if report is None and adapter_out.final_report is not None:
         report, report_error = ev.validate_report(adapter_out.final_report)
+    infra_err = _infra_ending(adapter, adapter_out, proc, harness / "report.json")
+    if not any(v is not None for v in adapter_out.usage.to_dict().values()):
+        # the generic protocol's usage: `usage` events the agent appended (run/budget.py)
+        from pytest_agentdrift.run.budget import usage_from_events
+
+        adapter_out.usage = usage_from_events(agent_events) or adapter_out.usage
 
     # secrets are scrubbed where results leave for the record (session.run_task)
     stdout = proc.stdout.decode("utf-8", "replace")
@@ -327,7 +339,28 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         event_problems=problems + net_problems, report=report, report_error=report_error,
         adapter_output=adapter_out, isolation=settings.isolation.to_dict("?"), start_commit=start_commit,
         api_requests=[{**e, "type": "api_request"} for e in api_requests], network_policy=policy, runtime_bundle=bundle,
+        infra_error=infra_err, stopped=proc.stopped,
     )
+
+
+def _infra_ending(adapter: AgentAdapter, out: AdapterOutput, proc: sandbox.ProcessResult, report_path: Path) -> dict[str, Any] | None:
+    """The infrastructure error a run ended on (run/infra.py), or None.
+
+    A command that could not start; else what the product's own output says
+    (adapter.classify_ending); else, for an agent that ended by itself, a
+    protocol report `{"status": "infra_error"}`. A run a monitor stopped
+    (budget) is the agent's.
+    """
+    from pytest_agentdrift.run import infra
+
+    if proc.launch_error:
+        return infra.launch_failed(proc.launch_error)
+    if proc.stopped:
+        return None
+    found = adapter.classify_ending(out, proc.exit_code, proc.stdout, proc.stderr, proc.timed_out)
+    if found is None and not proc.timed_out:
+        found = infra.reported_infra_error(report_path)
+    return found
 
 
 def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:

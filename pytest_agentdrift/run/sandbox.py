@@ -177,6 +177,7 @@ class ProcessResult:
     leftover_processes: int
     launch_error: str | None = None
     argv: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why a monitor stopped the run (a per-run budget), else None
 
 
 @lru_cache(maxsize=1)
@@ -284,8 +285,15 @@ def run(
     timeout_s: float,
     output_limit: int = 4 << 20,
     token: str,
+    monitor=None,
 ) -> ProcessResult:
-    """Run argv under the given isolation; never raises for the command's own failures."""
+    """Run argv under the given isolation; never raises for the command's own failures.
+
+    `monitor` (optional) sees stdout as it arrives (`feed(chunk)`, on the
+    reader thread) and is asked about twice a second whether to stop the run
+    (`poll()` returns a reason or None); a stop ends the process tree like a
+    timeout and is recorded in `stopped`.
+    """
     env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
     become_subreaper()
     known_children = set(_children(os.getpid()))
@@ -298,6 +306,8 @@ def run(
         full = list(argv)
     start = time.monotonic()
     out_buf, err_buf = BoundedBuffer(output_limit), BoundedBuffer(output_limit)
+    if monitor is not None:
+        out_buf = _WatchedBuffer(output_limit, monitor.feed)
     try:
         proc = subprocess.Popen(
             full, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -310,8 +320,19 @@ def run(
     for t in readers:
         t.start()
     timed_out = False
+    stopped = None
     try:
-        proc.wait(timeout=timeout_s)
+        if monitor is None:
+            proc.wait(timeout=timeout_s)
+        else:
+            stopped = _wait_watched(proc, timeout_s, monitor)
+        if stopped:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
     except BaseException as exc:
         if not isinstance(exc, subprocess.TimeoutExpired):
             # interrupted (Ctrl-C): the agent's processes must not outlive the session
@@ -350,7 +371,38 @@ def run(
         stderr_truncated=err_buf.truncated,
         leftover_processes=leftovers,
         argv=full,
+        stopped=stopped,
     )
+
+
+class _WatchedBuffer(BoundedBuffer):
+    """A BoundedBuffer that also hands every chunk to a watcher (monitor.feed)."""
+
+    def __init__(self, limit: int, watcher):
+        super().__init__(limit)
+        self._watcher = watcher
+
+    def feed(self, chunk: bytes) -> None:
+        super().feed(chunk)
+        self._watcher(chunk)
+
+
+def _wait_watched(proc: subprocess.Popen, timeout_s: float, monitor) -> str | None:
+    """Wait for the process, polling the monitor; raises TimeoutExpired like proc.wait."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        try:
+            proc.wait(timeout=min(left, 0.5))
+            monitor.poll()  # a last look: the final usage and event
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        reason = monitor.poll()
+        if reason:
+            return reason
 
 
 def _signal_group(pgid: int, sig: int) -> None:

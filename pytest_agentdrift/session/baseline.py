@@ -66,7 +66,8 @@ def capture_for_session(config, s) -> None:
             project_root=config.rootpath,
             cwd=Path.cwd(),
             # what the run will really use: a preset's documented defaults included
-            options=adapter.effective_options(st.agent_options) if hasattr(adapter, "effective_options") else dict(st.agent_options),
+            options={**(adapter.effective_options(st.agent_options) if hasattr(adapter, "effective_options") else dict(st.agent_options)),
+                     **(s.longrun.identity_options() if s.longrun is not None else {})},  # retry_policy, per-run budget
             task_repos={t: d / "repo" for t, d in dirs.items()},
             task_dirs=dirs,
             extra_config=[Path(p) for p in st.config_files],
@@ -208,7 +209,8 @@ def compare_with_baseline(config, s, results: dict[str, Any]) -> int:
     baseline, note = selected_baseline(s.baseline_results, results)
     comparison = compare_runs(
         baseline, results, comparable=cmp.comparable, reasons=reasons,
-        change_class=cmp.change_class, gate=GateParams(scope="critical" if s.settings.fail_on == "critical" else "all"),
+        change_class=cmp.change_class, gate=GateParams(scope="critical" if s.settings.fail_on == "critical" else "all",
+                                                       max_infra_loss=s.settings.max_infra_loss),
         seed=s.settings.seed, ledger=ledger, rollback_state=s.settings.rollback_state, rollback_evidence=rollback_evidence,
     )
     s.comparison_files = {

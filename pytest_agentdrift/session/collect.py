@@ -72,12 +72,19 @@ class TaskItem(pytest.Item):
         session = get_session(self.config)
         if session.adapter is None:
             pytest.skip("no agent selected: pass --agent NAME or --agent-cmd CMD")
-        self.payload = session.run_task(self.spec, self.rep)
+        from pytest_agentdrift.session.longrun import run_item
+
+        self.payload = run_item(session, self.spec, self.rep)  # retried while lost to infrastructure
         result = self.payload["result"]
+        if result["outcome"] == "infra_error":
+            # not the agent's failure and not scored: counted and listed in the summary
+            from pytest_agentdrift.run.infra import describe
+
+            pytest.skip(f"infrastructure error, not scored: {describe(result['infra_error'])}")
         fail_on_critical_only = session.settings.fail_on == "critical"
         failed = not result["passed"]
         if fail_on_critical_only:
-            failed = bool(result["critical_failed"]) or result["tampered_pass"] or result["outcome"] in ("error", "timeout")
+            failed = bool(result["critical_failed"]) or result["tampered_pass"] or result["outcome"] in ("error", "timeout", "over_budget")
         if failed:
             raise TaskFailed(failure_text(self.spec.id, self.spec.title, result))
 

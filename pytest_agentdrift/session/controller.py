@@ -67,7 +67,9 @@ class ControllerPlugin:
                     for line in refusal:
                         tw.line(line, red=line.startswith("BLOCK"))
                     pytest.exit("agentdrift: refused, the runs are not comparable", returncode=EXIT_REFUSED)
-            if s.settings.record is not None:
+            if s.longrun is not None and s.longrun.resume is not None:
+                s.longrun.open_resumed(self.config, s)  # --agent-resume: same runtime (else exit 6), same record
+            elif s.settings.record is not None:
                 from pytest_agentdrift.record.store import RunRecorder, check_record_target
 
                 # refused now; created when the first run reports, so a session that
@@ -105,6 +107,8 @@ class ControllerPlugin:
         from pytest_agentdrift.session.baseline import compare_with_baseline, finalize_session_manifest
 
         results = s.build_results()
+        if s.longrun is not None:
+            s.longrun.complete_results(s, results)  # shard, resume, stop and budget facts
         finalize_session_manifest(s, results)
         self.config.hook.pytest_agentdrift_modify_report(config=self.config, results=results)
         comparison_status = 0
@@ -133,6 +137,9 @@ class ControllerPlugin:
             session.exitstatus = comparison_status
         elif comparison_status == EXIT_FAILED and int(exitstatus) == 0:
             session.exitstatus = EXIT_FAILED
+        if s.longrun is not None:
+            s.final_lines.extend(s.longrun.final_lines(s, results))
+            session.exitstatus = s.longrun.exit_status(session, int(session.exitstatus))
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config) -> None:
         if not self.s.final_lines or config.option.verbose < -1:

@@ -87,6 +87,7 @@ class AgentDriftSession:
     comparison_files: dict[str, Any] = field(default_factory=dict)
     final_lines: list[str] = field(default_factory=list)
     record_error: str | None = None
+    longrun: Any = None  # session/longrun.LongRun (issue 12) when the session is active
     _digests: dict[str, str] = field(default_factory=dict)
     _isolation: Isolation | None = None
     _grader: Grader | None = None
@@ -158,6 +159,7 @@ class AgentDriftSession:
             env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(self.settings.env))),
             agent_options=self.settings.agent_options, keep_workdirs=self.settings.keep_workdirs,
             allow_hosts=self.settings.allow_hosts,
+            monitor=self.longrun.monitor(spec, rep) if self.longrun else None,  # budgets, progress
         )
         run = run_agent(spec, rep, self.adapter, settings, self.base / "runs")
         try:
@@ -168,6 +170,8 @@ class AgentDriftSession:
                 cleanup(run)
         raw_dir = f"raw/{spec.id}/r{rep}"
         result["raw"] = raw_dir
+        if self.longrun is not None:
+            self.longrun.annotate(result, run, self.adapter)  # tokens and cost (run/budget.py)
         result["_raw_files"] = {
             "stdout.txt": run.stdout,
             "stderr.txt": run.stderr,
@@ -194,9 +198,14 @@ class AgentDriftSession:
         if self.recorder is not None:
             try:
                 if not self.recorder.started:
-                    self.recorder.start(f"recording run {self.run_id} started {self.started_at}")
+                    if self.longrun is not None:
+                        self.longrun.begin_record(self)  # session state and manifest first: resumable from here on
+                    else:
+                        self.recorder.start(f"recording run {self.run_id} started {self.started_at}")
                 if raw_files:
                     self.recorder.write_raw(result["raw"], raw_files)
+                # last: a run.json means every file of this run is on disk (record/resume.py)
+                self.recorder.write_json(f"{result['raw']}/run.json", {"task_id": tid, "rep": rep, "meta": payload["meta"], "result": result})
             except (AgentDriftError, OSError) as exc:
                 # reported at the end of the session (exit 4); the runs go on
                 self.record_error = getattr(exc, "message", str(exc))
@@ -217,7 +226,7 @@ class AgentDriftSession:
                 reasons.append(f"worker {wid} crashed: {w['error']}")
         if self.interrupted:
             reasons.append(f"session interrupted: {self.interrupted}")
-        if not self.expected_nodeids and not self.received_nodeids:
+        if not self.expected_nodeids and not self.received_nodeids and not self.results:
             reasons.append("no task was run")
         iso = self.isolation.to_dict(self.settings.isolation)
         adapter = self.adapter
@@ -237,8 +246,7 @@ class AgentDriftSession:
                 "surface": adapter.surface if adapter else "none",
             },
             "isolation": iso,
-            "settings": {"k": self.settings.k, "timeout_s": self.settings.timeout, "fail_on": self.settings.fail_on,
-                         "isolation": self.settings.isolation, "agent_options": self.settings.agent_options},
+            "settings": self.settings_record(),
             "runtime_id": (self.manifest or {}).get("runtime_id"),
             "task_set_id": self._identity_field("task_set_id", task_set_id),
             "evaluator_id": self._identity_field("evaluator_id", evaluator_id),
@@ -247,6 +255,11 @@ class AgentDriftSession:
             "summary": summarise(tasks),
         }
         return results
+
+    def settings_record(self) -> dict[str, Any]:
+        """The session settings results.json records (a resumed session must share them)."""
+        return {"k": self.settings.k, "timeout_s": self.settings.timeout, "fail_on": self.settings.fail_on,
+                "isolation": self.settings.isolation, "agent_options": self.settings.agent_options}
 
     def _identity_field(self, name: str, compute) -> str | None:
         """From the manifest when captured (it saw every selected task), else from the specs run here."""

@@ -28,6 +28,8 @@ class XdistHooks:
         node.workerinput["agentdrift_started_at"] = s.started_at
         # the manifest is captured once, on the controller; workers get it for `agent_manifest`
         node.workerinput["agentdrift_manifest"] = s.manifest
+        if s.longrun is not None:  # control directory, shard, resumed runs (session/longrun.py)
+            node.workerinput.update(s.longrun.workerinput())
 
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         from pytest_agentdrift.plugin import get_session
