@@ -17,7 +17,10 @@ immutable once complete), holds the directory's lock (flock: released when a
 process dies, so a killed session never blocks its own resume), and hands
 the session the finished runs to keep. The session then runs only the
 missing items and finishes the same record: results.json replaced
-atomically, INCOMPLETE removed when everything is there.
+atomically, INCOMPLETE removed when everything is there. A run that was lost
+to infrastructure (the agent never got to work: not signed in, provider
+down) counts as missing and is run again; the resume note keeps what it
+ended on.
 """
 
 from __future__ import annotations
@@ -118,6 +121,9 @@ class ResumeState:
     manifest: dict[str, Any]
     kept: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: runs lost to infrastructure: they never really ran, so a resume runs them again
+    #: (the note of the resume keeps what they ended on)
+    infra_lost: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def expected(self) -> list[str]:
@@ -144,8 +150,10 @@ def load_for_resume(path: Path) -> ResumeState:
     if not mpath.is_file():
         raise RecordError("the record has no runtime manifest: it cannot be checked against this session's runtime", mpath)
     manifest = validate_manifest(load_json_file(mpath, RecordError), mpath)
-    kept, notes = read_run_files(path, set(state["expected"]))
-    return ResumeState(path=path, state=state, manifest=manifest, kept=kept, notes=notes)
+    found, notes = read_run_files(path, set(state["expected"]))
+    kept = {k: p for k, p in found.items() if p["result"]["outcome"] != "infra_error"}
+    lost = {k: p for k, p in found.items() if p["result"]["outcome"] == "infra_error"}
+    return ResumeState(path=path, state=state, manifest=manifest, kept=kept, notes=notes, infra_lost=lost)
 
 
 def settings_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:

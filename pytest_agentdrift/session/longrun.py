@@ -136,7 +136,12 @@ class LongRun:
         res = self.resume
         lines: list[str] = []
         if s.manifest is not None and "identity" in s.manifest:
-            cmp = compare_manifests(res.manifest, s.manifest, [], pre_run=True, accept_unobserved=s.settings.accept_unobserved)
+            from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
+
+            # A resume continues one session: a field unobserved on both sides is as unknown as it
+            # was while the session ran, so it does not block here (it still blocks a comparison);
+            # every observed difference does.
+            cmp = compare_manifests(res.manifest, s.manifest, [], pre_run=True, accept_unobserved=list(IDENTITY_FIELDS))
             if not cmp.comparable:
                 lines += render_refusal(cmp)
         for key, before, now in settings_differences(res.state["settings"], s.settings_record()):
@@ -157,8 +162,12 @@ class LongRun:
             s.task_meta[payload["task_id"]] = payload["meta"]
             s.results.setdefault(payload["task_id"], {})[payload["rep"]] = payload["result"]
         state = dict(res.state)
-        state["resumed"] = [*state.get("resumed", []), {"at": utc_now(), "kept_runs": len(res.kept), "ran_runs": 0,
-                                                        "pytest_argv": list(config.invocation_params.args)}]
+        note = {"at": utc_now(), "kept_runs": len(res.kept), "ran_runs": 0, "pytest_argv": list(config.invocation_params.args)}
+        if res.infra_lost:
+            from pytest_agentdrift.run.infra import describe
+
+            note["rerun_infra_errors"] = [f"{k}: {describe(p['result']['infra_error'])}" for k, p in sorted(res.infra_lost.items())]
+        state["resumed"] = [*state.get("resumed", []), note]
         res.state = state
         write_state(res.path, state)
 
