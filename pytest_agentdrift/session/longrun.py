@@ -348,8 +348,8 @@ class LongRun:
         """The session's exit status with the long-run facts: a stop is operational (4)."""
         if self.stop_reason is not None and current != EXIT_REFUSED:
             return EXIT_USAGE
-        if current == pytest.ExitCode.NO_TESTS_COLLECTED and self.shard is not None and not session.testsfailed:
-            return EXIT_OK  # this shard's share of the items is empty
+        if current == pytest.ExitCode.NO_TESTS_COLLECTED and (self.shard is not None or self.resume is not None) and not session.testsfailed:
+            return EXIT_OK  # this shard's share is empty, or the resumed record only needed finishing
         return current
 
     def close(self) -> None:
