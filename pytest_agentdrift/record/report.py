@@ -173,7 +173,7 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None)
         md.append(f"- merged from {len(results['merged_from'])} shard(s): " + ", ".join(f"`{r}`" for r in results["merged_from"]))
     if results.get("budget"):
         b = results["budget"]
-        md.append("- budget: " + ", ".join(f"{k} {v:,}" for k, v in b["limits"].items()) + f"; spent {_spend_text(b['spent']).strip() or 'nothing reported'}")
+        md.append("- budget: " + ", ".join(f"{k} {v:,}" for k, v in b["limits"].items()) + f"; spent {' '.join(_spend_text(b['spent']).split()) or 'nothing reported'}")
     md += ["", "## Summary", "", "```", *summary_lines(results), "```", ""]
     if comparison_lines:
         md += ["## Comparison with the baseline", "", "```", *comparison_lines, "```", ""]
@@ -195,7 +195,7 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None)
                 md.append(f"  - attempt {a['attempt']}: {a['outcome']}" + (f" ({ai.get('class')}: {ai.get('evidence')})" if ai else "")
                           + f", exit {a.get('exit_code')}, {a.get('duration_s') or 0:.2f}s; raw: `{a['raw']}`")
             if (r.get("spend") or {}).get("tokens") is not None or (r.get("spend") or {}).get("cost_usd") is not None:
-                md.append(f"  - spend: {_spend_text(r['spend']).strip()}" + (f" ({r['spend']['cost_source']})" if r["spend"].get("cost_source") else ""))
+                md.append(f"  - spend: {' '.join(_spend_text(r['spend']).split())}" + (f" ({r['spend']['cost_source']})" if r["spend"].get("cost_source") else ""))
             for c in r["checks"]:
                 mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
                 md.append(f"  - {mark}: {c['layer']}/{c['name']} ({c['kind']}): {c['detail']}")
