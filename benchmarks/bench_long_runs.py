@@ -87,6 +87,7 @@ def _run(tid: str, rep: int) -> dict:
 
 
 def bench_merge(work: Path, n: int, shards: int = 10) -> None:
+    from pytest_agentdrift.grade.scoring import summarise
     from pytest_agentdrift.manifest.capture import MANIFEST_SCHEMA_VERSION, runtime_id
     from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
     from pytest_agentdrift.session.shard import Shard, select
@@ -114,6 +115,7 @@ def bench_merge(work: Path, n: int, shards: int = 10) -> None:
             for name in ("stdout.txt", "stderr.txt", "events.jsonl", "diff.patch", "report.json", "checks.json", "argv.json"):
                 (raw / name).write_text("x\n")
             (raw / "run.json").write_text(json.dumps({"task_id": tid, "rep": rep, "result": run}))
+        results["summary"] = summarise(results["tasks"])
         (sd / "results.json").write_text(json.dumps(results))
         (sd / "runtime-manifest.json").write_text(json.dumps(manifest))
         (sd / "source-manifest.json").write_text(json.dumps({"tasks": tasks, "files": []}))

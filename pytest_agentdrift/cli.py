@@ -210,7 +210,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 for run in task["runs"]:
                     src = path / run["raw"]
                     if src.is_dir():
-                        shutil.copytree(src, tmp / run["raw"])
+                        shutil.copytree(src, tmp / run["raw"], copy_function=_link_or_copy)
         atomic_write(tmp / "report.md", markdown(merged))
         atomic_write(tmp / RESULTS, dumps_pretty(merged))
         os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
@@ -220,6 +220,18 @@ def cmd_merge(args: argparse.Namespace) -> int:
     runs = merged["summary"]["runs"]
     _out(f"merged {len(shards)} shard(s), {len(merged['tasks'])} task(s), {runs} run(s), into {out}")
     return EXIT_OK
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Raw files of a record never change (every write replaces a file whole), so a merged
+    record can share them with its shards: a hard link, or a copy across file systems."""
+    import os
+    import shutil
+
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_agentdrift.record.store import atomic_write
-
 STATUS_DIR = "status"
 
 
@@ -61,7 +59,12 @@ class StatusBoard:
         if self.path is None:
             return
         try:
-            atomic_write(self.path, json.dumps(self.state))
+            # replaced whole (the reader never sees half a file), not synced: a status that a
+            # crash loses is worth no fsync per update
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.state), encoding="utf-8")
+            os.replace(tmp, self.path)
         except OSError:
             self.path = None  # the control directory went away: progress is best effort, the run is not
 
