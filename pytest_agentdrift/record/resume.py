@@ -141,6 +141,13 @@ def load_for_resume(path: Path) -> ResumeState:
     if not path.is_dir():
         raise RecordError("no such record to resume (record with --agent-record first)", path)
     results_path = path / RESULTS
+    if results_path.exists():
+        try:
+            done = json.loads(results_path.read_text(encoding="utf-8")).get("complete") is True
+        except (OSError, ValueError, AttributeError):
+            done = False
+        if done:  # (a session killed between results.json and removing the marker is complete too)
+            raise RecordError("the record is complete; complete records are never rewritten: record into a new directory", path)
     if not (path / INCOMPLETE_MARKER).exists():
         if results_path.exists():
             raise RecordError("the record is complete; complete records are never rewritten: record into a new directory", path)

@@ -121,6 +121,12 @@ def test_resume_refusals(tmp_path):
     (complete / "results.json").write_text("{}")
     with pytest.raises(RecordError, match="complete records are never rewritten"):
         load_for_resume(complete)
+    killed_at_the_end = tmp_path / "end"
+    killed_at_the_end.mkdir()
+    (killed_at_the_end / "results.json").write_text(json.dumps({"complete": True}))
+    (killed_at_the_end / INCOMPLETE_MARKER).write_text("{}")
+    with pytest.raises(RecordError, match="complete records are never rewritten"):
+        load_for_resume(killed_at_the_end)
     old = tmp_path / "old"
     old.mkdir()
     (old / INCOMPLETE_MARKER).write_text("recording run X started Y\n")
