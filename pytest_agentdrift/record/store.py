@@ -156,9 +156,3 @@ def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
         raise RecordError(f"the run is incomplete ({reasons}) and cannot be used as a baseline", path)
     return results
 
-
-def merge_results(shards: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
-    """One run from shards recorded on several machines (record/merge.py: split by task and repetition)."""
-    from pytest_agentdrift.record.merge import merge_shards
-
-    return merge_shards(shards, run_id)
