@@ -26,6 +26,13 @@ EXIT_REFUSED: Final = 6
 #: exit status as the runner sees it, never the session's
 EXIT_AGENT_NOT_STARTED: Final = 127
 
+# ---------------------------------------------------------------- run outcomes
+#: a run lost to infrastructure (provider, network, sign-in): not the agent's failure, never
+#: scored, retried under --agent-retries and re-run on --agent-resume (issue 12)
+INFRA_OUTCOME: Final = "infra_error"
+#: a run stopped for going over its per-run budget (--agent-budget run_tokens / run_cost_usd)
+OVER_BUDGET_OUTCOME: Final = "over_budget"
+
 # ---------------------------------------------------------------- placeholder values
 #: the product does not expose the value, or it could not be read safely
 UNOBSERVED: Final = "unobserved"

@@ -76,7 +76,7 @@ def test_raw_artifacts_are_recorded(pytester):
     result = run(pytester, "--agent", "reference", "--agent-record", "runs/r")
     assert result.ret == 0
     raw = pytester.path / "runs" / "r" / "raw" / "EX01" / "r1"
-    assert sorted(p.name for p in raw.iterdir()) == ["argv.json", "checks.json", "diff.patch", "events.jsonl", "report.json", "stderr.txt", "stdout.txt"]
+    assert sorted(p.name for p in raw.iterdir()) == ["argv.json", "checks.json", "diff.patch", "events.jsonl", "report.json", "run.json", "stderr.txt", "stdout.txt"]
     assert "+    return total - total * percent // 100" in (raw / "diff.patch").read_text()
     assert json.loads((raw / "report.json").read_text())["status"] == "complete"
     run_dir = pytester.path / "runs" / "r"

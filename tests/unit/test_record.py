@@ -102,13 +102,13 @@ def test_new_or_empty_target_is_accepted(tmp_path):
         (lambda d: (d.mkdir(), (d / "results.json").write_text(json.dumps(minimal_results(True)))),
          "already holds a complete run; recorded runs are never rewritten: record into a new directory"),
         (lambda d: (d.mkdir(), (d / "results.json").write_text(json.dumps(minimal_results(False)))),
-         "already holds an incomplete run; recorded runs are never rewritten: record into a new directory"),
+         "already holds an incomplete run: continue it with --agent-resume, or record into a new directory"),
         (lambda d: (d.mkdir(), (d / "results.json").write_text("{trunc")),
          "already holds a recorded run; recorded runs are never rewritten: record into a new directory"),
         (lambda d: (d.mkdir(), (d / "notes.txt").write_text("mine")),
          "recording target is not empty; record into a new directory"),
         (lambda d: (d.mkdir(), (d / INCOMPLETE_MARKER).write_text("started")),
-         "holds an interrupted recording; record into a new directory"),
+         "holds an interrupted recording; continue it with --agent-resume or record into a new directory"),
         (lambda d: d.write_text("a file"),
          "recording target exists and is not a directory"),
     ],
@@ -168,7 +168,7 @@ def test_recorder_schema_violation_is_written_incomplete_with_reasons(tmp_path):
     assert written["complete"] is False
     assert written["incomplete_reasons"] == [
         "schema: summary: 'pass_rate' is a required property",
-        "schema: tasks/X01/runs/0/outcome: 'great' is not one of ['passed', 'failed', 'error', 'timeout', 'resource_exceeded']",
+        "schema: tasks/X01/runs/0/outcome: 'great' is not one of ['passed', 'failed', 'error', 'timeout', 'resource_exceeded', 'infra_error', 'over_budget']",
     ]
     assert written["tasks"] == bad["tasks"]  # the data is kept
     assert (tmp_path / "run" / INCOMPLETE_MARKER).exists()
@@ -300,7 +300,8 @@ def test_real_recorded_run_matches_the_schema(recorded_run):
     assert run["evidence"]["changed"] == {"added": [], "modified": ["shop/pricing.py"], "deleted": [], "mode": []}
     assert [c["name"] for c in run["checks"]] == ["focused-tests-pass", "only-allowed-paths", "tests-untouched", "no-forbidden-effects", "reports-complete"]
     assert all(c["passed"] for c in run["checks"])
-    assert results["summary"] == {"runs": 1, "passed": 1, "failed": 0, "errors": 0, "tampered_passes": 0, "critical_failures": 0, "pass_rate": 1.0}
+    assert results["summary"] == {"runs": 1, "passed": 1, "failed": 0, "errors": 0, "tampered_passes": 0, "critical_failures": 0, "pass_rate": 1.0,
+                                  "infra_errors": 0, "retried_runs": 0, "tokens": None, "cost_usd": None}
     assert not (recorded_run / INCOMPLETE_MARKER).exists()
     assert load_run(recorded_run) == results
 
