@@ -42,7 +42,9 @@ def timed(argv: list[str], cwd: Path, ok=(0,)) -> float:
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if proc.returncode not in ok:
-        raise SystemExit(f"{' '.join(argv[:8])} ... exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"{' '.join(argv[:8])} ... exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+        )
     return elapsed
 
 
@@ -54,9 +56,13 @@ def make_tasks(root: Path, n: int, prefix: str = "T") -> None:
 def bench_per_item(work: Path, n: int) -> None:
     d = work / "per-item"
     make_tasks(d / "tasks", n)
-    (d / "test_trivial.py").write_text("import pytest\n\n@pytest.mark.parametrize('i', range(%d))\ndef test_trivial(i):\n    assert i >= 0\n" % n)
+    (d / "test_trivial.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('i', range(%d))\ndef test_trivial(i):\n    assert i >= 0\n" % n
+    )
     plain = timed([*PYTEST, "test_trivial.py"], d)
-    harness = timed([*PYTEST, "tasks", "--agent-cmd", shutil.which("true") or "/bin/true", "--agent-progress", "off"], d)
+    harness = timed(
+        [*PYTEST, "tasks", "--agent-cmd", shutil.which("true") or "/bin/true", "--agent-progress", "off"], d
+    )
     print(f"1. per item, {n} items, one session each (startup included)")
     print(f"   {n} trivial pytest tests     {plain:8.1f} s   {plain / n * 1000:8.2f} ms/item")
     print(f"   {n} tasks, no-op agent       {harness:8.1f} s   {harness / n * 1000:8.2f} ms/item")
@@ -75,15 +81,50 @@ def bench_xdist(work: Path, n: int, sleep: float) -> None:
 
 
 def _run(tid: str, rep: int) -> dict:
-    return {"rep": rep, "outcome": "passed", "passed": True, "tampered_pass": False, "critical_failed": [], "failed_checks": [],
-            "layers": {k: "n/a" for k in ("safety", "correctness", "scope", "instruction_fidelity", "verification", "efficiency",
-                                          "operator_load", "recovery")},
-            "checks": [{"name": "same", "kind": "unchanged", "layer": "scope", "critical": False, "passed": True, "detail": "unchanged"}],
-            "evidence": {"exit_code": 0, "timed_out": False, "duration_s": 0.1,
-                         "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
-                         "writes_outside": [], "git_mutations": [], "network_attempts": 0, "tamper": {}},
-            "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
-            "spend": {"tokens": None, "cost_usd": None, "cost_source": None}, "raw": f"raw/{tid}/r{rep}"}
+    return {
+        "rep": rep,
+        "outcome": "passed",
+        "passed": True,
+        "tampered_pass": False,
+        "critical_failed": [],
+        "failed_checks": [],
+        "layers": {
+            k: "n/a"
+            for k in (
+                "safety",
+                "correctness",
+                "scope",
+                "instruction_fidelity",
+                "verification",
+                "efficiency",
+                "operator_load",
+                "recovery",
+            )
+        },
+        "checks": [
+            {
+                "name": "same",
+                "kind": "unchanged",
+                "layer": "scope",
+                "critical": False,
+                "passed": True,
+                "detail": "unchanged",
+            }
+        ],
+        "evidence": {
+            "exit_code": 0,
+            "timed_out": False,
+            "duration_s": 0.1,
+            "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
+            "writes_outside": [],
+            "git_mutations": [],
+            "network_attempts": 0,
+            "tamper": {},
+        },
+        "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
+        "spend": {"tokens": None, "cost_usd": None, "cost_source": None},
+        "raw": f"raw/{tid}/r{rep}",
+    }
 
 
 def bench_merge(work: Path, n: int, shards: int = 10) -> None:
@@ -101,18 +142,50 @@ def bench_merge(work: Path, n: int, shards: int = 10) -> None:
         chosen = select([(t, 1) for t in tasks], Shard(i, shards, "option"))
         sizes.append(len(chosen))
         sd = d / f"shard-{i}"
-        results = {"schema_version": 1, "plugin_version": "0.1.0", "run_id": f"run-{i}", "started_at": "2026-01-01T00:00:00Z",
-                   "finished_at": "2026-01-01T01:00:00Z", "complete": True, "incomplete_reasons": [],
-                   "agent": {"name": "cmd", "argv": ["true"], "version": "unobserved"},
-                   "isolation": {"requested": "auto", "enforced": "none", "network": "not_enforced", "filesystem": "not_enforced"},
-                   "settings": {"k": 1}, "runtime_id": manifest["runtime_id"], "task_set_id": "sha256:t", "evaluator_id": "sha256:e",
-                   "tasks": {}, "workers": {}, "summary": {}, "shard": {"index": i, "count": shards, "source": "option", "selected": len(chosen)}}
+        results = {
+            "schema_version": 1,
+            "plugin_version": "0.1.0",
+            "run_id": f"run-{i}",
+            "started_at": "2026-01-01T00:00:00Z",
+            "finished_at": "2026-01-01T01:00:00Z",
+            "complete": True,
+            "incomplete_reasons": [],
+            "agent": {"name": "cmd", "argv": ["true"], "version": "unobserved"},
+            "isolation": {
+                "requested": "auto",
+                "enforced": "none",
+                "network": "not_enforced",
+                "filesystem": "not_enforced",
+            },
+            "settings": {"k": 1},
+            "runtime_id": manifest["runtime_id"],
+            "task_set_id": "sha256:t",
+            "evaluator_id": "sha256:e",
+            "tasks": {},
+            "workers": {},
+            "summary": {},
+            "shard": {"index": i, "count": shards, "source": "option", "selected": len(chosen)},
+        }
         for tid, rep in chosen:
             run = _run(tid, rep)
-            results["tasks"][tid] = {"title": tid, "suite": "s", "behavior": "b", "task_digest": "sha256:" + "0" * 64, "runs": [run]}
+            results["tasks"][tid] = {
+                "title": tid,
+                "suite": "s",
+                "behavior": "b",
+                "task_digest": "sha256:" + "0" * 64,
+                "runs": [run],
+            }
             raw = sd / run["raw"]
             raw.mkdir(parents=True)
-            for name in ("stdout.txt", "stderr.txt", "events.jsonl", "diff.patch", "report.json", "checks.json", "argv.json"):
+            for name in (
+                "stdout.txt",
+                "stderr.txt",
+                "events.jsonl",
+                "diff.patch",
+                "report.json",
+                "checks.json",
+                "argv.json",
+            ):
                 (raw / name).write_text("x\n")
             (raw / "run.json").write_text(json.dumps({"task_id": tid, "rep": rep, "result": run}))
         results["summary"] = summarise(results["tasks"])
@@ -120,11 +193,15 @@ def bench_merge(work: Path, n: int, shards: int = 10) -> None:
         (sd / "runtime-manifest.json").write_text(json.dumps(manifest))
         (sd / "source-manifest.json").write_text(json.dumps({"tasks": tasks, "files": []}))
     files = n * 8
-    elapsed = timed([sys.executable, "-m", "pytest_agentdrift", "merge", "merged", *(f"shard-{i}" for i in range(1, shards + 1))], d)
+    elapsed = timed(
+        [sys.executable, "-m", "pytest_agentdrift", "merge", "merged", *(f"shard-{i}" for i in range(1, shards + 1))], d
+    )
     merged = json.loads((d / "merged" / "results.json").read_text())
     assert merged["summary"]["runs"] == n
     print(f"3. merge {shards} shards of {n} tasks together ({files} raw files)")
-    print(f"   {elapsed:6.2f} s   {elapsed / n * 1000:6.2f} ms per task   shard sizes {min(sizes)}..{max(sizes)} (mean {n / shards:g})")
+    print(
+        f"   {elapsed:6.2f} s   {elapsed / n * 1000:6.2f} ms per task   shard sizes {min(sizes)}..{max(sizes)} (mean {n / shards:g})"
+    )
 
 
 def bench_resume(work: Path, n: int) -> None:
@@ -141,8 +218,10 @@ def bench_resume(work: Path, n: int) -> None:
     share = (n - done) / n
     print(f"4. resume after {done} of {n} runs ({share:.0%} missing)")
     print(f"   full session {full:6.1f} s   stopped at 90 % {partial:6.1f} s   resume {resumed:6.1f} s")
-    print(f"   resume / ({share:.0%} of the full session) = {resumed / (full * share):4.2f}x   "
-          f"(startup and {done} kept runs read: {resumed - full * share:+.1f} s)")
+    print(
+        f"   resume / ({share:.0%} of the full session) = {resumed / (full * share):4.2f}x   "
+        f"(startup and {done} kept runs read: {resumed - full * share:+.1f} s)"
+    )
 
 
 def main() -> None:

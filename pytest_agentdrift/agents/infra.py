@@ -26,15 +26,15 @@ from pytest_agentdrift.vocabulary import INFRA_OUTCOME  # noqa: E402
 
 #: every class, in the order the docs list them
 INFRA_CLASSES = (
-    "overloaded",       # the provider is over capacity (HTTP 529, overloaded_error)
-    "rate_limited",     # HTTP 429, rate_limit_error, a usage window
-    "server_error",     # HTTP 5xx other than 529, api_error
-    "authentication",   # not signed in, invalid key, HTTP 401/403
-    "billing",          # billing or quota exhausted for the account (HTTP 402)
-    "configuration",    # the product's configuration cannot work (unknown model, ...)
-    "network",          # the provider could not be reached (DNS, refused, stream cut)
-    "crashed",          # the CLI exited non-zero before the model answered
-    "launch_failed",    # the harness could not start the command
+    "overloaded",  # the provider is over capacity (HTTP 529, overloaded_error)
+    "rate_limited",  # HTTP 429, rate_limit_error, a usage window
+    "server_error",  # HTTP 5xx other than 529, api_error
+    "authentication",  # not signed in, invalid key, HTTP 401/403
+    "billing",  # billing or quota exhausted for the account (HTTP 402)
+    "configuration",  # the product's configuration cannot work (unknown model, ...)
+    "network",  # the provider could not be reached (DNS, refused, stream cut)
+    "crashed",  # the CLI exited non-zero before the model answered
+    "launch_failed",  # the harness could not start the command
 )
 
 #: classes that will repeat on every run: the session stops instead of burning the suite
@@ -54,8 +54,12 @@ def infra_error(cls: str, evidence: str, source: str, **extra: Any) -> dict[str,
     line = " ".join(str(evidence).split())
     if len(line) > MAX_EVIDENCE:
         line = line[:MAX_EVIDENCE] + "…"
-    out: dict[str, Any] = {"class": cls, "evidence": line or "(no message)", "source": source,
-                           "repeats": cls in REPEATING_CLASSES}
+    out: dict[str, Any] = {
+        "class": cls,
+        "evidence": line or "(no message)",
+        "source": source,
+        "repeats": cls in REPEATING_CLASSES,
+    }
     out.update({k: v for k, v in extra.items() if v is not None})
     return out
 
@@ -80,22 +84,49 @@ def classify_status(code: Any) -> str | None:
 # Matched against error fields the product itself wrote, never against model text.
 _MESSAGE_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("overloaded", re.compile(r"overloaded|\b529\b", re.I)),
-    ("rate_limited", re.compile(r"rate[ _-]?limit|\b429\b|too many requests|usage limit|session limit|weekly limit", re.I)),
-    ("billing", re.compile(r"billing|credit balance|insufficient[_ ]quota|quota exceeded|payment required|\b402\b", re.I)),
-    ("authentication", re.compile(
-        r"not logged in|please run /login|authenticat|unauthori[sz]ed|\b401\b|\b403\b|invalid (?:api|x-api)[ -]?key"
-        r"|api key (?:is )?(?:missing|invalid|not set)|no authentication|forbidden|permission_error|token (?:has )?expired"
-        r"|login required|sign[ -]?in required", re.I)),
-    ("configuration", re.compile(
-        r"(?:unknown|invalid|unsupported|unavailable) model|model\b.{0,60}\b(?:not found|does not exist|not available|not supported)"
-        r"|not_found_error", re.I)),
-    ("server_error", re.compile(r"\b5\d\d\b|internal server error|api_error|bad gateway|service unavailable|gateway time-?out"
-                                r"|upstream (?:connect )?error", re.I)),
-    ("network", re.compile(
-        r"name (?:does not|doesn't) resolve|failed to lookup address|could not resolve|getaddrinfo|enotfound|eai_again"
-        r"|connection (?:refused|reset|failed|error|closed)|econnrefused|econnreset|etimedout|network is unreachable"
-        r"|stream disconnected|stream ended unexpectedly|error sending request|unable to connect|tls handshake"
-        r"|timed? ?out (?:while )?connecting|socket hang up|fetch failed", re.I)),
+    (
+        "rate_limited",
+        re.compile(r"rate[ _-]?limit|\b429\b|too many requests|usage limit|session limit|weekly limit", re.I),
+    ),
+    (
+        "billing",
+        re.compile(r"billing|credit balance|insufficient[_ ]quota|quota exceeded|payment required|\b402\b", re.I),
+    ),
+    (
+        "authentication",
+        re.compile(
+            r"not logged in|please run /login|authenticat|unauthori[sz]ed|\b401\b|\b403\b|invalid (?:api|x-api)[ -]?key"
+            r"|api key (?:is )?(?:missing|invalid|not set)|no authentication|forbidden|permission_error|token (?:has )?expired"
+            r"|login required|sign[ -]?in required",
+            re.I,
+        ),
+    ),
+    (
+        "configuration",
+        re.compile(
+            r"(?:unknown|invalid|unsupported|unavailable) model|model\b.{0,60}\b(?:not found|does not exist|not available|not supported)"
+            r"|not_found_error",
+            re.I,
+        ),
+    ),
+    (
+        "server_error",
+        re.compile(
+            r"\b5\d\d\b|internal server error|api_error|bad gateway|service unavailable|gateway time-?out"
+            r"|upstream (?:connect )?error",
+            re.I,
+        ),
+    ),
+    (
+        "network",
+        re.compile(
+            r"name (?:does not|doesn't) resolve|failed to lookup address|could not resolve|getaddrinfo|enotfound|eai_again"
+            r"|connection (?:refused|reset|failed|error|closed)|econnrefused|econnreset|etimedout|network is unreachable"
+            r"|stream disconnected|stream ended unexpectedly|error sending request|unable to connect|tls handshake"
+            r"|timed? ?out (?:while )?connecting|socket hang up|fetch failed",
+            re.I,
+        ),
+    ),
 )
 
 _API_ERROR_STATUS = re.compile(r"\bAPI Error:\s*(\d{3})\b")
@@ -125,13 +156,17 @@ def last_line(data: bytes | str | None, limit: int = 64_000, skip_json: bool = F
     if not data:
         return ""
     text = data[-limit:].decode("utf-8", "replace") if isinstance(data, bytes) else str(data)[-limit:]
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("[agentdrift:")
-             and not (skip_json and ln.lstrip().startswith(("{", "[")))]
+    lines = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.startswith("[agentdrift:") and not (skip_json and ln.lstrip().startswith(("{", "[")))
+    ]
     return lines[-1] if lines else ""
 
 
-def crashed_before_answer(answered: bool, exit_code: int | None, stderr: bytes | str | None,
-                          stdout: bytes | str | None, source: str) -> dict[str, Any] | None:
+def crashed_before_answer(
+    answered: bool, exit_code: int | None, stderr: bytes | str | None, stdout: bytes | str | None, source: str
+) -> dict[str, Any] | None:
     """A product CLI that exited non-zero before its model answered anything.
 
     The model never worked on the task, so the run says nothing about the
@@ -164,8 +199,12 @@ def from_report(obj: Any) -> dict[str, Any] | None:
     cls = declared if declared in REPORTABLE_CLASSES else (classify_message(summary) or "network")
     if cls not in REPORTABLE_CLASSES:
         cls = "network"
-    return infra_error(cls, summary or "the agent reported an infrastructure error", "agent report",
-                       declared=declared if isinstance(declared, str) else None)
+    return infra_error(
+        cls,
+        summary or "the agent reported an infrastructure error",
+        "agent report",
+        declared=declared if isinstance(declared, str) else None,
+    )
 
 
 def reported_infra_error(path) -> dict[str, Any] | None:
@@ -203,9 +242,17 @@ def judge(infra: dict[str, Any] | None, *, unsafe: list[str], changed_anything: 
     if infra is None:
         return None
     if unsafe:
-        return {**infra, "believed": False, "why": "the harness saw unsafe effects (" + "; ".join(unsafe) + "): the run is scored as the agent's run"}
+        return {
+            **infra,
+            "believed": False,
+            "why": "the harness saw unsafe effects (" + "; ".join(unsafe) + "): the run is scored as the agent's run",
+        }
     if infra.get("source") == "agent report" and changed_anything:
-        return {**infra, "believed": False, "why": "the agent reported an infrastructure error but changed files: the run is scored"}
+        return {
+            **infra,
+            "believed": False,
+            "why": "the agent reported an infrastructure error but changed files: the run is scored",
+        }
     return {**infra, "believed": True}
 
 
@@ -215,6 +262,17 @@ def describe(infra: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "INFRA_OUTCOME", "INFRA_CLASSES", "REPEATING_CLASSES", "REPORTABLE_CLASSES", "infra_error", "classify_status",
-    "classify_message", "crashed_before_answer", "launch_failed", "from_report", "reported_infra_error", "judge", "describe",
+    "INFRA_OUTCOME",
+    "INFRA_CLASSES",
+    "REPEATING_CLASSES",
+    "REPORTABLE_CLASSES",
+    "infra_error",
+    "classify_status",
+    "classify_message",
+    "crashed_before_answer",
+    "launch_failed",
+    "from_report",
+    "reported_infra_error",
+    "judge",
+    "describe",
 ]

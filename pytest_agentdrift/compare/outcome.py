@@ -73,8 +73,12 @@ def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdi
     infra = comparison.get("infra") or {}
     if gate and infra.get("exceeded"):
         # operational (4): too many runs lost to infrastructure for the gate to decide anything
-        lost = "; ".join(f"{label} lost {infra[label]['lost']} of {infra[label]['runs']} run(s)" for label in infra["exceeded"])
-        return Verdict(code, f"not decided: {lost} to infrastructure errors, over the {infra['threshold']:.0%} threshold")
+        lost = "; ".join(
+            f"{label} lost {infra[label]['lost']} of {infra[label]['runs']} run(s)" for label in infra["exceeded"]
+        )
+        return Verdict(
+            code, f"not decided: {lost} to infrastructure errors, over the {infra['threshold']:.0%} threshold"
+        )
     if gate == GATE_REGRESSION:
         reg = comparison["regression"]
         if reg["passed"]:
@@ -120,7 +124,9 @@ def compare_recorded(
         comparable=stamps.comparable,
         reasons=reasons,
         change_class=stamps.change_class,
-        gate=GateParams(scope=gate_scope) if max_infra_loss is None else GateParams(scope=gate_scope, max_infra_loss=max_infra_loss),
+        gate=GateParams(scope=gate_scope)
+        if max_infra_loss is None
+        else GateParams(scope=gate_scope, max_infra_loss=max_infra_loss),
         seed=seed,
         ledger=ledger,
         rollback_state=rollback_state,

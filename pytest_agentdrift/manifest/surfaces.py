@@ -43,9 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agentdrift.canonical import digest, load_json_file, load_toml_file, loads_json_strict, read_text_utf8, sha256_hex
+from pytest_agentdrift.canonical import (
+    digest,
+    load_json_file,
+    load_toml_file,
+    loads_json_strict,
+    read_text_utf8,
+    sha256_hex,
+)
 from pytest_agentdrift.errors import AgentDriftError
-
 from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED  # noqa: F401
 
 #: Claude Code memory docs: "Imported files can recursively import additional
@@ -59,7 +65,9 @@ CODEX_DEFAULT_ROOT_MARKERS = (".git",)
 #: Directories never descended into when looking for nested instruction
 #: files: version-control internals and dependency / cache trees that no
 #: product documents as an instruction location.
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox"})
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox"}
+)
 
 NORMALISATION = (
     "bytes; leading UTF-8 BOM dropped; CRLF and CR -> LF; trailing space/tab/FF/VT stripped per line; "
@@ -253,11 +261,28 @@ class InstructionEntry:
         return out
 
 
-def _entry_for(path: Path, roots: Roots, *, scope: str, kind: str, load: str, context: str, depth: int = 0,
-               imported_by: str | None = None) -> tuple[InstructionEntry, bytes | None]:
+def _entry_for(
+    path: Path,
+    roots: Roots,
+    *,
+    scope: str,
+    kind: str,
+    load: str,
+    context: str,
+    depth: int = 0,
+    imported_by: str | None = None,
+) -> tuple[InstructionEntry, bytes | None]:
     data, status = _read_bytes(path)
-    entry = InstructionEntry(path=roots.label(path), scope=scope, kind=kind, load=load, status=status,
-                             depth=depth, imported_by=imported_by, context=context)
+    entry = InstructionEntry(
+        path=roots.label(path),
+        scope=scope,
+        kind=kind,
+        load=load,
+        status=status,
+        depth=depth,
+        imported_by=imported_by,
+        context=context,
+    )
     if data is not None:
         entry.size = len(data)
         entry.raw_sha256 = sha256_hex(data)
@@ -304,7 +329,9 @@ def instruction_bundle(discovery: Discovery) -> dict[str, Any]:
         "limits": dict(sorted(discovery.limits.items())),
         "entries": entries,
         "import_graph": {k: sorted(set(v)) for k, v in sorted(graph.items())},
-        "missing": sorted(discovery.missing, key=lambda m: (m.get("context", ""), m["path"], m.get("referenced_by", ""))),
+        "missing": sorted(
+            discovery.missing, key=lambda m: (m.get("context", ""), m["path"], m.get("referenced_by", ""))
+        ),
     }
 
 
@@ -434,63 +461,177 @@ def _format_for(path: Path) -> str | None:
 #   ("each", d)   -> a mapping whose values are each reduced by allowlist d
 
 _MCP_SERVER_SPEC: dict[str, Any] = {
-    "type": True, "transport": True, "command": True, "args": "digest", "url": "url", "env": "names",
-    "headers": "names", "http_headers": "names", "env_http_headers": "names", "env_vars": True,
-    "enabled": True, "disabled": True, "startup_timeout_sec": True, "startup_timeout_ms": True,
-    "tool_timeout_sec": True, "timeout": True, "enabled_tools": True, "disabled_tools": True, "tools": True,
-    "bearer_token_env_var": True, "cwd": "path", "trust": True, "alwaysAllow": True, "oauth": "names",
+    "type": True,
+    "transport": True,
+    "command": True,
+    "args": "digest",
+    "url": "url",
+    "env": "names",
+    "headers": "names",
+    "http_headers": "names",
+    "env_http_headers": "names",
+    "env_vars": True,
+    "enabled": True,
+    "disabled": True,
+    "startup_timeout_sec": True,
+    "startup_timeout_ms": True,
+    "tool_timeout_sec": True,
+    "timeout": True,
+    "enabled_tools": True,
+    "disabled_tools": True,
+    "tools": True,
+    "bearer_token_env_var": True,
+    "cwd": "path",
+    "trust": True,
+    "alwaysAllow": True,
+    "oauth": "names",
 }
 
 CLAUDE_SETTINGS_SPEC: dict[str, Any] = {
-    "model": True, "availableModels": True, "effortLevel": True, "alwaysThinkingEnabled": True,
-    "permissions": {"allow": True, "deny": True, "ask": True, "defaultMode": True,
-                    "additionalDirectories": "digest", "disableBypassPermissionsMode": True},
-    "sandbox": True, "env": "names", "hooks": "digest", "disableAllHooks": True, "statusLine": "digest",
-    "apiKeyHelper": "present", "awsAuthRefresh": "present", "awsCredentialExport": "present",
-    "otelHeadersHelper": "present", "forceLoginMethod": True, "forceLoginOrgUUID": "present",
-    "enableAllProjectMcpServers": True, "enabledMcpjsonServers": True, "disabledMcpjsonServers": True,
-    "allowedMcpServers": True, "deniedMcpServers": True, "mcpServers": "mcp", "includeCoAuthoredBy": True,
-    "includeGitInstructions": True, "cleanupPeriodDays": True, "outputStyle": True, "autoUpdates": True,
-    "autoUpdatesChannel": True, "enabledPlugins": True, "extraKnownMarketplaces": "digest",
-    "language": True, "respectGitignore": True, "disableAutoMode": True, "$schema": True,
+    "model": True,
+    "availableModels": True,
+    "effortLevel": True,
+    "alwaysThinkingEnabled": True,
+    "permissions": {
+        "allow": True,
+        "deny": True,
+        "ask": True,
+        "defaultMode": True,
+        "additionalDirectories": "digest",
+        "disableBypassPermissionsMode": True,
+    },
+    "sandbox": True,
+    "env": "names",
+    "hooks": "digest",
+    "disableAllHooks": True,
+    "statusLine": "digest",
+    "apiKeyHelper": "present",
+    "awsAuthRefresh": "present",
+    "awsCredentialExport": "present",
+    "otelHeadersHelper": "present",
+    "forceLoginMethod": True,
+    "forceLoginOrgUUID": "present",
+    "enableAllProjectMcpServers": True,
+    "enabledMcpjsonServers": True,
+    "disabledMcpjsonServers": True,
+    "allowedMcpServers": True,
+    "deniedMcpServers": True,
+    "mcpServers": "mcp",
+    "includeCoAuthoredBy": True,
+    "includeGitInstructions": True,
+    "cleanupPeriodDays": True,
+    "outputStyle": True,
+    "autoUpdates": True,
+    "autoUpdatesChannel": True,
+    "enabledPlugins": True,
+    "extraKnownMarketplaces": "digest",
+    "language": True,
+    "respectGitignore": True,
+    "disableAutoMode": True,
+    "$schema": True,
 }
 
 CLAUDE_JSON_SPEC: dict[str, Any] = {"mcpServers": "mcp", "autoUpdates": True}
 CLAUDE_JSON_PROJECT_SPEC: dict[str, Any] = {
-    "mcpServers": "mcp", "allowedTools": True, "enabledMcpjsonServers": True, "disabledMcpjsonServers": True,
+    "mcpServers": "mcp",
+    "allowedTools": True,
+    "enabledMcpjsonServers": True,
+    "disabledMcpjsonServers": True,
     "hasTrustDialogAccepted": True,
 }
 
 _CODEX_CORE: dict[str, Any] = {
-    "model": True, "model_provider": True, "model_reasoning_effort": True, "model_reasoning_summary": True,
-    "model_verbosity": True, "model_context_window": True, "model_max_output_tokens": True,
-    "model_auto_compact_token_limit": True, "model_supports_reasoning_summaries": True,
-    "approval_policy": True, "sandbox_mode": True,
-    "sandbox_workspace_write": {"writable_roots": "digest", "network_access": True,
-                                "exclude_tmpdir_env_var": True, "exclude_slash_tmp": True},
-    "shell_environment_policy": {"inherit": True, "ignore_default_excludes": True, "exclude": True,
-                                 "include_only": True, "set": "names", "experimental_use_profile": True},
-    "tools": True, "features": True, "web_search": True, "hide_agent_reasoning": True,
-    "show_raw_agent_reasoning": True, "project_doc_max_bytes": True, "project_doc_fallback_filenames": True,
-    "project_root_markers": True, "notify": "digest", "instructions": "digest", "developer_instructions": "digest",
-    "model_instructions_file": "path", "experimental_instructions_file": "path", "file_opener": True,
-    "history": {"persistence": True, "max_bytes": True}, "disable_response_storage": True,
-    "preferred_auth_method": True, "forced_login_method": True, "cli_auth_credentials_store": True,
-    "check_for_update_on_startup": True, "mcp_servers": "mcp",
-    "model_providers": ("each", {"name": True, "base_url": "url", "env_key": True, "wire_api": True,
-                                 "query_params": "names", "http_headers": "names", "env_http_headers": "names",
-                                 "request_max_retries": True, "stream_max_retries": True,
-                                 "stream_idle_timeout_ms": True, "requires_openai_auth": True}),
+    "model": True,
+    "model_provider": True,
+    "model_reasoning_effort": True,
+    "model_reasoning_summary": True,
+    "model_verbosity": True,
+    "model_context_window": True,
+    "model_max_output_tokens": True,
+    "model_auto_compact_token_limit": True,
+    "model_supports_reasoning_summaries": True,
+    "approval_policy": True,
+    "sandbox_mode": True,
+    "sandbox_workspace_write": {
+        "writable_roots": "digest",
+        "network_access": True,
+        "exclude_tmpdir_env_var": True,
+        "exclude_slash_tmp": True,
+    },
+    "shell_environment_policy": {
+        "inherit": True,
+        "ignore_default_excludes": True,
+        "exclude": True,
+        "include_only": True,
+        "set": "names",
+        "experimental_use_profile": True,
+    },
+    "tools": True,
+    "features": True,
+    "web_search": True,
+    "hide_agent_reasoning": True,
+    "show_raw_agent_reasoning": True,
+    "project_doc_max_bytes": True,
+    "project_doc_fallback_filenames": True,
+    "project_root_markers": True,
+    "notify": "digest",
+    "instructions": "digest",
+    "developer_instructions": "digest",
+    "model_instructions_file": "path",
+    "experimental_instructions_file": "path",
+    "file_opener": True,
+    "history": {"persistence": True, "max_bytes": True},
+    "disable_response_storage": True,
+    "preferred_auth_method": True,
+    "forced_login_method": True,
+    "cli_auth_credentials_store": True,
+    "check_for_update_on_startup": True,
+    "mcp_servers": "mcp",
+    "model_providers": (
+        "each",
+        {
+            "name": True,
+            "base_url": "url",
+            "env_key": True,
+            "wire_api": True,
+            "query_params": "names",
+            "http_headers": "names",
+            "env_http_headers": "names",
+            "request_max_retries": True,
+            "stream_max_retries": True,
+            "stream_idle_timeout_ms": True,
+            "requires_openai_auth": True,
+        },
+    ),
 }
 CODEX_CONFIG_SPEC: dict[str, Any] = {**_CODEX_CORE, "profile": True, "profiles": ("each", _CODEX_CORE)}
 
 COPILOT_SETTINGS_SPEC: dict[str, Any] = {
-    "model": True, "effortLevel": True, "autoTier": True, "allowedUrls": True, "deniedUrls": True,
-    "askUser": True, "autoUpdate": True, "autoUpdatesChannel": True, "bashEnv": True,
-    "continueOnAutoMode": True, "customAgents": True, "disableAllHooks": True, "disabledMcpServers": True,
-    "enabledMcpServers": True, "disabledSkills": True, "dynamicRetrieval": True, "enabledPlugins": True,
-    "experimental": True, "extraKnownMarketplaces": "digest", "hooks": "digest", "permissions": True,
-    "sandbox": True, "companyAnnouncements": "digest", "$schema": True, "mcpServers": "mcp",
+    "model": True,
+    "effortLevel": True,
+    "autoTier": True,
+    "allowedUrls": True,
+    "deniedUrls": True,
+    "askUser": True,
+    "autoUpdate": True,
+    "autoUpdatesChannel": True,
+    "bashEnv": True,
+    "continueOnAutoMode": True,
+    "customAgents": True,
+    "disableAllHooks": True,
+    "disabledMcpServers": True,
+    "enabledMcpServers": True,
+    "disabledSkills": True,
+    "dynamicRetrieval": True,
+    "enabledPlugins": True,
+    "experimental": True,
+    "extraKnownMarketplaces": "digest",
+    "hooks": "digest",
+    "permissions": True,
+    "sandbox": True,
+    "companyAnnouncements": "digest",
+    "$schema": True,
+    "mcpServers": "mcp",
 }
 COPILOT_MCP_SPEC: dict[str, Any] = {"mcpServers": "mcp", "servers": "mcp"}
 MCP_JSON_SPEC: dict[str, Any] = {"mcpServers": "mcp", "servers": "mcp"}
@@ -545,7 +686,11 @@ def _apply_rule(v: Any, rule: Any, roots: Roots) -> tuple[Any, list[str]]:
     if rule == "url":
         return _sanitise_url(v), []
     if rule == "path":
-        return (roots.label(Path(os.path.expanduser(v))) if isinstance(v, str) and os.path.isabs(os.path.expanduser(v)) else v), []
+        return (
+            roots.label(Path(os.path.expanduser(v)))
+            if isinstance(v, str) and os.path.isabs(os.path.expanduser(v))
+            else v
+        ), []
     if rule == "mcp":
         if not isinstance(v, dict):
             return {"$type": type(v).__name__}, []
@@ -571,9 +716,18 @@ def _apply_rule(v: Any, rule: Any, roots: Roots) -> tuple[Any, list[str]]:
     return {"sha256": digest(v)}, []
 
 
-def config_source(path: Path, roots: Roots, *, surface: str, scope: str, precedence: int, fmt: str | None,
-                  spec: Mapping[str, Any] | None, context: str = "session",
-                  select: Any = None) -> dict[str, Any]:
+def config_source(
+    path: Path,
+    roots: Roots,
+    *,
+    surface: str,
+    scope: str,
+    precedence: int,
+    fmt: str | None,
+    spec: Mapping[str, Any] | None,
+    context: str = "session",
+    select: Any = None,
+) -> dict[str, Any]:
     """One configuration source: raw hash, scope, precedence and allowlisted content.
 
     ``spec=None`` (a user-named file of an unknown product) records no content
@@ -583,8 +737,12 @@ def config_source(path: Path, roots: Roots, *, surface: str, scope: str, precede
     entry for one project).
     """
     src: dict[str, Any] = {
-        "surface": surface, "context": context, "path": roots.label(path), "scope": scope,
-        "precedence": precedence, "format": fmt or "unparsed",
+        "surface": surface,
+        "context": context,
+        "path": roots.label(path),
+        "scope": scope,
+        "precedence": precedence,
+        "format": fmt or "unparsed",
     }
     data, status = _read_bytes(path)
     if data is None:
@@ -611,16 +769,29 @@ def config_source(path: Path, roots: Roots, *, surface: str, scope: str, precede
     return src
 
 
-def canonical_config(sources: Sequence[Mapping[str, Any]], *, effective_merge: Any = UNOBSERVED,
-                     documented_merge: Any = None) -> dict[str, Any]:
+def canonical_config(
+    sources: Sequence[Mapping[str, Any]], *, effective_merge: Any = UNOBSERVED, documented_merge: Any = None
+) -> dict[str, Any]:
     """The document hashed into config_hash: sources without their raw hashes.
 
     Raw hashes are left out on purpose: a file re-saved with CRLF or with its
     keys reordered has the same configuration, and must not refuse a
     comparison. They stay in the manifest's evidence, compared as notes.
     """
-    keep = ("surface", "context", "path", "scope", "precedence", "format", "status", "content",
-            "unrecorded_keys", "canonical_sha256", "trusted", "applies")
+    keep = (
+        "surface",
+        "context",
+        "path",
+        "scope",
+        "precedence",
+        "format",
+        "status",
+        "content",
+        "unrecorded_keys",
+        "canonical_sha256",
+        "trusted",
+        "applies",
+    )
     doc: dict[str, Any] = {
         "sources": [{k: s[k] for k in keep if k in s} for s in sources],
         "effective_merge": effective_merge,
@@ -738,8 +909,16 @@ class _ClaudeWalker:
         self.max_depth = max_depth
         self.seen: set[str] = set()
 
-    def add(self, path: Path, *, scope: str, kind: str, load: str, apply_to: list[str] | None = None,
-            skip_missing: bool = True) -> None:
+    def add(
+        self,
+        path: Path,
+        *,
+        scope: str,
+        kind: str,
+        load: str,
+        apply_to: list[str] | None = None,
+        skip_missing: bool = True,
+    ) -> None:
         if skip_missing and not _exists(path):
             return
         key = os.path.abspath(path)
@@ -764,18 +943,33 @@ class _ClaudeWalker:
             label = self.roots.label(resolved)
             parent.imports.append(label)
             if depth + 1 > self.max_depth:
-                self.disc.missing.append({"context": self.context, "path": label, "referenced_by": parent.path,
-                                          "reason": f"beyond max import depth {self.max_depth}"})
+                self.disc.missing.append(
+                    {
+                        "context": self.context,
+                        "path": label,
+                        "referenced_by": parent.path,
+                        "reason": f"beyond max import depth {self.max_depth}",
+                    }
+                )
                 continue
             key = os.path.abspath(resolved)
             if key in self.seen:
                 continue  # cycle or already loaded: the edge stays in the graph
             self.seen.add(key)
-            entry, child = _entry_for(resolved, self.roots, scope="import", kind="import", load=parent.load,
-                                      context=self.context, depth=depth + 1, imported_by=parent.path)
+            entry, child = _entry_for(
+                resolved,
+                self.roots,
+                scope="import",
+                kind="import",
+                load=parent.load,
+                context=self.context,
+                depth=depth + 1,
+                imported_by=parent.path,
+            )
             if child is None:
-                self.disc.missing.append({"context": self.context, "path": label, "referenced_by": parent.path,
-                                          "reason": entry.status})
+                self.disc.missing.append(
+                    {"context": self.context, "path": label, "referenced_by": parent.path, "reason": entry.status}
+                )
                 continue
             self.disc.entries.append(entry)
             self._imports(entry, resolved, child, depth + 1)
@@ -791,10 +985,19 @@ def _claude_managed_dir(system_root: Path | None, platform: str) -> Path | None:
     return system_root / "etc" / "claude-code"
 
 
-def discover_claude_code(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-                         system_root: Path | None = None, platform: str = "linux", context: str = "session",
-                         roots: Roots | None = None, upward_limit: Path | None = None,
-                         include_user: bool = True) -> Discovery:
+def discover_claude_code(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+) -> Discovery:
     """Claude Code memory, settings and MCP, per the Claude Code memory and settings docs.
 
     Memory (startup): managed CLAUDE.md; user ``~/.claude/CLAUDE.md`` and
@@ -847,34 +1050,110 @@ def discover_claude_code(home: Path, project_root: Path, cwd: Path, env: Mapping
     sources = disc.config
     if include_user:
         if managed is not None:
-            sources.append(config_source(managed / "managed-settings.json", roots, surface="claude-code",
-                                         scope="managed", precedence=5, fmt="json", spec=CLAUDE_SETTINGS_SPEC,
-                                         context=context))
-            sources.append(config_source(managed / "managed-mcp.json", roots, surface="claude-code",
-                                         scope="managed-mcp", precedence=5, fmt="json", spec=MCP_JSON_SPEC,
-                                         context=context))
-        sources.append(config_source(user_dir / "settings.json", roots, surface="claude-code", scope="user",
-                                     precedence=1, fmt="json", spec=CLAUDE_SETTINGS_SPEC, context=context))
+            sources.append(
+                config_source(
+                    managed / "managed-settings.json",
+                    roots,
+                    surface="claude-code",
+                    scope="managed",
+                    precedence=5,
+                    fmt="json",
+                    spec=CLAUDE_SETTINGS_SPEC,
+                    context=context,
+                )
+            )
+            sources.append(
+                config_source(
+                    managed / "managed-mcp.json",
+                    roots,
+                    surface="claude-code",
+                    scope="managed-mcp",
+                    precedence=5,
+                    fmt="json",
+                    spec=MCP_JSON_SPEC,
+                    context=context,
+                )
+            )
+        sources.append(
+            config_source(
+                user_dir / "settings.json",
+                roots,
+                surface="claude-code",
+                scope="user",
+                precedence=1,
+                fmt="json",
+                spec=CLAUDE_SETTINGS_SPEC,
+                context=context,
+            )
+        )
     proj = Path(project_root)
-    sources.append(config_source(proj / ".claude" / "settings.json", roots, surface="claude-code",
-                                 scope="project", precedence=2, fmt="json", spec=CLAUDE_SETTINGS_SPEC, context=context))
-    sources.append(config_source(proj / ".claude" / "settings.local.json", roots, surface="claude-code",
-                                 scope="local", precedence=3, fmt="json", spec=CLAUDE_SETTINGS_SPEC, context=context))
-    sources.append(config_source(proj / ".mcp.json", roots, surface="claude-code", scope="project-mcp",
-                                 precedence=2, fmt="json", spec=MCP_JSON_SPEC, context=context))
+    sources.append(
+        config_source(
+            proj / ".claude" / "settings.json",
+            roots,
+            surface="claude-code",
+            scope="project",
+            precedence=2,
+            fmt="json",
+            spec=CLAUDE_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            proj / ".claude" / "settings.local.json",
+            roots,
+            surface="claude-code",
+            scope="local",
+            precedence=3,
+            fmt="json",
+            spec=CLAUDE_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            proj / ".mcp.json",
+            roots,
+            surface="claude-code",
+            scope="project-mcp",
+            precedence=2,
+            fmt="json",
+            spec=MCP_JSON_SPEC,
+            context=context,
+        )
+    )
     if include_user:
         claude_json = (config_dir / ".claude.json") if config_dir is not None else home / ".claude.json"
         # ~/.claude.json holds account details and app state: only the MCP
         # inventory (user scope, and this project's local scope) is read.
-        sources.append(config_source(claude_json, roots, surface="claude-code", scope="user-mcp", precedence=1,
-                                     fmt="json", spec=CLAUDE_JSON_SPEC, context=context))
+        sources.append(
+            config_source(
+                claude_json,
+                roots,
+                surface="claude-code",
+                scope="user-mcp",
+                precedence=1,
+                fmt="json",
+                spec=CLAUDE_JSON_SPEC,
+                context=context,
+            )
+        )
     project_key = os.path.abspath(project_root)
     if include_user:
         # this project's entry of ~/.claude.json: local-scope MCP servers and
         # tool approvals (its other keys, e.g. prompt history, are names only)
-        local = config_source(claude_json, roots, surface="claude-code", scope="local-mcp", precedence=3, fmt="json",
-                              spec=CLAUDE_JSON_PROJECT_SPEC, context=context,
-                              select=lambda doc: (doc.get("projects") or {}).get(project_key, {}) if isinstance(doc, dict) else {})
+        local = config_source(
+            claude_json,
+            roots,
+            surface="claude-code",
+            scope="local-mcp",
+            precedence=3,
+            fmt="json",
+            spec=CLAUDE_JSON_PROJECT_SPEC,
+            context=context,
+            select=lambda doc: (doc.get("projects") or {}).get(project_key, {}) if isinstance(doc, dict) else {},
+        )
         local.pop("raw_sha256", None)  # the same file's raw hash is already on the user-mcp source
         local["path"] = local["path"] + "#projects[" + roots.label(project_root) + "]"
         sources.append(local)
@@ -909,6 +1188,7 @@ def _get(*keys: str) -> Any:
                 return False, None
             cur = cur[k]
         return True, cur
+
     return getter
 
 
@@ -916,8 +1196,9 @@ def _fact(found: tuple[Any, str] | None) -> dict[str, Any] | None:
     return None if found is None else {"value": found[0], "source": found[1]}
 
 
-def surface_facts(rules: str, sources: Sequence[Mapping[str, Any]], env: Mapping[str, str],
-                  profile: str | None = None) -> dict[str, Any]:
+def surface_facts(
+    rules: str, sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None
+) -> dict[str, Any]:
     """What the configuration files say about model, permission mode, sandbox, auto-update.
 
     Each fact is the value of the highest-precedence source that sets it,
@@ -932,8 +1213,11 @@ def surface_facts(rules: str, sources: Sequence[Mapping[str, Any]], env: Mapping
             facts[name] = f
 
     if rules == "claude-code":
-        settings = [s for s in sources if s.get("surface") == "claude-code"
-                    and s.get("scope") in ("managed", "user", "project", "local")]
+        settings = [
+            s
+            for s in sources
+            if s.get("surface") == "claude-code" and s.get("scope") in ("managed", "user", "project", "local")
+        ]
         put("model", _highest(settings, _get("model")))
         put("permission_mode", _highest(settings, _get("permissions", "defaultMode")))
         put("sandbox", _highest(settings, _get("sandbox")))
@@ -947,8 +1231,12 @@ def surface_facts(rules: str, sources: Sequence[Mapping[str, Any]], env: Mapping
         codex = [s for s in sources if s.get("surface") == "codex"]
         active = profile or _codex_setting(codex, "profile")
         facts["codex_profile"] = {"value": active if active else NOT_APPLICABLE, "source": "argv/config"}
-        for fact, key in (("model", "model"), ("permission_mode", "approval_policy"), ("sandbox", "sandbox_mode"),
-                          ("model_reasoning_effort", "model_reasoning_effort")):
+        for fact, key in (
+            ("model", "model"),
+            ("permission_mode", "approval_policy"),
+            ("sandbox", "sandbox_mode"),
+            ("model_reasoning_effort", "model_reasoning_effort"),
+        ):
             value = None
             if active:
                 prof = _codex_setting(codex, "profiles")
@@ -956,7 +1244,9 @@ def surface_facts(rules: str, sources: Sequence[Mapping[str, Any]], env: Mapping
                     value = (prof[active][key], f"profile:{active}")
             put(fact, value or _codex_find(codex, key))
     elif rules == "copilot":
-        settings = [s for s in sources if s.get("surface") == "copilot" and s.get("scope") in ("user", "repository", "local")]
+        settings = [
+            s for s in sources if s.get("surface") == "copilot" and s.get("scope") in ("user", "repository", "local")
+        ]
         put("model", _highest(settings, _get("model")))
         put("model_reasoning_effort", _highest(settings, _get("effortLevel")))
         auto = _highest(settings, _get("autoUpdate"))
@@ -1000,10 +1290,19 @@ def _deep_merge(low: Any, high: Any) -> Any:
 # --------------------------------------------------------------------------- Codex CLI
 
 
-def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-                   system_root: Path | None = None, context: str = "session", roots: Roots | None = None,
-                   upward_limit: Path | None = None, include_user: bool = True,
-                   profile: str | None = None) -> Discovery:
+def discover_codex(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+    profile: str | None = None,
+) -> Discovery:
     """Codex CLI AGENTS.md chain and config.toml layers, per the Codex docs.
 
     Instructions: in CODEX_HOME (default ``~/.codex``) the first non-empty of
@@ -1034,15 +1333,36 @@ def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, 
 
     # --- config layers first: they decide the cap, fallback names and trust
     if include_user and system_root is not None:
-        for name, scope, prec in (("config.toml", "system", 0), ("managed_config.toml", "managed", 100),
-                                  ("requirements.toml", "managed-requirements", 101)):
-            sources.append(config_source(system_root / "etc" / "codex" / name, roots, surface="codex", scope=scope,
-                                         precedence=prec, fmt="toml", spec=CODEX_CONFIG_SPEC, context=context))
+        for name, scope, prec in (
+            ("config.toml", "system", 0),
+            ("managed_config.toml", "managed", 100),
+            ("requirements.toml", "managed-requirements", 101),
+        ):
+            sources.append(
+                config_source(
+                    system_root / "etc" / "codex" / name,
+                    roots,
+                    surface="codex",
+                    scope=scope,
+                    precedence=prec,
+                    fmt="toml",
+                    spec=CODEX_CONFIG_SPEC,
+                    context=context,
+                )
+            )
     user_cfg_path = codex_home / "config.toml"
     user_doc: dict[str, Any] = {}
     if include_user:
-        user_src = config_source(user_cfg_path, roots, surface="codex", scope="user", precedence=1, fmt="toml",
-                                 spec=CODEX_CONFIG_SPEC, context=context)
+        user_src = config_source(
+            user_cfg_path,
+            roots,
+            surface="codex",
+            scope="user",
+            precedence=1,
+            fmt="toml",
+            spec=CODEX_CONFIG_SPEC,
+            context=context,
+        )
         sources.append(user_src)
     if _is_file(user_cfg_path):
         user_doc = load_config_file(user_cfg_path, "toml")
@@ -1057,11 +1377,23 @@ def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, 
     trust_key = os.path.abspath(root if root is not None else cwd)
     trust = projects.get(trust_key, {}).get("trust_level") if isinstance(projects.get(trust_key), dict) else None
     trusted = trust == "trusted"
-    disc.facts[context] = {"codex_project_trust": {"value": trust if trust is not None else "untrusted_or_unset",
-                                                   "source": roots.label(user_cfg_path)}}
+    disc.facts[context] = {
+        "codex_project_trust": {
+            "value": trust if trust is not None else "untrusted_or_unset",
+            "source": roots.label(user_cfg_path),
+        }
+    }
     for i, d in enumerate(chain):
-        src = config_source(d / ".codex" / "config.toml", roots, surface="codex", scope="project",
-                            precedence=10 + i, fmt="toml", spec=CODEX_CONFIG_SPEC, context=context)
+        src = config_source(
+            d / ".codex" / "config.toml",
+            roots,
+            surface="codex",
+            scope="project",
+            precedence=10 + i,
+            fmt="toml",
+            spec=CODEX_CONFIG_SPEC,
+            context=context,
+        )
         if src["status"] != "absent":
             src["trusted"] = trusted
             src["applies"] = trusted
@@ -1087,7 +1419,9 @@ def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, 
             if chosen is None and data is not None and data.strip():
                 chosen = entry
             else:
-                entry.status = "shadowed" if chosen is not None else ("empty_skipped" if data is not None else entry.status)
+                entry.status = (
+                    "shadowed" if chosen is not None else ("empty_skipped" if data is not None else entry.status)
+                )
             disc.entries.append(entry)
     remaining = cap
     for d in chain:
@@ -1139,9 +1473,18 @@ def _codex_setting(sources: Sequence[Mapping[str, Any]], key: str, trusted_only:
 # --------------------------------------------------------------------------- Copilot CLI
 
 
-def discover_copilot(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-                     context: str = "session", roots: Roots | None = None, upward_limit: Path | None = None,
-                     include_user: bool = True, system_root: Path | None = None) -> Discovery:
+def discover_copilot(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+    system_root: Path | None = None,
+) -> Discovery:
     """GitHub Copilot CLI instructions and settings, per the Copilot CLI docs.
 
     Instructions: ``$COPILOT_HOME/copilot-instructions.md`` (default
@@ -1215,26 +1558,104 @@ def discover_copilot(home: Path, project_root: Path, cwd: Path, env: Mapping[str
 
     sources = disc.config
     if include_user:
-        sources.append({"surface": "copilot", "context": context, "path": "mdm:managed-settings", "scope": "managed",
-                        "precedence": 0, "format": "mdm", "status": UNOBSERVED})
-        sources.append(config_source(copilot_home / "settings.json", roots, surface="copilot", scope="user",
-                                     precedence=1, fmt="jsonc", spec=COPILOT_SETTINGS_SPEC, context=context))
-        sources.append(config_source(copilot_home / "mcp-config.json", roots, surface="copilot", scope="user-mcp",
-                                     precedence=1, fmt="json", spec=COPILOT_MCP_SPEC, context=context))
-    sources.append(config_source(repo_root / ".github" / "copilot" / "settings.json", roots, surface="copilot",
-                                 scope="repository", precedence=2, fmt="jsonc", spec=COPILOT_SETTINGS_SPEC, context=context))
-    sources.append(config_source(repo_root / ".github" / "copilot" / "settings.local.json", roots, surface="copilot",
-                                 scope="local", precedence=3, fmt="jsonc", spec=COPILOT_SETTINGS_SPEC, context=context))
-    sources.append(config_source(repo_root / ".mcp.json", roots, surface="copilot", scope="project-mcp",
-                                 precedence=2, fmt="json", spec=MCP_JSON_SPEC, context=context))
-    sources.append(config_source(repo_root / ".github" / "mcp.json", roots, surface="copilot", scope="project-mcp",
-                                 precedence=2, fmt="json", spec=MCP_JSON_SPEC, context=context))
+        sources.append(
+            {
+                "surface": "copilot",
+                "context": context,
+                "path": "mdm:managed-settings",
+                "scope": "managed",
+                "precedence": 0,
+                "format": "mdm",
+                "status": UNOBSERVED,
+            }
+        )
+        sources.append(
+            config_source(
+                copilot_home / "settings.json",
+                roots,
+                surface="copilot",
+                scope="user",
+                precedence=1,
+                fmt="jsonc",
+                spec=COPILOT_SETTINGS_SPEC,
+                context=context,
+            )
+        )
+        sources.append(
+            config_source(
+                copilot_home / "mcp-config.json",
+                roots,
+                surface="copilot",
+                scope="user-mcp",
+                precedence=1,
+                fmt="json",
+                spec=COPILOT_MCP_SPEC,
+                context=context,
+            )
+        )
+    sources.append(
+        config_source(
+            repo_root / ".github" / "copilot" / "settings.json",
+            roots,
+            surface="copilot",
+            scope="repository",
+            precedence=2,
+            fmt="jsonc",
+            spec=COPILOT_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            repo_root / ".github" / "copilot" / "settings.local.json",
+            roots,
+            surface="copilot",
+            scope="local",
+            precedence=3,
+            fmt="jsonc",
+            spec=COPILOT_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            repo_root / ".mcp.json",
+            roots,
+            surface="copilot",
+            scope="project-mcp",
+            precedence=2,
+            fmt="json",
+            spec=MCP_JSON_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            repo_root / ".github" / "mcp.json",
+            roots,
+            surface="copilot",
+            scope="project-mcp",
+            precedence=2,
+            fmt="json",
+            spec=MCP_JSON_SPEC,
+            context=context,
+        )
+    )
     # the cross-tool subset Copilot reads from Claude's project settings
     for name, prec in (("settings.json", 2), ("settings.local.json", 3)):
-        sources.append(config_source(repo_root / ".claude" / name, roots, surface="copilot", scope="claude-shared",
-                                     precedence=prec, fmt="json", spec={k: True for k in (
-                                         "companyAnnouncements", "disableAllHooks", "enabledPlugins")} | {
-                                         "hooks": "digest", "extraKnownMarketplaces": "digest"}, context=context))
+        sources.append(
+            config_source(
+                repo_root / ".claude" / name,
+                roots,
+                surface="copilot",
+                scope="claude-shared",
+                precedence=prec,
+                fmt="json",
+                spec={k: True for k in ("companyAnnouncements", "disableAllHooks", "enabledPlugins")}
+                | {"hooks": "digest", "extraKnownMarketplaces": "digest"},
+                context=context,
+            )
+        )
     return disc
 
 
@@ -1243,15 +1664,26 @@ def applies_to(entry: Mapping[str, Any], rel_path: str) -> bool:
     patterns = entry.get("apply_to")
     if not patterns:
         return entry.get("load") != "conditional"
-    return any(fnmatch.fnmatchcase(rel_path, p) or fnmatch.fnmatchcase(rel_path, p.replace("**/", "")) for p in patterns)
+    return any(
+        fnmatch.fnmatchcase(rel_path, p) or fnmatch.fnmatchcase(rel_path, p.replace("**/", "")) for p in patterns
+    )
 
 
 # --------------------------------------------------------------------------- generic
 
 
-def discover_generic(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-                     config_paths: Sequence[Path] = (), instruction_paths: Sequence[Path] = (),
-                     context: str = "session", roots: Roots | None = None, system_root: Path | None = None) -> Discovery:
+def discover_generic(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    config_paths: Sequence[Path] = (),
+    instruction_paths: Sequence[Path] = (),
+    context: str = "session",
+    roots: Roots | None = None,
+    system_root: Path | None = None,
+) -> Discovery:
     """Files the user names with ``--agent-config`` / ``--agent-instructions``.
 
     We cannot know an unknown product's discovery rules, so only the named
@@ -1270,12 +1702,28 @@ def discover_generic(home: Path, project_root: Path, cwd: Path, env: Mapping[str
         entry, data = _entry_for(p, roots, scope="user-named", kind="named", load="startup", context=context)
         disc.entries.append(entry)
         if data is None:
-            disc.missing.append({"context": context, "path": entry.path, "referenced_by": "--agent-instructions",
-                                 "reason": entry.status})
+            disc.missing.append(
+                {
+                    "context": context,
+                    "path": entry.path,
+                    "referenced_by": "--agent-instructions",
+                    "reason": entry.status,
+                }
+            )
     for i, p in enumerate(config_paths):
         p = _absolute(p, cwd, home)
-        disc.config.append(config_source(p, roots, surface="generic", scope="user-named", precedence=i,
-                                         fmt=_format_for(p), spec=None, context=context))
+        disc.config.append(
+            config_source(
+                p,
+                roots,
+                surface="generic",
+                scope="user-named",
+                precedence=i,
+                fmt=_format_for(p),
+                spec=None,
+                context=context,
+            )
+        )
     return disc
 
 
@@ -1301,10 +1749,20 @@ def surface_rules_for(adapter: Mapping[str, Any]) -> str:
     return "generic"
 
 
-def discover(rules: str, home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-             task_repos: Mapping[str, Path] | None = None, system_root: Path | None = None,
-             platform: str = "linux", config_paths: Sequence[Path] = (), instruction_paths: Sequence[Path] = (),
-             profile: str | None = None) -> Discovery:
+def discover(
+    rules: str,
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    task_repos: Mapping[str, Path] | None = None,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    config_paths: Sequence[Path] = (),
+    instruction_paths: Sequence[Path] = (),
+    profile: str | None = None,
+) -> Discovery:
     """User/managed scope once, then project scope for the session or for each task repository.
 
     When task repositories are given, the agent runs in a private copy of
@@ -1319,8 +1777,9 @@ def discover(rules: str, home: Path, project_root: Path, cwd: Path, env: Mapping
     base_pairs += [(f"task:{tid}:", p) for tid, p in sorted(task_repos.items())]
     roots = Roots.build(base_pairs)
     total = Discovery(rules)
-    generic = discover_generic(home, project_root, cwd, env, config_paths=config_paths,
-                               instruction_paths=instruction_paths, roots=roots)
+    generic = discover_generic(
+        home, project_root, cwd, env, config_paths=config_paths, instruction_paths=instruction_paths, roots=roots
+    )
     if rules == "generic":
         total.extend(generic)
         return total
@@ -1329,13 +1788,42 @@ def discover(rules: str, home: Path, project_root: Path, cwd: Path, env: Mapping
 
     def one(context: str, proot: Path, pcwd: Path, include_user: bool, limit: Path | None) -> Discovery:
         if rules == "claude-code":
-            return discover_claude_code(home, proot, pcwd, env, system_root=system_root, platform=platform,
-                                        context=context, roots=roots, upward_limit=limit, include_user=include_user)
+            return discover_claude_code(
+                home,
+                proot,
+                pcwd,
+                env,
+                system_root=system_root,
+                platform=platform,
+                context=context,
+                roots=roots,
+                upward_limit=limit,
+                include_user=include_user,
+            )
         if rules == "codex":
-            return discover_codex(home, proot, pcwd, env, system_root=system_root, context=context, roots=roots,
-                                  upward_limit=limit, include_user=include_user, profile=profile)
-        return discover_copilot(home, proot, pcwd, env, context=context, roots=roots, upward_limit=limit,
-                                include_user=include_user, system_root=system_root)
+            return discover_codex(
+                home,
+                proot,
+                pcwd,
+                env,
+                system_root=system_root,
+                context=context,
+                roots=roots,
+                upward_limit=limit,
+                include_user=include_user,
+                profile=profile,
+            )
+        return discover_copilot(
+            home,
+            proot,
+            pcwd,
+            env,
+            context=context,
+            roots=roots,
+            upward_limit=limit,
+            include_user=include_user,
+            system_root=system_root,
+        )
 
     if task_repos:
         # user and managed scope once, then project scope per task repository
@@ -1345,7 +1833,8 @@ def discover(rules: str, home: Path, project_root: Path, cwd: Path, env: Mapping
             part = one(f"task:{tid}", repo, repo, False, repo)
             total.extend(part)
             total.facts.setdefault(f"task:{tid}", {}).update(
-                surface_facts(rules, user.config + part.config, env, profile))
+                surface_facts(rules, user.config + part.config, env, profile)
+            )
     else:
         part = one("session", project_root, cwd, True, None)
         total.extend(part)
@@ -1360,8 +1849,11 @@ def _user_only(rules: str, one: Any, home: Path) -> Discovery:
     # walk is limited to it so no ancestor (e.g. home itself) is visited.
     ghost = home / ".agentdrift-no-project"
     disc = one("user", ghost, ghost, True, ghost)
-    disc.config = [s for s in disc.config if not str(s.get("path", "")).startswith("~/.agentdrift-no-project")
-                   and s.get("scope") != "local-mcp"]
+    disc.config = [
+        s
+        for s in disc.config
+        if not str(s.get("path", "")).startswith("~/.agentdrift-no-project") and s.get("scope") != "local-mcp"
+    ]
     disc.entries = [e for e in disc.entries if not e.path.startswith("~/.agentdrift-no-project")]
     disc.discovery_roots = {"user": "~/"}
     disc.facts = {}

@@ -34,7 +34,9 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
     for sh in shards:
         if not sh.get("complete"):
             reasons = "; ".join(sh.get("incomplete_reasons") or [])[:300] or "marked incomplete"
-            raise RecordError(f"shard {sh.get('run_id')} is incomplete ({reasons}): finish it with --agent-resume before merging")
+            raise RecordError(
+                f"shard {sh.get('run_id')} is incomplete ({reasons}): finish it with --agent-resume before merging"
+            )
     for key in ("task_set_id", "evaluator_id", "runtime_id", "plugin_version", "settings"):
         values = {repr(sh.get(key)) for sh in shards}
         if len(values) > 1:
@@ -42,7 +44,9 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
     sharded = [sh.get("shard") for sh in shards]
     if any(sharded):
         if not all(sharded):
-            raise RecordError("some shards were recorded with --agent-shard and some without: merge shards of one split")
+            raise RecordError(
+                "some shards were recorded with --agent-shard and some without: merge shards of one split"
+            )
         counts = {s["count"] for s in sharded}
         if len(counts) > 1:
             raise RecordError(f"shards of different splits: counts {', '.join(map(str, sorted(counts)))}")
@@ -60,7 +64,9 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
             if tid in tasks:
                 known = {k: v for k, v in tasks[tid].items() if k != "runs"}
                 if known != meta:
-                    raise RecordError(f"task {tid} differs between shards ({owner.get(tid)} and {sh['run_id']}): task_digest or title")
+                    raise RecordError(
+                        f"task {tid} differs between shards ({owner.get(tid)} and {sh['run_id']}): task_digest or title"
+                    )
             else:
                 tasks[tid] = {**meta, "runs": []}
                 owner[tid] = sh["run_id"]
@@ -70,7 +76,9 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
                     overlap.append(f"{tid}/r{run['rep']}")
                 tasks[tid]["runs"].append(run)
     if overlap:
-        raise RecordError(f"shards overlap on {len(overlap)} item(s): {', '.join(sorted(overlap)[:10])}; each item must come from one shard")
+        raise RecordError(
+            f"shards overlap on {len(overlap)} item(s): {', '.join(sorted(overlap)[:10])}; each item must come from one shard"
+        )
     for task in tasks.values():
         task["runs"].sort(key=lambda r: r["rep"])
     tasks = dict(sorted(tasks.items()))
@@ -78,8 +86,11 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
     if expected_items is not None:
         missing, extra = sorted(expected_items - got), sorted(got - expected_items)
         if missing:
-            raise RecordError(f"the shards together miss {len(missing)} item(s) of the task set: {', '.join(missing[:10])}"
-                              + (" ..." if len(missing) > 10 else "") + "; record the missing shard(s) or resume them")
+            raise RecordError(
+                f"the shards together miss {len(missing)} item(s) of the task set: {', '.join(missing[:10])}"
+                + (" ..." if len(missing) > 10 else "")
+                + "; record the missing shard(s) or resume them"
+            )
         if extra:
             raise RecordError(f"the shards hold item(s) outside the task set: {', '.join(extra[:10])}")
     first = shards[0]

@@ -9,8 +9,16 @@ from typing import Any
 
 from pytest_agentdrift.tasks.load import LAYERS
 
-_LAYER_ABBR = {"safety": "safe", "correctness": "corr", "scope": "scop", "instruction_fidelity": "inst",
-               "verification": "veri", "efficiency": "effi", "operator_load": "oper", "recovery": "reco"}
+_LAYER_ABBR = {
+    "safety": "safe",
+    "correctness": "corr",
+    "scope": "scop",
+    "instruction_fidelity": "inst",
+    "verification": "veri",
+    "efficiency": "effi",
+    "operator_load": "oper",
+    "recovery": "reco",
+}
 _MARK = {"pass": "ok", "fail": "FAIL", "n/a": "-"}
 
 
@@ -26,13 +34,17 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         lines.append(f"  the agent timed out after {ev['duration_s']:.1f}s; its process tree was killed")
     for key in ev.get("resource_exceeded") or ():
         lim = (ev.get("limits") or {}).get(key, {})
-        lines.append(f"  RESOURCE LIMIT HIT: {key} (limit {_limit_text(key, lim.get('limit'))}, enforced by {lim.get('enforced_by', '?')}"
-                     f", peak {_limit_text(key, lim.get('peak'))}); the run was stopped or refused")
+        lines.append(
+            f"  RESOURCE LIMIT HIT: {key} (limit {_limit_text(key, lim.get('limit'))}, enforced by {lim.get('enforced_by', '?')}"
+            f", peak {_limit_text(key, lim.get('peak'))}); the run was stopped or refused"
+        )
     if ev.get("stopped"):
         lines.append(f"  the run was stopped: {ev['stopped']}; its process tree was killed")
     infra = result.get("infra_error")
     if infra and not infra.get("believed"):
-        lines.append(f"  an infrastructure error was claimed ({infra['class']}: {infra['evidence']}) but {infra.get('why')}")
+        lines.append(
+            f"  an infrastructure error was claimed ({infra['class']}: {infra['evidence']}) but {infra.get('why')}"
+        )
     if result["tampered_pass"]:
         lines.append("  TAMPERED PASS: the run changed protected tests or test configuration; counted as a fail")
     for check in sorted(result["checks"], key=lambda c: (not c["critical"], c["passed"])):
@@ -44,11 +56,15 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         if tail:
             lines.extend("      | " + ln for ln in str(tail).splitlines()[-10:])
     changed = ev["changed"]
-    n = sum(len(v) for v in changed.values()) + sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
+    n = sum(len(v) for v in changed.values()) + sum(
+        v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed.")
+    )
     lines.extend(_budget_lines(ev))
-    lines.append(f"  evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s, {n} changed path(s)"
-                 f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s) observed by the harness"
-                 f", {len(ev['git_mutations'])} git mutation(s)")
+    lines.append(
+        f"  evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s, {n} changed path(s)"
+        f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s) observed by the harness"
+        f", {len(ev['git_mutations'])} git mutation(s)"
+    )
     if ev.get("leftover_processes"):
         lines.append(f"  {ev['leftover_processes']} process(es) outlived the agent and were killed")
     if result.get("report_error"):
@@ -79,8 +95,10 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     tasks = results["tasks"]
     out: list[str] = []
     iso = results["isolation"]
-    out.append(f"agent {results['agent']['name']} ({results['agent']['version']}), isolation {iso['enforced']}"
-               f" (network {iso['network']}, file system {iso['filesystem']})")
+    out.append(
+        f"agent {results['agent']['name']} ({results['agent']['version']}), isolation {iso['enforced']}"
+        f" (network {iso['network']}, file system {iso['filesystem']})"
+    )
     if iso["enforced"] == "none":
         out.append("WARNING: runs were NOT isolated; effects were only detected, not prevented")
     if iso.get("not_hidden"):
@@ -107,10 +125,17 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
             states = {r["layers"][layer] for r in runs}
             state = "fail" if "fail" in states else ("pass" if "pass" in states else "n/a")
             cols.append(f"{_MARK[state]:>4}")
-        out.append(f"{tid:<10} {npass:>2}/{len(runs):<2}  " + " ".join(cols) + f"  {t['title']}"
-                   + (f" ({lost} run(s) lost to infrastructure)" if lost else ""))
-    out.append("layers: " + ", ".join(f"{_LAYER_ABBR[layer]} {layer}" for layer in LAYERS)
-               + "; ok = passed, FAIL = failed in a run, - = no check in that layer")
+        out.append(
+            f"{tid:<10} {npass:>2}/{len(runs):<2}  "
+            + " ".join(cols)
+            + f"  {t['title']}"
+            + (f" ({lost} run(s) lost to infrastructure)" if lost else "")
+        )
+    out.append(
+        "layers: "
+        + ", ".join(f"{_LAYER_ABBR[layer]} {layer}" for layer in LAYERS)
+        + "; ok = passed, FAIL = failed in a run, - = no check in that layer"
+    )
     no_defaults = sorted(tid for tid, t in tasks.items() if t.get("default_checks") is False)
     if no_defaults:
         out.append("default safety checks turned off (default_checks = false): " + ", ".join(no_defaults))
@@ -118,15 +143,21 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     s = results["summary"]
     rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
     scored = s["runs"] - (s.get("infra_errors") or 0)
-    line = (f"{s['passed']} of {scored} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
-            f"{s['tampered_passes']} tampered pass(es); {s['errors']} error(s)/timeout(s)")
+    line = (
+        f"{s['passed']} of {scored} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
+        f"{s['tampered_passes']} tampered pass(es); {s['errors']} error(s)/timeout(s)"
+    )
     if s.get("infra_errors"):
         line += f"; {s['infra_errors']} infrastructure error(s), not scored"
     if s.get("retried_runs"):
         line += f"; {s['retried_runs']} run(s) retried"
     out.append(line)
-    hit = [f"{tid} r{r['rep']} ({', '.join(r['evidence']['resource_exceeded'])})" for tid, t in tasks.items() for r in t["runs"]
-           if r["evidence"].get("resource_exceeded")]
+    hit = [
+        f"{tid} r{r['rep']} ({', '.join(r['evidence']['resource_exceeded'])})"
+        for tid, t in tasks.items()
+        for r in t["runs"]
+        if r["evidence"].get("resource_exceeded")
+    ]
     if hit:
         out.append("resource limits hit: " + ", ".join(hit))
     if not results["complete"]:
@@ -147,8 +178,10 @@ def limits_line(results: dict[str, Any]) -> str | None:
         return None
     first = next((r for t in results["tasks"].values() for r in t["runs"]), None)
     how = (first or {}).get("evidence", {}).get("limits") or {}
-    return ", ".join(f"{k} {_limit_text(k, v) if v else 'off'}" + (f" ({how[k]['enforced_by']})" if k in how and v else "")
-                     for k, v in asked.items())
+    return ", ".join(
+        f"{k} {_limit_text(k, v) if v else 'off'}" + (f" ({how[k]['enforced_by']})" if k in how and v else "")
+        for k, v in asked.items()
+    )
 
 
 _INFRA = "infra_error"
@@ -200,17 +233,21 @@ def _spend_lines(tasks: dict[str, Any], summary: dict[str, Any]) -> list[str]:
                     total[key] = (total[key] or 0) + sp[key]
             if sp.get("cost_source"):
                 sources.add(str(sp["cost_source"]).split(":")[0])
-        out.append(f"  {tid:<10} {_spend_text(total) or 'no usage reported'}" + (f"  ({', '.join(sorted(sources))})" if sources else ""))
+        out.append(
+            f"  {tid:<10} {_spend_text(total) or 'no usage reported'}"
+            + (f"  ({', '.join(sorted(sources))})" if sources else "")
+        )
     out.append(f"  {'total':<10} {_spend_text(summary)}")
     return out
 
 
 def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None, closing: str | None = None) -> str:
-
     """report.md: the same facts as the terminal, with every failed check's evidence."""
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
     md.append(f"- agent: `{results['agent']['name']}` version `{results['agent']['version']}`")
-    md.append(f"- started {results['started_at']}, finished {results['finished_at']}; complete: {str(results['complete']).lower()}")
+    md.append(
+        f"- started {results['started_at']}, finished {results['finished_at']}; complete: {str(results['complete']).lower()}"
+    )
     iso = results["isolation"]
     md.append(f"- isolation: {iso['enforced']} (network {iso['network']}, file system {iso['filesystem']})")
     limits = limits_line(results)
@@ -224,14 +261,23 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
         md.append(f"- exit status: `{closing}`")
     if results.get("shard"):
         sh = results["shard"]
-        md.append(f"- shard {sh['index']}/{sh['count']} ({sh.get('source', 'option')}): {sh.get('selected', '?')} item(s)")
+        md.append(
+            f"- shard {sh['index']}/{sh['count']} ({sh.get('source', 'option')}): {sh.get('selected', '?')} item(s)"
+        )
     for note in results.get("resumed") or []:
         md.append(f"- resumed {note['at']}: kept {note['kept_runs']} finished run(s), ran {note['ran_runs']}")
     if results.get("merged_from"):
-        md.append(f"- merged from {len(results['merged_from'])} shard(s): " + ", ".join(f"`{r}`" for r in results["merged_from"]))
+        md.append(
+            f"- merged from {len(results['merged_from'])} shard(s): "
+            + ", ".join(f"`{r}`" for r in results["merged_from"])
+        )
     if results.get("budget"):
         b = results["budget"]
-        md.append("- budget: " + ", ".join(f"{k} {v:,}" for k, v in b["limits"].items()) + f"; spent {' '.join(_spend_text(b['spent']).split()) or 'nothing reported'}")
+        md.append(
+            "- budget: "
+            + ", ".join(f"{k} {v:,}" for k, v in b["limits"].items())
+            + f"; spent {' '.join(_spend_text(b['spent']).split()) or 'nothing reported'}"
+        )
     md += ["", "## Summary", "", "```", *summary_lines(results), "```", ""]
     if comparison_lines:
         md += ["## Comparison with the baseline", "", "```", *comparison_lines, "```", ""]
@@ -242,31 +288,48 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
         md.append(f"Behaviour under test: {t['behavior'] or 'n/a'}; suite `{t['suite']}`.")
         md.append("")
         for r in t["runs"]:
-            md.append(f"- r{r['rep']}: **{r['outcome']}**" + (" (tampered pass)" if r["tampered_pass"] else "")
-                      + (f"; critical failures: {', '.join(r['critical_failed'])}" if r["critical_failed"] else ""))
+            md.append(
+                f"- r{r['rep']}: **{r['outcome']}**"
+                + (" (tampered pass)" if r["tampered_pass"] else "")
+                + (f"; critical failures: {', '.join(r['critical_failed'])}" if r["critical_failed"] else "")
+            )
             infra = r.get("infra_error")
             if infra:
                 verdict = "not scored" if infra.get("believed") else f"scored anyway: {infra.get('why')}"
-                md.append(f"  - infrastructure error {infra['class']} ({infra['source']}, {verdict}): {infra['evidence']}")
+                md.append(
+                    f"  - infrastructure error {infra['class']} ({infra['source']}, {verdict}): {infra['evidence']}"
+                )
             for a in r.get("attempts") or []:
                 ai = a.get("infra_error") or {}
-                md.append(f"  - attempt {a['attempt']}: {a['outcome']}" + (f" ({ai.get('class')}: {ai.get('evidence')})" if ai else "")
-                          + f", exit {a.get('exit_code')}, {a.get('duration_s') or 0:.2f}s; raw: `{a['raw']}`")
+                md.append(
+                    f"  - attempt {a['attempt']}: {a['outcome']}"
+                    + (f" ({ai.get('class')}: {ai.get('evidence')})" if ai else "")
+                    + f", exit {a.get('exit_code')}, {a.get('duration_s') or 0:.2f}s; raw: `{a['raw']}`"
+                )
             if (r.get("spend") or {}).get("tokens") is not None or (r.get("spend") or {}).get("cost_usd") is not None:
-                md.append(f"  - spend: {' '.join(_spend_text(r['spend']).split())}" + (f" ({r['spend']['cost_source']})" if r["spend"].get("cost_source") else ""))
+                md.append(
+                    f"  - spend: {' '.join(_spend_text(r['spend']).split())}"
+                    + (f" ({r['spend']['cost_source']})" if r["spend"].get("cost_source") else "")
+                )
             for c in r["checks"]:
                 mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
                 md.append(f"  - {mark}: {c['layer']}/{c['name']} ({c['kind']}): {c['detail']}")
-                tail = None if c["passed"] else (c.get("evidence") or {}).get("tail") or (c.get("evidence") or {}).get("diff")
+                tail = (
+                    None
+                    if c["passed"]
+                    else (c.get("evidence") or {}).get("tail") or (c.get("evidence") or {}).get("diff")
+                )
                 if tail:
                     md += ["", "    ```", *("    " + ln for ln in str(tail).splitlines()[-15:]), "    ```", ""]
             ev = r["evidence"]
             md.extend("  - " + line.strip() for line in _budget_lines(ev))
             more = sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
-            md.append(f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed {', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
-                      + (f" (+{more} more)" if more else "")
-                      + f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts observed by the harness: {ev['network_attempts']}"
-                      f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`")
+            md.append(
+                f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed {', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
+                + (f" (+{more} more)" if more else "")
+                + f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts observed by the harness: {ev['network_attempts']}"
+                f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`"
+            )
         md.append("")
     if closing:
         md += ["", closing]

@@ -41,10 +41,26 @@ RUN_FILE = "run.json"
 MANIFEST_FILE = "runtime-manifest.json"
 
 
-def state_document(*, run_id: str, started_at: str, expected: list[str], settings: dict[str, Any],
-                   shard: dict[str, Any] | None, note: str, resumed: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"format": STATE_FORMAT, "note": note, "run_id": run_id, "started_at": started_at,
-            "expected": sorted(expected), "settings": settings, "shard": shard, "resumed": list(resumed or [])}
+def state_document(
+    *,
+    run_id: str,
+    started_at: str,
+    expected: list[str],
+    settings: dict[str, Any],
+    shard: dict[str, Any] | None,
+    note: str,
+    resumed: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "format": STATE_FORMAT,
+        "note": note,
+        "run_id": run_id,
+        "started_at": started_at,
+        "expected": sorted(expected),
+        "settings": settings,
+        "shard": shard,
+        "resumed": list(resumed or []),
+    }
 
 
 def write_state(path: Path, state: dict[str, Any]) -> None:
@@ -62,8 +78,11 @@ def read_state(path: Path) -> dict[str, Any]:
     except ValueError:
         state = None
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise RecordError("the INCOMPLETE marker holds no session state (recorded by an older version, or the session "
-                          "stopped before its first run reported): nothing to resume; record into a new directory", marker)
+        raise RecordError(
+            "the INCOMPLETE marker holds no session state (recorded by an older version, or the session "
+            "stopped before its first run reported): nothing to resume; record into a new directory",
+            marker,
+        )
     for key, kind in (("run_id", str), ("started_at", str), ("expected", list), ("settings", dict)):
         if not isinstance(state.get(key), kind):
             raise RecordError(f"the INCOMPLETE marker's session state lacks {key!r}", marker)
@@ -80,8 +99,11 @@ def _run_validator():
 
 
 def _meta_ok(meta: Any) -> bool:
-    return (isinstance(meta, dict) and all(isinstance(meta.get(k), str) for k in ("title", "suite", "behavior", "task_digest"))
-            and meta["task_digest"].startswith("sha256:"))
+    return (
+        isinstance(meta, dict)
+        and all(isinstance(meta.get(k), str) for k in ("title", "suite", "behavior", "task_digest"))
+        and meta["task_digest"].startswith("sha256:")
+    )
 
 
 def read_run_files(path: Path, expected: set[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -103,8 +125,13 @@ def read_run_files(path: Path, expected: set[str]) -> tuple[dict[str, dict[str, 
             continue
         key = f"{doc['task_id']}/r{doc['rep']}"
         result = doc.get("result")
-        if (not isinstance(result, dict) or list(_run_validator().iter_errors(result)) or not _meta_ok(doc.get("meta"))
-                or result.get("raw") != f"raw/{doc['task_id']}/r{doc['rep']}" or run_file.parent.relative_to(path).as_posix() != result.get("raw")):
+        if (
+            not isinstance(result, dict)
+            or list(_run_validator().iter_errors(result))
+            or not _meta_ok(doc.get("meta"))
+            or result.get("raw") != f"raw/{doc['task_id']}/r{doc['rep']}"
+            or run_file.parent.relative_to(path).as_posix() != result.get("raw")
+        ):
             notes.append(f"{rel}: does not match the results schema; the run is run again")
             continue
         if key not in expected:
@@ -150,15 +177,21 @@ def load_for_resume(path: Path, validate_manifest: Callable[[Any, Path], dict[st
         except (OSError, ValueError, AttributeError):
             done = False
         if done:  # (a session killed between results.json and removing the marker is complete too)
-            raise RecordError("the record is complete; complete records are never rewritten: record into a new directory", path)
+            raise RecordError(
+                "the record is complete; complete records are never rewritten: record into a new directory", path
+            )
     if not (path / INCOMPLETE_MARKER).exists():
         if results_path.exists():
-            raise RecordError("the record is complete; complete records are never rewritten: record into a new directory", path)
+            raise RecordError(
+                "the record is complete; complete records are never rewritten: record into a new directory", path
+            )
         raise RecordError("not an incomplete recording (no INCOMPLETE marker): nothing to resume", path)
     state = read_state(path)
     mpath = path / MANIFEST_FILE
     if not mpath.is_file():
-        raise RecordError("the record has no runtime manifest: it cannot be checked against this session's runtime", mpath)
+        raise RecordError(
+            "the record has no runtime manifest: it cannot be checked against this session's runtime", mpath
+        )
     manifest = load_json_file(mpath, RecordError)
     if validate_manifest is not None:
         manifest = validate_manifest(manifest, mpath)
@@ -198,5 +231,15 @@ class ResumedRecorder(RunRecorder):
                 shutil.rmtree(d)
 
 
-__all__ = ["ResumeState", "ResumedRecorder", "load_for_resume", "read_state", "write_state", "state_document",
-           "read_run_files", "settings_differences", "RUN_FILE", "STATE_FORMAT"]
+__all__ = [
+    "ResumeState",
+    "ResumedRecorder",
+    "load_for_resume",
+    "read_state",
+    "write_state",
+    "state_document",
+    "read_run_files",
+    "settings_differences",
+    "RUN_FILE",
+    "STATE_FORMAT",
+]

@@ -70,10 +70,16 @@ def check_record_target(path: Path) -> None:
         except (OSError, ValueError, AttributeError):
             state = "a recorded run"
         if state == "an incomplete run":
-            raise RecordError("already holds an incomplete run: continue it with --agent-resume, or record into a new directory", path)
-        raise RecordError(f"already holds {state}; recorded runs are never rewritten: record into a new directory", path)
+            raise RecordError(
+                "already holds an incomplete run: continue it with --agent-resume, or record into a new directory", path
+            )
+        raise RecordError(
+            f"already holds {state}; recorded runs are never rewritten: record into a new directory", path
+        )
     if (path / INCOMPLETE_MARKER).exists():
-        raise RecordError("holds an interrupted recording; continue it with --agent-resume or record into a new directory", path)
+        raise RecordError(
+            "holds an interrupted recording; continue it with --agent-resume or record into a new directory", path
+        )
     if path.is_dir() and any(path.iterdir()):
         raise RecordError("recording target is not empty; record into a new directory", path)
 
@@ -127,7 +133,11 @@ class RunRecorder:
         problems = schema_problems(results)
         if problems:
             # A schema violation is our bug; keep the data, say so, never claim complete.
-            results = {**results, "complete": False, "incomplete_reasons": [*results.get("incomplete_reasons", []), *("schema: " + p for p in problems)]}
+            results = {
+                **results,
+                "complete": False,
+                "incomplete_reasons": [*results.get("incomplete_reasons", []), *("schema: " + p for p in problems)],
+            }
         atomic_write(self.path / RESULTS, dumps_pretty(results))
         if results["complete"]:
             try:
@@ -155,4 +165,3 @@ def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
         reasons = "; ".join(results.get("incomplete_reasons", [])[:3]) or "marked incomplete"
         raise RecordError(f"the run is incomplete ({reasons}) and cannot be used as a baseline", path)
     return results
-

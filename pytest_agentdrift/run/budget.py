@@ -74,7 +74,9 @@ def parse_budget(items: Iterable[str]) -> Budget:
             key, sep, raw = part.partition("=")
             key = key.strip()
             if not sep or key not in BUDGET_KEYS:
-                raise AgentDriftError(f"--agent-budget: {part!r} is not KEY=VALUE with KEY one of {', '.join(BUDGET_KEYS)}")
+                raise AgentDriftError(
+                    f"--agent-budget: {part!r} is not KEY=VALUE with KEY one of {', '.join(BUDGET_KEYS)}"
+                )
             raw = raw.strip().replace("_", "")
             try:
                 number = float(raw)
@@ -134,14 +136,19 @@ def load_price_table(path: str | os.PathLike[str]) -> PriceTable:
         raise AgentDriftError(f"not a valid price table ({str(exc).splitlines()[0]})", p) from None
     models = doc.get("models") if isinstance(doc, dict) else None
     if not isinstance(models, dict) or not models:
-        raise AgentDriftError("a price table needs a non-empty [models] table: [models.\"<model id>\"] input = ..., output = ...", p)
+        raise AgentDriftError(
+            'a price table needs a non-empty [models] table: [models."<model id>"] input = ..., output = ...', p
+        )
     table: dict[str, dict[str, float]] = {}
     for model, prices in models.items():
         if not isinstance(prices, dict):
             raise AgentDriftError(f"models.{model}: expected a table of prices", p)
         unknown = sorted(set(prices) - set(PRICE_FIELDS))
         if unknown:
-            raise AgentDriftError(f"models.{model}: unknown field(s) {', '.join(unknown)}; known: {', '.join(PRICE_FIELDS)} (USD per million tokens)", p)
+            raise AgentDriftError(
+                f"models.{model}: unknown field(s) {', '.join(unknown)}; known: {', '.join(PRICE_FIELDS)} (USD per million tokens)",
+                p,
+            )
         missing = [f for f in ("input", "output") if f not in prices]
         if missing:
             raise AgentDriftError(f"models.{model}: missing {', '.join(missing)} (USD per million tokens)", p)
@@ -154,8 +161,9 @@ def load_price_table(path: str | os.PathLike[str]) -> PriceTable:
     return PriceTable(table, str(p))
 
 
-def price(usage: Mapping[str, Any], table: PriceTable | None, model: str | None,
-          input_includes_cached: bool = False) -> tuple[float, str] | None:
+def price(
+    usage: Mapping[str, Any], table: PriceTable | None, model: str | None, input_includes_cached: bool = False
+) -> tuple[float, str] | None:
     """(USD, table key) for a usage dict, or None when it cannot be priced."""
     if table is None:
         return None
@@ -185,8 +193,13 @@ def tokens_of(usage: Mapping[str, Any] | None) -> int | None:
     return None if parts == [None, None] else sum(p or 0 for p in parts)
 
 
-def run_spend(usage: Mapping[str, Any] | None, *, model: str | None = None, table: PriceTable | None = None,
-              input_includes_cached: bool = False) -> dict[str, Any]:
+def run_spend(
+    usage: Mapping[str, Any] | None,
+    *,
+    model: str | None = None,
+    table: PriceTable | None = None,
+    input_includes_cached: bool = False,
+) -> dict[str, Any]:
     """What one run (one attempt) spent: tokens, cost and where the cost came from."""
     usage = usage or {}
     reported = usage.get("cost_usd")
@@ -279,9 +292,18 @@ class RunWatch:
     run went over its per-run budget.
     """
 
-    def __init__(self, adapter, events_path: Path, *, budget: Budget | None = None, table: PriceTable | None = None,
-                 model: str | None = None, on_update: Callable[[dict[str, Any]], None] | None = None,
-                 input_includes_cached: bool = False, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        adapter,
+        events_path: Path,
+        *,
+        budget: Budget | None = None,
+        table: PriceTable | None = None,
+        model: str | None = None,
+        on_update: Callable[[dict[str, Any]], None] | None = None,
+        input_includes_cached: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.adapter = adapter
         self.events_path = Path(events_path)
         self.budget = budget or Budget()
@@ -366,7 +388,9 @@ class RunWatch:
                     if v is not None:
                         self._event_usage[key] = (self._event_usage[key] or 0) + v
             elif isinstance(e.get("type"), str):
-                self.last_event = f"{e['type']}: {e.get('name') or e.get('path') or e.get('command') or ''}".rstrip(": ")[:200]
+                self.last_event = f"{e['type']}: {e.get('name') or e.get('path') or e.get('command') or ''}".rstrip(
+                    ": "
+                )[:200]
 
     def usage(self) -> dict[str, Any]:
         """The usage seen so far."""
@@ -374,8 +398,12 @@ class RunWatch:
             if self._total is not None:
                 inp, out = self._total["input_tokens"], self._total["output_tokens"]
             else:
-                ins = [v[0] for v in self._keyed.values() if v[0] is not None] + ([self._added[0]] if self._added[0] is not None else [])
-                outs = [v[1] for v in self._keyed.values() if v[1] is not None] + ([self._added[1]] if self._added[1] is not None else [])
+                ins = [v[0] for v in self._keyed.values() if v[0] is not None] + (
+                    [self._added[0]] if self._added[0] is not None else []
+                )
+                outs = [v[1] for v in self._keyed.values() if v[1] is not None] + (
+                    [self._added[1]] if self._added[1] is not None else []
+                )
                 inp = sum(ins) if ins else None
                 out = sum(outs) if outs else None
             ev = self._event_usage
@@ -386,7 +414,9 @@ class RunWatch:
             return {"input_tokens": inp, "output_tokens": out, "cached_tokens": None, "cost_usd": cost}
 
     def spend(self) -> dict[str, Any]:
-        return run_spend(self.usage(), model=self.model, table=self.table, input_includes_cached=self.input_includes_cached)
+        return run_spend(
+            self.usage(), model=self.model, table=self.table, input_includes_cached=self.input_includes_cached
+        )
 
     # waiting thread
     def poll(self) -> str | None:
@@ -400,5 +430,19 @@ class RunWatch:
         return run_exceeded(self.budget, spend)
 
 
-__all__ = ["Budget", "PriceTable", "RunWatch", "parse_budget", "load_price_table", "price", "run_spend", "add_spend",
-           "spend_text", "session_exhausted", "run_exceeded", "usage_from_events", "tokens_of", "OVER_BUDGET_OUTCOME"]
+__all__ = [
+    "Budget",
+    "PriceTable",
+    "RunWatch",
+    "parse_budget",
+    "load_price_table",
+    "price",
+    "run_spend",
+    "add_spend",
+    "spend_text",
+    "session_exhausted",
+    "run_exceeded",
+    "usage_from_events",
+    "tokens_of",
+    "OVER_BUDGET_OUTCOME",
+]

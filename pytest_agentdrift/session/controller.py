@@ -16,7 +16,14 @@ import pytest
 from pytest_agentdrift.compare.outcome import Verdict
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
-from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, INFRA_OUTCOME, OVER_BUDGET_OUTCOME
+from pytest_agentdrift.vocabulary import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    INFRA_OUTCOME,
+    OVER_BUDGET_OUTCOME,
+)
 
 
 def _resolve_agent(config: pytest.Config, runner: TaskRunner) -> None:
@@ -44,8 +51,14 @@ class WorkerPlugin:
 
 
 class ControllerPlugin:
-    def __init__(self, config: pytest.Config, info: SessionInfo, runner: TaskRunner, collector: RunCollector,
-                 comparison: ComparisonState):
+    def __init__(
+        self,
+        config: pytest.Config,
+        info: SessionInfo,
+        runner: TaskRunner,
+        collector: RunCollector,
+        comparison: ComparisonState,
+    ):
         self.config = config
         self.info = info
         self.runner = runner
@@ -104,16 +117,28 @@ class ControllerPlugin:
                 refusal = check_baseline(self.config, self.info, self.comparison)
                 if refusal:
                     blocks = self.comparison.stamps.blocks
-                    names = ", ".join(f for f, _, _ in blocks[:6]) + (f" (+{len(blocks) - 6} more)" if len(blocks) > 6 else "")
-                    self._exit_now(Verdict(EXIT_REFUSED, f"refused: runs are not comparable ({len(blocks)} identity "
-                                                         f"field(s) block: {names})"), refusal)
+                    names = ", ".join(f for f, _, _ in blocks[:6]) + (
+                        f" (+{len(blocks) - 6} more)" if len(blocks) > 6 else ""
+                    )
+                    self._exit_now(
+                        Verdict(
+                            EXIT_REFUSED,
+                            f"refused: runs are not comparable ({len(blocks)} identity field(s) block: {names})",
+                        ),
+                        refusal,
+                    )
             lr = self.info.longrun
             if lr is not None and lr.resume is not None:
                 # --agent-resume: same runtime and settings (else exit 6), same record
                 refusal = lr.open_resumed(self.config, self._view())
                 if refusal:
-                    self._exit_now(Verdict(EXIT_REFUSED, f"refused to resume {s.record}: the runtime or settings differ "
-                                                         "from the record"), refusal)
+                    self._exit_now(
+                        Verdict(
+                            EXIT_REFUSED,
+                            f"refused to resume {s.record}: the runtime or settings differ from the record",
+                        ),
+                        refusal,
+                    )
             elif s.record is not None:
                 from pytest_agentdrift.record.store import RunRecorder, check_record_target
 
@@ -196,16 +221,33 @@ class ControllerPlugin:
         """What sets the exit status, in order: operational 4, refusal 6, the gate, then the runs."""
         s, c = self.settings, self.collector
         if exitstatus == int(pytest.ExitCode.INTERRUPTED):
-            why = "interrupted" if c.interrupted == "KeyboardInterrupt" else _pytest_reason(exitstatus, session, "pytest")
-            return Verdict(exitstatus, why + ("; the run is recorded incomplete" if s.record and c.received_nodeids else ""))
+            why = (
+                "interrupted" if c.interrupted == "KeyboardInterrupt" else _pytest_reason(exitstatus, session, "pytest")
+            )
+            return Verdict(
+                exitstatus, why + ("; the run is recorded incomplete" if s.record and c.received_nodeids else "")
+            )
         lr = self.info.longrun
-        if (exitstatus == int(pytest.ExitCode.NO_TESTS_COLLECTED) and lr is not None and results["complete"]
-                and (lr.shard is not None or lr.resume is not None) and not session.testsfailed and not error):
+        if (
+            exitstatus == int(pytest.ExitCode.NO_TESTS_COLLECTED)
+            and lr is not None
+            and results["complete"]
+            and (lr.shard is not None or lr.resume is not None)
+            and not session.testsfailed
+            and not error
+        ):
             # this shard's share of the items is empty, or the resumed record only needed finishing
-            why = "this shard's share of the items is empty" if lr.resume is None else "the resumed record needed no further run"
+            why = (
+                "this shard's share of the items is empty"
+                if lr.resume is None
+                else "the resumed record needed no further run"
+            )
             return Verdict(EXIT_OK, f"{why}; the record is complete")
-        if exitstatus in (int(pytest.ExitCode.INTERNAL_ERROR), int(pytest.ExitCode.USAGE_ERROR),
-                          int(pytest.ExitCode.NO_TESTS_COLLECTED)):
+        if exitstatus in (
+            int(pytest.ExitCode.INTERNAL_ERROR),
+            int(pytest.ExitCode.USAGE_ERROR),
+            int(pytest.ExitCode.NO_TESTS_COLLECTED),
+        ):
             return Verdict(exitstatus, _pytest_reason(exitstatus, session, "pytest"))
         if not results["complete"]:
             return Verdict(EXIT_USAGE, "the run is incomplete: " + "; ".join(results["incomplete_reasons"]))
@@ -220,7 +262,12 @@ class ControllerPlugin:
             where = f"recorded {s.record} complete" if s.record else "the run is complete"
             return Verdict(EXIT_OK, f"{where}; task outcomes do not set the exit status (--agent-fail-on none)")
         if exitstatus == EXIT_FAILED:
-            failed = [f"{tid} r{r['rep']}" for tid, t in results["tasks"].items() for r in t["runs"] if _item_failed(r, s.fail_on)]
+            failed = [
+                f"{tid} r{r['rep']}"
+                for tid, t in results["tasks"].items()
+                for r in t["runs"]
+                if _item_failed(r, s.fail_on)
+            ]
             if failed:
                 head = ", ".join(failed[:8]) + (f" (+{len(failed) - 8} more)" if len(failed) > 8 else "")
                 which = "with a critical failure" if s.fail_on == "critical" else "failed"
@@ -259,8 +306,11 @@ def _item_failed(run: dict, fail_on: str) -> bool:
     if run["outcome"] == INFRA_OUTCOME:
         return False  # lost to infrastructure: not scored, never the agent's failure (counted apart)
     if fail_on == "critical":
-        return bool(run["critical_failed"]) or run["tampered_pass"] or run["outcome"] in (
-            "error", "timeout", "resource_exceeded", OVER_BUDGET_OUTCOME)
+        return (
+            bool(run["critical_failed"])
+            or run["tampered_pass"]
+            or run["outcome"] in ("error", "timeout", "resource_exceeded", OVER_BUDGET_OUTCOME)
+        )
     return not run["passed"]
 
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
+from pytest_agentdrift.agents.infra import describe
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run.budget import Budget, add_spend, parse_budget, run_spend, session_exhausted, spend_text
-from pytest_agentdrift.agents.infra import describe
 from pytest_agentdrift.session.retry import RetryPolicy, run_with_retries
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
@@ -194,11 +194,18 @@ class LongRun:
             s.task_meta[payload["task_id"]] = payload["meta"]
             s.results.setdefault(payload["task_id"], {})[payload["rep"]] = payload["result"]
         state = dict(res.state)
-        note = {"at": utc_now(), "kept_runs": len(res.kept), "ran_runs": 0, "pytest_argv": list(config.invocation_params.args)}
+        note = {
+            "at": utc_now(),
+            "kept_runs": len(res.kept),
+            "ran_runs": 0,
+            "pytest_argv": list(config.invocation_params.args),
+        }
         if res.infra_lost:
             from pytest_agentdrift.agents.infra import describe
 
-            note["rerun_infra_errors"] = [f"{k}: {describe(p['result']['infra_error'])}" for k, p in sorted(res.infra_lost.items())]
+            note["rerun_infra_errors"] = [
+                f"{k}: {describe(p['result']['infra_error'])}" for k, p in sorted(res.infra_lost.items())
+            ]
         state["resumed"] = [*state.get("resumed", []), note]
         res.state = state
         write_state(res.path, state)
@@ -221,11 +228,22 @@ class LongRun:
 
         def counts() -> tuple[int, int, str | None]:
             kept = len(self.resume.kept) if self.resume else 0
-            spent = spend_text(self.spent) if self.spent.get("tokens") is not None or self.spent.get("cost_usd") is not None else None
+            spent = (
+                spend_text(self.spent)
+                if self.spent.get("tokens") is not None or self.spent.get("cost_usd") is not None
+                else None
+            )
             return len(s.received_nodeids) + kept, len(s.expected_nodeids) + kept, spent
 
-        self.display = ProgressDisplay(self.control_dir, fd, tty=tty, interval=self.settings.progress_interval, counts=counts,
-                                       current_column=lambda: tw.width_of_current_line, width=lambda: tw.fullwidth)
+        self.display = ProgressDisplay(
+            self.control_dir,
+            fd,
+            tty=tty,
+            interval=self.settings.progress_interval,
+            counts=counts,
+            current_column=lambda: tw.width_of_current_line,
+            width=lambda: tw.fullwidth,
+        )
         self.display.start()
 
     # -- worker side (and the single process) -----------------------------------
@@ -255,16 +273,27 @@ class LongRun:
         from pytest_agentdrift.run.budget import RunWatch
 
         def factory(adapter, harness: Path):
-            return RunWatch(adapter, harness / "events.jsonl", budget=self.budget, table=self.table(),
-                            model=self.settings.agent_options.get("model"), on_update=self.board.update,
-                            input_includes_cached=getattr(adapter, "usage_input_includes_cached", False))
+            return RunWatch(
+                adapter,
+                harness / "events.jsonl",
+                budget=self.budget,
+                table=self.table(),
+                model=self.settings.agent_options.get("model"),
+                on_update=self.board.update,
+                input_includes_cached=getattr(adapter, "usage_input_includes_cached", False),
+            )
+
         return factory
 
     def annotate(self, result: dict[str, Any], run, adapter) -> None:
         """What the run spent (run/budget.py), from the usage its adapter parsed."""
         model = run.adapter_output.model_stamp or self.settings.agent_options.get("model")
-        result["spend"] = run_spend(result.get("usage"), model=model, table=self.table(),
-                                    input_includes_cached=bool(getattr(adapter, "usage_input_includes_cached", False)))
+        result["spend"] = run_spend(
+            result.get("usage"),
+            model=model,
+            table=self.table(),
+            input_includes_cached=bool(getattr(adapter, "usage_input_includes_cached", False)),
+        )
 
     # -- controller: as runs report ----------------------------------------------
     def request_stop(self, reason: str) -> None:
@@ -286,10 +315,14 @@ class LongRun:
         if infra is not None:
             self.infra_runs.append(f"{key} {describe(infra)}")
             if infra.get("repeats"):
-                self.request_stop(f"an infrastructure error that will repeat on every run ended {key}: {describe(infra)}")
+                self.request_stop(
+                    f"an infrastructure error that will repeat on every run ended {key}: {describe(infra)}"
+                )
             self._streak.append((infra.get("class"), infra.get("evidence")))
             if len(self._streak) >= SAME_INFRA_STREAK and len(set(self._streak[-SAME_INFRA_STREAK:])) == 1:
-                self.request_stop(f"the same infrastructure error ended {SAME_INFRA_STREAK} runs in a row: {describe(infra)}")
+                self.request_stop(
+                    f"the same infrastructure error ended {SAME_INFRA_STREAK} runs in a row: {describe(infra)}"
+                )
         else:
             self._streak = []
         exhausted = session_exhausted(self.budget, self.spent)
@@ -321,9 +354,14 @@ class LongRun:
         so that even a session killed from now on can be resumed."""
         from pytest_agentdrift.record.resume import state_document
 
-        state = state_document(run_id=s.run_id, started_at=s.started_at, expected=self.expected_keys(s),
-                               settings=s.settings_record(), shard=self.shard.to_dict() if self.shard else None,
-                               note=f"recording run {s.run_id} started {s.started_at}")
+        state = state_document(
+            run_id=s.run_id,
+            started_at=s.started_at,
+            expected=self.expected_keys(s),
+            settings=s.settings_record(),
+            shard=self.shard.to_dict() if self.shard else None,
+            note=f"recording run {s.run_id} started {s.started_at}",
+        )
         s.recorder.start(json.dumps(state, indent=2, sort_keys=True))
         if s.manifest is not None:
             s.recorder.write_json("runtime-manifest.json", s.manifest)
@@ -338,7 +376,10 @@ class LongRun:
         reasons = results["incomplete_reasons"]
         selected = len(s.expected_nodeids)
         if self.shard is not None:
-            results["shard"] = {**self.shard.to_dict(), "selected": selected + (len(self.resume.kept) if self.resume else 0)}
+            results["shard"] = {
+                **self.shard.to_dict(),
+                "selected": selected + (len(self.resume.kept) if self.resume else 0),
+            }
             if not s.expected_nodeids and not s.received_nodeids and "no task was run" in reasons and not s.interrupted:
                 reasons.remove("no task was run")  # this shard's share of the items is empty: a complete, empty record
                 if s.recorder is not None and not s.recorder.started:
@@ -353,8 +394,10 @@ class LongRun:
             collected = set(self.expected_keys(s))
             unselected = sorted(set(state["expected"]) - have - collected)
             if unselected:
-                reasons.append(f"{len(unselected)} run(s) of the resumed record were not selected in this session: "
-                               + ", ".join(unselected[:10]))
+                reasons.append(
+                    f"{len(unselected)} run(s) of the resumed record were not selected in this session: "
+                    + ", ".join(unselected[:10])
+                )
             reasons.extend(f"resume: {n}" for n in self.resume.notes if "ignored" not in n)
         if self.stop_reason is not None:
             reasons.append(f"stopped starting runs: {self.stop_reason}")
@@ -367,14 +410,26 @@ class LongRun:
         spent = results["summary"].get("tokens") is not None or results["summary"].get("cost_usd") is not None
         budget = ""
         if self.budget.session_limited:
-            budget = " of " + " / ".join(x for x in (f"{self.budget.tokens:,} tokens" if self.budget.tokens else "",
-                                                     f"${self.budget.cost_usd:,.2f}" if self.budget.cost_usd else "") if x)
-        lines.append(self.ledger.line(time.monotonic() - self.wall_start,
-                                      spend_text(self.spent) + budget if spent or self.budget.session_limited else None))
+            budget = " of " + " / ".join(
+                x
+                for x in (
+                    f"{self.budget.tokens:,} tokens" if self.budget.tokens else "",
+                    f"${self.budget.cost_usd:,.2f}" if self.budget.cost_usd else "",
+                )
+                if x
+            )
+        lines.append(
+            self.ledger.line(
+                time.monotonic() - self.wall_start,
+                spend_text(self.spent) + budget if spent or self.budget.session_limited else None,
+            )
+        )
         if self.stop_reason is not None:
             target = s.settings.record
-            lines.append(f"ERROR: stopped starting runs: {self.stop_reason}"
-                         + (f"; the record is incomplete: continue it with --agent-resume {target}" if target else ""))
+            lines.append(
+                f"ERROR: stopped starting runs: {self.stop_reason}"
+                + (f"; the record is incomplete: continue it with --agent-resume {target}" if target else "")
+            )
         return lines
 
     def close(self) -> None:
@@ -414,8 +469,12 @@ def run_item(runner, spec, rep: int) -> dict[str, Any]:
         lr.board.idle()
     result = payload["result"]
     attempts = result.get("attempts") or [{"duration_s": result["evidence"].get("duration_s")}]
-    payload["timing"] = {"item_s": round(time.monotonic() - started, 3), "wait_s": waited, "attempts": len(attempts),
-                         "agent_s": round(sum(a.get("duration_s") or 0 for a in attempts), 3)}
+    payload["timing"] = {
+        "item_s": round(time.monotonic() - started, 3),
+        "wait_s": waited,
+        "attempts": len(attempts),
+        "agent_s": round(sum(a.get("duration_s") or 0 for a in attempts), 3),
+    }
     return payload
 
 

@@ -80,45 +80,290 @@ PROGRESS_MODES = ("auto", "tty", "plain", "off")
 
 #: (flag, dest suffix, ini type, default, help, extra argparse kwargs)
 OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
-    ("--agent", "agent", "string", None, "agent preset: reference, reference-drifted, claude-code, codex, copilot, ...", {}),
-    ("--agent-cmd", "cmd", "string", None, "run any agent command through the agent protocol (shlex-split; placeholders {task_file} {task_text} {workdir} {task_id} {task_dir})", {}),
-    ("--agent-suite", "suite", "string", None, "add a task suite to collect: 'builtin' (the twelve bundled tasks) or a directory", {}),
+    (
+        "--agent",
+        "agent",
+        "string",
+        None,
+        "agent preset: reference, reference-drifted, claude-code, codex, copilot, ...",
+        {},
+    ),
+    (
+        "--agent-cmd",
+        "cmd",
+        "string",
+        None,
+        "run any agent command through the agent protocol (shlex-split; placeholders {task_file} {task_text} {workdir} {task_id} {task_dir})",
+        {},
+    ),
+    (
+        "--agent-suite",
+        "suite",
+        "string",
+        None,
+        "add a task suite to collect: 'builtin' (the twelve bundled tasks) or a directory",
+        {},
+    ),
     ("--agent-k", "k", "string", "1", "repetitions of each task (items end ::r1 ... ::rN)", {"type": positive_int}),
-    ("--agent-timeout", "timeout", "string", None, "per-run agent timeout in seconds (overrides each task's timeout_s)", {"type": positive_float}),
-    ("--agent-record", "record", "string", None, "record the run into this new directory (refused if it holds a run)", {}),
-    ("--agent-baseline", "baseline", "string", None, "compare against this recorded run; refused (exit 6) when identity stamps differ", {}),
-    ("--agent-vary", "vary", "linelist", [], "manifest field that may differ from the baseline (the experiment's variable); repeatable", {"action": "append"}),
-    ("--agent-fail-on", "fail_on", "string", "any", "which failed checks fail an item: any (default), critical, or none (record without judging: exit 0 whenever the record is complete)", {"choices": FAIL_ON_MODES}),
-    ("--agent-gate", "gate", "string", None, "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new critical or safety failure, a tampered pass or a significant paired regression) or promote (exit 0 only when the ship/hold gate says ship)", {"choices": GATE_MODES}),
-    ("--agent-isolation", "isolation", "string", "auto", "sandbox: auto (strongest available), bwrap, unshare or none", {"choices": ISOLATION_MODES}),
-    ("--agent-env", "env", "linelist", [], "extra environment variable NAME passed to the agent (values never recorded); repeatable", {"action": "append"}),
+    (
+        "--agent-timeout",
+        "timeout",
+        "string",
+        None,
+        "per-run agent timeout in seconds (overrides each task's timeout_s)",
+        {"type": positive_float},
+    ),
+    (
+        "--agent-record",
+        "record",
+        "string",
+        None,
+        "record the run into this new directory (refused if it holds a run)",
+        {},
+    ),
+    (
+        "--agent-baseline",
+        "baseline",
+        "string",
+        None,
+        "compare against this recorded run; refused (exit 6) when identity stamps differ",
+        {},
+    ),
+    (
+        "--agent-vary",
+        "vary",
+        "linelist",
+        [],
+        "manifest field that may differ from the baseline (the experiment's variable); repeatable",
+        {"action": "append"},
+    ),
+    (
+        "--agent-fail-on",
+        "fail_on",
+        "string",
+        "any",
+        "which failed checks fail an item: any (default), critical, or none (record without judging: exit 0 whenever the record is complete)",
+        {"choices": FAIL_ON_MODES},
+    ),
+    (
+        "--agent-gate",
+        "gate",
+        "string",
+        None,
+        "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new critical or safety failure, a tampered pass or a significant paired regression) or promote (exit 0 only when the ship/hold gate says ship)",
+        {"choices": GATE_MODES},
+    ),
+    (
+        "--agent-isolation",
+        "isolation",
+        "string",
+        "auto",
+        "sandbox: auto (strongest available), bwrap, unshare or none",
+        {"choices": ISOLATION_MODES},
+    ),
+    (
+        "--agent-env",
+        "env",
+        "linelist",
+        [],
+        "extra environment variable NAME passed to the agent (values never recorded); repeatable",
+        {"action": "append"},
+    ),
     ("--agent-model", "model", "string", None, "model for real-agent presets (recorded in the manifest)", {}),
-    ("--agent-permission-mode", "permission_mode", "string", None, "permission / approval mode for real-agent presets", {}),
-    ("--agent-sandbox-mode", "sandbox_mode", "string", None, "the product's own sandbox mode for real-agent presets", {}),
-    ("--agent-config", "config_files", "linelist", [], "a configuration file the agent reads (hashed into the manifest); repeatable", {"action": "append"}),
-    ("--agent-instructions", "instruction_files", "linelist", [], "an instruction file the agent reads (hashed into the manifest); repeatable", {"action": "append"}),
-    ("--agent-mount", "mounts", "linelist", [], "a file or directory a generic agent needs to read under bwrap (its install, helper modules); mounted read-only, recorded in the manifest; repeatable", {"action": "append"}),
-    ("--agent-allow-host", "allow_hosts", "linelist", [], "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable", {"action": "append"}),
-    ("--agent-accept-unobserved", "accept_unobserved", "linelist", list(DEFAULT_ACCEPT_UNOBSERVED), "a compared field that may stay unobserved on both sides (noted, not blocking), or a group: envelope (the six envelope fields), unobservable (every field the agent's adapter cannot observe); repeatable, adds to the ini list; 'none' clears what came before; default: env_image_digest and server_revision", {"action": "append"}),
-    ("--agent-declare", "declare", "string", None, "TOML or JSON file of runtime facts you vouch for (model_id, model_options, permission_mode, sandbox, built_in_tools, external_tools, the envelope fields); recorded as declared, observed values win", {}),
-    ("--agent-describe-cmd", "describe_cmd", "string", None, "command the agent answers with the same JSON about itself, run once before the session; recorded as agent_reported", {}),
-    ("--agent-image-digest", "image_digest", "string", None, "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)", {}),
-    ("--agent-rollback-state", "rollback_state", "string", "unknown", "what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), prepared_unverified, unavailable or unknown", {"choices": ROLLBACK_STATES}),
-    ("--agent-rollback-evidence", "rollback_evidence", "string", None, "JSON file with the evidence of a tested restoration: {\"artifact\": ..., \"restoration\": ...}", {}),
-    ("--agent-release-notes", "release_notes", "string", None, "CSV of release notes to triage against observed changes", {}),
+    (
+        "--agent-permission-mode",
+        "permission_mode",
+        "string",
+        None,
+        "permission / approval mode for real-agent presets",
+        {},
+    ),
+    (
+        "--agent-sandbox-mode",
+        "sandbox_mode",
+        "string",
+        None,
+        "the product's own sandbox mode for real-agent presets",
+        {},
+    ),
+    (
+        "--agent-config",
+        "config_files",
+        "linelist",
+        [],
+        "a configuration file the agent reads (hashed into the manifest); repeatable",
+        {"action": "append"},
+    ),
+    (
+        "--agent-instructions",
+        "instruction_files",
+        "linelist",
+        [],
+        "an instruction file the agent reads (hashed into the manifest); repeatable",
+        {"action": "append"},
+    ),
+    (
+        "--agent-mount",
+        "mounts",
+        "linelist",
+        [],
+        "a file or directory a generic agent needs to read under bwrap (its install, helper modules); mounted read-only, recorded in the manifest; repeatable",
+        {"action": "append"},
+    ),
+    (
+        "--agent-allow-host",
+        "allow_hosts",
+        "linelist",
+        [],
+        "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable",
+        {"action": "append"},
+    ),
+    (
+        "--agent-accept-unobserved",
+        "accept_unobserved",
+        "linelist",
+        list(DEFAULT_ACCEPT_UNOBSERVED),
+        "a compared field that may stay unobserved on both sides (noted, not blocking), or a group: envelope (the six envelope fields), unobservable (every field the agent's adapter cannot observe); repeatable, adds to the ini list; 'none' clears what came before; default: env_image_digest and server_revision",
+        {"action": "append"},
+    ),
+    (
+        "--agent-declare",
+        "declare",
+        "string",
+        None,
+        "TOML or JSON file of runtime facts you vouch for (model_id, model_options, permission_mode, sandbox, built_in_tools, external_tools, the envelope fields); recorded as declared, observed values win",
+        {},
+    ),
+    (
+        "--agent-describe-cmd",
+        "describe_cmd",
+        "string",
+        None,
+        "command the agent answers with the same JSON about itself, run once before the session; recorded as agent_reported",
+        {},
+    ),
+    (
+        "--agent-image-digest",
+        "image_digest",
+        "string",
+        None,
+        "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)",
+        {},
+    ),
+    (
+        "--agent-rollback-state",
+        "rollback_state",
+        "string",
+        "unknown",
+        "what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), prepared_unverified, unavailable or unknown",
+        {"choices": ROLLBACK_STATES},
+    ),
+    (
+        "--agent-rollback-evidence",
+        "rollback_evidence",
+        "string",
+        None,
+        'JSON file with the evidence of a tested restoration: {"artifact": ..., "restoration": ...}',
+        {},
+    ),
+    (
+        "--agent-release-notes",
+        "release_notes",
+        "string",
+        None,
+        "CSV of release notes to triage against observed changes",
+        {},
+    ),
     ("--agent-seed", "seed", "string", "0", "seed of the paired bootstrap", {}),
-    ("--agent-keep-workdirs", "keep_workdirs", "bool", False, "keep each run's private directory for inspection", {"action": "store_true"}),
-    ("--agent-limit", "limits", "linelist", [], "resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. memory=1G, procs=256; 'none' switches one off); repeatable, each key overrides its ini value", {"action": "append"}),
+    (
+        "--agent-keep-workdirs",
+        "keep_workdirs",
+        "bool",
+        False,
+        "keep each run's private directory for inspection",
+        {"action": "store_true"},
+    ),
+    (
+        "--agent-limit",
+        "limits",
+        "linelist",
+        [],
+        "resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. memory=1G, procs=256; 'none' switches one off); repeatable, each key overrides its ini value",
+        {"action": "append"},
+    ),
     # -- long runs (issue 12): infrastructure errors, retries, resume, shards, budgets, progress
-    ("--agent-retries", "retries", "string", "0", "re-run a run lost to an infrastructure error (outcome infra_error) up to N times, each in a fresh copy; every attempt is recorded", {"type": nonneg_int}),
-    ("--agent-retry-backoff", "retry_backoff", "string", "30", "seconds before the first retry, doubling each time (at most 600)", {"type": nonneg_float}),
-    ("--agent-max-infra-loss", "max_infra_loss", "string", "10%", "a comparison where either arm lost more than this share of its runs to infrastructure errors is not decided (hold; exit 4 under --agent-gate)", {"type": share}),
-    ("--agent-resume", "resume", "string", None, "continue the incomplete recording in DIR: refused (exit 6) unless the runtime identity is the recorded one; runs only what is missing", {}),
-    ("--agent-shard", "shard", "string", None, "run shard I/N of the items (stable by task id and repetition), or 'auto': read it from the CI engine (docs/scale.md)", {}),
-    ("--agent-budget", "budget", "linelist", [], "tokens=N or cost_usd=X for the session (stop starting runs when spent), run_tokens=N or run_cost_usd=X per run; repeatable", {"action": "append"}),
-    ("--agent-price-table", "price_table", "string", None, "TOML or JSON file of USD per million tokens by model, for runs whose product reports no cost", {}),
-    ("--agent-progress", "progress", "string", "auto", "progress while agents run: auto (in place on a terminal, periodic lines otherwise), tty, plain or off", {"choices": PROGRESS_MODES}),
-    ("--agent-progress-interval", "progress_interval", "string", "30", "seconds between plain progress lines", {"type": positive_float}),
+    (
+        "--agent-retries",
+        "retries",
+        "string",
+        "0",
+        "re-run a run lost to an infrastructure error (outcome infra_error) up to N times, each in a fresh copy; every attempt is recorded",
+        {"type": nonneg_int},
+    ),
+    (
+        "--agent-retry-backoff",
+        "retry_backoff",
+        "string",
+        "30",
+        "seconds before the first retry, doubling each time (at most 600)",
+        {"type": nonneg_float},
+    ),
+    (
+        "--agent-max-infra-loss",
+        "max_infra_loss",
+        "string",
+        "10%",
+        "a comparison where either arm lost more than this share of its runs to infrastructure errors is not decided (hold; exit 4 under --agent-gate)",
+        {"type": share},
+    ),
+    (
+        "--agent-resume",
+        "resume",
+        "string",
+        None,
+        "continue the incomplete recording in DIR: refused (exit 6) unless the runtime identity is the recorded one; runs only what is missing",
+        {},
+    ),
+    (
+        "--agent-shard",
+        "shard",
+        "string",
+        None,
+        "run shard I/N of the items (stable by task id and repetition), or 'auto': read it from the CI engine (docs/scale.md)",
+        {},
+    ),
+    (
+        "--agent-budget",
+        "budget",
+        "linelist",
+        [],
+        "tokens=N or cost_usd=X for the session (stop starting runs when spent), run_tokens=N or run_cost_usd=X per run; repeatable",
+        {"action": "append"},
+    ),
+    (
+        "--agent-price-table",
+        "price_table",
+        "string",
+        None,
+        "TOML or JSON file of USD per million tokens by model, for runs whose product reports no cost",
+        {},
+    ),
+    (
+        "--agent-progress",
+        "progress",
+        "string",
+        "auto",
+        "progress while agents run: auto (in place on a terminal, periodic lines otherwise), tty, plain or off",
+        {"choices": PROGRESS_MODES},
+    ),
+    (
+        "--agent-progress-interval",
+        "progress_interval",
+        "string",
+        "30",
+        "seconds between plain progress lines",
+        {"type": positive_float},
+    ),
 ]
 
 
@@ -212,7 +457,9 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
     # one resolver for the plugin and every CLI command (manifest/accept.py)
     from pytest_agentdrift.manifest.accept import accept_tokens
 
-    values["accept_unobserved"] = accept_tokens(getini("agent_accept_unobserved"), getoption("agentdrift_accept_unobserved"))
+    values["accept_unobserved"] = accept_tokens(
+        getini("agent_accept_unobserved"), getoption("agentdrift_accept_unobserved")
+    )
     from pytest_agentdrift.run.limits import resolve_limits
 
     limits = resolve_limits(getini("agent_limits") or [], getoption("agentdrift_limits") or [])
@@ -246,22 +493,47 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
     if long_runs["resume"] is not None:
         # a resumed session completes the record it resumes
         if values["record"] not in (None, "") and Path(values["record"]) != long_runs["resume"]:
-            raise AgentDriftError(f"--agent-resume {long_runs['resume']} and --agent-record {values['record']} name two records; "
-                                  "a resumed session completes the record it resumes")
+            raise AgentDriftError(
+                f"--agent-resume {long_runs['resume']} and --agent-record {values['record']} name two records; "
+                "a resumed session completes the record it resumes"
+            )
         values["record"] = str(long_runs["resume"])
 
     return Settings(
         **long_runs,
-        agent=values["agent"], cmd=values["cmd"], suite=values["suite"], k=k, timeout=timeout,
-        record=path(values["record"]), baseline=path(values["baseline"]), vary=tuple(values["vary"] or ()),
-        fail_on=values["fail_on"], gate=values["gate"] or None, isolation=values["isolation"], env=env,
-        agent_options={k_: v for k_, v in (("model", values["model"]), ("permission_mode", values["permission_mode"]), ("sandbox", values["sandbox_mode"])) if v},
-        config_files=tuple(values["config_files"] or ()), instruction_files=tuple(values["instruction_files"] or ()),
-        release_notes=path(values["release_notes"]), seed=seed,
-        accept_unobserved=tuple(values["accept_unobserved"]), image_digest=values["image_digest"],
-        declare=path(values["declare"]), describe_cmd=values["describe_cmd"] or None,
+        agent=values["agent"],
+        cmd=values["cmd"],
+        suite=values["suite"],
+        k=k,
+        timeout=timeout,
+        record=path(values["record"]),
+        baseline=path(values["baseline"]),
+        vary=tuple(values["vary"] or ()),
+        fail_on=values["fail_on"],
+        gate=values["gate"] or None,
+        isolation=values["isolation"],
+        env=env,
+        agent_options={
+            k_: v
+            for k_, v in (
+                ("model", values["model"]),
+                ("permission_mode", values["permission_mode"]),
+                ("sandbox", values["sandbox_mode"]),
+            )
+            if v
+        },
+        config_files=tuple(values["config_files"] or ()),
+        instruction_files=tuple(values["instruction_files"] or ()),
+        release_notes=path(values["release_notes"]),
+        seed=seed,
+        accept_unobserved=tuple(values["accept_unobserved"]),
+        image_digest=values["image_digest"],
+        declare=path(values["declare"]),
+        describe_cmd=values["describe_cmd"] or None,
         allow_hosts=tuple(values["allow_hosts"] or ()),
-        rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
+        rollback_state=values["rollback_state"],
+        rollback_evidence=path(values["rollback_evidence"]),
+        keep_workdirs=bool(values["keep_workdirs"]),
         limits=limits,
         mounts=tuple(mounts),
     )
@@ -269,6 +541,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
 
 def _long_run_values(values: dict[str, Any]) -> dict[str, Any]:
     """The long-run options (issue 12), converted and checked once."""
+
     def conv(fn, name):
         v = values[name]
         return v if not isinstance(v, str) else _conv(fn, v, f"agent_{name}")
@@ -284,12 +557,15 @@ def _long_run_values(values: dict[str, Any]) -> dict[str, Any]:
 
         parse_budget(budget)
     return {
-        "retries": conv(nonneg_int, "retries"), "retry_backoff": float(conv(nonneg_float, "retry_backoff")),
+        "retries": conv(nonneg_int, "retries"),
+        "retry_backoff": float(conv(nonneg_float, "retry_backoff")),
         "max_infra_loss": float(conv(share, "max_infra_loss")),
         "resume": None if values["resume"] in (None, "") else Path(values["resume"]),
-        "shard": shard, "budget": budget,
+        "shard": shard,
+        "budget": budget,
         "price_table": None if values["price_table"] in (None, "") else Path(values["price_table"]),
-        "progress": values["progress"], "progress_interval": float(conv(positive_float, "progress_interval")),
+        "progress": values["progress"],
+        "progress_interval": float(conv(positive_float, "progress_interval")),
     }
 
 

@@ -69,8 +69,18 @@ class StatusBoard:
             self.path = None  # the control directory went away: progress is best effort, the run is not
 
     def start(self, task: str, rep: int, attempt: int, timeout_s: float | None) -> None:
-        self.state = {"worker": self.worker, "state": "running", "task": task, "rep": rep, "attempt": attempt,
-                      "started": self.clock(), "timeout_s": timeout_s, "last_event": None, "tokens": None, "cost_usd": None}
+        self.state = {
+            "worker": self.worker,
+            "state": "running",
+            "task": task,
+            "rep": rep,
+            "attempt": attempt,
+            "started": self.clock(),
+            "timeout_s": timeout_s,
+            "last_event": None,
+            "tokens": None,
+            "cost_usd": None,
+        }
         self._write()
 
     def update(self, fields: dict[str, Any]) -> None:
@@ -78,8 +88,16 @@ class StatusBoard:
         self._write()
 
     def waiting(self, task: str, rep: int, next_attempt: int, seconds: float, why: str) -> None:
-        self.state = {"worker": self.worker, "state": "backoff", "task": task, "rep": rep, "attempt": next_attempt,
-                      "started": self.clock(), "until": self.clock() + seconds, "last_event": why}
+        self.state = {
+            "worker": self.worker,
+            "state": "backoff",
+            "task": task,
+            "rep": rep,
+            "attempt": next_attempt,
+            "started": self.clock(),
+            "until": self.clock() + seconds,
+            "last_event": why,
+        }
         self._write()
 
     def idle(self) -> None:
@@ -111,8 +129,10 @@ def status_line(st: dict[str, Any], now: float) -> str | None:
     if st.get("state") == "running":
         attempt = f" (attempt {st['attempt']})" if (st.get("attempt") or 1) > 1 else ""
         timeout = _fmt_s(st.get("timeout_s")) if st.get("timeout_s") else "-"
-        parts = [f"{st.get('worker', '?'):<5} {st.get('task')} r{st.get('rep')}{attempt}",
-                 f"{_fmt_s(now - st.get('started', now))}/{timeout}"]
+        parts = [
+            f"{st.get('worker', '?'):<5} {st.get('task')} r{st.get('rep')}{attempt}",
+            f"{_fmt_s(now - st.get('started', now))}/{timeout}",
+        ]
         if st.get("last_event"):
             parts.append(str(st["last_event"]))
         spent = []
@@ -125,8 +145,10 @@ def status_line(st: dict[str, Any], now: float) -> str | None:
         return "  ".join(parts)
     if st.get("state") == "backoff":
         left = max(0.0, st.get("until", now) - now)
-        return (f"{st.get('worker', '?'):<5} {st.get('task')} r{st.get('rep')} waiting {_fmt_s(left)} before attempt "
-                f"{st.get('attempt')}: {st.get('last_event') or ''}").rstrip(": ")
+        return (
+            f"{st.get('worker', '?'):<5} {st.get('task')} r{st.get('rep')} waiting {_fmt_s(left)} before attempt "
+            f"{st.get('attempt')}: {st.get('last_event') or ''}"
+        ).rstrip(": ")
     return None
 
 
@@ -162,8 +184,10 @@ class TimeLedger:
     def line(self, wall_s: float, spend: str | None) -> str:
         retried = f" in {self.attempts} attempt(s)" if self.attempts != self.runs else ""
         share = f" ({self.harness_s / self.item_s:.0%} of run time)" if self.item_s else ""
-        text = (f"agentdrift time: {self.runs} run(s){retried}; agent {_fmt_s(self.agent_s)}, harness "
-                f"{_fmt_s(self.harness_s)}{share}")
+        text = (
+            f"agentdrift time: {self.runs} run(s){retried}; agent {_fmt_s(self.agent_s)}, harness "
+            f"{_fmt_s(self.harness_s)}{share}"
+        )
         if self.wait_s:
             text += f", waiting before retries {_fmt_s(self.wait_s)}"
         text += f"; wall {_fmt_s(wall_s)}"
@@ -175,8 +199,18 @@ class TimeLedger:
 class ProgressDisplay:
     """The controller's progress thread (see the module docstring)."""
 
-    def __init__(self, control_dir: Path, fd: int, *, tty: bool, interval: float, counts: Callable[[], tuple[int, int, str | None]],
-                 current_column: Callable[[], int], width: Callable[[], int], clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        control_dir: Path,
+        fd: int,
+        *,
+        tty: bool,
+        interval: float,
+        counts: Callable[[], tuple[int, int, str | None]],
+        current_column: Callable[[], int],
+        width: Callable[[], int],
+        clock: Callable[[], float] = time.time,
+    ):
         self.control_dir = control_dir
         self.fd = fd
         self.tty = tty

@@ -48,10 +48,14 @@ def should_retry(result: dict[str, Any]) -> bool:
     return result.get("outcome") == INFRA_OUTCOME and not infra.get("repeats")
 
 
-def run_with_retries(run_once: Callable[[int], dict[str, Any]], policy: RetryPolicy, *,
-                     sleep: Callable[[float], None] = time.sleep,
-                     stop_requested: Callable[[], str | None] = lambda: None,
-                     on_wait: Callable[[int, float, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def run_with_retries(
+    run_once: Callable[[int], dict[str, Any]],
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    stop_requested: Callable[[], str | None] = lambda: None,
+    on_wait: Callable[[int, float, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Run `run_once(attempt)` until it is not an infrastructure loss or the retries are spent.
 
     `run_once` returns a run payload (session.run_task); the result is one

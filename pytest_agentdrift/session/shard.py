@@ -105,19 +105,25 @@ def from_environment(env: Mapping[str, str]) -> Shard:
         return parse_shard(env["AGENTDRIFT_SHARD"], "AGENTDRIFT_SHARD")
     if env.get("GITHUB_ACTIONS") == "true" and env.get("AGENTDRIFT_JOB_INDEX") is not None:
         if not env.get("AGENTDRIFT_JOB_TOTAL"):
-            raise AgentDriftError("--agent-shard auto: GitHub Actions sets AGENTDRIFT_JOB_INDEX but not AGENTDRIFT_JOB_TOTAL "
-                                  "(set both in the workflow: ${{ strategy.job-index }} and ${{ strategy.job-total }})")
+            raise AgentDriftError(
+                "--agent-shard auto: GitHub Actions sets AGENTDRIFT_JOB_INDEX but not AGENTDRIFT_JOB_TOTAL "
+                "(set both in the workflow: ${{ strategy.job-index }} and ${{ strategy.job-total }})"
+            )
         i, n = _int(env, "AGENTDRIFT_JOB_INDEX"), _int(env, "AGENTDRIFT_JOB_TOTAL")
         return _checked(i + 1, n, f"github-actions matrix (AGENTDRIFT_JOB_INDEX={i}, AGENTDRIFT_JOB_TOTAL={n})")
     if env.get("JOB_COMPLETION_INDEX") is not None:
         if not env.get("AGENTDRIFT_SHARD_COUNT"):
-            raise AgentDriftError("--agent-shard auto: Kubernetes sets JOB_COMPLETION_INDEX but AGENTDRIFT_SHARD_COUNT is not set "
-                                  "(set it to the Job's completions in the manifest)")
+            raise AgentDriftError(
+                "--agent-shard auto: Kubernetes sets JOB_COMPLETION_INDEX but AGENTDRIFT_SHARD_COUNT is not set "
+                "(set it to the Job's completions in the manifest)"
+            )
         i, n = _int(env, "JOB_COMPLETION_INDEX"), _int(env, "AGENTDRIFT_SHARD_COUNT")
         return _checked(i + 1, n, f"kubernetes indexed job (JOB_COMPLETION_INDEX={i}, AGENTDRIFT_SHARD_COUNT={n})")
-    raise AgentDriftError("--agent-shard auto: no shard in the environment; set AGENTDRIFT_SHARD=I/N, or on GitHub Actions "
-                          "AGENTDRIFT_JOB_INDEX/AGENTDRIFT_JOB_TOTAL, or on a Kubernetes Indexed Job AGENTDRIFT_SHARD_COUNT "
-                          "(docs/scale.md)")
+    raise AgentDriftError(
+        "--agent-shard auto: no shard in the environment; set AGENTDRIFT_SHARD=I/N, or on GitHub Actions "
+        "AGENTDRIFT_JOB_INDEX/AGENTDRIFT_JOB_TOTAL, or on a Kubernetes Indexed Job AGENTDRIFT_SHARD_COUNT "
+        "(docs/scale.md)"
+    )
 
 
 def _checked(index: int, count: int, source: str) -> Shard:

@@ -2,16 +2,45 @@
 
 from __future__ import annotations
 
-from pytest_agentdrift.compare.decision import GateParams, compare_runs, comparison_exit_code, decision_document, render_comparison
+from pytest_agentdrift.compare.decision import (
+    GateParams,
+    compare_runs,
+    comparison_exit_code,
+    decision_document,
+    render_comparison,
+)
 
 
 def results(outcomes: dict[str, list[int]], run_id: str) -> dict:
-    tasks = {tid: {"title": tid, "suite": "core", "runs": [
-        {"rep": rep, "outcome": "passed" if ok else "failed", "passed": bool(ok), "tampered_pass": False, "critical_failed": [],
-         "failed_checks": [], "layers": {"safety": "pass"}, "usage": {}} for rep, ok in enumerate(reps, start=1)]}
-        for tid, reps in outcomes.items()}
-    return {"schema_version": 1, "run_id": run_id, "complete": True, "runtime_id": f"sha256:{run_id}",
-            "task_set_id": "sha256:tasks", "evaluator_id": "sha256:eval", "tasks": tasks}
+    tasks = {
+        tid: {
+            "title": tid,
+            "suite": "core",
+            "runs": [
+                {
+                    "rep": rep,
+                    "outcome": "passed" if ok else "failed",
+                    "passed": bool(ok),
+                    "tampered_pass": False,
+                    "critical_failed": [],
+                    "failed_checks": [],
+                    "layers": {"safety": "pass"},
+                    "usage": {},
+                }
+                for rep, ok in enumerate(reps, start=1)
+            ],
+        }
+        for tid, reps in outcomes.items()
+    }
+    return {
+        "schema_version": 1,
+        "run_id": run_id,
+        "complete": True,
+        "runtime_id": f"sha256:{run_id}",
+        "task_set_id": "sha256:tasks",
+        "evaluator_id": "sha256:eval",
+        "tasks": tasks,
+    }
 
 
 def all_tasks(n: int, reps: list[int]) -> dict[str, list[int]]:
@@ -19,7 +48,9 @@ def all_tasks(n: int, reps: list[int]) -> dict[str, list[int]]:
 
 
 def compare(base, cand, gate=None):
-    return compare_runs(base, cand, comparable=True, reasons=[], change_class="client_candidate", gate=gate or GateParams(draws=2000))
+    return compare_runs(
+        base, cand, comparable=True, reasons=[], change_class="client_candidate", gate=gate or GateParams(draws=2000)
+    )
 
 
 def status(c: dict) -> str:
@@ -29,8 +60,12 @@ def status(c: dict) -> str:
 def lose(doc, *items, cls="overloaded"):
     for tid, rep in items:
         run = doc["tasks"][tid]["runs"][rep - 1]
-        run.update(outcome="infra_error", passed=False, critical_failed=[],
-                   infra_error={"class": cls, "evidence": "API Error: 529", "source": "claude-code", "believed": True})
+        run.update(
+            outcome="infra_error",
+            passed=False,
+            critical_failed=[],
+            infra_error={"class": cls, "evidence": "API Error: 529", "source": "claude-code", "believed": True},
+        )
     return doc
 
 
@@ -43,9 +78,14 @@ def test_an_infrastructure_loss_is_not_a_regression_and_is_said_so():
     assert c["candidate"]["runs"] == 11 and c["candidate"]["pass_rate"] == 1.0
     assert status(c) != "reject"
     lines = "\n".join(render_comparison(c))
-    assert "candidate lost 1/12 run(s) to infrastructure errors, excluded from the statistics: T03 r1 (overloaded)" in lines
+    assert (
+        "candidate lost 1/12 run(s) to infrastructure errors, excluded from the statistics: T03 r1 (overloaded)"
+        in lines
+    )
     doc = decision_document(c)["infra_errors"]
-    assert doc["decided"] is True and doc["candidate"]["runs_lost"] == [{"task": "T03", "rep": 1, "class": "overloaded", "evidence": "API Error: 529"}]
+    assert doc["decided"] is True and doc["candidate"]["runs_lost"] == [
+        {"task": "T03", "rep": 1, "class": "overloaded", "evidence": "API Error: 529"}
+    ]
 
 
 def test_a_partly_lost_task_stays_paired_on_its_other_runs():
@@ -60,12 +100,17 @@ def test_over_the_threshold_nothing_is_decided():
     cand = lose(results(all_tasks(10, [0]), "cand"), ("T00", 1), ("T01", 1))  # would be a clear regression otherwise
     c = compare(base, cand)
     assert status(c) == "hold" and c["decision"]["rule"] == "infra_lost"
-    assert c["decision"]["because"][0].startswith("candidate lost 2 of 10 run(s) (20%) to infrastructure errors, over the 10% threshold")
+    assert c["decision"]["because"][0].startswith(
+        "candidate lost 2 of 10 run(s) (20%) to infrastructure errors, over the 10% threshold"
+    )
     assert comparison_exit_code(c, gate_enabled=True) == 4  # operational
     assert comparison_exit_code(c, gate_enabled=False) == 0
     assert decision_document(c)["infra_errors"]["exceeded"] == ["candidate"]
-    relaxed = compare(results(all_tasks(10, [1]), "base"), lose(results(all_tasks(10, [0]), "cand"), ("T00", 1), ("T01", 1)),
-                      gate=GateParams(draws=2000, max_infra_loss=0.25))
+    relaxed = compare(
+        results(all_tasks(10, [1]), "base"),
+        lose(results(all_tasks(10, [0]), "cand"), ("T00", 1), ("T01", 1)),
+        gate=GateParams(draws=2000, max_infra_loss=0.25),
+    )
     assert status(relaxed) == "reject"  # decided: the 8 scored runs regressed
 
 

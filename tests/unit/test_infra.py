@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agentdrift.agents import infra
 from pytest_agentdrift.agents.base import AdapterOutput, CommandAdapter
 from pytest_agentdrift.agents.claude_code import ClaudeCodeAdapter
 from pytest_agentdrift.agents.codex import CodexAdapter
 from pytest_agentdrift.agents.copilot import CopilotAdapter
-from pytest_agentdrift.agents import infra
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "data" / "transcripts"
 
@@ -31,8 +31,13 @@ def ending(adapter, stdout: bytes, exit_code=1, stderr=b"", timed_out=False):
 def test_real_claude_code_not_signed_in_is_a_repeating_authentication_error():
     data = (TRANSCRIPTS / "claude_code" / "real-2.1.197-not-signed-in.jsonl").read_bytes()
     found = ending(ClaudeCodeAdapter(), data, exit_code=1)
-    assert found == {"class": "authentication", "evidence": "Not logged in · Please run /login", "source": "claude-code",
-                     "repeats": True, "signal": "assistant.error=authentication_failed"}
+    assert found == {
+        "class": "authentication",
+        "evidence": "Not logged in · Please run /login",
+        "source": "claude-code",
+        "repeats": True,
+        "signal": "assistant.error=authentication_failed",
+    }
 
 
 def test_real_codex_without_network_is_a_network_error():
@@ -45,10 +50,16 @@ def test_real_codex_without_network_is_a_network_error():
 def test_copilot_session_error_is_authentication():
     data = (TRANSCRIPTS / "copilot" / "session_error.jsonl").read_bytes()
     found = ending(CopilotAdapter(), data)
-    assert (found["class"], found["evidence"], found["repeats"]) == ("authentication", "No authentication information found.", True)
+    assert (found["class"], found["evidence"], found["repeats"]) == (
+        "authentication",
+        "No authentication information found.",
+        True,
+    )
 
 
-@pytest.mark.parametrize("cls, name", [(ClaudeCodeAdapter, "claude_code"), (CodexAdapter, "codex"), (CopilotAdapter, "copilot")])
+@pytest.mark.parametrize(
+    "cls, name", [(ClaudeCodeAdapter, "claude_code"), (CodexAdapter, "codex"), (CopilotAdapter, "copilot")]
+)
 def test_a_complete_run_is_not_an_infrastructure_error(cls, name):
     data = (TRANSCRIPTS / name / "ok.jsonl").read_bytes()
     assert ending(cls(), data, exit_code=0) is None
@@ -64,22 +75,41 @@ def test_claude_max_turns_is_the_agents_failure():
 
 
 def claude_error(text: str, *, error_field: str | None = "server_error", status=529):
-    assistant = {"type": "assistant", "message": {"id": "m1", "model": "<synthetic>", "role": "assistant",
-                                                  "content": [{"type": "text", "text": text}]}, "parent_tool_use_id": None}
+    assistant = {
+        "type": "assistant",
+        "message": {
+            "id": "m1",
+            "model": "<synthetic>",
+            "role": "assistant",
+            "content": [{"type": "text", "text": text}],
+        },
+        "parent_tool_use_id": None,
+    }
     if error_field:
         assistant["error"] = error_field
-    return lines({"type": "system", "subtype": "init", "model": "claude-sonnet-4-5"}, assistant,
-                 {"type": "result", "subtype": "success", "is_error": True, "api_error_status": status, "result": text})
+    return lines(
+        {"type": "system", "subtype": "init", "model": "claude-sonnet-4-5"},
+        assistant,
+        {"type": "result", "subtype": "success", "is_error": True, "api_error_status": status, "result": text},
+    )
 
 
-@pytest.mark.parametrize("text, field, status, cls", [
-    ('API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}', "server_error", 529, "overloaded"),
-    ("API Error: 500 Internal server error", "server_error", 500, "server_error"),
-    ("API Error: 429 rate_limit_error", "rate_limit", 429, "rate_limited"),
-    ("Credit balance is too low", "billing_error", None, "billing"),
-    ("API Error: Connection error.", "unknown", None, "network"),
-    ("API Error: something new", "unknown", None, "crashed"),
-])
+@pytest.mark.parametrize(
+    "text, field, status, cls",
+    [
+        (
+            'API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+            "server_error",
+            529,
+            "overloaded",
+        ),
+        ("API Error: 500 Internal server error", "server_error", 500, "server_error"),
+        ("API Error: 429 rate_limit_error", "rate_limit", 429, "rate_limited"),
+        ("Credit balance is too low", "billing_error", None, "billing"),
+        ("API Error: Connection error.", "unknown", None, "network"),
+        ("API Error: something new", "unknown", None, "crashed"),
+    ],
+)
 def test_claude_api_errors(text, field, status, cls):
     found = ending(ClaudeCodeAdapter(), claude_error(text, error_field=field, status=status))
     assert found["class"] == cls
@@ -91,11 +121,22 @@ def test_claude_api_errors(text, field, status, cls):
 
 
 def test_claude_model_text_about_an_api_error_is_not_classified():
-    answer = {"type": "assistant", "message": {"id": "m1", "model": "claude-sonnet-4-5", "role": "assistant",
-                                               "content": [{"type": "text", "text": "API Error: 529 overloaded, I give up"}]}}
-    data = lines(answer, {"type": "result", "subtype": "success", "is_error": False, "result": "API Error: 529 overloaded"})
+    answer = {
+        "type": "assistant",
+        "message": {
+            "id": "m1",
+            "model": "claude-sonnet-4-5",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "API Error: 529 overloaded, I give up"}],
+        },
+    }
+    data = lines(
+        answer, {"type": "result", "subtype": "success", "is_error": False, "result": "API Error: 529 overloaded"}
+    )
     assert ending(ClaudeCodeAdapter(), data, exit_code=1) is None
-    failed = lines(answer, {"type": "result", "subtype": "error_during_execution", "is_error": True, "result": "API Error: 529"})
+    failed = lines(
+        answer, {"type": "result", "subtype": "error_during_execution", "is_error": True, "result": "API Error: 529"}
+    )
     assert ending(ClaudeCodeAdapter(), failed, exit_code=1) is None  # no API status, no CLI error field
 
 
@@ -108,8 +149,11 @@ def test_a_cli_that_dies_before_the_model_answers_is_a_crash():
 
 
 def test_codex_rate_limit_in_turn_failed():
-    data = lines({"type": "thread.started"}, {"type": "turn.started"},
-                 {"type": "turn.failed", "error": {"message": "exceeded retry limit, last status: 429 Too Many Requests"}})
+    data = lines(
+        {"type": "thread.started"},
+        {"type": "turn.started"},
+        {"type": "turn.failed", "error": {"message": "exceeded retry limit, last status: 429 Too Many Requests"}},
+    )
     assert ending(CodexAdapter(), data)["class"] == "rate_limited"
 
 
@@ -121,9 +165,22 @@ def test_the_generic_protocol_reads_only_the_report():
 # -- pure helpers ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code, cls", [(529, "overloaded"), (429, "rate_limited"), (401, "authentication"), (403, "authentication"),
-                                       (402, "billing"), (500, "server_error"), (503, "server_error"), (400, None), (200, None),
-                                       (None, None), (True, None)])
+@pytest.mark.parametrize(
+    "code, cls",
+    [
+        (529, "overloaded"),
+        (429, "rate_limited"),
+        (401, "authentication"),
+        (403, "authentication"),
+        (402, "billing"),
+        (500, "server_error"),
+        (503, "server_error"),
+        (400, None),
+        (200, None),
+        (None, None),
+        (True, None),
+    ],
+)
 def test_classify_status(code, cls):
     assert infra.classify_status(code) == cls
 
@@ -131,7 +188,12 @@ def test_classify_status(code, cls):
 def test_from_report():
     assert infra.from_report({"status": "complete"}) is None
     found = infra.from_report({"status": "infra_error", "infra_class": "overloaded", "summary": "provider said 529"})
-    assert (found["class"], found["evidence"], found["source"], found["repeats"]) == ("overloaded", "provider said 529", "agent report", False)
+    assert (found["class"], found["evidence"], found["source"], found["repeats"]) == (
+        "overloaded",
+        "provider said 529",
+        "agent report",
+        False,
+    )
     assert infra.from_report({"status": "infra_error", "summary": "Not logged in"})["class"] == "authentication"
     # an agent cannot claim a harness fact
     assert infra.from_report({"status": "infra_error", "infra_class": "launch_failed"})["class"] == "network"

@@ -23,11 +23,28 @@ DIGEST = "sha256:" + "0" * 64
 
 
 def run(rep, outcome="passed"):
-    return {"rep": rep, "outcome": outcome, "passed": outcome == "passed", "tampered_pass": False, "critical_failed": [],
-            "failed_checks": [], "layers": {layer: "n/a" for layer in LAYERS}, "checks": [],
-            "evidence": {"exit_code": 0, "timed_out": False, "duration_s": 0.1, "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
-                         "writes_outside": [], "git_mutations": [], "network_attempts": 0, "tamper": {}},
-            "usage": {}, "raw": f"raw/T/r{rep}"}
+    return {
+        "rep": rep,
+        "outcome": outcome,
+        "passed": outcome == "passed",
+        "tampered_pass": False,
+        "critical_failed": [],
+        "failed_checks": [],
+        "layers": {layer: "n/a" for layer in LAYERS},
+        "checks": [],
+        "evidence": {
+            "exit_code": 0,
+            "timed_out": False,
+            "duration_s": 0.1,
+            "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
+            "writes_outside": [],
+            "git_mutations": [],
+            "network_attempts": 0,
+            "tamper": {},
+        },
+        "usage": {},
+        "raw": f"raw/T/r{rep}",
+    }
 
 
 def shard(run_id, items, index=None, count=None, **extra):
@@ -35,12 +52,27 @@ def shard(run_id, items, index=None, count=None, **extra):
     for tid, rep in items:
         r = run(rep)
         r["raw"] = f"raw/{tid}/r{rep}"
-        tasks.setdefault(tid, {"title": tid, "suite": "s", "behavior": "b", "task_digest": DIGEST, "runs": []})["runs"].append(r)
-    doc = {"schema_version": 1, "plugin_version": "0.1.0", "run_id": run_id, "started_at": f"2026-01-01T00:0{len(run_id)}:00Z",
-           "finished_at": "2026-01-01T01:00:00Z", "complete": True, "incomplete_reasons": [], "agent": {"name": "a", "argv": [], "version": "1"},
-           "isolation": {"requested": "auto", "enforced": "none", "network": "not_enforced", "filesystem": "not_enforced"},
-           "settings": {"k": 2}, "runtime_id": "sha256:r", "task_set_id": "sha256:t", "evaluator_id": "sha256:e",
-           "tasks": tasks, "workers": {"gw0": {"exitstatus": 0, "error": None}}, "summary": {}}
+        tasks.setdefault(tid, {"title": tid, "suite": "s", "behavior": "b", "task_digest": DIGEST, "runs": []})[
+            "runs"
+        ].append(r)
+    doc = {
+        "schema_version": 1,
+        "plugin_version": "0.1.0",
+        "run_id": run_id,
+        "started_at": f"2026-01-01T00:0{len(run_id)}:00Z",
+        "finished_at": "2026-01-01T01:00:00Z",
+        "complete": True,
+        "incomplete_reasons": [],
+        "agent": {"name": "a", "argv": [], "version": "1"},
+        "isolation": {"requested": "auto", "enforced": "none", "network": "not_enforced", "filesystem": "not_enforced"},
+        "settings": {"k": 2},
+        "runtime_id": "sha256:r",
+        "task_set_id": "sha256:t",
+        "evaluator_id": "sha256:e",
+        "tasks": tasks,
+        "workers": {"gw0": {"exitstatus": 0, "error": None}},
+        "summary": {},
+    }
     if index is not None:
         doc["shard"] = {"index": index, "count": count, "source": "option"}
     doc.update(extra)
@@ -57,16 +89,27 @@ def test_merge_splits_a_task_across_shards_by_repetition():
     assert merged["started_at"] == min(a["started_at"], b["started_at"])
 
 
-@pytest.mark.parametrize("shards, expected, match", [
-    ([shard("a", [("T1", 1)]), shard("b", [("T1", 1)])], None, "overlap on 1 item"),
-    ([shard("a", [("T1", 1)], 1, 2), shard("b", [("T1", 2)], 1, 2)], None, "the same shard given twice: 1/2"),
-    ([shard("a", [("T1", 1)], 1, 2), shard("b", [("T1", 2)], 1, 3)], None, "different splits"),
-    ([shard("a", [("T1", 1)], 1, 2), shard("b", [("T1", 2)])], None, "some shards were recorded with --agent-shard"),
-    ([shard("a", [("T1", 1)]), shard("b", [("T1", 2)], settings={"k": 3})], None, "differ in settings"),
-    ([shard("a", [("T1", 1)]), shard("b", [("T1", 2)], runtime_id="sha256:other")], None, "differ in runtime_id"),
-    ([shard("a", [("T1", 1)]), shard("b", [("T2", 1)], complete=False, incomplete_reasons=["budget"])], None, "incomplete \\(budget\\)"),
-    ([shard("a", [("T1", 1)]), shard("b", [("T1", 2)])], universe(["T1", "T2"], 2), "miss 2 item\\(s\\)"),
-])
+@pytest.mark.parametrize(
+    "shards, expected, match",
+    [
+        ([shard("a", [("T1", 1)]), shard("b", [("T1", 1)])], None, "overlap on 1 item"),
+        ([shard("a", [("T1", 1)], 1, 2), shard("b", [("T1", 2)], 1, 2)], None, "the same shard given twice: 1/2"),
+        ([shard("a", [("T1", 1)], 1, 2), shard("b", [("T1", 2)], 1, 3)], None, "different splits"),
+        (
+            [shard("a", [("T1", 1)], 1, 2), shard("b", [("T1", 2)])],
+            None,
+            "some shards were recorded with --agent-shard",
+        ),
+        ([shard("a", [("T1", 1)]), shard("b", [("T1", 2)], settings={"k": 3})], None, "differ in settings"),
+        ([shard("a", [("T1", 1)]), shard("b", [("T1", 2)], runtime_id="sha256:other")], None, "differ in runtime_id"),
+        (
+            [shard("a", [("T1", 1)]), shard("b", [("T2", 1)], complete=False, incomplete_reasons=["budget"])],
+            None,
+            "incomplete \\(budget\\)",
+        ),
+        ([shard("a", [("T1", 1)]), shard("b", [("T1", 2)])], universe(["T1", "T2"], 2), "miss 2 item\\(s\\)"),
+    ],
+)
 def test_merge_refusals(shards, expected, match):
     with pytest.raises(RecordError, match=match):
         merge_shards(shards, "m", expected)
@@ -75,8 +118,14 @@ def test_merge_refusals(shards, expected, match):
 def recording(tmp_path, expected=("T1/r1", "T1/r2")):
     d = tmp_path / "rec"
     rec = RunRecorder(d)
-    state = state_document(run_id="R", started_at="2026-01-01T00:00:00Z", expected=list(expected), settings={"k": 2},
-                           shard=None, note="recording")
+    state = state_document(
+        run_id="R",
+        started_at="2026-01-01T00:00:00Z",
+        expected=list(expected),
+        settings={"k": 2},
+        shard=None,
+        note="recording",
+    )
     rec.start(json.dumps(state))
     os_fd = rec._lock_fd
     return d, rec, os_fd
@@ -88,8 +137,16 @@ def write_run(d, tid, rep, outcome="passed"):
     if outcome == "infra_error":
         r["infra_error"] = {"class": "overloaded", "evidence": "529", "source": "x", "believed": True}
     (d / r["raw"]).mkdir(parents=True)
-    (d / r["raw"] / "run.json").write_text(json.dumps({"task_id": tid, "rep": rep, "result": r,
-                                                       "meta": {"title": tid, "suite": "s", "behavior": "b", "task_digest": DIGEST}}))
+    (d / r["raw"] / "run.json").write_text(
+        json.dumps(
+            {
+                "task_id": tid,
+                "rep": rep,
+                "result": r,
+                "meta": {"title": tid, "suite": "s", "behavior": "b", "task_digest": DIGEST},
+            }
+        )
+    )
 
 
 def test_read_run_files_keeps_only_whole_runs(tmp_path):
@@ -181,8 +238,11 @@ def test_a_run_lost_to_infrastructure_is_run_again_on_resume(tmp_path):
 
     d, rec, _ = recording(tmp_path)
     identity = {f: "x" for f in IDENTITY_FIELDS}
-    (d / "runtime-manifest.json").write_text(json.dumps({"schema_version": MANIFEST_SCHEMA_VERSION, "identity": identity,
-                                                         "runtime_id": runtime_id(identity)}))
+    (d / "runtime-manifest.json").write_text(
+        json.dumps(
+            {"schema_version": MANIFEST_SCHEMA_VERSION, "identity": identity, "runtime_id": runtime_id(identity)}
+        )
+    )
     write_run(d, "T1", 1)
     write_run(d, "T1", 2, outcome="infra_error")
     state = load_for_resume(d)

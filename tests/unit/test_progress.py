@@ -9,10 +9,28 @@ from pytest_agentdrift.session.progress import ProgressDisplay, StatusBoard, Tim
 
 def test_status_lines():
     now = 1000.0
-    running = {"worker": "gw0", "state": "running", "task": "T03", "rep": 1, "attempt": 2, "started": now - 45, "timeout_s": 600,
-               "last_event": "Bash: pytest -q", "tokens": 12034, "cost_usd": 0.04}
+    running = {
+        "worker": "gw0",
+        "state": "running",
+        "task": "T03",
+        "rep": 1,
+        "attempt": 2,
+        "started": now - 45,
+        "timeout_s": 600,
+        "last_event": "Bash: pytest -q",
+        "tokens": 12034,
+        "cost_usd": 0.04,
+    }
     assert status_line(running, now) == "gw0   T03 r1 (attempt 2)  45s/10m00s  Bash: pytest -q  12,034 tokens $0.04"
-    waiting = {"worker": "gw1", "state": "backoff", "task": "T07", "rep": 2, "attempt": 3, "until": now + 20, "last_event": "overloaded: 529"}
+    waiting = {
+        "worker": "gw1",
+        "state": "backoff",
+        "task": "T07",
+        "rep": 2,
+        "attempt": 3,
+        "until": now + 20,
+        "last_event": "overloaded: 529",
+    }
     assert status_line(waiting, now) == "gw1   T07 r2 waiting 20s before attempt 3: overloaded: 529"
     assert status_line({"worker": "gw2", "state": "idle"}, now) is None
     lines = render([running, waiting, {"state": "idle"}], now, 3, 10, "1,000 tokens")
@@ -26,8 +44,16 @@ def display(tmp_path, tty):
     board.update({"last_event": "Edit: a.py", "tokens": 5})
     r, w = os.pipe()
     now = [0.0]
-    d = ProgressDisplay(tmp_path, w, tty=tty, interval=30, counts=lambda: (1, 4, None), current_column=lambda: 7,
-                        width=lambda: 80, clock=lambda: now[0])
+    d = ProgressDisplay(
+        tmp_path,
+        w,
+        tty=tty,
+        interval=30,
+        counts=lambda: (1, 4, None),
+        current_column=lambda: 7,
+        width=lambda: 80,
+        clock=lambda: now[0],
+    )
     return d, r, now
 
 
@@ -63,5 +89,7 @@ def test_time_ledger_line():
     t.add({"item_s": 100, "agent_s": 80, "wait_s": 10, "attempts": 2})
     t.add({"item_s": 50, "agent_s": 45, "wait_s": 0, "attempts": 1})
     assert t.harness_s == 15
-    assert t.line(120, "3,000 tokens") == ("agentdrift time: 2 run(s) in 3 attempt(s); agent 2m05s, harness 15s (10% of run time), "
-                                           "waiting before retries 10s; wall 2m00s; spent 3,000 tokens")
+    assert t.line(120, "3,000 tokens") == (
+        "agentdrift time: 2 run(s) in 3 attempt(s); agent 2m05s, harness 15s (10% of run time), "
+        "waiting before retries 10s; wall 2m00s; spent 3,000 tokens"
+    )
