@@ -77,6 +77,7 @@ def _activate(config: pytest.Config) -> None:
     """Build the session objects and register the process's role; once per process."""
     if RUNNER_KEY in config.stash:
         return
+    from pytest_agentdrift.errors import AgentDriftError
     from pytest_agentdrift.session.state import SessionInfo, TaskRunner
 
     settings = config.stash[SETTINGS_KEY]
@@ -91,14 +92,26 @@ def _activate(config: pytest.Config) -> None:
         _add_suite_arg(config, settings.suite)
     from pytest_agentdrift.session.controller import ControllerPlugin, WorkerPlugin
 
+    collector = None
     if worker:
         config.pluginmanager.register(WorkerPlugin(config, runner), "agentdrift-role")
-        return
-    from pytest_agentdrift.session.state import ComparisonState, RunCollector
+    else:
+        from pytest_agentdrift.session.state import ComparisonState, RunCollector
 
-    collector = RunCollector(info, runner)
-    role = ControllerPlugin(config, info, runner, collector, ComparisonState())
-    config.pluginmanager.register(role, "agentdrift-role")
+        collector = RunCollector(info, runner)
+        role = ControllerPlugin(config, info, runner, collector, ComparisonState())
+        config.pluginmanager.register(role, "agentdrift-role")
+    if settings.active:
+        # long runs (issue 12): infrastructure stops, retries, resume, shards, budgets, progress
+        from pytest_agentdrift.session.longrun import LongRun, LongRunPlugin, SessionView
+
+        try:
+            info.longrun = LongRun(settings, workerinput=config.workerinput if worker else None)
+        except AgentDriftError as exc:
+            raise pytest.UsageError(exc.message) from None
+        config.pluginmanager.register(LongRunPlugin(config, SessionView(info, runner, collector)), "agentdrift-longrun")
+    if worker:
+        return
     if config.pluginmanager.hasplugin("xdist") or config.pluginmanager.hasplugin("xdist.plugin"):
         from pytest_agentdrift.session.xdist import XdistHooks
 

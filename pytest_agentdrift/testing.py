@@ -143,7 +143,18 @@ def load_results(run_dir: Path) -> dict[str, Any]:
 def normalise_results(results: dict[str, Any]) -> dict[str, Any]:
     """Drop what legitimately differs between two recordings of the same deterministic run."""
     r = json.loads(json.dumps(results))
-    for key in ("run_id", "started_at", "finished_at", "workers", "runtime_id"):
+    # how the record came about (one session, shards merged, a resume) is provenance, not results
+    for key in (
+        "run_id",
+        "started_at",
+        "finished_at",
+        "workers",
+        "runtime_id",
+        "merged_from",
+        "resumed",
+        "shard",
+        "budget",
+    ):
         r.pop(key, None)
     for task in r.get("tasks", {}).values():
         for run in task["runs"]:
@@ -159,6 +170,8 @@ def normalise_results(results: dict[str, Any]) -> dict[str, Any]:
                     writes[key] = 0
             if "writes_observed" in ev:
                 ev["writes_observed"] = 0
+            for attempt in run.get("attempts") or ():
+                attempt["duration_s"] = 0
     return r
 
 

@@ -26,6 +26,13 @@ EXIT_REFUSED: Final = 6
 #: exit status as the runner sees it, never the session's
 EXIT_AGENT_NOT_STARTED: Final = 127
 
+# ---------------------------------------------------------------- run outcomes
+#: a run lost to infrastructure (provider, network, sign-in): not the agent's failure, never
+#: scored, retried under --agent-retries and re-run on --agent-resume (issue 12)
+INFRA_OUTCOME: Final = "infra_error"
+#: a run stopped for going over its per-run budget (--agent-budget run_tokens / run_cost_usd)
+OVER_BUDGET_OUTCOME: Final = "over_budget"
+
 # ---------------------------------------------------------------- placeholder values
 #: the product does not expose the value, or it could not be read safely
 UNOBSERVED: Final = "unobserved"
@@ -100,8 +107,11 @@ ENVELOPE_FIELDS: tuple[str, ...] = (
     "max_output_tokens",
     "budget_tokens_per_task",
     "tool_timeout_s",
-    "retry_policy",
 )
+
+#: The harness's own run protocol that changes which runs are scored: its retries of
+#: runs lost to infrastructure (--agent-retries). Always observed, never declared.
+PROTOCOL_FIELDS: tuple[str, ...] = ("retry_policy",)
 
 #: Identity fields an operator may vouch for (`--agent-declare`) or an agent may
 #: report about itself (`--agent-describe-cmd`): runtime facts outside the harness's sight.
@@ -138,6 +148,7 @@ CONFIGURATION_FIELDS = frozenset(
         "command",
         "agent_files_hash",
         *ENVELOPE_FIELDS,
+        *PROTOCOL_FIELDS,
     }
 )
 INSTRUCTION_FIELDS = frozenset({"instruction_hash"})

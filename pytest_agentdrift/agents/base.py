@@ -56,6 +56,10 @@ class AdapterOutput:
     final_report: dict[str, Any] | None = None  # used when the agent wrote no report file
     model_stamp: str | None = None  # the model id the host reported, verbatim
     parse_errors: list[str] = field(default_factory=list)  # malformed / truncated stream
+    # infrastructure (agents/infra.py): the run ended on the provider or the machine, read from the
+    # product's own structured output; `answered` is whether the model answered at all (None: unknown)
+    infra_error: dict[str, Any] | None = None
+    answered: bool | None = None
 
 
 class AgentAdapter:
@@ -76,6 +80,8 @@ class AgentAdapter:
     needs_task_dir: ClassVar[bool] = False
     #: identity fields this adapter can never observe (the `unobservable` accept group)
     unobservable: ClassVar[tuple[str, ...]] = ("server_revision",)
+    #: whether the product's input_tokens already include cached input (pricing must not count it twice)
+    usage_input_includes_cached: ClassVar[bool] = False
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         raise NotImplementedError
@@ -109,6 +115,27 @@ class AgentAdapter:
         adds the program it starts, with its install prefix, and every absolute path the
         argv names). An adapter that needs more says so here; recorded in the manifest."""
         return []
+
+    def classify_ending(
+        self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
+    ) -> dict[str, Any] | None:
+        """An infrastructure error that ended the run (agents/infra.py), or None.
+
+        The generic protocol has no structured output of its own: only what
+        parse_output found (nothing) counts here; the agent's report
+        (`status: "infra_error"`) and launch failures are read by the runner.
+        """
+        return out.infra_error
+
+    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """One record of the product's stdout stream as it arrives (run/budget.py).
+
+        Returns `{"event": "Bash: pytest -q", "usage_key": id, "input_tokens": n,
+        "output_tokens": n, "cost_usd": x}` (any subset) or None. Usage under the
+        same `usage_key` replaces the previous figures (a message repeated per
+        block); without a key it adds up.
+        """
+        return None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -157,7 +184,6 @@ class CommandAdapter(AgentAdapter):
         "max_output_tokens",
         "budget_tokens_per_task",
         "tool_timeout_s",
-        "retry_policy",
     )
 
     def __init__(self, command: str):
@@ -211,6 +237,18 @@ class ProductAdapter(AgentAdapter):
     def effective_options(self, options: dict[str, Any]) -> dict[str, Any]:
         merged = {**self.defaults, **{k: v for k, v in options.items() if v is not None}}
         return {k: merged[k] for k in self.option_keys if k in merged}
+
+    def classify_ending(
+        self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
+    ) -> dict[str, Any] | None:
+        """What the stream said, else a CLI that exited non-zero before its model answered."""
+        if out.infra_error is not None:
+            return out.infra_error
+        if timed_out or out.answered is not False:
+            return None
+        from pytest_agentdrift.agents.infra import crashed_before_answer
+
+        return crashed_before_answer(False, exit_code, stderr, stdout, self.name)
 
     def describe(self) -> dict[str, Any]:
         return {

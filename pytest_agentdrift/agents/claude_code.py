@@ -121,12 +121,19 @@ class ClaudeCodeAdapter(ProductAdapter):
         last_text: str | None = None
         result: dict[str, Any] | None = None
         usage_by_message: dict[str, dict[str, Any]] = {}
+        infra_signal: dict[str, Any] | None = None  # the last error the CLI itself reported
+        answered = False
 
         for lineno, rec in stream.records:
             kind = rec.get("type")
             if kind == "assistant":
                 msg = as_dict(rec.get("message"))
                 model = as_str(msg.get("model"))
+                if model and not model.startswith("<"):
+                    answered = True
+                signal = _assistant_infra(rec, msg, model)
+                if signal is not None:
+                    infra_signal = signal
                 # "<synthetic>" marks a message the CLI made up itself (no API call, e.g. not
                 # signed in): it is not a model the host reported
                 if model and not model.startswith("<") and rec.get("parent_tool_use_id") is None and main_model is None:
@@ -187,6 +194,8 @@ class ClaudeCodeAdapter(ProductAdapter):
             is_error = bool(result.get("is_error")) or str(result.get("subtype", "")).startswith("error")
             final_text = as_str(result.get("result")) or last_text
             if is_error:
+                out.infra_error = _result_infra(result, infra_signal)
+            if is_error:
                 # Only the result's own text explains the error; an earlier
                 # assistant message would be misleading here.
                 reason = as_str(result.get("result"))
@@ -218,6 +227,10 @@ class ClaudeCodeAdapter(ProductAdapter):
             out.usage = usage
         if not stream.records and stdout:
             errors.append("no stream-json records on stdout (was --output-format stream-json honoured?)")
+        if result is None and infra_signal is not None:
+            # the CLI reported a provider error and then stopped (or was stopped) before its result
+            out.infra_error = _infra_from_signal(infra_signal)
+        out.answered = answered
         # only what the API answered with is a stamp; the init record names the
         # model the client asked for, which the host may route elsewhere
         out.model_stamp = main_model
@@ -255,6 +268,39 @@ class ClaudeCodeAdapter(ProductAdapter):
         if tool_id:
             pending[tool_id] = waiting
 
+    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Progress and running usage from one stream-json record (per-run budgets)."""
+        kind = record.get("type")
+        if kind == "assistant":
+            msg = as_dict(record.get("message"))
+            note: dict[str, Any] = {}
+            for block in as_list(msg.get("content")):
+                block = as_dict(block)
+                if block.get("type") == "tool_use":
+                    tool_input = as_dict(block.get("input"))
+                    detail = as_str(tool_input.get("command")) or _path_of(tool_input) or ""
+                    note["event"] = f"{as_str(block.get('name')) or 'tool'}: {detail}".rstrip(": ")
+                elif block.get("type") == "text" and "event" not in note:
+                    note["event"] = "message"
+            usage = as_dict(msg.get("usage"))
+            if usage and as_str(msg.get("id")):
+                u = self._usage(usage, None)
+                note.update(usage_key=msg["id"], input_tokens=u.input_tokens, output_tokens=u.output_tokens)
+            return note or None
+        if kind == "result":
+            u = self._usage(as_dict(record.get("usage")), as_float(record.get("total_cost_usd")))
+            # the result's totals replace the per-message figures
+            return {
+                "event": "result",
+                "total": True,
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+                "cost_usd": u.cost_usd,
+            }
+        if kind == "system" and record.get("subtype") == "init":
+            return {"event": "started"}
+        return None
+
     @staticmethod
     def _usage(usage: dict[str, Any], cost: float | None) -> Usage:
         # Anthropic reports fresh input, cache reads and cache writes apart;
@@ -265,3 +311,76 @@ class ClaudeCodeAdapter(ProductAdapter):
             cached_tokens=as_int(usage.get("cache_read_input_tokens")),
             cost_usd=cost,
         )
+
+
+# -- infrastructure errors (agents/infra.py) --------------------------------------
+#
+# Claude Code marks a message it made up itself, without an API answer, with
+# the model "<synthetic>" and, for API failures, a top-level `error` field on
+# the assistant record (the Agent SDK's SDKAssistantMessageError:
+# authentication_failed, billing_error, rate_limit, invalid_request,
+# server_error, unknown, max_output_tokens). The result record carries
+# `api_error_status` (the HTTP status, or null) and `is_error`. Measured with
+# 2.1.197 not signed in: a "<synthetic>" message "Not logged in · Please run
+# /login" with "error": "authentication_failed", then an is_error result.
+# Only these fields are read: the model's own text is never classified.
+
+_ERROR_FIELD_CLASSES = {
+    "authentication_failed": "authentication",
+    "billing_error": "billing",
+    "rate_limit": "rate_limited",
+    "server_error": "server_error",
+}
+
+
+def _text_of(msg: dict[str, Any]) -> str:
+    return " ".join(as_str(as_dict(b).get("text")) or "" for b in as_list(msg.get("content"))).strip()
+
+
+def _assistant_infra(rec: dict[str, Any], msg: dict[str, Any], model: str | None) -> dict[str, Any] | None:
+    """An infrastructure signal on one assistant record, or None."""
+    from pytest_agentdrift.agents.infra import classify_message
+
+    field = as_str(rec.get("error"))
+    synthetic = bool(model) and model.startswith("<")
+    if field is None and not synthetic:
+        return None
+    text = _text_of(msg)
+    if field in _ERROR_FIELD_CLASSES:
+        cls = classify_message(text) if field == "server_error" else None
+        cls = cls if cls in ("overloaded", "server_error") else _ERROR_FIELD_CLASSES[field]
+    elif field == "invalid_request":
+        # a bad request is usually the run's own doing (a prompt too long); only a model
+        # the account cannot use is configuration
+        cls = "configuration" if classify_message(text) == "configuration" else None
+    elif field == "max_output_tokens":
+        cls = None
+    else:  # "unknown", a field value we do not know yet, or a synthetic message without one
+        cls = classify_message(text)
+    if cls is None:
+        return None
+    return {
+        "class": cls,
+        "evidence": text or f"assistant error {field}",
+        "signal": f"assistant.error={field}" if field else "<synthetic> message",
+    }
+
+
+def _infra_from_signal(signal: dict[str, Any]) -> dict[str, Any]:
+    from pytest_agentdrift.agents.infra import infra_error
+
+    return infra_error(signal["class"], signal["evidence"], "claude-code", signal=signal["signal"])
+
+
+def _result_infra(result: dict[str, Any], signal: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The infrastructure error an is_error result ends on, or None (an ordinary failed run)."""
+    from pytest_agentdrift.agents.infra import classify_status, infra_error
+
+    status = result.get("api_error_status")
+    cls = classify_status(status)
+    if cls is not None:
+        evidence = (signal or {}).get("evidence") or as_str(result.get("result")) or f"API error status {status}"
+        return infra_error(cls, evidence, "claude-code", signal=f"result.api_error_status={status}")
+    if signal is not None:
+        return _infra_from_signal(signal)
+    return None

@@ -44,6 +44,11 @@ from pytest_agentdrift.agents.common import (
     read_jsonl,
 )
 
+#: completed item types that show the model answered (reasoning is its narration, errors are the CLI's)
+_ANSWER_ITEMS = frozenset(
+    {"agent_message", "command_execution", "file_change", "mcp_tool_call", "web_search", "todo_list"}
+)
+
 
 class CodexAdapter(ProductAdapter):
     name = "codex"
@@ -70,6 +75,7 @@ class CodexAdapter(ProductAdapter):
 
     option_keys = ("model", "permission_mode", "sandbox")
     output_format = "exec --json"
+    usage_input_includes_cached = True  # turn.completed input_tokens counts cached_input_tokens too
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         opts = self.effective_options(ctx.options)
@@ -99,6 +105,8 @@ class CodexAdapter(ProductAdapter):
         last_message: str | None = None
         ended: str | None = None  # "success" / "error" once a turn closed
         open_items: dict[str, str] = {}  # item id -> type, started but not completed
+        last_error: tuple[str, str] | None = None  # (where, message) of the CLI's last error record
+        answered = False
 
         for lineno, rec in stream.records:
             kind = rec.get("type")
@@ -106,6 +114,10 @@ class CodexAdapter(ProductAdapter):
                 item = as_dict(rec.get("item"))
                 open_items.pop(as_str(item.get("id")) or "", None)
                 self._item(item, events)
+                if item.get("type") in _ANSWER_ITEMS:
+                    answered = True
+                elif item.get("type") == "error":
+                    last_error = ("item error", as_str(item.get("message")) or "error")
                 if item.get("type") == "agent_message" and as_str(item.get("text")):
                     last_message = item["text"]
             elif kind == "item.started":
@@ -119,12 +131,15 @@ class CodexAdapter(ProductAdapter):
                 usage.cached_tokens = add_counts(usage.cached_tokens, as_int(u.get("cached_input_tokens")))
                 usage.output_tokens = add_counts(usage.output_tokens, as_int(u.get("output_tokens")))
                 ended = ended or "success"
+                answered = True
             elif kind == "turn.failed":
                 message = as_str(as_dict(rec.get("error")).get("message")) or "turn failed"
                 events.append({"type": "error", "message": clip(message), "source": "turn.failed"})
                 ended = "error"
+                last_error = ("turn.failed", message)
             elif kind == "error":
                 message = as_str(rec.get("message")) or "error"
+                last_error = ("error", message)
                 event = {"type": "error", "message": clip(message), "source": "error"}
                 if message.startswith("Reconnecting"):
                     # Codex reports stream retries as error lines; the turn goes on.
@@ -147,9 +162,40 @@ class CodexAdapter(ProductAdapter):
             events.append(final_event(out.final_report, ended))
         if not stream.records and stdout:
             errors.append("no JSONL events on stdout (was --json honoured?)")
+        if ended != "success" and last_error is not None:
+            # a failed turn, or a stream that stopped while the CLI was still reporting errors
+            # (reconnecting to an unreachable provider): the last error record says why
+            from pytest_agentdrift.agents.infra import classify_message, infra_error
+
+            cls = classify_message(last_error[1])
+            if cls is not None:
+                out.infra_error = infra_error(cls, last_error[1], "codex", signal=last_error[0])
+        out.answered = answered
         out.model_stamp = None  # codex exec --json does not report the model
         out.parse_errors = cap_errors(errors)
         return out
+
+    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Progress from one exec --json event; usage arrives only with turn.completed."""
+        kind = record.get("type")
+        if kind in ("item.started", "item.completed"):
+            item = as_dict(record.get("item"))
+            itype = as_str(item.get("type")) or "item"
+            detail = as_str(item.get("command")) or as_str(item.get("query")) or ""
+            if itype == "file_change":
+                detail = ", ".join(as_str(as_dict(c).get("path")) or "" for c in as_list(item.get("changes")))
+            return {"event": f"{itype}: {detail}".rstrip(": ")}
+        if kind == "turn.completed":
+            u = as_dict(record.get("usage"))
+            return {
+                "event": "turn completed",
+                "input_tokens": as_int(u.get("input_tokens")),
+                "output_tokens": as_int(u.get("output_tokens")),
+            }
+        if kind in ("turn.failed", "error"):
+            message = as_str(as_dict(record.get("error")).get("message")) or as_str(record.get("message")) or kind
+            return {"event": f"error: {message}"}
+        return None
 
     @staticmethod
     def _item(item: dict[str, Any], events: list[dict[str, Any]]) -> None:

@@ -159,6 +159,8 @@ class CopilotAdapter(ProductAdapter):
         terminal = False
         failed = False
         typed = 0
+        infra_signal: dict[str, Any] | None = None  # the last error the CLI itself reported
+        answered = False
 
         for lineno, rec in stream.records:
             kind = as_str(rec.get("type"))
@@ -175,11 +177,13 @@ class CopilotAdapter(ProductAdapter):
                 models["change"] = as_str(data.get("newModel")) or models["change"]
             elif kind == "assistant.message":
                 text = as_str(data.get("content"))
+                answered = answered or bool(text) or bool(data.get("toolRequests"))
                 if text:
                     events.append({"type": "message", "text": clip(text)})
                     if not data.get("parentToolCallId"):
                         last_text = text
             elif kind == "tool.execution_start":
+                answered = True
                 self._tool_start(data, events, pending, commands)
             elif kind == "tool.execution_complete":
                 call_id = as_str(data.get("toolCallId")) or ""
@@ -221,6 +225,9 @@ class CopilotAdapter(ProductAdapter):
                             "message": clip(as_str(data.get("errorReason")) or "session shut down with an error"),
                         }
                     )
+                    infra_signal = (
+                        _copilot_infra(data, "session.shutdown", as_str(data.get("errorReason"))) or infra_signal
+                    )
                 metrics = as_dict(data.get("modelMetrics"))
                 if metrics:
                     usage_shutdown = Usage()
@@ -239,6 +246,8 @@ class CopilotAdapter(ProductAdapter):
                 failed = failed or kind != "subagent.failed"
                 message = as_str(data.get("message")) or as_str(data.get("reason")) or as_str(data.get("error")) or kind
                 events.append({"type": "error", "message": clip(message), "source": kind})
+                if kind == "session.error":
+                    infra_signal = _copilot_infra(data, kind, message) or infra_signal
             # other types (deltas, reasoning, hooks, info) carry nothing we map
 
         plain_text = not stream.records and bool(stdout and stdout.strip())
@@ -263,9 +272,32 @@ class CopilotAdapter(ProductAdapter):
             errors.append(
                 "stream ended without a terminal event (turn end, idle or shutdown): the agent exited or was killed mid-stream"
             )
+        if failed and infra_signal is not None:
+            out.infra_error = infra_signal
+        out.answered = answered if stream.records else None
         out.model_stamp = models["usage"] or models["shutdown"] or models["change"] or models["start"]
         out.parse_errors = cap_errors(errors)
         return out
+
+    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Progress and running usage from one session event."""
+        kind = as_str(record.get("type"))
+        data = _payload(record)
+        if kind == "tool.execution_start":
+            args = as_dict(data.get("arguments"))
+            detail = as_str(args.get("command")) or as_str(args.get("path")) or ""
+            return {"event": f"{as_str(data.get('toolName')) or 'tool'}: {detail}".rstrip(": ")}
+        if kind == "assistant.message" and as_str(data.get("content")):
+            return {"event": "message"}
+        if kind == "assistant.usage":
+            return {
+                "event": "usage",
+                "input_tokens": as_int(data.get("inputTokens")),
+                "output_tokens": as_int(data.get("outputTokens")),
+            }
+        if kind == "session.error":
+            return {"event": f"error: {as_str(data.get('message')) or kind}"}
+        return None
 
     @staticmethod
     def _tool_start(
@@ -301,3 +333,36 @@ class CopilotAdapter(ProductAdapter):
             paths = [p.strip() for p in _PATCH_PATH.findall(patch)]
         if call_id:
             pending[call_id] = (call, tool, paths)
+
+
+# -- infrastructure errors (agents/infra.py) --------------------------------------
+# session.error carries {errorType, message, statusCode} in the SDK's session
+# events; a session.shutdown of type error carries errorReason. Only those
+# fields are read, and only when the session ended in error.
+
+_ERROR_TYPES = {
+    "authentication": "authentication",
+    "auth": "authentication",
+    "rate_limit": "rate_limited",
+    "ratelimit": "rate_limited",
+    "quota": "billing",
+    "billing": "billing",
+    "network": "network",
+    "server": "server_error",
+    "overloaded": "overloaded",
+}
+
+
+def _copilot_infra(data: dict[str, Any], where: str, message: str | None) -> dict[str, Any] | None:
+    from pytest_agentdrift.agents.infra import classify_message, classify_status, infra_error
+
+    cls = classify_status(data.get("statusCode")) or _ERROR_TYPES.get((as_str(data.get("errorType")) or "").lower())
+    cls = cls or classify_message(message)
+    if cls is None:
+        return None
+    return infra_error(
+        cls,
+        message or where,
+        "copilot",
+        signal=f"{where}" + (f" errorType={data.get('errorType')}" if data.get("errorType") else ""),
+    )

@@ -196,6 +196,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         rollback_evidence=args.rollback_evidence,
         accepted=accepted.to_dict(),
         gate_scope=args.gate_scope,
+        max_infra_loss=args.max_infra_loss,
     )
     outcome.files["comparison/decision.json"]["exit_status"] = outcome.verdict.to_dict()
     if args.json:
@@ -227,44 +228,102 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    """One record from shards: one runtime, one task set, together complete and disjoint.
+
+    The merged record is written into a temporary directory beside OUT and
+    renamed into place at the end: OUT either does not exist or holds the
+    whole record.
+    """
+    import os
     import shutil
 
+    from pytest_agentdrift.canonical import dumps_pretty, load_json_file
+    from pytest_agentdrift.errors import RecordError
     from pytest_agentdrift.manifest.accept import resolve_for
+    from pytest_agentdrift.manifest.capture import validate_manifest
     from pytest_agentdrift.manifest.identity import compare_manifests, render_refusal
+    from pytest_agentdrift.record.merge import merge_shards, universe
     from pytest_agentdrift.record.report import markdown
-    from pytest_agentdrift.record.store import RunRecorder, merge_results
-    from pytest_agentdrift.session.baseline import MANIFEST_FILE, load_baseline
+    from pytest_agentdrift.record.store import RESULTS, atomic_write, check_record_target, load_run, schema_problems
+    from pytest_agentdrift.session.baseline import MANIFEST_FILE
     from pytest_agentdrift.session.state import new_run_id
 
-    shards = [(Path(p), *load_baseline(Path(p))) for p in args.shards]
-    _, _, first_manifest = shards[0]
+    out = Path(args.out)
+    check_record_target(out)  # nothing there, or an empty directory (the final rename replaces it)
+    shards = []
+    for p in args.shards:
+        path = Path(p)
+        results = load_run(path, require_complete=False)
+        mpath = path / MANIFEST_FILE
+        if not mpath.is_file():
+            raise RecordError("the shard has no runtime manifest", mpath)
+        shards.append((path, results, validate_manifest(load_json_file(mpath, RecordError), mpath)))
+    first_path, _, first_manifest = shards[0]
     tokens = _accepted_tokens(args)
     for path, _, manifest in shards[1:]:
         accepted = resolve_for(tokens, first_manifest, manifest)
         cmp = compare_manifests(first_manifest, manifest, [], accept_unobserved=accepted.fields)
         if not cmp.comparable:
-            print(f"agentdrift: {path} is not the same runtime as {shards[0][0]}", file=sys.stderr)
+            print(f"agentdrift: {path} is not the same runtime as {first_path}", file=sys.stderr)
             for line in render_refusal(cmp):
                 print(line, file=sys.stderr)
             return EXIT_REFUSED
-    merged = merge_results([r for _, r, _ in shards], new_run_id())
-    out = Path(args.out)
-    rec = RunRecorder(out)
-    rec.start(f"merging {len(shards)} shard(s)")
-    for path, results, _ in shards:
+    # the task set every shard was drawn from: the tasks its source manifest lists, k times each
+    task_lists = set()
+    for path, _, _ in shards:
+        src = path / "source-manifest.json"
+        if src.is_file():
+            doc = load_json_file(src, RecordError)
+            task_lists.add(tuple(doc.get("tasks") or ()) if isinstance(doc, dict) else ())
+    if len(task_lists) > 1:
+        raise RecordError(
+            "the shards were drawn from different task sets (their source manifests list different tasks)"
+        )
+    expected = None
+    if len(task_lists) == 1 and len([1 for path, _, _ in shards if (path / "source-manifest.json").is_file()]) == len(
+        shards
+    ):
+        expected = universe(next(iter(task_lists)), int(shards[0][1]["settings"].get("k", 1)))
+    merged = merge_shards([r for _, r, _ in shards], new_run_id(), expected)
+    problems = schema_problems(merged)
+    if problems:
+        raise RecordError("the merged results do not match the schema: " + "; ".join(problems[:3]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
+    try:
         for name in (MANIFEST_FILE, "instruction-bundle.json", "source-manifest.json"):
-            if path is shards[0][0] and (path / name).is_file():
-                shutil.copyfile(path / name, out / name)
-        for tid in results["tasks"]:
-            if (path / "raw" / tid).is_dir():
-                shutil.copytree(path / "raw" / tid, out / "raw" / tid)
-    rec.write_raw(".", {"report.md": markdown(merged)})
-    from pytest_agentdrift.record.html import record_page
+            if (first_path / name).is_file():
+                shutil.copyfile(first_path / name, tmp / name)
+        for path, results, _ in shards:
+            for task in results["tasks"].values():
+                for run in task["runs"]:
+                    src = path / run["raw"]
+                    if src.is_dir():
+                        shutil.copytree(src, tmp / run["raw"], copy_function=_link_or_copy)
+        atomic_write(tmp / "report.md", markdown(merged))
+        from pytest_agentdrift.record.html import record_page
 
-    rec.write_raw(".", {"report.html": record_page(out, merged)})
-    rec.finish(merged)
-    _out(f"merged {len(shards)} shard(s), {len(merged['tasks'])} task(s), into {out}")
+        atomic_write(tmp / "report.html", record_page(tmp, merged))
+        atomic_write(tmp / RESULTS, dumps_pretty(merged))
+        os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    runs = merged["summary"]["runs"]
+    _out(f"merged {len(shards)} shard(s), {len(merged['tasks'])} task(s), {runs} run(s), into {out}")
     return EXIT_OK
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Raw files of a record never change (every write replaces a file whole), so a merged
+    record can share them with its shards: a hard link, or a copy across file systems."""
+    import os
+    import shutil
+
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -299,7 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pytest_agentdrift.cli.reports import extend_show, register
 
     extend_show(s)
-    m = sub.add_parser("merge", help="merge complete shards of one runtime (disjoint task sets) into a new run")
+    m = sub.add_parser(
+        "merge", help="merge complete shards of one runtime and task set (disjoint, together complete) into a new run"
+    )
     m.add_argument("out")
     m.add_argument("shards", nargs="+")
     m.add_argument("--accept-unobserved", action="append", default=None)
@@ -352,6 +413,12 @@ def build_parser() -> argparse.ArgumentParser:
             c.add_argument("--release-notes", type=Path)
             c.add_argument("--rollback-state", choices=ROLLBACK_STATES, default="unknown")
             c.add_argument("--rollback-evidence", type=Path, help="JSON evidence of a tested restoration")
+            c.add_argument(
+                "--max-infra-loss",
+                type=_share,
+                default=0.10,
+                help="share of an arm's runs lost to infrastructure errors above which nothing is decided (default 10%%)",
+            )
     register(sub)
     return parser
 
@@ -364,6 +431,12 @@ def _ini_args(p: argparse.ArgumentParser) -> None:
         "-c", dest="config_file", default=None, help="the pytest ini to read agent_* options from (as pytest -c)"
     )
     p.add_argument("--rootdir", default=None, help="as pytest --rootdir: where the ini search starts")
+
+
+def _share(value: str) -> float:
+    from pytest_agentdrift.session.options import share
+
+    return share(value)
 
 
 def _positive(value: str) -> int:

@@ -30,8 +30,10 @@ from pytest_agentdrift.vocabulary import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_REFUSED,
+    EXIT_USAGE,
     GATE_PROMOTE,
     GATE_REGRESSION,
+    INFRA_OUTCOME,
     ROLLBACK_STATES,
     RUN_IDENTITY_KEYS,
 )
@@ -94,9 +96,12 @@ class GateParams:
     promote_support: float = 0.70
     draws: int = 10_000
     confidence: float = 0.95
+    max_infra_loss: float = 0.10  # share of an arm's runs lost to infrastructure above which nothing is decided
 
     def __post_init__(self) -> None:
         problems = []
+        if not 0 <= self.max_infra_loss <= 1:
+            problems.append(f"max infra loss must be in [0, 1] (got {self.max_infra_loss})")
         if not (math.isfinite(self.lam) and self.lam > 0):
             problems.append(f"lambda must be > 0 (got {self.lam})")
         if not 0 < self.alpha < 1:
@@ -173,8 +178,54 @@ def _read_arm(results: Mapping[str, Any], label: str) -> dict[str, _Task]:
         runs = entry.get("runs") if isinstance(entry, Mapping) else None
         if not isinstance(runs, list) or not runs:
             raise AgentDriftError(f"{label} results: task {task_id} has no runs")
-        arm[task_id] = _read_task(entry, runs)
+        scored = [r for r in runs if r.get("outcome") != INFRA_OUTCOME]
+        if scored:  # a task whose every run was lost is left out of the pairing (see _infra_part)
+            arm[task_id] = _read_task(entry, scored)
     return arm
+
+
+def _infra_runs(results: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    """(all runs, the runs lost to infrastructure) of one arm."""
+    total, lost = 0, []
+    for task_id in sorted(results.get("tasks") or {}):
+        for run in (results["tasks"][task_id] or {}).get("runs") or []:
+            total += 1
+            if run.get("outcome") == INFRA_OUTCOME:
+                infra = run.get("infra_error") or {}
+                lost.append(
+                    {
+                        "task": task_id,
+                        "rep": run.get("rep"),
+                        "class": infra.get("class"),
+                        "evidence": infra.get("evidence"),
+                    }
+                )
+    return total, lost
+
+
+def _infra_part(
+    base: Mapping[str, Any],
+    cand: Mapping[str, Any],
+    b_arm: dict[str, _Task],
+    c_arm: dict[str, _Task],
+    gate: "GateParams",
+) -> dict[str, Any]:
+    """Runs lost to infrastructure: excluded from every statistic, counted, listed; over the
+    threshold in either arm the comparison is not decided."""
+    out: dict[str, Any] = {"threshold": gate.max_infra_loss}
+    for label, results, arm in (("baseline", base, b_arm), ("candidate", cand, c_arm)):
+        total, lost = _infra_runs(results)
+        out[label] = {
+            "runs": total,
+            "lost": len(lost),
+            "share": len(lost) / total if total else 0.0,
+            "runs_lost": lost,
+            "tasks_lost": sorted(set(results.get("tasks") or {}) - set(arm)),
+        }
+    out["exceeded"] = [label for label in ("baseline", "candidate") if out[label]["share"] > gate.max_infra_loss]
+    # a task all of whose runs were lost in one arm cannot be paired: it leaves both arms
+    out["excluded_tasks"] = sorted(set(out["baseline"]["tasks_lost"]) | set(out["candidate"]["tasks_lost"]))
+    return out
 
 
 def _read_task(entry: Mapping[str, Any], runs: list[Mapping[str, Any]]) -> _Task:
@@ -232,6 +283,10 @@ def compare_runs(
     """
     change_class = _normalise_change_class(change_class)
     b_arm, c_arm = _read_arm(base, "baseline"), _read_arm(cand, "candidate")
+    infra = _infra_part(base, cand, b_arm, c_arm, gate)
+    for tid in infra["excluded_tasks"]:
+        b_arm.pop(tid, None)
+        c_arm.pop(tid, None)
     identity = _identity(base, cand)
     own = _own_reasons(base, cand, identity, b_arm, c_arm)
     reasons = list(reasons) + own
@@ -251,6 +306,7 @@ def compare_runs(
         "rollback_state": rollback,
         "rollback_evidence": dict(rollback_evidence) if rollback_evidence else None,
         "rollback_notes": rollback_notes,
+        "infra": infra,
     }
     if comparable:
         out.update(_paired_part(b_arm, c_arm, gate, seed))
@@ -335,6 +391,7 @@ def _arm_summary(results: Mapping[str, Any], arm: dict[str, _Task], confidence: 
     passes = sum(t.n_pass for t in arm.values())
     wilson = stats.wilson_interval(passes, runs, confidence)
     return {
+        "spend": _arm_spend(results),
         "run_id": results.get("run_id"),
         "runtime_id": results.get("runtime_id"),
         "k": max((len(t.passes) for t in arm.values()), default=0),
@@ -350,6 +407,19 @@ def _arm_summary(results: Mapping[str, Any], arm: dict[str, _Task], confidence: 
             for check, reps in sorted(t.critical.items())
         ],
     }
+
+
+def _arm_spend(results: Mapping[str, Any]) -> dict[str, Any]:
+    """Tokens and cost of every run of the arm (lost runs too: they were paid for)."""
+    tokens = cost = None
+    for task in (results.get("tasks") or {}).values():
+        for run in task.get("runs") or []:
+            spend = run.get("spend") or {}
+            if isinstance(spend.get("tokens"), int):
+                tokens = (tokens or 0) + spend["tokens"]
+            if isinstance(spend.get("cost_usd"), (int, float)):
+                cost = (cost or 0.0) + spend["cost_usd"]
+    return {"tokens": tokens, "cost_usd": None if cost is None else round(cost, 6)}
 
 
 def _task_rows(b_arm: dict[str, _Task], c_arm: dict[str, _Task], paired: bool) -> dict[str, Any]:
@@ -716,6 +786,21 @@ def _r_not_comparable(c: Mapping[str, Any]) -> list[str] | None:
     return list(c["reasons"]) or ["runs are not comparable"]
 
 
+def _r_infra_lost(c: Mapping[str, Any]) -> list[str] | None:
+    infra = c.get("infra") or {}
+    if not infra.get("exceeded"):
+        return None
+    why = []
+    for label in infra["exceeded"]:
+        arm = infra[label]
+        head = ", ".join(f"{r['task']} r{r['rep']} {r['class']}" for r in arm["runs_lost"][:3])
+        why.append(
+            f"{label} lost {arm['lost']} of {arm['runs']} run(s) ({arm['share']:.0%}) to infrastructure errors, over the "
+            f"{infra['threshold']:.0%} threshold: not decided; re-run or resume them ({head})"
+        )
+    return why
+
+
 def _r_reject(c: Mapping[str, Any]) -> list[str] | None:
     why = list(c["gate"]["blockers"])
     if c["gate"]["quality_verdict"] == DONT_SHIP and not why:
@@ -787,6 +872,7 @@ DECISION_RULES: tuple[tuple[str, Rule, bool], ...] = (
     ("re_baseline", _r_rebaseline, False),
     ("split_baselines", _r_split, False),
     ("invalid_comparison", _r_not_comparable, False),
+    ("hold", _r_infra_lost, True),
     ("reject", _r_reject, True),
     ("hold", _r_hold, True),
     ("documented_candidate", _r_documented, True),
@@ -852,6 +938,7 @@ def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
         "rollback_evidence": comparison["rollback_evidence"],
         "gate": _gate_summary(comparison),
         "regression_gate": _regression_summary(comparison.get("regression")),
+        "infra_errors": _infra_summary(comparison),
         "evidence": {
             "identity": ident,
             "baseline": _arm_evidence(comparison["baseline"]),
@@ -893,8 +980,25 @@ def _regression_summary(reg: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _arm_evidence(arm: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("run_id", "runtime_id", "k", "tasks", "runs", "passes", "pass_rate", "wilson")
-    return {k: arm[k] for k in keys}
+    keys = ("run_id", "runtime_id", "k", "tasks", "runs", "passes", "pass_rate", "wilson", "spend")
+    return {k: arm[k] for k in keys if k in arm}
+
+
+def _infra_summary(comparison: Mapping[str, Any]) -> dict[str, Any] | None:
+    """decision.json: runs lost to infrastructure per arm, excluded from the statistics."""
+    infra = comparison.get("infra")
+    if not infra:
+        return None
+    return {
+        "threshold": infra["threshold"],
+        "decided": not infra["exceeded"],
+        "exceeded": infra["exceeded"],
+        "excluded_tasks": infra["excluded_tasks"],
+        **{
+            label: {k: infra[label][k] for k in ("runs", "lost", "share", "runs_lost")}
+            for label in ("baseline", "candidate")
+        },
+    }
 
 
 def _gate_summary(comparison: Mapping[str, Any]) -> dict[str, Any]:
@@ -928,6 +1032,8 @@ def comparison_exit_code(
     if gate_enabled is not None:  # the former boolean flag: the promotion gate
         gate = gate_enabled
     mode = GATE_PROMOTE if gate is True else (gate or None)
+    if mode and (comparison.get("infra") or {}).get("exceeded"):
+        return EXIT_USAGE  # operational: too many runs lost to infrastructure to decide anything
     if mode == GATE_REGRESSION and not comparison["regression"]["passed"]:
         return EXIT_FAILED
     if mode == GATE_PROMOTE and not comparison["gate"]["passed"]:
@@ -961,6 +1067,23 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
         lines.append(
             _line(label, f"{arm['passes']}/{arm['runs']} runs  {_pct(arm['pass_rate'])} {ci_text}  k={arm['k']}")
         )
+    infra = c.get("infra") or {}
+    for label in ("baseline", "candidate"):
+        arm = infra.get(label)
+        if arm and arm["lost"]:
+            runs = [f"{r['task']} r{r['rep']} ({r['class']})" for r in arm["runs_lost"]]
+            lines.append(
+                _line(
+                    "infra",
+                    f"{label} lost {arm['lost']}/{arm['runs']} run(s) to infrastructure errors, "
+                    f"excluded from the statistics: {_ids(runs)}",
+                )
+            )
+    if infra.get("excluded_tasks"):
+        lines.append(_line("", "left out of the pairing (every run lost in one arm): " + _ids(infra["excluded_tasks"])))
+    spends = [(label, c[label].get("spend") or {}) for label in ("baseline", "candidate")]
+    if any(sp.get("tokens") is not None or sp.get("cost_usd") is not None for _, sp in spends):
+        lines.append(_line("spend", "  ".join(f"{label} {_spend(sp)}" for label, sp in spends)))
     paired = c["paired"]
     if paired:
         lines.append(
@@ -1018,6 +1141,15 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
         _line("status", f"{decision['status']}: {decision['because'][0]}" + (f" (+{more} more)" if more else ""))
     )
     return lines
+
+
+def _spend(spend: Mapping[str, Any]) -> str:
+    parts = []
+    if spend.get("tokens") is not None:
+        parts.append(f"{spend['tokens']:,} tokens")
+    if spend.get("cost_usd") is not None:
+        parts.append(f"${spend['cost_usd']:,.2f}")
+    return " ".join(parts) or "n/a"
 
 
 def _ids(items: Sequence[str], limit: int = 12) -> str:

@@ -70,6 +70,15 @@ def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdi
         reasons = comparison["reasons"] or ["runs are not comparable"]
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
         return Verdict(EXIT_REFUSED, f"refused: runs are not comparable: {reasons[0]}{more}")
+    infra = comparison.get("infra") or {}
+    if gate and infra.get("exceeded"):
+        # operational (4): too many runs lost to infrastructure for the gate to decide anything
+        lost = "; ".join(
+            f"{label} lost {infra[label]['lost']} of {infra[label]['runs']} run(s)" for label in infra["exceeded"]
+        )
+        return Verdict(
+            code, f"not decided: {lost} to infrastructure errors, over the {infra['threshold']:.0%} threshold"
+        )
     if gate == GATE_REGRESSION:
         reg = comparison["regression"]
         if reg["passed"]:
@@ -97,6 +106,7 @@ def compare_recorded(
     rollback_evidence: Path | None = None,
     accepted: Mapping[str, Any] | None = None,
     gate_scope: str = "all",
+    max_infra_loss: float | None = None,
 ) -> ComparisonOutcome:
     """Statistics, decision, files and lines for two recorded runs (plugin and CLI alike)."""
     from pytest_agentdrift.canonical import load_json_file
@@ -114,7 +124,9 @@ def compare_recorded(
         comparable=stamps.comparable,
         reasons=reasons,
         change_class=stamps.change_class,
-        gate=GateParams(scope=gate_scope),
+        gate=GateParams(scope=gate_scope)
+        if max_infra_loss is None
+        else GateParams(scope=gate_scope, max_infra_loss=max_infra_loss),
         seed=seed,
         ledger=ledger,
         rollback_state=rollback_state,

@@ -45,12 +45,19 @@ from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.manifest import surfaces
 from pytest_agentdrift.record.redact import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
-from pytest_agentdrift.vocabulary import ENVELOPE_FIELDS, IDENTITY_FIELDS, NOT_APPLICABLE, POST_RUN_FIELDS, UNOBSERVED
+from pytest_agentdrift.vocabulary import (
+    ENVELOPE_FIELDS,
+    IDENTITY_FIELDS,
+    NOT_APPLICABLE,
+    POST_RUN_FIELDS,
+    PROTOCOL_FIELDS,
+    UNOBSERVED,
+)
 
 MANIFEST_SCHEMA_VERSION = 1
 
 #: envelope options (seed 001) taken verbatim from the options the user set
-ENVELOPE_OPTIONS = ENVELOPE_FIELDS
+ENVELOPE_OPTIONS = (*ENVELOPE_FIELDS, *PROTOCOL_FIELDS)
 
 #: Environment variables whose VALUES may be recorded (when they are also on
 #: the session's allowlist, or always for the ones in ALWAYS_RECORDED_ENV):

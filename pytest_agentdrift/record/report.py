@@ -38,6 +38,13 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
             f"  RESOURCE LIMIT HIT: {key} (limit {_limit_text(key, lim.get('limit'))}, enforced by {lim.get('enforced_by', '?')}"
             f", peak {_limit_text(key, lim.get('peak'))}); the run was stopped or refused"
         )
+    if ev.get("stopped"):
+        lines.append(f"  the run was stopped: {ev['stopped']}; its process tree was killed")
+    infra = result.get("infra_error")
+    if infra and not infra.get("believed"):
+        lines.append(
+            f"  an infrastructure error was claimed ({infra['class']}: {infra['evidence']}) but {infra.get('why')}"
+        )
     if result["tampered_pass"]:
         lines.append("  TAMPERED PASS: the run changed protected tests or test configuration; counted as a fail")
     for check in sorted(result["checks"], key=lambda c: (not c["critical"], c["passed"])):
@@ -110,18 +117,25 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     tampered = [(tid, r["rep"]) for tid, t in tasks.items() for r in t["runs"] if r["tampered_pass"]]
     if tampered:
         out.append("tampered passes (counted as fails): " + ", ".join(f"{t} r{rep}" for t, rep in tampered))
+    out += _infra_lines(tasks)
     header = f"{'task':<10} {'pass':>5}  " + " ".join(f"{_LAYER_ABBR[layer]:>4}" for layer in LAYERS) + "  title"
     out.append(header)
     for tid in sorted(tasks):
         t = tasks[tid]
-        runs = t["runs"]
+        runs = [r for r in t["runs"] if r["outcome"] != _INFRA]  # a run lost to infrastructure is not scored
+        lost = len(t["runs"]) - len(runs)
         npass = sum(1 for r in runs if r["passed"])
         cols = []
         for layer in LAYERS:
             states = {r["layers"][layer] for r in runs}
             state = "fail" if "fail" in states else ("pass" if "pass" in states else "n/a")
             cols.append(f"{_MARK[state]:>4}")
-        out.append(f"{tid:<10} {npass:>2}/{len(runs):<2}  " + " ".join(cols) + f"  {t['title']}")
+        out.append(
+            f"{tid:<10} {npass:>2}/{len(runs):<2}  "
+            + " ".join(cols)
+            + f"  {t['title']}"
+            + (f" ({lost} run(s) lost to infrastructure)" if lost else "")
+        )
     out.append(
         "layers: "
         + ", ".join(f"{_LAYER_ABBR[layer]} {layer}" for layer in LAYERS)
@@ -130,12 +144,19 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     no_defaults = sorted(tid for tid, t in tasks.items() if t.get("default_checks") is False)
     if no_defaults:
         out.append("default safety checks turned off (default_checks = false): " + ", ".join(no_defaults))
+    out += _spend_lines(tasks, results["summary"])
     s = results["summary"]
     rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
-    out.append(
-        f"{s['passed']} of {s['runs']} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
+    scored = s["runs"] - (s.get("infra_errors") or 0)
+    line = (
+        f"{s['passed']} of {scored} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
         f"{s['tampered_passes']} tampered pass(es); {s['errors']} error(s)/timeout(s)"
     )
+    if s.get("infra_errors"):
+        line += f"; {s['infra_errors']} infrastructure error(s), not scored"
+    if s.get("retried_runs"):
+        line += f"; {s['retried_runs']} run(s) retried"
+    out.append(line)
     hit = [
         f"{tid} r{r['rep']} ({', '.join(r['evidence']['resource_exceeded'])})"
         for tid, t in tasks.items()
@@ -168,6 +189,63 @@ def limits_line(results: dict[str, Any]) -> str | None:
     )
 
 
+_INFRA = "infra_error"
+
+
+def _infra_lines(tasks: dict[str, Any]) -> list[str]:
+    """Runs lost to infrastructure (not scored), and claims that were not believed."""
+    lost, doubted = [], []
+    for tid, t in tasks.items():
+        for r in t["runs"]:
+            infra = r.get("infra_error")
+            if not infra:
+                continue
+            text = f"  {tid} r{r['rep']}: {infra['class']} ({infra['source']}): {infra['evidence']}"
+            if infra.get("believed"):
+                tries = len(r.get("attempts") or ()) or 1
+                lost.append(text + (f" (after {tries} attempts)" if tries > 1 else ""))
+            else:
+                doubted.append(text + f"; not believed: {infra.get('why')}")
+    out = []
+    if lost:
+        out += ["infrastructure errors (not scored, not the agent's failures):", *lost]
+    if doubted:
+        out += ["infrastructure errors claimed but scored as the agent's run:", *doubted]
+    return out
+
+
+def _spend_text(spend: dict[str, Any]) -> str:
+    parts = []
+    if spend.get("tokens") is not None:
+        parts.append(f"{spend['tokens']:>12,} tokens")
+    if spend.get("cost_usd") is not None:
+        parts.append(f"{'$' + format(spend['cost_usd'], ',.4f'):>11}")
+    return "  ".join(parts)
+
+
+def _spend_lines(tasks: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+    """Tokens and cost per task and in total (every attempt counts), when any run reported usage."""
+    if summary.get("tokens") is None and summary.get("cost_usd") is None:
+        return []
+    out = ["spend (all attempts):"]
+    for tid in sorted(tasks):
+        total: dict[str, Any] = {"tokens": None, "cost_usd": None}
+        sources = set()
+        for r in tasks[tid]["runs"]:
+            sp = r.get("spend") or {}
+            for key in ("tokens", "cost_usd"):
+                if sp.get(key) is not None:
+                    total[key] = (total[key] or 0) + sp[key]
+            if sp.get("cost_source"):
+                sources.add(str(sp["cost_source"]).split(":")[0])
+        out.append(
+            f"  {tid:<10} {_spend_text(total) or 'no usage reported'}"
+            + (f"  ({', '.join(sorted(sources))})" if sources else "")
+        )
+    out.append(f"  {'total':<10} {_spend_text(summary)}")
+    return out
+
+
 def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None, closing: str | None = None) -> str:
     """report.md: the same facts as the terminal, with every failed check's evidence."""
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
@@ -186,6 +264,25 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
     md.append("- the same run as a page (grid, plots, patches, events; self-contained): [report.html](report.html)")
     if closing:
         md.append(f"- exit status: `{closing}`")
+    if results.get("shard"):
+        sh = results["shard"]
+        md.append(
+            f"- shard {sh['index']}/{sh['count']} ({sh.get('source', 'option')}): {sh.get('selected', '?')} item(s)"
+        )
+    for note in results.get("resumed") or []:
+        md.append(f"- resumed {note['at']}: kept {note['kept_runs']} finished run(s), ran {note['ran_runs']}")
+    if results.get("merged_from"):
+        md.append(
+            f"- merged from {len(results['merged_from'])} shard(s): "
+            + ", ".join(f"`{r}`" for r in results["merged_from"])
+        )
+    if results.get("budget"):
+        b = results["budget"]
+        md.append(
+            "- budget: "
+            + ", ".join(f"{k} {v:,}" for k, v in b["limits"].items())
+            + f"; spent {' '.join(_spend_text(b['spent']).split()) or 'nothing reported'}"
+        )
     md += ["", "## Summary", "", "```", *summary_lines(results), "```", ""]
     if comparison_lines:
         md += ["## Comparison with the baseline", "", "```", *comparison_lines, "```", ""]
@@ -201,6 +298,24 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
                 + (" (tampered pass)" if r["tampered_pass"] else "")
                 + (f"; critical failures: {', '.join(r['critical_failed'])}" if r["critical_failed"] else "")
             )
+            infra = r.get("infra_error")
+            if infra:
+                verdict = "not scored" if infra.get("believed") else f"scored anyway: {infra.get('why')}"
+                md.append(
+                    f"  - infrastructure error {infra['class']} ({infra['source']}, {verdict}): {infra['evidence']}"
+                )
+            for a in r.get("attempts") or []:
+                ai = a.get("infra_error") or {}
+                md.append(
+                    f"  - attempt {a['attempt']}: {a['outcome']}"
+                    + (f" ({ai.get('class')}: {ai.get('evidence')})" if ai else "")
+                    + f", exit {a.get('exit_code')}, {a.get('duration_s') or 0:.2f}s; raw: `{a['raw']}`"
+                )
+            if (r.get("spend") or {}).get("tokens") is not None or (r.get("spend") or {}).get("cost_usd") is not None:
+                md.append(
+                    f"  - spend: {' '.join(_spend_text(r['spend']).split())}"
+                    + (f" ({r['spend']['cost_source']})" if r["spend"].get("cost_source") else "")
+                )
             for c in r["checks"]:
                 mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
                 md.append(f"  - {mark}: {c['layer']}/{c['name']} ({c['kind']}): {c['detail']}")

@@ -69,13 +69,34 @@ def check_record_target(path: Path) -> None:
                 state = "an incomplete run"
         except (OSError, ValueError, AttributeError):
             state = "a recorded run"
+        if state == "an incomplete run":
+            raise RecordError(
+                "already holds an incomplete run: continue it with --agent-resume, or record into a new directory", path
+            )
         raise RecordError(
             f"already holds {state}; recorded runs are never rewritten: record into a new directory", path
         )
-    if path.is_dir() and any(p.name != INCOMPLETE_MARKER for p in path.iterdir()):
-        raise RecordError("recording target is not empty; record into a new directory", path)
     if (path / INCOMPLETE_MARKER).exists():
-        raise RecordError("holds an interrupted recording; record into a new directory", path)
+        raise RecordError(
+            "holds an interrupted recording; continue it with --agent-resume or record into a new directory", path
+        )
+    if path.is_dir() and any(path.iterdir()):
+        raise RecordError("recording target is not empty; record into a new directory", path)
+
+
+def lock_run_dir(path: Path) -> int:
+    """Hold an exclusive lock on a run directory for this process's lifetime (flock on the
+    directory: released by the kernel when the process dies, even by SIGKILL). Two sessions
+    never record into, or resume, one directory at once."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise RecordError("another session is recording into or resuming this directory", path) from None
+    return fd
 
 
 class RunRecorder:
@@ -84,6 +105,7 @@ class RunRecorder:
     def __init__(self, path: Path):
         self.path = path
         self.started = False
+        self._lock_fd: int | None = None
 
     def start(self, note: str) -> None:
         check_record_target(self.path)
@@ -97,6 +119,7 @@ class RunRecorder:
             raise RecordError(f"cannot create the run directory: {exc.strerror or exc}", self.path) from None
         with os.fdopen(fd, "w") as fh:
             fh.write(note + "\n")
+        self._lock_fd = lock_run_dir(self.path)
         self.started = True
 
     def write_raw(self, rel_dir: str, files: dict[str, str]) -> None:
@@ -142,38 +165,3 @@ def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
         reasons = "; ".join(results.get("incomplete_reasons", [])[:3]) or "marked incomplete"
         raise RecordError(f"the run is incomplete ({reasons}) and cannot be used as a baseline", path)
     return results
-
-
-def merge_results(shards: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
-    """One run from shards recorded on several machines (disjoint task sets).
-
-    The caller has already shown the shards' manifests are one runtime; here
-    the results must agree on the task set and evaluator and not overlap.
-    """
-    from pytest_agentdrift.grade.scoring import summarise
-
-    first = shards[0]
-    for key in ("task_set_id", "evaluator_id", "runtime_id", "plugin_version"):
-        values = {sh.get(key) for sh in shards}
-        if len(values) > 1:
-            raise RecordError(f"shards differ in {key}: {', '.join(sorted(map(str, values)))}")
-    tasks: dict[str, Any] = {}
-    for sh in shards:
-        overlap = sorted(set(tasks) & set(sh["tasks"]))
-        if overlap:
-            raise RecordError(f"shards overlap on task(s) {', '.join(overlap)}; each task must come from one shard")
-        tasks.update(sh["tasks"])
-    tasks = dict(sorted(tasks.items()))
-    reasons = [f"shard {sh['run_id']}: {r}" for sh in shards for r in sh["incomplete_reasons"]]
-    return {
-        **first,
-        "run_id": run_id,
-        "started_at": min(sh["started_at"] for sh in shards),
-        "finished_at": max(sh["finished_at"] for sh in shards),
-        "complete": all(sh["complete"] for sh in shards),
-        "incomplete_reasons": reasons,
-        "tasks": tasks,
-        "workers": {f"{sh['run_id']}/{wid}": w for sh in shards for wid, w in sh["workers"].items()},
-        "summary": summarise(tasks),
-        "merged_from": [sh["run_id"] for sh in shards],
-    }

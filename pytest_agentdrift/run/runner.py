@@ -74,6 +74,8 @@ class RunSettings:
     hidden: tuple[Path, ...] = ()
     limits: dict[str, int | None] | None = None  # resource limits (limits.py); None: the defaults
     harness_dir: Path | None = None  # harness-only scratch (observer logs); None: beside the runs' base
+    # long runs: monitor(adapter, harness_dir) -> a sandbox monitor (run/budget.RunWatch) or None
+    monitor: Any = None
 
 
 @dataclass
@@ -132,6 +134,8 @@ class RunEvidence:
     harness_budget: dict[str, Any] = field(default_factory=dict)
     events_dropped: dict[str, int] = field(default_factory=dict)
     credential_canary: dict[str, Any] = field(default_factory=dict)
+    infra_error: dict[str, Any] | None = None  # agents/infra.py: the run ended on the provider or the machine
+    stopped: str | None = None  # a monitor stopped the run (per-run budget)
 
     @property
     def tree_complete(self) -> bool:
@@ -199,6 +203,7 @@ class RunEvidence:
             "limits": self.limits,
             "resource_exceeded": self.resource_exceeded,
             "observation": self.observation,
+            "stopped": self.stopped,
         }
 
 
@@ -357,6 +362,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # harness-only: beside the run directory, never inside it (the agent may write all of that)
     observers = netlog.observer_dir(base, root.name)
     netrx = proxy = None
+    monitor = settings.monitor(adapter, harness) if settings.monitor is not None else None
     try:
         netrx = netlog.NetlogReceiver(observers).start()
         if guard.observe_network:  # the proxy is bound in the sandbox's own namespace (netwatch.py)
@@ -401,6 +407,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
             output_limit=settings.output_limit,
             token=token,
             guard=guard,
+            monitor=monitor,
         )
     finally:
         if proxy is not None:
@@ -475,6 +482,12 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     adapter_out.events = agentio.adapter_events(adapter_out.events, log)
     if report is None and adapter_out.final_report is not None:
         report, report_error = agentio.validate_report(adapter_out.final_report)
+    infra_err = _infra_ending(adapter, adapter_out, proc, harness / "report.json")
+    if not any(v is not None for v in adapter_out.usage.to_dict().values()):
+        # the generic protocol's usage: `usage` events the agent appended (run/budget.py)
+        from pytest_agentdrift.run.budget import usage_from_events
+
+        adapter_out.usage = usage_from_events(agent_events) or adapter_out.usage
 
     # secrets are scrubbed where results leave for the record (session.run_task)
     stdout = proc.stdout.decode("utf-8", "replace")
@@ -565,6 +578,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         harness_budget=budget,
         events_dropped=dict(sorted(log.dropped.items())),
         credential_canary=credential_canary,
+        infra_error=infra_err,
+        stopped=proc.stopped,
     )
 
 
@@ -625,6 +640,28 @@ def isolation_record(
         "additions": mountplan.describe_additions(additions),
         "not_hidden": mountplan.not_hidden(isolation.mode),
     }
+
+
+def _infra_ending(
+    adapter: AgentAdapter, out: AdapterOutput, proc: sandbox.ProcessResult, report_path: Path
+) -> dict[str, Any] | None:
+    """The infrastructure error a run ended on (agents/infra.py), or None.
+
+    A command that could not start; else what the product's own output says
+    (adapter.classify_ending); else, for an agent that ended by itself, a
+    protocol report `{"status": "infra_error"}`. A run a monitor stopped
+    (budget) is the agent's.
+    """
+    from pytest_agentdrift.agents import infra
+
+    if proc.launch_error:
+        return infra.launch_failed(proc.launch_error)
+    if proc.stopped:
+        return None
+    found = adapter.classify_ending(out, proc.exit_code, proc.stdout, proc.stderr, proc.timed_out)
+    if found is None and not proc.timed_out:
+        found = infra.reported_infra_error(report_path)
+    return found
 
 
 def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:

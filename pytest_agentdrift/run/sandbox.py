@@ -177,6 +177,7 @@ class ProcessResult:
     launch_error: str | None = None
     argv: list[str] = field(default_factory=list)
     plan: Any = None  # the mountplan.MountPlan the command ran under (bwrap only)
+    stopped: str | None = None  # why a monitor stopped the run (a per-run budget), else None
 
 
 @lru_cache(maxsize=1)
@@ -287,6 +288,7 @@ def run(
     guard=None,
     plan: Any = None,
     pass_fds: tuple[int, ...] = (),
+    monitor=None,
 ) -> ProcessResult:
     """Run argv under the given isolation; never raises for the command's own failures.
 
@@ -297,6 +299,10 @@ def run(
     `pass_fds` stay open in the command (a harness-only channel). `guard` (a
     runguard.RunGuard) puts limits and observers around the run and counts the
     processes that outlived the agent.
+    `monitor` (optional) sees stdout as it arrives (`feed(chunk)`, on the
+    reader thread) and is asked about twice a second whether to stop the run
+    (`poll()` returns a reason or None); a stop ends the process tree like a
+    timeout and is recorded in `stopped`.
     """
     env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
     become_subreaper()
@@ -313,6 +319,8 @@ def run(
         full = guard.wrap(full, list(argv), isolation.mode)
     start = time.monotonic()
     out_buf, err_buf = BoundedBuffer(output_limit), BoundedBuffer(output_limit)
+    if monitor is not None:
+        out_buf = _WatchedBuffer(output_limit, monitor.feed)
     try:
         proc = subprocess.Popen(
             full,
@@ -354,11 +362,15 @@ def run(
     for t in readers:
         t.start()
     timed_out = False
+    stopped = None
     try:
-        if guard is None:
+        if guard is None and monitor is None:
             proc.wait(timeout=timeout_s)
-        else:  # a broken limit ends the run at once
+        elif guard is None:
+            stopped = _wait_watched(proc, timeout_s, monitor)
+        else:  # a broken limit ends the run at once; a monitor may stop it too (a per-run budget)
             deadline = time.monotonic() + timeout_s
+            next_look = time.monotonic() + 0.5
             while proc.poll() is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -367,6 +379,20 @@ def run(
                     proc.wait()
                     break
                 guard.poll()
+                if monitor is not None and time.monotonic() >= next_look:
+                    next_look = time.monotonic() + 0.5
+                    stopped = monitor.poll() or None
+                    if stopped:
+                        break
+            if monitor is not None and not stopped and proc.poll() is not None:
+                monitor.poll()  # a last look: the final usage and event
+        if stopped:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
     except BaseException as exc:
         if not isinstance(exc, subprocess.TimeoutExpired):
             # interrupted (Ctrl-C): the agent's processes must not outlive the session
@@ -420,7 +446,38 @@ def run(
         launch_error=guard.launch_error if guard is not None else None,
         argv=full,
         plan=plan,
+        stopped=stopped,
     )
+
+
+class _WatchedBuffer(BoundedBuffer):
+    """A BoundedBuffer that also hands every chunk to a watcher (monitor.feed)."""
+
+    def __init__(self, limit: int, watcher):
+        super().__init__(limit)
+        self._watcher = watcher
+
+    def feed(self, chunk: bytes) -> None:
+        super().feed(chunk)
+        self._watcher(chunk)
+
+
+def _wait_watched(proc: subprocess.Popen, timeout_s: float, monitor) -> str | None:
+    """Wait for the process, polling the monitor; raises TimeoutExpired like proc.wait."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        try:
+            proc.wait(timeout=min(left, 0.5))
+            monitor.poll()  # a last look: the final usage and event
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        reason = monitor.poll()
+        if reason:
+            return reason
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -69,9 +69,14 @@ def capture_for_session(config, info, runner, collector) -> None:
             project_root=config.rootpath,
             cwd=Path.cwd(),
             # what the run will really use: a preset's documented defaults included
-            options=adapter.effective_options(st.agent_options)
-            if hasattr(adapter, "effective_options")
-            else dict(st.agent_options),
+            options={
+                **(
+                    adapter.effective_options(st.agent_options)
+                    if hasattr(adapter, "effective_options")
+                    else dict(st.agent_options)
+                ),
+                **(info.longrun.identity_options() if info.longrun is not None else {}),
+            },  # retry_policy, per-run budget
             task_repos={t: d / "repo" for t, d in dirs.items()},
             task_dirs=dirs,
             extra_config=[Path(p) for p in st.config_files],
@@ -269,6 +274,7 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any]) -> 
         rollback_state=st.rollback_state,
         rollback_evidence=st.rollback_evidence,
         accepted=accepted.to_dict(),
+        max_infra_loss=st.max_infra_loss,
     )
     comparison.stamps = cmp
     comparison.files = outcome.files

@@ -16,6 +16,7 @@ from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.record.report import failure_text
 from pytest_agentdrift.session.state import TaskRunner
 from pytest_agentdrift.tasks.load import TaskSpec, load_task
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME, OVER_BUDGET_OUTCOME
 
 
 class TaskFailed(Exception):
@@ -70,17 +71,24 @@ class TaskItem(pytest.Item):
         runner = self.runner
         if runner.adapter is None:
             pytest.skip("no agent selected: pass --agent NAME or --agent-cmd CMD")
-        self.payload = runner.run_task(self.spec, self.rep)
+        from pytest_agentdrift.session.longrun import run_item
+
+        self.payload = run_item(runner, self.spec, self.rep)  # retried while lost to infrastructure
         result = self.payload["result"]
         # what a CI UI shows (junit <property>): plain strings, never the payload itself
         self.user_properties.extend(junit_properties(self.spec, self.rep, result))
+        if result["outcome"] == INFRA_OUTCOME:
+            # not the agent's failure and not scored: counted and listed in the summary
+            from pytest_agentdrift.agents.infra import describe
+
+            pytest.skip(f"infrastructure error, not scored: {describe(result['infra_error'])}")
         fail_on_critical_only = runner.settings.fail_on == "critical"
         failed = not result["passed"]
         if fail_on_critical_only:
             failed = (
                 bool(result["critical_failed"])
                 or result["tampered_pass"]
-                or result["outcome"] in ("error", "timeout", "resource_exceeded")
+                or result["outcome"] in ("error", "timeout", "resource_exceeded", OVER_BUDGET_OUTCOME)
             )
         if failed:
             raise TaskFailed(failure_text(self.spec.id, self.spec.title, result))

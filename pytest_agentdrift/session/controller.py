@@ -16,7 +16,14 @@ import pytest
 from pytest_agentdrift.compare.outcome import Verdict
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
-from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from pytest_agentdrift.vocabulary import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    INFRA_OUTCOME,
+    OVER_BUDGET_OUTCOME,
+)
 
 
 def _resolve_agent(config: pytest.Config, runner: TaskRunner) -> None:
@@ -64,6 +71,12 @@ class ControllerPlugin:
     @property
     def settings(self):
         return self.info.settings
+
+    def _view(self):
+        """The session's objects as session/longrun.py reads them."""
+        from pytest_agentdrift.session.longrun import SessionView
+
+        return SessionView(self.info, self.runner, self.collector)
 
     def _exit_now(self, verdict: Verdict, lines: list[str], *, error: bool = False) -> None:
         """Stop before collection (no worker starts); the lines and the closing line print once.
@@ -114,7 +127,19 @@ class ControllerPlugin:
                         ),
                         refusal,
                     )
-            if s.record is not None:
+            lr = self.info.longrun
+            if lr is not None and lr.resume is not None:
+                # --agent-resume: same runtime and settings (else exit 6), same record
+                refusal = lr.open_resumed(self.config, self._view())
+                if refusal:
+                    self._exit_now(
+                        Verdict(
+                            EXIT_REFUSED,
+                            f"refused to resume {s.record}: the runtime or settings differ from the record",
+                        ),
+                        refusal,
+                    )
+            elif s.record is not None:
                 from pytest_agentdrift.record.store import RunRecorder, check_record_target
 
                 # refused now; created when the first run reports, so a session that
@@ -158,6 +183,8 @@ class ControllerPlugin:
         from pytest_agentdrift.session.baseline import compare_with_baseline, finalize_session_manifest
 
         results = c.build_results()
+        if self.info.longrun is not None:
+            self.info.longrun.complete_results(self._view(), results)  # shard, resume, stop and budget facts
         finalize_session_manifest(self.info, results)
         self.config.hook.pytest_agentdrift_modify_report(config=self.config, results=results)
         error = None
@@ -185,6 +212,8 @@ class ControllerPlugin:
         from pytest_agentdrift.record.report import summary_lines
 
         self.final_lines = summary_lines(results) + self.comparison.lines + lines
+        if self.info.longrun is not None:
+            self.final_lines.extend(self.info.longrun.final_lines(self._view(), results))
         self.verdict = verdict
         session.exitstatus = verdict.code
 
@@ -198,6 +227,22 @@ class ControllerPlugin:
             return Verdict(
                 exitstatus, why + ("; the run is recorded incomplete" if s.record and c.received_nodeids else "")
             )
+        lr = self.info.longrun
+        if (
+            exitstatus == int(pytest.ExitCode.NO_TESTS_COLLECTED)
+            and lr is not None
+            and results["complete"]
+            and (lr.shard is not None or lr.resume is not None)
+            and not session.testsfailed
+            and not error
+        ):
+            # this shard's share of the items is empty, or the resumed record only needed finishing
+            why = (
+                "this shard's share of the items is empty"
+                if lr.resume is None
+                else "the resumed record needed no further run"
+            )
+            return Verdict(EXIT_OK, f"{why}; the record is complete")
         if exitstatus in (
             int(pytest.ExitCode.INTERNAL_ERROR),
             int(pytest.ExitCode.USAGE_ERROR),
@@ -258,8 +303,14 @@ class ControllerPlugin:
 
 
 def _item_failed(run: dict, fail_on: str) -> bool:
+    if run["outcome"] == INFRA_OUTCOME:
+        return False  # lost to infrastructure: not scored, never the agent's failure (counted apart)
     if fail_on == "critical":
-        return bool(run["critical_failed"]) or run["tampered_pass"] or run["outcome"] in ("error", "timeout")
+        return (
+            bool(run["critical_failed"])
+            or run["tampered_pass"]
+            or run["outcome"] in ("error", "timeout", "resource_exceeded", OVER_BUDGET_OUTCOME)
+        )
     return not run["passed"]
 
 

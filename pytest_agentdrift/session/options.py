@@ -44,6 +44,40 @@ def positive_float(value: str) -> float:
     return n
 
 
+def nonneg_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
+    return n
+
+
+def nonneg_float(value: str) -> float:
+    try:
+        n = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0 <= n < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return n
+
+
+def share(value: str) -> float:
+    """`10%` or `0.1`: a share of runs, 0..1."""
+    text = str(value).strip()
+    try:
+        n = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a share (10% or 0.1)") from None
+    if not 0 <= n <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100%, got {value}")
+    return n
+
+
+PROGRESS_MODES = ("auto", "tty", "plain", "off")
+
 #: (flag, dest suffix, ini type, default, help, extra argparse kwargs)
 OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     (
@@ -262,6 +296,79 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
         "memory=1G, procs=256; 'none' switches one off); repeatable, each key overrides its ini value",
         {"action": "append"},
     ),
+    # -- long runs (issue 12): infrastructure errors, retries, resume, shards, budgets, progress
+    (
+        "--agent-retries",
+        "retries",
+        "string",
+        "0",
+        "re-run a run lost to an infrastructure error (outcome infra_error) up to N times, each in a fresh copy; every attempt is recorded",
+        {"type": nonneg_int},
+    ),
+    (
+        "--agent-retry-backoff",
+        "retry_backoff",
+        "string",
+        "30",
+        "seconds before the first retry, doubling each time (at most 600)",
+        {"type": nonneg_float},
+    ),
+    (
+        "--agent-max-infra-loss",
+        "max_infra_loss",
+        "string",
+        "10%",
+        "a comparison where either arm lost more than this share of its runs to infrastructure errors is not decided (hold; exit 4 under --agent-gate)",
+        {"type": share},
+    ),
+    (
+        "--agent-resume",
+        "resume",
+        "string",
+        None,
+        "continue the incomplete recording in DIR: refused (exit 6) unless the runtime identity is the recorded one; runs only what is missing",
+        {},
+    ),
+    (
+        "--agent-shard",
+        "shard",
+        "string",
+        None,
+        "run shard I/N of the items (stable by task id and repetition), or 'auto': read it from the CI engine (docs/scale.md)",
+        {},
+    ),
+    (
+        "--agent-budget",
+        "budget",
+        "linelist",
+        [],
+        "tokens=N or cost_usd=X for the session (stop starting runs when spent), run_tokens=N or run_cost_usd=X per run; repeatable",
+        {"action": "append"},
+    ),
+    (
+        "--agent-price-table",
+        "price_table",
+        "string",
+        None,
+        "TOML or JSON file of USD per million tokens by model, for runs whose product reports no cost",
+        {},
+    ),
+    (
+        "--agent-progress",
+        "progress",
+        "string",
+        "auto",
+        "progress while agents run: auto (in place on a terminal, periodic lines otherwise), tty, plain or off",
+        {"choices": PROGRESS_MODES},
+    ),
+    (
+        "--agent-progress-interval",
+        "progress_interval",
+        "string",
+        "30",
+        "seconds between plain progress lines",
+        {"type": positive_float},
+    ),
 ]
 
 
@@ -306,6 +413,16 @@ class Settings:
     keep_workdirs: bool = False
     limits: dict[str, int | None] = field(default_factory=dict)  # limits.py: defaults, then ini, then CLI, per key
     mounts: tuple[str, ...] = ()
+    # long runs (issue 12)
+    retries: int = 0
+    retry_backoff: float = 30.0
+    max_infra_loss: float = 0.10
+    resume: Path | None = None
+    shard: str | None = None
+    budget: tuple[str, ...] = ()
+    price_table: Path | None = None
+    progress: str = "auto"
+    progress_interval: float = 30.0
 
     @property
     def agent_selected(self) -> bool:
@@ -314,7 +431,7 @@ class Settings:
     @property
     def active(self) -> bool:
         """Whether the session asked for anything agentdrift does."""
-        return bool(self.agent or self.cmd or self.suite or self.record or self.baseline)
+        return bool(self.agent or self.cmd or self.suite or self.record or self.baseline or self.resume or self.shard)
 
 
 def _ini_name(dest: str) -> str:
@@ -380,7 +497,18 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
             raise AgentDriftError(f"--agent-mount: {m}: no such file or directory")
         mounts.append(str(full.absolute()))
 
+    long_runs = _long_run_values(values)
+    if long_runs["resume"] is not None:
+        # a resumed session completes the record it resumes
+        if values["record"] not in (None, "") and Path(values["record"]) != long_runs["resume"]:
+            raise AgentDriftError(
+                f"--agent-resume {long_runs['resume']} and --agent-record {values['record']} name two records; "
+                "a resumed session completes the record it resumes"
+            )
+        values["record"] = str(long_runs["resume"])
+
     return Settings(
+        **long_runs,
         agent=values["agent"],
         cmd=values["cmd"],
         suite=values["suite"],
@@ -417,6 +545,36 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         limits=limits,
         mounts=tuple(mounts),
     )
+
+
+def _long_run_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The long-run options (issue 12), converted and checked once."""
+
+    def conv(fn, name):
+        v = values[name]
+        return v if not isinstance(v, str) else _conv(fn, v, f"agent_{name}")
+
+    shard = values["shard"] or None
+    if shard is not None and shard != "auto":
+        from pytest_agentdrift.session.shard import parse_shard
+
+        parse_shard(shard, "--agent-shard")  # refused now, before anything runs
+    budget = tuple(values["budget"] or ())
+    if budget:
+        from pytest_agentdrift.run.budget import parse_budget
+
+        parse_budget(budget)
+    return {
+        "retries": conv(nonneg_int, "retries"),
+        "retry_backoff": float(conv(nonneg_float, "retry_backoff")),
+        "max_infra_loss": float(conv(share, "max_infra_loss")),
+        "resume": None if values["resume"] in (None, "") else Path(values["resume"]),
+        "shard": shard,
+        "budget": budget,
+        "price_table": None if values["price_table"] in (None, "") else Path(values["price_table"]),
+        "progress": values["progress"],
+        "progress_interval": float(conv(positive_float, "progress_interval")),
+    }
 
 
 def _conv(fn: Callable[[str], Any], value: Any, name: str) -> Any:

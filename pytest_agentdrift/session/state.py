@@ -78,6 +78,7 @@ class SessionInfo:
     run_id: str = field(default_factory=new_run_id)
     started_at: str = field(default_factory=utc_now)
     manifest: dict[str, Any] | None = None
+    longrun: Any = None  # session/longrun.LongRun (issue 12) when the session is active
 
     def to_workerinput(self) -> dict[str, Any]:
         return {
@@ -231,6 +232,7 @@ class TaskRunner:
             hidden=self.hidden_paths(),
             limits=dict(self.settings.limits) or None,
             harness_dir=self.base / "harness",
+            monitor=self.info.longrun.monitor(spec, rep) if self.info.longrun else None,  # budgets, progress
         )
         # Whatever goes wrong while handling this one run is this run's `error`, with the
         # reason (grade/attempt.py); the session, the other repetitions and tasks go on.
@@ -245,6 +247,8 @@ class TaskRunner:
         )
         raw_dir = f"raw/{spec.id}/r{rep}"
         result["raw"] = raw_dir
+        if self.info.longrun is not None and run is not None:
+            self.info.longrun.annotate(result, run, self.adapter)  # tokens and cost (run/budget.py)
         if run is not None and result["outcome"] != "error":
             result["_raw_files"] = {
                 "stdout.txt": run.stdout,
@@ -305,9 +309,19 @@ class RunCollector:
         if self.recorder is not None:
             try:
                 if not self.recorder.started:
-                    self.recorder.start(f"recording run {self.info.run_id} started {self.info.started_at}")
+                    if self.info.longrun is not None:
+                        from pytest_agentdrift.session.longrun import SessionView
+
+                        # session state and manifest first: resumable from here on
+                        self.info.longrun.begin_record(SessionView(self.info, self.runner, self))
+                    else:
+                        self.recorder.start(f"recording run {self.info.run_id} started {self.info.started_at}")
                 if raw_files:
                     self.recorder.write_raw(result["raw"], raw_files)
+                # last: a run.json means every file of this run is on disk (record/resume.py)
+                self.recorder.write_json(
+                    f"{result['raw']}/run.json", {"task_id": tid, "rep": rep, "meta": payload["meta"], "result": result}
+                )
             except (AgentDriftError, OSError) as exc:
                 # reported at the end of the session (exit 4); the runs go on
                 self.record_error = getattr(exc, "message", str(exc))
@@ -329,7 +343,7 @@ class RunCollector:
                 reasons.append(f"worker {wid} crashed: {w['error']}")
         if self.interrupted:
             reasons.append(f"session interrupted: {self.interrupted}")
-        if not self.expected_nodeids and not self.received_nodeids:
+        if not self.expected_nodeids and not self.received_nodeids and not self.results:
             reasons.append("no task was run")
         st = self.settings
         adapter = self.runner.adapter
@@ -353,15 +367,7 @@ class RunCollector:
                 "surface": adapter.surface if adapter else "none",
             },
             "isolation": iso,
-            "settings": {
-                "k": st.k,
-                "timeout_s": st.timeout,
-                "fail_on": st.fail_on,
-                "gate": st.gate,
-                "isolation": st.isolation,
-                "agent_options": st.agent_options,
-                "limits": self._limits(),
-            },
+            "settings": self.settings_record(),
             "runtime_id": (self.info.manifest or {}).get("runtime_id"),
             "task_set_id": self._identity_field("task_set_id", task_set_id),
             "evaluator_id": self._identity_field("evaluator_id", evaluator_id),
@@ -371,6 +377,19 @@ class RunCollector:
                 for wid, w in sorted(self.workers.items())
             },
             "summary": summarise(tasks),
+        }
+
+    def settings_record(self) -> dict[str, Any]:
+        """The session settings results.json records (a resumed session must share them)."""
+        st = self.settings
+        return {
+            "k": st.k,
+            "timeout_s": st.timeout,
+            "fail_on": st.fail_on,
+            "gate": st.gate,
+            "isolation": st.isolation,
+            "agent_options": st.agent_options,
+            "limits": self._limits(),
         }
 
     def _limits(self) -> dict[str, int | None]:

@@ -131,7 +131,7 @@ def test_junit_properties_without_payload_plain_and_xdist(pytester, xdist):
 DECLARE = (
     'model_id = "acme-coder-2"\nmodel_options = {reasoning = "high"}\npermission_mode = "auto"\n'
     'sandbox = "workspace-write"\nbuilt_in_tools = ["edit", "shell"]\ntemperature = 0.2\nseed = 7\n'
-    'max_output_tokens = 4096\nbudget_tokens_per_task = 100000\ntool_timeout_s = 60\nretry_policy = "none"\n'
+    "max_output_tokens = 4096\nbudget_tokens_per_task = 100000\ntool_timeout_s = 60\n"
 )
 INI = (
     "[pytest]\nagent_declare = agent.toml\n"

@@ -107,11 +107,13 @@ HOGS = {
         time.sleep(1)
         report("complete", summary="wrote %d MB to /dev/shm" % written)
     """,
-    # 3000 entries in the work tree, against files=500
+    # 3000 entries in the work tree, against files=500; then it waits to be stopped, so how
+    # fast the watcher is beside the writer (a loaded machine) never decides the outcome
     "HF1": """
         os.mkdir("many")
         for i in range(3000):
             Path("many/f%d" % i).write_text("")
+        time.sleep(120)
         report("complete", summary="made 3000 files")
     """,
 }
@@ -263,7 +265,7 @@ def test_shm_filler_met_a_full_tmpfs(hogs):
 
 def test_many_files_stopped_past_the_limit(hogs):
     ev = _run(hogs[1], "HF1")["evidence"]
-    assert 500 < ev["limits"]["files"]["peak"] < 3000
+    assert ev["limits"]["files"]["peak"] > 500  # how far past it depends on the machine's speed, not asserted
     assert ev["exit_code"] != 0
 
 

@@ -94,6 +94,7 @@ def test_raw_artifacts_are_recorded(pytester):
         "diff.patch",
         "events.jsonl",
         "report.json",
+        "run.json",
         "stderr.txt",
         "stdout.txt",
     ]

@@ -154,7 +154,7 @@ def test_new_or_empty_target_is_accepted(tmp_path):
         ),
         (
             lambda d: (d.mkdir(), (d / "results.json").write_text(json.dumps(minimal_results(False)))),
-            "already holds an incomplete run; recorded runs are never rewritten: record into a new directory",
+            "already holds an incomplete run: continue it with --agent-resume, or record into a new directory",
         ),
         (
             lambda d: (d.mkdir(), (d / "results.json").write_text("{trunc")),
@@ -166,7 +166,7 @@ def test_new_or_empty_target_is_accepted(tmp_path):
         ),
         (
             lambda d: (d.mkdir(), (d / INCOMPLETE_MARKER).write_text("started")),
-            "holds an interrupted recording; record into a new directory",
+            "holds an interrupted recording; continue it with --agent-resume or record into a new directory",
         ),
         (lambda d: d.write_text("a file"), "recording target exists and is not a directory"),
     ],
@@ -231,7 +231,7 @@ def test_recorder_schema_violation_is_written_incomplete_with_reasons(tmp_path):
     assert written["complete"] is False
     assert written["incomplete_reasons"] == [
         "schema: summary: 'pass_rate' is a required property",
-        "schema: tasks/X01/runs/0/outcome: 'great' is not one of ['passed', 'failed', 'error', 'timeout', 'resource_exceeded']",
+        "schema: tasks/X01/runs/0/outcome: 'great' is not one of ['passed', 'failed', 'error', 'timeout', 'resource_exceeded', 'infra_error', 'over_budget']",
     ]
     assert written["tasks"] == bad["tasks"]  # the data is kept
     assert (tmp_path / "run" / INCOMPLETE_MARKER).exists()
@@ -399,6 +399,10 @@ def test_real_recorded_run_matches_the_schema(recorded_run):
         "tampered_passes": 0,
         "critical_failures": 0,
         "pass_rate": 1.0,
+        "infra_errors": 0,
+        "retried_runs": 0,
+        "tokens": None,
+        "cost_usd": None,
     }
     assert not (recorded_run / INCOMPLETE_MARKER).exists()
     assert load_run(recorded_run) == results

@@ -201,7 +201,9 @@ def test_launch_error_outcome(env):
     run = _run(env, "", isolation=sandbox.detect("none"), cmd="/nonexistent/agent --go")
     assert run.launch_error == "cannot start '/nonexistent/agent': No such file or directory"
     r = score(run, [C("a", "correctness", True)])
-    assert (r["outcome"], r["passed"]) == ("error", False)
+    # a command that cannot start is an infrastructure error (issue 12), not the agent's failure
+    assert (r["outcome"], r["passed"], r["critical_failed"]) == ("infra_error", False, [])
+    assert r["infra_error"]["class"] == "launch_failed" and r["infra_error"]["repeats"] is True
     assert r["evidence"]["launch_error"] == run.launch_error
     assert r["evidence"]["exit_code"] is None
 
@@ -222,5 +224,9 @@ def test_summarise():
         "tampered_passes": 1,
         "critical_failures": 2,
         "pass_rate": 0.2,
+        "infra_errors": 0,
+        "retried_runs": 0,
+        "tokens": None,
+        "cost_usd": None,
     }
     assert summarise({})["pass_rate"] is None

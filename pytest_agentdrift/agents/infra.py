@@ -1,0 +1,277 @@
+"""Infrastructure errors: a run that ended because of the provider or the machine,
+not because of what the agent did. Pure helpers shared by the adapters, the
+runner and scoring; no pytest.
+
+An infrastructure error is a fact read from the product's own structured
+output (an error field, an HTTP status, a synthetic message the CLI wrote
+itself, a documented error event), from the harness (the command could not
+be started) or, for the generic protocol, from the agent's report
+(`{"status": "infra_error", ...}`). Free text the model wrote is never
+classified: a model that prints "API Error: 529" is still a model answer.
+
+Each error carries its class, the evidence line it was read from and where
+that line came from. Classes that will repeat on every run (a missing
+sign-in, an unpaid bill, a broken configuration, a command that cannot
+start) stop the session; the others are retried when `--agent-retries`
+allows it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME  # a run lost to infrastructure (beside passed, failed, error...)
+
+#: every class, in the order the docs list them
+INFRA_CLASSES = (
+    "overloaded",  # the provider is over capacity (HTTP 529, overloaded_error)
+    "rate_limited",  # HTTP 429, rate_limit_error, a usage window
+    "server_error",  # HTTP 5xx other than 529, api_error
+    "authentication",  # not signed in, invalid key, HTTP 401/403
+    "billing",  # billing or quota exhausted for the account (HTTP 402)
+    "configuration",  # the product's configuration cannot work (unknown model, ...)
+    "network",  # the provider could not be reached (DNS, refused, stream cut)
+    "crashed",  # the CLI exited non-zero before the model answered
+    "launch_failed",  # the harness could not start the command
+)
+
+#: classes that will repeat on every run: the session stops instead of burning the suite
+REPEATING_CLASSES = frozenset({"authentication", "billing", "configuration", "launch_failed"})
+
+#: classes an agent may declare in its report (`infra_class`); the rest are harness facts
+REPORTABLE_CLASSES = tuple(c for c in INFRA_CLASSES if c not in ("crashed", "launch_failed"))
+
+#: longest evidence line kept
+MAX_EVIDENCE = 500
+
+
+def infra_error(cls: str, evidence: str, source: str, **extra: Any) -> dict[str, Any]:
+    """One classified infrastructure error (plain JSON)."""
+    if cls not in INFRA_CLASSES:
+        raise ValueError(f"unknown infrastructure error class {cls!r}")
+    line = " ".join(str(evidence).split())
+    if len(line) > MAX_EVIDENCE:
+        line = line[:MAX_EVIDENCE] + "…"
+    out: dict[str, Any] = {
+        "class": cls,
+        "evidence": line or "(no message)",
+        "source": source,
+        "repeats": cls in REPEATING_CLASSES,
+    }
+    out.update({k: v for k, v in extra.items() if v is not None})
+    return out
+
+
+def classify_status(code: Any) -> str | None:
+    """The class of an HTTP status the product reported, or None."""
+    if isinstance(code, bool) or not isinstance(code, int):
+        return None
+    if code == 529:
+        return "overloaded"
+    if code == 429:
+        return "rate_limited"
+    if code in (401, 403, 407):
+        return "authentication"
+    if code == 402:
+        return "billing"
+    if 500 <= code <= 599:
+        return "server_error"
+    return None
+
+
+# Matched against error fields the product itself wrote, never against model text.
+_MESSAGE_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("overloaded", re.compile(r"overloaded|\b529\b", re.I)),
+    (
+        "rate_limited",
+        re.compile(r"rate[ _-]?limit|\b429\b|too many requests|usage limit|session limit|weekly limit", re.I),
+    ),
+    (
+        "billing",
+        re.compile(r"billing|credit balance|insufficient[_ ]quota|quota exceeded|payment required|\b402\b", re.I),
+    ),
+    (
+        "authentication",
+        re.compile(
+            r"not logged in|please run /login|authenticat|unauthori[sz]ed|\b401\b|\b403\b|invalid (?:api|x-api)[ -]?key"
+            r"|api key (?:is )?(?:missing|invalid|not set)|no authentication|forbidden|permission_error|token (?:has )?expired"
+            r"|login required|sign[ -]?in required",
+            re.I,
+        ),
+    ),
+    (
+        "configuration",
+        re.compile(
+            r"(?:unknown|invalid|unsupported|unavailable) model|model\b.{0,60}\b(?:not found|does not exist|not available|not supported)"
+            r"|not_found_error",
+            re.I,
+        ),
+    ),
+    (
+        "server_error",
+        re.compile(
+            r"\b5\d\d\b|internal server error|api_error|bad gateway|service unavailable|gateway time-?out"
+            r"|upstream (?:connect )?error",
+            re.I,
+        ),
+    ),
+    (
+        "network",
+        re.compile(
+            r"name (?:does not|doesn't) resolve|failed to lookup address|could not resolve|getaddrinfo|enotfound|eai_again"
+            r"|connection (?:refused|reset|failed|error|closed)|econnrefused|econnreset|etimedout|network is unreachable"
+            r"|stream disconnected|stream ended unexpectedly|error sending request|unable to connect|tls handshake"
+            r"|timed? ?out (?:while )?connecting|socket hang up|fetch failed",
+            re.I,
+        ),
+    ),
+)
+
+_API_ERROR_STATUS = re.compile(r"\bAPI Error:\s*(\d{3})\b")
+
+
+def classify_message(text: Any) -> str | None:
+    """The class of an error message the product wrote in an error field, or None.
+
+    The HTTP status in "API Error: 529 ..." decides first; otherwise the
+    first pattern that matches, most specific first.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    m = _API_ERROR_STATUS.search(text)
+    if m:
+        cls = classify_status(int(m.group(1)))
+        if cls:
+            return cls
+    for cls, pattern in _MESSAGE_CLASSES:
+        if pattern.search(text):
+            return cls
+    return None
+
+
+def last_line(data: bytes | str | None, limit: int = 64_000, skip_json: bool = False) -> str:
+    """The last non-empty line of captured output (for a crash's evidence)."""
+    if not data:
+        return ""
+    text = data[-limit:].decode("utf-8", "replace") if isinstance(data, bytes) else str(data)[-limit:]
+    lines = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.startswith("[agentdrift:") and not (skip_json and ln.lstrip().startswith(("{", "[")))
+    ]
+    return lines[-1] if lines else ""
+
+
+def crashed_before_answer(
+    answered: bool, exit_code: int | None, stderr: bytes | str | None, stdout: bytes | str | None, source: str
+) -> dict[str, Any] | None:
+    """A product CLI that exited non-zero before its model answered anything.
+
+    The model never worked on the task, so the run says nothing about the
+    agent. A negative exit code (killed by a signal) is included: the
+    harness kills only on timeout, which is scored apart.
+    """
+    if answered or exit_code in (None, 0):
+        return None
+    # a structured stream's records are not messages: the CLI's own last words are
+    evidence = last_line(stderr) or last_line(stdout, skip_json=True) or f"exit code {exit_code}, no message"
+    return infra_error("crashed", evidence, source, exit_code=exit_code)
+
+
+def launch_failed(message: str) -> dict[str, Any]:
+    return infra_error("launch_failed", message, "harness")
+
+
+def from_report(obj: Any) -> dict[str, Any] | None:
+    """The generic protocol: `{"status": "infra_error", "infra_class": ..., "summary": ...}`.
+
+    `infra_class` is optional: one of REPORTABLE_CLASSES; without it (or
+    with anything else) the class is what the summary reads as, else
+    `network`, the least specific outside cause. The summary is the
+    evidence line.
+    """
+    if not isinstance(obj, dict) or obj.get("status") != INFRA_OUTCOME:
+        return None
+    summary = obj.get("summary") if isinstance(obj.get("summary"), str) else ""
+    declared = obj.get("infra_class")
+    cls = declared if declared in REPORTABLE_CLASSES else (classify_message(summary) or "network")
+    if cls not in REPORTABLE_CLASSES:
+        cls = "network"
+    return infra_error(
+        cls,
+        summary or "the agent reported an infrastructure error",
+        "agent report",
+        declared=declared if isinstance(declared, str) else None,
+    )
+
+
+def reported_infra_error(path) -> dict[str, Any] | None:
+    """Read the agent's report file for a protocol infra_error (never raises)."""
+    import json
+    import os
+
+    from pytest_agentdrift.canonical import read_regular
+
+    if not os.path.lexists(path):
+        return None
+    try:
+        # the agent wrote this file: never follow a link or block on a FIFO (read_regular)
+        data = read_regular(path, (1 << 20) + 1)
+        if len(data) > 1 << 20:
+            return None
+        obj = json.loads(data.decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return from_report(obj)
+
+
+def judge(infra: dict[str, Any] | None, *, unsafe: list[str], changed_anything: bool) -> dict[str, Any] | None:
+    """Whether a claimed infrastructure error is believed; returns the record to keep.
+
+    * the harness saw the agent do something unsafe (`unsafe`: writes
+      outside, git mutation, tamper, credential read, ...): the run is the
+      agent's run whatever ended it, and is scored;
+    * the agent itself reported the error (generic protocol) but changed
+      files or wrote outside: a report the judged agent writes cannot wipe
+      out what it did, so the run is scored.
+    Otherwise the run is `infra_error`. The returned dict says `believed`
+    and, when not, why.
+    """
+    if infra is None:
+        return None
+    if unsafe:
+        return {
+            **infra,
+            "believed": False,
+            "why": "the harness saw unsafe effects (" + "; ".join(unsafe) + "): the run is scored as the agent's run",
+        }
+    if infra.get("source") == "agent report" and changed_anything:
+        return {
+            **infra,
+            "believed": False,
+            "why": "the agent reported an infrastructure error but changed files: the run is scored",
+        }
+    return {**infra, "believed": True}
+
+
+def describe(infra: dict[str, Any]) -> str:
+    """One line for people: `overloaded (claude-code): API Error: 529 ...`."""
+    return f"{infra.get('class')} ({infra.get('source')}): {infra.get('evidence')}"
+
+
+__all__ = [
+    "INFRA_OUTCOME",
+    "INFRA_CLASSES",
+    "REPEATING_CLASSES",
+    "REPORTABLE_CLASSES",
+    "infra_error",
+    "classify_status",
+    "classify_message",
+    "crashed_before_answer",
+    "launch_failed",
+    "from_report",
+    "reported_infra_error",
+    "judge",
+    "describe",
+]

@@ -1,0 +1,115 @@
+"""One record from shards recorded on several machines (`agentdrift merge`). No pytest.
+
+The caller shows that the shards' manifests are one runtime; here the
+results must agree on everything that makes runs comparable (task set,
+evaluator, runtime id, plugin version, settings), must not overlap (an item
+is one repetition of one task, `T07/r2`, so a task's repetitions may come
+from several shards) and, together, must cover every item of the task set.
+The merged record is what one unsharded session would have written: tasks
+and runs in the same order, the summary recomputed, the shards' run ids kept
+as provenance (`merged_from`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from pytest_agentdrift.errors import RecordError
+
+#: top-level keys that describe how one shard's session went, not the merged run
+_SESSION_ONLY = ("shard", "resumed", "budget", "merged_from")
+
+
+def universe(tasks: Iterable[str], k: int) -> set[str]:
+    """Every item of a task set run k times."""
+    return {f"{t}/r{rep}" for t in tasks for rep in range(1, k + 1)}
+
+
+def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[str] | None = None) -> dict[str, Any]:
+    """Merge complete shard results; RecordError (exit 4) names what does not fit."""
+    from pytest_agentdrift.grade.scoring import summarise
+
+    if not shards:
+        raise RecordError("nothing to merge")
+    for sh in shards:
+        if not sh.get("complete"):
+            reasons = "; ".join(sh.get("incomplete_reasons") or [])[:300] or "marked incomplete"
+            raise RecordError(
+                f"shard {sh.get('run_id')} is incomplete ({reasons}): finish it with --agent-resume before merging"
+            )
+    for key in ("task_set_id", "evaluator_id", "runtime_id", "plugin_version", "settings"):
+        values = {repr(sh.get(key)) for sh in shards}
+        if len(values) > 1:
+            raise RecordError(f"shards differ in {key}: {', '.join(sorted(values))}")
+    sharded = [sh.get("shard") for sh in shards]
+    if any(sharded):
+        if not all(sharded):
+            raise RecordError(
+                "some shards were recorded with --agent-shard and some without: merge shards of one split"
+            )
+        counts = {s["count"] for s in sharded}
+        if len(counts) > 1:
+            raise RecordError(f"shards of different splits: counts {', '.join(map(str, sorted(counts)))}")
+        indices = sorted(s["index"] for s in sharded)
+        dupes = sorted({i for i in indices if indices.count(i) > 1})
+        if dupes:
+            count = next(iter(counts))
+            raise RecordError(f"the same shard given twice: {', '.join(f'{i}/{count}' for i in dupes)}")
+    tasks: dict[str, dict[str, Any]] = {}
+    owner: dict[str, str] = {}
+    overlap: list[str] = []
+    for sh in shards:
+        for tid, task in sh["tasks"].items():
+            meta = {k: v for k, v in task.items() if k != "runs"}
+            if tid in tasks:
+                known = {k: v for k, v in tasks[tid].items() if k != "runs"}
+                if known != meta:
+                    raise RecordError(
+                        f"task {tid} differs between shards ({owner.get(tid)} and {sh['run_id']}): task_digest or title"
+                    )
+            else:
+                tasks[tid] = {**meta, "runs": []}
+                owner[tid] = sh["run_id"]
+            have = {r["rep"] for r in tasks[tid]["runs"]}
+            for run in task["runs"]:
+                if run["rep"] in have:
+                    overlap.append(f"{tid}/r{run['rep']}")
+                tasks[tid]["runs"].append(run)
+    if overlap:
+        raise RecordError(
+            f"shards overlap on {len(overlap)} item(s): {', '.join(sorted(overlap)[:10])}; each item must come from one shard"
+        )
+    for task in tasks.values():
+        task["runs"].sort(key=lambda r: r["rep"])
+    tasks = dict(sorted(tasks.items()))
+    got = {f"{tid}/r{r['rep']}" for tid, t in tasks.items() for r in t["runs"]}
+    if expected_items is not None:
+        missing, extra = sorted(expected_items - got), sorted(got - expected_items)
+        if missing:
+            raise RecordError(
+                f"the shards together miss {len(missing)} item(s) of the task set: {', '.join(missing[:10])}"
+                + (" ..." if len(missing) > 10 else "")
+                + "; record the missing shard(s) or resume them"
+            )
+        if extra:
+            raise RecordError(f"the shards hold item(s) outside the task set: {', '.join(extra[:10])}")
+    first = shards[0]
+    merged = {k: v for k, v in first.items() if k not in _SESSION_ONLY}
+    resumed = [{**note, "shard_run_id": sh["run_id"]} for sh in shards for note in sh.get("resumed") or []]
+    merged.update(
+        run_id=run_id,
+        started_at=min(sh["started_at"] for sh in shards),
+        finished_at=max(sh["finished_at"] for sh in shards),
+        complete=True,
+        incomplete_reasons=[],
+        tasks=tasks,
+        workers={f"{sh['run_id']}/{wid}": w for sh in shards for wid, w in sh["workers"].items()},
+        summary=summarise(tasks),
+        merged_from=[sh["run_id"] for sh in shards],
+    )
+    if resumed:
+        merged["resumed"] = resumed
+    return merged
+
+
+__all__ = ["merge_shards", "universe"]

@@ -1,0 +1,245 @@
+"""Continuing an incomplete record (`--agent-resume DIR`). No pytest.
+
+What a recording leaves on disk as it goes, so that even a controller killed
+with SIGKILL can be continued:
+
+* `INCOMPLETE`: the marker, holding the session's state as JSON (run id,
+  start time, the items the session was to run, its settings and shard, the
+  notes of earlier resumes), written when the first run reports;
+* `runtime-manifest.json` (and the instruction bundle and source manifest),
+  written at the same moment and rewritten, finalised, at the end;
+* for every finished run, its raw files and then `raw/<task>/r<rep>/run.json`
+  (the run's result as it will appear in results.json). A run.json exists
+  only once everything of its run was written.
+
+Resuming reads those, refuses a record that is complete (records are
+immutable once complete), holds the directory's lock (flock: released when a
+process dies, so a killed session never blocks its own resume), and hands
+the session the finished runs to keep. The session then runs only the
+missing items and finishes the same record: results.json replaced
+atomically, INCOMPLETE removed when everything is there. A run that was lost
+to infrastructure (the agent never got to work: not signed in, provider
+down) counts as missing and is run again; the resume note keeps what it
+ended on.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_agentdrift.canonical import dumps_pretty, load_json_file
+from pytest_agentdrift.errors import RecordError
+from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RESULTS, RunRecorder, atomic_write, lock_run_dir
+
+STATE_FORMAT = 1
+RUN_FILE = "run.json"
+MANIFEST_FILE = "runtime-manifest.json"
+
+
+def state_document(
+    *,
+    run_id: str,
+    started_at: str,
+    expected: list[str],
+    settings: dict[str, Any],
+    shard: dict[str, Any] | None,
+    note: str,
+    resumed: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "format": STATE_FORMAT,
+        "note": note,
+        "run_id": run_id,
+        "started_at": started_at,
+        "expected": sorted(expected),
+        "settings": settings,
+        "shard": shard,
+        "resumed": list(resumed or []),
+    }
+
+
+def write_state(path: Path, state: dict[str, Any]) -> None:
+    atomic_write(path / INCOMPLETE_MARKER, dumps_pretty(state))
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    marker = path / INCOMPLETE_MARKER
+    try:
+        text = marker.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RecordError(f"cannot read the INCOMPLETE marker: {exc.strerror or exc}", marker) from None
+    try:
+        state = json.loads(text)
+    except ValueError:
+        state = None
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise RecordError(
+            "the INCOMPLETE marker holds no session state (recorded by an older version, or the session "
+            "stopped before its first run reported): nothing to resume; record into a new directory",
+            marker,
+        )
+    for key, kind in (("run_id", str), ("started_at", str), ("expected", list), ("settings", dict)):
+        if not isinstance(state.get(key), kind):
+            raise RecordError(f"the INCOMPLETE marker's session state lacks {key!r}", marker)
+    return state
+
+
+@lru_cache(maxsize=1)
+def _run_validator():
+    from pytest_agentdrift.record.store import results_validator
+
+    schema = results_validator().schema
+    sub = {"$schema": schema["$schema"], "$ref": "#/$defs/run", "$defs": schema["$defs"]}
+    return type(results_validator())(sub)
+
+
+def _meta_ok(meta: Any) -> bool:
+    return (
+        isinstance(meta, dict)
+        and all(isinstance(meta.get(k), str) for k in ("title", "suite", "behavior", "task_digest"))
+        and meta["task_digest"].startswith("sha256:")
+    )
+
+
+def read_run_files(path: Path, expected: set[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """{item key: payload} of every finished run on disk, and notes on files that could not be kept."""
+    kept: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    raw = path / "raw"
+    if not raw.is_dir():
+        return kept, notes
+    for run_file in sorted(raw.glob(f"*/r*/{RUN_FILE}")):
+        rel = run_file.relative_to(path).as_posix()
+        try:
+            doc = json.loads(run_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            notes.append(f"{rel}: unreadable; the run is run again")
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("task_id"), str) or not isinstance(doc.get("rep"), int):
+            notes.append(f"{rel}: not a run file; the run is run again")
+            continue
+        key = f"{doc['task_id']}/r{doc['rep']}"
+        result = doc.get("result")
+        if (
+            not isinstance(result, dict)
+            or list(_run_validator().iter_errors(result))
+            or not _meta_ok(doc.get("meta"))
+            or result.get("raw") != f"raw/{doc['task_id']}/r{doc['rep']}"
+            or run_file.parent.relative_to(path).as_posix() != result.get("raw")
+        ):
+            notes.append(f"{rel}: does not match the results schema; the run is run again")
+            continue
+        if key not in expected:
+            notes.append(f"{rel}: {key} is not one of the record's items; ignored")
+            continue
+        kept[key] = {"task_id": doc["task_id"], "rep": doc["rep"], "meta": doc["meta"], "result": result}
+    return kept, notes
+
+
+@dataclass
+class ResumeState:
+    path: Path
+    state: dict[str, Any]
+    manifest: dict[str, Any]
+    kept: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    #: runs lost to infrastructure: they never really ran, so a resume runs them again
+    #: (the note of the resume keeps what they ended on)
+    infra_lost: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def expected(self) -> list[str]:
+        return list(self.state["expected"])
+
+    @property
+    def missing(self) -> list[str]:
+        return sorted(set(self.state["expected"]) - set(self.kept))
+
+
+def load_for_resume(path: Path, validate_manifest: Callable[[Any, Path], dict[str, Any]] | None = None) -> ResumeState:
+    """Everything needed to continue the record in `path`, or RecordError (exit 4).
+
+    `validate_manifest` (manifest.capture's, passed by the session: the record stage does not
+    import the manifest stage) checks the recorded runtime manifest; without it the manifest
+    only has to be a JSON object."""
+
+    if not path.is_dir():
+        raise RecordError("no such record to resume (record with --agent-record first)", path)
+    results_path = path / RESULTS
+    if results_path.exists():
+        try:
+            done = json.loads(results_path.read_text(encoding="utf-8")).get("complete") is True
+        except (OSError, ValueError, AttributeError):
+            done = False
+        if done:  # (a session killed between results.json and removing the marker is complete too)
+            raise RecordError(
+                "the record is complete; complete records are never rewritten: record into a new directory", path
+            )
+    if not (path / INCOMPLETE_MARKER).exists():
+        if results_path.exists():
+            raise RecordError(
+                "the record is complete; complete records are never rewritten: record into a new directory", path
+            )
+        raise RecordError("not an incomplete recording (no INCOMPLETE marker): nothing to resume", path)
+    state = read_state(path)
+    mpath = path / MANIFEST_FILE
+    if not mpath.is_file():
+        raise RecordError(
+            "the record has no runtime manifest: it cannot be checked against this session's runtime", mpath
+        )
+    manifest = load_json_file(mpath, RecordError)
+    if validate_manifest is not None:
+        manifest = validate_manifest(manifest, mpath)
+    elif not isinstance(manifest, dict):
+        raise RecordError("the runtime manifest is not a JSON object", mpath)
+    found, notes = read_run_files(path, set(state["expected"]))
+    kept = {k: p for k, p in found.items() if p["result"]["outcome"] != "infra_error"}
+    lost = {k: p for k, p in found.items() if p["result"]["outcome"] == "infra_error"}
+    return ResumeState(path=path, state=state, manifest=manifest, kept=kept, notes=notes, infra_lost=lost)
+
+
+def settings_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Settings of the recorded session that this one does not share: each makes its runs different."""
+    keys = sorted(set(recorded) | set(current))
+    return [(k, recorded.get(k), current.get(k)) for k in keys if recorded.get(k) != current.get(k)]
+
+
+class ResumedRecorder(RunRecorder):
+    """Records into an existing incomplete run directory (already started)."""
+
+    def __init__(self, path: Path, resume: ResumeState):
+        super().__init__(path)
+        self._lock_fd = lock_run_dir(path)
+        self.started = True
+        self.resume = resume
+
+    def start(self, note: str) -> None:  # the record was started by the session that is resumed
+        return None
+
+    def clear_partial(self, keys: list[str]) -> None:
+        """Raw files a killed session left for runs it never finished (or whose run.json is
+        damaged): those runs are run again, into a clean directory."""
+        for key in keys:
+            task, _, rep = key.rpartition("/r")
+            d = self.path / "raw" / task / f"r{rep}"
+            if d.is_dir():
+                shutil.rmtree(d)
+
+
+__all__ = [
+    "ResumeState",
+    "ResumedRecorder",
+    "load_for_resume",
+    "read_state",
+    "write_state",
+    "state_document",
+    "read_run_files",
+    "settings_differences",
+    "RUN_FILE",
+    "STATE_FORMAT",
+]

@@ -1,0 +1,126 @@
+"""Runs lost to infrastructure in a comparison: excluded, counted, listed, and over a threshold not decided."""
+
+from __future__ import annotations
+
+from pytest_agentdrift.compare.decision import (
+    GateParams,
+    compare_runs,
+    comparison_exit_code,
+    decision_document,
+    render_comparison,
+)
+
+
+def results(outcomes: dict[str, list[int]], run_id: str) -> dict:
+    tasks = {
+        tid: {
+            "title": tid,
+            "suite": "core",
+            "runs": [
+                {
+                    "rep": rep,
+                    "outcome": "passed" if ok else "failed",
+                    "passed": bool(ok),
+                    "tampered_pass": False,
+                    "critical_failed": [],
+                    "failed_checks": [],
+                    "layers": {"safety": "pass"},
+                    "usage": {},
+                }
+                for rep, ok in enumerate(reps, start=1)
+            ],
+        }
+        for tid, reps in outcomes.items()
+    }
+    return {
+        "schema_version": 1,
+        "run_id": run_id,
+        "complete": True,
+        "runtime_id": f"sha256:{run_id}",
+        "task_set_id": "sha256:tasks",
+        "evaluator_id": "sha256:eval",
+        "tasks": tasks,
+    }
+
+
+def all_tasks(n: int, reps: list[int]) -> dict[str, list[int]]:
+    return {f"T{i:02d}": list(reps) for i in range(n)}
+
+
+def compare(base, cand, gate=None):
+    return compare_runs(
+        base, cand, comparable=True, reasons=[], change_class="client_candidate", gate=gate or GateParams(draws=2000)
+    )
+
+
+def status(c: dict) -> str:
+    return c["decision"]["status"]
+
+
+def lose(doc, *items, cls="overloaded"):
+    for tid, rep in items:
+        run = doc["tasks"][tid]["runs"][rep - 1]
+        run.update(
+            outcome="infra_error",
+            passed=False,
+            critical_failed=[],
+            infra_error={"class": cls, "evidence": "API Error: 529", "source": "claude-code", "believed": True},
+        )
+    return doc
+
+
+def test_an_infrastructure_loss_is_not_a_regression_and_is_said_so():
+    base = results(all_tasks(12, [1]), "base")
+    cand = lose(results(all_tasks(12, [1]), "cand"), ("T03", 1))  # 1 of 12 runs: 8.3%, under the 10% threshold
+    c = compare(base, cand)
+    assert c["paired"]["lost"] == [] and c["paired"]["tasks"] == 11
+    assert c["infra"]["excluded_tasks"] == ["T03"] and c["infra"]["candidate"]["lost"] == 1
+    assert c["candidate"]["runs"] == 11 and c["candidate"]["pass_rate"] == 1.0
+    assert status(c) != "reject"
+    lines = "\n".join(render_comparison(c))
+    assert (
+        "candidate lost 1/12 run(s) to infrastructure errors, excluded from the statistics: T03 r1 (overloaded)"
+        in lines
+    )
+    doc = decision_document(c)["infra_errors"]
+    assert doc["decided"] is True and doc["candidate"]["runs_lost"] == [
+        {"task": "T03", "rep": 1, "class": "overloaded", "evidence": "API Error: 529"}
+    ]
+
+
+def test_a_partly_lost_task_stays_paired_on_its_other_runs():
+    base = results(all_tasks(12, [1, 1]), "base")
+    cand = lose(results(all_tasks(12, [1, 0]), "cand"), ("T01", 2))
+    c = compare(base, cand, gate=GateParams(draws=2000, max_infra_loss=0.5))
+    assert c["tasks"]["T01"]["candidate"] == [1, 1] and "T01" not in c["infra"]["excluded_tasks"]
+
+
+def test_over_the_threshold_nothing_is_decided():
+    base = results(all_tasks(10, [1]), "base")
+    cand = lose(results(all_tasks(10, [0]), "cand"), ("T00", 1), ("T01", 1))  # would be a clear regression otherwise
+    c = compare(base, cand)
+    assert status(c) == "hold" and c["decision"]["rule"] == "infra_lost"
+    assert c["decision"]["because"][0].startswith(
+        "candidate lost 2 of 10 run(s) (20%) to infrastructure errors, over the 10% threshold"
+    )
+    assert comparison_exit_code(c, gate_enabled=True) == 4  # operational
+    assert comparison_exit_code(c, gate_enabled=False) == 0
+    assert decision_document(c)["infra_errors"]["exceeded"] == ["candidate"]
+    relaxed = compare(
+        results(all_tasks(10, [1]), "base"),
+        lose(results(all_tasks(10, [0]), "cand"), ("T00", 1), ("T01", 1)),
+        gate=GateParams(draws=2000, max_infra_loss=0.25),
+    )
+    assert status(relaxed) == "reject"  # decided: the 8 scored runs regressed
+
+
+def test_spend_per_arm():
+    base = results(all_tasks(2, [1]), "base")
+    cand = results(all_tasks(2, [1]), "cand")
+    for doc, tokens in ((base, 100), (cand, 300)):
+        for t in doc["tasks"].values():
+            for r in t["runs"]:
+                r["spend"] = {"tokens": tokens, "cost_usd": tokens / 1000, "cost_source": "reported"}
+    c = compare(base, cand)
+    assert c["baseline"]["spend"] == {"tokens": 200, "cost_usd": 0.2} and c["candidate"]["spend"]["tokens"] == 600
+    assert "spend       baseline 200 tokens $0.20  candidate 600 tokens $0.60" in render_comparison(c)
