@@ -129,6 +129,9 @@ class WriteWatcher:
         self._wd: dict[int, str] = {}  # watch descriptor -> absolute directory path
         self._sizes: dict[str, int] = {}  # regular files under root -> size
         self._entries = 0  # entries of the work tree
+        # paths reported created and not since seen to go: a directory made just before its parent's
+        # watch is found by the scan *and* by its own event; it is one entry, one create
+        self._created: set[str] = set()
         self._last_modify: dict[str, float] = {}
         self._moves: dict[int, str] = {}  # cookie -> old absolute path of a moved directory
         self._t0 = time.monotonic()
@@ -246,8 +249,10 @@ class WriteWatcher:
             path = os.path.join(parent, os.fsdecode(raw))
             is_dir = bool(mask & IN_ISDIR)
             if mask & IN_CREATE:
-                self._emit(path, "create")
-                self._count(path, +1)
+                if path not in self._created:
+                    self._created.add(path)
+                    self._emit(path, "create")
+                    self._count(path, +1)
                 if is_dir:
                     self._watch_tree(path, emit=True)  # what was made in it before the watch
                 else:
@@ -260,10 +265,12 @@ class WriteWatcher:
                 # however soon (three tweaks put back within a second are six edits, not one)
                 self._last_modify.pop(path, None)
             elif mask & IN_DELETE:
+                self._created.discard(path)
                 self._emit(path, "delete")
                 self._count(path, -1)
                 self._sizes.pop(path, None)
             elif mask & IN_MOVED_FROM:
+                self._created.discard(path)
                 self._emit(path, "move")
                 self._count(path, -1)
                 self._forget(path)
@@ -341,7 +348,8 @@ class WriteWatcher:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    if emit and p not in self._sizes:
+                    if emit and p not in self._sizes and p not in self._created:
+                        self._created.add(p)
                         self._emit(p, "create")
                         self._count(p, +1)
                     if stat.S_ISDIR(st.st_mode):
