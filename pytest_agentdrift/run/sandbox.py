@@ -28,11 +28,11 @@ from pathlib import Path
 from pytest_agentdrift.session.options import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
 
 #: home entries that hold credentials or personal configuration: hidden from
-#: the agent under bwrap (the agent gets a private HOME anyway).
+#: the agent under bwrap (the agent gets a private HOME anyway). Each agent
+#: product adds its own (agents/<product>/discovery.py MASKED_HOME_PATHS).
 SENSITIVE_HOME_PATHS = (
     ".ssh", ".aws", ".azure", ".gnupg", ".netrc", ".git-credentials", ".docker", ".kube",
-    ".config", ".claude", ".claude.json", ".codex", ".copilot", ".npmrc", ".pypirc",
-    ".local/share/keyrings", ".bash_history", ".python_history",
+    ".config", ".npmrc", ".pypirc", ".local/share/keyrings", ".bash_history", ".python_history",
 )
 
 
@@ -290,7 +290,9 @@ def run(
     become_subreaper()
     known_children = set(_children(os.getpid()))
     if isolation.mode == "bwrap":
-        masked = [masked_home / p for p in SENSITIVE_HOME_PATHS] if masked_home else []
+        from pytest_agentdrift.agents.products import masked_home_paths
+
+        masked = [masked_home / p for p in (*SENSITIVE_HOME_PATHS, *masked_home_paths())] if masked_home else []
         full = _bwrap_base(writable, masked, list(hidden_dirs), list(readable)) + ["--chdir", os.fspath(cwd), "--"] + argv
     elif isolation.mode == "unshare":
         full = _unshare_prefix() + ["--"] + argv
