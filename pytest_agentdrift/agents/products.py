@@ -90,7 +90,9 @@ def pathlike_env() -> frozenset[str]:
     return frozenset().union(*_all("PATHLIKE_ENV"))
 
 
-def bundle_trees(rules: str) -> tuple[str, ...]:
-    """Directories a bundle snapshot of this product takes whole (relative to project root or home)."""
+def bundle_trees(rules: str) -> dict[str, tuple[str, ...]]:
+    """Directories a bundle snapshot of this product takes whole: {"project": (...), "user": (...)}."""
     module = rules_module(rules)
-    return () if module is None else tuple(module.BUNDLE_TREES)
+    if module is None:
+        return {"project": (), "user": ()}
+    return {scope: tuple(module.BUNDLE_TREES.get(scope, ())) for scope in ("project", "user")}

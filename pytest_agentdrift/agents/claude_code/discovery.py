@@ -317,10 +317,14 @@ def discover(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], 
 
 # --------------------------------------------------------------------------- bundles and runtime
 
-#: directories a bundle snapshot takes whole, relative to the project root and
-#: to the user config dir (``~/.claude``): every file of a skill (its scripts
-#: and references too), subagents, commands, rules and hook scripts
-BUNDLE_TREES = (".claude/skills", ".claude/agents", ".claude/commands", ".claude/rules", ".claude/hooks")
+#: directories a bundle snapshot takes whole, relative to the project root
+#: ("project") and to the home directory ("user"; ``.claude`` is read from
+#: ``$CLAUDE_CONFIG_DIR`` when set): every file of a skill (its scripts and
+#: references too), subagents, commands, rules and hook scripts
+BUNDLE_TREES = {
+    "project": (".claude/skills", ".claude/agents", ".claude/commands", ".claude/rules", ".claude/hooks"),
+    "user": (".claude/skills", ".claude/agents", ".claude/commands", ".claude/rules", ".claude/hooks"),
+}
 #: environment names whose values select behaviour and are never secret (recorded in the manifest)
 NON_SECRET_ENV_VALUES = frozenset({
     "DISABLE_AUTOUPDATER", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
@@ -331,3 +335,8 @@ NON_SECRET_ENV_VALUES = frozenset({
 PATHLIKE_ENV = frozenset({"CLAUDE_CONFIG_DIR"})
 #: entries of the real home the sandbox masks (credentials and personal configuration)
 MASKED_HOME_PATHS = (".claude", ".claude.json")
+#: ``--agent-with plugin:DIR``: where a plugin directory's components go in a
+#: bundle's project scope (plugin dir -> project path). Anything else in the
+#: plugin (hooks, MCP servers, its manifest) needs the product's plugin
+#: installer and is listed as not installed, never silently dropped.
+PLUGIN_LAYOUT = {"skills": ".claude/skills", "agents": ".claude/agents", "commands": ".claude/commands"}

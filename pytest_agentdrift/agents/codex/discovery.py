@@ -249,7 +249,15 @@ def discover(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], 
 
 #: directories a bundle snapshot takes whole: project skills, and under the
 #: user's ``~/.codex`` (or ``$CODEX_HOME``) skills, custom prompts and rules
-BUNDLE_TREES = (".agents/skills", ".codex/skills", ".codex/prompts", ".codex/rules")
+BUNDLE_TREES = {
+    "project": (".agents/skills",),
+    "user": (".codex/skills", ".codex/prompts", ".codex/rules", ".agents/skills"),
+}
 NON_SECRET_ENV_VALUES = frozenset({"CODEX_SANDBOX"})
 PATHLIKE_ENV = frozenset({"CODEX_HOME"})
 MASKED_HOME_PATHS = (".codex",)
+#: ``--agent-with plugin:DIR``: where a plugin directory's components go in a
+#: bundle's project scope (plugin dir -> project path). Anything else in the
+#: plugin (hooks, MCP servers, its manifest) needs the product's plugin
+#: installer and is listed as not installed, never silently dropped.
+PLUGIN_LAYOUT = {"skills": ".agents/skills"}

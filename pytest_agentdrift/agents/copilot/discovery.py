@@ -181,8 +181,15 @@ def discover(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], 
 # --------------------------------------------------------------------------- bundles and runtime
 
 #: directories a bundle snapshot takes whole (project root, and ``~/.copilot``)
-BUNDLE_TREES = (".github/instructions", ".github/skills", ".github/agents", ".claude/skills", ".agents/skills",
-                ".copilot/instructions", ".copilot/skills", ".copilot/agents", ".copilot/hooks")
+BUNDLE_TREES = {
+    "project": (".github/instructions", ".github/skills", ".github/agents", ".claude/skills", ".agents/skills"),
+    "user": (".copilot/instructions", ".copilot/skills", ".copilot/agents", ".copilot/hooks", ".agents/skills"),
+}
 NON_SECRET_ENV_VALUES = frozenset({"COPILOT_MODEL", "COPILOT_ALLOW_ALL"})
 PATHLIKE_ENV = frozenset({"COPILOT_HOME"})
 MASKED_HOME_PATHS = (".copilot",)
+#: ``--agent-with plugin:DIR``: where a plugin directory's components go in a
+#: bundle's project scope (plugin dir -> project path). Anything else in the
+#: plugin (hooks, MCP servers, its manifest) needs the product's plugin
+#: installer and is listed as not installed, never silently dropped.
+PLUGIN_LAYOUT = {"skills": ".github/skills", "agents": ".github/agents"}
