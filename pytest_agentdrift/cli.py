@@ -6,6 +6,7 @@
     agentdrift diff BASE CAND [--vary F]      compare two runs' manifests (exit 6 when not comparable)
     agentdrift compare BASE CAND [...]        the plugin's statistics and decision on two recorded runs
     agentdrift merge OUT SHARD...             one run from shards of one runtime recorded on several machines
+    agentdrift bundle | task new | plan | null    a team's own setup (cli_experiments.py)
 
 Exit codes are the plugin's: 0 good, 1 a check or the gate failed, 4 usage or
 operational error, 6 refused (not comparable).
@@ -135,13 +136,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         change_class=cmp.change_class, gate=GateParams(scope=args.gate_scope), seed=args.seed, ledger=ledger,
         rollback_state=args.rollback_state, rollback_evidence=evidence,
     )
+    from pytest_agentdrift.cli_experiments import compare_rows
+
+    section, rows, drop_it = compare_rows(args, base, cand, comparison)
     if args.json:
-        _out(json.dumps({"comparison": comparison, "decision": decision_document(comparison)}, indent=2, sort_keys=True))
+        _out(json.dumps({"comparison": comparison, "decision": {**decision_document(comparison), "experiment": section},
+                         "experiment": section}, indent=2, sort_keys=True))
     else:
         change = [f"change      {cmp.change_class}: {cmp.explanation}" + (f" (declared variable: {', '.join(cmp.varied)})" if cmp.varied else "")]
-        for line in (render_refusal(cmp) if not cmp.comparable else change) + ([note] if note else []) + render_comparison(comparison):
+        for line in (render_refusal(cmp) if not cmp.comparable else change) + ([note] if note else []) + render_comparison(comparison) + rows:
             _out(line)
-    return comparison_exit_code(comparison, args.gate)
+    code = comparison_exit_code(comparison, args.gate)
+    return drop_it if drop_it is not None and comparison["comparable"] else code
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -227,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
             c.add_argument("--release-notes", type=Path)
             c.add_argument("--rollback-state", choices=("verified", "prepared_unverified", "unavailable", "unknown"), default="unknown")
             c.add_argument("--rollback-evidence", type=Path, help="JSON evidence of a tested restoration")
+            from pytest_agentdrift.cli_experiments import add_compare_options
+
+            add_compare_options(c)
+    from pytest_agentdrift.cli_experiments import register
+
+    register(sub, _Parser)
     return parser
 
 

@@ -706,7 +706,10 @@ def derive(store: Path, base: Bundle, *, without: Sequence[str] = (), with_: Seq
             files[(scope, rel)] = f
             payload[(scope, rel)] = data
         added.append({"item": spec, "files": len(items), "not_installed": not_installed})
-    derivation = {"without": list(without), "with": list(with_), "removed_files": removed, "added": added}
+    base_keys = {(f.scope, f.path) for f in base.files}
+    added_files = sorted(f"{k[0]}:{k[1]}" for k in files if k not in base_keys or files[k].sha256 != _sha(base, k))
+    derivation = {"without": list(without), "with": list(with_), "removed_files": removed, "added": added,
+                  "added_files": added_files}
     identity = _identity_doc(base.agent, base.identity["surface_rules"], base.model, base.options, list(files.values()),
                              derived_from=base.digest, derivation=derivation)
     provenance = {"created_at": _now(None), "source": {"derived_from": base.digest, "base_name": base.name},
@@ -719,6 +722,10 @@ def derive(store: Path, base: Bundle, *, without: Sequence[str] = (), with_: Seq
     stored, _ = _store(store, identity, provenance, payload)
     _bind_name(store, name, stored)
     return Bundle(stored.root, stored.doc, name)
+
+
+def _sha(bundle: Bundle, key: tuple[str, str]) -> str | None:
+    return next((f.sha256 for f in bundle.files if (f.scope, f.path) == key), None)
 
 
 def derived_name(base: Bundle, without: Sequence[str], with_: Sequence[str]) -> str:

@@ -44,6 +44,7 @@ class RunSettings:
     agent_options: dict[str, Any] = field(default_factory=dict)
     keep_workdirs: bool = False
     allow_hosts: tuple[str, ...] = ()  # extends the adapter's API-host allowlist
+    overlay: Any = None  # run.overlay.Overlay: a bundle put in front of the agent (--agent-bundle)
 
 
 @dataclass
@@ -85,6 +86,7 @@ class RunEvidence:
     api_requests: list[dict[str, Any]] = field(default_factory=list)  # allowlisted tunnels through the proxy
     network_policy: dict[str, Any] | None = None
     runtime_bundle: list[dict[str, Any]] = field(default_factory=list)
+    overlay: dict[str, Any] | None = None  # what the harness placed from a bundle (never the agent's changes)
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -117,6 +119,7 @@ class RunEvidence:
             "api_requests": len(self.api_requests),
             "network_policy": self.network_policy,
             "runtime_bundle": self.runtime_bundle,
+            "overlay": self.overlay,
         }
 
 
@@ -149,19 +152,23 @@ def _private_env(settings: RunSettings, adapter: AgentAdapter, box: Path, extra:
 PROXY_PORT = 3128
 
 
-def copy_runtime_bundle(adapter: AgentAdapter, private_home: Path, real_home: Path, environ: dict[str, str]) -> list[dict[str, Any]]:
+def copy_runtime_bundle(adapter: AgentAdapter, private_home: Path, real_home: Path, environ: dict[str, str],
+                        credentials_only: bool = False) -> list[dict[str, Any]]:
     """Copy the user-scope files the product reads into the private home.
 
     The agent runs with the user's own settings, instructions, MCP config and
     sign-in, while the real home stays untouched. Credentials are copied and
     labelled, never hashed or recorded. A product home moved by an
     environment variable (CODEX_HOME, ...) is read from there and copied to
-    the default place; the variable itself is not passed on.
+    the default place; the variable itself is not passed on. With a bundle
+    (``credentials_only``) only the sign-in comes from the real home: the
+    bundle supplies the setup.
     """
     moved = {default: Path(environ[var]) for var, default in getattr(adapter, "config_home_env", {}).items() if environ.get(var)}
     creds = set(adapter.credential_files)
     copied = []
-    for rel in (*adapter.home_files, *adapter.credential_files, *getattr(adapter, "home_dirs", ())):
+    wanted = adapter.credential_files if credentials_only else (*adapter.home_files, *adapter.credential_files, *getattr(adapter, "home_dirs", ()))
+    for rel in wanted:
         src = real_home / rel
         for default, target in moved.items():
             if rel == default or rel.startswith(default + "/"):
@@ -240,7 +247,20 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     copy_tree(spec.repo, work)
     before = treesnap.snapshot(work)
     verify_tree(spec, tree_hashes(before), work)
-    start_commit = ev.git_fixture(work, (str(spec.path), digest(spec.initial_tree)), base) if spec.git else None
+    for rel in spec.hidden:
+        # the verifier's hidden tests: not in the agent's copy, put back in the graded copy (they are protected)
+        (work / rel).unlink()
+    if spec.hidden:
+        before = treesnap.resnapshot(work, before)
+    overlaid = None
+    if settings.overlay is not None:
+        from pytest_agentdrift.run import overlay as ov
+
+        # before the snapshot the diff is taken against: harness-placed files are never the agent's changes
+        overlaid = ov.apply_project(settings.overlay, work)
+        before = treesnap.resnapshot(work, before)
+    fixture_key = digest(spec.initial_tree) + (f"+{settings.overlay.digest}" if settings.overlay is not None else "")
+    start_commit = ev.git_fixture(work, (str(spec.path), fixture_key), base) if spec.git else None
     git_before = ev.git_state(work, settings.isolation)
     _decoy(box, root)
     canary = ev.plant_canary(box / "home")
@@ -257,7 +277,10 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         task_dir=spec.path, workdir=work, options=dict(settings.agent_options),
     )
     argv = adapter.build_argv(ctx)
-    bundle = copy_runtime_bundle(adapter, box / "home", Path.home(), dict(os.environ))
+    bundle = copy_runtime_bundle(adapter, box / "home", Path.home(), dict(os.environ),
+                                 credentials_only=settings.overlay is not None)
+    if settings.overlay is not None:
+        bundle += ov.apply_home(settings.overlay, box / "home")
     proxy, proxy_env, wrap = _start_proxy(adapter, settings, harness)
     if wrap:
         argv_run = [*wrap, *argv]
@@ -290,7 +313,10 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     work_deleted = work.is_symlink() or not work.is_dir()
     after = treesnap.resnapshot(work, before) if not work_deleted else {}
     d = treesnap.diff(before, after)
-    patch = treesnap.make_patch(spec.repo, work, d)
+    if settings.overlay is not None:
+        patch = ov.make_patch(spec.repo, work, d, settings.overlay, overlaid)
+    else:
+        patch = treesnap.make_patch(spec.repo, work, d)
     has_git = not work_deleted and (work / ".git").is_dir()
     git_after = ev.git_state(work, settings.isolation) if has_git else {}
     mutations = ev.git_mutations(git_before, git_after, bool(git_before), has_git) if spec.git else []
@@ -327,6 +353,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         event_problems=problems + net_problems, report=report, report_error=report_error,
         adapter_output=adapter_out, isolation=settings.isolation.to_dict("?"), start_commit=start_commit,
         api_requests=[{**e, "type": "api_request"} for e in api_requests], network_policy=policy, runtime_bundle=bundle,
+        overlay=overlaid,
     )
 
 

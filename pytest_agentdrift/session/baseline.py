@@ -81,7 +81,10 @@ def capture_for_session(config, s) -> None:
             run_id=s.run_id,
             env_image_digest=st.image_digest or os.environ.get("AGENTDRIFT_IMAGE_DIGEST") or None,
         )
-        cap = mf.capture(ctx)
+        from pytest_agentdrift.session.experiments import stamp_manifest, staged_context
+
+        cap = mf.capture(staged_context(s, ctx))  # with a bundle: what the agent will see
+        stamp_manifest(s, cap)
         s.manifest, s.instruction_bundle, s.source_manifest = cap.manifest, cap.instruction_bundle, cap.source_manifest
     config.hook.pytest_agentdrift_update_manifest(config=config, manifest=s.manifest)
     if "identity" in s.manifest:
@@ -220,7 +223,10 @@ def compare_with_baseline(config, s, results: dict[str, Any]) -> int:
         s.comparison_files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])
     change = [f"change      {cmp.change_class}: {cmp.explanation}" + (f" (declared variable: {', '.join(cmp.varied)})" if cmp.varied else "")]
     s.comparison_lines = (render_refusal(cmp) if not cmp.comparable else change) + ([note] if note else []) + render_comparison(comparison)
-    return comparison_exit_code(comparison, s.settings.gate)
+    from pytest_agentdrift.session.experiments import after_comparison
+
+    # the seed 002 rows, ablation verdicts and the null experiment; drop-it decides its own exit
+    return after_comparison(config, s, results, baseline, comparison, comparison_exit_code(comparison, s.settings.gate == "ship"))
 
 
 __all__ = ["check_baseline", "compare_with_baseline", "capture_for_session", "load_baseline", "EXIT_OK", "sys"]

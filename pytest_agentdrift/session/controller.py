@@ -31,6 +31,12 @@ class WorkerPlugin:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.s.settings.agent_selected:
             _resolve_agent(self.config, self.s)
+            from pytest_agentdrift.session.experiments import prepare_session
+
+            try:
+                prepare_session(self.config, self.s)  # the same bundle (and derived B) as the controller's
+            except AgentDriftError as exc:
+                raise pytest.UsageError(exc.message) from None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -55,6 +61,9 @@ class ControllerPlugin:
             if s.adapter is not None:
                 s.check_agent_available()
                 s.agent_version = s.probe_agent_version()
+                from pytest_agentdrift.session.experiments import prepare_session
+
+                prepare_session(self.config, s)  # bundle, derived B, options, plan
             from pytest_agentdrift.session.baseline import capture_for_session
 
             capture_for_session(self.config, s)

@@ -17,6 +17,9 @@ from typing import Any, Callable
 from pytest_agentdrift.errors import AgentDriftError
 
 FAIL_ON = ("any", "critical")
+#: --agent-gate modes: ``ship`` (the ship / hold gate; a bare --agent-gate) and
+#: ``drop-it`` (an ablation: exit 0 only when the item may be dropped, seed 002)
+GATE_MODES = ("ship", "drop-it")
 ISOLATION_MODES = ("auto", "bwrap", "unshare", "none")  # sandbox.py keeps the implementation
 
 
@@ -51,7 +54,7 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-baseline", "baseline", "string", None, "compare against this recorded run; refused (exit 6) when identity stamps differ", {}),
     ("--agent-vary", "vary", "linelist", [], "manifest field that may differ from the baseline (the experiment's variable); repeatable", {"action": "append"}),
     ("--agent-fail-on", "fail_on", "string", "any", "which failed checks fail an item: any (default) or critical", {"choices": FAIL_ON}),
-    ("--agent-gate", "gate", "bool", False, "with --agent-baseline: exit 1 unless the ship/hold gate says ship", {"action": "store_true"}),
+    ("--agent-gate", "gate", "string", None, "with --agent-baseline: exit 1 unless the gate passes; ship (the default of a bare --agent-gate) or drop-it (with --agent-without/--agent-with: exit 0 only on 'drop it')", {"nargs": "?", "const": "ship", "choices": GATE_MODES}),
     ("--agent-isolation", "isolation", "string", "auto", "sandbox: auto (strongest available), bwrap, unshare or none", {"choices": ISOLATION_MODES}),
     ("--agent-env", "env", "linelist", [], "extra environment variable NAME passed to the agent (values never recorded); repeatable", {"action": "append"}),
     ("--agent-model", "model", "string", None, "model for real-agent presets (recorded in the manifest)", {}),
@@ -67,6 +70,12 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-release-notes", "release_notes", "string", None, "CSV of release notes to triage against observed changes", {}),
     ("--agent-seed", "seed", "string", "0", "seed of the paired bootstrap", {}),
     ("--agent-keep-workdirs", "keep_workdirs", "bool", False, "keep each run's private directory for inspection", {"action": "store_true"}),
+    ("--agent-bundle", "bundle", "string", None, "run with an instruction bundle (NAME, digest or directory; see agentdrift bundle snapshot): project files overlaid into each work tree, user files into the private home", {}),
+    ("--agent-bundles", "bundles", "string", None, "the bundles directory (else AGENTDRIFT_BUNDLES, else .agentdrift/bundles under the rootdir)", {}),
+    ("--agent-without", "without", "linelist", [], "ablation: run the bundle minus PATH (also deleted from each task's repo); repeatable", {"action": "append"}),
+    ("--agent-with", "with_items", "linelist", [], "addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable", {"action": "append"}),
+    ("--agent-null", "null", "bool", False, "with --agent-baseline: a null experiment (same runtime twice): report outcome flips and whether the gate would have fired", {"action": "store_true"}),
+    ("--agent-plan", "plan", "string", None, "a plan written by 'agentdrift plan --out': recorded into the run (pre-registration) and checked against what ran", {}),
 ]
 
 
@@ -93,7 +102,7 @@ class Settings:
     baseline: Path | None
     vary: tuple[str, ...]
     fail_on: str
-    gate: bool
+    gate: str | None  # None (off), or one of GATE_MODES
     isolation: str
     env: tuple[str, ...]
     agent_options: dict[str, Any] = field(default_factory=dict)
@@ -107,6 +116,12 @@ class Settings:
     rollback_evidence: Path | None = None
     seed: int = 0
     keep_workdirs: bool = False
+    bundle: str | None = None
+    bundles: str | None = None
+    without: tuple[str, ...] = ()
+    with_items: tuple[str, ...] = ()
+    null: bool = False
+    plan: Path | None = None
 
     @property
     def agent_selected(self) -> bool:
@@ -140,6 +155,11 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
                 ini = conv(ini)
             except argparse.ArgumentTypeError as exc:
                 raise AgentDriftError(f"ini option {_ini_name(dest)}: {exc}") from None
+        if dest == "gate" and isinstance(ini, str) and ini.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            # the flag's old boolean ini form: true is the ship gate
+            ini = "ship" if ini.strip().lower() in ("true", "1", "yes", "on") else None
+            values[dest] = ini
+            continue
         if "choices" in extra and ini not in extra["choices"]:
             raise AgentDriftError(f"ini option {_ini_name(dest)}: {ini!r} is not one of {', '.join(extra['choices'])}")
         values[dest] = ini
@@ -172,13 +192,15 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
     return Settings(
         agent=values["agent"], cmd=values["cmd"], suite=values["suite"], k=k, timeout=timeout,
         record=path(values["record"]), baseline=path(values["baseline"]), vary=tuple(values["vary"] or ()),
-        fail_on=values["fail_on"], gate=bool(values["gate"]), isolation=values["isolation"], env=env,
+        fail_on=values["fail_on"], gate=values["gate"] or None, isolation=values["isolation"], env=env,
         agent_options={k_: v for k_, v in (("model", values["model"]), ("permission_mode", values["permission_mode"]), ("sandbox", values["sandbox_mode"])) if v},
         config_files=tuple(values["config_files"] or ()), instruction_files=tuple(values["instruction_files"] or ()),
         release_notes=path(values["release_notes"]), seed=seed,
         accept_unobserved=tuple(dict.fromkeys(values["accept_unobserved"])), image_digest=values["image_digest"],
         allow_hosts=tuple(values["allow_hosts"] or ()),
         rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
+        bundle=values["bundle"] or None, bundles=values["bundles"] or None, without=tuple(values["without"] or ()),
+        with_items=tuple(values["with_items"] or ()), null=bool(values["null"]), plan=path(values["plan"]),
     )
 
 

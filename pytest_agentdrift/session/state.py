@@ -43,6 +43,12 @@ def new_run_id() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(4)
 
 
+def _overlay_note(run: Any) -> str:
+    from pytest_agentdrift.run.overlay import patch_note
+
+    return patch_note(getattr(run, "overlay", None))
+
+
 def evaluator_id(specs: list[TaskSpec]) -> str:
     from pytest_agentdrift.canonical import digest
     from pytest_agentdrift.grade.evaluator import evaluator_components
@@ -157,12 +163,16 @@ class AgentDriftSession:
             isolation=self.isolation, timeout_s=self.settings.timeout,
             env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(self.settings.env))),
             agent_options=self.settings.agent_options, keep_workdirs=self.settings.keep_workdirs,
-            allow_hosts=self.settings.allow_hosts,
+            allow_hosts=self.settings.allow_hosts, overlay=getattr(self, "overlay", None),
         )
         run = run_agent(spec, rep, self.adapter, settings, self.base / "runs")
         try:
             checks = self.grader.evaluate(spec, run)
             result = score(run, checks)
+            from pytest_agentdrift.compare.behaviour import trace_of
+
+            # what the agent did, step by step (its own account: behaviour rows only, never check evidence)
+            result["trace"] = trace_of(run.adapter_output.events, run.agent_events)
         finally:
             if not self.settings.keep_workdirs:
                 cleanup(run)
@@ -172,7 +182,7 @@ class AgentDriftSession:
             "stdout.txt": run.stdout,
             "stderr.txt": run.stderr,
             "events.jsonl": dump_jsonl(run.events),
-            "diff.patch": run.patch,
+            "diff.patch": _overlay_note(run) + run.patch,
             "report.json": json.dumps(run.report, indent=2, sort_keys=True) + "\n" if run.report else "null\n",
             "checks.json": json.dumps(result["checks"], indent=2, sort_keys=True) + "\n",
             "argv.json": json.dumps(run.argv, indent=2) + "\n",

@@ -64,7 +64,7 @@ FORBIDDEN_EFFECT_KEYS = frozenset(
 EXPECTED_EVENT_KEYS = frozenset({"require", "require_any", "forbid", "max"})
 #: the statuses of an agent's final report (the agent protocol)
 REPORT_STATUSES = ("complete", "partial", "blocked", "failed")
-TASK_KEYS = frozenset({"id", "title", "behavior", "suite", "timeout_s", "protected", "git", "checks", "description"})
+TASK_KEYS = frozenset({"id", "title", "behavior", "suite", "timeout_s", "protected", "hidden", "git", "checks", "description"})
 _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 
@@ -109,6 +109,7 @@ class TaskSpec:
     initial_tree: dict[str, str]  # relpath -> sha256 hex
     evaluator_version: str
     function_files: tuple[Path, ...] = ()  # test_*.py beside task.toml: checks as pytest functions
+    hidden: tuple[str, ...] = ()  # protected files of repo/ the agent's copy does not get (restored for grading)
 
     @property
     def repo(self) -> Path:
@@ -363,6 +364,11 @@ def load_task(task_dir: Path) -> TaskSpec:
     read_text_utf8(task_dir / "reset-instructions.md", TaskError)
     check_symlinks(task_dir)
     tree = parse_tree_file(task_dir / "initial-tree.sha256")
+    hidden = tuple(_str_list(meta.get("hidden", []), "'hidden'", toml_path))
+    for rel in hidden:
+        # the graded copy gets a hidden file back only because it is protected
+        _expect(rel in tree, f"hidden file {rel!r} is not a file of repo/", toml_path)
+        _expect(protected.matches(rel), f"hidden file {rel!r} must also be protected (the graded copy restores it)", toml_path)
 
     for check in checks:
         for key in ("expected",):
@@ -389,6 +395,7 @@ def load_task(task_dir: Path) -> TaskSpec:
         initial_tree=tree,
         evaluator_version=evaluator_version,
         function_files=function_files,
+        hidden=hidden,
     )
     # A fixture that changed is refused when collected (and each copy is verified again before a run).
     verify_tree(spec, hash_repo(spec.repo), spec.repo)
