@@ -128,6 +128,10 @@ def render_null(result: Mapping[str, Any]) -> list[str]:
         shares = (p.get("variance") or {}).get("shares")
         if shares:
             lines.append(f"{'variance':<11} " + "  ".join(f"{k} {100 * shares[k]:.1f}%" for k in ("task", "arm", "task_x_arm", "run_to_run")))
+        elif p.get("variance") is not None:
+            lines.append(f"{'variance':<11} {p['variance'].get('note') or 'total sum of squares 0: nothing to apportion'}")
+        else:
+            lines.append(f"{'variance':<11} null (k = 1: run-to-run variance needs repetitions)")
     if result["false_alarm_rate"] is not None:
         compared = sum(1 for p in result["pairs"] if p["comparable"])
         lines.append(f"{'false alarm':<11} {result['gate_fired']}/{compared} pair(s) = {100 * result['false_alarm_rate']:.1f}% "

@@ -186,13 +186,15 @@ def make_plan(results: Mapping[str, Any], *, delta: float, alpha: float = 0.05, 
     k_rec = max(r for _, r in counts.values())
     k_best, rows = _smallest_k(rates, delta, alpha, target)
     more = [_smallest_n(rates, k, delta, alpha, target) for k in MORE_TASKS_K]
+    feasible = [m for m in more if m["tasks"] is not None]
     if k_best is not None and k_best <= 10:
         recommended = {"kind": "recorded_tasks", "tasks": len(rates), "k": k_best, "power": rows[-1]["power"]}
     else:
-        feasible = [m for m in more if m["tasks"] is not None]
+        # fewest runs in all; writing tasks costs more than running them, so the fewest-tasks design is shown too
         best = min(feasible, key=lambda m: (m["tasks"] * m["k"], m["k"])) if feasible else None
         recommended = ({"kind": "more_tasks", "tasks": best["tasks"], "k": best["k"], "power": best["power"]} if best
                        else {"kind": "none", "tasks": None, "k": None, "power": None})
+    fewest_tasks = min(feasible, key=lambda m: (m["tasks"], m["k"])) if feasible else None
     budget = budget_k or k_rec
     mu, _, _ = _moments(rates, budget, delta, fixed=True)
     doc: dict[str, Any] = {
@@ -207,6 +209,7 @@ def make_plan(results: Mapping[str, Any], *, delta: float, alpha: float = 0.05, 
                    "effective_delta": mu},
         "designs": {"recorded_tasks": rows, "more_tasks": more},
         "recommended": recommended,
+        "fewest_tasks": fewest_tasks,
         "mde": {"tasks": len(rates), "k": budget, "power": target, "delta": mde(rates, budget, alpha, target)},
     }
     doc["digest"] = digest({k: v for k, v in doc.items() if k != "created_at"})
@@ -248,7 +251,10 @@ def render_plan(doc: Mapping[str, Any]) -> list[str]:
     else:
         where = "the recorded tasks" if rec["kind"] == "recorded_tasks" else "tasks like the recorded ones"
         extra = "" if rec["kind"] == "recorded_tasks" else f" ({rec['tasks'] - src['tasks']} more than recorded)"
-        lines.append(f"{'recommend':<11} {rec['tasks']} {where} × k={rec['k']}{extra}: power {rec['power']:.2f}")
+        lines.append(f"{'recommend':<11} {rec['tasks']} {where} × k={rec['k']}{extra}: power {rec['power']:.2f} (fewest runs)")
+        few = doc.get("fewest_tasks")
+        if rec["kind"] == "more_tasks" and few and few["tasks"] < rec["tasks"]:
+            lines.append(f"{'':<11} fewest tasks: {few['tasks']} × k={few['k']}: power {few['power']:.2f}")
     mde_text = "none below 100 pp" if m["delta"] is None else f"{100 * m['delta']:.1f} pp"
     lines.append(f"{'mde':<11} with {m['tasks']} tasks × k={m['k']}: the smallest regression detected with power "
                  f"{m['power']:.2f} is {mde_text}")
