@@ -77,13 +77,14 @@ def resolve_store(explicit: str | os.PathLike[str] | None, ini: str | None, env:
 
     The command line (``--agent-bundles`` / ``--bundles``) wins, then the
     ``agent_bundles`` ini value, then ``AGENTDRIFT_BUNDLES``, then
-    ``.agentdrift/bundles`` under the rootdir. A relative path is relative
-    to the rootdir, like every other ini path.
+    ``.agentdrift/bundles`` under the rootdir. A relative ini value is
+    relative to the rootdir (like every ini path); a relative command-line
+    or environment value to the current directory.
     """
-    for value in (explicit, ini, env.get(STORE_ENV)):
+    for value, base in ((explicit, None), (ini, Path(rootdir)), (env.get(STORE_ENV), None)):
         if value not in (None, ""):
             path = Path(os.path.expanduser(os.fspath(value)))
-            return path if path.is_absolute() else Path(rootdir) / path
+            return path if path.is_absolute() else (base / path if base is not None else Path(os.path.abspath(path)))
     return Path(rootdir) / DEFAULT_STORE
 
 

@@ -55,11 +55,12 @@ def state_of(s: Any) -> ExperimentState:
     return st
 
 
-def bundles_dir(settings: Any, rootpath: Path) -> Path:
-    """The plugin's bundles directory: --agent-bundles / agent_bundles ini, AGENTDRIFT_BUNDLES, default."""
+def bundles_dir(config: Any) -> Path:
+    """The plugin's bundles directory: --agent-bundles, the agent_bundles ini value, AGENTDRIFT_BUNDLES, default."""
     from pytest_agentdrift.manifest.bundles import resolve_store
 
-    return resolve_store(settings.bundles, None, os.environ, rootpath)
+    return resolve_store(config.getoption("agentdrift_bundles"), config.getini("agent_bundles") or None, os.environ,
+                         Path(config.rootpath))
 
 
 def _check_options(st_: Any, controller: bool) -> None:
@@ -94,7 +95,7 @@ def prepare_session(config: Any, s: Any) -> None:
     if settings.bundle:
         from pytest_agentdrift.manifest import bundles
 
-        st.store = bundles_dir(settings, Path(config.rootpath))
+        st.store = bundles_dir(config)
         st.base_bundle = bundle = bundles.load(st.store, settings.bundle)
         adapter = s.adapter
         if adapter is None or adapter.name != bundle.agent:

@@ -73,7 +73,7 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-bundle", "bundle", "string", None, "run with an instruction bundle (NAME, digest or directory; see agentdrift bundle snapshot): project files overlaid into each work tree, user files into the private home", {}),
     ("--agent-bundles", "bundles", "string", None, "the bundles directory (else AGENTDRIFT_BUNDLES, else .agentdrift/bundles under the rootdir)", {}),
     ("--agent-without", "without", "linelist", [], "ablation: run the bundle minus PATH (also deleted from each task's repo); repeatable", {"action": "append"}),
-    ("--agent-with", "with_items", "linelist", [], "addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable", {"action": "append"}),
+    ("--agent-with", "with", "linelist", [], "addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable", {"action": "append"}),
     ("--agent-null", "null", "bool", False, "with --agent-baseline: a null experiment (same runtime twice): report outcome flips and whether the gate would have fired", {"action": "store_true"}),
     ("--agent-plan", "plan", "string", None, "a plan written by 'agentdrift plan --out': recorded into the run (pre-registration) and checked against what ran", {}),
 ]
@@ -200,7 +200,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         allow_hosts=tuple(values["allow_hosts"] or ()),
         rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
         bundle=values["bundle"] or None, bundles=values["bundles"] or None, without=tuple(values["without"] or ()),
-        with_items=tuple(values["with_items"] or ()), null=bool(values["null"]), plan=path(values["plan"]),
+        with_items=tuple(values["with"] or ()), null=bool(values["null"]), plan=path(values["plan"]),
     )
 
 

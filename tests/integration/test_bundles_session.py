@@ -161,6 +161,19 @@ def test_we_changed_claude_md(world):
     assert "ACCEPT" in lines_of(d, "item gate")[0]
     assert lines_of(d, "drop-it")[0].startswith("drop-it     drop-it gate: Drop it")
 
+    # an addition: a plugin whose skill no task invokes never reaches the agent, so it need not be added
+    plugin = world / "terse-plugin"
+    (plugin / "skills" / "terse").mkdir(parents=True)
+    (plugin / "skills" / "terse" / "SKILL.md").write_text("---\nname: terse\n---\nsay: (terse)\n")
+    (plugin / ".claude-plugin").mkdir()
+    (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "terse"}')
+    e = session(world, "--agent", "claude-code", "--agent-bundle", "team-v1", "--agent-with", "plugin:terse-plugin",
+                "--agent-baseline", "runs/v1", "--agent-vary", "instruction_hash", "--agent-gate", "drop-it")
+    assert e.returncode == 0, e.stdout + e.stderr
+    assert lines_of(e, "effect")[0].startswith("effect      effect of plugin:terse-plugin = B − A: +0.0 pp")
+    assert "UNMEASURED" in lines_of(e, "item gate")[0] and "B adds plugin:terse-plugin" in e.stdout
+    assert lines_of(e, "drop-it")[0].startswith("drop-it     drop-it gate: Drop it")
+
     # and the CLI reads the same from the records
     cli = agentdrift(world, "compare", "runs/v1", "runs/no-claude-md", "--vary", "instruction_hash", "--drop-it",
                      *[f"--accept-unobserved={f}" for f in INI.split()[3:]])

@@ -186,6 +186,7 @@ def test_store_resolution_order(tmp_path):
     root = tmp_path
     assert bundles.resolve_store(None, None, {}, root) == root / ".agentdrift" / "bundles"
     assert bundles.resolve_store(None, None, {"AGENTDRIFT_BUNDLES": "/b/env"}, root) == Path("/b/env")
+    assert bundles.resolve_store("rel", None, {}, root) == Path.cwd() / "rel"  # a command-line path: from here
     assert bundles.resolve_store(None, "ini-dir", {"AGENTDRIFT_BUNDLES": "/b/env"}, root) == root / "ini-dir"
     assert bundles.resolve_store("/b/cli", "ini-dir", {"AGENTDRIFT_BUNDLES": "/b/env"}, root) == Path("/b/cli")
     write(root / "proj" / "pyproject.toml", '[tool.pytest.ini_options]\nagent_bundles = "shared/bundles"\n')
