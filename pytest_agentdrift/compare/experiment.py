@@ -48,6 +48,23 @@ def agent_release(base: Mapping[str, Any], cand: Mapping[str, Any], base_manifes
     return row
 
 
+def host_drift(comparison: Mapping[str, Any], alpha: float = 0.05) -> dict[str, Any] | None:
+    """Identity equal, outcomes moved beyond run-to-run noise: seed 003's host-side change behind an unchanged stamp."""
+    from pytest_agentdrift.compare.null import DRIFT_REASON, two_sided_discordant_pvalue
+
+    paired = comparison.get("paired")
+    if comparison.get("change_class") != "identical" or not comparison.get("comparable") or not paired:
+        return None
+    won, lost = len(paired["won"]), len(paired["lost"])
+    p = two_sided_discordant_pvalue(won, lost)
+    fired = (comparison.get("gate") or {}).get("quality_verdict") == "dont_ship"
+    if p >= alpha and not fired:
+        return None
+    return {"p_two_sided": p, "gate_fired": fired,
+            "note": f"{DRIFT_REASON}: the identity is equal but {won + lost} task(s) changed outcome (two-sided p = "
+                    f"{p:.3g}" + ("; the gate fired" if fired else "") + "); check with agentdrift null"}
+
+
 def _bundle_info(results: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return (results.get("settings") or {}).get("agent_bundle")
 
@@ -69,6 +86,7 @@ def experiment_section(base: Mapping[str, Any], cand: Mapping[str, Any], compari
         "bundles": {"baseline": _bundle_info(base), "candidate": _bundle_info(cand)},
         "ablation": None,
         "gate_mode": gate_mode,
+        "host_drift": host_drift(comparison),
     }
     cand_bundle = _bundle_info(cand) or {}
     item = ablation.item_from_derivation(cand_bundle.get("derivation"))
@@ -162,6 +180,6 @@ def render_experiment(section: Mapping[str, Any]) -> list[str]:
             lines.append(_line("", "re-run: pytest <the same options>" + (f" -k '{sel}'" if sel else "") + f" --agent-k {rc['k']}"))
     if ab and ab.get("drop_it"):
         lines.append(_line("drop-it", f"drop-it gate: {ab['drop_it']['answer']}: {ab['drop_it']['reason']}"))
-    notes = [n for n in (rel.get("note"), sf.get("note")) if n]
+    notes = [n for n in (rel.get("note"), sf.get("note"), (section.get("host_drift") or {}).get("note")) if n]
     lines += [_line("note", n) for n in notes]
     return lines

@@ -283,7 +283,8 @@ def after_comparison(config: Any, s: Any, results: dict[str, Any], baseline: dic
             files["comparison/decision.json"]["null_experiment"] = {"status": result["status"], "because": result["because"]}
         lines += render_null(result)
         null_code = null_exit_code(result)
-        out = EXIT_REFUSED if null_code == EXIT_REFUSED else max(out if out != EXIT_REFUSED else EXIT_OK, null_code)
+        if out != EXIT_REFUSED and null_code != EXIT_OK:
+            out = null_code  # drift suspected (1), or not a null experiment (6)
     s.comparison_lines.extend(lines)
     return out
 

@@ -131,3 +131,14 @@ def test_agent_release_differs_warns_unless_release_notes_were_given():
     assert any(line.startswith("agent ") and "release differs" in line for line in lines)
     assert any(line.startswith("note ") and "agent release differs" in line for line in lines)
     json.dumps(experiment_section(a, b, comparison))  # the section is plain JSON
+
+
+def test_an_equal_identity_with_moving_outcomes_is_flagged_as_host_side_drift():
+    from pytest_agentdrift.compare.experiment import host_drift
+
+    moved = {"change_class": "identical", "comparable": True, "paired": {"won": [], "lost": [f"T{i}" for i in range(6)]},
+             "gate": {"quality_verdict": "dont_ship"}}
+    flagged = host_drift(moved)
+    assert flagged["note"].startswith("host-side drift suspected") and flagged["gate_fired"]
+    assert host_drift({**moved, "paired": {"won": [], "lost": ["T1"]}, "gate": {"quality_verdict": "hold"}}) is None
+    assert host_drift({**moved, "change_class": "instruction_change"}) is None
