@@ -664,6 +664,78 @@ def show_lines(bundle: Bundle, store: Path | None = None) -> list[str]:
     return lines
 
 
+# --------------------------------------------------------------------------- secrets travelling with a bundle
+
+_SECRET_KEY = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|BEARER", re.IGNORECASE)
+_VALUES_ARE_SECRET = frozenset({"env", "headers", "http_headers", "env_http_headers", "environment"})
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(token|key|secret|password|passwd|auth|bearer)[\w-]*$", re.IGNORECASE)
+_SECRET_SHAPE = re.compile(r"^(sk-|ghp_|gho_|ghs_|github_pat_|xox[abpr]-|AKIA|AIza|glpat-|eyJ)[A-Za-z0-9._~+/=-]{6,}$")
+
+
+def secret_strings(bundle: Bundle) -> list[str]:
+    """Values in the bundle's configuration that the manifest treats as secret, to keep out of every artifact.
+
+    A team's settings and MCP files travel with the bundle into the work
+    tree, where the agent can read and print them. The runs record only
+    hashes of them, and these values (environment and header values, keys
+    that name a credential, the argument after a ``--token``-like flag,
+    strings shaped like well-known tokens, URL userinfo), also in hex and
+    base64, are scrubbed from run artifacts like the session's own secrets.
+    Hook scripts are not parsed: a token written into a script is not found.
+    """
+    import base64
+    import tomllib
+    from urllib.parse import urlsplit
+
+    found: set[str] = set()
+
+    def walk(value: Any, secret: bool = False, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, secret or str(k).lower() in _VALUES_ARE_SECRET or bool(_SECRET_KEY.search(str(k))), str(k))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                flagged = i > 0 and isinstance(value[i - 1], str) and bool(_SECRET_FLAG.match(value[i - 1]))
+                if isinstance(item, str) and "=" in item and _SECRET_FLAG.match(item.split("=", 1)[0]):
+                    found.add(item.split("=", 1)[1])
+                walk(item, secret or flagged, key)
+        elif isinstance(value, str):
+            if secret or _SECRET_SHAPE.match(value):
+                found.add(value)
+            if "://" in value:
+                try:
+                    user = urlsplit(value)
+                except ValueError:
+                    return
+                if user.password:
+                    found.add(user.password)
+                if user.username and user.password is None and len(user.username) >= 8:
+                    found.add(user.username)
+
+    for f in bundle.files:
+        if f.category != "config":
+            continue
+        data = bundle.source(f).read_bytes()
+        try:
+            if f.path.endswith(".toml"):
+                doc: Any = tomllib.loads(data.decode("utf-8"))
+            elif f.path.endswith((".json", ".jsonc")):
+                from pytest_agentdrift.manifest.discovery import strip_jsonc
+
+                doc = json.loads(strip_jsonc(data.decode("utf-8")))
+            else:
+                continue
+        except (ValueError, UnicodeDecodeError):
+            continue
+        walk(doc)
+    out: set[str] = set()
+    for value in found:
+        if len(value) >= 6:
+            raw = value.encode()
+            out.update({value, raw.hex(), base64.b64encode(raw).decode().rstrip("=")})
+    return sorted(out, key=len, reverse=True)
+
+
 # --------------------------------------------------------------------------- derive
 
 

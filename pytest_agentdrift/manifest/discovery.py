@@ -320,7 +320,7 @@ def instruction_hash(bundle: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- config parsing
 
 
-def _strip_jsonc(text: str) -> str:
+def strip_jsonc(text: str) -> str:
     """Remove // and /* */ comments and trailing commas outside strings (JSONC)."""
     out: list[str] = []
     i, n = 0, len(text)
@@ -359,7 +359,7 @@ def _load_jsonc(path: Path) -> Any:
 
     text = read_text_utf8(path)
     try:
-        return loads_json_strict(_strip_jsonc(text))
+        return loads_json_strict(strip_jsonc(text))
     except DuplicateKeyError as exc:
         raise AgentDriftError(f"invalid JSON: duplicate key {exc.key!r}", path) from None
     except ValueError as exc:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -40,6 +40,8 @@ class Overlay:
     user_root: str
     user: tuple[tuple[str, bool], ...]  # (posix path relative to the home directory, executable)
     remove: tuple[str, ...] = ()  # project paths deleted from each work tree (--agent-without)
+    #: values in the bundle's configuration to scrub from every run artifact (manifest.bundles.secret_strings)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def label(self) -> str:

@@ -134,6 +134,7 @@ def _check_without(config: Any, bundle: Any, without: tuple[str, ...]) -> None:
 
 
 def overlay_for(bundle: Any) -> Any:
+    from pytest_agentdrift.manifest import bundles
     from pytest_agentdrift.run.overlay import Overlay
 
     return Overlay(
@@ -143,6 +144,7 @@ def overlay_for(bundle: Any) -> Any:
         user_root=str(bundle.root / "files" / "user"),
         user=tuple((f.path, f.executable) for f in bundle.scoped("user")),
         remove=tuple(bundle.removes),
+        secrets=tuple(bundles.secret_strings(bundle)),
     )
 
 

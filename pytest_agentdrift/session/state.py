@@ -191,6 +191,8 @@ class AgentDriftSession:
         payload = {"task_id": spec.id, "rep": rep, "meta": meta, "result": result}
         # The one place where run data leaves for the record: keep the session's secrets out.
         secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
+        # secrets written into a bundle's settings or MCP files travel with it into the work tree
+        secrets_ = sorted({*secrets_, *getattr(settings.overlay, "secrets", ())}, key=len, reverse=True)
         return json.loads(scrub(json.dumps(payload), [json.dumps(v)[1:-1] for v in secrets_]))
 
     # -- controller side ----------------------------------------------------------------

@@ -27,6 +27,8 @@ pytestmark = pytest.mark.slow
 FAKE_CLAUDE = Path(__file__).parents[1] / "data" / "fake_claude.py"
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 RUN_TESTS = "python -m pytest -q -p no:cacheprovider -p no:benchmark"
+#: a token a team wrote into its settings: it travels with the bundle, and must not reach a record
+PLANTED = "tok-PLANTED-in-settings-0123456789"
 CHECKS = [
     {"name": "verifier", "kind": "pytest", "layer": "correctness", "args": ["tests"], "expect_before": "fail"},
     {"name": "only-allowed-paths", "kind": "paths", "layer": "scope", "critical": True},
@@ -66,12 +68,26 @@ def agentdrift(world: Path, *args: str, home: Path | None = None) -> subprocess.
     return sh(world, sys.executable, "-m", "pytest_agentdrift.cli", *args, env={"HOME": str(home)} if home else None)
 
 
+def stable_runtimes(bin_dir: Path) -> None:
+    """node and npm that answer their version at once.
+
+    Capture probes them with a 2 s limit; on a loaded machine the real npm
+    can miss it, and an `unobserved` runtime on one side refuses the
+    comparison for a reason that has nothing to do with bundles.
+    """
+    for name, version in (("node", "v20.0.0"), ("npm", "10.0.0")):
+        shim = bin_dir / name
+        shim.write_text(f"#!/bin/sh\necho {version}\n")
+        shim.chmod(0o755)
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> Path:
     (tmp_path / "bin").mkdir()
     claude = tmp_path / "bin" / "claude"
     claude.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_CLAUDE} \"$@\"\n")
     claude.chmod(0o755)
+    stable_runtimes(tmp_path / "bin")
     (tmp_path / "pytest.ini").write_text(INI)
     for tid, slug, src, bug, test in (
         ("B01", "add", "calc.py", "def add(a, b):\n    return a - b\n",
@@ -85,8 +101,9 @@ def world(tmp_path: Path) -> Path:
     team = tmp_path / "team"
     (team / ".claude" / "skills" / "unused").mkdir(parents=True)
     (team / "CLAUDE.md").write_text("# Team rules\n- fix: calc.py: return a - b => return a + b\n"
-                                    f"- fix: text.py: .lower() => .upper()\n- run: {RUN_TESTS}\n")
-    (team / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash(python -m pytest:*)"]}}))
+                                    f"- fix: text.py: .lower() => .upper()\n- run: {RUN_TESTS}\n- run: cat .claude/settings.json\n")
+    (team / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash(python -m pytest:*)"]},
+                                                                "env": {"INTERNAL_API_TOKEN": PLANTED}}))
     (team / ".claude" / "skills" / "unused" / "SKILL.md").write_text("---\nname: unused\n---\nsay: never used\n")
     (tmp_path / "home").mkdir()
     return tmp_path
@@ -122,6 +139,10 @@ def test_we_changed_claude_md(world):
     assert (world / "runs" / "v1" / "raw" / "B01" / "r1" / "diff.patch").read_text().startswith("# agentdrift: bundle team-v1")
     assert results["settings"]["agent_bundle"]["name"] == "team-v1"
     assert "bundle team-v1" in (world / "runs" / "v1" / "report.md").read_text()
+    # the agent printed the settings file with the team's token: scrubbed from every artifact of the record
+    stdout = (world / "runs" / "v1" / "raw" / "B01" / "r1" / "stdout.txt").read_text()
+    assert "INTERNAL_API_TOKEN" in stdout and "[REDACTED]" in stdout
+    assert not [p for p in (world / "runs").rglob("*") if p.is_file() and PLANTED.encode() in p.read_bytes()]
 
     # B without declaring the change: refused, and instruction_hash is the only field that blocks
     refused = session(world, "--agent", "claude-code", "--agent-bundle", "team-v2", "--agent-baseline", "runs/v1")
@@ -201,6 +222,7 @@ def test_null_experiment_and_a_pre_registered_plan_with_the_reference_agent(tmp_
     for name in ("EX01-fix-discount", "EX02-explain-readonly"):
         shutil.copytree(FIXTURES / name, world / "tasks" / name)
     (world / "bin").mkdir()
+    stable_runtimes(world / "bin")
     for name in ("a", "b"):
         r = session(world, "--agent", "reference", "--agent-k", "2", "--agent-record", f"runs/{name}")
         assert r.returncode == 0, r.stdout + r.stderr

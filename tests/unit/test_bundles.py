@@ -194,3 +194,23 @@ def test_store_resolution_order(tmp_path):
     assert bundles.find_rootdir(root / "proj" / "sub") == (root / "proj", "shared/bundles")
     write(root / "other" / "pytest.ini", "[pytest]\n")
     assert bundles.find_rootdir(root / "other") == (root / "other", None)
+
+
+def test_secrets_in_the_bundles_configuration_are_found_for_scrubbing(team):
+    project, home, store = team
+    write(project / ".claude" / "settings.json", json.dumps({
+        "env": {"API_BASE": "https://api.example.invalid", "MY_TOKEN": "tok-envvalue-123"},
+        "apiKeyHelper": "/usr/local/bin/get-key",
+        "permissions": {"allow": ["Bash(pytest:*)"]}}))
+    write(project / ".mcp.json", json.dumps({"mcpServers": {
+        "docs": {"command": "docs-mcp", "args": ["--token", SECRET, "--port", "8080"]},
+        "web": {"url": "https://bob:hunter2hunter2@mcp.example.invalid/x", "headers": {"Authorization": "Bearer abcdefgh1234"}},
+        "gh": {"command": "gh-mcp", "args": ["--auth=ghp_0123456789abcdef"], "model": "claude-sonnet-4-5"}}}))
+    bundle, _ = snap(team, name="with-secrets")
+    found = set(bundles.secret_strings(bundle))
+    for value in (SECRET, "tok-envvalue-123", "hunter2hunter2", "Bearer abcdefgh1234", "ghp_0123456789abcdef",
+                  "https://api.example.invalid"):
+        assert value in found, value
+    assert SECRET.encode().hex() in found  # smuggled as hex is scrubbed too
+    # what selects behaviour is left alone
+    assert not found & {"docs-mcp", "8080", "--port", "claude-sonnet-4-5", "Bash(pytest:*)", "gh-mcp"}
