@@ -555,6 +555,9 @@ def load(store: Path, ref: str | os.PathLike[str]) -> Bundle:
     as_path = Path(os.path.expanduser(text))
     if (as_path / BUNDLE_FILE).is_file():
         return _verified(as_path, None)
+    if ("/" in text or os.sep in text) and as_path.is_dir():
+        raise AgentDriftError(f"{text} is a directory but not a bundle (no {BUNDLE_FILE}): snapshot it first with "
+                              f"agentdrift bundle snapshot NAME --agent PRESET --dir {text}")
     if NAME.fullmatch(text) and (store / "names" / f"{text}.json").is_file():
         digest_ = _read_name(store / "names" / f"{text}.json")
         target = store / "objects" / digest_.split(":", 1)[1]

@@ -103,7 +103,7 @@ class _ClaudeWalker:
         self.seen: set[str] = set()
 
     def add(self, path: Path, *, scope: str, kind: str, load: str, apply_to: list[str] | None = None,
-            skip_missing: bool = True) -> None:
+            skip_missing: bool = True, follow_imports: bool = True) -> None:
         if skip_missing and not exists(path):
             return
         key = os.path.abspath(path)
@@ -118,7 +118,7 @@ class _ClaudeWalker:
                 entry.load = "conditional"
         entry.apply_to = apply_to
         self.disc.entries.append(entry)
-        if data is not None:
+        if data is not None and follow_imports:
             self._imports(entry, path, data, depth=0)
 
     def _imports(self, parent: InstructionEntry, path: Path, data: bytes, depth: int) -> None:
@@ -277,12 +277,13 @@ def _add_components(walker: _ClaudeWalker, base: Path, scope: str) -> None:
     command's text when it is typed: all ``on_demand``, all instruction
     text the agent can be given.
     """
+    # memory-file @imports are a CLAUDE.md feature: these files are hashed as they are, not followed
     for p in sorted(base.glob("skills/*/SKILL.md"), key=lambda p: p.as_posix()):
-        walker.add(p, scope=scope, kind="skill", load="on_demand")
+        walker.add(p, scope=scope, kind="skill", load="on_demand", follow_imports=False)
     for p in glob_files(base / "agents"):
-        walker.add(p, scope=scope, kind="subagent", load="on_demand")
+        walker.add(p, scope=scope, kind="subagent", load="on_demand", follow_imports=False)
     for p in glob_files(base / "commands"):
-        walker.add(p, scope=scope, kind="command", load="on_demand")
+        walker.add(p, scope=scope, kind="command", load="on_demand", follow_imports=False)
 
 
 def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None) -> dict[str, Any]:
