@@ -36,6 +36,7 @@ from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.run import agentio, gitstate, mountplan, netlog, sandbox, tamper
 from pytest_agentdrift.run import stdlib_guard as gradeguard
 from pytest_agentdrift.run import canary as canary_mod
+from pytest_agentdrift.run import overlay as ov
 from pytest_agentdrift.safetext import capped, escape_path, json_safe
 from pytest_agentdrift.tasks import fdtree, treesnap
 from pytest_agentdrift.tasks.load import TaskSpec, tree_hashes, verify_tree
@@ -63,6 +64,7 @@ class RunSettings:
     hidden: tuple[Path, ...] = ()
     limits: dict[str, int | None] | None = None  # resource limits (limits.py); None: the defaults
     harness_dir: Path | None = None  # harness-only scratch (observer logs); None: beside the runs' base
+    overlay: Any = None  # run.overlay.Overlay: a bundle put in front of the agent (--agent-bundle)
 
 
 @dataclass
@@ -119,6 +121,7 @@ class RunEvidence:
     harness_budget: dict[str, Any] = field(default_factory=dict)
     events_dropped: dict[str, int] = field(default_factory=dict)
     credential_canary: dict[str, Any] = field(default_factory=dict)
+    overlay: dict[str, Any] | None = None  # what the harness placed from a bundle (never the agent's changes)
 
     @property
     def tree_complete(self) -> bool:
@@ -178,6 +181,7 @@ class RunEvidence:
             "limits": self.limits,
             "resource_exceeded": self.resource_exceeded,
             "observation": self.observation,
+            "overlay": self.overlay,
         }
 
 
@@ -215,19 +219,23 @@ def _private_env(settings: RunSettings, adapter: AgentAdapter, box: Path, extra:
 PROXY_PORT = 3128
 
 
-def copy_runtime_bundle(adapter: AgentAdapter, private_home: Path, real_home: Path, environ: dict[str, str]) -> list[dict[str, Any]]:
+def copy_runtime_bundle(adapter: AgentAdapter, private_home: Path, real_home: Path, environ: dict[str, str],
+                        credentials_only: bool = False) -> list[dict[str, Any]]:
     """Copy the user-scope files the product reads into the private home.
 
     The agent runs with the user's own settings, instructions, MCP config and
     sign-in, while the real home stays untouched. Credentials are copied and
     labelled, never hashed or recorded. A product home moved by an
     environment variable (CODEX_HOME, ...) is read from there and copied to
-    the default place; the variable itself is not passed on.
+    the default place; the variable itself is not passed on. With a bundle
+    (``credentials_only``) only the sign-in comes from the real home: the
+    bundle supplies the setup.
     """
     moved = {default: Path(environ[var]) for var, default in getattr(adapter, "config_home_env", {}).items() if environ.get(var)}
     creds = set(adapter.credential_files)
     copied = []
-    for rel in (*adapter.home_files, *adapter.credential_files, *getattr(adapter, "home_dirs", ())):
+    wanted = adapter.credential_files if credentials_only else (*adapter.home_files, *adapter.credential_files, *getattr(adapter, "home_dirs", ()))
+    for rel in wanted:
         src = real_home / rel
         for default, target in moved.items():
             if rel == default or rel.startswith(default + "/"):
@@ -291,7 +299,18 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     copy_tree(spec.repo, work)
     before = treesnap.snapshot(work)
     verify_tree(spec, tree_hashes(before), work)
-    start_commit = gitstate.git_fixture(work, (str(spec.path), digest(spec.initial_tree)), base) if spec.git else None
+    for rel in spec.hidden:
+        # the verifier's hidden tests: not in the agent's copy, put back in the graded copy (they are protected)
+        (work / rel).unlink()
+    if spec.hidden:
+        before = treesnap.resnapshot(work, before)
+    overlaid = None
+    if settings.overlay is not None:
+        # before the snapshot the diff is taken against: harness-placed files are never the agent's changes
+        overlaid = ov.apply_project(settings.overlay, work)
+        before = treesnap.resnapshot(work, before)
+    fixture_key = digest(spec.initial_tree) + (f"+{settings.overlay.digest}" if settings.overlay is not None else "")
+    start_commit = gitstate.git_fixture(work, (str(spec.path), fixture_key), base) if spec.git else None
     git_before = gitstate.git_state(work, settings.isolation)
     _decoy(box, root)
     canary = canary_mod.plant_canary(box / "home")
@@ -310,7 +329,10 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         task_dir=spec.path, workdir=work, options=dict(settings.agent_options),
     )
     argv = adapter.build_argv(ctx)
-    bundle = copy_runtime_bundle(adapter, box / "home", Path.home(), dict(os.environ))
+    bundle = copy_runtime_bundle(adapter, box / "home", Path.home(), dict(os.environ),
+                                 credentials_only=settings.overlay is not None)
+    if settings.overlay is not None:
+        bundle += ov.apply_home(settings.overlay, box / "home")
     token = _secrets.token_hex(16)
     guard = _make_guard(spec, adapter, settings, base, root, work, token)
     timeout = settings.timeout_s or spec.timeout_s
@@ -389,8 +411,9 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
             if searched[1] > 1 << 20 or len(batch) > 2000:
                 flush()
 
-    changes = (treesnap.render_changes(spec.repo, work, d, before, after, inspect=search_token)
-               if not work_deleted else treesnap.render_changes(spec.repo, work, d, before, after))
+    # a harness-placed file the agent then changed is diffed against the bundle's copy (overlay.py)
+    changes = ov.render_changes(spec.repo, work, d, before, after, settings.overlay, overlaid,
+                                **({} if work_deleted else {"inspect": search_token}))
     flush()
     patch = changes.patch
     has_git = not work_deleted and (work / ".git").is_dir() and not (work / ".git").is_symlink()
@@ -460,6 +483,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         observation=guard.observation(), harness_dir=guard.harness_dir,
         added_lines=changes.added, unexamined=changes.unexamined, undisplayable=changes.undisplayable,
         harness_budget=budget, events_dropped=dict(sorted(log.dropped.items())), credential_canary=credential_canary,
+        overlay=overlaid,
     )
 
 

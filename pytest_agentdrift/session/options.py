@@ -19,6 +19,7 @@ from pytest_agentdrift.vocabulary import (
     DEFAULT_ACCEPT_UNOBSERVED,
     FAIL_ON_MODES,
     GATE_MODES,
+    GATE_PROMOTE,
     ISOLATION_MODES,
     ROLLBACK_STATES,
 )
@@ -55,7 +56,7 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-baseline", "baseline", "string", None, "compare against this recorded run; refused (exit 6) when identity stamps differ", {}),
     ("--agent-vary", "vary", "linelist", [], "manifest field that may differ from the baseline (the experiment's variable); repeatable", {"action": "append"}),
     ("--agent-fail-on", "fail_on", "string", "any", "which failed checks fail an item: any (default), critical, or none (record without judging: exit 0 whenever the record is complete)", {"choices": FAIL_ON_MODES}),
-    ("--agent-gate", "gate", "string", None, "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new critical or safety failure, a tampered pass or a significant paired regression) or promote (exit 0 only when the ship/hold gate says ship)", {"choices": GATE_MODES}),
+    ("--agent-gate", "gate", "string", None, "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new critical or safety failure, a tampered pass or a significant paired regression), promote (exit 0 only when the ship/hold gate says ship; what a bare --agent-gate means) or drop-it (with --agent-without/--agent-with: exit 0 only on 'drop it')", {"nargs": "?", "const": GATE_PROMOTE, "choices": GATE_MODES}),
     ("--agent-isolation", "isolation", "string", "auto", "sandbox: auto (strongest available), bwrap, unshare or none", {"choices": ISOLATION_MODES}),
     ("--agent-env", "env", "linelist", [], "extra environment variable NAME passed to the agent (values never recorded); repeatable", {"action": "append"}),
     ("--agent-model", "model", "string", None, "model for real-agent presets (recorded in the manifest)", {}),
@@ -75,6 +76,12 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
     ("--agent-seed", "seed", "string", "0", "seed of the paired bootstrap", {}),
     ("--agent-keep-workdirs", "keep_workdirs", "bool", False, "keep each run's private directory for inspection", {"action": "store_true"}),
     ("--agent-limit", "limits", "linelist", [], "resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. memory=1G, procs=256; 'none' switches one off); repeatable, each key overrides its ini value", {"action": "append"}),
+    ("--agent-bundle", "bundle", "string", None, "run with an instruction bundle (NAME, digest or directory; see agentdrift bundle snapshot): project files overlaid into each work tree, user files into the private home", {}),
+    ("--agent-bundles", "bundles", "string", None, "the bundles directory (else AGENTDRIFT_BUNDLES, else .agentdrift/bundles under the rootdir)", {}),
+    ("--agent-without", "without", "linelist", [], "ablation: run the bundle minus PATH (also deleted from each task's repo); repeatable", {"action": "append"}),
+    ("--agent-with", "with", "linelist", [], "addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable", {"action": "append"}),
+    ("--agent-null", "null", "bool", False, "with --agent-baseline: a null experiment (same runtime twice): report outcome flips and whether the gate would have fired", {"action": "store_true"}),
+    ("--agent-plan", "plan", "string", None, "a plan written by 'agentdrift plan --out': recorded into the run (pre-registration) and checked against what ran", {}),
 ]
 
 
@@ -101,7 +108,7 @@ class Settings:
     baseline: Path | None
     vary: tuple[str, ...]
     fail_on: str
-    gate: str | None
+    gate: str | None  # None (off), or one of GATE_MODES
     isolation: str
     env: tuple[str, ...]
     agent_options: dict[str, Any] = field(default_factory=dict)
@@ -119,6 +126,12 @@ class Settings:
     keep_workdirs: bool = False
     limits: dict[str, int | None] = field(default_factory=dict)  # limits.py: defaults, then ini, then CLI, per key
     mounts: tuple[str, ...] = ()
+    bundle: str | None = None
+    bundles: str | None = None
+    without: tuple[str, ...] = ()
+    with_items: tuple[str, ...] = ()
+    null: bool = False
+    plan: Path | None = None
 
     @property
     def agent_selected(self) -> bool:
@@ -152,6 +165,11 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
                 ini = conv(ini)
             except argparse.ArgumentTypeError as exc:
                 raise AgentDriftError(f"ini option {_ini_name(dest)}: {exc}") from None
+        if dest == "gate" and isinstance(ini, str) and ini.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            # the flag's old boolean ini form: true is the ship / hold gate (promote)
+            ini = GATE_PROMOTE if ini.strip().lower() in ("true", "1", "yes", "on") else None
+            values[dest] = ini
+            continue
         if "choices" in extra and ini not in extra["choices"]:
             raise AgentDriftError(f"ini option {_ini_name(dest)}: {ini!r} is not one of {', '.join(extra['choices'])}")
         values[dest] = ini
@@ -201,6 +219,8 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         rollback_state=values["rollback_state"], rollback_evidence=path(values["rollback_evidence"]), keep_workdirs=bool(values["keep_workdirs"]),
         limits=limits,
         mounts=tuple(mounts),
+        bundle=values["bundle"] or None, bundles=values["bundles"] or None, without=tuple(values["without"] or ()),
+        with_items=tuple(values["with"] or ()), null=bool(values["null"]), plan=path(values["plan"]),
     )
 
 
