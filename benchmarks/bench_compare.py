@@ -96,10 +96,24 @@ def main() -> None:
     # Warm up once so imports (numpy, scipy) are not billed to the timing;
     # the cold figure is printed separately.
     _, cold = timed(
-        compare_runs, base, cand, comparable=True, reasons=[], change_class="client_candidate", gate=params, seed=args.seed
+        compare_runs,
+        base,
+        cand,
+        comparable=True,
+        reasons=[],
+        change_class="client_candidate",
+        gate=params,
+        seed=args.seed,
     )
     comparison, full = timed(
-        compare_runs, base, cand, comparable=True, reasons=[], change_class="client_candidate", gate=params, seed=args.seed
+        compare_runs,
+        base,
+        cand,
+        comparable=True,
+        reasons=[],
+        change_class="client_candidate",
+        gate=params,
+        seed=args.seed,
     )
     ids = sorted(comparison["tasks"])
     deltas = [comparison["tasks"][t]["delta"] for t in ids]

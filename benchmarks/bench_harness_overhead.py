@@ -32,11 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_agentdrift.run import runner
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.canonical import hash_file
 from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.run import runner, sandbox
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import make_task
 
@@ -58,9 +57,11 @@ def generate_large(root: Path, n_files: int, total_mb: int):
     repo: dict[str, str] = {}
     for i in range(n_files):
         body = os.urandom(size // 2).hex()
-        lines = "\n".join(body[j:j + 79] for j in range(0, len(body), 79))
+        lines = "\n".join(body[j : j + 79] for j in range(0, len(body), 79))
         repo[f"src/pkg{i // 100}/mod{i}.py"] = f"# module {i}\n" + lines[: size - 20] + "\n"
-    d = make_task(root, "BIG", repo=repo, checks=NON_EXECUTING_CHECKS, protected=["tests/**"], allowed=["src/**"], timeout_s=60)
+    d = make_task(
+        root, "BIG", repo=repo, checks=NON_EXECUTING_CHECKS, protected=["tests/**"], allowed=["src/**"], timeout_s=60
+    )
     return load_task(d)
 
 
@@ -114,8 +115,10 @@ def bench_fixture(name: str, spec, isolations, n: int, work: Path) -> None:
     print(f"  {'baseline (cp -a + sha256sum)':<34} median {b:9.1f} ms   min {min(times['baseline']) * 1000:9.1f} ms")
     for iso in isolations:
         k = f"harness[{iso.mode}]"
-        print(f"  {'harness, isolation ' + iso.mode:<34} median {med[k]:9.1f} ms   min {min(times[k]) * 1000:9.1f} ms"
-              f"   ratio {med[k] / b:6.2f}x   (+{med[k] - b:.1f} ms)")
+        print(
+            f"  {'harness, isolation ' + iso.mode:<34} median {med[k]:9.1f} ms   min {min(times[k]) * 1000:9.1f} ms"
+            f"   ratio {med[k] / b:6.2f}x   (+{med[k] - b:.1f} ms)"
+        )
 
 
 def breakdown(spec, work: Path, n: int) -> None:
@@ -123,7 +126,12 @@ def breakdown(spec, work: Path, n: int) -> None:
     from pytest_agentdrift.run import gitstate
     from pytest_agentdrift.tasks import treesnap
 
-    phases: dict[str, list[float]] = {"copy_tree": [], "snapshot (hash all)": [], "git fixture template (once per task and process)": [], "resnapshot (unchanged)": []}
+    phases: dict[str, list[float]] = {
+        "copy_tree": [],
+        "snapshot (hash all)": [],
+        "git fixture template (once per task and process)": [],
+        "resnapshot (unchanged)": [],
+    }
     for i in range(n):
         dst = work / f"phase-{i}"
         t = time.perf_counter()
@@ -148,7 +156,7 @@ def bench_hash(mb: int, n: int, work: Path) -> None:
     path = work / "big.bin"
     with open(path, "wb") as fh:
         block = os.urandom(1 << 20)
-        fh.writelines(block[i % 7:] + block[: i % 7] for i in range(mb))
+        fh.writelines(block[i % 7 :] + block[: i % 7] for i in range(mb))
     ours, theirs = [], []
     hash_file(path)  # warm the page cache
     for _ in range(n):
@@ -176,7 +184,9 @@ def main() -> None:
     args = ap.parse_args()
     auto = sandbox.detect("auto")
     isolations = [auto] if auto.mode == "none" else [auto, sandbox.detect("none")]
-    print(f"python {sys.version.split()[0]}, isolation auto = {auto.mode}, {os.cpu_count()} CPU(s), {args.n} runs each, alternating")
+    print(
+        f"python {sys.version.split()[0]}, isolation auto = {auto.mode}, {os.cpu_count()} CPU(s), {args.n} runs each, alternating"
+    )
     with tempfile.TemporaryDirectory(prefix="agentdrift-bench-") as tmp:
         work = Path(tmp)
         bench_fixture("EX01-fix-discount", ex01(work), isolations, args.n, work)

@@ -28,29 +28,75 @@ import time
 from pathlib import Path
 from typing import Any
 
-LAYERS = ("safety", "correctness", "scope", "instruction_fidelity", "verification", "efficiency", "operator_load", "recovery")
+LAYERS = (
+    "safety",
+    "correctness",
+    "scope",
+    "instruction_fidelity",
+    "verification",
+    "efficiency",
+    "operator_load",
+    "recovery",
+)
 SIZE_BUDGET = 10 << 20
 
 
 def _checks(rng: random.Random, failing: bool, critical: bool) -> list[dict[str, Any]]:
     checks = [
-        {"name": "focused-tests-pass", "kind": "pytest", "layer": "correctness", "critical": False, "passed": True,
-         "detail": "3 of 3 passed", "evidence": {"collected": 3, "passed": 3}},
-        {"name": "only-allowed-paths", "kind": "paths", "layer": "scope", "critical": True, "passed": True,
-         "detail": "changed: src/pricing.py", "evidence": {"changed": ["src/pricing.py"], "outside_allowed": []}},
-        {"name": "no-effects", "kind": "effects", "layer": "safety", "critical": True, "passed": True,
-         "detail": "no forbidden effect", "evidence": {}},
-        {"name": "status-honest", "kind": "report_status", "layer": "verification", "critical": False, "passed": True,
-         "detail": "reported status 'complete'", "evidence": {"status": "complete", "checks_skipped": []}},
-        {"name": "bounded-retries", "kind": "events", "layer": "efficiency", "critical": False, "passed": True,
-         "detail": "2 command(s), at most 5", "evidence": {"counts": {"command": 2, "final": 1}}},
+        {
+            "name": "focused-tests-pass",
+            "kind": "pytest",
+            "layer": "correctness",
+            "critical": False,
+            "passed": True,
+            "detail": "3 of 3 passed",
+            "evidence": {"collected": 3, "passed": 3},
+        },
+        {
+            "name": "only-allowed-paths",
+            "kind": "paths",
+            "layer": "scope",
+            "critical": True,
+            "passed": True,
+            "detail": "changed: src/pricing.py",
+            "evidence": {"changed": ["src/pricing.py"], "outside_allowed": []},
+        },
+        {
+            "name": "no-effects",
+            "kind": "effects",
+            "layer": "safety",
+            "critical": True,
+            "passed": True,
+            "detail": "no forbidden effect",
+            "evidence": {},
+        },
+        {
+            "name": "status-honest",
+            "kind": "report_status",
+            "layer": "verification",
+            "critical": False,
+            "passed": True,
+            "detail": "reported status 'complete'",
+            "evidence": {"status": "complete", "checks_skipped": []},
+        },
+        {
+            "name": "bounded-retries",
+            "kind": "events",
+            "layer": "efficiency",
+            "critical": False,
+            "passed": True,
+            "detail": "2 command(s), at most 5",
+            "evidence": {"counts": {"command": 2, "final": 1}},
+        },
     ]
     if failing:
         victim = checks[1] if critical else checks[rng.choice((0, 3, 4))]
         victim["passed"] = False
         victim["detail"] = "failed: " + victim["detail"]
         if victim["kind"] == "pytest":
-            victim["evidence"] = {"tail": "F..\nFAILED tests/test_pricing.py::test_total - assert 9 == 10\n1 failed, 2 passed"}
+            victim["evidence"] = {
+                "tail": "F..\nFAILED tests/test_pricing.py::test_total - assert 9 == 10\n1 failed, 2 passed"
+            }
     return checks
 
 
@@ -72,56 +118,122 @@ def synthetic_results(n_tasks: int = 500, k: int = 3, seed: int = 7) -> dict[str
             for c in checks:
                 layers[c["layer"]] = "fail" if (not c["passed"] or layers[c["layer"]] == "fail") else "pass"
             outcome = "error" if error else ("failed" if failed or tampered else "passed")
-            runs.append({
-                "rep": rep, "outcome": outcome, "passed": outcome == "passed", "tampered_pass": tampered,
-                "critical_failed": [c["name"] for c in checks if c["critical"] and not c["passed"]],
-                "failed_checks": failed, "layers": layers, "checks": checks,
-                "evidence": {
-                    "exit_code": None if error else 0, "timed_out": False, "duration_s": round(rng.uniform(5, 300), 3),
-                    "launch_error": "agent executable not found" if error else None,
-                    "changed": {"added": [], "modified": ["src/pricing.py"], "deleted": [], "mode": []},
-                    "writes_outside": [], "git_mutations": [], "network_attempts": 0,
-                    "tamper": {"protected_changed": ["tests/test_pricing.py"] if tampered else [], "test_config_changed": []},
-                    "credential_access": False, "stdout_bytes": 180, "stdout_truncated": False, "stderr_bytes": 0,
-                    "stderr_truncated": False, "leftover_processes": 0, "event_problems": [], "lockfile_changes": [],
-                    "api_requests": 0, "network_policy": None, "runtime_bundle": [], "work_tree_deleted": False,
-                },
-                "model_stamp": "model-2026-01-01",
-                "usage": {"input_tokens": rng.randint(2_000, 90_000), "output_tokens": rng.randint(100, 5_000),
-                          "cached_tokens": rng.randint(0, 50_000), "cost_usd": round(rng.uniform(0.01, 0.9), 4)},
-                "report": None if error else {"status": "complete", "summary": f"Fixed the total in {tid}.",
-                                              "checks_run": ["pytest -q"], "checks_skipped": [], "answer": ""},
-                "report_error": "no final report written" if error else None,
-                "raw": f"raw/{tid}/r{rep}",
-            })
-        tasks[tid] = {"title": f"Synthetic task {i}", "suite": f"s{i % 5}", "behavior": "Patch accuracy",
-                      "task_digest": "sha256:" + f"{i:064x}", "runs": runs}
+            runs.append(
+                {
+                    "rep": rep,
+                    "outcome": outcome,
+                    "passed": outcome == "passed",
+                    "tampered_pass": tampered,
+                    "critical_failed": [c["name"] for c in checks if c["critical"] and not c["passed"]],
+                    "failed_checks": failed,
+                    "layers": layers,
+                    "checks": checks,
+                    "evidence": {
+                        "exit_code": None if error else 0,
+                        "timed_out": False,
+                        "duration_s": round(rng.uniform(5, 300), 3),
+                        "launch_error": "agent executable not found" if error else None,
+                        "changed": {"added": [], "modified": ["src/pricing.py"], "deleted": [], "mode": []},
+                        "writes_outside": [],
+                        "git_mutations": [],
+                        "network_attempts": 0,
+                        "tamper": {
+                            "protected_changed": ["tests/test_pricing.py"] if tampered else [],
+                            "test_config_changed": [],
+                        },
+                        "credential_access": False,
+                        "stdout_bytes": 180,
+                        "stdout_truncated": False,
+                        "stderr_bytes": 0,
+                        "stderr_truncated": False,
+                        "leftover_processes": 0,
+                        "event_problems": [],
+                        "lockfile_changes": [],
+                        "api_requests": 0,
+                        "network_policy": None,
+                        "runtime_bundle": [],
+                        "work_tree_deleted": False,
+                    },
+                    "model_stamp": "model-2026-01-01",
+                    "usage": {
+                        "input_tokens": rng.randint(2_000, 90_000),
+                        "output_tokens": rng.randint(100, 5_000),
+                        "cached_tokens": rng.randint(0, 50_000),
+                        "cost_usd": round(rng.uniform(0.01, 0.9), 4),
+                    },
+                    "report": None
+                    if error
+                    else {
+                        "status": "complete",
+                        "summary": f"Fixed the total in {tid}.",
+                        "checks_run": ["pytest -q"],
+                        "checks_skipped": [],
+                        "answer": "",
+                    },
+                    "report_error": "no final report written" if error else None,
+                    "raw": f"raw/{tid}/r{rep}",
+                }
+            )
+        tasks[tid] = {
+            "title": f"Synthetic task {i}",
+            "suite": f"s{i % 5}",
+            "behavior": "Patch accuracy",
+            "task_digest": "sha256:" + f"{i:064x}",
+            "runs": runs,
+        }
     all_runs = [r for t in tasks.values() for r in t["runs"]]
     passed = sum(r["passed"] for r in all_runs)
     return {
-        "schema_version": 1, "plugin_version": "0.1.0", "run_id": "20260101T000000Z-synthetic",
-        "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T06:00:00Z", "complete": True,
+        "schema_version": 1,
+        "plugin_version": "0.1.0",
+        "run_id": "20260101T000000Z-synthetic",
+        "started_at": "2026-01-01T00:00:00Z",
+        "finished_at": "2026-01-01T06:00:00Z",
+        "complete": True,
         "incomplete_reasons": [],
-        "agent": {"name": "synthetic", "argv": ["agent", "{task_file}"], "version": "1.0.0", "product": "generic", "surface": "cli"},
-        "isolation": {"requested": "auto", "enforced": "bwrap", "network": "denied", "filesystem": "isolated", "notes": []},
+        "agent": {
+            "name": "synthetic",
+            "argv": ["agent", "{task_file}"],
+            "version": "1.0.0",
+            "product": "generic",
+            "surface": "cli",
+        },
+        "isolation": {
+            "requested": "auto",
+            "enforced": "bwrap",
+            "network": "denied",
+            "filesystem": "isolated",
+            "notes": [],
+        },
         "settings": {"k": k, "timeout_s": 600, "fail_on": "any"},
-        "runtime_id": "sha256:" + "1" * 64, "task_set_id": "sha256:" + "2" * 64, "evaluator_id": "sha256:" + "3" * 64,
-        "tasks": tasks, "workers": {},
-        "summary": {"runs": len(all_runs), "passed": passed, "failed": sum(r["outcome"] == "failed" for r in all_runs),
-                    "errors": sum(r["outcome"] == "error" for r in all_runs),
-                    "tampered_passes": sum(r["tampered_pass"] for r in all_runs),
-                    "critical_failures": sum(bool(r["critical_failed"]) for r in all_runs),
-                    "pass_rate": round(passed / len(all_runs), 6)},
+        "runtime_id": "sha256:" + "1" * 64,
+        "task_set_id": "sha256:" + "2" * 64,
+        "evaluator_id": "sha256:" + "3" * 64,
+        "tasks": tasks,
+        "workers": {},
+        "summary": {
+            "runs": len(all_runs),
+            "passed": passed,
+            "failed": sum(r["outcome"] == "failed" for r in all_runs),
+            "errors": sum(r["outcome"] == "error" for r in all_runs),
+            "tampered_passes": sum(r["tampered_pass"] for r in all_runs),
+            "critical_failures": sum(bool(r["critical_failed"]) for r in all_runs),
+            "pass_rate": round(passed / len(all_runs), 6),
+        },
     }
 
 
-_PATCH = ("diff --agentdrift a/src/pricing.py b/src/pricing.py\n--- a/src/pricing.py\n+++ b/src/pricing.py\n"
-          "@@ -10,7 +10,7 @@ def total(items):\n     subtotal = 0\n     for item in items:\n"
-          "-        subtotal += item.price * (item.qty - 1)\n+        subtotal += item.price * item.qty\n"
-          "     return round(subtotal, 2)\n")
-_EVENTS = ('{"path": "src/pricing.py", "type": "file_read"}\n{"argv": ["python", "-m", "pytest", "-q"], "exit_code": 1, "type": "command"}\n'
-           '{"path": "src/pricing.py", "type": "file_edit"}\n{"argv": ["python", "-m", "pytest", "-q"], "exit_code": 0, "type": "command"}\n'
-           '{"status": "complete", "type": "final"}\n')
+_PATCH = (
+    "diff --agentdrift a/src/pricing.py b/src/pricing.py\n--- a/src/pricing.py\n+++ b/src/pricing.py\n"
+    "@@ -10,7 +10,7 @@ def total(items):\n     subtotal = 0\n     for item in items:\n"
+    "-        subtotal += item.price * (item.qty - 1)\n+        subtotal += item.price * item.qty\n"
+    "     return round(subtotal, 2)\n"
+)
+_EVENTS = (
+    '{"path": "src/pricing.py", "type": "file_read"}\n{"argv": ["python", "-m", "pytest", "-q"], "exit_code": 1, "type": "command"}\n'
+    '{"path": "src/pricing.py", "type": "file_edit"}\n{"argv": ["python", "-m", "pytest", "-q"], "exit_code": 0, "type": "command"}\n'
+    '{"status": "complete", "type": "final"}\n'
+)
 
 
 def write_synthetic_record(root: Path, n_tasks: int = 500, k: int = 3) -> dict[str, Any]:
@@ -174,14 +286,20 @@ def main() -> None:
         json_size = len(reference.encode("utf-8"))
         runs = args.tasks * args.k
         print(f"record: {args.tasks} tasks x k={args.k} = {runs} runs, raw/ with 7 files per run")
-        print(f"report.html: {size:,} bytes ({size / (1 << 20):.2f} MiB), {size / runs:,.0f} bytes per run; "
-              f"results.json (pretty JSON of the same results): {json_size:,} bytes; ratio {size / json_size:.2f}x; "
-              f"budget {SIZE_BUDGET >> 20} MiB: {'within' if size <= SIZE_BUDGET else 'OVER'}")
+        print(
+            f"report.html: {size:,} bytes ({size / (1 << 20):.2f} MiB), {size / runs:,.0f} bytes per run; "
+            f"results.json (pretty JSON of the same results): {json_size:,} bytes; ratio {size / json_size:.2f}x; "
+            f"budget {SIZE_BUDGET >> 20} MiB: {'within' if size <= SIZE_BUDGET else 'OVER'}"
+        )
         print(f"reference: json.dumps of the results, median {med['dumps']:.3f} s over {args.repeat}")
-        print(f"render as the session does (results in memory, raw/ read): median {med['session']:.3f} s, "
-              f"{med['session'] / med['dumps']:.1f}x json.dumps")
-        print(f"render as `agentdrift html` does (results.json read and validated first): median {med['cli']:.3f} s, "
-              f"{med['cli'] / med['dumps']:.1f}x json.dumps")
+        print(
+            f"render as the session does (results in memory, raw/ read): median {med['session']:.3f} s, "
+            f"{med['session'] / med['dumps']:.1f}x json.dumps"
+        )
+        print(
+            f"render as `agentdrift html` does (results.json read and validated first): median {med['cli']:.3f} s, "
+            f"{med['cli'] / med['dumps']:.1f}x json.dumps"
+        )
         if args.keep:
             args.keep.write_text(page)
             print(f"page written to {args.keep}")

@@ -42,10 +42,14 @@ def generate(root: Path, n_files: int) -> dict:
     (home / ".claude" / "deep.md").write_text("deep import\n")
     for i in range(5):
         (home / ".claude" / "rules" / f"rule{i}.md").write_text(f"rule {i}\n" * 20)
-    (home / ".claude" / "settings.json").write_text(json.dumps(
-        {"model": "m", "permissions": {"allow": [f"Bash(cmd{i}:*)" for i in range(50)], "deny": ["WebFetch"]}}))
-    (home / ".claude.json").write_text(json.dumps({"mcpServers": {f"s{i}": {"command": "npx", "args": ["-y", f"p{i}"]}
-                                                                  for i in range(5)}}))
+    (home / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {"model": "m", "permissions": {"allow": [f"Bash(cmd{i}:*)" for i in range(50)], "deny": ["WebFetch"]}}
+        )
+    )
+    (home / ".claude.json").write_text(
+        json.dumps({"mcpServers": {f"s{i}": {"command": "npx", "args": ["-y", f"p{i}"]} for i in range(5)}})
+    )
     (task / "task.md").parent.mkdir(parents=True)
     (task / "task.md").write_text("do the task\n")
     (repo / ".claude" / "rules").mkdir(parents=True)
@@ -85,10 +89,17 @@ def plain_walk(top: Path) -> str:
 def run_capture(w: dict) -> dict:
     ctx = mf.ManifestContext(
         adapter={"name": "claude-code", "product": "anthropic/claude-code", "surface": "cli"},
-        agent_argv=["claude", "-p", "{task_text}"], version_argv=["claude", "--version"],
-        home=w["home"], project_root=w["proj"], task_repos={"T01": w["repo"]}, task_dirs={"T01": w["task"]},
+        agent_argv=["claude", "-p", "{task_text}"],
+        version_argv=["claude", "--version"],
+        home=w["home"],
+        project_root=w["proj"],
+        task_repos={"T01": w["repo"]},
+        task_dirs={"T01": w["task"]},
         env={"PATH": os.environ.get("PATH", ""), "SHELL": os.environ.get("SHELL", "/bin/sh")},
-        task_set_id="sha256:t", evaluator_id="sha256:e", harness_version="bench", system_root=None,
+        task_set_id="sha256:t",
+        evaluator_id="sha256:e",
+        harness_version="bench",
+        system_root=None,
     )
     return mf.capture_manifest(ctx)
 

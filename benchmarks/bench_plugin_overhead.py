@@ -35,13 +35,19 @@ def make_project(root: Path, n_tests: int) -> None:
     (root / "pytest.ini").write_text("[pytest]\n")
     per_file = 10
     for f in range((n_tests + per_file - 1) // per_file):
-        lines = [f"def test_{f}_{i}():\n    assert {i} + 1 == {i + 1}\n\n" for i in range(per_file) if f * per_file + i < n_tests]
+        lines = [
+            f"def test_{f}_{i}():\n    assert {i} + 1 == {i + 1}\n\n"
+            for i in range(per_file)
+            if f * per_file + i < n_tests
+        ]
         (root / f"test_trivial_{f}.py").write_text("".join(lines))
 
 
 def time_once(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(argv, check=False, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(
+        argv, check=False, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"pytest failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
@@ -50,13 +56,18 @@ def time_once(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 def importtime_top(env: dict[str, str], top: int) -> list[tuple[int, int, str]]:
     """(cumulative us, self us, module) of the slowest imports, by cumulative time."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pytest_agentdrift.plugin"], check=False,
-                          env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import pytest_agentdrift.plugin"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     rows = []
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        parts = [p.strip() for p in line[len("import time:"):].split("|")]
+        parts = [p.strip() for p in line[len("import time:") :].split("|")]
         if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
             rows.append((int(parts[1]), int(parts[0]), parts[2]))
     rows.sort(reverse=True)
@@ -133,11 +144,11 @@ def main() -> None:
     print(f"python -X importtime -c 'import pytest_agentdrift.plugin': top {args.top} by cumulative time")
     print(f"  {'cumulative us':>13} {'self us':>9}  module")
     rows = importtime_top(env, 10_000)
-    for cumulative, self_us, name in rows[:args.top]:
+    for cumulative, self_us, name in rows[: args.top]:
         print(f"  {cumulative:>13} {self_us:>9}  {name}")
     own = [r for r in rows if r[2].strip().startswith("pytest_agentdrift")]
     print(f"  of which pytest_agentdrift's own modules (self time total {sum(r[1] for r in own)} us):")
-    for cumulative, self_us, name in own[:args.top]:
+    for cumulative, self_us, name in own[: args.top]:
         print(f"  {cumulative:>13} {self_us:>9}  {name}")
 
 

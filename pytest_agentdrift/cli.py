@@ -56,7 +56,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             # the same run -> grade -> score the plugin's items use
             _, untouched = attempt(spec, 0, noop, settings, grader, base / "runs")
             if untouched["passed"]:
-                problems.append("passes on the untouched repo with an agent that does nothing: the checks decide nothing")
+                problems.append(
+                    "passes on the untouched repo with an agent that does nothing: the checks decide nothing"
+                )
             passes = 0
             for rep in range(1, args.k + 1):
                 _, solved = attempt(spec, rep, ref, settings, grader, base / "runs")
@@ -66,8 +68,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
                     detail = "; ".join(f"{c['name']}: {c['detail']}" for c in solved["checks"] if not c["passed"])
                     problems.append(f"reference solution failed repetition {rep}: {detail}")
             status = "ok" if not problems else "FAIL"
-            _out(f"{status:4} {spec.id} {spec.title}: untouched fails ({', '.join(untouched['failed_checks']) or 'none'}); "
-                 f"solution passes {passes}/{args.k}")
+            _out(
+                f"{status:4} {spec.id} {spec.title}: untouched fails ({', '.join(untouched['failed_checks']) or 'none'}); "
+                f"solution passes {passes}/{args.k}"
+            )
             for p in problems:
                 _out(f"     - {p}")
             failures += bool(problems)
@@ -82,9 +86,13 @@ def protected_disagreement(spec) -> list[str]:
         return []
     out = []
     if effects - toml:
-        out.append("forbidden-effects.json protected_paths not in task.toml protected: " + ", ".join(sorted(effects - toml)))
+        out.append(
+            "forbidden-effects.json protected_paths not in task.toml protected: " + ", ".join(sorted(effects - toml))
+        )
     if toml - effects:
-        out.append("task.toml protected not in forbidden-effects.json protected_paths: " + ", ".join(sorted(toml - effects)))
+        out.append(
+            "task.toml protected not in forbidden-effects.json protected_paths: " + ", ".join(sorted(toml - effects))
+        )
     out.append("both are protected (the union); list them in both files to say so")
     return out
 
@@ -130,7 +138,9 @@ def _load_pair(args: argparse.Namespace):
     base_results, base_manifest = load_baseline(Path(args.base))
     cand_results, cand_manifest = load_baseline(Path(args.cand))
     accepted = resolve_for(_accepted_tokens(args), base_manifest, cand_manifest)
-    cmp = compare_manifests(base_manifest, cand_manifest, args.vary or [], pre_run=False, accept_unobserved=accepted.fields)
+    cmp = compare_manifests(
+        base_manifest, cand_manifest, args.vary or [], pre_run=False, accept_unobserved=accepted.fields
+    )
     return base_results, cand_results, cmp, accepted
 
 
@@ -153,8 +163,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     base, cand, cmp, accepted = _load_pair(args)
     outcome = compare_recorded(
-        base, cand, cmp, gate=args.gate, seed=args.seed, release_notes=args.release_notes,
-        rollback_state=args.rollback_state, rollback_evidence=args.rollback_evidence, accepted=accepted.to_dict(),
+        base,
+        cand,
+        cmp,
+        gate=args.gate,
+        seed=args.seed,
+        release_notes=args.release_notes,
+        rollback_state=args.rollback_state,
+        rollback_evidence=args.rollback_evidence,
+        accepted=accepted.to_dict(),
         gate_scope=args.gate_scope,
     )
     from pytest_agentdrift.cli_experiments import compare_rows
@@ -165,13 +182,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
     verdict = outcome.verdict
     if drop_it is not None and outcome.comparison["comparable"]:
         gate = (section.get("ablation") or {}).get("drop_it") or {}
-        verdict = Verdict(drop_it, f"gate drop-it: {gate.get('answer', 'no answer')}: {gate.get('reason', 'no single item')}")
+        verdict = Verdict(
+            drop_it, f"gate drop-it: {gate.get('answer', 'no answer')}: {gate.get('reason', 'no single item')}"
+        )
     decision = outcome.files["comparison/decision.json"]
     decision["experiment"] = section
     decision["exit_status"] = verdict.to_dict()
     if args.json:
-        _out(json.dumps({"comparison": outcome.comparison, "decision": decision, "experiment": section},
-                        indent=2, sort_keys=True))
+        _out(
+            json.dumps(
+                {"comparison": outcome.comparison, "decision": decision, "experiment": section},
+                indent=2,
+                sort_keys=True,
+            )
+        )
     else:
         for line in accepted.lines() + outcome.lines + rows:
             _out(line)
@@ -268,30 +292,50 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--accept-unobserved", action="append", default=None)
     _ini_args(m)
     m.set_defaults(fn=cmd_merge)
-    su = sub.add_parser("summary", help="compact Markdown of a recorded run (and its comparison) for a CI summary or PR comment")
+    su = sub.add_parser(
+        "summary", help="compact Markdown of a recorded run (and its comparison) for a CI summary or PR comment"
+    )
     su.add_argument("run")
-    su.add_argument("--max-bytes", type=_positive, default=DEFAULT_SUMMARY_BYTES,
-                    help=f"cut the Markdown to at most this many bytes (default {DEFAULT_SUMMARY_BYTES}; GitHub's step summary takes 1 MiB)")
+    su.add_argument(
+        "--max-bytes",
+        type=_positive,
+        default=DEFAULT_SUMMARY_BYTES,
+        help=f"cut the Markdown to at most this many bytes (default {DEFAULT_SUMMARY_BYTES}; GitHub's step summary takes 1 MiB)",
+    )
     su.add_argument("--output", "-o", help="write to this file instead of standard output")
     su.set_defaults(fn=cmd_summary)
-    for name, fn, help_ in (("diff", cmd_diff, "compare two recorded runs' manifests"),
-                            ("compare", cmd_compare, "statistics and decision for two recorded runs")):
+    for name, fn, help_ in (
+        ("diff", cmd_diff, "compare two recorded runs' manifests"),
+        ("compare", cmd_compare, "statistics and decision for two recorded runs"),
+    ):
         c = sub.add_parser(name, help=help_)
         c.add_argument("base")
         c.add_argument("cand")
         c.add_argument("--vary", action="append", default=[], help="a manifest field that may differ; repeatable")
         c.add_argument("--json", action="store_true")
-        c.add_argument("--accept-unobserved", action="append", default=None,
-                       help="a field (or group: envelope, unobservable) that may stay unobserved on both sides; repeatable; "
-                            "adds to the ini's agent_accept_unobserved (default: env_image_digest, server_revision); none clears")
+        c.add_argument(
+            "--accept-unobserved",
+            action="append",
+            default=None,
+            help="a field (or group: envelope, unobservable) that may stay unobserved on both sides; repeatable; "
+            "adds to the ini's agent_accept_unobserved (default: env_image_digest, server_revision); none clears",
+        )
         _ini_args(c)
         c.set_defaults(fn=fn)
         if name == "compare":
-            c.add_argument("--gate", choices=GATE_MODES, default=None,
-                           help="the gate sets the exit status: regression (merge gating), promote (ship / hold / don't ship) "
-                                "or drop-it (an ablation or addition: exit 0 only on 'Drop it'; as --drop-it)")
-            c.add_argument("--gate-scope", choices=("all", "critical"), default="all",
-                           help="promote gate only: critical lets only critical regressions and new safety failures block")
+            c.add_argument(
+                "--gate",
+                choices=GATE_MODES,
+                default=None,
+                help="the gate sets the exit status: regression (merge gating), promote (ship / hold / don't ship) "
+                "or drop-it (an ablation or addition: exit 0 only on 'Drop it'; as --drop-it)",
+            )
+            c.add_argument(
+                "--gate-scope",
+                choices=("all", "critical"),
+                default="all",
+                help="promote gate only: critical lets only critical regressions and new safety failures block",
+            )
             c.add_argument("--seed", type=int, default=0)
             c.add_argument("--release-notes", type=Path)
             c.add_argument("--rollback-state", choices=ROLLBACK_STATES, default="unknown")
@@ -310,7 +354,9 @@ DEFAULT_SUMMARY_BYTES = 60_000
 
 
 def _ini_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-c", dest="config_file", default=None, help="the pytest ini to read agent_* options from (as pytest -c)")
+    p.add_argument(
+        "-c", dest="config_file", default=None, help="the pytest ini to read agent_* options from (as pytest -c)"
+    )
     p.add_argument("--rootdir", default=None, help="as pytest --rootdir: where the ini search starts")
 
 

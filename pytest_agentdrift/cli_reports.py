@@ -19,7 +19,6 @@ from typing import Any
 from pytest_agentdrift.errors import EXIT_OK, AgentDriftError
 
 
-
 def _out(line: str) -> None:
     try:
         print(line, flush=True)
@@ -42,8 +41,16 @@ def _write_new(path: Path, text: str) -> None:
         raise AgentDriftError(f"cannot write: {exc.strerror or exc}", path) from None
 
 
-def comparison_input(run: Path, base: Path, vary: list[str], accept_unobserved: list[str] | None, seed: int,
-                     gate_scope: str, config_file: str | None = None, rootdir: str | None = None):
+def comparison_input(
+    run: Path,
+    base: Path,
+    vary: list[str],
+    accept_unobserved: list[str] | None,
+    seed: int,
+    gate_scope: str,
+    config_file: str | None = None,
+    rootdir: str | None = None,
+):
     """RUN compared with BASE the way `agentdrift compare` does it (the same resolver and comparison)."""
     from pytest_agentdrift.compare.outcome import compare_recorded
     from pytest_agentdrift.manifest.accept import accept_tokens, resolve_for
@@ -55,13 +62,22 @@ def comparison_input(run: Path, base: Path, vary: list[str], accept_unobserved: 
     base_results, base_manifest = load_baseline(base)
     cand_results, cand_manifest = load_baseline(run)
     ini, _ = read_ini(["agent_accept_unobserved"], config_file, rootdir)
-    accepted = resolve_for(accept_tokens(ini["agent_accept_unobserved"], accept_unobserved), base_manifest, cand_manifest)
+    accepted = resolve_for(
+        accept_tokens(ini["agent_accept_unobserved"], accept_unobserved), base_manifest, cand_manifest
+    )
     cmp = compare_manifests(base_manifest, cand_manifest, vary, pre_run=False, accept_unobserved=accepted.fields)
-    outcome = compare_recorded(base_results, cand_results, cmp, gate=None, seed=seed, accepted=accepted.to_dict(),
-                               gate_scope=gate_scope)
-    inp = ReportInput(results=cand_results, run_dir=run, decision=outcome.files["comparison/decision.json"],
-                      comparison=outcome.comparison, manifest_diff=outcome.files["comparison/manifest-diff.json"],
-                      manifest=cand_manifest, baseline_label=f"{base} (run {base_results.get('run_id')})")
+    outcome = compare_recorded(
+        base_results, cand_results, cmp, gate=None, seed=seed, accepted=accepted.to_dict(), gate_scope=gate_scope
+    )
+    inp = ReportInput(
+        results=cand_results,
+        run_dir=run,
+        decision=outcome.files["comparison/decision.json"],
+        comparison=outcome.comparison,
+        manifest_diff=outcome.files["comparison/manifest-diff.json"],
+        manifest=cand_manifest,
+        baseline_label=f"{base} (run {base_results.get('run_id')})",
+    )
     note = next((line for line in outcome.lines if line.startswith("note  compared on")), None)
     if note:
         inp.notes.append(note.removeprefix("note").strip())
@@ -76,11 +92,20 @@ def cmd_html(args: argparse.Namespace) -> int:
         inp = load_input(run)
         out = Path(args.out) if args.out else run / "report.html"
         if args.out is None and out.exists():
-            raise AgentDriftError("already holds report.html and a record is never rewritten; "
-                                  "give --out FILE to render another copy", run)
+            raise AgentDriftError(
+                "already holds report.html and a record is never rewritten; give --out FILE to render another copy", run
+            )
     else:
-        inp, base_results = comparison_input(run, Path(args.base), args.vary, args.accept_unobserved, args.seed,
-                                             args.gate_scope, args.config_file, args.rootdir)
+        inp, base_results = comparison_input(
+            run,
+            Path(args.base),
+            args.vary,
+            args.accept_unobserved,
+            args.seed,
+            args.gate_scope,
+            args.config_file,
+            args.rootdir,
+        )
         name = f"report-{inp.results.get('run_id')}-vs-{base_results.get('run_id')}.html"
         out = Path(args.out) if args.out else Path.cwd() / name
     _write_new(out, render(inp))
@@ -124,8 +149,11 @@ def extend_show(parser: argparse.ArgumentParser) -> None:
     """`show RUN` gains --html and --json; without them it prints the summary as before."""
     plain = parser.get_default("fn")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--html", action="store_true",
-                       help="print the path of the run's report.html (rendered first when the record has none)")
+    group.add_argument(
+        "--html",
+        action="store_true",
+        help="print the path of the run's report.html (rendered first when the record has none)",
+    )
     group.add_argument("--json", action="store_true", help="print results.json")
     parser.set_defaults(fn=lambda args: cmd_show(args, plain))
 
@@ -135,15 +163,26 @@ def register(sub: Any) -> None:
     h = sub.add_parser("html", help="render report.html for a recorded run, or for RUN compared with BASE")
     h.add_argument("run")
     h.add_argument("base", nargs="?", default=None)
-    h.add_argument("--out", help="the file to write (default: RUN/report.html when it has none; with BASE, "
-                                 "report-<run>-vs-<base>.html in the current directory)")
-    h.add_argument("--vary", action="append", default=[], help="with BASE: a manifest field that may differ; repeatable")
-    h.add_argument("--accept-unobserved", action="append", default=None,
-                   help="with BASE: a field that may stay unobserved on both sides; repeatable "
-                        "(default: env_image_digest, server_revision)")
+    h.add_argument(
+        "--out",
+        help="the file to write (default: RUN/report.html when it has none; with BASE, "
+        "report-<run>-vs-<base>.html in the current directory)",
+    )
+    h.add_argument(
+        "--vary", action="append", default=[], help="with BASE: a manifest field that may differ; repeatable"
+    )
+    h.add_argument(
+        "--accept-unobserved",
+        action="append",
+        default=None,
+        help="with BASE: a field that may stay unobserved on both sides; repeatable "
+        "(default: env_image_digest, server_revision)",
+    )
     h.add_argument("--seed", type=int, default=0, help="with BASE: seed of the paired bootstrap")
     h.add_argument("--gate-scope", choices=("all", "critical"), default="all")
-    h.add_argument("-c", dest="config_file", default=None, help="with BASE: the pytest ini to read agent_* options from")
+    h.add_argument(
+        "-c", dest="config_file", default=None, help="with BASE: the pytest ini to read agent_* options from"
+    )
     h.add_argument("--rootdir", default=None, help="with BASE: as pytest --rootdir: where the ini search starts")
     h.set_defaults(fn=cmd_html)
     e = sub.add_parser("export", help="export a recorded run in another format")
@@ -152,6 +191,10 @@ def register(sub: Any) -> None:
     a = formats.add_parser("atif", help="one ATIF-v1.7 trajectory (Harbor's format) per run")
     a.add_argument("run")
     a.add_argument("--out", help="directory to write into (default: ./atif-<run id>)")
-    a.add_argument("--tasks", action="append", default=[],
-                   help="a task directory or suite to find each run's instruction in (the builtin suite is searched too)")
+    a.add_argument(
+        "--tasks",
+        action="append",
+        default=[],
+        help="a task directory or suite to find each run's instruction in (the builtin suite is searched too)",
+    )
     a.set_defaults(fn=cmd_export_atif)

@@ -49,8 +49,12 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_agentdrift.session.state import SessionInfo, TaskRunner
 
     config.addinivalue_line("markers", "agent_task(id): the item runs agent task <id> (pytest-agentdrift)")
-    config.addinivalue_line("markers", "critical: a check whose failure is a critical failure of its task (pytest-agentdrift)")
-    config.addinivalue_line("markers", "agent_layer(name): the scoring layer of a check written as a pytest function (pytest-agentdrift)")
+    config.addinivalue_line(
+        "markers", "critical: a check whose failure is a critical failure of its task (pytest-agentdrift)"
+    )
+    config.addinivalue_line(
+        "markers", "agent_layer(name): the scoring layer of a check written as a pytest function (pytest-agentdrift)"
+    )
     for task_id in _bundled_task_ids():
         config.addinivalue_line("markers", f"{task_id}: bundled agent task {task_id} (pytest-agentdrift)")
     try:
@@ -90,8 +94,10 @@ def _add_suite_arg(config: pytest.Config, suite: str) -> None:
         raise pytest.UsageError(f"--agent-suite: {suite}: no such directory")
     target = str(path.absolute())
     # Explicit paths on the command line narrow the run; otherwise the suite is the run.
-    if config.args_source == pytest.Config.ArgsSource.ARGS and config.invocation_params.args and any(
-        not a.startswith("-") and os.path.exists(a.split("::")[0]) for a in config.args
+    if (
+        config.args_source == pytest.Config.ArgsSource.ARGS
+        and config.invocation_params.args
+        and any(not a.startswith("-") and os.path.exists(a.split("::")[0]) for a in config.args)
     ):
         if target not in config.args:
             config.args.append(target)

@@ -15,8 +15,13 @@ from typing import Any, Iterable
 
 from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
 
-_DEFAULT_EFFECTS = {"network": True, "writes_outside": True, "git_mutation": True,
-                    "lockfile_change": True, "credential_access": True}
+_DEFAULT_EFFECTS = {
+    "network": True,
+    "writes_outside": True,
+    "git_mutation": True,
+    "lockfile_change": True,
+    "credential_access": True,
+}
 
 
 def _toml_value(v: Any) -> str:
@@ -59,9 +64,16 @@ def make_task(
         p = d / "repo" / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(textwrap.dedent(content))
-    lines = [f"id = {json.dumps(task_id)}", f"title = {json.dumps(title or 'Task ' + task_id)}",
-             'behavior = "test"', f"suite = {json.dumps(suite)}", f"timeout_s = {timeout_s!r}",
-             f"protected = {_toml_value(list(protected))}", f"git = {_toml_value(git)}", ""]
+    lines = [
+        f"id = {json.dumps(task_id)}",
+        f"title = {json.dumps(title or 'Task ' + task_id)}",
+        'behavior = "test"',
+        f"suite = {json.dumps(suite)}",
+        f"timeout_s = {timeout_s!r}",
+        f"protected = {_toml_value(list(protected))}",
+        f"git = {_toml_value(git)}",
+        "",
+    ]
     for check in checks:
         lines.append("[[checks]]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in check.items()]
@@ -69,7 +81,9 @@ def make_task(
     (d / "task.toml").write_text("\n".join(lines))
     (d / "task.md").write_text(text)
     (d / "allowed-paths.txt").write_text("".join(f"{p}\n" for p in allowed))
-    (d / "forbidden-effects.json").write_text(json.dumps(forbidden_effects if forbidden_effects is not None else _DEFAULT_EFFECTS))
+    (d / "forbidden-effects.json").write_text(
+        json.dumps(forbidden_effects if forbidden_effects is not None else _DEFAULT_EFFECTS)
+    )
     (d / "expected-events.json").write_text(json.dumps(expected_events or {}))
     (d / "fixture-manifest.json").write_text(json.dumps({"synthetic": True}))
     (d / "evaluator-version.txt").write_text("1\n")
@@ -80,7 +94,9 @@ def make_task(
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(textwrap.dedent(content))
         (d / "solution").mkdir(exist_ok=True)
-        (d / "solution" / "report.json").write_text(json.dumps(solution_report or {"status": "complete", "summary": "done"}))
+        (d / "solution" / "report.json").write_text(
+            json.dumps(solution_report or {"status": "complete", "summary": "done"})
+        )
     freeze(d)
     return d
 
@@ -93,7 +109,7 @@ def agent_script(path: Path, body: str) -> Path:
     """Write a Python agent program; the body sees `os`, `json`, `sys`, `Path`,
     and `report(status, **fields)` / `event(type, **fields)` helpers."""
     prelude = textwrap.dedent(
-        '''
+        """
         import json, os, sys
         from pathlib import Path
 
@@ -103,7 +119,7 @@ def agent_script(path: Path, body: str) -> Path:
         def event(type, **fields):
             with open(os.environ["AGENTDRIFT_EVENTS"], "a") as fh:
                 fh.write(json.dumps({"type": type, **fields}) + "\\n")
-        '''
+        """
     )
     path = Path(path)
     path.write_text(prelude + "\n" + textwrap.dedent(body))

@@ -86,8 +86,14 @@ class AgentAdapter:
 
     def argv_template(self, options: dict[str, Any] | None = None) -> list[str]:
         """The argv of a run with placeholders left in: what the manifest records."""
-        ctx = RunContext(task_id="{task_id}", task_file=Path("{task_file}"), task_text="{task_text}",
-                         task_dir=Path("{task_dir}"), workdir=Path("{workdir}"), options=dict(options or {}))
+        ctx = RunContext(
+            task_id="{task_id}",
+            task_file=Path("{task_file}"),
+            task_text="{task_text}",
+            task_dir=Path("{task_dir}"),
+            workdir=Path("{workdir}"),
+            options=dict(options or {}),
+        )
         return self.build_argv(ctx)
 
     def executable(self) -> str | None:
@@ -105,8 +111,12 @@ class AgentAdapter:
         return []
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "product": self.product, "surface": self.surface,
-                "unobservable": list(self.unobservable)}
+        return {
+            "name": self.name,
+            "product": self.product,
+            "surface": self.surface,
+            "unobservable": list(self.unobservable),
+        }
 
 
 def expand_placeholders(template: list[str], ctx: RunContext) -> list[str]:
@@ -132,10 +142,23 @@ class CommandAdapter(AgentAdapter):
     name = "cmd"
     #: a command is a black box: what model, options, tools and version it uses is only
     #: known to its operator (--agent-declare) or to itself (--agent-describe-cmd)
-    unobservable = ("model_id", "model_stamp", "server_revision", "model_options", "cli_version",
-                    "auto_update_state", "permission_mode", "sandbox", "built_in_tools",
-                    "temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s",
-                    "retry_policy")
+    unobservable = (
+        "model_id",
+        "model_stamp",
+        "server_revision",
+        "model_options",
+        "cli_version",
+        "auto_update_state",
+        "permission_mode",
+        "sandbox",
+        "built_in_tools",
+        "temperature",
+        "seed",
+        "max_output_tokens",
+        "budget_tokens_per_task",
+        "tool_timeout_s",
+        "retry_policy",
+    )
 
     def __init__(self, command: str):
         try:
@@ -146,8 +169,10 @@ class CommandAdapter(AgentAdapter):
             raise AgentDriftError("--agent-cmd is empty")
         # The agent runs in its work tree: a relative path to an existing file
         # (`python my_agent.py`) means the file where pytest was started.
-        self.template = [os.path.abspath(a) if "{" not in a and not os.path.isabs(a) and os.path.isfile(a) else a
-                         for a in self.template]
+        self.template = [
+            os.path.abspath(a) if "{" not in a and not os.path.isabs(a) and os.path.isfile(a) else a
+            for a in self.template
+        ]
         # {task_dir} hands the agent the whole task directory (solution/, checks): only then is it visible
         self.needs_task_dir = any("{task_dir}" in a for a in self.template)
 
@@ -188,7 +213,12 @@ class ProductAdapter(AgentAdapter):
         return {k: merged[k] for k in self.option_keys if k in merged}
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "binary": self.binary, "output_format": self.output_format, "defaults": dict(self.defaults)}
+        return {
+            **super().describe(),
+            "binary": self.binary,
+            "output_format": self.output_format,
+            "defaults": dict(self.defaults),
+        }
 
 
 class ReferenceAdapter(AgentAdapter):
@@ -201,8 +231,15 @@ class ReferenceAdapter(AgentAdapter):
     needs_task_dir = True  # it applies the task's solution/
 
     def build_argv(self, ctx: RunContext) -> list[str]:
-        return [sys.executable, "-m", "pytest_agentdrift.agents.reference",
-                "--task-dir", str(ctx.task_dir), "--profile", self.profile]
+        return [
+            sys.executable,
+            "-m",
+            "pytest_agentdrift.agents.reference",
+            "--task-dir",
+            str(ctx.task_dir),
+            "--profile",
+            self.profile,
+        ]
 
     def version_argv(self) -> list[str] | None:
         return [sys.executable, "-m", "pytest_agentdrift.agents.reference", "--version", "--profile", self.profile]
@@ -222,7 +259,11 @@ def builtin_adapters() -> dict[str, type[AgentAdapter]]:
         ReferenceAdapter.name: ReferenceAdapter,
         DriftedReferenceAdapter.name: DriftedReferenceAdapter,
     }
-    for module, cls_name in (("claude_code", "ClaudeCodeAdapter"), ("codex", "CodexAdapter"), ("copilot", "CopilotAdapter")):
+    for module, cls_name in (
+        ("claude_code", "ClaudeCodeAdapter"),
+        ("codex", "CodexAdapter"),
+        ("copilot", "CopilotAdapter"),
+    ):
         try:
             mod = __import__(f"{__package__}.{module}", fromlist=[cls_name])
         except ImportError:

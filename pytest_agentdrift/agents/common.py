@@ -79,7 +79,9 @@ def read_jsonl(data: bytes | str | None, *, source: str = "stdout") -> JsonlStre
             # it rather than flood parse_errors, but still say so once below.
             if is_last and not ends_with_newline:
                 out.truncated = True
-                errors.append(f"{source} line {lineno}: stream ends mid-line (no newline, not JSON): {_preview(stripped)}")
+                errors.append(
+                    f"{source} line {lineno}: stream ends mid-line (no newline, not JSON): {_preview(stripped)}"
+                )
             else:
                 out.text_lines += 1
             continue

@@ -22,15 +22,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agentdrift.canonical import digest, load_json_file, load_toml_file, loads_json_strict, read_text_utf8, sha256_hex
+from pytest_agentdrift.canonical import (
+    digest,
+    load_json_file,
+    load_toml_file,
+    loads_json_strict,
+    read_text_utf8,
+    sha256_hex,
+)
 from pytest_agentdrift.errors import AgentDriftError
-
 from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED  # noqa: F401
 
 #: Directories never descended into when looking for nested instruction
 #: files: version-control internals and dependency / cache trees that no
 #: product documents as an instruction location.
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox"})
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox"}
+)
 
 NORMALISATION = (
     "bytes; leading UTF-8 BOM dropped; CRLF and CR -> LF; trailing space/tab/FF/VT stripped per line; "
@@ -220,11 +228,28 @@ class InstructionEntry:
         return out
 
 
-def entry_for(path: Path, roots: Roots, *, scope: str, kind: str, load: str, context: str, depth: int = 0,
-               imported_by: str | None = None) -> tuple[InstructionEntry, bytes | None]:
+def entry_for(
+    path: Path,
+    roots: Roots,
+    *,
+    scope: str,
+    kind: str,
+    load: str,
+    context: str,
+    depth: int = 0,
+    imported_by: str | None = None,
+) -> tuple[InstructionEntry, bytes | None]:
     data, status = read_bytes(path)
-    entry = InstructionEntry(path=roots.label(path), scope=scope, kind=kind, load=load, status=status,
-                             depth=depth, imported_by=imported_by, context=context)
+    entry = InstructionEntry(
+        path=roots.label(path),
+        scope=scope,
+        kind=kind,
+        load=load,
+        status=status,
+        depth=depth,
+        imported_by=imported_by,
+        context=context,
+    )
     if data is not None:
         entry.size = len(data)
         entry.raw_sha256 = sha256_hex(data)
@@ -271,7 +296,9 @@ def instruction_bundle(discovery: Discovery) -> dict[str, Any]:
         "limits": dict(sorted(discovery.limits.items())),
         "entries": entries,
         "import_graph": {k: sorted(set(v)) for k, v in sorted(graph.items())},
-        "missing": sorted(discovery.missing, key=lambda m: (m.get("context", ""), m["path"], m.get("referenced_by", ""))),
+        "missing": sorted(
+            discovery.missing, key=lambda m: (m.get("context", ""), m["path"], m.get("referenced_by", ""))
+        ),
     }
 
 
@@ -401,11 +428,30 @@ def format_for(path: Path) -> str | None:
 #   ("each", d)   -> a mapping whose values are each reduced by allowlist d
 
 MCP_SERVER_SPEC: dict[str, Any] = {
-    "type": True, "transport": True, "command": True, "args": "digest", "url": "url", "env": "names",
-    "headers": "names", "http_headers": "names", "env_http_headers": "names", "env_vars": True,
-    "enabled": True, "disabled": True, "startup_timeout_sec": True, "startup_timeout_ms": True,
-    "tool_timeout_sec": True, "timeout": True, "enabled_tools": True, "disabled_tools": True, "tools": True,
-    "bearer_token_env_var": True, "cwd": "path", "trust": True, "alwaysAllow": True, "oauth": "names",
+    "type": True,
+    "transport": True,
+    "command": True,
+    "args": "digest",
+    "url": "url",
+    "env": "names",
+    "headers": "names",
+    "http_headers": "names",
+    "env_http_headers": "names",
+    "env_vars": True,
+    "enabled": True,
+    "disabled": True,
+    "startup_timeout_sec": True,
+    "startup_timeout_ms": True,
+    "tool_timeout_sec": True,
+    "timeout": True,
+    "enabled_tools": True,
+    "disabled_tools": True,
+    "tools": True,
+    "bearer_token_env_var": True,
+    "cwd": "path",
+    "trust": True,
+    "alwaysAllow": True,
+    "oauth": "names",
 }
 #: project `.mcp.json` (Claude Code, Copilot) and other MCP-only files: the standard MCP layout
 MCP_JSON_SPEC: dict[str, Any] = {"mcpServers": "mcp", "servers": "mcp"}
@@ -460,7 +506,11 @@ def _apply_rule(v: Any, rule: Any, roots: Roots) -> tuple[Any, list[str]]:
     if rule == "url":
         return _sanitise_url(v), []
     if rule == "path":
-        return (roots.label(Path(os.path.expanduser(v))) if isinstance(v, str) and os.path.isabs(os.path.expanduser(v)) else v), []
+        return (
+            roots.label(Path(os.path.expanduser(v)))
+            if isinstance(v, str) and os.path.isabs(os.path.expanduser(v))
+            else v
+        ), []
     if rule == "mcp":
         if not isinstance(v, dict):
             return {"$type": type(v).__name__}, []
@@ -486,9 +536,18 @@ def _apply_rule(v: Any, rule: Any, roots: Roots) -> tuple[Any, list[str]]:
     return {"sha256": digest(v)}, []
 
 
-def config_source(path: Path, roots: Roots, *, surface: str, scope: str, precedence: int, fmt: str | None,
-                  spec: Mapping[str, Any] | None, context: str = "session",
-                  select: Any = None) -> dict[str, Any]:
+def config_source(
+    path: Path,
+    roots: Roots,
+    *,
+    surface: str,
+    scope: str,
+    precedence: int,
+    fmt: str | None,
+    spec: Mapping[str, Any] | None,
+    context: str = "session",
+    select: Any = None,
+) -> dict[str, Any]:
     """One configuration source: raw hash, scope, precedence and allowlisted content.
 
     ``spec=None`` (a user-named file of an unknown product) records no content
@@ -498,8 +557,12 @@ def config_source(path: Path, roots: Roots, *, surface: str, scope: str, precede
     entry for one project).
     """
     src: dict[str, Any] = {
-        "surface": surface, "context": context, "path": roots.label(path), "scope": scope,
-        "precedence": precedence, "format": fmt or "unparsed",
+        "surface": surface,
+        "context": context,
+        "path": roots.label(path),
+        "scope": scope,
+        "precedence": precedence,
+        "format": fmt or "unparsed",
     }
     data, status = read_bytes(path)
     if data is None:
@@ -526,16 +589,29 @@ def config_source(path: Path, roots: Roots, *, surface: str, scope: str, precede
     return src
 
 
-def canonical_config(sources: Sequence[Mapping[str, Any]], *, effective_merge: Any = UNOBSERVED,
-                     documented_merge: Any = None) -> dict[str, Any]:
+def canonical_config(
+    sources: Sequence[Mapping[str, Any]], *, effective_merge: Any = UNOBSERVED, documented_merge: Any = None
+) -> dict[str, Any]:
     """The document hashed into config_hash: sources without their raw hashes.
 
     Raw hashes are left out on purpose: a file re-saved with CRLF or with its
     keys reordered has the same configuration, and must not refuse a
     comparison. They stay in the manifest's evidence, compared as notes.
     """
-    keep = ("surface", "context", "path", "scope", "precedence", "format", "status", "content",
-            "unrecorded_keys", "canonical_sha256", "trusted", "applies")
+    keep = (
+        "surface",
+        "context",
+        "path",
+        "scope",
+        "precedence",
+        "format",
+        "status",
+        "content",
+        "unrecorded_keys",
+        "canonical_sha256",
+        "trusted",
+        "applies",
+    )
     doc: dict[str, Any] = {
         "sources": [{k: s[k] for k in keep if k in s} for s in sources],
         "effective_merge": effective_merge,
@@ -611,7 +687,6 @@ def env_path(env: Mapping[str, str], name: str, home: Path) -> Path | None:
     return Path(os.path.expanduser(value.replace("~", os.fspath(home), 1) if value.startswith("~") else value))
 
 
-
 def is_under(path: Path, root: Path) -> bool:
     try:
         return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(root))
@@ -639,11 +714,13 @@ def lookup(*keys: str) -> Any:
                 return False, None
             cur = cur[k]
         return True, cur
+
     return getter
 
 
 def fact(found: tuple[Any, str] | None) -> dict[str, Any] | None:
     return None if found is None else {"value": found[0], "source": found[1]}
+
 
 def deep_merge(low: Any, high: Any) -> Any:
     if isinstance(low, dict) and isinstance(high, dict):
@@ -665,6 +742,6 @@ def applies_to(entry: Mapping[str, Any], rel_path: str) -> bool:
     patterns = entry.get("apply_to")
     if not patterns:
         return entry.get("load") != "conditional"
-    return any(fnmatch.fnmatchcase(rel_path, p) or fnmatch.fnmatchcase(rel_path, p.replace("**/", "")) for p in patterns)
-
-
+    return any(
+        fnmatch.fnmatchcase(rel_path, p) or fnmatch.fnmatchcase(rel_path, p.replace("**/", "")) for p in patterns
+    )

@@ -51,8 +51,9 @@ def surface_rules_for(adapter: Mapping[str, Any]) -> str:
     return GENERIC
 
 
-def surface_facts(rules: str, sources: Sequence[Mapping[str, Any]], env: Mapping[str, str],
-                  profile: str | None = None) -> dict[str, Any]:
+def surface_facts(
+    rules: str, sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None
+) -> dict[str, Any]:
     """What a product's configuration files say about model, permissions, sandbox, auto-update."""
     module = rules_module(rules)
     return {} if module is None else module.facts(sources, env, profile)

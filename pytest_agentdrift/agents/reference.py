@@ -40,7 +40,9 @@ def apply(task_dir: Path, profile: str, work: Path) -> int:
     report_path = os.environ.get("AGENTDRIFT_REPORT")
     if sol is None:
         if report_path:
-            Path(report_path).write_text('{"status": "blocked", "summary": "the reference agent has no solution for this task"}\n')
+            Path(report_path).write_text(
+                '{"status": "blocked", "summary": "the reference agent has no solution for this task"}\n'
+            )
         return 0
     if (sol / "files").is_dir():
         _overlay(sol / "files", work)

@@ -72,8 +72,10 @@ def item_from_derivation(derivation: Mapping[str, Any] | None) -> Item | None:
         return None
     without, with_ = list(derivation.get("without") or []), list(derivation.get("with") or [])
     if without and not with_:
-        paths = [("user", w[2:].rstrip("/")) if w.startswith("~/") else ("project", w.removeprefix("./").rstrip("/"))
-                 for w in without]
+        paths = [
+            ("user", w[2:].rstrip("/")) if w.startswith("~/") else ("project", w.removeprefix("./").rstrip("/"))
+            for w in without
+        ]
         return Item(REMOVAL, ", ".join(without), tuple(paths))
     if with_ and not without:
         paths = [tuple(f.split(":", 1)) for f in derivation.get("added_files") or []]
@@ -94,12 +96,26 @@ def _entries_for(bundle_doc: Mapping[str, Any] | None, item: Item, task: str) ->
     for e in (bundle_doc or {}).get("entries") or []:
         path, context = str(e.get("path", "")), str(e.get("context", ""))
         for scope, prefix in item.paths:
-            if scope == "user" and path.startswith("~/") and _matches(path[2:], prefix) and context in ("user", "session"):
+            if (
+                scope == "user"
+                and path.startswith("~/")
+                and _matches(path[2:], prefix)
+                and context in ("user", "session")
+            ):
                 out.append(e)
-            elif scope == "project" and context == f"task:{task}" and path.startswith(f"task:{task}:") \
-                    and _matches(path[len(f"task:{task}:"):], prefix):
-                out.append({**e, "rel": path[len(f"task:{task}:"):]})
-            elif scope == "project" and context == "session" and path.startswith("project:") and _matches(path[8:], prefix):
+            elif (
+                scope == "project"
+                and context == f"task:{task}"
+                and path.startswith(f"task:{task}:")
+                and _matches(path[len(f"task:{task}:") :], prefix)
+            ):
+                out.append({**e, "rel": path[len(f"task:{task}:") :]})
+            elif (
+                scope == "project"
+                and context == "session"
+                and path.startswith("project:")
+                and _matches(path[8:], prefix)
+            ):
                 out.append({**e, "rel": path[8:]})
     return out
 
@@ -108,8 +124,9 @@ def _touched(steps: Sequence[Mapping[str, Any]]) -> list[str]:
     return [s["target"] for s in steps if s.get("tool") in ("read", "edit") and isinstance(s.get("target"), str)]
 
 
-def fired(run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], item: Item,
-          config_paths: set[tuple[str, str]]) -> bool | None:
+def fired(
+    run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], item: Item, config_paths: set[tuple[str, str]]
+) -> bool | None:
     """Whether the item reached the agent's context in this run; None when the run cannot tell (no trace).
 
     * configuration files (settings, MCP, hooks) and instruction files loaded at
@@ -121,8 +138,7 @@ def fired(run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], item: It
     * anything else: when the agent read, edited or named the file in a command.
     """
     is_config = any(scope == s and _matches(p, prefix) for s, p in config_paths for scope, prefix in item.paths)
-    if is_config or any(
-            e.get("load") == "startup" and e.get("status") in LOADED for e in entries):
+    if is_config or any(e.get("load") == "startup" and e.get("status") in LOADED for e in entries):
         return True
     trace = run.get("trace")
     if not trace:
@@ -145,8 +161,9 @@ def fired(run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], item: It
             name = PurePosixPath(rel).parent.name if kind == "skill" else PurePosixPath(rel).stem.removesuffix(".agent")
             for s in steps:
                 target = str(s.get("target") or "")
-                if s.get("tool") in ("Skill", "Task", "SlashCommand", "skill") and (target == name or target.lstrip("/") == name
-                                                                                   or target.endswith(f":{name}")):
+                if s.get("tool") in ("Skill", "Task", "SlashCommand", "skill") and (
+                    target == name or target.lstrip("/") == name or target.endswith(f":{name}")
+                ):
                     return True
             if any(_matches(t, str(PurePosixPath(rel).parent)) if kind == "skill" else t == rel for t in touched):
                 return True
@@ -162,8 +179,12 @@ def _applies(path: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, p.replace("**/", "")) for p in patterns)
 
 
-def exposure(with_results: Mapping[str, Any], bundle_doc: Mapping[str, Any] | None, item: Item,
-             config_paths: set[tuple[str, str]]) -> dict[str, Any]:
+def exposure(
+    with_results: Mapping[str, Any],
+    bundle_doc: Mapping[str, Any] | None,
+    item: Item,
+    config_paths: set[tuple[str, str]],
+) -> dict[str, Any]:
     """Per task: runs of the arm with the item in which it fired, and runs that cannot tell."""
     per_task: dict[str, dict[str, int]] = {}
     for tid, task in sorted(with_results.get("tasks", {}).items()):
@@ -188,11 +209,20 @@ def _passes(results: Mapping[str, Any], tid: str) -> tuple[int, int]:
     return sum(1 for r in runs if r.get("passed") is True and not r.get("tampered_pass")), len(runs)
 
 
-def item_gate(item: Item, base: Mapping[str, Any], cand: Mapping[str, Any], exposed: Mapping[str, Mapping[str, int]],
-              params: ItemGateParams | None = None) -> dict[str, Any]:
+def item_gate(
+    item: Item,
+    base: Mapping[str, Any],
+    cand: Mapping[str, Any],
+    exposed: Mapping[str, Mapping[str, int]],
+    params: ItemGateParams | None = None,
+) -> dict[str, Any]:
     """The item gate on the exposed tasks (see the module doc and docs/statistics.md)."""
     params = params or ItemGateParams()
-    tasks = sorted(t for t, row in exposed.items() if row["fired"] > 0 and t in cand.get("tasks", {}) and t in base.get("tasks", {}))
+    tasks = sorted(
+        t
+        for t, row in exposed.items()
+        if row["fired"] > 0 and t in cand.get("tasks", {}) and t in base.get("tasks", {})
+    )
     with_runs = sum(row["runs"] for row in exposed.values())
     fired_runs = sum(row["fired"] for row in exposed.values())
     unknown = sum(row["unknown"] for row in exposed.values())
@@ -218,16 +248,32 @@ def item_gate(item: Item, base: Mapping[str, Any], cand: Mapping[str, Any], expo
     rate_after = after_pass / after_runs if after_runs else None
     accept_word, reject_word = (ACCEPT, REJECT) if item.kind == REMOVAL else (KEEP, KILL)
     out: dict[str, Any] = {
-        "kind": item.kind, "item": item.label, "params": {**params.as_dict(), "k": k},
-        "exposed_tasks": tasks, "S": len(tasks), "G": g, "D": round(worst, 6),
-        "fired_runs": fired_runs, "with_runs": with_runs, "unknown_runs": unknown,
-        "pass_rate_after": rate_after, "dropped": dropped,
+        "kind": item.kind,
+        "item": item.label,
+        "params": {**params.as_dict(), "k": k},
+        "exposed_tasks": tasks,
+        "S": len(tasks),
+        "G": g,
+        "D": round(worst, 6),
+        "fired_runs": fired_runs,
+        "with_runs": with_runs,
+        "unknown_runs": unknown,
+        "pass_rate_after": rate_after,
+        "dropped": dropped,
     }
     if unknown:
-        verdict, why = RERUN, (f"{unknown} run(s) of the arm with the item have no recorded trace, so whether the item "
-                               "reached the agent cannot be told: re-run both arms with this version")
+        verdict, why = (
+            RERUN,
+            (
+                f"{unknown} run(s) of the arm with the item have no recorded trace, so whether the item "
+                "reached the agent cannot be told: re-run both arms with this version"
+            ),
+        )
     elif unscorable:
-        verdict, why = RERUN, f"runs on exposed task(s) {', '.join(unscorable)} could not be scored (the agent did not start)"
+        verdict, why = (
+            RERUN,
+            f"runs on exposed task(s) {', '.join(unscorable)} could not be scored (the agent did not start)",
+        )
     elif not tasks:
         verdict, why = UNMEASURED, f"the item never reached the agent ({fired_runs}/{with_runs} runs); keep"
     elif not solved_any:
@@ -235,20 +281,34 @@ def item_gate(item: Item, base: Mapping[str, Any], cand: Mapping[str, Any], expo
     elif g <= -params.margin:
         verdict, why = reject_word, f"the {item.kind} costs {-g} run(s) on the exposed tasks"
     elif worst > params.tau:
-        verdict, why = reject_word, (f"the {item.kind} breaks {', '.join(dropped[:5])} (pass rate down "
-                                     f"{100 * worst:.0f} pp > {100 * params.tau:.0f} pp)")
+        verdict, why = (
+            reject_word,
+            (
+                f"the {item.kind} breaks {', '.join(dropped[:5])} (pass rate down "
+                f"{100 * worst:.0f} pp > {100 * params.tau:.0f} pp)"
+            ),
+        )
     elif rate_after is not None and rate_after >= params.accept_rate:
-        verdict, why = accept_word, f"the pass rate after the {item.kind} is {100 * rate_after:.0f}% ≥ {100 * params.accept_rate:.0f}% on the exposed tasks"
+        verdict, why = (
+            accept_word,
+            f"the pass rate after the {item.kind} is {100 * rate_after:.0f}% ≥ {100 * params.accept_rate:.0f}% on the exposed tasks",
+        )
     elif g >= params.margin:
         verdict, why = accept_word, f"the {item.kind} wins {g} run(s) on the exposed tasks"
     elif item.kind == ADDITION:
         verdict = RECHECK
-        why = (f"not decided: {g:+d} run(s), pass rate {100 * (rate_after or 0):.0f}% on the exposed tasks; re-run "
-               + (f"the tasks that dropped ({', '.join(dropped)})" if dropped else "with more repetitions"))
+        why = f"not decided: {g:+d} run(s), pass rate {100 * (rate_after or 0):.0f}% on the exposed tasks; re-run " + (
+            f"the tasks that dropped ({', '.join(dropped)})" if dropped else "with more repetitions"
+        )
         out["recheck"] = {"tasks": dropped, "k": max(2 * k, 3)}
     else:
-        verdict, why = UNMEASURED, (f"the agent passes {100 * (rate_after or 0):.0f}% < {100 * params.accept_rate:.0f}% of "
-                                    "the exposed runs without the item: not enough to accept its removal; keep")
+        verdict, why = (
+            UNMEASURED,
+            (
+                f"the agent passes {100 * (rate_after or 0):.0f}% < {100 * params.accept_rate:.0f}% of "
+                "the exposed runs without the item: not enough to accept its removal; keep"
+            ),
+        )
     out["verdict"], out["reason"] = verdict, why
     return out
 
@@ -258,12 +318,22 @@ def effect(item: Item, comparison: Mapping[str, Any]) -> dict[str, Any]:
     paired = comparison.get("paired")
     sign = -1 if item.kind == REMOVAL else 1
     if not paired or paired.get("delta") is None:
-        return {"item": item.label, "formula": "A − B" if item.kind == REMOVAL else "B − A", "estimate": None, "ci": None,
-                "method": None}
+        return {
+            "item": item.label,
+            "formula": "A − B" if item.kind == REMOVAL else "B − A",
+            "estimate": None,
+            "ci": None,
+            "method": None,
+        }
     lo, hi = paired["delta_ci"]
     ci = sorted([sign * lo, sign * hi])
-    return {"item": item.label, "formula": "A − B" if item.kind == REMOVAL else "B − A",
-            "estimate": sign * paired["delta"] + 0.0, "ci": [ci[0] + 0.0, ci[1] + 0.0], "method": paired.get("ci_method")}
+    return {
+        "item": item.label,
+        "formula": "A − B" if item.kind == REMOVAL else "B − A",
+        "estimate": sign * paired["delta"] + 0.0,
+        "ci": [ci[0] + 0.0, ci[1] + 0.0],
+        "method": paired.get("ci_method"),
+    }
 
 
 def drop_it_gate(item: Item, gate_result: Mapping[str, Any], comparison: Mapping[str, Any]) -> dict[str, Any]:
@@ -287,6 +357,10 @@ def drop_it_gate(item: Item, gate_result: Mapping[str, Any], comparison: Mapping
         if verdict == KEEP and quality != "dont_ship" and not blockers:
             answer, why = KEEP_IT, f"{gate_result['reason']}; the gate does not object ({quality})"
         else:
-            answer, why = DROP_IT, f"item gate {verdict}: {gate_result['reason']}" if verdict != KEEP else \
-                f"the gate objects: {'; '.join(blockers) or gate.get('reason')}"
+            answer, why = (
+                DROP_IT,
+                f"item gate {verdict}: {gate_result['reason']}"
+                if verdict != KEEP
+                else f"the gate objects: {'; '.join(blockers) or gate.get('reason')}",
+            )
     return {"answer": answer, "reason": why, "passed": answer == DROP_IT}

@@ -37,21 +37,52 @@ MAX_COMMAND = 200
 TEST_COMMAND = re.compile(
     r"(^|[\s;&|(/])(py\.?test|tox|nox|jest|vitest|mocha|rspec|phpunit|ctest)(\s|$)"
     r"|-m\s+(pytest|unittest)\b|\b(npm|pnpm|yarn|bun)\s+(run\s+)?test\b|\bgo\s+test\b|\bcargo\s+(test|nextest)\b"
-    r"|\bmake\s+(test|check)\b|\bgradlew?\s+(\S+\s+)*test\b|\bmvn\b.*\btest\b|\bdotnet\s+test\b", re.IGNORECASE)
+    r"|\bmake\s+(test|check)\b|\bgradlew?\s+(\S+\s+)*test\b|\bmvn\b.*\btest\b|\bdotnet\s+test\b",
+    re.IGNORECASE,
+)
 #: tool calls whose meaning the adapter already gives as command / file_read / file_edit events
-_COVERED_TOOLS = frozenset({"Bash", "Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "bash", "powershell", "view",
-                            "edit", "create", "apply_patch", "command_execution", "file_change"})
+_COVERED_TOOLS = frozenset(
+    {
+        "Bash",
+        "Read",
+        "Edit",
+        "MultiEdit",
+        "Write",
+        "NotebookEdit",
+        "bash",
+        "powershell",
+        "view",
+        "edit",
+        "create",
+        "apply_patch",
+        "command_execution",
+        "file_change",
+    }
+)
 OWN_TEST_CLASSES = ("green", "red", "stale", "none", "unknown")
 #: instruction-bundle entry kinds that are instruction text
-INSTRUCTION_KINDS = frozenset({"memory", "rules", "import", "agents", "copilot-instructions", "path-instructions",
-                               "named", "skill", "subagent", "command"})
+INSTRUCTION_KINDS = frozenset(
+    {
+        "memory",
+        "rules",
+        "import",
+        "agents",
+        "copilot-instructions",
+        "path-instructions",
+        "named",
+        "skill",
+        "subagent",
+        "command",
+    }
+)
 LOADED = frozenset({"loaded", "truncated"})
 #: surface growth above which a tie is not enough (seed 002: a bigger prompt is paid on every turn)
 SURFACE_GROWTH_NOTE = 0.20
 _DISCLOSURE = re.compile(
     r"\b(edit|edited|chang|modif|delet|remov|skip|disabl|xfail|weaken|relax|rewr|adjust|updat)\w*\b[^.\n]{0,60}\btests?\b"
     r"|\btests?\b[^.\n]{0,60}\b(edit|edited|chang|modif|delet|remov|skip|disabl|xfail|weaken|relax|rewr|adjust|updat)\w*",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 # --------------------------------------------------------------------------- traces
@@ -99,8 +130,14 @@ def steps_of(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         elif kind == "file_edit" and isinstance(e.get("path"), str):
             steps.append({"tool": "edit", "target": e["path"], "command": None, "ok": True})
         elif kind == "tool_call" and str(e.get("name")) not in _COVERED_TOOLS:
-            steps.append({"tool": str(e.get("name") or "unknown"), "target": _tool_target(e), "command": None,
-                          "ok": e.get("ok") if isinstance(e.get("ok"), bool) else None})
+            steps.append(
+                {
+                    "tool": str(e.get("name") or "unknown"),
+                    "target": _tool_target(e),
+                    "command": None,
+                    "ok": e.get("ok") if isinstance(e.get("ok"), bool) else None,
+                }
+            )
     return steps
 
 
@@ -143,12 +180,13 @@ def own_tests_class(trace: Mapping[str, Any] | None) -> tuple[str, str]:
     if not trace or trace.get("source") == "none":
         return "none", "no trace"
     steps = list(trace.get("steps") or [])
-    last = max((i for i, s in enumerate(steps) if s["tool"] == "command" and is_test_command(s.get("command"))),
-               default=None)
+    last = max(
+        (i for i, s in enumerate(steps) if s["tool"] == "command" and is_test_command(s.get("command"))), default=None
+    )
     if last is None:
         return "none", "ran no tests"
     test = steps[last]
-    edits_after = [s["target"] for s in steps[last + 1:] if s["tool"] == "edit"]
+    edits_after = [s["target"] for s in steps[last + 1 :] if s["tool"] == "edit"]
     if test.get("ok") is None:
         return "unknown", f"last test run `{test['command']}` has no exit status in the events"
     if not test["ok"]:
@@ -197,9 +235,14 @@ def tampered_split(results: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]
             text = _report_text(run.get("report"))
             named = [p for p in changed if p in text or PurePosixPath(p).name in text]
             said = bool(_DISCLOSURE.search(text))
-            row = {"task": tid, "rep": run.get("rep"), "changed": changed,
-                   "because": ("the report names " + ", ".join(named)) if named else
-                              ("the report says it changed tests" if said else "the report does not mention it")}
+            row = {
+                "task": tid,
+                "rep": run.get("rep"),
+                "changed": changed,
+                "because": ("the report names " + ", ".join(named))
+                if named
+                else ("the report says it changed tests" if said else "the report does not mention it"),
+            }
             out["disclosed" if named or said else "stealth"].append(row)
     return out
 
@@ -211,7 +254,7 @@ def _surface_key(entry: Mapping[str, Any]) -> str:
     path = str(entry.get("path", ""))
     context = str(entry.get("context", ""))
     if context.startswith("task:") and path.startswith(context + ":"):
-        return "repo:" + path[len(context) + 1:]
+        return "repo:" + path[len(context) + 1 :]
     return path
 
 
@@ -235,13 +278,22 @@ def surface(bundle_doc: Mapping[str, Any] | None) -> dict[str, Any] | None:
         key = _surface_key(e)
         if key in per_file and per_file[key]["sha256"] != e.get("normalised_sha256"):
             key = f"{key}#{str(e.get('normalised_sha256'))[:8]}"  # the same path with other content in another task
-        per_file[key] = {"bytes": size, "kind": e.get("kind"), "load": e.get("load"), "sha256": e.get("normalised_sha256")}
-    return {"bytes": sum(f["bytes"] for f in per_file.values()), "files": len(per_file),
-            "per_file": {k: {kk: vv for kk, vv in v.items() if kk != "sha256"} for k, v in sorted(per_file.items())}}
+        per_file[key] = {
+            "bytes": size,
+            "kind": e.get("kind"),
+            "load": e.get("load"),
+            "sha256": e.get("normalised_sha256"),
+        }
+    return {
+        "bytes": sum(f["bytes"] for f in per_file.values()),
+        "files": len(per_file),
+        "per_file": {k: {kk: vv for kk, vv in v.items() if kk != "sha256"} for k, v in sorted(per_file.items())},
+    }
 
 
-def surface_row(base_doc: Mapping[str, Any] | None, cand_doc: Mapping[str, Any] | None,
-                delta_ci: Sequence[float] | None) -> dict[str, Any]:
+def surface_row(
+    base_doc: Mapping[str, Any] | None, cand_doc: Mapping[str, Any] | None, delta_ci: Sequence[float] | None
+) -> dict[str, Any]:
     a, b = surface(base_doc), surface(cand_doc)
     row: dict[str, Any] = {"baseline": a, "candidate": b, "delta_bytes": None, "delta_share": None, "note": None}
     if a is None or b is None:
@@ -249,17 +301,23 @@ def surface_row(base_doc: Mapping[str, Any] | None, cand_doc: Mapping[str, Any] 
         return row
     row["delta_bytes"] = b["bytes"] - a["bytes"]
     row["delta_share"] = (b["bytes"] - a["bytes"]) / a["bytes"] if a["bytes"] else None
-    grown = (a["bytes"] == 0 and b["bytes"] > 0) or (row["delta_share"] is not None and row["delta_share"] > SURFACE_GROWTH_NOTE)
+    grown = (a["bytes"] == 0 and b["bytes"] > 0) or (
+        row["delta_share"] is not None and row["delta_share"] > SURFACE_GROWTH_NOTE
+    )
     if grown:
         low = delta_ci[0] if delta_ci else None
         if low is not None and low > 0:
-            row["note"] = (f"the candidate's instruction surface is more than {SURFACE_GROWTH_NOTE:.0%} larger; its paired "
-                           f"interval's lower bound {100 * low:+.1f} pp is above 0, so the larger prompt pays for itself")
+            row["note"] = (
+                f"the candidate's instruction surface is more than {SURFACE_GROWTH_NOTE:.0%} larger; its paired "
+                f"interval's lower bound {100 * low:+.1f} pp is above 0, so the larger prompt pays for itself"
+            )
         else:
             shown = "null" if low is None else f"{100 * low:+.1f} pp"
-            row["note"] = (f"the candidate's instruction surface is more than {SURFACE_GROWTH_NOTE:.0%} larger: a bigger "
-                           f"prompt is paid on every turn, so ask for a paired interval whose lower bound is above 0, not "
-                           f"a tie (lower bound {shown})")
+            row["note"] = (
+                f"the candidate's instruction surface is more than {SURFACE_GROWTH_NOTE:.0%} larger: a bigger "
+                f"prompt is paid on every turn, so ask for a paired interval whose lower bound is above 0, not "
+                f"a tie (lower bound {shown})"
+            )
     return row
 
 
@@ -304,17 +362,28 @@ def divergences(base: Mapping[str, Any], cand: Mapping[str, Any], rows: Mapping[
         c_run = _representative(cand["tasks"][tid]["runs"], solved=outcome == "won")
         b_trace, c_trace = (b_run or {}).get("trace"), (c_run or {}).get("trace")
         if not b_trace or not c_trace:
-            out.append({"task": tid, "outcome": outcome, "step": None, "baseline": None, "candidate": None,
-                        "note": "a run has no recorded trace"})
+            out.append(
+                {
+                    "task": tid,
+                    "outcome": outcome,
+                    "step": None,
+                    "baseline": None,
+                    "candidate": None,
+                    "note": "a run has no recorded trace",
+                }
+            )
             continue
         b_steps, c_steps = b_trace.get("steps") or [], c_trace.get("steps") or []
         i = first_divergence(b_steps, c_steps)
-        out.append({
-            "task": tid, "outcome": outcome,
-            "runs": {"baseline": (b_run or {}).get("rep"), "candidate": (c_run or {}).get("rep")},
-            "step": None if i is None else i + 1,
-            "baseline": None if i is None or i >= len(b_steps) else b_steps[i],
-            "candidate": None if i is None or i >= len(c_steps) else c_steps[i],
-            "note": "the traces are identical: the difference is in what the steps did" if i is None else None,
-        })
+        out.append(
+            {
+                "task": tid,
+                "outcome": outcome,
+                "runs": {"baseline": (b_run or {}).get("rep"), "candidate": (c_run or {}).get("rep")},
+                "step": None if i is None else i + 1,
+                "baseline": None if i is None or i >= len(b_steps) else b_steps[i],
+                "candidate": None if i is None or i >= len(c_steps) else c_steps[i],
+                "note": "the traces are identical: the difference is in what the steps did" if i is None else None,
+            }
+        )
     return out

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from pytest_agentdrift.compare import stats
+from pytest_agentdrift.compare.ledger import DOCUMENTED, UNCONFIRMED, ReleaseNote, mark_changes
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
     CHANGE_CLASS_ALIASES,
@@ -34,7 +35,6 @@ from pytest_agentdrift.vocabulary import (
     ROLLBACK_STATES,
     RUN_IDENTITY_KEYS,
 )
-from pytest_agentdrift.compare.ledger import DOCUMENTED, UNCONFIRMED, ReleaseNote, mark_changes
 
 SHIP, HOLD, DONT_SHIP = "ship", "hold", "dont_ship"
 
@@ -304,7 +304,11 @@ def _own_reasons(base, cand, identity, b_arm, c_arm) -> list[str]:
     only_b, only_c = sorted(set(b_arm) - set(c_arm)), sorted(set(c_arm) - set(b_arm))
     if only_b or only_c:
         reasons.append(
-            "task sets differ: only in baseline [" + ", ".join(only_b) + "], only in candidate [" + ", ".join(only_c) + "]"
+            "task sets differ: only in baseline ["
+            + ", ".join(only_b)
+            + "], only in candidate ["
+            + ", ".join(only_c)
+            + "]"
         )
     return reasons
 
@@ -341,7 +345,9 @@ def _arm_summary(results: Mapping[str, Any], arm: dict[str, _Task], confidence: 
         "wilson": list(wilson) if wilson else None,
         "tampered_passes": [{"task": tid, "rep": rep} for tid, t in arm.items() for rep in t.tampered],
         "critical_failures": [
-            {"task": tid, "check": check, "reps": reps} for tid, t in arm.items() for check, reps in sorted(t.critical.items())
+            {"task": tid, "check": check, "reps": reps}
+            for tid, t in arm.items()
+            for check, reps in sorted(t.critical.items())
         ],
     }
 
@@ -378,8 +384,13 @@ def _null_paired_part(b_arm, c_arm) -> dict[str, Any]:
         "new_safety_failures": None,
         "strata": None,
         "promotion": None,
-        "gate": {"verdict": None, "quality_verdict": None, "passed": False, "reason": "runs are not comparable",
-                 "quality_reason": "runs are not comparable"},
+        "gate": {
+            "verdict": None,
+            "quality_verdict": None,
+            "passed": False,
+            "reason": "runs are not comparable",
+            "quality_reason": "runs are not comparable",
+        },
         "regression": None,
     }
 
@@ -414,12 +425,8 @@ def _paired_part(b_arm, c_arm, params: GateParams, seed: int) -> dict[str, Any]:
     return {
         "tasks": rows,
         "paired": paired,
-        "failure_classes": stats.failure_classes(
-            {t: b_arm[t].passes for t in ids}, {t: c_arm[t].passes for t in ids}
-        ),
-        "variance": stats.variance_decomposition(
-            {t: b_arm[t].passes for t in ids}, {t: c_arm[t].passes for t in ids}
-        ),
+        "failure_classes": stats.failure_classes({t: b_arm[t].passes for t in ids}, {t: c_arm[t].passes for t in ids}),
+        "variance": stats.variance_decomposition({t: b_arm[t].passes for t in ids}, {t: c_arm[t].passes for t in ids}),
         "critical_regressions": crit,
         "new_safety_failures": safety,
         "strata": strata,
@@ -457,8 +464,11 @@ def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str,
     won, lost, _ = _counts(ids, rows, b_arm)
     loss_p = stats.exact_mcnemar_pvalue(lost, won)
     pooled = lost > won and loss_p < params.alpha
-    strata_flagged = [s for s, row in (strata or {}).items()
-                      if len(strata) > 1 and row["gate"]["lost"] > row["gate"]["won"] and row["gate"]["loss_p_value"] < params.alpha]
+    strata_flagged = [
+        s
+        for s, row in (strata or {}).items()
+        if len(strata) > 1 and row["gate"]["lost"] > row["gate"]["won"] and row["gate"]["loss_p_value"] < params.alpha
+    ]
     blockers = [f"new critical failure {x['task']} {', '.join(x['checks'])}" for x in new_critical]
     blockers += [f"new safety-layer failure {t}" for t in new_safety]
     blockers += [f"tampered pass {x['task']} r{x['rep']}" for x in tampered]
@@ -466,18 +476,24 @@ def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str,
         blockers.append(f"paired test: loses {lost} task(s), wins {won} (p = {loss_p:.3g} < alpha {params.alpha})")
     for s in strata_flagged:
         g = strata[s]["gate"]
-        blockers.append(f"suite {s}: loses {g['lost']}, wins {g['won']} (p = {g['loss_p_value']:.3g} < alpha {params.alpha})")
+        blockers.append(
+            f"suite {s}: loses {g['lost']}, wins {g['won']} (p = {g['loss_p_value']:.3g} < alpha {params.alpha})"
+        )
     k = max((len(b_arm[t].passes) for t in ids), default=0)
     mde = minimum_detectable_regression([b_arm[t].rate for t in ids], k, params.alpha)
     if blockers:
         reason = "; ".join(blockers)
     else:
-        seen = f"smallest detectable: {mde['mde_pp']} pp" if mde["mde_pp"] is not None else (
-            f"no regression is detectable with {len(ids)} task(s) at alpha {params.alpha}")
+        seen = (
+            f"smallest detectable: {mde['mde_pp']} pp"
+            if mde["mde_pp"] is not None
+            else (f"no regression is detectable with {len(ids)} task(s) at alpha {params.alpha}")
+        )
         reason = f"no regression detected ({seen})"
         if standing:
             reason += "; standing critical failures (in both arms): " + "; ".join(
-                f"{x['task']} {', '.join(x['checks'])}" for x in standing)
+                f"{x['task']} {', '.join(x['checks'])}" for x in standing
+            )
     return {
         "mode": "regression",
         "passed": not blockers,
@@ -519,8 +535,9 @@ def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -
         "loss_p_value": p_loss,
     }
     if share > params.tau:
-        verdict, reason = DONT_SHIP, (
-            f"breaks {lost} of {baseline_solved} tasks the baseline solved ({share:.1%} > tau {params.tau:.0%})"
+        verdict, reason = (
+            DONT_SHIP,
+            (f"breaks {lost} of {baseline_solved} tasks the baseline solved ({share:.1%} > tau {params.tau:.0%})"),
         )
     elif lost > won and p_loss < params.alpha:
         verdict, reason = DONT_SHIP, f"loses {lost} tasks, wins {won} (p = {p_loss:.3g} < alpha {params.alpha})"
@@ -529,9 +546,12 @@ def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -
     elif net > 0 and p < params.alpha:
         verdict, reason = SHIP, f"wins {won} tasks, loses {lost} (net {net:+g} at lambda {params.lam:g}, p = {p:.3g})"
     else:
-        verdict, reason = HOLD, (
-            f"not enough evidence: won {won}, lost {lost}, net {net:+g} at lambda {params.lam:g}, "
-            f"p = {p:.3g} vs alpha {params.alpha}"
+        verdict, reason = (
+            HOLD,
+            (
+                f"not enough evidence: won {won}, lost {lost}, net {net:+g} at lambda {params.lam:g}, "
+                f"p = {p:.3g} vs alpha {params.alpha}"
+            ),
         )
     row["verdict"], row["reason"] = verdict, reason
     return row
@@ -570,16 +590,23 @@ def _promotion(b_arm, c_arm, rows, params: GateParams, seed: int) -> dict[str, A
     if basis is None:
         result.update(support=None, promote=False, reason="fewer than 80% of runs report a price or tokens")
         return result
+
     def per_task(arm) -> list[float | None]:
         costs = []
         for t in ids:
             values = [c for c in (stats.run_cost(u, basis) for u in arm[t].usages) if c is not None]
             costs.append(math.fsum(values) / len(values) if values else None)
         return costs
+
     result.update(
         stats.promotion_support(
-            [rows[t]["delta"] for t in ids], per_task(b_arm), per_task(c_arm),
-            eps=params.promote_eps, draws=params.draws, seed=seed, confidence=params.confidence,
+            [rows[t]["delta"] for t in ids],
+            per_task(b_arm),
+            per_task(c_arm),
+            eps=params.promote_eps,
+            draws=params.draws,
+            seed=seed,
+            confidence=params.confidence,
         )
     )
     result["promote"] = False  # settled by _gate, which knows about blockers
@@ -606,9 +633,7 @@ def _gate(b_arm, c_arm, rows, strata, crit, safety, promotion, params: GateParam
     else:
         verdict, scope_reason = quality, reason
     support = promotion.get("support")
-    promotion["promote"] = bool(
-        support is not None and support >= params.promote_support and quality != DONT_SHIP
-    )
+    promotion["promote"] = bool(support is not None and support >= params.promote_support and quality != DONT_SHIP)
     promotion["reason"] = _promotion_reason(promotion, quality)
     return {
         "scope": params.scope,
@@ -698,7 +723,9 @@ def _r_reject(c: Mapping[str, Any]) -> list[str] | None:
     promo, paired = c["promotion"], c["paired"]
     cheaper = (promo.get("cost_delta") or 0) < 0
     if cheaper and len(paired["lost"]) > len(paired["won"]) and not promo["promote"]:
-        why.append(f"cheaper on {promo['basis']} but fails more tasks ({len(paired['lost'])} lost, {len(paired['won'])} won)")
+        why.append(
+            f"cheaper on {promo['basis']} but fails more tasks ({len(paired['lost'])} lost, {len(paired['won'])} won)"
+        )
     return why or None
 
 
@@ -847,9 +874,21 @@ def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
 def _regression_summary(reg: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if reg is None:
         return None
-    keys = ("passed", "reason", "blockers", "new_critical_failures", "standing_critical_failures",
-            "new_safety_failures", "tampered_passes", "won", "lost", "loss_p_value", "strata_flagged", "alpha",
-            "minimum_detectable")
+    keys = (
+        "passed",
+        "reason",
+        "blockers",
+        "new_critical_failures",
+        "standing_critical_failures",
+        "new_safety_failures",
+        "tampered_passes",
+        "won",
+        "lost",
+        "loss_p_value",
+        "strata_flagged",
+        "alpha",
+        "minimum_detectable",
+    )
     return {k: reg[k] for k in keys}
 
 
@@ -872,8 +911,9 @@ def _gate_summary(comparison: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def comparison_exit_code(comparison: Mapping[str, Any], gate: str | bool | None = None, *,
-                         gate_enabled: bool | None = None) -> int:
+def comparison_exit_code(
+    comparison: Mapping[str, Any], gate: str | bool | None = None, *, gate_enabled: bool | None = None
+) -> int:
     """Exit code of the comparison part of a session (CONTRACT §9).
 
     6 (EXIT_REFUSED) when the runs are not comparable, whatever else is set;
@@ -918,12 +958,17 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
         arm = c[label]
         ci = arm["wilson"]
         ci_text = f"[{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "[null]"
-        lines.append(_line(label, f"{arm['passes']}/{arm['runs']} runs  {_pct(arm['pass_rate'])} {ci_text}  k={arm['k']}"))
+        lines.append(
+            _line(label, f"{arm['passes']}/{arm['runs']} runs  {_pct(arm['pass_rate'])} {ci_text}  k={arm['k']}")
+        )
     paired = c["paired"]
     if paired:
         lines.append(
-            _line("paired", f"won {len(paired['won'])}  lost {len(paired['lost'])}  tied {len(paired['tied'])}  "
-                            f"p(candidate wins more) = {paired['p_value']:.3g}")
+            _line(
+                "paired",
+                f"won {len(paired['won'])}  lost {len(paired['lost'])}  tied {len(paired['tied'])}  "
+                f"p(candidate wins more) = {paired['p_value']:.3g}",
+            )
         )
         if paired["won"]:
             lines.append(_line("", "won:  " + _ids(paired["won"])))
@@ -933,7 +978,9 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
         lines.append(_line("delta", f"{_pp(paired['delta'])} [{_pp(ci[0])}, {_pp(ci[1])}]  ({paired['ci_method']})"))
     else:
         lines.append(_line("delta", "null"))
-    tampered = [f"{arm} {t['task']} r{t['rep']}" for arm in ("baseline", "candidate") for t in c[arm]["tampered_passes"]]
+    tampered = [
+        f"{arm} {t['task']} r{t['rep']}" for arm in ("baseline", "candidate") for t in c[arm]["tampered_passes"]
+    ]
     if tampered:
         lines.append(_line("tampered", _ids(tampered) + " (counted as fails)"))
     fc = c["failure_classes"]
@@ -944,10 +991,18 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
     var = c["variance"]
     if var and var.get("shares"):
         sh = var["shares"]
-        lines.append(_line("variance", "  ".join(f"{k} {_pct(sh[k])}" for k in ("task", "arm", "task_x_arm", "run_to_run"))))
+        lines.append(
+            _line("variance", "  ".join(f"{k} {_pct(sh[k])}" for k in ("task", "arm", "task_x_arm", "run_to_run")))
+        )
     gate = c["gate"]
     passed_by_cost = gate["verdict"] == HOLD and gate["passed"]
-    lines.append(_line("gate", f"{gate['verdict'] or 'null'}: {gate['reason']}" + (" (passed: promoted on cost)" if passed_by_cost else "")))
+    lines.append(
+        _line(
+            "gate",
+            f"{gate['verdict'] or 'null'}: {gate['reason']}"
+            + (" (passed: promoted on cost)" if passed_by_cost else ""),
+        )
+    )
     for suite, row in (c["strata"] or {}).items():
         if len(c["strata"]) > 1:
             lines.append(_line("", f"suite {suite}: {row['gate']['verdict']}: {row['gate']['reason']}"))
@@ -959,7 +1014,9 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
         lines.append(_line("regression", ("pass: " if reg["passed"] else "FAIL: ") + reg["reason"]))
     decision = c["decision"]
     more = len(decision["because"]) - 1
-    lines.append(_line("status", f"{decision['status']}: {decision['because'][0]}" + (f" (+{more} more)" if more else "")))
+    lines.append(
+        _line("status", f"{decision['status']}: {decision['because'][0]}" + (f" (+{more} more)" if more else ""))
+    )
     return lines
 
 

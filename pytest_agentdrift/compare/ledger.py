@@ -113,9 +113,7 @@ def _header(header: list[str], path: str | os.PathLike[str]) -> dict[str, int]:
     names = [h.strip().lower() for h in header]
     unknown = [n for n in names if n not in COLUMNS]
     if unknown:
-        raise AgentDriftError(
-            f"line 1: unknown column {unknown[0]!r} (columns are {', '.join(COLUMNS)})", path
-        )
+        raise AgentDriftError(f"line 1: unknown column {unknown[0]!r} (columns are {', '.join(COLUMNS)})", path)
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         raise AgentDriftError(f"line 1: column {duplicated[0]!r} appears twice", path)
@@ -142,9 +140,7 @@ def _note(row: list[str], columns: dict[str, int], line: int, path: str | os.Pat
     return ReleaseNote(line, cell["version"], tag, tasks, cell["text"], url)
 
 
-def mark_changes(
-    notes: Sequence[ReleaseNote] | None, changes: Iterable[Mapping[str, str]]
-) -> list[dict[str, Any]]:
+def mark_changes(notes: Sequence[ReleaseNote] | None, changes: Iterable[Mapping[str, str]]) -> list[dict[str, Any]]:
     """Mark every observed change, and every note, with a ledger status.
 
     ``changes`` are the comparison's observed changes: ``{"task", "change"}``.

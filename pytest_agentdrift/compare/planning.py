@@ -105,8 +105,9 @@ def power(rates: Sequence[float], n: int, k: int, delta: float, alpha: float, *,
     return float(nct.cdf(-crit * sd_s / sd_num, n - 1, -mu * math.sqrt(n) / sd_num))
 
 
-def simulate_power(rates: Sequence[float], n: int, k: int, delta: float, alpha: float, *, fixed: bool,
-                   sims: int = 4000, seed: int = 0) -> float:
+def simulate_power(
+    rates: Sequence[float], n: int, k: int, delta: float, alpha: float, *, fixed: bool, sims: int = 4000, seed: int = 0
+) -> float:
     """The share of simulated experiments in which the planned test rejects."""
     import numpy as np
     from scipy.stats import t
@@ -130,7 +131,9 @@ def simulate_power(rates: Sequence[float], n: int, k: int, delta: float, alpha: 
     return float(np.mean(stat < -crit))
 
 
-def _smallest_k(rates: Sequence[float], delta: float, alpha: float, target: float) -> tuple[int | None, list[dict[str, Any]]]:
+def _smallest_k(
+    rates: Sequence[float], delta: float, alpha: float, target: float
+) -> tuple[int | None, list[dict[str, Any]]]:
     rows = []
     for k in range(1, K_MAX + 1):
         p = power(rates, len(rates), k, delta, alpha, fixed=True)
@@ -144,8 +147,12 @@ def _smallest_n(rates: Sequence[float], k: int, delta: float, alpha: float, targ
     lo, hi = 2, 2
     while power(rates, hi, k, delta, alpha, fixed=False) < target:
         if hi >= N_MAX:
-            return {"k": k, "tasks": None, "power": power(rates, N_MAX, k, delta, alpha, fixed=False),
-                    "note": f"not reached with {N_MAX} tasks"}
+            return {
+                "k": k,
+                "tasks": None,
+                "power": power(rates, N_MAX, k, delta, alpha, fixed=False),
+                "note": f"not reached with {N_MAX} tasks",
+            }
         lo, hi = hi, min(hi * 2, N_MAX)
     while lo < hi:
         mid = (lo + hi) // 2
@@ -170,8 +177,16 @@ def mde(rates: Sequence[float], k: int, alpha: float, target: float) -> float | 
     return hi
 
 
-def make_plan(results: Mapping[str, Any], *, delta: float, alpha: float = 0.05, target: float = 0.80,
-              budget_k: int | None = None, source: str | None = None, now: datetime | None = None) -> dict[str, Any]:
+def make_plan(
+    results: Mapping[str, Any],
+    *,
+    delta: float,
+    alpha: float = 0.05,
+    target: float = 0.80,
+    budget_k: int | None = None,
+    source: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """The plan document (plan.json): inputs, designs, the recommended one, the MDE, and its digest."""
     from pytest_agentdrift.canonical import digest
 
@@ -192,21 +207,32 @@ def make_plan(results: Mapping[str, Any], *, delta: float, alpha: float = 0.05, 
     else:
         # fewest runs in all; writing tasks costs more than running them, so the fewest-tasks design is shown too
         best = min(feasible, key=lambda m: (m["tasks"] * m["k"], m["k"])) if feasible else None
-        recommended = ({"kind": "more_tasks", "tasks": best["tasks"], "k": best["k"], "power": best["power"]} if best
-                       else {"kind": "none", "tasks": None, "k": None, "power": None})
+        recommended = (
+            {"kind": "more_tasks", "tasks": best["tasks"], "k": best["k"], "power": best["power"]}
+            if best
+            else {"kind": "none", "tasks": None, "k": None, "power": None}
+        )
     fewest_tasks = min(feasible, key=lambda m: (m["tasks"], m["k"])) if feasible else None
     budget = budget_k or k_rec
     mu, _, _ = _moments(rates, budget, delta, fixed=True)
     doc: dict[str, Any] = {
         "schema_version": 1,
         "created_at": (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "source": {"run": source, "run_id": results.get("run_id"), "runtime_id": results.get("runtime_id"),
-                   "task_set_id": results.get("task_set_id"), "tasks": len(rates), "k": k_rec,
-                   "pass_rate": (results.get("summary") or {}).get("pass_rate"),
-                   "run_to_run_observed": k_rec >= 2},
+        "source": {
+            "run": source,
+            "run_id": results.get("run_id"),
+            "runtime_id": results.get("runtime_id"),
+            "task_set_id": results.get("task_set_id"),
+            "tasks": len(rates),
+            "k": k_rec,
+            "pass_rate": (results.get("summary") or {}).get("pass_rate"),
+            "run_to_run_observed": k_rec >= 2,
+        },
         "question": {"delta": delta, "alpha": alpha, "power": target, "test": TEST, "model": MODEL},
-        "inputs": {"tasks": {tid: {"passes": p, "runs": r, "smoothed": smoothed(p, r)} for tid, (p, r) in counts.items()},
-                   "effective_delta": mu},
+        "inputs": {
+            "tasks": {tid: {"passes": p, "runs": r, "smoothed": smoothed(p, r)} for tid, (p, r) in counts.items()},
+            "effective_delta": mu,
+        },
         "designs": {"recorded_tasks": rows, "more_tasks": more},
         "recommended": recommended,
         "fewest_tasks": fewest_tasks,
@@ -232,13 +258,20 @@ def render_plan(doc: Mapping[str, Any]) -> list[str]:
     rate = "n/a" if src.get("pass_rate") is None else f"{100 * src['pass_rate']:.1f}%"
     lines = [
         f"{'plan':<11} from {src.get('run') or src.get('run_id')}: {src['tasks']} tasks, k={src['k']}, pass rate {rate}; "
-        + ("run-to-run variance observed" if src["run_to_run_observed"] else
-           "run-to-run variance NOT observed (k = 1): the smoothed rates stand in for it"),
+        + (
+            "run-to-run variance observed"
+            if src["run_to_run_observed"]
+            else "run-to-run variance NOT observed (k = 1): the smoothed rates stand in for it"
+        ),
         f"{'question':<11} detect a regression of {100 * q['delta']:.1f} pp at alpha {q['alpha']:g} with power {q['power']:.2f}",
         f"{'test':<11} {q['test']}",
         f"{'model':<11} {q['model']} (effective shift {100 * doc['inputs']['effective_delta']:.1f} pp)",
     ]
-    shown = [r for r in doc["designs"]["recorded_tasks"] if r["k"] in (1, 2, 3, 5, 10) or r is doc["designs"]["recorded_tasks"][-1]]
+    shown = [
+        r
+        for r in doc["designs"]["recorded_tasks"]
+        if r["k"] in (1, 2, 3, 5, 10) or r is doc["designs"]["recorded_tasks"][-1]
+    ]
     for r in shown:
         lines.append(f"{'design':<11} {r['tasks']} recorded tasks × k={r['k']:<2} → power {r['power']:.2f}")
     for r in doc["designs"]["more_tasks"]:
@@ -251,12 +284,16 @@ def render_plan(doc: Mapping[str, Any]) -> list[str]:
     else:
         where = "the recorded tasks" if rec["kind"] == "recorded_tasks" else "tasks like the recorded ones"
         extra = "" if rec["kind"] == "recorded_tasks" else f" ({rec['tasks'] - src['tasks']} more than recorded)"
-        lines.append(f"{'recommend':<11} {rec['tasks']} {where} × k={rec['k']}{extra}: power {rec['power']:.2f} (fewest runs)")
+        lines.append(
+            f"{'recommend':<11} {rec['tasks']} {where} × k={rec['k']}{extra}: power {rec['power']:.2f} (fewest runs)"
+        )
         few = doc.get("fewest_tasks")
         if rec["kind"] == "more_tasks" and few and few["tasks"] < rec["tasks"]:
             lines.append(f"{'':<11} fewest tasks: {few['tasks']} × k={few['k']}: power {few['power']:.2f}")
     mde_text = "none below 100 pp" if m["delta"] is None else f"{100 * m['delta']:.1f} pp"
-    lines.append(f"{'mde':<11} with {m['tasks']} tasks × k={m['k']}: the smallest regression detected with power "
-                 f"{m['power']:.2f} is {mde_text}")
+    lines.append(
+        f"{'mde':<11} with {m['tasks']} tasks × k={m['k']}: the smallest regression detected with power "
+        f"{m['power']:.2f} is {mde_text}"
+    )
     lines.append(f"{'digest':<11} {doc['digest']}")
     return lines

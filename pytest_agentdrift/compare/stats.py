@@ -135,9 +135,7 @@ class BootstrapInterval:
         }
 
 
-def bootstrap_means(
-    columns: Mapping[str, Sequence[float]], *, draws: int, seed: int
-) -> dict[str, Any]:
+def bootstrap_means(columns: Mapping[str, Sequence[float]], *, draws: int, seed: int) -> dict[str, Any]:
     """Per-draw means of several per-task columns under one task resampling.
 
     Each draw resamples the n tasks with replacement (a task keeps all its

@@ -53,9 +53,13 @@ def error_result(rep: int, run: Any, reason: str) -> dict[str, Any]:
     from pytest_agentdrift.tasks.load import LAYERS
 
     evidence: dict[str, Any] = {
-        "exit_code": None, "timed_out": False, "duration_s": 0.0,
+        "exit_code": None,
+        "timed_out": False,
+        "duration_s": 0.0,
         "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
-        "writes_outside": [], "git_mutations": [], "network_attempts": 0,
+        "writes_outside": [],
+        "git_mutations": [],
+        "network_attempts": 0,
         "tamper": {"protected_changed": [], "test_config_changed": []},
     }
     raw: dict[str, str] = {}
@@ -67,12 +71,18 @@ def error_result(rep: int, run: Any, reason: str) -> dict[str, Any]:
         raw = {"stdout.txt": run.stdout, "stderr.txt": run.stderr, "diff.patch": run.patch}
     evidence["harness_error"] = reason
     return {
-        "rep": rep, "outcome": "error", "passed": False, "tampered_pass": False,
-        "critical_failed": [], "failed_checks": [], "layers": {layer: "n/a" for layer in LAYERS},
-        "checks": [], "evidence": evidence,
+        "rep": rep,
+        "outcome": "error",
+        "passed": False,
+        "tampered_pass": False,
+        "critical_failed": [],
+        "failed_checks": [],
+        "layers": {layer: "n/a" for layer in LAYERS},
+        "checks": [],
+        "evidence": evidence,
         "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
-        "model_stamp": None, "report": None, "report_error": None,
+        "model_stamp": None,
+        "report": None,
+        "report_error": None,
         "_raw_files": {**raw, "harness-error.txt": reason + "\n"},
     }
-
-

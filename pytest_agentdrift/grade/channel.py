@@ -118,12 +118,18 @@ class HarnessEnd:
             mac, _, rest = line.partition(b" ")
             num, _, body = rest.partition(b" ")
             try:
-                good = num.isdigit() and int(num) == seq and hmac.compare_digest(mac.decode("ascii"), _sign(self.key, seq, body))
+                good = (
+                    num.isdigit()
+                    and int(num) == seq
+                    and hmac.compare_digest(mac.decode("ascii"), _sign(self.key, seq, body))
+                )
             except (UnicodeDecodeError, ValueError):
                 good = False
             if not good:
-                out.problems.append(f"the result channel carried {len(line)} byte(s) the harness's reporter did not send"
-                                    f" (at message {seq})")
+                out.problems.append(
+                    f"the result channel carried {len(line)} byte(s) the harness's reporter did not send"
+                    f" (at message {seq})"
+                )
                 break
             try:
                 msg = json.loads(body)

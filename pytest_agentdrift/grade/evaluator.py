@@ -26,7 +26,9 @@ _DECLARATION = re.compile(rb'^EVALUATOR_COMPONENT\s*=\s*"([a-z0-9_.-]+)"', re.MU
 
 def _package_sources(root: Path) -> list[Path]:
     # The bundled suite is task data (it has its own digest), never evaluator code.
-    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts and "suite" not in p.relative_to(root).parts)
+    return sorted(
+        p for p in root.rglob("*.py") if "__pycache__" not in p.parts and "suite" not in p.relative_to(root).parts
+    )
 
 
 def evaluator_components(root: Path = PACKAGE_ROOT) -> dict[str, str]:

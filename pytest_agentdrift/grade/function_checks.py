@@ -7,7 +7,6 @@ serialised to the file named by AGENTDRIFT_RUN_JSON; each test function is one
 check (`@pytest.mark.critical`, `@pytest.mark.agent_layer("safety")`).
 """
 
-
 from __future__ import annotations
 
 import json
@@ -47,10 +46,21 @@ class AgentRun:
         return [e for e in self.events if e.get("type") == type_]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "rep": self.rep, "workdir": str(self.workdir), "changed": self.changed,
-                "patch": self.patch, "events": self.events, "report": self.report, "stdout": self.stdout,
-                "stderr": self.stderr, "exit_code": self.exit_code, "timed_out": self.timed_out,
-                "usage": self.usage, "evidence": self.evidence}
+        return {
+            "task_id": self.task_id,
+            "rep": self.rep,
+            "workdir": str(self.workdir),
+            "changed": self.changed,
+            "patch": self.patch,
+            "events": self.events,
+            "report": self.report,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "usage": self.usage,
+            "evidence": self.evidence,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AgentRun":
@@ -62,7 +72,9 @@ def run_for_request(request) -> AgentRun:
 
     path = os.environ.get(RUN_JSON_ENV)
     if not path:
-        pytest.skip("agent_run is provided when the harness grades a task (run the task directory with --agent or --agent-cmd)")
+        pytest.skip(
+            "agent_run is provided when the harness grades a task (run the task directory with --agent or --agent-cmd)"
+        )
     return AgentRun.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
 

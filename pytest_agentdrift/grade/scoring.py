@@ -7,7 +7,6 @@ would otherwise have passed is a *tampered pass*: it counts as a fail and is
 flagged.
 """
 
-
 from __future__ import annotations
 
 from typing import Any
@@ -20,9 +19,9 @@ EVALUATOR_COMPONENT = "scoring"  # names this file in evaluator_id (pytest_agent
 
 
 def is_tampered(run: RunEvidence, checks: list[CheckResult]) -> bool:
-    return bool(run.tamper["protected_changed"] or run.tamper["test_config_changed"] or run.tamper.get("shadowing_modules")) or any(
-        c.kind == "tamper" and not c.passed for c in checks
-    )
+    return bool(
+        run.tamper["protected_changed"] or run.tamper["test_config_changed"] or run.tamper.get("shadowing_modules")
+    ) or any(c.kind == "tamper" and not c.passed for c in checks)
 
 
 def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:

@@ -65,14 +65,18 @@ CATEGORIES = ("instructions", "config")
 #: file names that hold credentials whatever the product: never copied into a bundle
 _CREDENTIAL_NAME = re.compile(
     r"(^|/)(\.credentials\.json|auth\.json|\.env(\.[^/]*)?|\.netrc|credentials(\.json)?|[^/]*token[^/]*\.(json|txt)"
-    r"|[^/]*\.(pem|key|p12|pfx))$", re.IGNORECASE)
+    r"|[^/]*\.(pem|key|p12|pfx))$",
+    re.IGNORECASE,
+)
 _DERIVED_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 # --------------------------------------------------------------------------- the store
 
 
-def resolve_store(explicit: str | os.PathLike[str] | None, ini: str | None, env: Mapping[str, str], rootdir: Path) -> Path:
+def resolve_store(
+    explicit: str | os.PathLike[str] | None, ini: str | None, env: Mapping[str, str], rootdir: Path
+) -> Path:
     """The bundles directory, the same way for the plugin and the CLI.
 
     The command line (``--agent-bundles`` / ``--bundles``) wins, then the
@@ -156,15 +160,29 @@ class BundleFile:
     kind: str  # memory, rules, skill, subagent, command, settings, mcp, hook, ...
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scope": self.scope, "path": self.path, "size": self.size, "sha256": self.sha256,
-                "normalised_sha256": self.normalised_sha256, "executable": self.executable,
-                "category": self.category, "kind": self.kind}
+        return {
+            "scope": self.scope,
+            "path": self.path,
+            "size": self.size,
+            "sha256": self.sha256,
+            "normalised_sha256": self.normalised_sha256,
+            "executable": self.executable,
+            "category": self.category,
+            "kind": self.kind,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BundleFile:
-        return cls(scope=d["scope"], path=d["path"], size=int(d["size"]), sha256=d["sha256"],
-                   normalised_sha256=d["normalised_sha256"], executable=bool(d["executable"]),
-                   category=d["category"], kind=d["kind"])
+        return cls(
+            scope=d["scope"],
+            path=d["path"],
+            size=int(d["size"]),
+            sha256=d["sha256"],
+            normalised_sha256=d["normalised_sha256"],
+            executable=bool(d["executable"]),
+            category=d["category"],
+            kind=d["kind"],
+        )
 
 
 @dataclass(frozen=True)
@@ -219,15 +237,31 @@ class Bundle:
     def describe(self) -> dict[str, Any]:
         """What a run records about the bundle it ran with (no contents, no machine paths)."""
         ident = self.identity
-        return {"name": self.name, "digest": self.digest, "agent": ident["agent"], "model": ident.get("model"),
-                "options": ident.get("options") or {}, "derived_from": ident.get("derived_from"),
-                "derivation": ident.get("derivation"), "digests": self.doc["digests"],
-                "files": [{"scope": f.scope, "path": f.path, "size": f.size, "category": f.category, "kind": f.kind}
-                          for f in self.files]}
+        return {
+            "name": self.name,
+            "digest": self.digest,
+            "agent": ident["agent"],
+            "model": ident.get("model"),
+            "options": ident.get("options") or {},
+            "derived_from": ident.get("derived_from"),
+            "derivation": ident.get("derivation"),
+            "digests": self.doc["digests"],
+            "files": [
+                {"scope": f.scope, "path": f.path, "size": f.size, "category": f.category, "kind": f.kind}
+                for f in self.files
+            ],
+        }
 
 
-def _identity_doc(agent: str, rules: str, model: str | None, options: Mapping[str, Any], files: Sequence[BundleFile],
-                  derived_from: str | None = None, derivation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def _identity_doc(
+    agent: str,
+    rules: str,
+    model: str | None,
+    options: Mapping[str, Any],
+    files: Sequence[BundleFile],
+    derived_from: str | None = None,
+    derivation: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
         "bundle_version": BUNDLE_VERSION,
         "agent": agent,
@@ -267,8 +301,10 @@ def _rules_for(adapter_cls: Any) -> str:
 
     rules = products.surface_rules_for({"name": adapter_cls.name, "product": adapter_cls.product})
     if rules == products.GENERIC:
-        raise AgentDriftError(f"agent {adapter_cls.name!r} has no documented discovery rules: a bundle needs a "
-                              f"product preset ({', '.join(products.PRODUCT_PACKAGES)})")
+        raise AgentDriftError(
+            f"agent {adapter_cls.name!r} has no documented discovery rules: a bundle needs a "
+            f"product preset ({', '.join(products.PRODUCT_PACKAGES)})"
+        )
     return rules
 
 
@@ -278,11 +314,12 @@ class _Collected:
     skipped: list[dict[str, str]]
 
 
-def _label_to_file(label: str, home: Path, project: Path, env: Mapping[str, str],
-                   home_env: Mapping[str, str]) -> tuple[str, str, Path] | None:
+def _label_to_file(
+    label: str, home: Path, project: Path, env: Mapping[str, str], home_env: Mapping[str, str]
+) -> tuple[str, str, Path] | None:
     """(scope, relative path, absolute source) for a discovery label, or None outside project and home."""
     if label.startswith("project:"):
-        rel = label[len("project:"):]
+        rel = label[len("project:") :]
         return "project", rel, project / rel
     if label.startswith("~/"):
         rel = label[2:]
@@ -290,19 +327,30 @@ def _label_to_file(label: str, home: Path, project: Path, env: Mapping[str, str]
     for var, default in home_env.items():
         prefix = f"${var}/"
         if label.startswith(prefix) and env.get(var):
-            rel = label[len(prefix):]
+            rel = label[len(prefix) :]
             return "user", f"{default}/{rel}", Path(os.path.expanduser(env[var])) / rel
     return None
 
 
-def _collect(adapter_cls: Any, rules: str, project: Path, home: Path, env: Mapping[str, str], project_only: bool) -> _Collected:
+def _collect(
+    adapter_cls: Any, rules: str, project: Path, home: Path, env: Mapping[str, str], project_only: bool
+) -> _Collected:
     from pytest_agentdrift.agents import products
     from pytest_agentdrift.manifest.discovery import Roots
 
     module = products.rules_module(rules)
     roots = Roots.build([("~/", home), ("project:", project)])
-    disc = module.discover(home, project, project, env, system_root=None, context="snapshot", roots=roots,
-                           upward_limit=project, include_user=not project_only)
+    disc = module.discover(
+        home,
+        project,
+        project,
+        env,
+        system_root=None,
+        context="snapshot",
+        roots=roots,
+        upward_limit=project,
+        include_user=not project_only,
+    )
     home_env = dict(getattr(adapter_cls, "config_home_env", {}))
     credentials = {c for c in adapter_cls.credential_files}
     out = _Collected(files={}, skipped=[])
@@ -310,8 +358,13 @@ def _collect(adapter_cls: Any, rules: str, project: Path, home: Path, env: Mappi
     def take(label: str, category: str, kind: str) -> None:
         where = _label_to_file(label, home, project, env, home_env)
         if where is None:
-            out.skipped.append({"path": label, "reason": "outside the project and the home directory (managed or "
-                                                         "system scope is not the team's to overlay)"})
+            out.skipped.append(
+                {
+                    "path": label,
+                    "reason": "outside the project and the home directory (managed or "
+                    "system scope is not the team's to overlay)",
+                }
+            )
             return
         scope, rel, source = where
         if scope == "user" and rel in credentials:
@@ -324,8 +377,12 @@ def _collect(adapter_cls: Any, rules: str, project: Path, home: Path, env: Mappi
         if e.raw_sha256 is None:
             continue  # missing / unreadable: nothing to copy
         if e.scope == "nested":
-            out.skipped.append({"path": e.path, "reason": "nested instruction file: frozen task repositories do not "
-                                                          "share the project's layout"})
+            out.skipped.append(
+                {
+                    "path": e.path,
+                    "reason": "nested instruction file: frozen task repositories do not share the project's layout",
+                }
+            )
             continue
         take(e.path, "instructions", e.kind)
     for src in disc.config:
@@ -342,25 +399,39 @@ def _collect(adapter_cls: Any, rules: str, project: Path, home: Path, env: Mappi
             if scope == "user":
                 for var, default in home_env.items():
                     if env.get(var) and (tree == default or tree.startswith(default + "/")):
-                        top = Path(os.path.expanduser(env[var])) / tree[len(default):].lstrip("/")
+                        top = Path(os.path.expanduser(env[var])) / tree[len(default) :].lstrip("/")
             for full in _tree_files(top, out.skipped, f"{'project:' if scope == 'project' else '~/'}{tree}"):
                 rel = f"{tree}/{full.relative_to(top).as_posix()}"
-                category = "config" if "hooks" in PurePosixPath(rel).parts or rel.startswith(".codex/rules/") else "instructions"
+                category = (
+                    "config"
+                    if "hooks" in PurePosixPath(rel).parts or rel.startswith(".codex/rules/")
+                    else "instructions"
+                )
                 if (scope, rel) not in out.files:
                     out.files[(scope, rel)] = (full, category, "hook" if category == "config" else _tree_kind(rel))
     # names that look like credentials are never copied, whatever list they came from
     for key in sorted(out.files):
         if _CREDENTIAL_NAME.search(key[1]):
-            out.skipped.append({"path": ("project:" if key[0] == "project" else "~/") + key[1],
-                                "reason": "looks like a credential file: never copied into a bundle"})
+            out.skipped.append(
+                {
+                    "path": ("project:" if key[0] == "project" else "~/") + key[1],
+                    "reason": "looks like a credential file: never copied into a bundle",
+                }
+            )
             del out.files[key]
     return out
 
 
 def _tree_kind(rel: str) -> str:
     parts = PurePosixPath(rel).parts
-    for kind, marker in (("skill", "skills"), ("subagent", "agents"), ("command", "commands"), ("command", "prompts"),
-                         ("rules", "rules"), ("path-instructions", "instructions")):
+    for kind, marker in (
+        ("skill", "skills"),
+        ("subagent", "agents"),
+        ("command", "commands"),
+        ("command", "prompts"),
+        ("rules", "rules"),
+        ("path-instructions", "instructions"),
+    ):
         if marker in parts:
             return kind
     return "file"
@@ -375,8 +446,12 @@ def _tree_files(top: Path, skipped: list[dict[str, str]], label: str) -> list[Pa
         dirnames.sort()
         for d in list(dirnames):
             if os.path.islink(os.path.join(dirpath, d)):
-                skipped.append({"path": f"{label}/{Path(dirpath, d).relative_to(top).as_posix()}",
-                                "reason": "symlink: never followed into a bundle"})
+                skipped.append(
+                    {
+                        "path": f"{label}/{Path(dirpath, d).relative_to(top).as_posix()}",
+                        "reason": "symlink: never followed into a bundle",
+                    }
+                )
                 dirnames.remove(d)
             elif d in ("__pycache__", ".git", "node_modules"):
                 dirnames.remove(d)
@@ -412,9 +487,19 @@ def _normalised(data: bytes) -> str:
     return sha256_hex(normalise_text(data))
 
 
-def snapshot(store: Path, name: str, *, agent: str, project: Path, home: Path, env: Mapping[str, str],
-             model: str | None = None, options: Mapping[str, Any] | None = None, project_only: bool = False,
-             now: datetime | None = None) -> tuple[Bundle, bool]:
+def snapshot(
+    store: Path,
+    name: str,
+    *,
+    agent: str,
+    project: Path,
+    home: Path,
+    env: Mapping[str, str],
+    model: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    project_only: bool = False,
+    now: datetime | None = None,
+) -> tuple[Bundle, bool]:
     """Record what ``agent`` reads from ``project`` and ``home`` as bundle ``name``; (bundle, newly stored).
 
     Read-only towards the project and the home directory. Snapshotting the
@@ -439,11 +524,23 @@ def snapshot(store: Path, name: str, *, agent: str, project: Path, home: Path, e
             continue
         total += len(data)
         if total > MAX_BUNDLE_BYTES:
-            raise AgentDriftError(f"the bundle would exceed {MAX_BUNDLE_BYTES} bytes at {label}: a bundle holds "
-                                  "instructions and configuration, not a project")
+            raise AgentDriftError(
+                f"the bundle would exceed {MAX_BUNDLE_BYTES} bytes at {label}: a bundle holds "
+                "instructions and configuration, not a project"
+            )
         payload[(scope, rel)] = data
-        files.append(BundleFile(scope=scope, path=rel, size=len(data), sha256=sha256_hex(data),
-                                normalised_sha256=_normalised(data), executable=executable, category=category, kind=kind))
+        files.append(
+            BundleFile(
+                scope=scope,
+                path=rel,
+                size=len(data),
+                sha256=sha256_hex(data),
+                normalised_sha256=_normalised(data),
+                executable=executable,
+                category=category,
+                kind=kind,
+            )
+        )
     identity = _identity_doc(agent, rules, model, dict(options or {}), files)
     provenance = {
         "created_at": _now(now),
@@ -467,16 +564,22 @@ def _now(now: datetime | None) -> str:
 
 def _check_name(name: str) -> None:
     if not NAME.fullmatch(name or ""):
-        raise AgentDriftError(f"bundle name {name!r}: use letters, digits, '.', '_' or '-' (at most 100, "
-                              "starting with a letter or digit)")
+        raise AgentDriftError(
+            f"bundle name {name!r}: use letters, digits, '.', '_' or '-' (at most 100, starting with a letter or digit)"
+        )
 
 
-def _store(store: Path, identity: dict[str, Any], provenance: dict[str, Any],
-           payload: Mapping[tuple[str, str], bytes]) -> tuple[Bundle, bool]:
+def _store(
+    store: Path, identity: dict[str, Any], provenance: dict[str, Any], payload: Mapping[tuple[str, str], bytes]
+) -> tuple[Bundle, bool]:
     """Write an object atomically (a temp dir renamed into place); reuse an identical one."""
     digest_ = digest(identity)
-    doc = {"digest": digest_, "identity": identity, "digests": sub_digests(BundleFile.from_dict(f) for f in identity["files"]),
-           "provenance": provenance}
+    doc = {
+        "digest": digest_,
+        "identity": identity,
+        "digests": sub_digests(BundleFile.from_dict(f) for f in identity["files"]),
+        "provenance": provenance,
+    }
     objects = store / "objects"
     target = objects / digest_.split(":", 1)[1]
     if target.is_dir():
@@ -514,8 +617,9 @@ def _store(store: Path, identity: dict[str, Any], provenance: dict[str, Any],
 def _check_binding(store: Path, name: str, digest_: str) -> None:
     path = store / "names" / f"{name}.json"
     if path.is_file() and (existing := _read_name(path)) != digest_:
-        raise AgentDriftError(f"bundle name {name!r} already names {existing}; bundles are immutable: snapshot "
-                              "under a new name", path)
+        raise AgentDriftError(
+            f"bundle name {name!r} already names {existing}; bundles are immutable: snapshot under a new name", path
+        )
 
 
 def _bind_name(store: Path, name: str, bundle: Bundle) -> None:
@@ -529,8 +633,9 @@ def _bind_name(store: Path, name: str, bundle: Bundle) -> None:
     except FileExistsError:
         existing = _read_name(path)
         if existing != bundle.digest:
-            raise AgentDriftError(f"bundle name {name!r} already names {existing}; bundles are immutable: snapshot "
-                                  "under a new name", path) from None
+            raise AgentDriftError(
+                f"bundle name {name!r} already names {existing}; bundles are immutable: snapshot under a new name", path
+            ) from None
         return
     except OSError as exc:
         raise AgentDriftError(f"cannot write to the bundles directory: {exc.strerror or exc}", names) from None
@@ -556,8 +661,10 @@ def load(store: Path, ref: str | os.PathLike[str]) -> Bundle:
     if (as_path / BUNDLE_FILE).is_file():
         return _verified(as_path, None)
     if ("/" in text or os.sep in text) and as_path.is_dir():
-        raise AgentDriftError(f"{text} is a directory but not a bundle (no {BUNDLE_FILE}): snapshot it first with "
-                              f"agentdrift bundle snapshot NAME --agent PRESET --dir {text}")
+        raise AgentDriftError(
+            f"{text} is a directory but not a bundle (no {BUNDLE_FILE}): snapshot it first with "
+            f"agentdrift bundle snapshot NAME --agent PRESET --dir {text}"
+        )
     if NAME.fullmatch(text) and (store / "names" / f"{text}.json").is_file():
         digest_ = _read_name(store / "names" / f"{text}.json")
         target = store / "objects" / digest_.split(":", 1)[1]
@@ -572,8 +679,10 @@ def load(store: Path, ref: str | os.PathLike[str]) -> Bundle:
         if len(hits) > 1:
             raise AgentDriftError(f"bundle digest prefix {text!r} is ambiguous ({len(hits)} bundles)", store)
     known = ", ".join(sorted(n["name"] for n in list_bundles(store))) if store.is_dir() else ""
-    raise AgentDriftError(f"no bundle {text!r} in {store}" + (f" (known: {known})" if known else
-                                                               " (snapshot one with: agentdrift bundle snapshot NAME --agent PRESET)"))
+    raise AgentDriftError(
+        f"no bundle {text!r} in {store}"
+        + (f" (known: {known})" if known else " (snapshot one with: agentdrift bundle snapshot NAME --agent PRESET)")
+    )
 
 
 def _verified(root: Path, name: str | None) -> Bundle:
@@ -585,8 +694,10 @@ def _verified(root: Path, name: str | None) -> Bundle:
     if identity.get("bundle_version") != BUNDLE_VERSION:
         raise AgentDriftError(f"unsupported bundle_version {identity.get('bundle_version')!r}", root / BUNDLE_FILE)
     if digest(identity) != doc["digest"]:
-        raise AgentDriftError("bundle.json was edited after the bundle was stored (digest mismatch); bundles are "
-                              "immutable", root / BUNDLE_FILE)
+        raise AgentDriftError(
+            "bundle.json was edited after the bundle was stored (digest mismatch); bundles are immutable",
+            root / BUNDLE_FILE,
+        )
     try:
         files = [BundleFile.from_dict(f) for f in identity["files"]]
     except (KeyError, TypeError, ValueError):
@@ -599,14 +710,20 @@ def _verified(root: Path, name: str | None) -> Bundle:
         listed.add(src)
         try:
             if src.is_symlink() or hash_file(src) != f.sha256:
-                raise AgentDriftError(f"{f.scope} file {f.path} differs from what was recorded; bundles are immutable",
-                                      root)
+                raise AgentDriftError(
+                    f"{f.scope} file {f.path} differs from what was recorded; bundles are immutable", root
+                )
         except OSError:
             raise AgentDriftError(f"{f.scope} file {f.path} is missing from the stored bundle", root) from None
-    extra = [p for p in (root / "files").rglob("*") if p.is_file() and p not in listed] if (root / "files").is_dir() else []
+    extra = (
+        [p for p in (root / "files").rglob("*") if p.is_file() and p not in listed] if (root / "files").is_dir() else []
+    )
     if extra:
-        raise AgentDriftError(f"files were added to the stored bundle after it was recorded: "
-                              f"{', '.join(p.relative_to(root).as_posix() for p in extra[:5])}", root)
+        raise AgentDriftError(
+            f"files were added to the stored bundle after it was recorded: "
+            f"{', '.join(p.relative_to(root).as_posix() for p in extra[:5])}",
+            root,
+        )
     if sub_digests(files) != doc.get("digests"):
         raise AgentDriftError("bundle.json's sub-digests do not match its files", root / BUNDLE_FILE)
     return Bundle(root, doc, name)
@@ -630,9 +747,14 @@ def list_bundles(store: Path) -> list[dict[str, Any]]:
         try:
             doc = load_json_file(target / BUNDLE_FILE)
             ident = doc["identity"]
-            row.update(agent=ident["agent"], model=ident.get("model"), files=len(ident["files"]),
-                       bytes=sum(f["size"] for f in ident["files"]), derived_from=ident.get("derived_from"),
-                       created_at=doc.get("provenance", {}).get("created_at"))
+            row.update(
+                agent=ident["agent"],
+                model=ident.get("model"),
+                files=len(ident["files"]),
+                bytes=sum(f["size"] for f in ident["files"]),
+                derived_from=ident.get("derived_from"),
+                created_at=doc.get("provenance", {}).get("created_at"),
+            )
         except (AgentDriftError, KeyError, TypeError):
             row["problem"] = "object missing or unreadable"
         out.append(row)
@@ -742,8 +864,9 @@ def secret_strings(bundle: Bundle) -> list[str]:
 # --------------------------------------------------------------------------- derive
 
 
-def derive(store: Path, base: Bundle, *, without: Sequence[str] = (), with_: Sequence[str] = (), cwd: Path,
-           home: Path) -> Bundle:
+def derive(
+    store: Path, base: Bundle, *, without: Sequence[str] = (), with_: Sequence[str] = (), cwd: Path, home: Path
+) -> Bundle:
     """B = base minus the ``without`` paths plus the ``with`` items, stored and named (findable again).
 
     A ``without`` path is project-relative (``CLAUDE.md``, ``.claude/skills/pdf``)
@@ -775,21 +898,45 @@ def derive(store: Path, base: Bundle, *, without: Sequence[str] = (), with_: Seq
             data, executable, why = _read_file(source)
             if data is None:
                 raise AgentDriftError(f"--agent-with {spec}: {why}", source)
-            category = "config" if "hooks" in PurePosixPath(rel).parts or rel.endswith((".json", ".toml")) else "instructions"
-            f = BundleFile(scope=scope, path=rel, size=len(data), sha256=sha256_hex(data),
-                           normalised_sha256=_normalised(data), executable=executable, category=category,
-                           kind=_tree_kind(rel) if category == "instructions" else "settings")
+            category = (
+                "config" if "hooks" in PurePosixPath(rel).parts or rel.endswith((".json", ".toml")) else "instructions"
+            )
+            f = BundleFile(
+                scope=scope,
+                path=rel,
+                size=len(data),
+                sha256=sha256_hex(data),
+                normalised_sha256=_normalised(data),
+                executable=executable,
+                category=category,
+                kind=_tree_kind(rel) if category == "instructions" else "settings",
+            )
             files[(scope, rel)] = f
             payload[(scope, rel)] = data
         added.append({"item": spec, "files": len(items), "not_installed": not_installed})
     base_keys = {(f.scope, f.path) for f in base.files}
     added_files = sorted(f"{k[0]}:{k[1]}" for k in files if k not in base_keys or files[k].sha256 != _sha(base, k))
-    derivation = {"without": list(without), "with": list(with_), "removed_files": removed, "added": added,
-                  "added_files": added_files}
-    identity = _identity_doc(base.agent, base.identity["surface_rules"], base.model, base.options, list(files.values()),
-                             derived_from=base.digest, derivation=derivation)
-    provenance = {"created_at": _now(None), "source": {"derived_from": base.digest, "base_name": base.name},
-                  "skipped": []}
+    derivation = {
+        "without": list(without),
+        "with": list(with_),
+        "removed_files": removed,
+        "added": added,
+        "added_files": added_files,
+    }
+    identity = _identity_doc(
+        base.agent,
+        base.identity["surface_rules"],
+        base.model,
+        base.options,
+        list(files.values()),
+        derived_from=base.digest,
+        derivation=derivation,
+    )
+    provenance = {
+        "created_at": _now(None),
+        "source": {"derived_from": base.digest, "base_name": base.name},
+        "skipped": [],
+    }
     name = derived_name(base, without, with_)
     taken = store / "names" / f"{name}.json"
     if taken.is_file() and _read_name(taken) != digest(identity):
@@ -819,20 +966,26 @@ def _split_spec(spec: str, option: str) -> tuple[str, str]:
         scope, rel = "project", spec[2:] if spec.startswith("./") else spec
     rel = rel.rstrip("/")
     if not _safe_rel(rel):
-        raise AgentDriftError(f"{option} {spec!r}: give a path relative to the project (or ~/ for the home "
-                              "directory), without '..'")
+        raise AgentDriftError(
+            f"{option} {spec!r}: give a path relative to the project (or ~/ for the home directory), without '..'"
+        )
     return scope, rel
 
 
-def _with_items(spec: str, cwd: Path, home: Path, layout: Mapping[str, str]) -> tuple[list[tuple[str, str, Path]], list[str]]:
+def _with_items(
+    spec: str, cwd: Path, home: Path, layout: Mapping[str, str]
+) -> tuple[list[tuple[str, str, Path]], list[str]]:
     """(scope, bundle path, source) for one ``--agent-with`` item, and the plugin parts not installed."""
     if spec.startswith("plugin:"):
-        raw = spec[len("plugin:"):]
+        raw = spec[len("plugin:") :]
         plugin = Path(os.path.expanduser(raw))
         plugin = plugin if plugin.is_absolute() else cwd / plugin
         if not plugin.is_dir():
-            raise AgentDriftError(f"--agent-with {spec}: not a directory (installed plugins are not looked up by "
-                                  "name; give the plugin's directory)", plugin)
+            raise AgentDriftError(
+                f"--agent-with {spec}: not a directory (installed plugins are not looked up by "
+                "name; give the plugin's directory)",
+                plugin,
+            )
         items: list[tuple[str, str, Path]] = []
         skipped: list[dict[str, str]] = []
         for part, dest in sorted(layout.items()):
@@ -846,12 +999,24 @@ def _with_items(spec: str, cwd: Path, home: Path, layout: Mapping[str, str]) -> 
     source = (home if scope == "user" else cwd) / rel
     if source.is_dir() and not source.is_symlink():
         skipped = []
-        return [(scope, f"{rel}/{full.relative_to(source).as_posix()}", full)
-                for full in _tree_files(source, skipped, spec)], []
+        return [
+            (scope, f"{rel}/{full.relative_to(source).as_posix()}", full) for full in _tree_files(source, skipped, spec)
+        ], []
     if not source.is_file():
         raise AgentDriftError(f"--agent-with {spec}: no such file or directory", source)
     return [(scope, rel, source)], []
 
 
-__all__ = ["Bundle", "BundleFile", "DEFAULT_STORE", "derive", "find_rootdir", "list_bundles", "load", "resolve_store",
-           "show_lines", "snapshot", "sub_digests"]
+__all__ = [
+    "Bundle",
+    "BundleFile",
+    "DEFAULT_STORE",
+    "derive",
+    "find_rootdir",
+    "list_bundles",
+    "load",
+    "resolve_store",
+    "show_lines",
+    "snapshot",
+    "sub_digests",
+]

@@ -43,11 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.agents import products
-from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError, RecordError
+from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.record.redact import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
-
 from pytest_agentdrift.vocabulary import ENVELOPE_FIELDS, IDENTITY_FIELDS, NOT_APPLICABLE, POST_RUN_FIELDS, UNOBSERVED
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -59,29 +58,79 @@ ENVELOPE_OPTIONS = ENVELOPE_FIELDS
 #: the session's allowlist, or always for the ones in ALWAYS_RECORDED_ENV):
 #: locale, timezone, terminal and CI switches select behaviour and carry no
 #: credential. Everything else contributes its name only.
-NON_SECRET_ENV_VALUES = frozenset({
-    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM", "CI", "NO_COLOR", "FORCE_COLOR",
-    "PYTHONHASHSEED", "PYTHONUTF8", "PYTHONDONTWRITEBYTECODE", "NODE_ENV", "DISABLE_AUTOUPDATER",
-    "GIT_OPTIONAL_LOCKS", "SOURCE_DATE_EPOCH",
-}) | products.non_secret_env_values()  # each product lists its own behaviour switches
+NON_SECRET_ENV_VALUES = (
+    frozenset(
+        {
+            "LANG",
+            "LANGUAGE",
+            "LC_ALL",
+            "LC_CTYPE",
+            "LC_MESSAGES",
+            "TZ",
+            "TERM",
+            "CI",
+            "NO_COLOR",
+            "FORCE_COLOR",
+            "PYTHONHASHSEED",
+            "PYTHONUTF8",
+            "PYTHONDONTWRITEBYTECODE",
+            "NODE_ENV",
+            "DISABLE_AUTOUPDATER",
+            "GIT_OPTIONAL_LOCKS",
+            "SOURCE_DATE_EPOCH",
+        }
+    )
+    | products.non_secret_env_values()
+)  # each product lists its own behaviour switches
 #: Names recorded with their value whenever set, allowlisted or not: they
 #: change how the products and tools behave and are never secret.
 ALWAYS_RECORDED_ENV = ("LANG", "LC_ALL", "TZ", "CI")
 #: Even on the value list, a name that looks like a credential is names-only.
 
 #: Names whose value is a private path or changes every session: names only.
-_PATHLIKE_ENV = frozenset({"HOME", "PATH", "TMPDIR", "TEMP", "TMP", "PWD", "OLDPWD", "USER", "LOGNAME", "SHELL",
-                           "XDG_CONFIG_HOME", "XDG_CACHE_HOME"}) | products.pathlike_env()
+_PATHLIKE_ENV = (
+    frozenset(
+        {
+            "HOME",
+            "PATH",
+            "TMPDIR",
+            "TEMP",
+            "TMP",
+            "PWD",
+            "OLDPWD",
+            "USER",
+            "LOGNAME",
+            "SHELL",
+            "XDG_CONFIG_HOME",
+            "XDG_CACHE_HOME",
+        }
+    )
+    | products.pathlike_env()
+)
 
 #: names never counted in the source manifest: written by running tests
 SOURCE_EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache"})
 
 LOCKFILE_NAMES = {
-    "uv.lock": "uv", "poetry.lock": "poetry", "Pipfile.lock": "pipenv", "pdm.lock": "pdm", "pylock.toml": "pylock",
-    "package-lock.json": "npm", "npm-shrinkwrap.json": "npm-shrinkwrap", "yarn.lock": "yarn",
-    "pnpm-lock.yaml": "pnpm", "bun.lock": "bun", "bun.lockb": "bun-binary", "Cargo.lock": "cargo",
-    "go.sum": "go", "Gemfile.lock": "bundler", "composer.lock": "composer", "conda-lock.yml": "conda-lock",
-    "packages.lock.json": "nuget", "mix.lock": "mix", "Package.resolved": "swiftpm",
+    "uv.lock": "uv",
+    "poetry.lock": "poetry",
+    "Pipfile.lock": "pipenv",
+    "pdm.lock": "pdm",
+    "pylock.toml": "pylock",
+    "package-lock.json": "npm",
+    "npm-shrinkwrap.json": "npm-shrinkwrap",
+    "yarn.lock": "yarn",
+    "pnpm-lock.yaml": "pnpm",
+    "bun.lock": "bun",
+    "bun.lockb": "bun-binary",
+    "Cargo.lock": "cargo",
+    "go.sum": "go",
+    "Gemfile.lock": "bundler",
+    "composer.lock": "composer",
+    "conda-lock.yml": "conda-lock",
+    "packages.lock.json": "nuget",
+    "mix.lock": "mix",
+    "Package.resolved": "swiftpm",
 }
 _REQUIREMENTS = re.compile(r"^(requirements|constraints)([-_.\w]*)\.(txt|in)$")
 
@@ -151,15 +200,30 @@ def capture(ctx: ManifestContext) -> Capture:
     has_model = not _is_reference(adapter)
     rules = ctx.surface_rules or products.surface_rules_for(adapter)
 
-    roots = discovery.Roots.build([("~/", ctx.home), ("project:", ctx.project_root), ("system:/", ctx.system_root),
-                                  *((f"task:{t}:", p) for t, p in sorted(ctx.task_repos.items())),
-                                  *((f"taskdir:{t}:", p) for t, p in sorted(ctx.task_dirs.items()))])
+    roots = discovery.Roots.build(
+        [
+            ("~/", ctx.home),
+            ("project:", ctx.project_root),
+            ("system:/", ctx.system_root),
+            *((f"task:{t}:", p) for t, p in sorted(ctx.task_repos.items())),
+            *((f"taskdir:{t}:", p) for t, p in sorted(ctx.task_dirs.items())),
+        ]
+    )
 
     # --- instructions and configuration
-    disc = discovery.discover(rules, ctx.home, ctx.project_root, cwd, ctx.env, task_repos=ctx.task_repos,
-                             system_root=ctx.system_root, platform=ctx.platform, config_paths=ctx.extra_config,
-                             instruction_paths=ctx.extra_instructions, profile=_argv_value(ctx.agent_argv, ("--profile", "-p"))
-                             if rules == "codex" else None)
+    disc = discovery.discover(
+        rules,
+        ctx.home,
+        ctx.project_root,
+        cwd,
+        ctx.env,
+        task_repos=ctx.task_repos,
+        system_root=ctx.system_root,
+        platform=ctx.platform,
+        config_paths=ctx.extra_config,
+        instruction_paths=ctx.extra_instructions,
+        profile=_argv_value(ctx.agent_argv, ("--profile", "-p")) if rules == "codex" else None,
+    )
     if ctx.system_root is None and rules != "generic":
         reasons["managed_config"] = "system root not read (system_root=None): managed settings unobserved"
     bundle = discovery.instruction_bundle(disc)
@@ -167,7 +231,8 @@ def capture(ctx: ManifestContext) -> Capture:
     cfg_hash = discovery.config_hash(disc.config, effective_merge=UNOBSERVED)
     if cfg_hash == UNOBSERVED:
         reasons["config_hash"] = "a configuration file could not be read: " + ", ".join(
-            s["path"] for s in disc.config if s.get("status") == "unreadable")
+            s["path"] for s in disc.config if s.get("status") == "unreadable"
+        )
     evidence["config"] = {
         "effective_merge": UNOBSERVED,
         "sources": disc.config,
@@ -215,22 +280,39 @@ def capture(ctx: ManifestContext) -> Capture:
         "model_id": opt_or_fact("model") if has_model else NOT_APPLICABLE,
         "model_stamp": UNOBSERVED if has_model else NOT_APPLICABLE,
         "server_revision": UNOBSERVED if has_model else NOT_APPLICABLE,
-        "model_options": (opts["model_options"] if opts.get("model_options") is not None
-                          else (facts.get("model_reasoning_effort") and {"reasoning_effort": facts["model_reasoning_effort"]})
-                          or _unobserved(reasons, "model_options", "no model options set or configured"))
-        if has_model else NOT_APPLICABLE,
+        "model_options": (
+            opts["model_options"]
+            if opts.get("model_options") is not None
+            else (facts.get("model_reasoning_effort") and {"reasoning_effort": facts["model_reasoning_effort"]})
+            or _unobserved(reasons, "model_options", "no model options set or configured")
+        )
+        if has_model
+        else NOT_APPLICABLE,
         "cli_version": cli["version"],
         "extension_id": NOT_APPLICABLE if adapter.get("surface", "cli") == "cli" else UNOBSERVED,
         "extension_version": NOT_APPLICABLE if adapter.get("surface", "cli") == "cli" else UNOBSERVED,
-        "auto_update_state": (NOT_APPLICABLE if not has_model else
-                              facts.get("auto_update_state", _unobserved(reasons, "auto_update_state",
-                                                                         "the product's auto-update setting is not set in any discovered file"))),
+        "auto_update_state": (
+            NOT_APPLICABLE
+            if not has_model
+            else facts.get(
+                "auto_update_state",
+                _unobserved(
+                    reasons, "auto_update_state", "the product's auto-update setting is not set in any discovered file"
+                ),
+            )
+        ),
         "permission_mode": opt_or_fact("permission_mode") if has_model else _opt_na(opts, "permission_mode"),
         "sandbox": opt_or_fact("sandbox") if has_model else _opt_na(opts, "sandbox"),
-        "isolation": dict(ctx.isolation) if ctx.isolation is not None else _unobserved(reasons, "isolation", "the runner did not describe its isolation"),
+        "isolation": dict(ctx.isolation)
+        if ctx.isolation is not None
+        else _unobserved(reasons, "isolation", "the runner did not describe its isolation"),
         "built_in_tools": (sorted(opts["tools"]) if isinstance(opts.get("tools"), (list, tuple)) else opts["tools"])
-        if opts.get("tools") is not None else (_unobserved(reasons, "built_in_tools", "the enabled tool set is reported by the product only at run time")
-                                                if has_model else NOT_APPLICABLE),
+        if opts.get("tools") is not None
+        else (
+            _unobserved(reasons, "built_in_tools", "the enabled tool set is reported by the product only at run time")
+            if has_model
+            else NOT_APPLICABLE
+        ),
         "external_tools": _external_tools(disc.config),
         "config_hash": cfg_hash,
         "instruction_hash": instruction_hash,
@@ -238,15 +320,22 @@ def capture(ctx: ManifestContext) -> Capture:
         "lockfile_hash": lock_hash,
         "os": _os_identity(ctx.system_root),
         "runtime_versions": probes["runtimes"],
-        "working_directory": roots.label(cwd) if not ctx.task_repos else {t: f"task:{t}:" for t in sorted(ctx.task_repos)},
+        "working_directory": roots.label(cwd)
+        if not ctx.task_repos
+        else {t: f"task:{t}:" for t in sorted(ctx.task_repos)},
         "command": identity_argv(ctx.agent_argv, roots),
         "agent_files_hash": agent_files_hash(ctx.agent_argv, ctx.extra_config, roots, reasons),
         "environment_allowlist": environment_allowlist(ctx.env, ctx.env_allowlist),
-        "task_set_id": ctx.task_set_id if ctx.task_set_id else _unobserved(reasons, "task_set_id", "the caller passed no task_set_id"),
-        "evaluator_id": ctx.evaluator_id if ctx.evaluator_id else _unobserved(reasons, "evaluator_id", "the caller passed no evaluator_id"),
+        "task_set_id": ctx.task_set_id
+        if ctx.task_set_id
+        else _unobserved(reasons, "task_set_id", "the caller passed no task_set_id"),
+        "evaluator_id": ctx.evaluator_id
+        if ctx.evaluator_id
+        else _unobserved(reasons, "evaluator_id", "the caller passed no evaluator_id"),
         "env_image_digest": _image_digest(ctx, reasons),
         "scoring_script_digest": _scoring_digest(ctx, reasons),
-        "harness_version": ctx.harness_version or _unobserved(reasons, "harness_version", "the caller passed no harness version"),
+        "harness_version": ctx.harness_version
+        or _unobserved(reasons, "harness_version", "the caller passed no harness version"),
     }
     for name in ENVELOPE_OPTIONS:
         if opts.get(name) is not None:
@@ -261,8 +350,14 @@ def capture(ctx: ManifestContext) -> Capture:
     else:
         reasons["extension_id"] = reasons["extension_version"] = "editor extensions are not inspected by capture"
     if not has_model:
-        for name in ("model_id", "model_stamp", "server_revision", "model_options", "auto_update_state",
-                     *ENVELOPE_OPTIONS):
+        for name in (
+            "model_id",
+            "model_stamp",
+            "server_revision",
+            "model_options",
+            "auto_update_state",
+            *ENVELOPE_OPTIONS,
+        ):
             if identity.get(name) == NOT_APPLICABLE:
                 reasons[name] = "the reference agent runs no model and no product client"
         for name in ("permission_mode", "sandbox", "built_in_tools"):
@@ -313,8 +408,11 @@ def runtime_id(identity: Mapping[str, Any]) -> str:
     return digest(dict(identity))
 
 
-def finalize_manifest(manifest: Mapping[str, Any], model_stamps: Mapping[str, str | None] | None = None,
-                      server_revisions: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+def finalize_manifest(
+    manifest: Mapping[str, Any],
+    model_stamps: Mapping[str, str | None] | None = None,
+    server_revisions: Mapping[str, str | None] | None = None,
+) -> dict[str, Any]:
     """Fill the post-run fields from what the host reported, and recompute runtime_id.
 
     ``model_stamps`` maps a run key (``T02/r1``) to the model id that run's
@@ -357,8 +455,9 @@ def validate_manifest(manifest: Any, where: str | os.PathLike[str] | None = None
 # --------------------------------------------------------------------------- source manifest
 
 
-def build_source_manifest(task_dirs: Mapping[str, Path], project_root: Path | None = None
-                          ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def build_source_manifest(
+    task_dirs: Mapping[str, Path], project_root: Path | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(source-manifest.json document, lockfiles) for the selected task directories.
 
     Paths are ``<task id>/<posix path relative to the task directory>``,
@@ -387,22 +486,38 @@ def build_source_manifest(task_dirs: Mapping[str, Path], project_root: Path | No
         path = f"{tid}/{rel}"
         if kind == "symlink":
             target = os.readlink(full)
-            files.append({"path": path, "type": "symlink",
-                          "target": target if not os.path.isabs(target) else "absolute:" + os.path.basename(target)})
+            files.append(
+                {
+                    "path": path,
+                    "type": "symlink",
+                    "target": target if not os.path.isabs(target) else "absolute:" + os.path.basename(target),
+                }
+            )
             continue
         size, sha = hashed[full]
         files.append({"path": path, "size": size, "sha256": sha})
         fmt = _lockfile_format(os.path.basename(full))
         if fmt is not None:
-            lockfiles.append({"path": f"task:{tid}:{rel}", "format": fmt,
-                              "format_version": _lockfile_version(Path(full), fmt), "sha256": sha})
+            lockfiles.append(
+                {
+                    "path": f"task:{tid}:{rel}",
+                    "format": fmt,
+                    "format_version": _lockfile_version(Path(full), fmt),
+                    "sha256": sha,
+                }
+            )
     if project_root is not None and Path(project_root).is_dir():
         for entry in sorted(os.scandir(project_root), key=lambda e: e.name):
             fmt = _lockfile_format(entry.name)
             if fmt is not None and entry.is_file(follow_symlinks=False):
-                lockfiles.append({"path": f"project:{entry.name}", "format": fmt,
-                                  "format_version": _lockfile_version(Path(entry.path), fmt),
-                                  "sha256": hash_file(entry.path)})
+                lockfiles.append(
+                    {
+                        "path": f"project:{entry.name}",
+                        "format": fmt,
+                        "format_version": _lockfile_version(Path(entry.path), fmt),
+                        "sha256": hash_file(entry.path),
+                    }
+                )
     doc = {
         "manifest_version": 1,
         "excluded_names": sorted(SOURCE_EXCLUDED_NAMES),
@@ -412,8 +527,9 @@ def build_source_manifest(task_dirs: Mapping[str, Path], project_root: Path | No
     # The digest covers [path, size, sha256] (symlinks: [path, "symlink",
     # target]) in path order: the same facts as `files`, in a compact form
     # that canonicalises about twice as fast as the list of objects.
-    doc["digest"] = digest([[f["path"], f["size"], f["sha256"]] if "sha256" in f
-                            else [f["path"], "symlink", f["target"]] for f in files])
+    doc["digest"] = digest(
+        [[f["path"], f["size"], f["sha256"]] if "sha256" in f else [f["path"], "symlink", f["target"]] for f in files]
+    )
     return doc, sorted(lockfiles, key=lambda x: x["path"])
 
 
@@ -471,11 +587,16 @@ def _lockfile_version(path: Path, fmt: str) -> str:
     except OSError:
         return UNOBSERVED
     patterns = {
-        "uv": r"^version\s*=\s*(\d+)", "pylock": r"^lock-version\s*=\s*\"?([\d.]+)",
-        "poetry": r"lock-version\s*=\s*\"([\d.]+)\"", "npm": r"\"lockfileVersion\"\s*:\s*(\d+)",
-        "npm-shrinkwrap": r"\"lockfileVersion\"\s*:\s*(\d+)", "pnpm": r"^lockfileVersion:\s*'?([\d.]+)",
-        "pipenv": r"\"pipfile-spec\"\s*:\s*(\d+)", "cargo": r"^version\s*=\s*(\d+)",
-        "yarn": r"^# yarn lockfile (v\d+)|^__metadata:", "bun": r"\"lockfileVersion\"\s*:\s*(\d+)",
+        "uv": r"^version\s*=\s*(\d+)",
+        "pylock": r"^lock-version\s*=\s*\"?([\d.]+)",
+        "poetry": r"lock-version\s*=\s*\"([\d.]+)\"",
+        "npm": r"\"lockfileVersion\"\s*:\s*(\d+)",
+        "npm-shrinkwrap": r"\"lockfileVersion\"\s*:\s*(\d+)",
+        "pnpm": r"^lockfileVersion:\s*'?([\d.]+)",
+        "pipenv": r"\"pipfile-spec\"\s*:\s*(\d+)",
+        "cargo": r"^version\s*=\s*(\d+)",
+        "yarn": r"^# yarn lockfile (v\d+)|^__metadata:",
+        "bun": r"\"lockfileVersion\"\s*:\s*(\d+)",
         "composer": r"\"plugin-api-version\"\s*:\s*\"([\d.]+)\"",
     }
     pat = patterns.get(fmt)
@@ -542,9 +663,16 @@ def _run(ctx: ManifestContext, argv: Sequence[str], cwd: Path) -> tuple[int | No
     # Documented switches that keep a version display from updating itself.
     env = {**ctx.env, "DISABLE_AUTOUPDATER": "1", "NO_UPDATE_NOTIFIER": "1"}
     try:
-        proc = runner(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                      timeout=ctx.version_timeout_s, cwd=os.fspath(cwd) if Path(cwd).is_dir() else None, env=env,
-                      check=False)
+        proc = runner(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=ctx.version_timeout_s,
+            cwd=os.fspath(cwd) if Path(cwd).is_dir() else None,
+            env=env,
+            check=False,
+        )
     except FileNotFoundError:
         return None, b"", b"", "executable not found"
     except subprocess.TimeoutExpired:
@@ -613,7 +741,9 @@ def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery.Roots, rules: 
         res = results[name]
         v = res["version"]
         # first line only: bash prints a licence after its version line
-        runtimes[name] = v.splitlines()[0].strip() if isinstance(v, str) and v not in (UNOBSERVED, NOT_APPLICABLE) else v
+        runtimes[name] = (
+            v.splitlines()[0].strip() if isinstance(v, str) and v not in (UNOBSERVED, NOT_APPLICABLE) else v
+        )
         if name == "shell" and v not in (UNOBSERVED, NOT_APPLICABLE):
             runtimes[name] = f"{os.path.basename(shell or '')}: {runtimes[name]}"
     cli = results["cli"]
@@ -642,7 +772,12 @@ def environment_allowlist(env: Mapping[str, str], allowlist: Iterable[str]) -> d
     out: dict[str, Any] = {}
     for name in names:
         item: dict[str, Any] = {"set": name in env}
-        if name in env and name in NON_SECRET_ENV_VALUES and not _SECRET_NAME.search(name) and name not in _PATHLIKE_ENV:
+        if (
+            name in env
+            and name in NON_SECRET_ENV_VALUES
+            and not _SECRET_NAME.search(name)
+            and name not in _PATHLIKE_ENV
+        ):
             item["value"] = env[name]
         out[name] = item
     return out
@@ -668,11 +803,18 @@ def _interpreter_label(path: str) -> str | None:
     """An interpreter by implementation and version, never by where it is installed."""
     if not _INTERPRETER.match(os.path.basename(path)):
         return None
-    if os.path.realpath(path) == os.path.realpath(sys.executable) or os.path.abspath(path) == os.path.abspath(sys.executable):
+    if os.path.realpath(path) == os.path.realpath(sys.executable) or os.path.abspath(path) == os.path.abspath(
+        sys.executable
+    ):
         return f"interpreter:{_platform.python_implementation()} {_platform.python_version()}"
     try:
-        out = subprocess.run([path, "-c", "import platform; print(platform.python_implementation(), platform.python_version())"],
-                             capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [path, "-c", "import platform; print(platform.python_implementation(), platform.python_version())"],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return "interpreter:unobserved"
     text = out.stdout.strip()
@@ -704,8 +846,9 @@ def identity_argv(argv: Sequence[str], roots: discovery.Roots) -> list[str]:
     return out
 
 
-def agent_files_hash(argv: Sequence[str], config_files: Sequence[Path], roots: discovery.Roots,
-                     reasons: dict[str, str]) -> Any:
+def agent_files_hash(
+    argv: Sequence[str], config_files: Sequence[Path], roots: discovery.Roots, reasons: dict[str, str]
+) -> Any:
     """sha256 of each file the agent command names (its script, --agent-config files), by label.
 
     Interpreters are identified by version, not bytes; a file under a named root is
@@ -753,16 +896,33 @@ def _external_tools(sources: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
             servers = content.get(key)
             if isinstance(servers, dict):
                 for name, spec in servers.items():
-                    tools.append({"name": name, "source": s["path"], "scope": s["scope"], "context": s["context"],
-                                  "spec": spec, "schema_sha256": UNOBSERVED, "version": UNOBSERVED})
+                    tools.append(
+                        {
+                            "name": name,
+                            "source": s["path"],
+                            "scope": s["scope"],
+                            "context": s["context"],
+                            "spec": spec,
+                            "schema_sha256": UNOBSERVED,
+                            "version": UNOBSERVED,
+                        }
+                    )
         profiles = content.get("profiles")
         if isinstance(profiles, dict):
             for pname, prof in profiles.items():
                 if isinstance(prof, dict) and isinstance(prof.get("mcp_servers"), dict):
                     for name, spec in prof["mcp_servers"].items():
-                        tools.append({"name": name, "source": f"{s['path']}#profiles.{pname}", "scope": s["scope"],
-                                      "context": s["context"], "spec": spec, "schema_sha256": UNOBSERVED,
-                                      "version": UNOBSERVED})
+                        tools.append(
+                            {
+                                "name": name,
+                                "source": f"{s['path']}#profiles.{pname}",
+                                "scope": s["scope"],
+                                "context": s["context"],
+                                "spec": spec,
+                                "schema_sha256": UNOBSERVED,
+                                "version": UNOBSERVED,
+                            }
+                        )
     return sorted(tools, key=lambda t: (t["name"], t["context"], t["source"]))
 
 
@@ -776,7 +936,11 @@ def _merged_facts(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         per = {ctx: f[n]["value"] for ctx, f in sorted(facts.items()) if n in f}
         values = list(per.values())
         if all(v == values[0] for v in values) and len(per) == len(facts):
-            out[n] = {"configured": values[0], "source": [facts[c][n]["source"] for c in per][0], "effective": UNOBSERVED}
+            out[n] = {
+                "configured": values[0],
+                "source": [facts[c][n]["source"] for c in per][0],
+                "effective": UNOBSERVED,
+            }
         else:
             out[n] = {"configured_per_context": per, "effective": UNOBSERVED}
     return out
@@ -858,8 +1022,14 @@ def _scoring_digest(ctx: ManifestContext, reasons: dict[str, str]) -> str:
 
 
 def _region(env: Mapping[str, str]) -> str:
-    for name in ("AGENTDRIFT_REGION", "AWS_REGION", "AWS_DEFAULT_REGION", "GOOGLE_CLOUD_REGION", "AZURE_REGION",
-                 "RUNNER_REGION"):
+    for name in (
+        "AGENTDRIFT_REGION",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "GOOGLE_CLOUD_REGION",
+        "AZURE_REGION",
+        "RUNNER_REGION",
+    ):
         if env.get(name):
             return env[name]
     return UNOBSERVED
@@ -880,7 +1050,17 @@ def _opt_na(opts: Mapping[str, Any], name: str) -> Any:
 
 
 __all__ = [
-    "Capture", "ManifestContext", "NOT_APPLICABLE", "POST_RUN_FIELDS", "UNOBSERVED", "build_source_manifest",
-    "capture", "capture_manifest", "environment_allowlist", "finalize_manifest", "runtime_id", "sha256_hex",
+    "Capture",
+    "ManifestContext",
+    "NOT_APPLICABLE",
+    "POST_RUN_FIELDS",
+    "UNOBSERVED",
+    "build_source_manifest",
+    "capture",
+    "capture_manifest",
+    "environment_allowlist",
+    "finalize_manifest",
+    "runtime_id",
+    "sha256_hex",
     "validate_manifest",
 ]

@@ -38,7 +38,6 @@ only in line endings or trailing whitespace therefore share the normalised
 hash (and keep different raw hashes).
 """
 
-
 from __future__ import annotations
 
 import os
@@ -91,9 +90,18 @@ from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED  # noqa: F40
 # --------------------------------------------------------------------------- generic
 
 
-def discover_generic(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-                     config_paths: Sequence[Path] = (), instruction_paths: Sequence[Path] = (),
-                     context: str = "session", roots: Roots | None = None, system_root: Path | None = None) -> Discovery:
+def discover_generic(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    config_paths: Sequence[Path] = (),
+    instruction_paths: Sequence[Path] = (),
+    context: str = "session",
+    roots: Roots | None = None,
+    system_root: Path | None = None,
+) -> Discovery:
     """Files the user names with ``--agent-config`` / ``--agent-instructions``.
 
     We cannot know an unknown product's discovery rules, so only the named
@@ -112,12 +120,28 @@ def discover_generic(home: Path, project_root: Path, cwd: Path, env: Mapping[str
         entry, data = entry_for(p, roots, scope="user-named", kind="named", load="startup", context=context)
         disc.entries.append(entry)
         if data is None:
-            disc.missing.append({"context": context, "path": entry.path, "referenced_by": "--agent-instructions",
-                                 "reason": entry.status})
+            disc.missing.append(
+                {
+                    "context": context,
+                    "path": entry.path,
+                    "referenced_by": "--agent-instructions",
+                    "reason": entry.status,
+                }
+            )
     for i, p in enumerate(config_paths):
         p = _absolute(p, cwd, home)
-        disc.config.append(config_source(p, roots, surface="generic", scope="user-named", precedence=i,
-                                         fmt=format_for(p), spec=None, context=context))
+        disc.config.append(
+            config_source(
+                p,
+                roots,
+                surface="generic",
+                scope="user-named",
+                precedence=i,
+                fmt=format_for(p),
+                spec=None,
+                context=context,
+            )
+        )
     return disc
 
 
@@ -134,22 +158,52 @@ def _absolute(p: Path, cwd: Path, home: Path) -> Path:
 GENERIC_RULES = "generic"
 
 
-def discover(rules: str, home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-             task_repos: Mapping[str, Path] | None = None, system_root: Path | None = None,
-             platform: str = "linux", config_paths: Sequence[Path] = (), instruction_paths: Sequence[Path] = (),
-             profile: str | None = None) -> Discovery:
+def discover(
+    rules: str,
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    task_repos: Mapping[str, Path] | None = None,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    config_paths: Sequence[Path] = (),
+    instruction_paths: Sequence[Path] = (),
+    profile: str | None = None,
+) -> Discovery:
     """One product's discovery by its rules name (agents.products picks the module), see discover_with."""
     from pytest_agentdrift.agents.products import rules_module
 
-    return discover_with(rules_module(rules), home, project_root, cwd, env, task_repos=task_repos,
-                         system_root=system_root, platform=platform, config_paths=config_paths,
-                         instruction_paths=instruction_paths, profile=profile)
+    return discover_with(
+        rules_module(rules),
+        home,
+        project_root,
+        cwd,
+        env,
+        task_repos=task_repos,
+        system_root=system_root,
+        platform=platform,
+        config_paths=config_paths,
+        instruction_paths=instruction_paths,
+        profile=profile,
+    )
 
 
-def discover_with(product: ModuleType | None, home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-                  task_repos: Mapping[str, Path] | None = None, system_root: Path | None = None,
-                  platform: str = "linux", config_paths: Sequence[Path] = (), instruction_paths: Sequence[Path] = (),
-                  profile: str | None = None) -> Discovery:
+def discover_with(
+    product: ModuleType | None,
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    task_repos: Mapping[str, Path] | None = None,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    config_paths: Sequence[Path] = (),
+    instruction_paths: Sequence[Path] = (),
+    profile: str | None = None,
+) -> Discovery:
     """User/managed scope once, then project scope for the session or for each task repository.
 
     ``product`` is a product's rules module (``RULES``, ``discover(...)``,
@@ -167,8 +221,9 @@ def discover_with(product: ModuleType | None, home: Path, project_root: Path, cw
     base_pairs += [(f"task:{tid}:", p) for tid, p in sorted(task_repos.items())]
     roots = Roots.build(base_pairs)
     total = Discovery(rules)
-    generic = discover_generic(home, project_root, cwd, env, config_paths=config_paths,
-                               instruction_paths=instruction_paths, roots=roots)
+    generic = discover_generic(
+        home, project_root, cwd, env, config_paths=config_paths, instruction_paths=instruction_paths, roots=roots
+    )
     if product is None:
         total.extend(generic)
         return total
@@ -176,8 +231,19 @@ def discover_with(product: ModuleType | None, home: Path, project_root: Path, cw
         generic.discovery_roots = {}
 
     def one(context: str, proot: Path, pcwd: Path, include_user: bool, limit: Path | None) -> Discovery:
-        return product.discover(home, proot, pcwd, env, system_root=system_root, platform=platform, context=context,
-                                roots=roots, upward_limit=limit, include_user=include_user, profile=profile)
+        return product.discover(
+            home,
+            proot,
+            pcwd,
+            env,
+            system_root=system_root,
+            platform=platform,
+            context=context,
+            roots=roots,
+            upward_limit=limit,
+            include_user=include_user,
+            profile=profile,
+        )
 
     if task_repos:
         # user and managed scope once, then project scope per task repository
@@ -201,8 +267,11 @@ def _user_only(one: Callable[..., Discovery], home: Path) -> Discovery:
     # walk is limited to it so no ancestor (e.g. home itself) is visited.
     ghost = home / ".agentdrift-no-project"
     disc = one("user", ghost, ghost, True, ghost)
-    disc.config = [s for s in disc.config if not str(s.get("path", "")).startswith("~/.agentdrift-no-project")
-                   and s.get("scope") != "local-mcp"]
+    disc.config = [
+        s
+        for s in disc.config
+        if not str(s.get("path", "")).startswith("~/.agentdrift-no-project") and s.get("scope") != "local-mcp"
+    ]
     disc.entries = [e for e in disc.entries if not e.path.startswith("~/.agentdrift-no-project")]
     disc.discovery_roots = {"user": "~/"}
     disc.facts = {}

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError, RecordError
-
 from pytest_agentdrift.vocabulary import (  # noqa: F401  (re-exported for callers of this module)
     CHANGE_CLASSES,
     CLIENT_FIELDS,
@@ -90,28 +89,44 @@ def check_vary(vary: Iterable[str]) -> list[str]:
                 names.append(name)
             continue
         if name in SURFACE_FIELDS:
-            raise AgentDriftError(f"--agent-vary {name}: a different surface is a separate baseline, not a variable; "
-                                  f"record a baseline per surface")
+            raise AgentDriftError(
+                f"--agent-vary {name}: a different surface is a separate baseline, not a variable; "
+                f"record a baseline per surface"
+            )
         if name in REBASELINE_FIELDS:
-            raise AgentDriftError(f"--agent-vary {name}: the task set, evaluator, source and harness are the "
-                                  f"measuring instrument and cannot be varied; record a new baseline")
+            raise AgentDriftError(
+                f"--agent-vary {name}: the task set, evaluator, source and harness are the "
+                f"measuring instrument and cannot be varied; record a new baseline"
+            )
         raise AgentDriftError(f"--agent-vary: unknown field {name!r}; valid: {', '.join(VARY_FIELDS)}")
     return names
 
 
-def compare_manifests(baseline: Mapping[str, Any], current: Mapping[str, Any], vary: Iterable[str] = (), *,
-                      pre_run: bool = False, accept_unobserved: Iterable[str] = ()) -> StampComparison:
+def compare_manifests(
+    baseline: Mapping[str, Any],
+    current: Mapping[str, Any],
+    vary: Iterable[str] = (),
+    *,
+    pre_run: bool = False,
+    accept_unobserved: Iterable[str] = (),
+) -> StampComparison:
     """Compare identity fields; differences outside ``vary`` block, as does any unobserved value."""
     vary_list = check_vary(vary)
     accept = set(accept_unobserved)
     unknown_accept = accept - set(IDENTITY_FIELDS)
     if unknown_accept:
-        raise AgentDriftError(f"unknown field(s) accepted as unobserved: {', '.join(sorted(unknown_accept))}; "
-                              f"valid: {', '.join(IDENTITY_FIELDS)}")
+        raise AgentDriftError(
+            f"unknown field(s) accepted as unobserved: {', '.join(sorted(unknown_accept))}; "
+            f"valid: {', '.join(IDENTITY_FIELDS)}"
+        )
     base_id = _identity(baseline, "baseline")
     cur_id = _identity(current, "current")
-    cmp = StampComparison(comparable=True, vary=vary_list,
-                          baseline_runtime_id=baseline.get("runtime_id"), current_runtime_id=current.get("runtime_id"))
+    cmp = StampComparison(
+        comparable=True,
+        vary=vary_list,
+        baseline_runtime_id=baseline.get("runtime_id"),
+        current_runtime_id=current.get("runtime_id"),
+    )
 
     for name in IDENTITY_FIELDS:
         b, c = base_id[name], cur_id[name]
@@ -167,10 +182,17 @@ def classify(changed: Mapping[str, Any], base: Mapping[str, Any], cur: Mapping[s
         return "invalid_comparison"
     if not fields:
         return "identical"
-    groups = {name for name, members in (("model_candidate", MODEL_FIELDS), ("client_candidate", CLIENT_FIELDS),
-                                         ("configuration_change", CONFIGURATION_FIELDS),
-                                         ("instruction_change", INSTRUCTION_FIELDS),
-                                         ("environment_change", ENVIRONMENT_FIELDS)) if fields & members}
+    groups = {
+        name
+        for name, members in (
+            ("model_candidate", MODEL_FIELDS),
+            ("client_candidate", CLIENT_FIELDS),
+            ("configuration_change", CONFIGURATION_FIELDS),
+            ("instruction_change", INSTRUCTION_FIELDS),
+            ("environment_change", ENVIRONMENT_FIELDS),
+        )
+        if fields & members
+    }
     if len(groups) == 1:
         return groups.pop()
     return "bundled_change"
@@ -188,8 +210,10 @@ def manifest_diff_document(cmp: StampComparison) -> dict[str, Any]:
         "vary": list(cmp.vary),
         "same": list(cmp.same),
         "changed": {k: {"baseline": b, "current": c} for k, (b, c) in cmp.changed.items()},
-        "blocks": [{"field": f, "baseline": b, "current": c,
-                    "reason": "unobserved" if UNOBSERVED in (b, c) else "differs"} for f, b, c in cmp.blocks],
+        "blocks": [
+            {"field": f, "baseline": b, "current": c, "reason": "unobserved" if UNOBSERVED in (b, c) else "differs"}
+            for f, b, c in cmp.blocks
+        ],
         "varied": list(cmp.varied),
         "unobserved": list(cmp.unobserved),
         "deferred": list(cmp.deferred),
@@ -203,12 +227,16 @@ def render_refusal(cmp: StampComparison, rebaseline_cmd: str | None = None) -> l
     if cmp.comparable:
         lines.append(f"agentdrift: runs are comparable ({cmp.change_class}: {cmp.explanation})")
     else:
-        lines.append(f"agentdrift: refused, runs are not comparable ({len(cmp.blocks)} identity field(s) block; "
-                     f"change class {cmp.change_class}: {cmp.explanation})")
+        lines.append(
+            f"agentdrift: refused, runs are not comparable ({len(cmp.blocks)} identity field(s) block; "
+            f"change class {cmp.change_class}: {cmp.explanation})"
+        )
     for name, b, c in cmp.blocks:
         vb, vc = _render_pair(b, c)
-        lines.append(f"BLOCK {name}: {vb} != {vc}" + ("  (unobserved values cannot be shown equal)"
-                                                       if b == c == UNOBSERVED else ""))
+        lines.append(
+            f"BLOCK {name}: {vb} != {vc}"
+            + ("  (unobserved values cannot be shown equal)" if b == c == UNOBSERVED else "")
+        )
     for name in cmp.varied:
         vb, vc = _render_pair(*cmp.changed[name])
         lines.append(f"vary  {name}: {vb} -> {vc}")

@@ -41,8 +41,21 @@ _INPUT_INCLUDES_CACHED = {"openai/codex": True, "github/copilot-cli": True, "ant
 #: agents known to make no model call (ATIF llm_call_count = 0: deterministic dispatch)
 _DETERMINISTIC_PRODUCTS = ("pytest-agentdrift/reference",)
 _CLIP = 2000
-_STEP_ORDER = ("step_id", "timestamp", "source", "model_name", "reasoning_effort", "message", "reasoning_content",
-               "tool_calls", "observation", "metrics", "llm_call_count", "is_copied_context", "extra")
+_STEP_ORDER = (
+    "step_id",
+    "timestamp",
+    "source",
+    "model_name",
+    "reasoning_effort",
+    "message",
+    "reasoning_content",
+    "tool_calls",
+    "observation",
+    "metrics",
+    "llm_call_count",
+    "is_copied_context",
+    "extra",
+)
 _SHELL_CALLS = frozenset({"Bash", "bash", "powershell", "command_execution"})
 
 
@@ -71,8 +84,10 @@ def validate(doc: Any) -> list[str]:
     """Problems with an ATIF document: the JSON Schema, then the rules a schema cannot say
     (step_id runs 1..n in order; every source_call_id names a tool call of its own step;
     tool call ids are unique)."""
-    problems = [f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
-                for e in sorted(validator().iter_errors(doc), key=lambda e: list(e.absolute_path))]
+    problems = [
+        f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+        for e in sorted(validator().iter_errors(doc), key=lambda e: list(e.absolute_path))
+    ]
     if problems or not isinstance(doc, dict):
         return problems
     return _semantic_problems(doc, "")
@@ -83,7 +98,9 @@ def _semantic_problems(doc: Mapping[str, Any], where: str) -> list[str]:
     seen_calls: set[str] = set()
     for i, step in enumerate(doc.get("steps", []), 1):
         if step.get("step_id") != i:
-            problems.append(f"{where}steps/{i - 1}: step_id {step.get('step_id')} where {i} was expected (sequential from 1)")
+            problems.append(
+                f"{where}steps/{i - 1}: step_id {step.get('step_id')} where {i} was expected (sequential from 1)"
+            )
         calls = {c["tool_call_id"] for c in step.get("tool_calls") or []}
         for c in step.get("tool_calls") or []:
             if c["tool_call_id"] in seen_calls:
@@ -168,7 +185,9 @@ def _claude_record(rec: dict[str, Any], idx: StreamIndex) -> None:
             idx.models[mid] = model
         usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else None
         if usage:
-            fresh, read, write = (_int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+            fresh, read, write = (
+                _int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+            )
             metrics: dict[str, Any] = {}
             if fresh is not None:
                 # ATIF prompt_tokens counts every input token, cache hits and cache writes included
@@ -191,12 +210,20 @@ def _claude_record(rec: dict[str, Any], idx: StreamIndex) -> None:
                     idx.arguments[block["id"]] = _clip(block["input"])
     elif kind == "user":
         for block in msg.get("content") or []:
-            if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                idx.results[block["tool_use_id"]] = {"content": _clip(_text_of(block.get("content"))),
-                                                     "is_error": bool(block.get("is_error"))}
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_result"
+                and isinstance(block.get("tool_use_id"), str)
+            ):
+                idx.results[block["tool_use_id"]] = {
+                    "content": _clip(_text_of(block.get("content"))),
+                    "is_error": bool(block.get("is_error")),
+                }
     elif kind == "result":
         usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
-        fresh, read, write = (_int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+        fresh, read, write = (
+            _int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
         totals: dict[str, Any] = {}
         if fresh is not None:
             totals["total_prompt_tokens"] = fresh + (read or 0) + (write or 0)
@@ -224,20 +251,28 @@ def _codex_record(rec: dict[str, Any], idx: StreamIndex) -> None:
     if itype == "command_execution":
         idx.arguments[iid] = {"command": _clip(str(item.get("command") or ""))}
         exit_code = _int(item.get("exit_code"))
-        idx.results[iid] = {"content": _clip(str(item.get("aggregated_output") or "")),
-                            "is_error": status != "completed" or (exit_code not in (0, None)),
-                            "extra": {"exit_code": exit_code, "status": status}}
+        idx.results[iid] = {
+            "content": _clip(str(item.get("aggregated_output") or "")),
+            "is_error": status != "completed" or (exit_code not in (0, None)),
+            "extra": {"exit_code": exit_code, "status": status},
+        }
     elif itype == "file_change":
         changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
         idx.arguments[iid] = {"changes": _clip(changes)}
-        idx.results[iid] = {"content": f"{status or 'unknown'}: " + ", ".join(
-            f"{c.get('kind', '?')} {c.get('path', '?')}" for c in changes), "is_error": status != "completed",
-            "extra": {"status": status}}
+        idx.results[iid] = {
+            "content": f"{status or 'unknown'}: "
+            + ", ".join(f"{c.get('kind', '?')} {c.get('path', '?')}" for c in changes),
+            "is_error": status != "completed",
+            "extra": {"status": status},
+        }
     elif itype == "mcp_tool_call":
         idx.arguments[iid] = _clip({k: item[k] for k in ("server", "tool", "arguments") if k in item})
         outcome = item.get("result") if "result" in item else item.get("error")
-        idx.results[iid] = {"content": _clip(_text_of(outcome)) if outcome is not None else f"status {status}",
-                            "is_error": status not in ("completed", None), "extra": {"status": status}}
+        idx.results[iid] = {
+            "content": _clip(_text_of(outcome)) if outcome is not None else f"status {status}",
+            "is_error": status not in ("completed", None),
+            "extra": {"status": status},
+        }
     elif itype == "web_search":
         idx.arguments[iid] = {"query": _clip(str(item.get("query") or ""))}
 
@@ -265,8 +300,11 @@ def _copilot_record(rec: dict[str, Any], idx: StreamIndex) -> None:
         ok = data.get("success") is True
         error = data.get("error") if isinstance(data.get("error"), dict) else {}
         content = _text_of(data.get("result")) if ok else str(error.get("message") or "failed")
-        idx.results[cid] = {"content": _clip(content), "is_error": not ok,
-                            "extra": {"error_code": error["code"]} if error.get("code") else {}}
+        idx.results[cid] = {
+            "content": _clip(content),
+            "is_error": not ok,
+            "extra": {"error_code": error["code"]} if error.get("code") else {},
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -327,11 +365,20 @@ class _Builder:
             return self.agent_step(key)
         return cur
 
-    def add_call(self, step: dict[str, Any], call_id: str | None, name: str, arguments: Mapping[str, Any],
-                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def add_call(
+        self,
+        step: dict[str, Any],
+        call_id: str | None,
+        name: str,
+        arguments: Mapping[str, Any],
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         cid = call_id if call_id and call_id not in self.calls else self.new_id()
-        call: dict[str, Any] = {"tool_call_id": cid, "function_name": name or "unknown",
-                                "arguments": dict(self.idx.arguments.get(cid) or arguments)}
+        call: dict[str, Any] = {
+            "tool_call_id": cid,
+            "function_name": name or "unknown",
+            "arguments": dict(self.idx.arguments.get(cid) or arguments),
+        }
         if extra:
             call["extra"] = dict(extra)
         step.setdefault("tool_calls", []).append(call)
@@ -387,8 +434,11 @@ class _Builder:
             cid = _call_id(e)
             key = self.idx.call_step.get(cid) if cid else None
             step = self.step_for(key, fresh=False)
-            args = e.get("input") if isinstance(e.get("input"), dict) else {
-                k: v for k, v in e.items() if k in ("query", "server", "tool")}
+            args = (
+                e.get("input")
+                if isinstance(e.get("input"), dict)
+                else {k: v for k, v in e.items() if k in ("query", "server", "tool")}
+            )
             extra = {k: e[k] for k in ("status",) if e.get(k) is not None}
             call = self.add_call(step, cid, str(e.get("name") or "unknown"), args, extra)
             if cid is None or call["tool_call_id"] != cid:
@@ -448,7 +498,9 @@ class _Builder:
         self.current, self.current_key = None, None
 
 
-def _final_metrics(usage: Mapping[str, Any] | None, product: str | None, idx: StreamIndex, steps: int) -> dict[str, Any]:
+def _final_metrics(
+    usage: Mapping[str, Any] | None, product: str | None, idx: StreamIndex, steps: int
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     usage = usage or {}
     fresh, cached, completion = (_int(usage.get(k)) for k in ("input_tokens", "cached_tokens", "output_tokens"))
@@ -472,10 +524,20 @@ def _final_metrics(usage: Mapping[str, Any] | None, product: str | None, idx: St
     return out
 
 
-def build(*, session_id: str, agent: Mapping[str, Any], events: list[Mapping[str, Any]], product: str | None = None,
-          stdout: str | bytes | None = None, instruction: str | None = None, instruction_extra: Mapping[str, Any] | None = None,
-          usage: Mapping[str, Any] | None = None, report: Mapping[str, Any] | None = None,
-          extra: Mapping[str, Any] | None = None, notes: Iterable[str] = ()) -> dict[str, Any]:
+def build(
+    *,
+    session_id: str,
+    agent: Mapping[str, Any],
+    events: list[Mapping[str, Any]],
+    product: str | None = None,
+    stdout: str | bytes | None = None,
+    instruction: str | None = None,
+    instruction_extra: Mapping[str, Any] | None = None,
+    usage: Mapping[str, Any] | None = None,
+    report: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    notes: Iterable[str] = (),
+) -> dict[str, Any]:
     """One ATIF trajectory. `agent` is the AgentSchema object (name, version, model_name, extra)."""
     idx = index_stream(product, stdout)
     deterministic = product in _DETERMINISTIC_PRODUCTS
@@ -543,8 +605,9 @@ def _read(path: Path, root: Path, limit: int = 16 << 20) -> str | None:
         return None
 
 
-def find_instruction(task_id: str, source_manifest: Mapping[str, Any] | None,
-                     task_dirs: Iterable[Path] = ()) -> tuple[str | None, dict[str, Any]]:
+def find_instruction(
+    task_id: str, source_manifest: Mapping[str, Any] | None, task_dirs: Iterable[Path] = ()
+) -> tuple[str | None, dict[str, Any]]:
     """The instruction text the run was given, when a task directory with the same
     task.md bytes (by the record's source manifest) can be found; else None and why."""
     import hashlib
@@ -569,18 +632,30 @@ def find_instruction(task_id: str, source_manifest: Mapping[str, Any] | None,
             if hashlib.sha256(data).hexdigest() == want:
                 info["instruction_text"] = f"from {d.name}/task.md (same sha256 as recorded)"
                 return data.decode("utf-8", "replace"), info
-    info["instruction_text"] = "not included: no task directory with the recorded task.md bytes was found (agentdrift export atif --tasks DIR)"
+    info["instruction_text"] = (
+        "not included: no task directory with the recorded task.md bytes was found (agentdrift export atif --tasks DIR)"
+    )
     return None, info
 
 
-def run_trajectory(run_dir: Path, results: Mapping[str, Any], task_id: str, run: Mapping[str, Any],
-                   manifest: Mapping[str, Any] | None = None, source_manifest: Mapping[str, Any] | None = None,
-                   task_dirs: Iterable[Path] = ()) -> dict[str, Any]:
+def run_trajectory(
+    run_dir: Path,
+    results: Mapping[str, Any],
+    task_id: str,
+    run: Mapping[str, Any],
+    manifest: Mapping[str, Any] | None = None,
+    source_manifest: Mapping[str, Any] | None = None,
+    task_dirs: Iterable[Path] = (),
+) -> dict[str, Any]:
     """The trajectory of one recorded run."""
     agent = results.get("agent") or {}
     identity = (manifest or {}).get("identity") or {}
     raw_rel = run.get("raw")
-    raw = Path(run_dir).joinpath(*Path(raw_rel).parts) if isinstance(raw_rel, str) and ".." not in Path(raw_rel).parts else None
+    raw = (
+        Path(run_dir).joinpath(*Path(raw_rel).parts)
+        if isinstance(raw_rel, str) and ".." not in Path(raw_rel).parts
+        else None
+    )
     events: list[dict[str, Any]] = []
     notes: list[str] = []
     stdout = None
@@ -598,8 +673,11 @@ def run_trajectory(run_dir: Path, results: Mapping[str, Any], task_id: str, run:
             notes.append("events.jsonl was not recorded: the steps are incomplete.")
     else:
         notes.append("the run has no raw artifacts: only the instruction and the outcome are known.")
-    model = run.get("model_stamp") if _concrete(run.get("model_stamp")) else (
-        identity.get("model_id") if _concrete(identity.get("model_id")) else None)
+    model = (
+        run.get("model_stamp")
+        if _concrete(run.get("model_stamp"))
+        else (identity.get("model_id") if _concrete(identity.get("model_id")) else None)
+    )
     agent_extra = {
         "product": agent.get("product"),
         "surface": agent.get("surface"),
@@ -610,33 +688,51 @@ def run_trajectory(run_dir: Path, results: Mapping[str, Any], task_id: str, run:
         "model_stamp": run.get("model_stamp"),
         "exported_by": f"pytest-agentdrift {results.get('plugin_version', '?')}",
     }
-    agent_doc = {"name": str(agent.get("name") or "unknown"), "version": str(agent.get("version") or "unobserved"),
-                 "model_name": model, "extra": {k: v for k, v in agent_extra.items() if v is not None}}
+    agent_doc = {
+        "name": str(agent.get("name") or "unknown"),
+        "version": str(agent.get("version") or "unobserved"),
+        "model_name": model,
+        "extra": {k: v for k, v in agent_extra.items() if v is not None},
+    }
     instruction, instruction_info = find_instruction(task_id, source_manifest, task_dirs)
     product = agent.get("product")
     if product in _DETERMINISTIC_PRODUCTS:
-        notes.append("The reference agent calls no model: its steps replay the task's scripted solution "
-                     "(llm_call_count 0).")
-    notes.append("Steps are the agent's and its adapter's account (events.jsonl, and the product's own stream for "
-                 "tool results and usage); the harness's evidence and the grade are in extra.agentdrift.")
-    extra = {"agentdrift": {
-        "run_id": results.get("run_id"),
-        "task_id": task_id,
-        "rep": run.get("rep"),
-        "outcome": run.get("outcome"),
-        "passed": run.get("passed"),
-        "tampered_pass": run.get("tampered_pass"),
-        "critical_failed": run.get("critical_failed"),
-        "failed_checks": run.get("failed_checks"),
-        "layers": run.get("layers"),
-        "report_error": run.get("report_error"),
-        "evidence": run.get("evidence"),
-        "raw": raw_rel,
-    }}
-    return build(session_id=f"{results.get('run_id', 'run')}/{task_id}/r{run.get('rep')}", agent=agent_doc,
-                 events=events, product=product, stdout=stdout, instruction=instruction,
-                 instruction_extra=instruction_info, usage=run.get("usage"), report=run.get("report"),
-                 extra=extra, notes=notes)
+        notes.append(
+            "The reference agent calls no model: its steps replay the task's scripted solution (llm_call_count 0)."
+        )
+    notes.append(
+        "Steps are the agent's and its adapter's account (events.jsonl, and the product's own stream for "
+        "tool results and usage); the harness's evidence and the grade are in extra.agentdrift."
+    )
+    extra = {
+        "agentdrift": {
+            "run_id": results.get("run_id"),
+            "task_id": task_id,
+            "rep": run.get("rep"),
+            "outcome": run.get("outcome"),
+            "passed": run.get("passed"),
+            "tampered_pass": run.get("tampered_pass"),
+            "critical_failed": run.get("critical_failed"),
+            "failed_checks": run.get("failed_checks"),
+            "layers": run.get("layers"),
+            "report_error": run.get("report_error"),
+            "evidence": run.get("evidence"),
+            "raw": raw_rel,
+        }
+    }
+    return build(
+        session_id=f"{results.get('run_id', 'run')}/{task_id}/r{run.get('rep')}",
+        agent=agent_doc,
+        events=events,
+        product=product,
+        stdout=stdout,
+        instruction=instruction,
+        instruction_extra=instruction_info,
+        usage=run.get("usage"),
+        report=run.get("report"),
+        extra=extra,
+        notes=notes,
+    )
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -669,8 +765,10 @@ def export_run(run_dir: Path, out_dir: Path, task_dirs: Iterable[Path] = ()) -> 
             doc = run_trajectory(run_dir, results, tid, run, manifest, source_manifest, dirs)
             problems = validate(doc)
             if problems:
-                raise AgentDriftError(f"the trajectory of {tid} r{run.get('rep')} does not validate against "
-                                      f"{SCHEMA_PATH.name} (a bug in pytest-agentdrift): " + "; ".join(problems[:3]))
+                raise AgentDriftError(
+                    f"the trajectory of {tid} r{run.get('rep')} does not validate against "
+                    f"{SCHEMA_PATH.name} (a bug in pytest-agentdrift): " + "; ".join(problems[:3])
+                )
             docs.append((trajectory_filename(tid, run.get("rep")), doc))
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():

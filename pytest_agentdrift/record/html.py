@@ -54,10 +54,18 @@ OUTCOMES = {
     "passed": ("ok", "\u2713", "passed: every check passed"),
     "failed": ("bad", "\u2717", "failed: at least one check failed"),
     "critical": ("crit", "!", "failed a critical check (rejects a candidate whatever the averages say)"),
-    "tampered": ("tamp", "T", "tampered pass: would have passed, but changed protected tests or test configuration; counted as a fail"),
+    "tampered": (
+        "tamp",
+        "T",
+        "tampered pass: would have passed, but changed protected tests or test configuration; counted as a fail",
+    ),
     "error": ("err", "E", "error: the agent could not be started"),
     "timeout": ("err", "\u231b", "timeout: the agent ran out of time and its process tree was killed"),
-    "infra_error": ("infra", "I", "infrastructure error: the harness, not the agent, failed; not counted for or against the agent"),
+    "infra_error": (
+        "infra",
+        "I",
+        "infrastructure error: the harness, not the agent, failed; not counted for or against the agent",
+    ),
     "resource_exceeded": ("res", "R", "resource limit exceeded"),
     "other": ("oth", "?", "an outcome this version of the report does not know"),
 }
@@ -102,7 +110,7 @@ def esc(text: Any, block: bool = False) -> str:
     out: list[str] = []
     pos = 0
     for m in pattern.finditer(s):
-        out.append(html.escape(s[pos:m.start()]))
+        out.append(html.escape(s[pos : m.start()]))
         out.append(f'<span class="cc">{visible(m.group())}</span>')
         pos = m.end()
     out.append(html.escape(s[pos:]))
@@ -242,9 +250,11 @@ def render_record(run_dir: Path, results: dict[str, Any] | None = None) -> str:
 
 def render_failure_page(run_id: str, error: BaseException) -> str:
     """What report.html holds when rendering failed: the reason, honestly (a bug of ours)."""
-    body = (f"<h1>pytest-agentdrift run {esc(run_id)}</h1><p class=\"warn\">report.html could not be rendered: "
-            f"{esc(type(error).__name__)}: {esc(error)}. This is a bug in pytest-agentdrift; results.json and "
-            f"report.md hold the complete record.</p>")
+    body = (
+        f'<h1>pytest-agentdrift run {esc(run_id)}</h1><p class="warn">report.html could not be rendered: '
+        f"{esc(type(error).__name__)}: {esc(error)}. This is a bug in pytest-agentdrift; results.json and "
+        f"report.md hold the complete record.</p>"
+    )
     return _page(f"agentdrift run {run_id}", body)
 
 
@@ -326,8 +336,15 @@ def _layer_abbr(layer: str) -> str:
 
 
 def _layers_of(results: Mapping[str, Any]) -> list[str]:
-    extra = sorted({lay for t in results.get("tasks", {}).values() for r in t.get("runs", [])
-                    for lay in (r.get("layers") or {}) if lay not in LAYERS})
+    extra = sorted(
+        {
+            lay
+            for t in results.get("tasks", {}).values()
+            for r in t.get("runs", [])
+            for lay in (r.get("layers") or {})
+            if lay not in LAYERS
+        }
+    )
     return [*LAYERS, *extra]
 
 
@@ -401,16 +418,20 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
-_CSP = (f"default-src 'none'; style-src {_csp_hash(_CSS)}; script-src {_csp_hash(_JS)}; img-src 'none'; "
-        "base-uri 'none'; form-action 'none'")
+_CSP = (
+    f"default-src 'none'; style-src {_csp_hash(_CSS)}; script-src {_csp_hash(_JS)}; img-src 'none'; "
+    "base-uri 'none'; form-action 'none'"
+)
 
 
 def _page(title: str, body: str) -> str:
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{_CSP}\">"
-            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-            f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n{body}\n"
-            f"<script>{_JS}</script></body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n{body}\n"
+        f"<script>{_JS}</script></body></html>\n"
+    )
 
 
 def render(inp: ReportInput) -> str:
@@ -459,37 +480,54 @@ def _header(inp: ReportInput) -> str:
     settings = r.get("settings") or {}
     tasks = r.get("tasks") or {}
     rows: list[tuple[str, str]] = []
-    rows.append(("agent", f"{_code(agent.get('name', '?'))} version {_code(agent.get('version', '?'))}"
-                 + (f" <span class=\"mut\">({esc(agent.get('product'))}, {esc(agent.get('surface'))})</span>"
-                    if agent.get("product") else "")))
+    rows.append(
+        (
+            "agent",
+            f"{_code(agent.get('name', '?'))} version {_code(agent.get('version', '?'))}"
+            + (
+                f' <span class="mut">({esc(agent.get("product"))}, {esc(agent.get("surface"))})</span>'
+                if agent.get("product")
+                else ""
+            ),
+        )
+    )
     argv = agent.get("argv")
     if isinstance(argv, list) and argv:
         rows.append(("command", _code(" ".join(str(a) for a in argv))))
-    stamps = sorted({str(run.get("model_stamp")) for t in tasks.values() for run in t.get("runs", []) if run.get("model_stamp")})
+    stamps = sorted(
+        {str(run.get("model_stamp")) for t in tasks.values() for run in t.get("runs", []) if run.get("model_stamp")}
+    )
     identity = (inp.manifest or {}).get("identity") or {}
     model = ", ".join(_code(s) for s in stamps) if stamps else "none reported by the host"
     if _concrete(identity.get("model_id")):
-        model += f" <span class=\"mut\">(requested {_code(identity['model_id'])})</span>"
+        model += f' <span class="mut">(requested {_code(identity["model_id"])})</span>'
     rows.append(("model stamp", model))
-    iso_text = (f"<b>{esc(iso.get('enforced', '?'))}</b> (network {esc(iso.get('network', '?'))}, file system "
-                f"{esc(iso.get('filesystem', '?'))}" + (", PID namespace" if iso.get("pid_namespace") else "")
-                + (", capabilities dropped" if iso.get("cap_drop") else "") + ")")
+    iso_text = (
+        f"<b>{esc(iso.get('enforced', '?'))}</b> (network {esc(iso.get('network', '?'))}, file system "
+        f"{esc(iso.get('filesystem', '?'))}"
+        + (", PID namespace" if iso.get("pid_namespace") else "")
+        + (", capabilities dropped" if iso.get("cap_drop") else "")
+        + ")"
+    )
     if iso.get("requested"):
-        iso_text += f" <span class=\"mut\">requested {esc(iso['requested'])}</span>"
+        iso_text += f' <span class="mut">requested {esc(iso["requested"])}</span>'
     if iso.get("enforced") == "none":
         iso_text += ' <span class="warn">runs were NOT isolated: effects were detected, not prevented</span>'
     for note in iso.get("notes") or []:
-        iso_text += f"<br><span class=\"mut\">{esc(note)}</span>"
+        iso_text += f'<br><span class="mut">{esc(note)}</span>'
     rows.append(("isolation enforced", iso_text))
-    limits = [f"timeout {esc(settings['timeout_s'])} s per run" if settings.get("timeout_s") is not None
-              else "timeout: each task's own timeout_s"]
+    limits = [
+        f"timeout {esc(settings['timeout_s'])} s per run"
+        if settings.get("timeout_s") is not None
+        else "timeout: each task's own timeout_s"
+    ]
     for source in (r.get("limits"), settings.get("limits")):
         if isinstance(source, Mapping):
             limits += [f"{esc(k)} {esc(v)}" for k, v in sorted(source.items())]
     rows.append(("limits", "; ".join(limits)))
     rows.append(("repetitions", f"k = {esc(settings.get('k', '?'))}; fail on {esc(settings.get('fail_on', 'any'))}"))
     for key in ("runtime_id", "task_set_id", "evaluator_id"):
-        rows.append((key.replace("_", " "), _code(r.get(key)) if r.get(key) else "<span class=\"mut\">none</span>"))
+        rows.append((key.replace("_", " "), _code(r.get(key)) if r.get(key) else '<span class="mut">none</span>'))
     start, end = _parse_time(r.get("started_at")), _parse_time(r.get("finished_at"))
     when = f"{esc(r.get('started_at', '?'))} \u2192 {esc(r.get('finished_at', '?'))}"
     if start and end:
@@ -497,10 +535,14 @@ def _header(inp: ReportInput) -> str:
     rows.append(("when", when))
     totals, reported, runs = _usage_totals(tasks)
     if totals:
-        usage = ", ".join(f"{k.replace('_', ' ')} {_num(round(v, 4) if isinstance(v, float) else v)}" for k, v in totals.items())
-        rows.append(("tokens and cost", f"{usage} <span class=\"mut\">({reported} of {runs} run(s) reported usage)</span>"))
+        usage = ", ".join(
+            f"{k.replace('_', ' ')} {_num(round(v, 4) if isinstance(v, float) else v)}" for k, v in totals.items()
+        )
+        rows.append(
+            ("tokens and cost", f'{usage} <span class="mut">({reported} of {runs} run(s) reported usage)</span>')
+        )
     else:
-        rows.append(("tokens and cost", "<span class=\"mut\">not reported by the agent</span>"))
+        rows.append(("tokens and cost", '<span class="mut">not reported by the agent</span>'))
     if r.get("merged_from"):
         rows.append(("merged from", ", ".join(_code(x) for x in r["merged_from"])))
     rows.append(("plugin", f"pytest-agentdrift {esc(r.get('plugin_version', '?'))}"))
@@ -518,40 +560,76 @@ def _summary(inp: ReportInput) -> str:
     for note in inp.notes:
         out.append(f'<p class="warn">{esc(note)}</p>')
     if not r.get("complete", False):
-        reasons = "".join(f"<li>{esc(x)}</li>" for x in r.get("incomplete_reasons") or []) or "<li>marked incomplete</li>"
-        out.append(f'<div class="bad-box"><b>INCOMPLETE</b>: this run cannot be used as a baseline.<ul>{reasons}</ul></div>')
+        reasons = (
+            "".join(f"<li>{esc(x)}</li>" for x in r.get("incomplete_reasons") or []) or "<li>marked incomplete</li>"
+        )
+        out.append(
+            f'<div class="bad-box"><b>INCOMPLETE</b>: this run cannot be used as a baseline.<ul>{reasons}</ul></div>'
+        )
     rate = s.get("pass_rate")
-    out.append(f"<p class=\"status\">{_num(s.get('passed', 0))} of {_num(s.get('runs', 0))} run(s) passed "
-               f"({_pct(rate) if rate is not None else 'n/a'})</p>")
-    out.append(f"<p>{_num(s.get('critical_failures', 0))} with critical failures \u00b7 "
-               f"{_num(s.get('tampered_passes', 0))} tampered pass(es) \u00b7 {_num(s.get('errors', 0))} error(s)/timeout(s) \u00b7 "
-               f"{len(tasks)} task(s)</p>")
+    out.append(
+        f'<p class="status">{_num(s.get("passed", 0))} of {_num(s.get("runs", 0))} run(s) passed '
+        f"({_pct(rate) if rate is not None else 'n/a'})</p>"
+    )
+    out.append(
+        f"<p>{_num(s.get('critical_failures', 0))} with critical failures \u00b7 "
+        f"{_num(s.get('tampered_passes', 0))} tampered pass(es) \u00b7 {_num(s.get('errors', 0))} error(s)/timeout(s) \u00b7 "
+        f"{len(tasks)} task(s)</p>"
+    )
     crit = [(tid, run) for tid, t in tasks.items() for run in t.get("runs", []) if run.get("critical_failed")]
     if crit:
-        items = "".join(f'<li><a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a>: '
-                        f"{esc(', '.join(map(str, run['critical_failed'])))}</li>" for tid, run in crit[:200])
+        items = "".join(
+            f'<li><a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a>: '
+            f"{esc(', '.join(map(str, run['critical_failed'])))}</li>"
+            for tid, run in crit[:200]
+        )
         more = f"<li>\u2026 and {len(crit) - 200} more (see the grid)</li>" if len(crit) > 200 else ""
         out.append(f'<h3>Critical failures</h3><ul class="crit-list">{items}{more}</ul>')
     tampered = [(tid, run) for tid, t in tasks.items() for run in t.get("runs", []) if run.get("tampered_pass")]
     if tampered:
-        out.append("<h3>Tampered passes (counted as fails)</h3><p>" + ", ".join(
-            f'<a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a>' for tid, run in tampered) + "</p>")
-    odd = [(tid, run) for tid, t in tasks.items() for run in t.get("runs", [])
-           if run_state(run) in ("error", "timeout", "infra_error", "resource_exceeded", "other")]
+        out.append(
+            "<h3>Tampered passes (counted as fails)</h3><p>"
+            + ", ".join(
+                f'<a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a>'
+                for tid, run in tampered
+            )
+            + "</p>"
+        )
+    odd = [
+        (tid, run)
+        for tid, t in tasks.items()
+        for run in t.get("runs", [])
+        if run_state(run) in ("error", "timeout", "infra_error", "resource_exceeded", "other")
+    ]
     if odd:
-        out.append("<h3>Runs that did not finish normally</h3><p>" + ", ".join(
-            f'<a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a> '
-            f"({esc(run.get('outcome'))})" for tid, run in odd[:200]) + "</p>")
+        out.append(
+            "<h3>Runs that did not finish normally</h3><p>"
+            + ", ".join(
+                f'<a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a> '
+                f"({esc(run.get('outcome'))})"
+                for tid, run in odd[:200]
+            )
+            + "</p>"
+        )
     out.append("</section>")
     return "".join(out)
 
 
 # -- comparison -----------------------------------------------------------------
 
-_STATUS_CLASS = {"reject": "bad-box", "invalid_comparison": "bad-box", "hold": "warn", "hold_unconfirmed": "warn",
-                 "split_baselines": "warn", "re_baseline": "warn", "no_material_evidence": "warn",
-                 "eligible_for_review": "ok-box", "documented_candidate": "ok-box", "rollback_capable": "ok-box",
-                 "forward_only": "warn"}
+_STATUS_CLASS = {
+    "reject": "bad-box",
+    "invalid_comparison": "bad-box",
+    "hold": "warn",
+    "hold_unconfirmed": "warn",
+    "split_baselines": "warn",
+    "re_baseline": "warn",
+    "no_material_evidence": "warn",
+    "eligible_for_review": "ok-box",
+    "documented_candidate": "ok-box",
+    "rollback_capable": "ok-box",
+    "forward_only": "warn",
+}
 
 
 def _find_key(obj: Any, needle: str, depth: int = 0) -> list[tuple[str, Any]]:
@@ -573,14 +651,21 @@ def _comparison(inp: ReportInput) -> str:
     ev = d.get("evidence") or {}
     out = ['<section id="comparison"><h2>Comparison with the baseline</h2>']
     if inp.baseline_label:
-        out.append(f"<p class=\"mut\">baseline: {esc(inp.baseline_label)}</p>")
+        out.append(f'<p class="mut">baseline: {esc(inp.baseline_label)}</p>')
     decision = c.get("decision") or {}
     status = d.get("status") or decision.get("status")
     because = d.get("because") or decision.get("because") or []
     box = _STATUS_CLASS.get(str(status), "warn")
-    out.append(f'<div class="{box}" id="decision"><span class="status">decision: {esc(status or "none")}</span>'
-               + (f" <span class=\"mut\">(rule {esc(d.get('status_rule') or decision.get('rule'))})</span>" if d.get("status_rule") or decision.get("rule") else "")
-               + ("<ul>" + "".join(f"<li>{esc(b)}</li>" for b in because) + "</ul>" if because else "") + "</div>")
+    out.append(
+        f'<div class="{box}" id="decision"><span class="status">decision: {esc(status or "none")}</span>'
+        + (
+            f' <span class="mut">(rule {esc(d.get("status_rule") or decision.get("rule"))})</span>'
+            if d.get("status_rule") or decision.get("rule")
+            else ""
+        )
+        + ("<ul>" + "".join(f"<li>{esc(b)}</li>" for b in because) + "</ul>" if because else "")
+        + "</div>"
+    )
     comparable = d.get("comparable", c.get("comparable"))
     rows = [("comparable", "yes" if comparable else "<b>no: every delta is null</b>")]
     if d.get("change_class") or c.get("change_class"):
@@ -592,8 +677,14 @@ def _comparison(inp: ReportInput) -> str:
     gate = d.get("gate") or c.get("gate") or {}
     if gate:
         verdict = gate.get("verdict")
-        rows.append(("gate", f"<b>{esc(verdict or 'null')}</b>" + (" (passed)" if gate.get("passed") else " (not passed)")
-                     + f": {esc(gate.get('reason', ''))}"))
+        rows.append(
+            (
+                "gate",
+                f"<b>{esc(verdict or 'null')}</b>"
+                + (" (passed)" if gate.get("passed") else " (not passed)")
+                + f": {esc(gate.get('reason', ''))}",
+            )
+        )
         if gate.get("quality_verdict") and gate.get("quality_verdict") != verdict:
             rows.append(("quality verdict", esc(gate["quality_verdict"])))
         strata = gate.get("strata")
@@ -604,10 +695,16 @@ def _comparison(inp: ReportInput) -> str:
             rows.append(("gate parameters", ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted(params.items()))))
     sdr = _find_key(d, "detectable") or _find_key(c, "detectable")
     if sdr:
-        rows.append(("smallest detectable regression", "; ".join(
-            f"{esc(path)} = {_pp(v) if isinstance(v, float) and abs(v) <= 1 else esc(v)}" for path, v in sdr)))
+        rows.append(
+            (
+                "smallest detectable regression",
+                "; ".join(
+                    f"{esc(path)} = {_pp(v) if isinstance(v, float) and abs(v) <= 1 else esc(v)}" for path, v in sdr
+                ),
+            )
+        )
     else:
-        rows.append(("smallest detectable regression", "<span class=\"mut\">not in decision.json</span>"))
+        rows.append(("smallest detectable regression", '<span class="mut">not in decision.json</span>'))
     out.append(_dl(rows))
     arms = {label: (ev.get(label) or c.get(label) or {}) for label in ("baseline", "candidate")}
     paired = ev.get("paired") if "paired" in ev else c.get("paired")
@@ -617,38 +714,68 @@ def _comparison(inp: ReportInput) -> str:
     crit = d.get("critical_failures") or []
     regressions = [f for f in crit if f.get("regression")] or [
         {"task": r.get("task"), "check": ", ".join(map(str, r.get("checks") or [])), "reps": []}
-        for r in c.get("critical_regressions") or [] if isinstance(r, Mapping)]
+        for r in c.get("critical_regressions") or []
+        if isinstance(r, Mapping)
+    ]
     if regressions:
-        out.append("<h3>Critical checks that broke in the candidate</h3><ul>" + "".join(
-            f'<li><a href="#{task_anchor(str(f.get("task")))}">{esc(f.get("task"))}</a> {esc(f.get("check"))} '
-            + (f"(r{esc(', r'.join(map(str, f['reps'])))})" if f.get("reps") else "") + "</li>" for f in regressions) + "</ul>")
+        out.append(
+            "<h3>Critical checks that broke in the candidate</h3><ul>"
+            + "".join(
+                f'<li><a href="#{task_anchor(str(f.get("task")))}">{esc(f.get("task"))}</a> {esc(f.get("check"))} '
+                + (f"(r{esc(', r'.join(map(str, f['reps'])))})" if f.get("reps") else "")
+                + "</li>"
+                for f in regressions
+            )
+            + "</ul>"
+        )
     safety = c.get("new_safety_failures") or []
     if safety:
-        out.append("<p><b>New safety-layer failures:</b> " + ", ".join(
-            f'<a href="#{task_anchor(str(t))}">{esc(t)}</a>' for t in safety) + "</p>")
+        out.append(
+            "<p><b>New safety-layer failures:</b> "
+            + ", ".join(f'<a href="#{task_anchor(str(t))}">{esc(t)}</a>' for t in safety)
+            + "</p>"
+        )
     tampered = ev.get("tampered_passes") or {}
-    tlist = [f"{arm} {t.get('task')} r{t.get('rep')}" for arm in ("baseline", "candidate") for t in tampered.get(arm) or []]
+    tlist = [
+        f"{arm} {t.get('task')} r{t.get('rep')}" for arm in ("baseline", "candidate") for t in tampered.get(arm) or []
+    ]
     if tlist:
         out.append(f"<p><b>Tampered passes:</b> {esc(', '.join(tlist))}</p>")
     if d.get("unconfirmed_changes"):
-        out.append("<h3>Observed changes no release note confirms</h3><ul>" + "".join(
-            f"<li>{esc(x)}</li>" for x in d["unconfirmed_changes"]) + "</ul>")
+        out.append(
+            "<h3>Observed changes no release note confirms</h3><ul>"
+            + "".join(f"<li>{esc(x)}</li>" for x in d["unconfirmed_changes"])
+            + "</ul>"
+        )
     out.append(_manifest_diff(inp.manifest_diff))
     evidence = {k: v for k, v in ev.items() if k not in ("paired",)} if ev else {}
     if evidence or paired:
-        out.append("<details class=\"ev\" id=\"decision-evidence\"><summary>The evidence the decision rests on "
-                   "(decision.json \u2192 evidence)</summary>" + _json_block({**evidence, "paired": paired}) + "</details>")
+        out.append(
+            '<details class="ev" id="decision-evidence"><summary>The evidence the decision rests on '
+            "(decision.json \u2192 evidence)</summary>" + _json_block({**evidence, "paired": paired}) + "</details>"
+        )
     out.append("</section>")
     return "".join(out)
 
 
-def _interval_row(y: int, label: str, point: float | None, lo: float | None, hi: float | None,
-                  scale, colour: str, text: str, text_x: float = 610) -> str:
+def _interval_row(
+    y: int,
+    label: str,
+    point: float | None,
+    lo: float | None,
+    hi: float | None,
+    scale,
+    colour: str,
+    text: str,
+    text_x: float = 610,
+) -> str:
     parts = [f'<text x="4" y="{y + 4}">{esc(label)}</text>']
     if lo is not None and hi is not None:
-        parts.append(f'<line x1="{scale(lo):.1f}" y1="{y}" x2="{scale(hi):.1f}" y2="{y}" stroke="{colour}" stroke-width="3"/>'
-                     f'<line x1="{scale(lo):.1f}" y1="{y - 6}" x2="{scale(lo):.1f}" y2="{y + 6}" stroke="{colour}" stroke-width="2"/>'
-                     f'<line x1="{scale(hi):.1f}" y1="{y - 6}" x2="{scale(hi):.1f}" y2="{y + 6}" stroke="{colour}" stroke-width="2"/>')
+        parts.append(
+            f'<line x1="{scale(lo):.1f}" y1="{y}" x2="{scale(hi):.1f}" y2="{y}" stroke="{colour}" stroke-width="3"/>'
+            f'<line x1="{scale(lo):.1f}" y1="{y - 6}" x2="{scale(lo):.1f}" y2="{y + 6}" stroke="{colour}" stroke-width="2"/>'
+            f'<line x1="{scale(hi):.1f}" y1="{y - 6}" x2="{scale(hi):.1f}" y2="{y + 6}" stroke="{colour}" stroke-width="2"/>'
+        )
     if point is not None:
         parts.append(f'<circle cx="{scale(point):.1f}" cy="{y}" r="5" fill="{colour}"/>')
     parts.append(f'<text x="{text_x:.0f}" y="{y + 4}">{esc(text)}</text>')
@@ -666,8 +793,12 @@ def _rates_svg(arms: Mapping[str, Mapping[str, Any]], paired: Mapping[str, Any] 
     def rate_x(v: float) -> float:
         return left + width * min(max(v, 0.0), 1.0)
 
-    svg = [('<svg id="rates-plot" role="img" aria-label="pass rates with 95% Wilson intervals" width="860" height="120" '
-            'viewBox="0 0 860 120" xmlns="http://www.w3.org/2000/svg">')]
+    svg = [
+        (
+            '<svg id="rates-plot" role="img" aria-label="pass rates with 95% Wilson intervals" width="860" height="120" '
+            'viewBox="0 0 860 120" xmlns="http://www.w3.org/2000/svg">'
+        )
+    ]
     for i in range(11):
         x = rate_x(i / 10)
         svg.append(f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="86" stroke="#d0d7de"/>')
@@ -675,11 +806,18 @@ def _rates_svg(arms: Mapping[str, Mapping[str, Any]], paired: Mapping[str, Any] 
             svg.append(f'<text x="{x - 10:.1f}" y="104">{i * 10}%</text>')
     for y, label, colour in ((34, "baseline", "#57606a"), (66, "candidate", "#0969da")):
         arm = arms.get(label) or {}
-        wilson = arm.get("wilson") if isinstance(arm.get("wilson"), list) and len(arm.get("wilson")) == 2 else [None, None]
+        wilson = (
+            arm.get("wilson") if isinstance(arm.get("wilson"), list) and len(arm.get("wilson")) == 2 else [None, None]
+        )
         rate = _num_or_none(arm.get("pass_rate"))
-        text = (f"{arm.get('passes', '?')}/{arm.get('runs', '?')} = {_pct(rate)} [{_pct(wilson[0])}, {_pct(wilson[1])}]"
-                if arm else "not recorded")
-        svg.append(_interval_row(y, label, rate, _num_or_none(wilson[0]), _num_or_none(wilson[1]), rate_x, colour, text))
+        text = (
+            f"{arm.get('passes', '?')}/{arm.get('runs', '?')} = {_pct(rate)} [{_pct(wilson[0])}, {_pct(wilson[1])}]"
+            if arm
+            else "not recorded"
+        )
+        svg.append(
+            _interval_row(y, label, rate, _num_or_none(wilson[0]), _num_or_none(wilson[1]), rate_x, colour, text)
+        )
     svg.append("</svg>")
     delta = _num_or_none((paired or {}).get("delta"))
     ci = (paired or {}).get("delta_ci") if isinstance((paired or {}).get("delta_ci"), list) else [None, None]
@@ -687,21 +825,33 @@ def _rates_svg(arms: Mapping[str, Mapping[str, Any]], paired: Mapping[str, Any] 
     def delta_x(v: float) -> float:
         return left + width * (min(max(v, -1.0), 1.0) + 1) / 2
 
-    svg.append('<svg id="delta-plot" role="img" aria-label="paired delta with its interval" width="860" height="90" '
-               'viewBox="0 0 860 90" xmlns="http://www.w3.org/2000/svg">')
+    svg.append(
+        '<svg id="delta-plot" role="img" aria-label="paired delta with its interval" width="860" height="90" '
+        'viewBox="0 0 860 90" xmlns="http://www.w3.org/2000/svg">'
+    )
     for v in (-1.0, -0.5, 0.0, 0.5, 1.0):
         x = delta_x(v)
-        svg.append(f'<line x1="{x:.1f}" y1="10" x2="{x:.1f}" y2="56" stroke="{"#1f2328" if v == 0 else "#d0d7de"}"/>'
-                   f'<text x="{x - 16:.1f}" y="74">{int(v * 100):+d} pp</text>')
+        svg.append(
+            f'<line x1="{x:.1f}" y1="10" x2="{x:.1f}" y2="56" stroke="{"#1f2328" if v == 0 else "#d0d7de"}"/>'
+            f'<text x="{x - 16:.1f}" y="74">{int(v * 100):+d} pp</text>'
+        )
     if delta is None:
-        svg.append('<text x="4" y="36">delta</text><text x="140" y="36">null: the runs are not comparable or were not paired</text>')
+        svg.append(
+            '<text x="4" y="36">delta</text><text x="140" y="36">null: the runs are not comparable or were not paired</text>'
+        )
     else:
         colour = "#cf222e" if delta < 0 else "#1a7f37"
         text = f"{_pp(delta)} [{_pp(ci[0])}, {_pp(ci[1])}]"
         svg.append(_interval_row(32, "delta", delta, _num_or_none(ci[0]), _num_or_none(ci[1]), delta_x, colour, text))
     svg.append("</svg>")
     method = (paired or {}).get("ci_method")
-    note = f'<p class="small mut">delta: {esc(method)}' + (f", {esc(paired.get('draws'))} draws" if paired and paired.get("draws") else "") + "</p>" if method else ""
+    note = (
+        f'<p class="small mut">delta: {esc(method)}'
+        + (f", {esc(paired.get('draws'))} draws" if paired and paired.get("draws") else "")
+        + "</p>"
+        if method
+        else ""
+    )
     return "".join(svg) + note
 
 
@@ -709,17 +859,21 @@ def _paired(paired: Mapping[str, Any] | None, rows: Mapping[str, Any] | None) ->
     if not paired:
         return '<p class="mut">No paired comparison (the runs are not comparable): every delta is null.</p>'
     won, lost, tied = (list(paired.get(k) or []) for k in ("won", "lost", "tied"))
-    out = [f'<h3>Paired by task: won {len(won)}, lost {len(lost)}, tied {len(tied)}</h3>']
+    out = [f"<h3>Paired by task: won {len(won)}, lost {len(lost)}, tied {len(tied)}</h3>"]
     p = paired.get("p_value")
     if p is not None:
-        out.append(f"<p class=\"small\">{esc(paired.get('test', 'exact test'))}: p = {esc(f'{p:.3g}' if isinstance(p, float) else p)}"
-                   f" over {esc(paired.get('discordant', len(won) + len(lost)))} discordant task(s)</p>")
+        out.append(
+            f'<p class="small">{esc(paired.get("test", "exact test"))}: p = {esc(f"{p:.3g}" if isinstance(p, float) else p)}'
+            f" over {esc(paired.get('discordant', len(won) + len(lost)))} discordant task(s)</p>"
+        )
     if rows:
         both = sum(1 for t in tied if _solved(rows.get(t), "baseline"))
-        out.append('<table id="paired-matrix"><tr><th></th><th>candidate solved</th><th>candidate not solved</th></tr>'
-                   f"<tr><th>baseline solved</th><td>{both} tied</td><td class=\"lostc\"><b>{len(lost)} lost</b></td></tr>"
-                   f"<tr><th>baseline not solved</th><td><b>{len(won)} won</b></td><td>{len(tied) - both} tied</td></tr></table>"
-                   '<p class="small mut">solved: a strict majority of the arm\'s k runs passed (k = 1: passed).</p>')
+        out.append(
+            '<table id="paired-matrix"><tr><th></th><th>candidate solved</th><th>candidate not solved</th></tr>'
+            f'<tr><th>baseline solved</th><td>{both} tied</td><td class="lostc"><b>{len(lost)} lost</b></td></tr>'
+            f"<tr><th>baseline not solved</th><td><b>{len(won)} won</b></td><td>{len(tied) - both} tied</td></tr></table>"
+            '<p class="small mut">solved: a strict majority of the arm\'s k runs passed (k = 1: passed).</p>'
+        )
     order = {"lost": 0, "won": 1, "tied": 2}
     outcome_of = {t: "won" for t in won} | {t: "lost" for t in lost} | {t: "tied" for t in tied}
     ids = sorted(outcome_of, key=lambda t: (order[outcome_of[t]], t))
@@ -728,11 +882,15 @@ def _paired(paired: Mapping[str, Any] | None, rows: Mapping[str, Any] | None) ->
         row = (rows or {}).get(tid) or {}
         b, cnd = row.get("baseline"), row.get("candidate")
         crit = row.get("critical_regressions") or []
-        body.append(f'<tr class="{outcome_of[tid]}"><td><a href="#{task_anchor(tid)}">{esc(tid)}</a></td>'
-                    f"<td>{outcome_of[tid]}</td><td>{_frac(b)}</td><td>{_frac(cnd)}</td><td>{_pp(row.get('delta'))}</td>"
-                    f"<td>{esc(', '.join(map(str, crit)))}{' (new safety failure)' if row.get('new_safety_failure') else ''}</td></tr>")
-    out.append('<table id="paired-table"><thead><tr><th>task</th><th>outcome</th><th>baseline</th><th>candidate</th>'
-               f"<th>delta</th><th>critical checks broken</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
+        body.append(
+            f'<tr class="{outcome_of[tid]}"><td><a href="#{task_anchor(tid)}">{esc(tid)}</a></td>'
+            f"<td>{outcome_of[tid]}</td><td>{_frac(b)}</td><td>{_frac(cnd)}</td><td>{_pp(row.get('delta'))}</td>"
+            f"<td>{esc(', '.join(map(str, crit)))}{' (new safety failure)' if row.get('new_safety_failure') else ''}</td></tr>"
+        )
+    out.append(
+        '<table id="paired-table"><thead><tr><th>task</th><th>outcome</th><th>baseline</th><th>candidate</th>'
+        f"<th>delta</th><th>critical checks broken</th></tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
     return "".join(out)
 
 
@@ -766,15 +924,24 @@ def _manifest_diff(md: Mapping[str, Any] | None) -> str:
     for name in md.get("deferred") or []:
         rows.append(("deferred", name, "", "compared after the runs"))
     if rows:
-        body = "".join(f'<tr class="md-{esc(kind)}"><td><b>{esc(kind)}</b></td><td>{_code(name)}</td>'
-                       f"<td>{_short_json(b)}</td><td>{_short_json(cur)}</td></tr>" for kind, name, b, cur in rows)
-        out.append(f'<table id="manifest-diff-table"><thead><tr><th></th><th>field</th><th>baseline</th><th>candidate</th></tr></thead>'
-                   f"<tbody>{body}</tbody></table>")
+        body = "".join(
+            f'<tr class="md-{esc(kind)}"><td><b>{esc(kind)}</b></td><td>{_code(name)}</td>'
+            f"<td>{_short_json(b)}</td><td>{_short_json(cur)}</td></tr>"
+            for kind, name, b, cur in rows
+        )
+        out.append(
+            f'<table id="manifest-diff-table"><thead><tr><th></th><th>field</th><th>baseline</th><th>candidate</th></tr></thead>'
+            f"<tbody>{body}</tbody></table>"
+        )
     if md.get("unobserved"):
-        out.append(f"<p class=\"small\">unobserved on both sides (accepted): {esc(', '.join(map(str, md['unobserved'])))}</p>")
+        out.append(
+            f'<p class="small">unobserved on both sides (accepted): {esc(", ".join(map(str, md["unobserved"])))}</p>'
+        )
     if md.get("same"):
-        out.append(f"<details class=\"ev\"><summary>{len(md['same'])} identity field(s) the same</summary>"
-                   f"<p class=\"small\">{esc(', '.join(map(str, md['same'])))}</p></details>")
+        out.append(
+            f'<details class="ev"><summary>{len(md["same"])} identity field(s) the same</summary>'
+            f'<p class="small">{esc(", ".join(map(str, md["same"])))}</p></details>'
+        )
     return "".join(out)
 
 
@@ -797,8 +964,10 @@ def _crit_layers(run: Mapping[str, Any]) -> set[str]:
 
 def _grid(r: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
     layers = _layers_of(r)
-    head = "".join(f'<th><abbr title="{attr(lay)}: {attr(LAYER_MEANING.get(lay, ""))}">{esc(_layer_abbr(lay))}</abbr></th>'
-                   for lay in layers)
+    head = "".join(
+        f'<th><abbr title="{attr(lay)}: {attr(LAYER_MEANING.get(lay, ""))}">{esc(_layer_abbr(lay))}</abbr></th>'
+        for lay in layers
+    )
     body = []
     for tid in sorted(tasks):
         t = tasks[tid]
@@ -820,28 +989,38 @@ def _grid(r: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
                 marks.append(f'<span class="lm {mcls}">{mark}</span>')
                 states_here.append(f"r{run.get('rep')} {state}")
             cells.append(f'<td class="lay" title="{attr(lay)}: {attr(", ".join(states_here))}">{"".join(marks)}</td>')
-        body.append(f'<tr class="task-row{cls}" id="g-{slug(tid)}"><td class="tid"><a href="#{task_anchor(tid)}">{esc(tid)}</a></td>'
-                    f"<td>{esc(t.get('title', ''))}</td><td>{chips}</td><td>{npass}/{len(runs)}</td>{''.join(cells)}</tr>")
-    return ('<section id="grid"><h2>Task \u00d7 layer grid</h2><p class="small mut">One mark per repetition; a '
-            'thick left border marks a critical failure (red) or a tampered pass (purple). Layer names and outcome marks '
-            'are explained in the <a href="#legend">legend</a>.</p>'
-            f'<table id="grid-table"><thead><tr><th>task</th><th>title</th><th>runs</th><th>pass</th>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table></section>")
+        body.append(
+            f'<tr class="task-row{cls}" id="g-{slug(tid)}"><td class="tid"><a href="#{task_anchor(tid)}">{esc(tid)}</a></td>'
+            f"<td>{esc(t.get('title', ''))}</td><td>{chips}</td><td>{npass}/{len(runs)}</td>{''.join(cells)}</tr>"
+        )
+    return (
+        '<section id="grid"><h2>Task \u00d7 layer grid</h2><p class="small mut">One mark per repetition; a '
+        "thick left border marks a critical failure (red) or a tampered pass (purple). Layer names and outcome marks "
+        'are explained in the <a href="#legend">legend</a>.</p>'
+        f'<table id="grid-table"><thead><tr><th>task</th><th>title</th><th>runs</th><th>pass</th>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></section>"
+    )
 
 
 def _chip(tid: str, run: Mapping[str, Any], state: str) -> str:
     cls, mark, meaning = OUTCOMES[state]
-    return (f'<a class="chip {cls}" href="#{run_anchor(tid, run.get("rep"))}" '
-            f'title="r{attr(run.get("rep"))}: {attr(run.get("outcome"))} ({attr(meaning)})">{mark}</a>')
+    return (
+        f'<a class="chip {cls}" href="#{run_anchor(tid, run.get("rep"))}" '
+        f'title="r{attr(run.get("rep"))}: {attr(run.get("outcome"))} ({attr(meaning)})">{mark}</a>'
+    )
 
 
 # -- per task and per run --------------------------------------------------------
 
 
 def _task_sections(inp: ReportInput, tasks: Mapping[str, Any]) -> str:
-    out = [('<section id="tasks"><h2>Runs</h2><p><button id="expand-all" type="button">expand all</button>'
+    out = [
+        (
+            '<section id="tasks"><h2>Runs</h2><p><button id="expand-all" type="button">expand all</button>'
             '<button id="collapse-all" type="button">collapse all</button> <span class="small mut">Each task links '
-            "its runs; each run its checks; each check its evidence.</span></p>")]
+            "its runs; each run its checks; each check its evidence.</span></p>"
+        )
+    ]
     for tid in sorted(tasks):
         t = tasks[tid]
         runs = t.get("runs") or []
@@ -849,10 +1028,14 @@ def _task_sections(inp: ReportInput, tasks: Mapping[str, Any]) -> str:
         npass = sum(1 for st in states if st == "passed")
         flag = " \u00b7 <b>CRITICAL</b>" if "critical" in states else ""
         flag += " \u00b7 <b>tampered pass</b>" if "tampered" in states else ""
-        out.append(f'<details class="task" id="{task_anchor(tid)}"><summary><b>{esc(tid)}</b> {esc(t.get("title", ""))}'
-                   f" \u00b7 {npass}/{len(runs)} passed{flag}</summary>")
-        out.append(f"<p class=\"small\">behaviour under test: {esc(t.get('behavior') or 'n/a')}; suite {_code(t.get('suite'))}; "
-                   f"task digest {_code(t.get('task_digest'))} \u00b7 <a href=\"#g-{slug(tid)}\">grid row</a></p>")
+        out.append(
+            f'<details class="task" id="{task_anchor(tid)}"><summary><b>{esc(tid)}</b> {esc(t.get("title", ""))}'
+            f" \u00b7 {npass}/{len(runs)} passed{flag}</summary>"
+        )
+        out.append(
+            f'<p class="small">behaviour under test: {esc(t.get("behavior") or "n/a")}; suite {_code(t.get("suite"))}; '
+            f'task digest {_code(t.get("task_digest"))} \u00b7 <a href="#g-{slug(tid)}">grid row</a></p>'
+        )
         for run, state in zip(runs, states):
             out.append(_run_section(inp, tid, run, state))
         out.append("</details>")
@@ -864,13 +1047,22 @@ def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str)
     rep = run.get("rep")
     ev = run.get("evidence") or {}
     cls, mark, meaning = OUTCOMES[state]
-    out = [f'<details class="run" id="{run_anchor(tid, rep)}"><summary><span class="chip {cls}">{mark}</span> '
-           f"<b>{esc(tid)} r{esc(rep)}</b>: {esc(run.get('outcome'))}"
-           + (f" \u00b7 critical: {esc(', '.join(map(str, run.get('critical_failed') or [])))}" if run.get("critical_failed") else "")
-           + (" \u00b7 tampered pass" if run.get("tampered_pass") else "") + "</summary>"]
-    facts = [("outcome", f"{esc(run.get('outcome'))} <span class=\"mut\">({esc(meaning)})</span>"),
-             ("exit code", esc(ev.get("exit_code"))),
-             ("duration", f"{ev['duration_s']:.2f} s" if isinstance(ev.get("duration_s"), (int, float)) else "?")]
+    out = [
+        f'<details class="run" id="{run_anchor(tid, rep)}"><summary><span class="chip {cls}">{mark}</span> '
+        f"<b>{esc(tid)} r{esc(rep)}</b>: {esc(run.get('outcome'))}"
+        + (
+            f" \u00b7 critical: {esc(', '.join(map(str, run.get('critical_failed') or [])))}"
+            if run.get("critical_failed")
+            else ""
+        )
+        + (" \u00b7 tampered pass" if run.get("tampered_pass") else "")
+        + "</summary>"
+    ]
+    facts = [
+        ("outcome", f'{esc(run.get("outcome"))} <span class="mut">({esc(meaning)})</span>'),
+        ("exit code", esc(ev.get("exit_code"))),
+        ("duration", f"{ev['duration_s']:.2f} s" if isinstance(ev.get("duration_s"), (int, float)) else "?"),
+    ]
     if ev.get("timed_out"):
         facts.append(("timed out", "yes: the process tree was killed"))
     if ev.get("launch_error"):
@@ -893,7 +1085,7 @@ def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str)
         out.append(_head(inp, run, name, label, ev.get(f"{key}_bytes"), ev.get(f"{key}_truncated")))
     argv = inp.raw(run, "argv.json", SMALL_LIMIT)
     if argv.text:
-        out.append(f"<details class=\"ev\"><summary>argv</summary><pre>{esc(argv.text, block=True)}</pre></details>")
+        out.append(f'<details class="ev"><summary>argv</summary><pre>{esc(argv.text, block=True)}</pre></details>')
     out.append("</details>")
     return "".join(out)
 
@@ -901,31 +1093,46 @@ def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str)
 def _checks(tid: str, run: Mapping[str, Any]) -> str:
     checks = list(run.get("checks") or [])
     if not checks:
-        return "<h4>Checks</h4><p class=\"mut\">no checks recorded</p>"
+        return '<h4>Checks</h4><p class="mut">no checks recorded</p>'
     rows = []
     for i, c in enumerate(checks):
         passed = c.get("passed") is True
         crit = bool(c.get("critical"))
-        result = ('<span class="chip ok">\u2713</span>' if passed else
-                  ('<span class="chip crit">!</span> <b>CRITICAL FAIL</b>' if crit else '<span class="chip bad">\u2717</span> fail'))
+        result = (
+            '<span class="chip ok">\u2713</span>'
+            if passed
+            else (
+                '<span class="chip crit">!</span> <b>CRITICAL FAIL</b>'
+                if crit
+                else '<span class="chip bad">\u2717</span> fail'
+            )
+        )
         evidence = c.get("evidence")
         ev_html = ""
         if evidence:
             compact = json.dumps(evidence, sort_keys=True, ensure_ascii=False, default=str)
             if len(compact) <= 160 and "\\n" not in compact:
-                ev_html = f'<div class="evi" id="{evidence_anchor(tid, run.get("rep"), i)}"><code>{esc(compact)}</code></div>'
+                ev_html = (
+                    f'<div class="evi" id="{evidence_anchor(tid, run.get("rep"), i)}"><code>{esc(compact)}</code></div>'
+                )
             else:
-                ev_html = (f'<details class="ev" id="{evidence_anchor(tid, run.get("rep"), i)}"{"" if passed else " open"}>'
-                           f'<summary>evidence</summary>{_evidence_block(evidence)}'
-                           f'<a class="small" href="#{check_anchor(tid, run.get("rep"), i)}">back to the check</a></details>')
+                ev_html = (
+                    f'<details class="ev" id="{evidence_anchor(tid, run.get("rep"), i)}"{"" if passed else " open"}>'
+                    f"<summary>evidence</summary>{_evidence_block(evidence)}"
+                    f'<a class="small" href="#{check_anchor(tid, run.get("rep"), i)}">back to the check</a></details>'
+                )
         lay = str(c.get("layer"))
         crit_note = ' <span class="mut">(critical)</span>' if crit else ""
-        rows.append(f'<tr id="{check_anchor(tid, run.get("rep"), i)}" class="{"pass" if passed else "fail"}"><td>{result}</td>'
-                    f'<td><abbr title="{attr(lay)}">{esc(_layer_abbr(lay))}</abbr></td><td>{esc(c.get("name"))}'
-                    f'{crit_note}</td><td>{esc(c.get("kind"))}</td>'
-                    f"<td>{esc(c.get('detail', ''))}{ev_html}</td></tr>")
-    return ("<h4>Checks</h4><table class=\"checks\"><thead><tr><th>result</th><th>layer</th><th>check</th><th>kind</th>"
-            f"<th>detail and evidence</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+        rows.append(
+            f'<tr id="{check_anchor(tid, run.get("rep"), i)}" class="{"pass" if passed else "fail"}"><td>{result}</td>'
+            f'<td><abbr title="{attr(lay)}">{esc(_layer_abbr(lay))}</abbr></td><td>{esc(c.get("name"))}'
+            f"{crit_note}</td><td>{esc(c.get('kind'))}</td>"
+            f"<td>{esc(c.get('detail', ''))}{ev_html}</td></tr>"
+        )
+    return (
+        '<h4>Checks</h4><table class="checks"><thead><tr><th>result</th><th>layer</th><th>check</th><th>kind</th>'
+        f"<th>detail and evidence</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _evidence_block(evidence: Any) -> str:
@@ -935,7 +1142,7 @@ def _evidence_block(evidence: Any) -> str:
     rows = []
     for key, value in sorted(evidence.items(), key=lambda kv: str(kv[0])):
         if isinstance(value, str) and "\n" in value:
-            shown = f'<pre>{esc(value, block=True)}</pre>'
+            shown = f"<pre>{esc(value, block=True)}</pre>"
         else:
             shown = f"<code>{esc(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str))}</code>"
         rows.append((str(key), shown))
@@ -944,7 +1151,7 @@ def _evidence_block(evidence: Any) -> str:
 
 def _path_list(paths: Any) -> str:
     if not paths:
-        return "<span class=\"mut\">none</span>"
+        return '<span class="mut">none</span>'
     if not isinstance(paths, list):
         return esc(paths)
     shown = "".join(f"<li><code>{esc(p)}</code></li>" for p in paths[:200])
@@ -959,13 +1166,18 @@ def _harness_evidence(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str,
         if changed.get(kind):
             rows.append((f"{kind}", _path_list(changed[kind])))
     if not any(changed.get(k) for k in ("added", "modified", "deleted", "mode")):
-        rows.append(("changed paths", "<span class=\"mut\">none</span>"))
+        rows.append(("changed paths", '<span class="mut">none</span>'))
     rows.append(("writes outside", _path_list(ev.get("writes_outside"))))
     attempts = [e for e in _event_list(inp, run)[0] if e.get("type") == "network_attempt"]
     net = f"{esc(ev.get('network_attempts', 0))} counted by the harness"
     if attempts:
-        net += _path_list([f"{e.get('host', '?')}:{e.get('port', '?')}" + (f" (source {e.get('source')})" if e.get("source") else "")
-                           for e in attempts])
+        net += _path_list(
+            [
+                f"{e.get('host', '?')}:{e.get('port', '?')}"
+                + (f" (source {e.get('source')})" if e.get("source") else "")
+                for e in attempts
+            ]
+        )
     rows.append(("network attempts", net))
     if ev.get("api_requests"):
         rows.append(("API requests through the proxy", esc(ev["api_requests"])))
@@ -985,30 +1197,58 @@ def _harness_evidence(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str,
         rows.append(("work tree", "<b>deleted by the agent</b>"))
     if ev.get("event_problems"):
         rows.append(("event problems", _path_list(ev["event_problems"])))
-    known = {"changed", "writes_outside", "network_attempts", "api_requests", "network_policy", "git_mutations", "tamper",
-             "lockfile_changes", "credential_access", "leftover_processes", "work_tree_deleted", "event_problems",
-             "exit_code", "duration_s", "timed_out", "launch_error", "stdout_bytes", "stdout_truncated", "stderr_bytes",
-             "stderr_truncated"}
+    known = {
+        "changed",
+        "writes_outside",
+        "network_attempts",
+        "api_requests",
+        "network_policy",
+        "git_mutations",
+        "tamper",
+        "lockfile_changes",
+        "credential_access",
+        "leftover_processes",
+        "work_tree_deleted",
+        "event_problems",
+        "exit_code",
+        "duration_s",
+        "timed_out",
+        "launch_error",
+        "stdout_bytes",
+        "stdout_truncated",
+        "stderr_bytes",
+        "stderr_truncated",
+    }
     rest = {k: v for k, v in ev.items() if k not in known and v not in (None, [], {}, "")}
-    extra = f"<details class=\"ev\"><summary>other evidence fields</summary>{_json_block(rest)}</details>" if rest else ""
+    extra = f'<details class="ev"><summary>other evidence fields</summary>{_json_block(rest)}</details>' if rest else ""
     return "<h4>What the harness observed</h4>" + _dl(rows) + extra
 
 
 def _patch(inp: ReportInput, run: Mapping[str, Any], unfolded: bool = False) -> str:
     art = inp.raw(run, "diff.patch", PATCH_LIMIT)
     if art.text is None:
-        return f"<h4>Patch</h4><p class=\"mut\">{esc(art.problem)}</p>"
+        return f'<h4>Patch</h4><p class="mut">{esc(art.problem)}</p>'
     if not art.text:
-        return "<h4>Patch</h4><p class=\"mut\">empty: nothing changed in the work tree</p>"
+        return '<h4>Patch</h4><p class="mut">empty: nothing changed in the work tree</p>'
     changed = (run.get("evidence") or {}).get("changed") or {}
-    paths = sorted({p for v in changed.values() if isinstance(v, list) for p in v if isinstance(p, str)}, key=len, reverse=True)
+    paths = sorted(
+        {p for v in changed.values() if isinstance(v, list) for p in v if isinstance(p, str)}, key=len, reverse=True
+    )
     body = render_patch(art.text, paths)
-    cut = (f"<p class=\"small warn\">showing the first {len(art.text.encode('utf-8', 'surrogateescape')):,} of "
-           f"{art.size:,} bytes</p>") if art.truncated else ""
+    cut = (
+        (
+            f'<p class="small warn">showing the first {len(art.text.encode("utf-8", "surrogateescape")):,} of '
+            f"{art.size:,} bytes</p>"
+        )
+        if art.truncated
+        else ""
+    )
     n = art.text.count("diff --agentdrift ")
-    return (f"<details class=\"ev\"{' open' if unfolded and art.size <= 16384 else ''}><summary>Patch ({n} file(s), "
-            f"{art.size:,} bytes)</summary>{cut}"
-            f'<pre class="pl">{body}</pre></details>')
+    return (
+        f'<details class="ev"{" open" if unfolded and art.size <= 16384 else ""}><summary>Patch ({n} file(s), '
+        f"{art.size:,} bytes)</summary>{cut}"
+        f'<pre class="pl">{body}</pre></details>'
+    )
 
 
 def render_patch(text: str, paths: Iterable[str] = ()) -> str:
@@ -1088,25 +1328,33 @@ def _event_list(inp: ReportInput, run: Mapping[str, Any]) -> tuple[list[dict[str
 def _events(inp: ReportInput, run: Mapping[str, Any], unfolded: bool = False) -> str:
     events, art, bad = _event_list(inp, run)
     if art.text is None:
-        return f"<h4>Events</h4><p class=\"mut\">{esc(art.problem)}</p>"
+        return f'<h4>Events</h4><p class="mut">{esc(art.problem)}</p>'
     if not events:
-        return "<h4>Events</h4><p class=\"mut\">no events</p>"
+        return '<h4>Events</h4><p class="mut">no events</p>'
     items = []
     for i, e in enumerate(events[:EVENTS_LIMIT], 1):
         etype = str(e.get("type", "?"))
         fields = ", ".join(f"{esc(k)}={_short_json(v)}" for k, v in sorted(e.items()) if k != "type")
-        items.append(f'<li class="t-{slug(etype)}"><span class="mut small">{i}</span> <span class="ty">{esc(etype)}</span> {fields}</li>')
-    more = f"<p class=\"small warn\">{len(events) - EVENTS_LIMIT} more event(s) in events.jsonl not shown</p>" if len(events) > EVENTS_LIMIT else ""
-    badp = f"<p class=\"small warn\">{bad} line(s) of events.jsonl were not JSON objects</p>" if bad else ""
-    return (f"<details class=\"ev\"{' open' if unfolded and len(events) <= 50 else ''}><summary>Events timeline "
-            f"({len(events)})</summary>"
-            f'<ol class="tl">{"".join(items)}</ol>{more}{badp}</details>')
+        items.append(
+            f'<li class="t-{slug(etype)}"><span class="mut small">{i}</span> <span class="ty">{esc(etype)}</span> {fields}</li>'
+        )
+    more = (
+        f'<p class="small warn">{len(events) - EVENTS_LIMIT} more event(s) in events.jsonl not shown</p>'
+        if len(events) > EVENTS_LIMIT
+        else ""
+    )
+    badp = f'<p class="small warn">{bad} line(s) of events.jsonl were not JSON objects</p>' if bad else ""
+    return (
+        f'<details class="ev"{" open" if unfolded and len(events) <= 50 else ""}><summary>Events timeline '
+        f"({len(events)})</summary>"
+        f'<ol class="tl">{"".join(items)}</ol>{more}{badp}</details>'
+    )
 
 
 def _agent_report(inp: ReportInput, run: Mapping[str, Any]) -> str:
     report = run.get("report")
     if run.get("report_error"):
-        head = f"<p class=\"warn\">{esc(run['report_error'])}</p>"
+        head = f'<p class="warn">{esc(run["report_error"])}</p>'
     else:
         head = ""
     if not isinstance(report, Mapping):
@@ -1117,51 +1365,71 @@ def _agent_report(inp: ReportInput, run: Mapping[str, Any]) -> str:
             rows.append((key.replace("_", " "), _path_list(list(map(str, report[key])))))
     if report.get("answer"):
         rows.append(("answer", f"<pre>{esc(report['answer'], block=True)}</pre>"))
-    return "<h4>The agent's report <span class=\"mut small\">(its claim, not evidence)</span></h4>" + head + _dl(rows)
+    return '<h4>The agent\'s report <span class="mut small">(its claim, not evidence)</span></h4>' + head + _dl(rows)
 
 
 def _head(inp: ReportInput, run: Mapping[str, Any], name: str, label: str, total: Any, capture_cut: Any) -> str:
     art = inp.raw(run, name, HEAD_LIMIT)
     if art.text is None:
-        return f"<h4>{label}</h4><p class=\"mut\">{esc(art.problem)}</p>"
+        return f'<h4>{label}</h4><p class="mut">{esc(art.problem)}</p>'
     if not art.text:
-        return f"<h4>{label}</h4><p class=\"mut\">empty</p>"
-    note = f"first {HEAD_LIMIT // 1024} KiB of {art.size:,} bytes recorded" if art.truncated else f"{art.size:,} bytes recorded"
+        return f'<h4>{label}</h4><p class="mut">empty</p>'
+    note = (
+        f"first {HEAD_LIMIT // 1024} KiB of {art.size:,} bytes recorded"
+        if art.truncated
+        else f"{art.size:,} bytes recorded"
+    )
     if capture_cut:
-        note += f"; the agent wrote {total:,} bytes, capture kept head and tail" if isinstance(total, int) else "; capture truncated"
-    return f"<details class=\"ev\"><summary>{label} ({esc(note)})</summary><pre>{esc(art.text, block=True)}</pre></details>"
+        note += (
+            f"; the agent wrote {total:,} bytes, capture kept head and tail"
+            if isinstance(total, int)
+            else "; capture truncated"
+        )
+    return (
+        f'<details class="ev"><summary>{label} ({esc(note)})</summary><pre>{esc(art.text, block=True)}</pre></details>'
+    )
 
 
 # -- legend and footer -------------------------------------------------------------
 
 
 def _legend(r: Mapping[str, Any]) -> str:
-    layers = "".join(f"<tr><td><abbr>{esc(_layer_abbr(lay))}</abbr></td><td>{_code(lay)}</td>"
-                     f"<td>{esc(LAYER_MEANING.get(lay, 'a layer this version does not describe'))}</td></tr>"
-                     for lay in _layers_of(r))
-    outcomes = "".join(f'<tr><td><span class="chip {cls}">{mark}</span></td><td>{esc(name)}</td><td>{esc(meaning)}</td></tr>'
-                       for name, (cls, mark, meaning) in OUTCOMES.items())
-    marks = ('<tr><td><span class="lm ok">\u25cf</span></td><td>the layer\'s checks passed</td></tr>'
-             '<tr><td><span class="lm bad">\u25cf</span></td><td>a check of the layer failed</td></tr>'
-             '<tr><td><span class="lm crit">!</span></td><td>a <b>critical</b> check of the layer failed</td></tr>'
-             '<tr><td><span class="lm na">\u00b7</span></td><td>the task has no check in this layer</td></tr>')
-    return ('<section id="legend"><h2>Legend</h2><h3>Layers</h3><p class="small">Every check belongs to one layer; '
-            "a run passes when every check passes.</p>"
-            f'<table id="layer-legend"><thead><tr><th>abbr.</th><th>layer</th><th>what it asks</th></tr></thead><tbody>{layers}</tbody></table>'
-            f'<h3>Run outcomes</h3><table><tbody>{outcomes}</tbody></table>'
-            f"<h3>Layer marks (one per repetition)</h3><table><tbody>{marks}</tbody></table>"
-            '<h3>Events timeline</h3><p class="small">Each run\'s events in order, as recorded in events.jsonl: what '
-            'the agent and its adapter reported, and what the harness observed. The agent can write any event, so the '
-            'harness\'s own counts (network attempts, writes outside, changed paths) are the evidence; the timeline is '
-            'the story.</p>'
-            '<p class="small">Text the agent could influence (file names, patch, events, output) is shown with '
-            'control characters as visible escapes such as <code>\\x1b</code> and <code>\\n</code> in '
-            '<span class="cc">this style</span>.</p></section>')
+    layers = "".join(
+        f"<tr><td><abbr>{esc(_layer_abbr(lay))}</abbr></td><td>{_code(lay)}</td>"
+        f"<td>{esc(LAYER_MEANING.get(lay, 'a layer this version does not describe'))}</td></tr>"
+        for lay in _layers_of(r)
+    )
+    outcomes = "".join(
+        f'<tr><td><span class="chip {cls}">{mark}</span></td><td>{esc(name)}</td><td>{esc(meaning)}</td></tr>'
+        for name, (cls, mark, meaning) in OUTCOMES.items()
+    )
+    marks = (
+        '<tr><td><span class="lm ok">\u25cf</span></td><td>the layer\'s checks passed</td></tr>'
+        '<tr><td><span class="lm bad">\u25cf</span></td><td>a check of the layer failed</td></tr>'
+        '<tr><td><span class="lm crit">!</span></td><td>a <b>critical</b> check of the layer failed</td></tr>'
+        '<tr><td><span class="lm na">\u00b7</span></td><td>the task has no check in this layer</td></tr>'
+    )
+    return (
+        '<section id="legend"><h2>Legend</h2><h3>Layers</h3><p class="small">Every check belongs to one layer; '
+        "a run passes when every check passes.</p>"
+        f'<table id="layer-legend"><thead><tr><th>abbr.</th><th>layer</th><th>what it asks</th></tr></thead><tbody>{layers}</tbody></table>'
+        f"<h3>Run outcomes</h3><table><tbody>{outcomes}</tbody></table>"
+        f"<h3>Layer marks (one per repetition)</h3><table><tbody>{marks}</tbody></table>"
+        '<h3>Events timeline</h3><p class="small">Each run\'s events in order, as recorded in events.jsonl: what '
+        "the agent and its adapter reported, and what the harness observed. The agent can write any event, so the "
+        "harness's own counts (network attempts, writes outside, changed paths) are the evidence; the timeline is "
+        "the story.</p>"
+        '<p class="small">Text the agent could influence (file names, patch, events, output) is shown with '
+        "control characters as visible escapes such as <code>\\x1b</code> and <code>\\n</code> in "
+        '<span class="cc">this style</span>.</p></section>'
+    )
 
 
 def _footer(r: Mapping[str, Any]) -> str:
-    return (f'<footer class="small mut"><p>Generated by pytest-agentdrift {esc(r.get("plugin_version", "?"))} from '
-            "results.json and raw/. A self-contained file: it makes no network request.</p></footer>")
+    return (
+        f'<footer class="small mut"><p>Generated by pytest-agentdrift {esc(r.get("plugin_version", "?"))} from '
+        "results.json and raw/. A self-contained file: it makes no network request.</p></footer>"
+    )
 
 
 def record_page(run_dir: Path, results: dict[str, Any] | None = None) -> str:

@@ -32,7 +32,9 @@ def secret_values(environ: dict[str, str], allow: set[str]) -> list[str]:
         pathlike = value.startswith(("/", "~")) or all(part.startswith("/") for part in value.split(":") if part)
         # a credential the agent is given (ANTHROPIC_API_KEY, --agent-env MY_TOKEN) is still a secret;
         # other values from 8 characters, unless they are paths (scrubbing those mangles output)
-        if (SECRET_NAME.search(name) and name not in _NOT_SECRET) or (name not in allow and len(value) >= 8 and not pathlike):
+        if (SECRET_NAME.search(name) and name not in _NOT_SECRET) or (
+            name not in allow and len(value) >= 8 and not pathlike
+        ):
             raw = value.encode()
             out.update({value, raw.hex(), base64.b64encode(raw).decode().rstrip("=")})
     return sorted(out, key=len, reverse=True)

@@ -9,8 +9,16 @@ from typing import Any
 
 from pytest_agentdrift.tasks.load import LAYERS
 
-_LAYER_ABBR = {"safety": "safe", "correctness": "corr", "scope": "scop", "instruction_fidelity": "inst",
-               "verification": "veri", "efficiency": "effi", "operator_load": "oper", "recovery": "reco"}
+_LAYER_ABBR = {
+    "safety": "safe",
+    "correctness": "corr",
+    "scope": "scop",
+    "instruction_fidelity": "inst",
+    "verification": "veri",
+    "efficiency": "effi",
+    "operator_load": "oper",
+    "recovery": "reco",
+}
 _MARK = {"pass": "ok", "fail": "FAIL", "n/a": "-"}
 
 
@@ -26,8 +34,10 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         lines.append(f"  the agent timed out after {ev['duration_s']:.1f}s; its process tree was killed")
     for key in ev.get("resource_exceeded") or ():
         lim = (ev.get("limits") or {}).get(key, {})
-        lines.append(f"  RESOURCE LIMIT HIT: {key} (limit {_limit_text(key, lim.get('limit'))}, enforced by {lim.get('enforced_by', '?')}"
-                     f", peak {_limit_text(key, lim.get('peak'))}); the run was stopped or refused")
+        lines.append(
+            f"  RESOURCE LIMIT HIT: {key} (limit {_limit_text(key, lim.get('limit'))}, enforced by {lim.get('enforced_by', '?')}"
+            f", peak {_limit_text(key, lim.get('peak'))}); the run was stopped or refused"
+        )
     if result["tampered_pass"]:
         lines.append("  TAMPERED PASS: the run changed protected tests or test configuration; counted as a fail")
     for check in sorted(result["checks"], key=lambda c: (not c["critical"], c["passed"])):
@@ -39,11 +49,15 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         if tail:
             lines.extend("      | " + ln for ln in str(tail).splitlines()[-10:])
     changed = ev["changed"]
-    n = sum(len(v) for v in changed.values()) + sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
+    n = sum(len(v) for v in changed.values()) + sum(
+        v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed.")
+    )
     lines.extend(_budget_lines(ev))
-    lines.append(f"  evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s, {n} changed path(s)"
-                 f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s) observed by the harness"
-                 f", {len(ev['git_mutations'])} git mutation(s)")
+    lines.append(
+        f"  evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s, {n} changed path(s)"
+        f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s) observed by the harness"
+        f", {len(ev['git_mutations'])} git mutation(s)"
+    )
     if ev.get("leftover_processes"):
         lines.append(f"  {ev['leftover_processes']} process(es) outlived the agent and were killed")
     if result.get("report_error"):
@@ -74,8 +88,10 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     tasks = results["tasks"]
     out: list[str] = []
     iso = results["isolation"]
-    out.append(f"agent {results['agent']['name']} ({results['agent']['version']}), isolation {iso['enforced']}"
-               f" (network {iso['network']}, file system {iso['filesystem']})")
+    out.append(
+        f"agent {results['agent']['name']} ({results['agent']['version']}), isolation {iso['enforced']}"
+        f" (network {iso['network']}, file system {iso['filesystem']})"
+    )
     if iso["enforced"] == "none":
         out.append("WARNING: runs were NOT isolated; effects were only detected, not prevented")
     if iso.get("not_hidden"):
@@ -102,17 +118,26 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
             state = "fail" if "fail" in states else ("pass" if "pass" in states else "n/a")
             cols.append(f"{_MARK[state]:>4}")
         out.append(f"{tid:<10} {npass:>2}/{len(runs):<2}  " + " ".join(cols) + f"  {t['title']}")
-    out.append("layers: " + ", ".join(f"{_LAYER_ABBR[layer]} {layer}" for layer in LAYERS)
-               + "; ok = passed, FAIL = failed in a run, - = no check in that layer")
+    out.append(
+        "layers: "
+        + ", ".join(f"{_LAYER_ABBR[layer]} {layer}" for layer in LAYERS)
+        + "; ok = passed, FAIL = failed in a run, - = no check in that layer"
+    )
     no_defaults = sorted(tid for tid, t in tasks.items() if t.get("default_checks") is False)
     if no_defaults:
         out.append("default safety checks turned off (default_checks = false): " + ", ".join(no_defaults))
     s = results["summary"]
     rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
-    out.append(f"{s['passed']} of {s['runs']} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
-               f"{s['tampered_passes']} tampered pass(es); {s['errors']} error(s)/timeout(s)")
-    hit = [f"{tid} r{r['rep']} ({', '.join(r['evidence']['resource_exceeded'])})" for tid, t in tasks.items() for r in t["runs"]
-           if r["evidence"].get("resource_exceeded")]
+    out.append(
+        f"{s['passed']} of {s['runs']} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
+        f"{s['tampered_passes']} tampered pass(es); {s['errors']} error(s)/timeout(s)"
+    )
+    hit = [
+        f"{tid} r{r['rep']} ({', '.join(r['evidence']['resource_exceeded'])})"
+        for tid, t in tasks.items()
+        for r in t["runs"]
+        if r["evidence"].get("resource_exceeded")
+    ]
     if hit:
         out.append("resource limits hit: " + ", ".join(hit))
     if not results["complete"]:
@@ -133,8 +158,10 @@ def limits_line(results: dict[str, Any]) -> str | None:
         return None
     first = next((r for t in results["tasks"].values() for r in t["runs"]), None)
     how = (first or {}).get("evidence", {}).get("limits") or {}
-    return ", ".join(f"{k} {_limit_text(k, v) if v else 'off'}" + (f" ({how[k]['enforced_by']})" if k in how and v else "")
-                     for k, v in asked.items())
+    return ", ".join(
+        f"{k} {_limit_text(k, v) if v else 'off'}" + (f" ({how[k]['enforced_by']})" if k in how and v else "")
+        for k, v in asked.items()
+    )
 
 
 def _experiment_lines(settings: dict[str, Any]) -> list[str]:
@@ -144,26 +171,32 @@ def _experiment_lines(settings: dict[str, Any]) -> list[str]:
     if bundle:
         ov = bundle.get("overlay") or {}
         derived = f", derived from {bundle['derived_from'][:19]}…" if bundle.get("derived_from") else ""
-        out.append(f"bundle {bundle.get('name') or '(unnamed)'} ({bundle['digest'][:19]}…{derived}): "
-                   f"{ov.get('project_files', 0)} project file(s) overlaid into each work tree, {ov.get('user_files', 0)} "
-                   f"into the private home" + (f", {', '.join(ov['removed'])} removed" if ov.get("removed") else "")
-                   + "; harness-placed files are never counted as changes")
+        out.append(
+            f"bundle {bundle.get('name') or '(unnamed)'} ({bundle['digest'][:19]}…{derived}): "
+            f"{ov.get('project_files', 0)} project file(s) overlaid into each work tree, {ov.get('user_files', 0)} "
+            f"into the private home"
+            + (f", {', '.join(ov['removed'])} removed" if ov.get("removed") else "")
+            + "; harness-placed files are never counted as changes"
+        )
     plan = settings.get("plan")
     if plan:
         planned = plan["planned"]
         state = "followed" if plan["followed"] else "NOT followed (" + "; ".join(plan["problems"]) + ")"
-        out.append(f"plan {plan['digest'][:19]}… ({'pre-registered ' + plan['created_at'] if plan['pre_registered'] else 'not older than the run'}): "
-                   f"{planned.get('tasks')} task(s) × k={planned.get('k')} for {100 * plan['delta']:.1f} pp at alpha "
-                   f"{plan['alpha']:g}, power {plan['power']:.2f}; this run {plan['ran']['tasks']} × k={plan['ran']['k']}: {state}")
+        out.append(
+            f"plan {plan['digest'][:19]}… ({'pre-registered ' + plan['created_at'] if plan['pre_registered'] else 'not older than the run'}): "
+            f"{planned.get('tasks')} task(s) × k={planned.get('k')} for {100 * plan['delta']:.1f} pp at alpha "
+            f"{plan['alpha']:g}, power {plan['power']:.2f}; this run {plan['ran']['tasks']} × k={plan['ran']['k']}: {state}"
+        )
     return out
 
 
 def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None, closing: str | None = None) -> str:
-
     """report.md: the same facts as the terminal, with every failed check's evidence."""
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
     md.append(f"- agent: `{results['agent']['name']}` version `{results['agent']['version']}`")
-    md.append(f"- started {results['started_at']}, finished {results['finished_at']}; complete: {str(results['complete']).lower()}")
+    md.append(
+        f"- started {results['started_at']}, finished {results['finished_at']}; complete: {str(results['complete']).lower()}"
+    )
     iso = results["isolation"]
     md.append(f"- isolation: {iso['enforced']} (network {iso['network']}, file system {iso['filesystem']})")
     limits = limits_line(results)
@@ -185,26 +218,37 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
         md.append(f"Behaviour under test: {t['behavior'] or 'n/a'}; suite `{t['suite']}`.")
         md.append("")
         for r in t["runs"]:
-            md.append(f"- r{r['rep']}: **{r['outcome']}**" + (" (tampered pass)" if r["tampered_pass"] else "")
-                      + (f"; critical failures: {', '.join(r['critical_failed'])}" if r["critical_failed"] else ""))
+            md.append(
+                f"- r{r['rep']}: **{r['outcome']}**"
+                + (" (tampered pass)" if r["tampered_pass"] else "")
+                + (f"; critical failures: {', '.join(r['critical_failed'])}" if r["critical_failed"] else "")
+            )
             for c in r["checks"]:
                 mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
                 md.append(f"  - {mark}: {c['layer']}/{c['name']} ({c['kind']}): {c['detail']}")
-                tail = None if c["passed"] else (c.get("evidence") or {}).get("tail") or (c.get("evidence") or {}).get("diff")
+                tail = (
+                    None
+                    if c["passed"]
+                    else (c.get("evidence") or {}).get("tail") or (c.get("evidence") or {}).get("diff")
+                )
                 if tail:
                     md += ["", "    ```", *("    " + ln for ln in str(tail).splitlines()[-15:]), "    ```", ""]
             ev = r["evidence"]
             md.extend("  - " + line.strip() for line in _budget_lines(ev))
             if ev.get("overlay"):
                 placed = sorted([*ev["overlay"]["placed"], *ev["overlay"]["replaced"]])
-                md.append(f"  - harness-placed from bundle {ev['overlay']['bundle'] or ev['overlay']['digest']} (not changes): "
-                          f"{', '.join(placed) or 'nothing'}" + (f"; removed first: {', '.join(ev['overlay']['removed'])}"
-                                                                 if ev["overlay"]["removed"] else ""))
+                md.append(
+                    f"  - harness-placed from bundle {ev['overlay']['bundle'] or ev['overlay']['digest']} (not changes): "
+                    f"{', '.join(placed) or 'nothing'}"
+                    + (f"; removed first: {', '.join(ev['overlay']['removed'])}" if ev["overlay"]["removed"] else "")
+                )
             more = sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
-            md.append(f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed {', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
-                      + (f" (+{more} more)" if more else "")
-                      + f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts observed by the harness: {ev['network_attempts']}"
-                      f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`")
+            md.append(
+                f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed {', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
+                + (f" (+{more} more)" if more else "")
+                + f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts observed by the harness: {ev['network_attempts']}"
+                f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`"
+            )
         md.append("")
     if closing:
         md += ["", closing]

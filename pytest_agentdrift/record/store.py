@@ -69,7 +69,9 @@ def check_record_target(path: Path) -> None:
                 state = "an incomplete run"
         except (OSError, ValueError, AttributeError):
             state = "a recorded run"
-        raise RecordError(f"already holds {state}; recorded runs are never rewritten: record into a new directory", path)
+        raise RecordError(
+            f"already holds {state}; recorded runs are never rewritten: record into a new directory", path
+        )
     if path.is_dir() and any(p.name != INCOMPLETE_MARKER for p in path.iterdir()):
         raise RecordError("recording target is not empty; record into a new directory", path)
     if (path / INCOMPLETE_MARKER).exists():
@@ -108,7 +110,11 @@ class RunRecorder:
         problems = schema_problems(results)
         if problems:
             # A schema violation is our bug; keep the data, say so, never claim complete.
-            results = {**results, "complete": False, "incomplete_reasons": [*results.get("incomplete_reasons", []), *("schema: " + p for p in problems)]}
+            results = {
+                **results,
+                "complete": False,
+                "incomplete_reasons": [*results.get("incomplete_reasons", []), *("schema: " + p for p in problems)],
+            }
         atomic_write(self.path / RESULTS, dumps_pretty(results))
         if results["complete"]:
             try:

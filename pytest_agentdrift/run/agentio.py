@@ -147,7 +147,9 @@ class EventLog:
             self.problem(exc.reason, f"{where}: dropped, {exc}")
 
     def problem_lines(self) -> list[str]:
-        return self.problems + ([f"... and {self._unlisted} more problem(s) (counted in events_dropped)"] if self._unlisted else [])
+        return self.problems + (
+            [f"... and {self._unlisted} more problem(s) (counted in events_dropped)"] if self._unlisted else []
+        )
 
 
 def read_events(path: Path, log: EventLog | None = None) -> EventLog:

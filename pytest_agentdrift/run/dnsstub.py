@@ -18,7 +18,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-QTYPES = {1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT", 28: "AAAA", 33: "SRV", 65: "HTTPS", 255: "ANY"}
+QTYPES = {
+    1: "A",
+    2: "NS",
+    5: "CNAME",
+    6: "SOA",
+    12: "PTR",
+    15: "MX",
+    16: "TXT",
+    28: "AAAA",
+    33: "SRV",
+    65: "HTTPS",
+    255: "ANY",
+}
 RCODE_FORMERR, RCODE_NXDOMAIN = 1, 3
 _MAX_TCP_CLIENTS = 16
 
@@ -27,7 +39,14 @@ class Query:
     __slots__ = ("flags", "id", "name", "qclass", "qtype", "question")
 
     def __init__(self, id_: int, flags: int, name: str, qtype: int, qclass: int, question: bytes):
-        self.id, self.flags, self.name, self.qtype, self.qclass, self.question = id_, flags, name, qtype, qclass, question
+        self.id, self.flags, self.name, self.qtype, self.qclass, self.question = (
+            id_,
+            flags,
+            name,
+            qtype,
+            qclass,
+            question,
+        )
 
     @property
     def qtype_name(self) -> str:
@@ -56,12 +75,12 @@ def parse_query(msg: bytes) -> Query:
             break
         if off + n > len(msg) or len(labels) > 127:
             raise ValueError("truncated name")
-        labels.append(msg[off:off + n].decode("ascii", "backslashreplace"))
+        labels.append(msg[off : off + n].decode("ascii", "backslashreplace"))
         off += n
     if off + 4 > len(msg):
         raise ValueError("truncated question")
     qtype, qclass = struct.unpack_from("!HH", msg, off)
-    return Query(id_, flags, ".".join(labels), qtype, qclass, msg[12:off + 4])
+    return Query(id_, flags, ".".join(labels), qtype, qclass, msg[12 : off + 4])
 
 
 def nxdomain(q: Query) -> bytes:
@@ -85,10 +104,15 @@ class DnsStub:
     `attribute(proto, client_addr)` names the program that asked, or None.
     """
 
-    def __init__(self, udp: socket.socket | None, tcp: socket.socket | None,
-                 record: Callable[[dict[str, Any]], None],
-                 attribute: Callable[[str, tuple], str | None] = lambda proto, addr: None,
-                 clock: Callable[[], float] = time.monotonic, dedupe_s: float = 2.0):
+    def __init__(
+        self,
+        udp: socket.socket | None,
+        tcp: socket.socket | None,
+        record: Callable[[dict[str, Any]], None],
+        attribute: Callable[[str, tuple], str | None] = lambda proto, addr: None,
+        clock: Callable[[], float] = time.monotonic,
+        dedupe_s: float = 2.0,
+    ):
         self.udp, self.tcp = udp, tcp
         self.record = record
         self.attribute = attribute
@@ -135,8 +159,18 @@ class DnsStub:
                 return
             self._recent[key] = now
         program = self.attribute(proto, client)  # before the answer: the asking socket is still open
-        self.record({"source": "harness", "type": "network_attempt", "host": q.name.rstrip(".") or ".",
-                     "port": None, "program": program, "allowed": False, "via": "dns", "qtype": q.qtype_name})
+        self.record(
+            {
+                "source": "harness",
+                "type": "network_attempt",
+                "host": q.name.rstrip(".") or ".",
+                "port": None,
+                "program": program,
+                "allowed": False,
+                "via": "dns",
+                "qtype": q.qtype_name,
+            }
+        )
 
     def _serve_udp(self) -> None:
         sock = self.udp

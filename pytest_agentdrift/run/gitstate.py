@@ -20,8 +20,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-from pytest_agentdrift.tasks import fdtree
 from pytest_agentdrift.safetext import escape_path
+from pytest_agentdrift.tasks import fdtree
 
 EVALUATOR_COMPONENT = "gitstate"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
@@ -49,11 +49,25 @@ def git_init_fixture(work: Path) -> str | None:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **_GIT_ENV}
     try:
         # one pack instead of a loose object per file: copying .git into each run stays cheap
-        for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
-                     ["git", "commit", "-q", "--no-verify", "--no-gpg-sign", "-m", "frozen fixture"],
-                     ["git", "repack", "-a", "-d", "-q"], ["git", "prune-packed"]):
-            subprocess.run(argv, cwd=work, env=env, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, env=env, check=True, capture_output=True, text=True)
+        for argv in (
+            ["git", "init", "-q", "-b", "main"],
+            ["git", "add", "-A"],
+            ["git", "commit", "-q", "--no-verify", "--no-gpg-sign", "-m", "frozen fixture"],
+            ["git", "repack", "-a", "-d", "-q"],
+            ["git", "prune-packed"],
+        ):
+            subprocess.run(
+                argv,
+                cwd=work,
+                env=env,
+                check=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=work, env=env, check=True, capture_output=True, text=True
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
     return out.stdout.strip()
@@ -93,10 +107,16 @@ def _index_entries(work: Path, isolation) -> str:
     is a change; the stat data a harmless `git status` refreshes is not."""
     from pytest_agentdrift.run import sandbox
 
-    res = sandbox.run(["git", "-c", "core.fsmonitor=false", "ls-files", "--stage", "-v", "-z"], cwd=work,
-                      env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", **_GIT_ENV},
-                      isolation=isolation or sandbox.detect("auto"), writable=[], timeout_s=30,
-                      output_limit=64 << 20, token=secrets.token_hex(8))
+    res = sandbox.run(
+        ["git", "-c", "core.fsmonitor=false", "ls-files", "--stage", "-v", "-z"],
+        cwd=work,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", **_GIT_ENV},
+        isolation=isolation or sandbox.detect("auto"),
+        writable=[],
+        timeout_s=30,
+        output_limit=64 << 20,
+        token=secrets.token_hex(8),
+    )
     if res.exit_code != 0 or res.stdout_truncated:
         return "unreadable"
     return hashlib.sha256(res.stdout).hexdigest()
@@ -133,7 +153,11 @@ def git_state(work: Path, isolation=None) -> dict[str, str]:
             state["(more entries than the harness reads)"] = stats.truncated
             break
     if os.path.lexists(gitdir / "index"):
-        state["index"] = _index_entries(work, isolation) if (gitdir / "index").is_file() and not (gitdir / "index").is_symlink() else "not-a-regular-file"
+        state["index"] = (
+            _index_entries(work, isolation)
+            if (gitdir / "index").is_file() and not (gitdir / "index").is_symlink()
+            else "not-a-regular-file"
+        )
     return state
 
 

@@ -120,6 +120,7 @@ def describe(limits: dict[str, int | None]) -> str:
 
 # ---- cgroups ---------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Controller:
     """Where one controller (memory or pids) can host the runs' cgroups."""
@@ -212,6 +213,7 @@ def _v2_controller(name: str, own: Path, mount: Path) -> tuple[Controller | None
     made beside it, under its parent, when the parent hands the controller
     down and is writable (systemd: a delegated scope or service).
     """
+
     def has(d: Path, file: str) -> bool:
         try:
             return name in (d / file).read_text().split()
@@ -232,8 +234,10 @@ def _v2_controller(name: str, own: Path, mount: Path) -> tuple[Controller | None
             return Controller(name, 2, own), ""
         except OSError as exc:
             return None, f"cgroup v2 {name}: cannot enable it in {own}: {exc.strerror or exc}"
-    return None, (f"cgroup v2 {name}: neither {own} nor its parent hands it to child cgroups that the harness may make "
-                  "(run the harness in a delegated cgroup, e.g. systemd-run --scope -p Delegate=yes)")
+    return None, (
+        f"cgroup v2 {name}: neither {own} nor its parent hands it to child cgroups that the harness may make "
+        "(run the harness in a delegated cgroup, e.g. systemd-run --scope -p Delegate=yes)"
+    )
 
 
 _layout_cache: CgroupLayout | None = None
@@ -318,11 +322,18 @@ class RunCgroups:
             v, d = self.dirs["memory"]
             if v == 1:
                 oom = _kv(d / "memory.oom_control")
-                out["memory"] = {"peak": _int(d / "memory.max_usage_in_bytes"), "failcnt": _int(d / "memory.failcnt"),
-                                 "oom_kill": oom.get("oom_kill")}
+                out["memory"] = {
+                    "peak": _int(d / "memory.max_usage_in_bytes"),
+                    "failcnt": _int(d / "memory.failcnt"),
+                    "oom_kill": oom.get("oom_kill"),
+                }
             else:
                 ev = _kv(d / "memory.events")
-                out["memory"] = {"peak": _int(d / "memory.peak"), "failcnt": ev.get("max"), "oom_kill": ev.get("oom_kill")}
+                out["memory"] = {
+                    "peak": _int(d / "memory.peak"),
+                    "failcnt": ev.get("max"),
+                    "oom_kill": ev.get("oom_kill"),
+                }
         if "pids" in self.dirs:
             v, d = self.dirs["pids"]
             ev = _kv(d / "pids.events")
@@ -404,6 +415,7 @@ def cgroup_name(token: str) -> str:
 
 # ---- rlimits and tmpfs sizes ------------------------------------------------------------------
 
+
 def rlimits_for(limits: dict[str, int | None], cgroups: RunCgroups) -> tuple[dict[int, int], dict[str, str]]:
     """The rlimits to put on the run's first process, and the fallbacks they stand for."""
     import resource
@@ -468,7 +480,7 @@ def size_tmpfs(bwrap_argv: list[str], shm: int | None, tmp: int | None) -> list[
             i += 2
             continue
         if a in ("--size", "--perms"):  # an option that belongs to the next argument: keep the pair
-            out += bwrap_argv[i:i + 2]
+            out += bwrap_argv[i : i + 2]
             i += 2
             continue
         out.append(a)

@@ -50,15 +50,49 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 #: the dynamic linker, time zone and locale, TLS trust anchors (never ssl/private), the
 #: alternatives links /usr/bin points into, OS identity, shells, git's and Python's system config
 ETC_ALLOW = (
-    "passwd", "group", "nsswitch.conf", "host.conf", "hosts", "hostname", "resolv.conf", "gai.conf",
-    "services", "protocols", "networks", "rpc",
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-    "localtime", "timezone", "locale.alias", "locale.conf", "default/locale",
-    "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
-    "pki/tls/certs", "pki/tls/openssl.cnf", "pki/ca-trust/extracted",
-    "alternatives", "os-release", "lsb-release", "debian_version", "mtab",
-    "bash.bashrc", "profile", "shells", "inputrc", "terminfo", "mime.types", "magic", "magic.mime",
-    "gitconfig", "python3", *(f"python3.{minor}" for minor in range(8, 20)),
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "host.conf",
+    "hosts",
+    "hostname",
+    "resolv.conf",
+    "gai.conf",
+    "services",
+    "protocols",
+    "networks",
+    "rpc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "locale.alias",
+    "locale.conf",
+    "default/locale",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/tls/openssl.cnf",
+    "pki/ca-trust/extracted",
+    "alternatives",
+    "os-release",
+    "lsb-release",
+    "debian_version",
+    "mtab",
+    "bash.bashrc",
+    "profile",
+    "shells",
+    "inputrc",
+    "terminfo",
+    "mime.types",
+    "magic",
+    "magic.mime",
+    "gitconfig",
+    "python3",
+    *(f"python3.{minor}" for minor in range(8, 20)),
 )
 
 #: directories that exist in the sandbox, empty and read-only
@@ -78,8 +112,9 @@ class Mount:
         def show(p: str | None) -> str | None:
             for path, label in (labels or {}).items():
                 if p is not None and _within(p, path):
-                    return label + p[len(path.rstrip("/")):]
+                    return label + p[len(path.rstrip("/")) :]
             return p
+
         if self.kind == "symlink":
             return f"symlink {show(self.dest)} -> {self.source}"
         if self.source is not None and self.source != self.dest:
@@ -140,8 +175,13 @@ def _key(path: str) -> tuple[str, ...]:
     return tuple(p for p in path.split("/") if p)
 
 
-def build(*, writable: Iterable[str | os.PathLike[str]] = (), readable: Iterable[str | os.PathLike[str]] = (),
-          exclude: Iterable[str | os.PathLike[str]] = (), additions: Iterable[tuple[str, str]] = ()) -> MountPlan:
+def build(
+    *,
+    writable: Iterable[str | os.PathLike[str]] = (),
+    readable: Iterable[str | os.PathLike[str]] = (),
+    exclude: Iterable[str | os.PathLike[str]] = (),
+    additions: Iterable[tuple[str, str]] = (),
+) -> MountPlan:
     """The plan for one sandbox: system allow-list + readable (read-only) + writable, minus exclude.
 
     Paths are resolved (a symlinked path is mounted where it really lives). A
@@ -212,8 +252,11 @@ def build(*, writable: Iterable[str | os.PathLike[str]] = (), readable: Iterable
         ops.append(Mount("symlink", "../run", "/var/run"))
     base, rest = ops[:3], ops[3:]
     rest.sort(key=lambda m: _key(m.dest))
-    return MountPlan(tuple(base + rest + [Mount("remount-ro", None, "/")]), tuple(sorted(set(excluded))),
-                     tuple((str(p), str(why)) for p, why in additions))
+    return MountPlan(
+        tuple(base + rest + [Mount("remount-ro", None, "/")]),
+        tuple(sorted(set(excluded))),
+        tuple((str(p), str(why)) for p, why in additions),
+    )
 
 
 def _emit(path: str, mode: str, hidden: list[str], ops: list[Mount], excluded: list[str]) -> None:
@@ -258,8 +301,14 @@ def harness_runtime() -> tuple[str, ...]:
     """
     from importlib.util import find_spec
 
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.dirname(_real(sys.executable))), str(PACKAGE_ROOT)}
+    paths = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.dirname(_real(sys.executable))),
+        str(PACKAGE_ROOT),
+    }
     for name in ("pytest", "_pytest", "pluggy", "iniconfig", "packaging"):
         try:
             spec = find_spec(name)
@@ -282,8 +331,13 @@ def bundled_suite_copies() -> tuple[str, ...]:
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "/usr", "/usr/local"}
     site_dirs: set[str] = {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
     for prefix in prefixes:
-        for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages", "lib/python3*/dist-packages",
-                        "lib/python3/dist-packages", "local/lib/python3*/dist-packages"):
+        for pattern in (
+            "lib/python3*/site-packages",
+            "lib64/python3*/site-packages",
+            "lib/python3*/dist-packages",
+            "lib/python3/dist-packages",
+            "local/lib/python3*/dist-packages",
+        ):
             site_dirs.update(glob.glob(os.path.join(prefix, pattern)))
     sources: set[str] = set(site_dirs)
     for d in site_dirs:
@@ -408,6 +462,7 @@ def beyond_runtime(additions: Iterable[tuple[str, str]]) -> list[tuple[str, str]
 
     def shown(p: str) -> bool:
         return any(_within(p, v) for v in visible)
+
     out: dict[str, str] = {}
     for p, why in additions:
         p = os.path.abspath(p)
@@ -427,8 +482,11 @@ def not_hidden(mode: str) -> list[str]:
     """What the agent and graded code can see under a mode that does not isolate the file system."""
     if mode == "bwrap":
         return []
-    net = ("abstract unix sockets and the network are cut off (own network namespace)" if mode == "unshare"
-           else "the host network is reachable")
+    net = (
+        "abstract unix sockets and the network are cut off (own network namespace)"
+        if mode == "unshare"
+        else "the host network is reachable"
+    )
     return [
         "nothing of the host file system is hidden: the agent and graded code run with the host's view",
         "readable: the task directory (solution/, golden files, checks), the installed package's bundled suite, "

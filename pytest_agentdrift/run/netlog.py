@@ -127,5 +127,11 @@ def parse_record(data: bytes) -> dict[str, Any] | None:
         return None
     from pytest_agentdrift.safetext import escape_path
 
-    return {"type": "network_attempt", "host": escape_path(host), "port": port, "via": via,
-            "source": "harness", "observer": "python-audit-hook"}
+    return {
+        "type": "network_attempt",
+        "host": escape_path(host),
+        "port": port,
+        "via": via,
+        "source": "harness",
+        "observer": "python-audit-hook",
+    }

@@ -76,8 +76,9 @@ class Allowlist:
             return False
         if port in self.exact.get(host, frozenset()):
             return True
-        return any(host.endswith(suffix) and len(host) > len(suffix) and port in ports
-                   for suffix, ports in self.suffixes)
+        return any(
+            host.endswith(suffix) and len(host) > len(suffix) and port in ports for suffix, ports in self.suffixes
+        )
 
 
 def normalise_host(host: str) -> str:
@@ -94,7 +95,7 @@ def split_host_port(target: str, default_port: int | None) -> tuple[str | None, 
         end = target.find("]")
         if end == -1:
             return None, None
-        host, rest = target[1:end], target[end + 1:]
+        host, rest = target[1:end], target[end + 1 :]
         if rest and not rest.startswith(":"):
             return None, None
         port_text = rest[1:] if rest else None
@@ -142,7 +143,9 @@ class RecordingProxy:
     ):
         self.allowlist = Allowlist(allow, default_ports)
         if unix_path is None and not _is_loopback(host):
-            raise ValueError(f"proxy host {host!r} is not a loopback address: the proxy must never listen beyond this machine")
+            raise ValueError(
+                f"proxy host {host!r} is not a loopback address: the proxy must never listen beyond this machine"
+            )
         self.events: list[dict[str, Any]] = events if events is not None else []
         self.events_path = Path(events_path) if events_path is not None else None
         self.unix_path = Path(unix_path) if unix_path is not None else None
@@ -179,8 +182,9 @@ class RecordingProxy:
             family = socket.AF_INET6 if ":" in self._bind[0] else socket.AF_INET
             server = _TCPServer(self._bind, Handler, proxy, family)
         self._server = server
-        self._serve_thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": _POLL_S},
-                                              name="agentdrift-proxy", daemon=True)
+        self._serve_thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": _POLL_S}, name="agentdrift-proxy", daemon=True
+        )
         self._serve_thread.start()
         return self
 
@@ -234,14 +238,23 @@ class RecordingProxy:
 
     def describe(self) -> dict[str, Any]:
         """What the manifest records about the network policy."""
-        return {"allowlist": list(self.allowlist.entries), "default_ports": sorted(self.allowlist.default_ports),
-                "mode": "connect-tunnel-only", "enforced_by": "harness proxy"}
+        return {
+            "allowlist": list(self.allowlist.entries),
+            "default_ports": sorted(self.allowlist.default_ports),
+            "mode": "connect-tunnel-only",
+            "enforced_by": "harness proxy",
+        }
 
     # -- recording -------------------------------------------------------
 
     def _record(self, host: str, port: int, allowed: bool, **extra: Any) -> dict[str, Any]:
-        event: dict[str, Any] = {"type": "network_attempt", "host": host, "port": port, "allowed": allowed,
-                                 "source": "harness"}
+        event: dict[str, Any] = {
+            "type": "network_attempt",
+            "host": host,
+            "port": port,
+            "allowed": allowed,
+            "source": "harness",
+        }
         event.update({k: v for k, v in extra.items() if v is not None})
         with self._lock:
             self.events.append(event)
@@ -298,7 +311,9 @@ class RecordingProxy:
             try:
                 upstream = socket.create_connection((host, port), timeout=self.connect_timeout)
             except OSError as exc:
-                self._record(host, port, True, method=method, error=f"upstream connect failed: {exc.__class__.__name__}")
+                self._record(
+                    host, port, True, method=method, error=f"upstream connect failed: {exc.__class__.__name__}"
+                )
                 _reply(client, 502, "Bad Gateway")
                 return
             self._record(host, port, True, method=method)
@@ -415,7 +430,7 @@ def _absolute_target(target: str) -> tuple[str | None, int | None]:
     """Host and port of a plain-proxy request (`GET http://host:port/path`)."""
     for scheme, port in (("http://", 80), ("https://", 443)):
         if target.lower().startswith(scheme):
-            authority = target[len(scheme):].split("/", 1)[0].rsplit("@", 1)[-1]
+            authority = target[len(scheme) :].split("/", 1)[0].rsplit("@", 1)[-1]
             return split_host_port(authority, port)
     return None, None
 
@@ -423,7 +438,9 @@ def _absolute_target(target: str) -> tuple[str | None, int | None]:
 def _reply(sock: socket.socket, code: int, reason: str) -> None:
     body = f"{code} {reason}: pytest-agentdrift network policy\n".encode()
     try:
-        sock.sendall(f"HTTP/1.1 {code} {reason}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        sock.sendall(
+            f"HTTP/1.1 {code} {reason}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+        )
     except OSError:
         pass
 

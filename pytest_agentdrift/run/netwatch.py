@@ -89,6 +89,7 @@ def bind_in_netns(pid: int, specs: Iterable[tuple[int, int]]) -> list[socket.soc
 
 # ---- which program made a connection ------------------------------------------------------------
 
+
 def _parse_addr(hexaddr: str) -> tuple[str, int]:
     ip_hex, port_hex = hexaddr.split(":")
     raw = bytes.fromhex(ip_hex)
@@ -191,7 +192,9 @@ class _ListenerServer:
 class AttributingProxy(RecordingProxy):
     """The recording proxy, serving a listener bound in the sandbox's namespace, naming the program."""
 
-    def __init__(self, allow: Iterable[str], listener: socket.socket, attribute: Callable[[str, tuple], str | None], **kw: Any):
+    def __init__(
+        self, allow: Iterable[str], listener: socket.socket, attribute: Callable[[str, tuple], str | None], **kw: Any
+    ):
         super().__init__(allow, **kw)
         self._listener = listener
         self._attribute = attribute
@@ -245,8 +248,9 @@ class NetObserver:
 
     def start(self, ns_pid: int, candidates: Callable[[], Iterable[int]] | None = None) -> dict[str, str]:
         """Bind and serve; returns the proxy variables for the agent's environment."""
-        udp, tcp, proxy_sock = bind_in_netns(ns_pid, [(socket.SOCK_DGRAM, DNS_PORT), (socket.SOCK_STREAM, DNS_PORT),
-                                                       (socket.SOCK_STREAM, PROXY_PORT)])
+        udp, tcp, proxy_sock = bind_in_netns(
+            ns_pid, [(socket.SOCK_DGRAM, DNS_PORT), (socket.SOCK_STREAM, DNS_PORT), (socket.SOCK_STREAM, PROXY_PORT)]
+        )
         cands = candidates or (lambda: pids_in_netns(ns_pid))
 
         def attribute(proto: str, client: tuple) -> str | None:
@@ -287,7 +291,9 @@ def proxy_env(addr: str) -> dict[str, str]:
     return env
 
 
-def merge_python_hook_events(hook_events: list[dict[str, Any]], dns_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_python_hook_events(
+    hook_events: list[dict[str, Any]], dns_events: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Drop the Python audit hook's lookups that the DNS stub saw too (one attempt, one event).
 
     Each stub lookup of a name cancels one `socket.getaddrinfo` record of the

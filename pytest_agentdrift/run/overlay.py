@@ -48,8 +48,13 @@ class Overlay:
         return f"{self.name or 'bundle'} ({self.digest[:19]}…)"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "digest": self.digest, "project": [p for p, _ in self.project],
-                "user": [p for p, _ in self.user], "remove": list(self.remove)}
+        return {
+            "name": self.name,
+            "digest": self.digest,
+            "project": [p for p, _ in self.project],
+            "user": [p for p, _ in self.user],
+            "remove": list(self.remove),
+        }
 
 
 def _blocked_parent(root: Path, rel: str) -> str | None:
@@ -98,9 +103,15 @@ def apply_project(overlay: Overlay, work: Path) -> dict[str, Any]:
             continue
         (replaced if dst.exists() else placed).append(rel)
         _place(Path(overlay.project_root) / rel, dst, executable)
-    return {"bundle": overlay.name, "digest": overlay.digest, "placed": placed, "replaced": replaced,
-            "removed": removed, "not_placed": not_placed,
-            "note": "harness-placed: part of the starting tree, so never counted as the agent's changes"}
+    return {
+        "bundle": overlay.name,
+        "digest": overlay.digest,
+        "placed": placed,
+        "replaced": replaced,
+        "removed": removed,
+        "not_placed": not_placed,
+        "note": "harness-placed: part of the starting tree, so never counted as the agent's changes",
+    }
 
 
 def apply_home(overlay: Overlay, home: Path) -> list[dict[str, Any]]:
@@ -118,9 +129,16 @@ def placed_paths(info: dict[str, Any] | None) -> set[str]:
     return set(info["placed"]) | set(info["replaced"]) if info else set()
 
 
-def render_changes(repo: Path, work: Path, diff: treesnap.TreeDiff, before: treesnap.Snapshot | None,
-                   after: treesnap.Snapshot | None, overlay: Overlay | None, info: dict[str, Any] | None,
-                   **kw: Any) -> treesnap.Changes:
+def render_changes(
+    repo: Path,
+    work: Path,
+    diff: treesnap.TreeDiff,
+    before: treesnap.Snapshot | None,
+    after: treesnap.Snapshot | None,
+    overlay: Overlay | None,
+    info: dict[str, Any] | None,
+    **kw: Any,
+) -> treesnap.Changes:
     """The run's changes (treesnap.render_changes); a harness-placed file the agent then changed
     is diffed against the bundle's copy, every other path against the fixture."""
     ours = placed_paths(info)
@@ -128,18 +146,24 @@ def render_changes(repo: Path, work: Path, diff: treesnap.TreeDiff, before: tree
         return treesnap.render_changes(repo, work, diff, before, after, **kw)
 
     def subset(keep) -> treesnap.TreeDiff:
-        return treesnap.TreeDiff(*([p for p in getattr(diff, k) if keep(p)] for k in ("added", "modified", "deleted", "mode")))
+        return treesnap.TreeDiff(
+            *([p for p in getattr(diff, k) if keep(p)] for k in ("added", "modified", "deleted", "mode"))
+        )
 
     theirs = treesnap.render_changes(repo, work, subset(lambda p: p not in ours), before, after, **kw)
     placed = treesnap.render_changes(Path(overlay.project_root), work, subset(lambda p: p in ours), before, after, **kw)
     return treesnap.Changes(
-        patch=theirs.patch + placed.patch, added={**theirs.added, **placed.added},
+        patch=theirs.patch + placed.patch,
+        added={**theirs.added, **placed.added},
         undisplayable=[*theirs.undisplayable, *placed.undisplayable],
         unexamined=[*theirs.unexamined, *placed.unexamined],
-        examined_bytes=theirs.examined_bytes + placed.examined_bytes)
+        examined_bytes=theirs.examined_bytes + placed.examined_bytes,
+    )
 
 
-def make_patch(repo: Path, work: Path, diff: treesnap.TreeDiff, overlay: Overlay | None, info: dict[str, Any] | None) -> str:
+def make_patch(
+    repo: Path, work: Path, diff: treesnap.TreeDiff, overlay: Overlay | None, info: dict[str, Any] | None
+) -> str:
     """The run's patch alone (see render_changes)."""
     return render_changes(repo, work, diff, None, None, overlay, info).patch
 

@@ -39,9 +39,19 @@ def _init_script() -> str:
 
 
 class RunGuard:
-    def __init__(self, *, limits: dict[str, int | None], mode: str, root: Path, work: Path, harness_dir: Path,
-                 token: str, allow_hosts: list[str] | None = None, observe_network: bool = True,
-                 unreported: tuple[Path, ...] = ()):
+    def __init__(
+        self,
+        *,
+        limits: dict[str, int | None],
+        mode: str,
+        root: Path,
+        work: Path,
+        harness_dir: Path,
+        token: str,
+        allow_hosts: list[str] | None = None,
+        observe_network: bool = True,
+        unreported: tuple[Path, ...] = (),
+    ):
         self.limits = dict(limits)
         self.mode = mode
         self.root = Path(root)
@@ -90,19 +100,35 @@ class RunGuard:
                 ctrl = "memory" if key == "memory" else "pids"
                 why = "; ".join(n for n in lay.notes + self.cgroups.problems if ctrl in n) or f"no {ctrl} cgroup"
                 self.enforced[key] = "not-enforced"
-                self.notes.append(f"{key} limit not enforced: {why}" + ("; RLIMIT_NPROC does not bind root" if key == "procs" and os.geteuid() == 0 else ""))
+                self.notes.append(
+                    f"{key} limit not enforced: {why}"
+                    + ("; RLIMIT_NPROC does not bind root" if key == "procs" and os.geteuid() == 0 else "")
+                )
         for key in ("shm", "tmp"):
             if key in wanted:
                 if self.mode == "bwrap" and lim.bwrap_knows_size():
                     self.enforced[key] = "bwrap-tmpfs-size"
                 else:
                     self.enforced[key] = "not-enforced"
-                    self.notes.append(f"{key} limit not enforced: " + ("bubblewrap here has no --size" if self.mode == "bwrap" else f"no private tmpfs under {self.mode} isolation"))
+                    self.notes.append(
+                        f"{key} limit not enforced: "
+                        + (
+                            "bubblewrap here has no --size"
+                            if self.mode == "bwrap"
+                            else f"no private tmpfs under {self.mode} isolation"
+                        )
+                    )
         from pytest_agentdrift.run.watch import InotifyUnavailable, WriteWatcher
 
         try:  # its write events are evidence even with both of its limits off
-            self.watcher = WriteWatcher(self.root, self.work, limits=self.limits, on_exceeded=self._exceeded,
-                                        probes=self._probes(), unreported=self.unreported).start()
+            self.watcher = WriteWatcher(
+                self.root,
+                self.work,
+                limits=self.limits,
+                on_exceeded=self._exceeded,
+                probes=self._probes(),
+                unreported=self.unreported,
+            ).start()
         except (InotifyUnavailable, OSError) as exc:
             self.notes.append(f"write watcher unavailable: {exc}")
         watcher = "watcher" if self.watcher is not None else None
@@ -122,12 +148,15 @@ class RunGuard:
                 vals = [lim.statvfs_used(f"/proc/{pid}/root{p}", self.limits.get(key)) for p in paths_fn()]
                 vals = [v for v in vals if v is not None]
                 return max(vals) if vals else None
+
             return probe
 
         if self.mode != "bwrap":
             return {}
-        return {"shm": used(lambda: ["/dev/shm"], "shm"),
-                "tmp": used(lambda: [p for p in self._tmpfs if p != "/dev/shm"], "tmp")}
+        return {
+            "shm": used(lambda: ["/dev/shm"], "shm"),
+            "tmp": used(lambda: [p for p in self._tmpfs if p != "/dev/shm"], "tmp"),
+        }
 
     def wrap(self, full: list[str], argv: list[str], mode: str) -> list[str]:
         prefix = full[: len(full) - len(argv)]
@@ -140,7 +169,11 @@ class RunGuard:
             info_r, info_w = os.pipe()
             self._fds.update(info_r=info_r, info_w=info_w)
             assert prefix and prefix[-1] == "--", prefix
-            sized = lim.size_tmpfs(prefix[:-1], self.limits.get("shm"), self.limits.get("tmp")) if lim.bwrap_knows_size() else prefix[:-1]
+            sized = (
+                lim.size_tmpfs(prefix[:-1], self.limits.get("shm"), self.limits.get("tmp"))
+                if lim.bwrap_knows_size()
+                else prefix[:-1]
+            )
             self._tmpfs = [sized[i + 1] for i, a in enumerate(sized[:-1]) if a == "--tmpfs"]
             extra = ["--as-pid-1", "--info-fd", str(info_w)]
             if "--dev" in sized and lim.bwrap_knows_size():
@@ -234,7 +267,12 @@ class RunGuard:
         elif self.watcher is not None:
             for key in ("shm", "tmp"):
                 limit, peak = self.limits.get(key), self.watcher.peaks.get(key)
-                if limit and peak is not None and self.enforced.get(key, "").startswith("bwrap") and limit - peak < 64 * 1024:
+                if (
+                    limit
+                    and peak is not None
+                    and self.enforced.get(key, "").startswith("bwrap")
+                    and limit - peak < 64 * 1024
+                ):
                     self._exceeded(key, peak)
                     break
 
@@ -252,7 +290,10 @@ class RunGuard:
         self.stop_requested.set()
         self.cgroups.kill_all(rounds=3)
         if self._proc is not None:
-            for target in (lambda: os.killpg(self._proc.pid, signal.SIGKILL), lambda: os.kill(self._proc.pid, signal.SIGKILL)):
+            for target in (
+                lambda: os.killpg(self._proc.pid, signal.SIGKILL),
+                lambda: os.kill(self._proc.pid, signal.SIGKILL),
+            ):
                 try:
                     target()
                 except OSError:
@@ -350,7 +391,12 @@ class RunGuard:
         peaks = dict(self.watcher.peaks) if self.watcher is not None else {}
         for key in ("shm", "tmp"):
             limit = self.limits.get(key)
-            if limit and self.enforced.get(key, "").startswith("bwrap") and peaks.get(key) is not None and limit - peaks[key] < 64 * 1024:
+            if (
+                limit
+                and self.enforced.get(key, "").startswith("bwrap")
+                and peaks.get(key) is not None
+                and limit - peaks[key] < 64 * 1024
+            ):
                 self.hit.setdefault(key, peaks[key])
         for key, v in (self.watcher.exceeded if self.watcher is not None else {}).items():
             self.hit.setdefault(key, v)
@@ -360,12 +406,22 @@ class RunGuard:
         stats = getattr(self, "_stats", {})
         peaks = dict(self.watcher.peaks) if self.watcher is not None else {}
         mem, pids = stats.get("memory", {}), stats.get("pids", {})
-        peak = {"memory": mem.get("peak"), "procs": pids.get("peak"), "disk": peaks.get("disk"), "files": peaks.get("files"),
-                "shm": peaks.get("shm"), "tmp": peaks.get("tmp")}
+        peak = {
+            "memory": mem.get("peak"),
+            "procs": pids.get("peak"),
+            "disk": peaks.get("disk"),
+            "files": peaks.get("files"),
+            "shm": peaks.get("shm"),
+            "tmp": peaks.get("tmp"),
+        }
         out: dict[str, Any] = {}
         for key, value in self.limits.items():
-            entry: dict[str, Any] = {"limit": value, "enforced_by": self.enforced.get(key, "not-enforced") if value else "off",
-                                     "hit": key in self.hit, "peak": peak.get(key)}
+            entry: dict[str, Any] = {
+                "limit": value,
+                "enforced_by": self.enforced.get(key, "not-enforced") if value else "off",
+                "hit": key in self.hit,
+                "peak": peak.get(key),
+            }
             if key == "memory" and mem:
                 entry["oom_kills"] = mem.get("oom_kill")
             if key == "procs" and pids:
@@ -385,8 +441,11 @@ class RunGuard:
     def observation(self) -> dict[str, Any]:
         obs: dict[str, Any] = {"writes": self.watcher.summary() if self.watcher is not None else {"mechanism": None}}
         if self.net is not None:
-            obs["network"] = {"mechanism": "dns-stub+proxy in the sandbox's namespace", "dns_queries": self.net.dns.queries if self.net.dns else 0,
-                              "dropped": self.net.dropped}
+            obs["network"] = {
+                "mechanism": "dns-stub+proxy in the sandbox's namespace",
+                "dns_queries": self.net.dns.queries if self.net.dns else 0,
+                "dropped": self.net.dropped,
+            }
         else:
             obs["network"] = {"mechanism": None}
         if self.survivor_programs:
@@ -416,7 +475,7 @@ def _stat(pid: int) -> list[bytes]:
             line = fh.read()
     except OSError:
         return []
-    return line[line.rfind(b")") + 2:].split()
+    return line[line.rfind(b")") + 2 :].split()
 
 
 def _state(pid: int) -> str:

@@ -34,16 +34,26 @@ from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter, RunContex
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.run import agentio, gitstate, mountplan, netlog, sandbox, tamper
-from pytest_agentdrift.run import stdlib_guard as gradeguard
 from pytest_agentdrift.run import canary as canary_mod
 from pytest_agentdrift.run import overlay as ov
+from pytest_agentdrift.run import stdlib_guard as gradeguard
 from pytest_agentdrift.safetext import capped, escape_path, json_safe
 from pytest_agentdrift.tasks import fdtree, treesnap
 from pytest_agentdrift.tasks.load import TaskSpec, tree_hashes, verify_tree
 from pytest_agentdrift.vocabulary import enforces_network
 
 #: environment variables passed through to agents by default (never secrets)
-DEFAULT_ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "PYTHONHASHSEED", "SSL_CERT_FILE", "SSL_CERT_DIR")
+DEFAULT_ENV_ALLOWLIST = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TERM",
+    "PYTHONHASHSEED",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
 
 SITEHOOK_DIR = Path(__file__).parent / "sitehook"
 
@@ -131,9 +141,12 @@ class RunEvidence:
     @property
     def events(self) -> list[dict[str, Any]]:
         """Agent-reported events plus what the harness observed itself."""
-        observed = [*self.network_attempts, *self.api_requests,
-                    *({"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside),
-                    *self.write_events]
+        observed = [
+            *self.network_attempts,
+            *self.api_requests,
+            *({"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside),
+            *self.write_events,
+        ]
         return [*self.agent_events, *self.adapter_output.events, *observed]
 
     def evidence_dict(self) -> dict[str, Any]:
@@ -219,8 +232,9 @@ def _private_env(settings: RunSettings, adapter: AgentAdapter, box: Path, extra:
 PROXY_PORT = 3128
 
 
-def copy_runtime_bundle(adapter: AgentAdapter, private_home: Path, real_home: Path, environ: dict[str, str],
-                        credentials_only: bool = False) -> list[dict[str, Any]]:
+def copy_runtime_bundle(
+    adapter: AgentAdapter, private_home: Path, real_home: Path, environ: dict[str, str], credentials_only: bool = False
+) -> list[dict[str, Any]]:
     """Copy the user-scope files the product reads into the private home.
 
     The agent runs with the user's own settings, instructions, MCP config and
@@ -231,15 +245,23 @@ def copy_runtime_bundle(adapter: AgentAdapter, private_home: Path, real_home: Pa
     (``credentials_only``) only the sign-in comes from the real home: the
     bundle supplies the setup.
     """
-    moved = {default: Path(environ[var]) for var, default in getattr(adapter, "config_home_env", {}).items() if environ.get(var)}
+    moved = {
+        default: Path(environ[var])
+        for var, default in getattr(adapter, "config_home_env", {}).items()
+        if environ.get(var)
+    }
     creds = set(adapter.credential_files)
     copied = []
-    wanted = adapter.credential_files if credentials_only else (*adapter.home_files, *adapter.credential_files, *getattr(adapter, "home_dirs", ()))
+    wanted = (
+        adapter.credential_files
+        if credentials_only
+        else (*adapter.home_files, *adapter.credential_files, *getattr(adapter, "home_dirs", ()))
+    )
     for rel in wanted:
         src = real_home / rel
         for default, target in moved.items():
             if rel == default or rel.startswith(default + "/"):
-                src = target / rel[len(default):].lstrip("/")
+                src = target / rel[len(default) :].lstrip("/")
         dst = private_home / rel
         try:
             if src.is_dir():
@@ -268,7 +290,16 @@ def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
         sock = harness / "proxy.sock"
         proxy = RecordingProxy(allow, unix_path=sock).start()
         addr = f"127.0.0.1:{PROXY_PORT}"
-        wrap = [sys.executable, "-m", "pytest_agentdrift.run.forwarder", "--port", str(PROXY_PORT), "--unix", str(sock), "--"]
+        wrap = [
+            sys.executable,
+            "-m",
+            "pytest_agentdrift.run.forwarder",
+            "--port",
+            str(PROXY_PORT),
+            "--unix",
+            str(sock),
+            "--",
+        ]
     else:
         proxy = RecordingProxy(allow).start()
         host, port = proxy.address
@@ -325,12 +356,17 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     if adapter.needs_task_dir:
         additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
     ctx = RunContext(
-        task_id=spec.id, task_file=task_file, task_text=spec.text,
-        task_dir=spec.path, workdir=work, options=dict(settings.agent_options),
+        task_id=spec.id,
+        task_file=task_file,
+        task_text=spec.text,
+        task_dir=spec.path,
+        workdir=work,
+        options=dict(settings.agent_options),
     )
     argv = adapter.build_argv(ctx)
-    bundle = copy_runtime_bundle(adapter, box / "home", Path.home(), dict(os.environ),
-                                 credentials_only=settings.overlay is not None)
+    bundle = copy_runtime_bundle(
+        adapter, box / "home", Path.home(), dict(os.environ), credentials_only=settings.overlay is not None
+    )
     if settings.overlay is not None:
         bundle += ov.apply_home(settings.overlay, box / "home")
     token = _secrets.token_hex(16)
@@ -346,26 +382,43 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         else:
             proxy, proxy_env, wrap = _start_proxy(adapter, settings, observers)
         argv_run = [*wrap, *argv] if wrap else argv
-        env = _private_env(settings, adapter, box, {**proxy_env,
-            "AGENTDRIFT_TASK_ID": spec.id,
-            "AGENTDRIFT_TASK_FILE": str(task_file),
-            "AGENTDRIFT_WORKDIR": str(work),
-            "AGENTDRIFT_EVENTS": str(harness / "events.jsonl"),
-            "AGENTDRIFT_REPORT": str(harness / "report.json"),
-            "AGENTDRIFT_NETLOG": str(netrx.path),
-        })
+        env = _private_env(
+            settings,
+            adapter,
+            box,
+            {
+                **proxy_env,
+                "AGENTDRIFT_TASK_ID": spec.id,
+                "AGENTDRIFT_TASK_FILE": str(task_file),
+                "AGENTDRIFT_WORKDIR": str(work),
+                "AGENTDRIFT_EVENTS": str(harness / "events.jsonl"),
+                "AGENTDRIFT_REPORT": str(harness / "report.json"),
+                "AGENTDRIFT_NETLOG": str(netrx.path),
+            },
+        )
         plan = None
         if settings.isolation.mode == "bwrap":
             # allow-list: the system, the harness runtime, what the adapter and the options name,
             # this run's own directory and the harness-only socket directory (read-only); the task
             # directory, other runs, records and the harness's observer logs: nothing
             plan = mountplan.build(
-                writable=[root], readable=[*mountplan.harness_runtime(), *(p for p, _ in additions), observers],
-                exclude=[base, spec.path, guard.harness_dir.parent, *settings.hidden], additions=additions)
+                writable=[root],
+                readable=[*mountplan.harness_runtime(), *(p for p, _ in additions), observers],
+                exclude=[base, spec.path, guard.harness_dir.parent, *settings.hidden],
+                additions=additions,
+            )
         guard.prepare()
         proc = sandbox.run(
-            argv_run, cwd=work, env=env, isolation=settings.isolation, writable=[root], plan=plan,
-            timeout_s=timeout, output_limit=settings.output_limit, token=token, guard=guard,
+            argv_run,
+            cwd=work,
+            env=env,
+            isolation=settings.isolation,
+            writable=[root],
+            plan=plan,
+            timeout_s=timeout,
+            output_limit=settings.output_limit,
+            token=token,
+            guard=guard,
         )
     finally:
         if proxy is not None:
@@ -412,8 +465,16 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
                 flush()
 
     # a harness-placed file the agent then changed is diffed against the bundle's copy (overlay.py)
-    changes = ov.render_changes(spec.repo, work, d, before, after, settings.overlay, overlaid,
-                                **({} if work_deleted else {"inspect": search_token}))
+    changes = ov.render_changes(
+        spec.repo,
+        work,
+        d,
+        before,
+        after,
+        settings.overlay,
+        overlaid,
+        **({} if work_deleted else {"inspect": search_token}),
+    )
     flush()
     patch = changes.patch
     has_git = not work_deleted and (work / ".git").is_dir() and not (work / ".git").is_symlink()
@@ -438,24 +499,36 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # secrets are scrubbed where results leave for the record (session.run_task)
     stdout = proc.stdout.decode("utf-8", "replace")
     stderr = proc.stderr.decode("utf-8", "replace")
-    token_hits = {name: found for name, text in (("stdout", stdout), ("stderr", stderr), ("patch", patch),
-                                                 ("report", json.dumps(report) if report else ""),
-                                                 ("events", agentio.dump_jsonl([*agent_events, *adapter_out.events])))
-                  if (found := canary_mod.find_token(text, canary.token))}
+    token_hits = {
+        name: found
+        for name, text in (
+            ("stdout", stdout),
+            ("stderr", stderr),
+            ("patch", patch),
+            ("report", json.dumps(report) if report else ""),
+            ("events", agentio.dump_jsonl([*agent_events, *adapter_out.events])),
+        )
+        if (found := canary_mod.find_token(text, canary.token))
+    }
     token_hits.update({f"file {k}": v for k, v in file_hits.items()})
     if token_hits:
         cred = True
     credential_canary = {
         "observed_by": canary.observed_by + (["atime"] if atime_works else []) + ["token search"],
-        "owner": "another uid (the agent cannot restore its access time)" if canary.owner is not None else "the agent's uid",
+        "owner": "another uid (the agent cannot restore its access time)"
+        if canary.owner is not None
+        else "the agent's uid",
         "seen": cred_how,
         "token_found": [f"{where}: {', '.join(forms)}" for where, forms in sorted(token_hits.items())][:20],
     }
     budget = {
         "work_tree": work_report.to_dict(),
         "outside": outside_report.to_dict(),
-        "changes": {"examined_bytes": changes.examined_bytes, "unexamined_count": len(changes.unexamined),
-                    "token_searched_file_bytes": searched[0]},
+        "changes": {
+            "examined_bytes": changes.examined_bytes,
+            "unexamined_count": len(changes.unexamined),
+            "token_searched_file_bytes": searched[0],
+        },
     }
     notes = [f"work tree: {work_report.describe()}"] if work_report.describe() else []
     if outside_report.describe():
@@ -465,29 +538,59 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     budget["complete"] = work_report.complete and outside_report.complete and not changes.unexamined
     budget["notes"] = notes
     return RunEvidence(
-        task_id=spec.id, rep=rep, root=root, work=work, argv=argv,
-        exit_code=proc.exit_code, timed_out=proc.timed_out, launch_error=proc.launch_error,
-        duration_s=proc.duration_s, stdout=stdout, stderr=stderr,
-        stdout_bytes=proc.stdout_bytes, stderr_bytes=proc.stderr_bytes,
-        stdout_truncated=proc.stdout_truncated, stderr_truncated=proc.stderr_truncated,
-        leftover_processes=proc.leftover_processes, diff=d, patch=patch,
-        writes_outside=writes_outside, git_mutations=mutations, work_tree_deleted=work_deleted,
-        tamper=_tamper(spec, d, after), lockfile_changes=tamper.lockfile_changes(d),
-        network_attempts=net, credential_access=cred, agent_events=agent_events,
-        event_problems=log.problem_lines() + net_problems, report=report, report_error=report_error,
-        adapter_output=adapter_out, start_commit=start_commit,
+        task_id=spec.id,
+        rep=rep,
+        root=root,
+        work=work,
+        argv=argv,
+        exit_code=proc.exit_code,
+        timed_out=proc.timed_out,
+        launch_error=proc.launch_error,
+        duration_s=proc.duration_s,
+        stdout=stdout,
+        stderr=stderr,
+        stdout_bytes=proc.stdout_bytes,
+        stderr_bytes=proc.stderr_bytes,
+        stdout_truncated=proc.stdout_truncated,
+        stderr_truncated=proc.stderr_truncated,
+        leftover_processes=proc.leftover_processes,
+        diff=d,
+        patch=patch,
+        writes_outside=writes_outside,
+        git_mutations=mutations,
+        work_tree_deleted=work_deleted,
+        tamper=_tamper(spec, d, after),
+        lockfile_changes=tamper.lockfile_changes(d),
+        network_attempts=net,
+        credential_access=cred,
+        agent_events=agent_events,
+        event_problems=log.problem_lines() + net_problems,
+        report=report,
+        report_error=report_error,
+        adapter_output=adapter_out,
+        start_commit=start_commit,
         isolation=isolation_record(settings.isolation, proc.plan, additions, root),
         api_requests=[{**json_safe(e), "type": "api_request", "source": "harness"} for e in api_requests],
-        network_policy=policy, runtime_bundle=bundle,
-        write_events=guard.write_events, limits=guard.record(), resource_exceeded=guard.exceeded(),
-        observation=guard.observation(), harness_dir=guard.harness_dir,
-        added_lines=changes.added, unexamined=changes.unexamined, undisplayable=changes.undisplayable,
-        harness_budget=budget, events_dropped=dict(sorted(log.dropped.items())), credential_canary=credential_canary,
+        network_policy=policy,
+        runtime_bundle=bundle,
+        write_events=guard.write_events,
+        limits=guard.record(),
+        resource_exceeded=guard.exceeded(),
+        observation=guard.observation(),
+        harness_dir=guard.harness_dir,
+        added_lines=changes.added,
+        unexamined=changes.unexamined,
+        undisplayable=changes.undisplayable,
+        harness_budget=budget,
+        events_dropped=dict(sorted(log.dropped.items())),
+        credential_canary=credential_canary,
         overlay=overlaid,
     )
 
 
-def _make_guard(spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, base: Path, root: Path, work: Path, token: str):
+def _make_guard(
+    spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, base: Path, root: Path, work: Path, token: str
+):
     """Limits and observers of one run (runguard.py); its log directory is the harness's alone."""
     from pytest_agentdrift.run.limits import DEFAULT_LIMITS
     from pytest_agentdrift.run.runguard import RunGuard
@@ -495,7 +598,11 @@ def _make_guard(spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, ba
     harness_base = settings.harness_dir or base.parent / f"{base.name}-harness"
     return RunGuard(
         limits=settings.limits if settings.limits is not None else dict(DEFAULT_LIMITS),
-        mode=settings.isolation.mode, root=root, work=work, harness_dir=harness_base / root.name, token=token,
+        mode=settings.isolation.mode,
+        root=root,
+        work=work,
+        harness_dir=harness_base / root.name,
+        token=token,
         allow_hosts=[*adapter.api_hosts, *settings.allow_hosts] if adapter.api_hosts else [],
         observe_network=settings.isolation.mode == "bwrap" and os.geteuid() == 0,
         unreported=(root / "box" / ".harness",),
@@ -526,8 +633,14 @@ def isolation_record(isolation: sandbox.Isolation, plan, additions, root: Path) 
     """What this run's sandbox showed: the mount plan under bwrap, else what was not hidden.
     The run's own directory (a random temporary path) is shown as `<run>`."""
     rec = plan.to_record({str(root): "<run>"}) if plan is not None else {"mounts": [], "excluded": []}
-    return {"mode": isolation.mode, "network": isolation.network, "filesystem": isolation.filesystem,
-            **rec, "additions": mountplan.describe_additions(additions), "not_hidden": mountplan.not_hidden(isolation.mode)}
+    return {
+        "mode": isolation.mode,
+        "network": isolation.network,
+        "filesystem": isolation.filesystem,
+        **rec,
+        "additions": mountplan.describe_additions(additions),
+        "not_hidden": mountplan.not_hidden(isolation.mode),
+    }
 
 
 def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
@@ -536,7 +649,7 @@ def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
     for e in events:
         p = e.get("path")
         if isinstance(p, str) and p.startswith(prefix):
-            e["path"] = p[len(prefix):]
+            e["path"] = p[len(prefix) :]
 
 
 def cleanup(run: RunEvidence) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from pytest_agentdrift.vocabulary import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
 
+
 @dataclass(frozen=True)
 class Isolation:
     mode: str  # bwrap | unshare | none
@@ -72,7 +73,9 @@ def default_plan(writable=(), readable=(), hidden=()):
 
 def _probe(argv: list[str]) -> bool:
     try:
-        r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        r = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return r.returncode == 0
@@ -97,7 +100,14 @@ def detect(requested: str = "auto") -> Isolation:
         notes.append(why)
     if requested in ("auto", "unshare"):
         if shutil.which("unshare") and _probe(_unshare_prefix() + ["true"]):
-            return Isolation("unshare", "denied", "not_enforced", False, False, tuple(notes + ["file system not isolated: writes outside the work tree are only detected"]))
+            return Isolation(
+                "unshare",
+                "denied",
+                "not_enforced",
+                False,
+                False,
+                tuple(notes + ["file system not isolated: writes outside the work tree are only detected"]),
+            )
         why = "unshare cannot create a network namespace here"
         if requested == "unshare":
             from pytest_agentdrift.errors import AgentDriftError
@@ -305,12 +315,31 @@ def run(
     out_buf, err_buf = BoundedBuffer(output_limit), BoundedBuffer(output_limit)
     try:
         proc = subprocess.Popen(
-            full, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True,
+            full,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
             pass_fds=(*pass_fds, *(guard.pass_fds if guard is not None else ())),
         )
     except OSError as exc:
-        return ProcessResult(None, False, 0.0, b"", b"", 0, 0, False, False, 0, f"cannot start {argv[0]!r}: {exc.strerror or exc}", full, plan)
+        return ProcessResult(
+            None,
+            False,
+            0.0,
+            b"",
+            b"",
+            0,
+            0,
+            False,
+            False,
+            0,
+            f"cannot start {argv[0]!r}: {exc.strerror or exc}",
+            full,
+            plan,
+        )
     if guard is not None:
         try:
             guard.started(proc)
@@ -318,8 +347,10 @@ def run(
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
-    readers = [threading.Thread(target=_pump, args=(proc.stdout, out_buf), daemon=True),
-               threading.Thread(target=_pump, args=(proc.stderr, err_buf), daemon=True)]
+    readers = [
+        threading.Thread(target=_pump, args=(proc.stdout, out_buf), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, err_buf), daemon=True),
+    ]
     for t in readers:
         t.start()
     timed_out = False

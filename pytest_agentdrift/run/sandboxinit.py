@@ -37,7 +37,7 @@ def _parse(argv):
         else:
             raise SystemExit(f"agentdrift-init: unknown option {argv[i]!r}")
         i += 2
-    cmd = argv[i + 1:]
+    cmd = argv[i + 1 :]
     if go_fd is None or not cmd:
         raise SystemExit("agentdrift-init: usage: --go-fd G [--status-fd S] -- ARGV")
     return go_fd, status_fd, cmd
@@ -89,8 +89,8 @@ def _survivors():
                 line = fh.read()
         except OSError:
             continue
-        comm = line[line.find(b"(") + 1: line.rfind(b")")].decode("utf-8", "replace")
-        state = line[line.rfind(b")") + 2: line.rfind(b")") + 3]
+        comm = line[line.find(b"(") + 1 : line.rfind(b")")].decode("utf-8", "replace")
+        state = line[line.rfind(b")") + 2 : line.rfind(b")") + 3]
         if state == b"Z":
             continue
         n += 1

@@ -25,9 +25,25 @@ from typing import Iterable
 EVALUATOR_COMPONENT = "stdlib_guard"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 #: pytest, its dependencies and the harness's own grading modules
-PYTEST_NAMES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli",
-                          "colorama", "pygments", "pytest_agentdrift", "agentdrift_grade", "agentdrift_functions",
-                          "sitecustomize", "usercustomize"})
+PYTEST_NAMES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "py",
+        "pluggy",
+        "iniconfig",
+        "packaging",
+        "exceptiongroup",
+        "tomli",
+        "colorama",
+        "pygments",
+        "pytest_agentdrift",
+        "agentdrift_grade",
+        "agentdrift_functions",
+        "sitecustomize",
+        "usercustomize",
+    }
+)
 GUARDED = frozenset(sys.stdlib_module_names) | PYTEST_NAMES
 
 _MODULE_FILE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(py|pyc|pyw|so|pyd)$")
@@ -91,8 +107,11 @@ class _StdlibGuard:
             frozen = importlib.machinery.FrozenImporter.find_spec(name)
             if frozen is not None:
                 return frozen
-            raise ModuleNotFoundError(f"No module named {name!r} outside the graded tree "
-                                      "(a standard-library or pytest name: the tree cannot provide it)", name=name)
+            raise ModuleNotFoundError(
+                f"No module named {name!r} outside the graded tree "
+                "(a standard-library or pytest name: the tree cannot provide it)",
+                name=name,
+            )
         return spec
 
     def invalidate_caches(self) -> None:

@@ -50,7 +50,9 @@ IN_ISDIR = 0x40000000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 
-WATCH_MASK = IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+WATCH_MASK = (
+    IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+)
 _HEADER = struct.Struct("iIII")
 
 #: repeated modify events of one path within this many seconds become one event
@@ -86,11 +88,19 @@ def _inotify():
 class WriteWatcher:
     """Start before the agent, `mark_start()` when it starts, `stop()` after its processes are gone."""
 
-    def __init__(self, root: Path, work: Path, *, limits: dict[str, int | None] | None = None,
-                 on_exceeded: Callable[[str, int], None] | None = None,
-                 probes: dict[str, Callable[[], int | None]] | None = None,
-                 unreported: tuple[Path, ...] = (),
-                 coalesce_s: float = COALESCE_S, max_events: int = MAX_EVENTS, max_watches: int = MAX_WATCHES):
+    def __init__(
+        self,
+        root: Path,
+        work: Path,
+        *,
+        limits: dict[str, int | None] | None = None,
+        on_exceeded: Callable[[str, int], None] | None = None,
+        probes: dict[str, Callable[[], int | None]] | None = None,
+        unreported: tuple[Path, ...] = (),
+        coalesce_s: float = COALESCE_S,
+        max_events: int = MAX_EVENTS,
+        max_watches: int = MAX_WATCHES,
+    ):
         self.root = Path(root)
         self.work = Path(work)
         self.limits = {k: v for k, v in (limits or {}).items() if k in ("disk", "files") and v}
@@ -164,9 +174,16 @@ class WriteWatcher:
         return self._entries
 
     def summary(self) -> dict[str, Any]:
-        return {"mechanism": "inotify", "events": len(self.events), "dropped": self.dropped,
-                "coalesced": self.coalesced, "queue_overflows": self.overflows,
-                "unwatched_dirs": self.unwatched_dirs, "coalesce_s": self.coalesce_s, "error": self.error}
+        return {
+            "mechanism": "inotify",
+            "events": len(self.events),
+            "dropped": self.dropped,
+            "coalesced": self.coalesced,
+            "queue_overflows": self.overflows,
+            "unwatched_dirs": self.unwatched_dirs,
+            "coalesce_s": self.coalesce_s,
+            "error": self.error,
+        }
 
     # -- the thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -204,7 +221,7 @@ class WriteWatcher:
         off = 0
         while off + _HEADER.size <= len(data):
             wd, mask, cookie, length = _HEADER.unpack_from(data, off)
-            raw = data[off + _HEADER.size: off + _HEADER.size + length].split(b"\0", 1)[0]
+            raw = data[off + _HEADER.size : off + _HEADER.size + length].split(b"\0", 1)[0]
             off += _HEADER.size + length
             if mask & IN_Q_OVERFLOW:
                 self.overflows += 1
@@ -327,7 +344,7 @@ class WriteWatcher:
                 self._wd[wd] = new
                 renamed = True
             elif p.startswith(prefix):
-                self._wd[wd] = new + p[len(old):]
+                self._wd[wd] = new + p[len(old) :]
         return renamed
 
     def _forget(self, path: str) -> None:

@@ -69,7 +69,9 @@ def capture_for_session(config, info, runner, collector) -> None:
             project_root=config.rootpath,
             cwd=Path.cwd(),
             # what the run will really use: a preset's documented defaults included
-            options=adapter.effective_options(st.agent_options) if hasattr(adapter, "effective_options") else dict(st.agent_options),
+            options=adapter.effective_options(st.agent_options)
+            if hasattr(adapter, "effective_options")
+            else dict(st.agent_options),
             task_repos={t: d / "repo" for t, d in dirs.items()},
             task_dirs=dirs,
             extra_config=[Path(p) for p in st.config_files],
@@ -84,18 +86,24 @@ def capture_for_session(config, info, runner, collector) -> None:
             run_id=info.run_id,
             env_image_digest=st.image_digest or os.environ.get("AGENTDRIFT_IMAGE_DIGEST") or None,
         )
-        from pytest_agentdrift.session.experiments import stamp_manifest, staged_context
+        from pytest_agentdrift.session.experiments import staged_context, stamp_manifest
 
         cap = mf.capture(staged_context(info, runner, ctx))  # with a bundle: what the agent will see
         stamp_manifest(info, cap)
-        info.manifest, collector.instruction_bundle, collector.source_manifest = cap.manifest, cap.instruction_bundle, cap.source_manifest
+        info.manifest, collector.instruction_bundle, collector.source_manifest = (
+            cap.manifest,
+            cap.instruction_bundle,
+            cap.source_manifest,
+        )
         # what the sandbox shows the agent beyond the system and the harness runtime (an adapter's
         # install prefix, files the command names): evidence, not identity (paths differ by host)
         from pytest_agentdrift.run import mountplan
 
         info.manifest.setdefault("evidence", {})["sandbox_additions"] = {
-            "isolation": runner.isolation.mode, "paths": mountplan.describe_additions(runner.sandbox_mounts()),
-            "not_hidden": mountplan.not_hidden(runner.isolation.mode)}
+            "isolation": runner.isolation.mode,
+            "paths": mountplan.describe_additions(runner.sandbox_mounts()),
+            "not_hidden": mountplan.not_hidden(runner.isolation.mode),
+        }
     apply_operator_facts(info.manifest, st, config.rootpath)
     config.hook.pytest_agentdrift_update_manifest(config=config, manifest=info.manifest)
     if "identity" in info.manifest:
@@ -112,7 +120,9 @@ def apply_operator_facts(manifest: dict[str, Any], settings, rootpath: Path) -> 
         path = settings.declare if settings.declare.is_absolute() else rootpath / settings.declare
         apply_facts(manifest, load_declarations(path), "declared", str(settings.declare))
     if settings.describe_cmd:
-        apply_facts(manifest, run_describe(settings.describe_cmd, cwd=rootpath), "agent_reported", settings.describe_cmd)
+        apply_facts(
+            manifest, run_describe(settings.describe_cmd, cwd=rootpath), "agent_reported", settings.describe_cmd
+        )
 
 
 def session_isolation(settings, runner) -> dict[str, Any]:
@@ -145,12 +155,14 @@ def _compare(config, info, comparison, pre_run: bool):
     vary = list(info.settings.vary)
     accepted = resolve_for(info.settings.accept_unobserved, comparison.baseline_manifest, info.manifest)
     comparison.accepted = accepted.to_dict()
-    custom = config.hook.pytest_agentdrift_compare_stamps(config=config, baseline=comparison.baseline_manifest,
-                                                         current=info.manifest, vary=vary)
+    custom = config.hook.pytest_agentdrift_compare_stamps(
+        config=config, baseline=comparison.baseline_manifest, current=info.manifest, vary=vary
+    )
     if custom is not None:
         return custom, accepted
-    return compare_manifests(comparison.baseline_manifest, info.manifest, vary, pre_run=pre_run,
-                             accept_unobserved=accepted.fields), accepted
+    return compare_manifests(
+        comparison.baseline_manifest, info.manifest, vary, pre_run=pre_run, accept_unobserved=accepted.fields
+    ), accepted
 
 
 def rebaseline_command(config) -> str:
@@ -179,12 +191,16 @@ def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
     from pytest_agentdrift.vocabulary import DECLARABLE_FIELDS, DEFAULT_ACCEPT_UNOBSERVED, ENVELOPE_FIELDS
 
     declarable = [f for f in fields if f in DECLARABLE_FIELDS]
-    lines = [f"unobserved on both sides: {', '.join(fields)}. The harness cannot see these values, so a new "
-             "recording would not help; only you can vouch for them."]
+    lines = [
+        f"unobserved on both sides: {', '.join(fields)}. The harness cannot see these values, so a new "
+        "recording would not help; only you can vouch for them."
+    ]
     if declarable:
         target = declare_path or Path("agent-declare.toml")
-        lines.append(f"Either declare what you know in {target} (pass --agent-declare {target}, or ini agent_declare = {target}):")
-        lines += [f"    {f} = \"...\"" for f in declarable]
+        lines.append(
+            f"Either declare what you know in {target} (pass --agent-declare {target}, or ini agent_declare = {target}):"
+        )
+        lines += [f'    {f} = "..."' for f in declarable]
     groups = []
     rest = list(fields)
     if set(ENVELOPE_FIELDS) <= set(fields):
@@ -195,8 +211,11 @@ def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
     lines.append(("or " if declarable else "") + "accept them as unknowable, in pytest.ini:")
     lines += ["    [pytest]", "    agent_accept_unobserved ="]
     lines += [f"        {t}" for t in tokens]
-    lines.append("  (or in pyproject.toml: [tool.pytest.ini_options] agent_accept_unobserved = ["
-                 + ", ".join(f'"{t}"' for t in tokens) + "])")
+    lines.append(
+        "  (or in pyproject.toml: [tool.pytest.ini_options] agent_accept_unobserved = ["
+        + ", ".join(f'"{t}"' for t in tokens)
+        + "])"
+    )
     lines.append("  (`unobservable` accepts every field the agent's adapter cannot observe, in one word)")
     return lines
 
@@ -212,8 +231,11 @@ def check_baseline(config, info, comparison) -> list[str] | None:
     if not cmp.comparable:
         both_unknown = [f for f, b, c in cmp.blocks if b == c == UNOBSERVED]
         # fields only known after the runs that the baseline never observed will block then
-        both_unknown += [f for f in cmp.deferred if (comparison.baseline_manifest.get("identity") or {}).get(f) == UNOBSERVED
-                         and f not in accepted.fields]
+        both_unknown += [
+            f
+            for f in cmp.deferred
+            if (comparison.baseline_manifest.get("identity") or {}).get(f) == UNOBSERVED and f not in accepted.fields
+        ]
         only_unknown = all(b == c == UNOBSERVED for _, b, c in cmp.blocks)
         lines = accepted.lines() + render_refusal(cmp, None if only_unknown else rebaseline_command(config))
         if both_unknown:
@@ -241,8 +263,15 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
     cmp, accepted = _compare(config, info, comparison, pre_run=False)
     st = info.settings
     outcome = compare_recorded(
-        comparison.baseline_results, results, cmp, gate=st.gate, seed=st.seed, release_notes=st.release_notes,
-        rollback_state=st.rollback_state, rollback_evidence=st.rollback_evidence, accepted=accepted.to_dict(),
+        comparison.baseline_results,
+        results,
+        cmp,
+        gate=st.gate,
+        seed=st.seed,
+        release_notes=st.release_notes,
+        rollback_state=st.rollback_state,
+        rollback_evidence=st.rollback_evidence,
+        accepted=accepted.to_dict(),
     )
     comparison.stamps = cmp
     comparison.files = outcome.files
@@ -252,8 +281,15 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
     from pytest_agentdrift.session.experiments import after_comparison
 
     # the seed 002 rows, ablation verdicts and the null experiment; drop-it and null set their own verdict
-    after_comparison(config, info, collector, comparison, results, _selected(comparison.baseline_results, results)[0],
-                     outcome.comparison)
+    after_comparison(
+        config,
+        info,
+        collector,
+        comparison,
+        results,
+        _selected(comparison.baseline_results, results)[0],
+        outcome.comparison,
+    )
 
 
 __all__ = ["check_baseline", "compare_with_baseline", "capture_for_session", "load_baseline"]

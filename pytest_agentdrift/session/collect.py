@@ -77,7 +77,11 @@ class TaskItem(pytest.Item):
         fail_on_critical_only = runner.settings.fail_on == "critical"
         failed = not result["passed"]
         if fail_on_critical_only:
-            failed = bool(result["critical_failed"]) or result["tampered_pass"] or result["outcome"] in ("error", "timeout", "resource_exceeded")
+            failed = (
+                bool(result["critical_failed"])
+                or result["tampered_pass"]
+                or result["outcome"] in ("error", "timeout", "resource_exceeded")
+            )
         if failed:
             raise TaskFailed(failure_text(self.spec.id, self.spec.title, result))
 
@@ -95,8 +99,12 @@ class TaskItem(pytest.Item):
 def junit_properties(spec: TaskSpec, rep: int, result: dict[str, Any]) -> list[tuple[str, str]]:
     """One junit <property> per fact a CI UI can show about this run."""
     props = [
-        ("agentdrift.task_id", spec.id), ("agentdrift.title", spec.title), ("agentdrift.behavior", spec.behavior or ""),
-        ("agentdrift.suite", spec.suite), ("agentdrift.repetition", str(rep)), ("agentdrift.outcome", result["outcome"]),
+        ("agentdrift.task_id", spec.id),
+        ("agentdrift.title", spec.title),
+        ("agentdrift.behavior", spec.behavior or ""),
+        ("agentdrift.suite", spec.suite),
+        ("agentdrift.repetition", str(rep)),
+        ("agentdrift.outcome", result["outcome"]),
     ]
     props += [(f"agentdrift.layer.{layer}", state) for layer, state in result["layers"].items()]
     props += [

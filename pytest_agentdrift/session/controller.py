@@ -51,8 +51,14 @@ class WorkerPlugin:
 
 
 class ControllerPlugin:
-    def __init__(self, config: pytest.Config, info: SessionInfo, runner: TaskRunner, collector: RunCollector,
-                 comparison: ComparisonState):
+    def __init__(
+        self,
+        config: pytest.Config,
+        info: SessionInfo,
+        runner: TaskRunner,
+        collector: RunCollector,
+        comparison: ComparisonState,
+    ):
         self.config = config
         self.info = info
         self.runner = runner
@@ -98,7 +104,9 @@ class ControllerPlugin:
                 self.collector.agent_version = self.runner.probe_agent_version()
                 from pytest_agentdrift.session.experiments import prepare_session
 
-                prepare_session(self.config, self.info, self.runner, self.comparison)  # bundle, derived B, options, plan
+                prepare_session(
+                    self.config, self.info, self.runner, self.comparison
+                )  # bundle, derived B, options, plan
                 s = self.settings  # a bundle's model and options stand in for unset ones
             from pytest_agentdrift.session.baseline import capture_for_session
 
@@ -109,9 +117,16 @@ class ControllerPlugin:
                 refusal = check_baseline(self.config, self.info, self.comparison)
                 if refusal:
                     blocks = self.comparison.stamps.blocks
-                    names = ", ".join(f for f, _, _ in blocks[:6]) + (f" (+{len(blocks) - 6} more)" if len(blocks) > 6 else "")
-                    self._exit_now(Verdict(EXIT_REFUSED, f"refused: runs are not comparable ({len(blocks)} identity "
-                                                         f"field(s) block: {names})"), refusal)
+                    names = ", ".join(f for f, _, _ in blocks[:6]) + (
+                        f" (+{len(blocks) - 6} more)" if len(blocks) > 6 else ""
+                    )
+                    self._exit_now(
+                        Verdict(
+                            EXIT_REFUSED,
+                            f"refused: runs are not comparable ({len(blocks)} identity field(s) block: {names})",
+                        ),
+                        refusal,
+                    )
             if s.record is not None:
                 from pytest_agentdrift.record.store import RunRecorder, check_record_target
 
@@ -190,10 +205,17 @@ class ControllerPlugin:
         """What sets the exit status, in order: operational 4, refusal 6, the gate, then the runs."""
         s, c = self.settings, self.collector
         if exitstatus == int(pytest.ExitCode.INTERRUPTED):
-            why = "interrupted" if c.interrupted == "KeyboardInterrupt" else _pytest_reason(exitstatus, session, "pytest")
-            return Verdict(exitstatus, why + ("; the run is recorded incomplete" if s.record and c.received_nodeids else ""))
-        if exitstatus in (int(pytest.ExitCode.INTERNAL_ERROR), int(pytest.ExitCode.USAGE_ERROR),
-                          int(pytest.ExitCode.NO_TESTS_COLLECTED)):
+            why = (
+                "interrupted" if c.interrupted == "KeyboardInterrupt" else _pytest_reason(exitstatus, session, "pytest")
+            )
+            return Verdict(
+                exitstatus, why + ("; the run is recorded incomplete" if s.record and c.received_nodeids else "")
+            )
+        if exitstatus in (
+            int(pytest.ExitCode.INTERNAL_ERROR),
+            int(pytest.ExitCode.USAGE_ERROR),
+            int(pytest.ExitCode.NO_TESTS_COLLECTED),
+        ):
             return Verdict(exitstatus, _pytest_reason(exitstatus, session, "pytest"))
         if not results["complete"]:
             return Verdict(EXIT_USAGE, "the run is incomplete: " + "; ".join(results["incomplete_reasons"]))
@@ -202,8 +224,12 @@ class ControllerPlugin:
         cmp_verdict = self.comparison.verdict
         if cmp_verdict is not None and cmp_verdict.code == EXIT_REFUSED:
             return cmp_verdict
-        dropped_over_failure = s.gate == GATE_DROP_IT and cmp_verdict is not None and cmp_verdict.code == EXIT_OK \
+        dropped_over_failure = (
+            s.gate == GATE_DROP_IT
+            and cmp_verdict is not None
+            and cmp_verdict.code == EXIT_OK
             and exitstatus == EXIT_FAILED
+        )
         if s.gate and cmp_verdict is not None and not dropped_over_failure:
             return cmp_verdict  # the gate decides; failed items still show as failed above
         # (a "Drop it" never hides a failed check: docs/bundles.md, exit codes)
@@ -213,7 +239,12 @@ class ControllerPlugin:
             where = f"recorded {s.record} complete" if s.record else "the run is complete"
             return Verdict(EXIT_OK, f"{where}; task outcomes do not set the exit status (--agent-fail-on none)")
         if exitstatus == EXIT_FAILED:
-            failed = [f"{tid} r{r['rep']}" for tid, t in results["tasks"].items() for r in t["runs"] if _item_failed(r, s.fail_on)]
+            failed = [
+                f"{tid} r{r['rep']}"
+                for tid, t in results["tasks"].items()
+                for r in t["runs"]
+                if _item_failed(r, s.fail_on)
+            ]
             if failed:
                 head = ", ".join(failed[:8]) + (f" (+{len(failed) - 8} more)" if len(failed) > 8 else "")
                 which = "with a critical failure" if s.fail_on == "critical" else "failed"

@@ -62,23 +62,34 @@ def bundles_dir(config: Any) -> Path:
     """The plugin's bundles directory: --agent-bundles, the agent_bundles ini value, AGENTDRIFT_BUNDLES, default."""
     from pytest_agentdrift.manifest.bundles import resolve_store
 
-    return resolve_store(config.getoption("agentdrift_bundles"), config.getini("agent_bundles") or None, os.environ,
-                         Path(config.rootpath))
+    return resolve_store(
+        config.getoption("agentdrift_bundles"),
+        config.getini("agent_bundles") or None,
+        os.environ,
+        Path(config.rootpath),
+    )
 
 
 def _check_options(st_: Any, controller: bool) -> None:
     if (st_.without or st_.with_items) and not st_.bundle:
-        raise AgentDriftError("--agent-without / --agent-with derive B from a bundle: give --agent-bundle NAME (make one "
-                              "with: agentdrift bundle snapshot NAME --agent PRESET)")
+        raise AgentDriftError(
+            "--agent-without / --agent-with derive B from a bundle: give --agent-bundle NAME (make one "
+            "with: agentdrift bundle snapshot NAME --agent PRESET)"
+        )
     if st_.gate == DROP_IT and not (st_.without or st_.with_items):
-        raise AgentDriftError("--agent-gate drop-it decides on one removed or added item: give --agent-without PATH or "
-                              "--agent-with PATH")
+        raise AgentDriftError(
+            "--agent-gate drop-it decides on one removed or added item: give --agent-without PATH or --agent-with PATH"
+        )
     if controller and st_.gate == DROP_IT and st_.baseline is None:
-        raise AgentDriftError("--agent-gate drop-it compares against the arm with the whole bundle: give --agent-baseline")
+        raise AgentDriftError(
+            "--agent-gate drop-it compares against the arm with the whole bundle: give --agent-baseline"
+        )
     if controller and st_.null and st_.baseline is None:
         raise AgentDriftError("--agent-null compares two recordings of one runtime: give --agent-baseline")
     if st_.null and st_.vary:
-        raise AgentDriftError(f"--agent-null: a null experiment varies nothing, but --agent-vary {', '.join(st_.vary)} was given")
+        raise AgentDriftError(
+            f"--agent-null: a null experiment varies nothing, but --agent-vary {', '.join(st_.vary)} was given"
+        )
     if st_.bundle and not (st_.agent or st_.cmd):
         raise AgentDriftError("--agent-bundle: give the agent preset the bundle belongs to (--agent PRESET)")
 
@@ -102,19 +113,25 @@ def prepare_session(config: Any, info: Any, runner: Any, comparison: Any = None)
         st.base_bundle = bundle = bundles.load(st.store, settings.bundle)
         adapter = runner.adapter
         if adapter is None or adapter.name != bundle.agent:
-            raise AgentDriftError(f"--agent-bundle {settings.bundle}: the bundle is a {bundle.agent} setup, but the "
-                                  f"session runs {adapter.name if adapter else 'no agent'}")
+            raise AgentDriftError(
+                f"--agent-bundle {settings.bundle}: the bundle is a {bundle.agent} setup, but the "
+                f"session runs {adapter.name if adapter else 'no agent'}"
+            )
         if settings.without or settings.with_items:
             _check_without(config, bundle, settings.without)
-            bundle = bundles.derive(st.store, bundle, without=settings.without, with_=settings.with_items,
-                                    cwd=Path.cwd(), home=Path.home())
+            bundle = bundles.derive(
+                st.store, bundle, without=settings.without, with_=settings.with_items, cwd=Path.cwd(), home=Path.home()
+            )
         st.bundle = bundle
         # the bundle's model and options stand in for the ones the session did not set
         opts = {**({"model": bundle.model} if bundle.model else {}), **bundle.options, **settings.agent_options}
         info.settings = dataclasses.replace(settings, agent_options=opts)  # the runner reads info.settings
         runner.overlay = overlay_for(bundle)
-    if controller and (st.bundle is not None or st.plan is not None) and not config.pluginmanager.has_plugin(
-            "agentdrift-experiments"):
+    if (
+        controller
+        and (st.bundle is not None or st.plan is not None)
+        and not config.pluginmanager.has_plugin("agentdrift-experiments")
+    ):
         config.pluginmanager.register(ExperimentPlugin(info, comparison), "agentdrift-experiments")
 
 
@@ -128,12 +145,16 @@ def _check_without(config: Any, bundle: Any, without: tuple[str, ...]) -> None:
     for spec in without:
         user = spec.startswith("~/")
         rel = (spec[2:] if user else spec.removeprefix("./")).rstrip("/")
-        in_bundle = any(f.scope == ("user" if user else "project") and (f.path == rel or f.path.startswith(rel + "/"))
-                        for f in bundle.files)
+        in_bundle = any(
+            f.scope == ("user" if user else "project") and (f.path == rel or f.path.startswith(rel + "/"))
+            for f in bundle.files
+        )
         in_repo = not user and any(os.path.lexists(r / rel) for r in repos)
         if not in_bundle and not in_repo:
-            raise AgentDriftError(f"--agent-without {spec}: not in bundle {bundle.label} and not in the repo/ of any "
-                                  "selected task; nothing would be removed")
+            raise AgentDriftError(
+                f"--agent-without {spec}: not in bundle {bundle.label} and not in the repo/ of any "
+                "selected task; nothing would be removed"
+            )
 
 
 def overlay_for(bundle: Any) -> Any:
@@ -141,7 +162,8 @@ def overlay_for(bundle: Any) -> Any:
     from pytest_agentdrift.run.overlay import Overlay
 
     return Overlay(
-        name=bundle.name, digest=bundle.digest,
+        name=bundle.name,
+        digest=bundle.digest,
         project_root=str(bundle.root / "files" / "project"),
         project=tuple((f.path, f.executable) for f in bundle.scoped("project")),
         user_root=str(bundle.root / "files" / "user"),
@@ -195,10 +217,16 @@ def stamp_manifest(info: Any, cap: Any) -> None:
         ident["instruction_hash"] = digest({"discovered": discovered_i, "agent_bundle": parts["instructions"]})
     if discovered_c not in (UNOBSERVED, None):
         ident["config_hash"] = digest({"discovered": discovered_c, "agent_bundle": parts["config"]})
-    info = {"name": st.bundle.name, "digest": st.bundle.digest, "derived_from": st.bundle.identity.get("derived_from"),
-            "digests": parts, "discovered_instruction_hash": discovered_i, "discovered_config_hash": discovered_c,
-            "rule": "instruction_hash = digest({discovered, agent_bundle: digests.instructions}); "
-                    "config_hash = digest({discovered, agent_bundle: digests.config})"}
+    info = {
+        "name": st.bundle.name,
+        "digest": st.bundle.digest,
+        "derived_from": st.bundle.identity.get("derived_from"),
+        "digests": parts,
+        "discovered_instruction_hash": discovered_i,
+        "discovered_config_hash": discovered_c,
+        "rule": "instruction_hash = digest({discovered, agent_bundle: digests.instructions}); "
+        "config_hash = digest({discovered, agent_bundle: digests.config})",
+    }
     cap.manifest.setdefault("evidence", {})["agent_bundle"] = info
     cap.manifest.setdefault("provenance", {})["agent_bundle"] = {"name": st.bundle.name, "digest": st.bundle.digest}
     cap.manifest["runtime_id"] = digest(ident)
@@ -219,14 +247,19 @@ class ExperimentPlugin:
         settings = results.setdefault("settings", {})
         if st.bundle is not None:
             info = st.bundle.describe()
-            info["overlay"] = {"project_files": len(st.bundle.scoped("project")), "user_files": len(st.bundle.scoped("user")),
-                               "removed": list(st.bundle.removes),
-                               "note": "overlaid before each run's starting snapshot: never counted as changes"}
+            info["overlay"] = {
+                "project_files": len(st.bundle.scoped("project")),
+                "user_files": len(st.bundle.scoped("user")),
+                "removed": list(st.bundle.removes),
+                "note": "overlaid before each run's starting snapshot: never counted as changes",
+            }
             settings["agent_bundle"] = info
         if st.plan is not None:
             settings["plan"] = plan_check(st.plan, results)
             if self.comparison is not None:
-                self.comparison.files.setdefault("plan.json", st.plan)  # a comparison adds it again after it resets the files
+                self.comparison.files.setdefault(
+                    "plan.json", st.plan
+                )  # a comparison adds it again after it resets the files
 
 
 def plan_check(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
@@ -243,11 +276,19 @@ def plan_check(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
     same_tasks = plan["source"].get("task_set_id") in (None, results.get("task_set_id"))
     if not same_tasks:
         problems.append("the plan was made from another task set")
-    return {"digest": plan["digest"], "created_at": plan.get("created_at"), "delta": plan["question"]["delta"],
-            "alpha": plan["question"]["alpha"], "power": plan["question"]["power"], "planned": rec,
-            "ran": {"tasks": tasks, "k": k}, "followed": not problems, "problems": problems,
-            "pre_registered": bool(plan.get("created_at")) and plan["created_at"] <= str(results.get("started_at", "")),
-            "file": "plan.json"}
+    return {
+        "digest": plan["digest"],
+        "created_at": plan.get("created_at"),
+        "delta": plan["question"]["delta"],
+        "alpha": plan["question"]["alpha"],
+        "power": plan["question"]["power"],
+        "planned": rec,
+        "ran": {"tasks": tasks, "k": k},
+        "followed": not problems,
+        "problems": problems,
+        "pre_registered": bool(plan.get("created_at")) and plan["created_at"] <= str(results.get("started_at", "")),
+        "file": "plan.json",
+    }
 
 
 def _read_json(path: Path) -> Any:
@@ -256,8 +297,15 @@ def _read_json(path: Path) -> Any:
     return load_json_file(path) if path.is_file() else None
 
 
-def after_comparison(config: Any, info: Any, collector: Any, state: Any, results: dict[str, Any],
-                     baseline: dict[str, Any], comparison: dict[str, Any]) -> None:
+def after_comparison(
+    config: Any,
+    info: Any,
+    collector: Any,
+    state: Any,
+    results: dict[str, Any],
+    baseline: dict[str, Any],
+    comparison: dict[str, Any],
+) -> None:
     """The seed 002 rows and verdicts for a session compared with a baseline.
 
     ``state`` is the session's ComparisonState (its lines, record files and verdict),
@@ -271,10 +319,15 @@ def after_comparison(config: Any, info: Any, collector: Any, state: Any, results
     settings = info.settings
     base_dir = Path(settings.baseline)
     section = experiment_section(
-        baseline, results, comparison, base_manifest=state.baseline_manifest, cand_manifest=info.manifest,
+        baseline,
+        results,
+        comparison,
+        base_manifest=state.baseline_manifest,
+        cand_manifest=info.manifest,
         base_instructions=_read_json(base_dir / "instruction-bundle.json"),
         cand_instructions=getattr(collector, "instruction_bundle", None),
-        gate_mode=settings.gate, release_notes_given=settings.release_notes is not None,
+        gate_mode=settings.gate,
+        release_notes_given=settings.release_notes is not None,
     )
     lines = render_experiment(section)
     files = state.files
@@ -287,21 +340,35 @@ def after_comparison(config: Any, info: Any, collector: Any, state: Any, results
     drop = experiment_exit_code(section, settings.gate)
     if drop is not None and comparison.get("comparable"):
         gate = (section.get("ablation") or {}).get("drop_it") or {}
-        verdict = Verdict(drop, f"gate drop-it: {gate.get('answer', 'no answer')}: {gate.get('reason', 'no single item')}")
+        verdict = Verdict(
+            drop, f"gate drop-it: {gate.get('answer', 'no answer')}: {gate.get('reason', 'no single item')}"
+        )
     if settings.null:
         from pytest_agentdrift.compare.null import null_exit_code, null_experiment, render_null
 
-        result = null_experiment([baseline, results], [state.baseline_manifest, info.manifest],
-                                 labels=[str(base_dir), "this session"], alpha=0.05, seed=settings.seed,
-                                 accept_unobserved=settings.accept_unobserved)
+        result = null_experiment(
+            [baseline, results],
+            [state.baseline_manifest, info.manifest],
+            labels=[str(base_dir), "this session"],
+            alpha=0.05,
+            seed=settings.seed,
+            accept_unobserved=settings.accept_unobserved,
+        )
         files["comparison/null.json"] = result
         if isinstance(files.get("comparison/decision.json"), dict):
-            files["comparison/decision.json"]["null_experiment"] = {"status": result["status"], "because": result["because"]}
+            files["comparison/decision.json"]["null_experiment"] = {
+                "status": result["status"],
+                "because": result["because"],
+            }
         lines += render_null(result)
         null_code = null_exit_code(result)
         if (verdict is None or verdict.code != EXIT_REFUSED) and null_code != EXIT_OK:
             # drift suspected (1), or not a null experiment (6)
-            because = result["because"][0] if isinstance(result.get("because"), list) and result["because"] else result.get("because", "")
+            because = (
+                result["because"][0]
+                if isinstance(result.get("because"), list) and result["because"]
+                else result.get("because", "")
+            )
             verdict = Verdict(null_code, f"null experiment: {result['status']}" + (f": {because}" if because else ""))
     state.verdict = verdict
     state.lines.extend(lines)

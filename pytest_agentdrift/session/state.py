@@ -61,11 +61,13 @@ def evaluator_id(specs: list[TaskSpec]) -> str:
     from pytest_agentdrift.grade.evaluator import evaluator_components
 
     # Grading code by logical component (see evaluator.py): moving a file keeps the id.
-    return digest({
-        "evaluator_version": EVALUATOR_VERSION,
-        "code": evaluator_components(),
-        "checks": {s.id: [c.to_dict() for c in s.checks] for s in sorted(specs, key=lambda s: s.id)},
-    })
+    return digest(
+        {
+            "evaluator_version": EVALUATOR_VERSION,
+            "code": evaluator_components(),
+            "checks": {s.id: [c.to_dict() for c in s.checks] for s in sorted(specs, key=lambda s: s.id)},
+        }
+    )
 
 
 def task_set_id(specs: list[TaskSpec]) -> str:
@@ -84,8 +86,11 @@ class SessionInfo:
     manifest: dict[str, Any] | None = None
 
     def to_workerinput(self) -> dict[str, Any]:
-        return {"agentdrift_run_id": self.run_id, "agentdrift_started_at": self.started_at,
-                "agentdrift_manifest": self.manifest}
+        return {
+            "agentdrift_run_id": self.run_id,
+            "agentdrift_started_at": self.started_at,
+            "agentdrift_manifest": self.manifest,
+        }
 
     def update_from_workerinput(self, workerinput: dict[str, Any]) -> None:
         self.run_id = workerinput.get("agentdrift_run_id", self.run_id)
@@ -144,7 +149,9 @@ class TaskRunner:
         """Collection: task ids are unique across the session."""
         other = self.specs.get(spec.id)
         if other is not None and other.path != spec.path:
-            raise TaskError(f"task id {spec.id!r} is also used by {other.path}; ids must be unique", spec.path / "task.toml")
+            raise TaskError(
+                f"task id {spec.id!r} is also used by {other.path}; ids must be unique", spec.path / "task.toml"
+            )
         self.specs[spec.id] = spec
 
     @property
@@ -170,7 +177,9 @@ class TaskRunner:
         if self._grader is None:
             from pytest_agentdrift.grade.checks import Grader
 
-            self._grader = Grader(self.isolation, self.base / "grading", hide=self.base / "runs", hidden=self.hidden_paths())
+            self._grader = Grader(
+                self.isolation, self.base / "grading", hide=self.base / "runs", hidden=self.hidden_paths()
+            )
         return self._grader
 
     def sandbox_mounts(self) -> list[tuple[str, str]]:
@@ -184,9 +193,11 @@ class TaskRunner:
         return self._mounts
 
     def option_mounts(self) -> list[tuple[str, str]]:
-        return [*((os.path.abspath(p), "--agent-config") for p in self.settings.config_files),
-                *((os.path.abspath(p), "--agent-instructions") for p in self.settings.instruction_files),
-                *((p, "--agent-mount") for p in self.settings.mounts)]
+        return [
+            *((os.path.abspath(p), "--agent-config") for p in self.settings.config_files),
+            *((os.path.abspath(p), "--agent-instructions") for p in self.settings.instruction_files),
+            *((p, "--agent-mount") for p in self.settings.mounts),
+        ]
 
     def hidden_paths(self) -> tuple[Path, ...]:
         """Never visible in a sandbox, even inside something it may read."""
@@ -217,17 +228,29 @@ class TaskRunner:
         from pytest_agentdrift.safetext import json_safe
 
         settings = RunSettings(
-            isolation=self.isolation, timeout_s=self.settings.timeout,
+            isolation=self.isolation,
+            timeout_s=self.settings.timeout,
             env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(self.settings.env))),
-            agent_options=self.settings.agent_options, keep_workdirs=self.settings.keep_workdirs,
-            allow_hosts=self.settings.allow_hosts, mounts=tuple(self.option_mounts()), hidden=self.hidden_paths(),
-            limits=dict(self.settings.limits) or None, harness_dir=self.base / "harness",
+            agent_options=self.settings.agent_options,
+            keep_workdirs=self.settings.keep_workdirs,
+            allow_hosts=self.settings.allow_hosts,
+            mounts=tuple(self.option_mounts()),
+            hidden=self.hidden_paths(),
+            limits=dict(self.settings.limits) or None,
+            harness_dir=self.base / "harness",
             overlay=self.overlay,
         )
         # Whatever goes wrong while handling this one run is this run's `error`, with the
         # reason (grade/attempt.py); the session, the other repetitions and tasks go on.
-        run, result = attempt(spec, rep, self.adapter, settings, self.grader, self.base / "runs",
-                              keep_workdirs=self.settings.keep_workdirs)
+        run, result = attempt(
+            spec,
+            rep,
+            self.adapter,
+            settings,
+            self.grader,
+            self.base / "runs",
+            keep_workdirs=self.settings.keep_workdirs,
+        )
         raw_dir = f"raw/{spec.id}/r{rep}"
         result["raw"] = raw_dir
         if run is not None and result["outcome"] != "error":
@@ -240,12 +263,19 @@ class TaskRunner:
                 "stderr.txt": run.stderr,
                 "events.jsonl": dump_jsonl(run.events),
                 "diff.patch": _overlay_note(run) + run.patch,
-                "report.json": json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n" if run.report else "null\n",
+                "report.json": json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n"
+                if run.report
+                else "null\n",
                 "checks.json": json.dumps(json_safe(result["checks"]), indent=2, sort_keys=True) + "\n",
                 "argv.json": json.dumps(json_safe(run.argv), indent=2) + "\n",
             }
-        meta = {"title": spec.title, "suite": spec.suite, "behavior": spec.behavior, "task_digest": self.task_digest(spec),
-                "default_checks": spec.default_checks}
+        meta = {
+            "title": spec.title,
+            "suite": spec.suite,
+            "behavior": spec.behavior,
+            "task_digest": self.task_digest(spec),
+            "default_checks": spec.default_checks,
+        }
         payload = json_safe({"task_id": spec.id, "rep": rep, "meta": meta, "result": result})
         # The one place where run data leaves for the record: keep the session's secrets out.
         secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
@@ -337,13 +367,23 @@ class RunCollector:
                 "surface": adapter.surface if adapter else "none",
             },
             "isolation": iso,
-            "settings": {"k": st.k, "timeout_s": st.timeout, "fail_on": st.fail_on, "gate": st.gate,
-                         "isolation": st.isolation, "agent_options": st.agent_options, "limits": self._limits()},
+            "settings": {
+                "k": st.k,
+                "timeout_s": st.timeout,
+                "fail_on": st.fail_on,
+                "gate": st.gate,
+                "isolation": st.isolation,
+                "agent_options": st.agent_options,
+                "limits": self._limits(),
+            },
             "runtime_id": (self.info.manifest or {}).get("runtime_id"),
             "task_set_id": self._identity_field("task_set_id", task_set_id),
             "evaluator_id": self._identity_field("evaluator_id", evaluator_id),
             "tasks": tasks,
-            "workers": {wid: {"exitstatus": w.get("exitstatus"), "error": w.get("error")} for wid, w in sorted(self.workers.items())},
+            "workers": {
+                wid: {"exitstatus": w.get("exitstatus"), "error": w.get("error")}
+                for wid, w in sorted(self.workers.items())
+            },
             "summary": summarise(tasks),
         }
 

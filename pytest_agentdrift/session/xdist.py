@@ -30,5 +30,7 @@ class XdistHooks:
     def pytest_testnodedown(self, node, error) -> None:
         out = getattr(node, "workeroutput", None) or {}
         wid = getattr(node, "workerinput", {}).get("workerid", "?")
-        self.collector.workers[wid] = {"exitstatus": out.get("agentdrift_exitstatus"),
-                                       "error": None if error is None else str(error)[:500]}
+        self.collector.workers[wid] = {
+            "exitstatus": out.get("agentdrift_exitstatus"),
+            "error": None if error is None else str(error)[:500],
+        }

@@ -109,8 +109,13 @@ class WalkStats:
     unreadable: list[str] = field(default_factory=list)  # directories that could not be listed
 
 
-def walk(root: str | os.PathLike[str], skip: frozenset[str] = frozenset(), *, max_names: int | None = None,
-         stats: WalkStats | None = None) -> Iterator[Item]:
+def walk(
+    root: str | os.PathLike[str],
+    skip: frozenset[str] = frozenset(),
+    *,
+    max_names: int | None = None,
+    stats: WalkStats | None = None,
+) -> Iterator[Item]:
     """Every non-directory below root, and every empty directory, by fd.
 
     `skip`: a plain name is skipped at any depth, "./a/b" only at that path.
@@ -297,9 +302,16 @@ class CopyReport:
             self.skipped.append(f"{escape_path(rel)} ({why})")
 
     def to_dict(self) -> dict:
-        return {"complete": self.complete, "entries": self.entries, "data_bytes": self.data_bytes,
-                "apparent_bytes": self.apparent_bytes, "skipped": self.skipped,
-                "skipped_count": self.skipped_count, "truncated": self.truncated, "special": self.special}
+        return {
+            "complete": self.complete,
+            "entries": self.entries,
+            "data_bytes": self.data_bytes,
+            "apparent_bytes": self.apparent_bytes,
+            "skipped": self.skipped,
+            "skipped_count": self.skipped_count,
+            "truncated": self.truncated,
+            "special": self.special,
+        }
 
 
 def _data_segments(fd: int, size: int) -> Iterator[tuple[int, int]]:
@@ -343,8 +355,14 @@ def _copy_file(src_fd: int, dst_fd: int, size: int) -> int:
     return copied
 
 
-def copy_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, skip: frozenset[str] = frozenset(),
-              budget: CopyBudget | None = None, report: CopyReport | None = None) -> CopyReport:
+def copy_tree(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    skip: frozenset[str] = frozenset(),
+    budget: CopyBudget | None = None,
+    report: CopyReport | None = None,
+) -> CopyReport:
     """Copy src into a new directory dst: files (sparse-aware), symlinks as links,
     directories; FIFOs, sockets and devices are left out (a FIFO would hang a
     copy). Plain private copies, never hard links. Bounded by `budget`: what
@@ -407,8 +425,12 @@ def _copy_one(item: Item, st: os.stat_result, dst_fd: int, budget: CopyBudget, r
             report.truncated = report.truncated or f"more than {budget.data_bytes} bytes of data"
             report.skip(item.rel, f"{data} bytes of data, over the copy budget")
             return
-        dfd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      stat.S_IMODE(st.st_mode) | 0o600, dir_fd=dst_fd)
+        dfd = os.open(
+            name,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            stat.S_IMODE(st.st_mode) | 0o600,
+            dir_fd=dst_fd,
+        )
         try:
             report.data_bytes += _copy_file(sfd, dfd, st.st_size)
             os.fchmod(dfd, stat.S_IMODE(st.st_mode))

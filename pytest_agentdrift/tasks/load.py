@@ -58,14 +58,35 @@ REQUIRED_FILES = (
 )
 
 FORBIDDEN_EFFECT_KEYS = frozenset(
-    {"network", "writes_outside", "git_mutation", "lockfile_change", "credential_access",
-     "protected_paths", "publication", "deployment"}
+    {
+        "network",
+        "writes_outside",
+        "git_mutation",
+        "lockfile_change",
+        "credential_access",
+        "protected_paths",
+        "publication",
+        "deployment",
+    }
 )
 EXPECTED_EVENT_KEYS = frozenset({"require", "require_any", "forbid", "max"})
 #: the statuses of an agent's final report (the agent protocol)
 REPORT_STATUSES = ("complete", "partial", "blocked", "failed")
-TASK_KEYS = frozenset({"id", "title", "behavior", "suite", "timeout_s", "protected", "hidden", "git", "checks",
-                       "description", "default_checks"})
+TASK_KEYS = frozenset(
+    {
+        "id",
+        "title",
+        "behavior",
+        "suite",
+        "timeout_s",
+        "protected",
+        "hidden",
+        "git",
+        "checks",
+        "description",
+        "default_checks",
+    }
+)
 
 #: The safety checks every task gets unless it says `default_checks = false`: (concern,
 #: the check kinds that already cover it, the check added when none does).
@@ -80,8 +101,13 @@ def default_safety_checks(checks: tuple[CheckSpec, ...]) -> tuple[CheckSpec, ...
     """The default checks a task's own checks leave uncovered."""
     kinds = {c.kind for c in checks}
     names = {c.name for c in checks}
-    return tuple(CheckSpec(name, kind, layer, False) for _, covered, (name, kind, layer) in DEFAULT_CHECKS
-                 if not kinds & set(covered) and name not in names)
+    return tuple(
+        CheckSpec(name, kind, layer, False)
+        for _, covered, (name, kind, layer) in DEFAULT_CHECKS
+        if not kinds & set(covered) and name not in names
+    )
+
+
 _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 
@@ -92,7 +118,8 @@ def is_task_dir(path: Path) -> bool:
     silently skipped; a project that merely has a task.toml is left alone.
     """
     return ((path / "task.toml").is_file() or (path / "task.md").is_file()) and (
-        (path / "repo").is_dir() or (path / "initial-tree.sha256").is_file())
+        (path / "repo").is_dir() or (path / "initial-tree.sha256").is_file()
+    )
 
 
 @dataclass(frozen=True)
@@ -147,7 +174,9 @@ class TaskSpec:
 def directory_listing(root: Path) -> list[list[str]]:
     """Sorted [relpath, kind, sha256-or-target] for every entry below root."""
     snap = snapshot(root, skip=CACHE_NAMES)
-    return [[rel, "exec" if e.kind == "file" and e.mode & 0o111 else e.kind, e.sha256] for rel, e in sorted(snap.items())]
+    return [
+        [rel, "exec" if e.kind == "file" and e.mode & 0o111 else e.kind, e.sha256] for rel, e in sorted(snap.items())
+    ]
 
 
 def walk_files(root: Path) -> list[tuple[str, str]]:
@@ -234,7 +263,9 @@ def _expect(cond: bool, problem: str, path: Path) -> None:
 
 
 def _str_list(value: Any, what: str, path: Path) -> list[str]:
-    _expect(isinstance(value, list) and all(isinstance(v, str) for v in value), f"{what} must be a list of strings", path)
+    _expect(
+        isinstance(value, list) and all(isinstance(v, str) for v in value), f"{what} must be a list of strings", path
+    )
     return list(value)
 
 
@@ -245,9 +276,17 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     _expect(isinstance(name, str) and bool(name), f"{where}: 'name' must be a non-empty string", toml_path)
     where = f"check {name!r}"
     kind = raw.get("kind")
-    _expect(isinstance(kind, str) and kind in CHECK_KEYS, f"{where}: unknown check kind {kind!r}; known: {', '.join(sorted(CHECK_KEYS))}", toml_path)
+    _expect(
+        isinstance(kind, str) and kind in CHECK_KEYS,
+        f"{where}: unknown check kind {kind!r}; known: {', '.join(sorted(CHECK_KEYS))}",
+        toml_path,
+    )
     layer = raw.get("layer")
-    _expect(isinstance(layer, str) and layer in LAYERS, f"{where}: unknown layer {layer!r}; known: {', '.join(LAYERS)}", toml_path)
+    _expect(
+        isinstance(layer, str) and layer in LAYERS,
+        f"{where}: unknown layer {layer!r}; known: {', '.join(LAYERS)}",
+        toml_path,
+    )
     critical = raw.get("critical", False)
     _expect(isinstance(critical, bool), f"{where}: 'critical' must be true or false", toml_path)
     params = {k: v for k, v in raw.items() if k not in {"name", "kind", "layer", "critical"}}
@@ -261,10 +300,22 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     if kind == "pytest":
         params.setdefault("args", [])
         _str_list(params["args"], f"{where}: 'args'", toml_path)
-        _expect(params.get("expect_before", "any") in ("fail", "pass", "any"), f"{where}: expect_before must be fail, pass or any", toml_path)
-        _expect(params.get("new_tests", "ignore") in ("ignore", "fail_before"), f"{where}: new_tests must be ignore or fail_before", toml_path)
+        _expect(
+            params.get("expect_before", "any") in ("fail", "pass", "any"),
+            f"{where}: expect_before must be fail, pass or any",
+            toml_path,
+        )
+        _expect(
+            params.get("new_tests", "ignore") in ("ignore", "fail_before"),
+            f"{where}: new_tests must be ignore or fail_before",
+            toml_path,
+        )
     if kind == "golden":
-        _expect(isinstance(params.get("expected"), str), f"{where}: 'expected' (a task-relative file) is required", toml_path)
+        _expect(
+            isinstance(params.get("expected"), str),
+            f"{where}: 'expected' (a task-relative file) is required",
+            toml_path,
+        )
         _task_relative(params["expected"], f"{where}: expected", toml_path)
     for key in ("must_change", "paths", "exist", "absent"):
         if key in params:
@@ -282,7 +333,11 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     if kind == "report_status":
         allowed = _str_list(params.get("allowed", []), f"{where}: 'allowed'", toml_path)
         bad = sorted(set(allowed) - set(REPORT_STATUSES))
-        _expect(bool(allowed) and not bad, f"{where}: 'allowed' must be a non-empty subset of {sorted(REPORT_STATUSES)}", toml_path)
+        _expect(
+            bool(allowed) and not bad,
+            f"{where}: 'allowed' must be a non-empty subset of {sorted(REPORT_STATUSES)}",
+            toml_path,
+        )
         _str_list(params.get("must_name_skipped", []), f"{where}: 'must_name_skipped'", toml_path)
     if kind == "report_mentions":
         for key in ("required", "forbidden"):
@@ -295,16 +350,26 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
         _expect(isinstance(params["equal"], dict), f"{where}: 'equal' must be a table path -> golden file", toml_path)
         for rel, golden in params["equal"].items():
             _expect(isinstance(golden, str), f"{where}: equal.{rel} must name a golden file", toml_path)
-            _expect(not os.path.isabs(rel) and ".." not in rel.split("/"), f"{where}: equal: {rel!r} must stay inside repo/", toml_path)
+            _expect(
+                not os.path.isabs(rel) and ".." not in rel.split("/"),
+                f"{where}: equal: {rel!r} must stay inside repo/",
+                toml_path,
+            )
             _task_relative(golden, f"{where}: equal", toml_path)
     for key in ("timeout_s",):
         if key in params:
-            _expect(isinstance(params[key], (int, float)) and params[key] > 0, f"{where}: timeout_s must be > 0", toml_path)
+            _expect(
+                isinstance(params[key], (int, float)) and params[key] > 0, f"{where}: timeout_s must be > 0", toml_path
+            )
     return CheckSpec(name=name, kind=kind, layer=layer, critical=critical, params=params)
 
 
 def _task_relative(rel: str, what: str, path: Path) -> None:
-    _expect(not os.path.isabs(rel) and ".." not in Path(rel).parts, f"{what}: {rel!r} must stay inside the task directory", path)
+    _expect(
+        not os.path.isabs(rel) and ".." not in Path(rel).parts,
+        f"{what}: {rel!r} must stay inside the task directory",
+        path,
+    )
 
 
 def _load_patterns(path: Path) -> PathSpec:
@@ -328,12 +393,18 @@ def load_task(task_dir: Path) -> TaskSpec:
     unknown = sorted(set(meta) - TASK_KEYS)
     _expect(not unknown, f"unknown key(s): {', '.join(unknown)}", toml_path)
     task_id = meta.get("id")
-    _expect(isinstance(task_id, str) and bool(_ID_RE.match(task_id)), "'id' must match [A-Za-z][A-Za-z0-9_.-]*", toml_path)
+    _expect(
+        isinstance(task_id, str) and bool(_ID_RE.match(task_id)), "'id' must match [A-Za-z][A-Za-z0-9_.-]*", toml_path
+    )
     for key in ("title", "behavior", "suite"):
         _expect(isinstance(meta.get(key, ""), str), f"'{key}' must be a string", toml_path)
     _expect(isinstance(meta.get("title"), str) and bool(meta["title"]), "'title' is required", toml_path)
     timeout = meta.get("timeout_s", 300)
-    _expect(isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0, "'timeout_s' must be a positive number", toml_path)
+    _expect(
+        isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0,
+        "'timeout_s' must be a positive number",
+        toml_path,
+    )
     git = meta.get("git", True)
     _expect(isinstance(git, bool), "'git' must be true or false", toml_path)
     protected_toml = _str_list(meta.get("protected", []), "'protected'", toml_path)
@@ -345,8 +416,11 @@ def load_task(task_dir: Path) -> TaskSpec:
     _expect(isinstance(default_checks, bool), "'default_checks' must be true or false", toml_path)
     raw_checks = meta.get("checks", [])
     function_files = tuple(sorted(p for p in task_dir.glob("test_*.py") if p.is_file()))
-    _expect(isinstance(raw_checks, list) and (bool(raw_checks) or bool(function_files)),
-            "at least one [[checks]] entry (or a test_*.py file of checks) is required", toml_path)
+    _expect(
+        isinstance(raw_checks, list) and (bool(raw_checks) or bool(function_files)),
+        "at least one [[checks]] entry (or a test_*.py file of checks) is required",
+        toml_path,
+    )
     checks = tuple(_parse_check(raw, i, toml_path) for i, raw in enumerate(raw_checks))
     names = [c.name for c in checks]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -360,7 +434,11 @@ def load_task(task_dir: Path) -> TaskSpec:
     effects = load_json_file(effects_path, TaskError)
     _expect(isinstance(effects, dict), "must be a JSON object", effects_path)
     unknown = sorted(set(effects) - FORBIDDEN_EFFECT_KEYS)
-    _expect(not unknown, f"unknown effect(s): {', '.join(unknown)}; known: {', '.join(sorted(FORBIDDEN_EFFECT_KEYS))}", effects_path)
+    _expect(
+        not unknown,
+        f"unknown effect(s): {', '.join(unknown)}; known: {', '.join(sorted(FORBIDDEN_EFFECT_KEYS))}",
+        effects_path,
+    )
     for key, value in effects.items():
         if key == "protected_paths":
             for pattern in _str_list(value, "protected_paths", effects_path):
@@ -381,9 +459,23 @@ def load_task(task_dir: Path) -> TaskSpec:
     unknown = sorted(set(events) - EXPECTED_EVENT_KEYS)
     _expect(not unknown, f"unknown key(s): {', '.join(unknown)}", events_path)
     for key in ("require", "forbid"):
-        _expect(isinstance(events.get(key, []), list) and all(isinstance(e, dict) for e in events.get(key, [])), f"{key!r} must be a list of objects", events_path)
-    _expect(isinstance(events.get("require_any", []), list) and all(isinstance(g, list) and all(isinstance(e, dict) for e in g) for g in events.get("require_any", [])), "'require_any' must be a list of lists of objects", events_path)
-    _expect(isinstance(events.get("max", {}), dict) and all(isinstance(v, int) and v >= 0 for v in events.get("max", {}).values()), "'max' must map event types to counts", events_path)
+        _expect(
+            isinstance(events.get(key, []), list) and all(isinstance(e, dict) for e in events.get(key, [])),
+            f"{key!r} must be a list of objects",
+            events_path,
+        )
+    _expect(
+        isinstance(events.get("require_any", []), list)
+        and all(isinstance(g, list) and all(isinstance(e, dict) for e in g) for g in events.get("require_any", [])),
+        "'require_any' must be a list of lists of objects",
+        events_path,
+    )
+    _expect(
+        isinstance(events.get("max", {}), dict)
+        and all(isinstance(v, int) and v >= 0 for v in events.get("max", {}).values()),
+        "'max' must map event types to counts",
+        events_path,
+    )
     fixture_path = task_dir / "fixture-manifest.json"
     fixture = load_json_file(fixture_path, TaskError)
     _expect(isinstance(fixture, dict), "must be a JSON object", fixture_path)
@@ -396,14 +488,24 @@ def load_task(task_dir: Path) -> TaskSpec:
     for rel in hidden:
         # the graded copy gets a hidden file back only because it is protected
         _expect(rel in tree, f"hidden file {rel!r} is not a file of repo/", toml_path)
-        _expect(protected.matches(rel), f"hidden file {rel!r} must also be protected (the graded copy restores it)", toml_path)
+        _expect(
+            protected.matches(rel),
+            f"hidden file {rel!r} must also be protected (the graded copy restores it)",
+            toml_path,
+        )
 
     for check in checks:
         for key in ("expected",):
             if key in check.params:
-                _expect((task_dir / check.params[key]).is_file(), f"check {check.name!r}: {key} file {check.params[key]!r} is missing", toml_path)
+                _expect(
+                    (task_dir / check.params[key]).is_file(),
+                    f"check {check.name!r}: {key} file {check.params[key]!r} is missing",
+                    toml_path,
+                )
         for golden in check.params.get("equal", {}).values():
-            _expect((task_dir / golden).is_file(), f"check {check.name!r}: golden file {golden!r} is missing", toml_path)
+            _expect(
+                (task_dir / golden).is_file(), f"check {check.name!r}: golden file {golden!r} is missing", toml_path
+            )
 
     spec = TaskSpec(
         id=task_id,

@@ -9,7 +9,6 @@ difference, on purpose: a leading `/` is refused as an absolute path (people
 write `/etc/...` meaning the machine's root); anchor a bare name with `./name`.
 """
 
-
 from __future__ import annotations
 
 import re
@@ -29,7 +28,9 @@ def check_pattern(pattern: str) -> None:
     """Reject patterns that could reach outside the root they are relative to."""
     body = pattern[1:] if pattern.startswith("!") else pattern
     if body.startswith("/"):
-        raise PatternError(f"pattern {pattern!r} is absolute; write it relative to repo/ (anchor a bare name as ./name)")
+        raise PatternError(
+            f"pattern {pattern!r} is absolute; write it relative to repo/ (anchor a bare name as ./name)"
+        )
     if re.match(r"^[A-Za-z]:[\\/]", body) or body.startswith("\\\\"):  # a drive letter or a UNC path
         raise PatternError(f"pattern {pattern!r} is absolute")
     parts = body.strip("/").split("/")

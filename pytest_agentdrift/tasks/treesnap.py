@@ -6,7 +6,6 @@ ctime is in the signature because an edit that restores its mtime (os.utime)
 still moves ctime, and the agent cannot set ctime.
 """
 
-
 from __future__ import annotations
 
 import difflib
@@ -18,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pytest_agentdrift.tasks import fdtree
 from pytest_agentdrift.safetext import escape_path, escape_text
+from pytest_agentdrift.tasks import fdtree
 
 EVALUATOR_COMPONENT = "treesnap"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
@@ -95,24 +94,37 @@ class WalkReport:
         return self.not_examined == 0 and self.truncated is None and not self.unreadable_dirs
 
     def to_dict(self) -> dict:
-        return {"complete": self.complete, "entries": self.entries, "new_examined": self.new_examined,
-                "not_examined": self.not_examined, "not_examined_sample": self.not_examined_sample,
-                "unhashed": self.unhashed, "unhashed_count": self.unhashed_count,
-                "long_paths": self.long_paths, "long_paths_count": self.long_paths_count,
-                "hashed_bytes": self.hashed_bytes, "max_depth": self.max_depth, "truncated": self.truncated,
-                "unreadable_dirs": self.unreadable_dirs}
+        return {
+            "complete": self.complete,
+            "entries": self.entries,
+            "new_examined": self.new_examined,
+            "not_examined": self.not_examined,
+            "not_examined_sample": self.not_examined_sample,
+            "unhashed": self.unhashed,
+            "unhashed_count": self.unhashed_count,
+            "long_paths": self.long_paths,
+            "long_paths_count": self.long_paths_count,
+            "hashed_bytes": self.hashed_bytes,
+            "max_depth": self.max_depth,
+            "truncated": self.truncated,
+            "unreadable_dirs": self.unreadable_dirs,
+        }
 
     def describe(self) -> str | None:
         """One sentence for a person, or None when nothing was left out."""
         parts = []
         if self.not_examined:
-            parts.append(f"{self.not_examined} new entr{'y' if self.not_examined == 1 else 'ies'} not examined "
-                         f"(budget {self.new_examined} examined)")
+            parts.append(
+                f"{self.not_examined} new entr{'y' if self.not_examined == 1 else 'ies'} not examined "
+                f"(budget {self.new_examined} examined)"
+            )
         if self.truncated:
             parts.append(f"walk stopped: {self.truncated}")
         if self.unreadable_dirs:
-            parts.append(f"{len(self.unreadable_dirs)} unreadable director{'y' if len(self.unreadable_dirs) == 1 else 'ies'}: "
-                         + ", ".join(self.unreadable_dirs[:5]))
+            parts.append(
+                f"{len(self.unreadable_dirs)} unreadable director{'y' if len(self.unreadable_dirs) == 1 else 'ies'}: "
+                + ", ".join(self.unreadable_dirs[:5])
+            )
         return "; ".join(parts) or None
 
 
@@ -136,8 +148,9 @@ def _hash_at(dir_fd: int, name: str) -> str:
     return fdtree.hash_at(dir_fd, name)
 
 
-def _entry(item: fdtree.Item, st: os.stat_result, content: bool, budget: Budget | None = None,
-           report: WalkReport | None = None) -> Entry:
+def _entry(
+    item: fdtree.Item, st: os.stat_result, content: bool, budget: Budget | None = None, report: WalkReport | None = None
+) -> Entry:
     mode = stat.S_IMODE(st.st_mode)
     rel = item.rel
     if rel.endswith("/"):
@@ -151,8 +164,11 @@ def _entry(item: fdtree.Item, st: os.stat_result, content: bool, budget: Budget 
     if stat.S_ISREG(st.st_mode):
         digest = ""
         if content:
-            over = budget is not None and report is not None and (
-                st.st_size > budget.hash_file_bytes or report.hashed_bytes + st.st_size > budget.hash_total_bytes)
+            over = (
+                budget is not None
+                and report is not None
+                and (st.st_size > budget.hash_file_bytes or report.hashed_bytes + st.st_size > budget.hash_total_bytes)
+            )
             if over:
                 # never read in full: compared by its stat signature, so any change shows as one
                 digest = f"unhashed:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
@@ -170,16 +186,23 @@ def _entry(item: fdtree.Item, st: os.stat_result, content: bool, budget: Budget 
     return Entry("other", mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, "")
 
 
-def snapshot(root: Path, skip: frozenset[str] = IGNORED_NAMES, budget: Budget | None = None,
-             report: WalkReport | None = None) -> Snapshot:
+def snapshot(
+    root: Path, skip: frozenset[str] = IGNORED_NAMES, budget: Budget | None = None, report: WalkReport | None = None
+) -> Snapshot:
     """Stat and hash every entry below root (paths relative, posix; names that are
     not UTF-8 in surrogateescape form). Without a budget everything is read:
     for trees the harness made (a fixture copy)."""
     return resnapshot(root, {}, skip, budget=budget, report=report, rehash_all=True)
 
 
-def resnapshot(root: Path, before: Snapshot, skip: frozenset[str] = IGNORED_NAMES, budget: Budget | None = DEFAULT_BUDGET,
-               report: WalkReport | None = None, rehash_all: bool = False) -> Snapshot:
+def resnapshot(
+    root: Path,
+    before: Snapshot,
+    skip: frozenset[str] = IGNORED_NAMES,
+    budget: Budget | None = DEFAULT_BUDGET,
+    report: WalkReport | None = None,
+    rehash_all: bool = False,
+) -> Snapshot:
     """Snapshot again, hashing only entries whose stat signature changed.
 
     Walks by directory fd (any depth, any path length, no symlink followed).
@@ -282,9 +305,44 @@ ADDED_LINES_SHOWN = 1000
 #: files whose content is code or configuration: a change the patch cannot show
 #: plainly is flagged (a binary .so shadows a module; a latin-1 .py hides a line)
 SOURCE_SUFFIXES = (
-    ".py", ".pyi", ".pyw", ".pth", ".pyx", ".pxd", ".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib",
-    ".c", ".h", ".cc", ".cpp", ".hpp", ".rs", ".go", ".java", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl",
-    ".sh", ".bash", ".zsh", ".toml", ".cfg", ".ini", ".yaml", ".yml", ".json", ".lock", ".mk", ".cmake",
+    ".py",
+    ".pyi",
+    ".pyw",
+    ".pth",
+    ".pyx",
+    ".pxd",
+    ".pyc",
+    ".pyo",
+    ".so",
+    ".pyd",
+    ".dll",
+    ".dylib",
+    ".c",
+    ".h",
+    ".cc",
+    ".cpp",
+    ".hpp",
+    ".rs",
+    ".go",
+    ".java",
+    ".js",
+    ".mjs",
+    ".cjs",
+    ".ts",
+    ".rb",
+    ".pl",
+    ".sh",
+    ".bash",
+    ".zsh",
+    ".toml",
+    ".cfg",
+    ".ini",
+    ".yaml",
+    ".yml",
+    ".json",
+    ".lock",
+    ".mk",
+    ".cmake",
 )
 _SOURCE_NAMES = ("Makefile", "Dockerfile", "conftest.py", "setup.py", "noxfile.py", "Justfile")
 
@@ -421,15 +479,23 @@ def _display_lines(text: str) -> list[str]:
 def _hex_view(data: bytes) -> list[str]:
     out = []
     for off in range(0, min(len(data), HEX_BYTES), 16):
-        chunk = data[off:off + 16]
+        chunk = data[off : off + 16]
         text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
         out.append(f"~ {off:08x}  {chunk.hex(' '):<47}  |{text}|\n")
     return out
 
 
-def render_changes(old_root: Path, new_root: Path, d: TreeDiff, before: Snapshot | None = None, after: Snapshot | None = None,
-                   *, limit: int = PATCH_FILE_LIMIT, total: int = PATCH_TOTAL_LIMIT,
-                   inspect: Callable[[str, bytes], None] | None = None) -> Changes:
+def render_changes(
+    old_root: Path,
+    new_root: Path,
+    d: TreeDiff,
+    before: Snapshot | None = None,
+    after: Snapshot | None = None,
+    *,
+    limit: int = PATCH_FILE_LIMIT,
+    total: int = PATCH_TOTAL_LIMIT,
+    inspect: Callable[[str, bytes], None] | None = None,
+) -> Changes:
     """The patch (git-style headers, every path escaped) and the added lines of every changed path.
 
     A change the patch cannot show as plain UTF-8 text (binary, not UTF-8, a
@@ -524,31 +590,50 @@ def _examine(rel: str, old: Side, new: Side, ch: Changes, limit: int) -> tuple[s
     else:
         ch.added[rel] = []
     if problem is not None and new.kind == "file":
-        ch.undisplayable.append({"path": escape_path(rel), "reason": problem, "source": is_source(rel, new.mode),
-                                 "before": None if old.kind == "missing" else old.describe(), "after": new.describe()})
+        ch.undisplayable.append(
+            {
+                "path": escape_path(rel),
+                "reason": problem,
+                "source": is_source(rel, new.mode),
+                "before": None if old.kind == "missing" else old.describe(),
+                "after": new.describe(),
+            }
+        )
     return old_text, new_text, problem
 
 
-def _render(rel: str, esc: str, old: Side, new: Side, text: tuple[str | None, str | None, str | None], limit: int) -> str:
+def _render(
+    rel: str, esc: str, old: Side, new: Side, text: tuple[str | None, str | None, str | None], limit: int
+) -> str:
     old_text, new_text, problem = text
     fromfile = "/dev/null" if old.kind == "missing" else f"a/{esc}"
     tofile = "/dev/null" if new.kind == "missing" else f"b/{esc}"
     for side, name in ((old, "a"), (new, "b")):
         if side.kind in ("other", "unreadable", "dir-empty"):
-            what = {"other": "a special file (FIFO, socket or device)", "unreadable": "unreadable",
-                    "dir-empty": "an empty directory"}[side.kind]
+            what = {
+                "other": "a special file (FIFO, socket or device)",
+                "unreadable": "unreadable",
+                "dir-empty": "an empty directory",
+            }[side.kind]
             return f"agentdrift: {name}/{esc} is {what}\n"
     binary = problem is not None and (problem == "binary" or problem.startswith("too large"))
     large = max(old.size, new.size) > limit
     if problem is None and not large:
         return _unified(_display_lines(old_text or ""), _display_lines(new_text or ""), fromfile, tofile)
-    sizes = (f"agentdrift: {problem or 'large file'}; "
-             + ("" if old.kind == "missing" else f"before {old.size} bytes sha256 {old.sha256}")
-             + ("; " if old.kind != "missing" and new.kind != "missing" else "")
-             + ("" if new.kind == "missing" else f"after {new.size} bytes sha256 {new.sha256}") + "\n")
+    sizes = (
+        f"agentdrift: {problem or 'large file'}; "
+        + ("" if old.kind == "missing" else f"before {old.size} bytes sha256 {old.sha256}")
+        + ("; " if old.kind != "missing" and new.kind != "missing" else "")
+        + ("" if new.kind == "missing" else f"after {new.size} bytes sha256 {new.sha256}")
+        + "\n"
+    )
     if binary:
         shown = new if new.data is not None else old
-        return sizes + f"agentdrift: first {min(HEX_BYTES, len(shown.data or b''))} bytes of {'b' if shown is new else 'a'}/{esc}:\n" + "".join(_hex_view(shown.data or b""))
+        return (
+            sizes
+            + f"agentdrift: first {min(HEX_BYTES, len(shown.data or b''))} bytes of {'b' if shown is new else 'a'}/{esc}:\n"
+            + "".join(_hex_view(shown.data or b""))
+        )
     if not large:  # not UTF-8, or declares another encoding: the text, escaped
         return sizes + _unified(_display_lines(old_text or ""), _display_lines(new_text or ""), fromfile, tofile)
     # too large to diff line by line: every added line, escaped, without context
@@ -572,6 +657,8 @@ def _unified(a: list[str], b: list[str], fromfile: str, tofile: str) -> str:
     return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
 
 
-def make_patch(old_root: Path, new_root: Path, d: TreeDiff, limit: int = PATCH_FILE_LIMIT, total: int = PATCH_TOTAL_LIMIT) -> str:
+def make_patch(
+    old_root: Path, new_root: Path, d: TreeDiff, limit: int = PATCH_FILE_LIMIT, total: int = PATCH_TOTAL_LIMIT
+) -> str:
     """The patch alone (see render_changes)."""
     return render_changes(old_root, new_root, d, limit=limit, total=total).patch

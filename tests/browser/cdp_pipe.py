@@ -55,15 +55,34 @@ class Chromium:
             os.dup2(a, 3)
             os.dup2(b, 4)
 
-        argv = [exe, "--headless", "--remote-debugging-pipe", f"--user-data-dir={self.user_data}", "--no-first-run",
-                "--no-default-browser-check", "--disable-gpu", "--disable-extensions", "--disable-sync",
-                "--disable-background-networking", "--disable-component-update", "--disable-default-apps",
-                "--hide-scrollbars", "--mute-audio", "about:blank"]
+        argv = [
+            exe,
+            "--headless",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={self.user_data}",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-gpu",
+            "--disable-extensions",
+            "--disable-sync",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-default-apps",
+            "--hide-scrollbars",
+            "--mute-audio",
+            "about:blank",
+        ]
         if os.geteuid() == 0:
             argv.insert(1, "--no-sandbox")  # Chromium refuses to start as root with its sandbox
         # preexec_fn: the only stdlib way to place the pipes on fds 3 and 4 (tests start no threads here)
-        self.proc = subprocess.Popen(argv, preexec_fn=child_fds, close_fds=False,  # noqa: PLW1509
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            argv,
+            preexec_fn=child_fds,
+            close_fds=False,  # noqa: PLW1509
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buf = b""
@@ -76,7 +95,9 @@ class Chromium:
         try:
             os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
         except BrokenPipeError:
-            raise CDPError(f"Chromium is not reading its debugging pipe (process exit status {self.proc.poll()})") from None
+            raise CDPError(
+                f"Chromium is not reading its debugging pipe (process exit status {self.proc.poll()})"
+            ) from None
 
     def _read_message(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self._buf:
@@ -101,19 +122,35 @@ class Chromium:
                 url = params["request"]["url"]
                 log.requests.append(url)
                 if url.split("#", 1)[0] == log.url:
-                    self._send({"id": self._new_id(), "sessionId": sid, "method": "Fetch.continueRequest",
-                                "params": {"requestId": params["requestId"]}})
+                    self._send(
+                        {
+                            "id": self._new_id(),
+                            "sessionId": sid,
+                            "method": "Fetch.continueRequest",
+                            "params": {"requestId": params["requestId"]},
+                        }
+                    )
                 else:
                     log.blocked.append(url)
-                    self._send({"id": self._new_id(), "sessionId": sid, "method": "Fetch.failRequest",
-                                "params": {"requestId": params["requestId"], "errorReason": "BlockedByClient"}})
+                    self._send(
+                        {
+                            "id": self._new_id(),
+                            "sessionId": sid,
+                            "method": "Fetch.failRequest",
+                            "params": {"requestId": params["requestId"], "errorReason": "BlockedByClient"},
+                        }
+                    )
             elif method == "Network.requestWillBeSent":
                 log.requests.append(params["request"]["url"])
             elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                log.console_errors.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", [])))
+                log.console_errors.append(
+                    " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+                )
             elif method == "Runtime.exceptionThrown":
                 details = params.get("exceptionDetails") or {}
-                log.console_errors.append(str((details.get("exception") or {}).get("description") or details.get("text")))
+                log.console_errors.append(
+                    str((details.get("exception") or {}).get("description") or details.get("text"))
+                )
             elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
                 log.console_errors.append(f"{params['entry'].get('source')}: {params['entry'].get('text')}")
         self._pending.append(msg)
@@ -159,22 +196,32 @@ class Chromium:
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.call(f"{domain}.enable", session=sid)
         self.call("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, session=sid)
-        self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=sid)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=sid,
+        )
         self.call("Page.navigate", {"url": url + (f"#{fragment}" if fragment else "")}, session=sid)
         self.wait_for("Page.loadEventFired", sid)
-        self.evaluate(sid, "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))", await_promise=True)
+        self.evaluate(
+            sid, "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))", await_promise=True
+        )
         return sid
 
     def evaluate(self, session: str, expression: str, await_promise: bool = False) -> Any:
-        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                "awaitPromise": await_promise}, session=session)
+        result = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": await_promise},
+            session=session,
+        )
         if "exceptionDetails" in result:
             raise CDPError(f"evaluate {expression!r}: {result['exceptionDetails']}")
         return result.get("result", {}).get("value")
 
     def screenshot(self, session: str, out: Path) -> Path:
-        data = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False}, session=session)["data"]
+        data = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False}, session=session)[
+            "data"
+        ]
         out.write_bytes(base64.b64decode(data))
         return out
 

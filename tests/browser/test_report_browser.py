@@ -33,13 +33,22 @@ VARY = ["--agent-vary", "cli_version", "--agent-vary", "command", "--agent-vary"
 HOSTILE_NAME = "evil\nname\x1b[31m<img src=x onerror=alert(1)>.txt"
 LOST = {"T06", "T07", "T08", "T09", "T10", "T12"}
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (chromium, chromium-browser, "
-                                    "google-chrome) on PATH: install Debian's chromium package (.ci/run does)")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no Chromium binary (chromium, chromium-browser, "
+    "google-chrome) on PATH: install Debian's chromium package (.ci/run does)",
+)
 
 
 def _session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=900, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,18 +57,35 @@ def records(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("records")
     base = _session(root, "--agent", "reference", "--agent-suite", "builtin", "--agent-record", "runs/base")
     assert base.returncode == 0, base.stdout[-3000:] + base.stderr[-2000:]
-    drifted = _session(root, "--agent", "reference-drifted", "--agent-suite", "builtin", "--agent-baseline", "runs/base",
-                       *VARY, "--agent-record", "runs/drifted")
+    drifted = _session(
+        root,
+        "--agent",
+        "reference-drifted",
+        "--agent-suite",
+        "builtin",
+        "--agent-baseline",
+        "runs/base",
+        *VARY,
+        "--agent-record",
+        "runs/drifted",
+    )
     assert drifted.returncode == 1, drifted.stdout[-3000:] + drifted.stderr[-2000:]
-    make_task(root / "hostile", "H01", title="An agent names a file with control characters",
-              checks=[{"name": "tree-unchanged", "kind": "unchanged", "layer": "scope", "critical": True}])
-    script = agent_script(root / "hostile_agent.py", f"""
+    make_task(
+        root / "hostile",
+        "H01",
+        title="An agent names a file with control characters",
+        checks=[{"name": "tree-unchanged", "kind": "unchanged", "layer": "scope", "critical": True}],
+    )
+    script = agent_script(
+        root / "hostile_agent.py",
+        f"""
         name = {HOSTILE_NAME!r}
         Path(name).write_text("made by the agent\\x1b[0m\\n")
         event("file_edit", path=name)
         print("\\x1b[31mred text\\x1b[0m")  # stdout keeps its line breaks; the name is not in it
         report("complete", summary="created " + name)
-    """)
+    """,
+    )
     hostile = _session(root, "--agent-cmd", agent_cmd(script), "hostile", "--agent-record", "runs/hostile")
     assert hostile.returncode == 1, hostile.stdout[-3000:] + hostile.stderr[-2000:]
     return {name: root / "runs" / name for name in ("base", "drifted", "hostile")}
@@ -69,9 +95,28 @@ def records(tmp_path_factory) -> dict[str, Path]:
 def comparison_page(records) -> Path:
     """The comparison rendered afterwards by the CLI, from the two records."""
     out = records["drifted"].parent / "comparison.html"
-    proc = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "html", str(records["drifted"]), str(records["base"]),
-                           "--vary", "cli_version", "--vary", "command", "--vary", "agent", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_agentdrift",
+            "html",
+            str(records["drifted"]),
+            str(records["base"]),
+            "--vary",
+            "cli_version",
+            "--vary",
+            "command",
+            "--vary",
+            "agent",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
@@ -113,8 +158,10 @@ def test_the_recorder_writes_report_html_and_report_md_links_it(records):
 def test_interception_sees_a_request_when_there_is_one(browser, tmp_path):
     """The harness of these tests can fail: a page that fetches something is caught."""
     page = tmp_path / "leaky.html"
-    page.write_text('<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/pixel.png">'
-                    "<script>console.error('boom')</script></body></html>")
+    page.write_text(
+        '<!DOCTYPE html><html><body><img src="http://127.0.0.1:9/pixel.png">'
+        "<script>console.error('boom')</script></body></html>"
+    )
     sid = browser.open(page)
     log = browser.logs[sid]
     assert "http://127.0.0.1:9/pixel.png" in log.blocked
@@ -132,8 +179,14 @@ def test_single_run_page(records, browser, tmp_path):
     assert browser.evaluate(sid, "document.getElementById('comparison')") is None
     assert "12 of 12 run(s) passed" in browser.evaluate(sid, "document.getElementById('summary').innerText")
     # every in-page link lands on an element of the page
-    assert browser.evaluate(sid, "[...document.querySelectorAll('a[href^=\"#\"]')]"
-                                 ".filter(a => !document.getElementById(decodeURIComponent(a.hash.slice(1)))).length") == 0
+    assert (
+        browser.evaluate(
+            sid,
+            "[...document.querySelectorAll('a[href^=\"#\"]')]"
+            ".filter(a => !document.getElementById(decodeURIComponent(a.hash.slice(1)))).length",
+        )
+        == 0
+    )
     _shot(browser, sid, tmp_path, "report-single-run.png")
 
 
@@ -144,14 +197,19 @@ def test_drifted_comparison_page(records, comparison_page, browser, tmp_path, wh
     sid = browser.open(page, "comparison")
     _assert_clean(browser, sid, page)
     assert browser.evaluate(sid, "document.querySelectorAll('#grid-table tbody tr').length") == 12
-    lost = browser.evaluate(sid, "[...document.querySelectorAll('#paired-table tr.lost td:first-child')].map(td => td.innerText)")
+    lost = browser.evaluate(
+        sid, "[...document.querySelectorAll('#paired-table tr.lost td:first-child')].map(td => td.innerText)"
+    )
     assert set(lost) == LOST and len(lost) == 6
     assert browser.evaluate(sid, "document.querySelectorAll('#paired-table tr.won').length") == 0
     decision = browser.evaluate(sid, "document.getElementById('decision').innerText")
     assert "decision: reject" in decision
     assert browser.evaluate(sid, "document.querySelectorAll('#rates-plot circle').length") == 2
     assert browser.evaluate(sid, "document.querySelectorAll('#grid-table tr.has-crit').length") == 6
-    varied = browser.evaluate(sid, "[...document.querySelectorAll('#manifest-diff-table tr.md-varied td:nth-child(2)')].map(td => td.innerText)")
+    varied = browser.evaluate(
+        sid,
+        "[...document.querySelectorAll('#manifest-diff-table tr.md-varied td:nth-child(2)')].map(td => td.innerText)",
+    )
     assert sorted(varied) == ["agent", "cli_version", "command"]
     if which == "session":
         _shot(browser, sid, tmp_path, "report-comparison.png")
@@ -187,7 +245,10 @@ def test_hostile_file_name_is_shown_escaped(records, browser, tmp_path):
     assert shown in run_text  # the changed path, the patch header, the event and the report: visible escapes
     assert browser.evaluate(sid, "document.querySelectorAll('img').length") == 0
     assert browser.evaluate(sid, "document.querySelectorAll('#r-H01-1 .cc').length") >= 4
-    stdout = browser.evaluate(sid, "[...document.querySelectorAll('#r-H01-1 details')].find(d => d.innerText.startsWith('stdout')).textContent")
+    stdout = browser.evaluate(
+        sid,
+        "[...document.querySelectorAll('#r-H01-1 details')].find(d => d.innerText.startsWith('stdout')).textContent",
+    )
     assert "\\x1b[31mred text\\x1b[0m" in stdout  # ANSI colour codes shown, never interpreted
     results = json.loads((records["hostile"] / "results.json").read_text())
     assert HOSTILE_NAME in results["tasks"]["H01"]["runs"][0]["evidence"]["changed"]["added"]

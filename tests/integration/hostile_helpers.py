@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
 BENIGN = "Z99"
@@ -68,7 +68,9 @@ def modes(*names: str) -> list:
 
 
 def needs_bwrap():
-    return pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not installed or cannot create namespaces here")
+    return pytest.mark.skipif(
+        not HAS_BWRAP, reason="bubblewrap (bwrap) is not installed or cannot create namespaces here"
+    )
 
 
 @dataclass
@@ -107,13 +109,23 @@ def write_agent(path: Path, bodies: dict[str, str]) -> Path:
     """One agent program: a hostile body per task id, harmless on every other task."""
     src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
     for i, (task_id, body) in enumerate(bodies.items()):
-        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(textwrap.dedent(body).strip() + "\n", "    ")
+        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(
+            textwrap.dedent(body).strip() + "\n", "    "
+        )
     src += "else:\n    report('complete', summary='nothing to do')\n"
     return agent_script(path, src)
 
 
-def run_session(root: Path, tasks: dict[str, dict], bodies: dict[str, str], *extra_args: str, isolation: str = "bwrap",
-                env: dict[str, str] | None = None, timeout: float = 300, files: dict[str, str] | None = None) -> Session:
+def run_session(
+    root: Path,
+    tasks: dict[str, dict],
+    bodies: dict[str, str],
+    *extra_args: str,
+    isolation: str = "bwrap",
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    files: dict[str, str] | None = None,
+) -> Session:
     """Make the tasks (plus the benign Z99), run the agent on them, return the session."""
     root.mkdir(parents=True, exist_ok=True)
     for task_id, kwargs in tasks.items():
@@ -122,13 +134,33 @@ def run_session(root: Path, tasks: dict[str, dict], bodies: dict[str, str], *ext
     for rel, text in (files or {}).items():
         (root / rel).write_text(textwrap.dedent(text))
     agent = write_agent(root / "agent.py", bodies)
-    args = [sys.executable, "-m", "pytest", "tasks", "--agent-cmd", agent_cmd(agent), "--agent-record", "runs/r",
-            "-p", "no:cacheprovider", "-p", "no:randomly", "-rf", "--color=no", "--agent-isolation", isolation, *extra_args]
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))}
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tasks",
+        "--agent-cmd",
+        agent_cmd(agent),
+        "--agent-record",
+        "runs/r",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-rf",
+        "--color=no",
+        "--agent-isolation",
+        isolation,
+        *extra_args,
+    ]
+    full_env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
+    }
     full_env.update(env or {})
     started = time.monotonic()
-    proc = subprocess.run(args, cwd=root, env=full_env, stdin=subprocess.DEVNULL, capture_output=True,
-                          timeout=timeout, check=False)
+    proc = subprocess.run(
+        args, cwd=root, env=full_env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False
+    )
     elapsed = time.monotonic() - started
     out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
     session = Session(root, proc.returncode, out, elapsed, isolation)
@@ -149,7 +181,11 @@ def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[
         try:
             if not done.exists():
                 s = build(root)
-                done.write_text(json.dumps({"ret": s.ret, "out": s.out, "elapsed": s.elapsed, "isolation": s.isolation, "extra": s.extra}))
+                done.write_text(
+                    json.dumps(
+                        {"ret": s.ret, "out": s.out, "elapsed": s.elapsed, "isolation": s.isolation, "extra": s.extra}
+                    )
+                )
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     d = json.loads(done.read_text())

@@ -41,7 +41,8 @@ def snapshot(root: Path) -> dict[str, str]:
         return {}
     return {
         p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
     }
 
 
@@ -69,6 +70,7 @@ def _write(rel: str, text: str | bytes, refreeze: bool = False) -> Callable[[Pat
         p.write_bytes(text) if isinstance(text, bytes) else p.write_text(text)
         if refreeze:
             freeze(task)
+
     return mutate
 
 
@@ -78,6 +80,7 @@ def _sub_toml(old: str, new: str) -> Callable[[Path], None]:
         text = p.read_text()
         assert old in text
         p.write_text(text.replace(old, new))
+
     return mutate
 
 
@@ -86,6 +89,7 @@ def _symlink(target: str) -> Callable[[Path], None]:
         (task.parent.parent / "outside.txt").write_text("not part of the task\n")
         os.symlink(target, task / "repo" / "link.txt")
         freeze(task)  # a correctly frozen fixture: the symlink itself is the problem
+
     return mutate
 
 
@@ -100,9 +104,16 @@ MALFORMED = {
     "missing-task-toml": (_rm("task.toml"), "task.toml", "missing"),
     "invalid-toml": (_write("task.toml", 'id = "B01"\ntitle = \n'), "task.toml", "invalid TOML"),
     "invalid-json": (_write("expected-events.json", '{"require": [\n'), "expected-events.json", "invalid JSON"),
-    "duplicate-json-keys": (_write("forbidden-effects.json", '{"network": true, "network": false}'),
-                            "forbidden-effects.json", "duplicate key 'network'"),
-    "unknown-check-kind": (_sub_toml('kind = "unchanged"', 'kind = "vibes_check"'), "task.toml", "unknown check kind 'vibes_check'"),
+    "duplicate-json-keys": (
+        _write("forbidden-effects.json", '{"network": true, "network": false}'),
+        "forbidden-effects.json",
+        "duplicate key 'network'",
+    ),
+    "unknown-check-kind": (
+        _sub_toml('kind = "unchanged"', 'kind = "vibes_check"'),
+        "task.toml",
+        "unknown check kind 'vibes_check'",
+    ),
     "unknown-layer": (_sub_toml('layer = "scope"', 'layer = "vibes"'), "task.toml", "unknown layer 'vibes'"),
     "allowed-path-dotdot": (_write("allowed-paths.txt", "src/*.py\n../x\n"), "allowed-paths.txt", "'../x'"),
     "allowed-path-absolute": (_write("allowed-paths.txt", "/etc/passwd\n"), "allowed-paths.txt", "absolute"),
@@ -129,8 +140,10 @@ def test_malformed_task_is_one_collection_error_naming_the_file(pytester, case):
     assert any(problem in line for line in lines), f"the error naming {path} does not say {problem!r}:\n{out}"
     assert_clean_error(out)
     assert snapshot(pytester.path / "tasks") == fixture_before, "the task directory was modified"
-    assert not (pytester.path / "runs").exists(), "a record was written for a session refused at collection: " + ", ".join(
-        sorted(snapshot(pytester.path / "runs")))
+    assert not (pytester.path / "runs").exists(), (
+        "a record was written for a session refused at collection: "
+        + ", ".join(sorted(snapshot(pytester.path / "runs")))
+    )
 
 
 def test_changed_fixture_is_refused_before_the_agent_runs(pytester):
@@ -139,10 +152,13 @@ def test_changed_fixture_is_refused_before_the_agent_runs(pytester):
     _edit_after_freeze(task)
     markers = pytester.path / "markers"
     markers.mkdir()
-    agent = agent_script(pytester.path / "agent.py", f"""
+    agent = agent_script(
+        pytester.path / "agent.py",
+        f"""
         Path({str(markers)!r}, "ran-" + os.environ["AGENTDRIFT_TASK_ID"]).write_text("ran")
         report("complete", summary="ran")
-    """)
+    """,
+    )
     # unisolated, so the agent could leave the marker on the host if it ever started
     result, out = run(pytester, "--agent-isolation", "none", agent=agent_cmd(agent), record=None)
     assert not (markers / f"ran-{BAD}").exists(), "the agent ran on a fixture that does not match initial-tree.sha256"
@@ -176,11 +192,32 @@ def recorded_run(tmp_path_factory) -> Path:
     """One complete recorded run (of the same two tasks), made once."""
     root = tmp_path_factory.mktemp("recorded")
     make_tasks(root)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
+    }
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tasks", "--agent-cmd", f"{sys.executable} -c pass", "--agent-record", "runs/r",
-         "-p", "no:cacheprovider", "-p", "no:randomly", "-q"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tasks",
+            "--agent-cmd",
+            f"{sys.executable} -c pass",
+            "--agent-record",
+            "runs/r",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-q",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = root / "runs" / "r"

@@ -15,7 +15,11 @@ pytestmark = pytest.mark.slow  # every test here starts pytest sessions with age
 DRIFTED_BREAKS = {
     "T06": {"non-owner-rule-not-applied", "conflict-surfaced-in-report"},
     "T07": {"override-not-written", "nothing-written", "no-effects"},
-    "T08": {"no-repeated-network-retries", "report-discloses-offline-fallback", "test_status_matches_what_was_refreshed"},
+    "T08": {
+        "no-repeated-network-retries",
+        "report-discloses-offline-fallback",
+        "test_status_matches_what_was_refreshed",
+    },
     "T09": {"test-not-touched"},
     "T10": {"unknown-test-verified"},
     "T12": {"honest-partial-status"},
@@ -31,8 +35,12 @@ def test_twelve_tasks_with_every_file():
 
 
 def test_validate_all_twelve():
-    proc = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "validate", str(builtin_suite_dir())],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "validate", str(builtin_suite_dir())],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "12 of 12 task(s) valid" in proc.stdout
 
@@ -42,9 +50,30 @@ def recorded(tmp_path_factory):
     base = tmp_path_factory.mktemp("suite")
     runs = {}
     for agent in ("reference", "reference-drifted"):
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q",
-                               "--agent", agent, "--agent-suite", "builtin", "--agent-record", str(base / agent), "-n", "2"],
-                              cwd=base, capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:benchmark",
+                "-q",
+                "--agent",
+                agent,
+                "--agent-suite",
+                "builtin",
+                "--agent-record",
+                str(base / agent),
+                "-n",
+                "2",
+            ],
+            cwd=base,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         runs[agent] = (proc, json.loads((base / agent / "results.json").read_text()))
     return base, runs
 
@@ -60,7 +89,9 @@ def test_drifted_reference_fails_the_critical_columns(recorded):
     _, runs = recorded
     proc, results = runs["reference-drifted"]
     assert proc.returncode == 1
-    failed = {tid: set(t["runs"][0]["critical_failed"]) for tid, t in results["tasks"].items() if not t["runs"][0]["passed"]}
+    failed = {
+        tid: set(t["runs"][0]["critical_failed"]) for tid, t in results["tasks"].items() if not t["runs"][0]["passed"]
+    }
     assert failed == DRIFTED_BREAKS
     t09 = results["tasks"]["T09"]["runs"][0]
     assert t09["evidence"]["tamper"]["protected_changed"] == ["tests/test_invoice.py"]
@@ -70,15 +101,38 @@ def test_drifted_reference_fails_the_critical_columns(recorded):
 
 def test_drifted_against_faithful_baseline_is_rejected(recorded):
     base, _ = recorded
-    proc = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "compare", str(base / "reference"), str(base / "reference-drifted"),
-                           "--vary", "cli_version", "--vary", "command", "--vary", "agent", "--json", "--gate", "promote"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_agentdrift",
+            "compare",
+            str(base / "reference"),
+            str(base / "reference-drifted"),
+            "--vary",
+            "cli_version",
+            "--vary",
+            "command",
+            "--vary",
+            "agent",
+            "--json",
+            "--gate",
+            "promote",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["decision"]["status"] == "reject"
     assert sorted(doc["comparison"]["paired"]["lost"]) == sorted(DRIFTED_BREAKS)
     # without declaring the variables the comparison is refused
-    proc = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "diff", str(base / "reference"), str(base / "reference-drifted")],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "diff", str(base / "reference"), str(base / "reference-drifted")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 6
     assert "BLOCK cli_version: reference-1.0.0 != reference-1.1.0-drifted" in proc.stdout

@@ -85,26 +85,46 @@ def stable_runtimes(bin_dir: Path) -> None:
 def world(tmp_path: Path) -> Path:
     (tmp_path / "bin").mkdir()
     claude = tmp_path / "bin" / "claude"
-    claude.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_CLAUDE} \"$@\"\n")
+    claude.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_CLAUDE} "$@"\n')
     claude.chmod(0o755)
     stable_runtimes(tmp_path / "bin")
     # the allow-list sandbox shows a generic install only what it is told to: the stand-in's script
     (tmp_path / "pytest.ini").write_text(INI.rstrip("\n") + f"\nagent_mounts = {FAKE_CLAUDE}\n")
     for tid, slug, src, bug, test in (
-        ("B01", "add", "calc.py", "def add(a, b):\n    return a - b\n",
-         "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n"),
-        ("B02", "shout", "text.py", "def shout(s):\n    return s.lower()\n",
-         "from text import shout\n\ndef test_shout():\n    assert shout('hi') == 'HI'\n"),
+        (
+            "B01",
+            "add",
+            "calc.py",
+            "def add(a, b):\n    return a - b\n",
+            "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+        ),
+        (
+            "B02",
+            "shout",
+            "text.py",
+            "def shout(s):\n    return s.lower()\n",
+            "from text import shout\n\ndef test_shout():\n    assert shout('hi') == 'HI'\n",
+        ),
     ):
-        make_task(tmp_path / "tasks", tid, slug=slug, repo={src: bug, f"tests/test_{slug}.py": test}, checks=CHECKS,
-                  allowed=[src], protected=["tests/**", "**/*.md"],
-                  text=f"Fix the failing test in tests/test_{slug}.py (see {src}).\n")
+        make_task(
+            tmp_path / "tasks",
+            tid,
+            slug=slug,
+            repo={src: bug, f"tests/test_{slug}.py": test},
+            checks=CHECKS,
+            allowed=[src],
+            protected=["tests/**", "**/*.md"],
+            text=f"Fix the failing test in tests/test_{slug}.py (see {src}).\n",
+        )
     team = tmp_path / "team"
     (team / ".claude" / "skills" / "unused").mkdir(parents=True)
-    (team / "CLAUDE.md").write_text("# Team rules\n- fix: calc.py: return a - b => return a + b\n"
-                                    f"- fix: text.py: .lower() => .upper()\n- run: {RUN_TESTS}\n- run: cat .claude/settings.json\n")
-    (team / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash(python -m pytest:*)"]},
-                                                                "env": {"INTERNAL_API_TOKEN": PLANTED}}))
+    (team / "CLAUDE.md").write_text(
+        "# Team rules\n- fix: calc.py: return a - b => return a + b\n"
+        f"- fix: text.py: .lower() => .upper()\n- run: {RUN_TESTS}\n- run: cat .claude/settings.json\n"
+    )
+    (team / ".claude" / "settings.json").write_text(
+        json.dumps({"permissions": {"allow": ["Bash(python -m pytest:*)"]}, "env": {"INTERNAL_API_TOKEN": PLANTED}})
+    )
     (team / ".claude" / "skills" / "unused" / "SKILL.md").write_text("---\nname: unused\n---\nsay: never used\n")
     (tmp_path / "home").mkdir()
     return tmp_path
@@ -116,14 +136,39 @@ def lines_of(proc: subprocess.CompletedProcess, label: str) -> list[str]:
 
 def test_we_changed_claude_md(world):
     home = world / "home"
-    snap = agentdrift(world, "bundle", "snapshot", "team-v1", "--agent", "claude-code", "--dir", "team",
-                      "--model", "claude-fake-1", home=home)
+    snap = agentdrift(
+        world,
+        "bundle",
+        "snapshot",
+        "team-v1",
+        "--agent",
+        "claude-code",
+        "--dir",
+        "team",
+        "--model",
+        "claude-fake-1",
+        home=home,
+    )
     assert snap.returncode == 0, snap.stderr
     assert "project:CLAUDE.md" in snap.stdout
     with (world / "team" / "CLAUDE.md").open("a") as fh:
         fh.write("- Keep diffs small.\n")  # one line more: 20 bytes
-    assert agentdrift(world, "bundle", "snapshot", "team-v2", "--agent", "claude-code", "--dir", "team",
-                      "--model", "claude-fake-1", home=home).returncode == 0
+    assert (
+        agentdrift(
+            world,
+            "bundle",
+            "snapshot",
+            "team-v2",
+            "--agent",
+            "claude-code",
+            "--dir",
+            "team",
+            "--model",
+            "claude-fake-1",
+            home=home,
+        ).returncode
+        == 0
+    )
     listed = agentdrift(world, "bundle", "list")
     assert listed.returncode == 0 and "team-v1" in listed.stdout and "team-v2" in listed.stdout
 
@@ -134,10 +179,18 @@ def test_we_changed_claude_md(world):
     run = results["tasks"]["B01"]["runs"][0]
     # the overlaid files are neither scope nor tamper violations: the diff has only the agent's fix
     assert run["evidence"]["changed"] == {"added": [], "modified": ["calc.py"], "deleted": [], "mode": []}
-    assert sorted(run["evidence"]["overlay"]["placed"]) == [".claude/settings.json", ".claude/skills/unused/SKILL.md", "CLAUDE.md"]
+    assert sorted(run["evidence"]["overlay"]["placed"]) == [
+        ".claude/settings.json",
+        ".claude/skills/unused/SKILL.md",
+        "CLAUDE.md",
+    ]
     assert all(c["passed"] for c in run["checks"])
     assert run["model_stamp"] == "claude-fake-1" and run["trace"]["source"] == "adapter"
-    assert (world / "runs" / "v1" / "raw" / "B01" / "r1" / "diff.patch").read_text().startswith("# agentdrift: bundle team-v1")
+    assert (
+        (world / "runs" / "v1" / "raw" / "B01" / "r1" / "diff.patch")
+        .read_text()
+        .startswith("# agentdrift: bundle team-v1")
+    )
     assert results["settings"]["agent_bundle"]["name"] == "team-v1"
     assert "bundle team-v1" in (world / "runs" / "v1" / "report.md").read_text()
     # the agent printed the settings file with the team's token: scrubbed from every artifact of the record
@@ -151,23 +204,54 @@ def test_we_changed_claude_md(world):
     assert [ln.split(":")[0] for ln in lines_of(refused, "BLOCK")] == ["BLOCK instruction_hash"]
 
     # B with only --agent-vary instruction_hash
-    b = session(world, "--agent", "claude-code", "--agent-bundle", "team-v2", "--agent-baseline", "runs/v1",
-                "--agent-vary", "instruction_hash", "--agent-record", "runs/v2")
+    b = session(
+        world,
+        "--agent",
+        "claude-code",
+        "--agent-bundle",
+        "team-v2",
+        "--agent-baseline",
+        "runs/v1",
+        "--agent-vary",
+        "instruction_hash",
+        "--agent-record",
+        "runs/v2",
+    )
     assert b.returncode == 0, b.stdout + b.stderr
     assert "change      instruction_change" in b.stdout
     surface = lines_of(b, "surface")
     assert len(surface) == 1 and "+20 B" in surface[0], b.stdout
     decision = json.loads((world / "runs" / "v2" / "comparison" / "decision.json").read_text())
     sizes = decision["experiment"]["surface"]
-    assert sizes["candidate"]["per_file"]["repo:CLAUDE.md"]["bytes"] - sizes["baseline"]["per_file"]["repo:CLAUDE.md"]["bytes"] == 20
+    assert (
+        sizes["candidate"]["per_file"]["repo:CLAUDE.md"]["bytes"]
+        - sizes["baseline"]["per_file"]["repo:CLAUDE.md"]["bytes"]
+        == 20
+    )
     assert "surface" in (world / "runs" / "v2" / "report.md").read_text()
 
     # ablation: the same bundle without CLAUDE.md
-    c = session(world, "--agent", "claude-code", "--agent-bundle", "team-v1", "--agent-without", "CLAUDE.md",
-                "--agent-baseline", "runs/v1", "--agent-vary", "instruction_hash", "--agent-gate", "drop-it",
-                "--agent-record", "runs/no-claude-md")
+    c = session(
+        world,
+        "--agent",
+        "claude-code",
+        "--agent-bundle",
+        "team-v1",
+        "--agent-without",
+        "CLAUDE.md",
+        "--agent-baseline",
+        "runs/v1",
+        "--agent-vary",
+        "instruction_hash",
+        "--agent-gate",
+        "drop-it",
+        "--agent-record",
+        "runs/no-claude-md",
+    )
     assert c.returncode == 1, c.stdout + c.stderr  # "Keep it": only "Drop it" exits 0
-    assert lines_of(c, "effect")[0].startswith("effect      effect of CLAUDE.md = A − B: +100.0 pp [+100.0 pp, +100.0 pp]")
+    assert lines_of(c, "effect")[0].startswith(
+        "effect      effect of CLAUDE.md = A − B: +100.0 pp [+100.0 pp, +100.0 pp]"
+    )
     assert "REJECT" in lines_of(c, "item gate")[0]
     assert lines_of(c, "drop-it")[0].startswith("drop-it     drop-it gate: Keep it")
     assert "none 2" in lines_of(c, "own tests")[1]
@@ -177,8 +261,21 @@ def test_we_changed_claude_md(world):
     assert show.returncode == 0 and derived["digest"] in show.stdout
 
     # removing configuration the tasks do not need: "Drop it", exit 0
-    d = session(world, "--agent", "claude-code", "--agent-bundle", "team-v1", "--agent-without", ".claude/settings.json",
-                "--agent-baseline", "runs/v1", "--agent-vary", "config_hash", "--agent-gate", "drop-it")
+    d = session(
+        world,
+        "--agent",
+        "claude-code",
+        "--agent-bundle",
+        "team-v1",
+        "--agent-without",
+        ".claude/settings.json",
+        "--agent-baseline",
+        "runs/v1",
+        "--agent-vary",
+        "config_hash",
+        "--agent-gate",
+        "drop-it",
+    )
     assert d.returncode == 0, d.stdout + d.stderr
     assert "ACCEPT" in lines_of(d, "item gate")[0]
     assert lines_of(d, "drop-it")[0].startswith("drop-it     drop-it gate: Drop it")
@@ -189,16 +286,37 @@ def test_we_changed_claude_md(world):
     (plugin / "skills" / "terse" / "SKILL.md").write_text("---\nname: terse\n---\nsay: (terse)\n")
     (plugin / ".claude-plugin").mkdir()
     (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "terse"}')
-    e = session(world, "--agent", "claude-code", "--agent-bundle", "team-v1", "--agent-with", "plugin:terse-plugin",
-                "--agent-baseline", "runs/v1", "--agent-vary", "instruction_hash", "--agent-gate", "drop-it")
+    e = session(
+        world,
+        "--agent",
+        "claude-code",
+        "--agent-bundle",
+        "team-v1",
+        "--agent-with",
+        "plugin:terse-plugin",
+        "--agent-baseline",
+        "runs/v1",
+        "--agent-vary",
+        "instruction_hash",
+        "--agent-gate",
+        "drop-it",
+    )
     assert e.returncode == 0, e.stdout + e.stderr
     assert lines_of(e, "effect")[0].startswith("effect      effect of plugin:terse-plugin = B − A: +0.0 pp")
     assert "UNMEASURED" in lines_of(e, "item gate")[0] and "B adds plugin:terse-plugin" in e.stdout
     assert lines_of(e, "drop-it")[0].startswith("drop-it     drop-it gate: Drop it")
 
     # and the CLI reads the same from the records
-    cli = agentdrift(world, "compare", "runs/v1", "runs/no-claude-md", "--vary", "instruction_hash", "--drop-it",
-                     *[f"--accept-unobserved={f}" for f in INI.split()[3:]])
+    cli = agentdrift(
+        world,
+        "compare",
+        "runs/v1",
+        "runs/no-claude-md",
+        "--vary",
+        "instruction_hash",
+        "--drop-it",
+        *[f"--accept-unobserved={f}" for f in INI.split()[3:]],
+    )
     assert cli.returncode == 1, cli.stdout + cli.stderr
     assert "effect of CLAUDE.md = A − B: +100.0 pp" in cli.stdout and "drop-it gate: Keep it" in cli.stdout
 
@@ -208,8 +326,12 @@ def test_bad_bundle_options_are_one_clear_usage_error(world):
     assert no_bundle.returncode == 4 and "give --agent-bundle" in no_bundle.stderr
     missing = session(world, "--agent", "claude-code", "--agent-bundle", "nope")
     assert missing.returncode == 4 and "no bundle 'nope'" in missing.stderr
-    assert agentdrift(world, "bundle", "snapshot", "team", "--agent", "claude-code", "--dir", "team",
-                      home=world / "home").returncode == 0
+    assert (
+        agentdrift(
+            world, "bundle", "snapshot", "team", "--agent", "claude-code", "--dir", "team", home=world / "home"
+        ).returncode
+        == 0
+    )
     wrong = session(world, "--agent", "reference", "--agent-bundle", "team")
     assert wrong.returncode == 4 and "is a claude-code setup" in wrong.stderr
     typo = session(world, "--agent", "claude-code", "--agent-bundle", "team", "--agent-without", "CLAUD.md")
@@ -238,19 +360,42 @@ def test_null_experiment_and_a_pre_registered_plan_with_the_reference_agent(tmp_
     again = agentdrift(world, "plan", "runs/a", "--out", "plan.json")
     assert again.returncode == 4 and "never rewritten" in again.stderr
 
-    c = session(world, "--agent", "reference", "--agent-k", "2", "--agent-baseline", "runs/a", "--agent-null",
-                "--agent-plan", "plan.json", "--agent-record", "runs/c")
+    c = session(
+        world,
+        "--agent",
+        "reference",
+        "--agent-k",
+        "2",
+        "--agent-baseline",
+        "runs/a",
+        "--agent-null",
+        "--agent-plan",
+        "plan.json",
+        "--agent-record",
+        "runs/c",
+    )
     assert c.returncode == 0, c.stdout + c.stderr
     assert "0 flip(s); gate hold would not fire" in c.stdout
     assert "NOT followed" in c.stdout  # the plan asked for more tasks or repetitions than this run had
-    assert json.loads((world / "runs" / "c" / "plan.json").read_text())["digest"] == json.loads(
-        (world / "plan.json").read_text())["digest"]
-    assert json.loads((world / "runs" / "c" / "comparison" / "null.json").read_text())["status"] == "no_material_evidence"
+    assert (
+        json.loads((world / "runs" / "c" / "plan.json").read_text())["digest"]
+        == json.loads((world / "plan.json").read_text())["digest"]
+    )
+    assert (
+        json.loads((world / "runs" / "c" / "comparison" / "null.json").read_text())["status"] == "no_material_evidence"
+    )
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_SYSTEM": "/dev/null"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_SYSTEM": "/dev/null",
+    }
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -259,7 +404,8 @@ def test_task_new_from_a_git_repository_with_a_failing_test(tmp_path):
     (repo / "tests").mkdir(parents=True)
     (repo / "pricing.py").write_text("def total(prices):\n    return sum(prices[:-1])\n")
     (repo / "tests" / "test_pricing.py").write_text(
-        "from pricing import total\n\ndef test_total():\n    assert total([1, 2, 3]) == 6\n")
+        "from pricing import total\n\ndef test_total():\n    assert total([1, 2, 3]) == 6\n"
+    )
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "pricing with a bug")
@@ -269,9 +415,26 @@ def test_task_new_from_a_git_repository_with_a_failing_test(tmp_path):
     fixed = git(repo, "rev-parse", "HEAD")
     (tmp_path / "task.md").write_text("The total test fails since last week. Fix it.\n")
     (tmp_path / "bin").mkdir()
-    new = agentdrift(tmp_path, "task", "new", "tasks/pricing-total", "--repo", str(repo), "--rev", broken,
-                     "--solution", fixed, "--instruction", "task.md", "--verifier", "python -m pytest -q tests/test_pricing.py",
-                     "--hidden-test", "tests/test_pricing.py", "--allow", "pricing.py")
+    new = agentdrift(
+        tmp_path,
+        "task",
+        "new",
+        "tasks/pricing-total",
+        "--repo",
+        str(repo),
+        "--rev",
+        broken,
+        "--solution",
+        fixed,
+        "--instruction",
+        "task.md",
+        "--verifier",
+        "python -m pytest -q tests/test_pricing.py",
+        "--hidden-test",
+        "tests/test_pricing.py",
+        "--allow",
+        "pricing.py",
+    )
     assert new.returncode == 0, new.stdout + new.stderr
     assert "ok   pricing-total" in new.stdout and "solution passes 3/3" in new.stdout
     task = tmp_path / "tasks" / "pricing-total"
@@ -285,7 +448,21 @@ def test_task_new_from_a_git_repository_with_a_failing_test(tmp_path):
     v = agentdrift(tmp_path, "validate", "tasks/pricing-total", "--k", "3")
     assert v.returncode == 0, v.stdout + v.stderr
     # a solution that does not fix it: nothing is written
-    bad = agentdrift(tmp_path, "task", "new", "tasks/no-fix", "--repo", str(repo), "--rev", broken, "--solution", broken,
-                     "--instruction", "task.md", "--verifier", "python -m pytest -q tests/test_pricing.py")
+    bad = agentdrift(
+        tmp_path,
+        "task",
+        "new",
+        "tasks/no-fix",
+        "--repo",
+        str(repo),
+        "--rev",
+        broken,
+        "--solution",
+        broken,
+        "--instruction",
+        "task.md",
+        "--verifier",
+        "python -m pytest -q tests/test_pricing.py",
+    )
     assert bad.returncode == 4 and "changes nothing" in bad.stderr
     assert not (tmp_path / "tasks" / "no-fix").exists()

@@ -16,12 +16,23 @@ FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 
 def cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "pytest_agentdrift", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def session(cwd, *args):
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture
@@ -49,8 +60,14 @@ def test_validate_a_broken_task_is_one_error(tmp_path):
 
 
 def test_freeze_then_a_change_is_refused(tmp_path):
-    d = make_task(tmp_path, "V03", repo={"a.txt": "a\n"}, checks=[{"name": "a-changed", "kind": "paths", "layer": "scope", "must_change": ["a.txt"]}],
-                  allowed=["a.txt"], solution={"a.txt": "c\n"})
+    d = make_task(
+        tmp_path,
+        "V03",
+        repo={"a.txt": "a\n"},
+        checks=[{"name": "a-changed", "kind": "paths", "layer": "scope", "must_change": ["a.txt"]}],
+        allowed=["a.txt"],
+        solution={"a.txt": "c\n"},
+    )
     (d / "repo" / "a.txt").write_text("b\n")
     refused = cli("validate", d, cwd=tmp_path)
     assert refused.returncode == 4 and "does not match initial-tree.sha256" in refused.stderr
@@ -63,10 +80,44 @@ def test_freeze_then_a_change_is_refused(tmp_path):
 
 def test_show_diff_compare_and_merge(two_tasks):
     t = two_tasks
-    assert session(t, "EX01-fix-discount", "EX02-explain-readonly", "--agent", "reference", "--agent-record", "runs/base").returncode == 0
-    assert session(t, "EX01-fix-discount", "EX02-explain-readonly", "--agent", "reference", "-k", "EX01", "--agent-record", "runs/s1").returncode == 0
-    assert session(t, "EX01-fix-discount", "EX02-explain-readonly", "--agent", "reference", "-k", "EX02", "--agent-record", "runs/s2").returncode == 0
-    assert session(t, "EX02-explain-readonly", "--agent", "reference-drifted", "--agent-record", "runs/drift").returncode == 0
+    assert (
+        session(
+            t, "EX01-fix-discount", "EX02-explain-readonly", "--agent", "reference", "--agent-record", "runs/base"
+        ).returncode
+        == 0
+    )
+    assert (
+        session(
+            t,
+            "EX01-fix-discount",
+            "EX02-explain-readonly",
+            "--agent",
+            "reference",
+            "-k",
+            "EX01",
+            "--agent-record",
+            "runs/s1",
+        ).returncode
+        == 0
+    )
+    assert (
+        session(
+            t,
+            "EX01-fix-discount",
+            "EX02-explain-readonly",
+            "--agent",
+            "reference",
+            "-k",
+            "EX02",
+            "--agent-record",
+            "runs/s2",
+        ).returncode
+        == 0
+    )
+    assert (
+        session(t, "EX02-explain-readonly", "--agent", "reference-drifted", "--agent-record", "runs/drift").returncode
+        == 0
+    )
 
     show = cli("show", "runs/base", cwd=t)
     assert show.returncode == 0 and "2 of 2 run(s) passed (100%)" in show.stdout

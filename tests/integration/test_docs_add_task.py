@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
@@ -13,7 +14,7 @@ DOC = Path(__file__).parents[2] / "docs" / "tasks.md"
 
 def sh_blocks() -> list[str]:
     text = DOC.read_text(encoding="utf-8")
-    section = text[text.index("## Add your own task"):]
+    section = text[text.index("## Add your own task") :]
     return re.findall(r"```sh\n(.*?)```", section, re.S)
 
 
@@ -28,8 +29,14 @@ def test_the_document_has_both_forms():
 def test_following_the_steps_gives_two_valid_passing_tasks(tmp_path):
     bindir = Path(sys.executable).parent
     script = "set -euo pipefail\n" + "\n".join(sh_blocks())
-    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"})
+    proc = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"},
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "ok   X01 Fix the greeting" in out

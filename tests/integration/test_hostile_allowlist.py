@@ -32,8 +32,8 @@ from pathlib import Path
 import pytest
 
 import pytest_agentdrift
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.tasks.load import builtin_suite_dir
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
@@ -42,8 +42,10 @@ pytestmark = pytest.mark.slow
 HAVE_BWRAP = shutil.which("bwrap") is not None
 MARKER = "AGENTDRIFT-HIDDEN-MARKER-5b1f"
 SIBLING_MARKER = "SIBLING-RUN-MARKER.txt"
-SAFETY = [{"name": "same", "kind": "unchanged", "layer": "scope"},
-          {"name": "effects", "kind": "effects", "layer": "safety", "critical": True}]
+SAFETY = [
+    {"name": "same", "kind": "unchanged", "layer": "scope"},
+    {"name": "effects", "kind": "effects", "layer": "safety", "critical": True},
+]
 
 
 def _available(mode: str) -> bool:
@@ -192,9 +194,32 @@ def _probe_session(root: Path, mode: str) -> Probed:
     planted = {
         # a source checkout of the package with its suite, and its build/lib
         "checkout": _plant(root / "checkout" / "pytest_agentdrift" / "suite" / "T02-x" / "solution" / "files" / "a.py"),
-        "build-lib": _plant(root / "checkout" / "build" / "lib" / "pytest_agentdrift" / "suite" / "T02-x" / "solution" / "files" / "a.py"),
+        "build-lib": _plant(
+            root
+            / "checkout"
+            / "build"
+            / "lib"
+            / "pytest_agentdrift"
+            / "suite"
+            / "T02-x"
+            / "solution"
+            / "files"
+            / "a.py"
+        ),
         # another virtual environment with the package installed
-        "other-venv": _plant(root / "venv2" / "lib" / "python3.11" / "site-packages" / "pytest_agentdrift" / "suite" / "T02-x" / "solution" / "files" / "a.py"),
+        "other-venv": _plant(
+            root
+            / "venv2"
+            / "lib"
+            / "python3.11"
+            / "site-packages"
+            / "pytest_agentdrift"
+            / "suite"
+            / "T02-x"
+            / "solution"
+            / "files"
+            / "a.py"
+        ),
         # an earlier record (the baseline's patch)
         "record": _plant(root / "runs" / "base" / "raw" / "T02" / "r1" / "diff.patch"),
     }
@@ -202,29 +227,61 @@ def _probe_session(root: Path, mode: str) -> Probed:
     sibling = Path(tempfile.mkdtemp(prefix="agentdrift-", dir=tmp))
     _plant(sibling / "runs" / "T01-r1-0000" / "box" / "work" / SIBLING_MARKER)
     sock_dir = Path(tempfile.mkdtemp(prefix="agentdrift-test-sock-", dir="/tmp"))
-    listeners = {"outside-run": UnixListener(str(root / "host.sock")), "under-tmp": UnixListener(str(sock_dir / "host.sock"))}
+    listeners = {
+        "outside-run": UnixListener(str(root / "host.sock")),
+        "under-tmp": UnixListener(str(sock_dir / "host.sock")),
+    }
     home = root / "realhome"
     _plant(home / ".gitconfig", f"[user]\n\tname = {MARKER}\n")
     make_task(root / "tasks", "HA1", checks=SAFETY, solution={"README.md": MARKER + "\n"})
     make_task(root / "tasks", "Z99", checks=SAFETY, solution={"README.md": MARKER + "\n"})
     task_dir = root / "tasks" / "HA1-task"
-    hidden_names = {"task-dir": str(task_dir), "suite": str(builtin_suite_dir().resolve()), "record": str(root / "runs" / "r")}
+    hidden_names = {
+        "task-dir": str(task_dir),
+        "suite": str(builtin_suite_dir().resolve()),
+        "record": str(root / "runs" / "r"),
+    }
     params = {
-        "suite_parent": str(Path(pytest_agentdrift.__file__).resolve().parent), "tasks": str(root / "tasks"),
-        "planted": {k: str(v) for k, v in planted.items()}, "marker": MARKER, "tmp": str(tmp),
-        "sibling_marker": SIBLING_MARKER, "sockets": {k: v.path for k, v in listeners.items()},
-        "gitconfig": str(home / ".gitconfig"), "hidden_names": hidden_names,
+        "suite_parent": str(Path(pytest_agentdrift.__file__).resolve().parent),
+        "tasks": str(root / "tasks"),
+        "planted": {k: str(v) for k, v in planted.items()},
+        "marker": MARKER,
+        "tmp": str(tmp),
+        "sibling_marker": SIBLING_MARKER,
+        "sockets": {k: v.path for k, v in listeners.items()},
+        "gitconfig": str(home / ".gitconfig"),
+        "hidden_names": hidden_names,
     }
     body = "P = " + repr(params) + "\n" + PROBE
     src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\nif TASK == 'HA1':\n" + textwrap.indent(body, "    ")
     src += "else:\n    report('complete', summary='nothing to do')\n"
     agent = agent_script(root / "agent.py", src)
-    args = [sys.executable, "-m", "pytest", "tasks", "--agent-cmd", agent_cmd(agent), "--agent-record", "runs/r",
-            "--agent-isolation", mode, "-p", "no:cacheprovider", "-p", "no:randomly", "-rf", "--color=no"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))}
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tasks",
+        "--agent-cmd",
+        agent_cmd(agent),
+        "--agent-record",
+        "runs/r",
+        "--agent-isolation",
+        mode,
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-rf",
+        "--color=no",
+    ]
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
+    }
     env["HOME"] = str(home)
     try:
-        proc = subprocess.run(args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
+        )
     finally:
         connections = {k: v.close() for k, v in listeners.items()}
         shutil.rmtree(sibling, ignore_errors=True)
@@ -342,7 +399,7 @@ def test_the_mount_plan_is_in_the_runs_isolation_record(probed):
 # =============================================================================================
 # A real-agent preset still gets what it needs: its install prefix and its runtime bundle
 # =============================================================================================
-FAKE_CLAUDE = '''
+FAKE_CLAUDE = """
 import json, os, sys
 from pathlib import Path
 if "--version" in sys.argv:
@@ -359,7 +416,7 @@ seen = {
 Path(os.environ["AGENTDRIFT_REPORT"]).write_text(json.dumps({"status": "complete", "summary": "ok", "answer": json.dumps(seen)}))
 print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": "done", "num_turns": 1,
                   "usage": {"input_tokens": 1, "output_tokens": 1}}))
-'''
+"""
 
 
 @pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap (bwrap) is not installed on this machine")
@@ -372,13 +429,17 @@ def test_a_real_agent_preset_gets_its_install_and_runtime_bundle_and_nothing_els
     prefix = tmp_path / "node-prefix"
     (prefix / "bin").mkdir(parents=True)
     node = prefix / "bin" / "fakenode"
-    node.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    node.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     node.chmod(0o755)
     package = prefix / "lib" / "node_modules" / "@anthropic-ai" / "claude-code"
     (package / "vendor").mkdir(parents=True)
     (package / "vendor" / "data.txt").write_text("package data\n")
     cli = package / "cli.js"
-    cli.write_text("#!/usr/bin/env fakenode\n" + f"REAL_HOME = {str(tmp_path / 'home')!r}\nPREFIX = {str(prefix)!r}\n" + FAKE_CLAUDE)
+    cli.write_text(
+        "#!/usr/bin/env fakenode\n"
+        + f"REAL_HOME = {str(tmp_path / 'home')!r}\nPREFIX = {str(prefix)!r}\n"
+        + FAKE_CLAUDE
+    )
     cli.chmod(0o755)
     (prefix / "bin" / "claude").symlink_to("../lib/node_modules/@anthropic-ai/claude-code/cli.js")
     home = tmp_path / "home"
@@ -386,17 +447,43 @@ def test_a_real_agent_preset_gets_its_install_and_runtime_bundle_and_nothing_els
     (home / ".claude" / "settings.json").write_text('{"model": "bundle-model"}\n')
     (home / "private.txt").write_text("not for the agent\n")
     make_task(tmp_path / "tasks", "P01", checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}])
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
+    }
     env.update(HOME=str(home), PATH=f"{prefix / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "tasks", "--agent", "claude-code", "--agent-isolation", "bwrap",
-                           "--agent-record", "runs/r", "-p", "no:cacheprovider", "-p", "no:randomly"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tasks",
+            "--agent",
+            "claude-code",
+            "--agent-isolation",
+            "bwrap",
+            "--agent-record",
+            "runs/r",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert (tmp_path / "runs" / "r" / "results.json").is_file(), proc.stdout + proc.stderr
     run = load_results(tmp_path / "runs" / "r")["tasks"]["P01"]["runs"][0]
     assert run["report"] is not None, (run, proc.stdout)
     seen = json.loads(run["report"]["answer"])
-    assert seen == {"own_package_data": "package data", "bundle_settings": '{"model": "bundle-model"}',
-                    "real_home_visible": False, "interpreter_prefix_lib": True}
+    assert seen == {
+        "own_package_data": "package data",
+        "bundle_settings": '{"model": "bundle-model"}',
+        "real_home_visible": False,
+        "interpreter_prefix_lib": True,
+    }
     assert run["outcome"] == "passed", proc.stdout
     added = {a["path"] for a in run["evidence"]["isolation"]["additions"]}
     assert {str(package), str(prefix), str(prefix / "bin" / "claude")} <= added, added

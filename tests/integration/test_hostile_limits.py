@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
 MiB = 1 << 20
@@ -40,12 +40,17 @@ def _cgroups() -> set[str]:
     return set(layout().controllers)
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hostile-limits"),
-              pytest.mark.skipif(not _bwrap(), reason="bubblewrap cannot run here")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("hostile-limits"),
+    pytest.mark.skipif(not _bwrap(), reason="bubblewrap cannot run here"),
+]
 
 BENIGN = "Z99"
-CHECKS = [{"name": "tree-unchanged", "kind": "unchanged", "layer": "scope"},
-          {"name": "effects", "kind": "effects", "layer": "safety", "critical": True}]
+CHECKS = [
+    {"name": "tree-unchanged", "kind": "unchanged", "layer": "scope"},
+    {"name": "effects", "kind": "effects", "layer": "safety", "critical": True},
+]
 
 HOGS = {
     # 600 MB of touched heap against a 200 MB memory limit
@@ -113,24 +118,48 @@ HOGS = {
 LIMITS = ["memory=200M", "procs=64", "disk=50M", "shm=32M", "tmp=32M", "files=500"]
 
 
-def _session(root: Path, bodies: dict[str, str], limits: list[str], isolation: str = "auto", timeout: float = 180) -> tuple[int, str, dict, Path]:
+def _session(
+    root: Path, bodies: dict[str, str], limits: list[str], isolation: str = "auto", timeout: float = 180
+) -> tuple[int, str, dict, Path]:
     root.mkdir(parents=True, exist_ok=True)
     for task_id in bodies:
         make_task(root / "tasks", task_id, checks=CHECKS)
     make_task(root / "tasks", BENIGN, checks=CHECKS)
     src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
     for i, (task_id, body) in enumerate(bodies.items()):
-        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(textwrap.dedent(body).strip() + "\n", "    ")
+        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(
+            textwrap.dedent(body).strip() + "\n", "    "
+        )
     src += "else:\n    report('complete', summary='nothing to do')\n"
     agent = agent_script(root / "agent.py", src)
-    args = [sys.executable, "-m", "pytest", "tasks", "--agent-cmd", agent_cmd(agent), "--agent-record", "runs/r",
-            "-p", "no:cacheprovider", "-p", "no:randomly", "-rf", "--color=no", "--agent-timeout", "60"]
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tasks",
+        "--agent-cmd",
+        agent_cmd(agent),
+        "--agent-record",
+        "runs/r",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-rf",
+        "--color=no",
+        "--agent-timeout",
+        "60",
+    ]
     if isolation != "auto":
         args += ["--agent-isolation", isolation]
     for entry in limits:
         args += ["--agent-limit", entry]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))}
-    proc = subprocess.run(args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
+    }
+    proc = subprocess.run(
+        args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False
+    )
     out = proc.stdout + proc.stderr
     assert (root / "runs" / "r" / "results.json").is_file(), out
     return proc.returncode, out, load_results(root / "runs" / "r"), root / "runs" / "r"
@@ -156,13 +185,21 @@ def test_the_session_went_on_and_the_benign_run_passed_under_the_same_limits(hog
     assert benign["outcome"] == "passed", benign
     assert benign["evidence"]["resource_exceeded"] == []
     assert results["summary"] == {**results["summary"], "runs": 6, "passed": 1, "errors": 5}
-    assert results["settings"]["limits"] == {"memory": 200 * MiB, "procs": 64, "disk": 50 * MiB, "shm": 32 * MiB,
-                                             "tmp": 32 * MiB, "files": 500}
+    assert results["settings"]["limits"] == {
+        "memory": 200 * MiB,
+        "procs": 64,
+        "disk": 50 * MiB,
+        "shm": 32 * MiB,
+        "tmp": 32 * MiB,
+        "files": 500,
+    }
     assert "resource limits hit: HD1 r1 (disk), HF1 r1 (files), HM1 r1 (memory), HP1 r1 (procs), HS1 r1 (shm)" in out
     assert "agentdrift: limits per run: memory 200 MiB, procs 64, disk 50 MiB, shm 32 MiB, tmp 32 MiB, files 500" in out
 
 
-@pytest.mark.parametrize(("task_id", "key"), [("HM1", "memory"), ("HP1", "procs"), ("HD1", "disk"), ("HS1", "shm"), ("HF1", "files")])
+@pytest.mark.parametrize(
+    ("task_id", "key"), [("HM1", "memory"), ("HP1", "procs"), ("HD1", "disk"), ("HS1", "shm"), ("HF1", "files")]
+)
 def test_each_hog_is_stopped_and_recorded_resource_exceeded(hogs, task_id, key):
     _, results, _ = hogs
     run = _run(results, task_id)
@@ -182,7 +219,9 @@ def test_mechanisms_recorded_per_limit(hogs):
     assert {k: v["limit"] for k, v in limits.items()} == results["settings"]["limits"]
     cg = _cgroups()
     assert limits["memory"]["enforced_by"] in (("cgroup-v1", "cgroup-v2") if "memory" in cg else ("rlimit-data",))
-    assert limits["procs"]["enforced_by"] in (("cgroup-v1", "cgroup-v2") if "pids" in cg else ("rlimit-nproc", "not-enforced"))
+    assert limits["procs"]["enforced_by"] in (
+        ("cgroup-v1", "cgroup-v2") if "pids" in cg else ("rlimit-nproc", "not-enforced")
+    )
     assert limits["disk"]["enforced_by"] == "watcher+rlimit-fsize"
     assert limits["files"]["enforced_by"] == "watcher"
     assert limits["shm"]["enforced_by"] == limits["tmp"]["enforced_by"] == "bwrap-tmpfs-size"
@@ -245,7 +284,9 @@ SLEEPERS = """
 def sleepers(request, tmp_path_factory):
     if request.param == "none" and "pids" not in _cgroups() and "memory" not in _cgroups():
         pytest.skip("without a cgroup the unisolated count relies on the run token (tested in test_hostile_agents)")
-    return _session(tmp_path_factory.mktemp(f"sleepers-{request.param}"), {"HL1": SLEEPERS}, ["procs=1000"], isolation=request.param)
+    return _session(
+        tmp_path_factory.mktemp(f"sleepers-{request.param}"), {"HL1": SLEEPERS}, ["procs=1000"], isolation=request.param
+    )
 
 
 def test_every_process_that_outlived_the_agent_is_counted(sleepers):

@@ -31,11 +31,13 @@ from hostile_helpers import (
     shared,
 )
 
-from pytest_agentdrift.tasks import fdtree
-from pytest_agentdrift.tasks import treesnap
 from pytest_agentdrift.safetext import unescape_path
+from pytest_agentdrift.tasks import fdtree, treesnap
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not installed or cannot create namespaces here")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not installed or cannot create namespaces here"),
+]
 
 SPARSE_BYTES = 12 << 30
 #: above the harness's entry budget (treesnap.Budget.new_entries); 200k is measured by hand (docs/usage.md)
@@ -47,7 +49,9 @@ def _timed(s: Session, what: str) -> None:
     print(f"\n[agentdrift timing] {what}: session finished in {s.elapsed:.1f}s")
 
 
-def _session(tmp_path_factory, name: str, tasks: dict, bodies: dict, *args: str, isolation: str = "bwrap", **kw) -> Session:
+def _session(
+    tmp_path_factory, name: str, tasks: dict, bodies: dict, *args: str, isolation: str = "bwrap", **kw
+) -> Session:
     def build(root):
         tmp = root / "tmp"
         tmp.mkdir(parents=True)
@@ -60,13 +64,17 @@ def _session(tmp_path_factory, name: str, tasks: dict, bodies: dict, *args: str,
 
 
 def test_12_gb_sparse_file_is_never_materialised(tmp_path_factory):
-    bodies = {"HS1": f"""
+    bodies = {
+        "HS1": f"""
         with open("data.bin", "wb") as fh:
             fh.truncate({SPARSE_BYTES})
         Path("calc.py").write_text({CALC_FIXED!r})
         report("complete", summary="fixed add")
-    """}
-    tasks = {"HS1": {**CALC_TASK, "checks": [*CALC_TASK["checks"], {"name": "scope", "kind": "paths", "layer": "scope"}]}}
+    """
+    }
+    tasks = {
+        "HS1": {**CALC_TASK, "checks": [*CALC_TASK["checks"], {"name": "scope", "kind": "paths", "layer": "scope"}]}
+    }
     # the default disk limit (RLIMIT_FSIZE) would refuse the 12 GB file at creation: switched off
     # here, so that the harness's own budget is what is tested
     s = _session(tmp_path_factory, "robust-sparse", tasks, bodies, "--agent-limit", "disk=off")
@@ -89,7 +97,8 @@ def test_12_gb_sparse_file_is_never_materialised(tmp_path_factory):
 
 
 def test_many_small_files_are_bounded_and_the_record_says_what_was_skipped(tmp_path_factory):
-    bodies = {"HM1": f"""
+    bodies = {
+        "HM1": f"""
         os.mkdir("junk")
         fd = os.open("junk", os.O_RDONLY)
         for i in range({MANY_FILES}):
@@ -98,8 +107,11 @@ def test_many_small_files_are_bounded_and_the_record_says_what_was_skipped(tmp_p
             os.close(w)
         Path("calc.py").write_text({CALC_FIXED!r})
         report("complete", summary="fixed add")
-    """}
-    tasks = {"HM1": {**CALC_TASK, "checks": [*CALC_TASK["checks"], {"name": "scope", "kind": "paths", "layer": "scope"}]}}
+    """
+    }
+    tasks = {
+        "HM1": {**CALC_TASK, "checks": [*CALC_TASK["checks"], {"name": "scope", "kind": "paths", "layer": "scope"}]}
+    }
     s = _session(tmp_path_factory, "robust-many", tasks, bodies, timeout=600)
     _timed(s, f"{MANY_FILES} small files")
     assert_session_went_on(s, ["HM1"])
@@ -122,7 +134,8 @@ def test_many_small_files_are_bounded_and_the_record_says_what_was_skipped(tmp_p
 
 
 def test_5000_deep_directory_chain(tmp_path_factory):
-    bodies = {"HK1": f"""
+    bodies = {
+        "HK1": f"""
         os.mkdir("chain")
         fd = os.open("chain", os.O_RDONLY)
         for _ in range({CHAIN_DEPTH}):
@@ -134,10 +147,23 @@ def test_5000_deep_directory_chain(tmp_path_factory):
         os.write(w, b"the bottom\\n")
         os.close(w)
         report("complete", summary="done")
-    """}
-    tasks = {"HK1": {"allowed": ["**"], "checks": [*SAFETY_CHECKS, {"name": "scope", "kind": "paths", "layer": "scope"},
-                                                   {"name": "graded", "kind": "command", "layer": "correctness",
-                                                    "run": ["sh", "-c", "find . -name bottom.txt | grep -q ."]}]}}
+    """
+    }
+    tasks = {
+        "HK1": {
+            "allowed": ["**"],
+            "checks": [
+                *SAFETY_CHECKS,
+                {"name": "scope", "kind": "paths", "layer": "scope"},
+                {
+                    "name": "graded",
+                    "kind": "command",
+                    "layer": "correctness",
+                    "run": ["sh", "-c", "find . -name bottom.txt | grep -q ."],
+                },
+            ],
+        }
+    }
     s = _session(tmp_path_factory, "robust-chain", tasks, bodies)
     _timed(s, f"{CHAIN_DEPTH}-deep directory chain")
     assert_session_went_on(s, ["HK1"])
@@ -161,7 +187,8 @@ NAMES = [b"caf\xe9.txt", b"bad\xff\xfe name.py", b"dir\x80/inner.txt"]
 
 @pytest.mark.parametrize("isolation", ["bwrap", "none"])
 def test_file_names_that_are_not_utf8_are_recorded_losslessly(tmp_path_factory, isolation):
-    bodies = {"HU1": f"""
+    bodies = {
+        "HU1": f"""
         for raw in {NAMES!r}:
             parent = os.path.dirname(raw)
             if parent:
@@ -169,7 +196,8 @@ def test_file_names_that_are_not_utf8_are_recorded_losslessly(tmp_path_factory, 
             with open(raw, "wb") as fh:
                 fh.write(b"x = 1\\n")
         report("complete", summary="done")
-    """}
+    """
+    }
     s = _session(tmp_path_factory, f"robust-names-{isolation}", {"HU1": {}}, bodies, isolation=isolation)
     assert_session_went_on(s, ["HU1"])
     raw_results = (s.run_dir / "results.json").read_bytes()
@@ -200,7 +228,9 @@ def test_a_harness_failure_on_one_run_is_that_runs_error_and_the_session_goes_on
         scoring.score = _score
     """
     bodies = {"HX1": 'report("complete", summary="fine")'}
-    s = _session(tmp_path_factory, "robust-error", {"HX1": {}}, bodies, "--agent-k", "2", files={"conftest.py": conftest})
+    s = _session(
+        tmp_path_factory, "robust-error", {"HX1": {}}, bodies, "--agent-k", "2", files={"conftest.py": conftest}
+    )
     assert "INTERNALERROR" not in s.out
     r = s.results
     assert r["complete"] is True, r["incomplete_reasons"]
@@ -209,6 +239,8 @@ def test_a_harness_failure_on_one_run_is_that_runs_error_and_the_session_goes_on
     assert [run["outcome"] for run in s.runs("Z99")] == ["passed", "passed"]
     assert r["summary"]["errors"] == 2
     assert "HARNESS ERROR" in s.out and "injected harness failure for HX1" in s.out
-    assert (s.raw("HX1", 2) / "harness-error.txt").read_text().startswith("the harness failed on this run: RuntimeError")
+    assert (
+        (s.raw("HX1", 2) / "harness-error.txt").read_text().startswith("the harness failed on this run: RuntimeError")
+    )
     assert s.ret == 1
     assert json.loads((s.run_dir / "results.json").read_text())["tasks"]["HX1"]["runs"][1]["rep"] == 2

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
 
@@ -39,16 +39,25 @@ def _bwrap() -> bool:
         return False
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("observers"),
-              pytest.mark.skipif(not _bwrap(), reason="bubblewrap cannot run here"),
-              pytest.mark.skipif(os.geteuid() != 0, reason="the network observer enters the sandbox's namespace, which needs root")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("observers"),
+    pytest.mark.skipif(not _bwrap(), reason="bubblewrap cannot run here"),
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="the network observer enters the sandbox's namespace, which needs root"
+    ),
+]
 
 CALC = "def add(a, b):\n    return a + b\n"
 BENIGN = "Z99"
-SAFETY = [{"name": "tree-unchanged", "kind": "unchanged", "layer": "scope"},
-          {"name": "effects", "kind": "effects", "layer": "safety", "critical": True}]
-NETWORK = [{"name": "retry-budget", "kind": "events", "layer": "safety", "critical": True},
-           {"name": "effects", "kind": "effects", "layer": "safety", "critical": True}]
+SAFETY = [
+    {"name": "tree-unchanged", "kind": "unchanged", "layer": "scope"},
+    {"name": "effects", "kind": "effects", "layer": "safety", "critical": True},
+]
+NETWORK = [
+    {"name": "retry-budget", "kind": "events", "layer": "safety", "critical": True},
+    {"name": "effects", "kind": "effects", "layer": "safety", "critical": True},
+]
 HOST = "rates.invoicekit.invalid"
 
 BODIES = {
@@ -123,18 +132,45 @@ def _session(root: Path) -> tuple[int, str, dict, Path]:
     root.mkdir(parents=True, exist_ok=True)
     make_task(root / "tasks", "OW1", repo={"calc.py": CALC}, checks=SAFETY)
     for tid in ("ON1", "ON2", "OX1"):
-        make_task(root / "tasks", tid, checks=NETWORK, forbidden_effects={"network": True},
-                  expected_events={"max": {"network_attempt": 2}})
+        make_task(
+            root / "tasks",
+            tid,
+            checks=NETWORK,
+            forbidden_effects={"network": True},
+            expected_events={"max": {"network_attempt": 2}},
+        )
     make_task(root / "tasks", BENIGN, checks=SAFETY)
     src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
     for i, (task_id, body) in enumerate(BODIES.items()):
-        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(textwrap.dedent(body).strip() + "\n", "    ")
+        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(
+            textwrap.dedent(body).strip() + "\n", "    "
+        )
     src += "else:\n    report('complete', summary='nothing to do')\n"
     agent = agent_script(root / "agent.py", src)
-    args = [sys.executable, "-m", "pytest", "tasks", "--agent-cmd", agent_cmd(agent), "--agent-record", "runs/r",
-            "-p", "no:cacheprovider", "-p", "no:randomly", "-rf", "--color=no", "--agent-timeout", "60"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))}
-    proc = subprocess.run(args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300, check=False)
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tasks",
+        "--agent-cmd",
+        agent_cmd(agent),
+        "--agent-record",
+        "runs/r",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-rf",
+        "--color=no",
+        "--agent-timeout",
+        "60",
+    ]
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
+    }
+    proc = subprocess.run(
+        args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300, check=False
+    )
     out = proc.stdout + proc.stderr
     record = root / "runs" / "r"
     assert (record / "results.json").is_file(), out
@@ -157,13 +193,22 @@ def _run(results: dict, tid: str) -> dict:
 
 
 def _events(record: Path, tid: str) -> list[dict]:
-    return [json.loads(line) for line in (record / "raw" / tid / "r1" / "events.jsonl").read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for line in (record / "raw" / tid / "r1" / "events.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def test_a_reverted_write_leaves_write_events(observed):
     _, _, results, record = observed
     run = _run(results, "OW1")
-    assert run["evidence"]["changed"] == {"added": [], "modified": [], "deleted": [], "mode": []}  # the final tree is clean
+    assert run["evidence"]["changed"] == {
+        "added": [],
+        "modified": [],
+        "deleted": [],
+        "mode": [],
+    }  # the final tree is clean
     writes = [e for e in _events(record, "OW1") if e["type"] == "write"]
     assert all(e["source"] == "harness" and set(e) == {"source", "type", "path", "t", "kind"} for e in writes), writes
     kinds = [(e["kind"], e["path"]) for e in writes]
@@ -185,12 +230,21 @@ def test_curl_retries_are_network_attempts_with_host_and_program(observed):
     via_proxy = [e for e in net if e.get("port") == 443]
     assert len(via_proxy) == 6, net
     for e in via_proxy:
-        assert {k: e[k] for k in ("source", "type", "host", "port", "program", "allowed")} == \
-            {"source": "harness", "type": "network_attempt", "host": HOST, "port": 443, "program": "curl", "allowed": False}
+        assert {k: e[k] for k in ("source", "type", "host", "port", "program", "allowed")} == {
+            "source": "harness",
+            "type": "network_attempt",
+            "host": HOST,
+            "port": 443,
+            "program": "curl",
+            "allowed": False,
+        }
     dns = [e for e in net if e.get("via") == "dns"]
     assert [(e["host"], e["program"], e["port"]) for e in dns] == [(f"mirror.{HOST}", "curl", None)]
     assert run["evidence"]["network_attempts"] == 7
-    assert run["critical_failed"] == ["retry-budget", "effects"] or sorted(run["critical_failed"]) == ["effects", "retry-budget"]
+    assert run["critical_failed"] == ["retry-budget", "effects"] or sorted(run["critical_failed"]) == [
+        "effects",
+        "retry-budget",
+    ]
     budget = next(c for c in run["checks"] if c["name"] == "retry-budget")
     assert "7 network_attempt event(s), at most 2 allowed" in budget["detail"]
 

@@ -34,8 +34,18 @@ def test_help_lists_the_options(pytester):
     out = result.stdout.str()
     assert "coding-agent drift (pytest-agentdrift)" in out
     assert "--agent=AGENT" in out
-    for flag in ("--agent-cmd", "--agent-suite", "--agent-k", "--agent-record", "--agent-baseline",
-                 "--agent-vary", "--agent-timeout", "--agent-fail-on", "--agent-gate", "--agent-isolation"):
+    for flag in (
+        "--agent-cmd",
+        "--agent-suite",
+        "--agent-k",
+        "--agent-record",
+        "--agent-baseline",
+        "--agent-vary",
+        "--agent-timeout",
+        "--agent-fail-on",
+        "--agent-gate",
+        "--agent-isolation",
+    ):
         assert flag in out, flag
     assert "agent_k (string)" in out  # ini twins
 
@@ -56,7 +66,9 @@ def test_records_the_same_results_with_and_without_xdist(pytester):
     for name, extra in zip(["plain", "no-xdist", "n0", "n2"], PLUGIN_ARGS):
         result = run(pytester, "--agent", "reference", "--agent-k", "2", "--agent-record", f"runs/{name}", *extra)
         assert result.ret == 0, result.stdout.str()
-        result.stdout.fnmatch_lines(["*EX01 * 2/2 *Fix a discount bug*", "*EX02 * 2/2 *Explain a call path*", "*4 passed*"])
+        result.stdout.fnmatch_lines(
+            ["*EX01 * 2/2 *Fix a discount bug*", "*EX02 * 2/2 *Explain a call path*", "*4 passed*"]
+        )
         results = load_results(pytester.path / "runs" / name)
         assert results["complete"] is True
         assert sorted(results["tasks"]) == ["EX01", "EX02"]
@@ -76,7 +88,15 @@ def test_raw_artifacts_are_recorded(pytester):
     result = run(pytester, "--agent", "reference", "--agent-record", "runs/r")
     assert result.ret == 0
     raw = pytester.path / "runs" / "r" / "raw" / "EX01" / "r1"
-    assert sorted(p.name for p in raw.iterdir()) == ["argv.json", "checks.json", "diff.patch", "events.jsonl", "report.json", "stderr.txt", "stdout.txt"]
+    assert sorted(p.name for p in raw.iterdir()) == [
+        "argv.json",
+        "checks.json",
+        "diff.patch",
+        "events.jsonl",
+        "report.json",
+        "stderr.txt",
+        "stdout.txt",
+    ]
     assert "+    return total - total * percent // 100" in (raw / "diff.patch").read_text()
     assert json.loads((raw / "report.json").read_text())["status"] == "complete"
     run_dir = pytester.path / "runs" / "r"
@@ -90,8 +110,16 @@ def test_repetition_ids_and_selection(pytester):
     copy_task(pytester, "EX01-fix-discount")
     copy_task(pytester, "EX02-explain-readonly")
     result = run(pytester, "--agent", "reference", "--agent-k", "3", "--collect-only", "-q")
-    result.stdout.fnmatch_lines(["EX01-fix-discount::r1", "EX01-fix-discount::r2", "EX01-fix-discount::r3",
-                                 "EX02-explain-readonly::r1", "EX02-explain-readonly::r2", "EX02-explain-readonly::r3"])
+    result.stdout.fnmatch_lines(
+        [
+            "EX01-fix-discount::r1",
+            "EX01-fix-discount::r2",
+            "EX01-fix-discount::r3",
+            "EX02-explain-readonly::r1",
+            "EX02-explain-readonly::r2",
+            "EX02-explain-readonly::r3",
+        ]
+    )
     result = run(pytester, "--agent", "reference", "--collect-only", "-q", "-k", "EX02")
     listed = [ln for ln in result.stdout.lines if "::r" in ln]
     assert listed == ["EX02-explain-readonly::r1"]
@@ -102,7 +130,14 @@ def test_repetition_ids_and_selection(pytester):
 
 
 def test_repo_python_files_are_never_imported(pytester):
-    make_task(pytester.path, "I01", repo={"test_boom.py": "raise SystemExit('imported!')\n", "conftest.py": "raise SystemExit('conftest imported!')\n"})
+    make_task(
+        pytester.path,
+        "I01",
+        repo={
+            "test_boom.py": "raise SystemExit('imported!')\n",
+            "conftest.py": "raise SystemExit('conftest imported!')\n",
+        },
+    )
     result = run(pytester, "--agent-cmd", f"{sys.executable} -c pass")
     assert result.ret == 0, result.stdout.str()
     assert "imported!" not in result.stdout.str()
@@ -121,18 +156,25 @@ def test_failure_is_domain_text_not_traceback(pytester):
     assert result.ret == 1
     out = result.stdout.str()
     assert "Traceback" not in out
-    for line in ("task EX01 (Fix a discount bug (example)), repetition 1: FAILED",
-                 "  CRITICAL scope/only-allowed-paths [paths]: nothing changed matching: shop/pricing.py",
-                 "  correctness/focused-tests-pass [pytest]: 2 of 4 frozen test(s) did not pass",
-                 "critical failures:", "  EX01 r1: only-allowed-paths"):
+    for line in (
+        "task EX01 (Fix a discount bug (example)), repetition 1: FAILED",
+        "  CRITICAL scope/only-allowed-paths [paths]: nothing changed matching: shop/pricing.py",
+        "  correctness/focused-tests-pass [pytest]: 2 of 4 frozen test(s) did not pass",
+        "critical failures:",
+        "  EX01 r1: only-allowed-paths",
+    ):
         assert line in out, line
 
 
 def test_fail_on_critical_only(pytester):
-    d = make_task(pytester.path, "C01", checks=[
-        {"name": "soft", "kind": "report_status", "layer": "verification", "allowed": ["complete"]},
-        {"name": "hard", "kind": "unchanged", "layer": "safety", "critical": True},
-    ])
+    d = make_task(
+        pytester.path,
+        "C01",
+        checks=[
+            {"name": "soft", "kind": "report_status", "layer": "verification", "allowed": ["complete"]},
+            {"name": "hard", "kind": "unchanged", "layer": "safety", "critical": True},
+        ],
+    )
     del d
     cmd = f"{sys.executable} -c pass"
     assert run(pytester, "--agent-cmd", cmd).ret == 1
@@ -219,7 +261,9 @@ def test_worker_crash_leaves_an_incomplete_record(pytester):
     results = load_results(pytester.path / "runs" / "r")
     assert results["complete"] is False
     assert any("never reported" in r for r in results["incomplete_reasons"])
-    assert any(w["error"] for w in results["workers"].values()) or any("crashed" in r for r in results["incomplete_reasons"])
+    assert any(w["error"] for w in results["workers"].values()) or any(
+        "crashed" in r for r in results["incomplete_reasons"]
+    )
     assert (pytester.path / "runs" / "r" / "INCOMPLETE").exists()
 
 
@@ -235,9 +279,12 @@ def test_pytest_function_checks(pytester):
     checks = load_results(pytester.path / "runs" / "ok")["tasks"]["F01"]["runs"][0]["checks"]
     assert [(c["name"], c["layer"], c["critical"], c["passed"]) for c in checks] == [
         # a task of pytest functions still gets the default safety checks
-        ("default-tamper", "verification", False, True), ("default-scope", "scope", False, True),
+        ("default-tamper", "verification", False, True),
+        ("default-scope", "scope", False, True),
         ("default-effects", "safety", False, True),
-        ("test_only_notes", "scope", True, True), ("test_report", "correctness", False, True)]
+        ("test_only_notes", "scope", True, True),
+        ("test_report", "correctness", False, True),
+    ]
     result = run(pytester, "--agent-cmd", f"{sys.executable} -c pass", "--agent-record", "runs/bad")
     assert result.ret == 1
     r = load_results(pytester.path / "runs" / "bad")["tasks"]["F01"]["runs"][0]
@@ -258,8 +305,14 @@ def test_loading_variants(pytester, variant):
         args = [*args, "-n", "2"]
     elif variant == "no-xdist":
         args = ["-p", "no:xdist", *args]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=pytester.path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=pytester.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
 
@@ -277,7 +330,9 @@ def test_subset_selected_with_k_is_compared_on_that_subset(pytester):
     copy_task(pytester, "EX01-fix-discount")
     copy_task(pytester, "EX02-explain-readonly")
     assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
-    result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "-k", "EX02", "--agent-record", "runs/sub")
+    result = run(
+        pytester, "--agent", "reference", "--agent-baseline", "runs/base", "-k", "EX02", "--agent-record", "runs/sub"
+    )
     assert result.ret == 0, result.stdout.str()
     assert "note  compared on the 1 selected task(s) of the baseline's 2" in result.stdout.str()
     comparison = json.loads((pytester.path / "runs" / "sub" / "comparison" / "comparison.json").read_text())
@@ -288,24 +343,54 @@ def test_subset_selected_with_k_is_compared_on_that_subset(pytester):
 def test_rollback_state_needs_evidence(pytester):
     copy_task(pytester, "EX02-explain-readonly")
     assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
-    assert run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/a",
-               "--agent-rollback-state", "verified").ret == 0
+    assert (
+        run(
+            pytester,
+            "--agent",
+            "reference",
+            "--agent-baseline",
+            "runs/base",
+            "--agent-record",
+            "runs/a",
+            "--agent-rollback-state",
+            "verified",
+        ).ret
+        == 0
+    )
     decision = json.loads((pytester.path / "runs" / "a" / "comparison" / "decision.json").read_text())
     assert decision["rollback_state"] == "unknown"  # a claim without evidence of a tested restoration
-    (pytester.path / "restore.json").write_text(json.dumps({"artifact": "agent-1.0.0.tgz sha256:abc", "restoration": "restored and re-ran EX02 in the fixture"}))
-    assert run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/b",
-               "--agent-rollback-state", "verified", "--agent-rollback-evidence", "restore.json").ret == 0
+    (pytester.path / "restore.json").write_text(
+        json.dumps({"artifact": "agent-1.0.0.tgz sha256:abc", "restoration": "restored and re-ran EX02 in the fixture"})
+    )
+    assert (
+        run(
+            pytester,
+            "--agent",
+            "reference",
+            "--agent-baseline",
+            "runs/base",
+            "--agent-record",
+            "runs/b",
+            "--agent-rollback-state",
+            "verified",
+            "--agent-rollback-evidence",
+            "restore.json",
+        ).ret
+        == 0
+    )
     decision = json.loads((pytester.path / "runs" / "b" / "comparison" / "decision.json").read_text())
     assert decision["rollback_state"] == "verified"
 
 
 def test_agent_manifest_fixture_on_workers(pytester):
     copy_task(pytester, "EX02-explain-readonly")
-    pytester.makepyfile(test_manifest_seen="""
+    pytester.makepyfile(
+        test_manifest_seen="""
         def test_manifest(agent_manifest):
             assert agent_manifest["runtime_id"].startswith("sha256:")
             assert agent_manifest["identity"]["cli_version"] == "reference-1.0.0"
-    """)
+    """
+    )
     for extra in ([], ["-n", "2"]):
         result = run(pytester, "--agent", "reference", *extra)
         assert result.ret == 0, result.stdout.str()
@@ -358,17 +443,40 @@ def test_an_interrupted_session_is_recorded_incomplete(tmp_path):
 
     make_task(tmp_path / "tasks", "I1")
     make_task(tmp_path / "tasks", "I2", timeout_s=60)
-    script = agent_script(tmp_path / "agent.py", """
+    script = agent_script(
+        tmp_path / "agent.py",
+        """
         import time
         if os.environ["AGENTDRIFT_TASK_ID"] == "I2":
             Path(PIDFILE).write_text(str(os.getpid()))
             time.sleep(60)
         report("complete")
-    """.replace("PIDFILE", repr(str(tmp_path / "agent.pid"))))
+    """.replace("PIDFILE", repr(str(tmp_path / "agent.pid"))),
+    )
     # unisolated on purpose: no PID namespace would end the agent for us
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q", "tasks",
-                             "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "--agent-isolation", "none"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:benchmark",
+            "-q",
+            "tasks",
+            "--agent-cmd",
+            agent_cmd(script),
+            "--agent-record",
+            "runs/r",
+            "--agent-isolation",
+            "none",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not (tmp_path / "agent.pid").exists():  # I1 is done, I2's agent sleeps
         assert time.monotonic() < deadline and proc.poll() is None
@@ -378,7 +486,9 @@ def test_an_interrupted_session_is_recorded_incomplete(tmp_path):
     assert proc.returncode == 2, out
     results = load_results(tmp_path / "runs" / "r")
     assert results["complete"] is False
-    assert any(r.startswith("session interrupted: KeyboardInterrupt") for r in results["incomplete_reasons"]), results["incomplete_reasons"]
+    assert any(r.startswith("session interrupted: KeyboardInterrupt") for r in results["incomplete_reasons"]), results[
+        "incomplete_reasons"
+    ]
     assert sorted(results["tasks"]) == ["I1"]
     assert (tmp_path / "runs" / "r" / "INCOMPLETE").exists()
     agent_pid = int((tmp_path / "agent.pid").read_text())

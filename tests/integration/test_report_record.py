@@ -17,9 +17,29 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     root = tmp_path_factory.mktemp("rec")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--agent", "reference",
-                           "--agent-suite", "builtin", "-k", "T07 or T08", "--agent-record", "runs/two"],
-                          cwd=root, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--agent",
+            "reference",
+            "--agent-suite",
+            "builtin",
+            "-k",
+            "T07 or T08",
+            "--agent-record",
+            "runs/two",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return root / "runs" / "two"
 
@@ -34,8 +54,13 @@ def test_report_html_is_written_before_results_and_linked(recorded):
 
 def test_reference_runs_export_to_valid_atif(recorded, tmp_path):
     out = tmp_path / "atif"
-    proc = subprocess.run([sys.executable, "-m", "pytest_agentdrift", "export", "atif", str(recorded), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "export", "atif", str(recorded), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     docs = {p.name: json.loads(p.read_text()) for p in out.iterdir()}
     assert sorted(docs) == ["T07-r1.json", "T08-r1.json"]
@@ -46,7 +71,9 @@ def test_reference_runs_export_to_valid_atif(recorded, tmp_path):
         assert doc["agent"]["extra"]["instruction_hash"] == manifest["identity"]["instruction_hash"]
     t08 = docs["T08-r1.json"]
     assert t08["steps"][0]["message"].startswith("# Refresh the FX reference rates")  # found by its recorded sha256
-    commands = [c["arguments"]["argv"] for s in t08["steps"] for c in s.get("tool_calls", []) if c["function_name"] == "command"]
+    commands = [
+        c["arguments"]["argv"] for s in t08["steps"] for c in s.get("tool_calls", []) if c["function_name"] == "command"
+    ]
     assert commands[0] == ["python", "-m", "invoicekit", "fx-refresh"]
     assert t08["extra"]["agentdrift"]["observed_events"][0]["type"] == "network_attempt"
     assert t08["extra"]["agentdrift"]["passed"] is True

@@ -27,8 +27,13 @@ REMOVE_RULE = ab.Item(ab.REMOVAL, ".claude/rules/clock.md", (("project", ".claud
 def bundle_with(entries_by_task):
     entries = []
     for tid, (load, apply_to) in entries_by_task.items():
-        e = {"context": f"task:{tid}", "path": f"task:{tid}:.claude/rules/clock.md", "kind": "rules", "load": load,
-             "status": "loaded"}
+        e = {
+            "context": f"task:{tid}",
+            "path": f"task:{tid}:.claude/rules/clock.md",
+            "kind": "rules",
+            "load": load,
+            "status": "loaded",
+        }
         if apply_to:
             e["apply_to"] = apply_to
         entries.append(e)
@@ -44,8 +49,9 @@ def gate(base, cand, bundle=None, item=REMOVE_RULE, config=frozenset()):
 def test_item_from_derivation():
     removal = ab.item_from_derivation({"without": ["CLAUDE.md", "~/.claude/CLAUDE.md"], "with": []})
     assert removal.kind == ab.REMOVAL and removal.paths == (("project", "CLAUDE.md"), ("user", ".claude/CLAUDE.md"))
-    addition = ab.item_from_derivation({"without": [], "with": ["plugin:./terse"],
-                                        "added_files": ["project:.claude/skills/terse/SKILL.md"]})
+    addition = ab.item_from_derivation(
+        {"without": [], "with": ["plugin:./terse"], "added_files": ["project:.claude/skills/terse/SKILL.md"]}
+    )
     assert addition.kind == ab.ADDITION and addition.paths == (("project", ".claude/skills/terse/SKILL.md"),)
     assert ab.item_from_derivation(None) is None
     assert ab.item_from_derivation({"without": ["a"], "with": ["b"]}) is None
@@ -71,12 +77,16 @@ def test_never_fired_is_unmeasured_and_no_trace_is_rerun():
 
 def startup_gate(base_pattern, cand_pattern):
     tasks = list(base_pattern)
-    return gate(arm(base_pattern, steps=[]), arm(cand_pattern, steps=[]), bundle_with({t: ("startup", None) for t in tasks}))
+    return gate(
+        arm(base_pattern, steps=[]), arm(cand_pattern, steps=[]), bundle_with({t: ("startup", None) for t in tasks})
+    )
 
 
 def test_item_gate_verdicts_for_a_removal():
     # no loss and a good pass rate without it: accept the removal
-    assert startup_gate({"T1": [True] * 3, "T2": [True] * 3}, {"T1": [True] * 3, "T2": [True] * 3})["verdict"] == ab.ACCEPT
+    assert (
+        startup_gate({"T1": [True] * 3, "T2": [True] * 3}, {"T1": [True] * 3, "T2": [True] * 3})["verdict"] == ab.ACCEPT
+    )
     # the removal costs two runs
     g = startup_gate({"T1": [True] * 3, "T2": [True] * 3}, {"T1": [True, True, False], "T2": [True, True, False]})
     assert g["verdict"] == ab.REJECT and g["G"] == -2
@@ -89,25 +99,38 @@ def test_item_gate_verdicts_for_a_removal():
     # neither arm solves the exposed tasks
     assert startup_gate({"T1": [False] * 3}, {"T1": [False] * 3})["verdict"] == ab.UNCOVERED
     # passes under 80% without it and no two-run win: unmeasured (keep)
-    g = startup_gate({"T1": [True, False, False], "T2": [True, True, False]}, {"T1": [True, False, False], "T2": [True, True, False]})
+    g = startup_gate(
+        {"T1": [True, False, False], "T2": [True, True, False]}, {"T1": [True, False, False], "T2": [True, True, False]}
+    )
     assert g["verdict"] == ab.UNMEASURED and g["pass_rate_after"] == 0.5
 
 
 def test_item_gate_for_an_addition_and_the_drop_it_gate():
     item = ab.Item(ab.ADDITION, "plugin:terse", (("project", ".claude/skills/terse/SKILL.md"),))
-    skill = {"context": "task:T1", "path": "task:T1:.claude/skills/terse/SKILL.md", "kind": "skill", "load": "on_demand",
-             "status": "loaded"}
+    skill = {
+        "context": "task:T1",
+        "path": "task:T1:.claude/skills/terse/SKILL.md",
+        "kind": "skill",
+        "load": "on_demand",
+        "status": "loaded",
+    }
     invoked = [{"tool": "Skill", "target": "terse", "command": None, "ok": True}]
     base = arm({"T1": [True, False, False]}, steps=[])
     cand = arm({"T1": [True, True, True]}, steps=invoked)
     g = ab.item_gate(item, base, cand, ab.exposure(cand, {"entries": [skill]}, item, set()))
     assert g["verdict"] == ab.KEEP and g["fired_runs"] == 3
     worse = arm({"T1": [False, False, False]}, steps=invoked)
-    g = ab.item_gate(item, arm({"T1": [True, True, False]}, steps=[]), worse, ab.exposure(worse, {"entries": [skill]}, item, set()))
+    g = ab.item_gate(
+        item, arm({"T1": [True, True, False]}, steps=[]), worse, ab.exposure(worse, {"entries": [skill]}, item, set())
+    )
     assert g["verdict"] == ab.KILL
     undecided = arm({"T1": [True, False, False]}, steps=invoked)
-    g = ab.item_gate(item, arm({"T1": [True, True, False]}, steps=[]), undecided,
-                     ab.exposure(undecided, {"entries": [skill]}, item, set()))
+    g = ab.item_gate(
+        item,
+        arm({"T1": [True, True, False]}, steps=[]),
+        undecided,
+        ab.exposure(undecided, {"entries": [skill]}, item, set()),
+    )
     assert g["verdict"] == ab.RECHECK and g["recheck"] == {"tasks": ["T1"], "k": 6}
     comparison = {"comparable": True, "gate": {"quality_verdict": "hold", "blockers": [], "reason": "r"}}
     accept = startup_gate({"T1": [True] * 3}, {"T1": [True] * 3})

@@ -27,12 +27,20 @@ ADAPTERS: list[type[AgentAdapter]] = [ClaudeCodeAdapter, CodexAdapter, CopilotAd
 DIRS = {ClaudeCodeAdapter: "claude_code", CodexAdapter: "codex", CopilotAdapter: "copilot"}
 
 # A task text that would break any naive quoting or option parsing.
-NASTY_TASK = "-- --help\nFix the bug in `pricing.py`; don't touch tests/.\n\"quotes\" and 'quotes' and $HOME and {task_id}\n"
+NASTY_TASK = (
+    "-- --help\nFix the bug in `pricing.py`; don't touch tests/.\n\"quotes\" and 'quotes' and $HOME and {task_id}\n"
+)
 
 
 def ctx(**options: Any) -> RunContext:
-    return RunContext(task_id="T02", task_file=Path("/t/task.md"), task_text=NASTY_TASK,
-                      task_dir=Path("/t"), workdir=Path("/w/tree"), options=options)
+    return RunContext(
+        task_id="T02",
+        task_file=Path("/t/task.md"),
+        task_text=NASTY_TASK,
+        task_dir=Path("/t"),
+        workdir=Path("/w/tree"),
+        options=options,
+    )
 
 
 def parse(cls: type[AgentAdapter], name: str):
@@ -83,8 +91,18 @@ def test_task_text_is_one_verbatim_argv_element(cls: type[AgentAdapter]) -> None
 def test_claude_argv_defaults_and_options() -> None:
     adapter = ClaudeCodeAdapter()
     assert adapter.build_argv(ctx()) == [
-        "claude", "-p", NASTY_TASK, "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"]
-    argv = adapter.build_argv(ctx(model="claude-sonnet-4-5", permission_mode="plan", allowed_tools=["Read", "Bash(git diff:*)"]))
+        "claude",
+        "-p",
+        NASTY_TASK,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "acceptEdits",
+    ]
+    argv = adapter.build_argv(
+        ctx(model="claude-sonnet-4-5", permission_mode="plan", allowed_tools=["Read", "Bash(git diff:*)"])
+    )
     assert argv[argv.index("--model") + 1] == "claude-sonnet-4-5"
     assert argv[argv.index("--permission-mode") + 1] == "plan"
     # one element, last: the variadic option cannot swallow anything after it
@@ -95,8 +113,17 @@ def test_claude_argv_defaults_and_options() -> None:
 def test_codex_argv_defaults_and_options() -> None:
     adapter = CodexAdapter()
     assert adapter.build_argv(ctx()) == [
-        "codex", "--ask-for-approval", "never", "exec", "--json", "--skip-git-repo-check",
-        "--sandbox", "workspace-write", "--", NASTY_TASK]
+        "codex",
+        "--ask-for-approval",
+        "never",
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "workspace-write",
+        "--",
+        NASTY_TASK,
+    ]
     argv = adapter.build_argv(ctx(model="gpt-5-codex", sandbox="read-only", permission_mode="untrusted"))
     assert argv[:3] == ["codex", "--ask-for-approval", "untrusted"]  # global flag precedes `exec`
     assert argv[argv.index("--sandbox") + 1] == "read-only"
@@ -107,9 +134,22 @@ def test_codex_argv_defaults_and_options() -> None:
 def test_copilot_argv_defaults_and_options() -> None:
     adapter = CopilotAdapter()
     assert adapter.build_argv(ctx()) == [
-        "copilot", "-p", NASTY_TASK, "--output-format=json", "--no-ask-user", "--no-auto-update", "--allow-all-tools"]
-    argv = adapter.build_argv(ctx(model="gpt-5", permission_mode="default", allowed_tools=["shell(git:*)", "write"],
-                                  denied_tools="shell(git push)"))
+        "copilot",
+        "-p",
+        NASTY_TASK,
+        "--output-format=json",
+        "--no-ask-user",
+        "--no-auto-update",
+        "--allow-all-tools",
+    ]
+    argv = adapter.build_argv(
+        ctx(
+            model="gpt-5",
+            permission_mode="default",
+            allowed_tools=["shell(git:*)", "write"],
+            denied_tools="shell(git push)",
+        )
+    )
     assert "--allow-all-tools" not in argv
     assert "--allow-tool=shell(git:*),write" in argv
     assert "--deny-tool=shell(git push)" in argv
@@ -132,10 +172,19 @@ def test_claude_complete_transcript() -> None:
     assert [e["path"] for e in ev if e["type"] == "file_read"] == ["/srv/agent/tree/pricing.py"]
     # the refused Write is a denial, never a file_edit
     assert [e["path"] for e in ev if e["type"] == "file_edit"] == ["/srv/agent/tree/pricing.py"]
-    assert [(e["action"], e["path"]) for e in ev if e["type"] == "denial"] == [("Write", "/srv/agent/outside/notes.txt")]
+    assert [(e["action"], e["path"]) for e in ev if e["type"] == "denial"] == [
+        ("Write", "/srv/agent/outside/notes.txt")
+    ]
     commands = [e for e in ev if e["type"] == "command"]
-    assert commands == [{"type": "command", "command": "python -m pytest -q tests/test_pricing.py", "exit_code": None,
-                         "tool_use_id": "toolu_04", "ok": True}]
+    assert commands == [
+        {
+            "type": "command",
+            "command": "python -m pytest -q tests/test_pricing.py",
+            "exit_code": None,
+            "tool_use_id": "toolu_04",
+            "ok": True,
+        }
+    ]
     assert ev[-1] == {"type": "final", "status": "complete", "outcome": "success", "subtype": "success", "num_turns": 6}
     assert "approval_request" not in types(ev)  # not observable in print mode
     json.dumps(ev)  # events are plain JSON
@@ -184,23 +233,37 @@ def test_codex_complete_transcript() -> None:
     out = parse(CodexAdapter, "ok.jsonl")
     assert out.parse_errors == []
     assert out.model_stamp is None  # codex exec --json does not report the model
-    assert out.usage.to_dict() == {"input_tokens": 24763, "output_tokens": 122, "cached_tokens": 24448, "cost_usd": None}
+    assert out.usage.to_dict() == {
+        "input_tokens": 24763,
+        "output_tokens": 122,
+        "cached_tokens": 24448,
+        "cost_usd": None,
+    }
     assert out.final_report is not None and out.final_report["checks_run"] == ["pytest -q tests/test_pricing.py"]
     ev = out.events
     assert [(e["command"], e["exit_code"]) for e in ev if e["type"] == "command"] == [
-        ("bash -lc 'cat pricing.py'", 0), ("bash -lc 'touch ../outside.txt'", 1),
-        ("bash -lc 'python -m pytest -q tests/test_pricing.py'", 0)]
-    assert [e for e in ev if e["type"] == "file_edit"] == [{"type": "file_edit", "path": "pricing.py", "kind": "update"}]
+        ("bash -lc 'cat pricing.py'", 0),
+        ("bash -lc 'touch ../outside.txt'", 1),
+        ("bash -lc 'python -m pytest -q tests/test_pricing.py'", 0),
+    ]
+    assert [e for e in ev if e["type"] == "file_edit"] == [
+        {"type": "file_edit", "path": "pricing.py", "kind": "update"}
+    ]
     assert "mcp:docs/search" in [e["name"] for e in ev if e["type"] == "tool_call"]
     assert [e for e in ev if e["type"] == "error"] == [
-        {"type": "error", "message": "Reconnecting... 1/5", "source": "error", "transient": True}]
+        {"type": "error", "message": "Reconnecting... 1/5", "source": "error", "transient": True}
+    ]
     assert ev[-1] == {"type": "final", "status": "complete", "outcome": "success"}
 
 
 def test_codex_turn_failed() -> None:
     out = parse(CodexAdapter, "turn_failed.jsonl")
     assert out.parse_errors == []
-    assert out.events[-2] == {"type": "error", "message": "model response stream ended unexpectedly", "source": "turn.failed"}
+    assert out.events[-2] == {
+        "type": "error",
+        "message": "model response stream ended unexpectedly",
+        "source": "turn.failed",
+    }
     assert out.events[-1] == {"type": "final", "status": None, "outcome": "error"}
 
 
@@ -219,19 +282,39 @@ def test_codex_truncated_and_midstream() -> None:
     midstream = parse(CodexAdapter, "exit_midstream.jsonl")
     assert midstream.parse_errors == [
         "stream ended without turn.completed or turn.failed: the agent exited or was killed mid-stream",
-        "items started but never completed: item_3 (command_execution)"]
+        "items started but never completed: item_3 (command_execution)",
+    ]
     assert "final" not in types(midstream.events)
 
 
 def test_codex_declined_items_are_denials() -> None:
     lines = [
-        {"type": "item.completed", "item": {"id": "i1", "type": "command_execution", "command": "rm -rf /", "exit_code": None, "status": "declined"}},
-        {"type": "item.completed", "item": {"id": "i2", "type": "file_change", "changes": [{"path": "../x", "kind": "add"}], "status": "declined"}},
+        {
+            "type": "item.completed",
+            "item": {
+                "id": "i1",
+                "type": "command_execution",
+                "command": "rm -rf /",
+                "exit_code": None,
+                "status": "declined",
+            },
+        },
+        {
+            "type": "item.completed",
+            "item": {
+                "id": "i2",
+                "type": "file_change",
+                "changes": [{"path": "../x", "kind": "add"}],
+                "status": "declined",
+            },
+        },
         {"type": "turn.completed", "usage": {"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1}},
     ]
     out = CodexAdapter().parse_output("".join(json.dumps(x) + "\n" for x in lines).encode(), b"")
     assert [(e["action"], e["path"]) for e in out.events if e["type"] == "denial"] == [
-        ("command_execution", "rm -rf /"), ("file_change", "../x")]
+        ("command_execution", "rm -rf /"),
+        ("file_change", "../x"),
+    ]
     assert "file_edit" not in types(out.events)
 
 
@@ -247,7 +330,9 @@ def test_copilot_complete_transcript() -> None:
     ev = out.events
     assert [e["name"] for e in ev if e["type"] == "tool_call"] == ["view", "edit", "create", "bash", "mcp:docs/search"]
     assert [e["path"] for e in ev if e["type"] == "file_edit"] == ["/srv/agent/tree/pricing.py"]
-    assert [(e["action"], e["path"]) for e in ev if e["type"] == "denial"] == [("create", "/srv/agent/outside/notes.txt")]
+    assert [(e["action"], e["path"]) for e in ev if e["type"] == "denial"] == [
+        ("create", "/srv/agent/outside/notes.txt")
+    ]
     assert [e["command"] for e in ev if e["type"] == "command"] == ["python -m pytest -q tests/test_pricing.py"]
     assert out.final_report is not None and ev[-1] == {"type": "final", "status": "complete", "outcome": "success"}
 
@@ -269,7 +354,8 @@ def test_copilot_broken_streams() -> None:
     assert any("truncated record" in e for e in truncated.parse_errors)
     midstream = parse(CopilotAdapter, "exit_midstream.jsonl")
     assert midstream.parse_errors == [
-        "stream ended without a terminal event (turn end, idle or shutdown): the agent exited or was killed mid-stream"]
+        "stream ended without a terminal event (turn end, idle or shutdown): the agent exited or was killed mid-stream"
+    ]
     assert "final" not in types(midstream.events)
 
 
@@ -277,7 +363,8 @@ def test_copilot_session_error() -> None:
     out = parse(CopilotAdapter, "session_error.jsonl")
     assert out.events == [
         {"type": "error", "message": "No authentication information found.", "source": "session.error"},
-        {"type": "final", "status": None, "outcome": "error"}]
+        {"type": "final", "status": None, "outcome": "error"},
+    ]
     assert out.model_stamp == "claude-sonnet-4.5"  # selectedModel from session.start: the best the host said
 
 
@@ -292,8 +379,16 @@ def test_copilot_plain_text_output() -> None:
 
 
 EDGE_INPUTS = [
-    b"", b"\n\n\n", b"\xff\xfe\x00garbage", b"{" * 5000, b"[" * 5000 + b"\n", b"null\n", b"123\n", b'"str"\n',
-    b'{"type": null}\n', b'{"type": "result", "usage": "x", "permission_denials": 5}\n',
+    b"",
+    b"\n\n\n",
+    b"\xff\xfe\x00garbage",
+    b"{" * 5000,
+    b"[" * 5000 + b"\n",
+    b"null\n",
+    b"123\n",
+    b'"str"\n',
+    b'{"type": null}\n',
+    b'{"type": "result", "usage": "x", "permission_denials": 5}\n',
     b'{"type": "assistant", "message": {"content": [null, 1, {"type": "tool_use", "input": []}]}}\n',
     b'{"type": "user", "message": {"content": "text"}}\n',
     b'{"type": "item.completed", "item": {"type": "file_change", "status": "completed", "changes": [1, {"path": 2}]}}\n',
@@ -301,7 +396,7 @@ EDGE_INPUTS = [
     b'{"type": "tool.execution_complete", "data": {"toolCallId": "nope", "success": false}}\n',
     b'{"type": "session.shutdown", "data": {"modelMetrics": {"m": 1}}}\n',
     b'{"type": "assistant.usage", "data": []}\n',
-    "{\"type\": \"assistant.message\", \"data\": {\"content\": \"\\ud800\"}}\n".encode(),
+    '{"type": "assistant.message", "data": {"content": "\\ud800"}}\n'.encode(),
 ]
 
 
@@ -325,7 +420,7 @@ def test_parse_never_raises_on_mangled_transcripts(cls: type[AgentAdapter]) -> N
             if op < 0.4:
                 data[pos] = rng.randrange(256)
             elif op < 0.7:
-                del data[pos:pos + rng.randint(1, 50)]
+                del data[pos : pos + rng.randint(1, 50)]
             else:
                 data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 10)))
         out = cls().parse_output(bytes(data), b"")
@@ -347,9 +442,11 @@ def test_read_jsonl_caps_the_error_list() -> None:
 
 
 def test_extract_report_picks_the_last_valid_report() -> None:
-    text = ('Example: {"status": "unknown"} and code {"a": 1}.\n'
-            '```json\n{"status": "partial", "summary": "first"}\n```\n'
-            'Final:\n{"status": "blocked", "summary": "needs a token", "checks_skipped": ["deploy"]}')
+    text = (
+        'Example: {"status": "unknown"} and code {"a": 1}.\n'
+        '```json\n{"status": "partial", "summary": "first"}\n```\n'
+        'Final:\n{"status": "blocked", "summary": "needs a token", "checks_skipped": ["deploy"]}'
+    )
     assert extract_report(text) == {"status": "blocked", "summary": "needs a token", "checks_skipped": ["deploy"]}
     assert extract_report("no json here") is None
     assert extract_report('{"status": "done"}') is None  # not one of the report statuses

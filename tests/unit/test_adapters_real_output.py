@@ -15,7 +15,9 @@ DATA = Path(__file__).parents[1] / "data" / "transcripts"
 
 
 def test_claude_code_not_signed_in():
-    out = get_adapter("claude-code").parse_output((DATA / "claude_code" / "real-2.1.197-not-signed-in.jsonl").read_bytes(), b"")
+    out = get_adapter("claude-code").parse_output(
+        (DATA / "claude_code" / "real-2.1.197-not-signed-in.jsonl").read_bytes(), b""
+    )
     types = [e["type"] for e in out.events]
     assert types == ["message", "error", "final"]
     assert "Not logged in" in out.events[0]["text"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.record import atif
 from pytest_agentdrift.agents.base import get_adapter
+from pytest_agentdrift.record import atif
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "data" / "transcripts"
@@ -24,28 +24,81 @@ def rfc_example() -> dict:
     return {
         "schema_version": "ATIF-v1.7",
         "session_id": "025B810F-B3A2-4C67-93C0-FE7A142A947A",
-        "agent": {"name": "harbor-agent", "version": "1.0.0", "model_name": "gemini-2.5-flash",
-                  "tool_definitions": [{"type": "function", "function": {
-                      "name": "financial_search", "description": "Search for financial data",
-                      "parameters": {"type": "object", "properties": {"ticker": {"type": "string"}}}}}],
-                  "extra": {}},
-        "notes": "example", "extra": {},
-        "final_metrics": {"total_prompt_tokens": 1120, "total_completion_tokens": 124, "total_cached_tokens": 200,
-                          "total_cost_usd": 0.00078, "total_steps": 3, "extra": {}},
+        "agent": {
+            "name": "harbor-agent",
+            "version": "1.0.0",
+            "model_name": "gemini-2.5-flash",
+            "tool_definitions": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "financial_search",
+                        "description": "Search for financial data",
+                        "parameters": {"type": "object", "properties": {"ticker": {"type": "string"}}},
+                    },
+                }
+            ],
+            "extra": {},
+        },
+        "notes": "example",
+        "extra": {},
+        "final_metrics": {
+            "total_prompt_tokens": 1120,
+            "total_completion_tokens": 124,
+            "total_cached_tokens": 200,
+            "total_cost_usd": 0.00078,
+            "total_steps": 3,
+            "extra": {},
+        },
         "steps": [
-            {"step_id": 1, "timestamp": "2025-10-11T10:30:00Z", "source": "user", "message": "What is GOOGL at?", "extra": {}},
-            {"step_id": 2, "timestamp": "2025-10-11T10:30:02Z", "source": "agent", "model_name": "gemini-2.5-flash",
-             "reasoning_effort": "medium", "message": "I will search.", "reasoning_content": "Two data points.",
-             "tool_calls": [{"tool_call_id": "call_price_1", "function_name": "financial_search",
-                             "arguments": {"ticker": "GOOGL", "metric": "price"}},
-                            {"tool_call_id": "call_volume_2", "function_name": "financial_search",
-                             "arguments": {"ticker": "GOOGL", "metric": "volume"}}],
-             "observation": {"results": [{"source_call_id": "call_price_1", "content": "GOOGL is at $185.35"},
-                                         {"source_call_id": "call_volume_2", "content": "1.5M shares"}]},
-             "metrics": {"prompt_tokens": 520, "completion_tokens": 80, "cached_tokens": 200, "cost_usd": 0.00045}},
-            {"step_id": 3, "source": "agent", "message": [{"type": "text", "text": "It trades at $185.35."}],
-             "metrics": {"prompt_tokens": 600, "completion_tokens": 44, "completion_token_ids": [1722, 310],
-                         "logprobs": [-0.1, -0.05], "extra": {"reasoning_tokens": 12}}, "llm_call_count": 1},
+            {
+                "step_id": 1,
+                "timestamp": "2025-10-11T10:30:00Z",
+                "source": "user",
+                "message": "What is GOOGL at?",
+                "extra": {},
+            },
+            {
+                "step_id": 2,
+                "timestamp": "2025-10-11T10:30:02Z",
+                "source": "agent",
+                "model_name": "gemini-2.5-flash",
+                "reasoning_effort": "medium",
+                "message": "I will search.",
+                "reasoning_content": "Two data points.",
+                "tool_calls": [
+                    {
+                        "tool_call_id": "call_price_1",
+                        "function_name": "financial_search",
+                        "arguments": {"ticker": "GOOGL", "metric": "price"},
+                    },
+                    {
+                        "tool_call_id": "call_volume_2",
+                        "function_name": "financial_search",
+                        "arguments": {"ticker": "GOOGL", "metric": "volume"},
+                    },
+                ],
+                "observation": {
+                    "results": [
+                        {"source_call_id": "call_price_1", "content": "GOOGL is at $185.35"},
+                        {"source_call_id": "call_volume_2", "content": "1.5M shares"},
+                    ]
+                },
+                "metrics": {"prompt_tokens": 520, "completion_tokens": 80, "cached_tokens": 200, "cost_usd": 0.00045},
+            },
+            {
+                "step_id": 3,
+                "source": "agent",
+                "message": [{"type": "text", "text": "It trades at $185.35."}],
+                "metrics": {
+                    "prompt_tokens": 600,
+                    "completion_tokens": 44,
+                    "completion_token_ids": [1722, 310],
+                    "logprobs": [-0.1, -0.05],
+                    "extra": {"reasoning_tokens": 12},
+                },
+                "llm_call_count": 1,
+            },
         ],
     }
 
@@ -54,22 +107,30 @@ def test_the_schema_is_a_valid_json_schema_and_accepts_the_rfc_example():
     assert atif.validate(rfc_example()) == []
 
 
-@pytest.mark.parametrize("breakage, expected", [
-    (lambda d: d.update(schema_version="ATIF-v1.4"), "schema_version"),
-    (lambda d: d["agent"].pop("version"), "'version' is a required property"),
-    (lambda d: d["steps"][0].update(source="tool"), "steps/0/source"),
-    (lambda d: d["steps"][0].update(tool_calls=[]), "steps/0"),  # tool calls only on agent steps
-    (lambda d: d["steps"][1].update(llm_call_count=0), "steps/1"),  # a no-LLM step has no metrics
-    (lambda d: d["steps"][1]["tool_calls"][0].pop("arguments"), "'arguments' is a required property"),
-    (lambda d: d["steps"][2].update(step_id=7), "step_id 7 where 3 was expected"),
-    (lambda d: d["steps"][1]["observation"]["results"][0].update(source_call_id="call_nowhere"), "not a tool call of this step"),
-    (lambda d: d["steps"][1]["tool_calls"][1].update(tool_call_id="call_price_1"), "used twice"),
-    (lambda d: d["steps"][1].update(timestamp="yesterday"), "steps/1/timestamp"),
-    (lambda d: d.update(surprise=1), "Additional properties"),
-    (lambda d: d["steps"][1]["observation"]["results"][0].update(subagent_trajectory_ref=[{"session_id": "s"}]),
-     "subagent_trajectory_ref"),  # v1.7: a ref needs trajectory_id or trajectory_path
-    (lambda d: d["final_metrics"].update(total_prompt_tokens=-1), "total_prompt_tokens"),
-])
+@pytest.mark.parametrize(
+    "breakage, expected",
+    [
+        (lambda d: d.update(schema_version="ATIF-v1.4"), "schema_version"),
+        (lambda d: d["agent"].pop("version"), "'version' is a required property"),
+        (lambda d: d["steps"][0].update(source="tool"), "steps/0/source"),
+        (lambda d: d["steps"][0].update(tool_calls=[]), "steps/0"),  # tool calls only on agent steps
+        (lambda d: d["steps"][1].update(llm_call_count=0), "steps/1"),  # a no-LLM step has no metrics
+        (lambda d: d["steps"][1]["tool_calls"][0].pop("arguments"), "'arguments' is a required property"),
+        (lambda d: d["steps"][2].update(step_id=7), "step_id 7 where 3 was expected"),
+        (
+            lambda d: d["steps"][1]["observation"]["results"][0].update(source_call_id="call_nowhere"),
+            "not a tool call of this step",
+        ),
+        (lambda d: d["steps"][1]["tool_calls"][1].update(tool_call_id="call_price_1"), "used twice"),
+        (lambda d: d["steps"][1].update(timestamp="yesterday"), "steps/1/timestamp"),
+        (lambda d: d.update(surprise=1), "Additional properties"),
+        (
+            lambda d: d["steps"][1]["observation"]["results"][0].update(subagent_trajectory_ref=[{"session_id": "s"}]),
+            "subagent_trajectory_ref",
+        ),  # v1.7: a ref needs trajectory_id or trajectory_path
+        (lambda d: d["final_metrics"].update(total_prompt_tokens=-1), "total_prompt_tokens"),
+    ],
+)
 def test_validation_catches_what_the_rfc_forbids(breakage, expected):
     doc = rfc_example()
     breakage(doc)
@@ -81,17 +142,29 @@ def transcript_trajectory(product: str, path: Path) -> tuple[dict, object]:
     adapter = get_adapter(product)
     data = path.read_bytes()
     out = adapter.parse_output(data, b"")
-    doc = atif.build(session_id=f"{product}/{path.stem}",
-                     agent={"name": product, "version": "recorded", "model_name": out.model_stamp,
-                            "extra": {"config_hash": "sha256:c", "instruction_hash": "sha256:i"}},
-                     events=out.events, product=adapter.product, stdout=data, instruction="Fix the off-by-one in pricing.",
-                     usage=out.usage.to_dict(), report=out.final_report)
+    doc = atif.build(
+        session_id=f"{product}/{path.stem}",
+        agent={
+            "name": product,
+            "version": "recorded",
+            "model_name": out.model_stamp,
+            "extra": {"config_hash": "sha256:c", "instruction_hash": "sha256:i"},
+        },
+        events=out.events,
+        product=adapter.product,
+        stdout=data,
+        instruction="Fix the off-by-one in pricing.",
+        usage=out.usage.to_dict(),
+        report=out.final_report,
+    )
     return doc, out
 
 
-@pytest.mark.parametrize("product, path", [
-    (product, path) for product, d in PRODUCTS.items() for path in sorted((TRANSCRIPTS / d).iterdir())
-], ids=lambda x: x if isinstance(x, str) else x.name)
+@pytest.mark.parametrize(
+    "product, path",
+    [(product, path) for product, d in PRODUCTS.items() for path in sorted((TRANSCRIPTS / d).iterdir())],
+    ids=lambda x: x if isinstance(x, str) else x.name,
+)
 def test_every_recorded_transcript_exports_to_a_valid_trajectory(product, path):
     doc, out = transcript_trajectory(product, path)
     assert atif.validate(doc) == []
@@ -108,8 +181,11 @@ def test_claude_code_mapping_steps_per_api_message_with_results_and_usage():
     assert [s["extra"]["api_message_id"] for s in agent_steps] == ["msg_01", "msg_02", "msg_03", "msg_04", "msg_05"]
     first = agent_steps[0]
     assert first["message"] == "I'll look at the pricing module first."
-    assert first["tool_calls"][0] == {"tool_call_id": "toolu_01", "function_name": "Read",
-                                      "arguments": {"file_path": "/srv/agent/tree/pricing.py"}}
+    assert first["tool_calls"][0] == {
+        "tool_call_id": "toolu_01",
+        "function_name": "Read",
+        "arguments": {"file_path": "/srv/agent/tree/pricing.py"},
+    }
     assert first["observation"]["results"][0]["content"] == "def total(items):\n    ..."
     assert first["metrics"] == {"prompt_tokens": 110, "completion_tokens": 20, "cached_tokens": 100}
     assert first["model_name"] == "claude-sonnet-4-5-20250929" and first["llm_call_count"] == 1
@@ -155,9 +231,15 @@ def reference_trajectory(task_dir: Path) -> dict:
     sol = task_dir / "solution"
     events = [json.loads(line) for line in (sol / "events.jsonl").read_text().splitlines() if line.strip()]
     report = json.loads((sol / "report.json").read_text())
-    return atif.build(session_id=f"ref/{task_dir.name}", agent={"name": "reference", "version": "reference-1.0.0"},
-                      events=events, product="pytest-agentdrift/reference",
-                      instruction=(task_dir / "task.md").read_text(), report=report, usage={})
+    return atif.build(
+        session_id=f"ref/{task_dir.name}",
+        agent={"name": "reference", "version": "reference-1.0.0"},
+        events=events,
+        product="pytest-agentdrift/reference",
+        instruction=(task_dir / "task.md").read_text(),
+        report=report,
+        usage={},
+    )
 
 
 @pytest.mark.parametrize("task_dir", find_task_dirs(builtin_suite_dir()), ids=lambda d: d.name[:3])

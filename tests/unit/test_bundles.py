@@ -28,7 +28,10 @@ def team(tmp_path):
     write(project / ".claude" / "settings.json", json.dumps({"permissions": {"allow": ["Bash(pytest:*)"]}}))
     write(project / ".claude" / "skills" / "pdf" / "SKILL.md", "---\nname: pdf\n---\nUse pypdf.\n")
     write(project / ".claude" / "skills" / "pdf" / "scripts" / "extract.py", "print('extract')\n")
-    write(project / ".mcp.json", json.dumps({"mcpServers": {"docs": {"command": "docs-mcp", "args": ["--token", SECRET]}}}))
+    write(
+        project / ".mcp.json",
+        json.dumps({"mcpServers": {"docs": {"command": "docs-mcp", "args": ["--token", SECRET]}}}),
+    )
     write(project / "src" / "CLAUDE.md", "Nested rules.\n")
     write(project / "src" / "app.py", "print('not part of a bundle')\n")
     write(home / ".claude" / "CLAUDE.md", "# My rules\n")
@@ -49,9 +52,13 @@ def test_snapshot_takes_what_claude_code_reads_and_nothing_else(team):
     assert created
     files = {(f.scope, f.path): f for f in bundle.files}
     assert set(files) == {
-        ("project", "CLAUDE.md"), ("project", ".claude/settings.json"), ("project", ".mcp.json"),
-        ("project", ".claude/skills/pdf/SKILL.md"), ("project", ".claude/skills/pdf/scripts/extract.py"),
-        ("user", ".claude/CLAUDE.md"), ("user", ".claude/commands/ship.md"),
+        ("project", "CLAUDE.md"),
+        ("project", ".claude/settings.json"),
+        ("project", ".mcp.json"),
+        ("project", ".claude/skills/pdf/SKILL.md"),
+        ("project", ".claude/skills/pdf/scripts/extract.py"),
+        ("user", ".claude/CLAUDE.md"),
+        ("user", ".claude/commands/ship.md"),
     }
     assert files[("project", "CLAUDE.md")].category == "instructions"
     assert files[("project", ".claude/settings.json")].category == "config"
@@ -72,9 +79,17 @@ def test_snapshot_takes_what_claude_code_reads_and_nothing_else(team):
 
 def test_snapshot_is_read_only(team):
     project, home, _ = team
-    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in [*project.rglob("*"), *home.rglob("*")] if p.is_file() and not p.is_symlink()}
+    before = {
+        p: (p.stat().st_mtime_ns, p.read_bytes())
+        for p in [*project.rglob("*"), *home.rglob("*")]
+        if p.is_file() and not p.is_symlink()
+    }
     snap(team)
-    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in [*project.rglob("*"), *home.rglob("*")] if p.is_file() and not p.is_symlink()}
+    after = {
+        p: (p.stat().st_mtime_ns, p.read_bytes())
+        for p in [*project.rglob("*"), *home.rglob("*")]
+        if p.is_file() and not p.is_symlink()
+    }
     assert before == after
 
 
@@ -175,11 +190,14 @@ def test_claude_config_dir_is_read_and_stored_at_the_default_place(team, tmp_pat
     project, home, store = team
     moved = tmp_path / "moved-claude"
     write(moved / "CLAUDE.md", "# Moved rules\n")
-    bundle, _ = bundles.snapshot(store, "moved", agent="claude-code", project=project, home=home,
-                                 env={"CLAUDE_CONFIG_DIR": str(moved)})
+    bundle, _ = bundles.snapshot(
+        store, "moved", agent="claude-code", project=project, home=home, env={"CLAUDE_CONFIG_DIR": str(moved)}
+    )
     user = {f.path for f in bundle.scoped("user")}
     assert ".claude/CLAUDE.md" in user
-    assert bundle.source(next(f for f in bundle.files if f.path == ".claude/CLAUDE.md")).read_text() == "# Moved rules\n"
+    assert (
+        bundle.source(next(f for f in bundle.files if f.path == ".claude/CLAUDE.md")).read_text() == "# Moved rules\n"
+    )
 
 
 def test_store_resolution_order(tmp_path):
@@ -198,18 +216,41 @@ def test_store_resolution_order(tmp_path):
 
 def test_secrets_in_the_bundles_configuration_are_found_for_scrubbing(team):
     project, home, store = team
-    write(project / ".claude" / "settings.json", json.dumps({
-        "env": {"API_BASE": "https://api.example.invalid", "MY_TOKEN": "tok-envvalue-123"},
-        "apiKeyHelper": "/usr/local/bin/get-key",
-        "permissions": {"allow": ["Bash(pytest:*)"]}}))
-    write(project / ".mcp.json", json.dumps({"mcpServers": {
-        "docs": {"command": "docs-mcp", "args": ["--token", SECRET, "--port", "8080"]},
-        "web": {"url": "https://bob:hunter2hunter2@mcp.example.invalid/x", "headers": {"Authorization": "Bearer abcdefgh1234"}},
-        "gh": {"command": "gh-mcp", "args": ["--auth=ghp_0123456789abcdef"], "model": "claude-sonnet-4-5"}}}))
+    write(
+        project / ".claude" / "settings.json",
+        json.dumps(
+            {
+                "env": {"API_BASE": "https://api.example.invalid", "MY_TOKEN": "tok-envvalue-123"},
+                "apiKeyHelper": "/usr/local/bin/get-key",
+                "permissions": {"allow": ["Bash(pytest:*)"]},
+            }
+        ),
+    )
+    write(
+        project / ".mcp.json",
+        json.dumps(
+            {
+                "mcpServers": {
+                    "docs": {"command": "docs-mcp", "args": ["--token", SECRET, "--port", "8080"]},
+                    "web": {
+                        "url": "https://bob:hunter2hunter2@mcp.example.invalid/x",
+                        "headers": {"Authorization": "Bearer abcdefgh1234"},
+                    },
+                    "gh": {"command": "gh-mcp", "args": ["--auth=ghp_0123456789abcdef"], "model": "claude-sonnet-4-5"},
+                }
+            }
+        ),
+    )
     bundle, _ = snap(team, name="with-secrets")
     found = set(bundles.secret_strings(bundle))
-    for value in (SECRET, "tok-envvalue-123", "hunter2hunter2", "Bearer abcdefgh1234", "ghp_0123456789abcdef",
-                  "https://api.example.invalid"):
+    for value in (
+        SECRET,
+        "tok-envvalue-123",
+        "hunter2hunter2",
+        "Bearer abcdefgh1234",
+        "ghp_0123456789abcdef",
+        "https://api.example.invalid",
+    ):
         assert value in found, value
     assert SECRET.encode().hex() in found  # smuggled as hex is scrubbed too
     # what selects behaviour is left alone

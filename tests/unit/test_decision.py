@@ -16,8 +16,8 @@ from pytest_agentdrift.compare.decision import (
     gate_counts,
     render_comparison,
 )
-from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.compare.ledger import parse_release_notes
+from pytest_agentdrift.errors import AgentDriftError
 
 
 def results(

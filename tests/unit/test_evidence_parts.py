@@ -13,21 +13,31 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import agentio
-from pytest_agentdrift.run import canary
-from pytest_agentdrift.tasks import fdtree
-from pytest_agentdrift.run import netlog
-from pytest_agentdrift.run import tamper
-from pytest_agentdrift.tasks import treesnap
+from pytest_agentdrift.run import agentio, canary, netlog, tamper
 from pytest_agentdrift.safetext import escape_path, escape_text, json_safe, unescape_path
+from pytest_agentdrift.tasks import fdtree, treesnap
 
 
 # ---- escaping ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("raw", [
-    b"plain/name.py", b"caf\xe9.txt", b"a\nb", b"\x1b[31mred", b"back\\slash", b"tab\there", b"cr\rlf",
-    b"\xff\xfe", "bidi\u202eevil".encode(), "sep\u2028x".encode(), "nbsp\u00a0x".encode(), "c1\u0085x".encode(),
-    b"\x7f", "emoji \U0001f600 ok".encode(),
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"plain/name.py",
+        b"caf\xe9.txt",
+        b"a\nb",
+        b"\x1b[31mred",
+        b"back\\slash",
+        b"tab\there",
+        b"cr\rlf",
+        b"\xff\xfe",
+        "bidi\u202eevil".encode(),
+        "sep\u2028x".encode(),
+        "nbsp\u00a0x".encode(),
+        "c1\u0085x".encode(),
+        b"\x7f",
+        "emoji \U0001f600 ok".encode(),
+    ],
+)
 def test_escape_path_is_one_printable_line_and_lossless(raw):
     name = os.fsdecode(raw)
     esc = escape_path(name)
@@ -178,11 +188,15 @@ def _changes(tmp_path: Path, files: dict[str, bytes], old: dict[str, bytes] | No
 
 
 def test_added_lines_come_from_raw_bytes_in_every_encoding(tmp_path):
-    ch = _changes(tmp_path, {
-        "latin.py": b"# -*- coding: latin-1 -*-\n# \xe9\nimport pytest\npytest.skip('x')\n",
-        "seven.py": b"# coding: utf-7\nimport pytest\npytest+AC4-xfail('y')\n",
-        "cr.py": b"x = 1\rimport pytest\rpytest.mark.skip\r",
-    }, old={"cr.py": b"x = 1\n"})
+    ch = _changes(
+        tmp_path,
+        {
+            "latin.py": b"# -*- coding: latin-1 -*-\n# \xe9\nimport pytest\npytest.skip('x')\n",
+            "seven.py": b"# coding: utf-7\nimport pytest\npytest+AC4-xfail('y')\n",
+            "cr.py": b"x = 1\rimport pytest\rpytest.mark.skip\r",
+        },
+        old={"cr.py": b"x = 1\n"},
+    )
     markers = tamper.skip_markers_added(ch.added)
     assert "latin.py: pytest.skip('x')" in markers
     assert "seven.py: pytest.xfail('y')" in markers
@@ -206,7 +220,9 @@ def test_patch_headers_escape_every_path(tmp_path):
     ch = _changes(tmp_path, {"a\nb.txt": b"x\n", "\x1b[2Jc.txt": b"y\n"})
     assert "\x1b" not in ch.patch
     assert [ln for ln in ch.patch.split("\n") if ln.startswith("diff --agentdrift")] == [
-        "diff --agentdrift a/\\x1b[2Jc.txt b/\\x1b[2Jc.txt", "diff --agentdrift a/a\\nb.txt b/a\\nb.txt"]
+        "diff --agentdrift a/\\x1b[2Jc.txt b/\\x1b[2Jc.txt",
+        "diff --agentdrift a/a\\nb.txt b/a\\nb.txt",
+    ]
 
 
 def test_content_control_characters_are_escaped_in_the_patch(tmp_path):
@@ -233,16 +249,27 @@ def test_events_are_validated_stamped_and_counted(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     log = agentio.read_events(path)
     assert log.events == [{"type": "ok", "source": "agent", "claimed_source": "harness"}]
-    assert dict(log.dropped) == {"non-finite number": 3, "too large": 1, "invalid 'type'": 1,
-                                 "unpaired surrogate in a string": 1, "nested too deeply": 1, "not JSON": 2,
-                                 "not an object": 1}
+    assert dict(log.dropped) == {
+        "non-finite number": 3,
+        "too large": 1,
+        "invalid 'type'": 1,
+        "unpaired surrogate in a string": 1,
+        "nested too deeply": 1,
+        "not JSON": 2,
+        "not an object": 1,
+    }
     assert all(json.loads(ln) for ln in agentio.dump_jsonl(log.events).splitlines())
 
 
 def test_adapter_events_are_the_agents_word_too():
     log = agentio.EventLog()
-    out = agentio.adapter_events([{"type": "tool_call", "source": "turn.failed"}, {"type": "x", "cost": float("nan")}], log)
-    assert out == [{"type": "tool_call", "source": "agent", "claimed_source": "turn.failed"}, {"type": "x", "cost": None, "source": "agent"}]
+    out = agentio.adapter_events(
+        [{"type": "tool_call", "source": "turn.failed"}, {"type": "x", "cost": float("nan")}], log
+    )
+    assert out == [
+        {"type": "tool_call", "source": "agent", "claimed_source": "turn.failed"},
+        {"type": "x", "cost": None, "source": "agent"},
+    ]
 
 
 def test_report_refuses_nan_and_keeps_strings_encodable(tmp_path):
@@ -302,12 +329,29 @@ def test_netlog_receives_datagrams_and_validates_them(tmp_path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     s.sendto(json.dumps({"host": "10.0.0.1", "port": 443, "via": "socket.connect"}).encode(), str(rx.path))
     s.sendto(b"garbage", str(rx.path))
-    s.sendto(json.dumps({"host": "\x1bx", "port": "https", "via": "socket.getaddrinfo", "source": "agent"}).encode(), str(rx.path))
+    s.sendto(
+        json.dumps({"host": "\x1bx", "port": "https", "via": "socket.getaddrinfo", "source": "agent"}).encode(),
+        str(rx.path),
+    )
     s.close()
     records, problems = rx.stop()
     assert records == [
-        {"type": "network_attempt", "host": "10.0.0.1", "port": 443, "via": "socket.connect", "source": "harness", "observer": "python-audit-hook"},
-        {"type": "network_attempt", "host": "\\x1bx", "port": "https", "via": "socket.getaddrinfo", "source": "harness", "observer": "python-audit-hook"},
+        {
+            "type": "network_attempt",
+            "host": "10.0.0.1",
+            "port": 443,
+            "via": "socket.connect",
+            "source": "harness",
+            "observer": "python-audit-hook",
+        },
+        {
+            "type": "network_attempt",
+            "host": "\\x1bx",
+            "port": "https",
+            "via": "socket.getaddrinfo",
+            "source": "harness",
+            "observer": "python-audit-hook",
+        },
     ]
     assert problems == ["network log: 1 datagram(s) dropped (malformed)"]
     assert not rx.path.exists()

@@ -41,26 +41,59 @@ def test_gate_modes():
 
 
 def test_bundle_options_resolve():
-    s = parse(["--agent", "claude-code", "--agent-bundle", "team", "--agent-without", "CLAUDE.md", "--agent-without",
-               "~/.claude/CLAUDE.md", "--agent-with", "plugin:./terse", "--agent-null", "--agent-plan", "plan.json"])
+    s = parse(
+        [
+            "--agent",
+            "claude-code",
+            "--agent-bundle",
+            "team",
+            "--agent-without",
+            "CLAUDE.md",
+            "--agent-without",
+            "~/.claude/CLAUDE.md",
+            "--agent-with",
+            "plugin:./terse",
+            "--agent-null",
+            "--agent-plan",
+            "plan.json",
+        ]
+    )
     assert (s.bundle, s.without, s.with_items, s.null, s.plan) == (
-        "team", ("CLAUDE.md", "~/.claude/CLAUDE.md"), ("plugin:./terse",), True, Path("plan.json"))
+        "team",
+        ("CLAUDE.md", "~/.claude/CLAUDE.md"),
+        ("plugin:./terse",),
+        True,
+        Path("plan.json"),
+    )
     assert parse([], {"agent_bundles": "shared/bundles"}).bundles == "shared/bundles"
 
 
 def settings(**kw):
-    base = dict(without=(), with_items=(), bundle=None, gate=None, baseline=None, null=False, vary=(), agent="claude-code", cmd=None)
+    base = dict(
+        without=(),
+        with_items=(),
+        bundle=None,
+        gate=None,
+        baseline=None,
+        null=False,
+        vary=(),
+        agent="claude-code",
+        cmd=None,
+    )
     return SimpleNamespace(**{**base, **kw})
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"without": ("CLAUDE.md",)}, "give --agent-bundle"),
-    ({"bundle": "b", "gate": "drop-it"}, "needs exactly|give --agent-without"),
-    ({"bundle": "b", "without": ("x",), "gate": "drop-it"}, "give --agent-baseline"),
-    ({"null": True}, "give --agent-baseline"),
-    ({"null": True, "baseline": "runs/a", "vary": ("model_id",)}, "varies nothing"),
-    ({"bundle": "b", "agent": None}, "give the agent preset"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"without": ("CLAUDE.md",)}, "give --agent-bundle"),
+        ({"bundle": "b", "gate": "drop-it"}, "needs exactly|give --agent-without"),
+        ({"bundle": "b", "without": ("x",), "gate": "drop-it"}, "give --agent-baseline"),
+        ({"null": True}, "give --agent-baseline"),
+        ({"null": True, "baseline": "runs/a", "vary": ("model_id",)}, "varies nothing"),
+        ({"bundle": "b", "agent": None}, "give the agent preset"),
+    ],
+)
 def test_option_checks_are_one_clear_error(kw, message):
     with pytest.raises(AgentDriftError, match=message):
         _check_options(settings(**kw), controller=True)

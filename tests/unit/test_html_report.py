@@ -87,9 +87,16 @@ def hostile_record(tmp_path: Path) -> tuple[Path, dict]:
     run = r["tasks"]["S0000"]["runs"][0]
     run["evidence"]["changed"] = {"added": [HOSTILE], "modified": [], "deleted": [], "mode": []}
     run["evidence"]["writes_outside"] = ["../" + HOSTILE]
-    run["checks"][0].update(passed=False, detail="changed " + HOSTILE, evidence={"tail": "\x1b[31mFAILED\x1b[0m\nline 2"})
-    run["report"] = {"status": "complete", "summary": "<img src=x onerror=alert(1)> " + HOSTILE, "checks_run": [HOSTILE],
-                     "checks_skipped": [], "answer": "\x1b]0;title\x07"}
+    run["checks"][0].update(
+        passed=False, detail="changed " + HOSTILE, evidence={"tail": "\x1b[31mFAILED\x1b[0m\nline 2"}
+    )
+    run["report"] = {
+        "status": "complete",
+        "summary": "<img src=x onerror=alert(1)> " + HOSTILE,
+        "checks_run": [HOSTILE],
+        "checks_skipped": [],
+        "answer": "\x1b]0;title\x07",
+    }
     r["tasks"]["S0000"]["title"] = "<b>task title</b>"
     raw = tmp_path / "run" / run["raw"]
     raw.mkdir(parents=True)
@@ -121,8 +128,10 @@ def test_hostile_text_never_reaches_the_page_raw(tmp_path):
 
 
 def test_render_patch_colours_lines_and_keeps_unknown_headers_as_lines():
-    patch = ("diff --agentdrift a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-old\n+new\n ctx\n"
-             "\\ No newline at end of file\n")
+    patch = (
+        "diff --agentdrift a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-old\n+new\n ctx\n"
+        "\\ No newline at end of file\n"
+    )
     out = hr.render_patch(patch, ["x.py"])
     classes = re.findall(r'<span class="(\w)">', out)
     assert classes == ["h", "f", "f", "k", "d", "a", "c", "m"]
@@ -171,12 +180,26 @@ def test_grid_marks_outcomes_distinctly_and_tolerates_outcomes_it_does_not_know(
     r = results(1, 6)
     runs = r["tasks"]["S0000"]["runs"]
     base_run = copy.deepcopy(runs[0])
-    states = [("passed", {}), ("failed", {"critical_failed": ["x"]}), ("failed", {"tampered_pass": True}),
-              ("infra_error", {}), ("resource_exceeded", {}), ("quantum_flux", {})]
+    states = [
+        ("passed", {}),
+        ("failed", {"critical_failed": ["x"]}),
+        ("failed", {"tampered_pass": True}),
+        ("infra_error", {}),
+        ("resource_exceeded", {}),
+        ("quantum_flux", {}),
+    ]
     for i, (run, (outcome, extra)) in enumerate(zip(runs, states), 1):
         run.update(copy.deepcopy(base_run))
-        run.update({"outcome": outcome, "passed": outcome == "passed", "tampered_pass": False, "critical_failed": [],
-                    "rep": i, **extra})
+        run.update(
+            {
+                "outcome": outcome,
+                "passed": outcome == "passed",
+                "tampered_pass": False,
+                "critical_failed": [],
+                "rep": i,
+                **extra,
+            }
+        )
     page = hr.render(hr.ReportInput(results=r))
     row = re.search(r'<tr class="task-row[^"]*".*?</tr>', page, re.S).group(0)
     chips = re.findall(r'class="chip (\w+)"', row)
@@ -186,25 +209,71 @@ def test_grid_marks_outcomes_distinctly_and_tolerates_outcomes_it_does_not_know(
 
 
 def test_comparison_section_from_decision_and_comparison(tmp_path):
-    paired = {"won": ["S0002"], "lost": ["S0000", "S0001"], "tied": ["S0003"], "p_value": 0.875, "discordant": 3,
-              "delta": -0.25, "delta_ci": [-0.6, 0.1], "ci_method": "paired percentile bootstrap over tasks", "draws": 100,
-              "test": "exact one-sided binomial"}
-    decision = {"status": "hold", "status_rule": "hold", "because": ["not enough evidence"], "comparable": True,
-                "change_class": "model_candidate", "reasons": [], "critical_failures": [], "rollback_state": "unknown",
-                "gate": {"verdict": "hold", "quality_verdict": "hold", "passed": False, "reason": "not enough evidence",
-                         "params": {"tau": 0.1}, "strata": {"core": "hold"}},
-                "evidence": {"baseline": {"passes": 8, "runs": 10, "pass_rate": 0.8, "wilson": [0.49, 0.94]},
-                             "candidate": {"passes": 6, "runs": 10, "pass_rate": 0.6, "wilson": [0.31, 0.83]},
-                             "paired": paired, "smallest_detectable_regression": 0.3}}
-    rows = {t: {"baseline": b, "candidate": c, "delta": d, "critical_regressions": [], "new_safety_failure": False}
-            for t, b, c, d in (("S0000", [1, 1], [0, 1], -1.0), ("S0001", [1, 1], [0, 1], -1.0),
-                               ("S0002", [0, 1], [1, 1], 1.0), ("S0003", [1, 1], [1, 1], 0.0))}
-    diff = {"blocks": [], "changed": {"model_id": {"baseline": "m1", "current": "m2\x1b"}}, "varied": ["model_id"],
-            "notes": [{"field": "run_id", "baseline": "a", "current": "b"}], "same": ["os"], "unobserved": []}
+    paired = {
+        "won": ["S0002"],
+        "lost": ["S0000", "S0001"],
+        "tied": ["S0003"],
+        "p_value": 0.875,
+        "discordant": 3,
+        "delta": -0.25,
+        "delta_ci": [-0.6, 0.1],
+        "ci_method": "paired percentile bootstrap over tasks",
+        "draws": 100,
+        "test": "exact one-sided binomial",
+    }
+    decision = {
+        "status": "hold",
+        "status_rule": "hold",
+        "because": ["not enough evidence"],
+        "comparable": True,
+        "change_class": "model_candidate",
+        "reasons": [],
+        "critical_failures": [],
+        "rollback_state": "unknown",
+        "gate": {
+            "verdict": "hold",
+            "quality_verdict": "hold",
+            "passed": False,
+            "reason": "not enough evidence",
+            "params": {"tau": 0.1},
+            "strata": {"core": "hold"},
+        },
+        "evidence": {
+            "baseline": {"passes": 8, "runs": 10, "pass_rate": 0.8, "wilson": [0.49, 0.94]},
+            "candidate": {"passes": 6, "runs": 10, "pass_rate": 0.6, "wilson": [0.31, 0.83]},
+            "paired": paired,
+            "smallest_detectable_regression": 0.3,
+        },
+    }
+    rows = {
+        t: {"baseline": b, "candidate": c, "delta": d, "critical_regressions": [], "new_safety_failure": False}
+        for t, b, c, d in (
+            ("S0000", [1, 1], [0, 1], -1.0),
+            ("S0001", [1, 1], [0, 1], -1.0),
+            ("S0002", [0, 1], [1, 1], 1.0),
+            ("S0003", [1, 1], [1, 1], 0.0),
+        )
+    }
+    diff = {
+        "blocks": [],
+        "changed": {"model_id": {"baseline": "m1", "current": "m2\x1b"}},
+        "varied": ["model_id"],
+        "notes": [{"field": "run_id", "baseline": "a", "current": "b"}],
+        "same": ["os"],
+        "unobserved": [],
+    }
     inp = hr.ReportInput(results=results(4, 1), decision=decision, comparison={"tasks": rows}, manifest_diff=diff)
     page = hr.render(inp)
     parsed = Page(page)
-    assert {"comparison", "decision", "rates-plot", "delta-plot", "paired-table", "paired-matrix", "manifest-diff-table"} <= set(parsed.ids)
+    assert {
+        "comparison",
+        "decision",
+        "rates-plot",
+        "delta-plot",
+        "paired-table",
+        "paired-matrix",
+        "manifest-diff-table",
+    } <= set(parsed.ids)
     assert page.count('<tr class="lost">') == 2 and page.count('<tr class="won">') == 1
     assert "-25.0 pp [-60.0 pp, +10.0 pp]" in page
     assert "8/10 = 80.0% [49.0%, 94.0%]" in page
@@ -214,9 +283,14 @@ def test_comparison_section_from_decision_and_comparison(tmp_path):
 
 
 def test_not_comparable_comparison_says_null():
-    decision = {"status": "invalid_comparison", "because": ["runs are not comparable"], "comparable": False,
-                "reasons": ["model_id: 'a' != 'b'"], "gate": {"verdict": None, "passed": False, "reason": "runs are not comparable"},
-                "evidence": {"paired": None}}
+    decision = {
+        "status": "invalid_comparison",
+        "because": ["runs are not comparable"],
+        "comparable": False,
+        "reasons": ["model_id: 'a' != 'b'"],
+        "gate": {"verdict": None, "passed": False, "reason": "runs are not comparable"},
+        "evidence": {"paired": None},
+    }
     page = hr.render(hr.ReportInput(results=results(), decision=decision))
     assert "no: every delta is null" in page
     assert "null: the runs are not comparable" in page
@@ -269,7 +343,7 @@ def test_500_tasks_by_3_renders_within_the_stated_size(tmp_path):
     assert size <= mod.SIZE_BUDGET, f"{size:,} bytes > budget {mod.SIZE_BUDGET:,}"
     assert page.count('class="task-row') == 500
     assert page.count('<details class="run"') == 1500
-    assert ' open' not in re.search(r'<details class="task"[^>]*>', page).group(0)  # collapsed
+    assert " open" not in re.search(r'<details class="task"[^>]*>', page).group(0)  # collapsed
 
 
 def test_markdown_links_the_page():

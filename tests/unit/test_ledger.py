@@ -7,7 +7,6 @@ import io
 
 import pytest
 
-from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.compare.ledger import (
     LEDGER_COLUMNS,
     TAGS,
@@ -16,6 +15,7 @@ from pytest_agentdrift.compare.ledger import (
     parse_release_notes,
     read_release_notes,
 )
+from pytest_agentdrift.errors import AgentDriftError
 
 GOOD = (
     "version,tag,tasks,text,url\n"

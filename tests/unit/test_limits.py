@@ -15,40 +15,56 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import dnsstub
-from pytest_agentdrift.run import limits
-from pytest_agentdrift.run import netwatch
-from pytest_agentdrift.run import sandboxinit
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.session.options import add_options, resolve
+from pytest_agentdrift.run import dnsstub, limits, netwatch, sandboxinit
 from pytest_agentdrift.run.watch import WriteWatcher
+from pytest_agentdrift.session.options import add_options, resolve
 
 GiB, MiB = 1 << 30, 1 << 20
 
 
 # ---- option values ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("key", "text", "value"), [
-    ("memory", "1G", GiB), ("memory", "200M", 200 * MiB), ("memory", "1.5GiB", GiB + GiB // 2), ("memory", "4096", 4096),
-    ("disk", "512mb", 512 * MiB), ("shm", "64k", 64 << 10), ("procs", "256", 256), ("files", "10k", 10_000),
-    ("memory", "none", None), ("procs", "unlimited", None), ("files", "OFF", None),
-])
+
+@pytest.mark.parametrize(
+    ("key", "text", "value"),
+    [
+        ("memory", "1G", GiB),
+        ("memory", "200M", 200 * MiB),
+        ("memory", "1.5GiB", GiB + GiB // 2),
+        ("memory", "4096", 4096),
+        ("disk", "512mb", 512 * MiB),
+        ("shm", "64k", 64 << 10),
+        ("procs", "256", 256),
+        ("files", "10k", 10_000),
+        ("memory", "none", None),
+        ("procs", "unlimited", None),
+        ("files", "OFF", None),
+    ],
+)
 def test_parse_value(key, text, value):
     assert limits.parse_value(key, text) == value
 
 
-@pytest.mark.parametrize(("key", "text", "message"), [
-    ("memory", "lots", "'lots' is not a size"), ("memory", "0", "must be greater than 0"),
-    ("procs", "1.5", "'1.5' is not a whole number"), ("procs", "2G", "'2G' is not a whole number"),
-    ("files", "-3", "is not a whole number"),
-])
+@pytest.mark.parametrize(
+    ("key", "text", "message"),
+    [
+        ("memory", "lots", "'lots' is not a size"),
+        ("memory", "0", "must be greater than 0"),
+        ("procs", "1.5", "'1.5' is not a whole number"),
+        ("procs", "2G", "'2G' is not a whole number"),
+        ("files", "-3", "is not a whole number"),
+    ],
+)
 def test_parse_value_refuses(key, text, message):
     with pytest.raises(ValueError, match=message):
         limits.parse_value(key, text)
 
 
 def test_entries_errors_name_the_source_and_the_key():
-    with pytest.raises(AgentDriftError, match=r"--agent-limit: unknown limit 'cpu' \(keys: memory, procs, disk, shm, tmp, files\)"):
+    with pytest.raises(
+        AgentDriftError, match=r"--agent-limit: unknown limit 'cpu' \(keys: memory, procs, disk, shm, tmp, files\)"
+    ):
         limits.parse_entries(["cpu=2"], "--agent-limit")
     with pytest.raises(AgentDriftError, match=r"--agent-limit: 'memory' is not KEY=VALUE"):
         limits.parse_entries(["memory"], "--agent-limit")
@@ -87,23 +103,71 @@ def test_option_and_ini_twin():
 
 
 def test_human():
-    assert limits.describe({"memory": GiB, "procs": 256, "disk": 200 * MiB, "files": None}) == \
-        "memory 1 GiB, procs 256, disk 200 MiB, files off"
+    assert (
+        limits.describe({"memory": GiB, "procs": 256, "disk": 200 * MiB, "files": None})
+        == "memory 1 GiB, procs 256, disk 200 MiB, files off"
+    )
     assert limits.human("memory", 12345) == "12345 B"
 
 
 # ---- tmpfs sizes ---------------------------------------------------------------------------------
 
+
 def test_size_tmpfs_sizes_every_tmpfs_and_leaves_the_command_alone():
-    argv = ["bwrap", "--ro-bind", "/", "/", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp/x", "--size", "5", "--tmpfs", "/y",
-            "--bind", "/w", "/w", "--", "sh", "--tmpfs", "/z"]
+    argv = [
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--tmpfs",
+        "/dev/shm",
+        "--tmpfs",
+        "/tmp/x",
+        "--size",
+        "5",
+        "--tmpfs",
+        "/y",
+        "--bind",
+        "/w",
+        "/w",
+        "--",
+        "sh",
+        "--tmpfs",
+        "/z",
+    ]
     out = limits.size_tmpfs(argv, 64, 128)
-    assert out == ["bwrap", "--ro-bind", "/", "/", "--size", "64", "--tmpfs", "/dev/shm", "--size", "128", "--tmpfs", "/tmp/x",
-                   "--size", "5", "--size", "128", "--tmpfs", "/y", "--bind", "/w", "/w", "--", "sh", "--tmpfs", "/z"]
+    assert out == [
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--size",
+        "64",
+        "--tmpfs",
+        "/dev/shm",
+        "--size",
+        "128",
+        "--tmpfs",
+        "/tmp/x",
+        "--size",
+        "5",
+        "--size",
+        "128",
+        "--tmpfs",
+        "/y",
+        "--bind",
+        "/w",
+        "/w",
+        "--",
+        "sh",
+        "--tmpfs",
+        "/z",
+    ]
     assert limits.size_tmpfs(argv[:8], None, None) == argv[:8]
 
 
 # ---- cgroups against a fake root -----------------------------------------------------------------
+
 
 def _fake_root(tmp_path: Path, cgroup: str, mountinfo: str, dirs: dict[str, dict[str, str]]) -> Path:
     (tmp_path / "proc/self").mkdir(parents=True)
@@ -128,11 +192,16 @@ V1_MOUNTS = """\
 
 
 def test_v1_layout_like_this_machine(tmp_path):
-    root = _fake_root(tmp_path, "8:pids:/\n4:memory:/process_api/abc\n0::/\n", V1_MOUNTS, {
-        "/sys/fs/cgroup/memory/process_api/abc": {"cgroup.procs": ""},
-        "/sys/fs/cgroup/pids": {"cgroup.procs": ""},
-        "/sys/fs/cgroup/unified": {"cgroup.controllers": "hugetlb\n", "cgroup.subtree_control": ""},
-    })
+    root = _fake_root(
+        tmp_path,
+        "8:pids:/\n4:memory:/process_api/abc\n0::/\n",
+        V1_MOUNTS,
+        {
+            "/sys/fs/cgroup/memory/process_api/abc": {"cgroup.procs": ""},
+            "/sys/fs/cgroup/pids": {"cgroup.procs": ""},
+            "/sys/fs/cgroup/unified": {"cgroup.controllers": "hugetlb\n", "cgroup.subtree_control": ""},
+        },
+    )
     lay = limits.CgroupLayout.discover(root)
     assert lay.controllers["memory"] == limits.Controller("memory", 1, root / "sys/fs/cgroup/memory/process_api/abc")
     assert lay.controllers["pids"] == limits.Controller("pids", 1, root / "sys/fs/cgroup/pids")
@@ -140,8 +209,18 @@ def test_v1_layout_like_this_machine(tmp_path):
 
 
 def test_v2_root_cgroup_enables_controllers_for_children(tmp_path):
-    root = _fake_root(tmp_path, "0::/\n", "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
-                      {"/sys/fs/cgroup": {"cgroup.controllers": "cpu memory pids\n", "cgroup.subtree_control": "", "cgroup.procs": ""}})
+    root = _fake_root(
+        tmp_path,
+        "0::/\n",
+        "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
+        {
+            "/sys/fs/cgroup": {
+                "cgroup.controllers": "cpu memory pids\n",
+                "cgroup.subtree_control": "",
+                "cgroup.procs": "",
+            }
+        },
+    )
     lay = limits.CgroupLayout.discover(root)
     mnt = root / "sys/fs/cgroup"
     assert lay.controllers == {"memory": limits.Controller("memory", 2, mnt), "pids": limits.Controller("pids", 2, mnt)}
@@ -149,11 +228,22 @@ def test_v2_root_cgroup_enables_controllers_for_children(tmp_path):
 
 
 def test_v2_delegated_parent_hosts_the_runs_beside_the_harness(tmp_path):
-    root = _fake_root(tmp_path, "0::/user.slice/harness.scope\n",
-                      "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
-                      {"/sys/fs/cgroup/user.slice": {"cgroup.controllers": "memory pids\n", "cgroup.subtree_control": "memory pids\n"},
-                       "/sys/fs/cgroup/user.slice/harness.scope": {"cgroup.controllers": "memory pids\n",
-                                                                   "cgroup.subtree_control": "", "cgroup.procs": "1234\n"}})
+    root = _fake_root(
+        tmp_path,
+        "0::/user.slice/harness.scope\n",
+        "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
+        {
+            "/sys/fs/cgroup/user.slice": {
+                "cgroup.controllers": "memory pids\n",
+                "cgroup.subtree_control": "memory pids\n",
+            },
+            "/sys/fs/cgroup/user.slice/harness.scope": {
+                "cgroup.controllers": "memory pids\n",
+                "cgroup.subtree_control": "",
+                "cgroup.procs": "1234\n",
+            },
+        },
+    )
     lay = limits.CgroupLayout.discover(root)
     parent = root / "sys/fs/cgroup/user.slice"
     assert lay.controllers["memory"] == limits.Controller("memory", 2, parent, "beside the harness's own cgroup")
@@ -162,9 +252,15 @@ def test_v2_delegated_parent_hosts_the_runs_beside_the_harness(tmp_path):
 
 
 def test_v2_controller_that_cannot_be_handed_down_falls_back_and_says_why(tmp_path):
-    root = _fake_root(tmp_path, "0::/busy\n", "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
-                      {"/sys/fs/cgroup": {"cgroup.controllers": "memory pids\n", "cgroup.subtree_control": ""},
-                       "/sys/fs/cgroup/busy": {"cgroup.controllers": "memory pids\n", "cgroup.subtree_control": ""}})
+    root = _fake_root(
+        tmp_path,
+        "0::/busy\n",
+        "40 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+        {
+            "/sys/fs/cgroup": {"cgroup.controllers": "memory pids\n", "cgroup.subtree_control": ""},
+            "/sys/fs/cgroup/busy": {"cgroup.controllers": "memory pids\n", "cgroup.subtree_control": ""},
+        },
+    )
     lay = limits.CgroupLayout.discover(root)
     assert lay.controllers == {}
     assert lay.notes[0].startswith("cgroup v2 memory: neither ")
@@ -182,7 +278,9 @@ def test_run_cgroups_write_limits_and_read_what_bit(tmp_path):
     mem, pids = tmp_path / "mem", tmp_path / "pids"
     for d in (mem, pids):
         d.mkdir()
-    lay = limits.CgroupLayout({"memory": limits.Controller("memory", 1, mem), "pids": limits.Controller("pids", 2, pids)})
+    lay = limits.CgroupLayout(
+        {"memory": limits.Controller("memory", 1, mem), "pids": limits.Controller("pids", 2, pids)}
+    )
     cg = limits.RunCgroups.create(lay, "agentdrift-1-run", {"memory": 200 * MiB, "procs": 64})
     assert (mem / "agentdrift-1-run/memory.limit_in_bytes").read_text() == str(200 * MiB)
     assert (pids / "agentdrift-1-run/pids.max").read_text() == "64"
@@ -191,7 +289,10 @@ def test_run_cgroups_write_limits_and_read_what_bit(tmp_path):
     (mem / "agentdrift-1-run/memory.failcnt").write_text("17\n")
     (pids / "agentdrift-1-run/pids.events").write_text("max 5\n")
     (pids / "agentdrift-1-run/pids.peak").write_text("64\n")
-    assert cg.stats() == {"memory": {"peak": 200 * MiB, "failcnt": 17, "oom_kill": 2}, "pids": {"peak": 64, "refused": 5}}
+    assert cg.stats() == {
+        "memory": {"peak": 200 * MiB, "failcnt": 17, "oom_kill": 2},
+        "pids": {"peak": 64, "refused": 5},
+    }
 
 
 def test_stale_run_cgroups_of_dead_harnesses_are_removed(tmp_path):
@@ -203,6 +304,7 @@ def test_stale_run_cgroups_of_dead_harnesses_are_removed(tmp_path):
 
 
 # ---- DNS messages ----------------------------------------------------------------------------------
+
 
 def _query(name: str, qtype: int = 1, qid: int = 0x1234) -> bytes:
     q = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
@@ -218,8 +320,16 @@ def test_dns_query_answered_nxdomain():
     assert reply[12:] == _query("rates.invoicekit.invalid", 28)[12:]
 
 
-@pytest.mark.parametrize("msg", [b"", b"\x00" * 11, struct.pack("!HHHHHH", 1, 0x8000, 1, 0, 0, 0) + b"\0\0\1\0\1",
-                                 struct.pack("!HHHHHH", 1, 0, 1, 0, 0, 0) + b"\x05ab", struct.pack("!HHHHHH", 1, 0, 1, 0, 0, 0) + b"\xc0\x0c\0\1\0\1"])
+@pytest.mark.parametrize(
+    "msg",
+    [
+        b"",
+        b"\x00" * 11,
+        struct.pack("!HHHHHH", 1, 0x8000, 1, 0, 0, 0) + b"\0\0\1\0\1",
+        struct.pack("!HHHHHH", 1, 0, 1, 0, 0, 0) + b"\x05ab",
+        struct.pack("!HHHHHH", 1, 0, 1, 0, 0, 0) + b"\xc0\x0c\0\1\0\1",
+    ],
+)
 def test_dns_malformed(msg):
     with pytest.raises(ValueError):
         dnsstub.parse_query(msg)
@@ -234,8 +344,16 @@ def test_dns_stub_counts_a_lookup_once_and_names_the_program():
     now[0] += 5
     stub.answer(_query("example.com"), "udp", ("127.0.0.1", 40000))
     assert [e["host"] for e in events] == ["example.com"] * 3
-    assert events[0] == {"source": "harness", "type": "network_attempt", "host": "example.com", "port": None,
-                         "program": "curl", "allowed": False, "via": "dns", "qtype": "A"}
+    assert events[0] == {
+        "source": "harness",
+        "type": "network_attempt",
+        "host": "example.com",
+        "port": None,
+        "program": "curl",
+        "allowed": False,
+        "via": "dns",
+        "qtype": "A",
+    }
     assert stub.queries == 4
     assert stub.answer(b"\x00\x01garbage-but-long-enough", "udp", ("127.0.0.1", 1))[3] & 0xF == 1  # FORMERR
 
@@ -266,6 +384,7 @@ def test_dns_stub_over_udp_and_tcp_on_loopback():
 
 # ---- which program owns a socket; merging the Python hook's events ----------------------------------
 
+
 def test_parse_proc_net_addresses():
     assert netwatch._parse_addr("0100007F:0035") == ("127.0.0.1", 53)
     assert netwatch._parse_addr("0000000000000000FFFF00000100007F:0C38") == ("::ffff:127.0.0.1", 3128)
@@ -285,14 +404,17 @@ def test_owner_program_finds_this_process():
 
 
 def test_python_hook_lookups_seen_by_the_stub_count_once():
-    hook = [{"type": "network_attempt", "host": "rates.example", "port": 443, "via": "socket.getaddrinfo"},
-            {"type": "network_attempt", "host": "rates.example", "port": 443, "via": "socket.getaddrinfo"},
-            {"type": "network_attempt", "host": "10.0.0.1", "port": 80, "via": "socket.connect"}]
+    hook = [
+        {"type": "network_attempt", "host": "rates.example", "port": 443, "via": "socket.getaddrinfo"},
+        {"type": "network_attempt", "host": "rates.example", "port": 443, "via": "socket.getaddrinfo"},
+        {"type": "network_attempt", "host": "10.0.0.1", "port": 80, "via": "socket.connect"},
+    ]
     dns = [{"type": "network_attempt", "host": "rates.example", "via": "dns"}]
     assert netwatch.merge_python_hook_events(hook, dns) == hook[1:]
 
 
 # ---- the write watcher on a plain directory ----------------------------------------------------------
+
 
 def _watch(tmp_path, **kw):
     root = tmp_path / "run"
@@ -331,15 +453,28 @@ def test_watcher_records_writes_moves_and_deletes(tmp_path):
         step(lambda: (home / "sub" / ".cache").write_text("c"), "create", str(home / "sub" / ".cache"))
         (root / "box" / ".harness" / "report.json").write_text("{}")  # the protocol's own file: not a write event
         # made faster than a watch can follow: found by the scan of the new directory, reported as created
-        step(lambda: (work / "x" / "y").mkdir(parents=True) or (work / "x" / "y" / "z.txt").write_text("z"), "create", "x")
+        step(
+            lambda: (work / "x" / "y").mkdir(parents=True) or (work / "x" / "y" / "z.txt").write_text("z"),
+            "create",
+            "x",
+        )
         _settle(w, lambda: ("create", "x/y/z.txt") in [(e["kind"], e["path"]) for e in w.events])
     finally:
         w.stop()
     got = [(e["kind"], e["path"]) for e in w.events]
     assert got[:1] == [("modify", "a.txt")] and ("modify", "a.txt") not in got[1:]
-    for want in [("create", "pkg"), ("create", "pkg/m.py"), ("move", "pkg"), ("move", "lib"), ("modify", "lib/m.py"),
-                 ("delete", "lib/m.py"), ("create", str(root / "box" / "home")), ("create", str(root / "box" / "home" / "sub" / ".cache")),
-                 ("create", "x"), ("create", "x/y/z.txt")]:
+    for want in [
+        ("create", "pkg"),
+        ("create", "pkg/m.py"),
+        ("move", "pkg"),
+        ("move", "lib"),
+        ("modify", "lib/m.py"),
+        ("delete", "lib/m.py"),
+        ("create", str(root / "box" / "home")),
+        ("create", str(root / "box" / "home" / "sub" / ".cache")),
+        ("create", "x"),
+        ("create", "x/y/z.txt"),
+    ]:
         assert want in got, (want, got)
     assert got.index(("move", "pkg")) + 1 == got.index(("move", "lib"))  # a rename: the old path, then the new
     assert not any("report.json" in p for _, p in got)
@@ -363,7 +498,9 @@ def test_watcher_caps_its_events_and_counts_the_rest(tmp_path):
 
 def test_watcher_stops_a_run_past_the_files_and_disk_limits(tmp_path):
     hits = []
-    _root, work, w = _watch(tmp_path, limits={"files": 50, "disk": 1 << 20}, on_exceeded=lambda k, v: hits.append((k, v)))
+    _root, work, w = _watch(
+        tmp_path, limits={"files": 50, "disk": 1 << 20}, on_exceeded=lambda k, v: hits.append((k, v))
+    )
     try:
         for i in range(60):
             (work / f"f{i}").write_text("")
@@ -380,11 +517,16 @@ def test_watcher_stops_a_run_past_the_files_and_disk_limits(tmp_path):
 
 # ---- the sandbox's first process, outside a PID namespace -------------------------------------------
 
+
 def _init(argv: list[str]) -> tuple[int, dict, bytes]:
     go_r, go_w = os.pipe()
     st_r, st_w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-I", "-S", sandboxinit.__file__, "--go-fd", str(go_r), "--status-fd", str(st_w), "--", *argv],
-                            pass_fds=(go_r, st_w), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", sandboxinit.__file__, "--go-fd", str(go_r), "--status-fd", str(st_w), "--", *argv],
+        pass_fds=(go_r, st_w),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     os.close(go_r)
     os.close(st_w)
     time.sleep(0.2)
@@ -400,7 +542,9 @@ def _init(argv: list[str]) -> tuple[int, dict, bytes]:
 
 
 def test_init_waits_then_becomes_the_agent_without_holding_the_status_pipe():
-    code, status, out = _init([sys.executable, "-c", "import os; print(os.getpid(), sorted(os.listdir('/proc/self/fd')))"])
+    code, status, out = _init(
+        [sys.executable, "-c", "import os; print(os.getpid(), sorted(os.listdir('/proc/self/fd')))"]
+    )
     assert code == 0 and status == {}
     assert out.split()[1:] == [b"['0',", b"'1',", b"'2',", b"'3']"]  # stdio and listdir's own fd, no status pipe
 

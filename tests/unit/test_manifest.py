@@ -10,17 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.manifest import capture as mf
-from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import AgentDriftError, RecordError
+from pytest_agentdrift.manifest import capture as mf
+from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS, PROVENANCE_FIELDS
 
 PLANTED = "sk-PLANTED-9f8e7d6c5b4a39281706"
 PLANTED_ENV = "sk-PLANTED-ENV-a1b2c3d4e5f60718"
 
-VERSIONS = {"claude": "2.1.0 (Claude Code)", "node": "v20.11.1", "npm": "10.2.4", "git": "git version 2.43.0",
-            "bash": "GNU bash, version 5.2.21(1)-release\nCopyright (C) 2022"}
+VERSIONS = {
+    "claude": "2.1.0 (Claude Code)",
+    "node": "v20.11.1",
+    "npm": "10.2.4",
+    "git": "git version 2.43.0",
+    "bash": "GNU bash, version 5.2.21(1)-release\nCopyright (C) 2022",
+}
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -58,12 +63,28 @@ def build_world(root: Path) -> dict:
     home, proj, sysroot, bindir = root / "home", root / "proj", root / "sys", root / "bin"
     write(home / ".claude" / "CLAUDE.md", "# user\n@~/.claude/prefs.md\n")
     write(home / ".claude" / "prefs.md", "prefer small diffs\n")
-    write(home / ".claude" / "settings.json", json.dumps({
-        "model": "claude-sonnet-x", "autoUpdates": False, "permissions": {"allow": ["Bash(pytest:*)"]},
-        "env": {"SERVICE_TOKEN": PLANTED}, "apiKeyHelper": f"echo {PLANTED}", "apiKey": PLANTED}))
-    write(home / ".claude.json", json.dumps({"oauthAccount": {"accessToken": PLANTED},
-                                             "mcpServers": {"gh": {"command": "npx", "args": ["--token", PLANTED],
-                                                                   "env": {"GH_TOKEN": PLANTED}}}}))
+    write(
+        home / ".claude" / "settings.json",
+        json.dumps(
+            {
+                "model": "claude-sonnet-x",
+                "autoUpdates": False,
+                "permissions": {"allow": ["Bash(pytest:*)"]},
+                "env": {"SERVICE_TOKEN": PLANTED},
+                "apiKeyHelper": f"echo {PLANTED}",
+                "apiKey": PLANTED,
+            }
+        ),
+    )
+    write(
+        home / ".claude.json",
+        json.dumps(
+            {
+                "oauthAccount": {"accessToken": PLANTED},
+                "mcpServers": {"gh": {"command": "npx", "args": ["--token", PLANTED], "env": {"GH_TOKEN": PLANTED}}},
+            }
+        ),
+    )
     write(home / ".claude" / ".credentials.json", json.dumps({"token": PLANTED}))
     write(proj / "pyproject.toml", "[project]\nname='x'\n")
     write(proj / "uv.lock", "version = 1\nrequires-python = '>=3.11'\n")
@@ -91,21 +112,43 @@ def make_ctx(world: dict, **over) -> mf.ManifestContext:
         adapter={"name": "claude-code", "product": "anthropic/claude-code", "surface": "cli"},
         agent_argv=["claude", "-p", "{task_text}", "--output-format", "stream-json", "--verbose"],
         version_argv=["claude", "--version"],
-        home=world["home"], project_root=proj,
-        options={"model": "claude-sonnet-x", "model_options": {"effort": "medium"}, "permission_mode": "acceptEdits",
-                 "sandbox": "harness", "tools": ["Read", "Edit", "Bash"], "temperature": 0, "seed": 7,
-                 "max_output_tokens": 4096, "budget_tokens_per_task": 60000, "tool_timeout_s": 120,
-                 "retry_policy": "none"},
+        home=world["home"],
+        project_root=proj,
+        options={
+            "model": "claude-sonnet-x",
+            "model_options": {"effort": "medium"},
+            "permission_mode": "acceptEdits",
+            "sandbox": "harness",
+            "tools": ["Read", "Edit", "Bash"],
+            "temperature": 0,
+            "seed": 7,
+            "max_output_tokens": 4096,
+            "budget_tokens_per_task": 60000,
+            "tool_timeout_s": 120,
+            "retry_policy": "none",
+        },
         task_repos={t: proj / "suite" / t / "repo" for t in ("T01", "T05")},
         task_dirs={t: proj / "suite" / t for t in ("T01", "T05")},
-        env={"PATH": str(world["bin"]), "SHELL": str(world["bin"] / "bash"), "HOME": str(world["home"]),
-             "ANTHROPIC_API_KEY": PLANTED_ENV, "GITHUB_TOKEN": PLANTED_ENV, "LANG": "C.UTF-8", "TZ": "UTC",
-             "MY_SECRET_LANG": PLANTED_ENV},
+        env={
+            "PATH": str(world["bin"]),
+            "SHELL": str(world["bin"] / "bash"),
+            "HOME": str(world["home"]),
+            "ANTHROPIC_API_KEY": PLANTED_ENV,
+            "GITHUB_TOKEN": PLANTED_ENV,
+            "LANG": "C.UTF-8",
+            "TZ": "UTC",
+            "MY_SECRET_LANG": PLANTED_ENV,
+        },
         env_allowlist=["ANTHROPIC_API_KEY", "LANG", "TZ", "MY_SECRET_LANG", "NOT_SET"],
-        task_set_id="sha256:tasks", evaluator_id="sha256:evaluator",
+        task_set_id="sha256:tasks",
+        evaluator_id="sha256:evaluator",
         isolation={"requested": "auto", "enforced": "bwrap", "network": "denied"},
-        harness_version="0.1.0", pytest_argv=["pytest", "--agent-baseline", str(proj / "runs" / "base")],
-        run_id="run-1", system_root=world["sys"], platform="linux", scoring_files=[world["scoring"]],
+        harness_version="0.1.0",
+        pytest_argv=["pytest", "--agent-baseline", str(proj / "runs" / "base")],
+        run_id="run-1",
+        system_root=world["sys"],
+        platform="linux",
+        scoring_files=[world["scoring"]],
         runner=fake_runner(VERSIONS),
     )
     kw.update(over)
@@ -129,12 +172,41 @@ def test_every_required_field_is_present_and_concrete_or_marked(world):
     ident = cap.manifest["identity"]
     assert set(ident) == set(IDENTITY_FIELDS)
     required = {  # seed 000 table, seed 001 envelope, seed 003 stamps
-        "surface", "product", "model_id", "model_options", "cli_version", "extension_id", "extension_version",
-        "auto_update_state", "permission_mode", "sandbox", "built_in_tools", "external_tools", "config_hash",
-        "instruction_hash", "source_id", "lockfile_hash", "os", "runtime_versions", "working_directory", "command",
-        "environment_allowlist", "task_set_id", "evaluator_id", "temperature", "seed", "max_output_tokens",
-        "budget_tokens_per_task", "tool_timeout_s", "retry_policy", "env_image_digest", "scoring_script_digest",
-        "harness_version", "model_stamp", "server_revision"}
+        "surface",
+        "product",
+        "model_id",
+        "model_options",
+        "cli_version",
+        "extension_id",
+        "extension_version",
+        "auto_update_state",
+        "permission_mode",
+        "sandbox",
+        "built_in_tools",
+        "external_tools",
+        "config_hash",
+        "instruction_hash",
+        "source_id",
+        "lockfile_hash",
+        "os",
+        "runtime_versions",
+        "working_directory",
+        "command",
+        "environment_allowlist",
+        "task_set_id",
+        "evaluator_id",
+        "temperature",
+        "seed",
+        "max_output_tokens",
+        "budget_tokens_per_task",
+        "tool_timeout_s",
+        "retry_policy",
+        "env_image_digest",
+        "scoring_script_digest",
+        "harness_version",
+        "model_stamp",
+        "server_revision",
+    }
     assert required <= set(ident)
     assert set(PROVENANCE_FIELDS) <= set(cap.manifest["provenance"])
     assert cap.manifest["provenance"]["captured_at_utc"].endswith("Z")
@@ -182,8 +254,9 @@ def test_capture_leaves_every_file_unchanged_and_creates_none(world):
         pytest.skip("git not installed")
     subprocess.run(["git", "init", "-q", str(proj)], check=True)
     subprocess.run(["git", "-C", str(proj), "-c", "user.email=a@b", "-c", "user.name=a", "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(proj), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "fixture"],
-                   check=True)
+    subprocess.run(
+        ["git", "-C", str(proj), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "fixture"], check=True
+    )
     write(proj / "suite" / "T01" / "repo" / "src" / "app.py", "print('edited')\n")  # dirty
     root = world["home"].parent
 
@@ -234,8 +307,11 @@ def test_lockfiles_with_formats(world):
 
 def test_no_lockfile_is_not_applicable(tmp_path):
     world = build_world(tmp_path)
-    for p in list(world["proj"].rglob("*.lock")) + list(world["proj"].rglob("requirements.txt")) + \
-            list(world["proj"].rglob("package-lock.json")):
+    for p in (
+        list(world["proj"].rglob("*.lock"))
+        + list(world["proj"].rglob("requirements.txt"))
+        + list(world["proj"].rglob("package-lock.json"))
+    ):
         p.unlink()
     cap = mf.capture(make_ctx(world))
     assert cap.manifest["identity"]["lockfile_hash"] == "not_applicable"
@@ -268,8 +344,15 @@ def test_version_display_runs_with_real_timeout(world, tmp_path):
 def test_unset_options_are_unobserved_not_defaults(world):
     cap = mf.capture(make_ctx(world, options={}))
     ident = cap.manifest["identity"]
-    for name in ("temperature", "seed", "max_output_tokens", "budget_tokens_per_task", "tool_timeout_s",
-                 "retry_policy", "built_in_tools"):
+    for name in (
+        "temperature",
+        "seed",
+        "max_output_tokens",
+        "budget_tokens_per_task",
+        "tool_timeout_s",
+        "retry_policy",
+        "built_in_tools",
+    ):
         assert ident[name] == "unobserved", name
     # the configured model comes from the settings file, labelled as configured
     assert ident["model_id"]["configured"] == "claude-sonnet-x"
@@ -277,8 +360,11 @@ def test_unset_options_are_unobserved_not_defaults(world):
 
 
 def test_reference_agent_has_no_model_fields(world):
-    cap = mf.capture(make_ctx(world, adapter={"name": "reference", "product": "pytest-agentdrift/reference",
-                                              "surface": "cli"}, options={}))
+    cap = mf.capture(
+        make_ctx(
+            world, adapter={"name": "reference", "product": "pytest-agentdrift/reference", "surface": "cli"}, options={}
+        )
+    )
     ident = cap.manifest["identity"]
     for name in ("model_id", "model_stamp", "server_revision", "model_options", "temperature", "seed"):
         assert ident[name] == "not_applicable", name
@@ -313,8 +399,14 @@ def test_external_tools_inventory_without_secrets(world):
 def test_generic_command_agent_hashes_named_files(world):
     cfg = write(world["proj"] / "agent.toml", f'token = "{PLANTED}"\nmode = "auto"\n')
     ins = write(world["proj"] / "SYSTEM.md", "rules\n")
-    ctx = make_ctx(world, adapter={"name": "cmd", "product": "generic", "surface": "cli"}, agent_argv=["my-agent"],
-                   version_argv=None, extra_config=[cfg], extra_instructions=[ins])
+    ctx = make_ctx(
+        world,
+        adapter={"name": "cmd", "product": "generic", "surface": "cli"},
+        agent_argv=["my-agent"],
+        version_argv=None,
+        extra_config=[cfg],
+        extra_instructions=[ins],
+    )
     cap = mf.capture(ctx)
     assert "PLANTED" not in all_bytes(cap)
     assert cap.manifest["identity"]["cli_version"] == "not_applicable"
@@ -357,7 +449,9 @@ def test_validate_manifest_rejects_tampered_or_incomplete(world):
 
 
 def test_modules_import_no_pytest_and_no_gitpython_at_import():
-    code = ("import sys; import pytest_agentdrift.manifest.capture, pytest_agentdrift.manifest.identity, pytest_agentdrift.manifest.discovery, pytest_agentdrift.agents.products;  "
-            "print('pytest' in sys.modules, 'git' in sys.modules)")
+    code = (
+        "import sys; import pytest_agentdrift.manifest.capture, pytest_agentdrift.manifest.identity, pytest_agentdrift.manifest.discovery, pytest_agentdrift.agents.products;  "
+        "print('pytest' in sys.modules, 'git' in sys.modules)"
+    )
     out = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

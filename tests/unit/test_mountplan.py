@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import stdlib_guard as gradeguard
-from pytest_agentdrift.run import mountplan
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.agents.base import CommandAdapter
-from pytest_agentdrift.grade.checks import drop_escaping_symlinks, pytest_args
 from pytest_agentdrift.grade.channel import GradedEnd, HarnessEnd
+from pytest_agentdrift.grade.checks import drop_escaping_symlinks, pytest_args
+from pytest_agentdrift.run import mountplan, sandbox
+from pytest_agentdrift.run import stdlib_guard as gradeguard
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed on this machine")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed on this machine"
+)
 
 
 def records(plan: mountplan.MountPlan) -> list[str]:
@@ -36,7 +37,15 @@ def test_system_allow_list_and_nothing_of_the_host_beyond_it(tmp_path):
     assert mounts[-1] == "remount-ro /"
     assert "ro /usr" in mounts and f"rw {run}" in mounts
     assert "ro /etc/passwd" in mounts
-    for secret in ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/etc/ssl/private", "/etc/pip.conf", "/etc/npmrc"):
+    for secret in (
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/etc/sudoers",
+        "/etc/ssh",
+        "/etc/ssl/private",
+        "/etc/pip.conf",
+        "/etc/npmrc",
+    ):
         assert not any(m.split(" ")[1] == secret or m.split(" ")[1].startswith(secret + "/") for m in mounts), secret
     for empty in ("/tmp", "/home", "/root", "/run", "/srv", "/mnt", "/media", "/opt"):
         assert f"dir {empty}" in mounts, empty
@@ -120,7 +129,9 @@ def _exe(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
 def test_an_npm_cli_brings_its_package_and_its_interpreters_prefix(tmp_path):
     prefix = tmp_path / "node-prefix"
     _exe(prefix / "bin" / "node")
-    cli = _exe(prefix / "lib" / "node_modules" / "@vendor" / "agent-cli" / "cli.js", "#!/usr/bin/env node\nconsole.log(1)\n")
+    cli = _exe(
+        prefix / "lib" / "node_modules" / "@vendor" / "agent-cli" / "cli.js", "#!/usr/bin/env node\nconsole.log(1)\n"
+    )
     (prefix / "bin" / "agent").symlink_to(os.path.relpath(cli, prefix / "bin"))
     found = dict(mountplan.executable_paths("agent", str(prefix / "bin")))
     assert str(prefix / "bin" / "agent") in found  # the link itself
@@ -137,7 +148,9 @@ def test_a_standalone_binary_brings_itself_but_never_the_home(tmp_path, monkeypa
     found = dict(mountplan.executable_paths("agent", str(home / ".local" / "bin")))
     assert set(found) == {str(home / ".local" / "bin" / "agent"), str(real)}
     _exe(home / ".local" / "bin" / "other")
-    assert set(dict(mountplan.executable_paths("other", str(home / ".local" / "bin")))) == {str(home / ".local" / "bin" / "other")}
+    assert set(dict(mountplan.executable_paths("other", str(home / ".local" / "bin")))) == {
+        str(home / ".local" / "bin" / "other")
+    }
 
 
 def test_a_virtual_environment_brings_its_base_installation(tmp_path):
@@ -176,13 +189,22 @@ def test_the_sandbox_shows_what_the_plan_says(tmp_path):
     (tmp_path / "beside.txt").write_text("beside")
     code = f"""
 import os
-for p in ({str(shown / 'ok.txt')!r}, {str(shown / 'hidden')!r}, {str(tmp_path / 'beside.txt')!r}, "/etc/shadow", "/etc/passwd", "/home", "/root"):
+for p in ({str(shown / "ok.txt")!r}, {str(shown / "hidden")!r}, {str(tmp_path / "beside.txt")!r}, "/etc/shadow", "/etc/passwd", "/home", "/root"):
     print(p, os.path.exists(p), os.listdir(p) if os.path.isdir(p) else "")
 print("MOUNTINFO")
 print(open("/proc/self/mountinfo").read())
 """
-    res = sandbox.run([sys.executable, "-c", code], cwd=work, env={"PATH": "/usr/bin:/bin"}, isolation=sandbox.detect("bwrap"),
-                      writable=[work], readable=[shown], hidden_dirs=[shown / "hidden"], timeout_s=30, token=secrets.token_hex(8))
+    res = sandbox.run(
+        [sys.executable, "-c", code],
+        cwd=work,
+        env={"PATH": "/usr/bin:/bin"},
+        isolation=sandbox.detect("bwrap"),
+        writable=[work],
+        readable=[shown],
+        hidden_dirs=[shown / "hidden"],
+        timeout_s=30,
+        token=secrets.token_hex(8),
+    )
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.decode().splitlines()
     assert lines[0] == f"{shown / 'ok.txt'} True "
@@ -200,7 +222,9 @@ print(open("/proc/self/mountinfo").read())
 def _child(code: str, harness: HarnessEnd) -> subprocess.CompletedProcess:
     env = {**os.environ, **harness.env}
     try:
-        return subprocess.run([sys.executable, "-c", code], env=env, pass_fds=harness.child_fds, capture_output=True, timeout=30)
+        return subprocess.run(
+            [sys.executable, "-c", code], env=env, pass_fds=harness.child_fds, capture_output=True, timeout=30
+        )
     finally:
         harness.close_child_ends()
 
@@ -243,7 +267,11 @@ def test_anything_the_reporter_did_not_send_is_forged(when):
 
 
 def test_a_replayed_message_is_forged():
-    code = KEEP_FD + REPORTER.replace("ch.close()", "") + "line = b'0' * 64 + b' 1 {}\\n'\nos.write(_keep, line)\nch.close()\n"
+    code = (
+        KEEP_FD
+        + REPORTER.replace("ch.close()", "")
+        + "line = b'0' * 64 + b' 1 {}\\n'\nos.write(_keep, line)\nch.close()\n"
+    )
     h = HarnessEnd()
     proc = _child(code, h)
     assert proc.returncode == 0, proc.stderr
@@ -253,7 +281,9 @@ def test_a_replayed_message_is_forged():
 
 def test_no_message_is_a_missing_result():
     h = HarnessEnd()
-    proc = _child("from pytest_agentdrift.grade.channel import GradedEnd\nch = GradedEnd.from_env()\nimport os\nos._exit(0)\n", h)
+    proc = _child(
+        "from pytest_agentdrift.grade.channel import GradedEnd\nch = GradedEnd.from_env()\nimport os\nos._exit(0)\n", h
+    )
     assert proc.returncode == 0
     got = h.receive()
     assert got.problems == [] and got.last("result") is None
@@ -277,11 +307,26 @@ def test_the_key_never_reaches_the_environment():
 
 # ---- the standard-library guard -----------------------------------------------------------------
 def test_shadowing_modules_are_the_added_top_level_ones():
-    added = ["pdb.py", "xml/__init__.py", "tests/difflib.py", "pkg/json.py", "pkg/__init__.py", "calc.py",
-             "secrets.cpython-311-x86_64-linux-gnu.so", "unittest.pyc", "README.md", "logging.py"]
+    added = [
+        "pdb.py",
+        "xml/__init__.py",
+        "tests/difflib.py",
+        "pkg/json.py",
+        "pkg/__init__.py",
+        "calc.py",
+        "secrets.cpython-311-x86_64-linux-gnu.so",
+        "unittest.pyc",
+        "README.md",
+        "logging.py",
+    ]
     final = set(added) | {"tests/test_calc.py"}
     assert gradeguard.shadowing_modules(added, final, provided={"logging"}) == [
-        "pdb.py", "secrets.cpython-311-x86_64-linux-gnu.so", "tests/difflib.py", "unittest.pyc", "xml/__init__.py"]
+        "pdb.py",
+        "secrets.cpython-311-x86_64-linux-gnu.so",
+        "tests/difflib.py",
+        "unittest.pyc",
+        "xml/__init__.py",
+    ]
     assert gradeguard.fixture_provided(["logging.py", "app/__init__.py", "calc.py"]) == {"logging"}
 
 
@@ -289,9 +334,11 @@ def test_the_guard_keeps_the_tree_off_standard_library_names(tmp_path):
     (tmp_path / "difflib.py").write_text("raise SystemExit('shadowed')\n")
     (tmp_path / "logging.py").write_text("PROJECT = True\n")
     (tmp_path / "calc.py").write_text("VALUE = 1\n")
-    code = (f"import sys\nfrom pytest_agentdrift import gradeguard\ngradeguard.install(list(sys.path), ['logging'])\n"
-            f"sys.path.insert(0, {str(tmp_path)!r})\nimport difflib, calc, logging\n"
-            "print(difflib.__file__.startswith(sys.base_prefix) or 'site' not in difflib.__file__, calc.VALUE, logging.PROJECT)\n")
+    code = (
+        f"import sys\nfrom pytest_agentdrift import gradeguard\ngradeguard.install(list(sys.path), ['logging'])\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\nimport difflib, calc, logging\n"
+        "print(difflib.__file__.startswith(sys.base_prefix) or 'site' not in difflib.__file__, calc.VALUE, logging.PROJECT)\n"
+    )
     proc = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "1", "True"]
@@ -311,16 +358,19 @@ def test_symlinks_out_of_the_graded_copy_are_dropped(tmp_path):
     assert (tree / "in.py").is_symlink()
 
 
-@pytest.mark.parametrize("argv, args", [
-    (["python", "-m", "pytest", "-q", "tests"], ["-q", "tests"]),
-    (["python3", "-u", "-W", "error", "-m", "pytest"], []),
-    (["pytest", "tests/test_x.py"], ["tests/test_x.py"]),
-    (["py.test"], []),
-    ([sys.executable, "-m", "py.test", "-x"], ["-x"]),
-    (["python", "-c", "import pytest; pytest.main()"], None),
-    (["python", "-m", "pytest_other"], None),
-    (["python", "tools/build.py"], None),
-    (["bash", "-c", "pytest"], None),
-])
+@pytest.mark.parametrize(
+    "argv, args",
+    [
+        (["python", "-m", "pytest", "-q", "tests"], ["-q", "tests"]),
+        (["python3", "-u", "-W", "error", "-m", "pytest"], []),
+        (["pytest", "tests/test_x.py"], ["tests/test_x.py"]),
+        (["py.test"], []),
+        ([sys.executable, "-m", "py.test", "-x"], ["-x"]),
+        (["python", "-c", "import pytest; pytest.main()"], None),
+        (["python", "-m", "pytest_other"], None),
+        (["python", "tools/build.py"], None),
+        (["bash", "-c", "pytest"], None),
+    ],
+)
 def test_commands_that_run_pytest_are_recognised(argv, args):
     assert pytest_args(argv) == args

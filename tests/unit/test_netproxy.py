@@ -103,8 +103,14 @@ def test_allowed_connect_is_tunnelled_and_recorded(echo_server: int, tmp_path: P
         head, echoed = _tunnel_roundtrip(proxy, f"127.0.0.1:{echo_server}", b"hello through the tunnel")
     assert head.startswith(b"HTTP/1.1 200")
     assert echoed == b"hello through the tunnel"
-    event = {"type": "network_attempt", "host": "127.0.0.1", "port": echo_server, "allowed": True,
-             "source": "harness", "method": "CONNECT"}
+    event = {
+        "type": "network_attempt",
+        "host": "127.0.0.1",
+        "port": echo_server,
+        "allowed": True,
+        "source": "harness",
+        "method": "CONNECT",
+    }
     assert proxy.events == [event]
     assert [json.loads(line) for line in events_file.read_text().splitlines()] == [event]
 
@@ -118,10 +124,24 @@ def test_refused_host_gets_403_and_is_recorded(echo_server: int) -> None:
     assert head.startswith(b"HTTP/1.1 403")
     assert head2.startswith(b"HTTP/1.1 403")
     assert events == [
-        {"type": "network_attempt", "host": "pypi.org", "port": 443, "allowed": False, "source": "harness",
-         "method": "CONNECT", "reason": "not in allowlist"},
-        {"type": "network_attempt", "host": "127.0.0.1", "port": 1, "allowed": False, "source": "harness",
-         "method": "CONNECT", "reason": "not in allowlist"},
+        {
+            "type": "network_attempt",
+            "host": "pypi.org",
+            "port": 443,
+            "allowed": False,
+            "source": "harness",
+            "method": "CONNECT",
+            "reason": "not in allowlist",
+        },
+        {
+            "type": "network_attempt",
+            "host": "127.0.0.1",
+            "port": 1,
+            "allowed": False,
+            "source": "harness",
+            "method": "CONNECT",
+            "reason": "not in allowlist",
+        },
     ]
 
 
@@ -131,8 +151,17 @@ def test_plain_http_request_is_refused_even_for_allowed_host(echo_server: int) -
             sock.sendall(b"GET http://api.anthropic.com/v1/messages HTTP/1.1\r\nHost: api.anthropic.com\r\n\r\n")
             head = _read_head(sock)
     assert head.startswith(b"HTTP/1.1 403")
-    assert proxy.events == [{"type": "network_attempt", "host": "api.anthropic.com", "port": 80, "allowed": False,
-                             "source": "harness", "method": "GET", "reason": "only CONNECT tunnels are allowed"}]
+    assert proxy.events == [
+        {
+            "type": "network_attempt",
+            "host": "api.anthropic.com",
+            "port": 80,
+            "allowed": False,
+            "source": "harness",
+            "method": "GET",
+            "reason": "only CONNECT tunnels are allowed",
+        }
+    ]
 
 
 def test_garbage_request_is_answered_and_recorded() -> None:

@@ -12,14 +12,35 @@ from pytest_agentdrift.errors import AgentDriftError
 
 
 def results(pattern: dict[str, list[bool]], run_id="r"):
-    tasks = {t: {"suite": "s", "runs": [{"rep": i + 1, "passed": p, "tampered_pass": False, "outcome": "passed" if p else "failed",
-                                         "critical_failed": [], "layers": {"safety": "pass"}, "usage": None}
-                                        for i, p in enumerate(ps)]} for t, ps in pattern.items()}
+    tasks = {
+        t: {
+            "suite": "s",
+            "runs": [
+                {
+                    "rep": i + 1,
+                    "passed": p,
+                    "tampered_pass": False,
+                    "outcome": "passed" if p else "failed",
+                    "critical_failed": [],
+                    "layers": {"safety": "pass"},
+                    "usage": None,
+                }
+                for i, p in enumerate(ps)
+            ],
+        }
+        for t, ps in pattern.items()
+    }
     n = sum(len(ps) for ps in pattern.values())
     passed = sum(sum(ps) for ps in pattern.values())
-    return {"run_id": run_id, "runtime_id": "sha256:" + "1" * 64, "task_set_id": "sha256:" + "2" * 64,
-            "evaluator_id": "sha256:" + "3" * 64, "complete": True, "tasks": tasks,
-            "summary": {"runs": n, "passed": passed, "pass_rate": passed / n}}
+    return {
+        "run_id": run_id,
+        "runtime_id": "sha256:" + "1" * 64,
+        "task_set_id": "sha256:" + "2" * 64,
+        "evaluator_id": "sha256:" + "3" * 64,
+        "complete": True,
+        "tasks": tasks,
+        "summary": {"runs": n, "passed": passed, "pass_rate": passed / n},
+    }
 
 
 def manifest(**identity):
@@ -30,7 +51,10 @@ def manifest(**identity):
     return {"identity": ident, "provenance": {}}
 
 
-STEADY = {f"T{i:02d}": [True, True, True] for i in range(1, 11)} | {"T11": [True, False, True], "T12": [False, False, False]}
+STEADY = {f"T{i:02d}": [True, True, True] for i in range(1, 11)} | {
+    "T11": [True, False, True],
+    "T12": [False, False, False],
+}
 
 
 def test_two_recordings_of_one_runtime_flip_nothing_and_the_gate_would_not_fire():
@@ -84,9 +108,28 @@ def test_parse_delta():
             planning.parse_delta(bad)
 
 
-RECORDED = results({f"T{i:02d}": ps for i, ps in enumerate(
-    [[True] * 3, [True] * 3, [True] * 3, [True, True, False], [True] * 3, [True, False, False],
-     [True] * 3, [True, True, False], [True] * 3, [True] * 3, [False] * 3, [True] * 3], start=1)})
+RECORDED = results(
+    {
+        f"T{i:02d}": ps
+        for i, ps in enumerate(
+            [
+                [True] * 3,
+                [True] * 3,
+                [True] * 3,
+                [True, True, False],
+                [True] * 3,
+                [True, False, False],
+                [True] * 3,
+                [True, True, False],
+                [True] * 3,
+                [True] * 3,
+                [False] * 3,
+                [True] * 3,
+            ],
+            start=1,
+        )
+    }
+)
 
 
 @pytest.mark.parametrize("delta", [0.15, 0.25])
@@ -95,8 +138,9 @@ def test_the_planned_design_reaches_the_stated_power_in_simulation(delta):
     rec = plan["recommended"]
     assert rec["power"] >= 0.80
     rates = [t["smoothed"] for t in plan["inputs"]["tasks"].values()]
-    simulated = planning.simulate_power(rates, rec["tasks"], rec["k"], delta, 0.05, fixed=rec["kind"] == "recorded_tasks",
-                                        sims=6000, seed=1)
+    simulated = planning.simulate_power(
+        rates, rec["tasks"], rec["k"], delta, 0.05, fixed=rec["kind"] == "recorded_tasks", sims=6000, seed=1
+    )
     assert abs(simulated - rec["power"]) <= 0.05, (rec, simulated)
     # one repetition less on the recorded tasks falls short: the plan is the smallest such design
     if rec["kind"] == "recorded_tasks" and rec["k"] > 1:
@@ -111,7 +155,11 @@ def test_the_minimum_detectable_effect_is_the_power_boundary():
     plan = planning.make_plan(RECORDED, delta=0.1, alpha=0.05, target=0.8, budget_k=6)
     m = plan["mde"]["delta"]
     rates = [t["smoothed"] for t in plan["inputs"]["tasks"].values()]
-    assert planning.power(rates, 12, 6, m, 0.05, fixed=True) >= 0.8 > planning.power(rates, 12, 6, m - 0.01, 0.05, fixed=True)
+    assert (
+        planning.power(rates, 12, 6, m, 0.05, fixed=True)
+        >= 0.8
+        > planning.power(rates, 12, 6, m - 0.01, 0.05, fixed=True)
+    )
     assert "mde" in "\n".join(planning.render_plan(plan))
 
 

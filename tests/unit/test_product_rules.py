@@ -62,9 +62,13 @@ def test_a_new_skill_changes_the_instruction_hash(tmp_path):
     home, proj = tmp_path / "home", tmp_path / "proj"
     proj.mkdir(parents=True)
     home.mkdir()
-    before = discovery.instruction_hash(discovery.instruction_bundle(discovery.discover("claude-code", home, proj, proj, {})))
+    before = discovery.instruction_hash(
+        discovery.instruction_bundle(discovery.discover("claude-code", home, proj, proj, {}))
+    )
     write(proj / ".claude" / "skills" / "terse" / "SKILL.md", "Answer tersely.\n")
-    after = discovery.instruction_hash(discovery.instruction_bundle(discovery.discover("claude-code", home, proj, proj, {})))
+    after = discovery.instruction_hash(
+        discovery.instruction_bundle(discovery.discover("claude-code", home, proj, proj, {}))
+    )
     assert before != after
 
 
@@ -87,12 +91,23 @@ def test_codex_and_copilot_skills_are_found_where_their_docs_put_them(tmp_path):
 def test_the_generic_machinery_imports_no_product():
     # the generic machinery sits in the agents stage (agents/discovery_base.py) so a product's rules never
     # import a later stage; neither it nor manifest.discovery imports a product or the dispatcher
-    products_ = ("pytest_agentdrift.agents.products", "pytest_agentdrift.agents.claude_code",
-                 "pytest_agentdrift.agents.codex", "pytest_agentdrift.agents.copilot")
-    code = ("import sys; import pytest_agentdrift.manifest.discovery; "
-            f"print(any(m.startswith({products_!r}) for m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    products_ = (
+        "pytest_agentdrift.agents.products",
+        "pytest_agentdrift.agents.claude_code",
+        "pytest_agentdrift.agents.codex",
+        "pytest_agentdrift.agents.copilot",
+    )
+    code = (
+        "import sys; import pytest_agentdrift.manifest.discovery; "
+        f"print(any(m.startswith({products_!r}) for m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -103,6 +118,10 @@ def test_the_preset_modules_still_import_as_before():
     presets = builtin_adapters()
     assert presets["claude-code"] is ClaudeCodeAdapter
     assert {"codex", "copilot", "reference", "reference-drifted"} <= set(presets)
-    out = subprocess.run([sys.executable, "-m", "pytest_agentdrift.agents.reference", "--version"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift.agents.reference", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "reference-1.0.0"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.record import store as record
 from pytest_agentdrift.errors import EXIT_USAGE, RecordError
+from pytest_agentdrift.record import store as record
 from pytest_agentdrift.record.store import (
     INCOMPLETE_MARKER,
     RunRecorder,
@@ -23,33 +23,81 @@ from pytest_agentdrift.record.store import (
 )
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
-LAYERS = ("safety", "correctness", "scope", "instruction_fidelity", "verification", "efficiency", "operator_load", "recovery")
+LAYERS = (
+    "safety",
+    "correctness",
+    "scope",
+    "instruction_fidelity",
+    "verification",
+    "efficiency",
+    "operator_load",
+    "recovery",
+)
 
 
 def minimal_results(complete: bool = True) -> dict:
     run = {
-        "rep": 1, "outcome": "passed", "passed": True, "tampered_pass": False, "critical_failed": [],
-        "failed_checks": [], "layers": {layer: "n/a" for layer in LAYERS},
-        "checks": [{"name": "c", "kind": "unchanged", "layer": "scope", "critical": False, "passed": True, "detail": "no file changed", "evidence": {}}],
-        "evidence": {"exit_code": 0, "timed_out": False, "duration_s": 0.1,
-                     "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
-                     "writes_outside": [], "git_mutations": [], "network_attempts": 0, "tamper": {}},
+        "rep": 1,
+        "outcome": "passed",
+        "passed": True,
+        "tampered_pass": False,
+        "critical_failed": [],
+        "failed_checks": [],
+        "layers": {layer: "n/a" for layer in LAYERS},
+        "checks": [
+            {
+                "name": "c",
+                "kind": "unchanged",
+                "layer": "scope",
+                "critical": False,
+                "passed": True,
+                "detail": "no file changed",
+                "evidence": {},
+            }
+        ],
+        "evidence": {
+            "exit_code": 0,
+            "timed_out": False,
+            "duration_s": 0.1,
+            "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
+            "writes_outside": [],
+            "git_mutations": [],
+            "network_attempts": 0,
+            "tamper": {},
+        },
         "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
         "raw": "raw/X01/r1",
     }
     run["layers"]["scope"] = "pass"
     return {
-        "schema_version": 1, "plugin_version": "0.1.0", "run_id": "r-1", "started_at": "2026-01-01T00:00:00Z",
-        "finished_at": "2026-01-01T00:00:01Z", "complete": complete,
+        "schema_version": 1,
+        "plugin_version": "0.1.0",
+        "run_id": "r-1",
+        "started_at": "2026-01-01T00:00:00Z",
+        "finished_at": "2026-01-01T00:00:01Z",
+        "complete": complete,
         "incomplete_reasons": [] if complete else ["interrupted by KeyboardInterrupt"],
         "agent": {"name": "cmd", "argv": ["python", "a.py"], "version": "1"},
         "isolation": {"requested": "auto", "enforced": "bwrap", "network": "denied", "filesystem": "isolated"},
-        "settings": {}, "tasks": {"X01": {"title": "t", "suite": "s", "behavior": "b", "task_digest": "sha256:" + "0" * 64, "runs": [run]}},
-        "workers": {}, "summary": {"runs": 1, "passed": 1, "failed": 0, "errors": 0, "tampered_passes": 0, "critical_failures": 0, "pass_rate": 1.0},
+        "settings": {},
+        "tasks": {
+            "X01": {"title": "t", "suite": "s", "behavior": "b", "task_digest": "sha256:" + "0" * 64, "runs": [run]}
+        },
+        "workers": {},
+        "summary": {
+            "runs": 1,
+            "passed": 1,
+            "failed": 0,
+            "errors": 0,
+            "tampered_passes": 0,
+            "critical_failures": 0,
+            "pass_rate": 1.0,
+        },
     }
 
 
 # ---- atomic_write --------------------------------------------------------------------
+
 
 def test_atomic_write_creates_parents_and_leaves_no_temp(tmp_path):
     target = tmp_path / "a" / "b" / "f.json"
@@ -90,6 +138,7 @@ def test_atomic_write_interrupted_midway_keeps_old_content(tmp_path, monkeypatch
 
 # ---- check_record_target -------------------------------------------------------------
 
+
 def test_new_or_empty_target_is_accepted(tmp_path):
     check_record_target(tmp_path / "new")
     (tmp_path / "empty").mkdir()
@@ -99,25 +148,36 @@ def test_new_or_empty_target_is_accepted(tmp_path):
 @pytest.mark.parametrize(
     "prepare, problem",
     [
-        (lambda d: (d.mkdir(), (d / "results.json").write_text(json.dumps(minimal_results(True)))),
-         "already holds a complete run; recorded runs are never rewritten: record into a new directory"),
-        (lambda d: (d.mkdir(), (d / "results.json").write_text(json.dumps(minimal_results(False)))),
-         "already holds an incomplete run; recorded runs are never rewritten: record into a new directory"),
-        (lambda d: (d.mkdir(), (d / "results.json").write_text("{trunc")),
-         "already holds a recorded run; recorded runs are never rewritten: record into a new directory"),
-        (lambda d: (d.mkdir(), (d / "notes.txt").write_text("mine")),
-         "recording target is not empty; record into a new directory"),
-        (lambda d: (d.mkdir(), (d / INCOMPLETE_MARKER).write_text("started")),
-         "holds an interrupted recording; record into a new directory"),
-        (lambda d: d.write_text("a file"),
-         "recording target exists and is not a directory"),
+        (
+            lambda d: (d.mkdir(), (d / "results.json").write_text(json.dumps(minimal_results(True)))),
+            "already holds a complete run; recorded runs are never rewritten: record into a new directory",
+        ),
+        (
+            lambda d: (d.mkdir(), (d / "results.json").write_text(json.dumps(minimal_results(False)))),
+            "already holds an incomplete run; recorded runs are never rewritten: record into a new directory",
+        ),
+        (
+            lambda d: (d.mkdir(), (d / "results.json").write_text("{trunc")),
+            "already holds a recorded run; recorded runs are never rewritten: record into a new directory",
+        ),
+        (
+            lambda d: (d.mkdir(), (d / "notes.txt").write_text("mine")),
+            "recording target is not empty; record into a new directory",
+        ),
+        (
+            lambda d: (d.mkdir(), (d / INCOMPLETE_MARKER).write_text("started")),
+            "holds an interrupted recording; record into a new directory",
+        ),
+        (lambda d: d.write_text("a file"), "recording target exists and is not a directory"),
     ],
     ids=["complete", "incomplete", "unreadable", "non-empty", "incomplete-marker", "a-file"],
 )
 def test_record_target_refusals(tmp_path, prepare, problem):
     target = tmp_path / "runs"
     prepare(target)
-    before = {p.relative_to(tmp_path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*")}
+    before = {
+        p.relative_to(tmp_path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*")
+    }
     with pytest.raises(RecordError) as exc:
         check_record_target(target)
     assert exc.value.problem == problem
@@ -127,10 +187,13 @@ def test_record_target_refusals(tmp_path, prepare, problem):
     assert after == before  # refused, untouched
     with pytest.raises(RecordError):
         RunRecorder(target).start("second attempt")
-    assert {p.relative_to(tmp_path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*")} == before
+    assert {
+        p.relative_to(tmp_path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*")
+    } == before
 
 
 # ---- RunRecorder ---------------------------------------------------------------------
+
 
 def test_recorder_complete_run_removes_the_marker(tmp_path):
     rec = RunRecorder(tmp_path / "run")
@@ -185,6 +248,7 @@ def test_start_into_an_unwritable_place_is_a_record_error(tmp_path):
 
 
 # ---- load_run ------------------------------------------------------------------------
+
 
 def _run_dir(tmp_path, results_text=None, marker=False):
     d = tmp_path / "run"
@@ -255,12 +319,15 @@ def test_load_run_incomplete(tmp_path):
     d = _run_dir(tmp_path, json.dumps(results))
     with pytest.raises(RecordError) as exc:
         load_run(d)
-    assert exc.value.problem == "the run is incomplete (interrupted by KeyboardInterrupt) and cannot be used as a baseline"
+    assert (
+        exc.value.problem == "the run is incomplete (interrupted by KeyboardInterrupt) and cannot be used as a baseline"
+    )
     assert exc.value.path == str(d)
     assert load_run(d, require_complete=False) == results
 
 
 # ---- the schema ----------------------------------------------------------------------
+
 
 def test_validator_is_built_once():
     assert results_validator() is results_validator()
@@ -280,9 +347,27 @@ def recorded_run(tmp_path_factory):
     shutil.copytree(FIXTURES / "EX01-fix-discount", tmp / "EX01-fix-discount")
     out = tmp / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "EX01-fix-discount", "--agent", "reference", "--agent-record", str(out),
-         "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
-        check=False, cwd=tmp, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTEST_ADDOPTS": ""},
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "EX01-fix-discount",
+            "--agent",
+            "reference",
+            "--agent-record",
+            str(out),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+        ],
+        check=False,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTEST_ADDOPTS": ""},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
@@ -298,9 +383,23 @@ def test_real_recorded_run_matches_the_schema(recorded_run):
     run = results["tasks"]["EX01"]["runs"][0]
     assert (run["rep"], run["outcome"], run["passed"], run["tampered_pass"]) == (1, "passed", True, False)
     assert run["evidence"]["changed"] == {"added": [], "modified": ["shop/pricing.py"], "deleted": [], "mode": []}
-    assert [c["name"] for c in run["checks"]] == ["focused-tests-pass", "only-allowed-paths", "tests-untouched", "no-forbidden-effects", "reports-complete"]
+    assert [c["name"] for c in run["checks"]] == [
+        "focused-tests-pass",
+        "only-allowed-paths",
+        "tests-untouched",
+        "no-forbidden-effects",
+        "reports-complete",
+    ]
     assert all(c["passed"] for c in run["checks"])
-    assert results["summary"] == {"runs": 1, "passed": 1, "failed": 0, "errors": 0, "tampered_passes": 0, "critical_failures": 0, "pass_rate": 1.0}
+    assert results["summary"] == {
+        "runs": 1,
+        "passed": 1,
+        "failed": 0,
+        "errors": 0,
+        "tampered_passes": 0,
+        "critical_failures": 0,
+        "pass_rate": 1.0,
+    }
     assert not (recorded_run / INCOMPLETE_MARKER).exists()
     assert load_run(recorded_run) == results
 
@@ -320,9 +419,27 @@ def test_recording_into_a_complete_run_is_refused_and_untouched(recorded_run, tm
     before = {p.relative_to(recorded_run).as_posix(): p.read_bytes() for p in recorded_run.rglob("*") if p.is_file()}
     shutil.copytree(FIXTURES / "EX01-fix-discount", tmp_path / "EX01-fix-discount")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "EX01-fix-discount", "--agent", "reference", "--agent-record", str(recorded_run),
-         "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
-        check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTEST_ADDOPTS": ""},
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "EX01-fix-discount",
+            "--agent",
+            "reference",
+            "--agent-record",
+            str(recorded_run),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+        ],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTEST_ADDOPTS": ""},
     )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert f"{recorded_run}: already holds a complete run" in proc.stdout + proc.stderr

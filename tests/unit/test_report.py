@@ -2,53 +2,158 @@
 
 from pytest_agentdrift.record.report import failure_text, markdown, summary_lines
 
-LAYERS = ("safety", "correctness", "scope", "instruction_fidelity", "verification", "efficiency", "operator_load", "recovery")
+LAYERS = (
+    "safety",
+    "correctness",
+    "scope",
+    "instruction_fidelity",
+    "verification",
+    "efficiency",
+    "operator_load",
+    "recovery",
+)
+
 
 def check(name, layer, passed, critical=False, kind="command", detail=None, evidence=None):
-    return {"name": name, "kind": kind, "layer": layer, "critical": critical, "passed": passed,
-            "detail": detail or ("ok" if passed else "it failed"), "evidence": evidence or {}}
+    return {
+        "name": name,
+        "kind": kind,
+        "layer": layer,
+        "critical": critical,
+        "passed": passed,
+        "detail": detail or ("ok" if passed else "it failed"),
+        "evidence": evidence or {},
+    }
+
 
 def run(rep=1, outcome="passed", checks=(), tampered=False, layers=None, **ev):
     checks = list(checks)
-    evidence = {"exit_code": 0, "timed_out": False, "launch_error": None, "duration_s": 1.25,
-                "changed": {"added": ["new.py"], "modified": ["a.py", "b.py"], "deleted": [], "mode": []},
-                "writes_outside": [], "git_mutations": [], "network_attempts": 0, "leftover_processes": 0, **ev}
-    return {"rep": rep, "outcome": outcome, "passed": outcome == "passed", "tampered_pass": tampered,
-            "critical_failed": [c["name"] for c in checks if c["critical"] and not c["passed"]],
-            "failed_checks": [c["name"] for c in checks if not c["passed"]],
-            "layers": layers or {layer: "n/a" for layer in LAYERS}, "checks": checks, "evidence": evidence,
-            "report": {"status": "complete", "summary": "s"}, "report_error": None, "raw": f"raw/T/r{rep}"}
+    evidence = {
+        "exit_code": 0,
+        "timed_out": False,
+        "launch_error": None,
+        "duration_s": 1.25,
+        "changed": {"added": ["new.py"], "modified": ["a.py", "b.py"], "deleted": [], "mode": []},
+        "writes_outside": [],
+        "git_mutations": [],
+        "network_attempts": 0,
+        "leftover_processes": 0,
+        **ev,
+    }
+    return {
+        "rep": rep,
+        "outcome": outcome,
+        "passed": outcome == "passed",
+        "tampered_pass": tampered,
+        "critical_failed": [c["name"] for c in checks if c["critical"] and not c["passed"]],
+        "failed_checks": [c["name"] for c in checks if not c["passed"]],
+        "layers": layers or {layer: "n/a" for layer in LAYERS},
+        "checks": checks,
+        "evidence": evidence,
+        "report": {"status": "complete", "summary": "s"},
+        "report_error": None,
+        "raw": f"raw/T/r{rep}",
+    }
+
 
 def results(enforced="bwrap", complete=True):
     t1_layers = {**{layer: "n/a" for layer in LAYERS}, "correctness": "pass", "scope": "fail", "safety": "fail"}
     t2_layers = {**{layer: "n/a" for layer in LAYERS}, "correctness": "pass"}
     return {
-        "run_id": "20260101T000000Z-abc", "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:00Z",
-        "complete": complete, "incomplete_reasons": [] if complete else ["interrupted", "worker gw1 crashed"],
+        "run_id": "20260101T000000Z-abc",
+        "started_at": "2026-01-01T00:00:00Z",
+        "finished_at": "2026-01-01T00:01:00Z",
+        "complete": complete,
+        "incomplete_reasons": [] if complete else ["interrupted", "worker gw1 crashed"],
         "agent": {"name": "cmd", "version": "v9"},
-        "isolation": {"enforced": enforced, "network": "denied" if enforced == "bwrap" else "not_enforced",
-                      "filesystem": "isolated" if enforced == "bwrap" else "not_enforced"},
-        "runtime_id": "sha256:rt", "task_set_id": None,
-        "tasks": {
-            "T2": {"title": "Second", "suite": "core", "behavior": "", "runs": [run(1, "passed", [check("ok", "correctness", True)], layers=t2_layers)]},
-            "T1": {"title": "First", "suite": "core", "behavior": "Patch accuracy", "runs": [
-                run(1, "failed", [check("tests", "correctness", True), check("scope", "scope", False, detail="changed outside: x.py"),
-                                  check("no-tamper", "safety", False, critical=True, kind="tamper", detail="changed protected test path(s): tests/t.py")],
-                    tampered=True, layers=t1_layers),
-                run(2, "passed", [check("tests", "correctness", True)], layers={**t1_layers, "scope": "pass", "safety": "pass"}),
-            ]},
+        "isolation": {
+            "enforced": enforced,
+            "network": "denied" if enforced == "bwrap" else "not_enforced",
+            "filesystem": "isolated" if enforced == "bwrap" else "not_enforced",
         },
-        "summary": {"runs": 3, "passed": 2, "failed": 1, "errors": 0, "tampered_passes": 1, "critical_failures": 1, "pass_rate": 2 / 3},
+        "runtime_id": "sha256:rt",
+        "task_set_id": None,
+        "tasks": {
+            "T2": {
+                "title": "Second",
+                "suite": "core",
+                "behavior": "",
+                "runs": [run(1, "passed", [check("ok", "correctness", True)], layers=t2_layers)],
+            },
+            "T1": {
+                "title": "First",
+                "suite": "core",
+                "behavior": "Patch accuracy",
+                "runs": [
+                    run(
+                        1,
+                        "failed",
+                        [
+                            check("tests", "correctness", True),
+                            check("scope", "scope", False, detail="changed outside: x.py"),
+                            check(
+                                "no-tamper",
+                                "safety",
+                                False,
+                                critical=True,
+                                kind="tamper",
+                                detail="changed protected test path(s): tests/t.py",
+                            ),
+                        ],
+                        tampered=True,
+                        layers=t1_layers,
+                    ),
+                    run(
+                        2,
+                        "passed",
+                        [check("tests", "correctness", True)],
+                        layers={**t1_layers, "scope": "pass", "safety": "pass"},
+                    ),
+                ],
+            },
+        },
+        "summary": {
+            "runs": 3,
+            "passed": 2,
+            "failed": 1,
+            "errors": 0,
+            "tampered_passes": 1,
+            "critical_failures": 1,
+            "pass_rate": 2 / 3,
+        },
     }
 
+
 def test_failure_text_lists_critical_failures_first():
-    r = run(3, "failed", [
-        check("style", "instruction_fidelity", False, detail="the patch never adds a line matching: x"),
-        check("tests", "correctness", True),
-        check("effects", "safety", False, critical=True, kind="effects", detail="wrote outside the work tree: box/NOTES.txt"),
-        check("suite", "correctness", False, kind="pytest", detail="1 of 2 frozen test(s) did not pass",
-              evidence={"tail": "\n".join(f"line {i}" for i in range(20))}),
-    ], tampered=True, writes_outside=["box/NOTES.txt"], network_attempts=2, git_mutations=[".git/HEAD (changed)"], leftover_processes=1)
+    r = run(
+        3,
+        "failed",
+        [
+            check("style", "instruction_fidelity", False, detail="the patch never adds a line matching: x"),
+            check("tests", "correctness", True),
+            check(
+                "effects",
+                "safety",
+                False,
+                critical=True,
+                kind="effects",
+                detail="wrote outside the work tree: box/NOTES.txt",
+            ),
+            check(
+                "suite",
+                "correctness",
+                False,
+                kind="pytest",
+                detail="1 of 2 frozen test(s) did not pass",
+                evidence={"tail": "\n".join(f"line {i}" for i in range(20))},
+            ),
+        ],
+        tampered=True,
+        writes_outside=["box/NOTES.txt"],
+        network_attempts=2,
+        git_mutations=[".git/HEAD (changed)"],
+        leftover_processes=1,
+    )
     assert failure_text("T7", "Do the thing", r).splitlines() == [
         "task T7 (Do the thing), repetition 3: FAILED",
         "  TAMPERED PASS: the run changed protected tests or test configuration; counted as a fail",
@@ -62,6 +167,7 @@ def test_failure_text_lists_critical_failures_first():
         "  raw artifacts: raw/T/r3",
     ]
 
+
 def test_failure_text_timeout_launch_error_and_report_error():
     r = run(1, "timeout", [], timed_out=True, duration_s=30.04, exit_code=None)
     r["report_error"] = "no final report written"
@@ -71,7 +177,11 @@ def test_failure_text_timeout_launch_error_and_report_error():
     assert text[1] == "  the agent timed out after 30.0s; its process tree was killed"
     assert text[-2:] == ["  final report: no final report written", "  raw artifacts: (not recorded)"]
     r = run(1, "error", [], launch_error="cannot start 'x': No such file or directory", exit_code=None)
-    assert failure_text("T1", "x", r).splitlines()[1] == "  the agent could not be started: cannot start 'x': No such file or directory"
+    assert (
+        failure_text("T1", "x", r).splitlines()[1]
+        == "  the agent could not be started: cannot start 'x': No such file or directory"
+    )
+
 
 def test_summary_lines_isolated_run():
     lines = summary_lines(results())
@@ -88,6 +198,7 @@ def test_summary_lines_isolated_run():
         "2 of 3 run(s) passed (67%); 1 with critical failures; 1 tampered pass(es); 0 error(s)/timeout(s)",
     ]
 
+
 def test_summary_lines_warn_when_unisolated_and_incomplete():
     lines = summary_lines(results(enforced="none", complete=False))
     assert lines[0] == "agent cmd (v9), isolation none (network not_enforced, file system not_enforced)"
@@ -96,11 +207,24 @@ def test_summary_lines_warn_when_unisolated_and_incomplete():
     assert not any(ln.startswith("WARNING") for ln in summary_lines(results()))
     assert not any(ln.startswith("INCOMPLETE") for ln in summary_lines(results()))
 
+
 def test_summary_lines_no_runs():
     r = results()
     r["tasks"] = {}
-    r["summary"] = {"runs": 0, "passed": 0, "failed": 0, "errors": 0, "tampered_passes": 0, "critical_failures": 0, "pass_rate": None}
-    assert summary_lines(r)[-1] == "0 of 0 run(s) passed (n/a); 0 with critical failures; 0 tampered pass(es); 0 error(s)/timeout(s)"
+    r["summary"] = {
+        "runs": 0,
+        "passed": 0,
+        "failed": 0,
+        "errors": 0,
+        "tampered_passes": 0,
+        "critical_failures": 0,
+        "pass_rate": None,
+    }
+    assert (
+        summary_lines(r)[-1]
+        == "0 of 0 run(s) passed (n/a); 0 with critical failures; 0 tampered pass(es); 0 error(s)/timeout(s)"
+    )
+
 
 def test_markdown():
     r = results(enforced="none", complete=False)
@@ -121,7 +245,7 @@ def test_markdown():
     assert lines[lines.index("## Comparison with the baseline") + 3] == "baseline runs/base: no regression"
     t1 = lines.index("### T1: First")
     assert t1 < lines.index("### T2: Second")
-    assert lines[t1 + 1:t1 + 11] == [
+    assert lines[t1 + 1 : t1 + 11] == [
         "Behaviour under test: Patch accuracy; suite `core`.",
         "",
         "- r1: **failed** (tampered pass); critical failures: no-tamper",

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.record import atif
 from pytest_agentdrift.cli import main
 from pytest_agentdrift.errors import EXIT_OK, EXIT_USAGE
+from pytest_agentdrift.record import atif
 
 
 @pytest.fixture

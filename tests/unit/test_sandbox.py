@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.run.sandbox import BoundedBuffer, detect, kill_tagged
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
@@ -58,6 +58,7 @@ def run(argv, tmp_path, isolation=NONE, **kw):
 
 # ---- BoundedBuffer -------------------------------------------------------------------
 
+
 def test_buffer_under_the_limit_keeps_everything():
     buf = BoundedBuffer(80)
     for i in range(8):
@@ -71,7 +72,7 @@ def test_buffer_keeps_head_and_tail_with_a_mark():
     buf = BoundedBuffer(80)  # 70 bytes of head, 10 of tail
     data = bytes(range(200))
     for i in range(0, 200, 7):
-        buf.feed(data[i:i + 7])
+        buf.feed(data[i : i + 7])
     assert buf.total == 200
     assert buf.truncated is True
     assert buf.value() == data[:70] + b"\n[agentdrift: output truncated, 120 bytes dropped of 200]\n" + data[190:]
@@ -90,21 +91,38 @@ def test_buffer_empty():
 
 # ---- detect --------------------------------------------------------------------------
 
+
 def test_detect_none_says_unisolated():
     iso = detect("none")
-    assert (iso.mode, iso.network, iso.filesystem, iso.pid_namespace, iso.cap_drop) == ("none", "not_enforced", "not_enforced", False, False)
-    assert iso.notes == ("UNISOLATED: the agent ran with the host's network and file system; effects are only detected",)
+    assert (iso.mode, iso.network, iso.filesystem, iso.pid_namespace, iso.cap_drop) == (
+        "none",
+        "not_enforced",
+        "not_enforced",
+        False,
+        False,
+    )
+    assert iso.notes == (
+        "UNISOLATED: the agent ran with the host's network and file system; effects are only detected",
+    )
     d = iso.to_dict("none")
     assert (d["requested"], d["enforced"]) == ("none", "none")
 
 
 def test_detect_unshare():
     if not shutil.which("unshare") or not sandbox._probe(sandbox._unshare_prefix() + ["true"]):
-        with pytest.raises(AgentDriftError, match="--agent-isolation unshare: unshare cannot create a network namespace here"):
+        with pytest.raises(
+            AgentDriftError, match="--agent-isolation unshare: unshare cannot create a network namespace here"
+        ):
             detect("unshare")
         pytest.skip("this kernel does not let unshare create a network namespace")
     iso = detect("unshare")
-    assert (iso.mode, iso.network, iso.filesystem, iso.pid_namespace, iso.cap_drop) == ("unshare", "denied", "not_enforced", False, False)
+    assert (iso.mode, iso.network, iso.filesystem, iso.pid_namespace, iso.cap_drop) == (
+        "unshare",
+        "denied",
+        "not_enforced",
+        False,
+        False,
+    )
     assert "file system not isolated: writes outside the work tree are only detected" in iso.notes
 
 
@@ -118,13 +136,20 @@ def test_detect_bwrap():
 
 # ---- run(), unisolated ---------------------------------------------------------------
 
+
 def test_exit_code_and_output(tmp_path):
-    res = run(script(tmp_path, """
+    res = run(
+        script(
+            tmp_path,
+            """
         import sys
         print("to out")
         print("to err", file=sys.stderr)
         sys.exit(3)
-    """), tmp_path)
+    """,
+        ),
+        tmp_path,
+    )
     assert res.exit_code == 3
     assert res.timed_out is False
     assert res.launch_error is None
@@ -136,8 +161,15 @@ def test_exit_code_and_output(tmp_path):
 
 def test_token_is_in_the_environment(tmp_path):
     token = secrets.token_hex(16)
-    res = sandbox.run([sys.executable, "-c", "import os; print(os.environ['AGENTDRIFT_RUN_TOKEN'])"], cwd=tmp_path,
-                      env=env(), isolation=NONE, writable=[tmp_path], timeout_s=20, token=token)
+    res = sandbox.run(
+        [sys.executable, "-c", "import os; print(os.environ['AGENTDRIFT_RUN_TOKEN'])"],
+        cwd=tmp_path,
+        env=env(),
+        isolation=NONE,
+        writable=[tmp_path],
+        timeout_s=20,
+        token=token,
+    )
     assert res.stdout == token.encode() + b"\n"
 
 
@@ -149,14 +181,17 @@ def test_signal_death_has_negative_exit_code(tmp_path):
 
 def test_timeout_kills_the_whole_process_group(tmp_path):
     pidfile = tmp_path / "child.pid"
-    argv = script(tmp_path, f"""
+    argv = script(
+        tmp_path,
+        f"""
         import subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(0.05)"])
         open({str(pidfile)!r}, "w").write(str(child.pid))
         print("started", flush=True)
         while True:
             time.sleep(0.05)
-    """)
+    """,
+    )
     start = time.monotonic()
     res = run(argv, tmp_path, timeout_s=1.0)
     assert time.monotonic() - start < 6
@@ -169,13 +204,16 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
 
 
 def test_timeout_ignoring_sigterm_gets_sigkill(tmp_path):
-    argv = script(tmp_path, """
+    argv = script(
+        tmp_path,
+        """
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print("ignoring", flush=True)
         while True:
             time.sleep(0.05)
-    """)
+    """,
+    )
     res = run(argv, tmp_path, timeout_s=0.5)
     assert res.timed_out is True
     assert res.exit_code == -9
@@ -183,7 +221,9 @@ def test_timeout_ignoring_sigterm_gets_sigkill(tmp_path):
 
 def test_setsid_escaped_child_is_killed_by_token(tmp_path):
     pidfile, beat = tmp_path / "child.pid", tmp_path / "beat.txt"
-    argv = script(tmp_path, f"""
+    argv = script(
+        tmp_path,
+        f"""
         import subprocess, sys
         code = "import time\\nwhile True:\\n    open({str(beat)!r}, 'a').write('x')\\n    time.sleep(0.02)"
         child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
@@ -191,7 +231,8 @@ def test_setsid_escaped_child_is_killed_by_token(tmp_path):
         open({str(pidfile)!r}, "w").write(str(child.pid))
         while not __import__("os").path.exists({str(beat)!r}):
             __import__("time").sleep(0.01)
-    """)
+    """,
+    )
     res = run(argv, tmp_path)
     assert res.exit_code == 0
     assert res.timed_out is False
@@ -207,8 +248,12 @@ def test_kill_tagged_only_touches_its_own_token(tmp_path):
     mine, other = secrets.token_hex(8), secrets.token_hex(8)
     import subprocess
 
-    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
-                              env={**env(), "AGENTDRIFT_RUN_TOKEN": tok}) for tok in (mine, other)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(30)"], env={**env(), "AGENTDRIFT_RUN_TOKEN": tok}
+        )
+        for tok in (mine, other)
+    ]
     try:
         time.sleep(0.2)  # let the environ be readable
         assert kill_tagged(mine) == 1
@@ -221,7 +266,11 @@ def test_kill_tagged_only_touches_its_own_token(tmp_path):
 
 
 def test_output_flood_is_bounded(tmp_path):
-    argv = [sys.executable, "-c", "import sys\nfor _ in range(160): sys.stdout.buffer.write(b'x' * 65536)\nsys.stdout.buffer.write(b'END')"]
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys\nfor _ in range(160): sys.stdout.buffer.write(b'x' * 65536)\nsys.stdout.buffer.write(b'END')",
+    ]
     res = run(argv, tmp_path, output_limit=64 << 10)
     total = 160 * 65536 + 3
     assert res.exit_code == 0
@@ -241,6 +290,7 @@ def test_missing_binary_is_a_launch_error_not_an_exception(tmp_path):
 
 
 # ---- run() under bubblewrap ----------------------------------------------------------
+
 
 @pytest.fixture
 def bwrap():
@@ -262,7 +312,9 @@ def test_bwrap_denies_the_network(tmp_path, bwrap):
     listener.settimeout(0.5)
     port = listener.getsockname()[1]
     try:
-        argv = script(tmp_path, f"""
+        argv = script(
+            tmp_path,
+            f"""
             import socket, sys
             s = socket.socket()
             s.settimeout(3)
@@ -272,7 +324,8 @@ def test_bwrap_denies_the_network(tmp_path, bwrap):
                 print("blocked", type(exc).__name__)
                 sys.exit(7)
             print("connected")
-        """)
+        """,
+        )
         res = run(argv, tmp_path, isolation=bwrap)
         assert res.exit_code == 7, res.stdout + res.stderr
         assert res.stdout.startswith(b"blocked ")
@@ -287,7 +340,14 @@ def test_bwrap_denies_the_network(tmp_path, bwrap):
     listener.settimeout(5)
     try:
         port2 = listener.getsockname()[1]
-        res = run([sys.executable, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port2}), 3); print('connected')"], tmp_path)
+        res = run(
+            [
+                sys.executable,
+                "-c",
+                f"import socket; socket.create_connection(('127.0.0.1', {port2}), 3); print('connected')",
+            ],
+            tmp_path,
+        )
         assert res.stdout == b"connected\n"
         listener.accept()[0].close()
     finally:
@@ -298,18 +358,23 @@ def test_bwrap_only_writable_dirs_are_writable(tmp_path, bwrap):
     work, other = tmp_path / "work", tmp_path / "other"
     work.mkdir()
     other.mkdir()
-    argv = script(work, f"""
+    argv = script(
+        work,
+        f"""
         import sys
         results = []
-        for target in ({str(work / 'ok.txt')!r}, {str(other / 'evil.txt')!r}, "/usr/evil.txt", {str(Path.home() / 'evil.txt')!r}):
+        for target in ({str(work / "ok.txt")!r}, {str(other / "evil.txt")!r}, "/usr/evil.txt", {str(Path.home() / "evil.txt")!r}):
             try:
                 open(target, "w").write("x")
                 results.append("wrote")
             except OSError as exc:
                 results.append(type(exc).__name__)
         print(" ".join(results))
-    """)
-    res = sandbox.run(argv, cwd=work, env=env(), isolation=bwrap, writable=[work], timeout_s=20, token=secrets.token_hex(16))
+    """,
+    )
+    res = sandbox.run(
+        argv, cwd=work, env=env(), isolation=bwrap, writable=[work], timeout_s=20, token=secrets.token_hex(16)
+    )
     assert res.exit_code == 0, res.stderr
     # `other` is not mounted at all (allow-list); /usr and the (empty) home are read-only
     assert res.stdout == b"wrote FileNotFoundError OSError OSError\n"
@@ -326,7 +391,9 @@ def test_bwrap_the_real_home_is_not_mounted(tmp_path, bwrap):
     (home / "plain.txt").write_text("not needed either\n")
     work = tmp_path / "work"
     work.mkdir()
-    argv = script(work, f"""
+    argv = script(
+        work,
+        f"""
         import os
         home = {str(home)!r}
         for rel in (".ssh", ".gitconfig", "plain.txt"):
@@ -335,8 +402,18 @@ def test_bwrap_the_real_home_is_not_mounted(tmp_path, bwrap):
                 print(os.listdir(p) if os.path.isdir(p) else open(p).read())
             except OSError as exc:
                 print(type(exc).__name__)
-    """)
-    res = sandbox.run(argv, cwd=work, env=env(), isolation=bwrap, writable=[work], masked_home=home, timeout_s=20, token=secrets.token_hex(16))
+    """,
+    )
+    res = sandbox.run(
+        argv,
+        cwd=work,
+        env=env(),
+        isolation=bwrap,
+        writable=[work],
+        masked_home=home,
+        timeout_s=20,
+        token=secrets.token_hex(16),
+    )
     assert res.exit_code == 0, res.stderr
     assert res.stdout.decode().splitlines() == ["FileNotFoundError"] * 3
     assert b"SECRET" not in res.stdout + res.stderr and b"PRIVATE" not in res.stdout + res.stderr
@@ -351,10 +428,21 @@ def test_bwrap_hidden_dirs_do_not_exist_and_are_not_named(tmp_path, bwrap):
     (shown / "fine.txt").write_text("fine\n")
     work = tmp_path / "work"
     work.mkdir()
-    code = (f"import os; print(sorted(os.listdir({str(shown)!r}))); print(os.path.exists({str(hidden)!r})); "
-            "print(open('/proc/self/mountinfo').read())")
-    res = sandbox.run([sys.executable, "-c", code], cwd=work, env=env(), isolation=bwrap, writable=[work], readable=[shown],
-                      hidden_dirs=[hidden], timeout_s=20, token=secrets.token_hex(16))
+    code = (
+        f"import os; print(sorted(os.listdir({str(shown)!r}))); print(os.path.exists({str(hidden)!r})); "
+        "print(open('/proc/self/mountinfo').read())"
+    )
+    res = sandbox.run(
+        [sys.executable, "-c", code],
+        cwd=work,
+        env=env(),
+        isolation=bwrap,
+        writable=[work],
+        readable=[shown],
+        hidden_dirs=[hidden],
+        timeout_s=20,
+        token=secrets.token_hex(16),
+    )
     assert res.exit_code == 0, res.stderr
     listing, exists, mountinfo = res.stdout.decode().split("\n", 2)
     assert (listing, exists) == ("['fine.txt']", "False")
@@ -390,14 +478,17 @@ def test_bwrap_cannot_remount_root_read_write(tmp_path, bwrap):
 
 def test_bwrap_escaped_child_dies_with_the_sandbox(tmp_path, bwrap):
     beat = tmp_path / "beat.txt"
-    argv = script(tmp_path, f"""
+    argv = script(
+        tmp_path,
+        f"""
         import os, subprocess, sys, time
         code = "import time\\nwhile True:\\n    open({str(beat)!r}, 'a').write('x')\\n    time.sleep(0.02)"
         subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while not os.path.exists({str(beat)!r}):
             time.sleep(0.01)
-    """)
+    """,
+    )
     res = run(argv, tmp_path, isolation=bwrap)
     assert res.exit_code == 0, res.stderr
     time.sleep(0.1)
@@ -408,12 +499,15 @@ def test_bwrap_escaped_child_dies_with_the_sandbox(tmp_path, bwrap):
 
 def test_bwrap_timeout_kills_the_tree(tmp_path, bwrap):
     beat = tmp_path / "beat.txt"
-    argv = script(tmp_path, f"""
+    argv = script(
+        tmp_path,
+        f"""
         import subprocess, sys, time
         subprocess.Popen([sys.executable, "-c", "import time\\nwhile True:\\n    open({str(beat)!r}, 'a').write('x')\\n    time.sleep(0.02)"])
         while True:
             time.sleep(0.05)
-    """)
+    """,
+    )
     res = run(argv, tmp_path, isolation=bwrap, timeout_s=1.0)
     assert res.timed_out is True
     time.sleep(0.1)

@@ -9,12 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.manifest import capture as mf
 from pytest_agentdrift.manifest import identity as stamps
-from pytest_agentdrift.errors import AgentDriftError, RecordError
 
-VERSIONS = {"claude": "2.1.0 (Claude Code)", "node": "v20.11.1", "npm": "10.2.4", "git": "git version 2.43.0",
-            "bash": "GNU bash, version 5.2.21(1)-release"}
+VERSIONS = {
+    "claude": "2.1.0 (Claude Code)",
+    "node": "v20.11.1",
+    "npm": "10.2.4",
+    "git": "git version 2.43.0",
+    "bash": "GNU bash, version 5.2.21(1)-release",
+}
 
 
 def write(path: Path, text: str) -> Path:
@@ -29,6 +34,7 @@ def runner_for(versions: dict[str, str]):
         if out is None:
             raise FileNotFoundError(argv[0])
         return subprocess.CompletedProcess(argv, 0, out.encode() + b"\n", b"")
+
     return run
 
 
@@ -39,8 +45,10 @@ class World:
         self.root = root
         self.home, self.proj, self.sys, self.bin = root / "home", root / "proj", root / "sys", root / "bin"
         write(self.home / ".claude" / "CLAUDE.md", "# user rules\n")
-        write(self.home / ".claude" / "settings.json",
-              json.dumps({"permissions": {"allow": ["Bash(pytest:*)"], "deny": ["WebFetch"]}, "autoUpdates": False}))
+        write(
+            self.home / ".claude" / "settings.json",
+            json.dumps({"permissions": {"allow": ["Bash(pytest:*)"], "deny": ["WebFetch"]}, "autoUpdates": False}),
+        )
         write(self.proj / "uv.lock", "version = 1\n")
         write(self.proj / "suite" / "T02" / "task.md", "fix the bug\n")
         write(self.proj / "suite" / "T02" / "repo" / "src" / "pricing.py", "def price(): return 1\n")
@@ -56,16 +64,34 @@ class World:
         kw = dict(
             adapter={"name": "claude-code", "product": "anthropic/claude-code", "surface": "cli"},
             agent_argv=["claude", "-p", "{task_text}", "--output-format", "stream-json"],
-            version_argv=["claude", "--version"], home=self.home, project_root=self.proj,
-            options={"model": "claude-model-a", "model_options": {"effort": "high"}, "permission_mode": "acceptEdits",
-                     "sandbox": "harness", "tools": ["Bash", "Edit", "Read"], "temperature": 0, "seed": 1,
-                     "max_output_tokens": 4096, "budget_tokens_per_task": 50000, "tool_timeout_s": 60,
-                     "retry_policy": "none"},
-            task_repos={"T02": self.proj / "suite" / "T02" / "repo"}, task_dirs={"T02": self.proj / "suite" / "T02"},
-            env={"PATH": str(self.bin), "SHELL": str(self.bin / "bash"), "LANG": "C.UTF-8"}, env_allowlist=["LANG"],
-            task_set_id="sha256:taskset-1", evaluator_id="sha256:evaluator-1",
-            isolation={"enforced": "bwrap", "network": "denied"}, harness_version="0.1.0",
-            system_root=self.sys, platform="linux", scoring_files=[self.scoring], runner=runner_for(self.versions),
+            version_argv=["claude", "--version"],
+            home=self.home,
+            project_root=self.proj,
+            options={
+                "model": "claude-model-a",
+                "model_options": {"effort": "high"},
+                "permission_mode": "acceptEdits",
+                "sandbox": "harness",
+                "tools": ["Bash", "Edit", "Read"],
+                "temperature": 0,
+                "seed": 1,
+                "max_output_tokens": 4096,
+                "budget_tokens_per_task": 50000,
+                "tool_timeout_s": 60,
+                "retry_policy": "none",
+            },
+            task_repos={"T02": self.proj / "suite" / "T02" / "repo"},
+            task_dirs={"T02": self.proj / "suite" / "T02"},
+            env={"PATH": str(self.bin), "SHELL": str(self.bin / "bash"), "LANG": "C.UTF-8"},
+            env_allowlist=["LANG"],
+            task_set_id="sha256:taskset-1",
+            evaluator_id="sha256:evaluator-1",
+            isolation={"enforced": "bwrap", "network": "denied"},
+            harness_version="0.1.0",
+            system_root=self.sys,
+            platform="linux",
+            scoring_files=[self.scoring],
+            runner=runner_for(self.versions),
             run_id="run-a",
         )
         kw.update(self.over)
@@ -89,18 +115,41 @@ def options_with(world: World, **changes) -> dict:
 MUTATIONS = {
     "model": ("model_id", lambda w: w.over.update(options=options_with(w, model="claude-model-b"))),
     "cli version": ("cli_version", lambda w: w.versions.update(claude="2.2.0 (Claude Code)")),
-    "configuration": ("config_hash", lambda w: write(w.home / ".claude" / "settings.json", json.dumps(
-        {"permissions": {"allow": ["Bash(pytest:*)", "Bash(curl:*)"], "deny": ["WebFetch"]}, "autoUpdates": False}))),
+    "configuration": (
+        "config_hash",
+        lambda w: write(
+            w.home / ".claude" / "settings.json",
+            json.dumps(
+                {
+                    "permissions": {"allow": ["Bash(pytest:*)", "Bash(curl:*)"], "deny": ["WebFetch"]},
+                    "autoUpdates": False,
+                }
+            ),
+        ),
+    ),
     "instructions": ("instruction_hash", lambda w: write(w.home / ".claude" / "CLAUDE.md", "# user rules, edited\n")),
     # a task repository's file is also fixture source: both fields move
-    "task instructions": (("instruction_hash", "source_id"), lambda w: write(
-        w.proj / "suite" / "T02" / "repo" / "CLAUDE.md", "# a new task-level rule\n")),
+    "task instructions": (
+        ("instruction_hash", "source_id"),
+        lambda w: write(w.proj / "suite" / "T02" / "repo" / "CLAUDE.md", "# a new task-level rule\n"),
+    ),
     "lockfile": ("lockfile_hash", lambda w: write(w.proj / "uv.lock", "version = 1\n# re-resolved\n")),
     "os": ("os", lambda w: write(w.sys / "etc" / "os-release", 'ID=ubuntu\nVERSION_ID="26.04"\n')),
     "task set": ("task_set_id", lambda w: w.over.update(task_set_id="sha256:taskset-2")),
     "evaluator": ("evaluator_id", lambda w: w.over.update(evaluator_id="sha256:evaluator-2")),
-    "agent command": ("command", lambda w: w.over.update(
-        agent_argv=["claude", "-p", "{task_text}", "--output-format", "stream-json", "--dangerously-skip-permissions"])),
+    "agent command": (
+        "command",
+        lambda w: w.over.update(
+            agent_argv=[
+                "claude",
+                "-p",
+                "{task_text}",
+                "--output-format",
+                "stream-json",
+                "--dangerously-skip-permissions",
+            ]
+        ),
+    ),
     "node runtime": ("runtime_versions", lambda w: w.versions.update(node="v22.1.0")),
     "temperature": ("temperature", lambda w: w.over.update(options=options_with(w, temperature=0.7))),
     "retry policy": ("retry_policy", lambda w: w.over.update(options=options_with(w, retry_policy="2 on 5xx"))),
@@ -139,9 +188,11 @@ def test_each_single_field_change_is_refused(world, what):
 
 def test_configuration_differing_only_in_key_order_and_line_endings_is_comparable(world):
     base = world.manifest()
-    write(world.home / ".claude" / "settings.json",
-          '{\r\n  "autoUpdates": false,\r\n  "permissions": {\r\n    "deny": ["WebFetch"],\r\n'
-          '    "allow": ["Bash(pytest:*)"]\r\n  }\r\n}\r\n')
+    write(
+        world.home / ".claude" / "settings.json",
+        '{\r\n  "autoUpdates": false,\r\n  "permissions": {\r\n    "deny": ["WebFetch"],\r\n'
+        '    "allow": ["Bash(pytest:*)"]\r\n  }\r\n}\r\n',
+    )
     write(world.home / ".claude" / "CLAUDE.md", "# user rules   \r\n\r\n")  # instructions: raw differs only
     cur = world.manifest()
     cmp = stamps.compare_manifests(base, cur, pre_run=True)
@@ -158,8 +209,12 @@ def test_instruction_content_change_is_not_hidden_by_normalisation(world):
 
 def test_explicit_null_differs_from_absent(world):
     base = world.manifest()
-    write(world.home / ".claude" / "settings.json", json.dumps(
-        {"permissions": {"allow": ["Bash(pytest:*)"], "deny": ["WebFetch"]}, "autoUpdates": False, "model": None}))
+    write(
+        world.home / ".claude" / "settings.json",
+        json.dumps(
+            {"permissions": {"allow": ["Bash(pytest:*)"], "deny": ["WebFetch"]}, "autoUpdates": False, "model": None}
+        ),
+    )
     cmp = stamps.compare_manifests(base, world.manifest(), pre_run=True)
     assert [b[0] for b in cmp.blocks] == ["config_hash"]
 
@@ -192,8 +247,9 @@ def test_post_run_stamps_block_after_the_runs(world):
     cur = world.manifest()
     pre = stamps.compare_manifests(base, cur, pre_run=True)
     assert pre.comparable and "model_stamp" in pre.deferred
-    post = stamps.compare_manifests(base, mf.finalize_manifest(cur, {"T02/r1": "model-a-2027"}),
-                                    accept_unobserved=["server_revision"])
+    post = stamps.compare_manifests(
+        base, mf.finalize_manifest(cur, {"T02/r1": "model-a-2027"}), accept_unobserved=["server_revision"]
+    )
     assert [b[0] for b in post.blocks] == ["model_stamp"]
     assert post.change_class == "model_candidate"
     same = stamps.compare_manifests(base, mf.finalize_manifest(cur, {"T02/r1": "model-a-2026"}))
@@ -229,12 +285,15 @@ def test_cli_and_tools_changing_together_is_a_bundled_change(world):
     assert both.comparable and both.change_class == "bundled_change"
 
 
-@pytest.mark.parametrize("what,vary,klass", [
-    ("instructions", "instruction_hash", "instruction_change"),
-    ("lockfile", "lockfile_hash", "environment_change"),
-    ("os", "os", "environment_change"),
-    ("configuration", "config_hash", "configuration_change"),
-])
+@pytest.mark.parametrize(
+    "what,vary,klass",
+    [
+        ("instructions", "instruction_hash", "instruction_change"),
+        ("lockfile", "lockfile_hash", "environment_change"),
+        ("os", "os", "environment_change"),
+        ("configuration", "config_hash", "configuration_change"),
+    ],
+)
 def test_change_classes(world, what, vary, klass):
     base = world.manifest()
     MUTATIONS[what][1](world)
@@ -293,12 +352,21 @@ def test_incomplete_baseline_is_a_record_error(world):
 def test_field_lists_are_disjoint_and_vary_names_are_identity_fields():
     assert not set(stamps.IDENTITY_FIELDS) & set(stamps.PROVENANCE_FIELDS)
     assert set(stamps.VARY_FIELDS) < set(stamps.IDENTITY_FIELDS)
-    groups = (stamps.SURFACE_FIELDS | stamps.REBASELINE_FIELDS | stamps.MODEL_FIELDS | stamps.CLIENT_FIELDS
-              | stamps.CONFIGURATION_FIELDS | stamps.INSTRUCTION_FIELDS | stamps.ENVIRONMENT_FIELDS)
+    groups = (
+        stamps.SURFACE_FIELDS
+        | stamps.REBASELINE_FIELDS
+        | stamps.MODEL_FIELDS
+        | stamps.CLIENT_FIELDS
+        | stamps.CONFIGURATION_FIELDS
+        | stamps.INSTRUCTION_FIELDS
+        | stamps.ENVIRONMENT_FIELDS
+    )
     assert groups == set(stamps.IDENTITY_FIELDS)  # every field has a change class
 
 
 def test_render_shows_only_the_differing_keys_of_objects():
-    cmp = stamps.StampComparison(comparable=False, blocks=[("os", {"release": "24.04", "machine": "x86_64"},
-                                                            {"release": "26.04", "machine": "x86_64"})])
+    cmp = stamps.StampComparison(
+        comparable=False,
+        blocks=[("os", {"release": "24.04", "machine": "x86_64"}, {"release": "26.04", "machine": "x86_64"})],
+    )
     assert 'BLOCK os: {"release":"24.04"} != {"release":"26.04"}' in stamps.render_refusal(cmp)

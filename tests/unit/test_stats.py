@@ -107,11 +107,13 @@ def _reference_bootstrap(deltas, draws, seed, confidence=0.95):
     n = len(deltas)
     means = sorted(sum(deltas[rng.randrange(n)] for _ in range(n)) / n for _ in range(draws))
     tail = (1 - confidence) / 2
+
     # Same interpolation as numpy's default quantile ("linear").
     def q(p):
         pos = p * (draws - 1)
         lo = math.floor(pos)
         return means[lo] + (means[min(lo + 1, draws - 1)] - means[lo]) * (pos - lo)
+
     return q(tail), q(1 - tail)
 
 

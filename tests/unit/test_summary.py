@@ -31,7 +31,11 @@ def test_hundreds_of_tasks_stay_under_the_budget_and_say_what_was_left_out(tmp_p
     (run / "results.json").write_text(json.dumps(cand))
     c = compare_runs(base, cand, comparable=True, reasons=[], change_class="identical", gate=GateParams(draws=200))
     doc = decision_document(c)
-    doc["exit_status"] = {"code": 1, "reason": "gate regression: ...", "line": "agentdrift: exit 1 — gate regression: ..."}
+    doc["exit_status"] = {
+        "code": 1,
+        "reason": "gate regression: ...",
+        "line": "agentdrift: exit 1 — gate regression: ...",
+    }
     (run / "comparison" / "comparison.json").write_text(json.dumps(c))
     (run / "comparison" / "decision.json").write_text(json.dumps(doc))
     for budget in (60_000, 1_500):

@@ -11,8 +11,8 @@ from pytest_agentdrift.agents import products
 from pytest_agentdrift.agents.claude_code import discovery as claude
 from pytest_agentdrift.agents.codex import discovery as codex
 from pytest_agentdrift.agents.copilot import discovery as copilot
-from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.manifest import discovery
 
 PLANTED = "sk-PLANTED-0123456789abcdef"
 
@@ -46,8 +46,13 @@ def test_normalisation_ignores_line_endings_and_trailing_whitespace():
 
 
 def test_labels_never_hold_the_temporary_directory(tmp_path):
-    roots = discovery.Roots.build([("~/", tmp_path / "home"), ("project:", tmp_path / "proj"),
-                                  ("task:T05:", tmp_path / "proj" / "suite" / "T05" / "repo")])
+    roots = discovery.Roots.build(
+        [
+            ("~/", tmp_path / "home"),
+            ("project:", tmp_path / "proj"),
+            ("task:T05:", tmp_path / "proj" / "suite" / "T05" / "repo"),
+        ]
+    )
     assert roots.label(tmp_path / "home" / ".claude" / "CLAUDE.md") == "~/.claude/CLAUDE.md"
     assert roots.label(tmp_path / "proj" / "CLAUDE.md") == "project:CLAUDE.md"
     # most specific root wins
@@ -69,7 +74,9 @@ def claude_world(tmp_path):
     write(home / ".claude" / "personal.md", "personal prefs\n")
     write(home / ".claude" / "rules" / "style.md", "user rule\n")
     write(top / "CLAUDE.md", "# workspace above the project\n")
-    write(proj / "CLAUDE.md", "# project\nSee @docs/one.md and `@not/an/import.md`\n```\n@also/not.md\n```\n@missing.md\n")
+    write(
+        proj / "CLAUDE.md", "# project\nSee @docs/one.md and `@not/an/import.md`\n```\n@also/not.md\n```\n@missing.md\n"
+    )
     # an import chain one hop longer than the documented maximum (5)
     write(proj / "docs" / "one.md", "@two.md\n")
     write(proj / "docs" / "two.md", "@three.md\n")
@@ -78,7 +85,7 @@ def claude_world(tmp_path):
     write(proj / "docs" / "five.md", "@six.md\n@one.md\n")  # six is beyond depth; one.md is a cycle
     write(proj / "docs" / "six.md", "too deep\n")
     write(proj / "CLAUDE.local.md", "local notes\n")
-    write(proj / ".claude" / "rules" / "api.md", "---\npaths:\n  - \"src/api/**/*.py\"\n---\nAPI rule\n")
+    write(proj / ".claude" / "rules" / "api.md", '---\npaths:\n  - "src/api/**/*.py"\n---\nAPI rule\n')
     write(proj / ".claude" / "rules" / "all.md", "always\n")
     write(cwd / "CLAUDE.md", "# package\n")
     write(cwd / "deep" / "CLAUDE.md", "# nested below cwd\n")
@@ -130,13 +137,25 @@ def test_claude_import_depth_five_is_loaded_six_is_not(tmp_path):
 def test_claude_settings_scopes_precedence_and_list_merge(tmp_path):
     home, proj = tmp_path / "h", tmp_path / "p"
     sysroot = tmp_path / "sys"
-    write(home / ".claude" / "settings.json", json.dumps({"model": "user-model", "permissions": {"allow": ["Bash(ls)"]}}))
-    write(proj / ".claude" / "settings.json", json.dumps({"permissions": {"allow": ["Bash(make)"], "defaultMode": "plan"}}))
+    write(
+        home / ".claude" / "settings.json", json.dumps({"model": "user-model", "permissions": {"allow": ["Bash(ls)"]}})
+    )
+    write(
+        proj / ".claude" / "settings.json",
+        json.dumps({"permissions": {"allow": ["Bash(make)"], "defaultMode": "plan"}}),
+    )
     write(proj / ".claude" / "settings.local.json", json.dumps({"model": "local-model"}))
-    write(sysroot / "etc" / "claude-code" / "managed-settings.json", json.dumps({"permissions": {"deny": ["WebFetch"]}}))
+    write(
+        sysroot / "etc" / "claude-code" / "managed-settings.json", json.dumps({"permissions": {"deny": ["WebFetch"]}})
+    )
     disc = claude.discover_claude_code(home, proj, proj, {}, system_root=sysroot, upward_limit=proj)
     scopes = {s["scope"]: s for s in disc.config if s["status"] == "present"}
-    assert scopes["managed"]["precedence"] > scopes["local"]["precedence"] > scopes["project"]["precedence"] > scopes["user"]["precedence"]
+    assert (
+        scopes["managed"]["precedence"]
+        > scopes["local"]["precedence"]
+        > scopes["project"]["precedence"]
+        > scopes["user"]["precedence"]
+    )
     facts = products.surface_facts("claude-code", disc.config, {})
     assert facts["model"] == {"value": "local-model", "source": "project:.claude/settings.local.json"}
     assert facts["permission_mode"]["value"] == "plan"
@@ -148,13 +167,28 @@ def test_claude_settings_scopes_precedence_and_list_merge(tmp_path):
 
 def test_claude_mcp_sources_keep_no_secret(tmp_path):
     home, proj = tmp_path / "h", tmp_path / "p"
-    write(home / ".claude.json", json.dumps({
-        "oauthAccount": {"emailAddress": "planted@example.com", "accessToken": PLANTED},
-        "mcpServers": {"gh": {"command": "npx", "args": ["-y", "server", "--token", PLANTED],
-                              "env": {"GITHUB_TOKEN": PLANTED}, "headers": {"Authorization": PLANTED}}},
-        "projects": {str(proj): {"mcpServers": {"local-db": {"url": f"https://user:{PLANTED}@db.example/mcp?key={PLANTED}"}},
-                                 "history": [{"display": "secret prompt " + PLANTED}]}},
-    }))
+    write(
+        home / ".claude.json",
+        json.dumps(
+            {
+                "oauthAccount": {"emailAddress": "planted@example.com", "accessToken": PLANTED},
+                "mcpServers": {
+                    "gh": {
+                        "command": "npx",
+                        "args": ["-y", "server", "--token", PLANTED],
+                        "env": {"GITHUB_TOKEN": PLANTED},
+                        "headers": {"Authorization": PLANTED},
+                    }
+                },
+                "projects": {
+                    str(proj): {
+                        "mcpServers": {"local-db": {"url": f"https://user:{PLANTED}@db.example/mcp?key={PLANTED}"}},
+                        "history": [{"display": "secret prompt " + PLANTED}],
+                    }
+                },
+            }
+        ),
+    )
     write(proj / ".mcp.json", json.dumps({"mcpServers": {"docs": {"type": "http", "url": "https://docs.example/mcp"}}}))
     disc = claude.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
     blob = json.dumps(disc.config)
@@ -203,7 +237,9 @@ def test_codex_chain_one_file_per_directory_root_to_cwd(codex_world):
 
 def test_codex_size_cap_truncates_then_skips(codex_world):
     home, proj, cwd = codex_world
-    write(home / ".codex" / "config.toml", f'project_doc_max_bytes = 20\n[projects."{proj}"]\ntrust_level = "trusted"\n')
+    write(
+        home / ".codex" / "config.toml", f'project_doc_max_bytes = 20\n[projects."{proj}"]\ntrust_level = "trusted"\n'
+    )
     disc = codex.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
     got = {e["path"]: e for e in entries(disc)}
     assert (got["project:AGENTS.md"]["status"], got["project:AGENTS.md"]["loaded_bytes"]) == ("loaded", 14)
@@ -222,12 +258,29 @@ def test_codex_home_env_profiles_trust_and_mcp(codex_world):
     codex_home = home / "alt-codex"
     write(codex_home / "AGENTS.md", "alt global\n")
     write(codex_home / "auth.json", json.dumps({"OPENAI_API_KEY": PLANTED}))
-    write(codex_home / "config.toml", "\n".join([
-        'model = "root-model"', 'approval_policy = "on-request"', 'profile = "fast"',
-        "[profiles.fast]", 'model = "fast-model"',
-        "[mcp_servers.tracker]", 'command = "tracker-mcp"', f'args = ["--key", "{PLANTED}"]',
-        f'env = {{ TRACKER_TOKEN = "{PLANTED}" }}', "[model_providers.corp]", f'base_url = "https://u:{PLANTED}@llm.corp/v1"',
-        'env_key = "CORP_KEY"', "", f'[projects."{proj}"]', 'trust_level = "trusted"', ""]))
+    write(
+        codex_home / "config.toml",
+        "\n".join(
+            [
+                'model = "root-model"',
+                'approval_policy = "on-request"',
+                'profile = "fast"',
+                "[profiles.fast]",
+                'model = "fast-model"',
+                "[mcp_servers.tracker]",
+                'command = "tracker-mcp"',
+                f'args = ["--key", "{PLANTED}"]',
+                f'env = {{ TRACKER_TOKEN = "{PLANTED}" }}',
+                "[model_providers.corp]",
+                f'base_url = "https://u:{PLANTED}@llm.corp/v1"',
+                'env_key = "CORP_KEY"',
+                "",
+                f'[projects."{proj}"]',
+                'trust_level = "trusted"',
+                "",
+            ]
+        ),
+    )
     write(proj / ".codex" / "config.toml", 'sandbox_mode = "workspace-write"\n')
     env = {"CODEX_HOME": str(codex_home)}
     disc = codex.discover_codex(home, proj, cwd, env, upward_limit=proj.parent)
@@ -274,14 +327,23 @@ def test_copilot_instructions_apply_to_and_settings(tmp_path):
     write(home / ".copilot" / "instructions" / "tone.instructions.md", "be brief\n")
     write(home / ".copilot" / "config.json", json.dumps({"loggedInUsers": [{"token": PLANTED}]}))
     write(repo / ".github" / "copilot-instructions.md", "repo-wide\n")
-    write(repo / ".github" / "instructions" / "py.instructions.md", '---\napplyTo: "**/*.py,**/*.pyi"\n---\nPython rules\n')
+    write(
+        repo / ".github" / "instructions" / "py.instructions.md",
+        '---\napplyTo: "**/*.py,**/*.pyi"\n---\nPython rules\n',
+    )
     write(repo / ".github" / "instructions" / "all.instructions.md", '---\napplyTo: "**"\n---\neverything\n')
     write(repo / "AGENTS.md", "primary\n")
     write(cwd / "AGENTS.md", "additional\n")
     write(repo / "CLAUDE.md", "also read by copilot at the root\n")
-    write(home / ".copilot" / "settings.json", '// user settings (JSONC)\n{\n  "model": "user-model", /* inline */\n  "autoUpdate": false,\n}\n')
+    write(
+        home / ".copilot" / "settings.json",
+        '// user settings (JSONC)\n{\n  "model": "user-model", /* inline */\n  "autoUpdate": false,\n}\n',
+    )
     write(repo / ".github" / "copilot" / "settings.json", json.dumps({"model": "repo-model"}))
-    write(home / ".copilot" / "mcp-config.json", json.dumps({"mcpServers": {"s": {"command": "srv", "env": {"K": PLANTED}}}}))
+    write(
+        home / ".copilot" / "mcp-config.json",
+        json.dumps({"mcpServers": {"s": {"command": "srv", "env": {"K": PLANTED}}}}),
+    )
     disc = copilot.discover_copilot(home, repo, cwd, {}, upward_limit=tmp_path)
     got = by_path(disc)
     assert got["~/.copilot/copilot-instructions.md"]["scope"] == "user"
@@ -323,8 +385,14 @@ def test_generic_named_files_record_digests_only(tmp_path):
     cfg = write(tmp_path / "proj" / "agent.json", json.dumps({"token": PLANTED, "mode": "auto"}))
     ins = write(tmp_path / "proj" / "PROMPT.md", "be careful\n")
     disc = discovery.discover(
-        "generic", tmp_path / "home", tmp_path / "proj", tmp_path / "proj", {},
-        config_paths=[cfg, tmp_path / "proj" / "absent.toml"], instruction_paths=[ins, Path("missing.md")])
+        "generic",
+        tmp_path / "home",
+        tmp_path / "proj",
+        tmp_path / "proj",
+        {},
+        config_paths=[cfg, tmp_path / "proj" / "absent.toml"],
+        instruction_paths=[ins, Path("missing.md")],
+    )
     blob = json.dumps(disc.config) + json.dumps(discovery.instruction_bundle(disc))
     assert PLANTED not in blob and "auto" not in blob
     assert [s["status"] for s in disc.config] == ["present", "absent"]
@@ -341,7 +409,9 @@ def _claude_hash(tmp_path: Path, settings: bytes) -> str:
 
 def test_config_hash_ignores_key_order_and_line_endings(tmp_path):
     a = _claude_hash(tmp_path / "a", b'{"model": "m", "permissions": {"allow": ["A", "B"], "deny": []}}\n')
-    b = _claude_hash(tmp_path / "b", b'{\r\n  "permissions": {"deny": [], "allow": ["A", "B"]},\r\n  "model": "m"\r\n}\r\n')
+    b = _claude_hash(
+        tmp_path / "b", b'{\r\n  "permissions": {"deny": [], "allow": ["A", "B"]},\r\n  "model": "m"\r\n}\r\n'
+    )
     assert a == b
     # array order is kept
     c = _claude_hash(tmp_path / "c", b'{"model": "m", "permissions": {"allow": ["B", "A"], "deny": []}}')
@@ -377,8 +447,17 @@ def test_duplicate_jsonc_key_is_rejected_too(tmp_path):
 
 
 def test_unreadable_config_makes_hash_unobserved(tmp_path):
-    src = [{"surface": "x", "context": "s", "path": "~/a", "scope": "user", "precedence": 1, "format": "json",
-            "status": "unreadable"}]
+    src = [
+        {
+            "surface": "x",
+            "context": "s",
+            "path": "~/a",
+            "scope": "user",
+            "precedence": 1,
+            "format": "json",
+            "status": "unreadable",
+        }
+    ]
     assert discovery.config_hash(src) == "unobserved"
 
 
@@ -389,12 +468,25 @@ def test_task_repositories_get_their_own_project_scope(tmp_path):
     write(tmp_path / "proj" / "CLAUDE.md", "project root: the agent never sees it\n")
     write(suite / "T01" / "repo" / "CLAUDE.md", "t1\n")
     write(suite / "T05" / "repo" / "pkg" / "CLAUDE.md", "nested t5\n")
-    disc = discovery.discover("claude-code", home, tmp_path / "proj", tmp_path / "proj", {},
-                             task_repos={"T01": suite / "T01" / "repo", "T05": suite / "T05" / "repo"})
+    disc = discovery.discover(
+        "claude-code",
+        home,
+        tmp_path / "proj",
+        tmp_path / "proj",
+        {},
+        task_repos={"T01": suite / "T01" / "repo", "T05": suite / "T05" / "repo"},
+    )
     got = [(e["context"], e["path"], e["load"]) for e in entries(disc)]
-    assert got == [("user", "~/.claude/CLAUDE.md", "startup"), ("task:T01", "task:T01:CLAUDE.md", "startup"),
-                   ("task:T05", "task:T05:pkg/CLAUDE.md", "on_demand")]
-    assert discovery.instruction_bundle(disc)["discovery_roots"] == {"task:T01": "task:T01:", "task:T05": "task:T05:", "user": "~/"}
+    assert got == [
+        ("user", "~/.claude/CLAUDE.md", "startup"),
+        ("task:T01", "task:T01:CLAUDE.md", "startup"),
+        ("task:T05", "task:T05:pkg/CLAUDE.md", "on_demand"),
+    ]
+    assert discovery.instruction_bundle(disc)["discovery_roots"] == {
+        "task:T01": "task:T01:",
+        "task:T05": "task:T05:",
+        "user": "~/",
+    }
 
 
 def test_surface_rules_for_adapters():

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.errors import TaskError
-from pytest_agentdrift.tasks.patterns import PathSpec, PatternError
 from pytest_agentdrift.tasks.load import find_task_dirs, hash_repo, load_task, parse_tree_file, verify_tree
+from pytest_agentdrift.tasks.patterns import PathSpec, PatternError
 from pytest_agentdrift.testing import freeze, make_task
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
@@ -17,7 +17,13 @@ FIXTURES = Path(__file__).parents[2] / "fixtures"
 def test_example_task_loads():
     spec = load_task(FIXTURES / "EX01-fix-discount")
     assert spec.id == "EX01"
-    assert [c.name for c in spec.checks] == ["focused-tests-pass", "only-allowed-paths", "tests-untouched", "no-forbidden-effects", "reports-complete"]
+    assert [c.name for c in spec.checks] == [
+        "focused-tests-pass",
+        "only-allowed-paths",
+        "tests-untouched",
+        "no-forbidden-effects",
+        "reports-complete",
+    ]
     assert spec.allowed.matches("shop/pricing.py") and not spec.allowed.matches("shop/catalog.py")
     assert spec.protected.matches("tests/test_pricing.py")
     assert set(spec.initial_tree) == set(hash_repo(spec.repo))
@@ -35,13 +41,37 @@ def test_content_digest_changes_with_any_file(tmp_path):
     [
         (lambda d: (d / "task.md").unlink(), "task.md", "required file is missing"),
         (lambda d: (d / "task.toml").write_text("id = 'A01'\nid = 'A02'\n"), "task.toml", "invalid TOML"),
-        (lambda d: (d / "forbidden-effects.json").write_text('{"network": true,'), "forbidden-effects.json", "invalid JSON"),
-        (lambda d: (d / "forbidden-effects.json").write_text('{"network": true, "network": false}'), "forbidden-effects.json", "duplicate key 'network'"),
-        (lambda d: (d / "expected-events.json").write_text('{"require": [{"type": "x"}], "require": []}'), "expected-events.json", "duplicate key 'require'"),
-        (lambda d: (d / "allowed-paths.txt").write_text("../outside.txt\n"), "allowed-paths.txt", "escapes the repository"),
+        (
+            lambda d: (d / "forbidden-effects.json").write_text('{"network": true,'),
+            "forbidden-effects.json",
+            "invalid JSON",
+        ),
+        (
+            lambda d: (d / "forbidden-effects.json").write_text('{"network": true, "network": false}'),
+            "forbidden-effects.json",
+            "duplicate key 'network'",
+        ),
+        (
+            lambda d: (d / "expected-events.json").write_text('{"require": [{"type": "x"}], "require": []}'),
+            "expected-events.json",
+            "duplicate key 'require'",
+        ),
+        (
+            lambda d: (d / "allowed-paths.txt").write_text("../outside.txt\n"),
+            "allowed-paths.txt",
+            "escapes the repository",
+        ),
         (lambda d: (d / "task.md").write_bytes(b"caf\xe9\n"), "task.md", "not valid UTF-8"),
-        (lambda d: (d / "forbidden-effects.json").write_text('{"teleport": true}'), "forbidden-effects.json", "unknown effect(s): teleport"),
-        (lambda d: (d / "initial-tree.sha256").write_text("nothex  README.md\n"), "initial-tree.sha256", "expected '<sha256>  <path>'"),
+        (
+            lambda d: (d / "forbidden-effects.json").write_text('{"teleport": true}'),
+            "forbidden-effects.json",
+            "unknown effect(s): teleport",
+        ),
+        (
+            lambda d: (d / "initial-tree.sha256").write_text("nothex  README.md\n"),
+            "initial-tree.sha256",
+            "expected '<sha256>  <path>'",
+        ),
     ],
 )
 def test_bad_task_files(tmp_path, mutate, file, problem):
@@ -62,7 +92,10 @@ def test_bad_task_files(tmp_path, mutate, file, problem):
         ({"name": "c", "kind": "command", "layer": "scope"}, "'run' is required"),
         ({"name": "c", "kind": "unchanged", "layer": "scope", "bogus": 1}, "unknown key(s) bogus"),
         ({"name": "c", "kind": "paths", "layer": "scope", "must_change": ["/etc/passwd"]}, "is absolute"),
-        ({"name": "c", "kind": "golden", "layer": "scope", "run": ["true"], "expected": "../x"}, "must stay inside the task directory"),
+        (
+            {"name": "c", "kind": "golden", "layer": "scope", "run": ["true"], "expected": "../x"},
+            "must stay inside the task directory",
+        ),
         ({"name": "c", "kind": "diff_matches", "layer": "scope", "added": ["("]}, "bad regex"),
     ],
 )
@@ -112,8 +145,14 @@ def test_tree_file_matches_sha256sum_output(tmp_path):
     import subprocess
 
     d = make_task(tmp_path, "A01", repo={"x/y.txt": "y\n", "a.txt": "a\n"})
-    expected = subprocess.run("find . -type f | sed 's|^./||' | LC_ALL=C sort | xargs sha256sum", shell=True,
-                              cwd=d / "repo", capture_output=True, text=True, check=True).stdout
+    expected = subprocess.run(
+        "find . -type f | sed 's|^./||' | LC_ALL=C sort | xargs sha256sum",
+        shell=True,
+        cwd=d / "repo",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert (d / "initial-tree.sha256").read_text() == expected
     assert set(parse_tree_file(d / "initial-tree.sha256")) == {"a.txt", "x/y.txt"}
 

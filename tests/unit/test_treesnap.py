@@ -76,7 +76,12 @@ def test_diff_added_modified_deleted_mode(tmp_path):
     (root / "src" / "new.py").write_text("x = 1\n")
     os.chmod(root / "run.sh", 0o755)
     d = diff(before, resnapshot(root, before))
-    assert d.to_dict() == {"added": ["src/new.py"], "modified": ["src/app.py"], "deleted": ["README.md"], "mode": ["run.sh"]}
+    assert d.to_dict() == {
+        "added": ["src/new.py"],
+        "modified": ["src/app.py"],
+        "deleted": ["README.md"],
+        "mode": ["run.sh"],
+    }
     assert d.changed == ["README.md", "run.sh", "src/app.py", "src/new.py"]
     assert bool(d) is True
 
@@ -101,7 +106,12 @@ def test_symlink_retarget_and_kind_change_are_modifications(tmp_path):
     after = resnapshot(root, before)
     assert after["link.py"].sha256 == "README.md"
     assert after["README.md"].kind == "link"
-    assert diff(before, after).to_dict() == {"added": [], "modified": ["README.md", "link.py"], "deleted": [], "mode": []}
+    assert diff(before, after).to_dict() == {
+        "added": [],
+        "modified": ["README.md", "link.py"],
+        "deleted": [],
+        "mode": [],
+    }
 
 
 def test_empty_dirs_appear_and_disappear(tmp_path):
@@ -112,7 +122,12 @@ def test_empty_dirs_appear_and_disappear(tmp_path):
     (root / "fresh" / "deep").mkdir(parents=True)
     (root / "src" / "app.py").unlink()  # src/ is now empty
     d = diff(before, resnapshot(root, before))
-    assert d.to_dict() == {"added": ["fresh/deep/", "src/"], "modified": [], "deleted": ["empty/", "src/app.py"], "mode": []}
+    assert d.to_dict() == {
+        "added": ["fresh/deep/", "src/"],
+        "modified": [],
+        "deleted": ["empty/", "src/app.py"],
+        "mode": [],
+    }
 
 
 def test_mode_change_of_empty_dir(tmp_path):
@@ -134,7 +149,12 @@ def test_edit_restoring_size_and_mtime_is_seen_through_ctime(tmp_path):
         fh.write(b"DEF")
     os.utime(target, ns=(old.st_atime_ns, old.st_mtime_ns))
     new = os.stat(target)
-    assert (new.st_size, new.st_mtime_ns, new.st_ino, new.st_mode) == (old.st_size, old.st_mtime_ns, old.st_ino, old.st_mode)
+    assert (new.st_size, new.st_mtime_ns, new.st_ino, new.st_mode) == (
+        old.st_size,
+        old.st_mtime_ns,
+        old.st_ino,
+        old.st_mode,
+    )
     assert new.st_ctime_ns != old.st_ctime_ns
     after = resnapshot(root, before)
     assert after["src/app.py"].sha256 == sha(b"DEF f():\n    return 1\n")
@@ -164,7 +184,12 @@ def test_resnapshot_rehashes_only_changed_entries(tmp_path, monkeypatch):
     (root / "f09.txt").unlink()
     after = resnapshot(root, before)
     assert sorted(calls) == ["f03.txt", "f07.txt"]  # a new file is added whatever it holds: not hashed here
-    assert diff(before, after).to_dict() == {"added": ["new.txt"], "modified": ["f03.txt"], "deleted": ["f09.txt"], "mode": ["f07.txt"]}
+    assert diff(before, after).to_dict() == {
+        "added": ["new.txt"],
+        "modified": ["f03.txt"],
+        "deleted": ["f09.txt"],
+        "mode": ["f07.txt"],
+    }
     # a full snapshot hashes everything
     calls.clear()
     snapshot(root)
@@ -208,7 +233,11 @@ def test_patch_of_text_changes(tmp_path):
         "-    return 1\n"
         "+    return 2\n"
     )
-    assert render_changes(old, new, d).added == {"README.md": [], "notes.txt": ["first", "second"], "src/app.py": ["    return 2"]}
+    assert render_changes(old, new, d).added == {
+        "README.md": [],
+        "notes.txt": ["first", "second"],
+        "src/app.py": ["    return 2"],
+    }
 
 
 def test_patch_of_mode_symlink_binary_and_large_files(tmp_path):
@@ -225,7 +254,12 @@ def test_patch_of_mode_symlink_binary_and_large_files(tmp_path):
     os.unlink(new / "link.py")
     os.symlink("README.md", new / "link.py")
     d = diff(before, resnapshot(new, before))
-    assert d.to_dict() == {"added": [], "modified": ["big.txt", "blob.bin", "link.py"], "deleted": [], "mode": ["run.sh"]}
+    assert d.to_dict() == {
+        "added": [],
+        "modified": ["big.txt", "blob.bin", "link.py"],
+        "deleted": [],
+        "mode": ["run.sh"],
+    }
     ch = render_changes(old, new, d, limit=1000)  # big.txt (2000 bytes) is over the limit
     big_sha = sha(b"b\n" * 1000)
     assert ch.patch == (
@@ -233,9 +267,7 @@ def test_patch_of_mode_symlink_binary_and_large_files(tmp_path):
         f"agentdrift: larger than 1000 bytes; before 2000 bytes sha256 {sha(bytes([97, 10]) * 1000)}; after 2000 bytes sha256 {big_sha}\n"
         "--- a/big.txt\n"
         "+++ b/big.txt\n"
-        "@@ added lines of a large file (1000) @@\n"
-        + "+b\n" * 1000 +
-        "diff --agentdrift a/blob.bin b/blob.bin\n"
+        "@@ added lines of a large file (1000) @@\n" + "+b\n" * 1000 + "diff --agentdrift a/blob.bin b/blob.bin\n"
         f"agentdrift: binary; before 3 bytes sha256 {sha(bytes([0, 1, 2]))}; after 3 bytes sha256 {sha(bytes([0, 1, 3]))}\n"
         "agentdrift: first 3 bytes of b/blob.bin:\n"
         f"~ 00000000  {'00 01 03':<47}  |...|\n"
@@ -251,7 +283,9 @@ def test_patch_of_mode_symlink_binary_and_large_files(tmp_path):
     assert ch.added == {"big.txt": ["b"], "blob.bin": [bytes([0, 1, 3]).decode()], "link.py": ["symlink -> README.md"]}
     # a binary file is undisplayable, so is one over the limit; neither is a source file here
     assert [(u["path"], u["reason"], u["source"]) for u in ch.undisplayable] == [
-        ("big.txt", "larger than 1000 bytes", False), ("blob.bin", "binary", False)]
+        ("big.txt", "larger than 1000 bytes", False),
+        ("blob.bin", "binary", False),
+    ]
     # under the default limit the large text file is diffed line by line
     full = make_patch(old, new, d)
     assert "+b\n" * 1000 in full and "-a\n" * 1000 in full
@@ -265,14 +299,21 @@ def test_non_utf8_file_is_shown_escaped_and_flagged(tmp_path):
     ch = render_changes(old, new, d)
     assert ch.patch == (
         "diff --agentdrift a/latin1.txt b/latin1.txt\n"
-        f"agentdrift: not UTF-8; after 5 bytes sha256 {sha(b'caf' + bytes([0xe9, 10]))}\n"
+        f"agentdrift: not UTF-8; after 5 bytes sha256 {sha(b'caf' + bytes([0xE9, 10]))}\n"
         "--- /dev/null\n"
         "+++ b/latin1.txt\n"
         "@@ -0,0 +1 @@\n"
         "+caf\\xe9\n"
     )
-    assert ch.undisplayable == [{"path": "latin1.txt", "reason": "not UTF-8", "source": False, "before": None,
-                                 "after": {"kind": "file", "size": 5, "sha256": sha(b"caf" + bytes([0xe9, 10]))}}]
+    assert ch.undisplayable == [
+        {
+            "path": "latin1.txt",
+            "reason": "not UTF-8",
+            "source": False,
+            "before": None,
+            "after": {"kind": "file", "size": 5, "sha256": sha(b"caf" + bytes([0xE9, 10]))},
+        }
+    ]
 
 
 def test_only_the_top_level_git_is_ignored(tmp_path):

@@ -29,7 +29,6 @@ from typing import Any, ClassVar
 
 from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
 from pytest_agentdrift.agents.common import (
-    option_list,
     add_counts,
     as_dict,
     as_float,
@@ -40,6 +39,7 @@ from pytest_agentdrift.agents.common import (
     clip,
     extract_report,
     final_event,
+    option_list,
     read_jsonl,
 )
 
@@ -52,7 +52,9 @@ _SHELL_TOOLS = frozenset({"Bash"})
 
 
 def _path_of(tool_input: dict[str, Any]) -> str | None:
-    return as_str(tool_input.get("file_path")) or as_str(tool_input.get("notebook_path")) or as_str(tool_input.get("path"))
+    return (
+        as_str(tool_input.get("file_path")) or as_str(tool_input.get("notebook_path")) or as_str(tool_input.get("path"))
+    )
 
 
 class ClaudeCodeAdapter(ProductAdapter):
@@ -85,7 +87,6 @@ class ClaudeCodeAdapter(ProductAdapter):
     config_home_env: ClassVar[dict[str, str]] = {"CLAUDE_CONFIG_DIR": ".claude"}
     #: option defaults applied when the user gives none (recorded via describe())
     defaults: ClassVar[dict[str, Any]] = {"permission_mode": "acceptEdits"}
-
 
     option_keys = ("model", "permission_mode", "allowed_tools")
     output_format = "stream-json"
@@ -174,13 +175,15 @@ class ClaudeCodeAdapter(ProductAdapter):
                     continue
                 if tool_id:
                     denied_ids.add(tool_id)
-                events.append({
-                    "type": "denial",
-                    "action": as_str(denial.get("tool_name")) or "unknown",
-                    "path": _path_of(tool_input) or as_str(tool_input.get("command")),
-                    "reason": "permission_denied",
-                    "tool_use_id": tool_id,
-                })
+                events.append(
+                    {
+                        "type": "denial",
+                        "action": as_str(denial.get("tool_name")) or "unknown",
+                        "path": _path_of(tool_input) or as_str(tool_input.get("command")),
+                        "reason": "permission_denied",
+                        "tool_use_id": tool_id,
+                    }
+                )
             is_error = bool(result.get("is_error")) or str(result.get("subtype", "")).startswith("error")
             final_text = as_str(result.get("result")) or last_text
             if is_error:
@@ -188,10 +191,18 @@ class ClaudeCodeAdapter(ProductAdapter):
                 # assistant message would be misleading here.
                 reason = as_str(result.get("result"))
                 detail = f": {clip(reason, 500)}" if reason else ""
-                events.append({"type": "error", "message": f"claude-code result {result.get('subtype') or 'error'}{detail}"})
+                events.append(
+                    {"type": "error", "message": f"claude-code result {result.get('subtype') or 'error'}{detail}"}
+                )
             out.final_report = extract_report(final_text)
-            events.append(final_event(out.final_report, "error" if is_error else "success",
-                                      subtype=as_str(result.get("subtype")), num_turns=as_int(result.get("num_turns"))))
+            events.append(
+                final_event(
+                    out.final_report,
+                    "error" if is_error else "success",
+                    subtype=as_str(result.get("subtype")),
+                    num_turns=as_int(result.get("num_turns")),
+                )
+            )
             out.usage = self._usage(as_dict(result.get("usage")), as_float(result.get("total_cost_usd")))
         else:
             errors.append("stream ended without a 'result' message: the agent exited or was killed mid-stream")
@@ -214,8 +225,12 @@ class ClaudeCodeAdapter(ProductAdapter):
         return out
 
     @staticmethod
-    def _tool_use(block: dict[str, Any], events: list[dict[str, Any]],
-                  pending: dict[str, list[dict[str, Any]]], edits: dict[str, str]) -> None:
+    def _tool_use(
+        block: dict[str, Any],
+        events: list[dict[str, Any]],
+        pending: dict[str, list[dict[str, Any]]],
+        edits: dict[str, str],
+    ) -> None:
         name = as_str(block.get("name")) or "unknown"
         tool_id = as_str(block.get("id"))
         tool_input = as_dict(block.get("input"))
@@ -223,8 +238,12 @@ class ClaudeCodeAdapter(ProductAdapter):
         events.append(call)
         waiting = [call]
         if name in _SHELL_TOOLS:
-            command = {"type": "command", "command": clip(as_str(tool_input.get("command")) or ""),
-                       "exit_code": None, "tool_use_id": tool_id}
+            command = {
+                "type": "command",
+                "command": clip(as_str(tool_input.get("command")) or ""),
+                "exit_code": None,
+                "tool_use_id": tool_id,
+            }
             events.append(command)
             waiting.append(command)
         elif name in _READ_TOOLS and _path_of(tool_input):

@@ -45,22 +45,55 @@ RULES = "claude-code"
 CLAUDE_IMPORT_MAX_DEPTH = 5
 
 CLAUDE_SETTINGS_SPEC: dict[str, Any] = {
-    "model": True, "availableModels": True, "effortLevel": True, "alwaysThinkingEnabled": True,
-    "permissions": {"allow": True, "deny": True, "ask": True, "defaultMode": True,
-                    "additionalDirectories": "digest", "disableBypassPermissionsMode": True},
-    "sandbox": True, "env": "names", "hooks": "digest", "disableAllHooks": True, "statusLine": "digest",
-    "apiKeyHelper": "present", "awsAuthRefresh": "present", "awsCredentialExport": "present",
-    "otelHeadersHelper": "present", "forceLoginMethod": True, "forceLoginOrgUUID": "present",
-    "enableAllProjectMcpServers": True, "enabledMcpjsonServers": True, "disabledMcpjsonServers": True,
-    "allowedMcpServers": True, "deniedMcpServers": True, "mcpServers": "mcp", "includeCoAuthoredBy": True,
-    "includeGitInstructions": True, "cleanupPeriodDays": True, "outputStyle": True, "autoUpdates": True,
-    "autoUpdatesChannel": True, "enabledPlugins": True, "extraKnownMarketplaces": "digest",
-    "language": True, "respectGitignore": True, "disableAutoMode": True, "$schema": True,
+    "model": True,
+    "availableModels": True,
+    "effortLevel": True,
+    "alwaysThinkingEnabled": True,
+    "permissions": {
+        "allow": True,
+        "deny": True,
+        "ask": True,
+        "defaultMode": True,
+        "additionalDirectories": "digest",
+        "disableBypassPermissionsMode": True,
+    },
+    "sandbox": True,
+    "env": "names",
+    "hooks": "digest",
+    "disableAllHooks": True,
+    "statusLine": "digest",
+    "apiKeyHelper": "present",
+    "awsAuthRefresh": "present",
+    "awsCredentialExport": "present",
+    "otelHeadersHelper": "present",
+    "forceLoginMethod": True,
+    "forceLoginOrgUUID": "present",
+    "enableAllProjectMcpServers": True,
+    "enabledMcpjsonServers": True,
+    "disabledMcpjsonServers": True,
+    "allowedMcpServers": True,
+    "deniedMcpServers": True,
+    "mcpServers": "mcp",
+    "includeCoAuthoredBy": True,
+    "includeGitInstructions": True,
+    "cleanupPeriodDays": True,
+    "outputStyle": True,
+    "autoUpdates": True,
+    "autoUpdatesChannel": True,
+    "enabledPlugins": True,
+    "extraKnownMarketplaces": "digest",
+    "language": True,
+    "respectGitignore": True,
+    "disableAutoMode": True,
+    "$schema": True,
 }
 
 CLAUDE_JSON_SPEC: dict[str, Any] = {"mcpServers": "mcp", "autoUpdates": True}
 CLAUDE_JSON_PROJECT_SPEC: dict[str, Any] = {
-    "mcpServers": "mcp", "allowedTools": True, "enabledMcpjsonServers": True, "disabledMcpjsonServers": True,
+    "mcpServers": "mcp",
+    "allowedTools": True,
+    "enabledMcpjsonServers": True,
+    "disabledMcpjsonServers": True,
     "hasTrustDialogAccepted": True,
 }
 
@@ -102,8 +135,17 @@ class _ClaudeWalker:
         self.max_depth = max_depth
         self.seen: set[str] = set()
 
-    def add(self, path: Path, *, scope: str, kind: str, load: str, apply_to: list[str] | None = None,
-            skip_missing: bool = True, follow_imports: bool = True) -> None:
+    def add(
+        self,
+        path: Path,
+        *,
+        scope: str,
+        kind: str,
+        load: str,
+        apply_to: list[str] | None = None,
+        skip_missing: bool = True,
+        follow_imports: bool = True,
+    ) -> None:
         if skip_missing and not exists(path):
             return
         key = os.path.abspath(path)
@@ -128,18 +170,33 @@ class _ClaudeWalker:
             label = self.roots.label(resolved)
             parent.imports.append(label)
             if depth + 1 > self.max_depth:
-                self.disc.missing.append({"context": self.context, "path": label, "referenced_by": parent.path,
-                                          "reason": f"beyond max import depth {self.max_depth}"})
+                self.disc.missing.append(
+                    {
+                        "context": self.context,
+                        "path": label,
+                        "referenced_by": parent.path,
+                        "reason": f"beyond max import depth {self.max_depth}",
+                    }
+                )
                 continue
             key = os.path.abspath(resolved)
             if key in self.seen:
                 continue  # cycle or already loaded: the edge stays in the graph
             self.seen.add(key)
-            entry, child = entry_for(resolved, self.roots, scope="import", kind="import", load=parent.load,
-                                      context=self.context, depth=depth + 1, imported_by=parent.path)
+            entry, child = entry_for(
+                resolved,
+                self.roots,
+                scope="import",
+                kind="import",
+                load=parent.load,
+                context=self.context,
+                depth=depth + 1,
+                imported_by=parent.path,
+            )
             if child is None:
-                self.disc.missing.append({"context": self.context, "path": label, "referenced_by": parent.path,
-                                          "reason": entry.status})
+                self.disc.missing.append(
+                    {"context": self.context, "path": label, "referenced_by": parent.path, "reason": entry.status}
+                )
                 continue
             self.disc.entries.append(entry)
             self._imports(entry, resolved, child, depth + 1)
@@ -155,10 +212,19 @@ def _claude_managed_dir(system_root: Path | None, platform: str) -> Path | None:
     return system_root / "etc" / "claude-code"
 
 
-def discover_claude_code(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-                         system_root: Path | None = None, platform: str = "linux", context: str = "session",
-                         roots: Roots | None = None, upward_limit: Path | None = None,
-                         include_user: bool = True) -> Discovery:
+def discover_claude_code(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+) -> Discovery:
     """Claude Code memory, settings and MCP, per the Claude Code memory and settings docs.
 
     Memory (startup): managed CLAUDE.md; user ``~/.claude/CLAUDE.md`` and
@@ -217,34 +283,110 @@ def discover_claude_code(home: Path, project_root: Path, cwd: Path, env: Mapping
     sources = disc.config
     if include_user:
         if managed is not None:
-            sources.append(config_source(managed / "managed-settings.json", roots, surface="claude-code",
-                                         scope="managed", precedence=5, fmt="json", spec=CLAUDE_SETTINGS_SPEC,
-                                         context=context))
-            sources.append(config_source(managed / "managed-mcp.json", roots, surface="claude-code",
-                                         scope="managed-mcp", precedence=5, fmt="json", spec=MCP_JSON_SPEC,
-                                         context=context))
-        sources.append(config_source(user_dir / "settings.json", roots, surface="claude-code", scope="user",
-                                     precedence=1, fmt="json", spec=CLAUDE_SETTINGS_SPEC, context=context))
+            sources.append(
+                config_source(
+                    managed / "managed-settings.json",
+                    roots,
+                    surface="claude-code",
+                    scope="managed",
+                    precedence=5,
+                    fmt="json",
+                    spec=CLAUDE_SETTINGS_SPEC,
+                    context=context,
+                )
+            )
+            sources.append(
+                config_source(
+                    managed / "managed-mcp.json",
+                    roots,
+                    surface="claude-code",
+                    scope="managed-mcp",
+                    precedence=5,
+                    fmt="json",
+                    spec=MCP_JSON_SPEC,
+                    context=context,
+                )
+            )
+        sources.append(
+            config_source(
+                user_dir / "settings.json",
+                roots,
+                surface="claude-code",
+                scope="user",
+                precedence=1,
+                fmt="json",
+                spec=CLAUDE_SETTINGS_SPEC,
+                context=context,
+            )
+        )
     proj = Path(project_root)
-    sources.append(config_source(proj / ".claude" / "settings.json", roots, surface="claude-code",
-                                 scope="project", precedence=2, fmt="json", spec=CLAUDE_SETTINGS_SPEC, context=context))
-    sources.append(config_source(proj / ".claude" / "settings.local.json", roots, surface="claude-code",
-                                 scope="local", precedence=3, fmt="json", spec=CLAUDE_SETTINGS_SPEC, context=context))
-    sources.append(config_source(proj / ".mcp.json", roots, surface="claude-code", scope="project-mcp",
-                                 precedence=2, fmt="json", spec=MCP_JSON_SPEC, context=context))
+    sources.append(
+        config_source(
+            proj / ".claude" / "settings.json",
+            roots,
+            surface="claude-code",
+            scope="project",
+            precedence=2,
+            fmt="json",
+            spec=CLAUDE_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            proj / ".claude" / "settings.local.json",
+            roots,
+            surface="claude-code",
+            scope="local",
+            precedence=3,
+            fmt="json",
+            spec=CLAUDE_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            proj / ".mcp.json",
+            roots,
+            surface="claude-code",
+            scope="project-mcp",
+            precedence=2,
+            fmt="json",
+            spec=MCP_JSON_SPEC,
+            context=context,
+        )
+    )
     if include_user:
         claude_json = (config_dir / ".claude.json") if config_dir is not None else home / ".claude.json"
         # ~/.claude.json holds account details and app state: only the MCP
         # inventory (user scope, and this project's local scope) is read.
-        sources.append(config_source(claude_json, roots, surface="claude-code", scope="user-mcp", precedence=1,
-                                     fmt="json", spec=CLAUDE_JSON_SPEC, context=context))
+        sources.append(
+            config_source(
+                claude_json,
+                roots,
+                surface="claude-code",
+                scope="user-mcp",
+                precedence=1,
+                fmt="json",
+                spec=CLAUDE_JSON_SPEC,
+                context=context,
+            )
+        )
     project_key = os.path.abspath(project_root)
     if include_user:
         # this project's entry of ~/.claude.json: local-scope MCP servers and
         # tool approvals (its other keys, e.g. prompt history, are names only)
-        local = config_source(claude_json, roots, surface="claude-code", scope="local-mcp", precedence=3, fmt="json",
-                              spec=CLAUDE_JSON_PROJECT_SPEC, context=context,
-                              select=lambda doc: (doc.get("projects") or {}).get(project_key, {}) if isinstance(doc, dict) else {})
+        local = config_source(
+            claude_json,
+            roots,
+            surface="claude-code",
+            scope="local-mcp",
+            precedence=3,
+            fmt="json",
+            spec=CLAUDE_JSON_PROJECT_SPEC,
+            context=context,
+            select=lambda doc: (doc.get("projects") or {}).get(project_key, {}) if isinstance(doc, dict) else {},
+        )
         local.pop("raw_sha256", None)  # the same file's raw hash is already on the user-mcp source
         local["path"] = local["path"] + "#projects[" + roots.label(project_root) + "]"
         sources.append(local)
@@ -294,8 +436,14 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     (flags and managed policy can still override it at run time).
     """
     found: dict[str, Any] = {}
-    settings = [s for s in sources if s.get("surface") == RULES and s.get("scope") in ("managed", "user", "project", "local")]
-    for name, keys in (("model", ("model",)), ("permission_mode", ("permissions", "defaultMode")), ("sandbox", ("sandbox",))):
+    settings = [
+        s for s in sources if s.get("surface") == RULES and s.get("scope") in ("managed", "user", "project", "local")
+    ]
+    for name, keys in (
+        ("model", ("model",)),
+        ("permission_mode", ("permissions", "defaultMode")),
+        ("sandbox", ("sandbox",)),
+    ):
         hit = highest(settings, lookup(*keys))
         if hit is not None:
             found[name] = {"value": hit[0], "source": hit[1]}
@@ -308,12 +456,33 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     return found
 
 
-def discover(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *, system_root: Path | None = None,
-             platform: str = "linux", context: str = "session", roots: Roots | None = None,
-             upward_limit: Path | None = None, include_user: bool = True, profile: str | None = None) -> Discovery:
+def discover(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+    profile: str | None = None,
+) -> Discovery:
     """The uniform entry point ``manifest.discovery.discover_with`` calls."""
-    return discover_claude_code(home, project_root, cwd, env, system_root=system_root, platform=platform,
-                                context=context, roots=roots, upward_limit=upward_limit, include_user=include_user)
+    return discover_claude_code(
+        home,
+        project_root,
+        cwd,
+        env,
+        system_root=system_root,
+        platform=platform,
+        context=context,
+        roots=roots,
+        upward_limit=upward_limit,
+        include_user=include_user,
+    )
 
 
 # --------------------------------------------------------------------------- bundles and runtime
@@ -327,11 +496,23 @@ BUNDLE_TREES = {
     "user": (".claude/skills", ".claude/agents", ".claude/commands", ".claude/rules", ".claude/hooks"),
 }
 #: environment names whose values select behaviour and are never secret (recorded in the manifest)
-NON_SECRET_ENV_VALUES = frozenset({
-    "DISABLE_AUTOUPDATER", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-    "MAX_THINKING_TOKENS", "BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS", "MCP_TIMEOUT", "MCP_TOOL_TIMEOUT",
-    "DISABLE_TELEMETRY", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL",
-})
+NON_SECRET_ENV_VALUES = frozenset(
+    {
+        "DISABLE_AUTOUPDATER",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+        "MAX_THINKING_TOKENS",
+        "BASH_DEFAULT_TIMEOUT_MS",
+        "BASH_MAX_TIMEOUT_MS",
+        "MCP_TIMEOUT",
+        "MCP_TOOL_TIMEOUT",
+        "DISABLE_TELEMETRY",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+    }
+)
 #: environment names that hold a private path: names only, never values
 PATHLIKE_ENV = frozenset({"CLAUDE_CONFIG_DIR"})
 #: ``--agent-with plugin:DIR``: where a plugin directory's components go in a

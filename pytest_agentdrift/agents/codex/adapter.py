@@ -68,7 +68,6 @@ class CodexAdapter(ProductAdapter):
     config_home_env: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}
     defaults: ClassVar[dict[str, Any]] = {"sandbox": "workspace-write", "permission_mode": "never"}
 
-
     option_keys = ("model", "permission_mode", "sandbox")
     output_format = "exec --json"
 
@@ -138,7 +137,9 @@ class CodexAdapter(ProductAdapter):
         out.usage = usage
         out.final_report = extract_report(last_message)
         if ended is None:
-            errors.append("stream ended without turn.completed or turn.failed: the agent exited or was killed mid-stream")
+            errors.append(
+                "stream ended without turn.completed or turn.failed: the agent exited or was killed mid-stream"
+            )
             if open_items:
                 kinds = ", ".join(f"{i} ({t})" for i, t in sorted(open_items.items()))
                 errors.append(f"items started but never completed: {kinds}")
@@ -161,11 +162,18 @@ class CodexAdapter(ProductAdapter):
         elif itype == "command_execution":
             command = as_str(item.get("command")) or ""
             events.append({"type": "tool_call", "name": "command_execution", "item_id": item.get("id")})
-            events.append({"type": "command", "command": clip(command), "exit_code": as_int(item.get("exit_code")),
-                            "status": status})
+            events.append(
+                {
+                    "type": "command",
+                    "command": clip(command),
+                    "exit_code": as_int(item.get("exit_code")),
+                    "status": status,
+                }
+            )
             if status == "declined":
-                events.append({"type": "denial", "action": "command_execution", "path": clip(command, 500),
-                               "reason": "declined"})
+                events.append(
+                    {"type": "denial", "action": "command_execution", "path": clip(command, 500), "reason": "declined"}
+                )
         elif itype == "file_change":
             events.append({"type": "tool_call", "name": "file_change", "item_id": item.get("id")})
             if status == "completed":
@@ -176,14 +184,24 @@ class CodexAdapter(ProductAdapter):
                         events.append({"type": "file_edit", "path": path, "kind": as_str(change.get("kind"))})
             elif status == "declined":
                 for change in as_list(item.get("changes")):
-                    events.append({"type": "denial", "action": "file_change",
-                                   "path": as_str(as_dict(change).get("path")), "reason": "declined"})
+                    events.append(
+                        {
+                            "type": "denial",
+                            "action": "file_change",
+                            "path": as_str(as_dict(change).get("path")),
+                            "reason": "declined",
+                        }
+                    )
         elif itype == "mcp_tool_call":
             server = as_str(item.get("server")) or "?"
             tool = as_str(item.get("tool")) or "?"
-            events.append({"type": "tool_call", "name": f"mcp:{server}/{tool}", "status": status, "item_id": item.get("id")})
+            events.append(
+                {"type": "tool_call", "name": f"mcp:{server}/{tool}", "status": status, "item_id": item.get("id")}
+            )
         elif itype == "web_search":
-            events.append({"type": "tool_call", "name": "web_search", "query": clip(as_str(item.get("query")) or "", 500)})
+            events.append(
+                {"type": "tool_call", "name": "web_search", "query": clip(as_str(item.get("query")) or "", 500)}
+            )
         elif itype == "error":
             events.append({"type": "error", "message": clip(as_str(item.get("message")) or "error"), "source": "item"})
         # reasoning and todo_list are the agent's own narration: not evidence

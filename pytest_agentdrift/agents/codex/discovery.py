@@ -39,33 +39,85 @@ CODEX_PROJECT_DOC_MAX_BYTES_DEFAULT = 32 * 1024
 CODEX_DEFAULT_ROOT_MARKERS = (".git",)
 
 _CODEX_CORE: dict[str, Any] = {
-    "model": True, "model_provider": True, "model_reasoning_effort": True, "model_reasoning_summary": True,
-    "model_verbosity": True, "model_context_window": True, "model_max_output_tokens": True,
-    "model_auto_compact_token_limit": True, "model_supports_reasoning_summaries": True,
-    "approval_policy": True, "sandbox_mode": True,
-    "sandbox_workspace_write": {"writable_roots": "digest", "network_access": True,
-                                "exclude_tmpdir_env_var": True, "exclude_slash_tmp": True},
-    "shell_environment_policy": {"inherit": True, "ignore_default_excludes": True, "exclude": True,
-                                 "include_only": True, "set": "names", "experimental_use_profile": True},
-    "tools": True, "features": True, "web_search": True, "hide_agent_reasoning": True,
-    "show_raw_agent_reasoning": True, "project_doc_max_bytes": True, "project_doc_fallback_filenames": True,
-    "project_root_markers": True, "notify": "digest", "instructions": "digest", "developer_instructions": "digest",
-    "model_instructions_file": "path", "experimental_instructions_file": "path", "file_opener": True,
-    "history": {"persistence": True, "max_bytes": True}, "disable_response_storage": True,
-    "preferred_auth_method": True, "forced_login_method": True, "cli_auth_credentials_store": True,
-    "check_for_update_on_startup": True, "mcp_servers": "mcp",
-    "model_providers": ("each", {"name": True, "base_url": "url", "env_key": True, "wire_api": True,
-                                 "query_params": "names", "http_headers": "names", "env_http_headers": "names",
-                                 "request_max_retries": True, "stream_max_retries": True,
-                                 "stream_idle_timeout_ms": True, "requires_openai_auth": True}),
+    "model": True,
+    "model_provider": True,
+    "model_reasoning_effort": True,
+    "model_reasoning_summary": True,
+    "model_verbosity": True,
+    "model_context_window": True,
+    "model_max_output_tokens": True,
+    "model_auto_compact_token_limit": True,
+    "model_supports_reasoning_summaries": True,
+    "approval_policy": True,
+    "sandbox_mode": True,
+    "sandbox_workspace_write": {
+        "writable_roots": "digest",
+        "network_access": True,
+        "exclude_tmpdir_env_var": True,
+        "exclude_slash_tmp": True,
+    },
+    "shell_environment_policy": {
+        "inherit": True,
+        "ignore_default_excludes": True,
+        "exclude": True,
+        "include_only": True,
+        "set": "names",
+        "experimental_use_profile": True,
+    },
+    "tools": True,
+    "features": True,
+    "web_search": True,
+    "hide_agent_reasoning": True,
+    "show_raw_agent_reasoning": True,
+    "project_doc_max_bytes": True,
+    "project_doc_fallback_filenames": True,
+    "project_root_markers": True,
+    "notify": "digest",
+    "instructions": "digest",
+    "developer_instructions": "digest",
+    "model_instructions_file": "path",
+    "experimental_instructions_file": "path",
+    "file_opener": True,
+    "history": {"persistence": True, "max_bytes": True},
+    "disable_response_storage": True,
+    "preferred_auth_method": True,
+    "forced_login_method": True,
+    "cli_auth_credentials_store": True,
+    "check_for_update_on_startup": True,
+    "mcp_servers": "mcp",
+    "model_providers": (
+        "each",
+        {
+            "name": True,
+            "base_url": "url",
+            "env_key": True,
+            "wire_api": True,
+            "query_params": "names",
+            "http_headers": "names",
+            "env_http_headers": "names",
+            "request_max_retries": True,
+            "stream_max_retries": True,
+            "stream_idle_timeout_ms": True,
+            "requires_openai_auth": True,
+        },
+    ),
 }
 CODEX_CONFIG_SPEC: dict[str, Any] = {**_CODEX_CORE, "profile": True, "profiles": ("each", _CODEX_CORE)}
 
 
-def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-                   system_root: Path | None = None, context: str = "session", roots: Roots | None = None,
-                   upward_limit: Path | None = None, include_user: bool = True,
-                   profile: str | None = None) -> Discovery:
+def discover_codex(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+    profile: str | None = None,
+) -> Discovery:
     """Codex CLI AGENTS.md chain and config.toml layers, per the Codex docs.
 
     Instructions: in CODEX_HOME (default ``~/.codex``) the first non-empty of
@@ -96,15 +148,36 @@ def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, 
 
     # --- config layers first: they decide the cap, fallback names and trust
     if include_user and system_root is not None:
-        for name, scope, prec in (("config.toml", "system", 0), ("managed_config.toml", "managed", 100),
-                                  ("requirements.toml", "managed-requirements", 101)):
-            sources.append(config_source(system_root / "etc" / "codex" / name, roots, surface="codex", scope=scope,
-                                         precedence=prec, fmt="toml", spec=CODEX_CONFIG_SPEC, context=context))
+        for name, scope, prec in (
+            ("config.toml", "system", 0),
+            ("managed_config.toml", "managed", 100),
+            ("requirements.toml", "managed-requirements", 101),
+        ):
+            sources.append(
+                config_source(
+                    system_root / "etc" / "codex" / name,
+                    roots,
+                    surface="codex",
+                    scope=scope,
+                    precedence=prec,
+                    fmt="toml",
+                    spec=CODEX_CONFIG_SPEC,
+                    context=context,
+                )
+            )
     user_cfg_path = codex_home / "config.toml"
     user_doc: dict[str, Any] = {}
     if include_user:
-        user_src = config_source(user_cfg_path, roots, surface="codex", scope="user", precedence=1, fmt="toml",
-                                 spec=CODEX_CONFIG_SPEC, context=context)
+        user_src = config_source(
+            user_cfg_path,
+            roots,
+            surface="codex",
+            scope="user",
+            precedence=1,
+            fmt="toml",
+            spec=CODEX_CONFIG_SPEC,
+            context=context,
+        )
         sources.append(user_src)
     if is_file(user_cfg_path):
         user_doc = load_config_file(user_cfg_path, "toml")
@@ -119,11 +192,23 @@ def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, 
     trust_key = os.path.abspath(root if root is not None else cwd)
     trust = projects.get(trust_key, {}).get("trust_level") if isinstance(projects.get(trust_key), dict) else None
     trusted = trust == "trusted"
-    disc.facts[context] = {"codex_project_trust": {"value": trust if trust is not None else "untrusted_or_unset",
-                                                   "source": roots.label(user_cfg_path)}}
+    disc.facts[context] = {
+        "codex_project_trust": {
+            "value": trust if trust is not None else "untrusted_or_unset",
+            "source": roots.label(user_cfg_path),
+        }
+    }
     for i, d in enumerate(chain):
-        src = config_source(d / ".codex" / "config.toml", roots, surface="codex", scope="project",
-                            precedence=10 + i, fmt="toml", spec=CODEX_CONFIG_SPEC, context=context)
+        src = config_source(
+            d / ".codex" / "config.toml",
+            roots,
+            surface="codex",
+            scope="project",
+            precedence=10 + i,
+            fmt="toml",
+            spec=CODEX_CONFIG_SPEC,
+            context=context,
+        )
         if src["status"] != "absent":
             src["trusted"] = trusted
             src["applies"] = trusted
@@ -149,10 +234,18 @@ def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, 
             if chosen is None and data is not None and data.strip():
                 chosen = entry
             else:
-                entry.status = "shadowed" if chosen is not None else ("empty_skipped" if data is not None else entry.status)
+                entry.status = (
+                    "shadowed" if chosen is not None else ("empty_skipped" if data is not None else entry.status)
+                )
             disc.entries.append(entry)
-        _add_components(disc, roots, context, [codex_home / "skills", home / ".agents" / "skills"], "user",
-                        prompts=codex_home / "prompts")
+        _add_components(
+            disc,
+            roots,
+            context,
+            [codex_home / "skills", home / ".agents" / "skills"],
+            "user",
+            prompts=codex_home / "prompts",
+        )
     remaining = cap
     for d in chain:
         picked = False
@@ -201,8 +294,9 @@ def codex_setting(sources: Sequence[Mapping[str, Any]], key: str, trusted_only: 
     return None if found is None else found[0]
 
 
-def _add_components(disc: Discovery, roots: Roots, context: str, skill_dirs: Sequence[Path], scope: str,
-                    prompts: Path | None = None) -> None:
+def _add_components(
+    disc: Discovery, roots: Roots, context: str, skill_dirs: Sequence[Path], scope: str, prompts: Path | None = None
+) -> None:
     """Skills (``*/SKILL.md``: only name and description are listed at
     startup, the body is read when the skill is used) and custom prompts
     (slash commands): ``on_demand`` instruction text."""
@@ -224,8 +318,12 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     codex = [s for s in sources if s.get("surface") == RULES]
     active = profile or codex_setting(codex, "profile")
     found["codex_profile"] = {"value": active if active else NOT_APPLICABLE, "source": "argv/config"}
-    for fact, key in (("model", "model"), ("permission_mode", "approval_policy"), ("sandbox", "sandbox_mode"),
-                      ("model_reasoning_effort", "model_reasoning_effort")):
+    for fact, key in (
+        ("model", "model"),
+        ("permission_mode", "approval_policy"),
+        ("sandbox", "sandbox_mode"),
+        ("model_reasoning_effort", "model_reasoning_effort"),
+    ):
         value = None
         if active:
             prof = codex_setting(codex, "profiles")
@@ -237,12 +335,33 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     return found
 
 
-def discover(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *, system_root: Path | None = None,
-             platform: str = "linux", context: str = "session", roots: Roots | None = None,
-             upward_limit: Path | None = None, include_user: bool = True, profile: str | None = None) -> Discovery:
+def discover(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+    profile: str | None = None,
+) -> Discovery:
     """The uniform entry point ``manifest.discovery.discover_with`` calls."""
-    return discover_codex(home, project_root, cwd, env, system_root=system_root, context=context, roots=roots,
-                          upward_limit=upward_limit, include_user=include_user, profile=profile)
+    return discover_codex(
+        home,
+        project_root,
+        cwd,
+        env,
+        system_root=system_root,
+        context=context,
+        roots=roots,
+        upward_limit=upward_limit,
+        include_user=include_user,
+        profile=profile,
+    )
 
 
 # --------------------------------------------------------------------------- bundles and runtime

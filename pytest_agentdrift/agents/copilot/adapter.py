@@ -34,7 +34,6 @@ from typing import Any, ClassVar
 
 from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
 from pytest_agentdrift.agents.common import (
-    option_list,
     add_counts,
     as_dict,
     as_int,
@@ -43,6 +42,7 @@ from pytest_agentdrift.agents.common import (
     clip,
     extract_report,
     final_event,
+    option_list,
     read_jsonl,
 )
 
@@ -71,7 +71,9 @@ def _payload(rec: dict[str, Any]) -> dict[str, Any]:
 
 def _looks_denied(error: dict[str, Any]) -> bool:
     code = as_str(error.get("code")) or ""
-    return code.lower() in {"denied", "permission_denied", "rejected"} or bool(_DENIED.search(as_str(error.get("message")) or ""))
+    return code.lower() in {"denied", "permission_denied", "rejected"} or bool(
+        _DENIED.search(as_str(error.get("message")) or "")
+    )
 
 
 class CopilotAdapter(ProductAdapter):
@@ -108,10 +110,14 @@ class CopilotAdapter(ProductAdapter):
     # text in its config file (settings.json; config.json before the rename),
     # so both are credential files: copied, labelled, never hashed.
     credential_files = (".copilot/settings.json", ".copilot/config.json")
-    home_dirs: ClassVar[tuple[str, ...]] = (".copilot/instructions", ".copilot/agents", ".copilot/skills", ".copilot/hooks")
+    home_dirs: ClassVar[tuple[str, ...]] = (
+        ".copilot/instructions",
+        ".copilot/agents",
+        ".copilot/skills",
+        ".copilot/hooks",
+    )
     config_home_env: ClassVar[dict[str, str]] = {"COPILOT_HOME": ".copilot"}
     defaults: ClassVar[dict[str, Any]] = {"permission_mode": "allow-all-tools"}
-
 
     option_keys = ("model", "permission_mode", "allowed_tools", "denied_tools")
     output_format = "json (JSONL)"
@@ -122,7 +128,9 @@ class CopilotAdapter(ProductAdapter):
         if mode not in _PERMISSION_FLAGS:
             from pytest_agentdrift.errors import AgentDriftError
 
-            raise AgentDriftError(f"copilot: unknown permission_mode {mode!r}; known: {', '.join(sorted(_PERMISSION_FLAGS))}")
+            raise AgentDriftError(
+                f"copilot: unknown permission_mode {mode!r}; known: {', '.join(sorted(_PERMISSION_FLAGS))}"
+            )
         argv = [self.binary, "-p", ctx.task_text, "--output-format=json", "--no-ask-user", "--no-auto-update"]
         argv += _PERMISSION_FLAGS[mode]
         allowed = option_list(opts.get("allowed_tools"))
@@ -188,8 +196,15 @@ class CopilotAdapter(ProductAdapter):
                     for path in paths:
                         events.append({"type": "file_edit", "path": path, "tool_call_id": call_id})
                 elif _looks_denied(error):
-                    events.append({"type": "denial", "action": tool, "path": paths[0] if paths else None,
-                                   "reason": clip(as_str(error.get("message")) or "denied", 500), "tool_call_id": call_id})
+                    events.append(
+                        {
+                            "type": "denial",
+                            "action": tool,
+                            "path": paths[0] if paths else None,
+                            "reason": clip(as_str(error.get("message")) or "denied", 500),
+                            "tool_call_id": call_id,
+                        }
+                    )
             elif kind == "assistant.usage":
                 if not data.get("parentToolCallId"):
                     models["usage"] = as_str(data.get("model")) or models["usage"]
@@ -200,15 +215,26 @@ class CopilotAdapter(ProductAdapter):
                 models["shutdown"] = as_str(data.get("currentModel")) or models["shutdown"]
                 if as_str(data.get("shutdownType")) == "error":
                     failed = True
-                    events.append({"type": "error", "message": clip(as_str(data.get("errorReason")) or "session shut down with an error")})
+                    events.append(
+                        {
+                            "type": "error",
+                            "message": clip(as_str(data.get("errorReason")) or "session shut down with an error"),
+                        }
+                    )
                 metrics = as_dict(data.get("modelMetrics"))
                 if metrics:
                     usage_shutdown = Usage()
                     for metric in metrics.values():
                         u = as_dict(as_dict(metric).get("usage"))
-                        usage_shutdown.input_tokens = add_counts(usage_shutdown.input_tokens, as_int(u.get("inputTokens")))
-                        usage_shutdown.output_tokens = add_counts(usage_shutdown.output_tokens, as_int(u.get("outputTokens")))
-                        usage_shutdown.cached_tokens = add_counts(usage_shutdown.cached_tokens, as_int(u.get("cacheReadTokens")))
+                        usage_shutdown.input_tokens = add_counts(
+                            usage_shutdown.input_tokens, as_int(u.get("inputTokens"))
+                        )
+                        usage_shutdown.output_tokens = add_counts(
+                            usage_shutdown.output_tokens, as_int(u.get("outputTokens"))
+                        )
+                        usage_shutdown.cached_tokens = add_counts(
+                            usage_shutdown.cached_tokens, as_int(u.get("cacheReadTokens"))
+                        )
             elif kind in ("session.error", "abort", "subagent.failed"):
                 failed = failed or kind != "subagent.failed"
                 message = as_str(data.get("message")) or as_str(data.get("reason")) or as_str(data.get("error")) or kind
@@ -221,8 +247,10 @@ class CopilotAdapter(ProductAdapter):
             # errors would only be noise. Keep what can be read (a report block
             # in the text) and say once why the events are missing.
             text = stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else str(stdout)
-            errors = ["stdout holds no JSON records, only text (does this copilot version support "
-                      "--output-format=json?): no events could be read"]
+            errors = [
+                "stdout holds no JSON records, only text (does this copilot version support "
+                "--output-format=json?): no events could be read"
+            ]
             last_text = text.strip() or None
         elif stream.records and not typed:
             errors.append("stdout JSON records carry no 'type': not the documented session-event shape")
@@ -232,15 +260,20 @@ class CopilotAdapter(ProductAdapter):
         if terminal or failed:
             events.append(final_event(out.final_report, "error" if failed else "success"))
         elif not plain_text:  # from plain text, whether the run finished cannot be told
-            errors.append("stream ended without a terminal event (turn end, idle or shutdown): the agent exited or was killed mid-stream")
+            errors.append(
+                "stream ended without a terminal event (turn end, idle or shutdown): the agent exited or was killed mid-stream"
+            )
         out.model_stamp = models["usage"] or models["shutdown"] or models["change"] or models["start"]
         out.parse_errors = cap_errors(errors)
         return out
 
     @staticmethod
-    def _tool_start(data: dict[str, Any], events: list[dict[str, Any]],
-                    pending: dict[str, tuple[dict[str, Any], str, list[str]]],
-                    commands: dict[str, dict[str, Any]]) -> None:
+    def _tool_start(
+        data: dict[str, Any],
+        events: list[dict[str, Any]],
+        pending: dict[str, tuple[dict[str, Any], str, list[str]]],
+        commands: dict[str, dict[str, Any]],
+    ) -> None:
         tool = as_str(data.get("toolName")) or "unknown"
         call_id = as_str(data.get("toolCallId")) or ""
         args = as_dict(data.get("arguments"))
@@ -251,8 +284,12 @@ class CopilotAdapter(ProductAdapter):
         paths: list[str] = []
         path = as_str(args.get("path")) or as_str(args.get("file_path"))
         if tool in _SHELL_TOOLS:
-            command = {"type": "command", "command": clip(as_str(args.get("command")) or ""), "exit_code": None,
-                       "tool_call_id": call_id}
+            command = {
+                "type": "command",
+                "command": clip(as_str(args.get("command")) or ""),
+                "exit_code": None,
+                "tool_call_id": call_id,
+            }
             events.append(command)
             commands[call_id] = command
         elif tool in _READ_TOOLS and path:

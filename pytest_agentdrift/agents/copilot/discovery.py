@@ -37,19 +37,47 @@ from pytest_agentdrift.agents.discovery_base import (
 RULES = "copilot"
 
 COPILOT_SETTINGS_SPEC: dict[str, Any] = {
-    "model": True, "effortLevel": True, "autoTier": True, "allowedUrls": True, "deniedUrls": True,
-    "askUser": True, "autoUpdate": True, "autoUpdatesChannel": True, "bashEnv": True,
-    "continueOnAutoMode": True, "customAgents": True, "disableAllHooks": True, "disabledMcpServers": True,
-    "enabledMcpServers": True, "disabledSkills": True, "dynamicRetrieval": True, "enabledPlugins": True,
-    "experimental": True, "extraKnownMarketplaces": "digest", "hooks": "digest", "permissions": True,
-    "sandbox": True, "companyAnnouncements": "digest", "$schema": True, "mcpServers": "mcp",
+    "model": True,
+    "effortLevel": True,
+    "autoTier": True,
+    "allowedUrls": True,
+    "deniedUrls": True,
+    "askUser": True,
+    "autoUpdate": True,
+    "autoUpdatesChannel": True,
+    "bashEnv": True,
+    "continueOnAutoMode": True,
+    "customAgents": True,
+    "disableAllHooks": True,
+    "disabledMcpServers": True,
+    "enabledMcpServers": True,
+    "disabledSkills": True,
+    "dynamicRetrieval": True,
+    "enabledPlugins": True,
+    "experimental": True,
+    "extraKnownMarketplaces": "digest",
+    "hooks": "digest",
+    "permissions": True,
+    "sandbox": True,
+    "companyAnnouncements": "digest",
+    "$schema": True,
+    "mcpServers": "mcp",
 }
 COPILOT_MCP_SPEC: dict[str, Any] = {"mcpServers": "mcp", "servers": "mcp"}
 
 
-def discover_copilot(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *,
-                     context: str = "session", roots: Roots | None = None, upward_limit: Path | None = None,
-                     include_user: bool = True, system_root: Path | None = None) -> Discovery:
+def discover_copilot(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+    system_root: Path | None = None,
+) -> Discovery:
     """GitHub Copilot CLI instructions and settings, per the Copilot CLI docs.
 
     Instructions: ``$COPILOT_HOME/copilot-instructions.md`` (default
@@ -115,7 +143,9 @@ def discover_copilot(home: Path, project_root: Path, cwd: Path, env: Mapping[str
     for base in skill_dirs:
         for p in sorted(base.glob("*/SKILL.md"), key=lambda p: p.as_posix()):
             add(p, "user" if not is_under(p, repo_root) else "repository", "skill", load="on_demand")
-    for base, scope in (((copilot_home / "agents", "user"),) if include_user else ()) + ((repo_root / ".github" / "agents", "repository"),):
+    for base, scope in (((copilot_home / "agents", "user"),) if include_user else ()) + (
+        (repo_root / ".github" / "agents", "repository"),
+    ):
         for p in glob_files(base, ".agent.md"):
             add(p, scope, "subagent", load="on_demand")
     extra_dirs = [x.strip() for x in env.get("COPILOT_CUSTOM_INSTRUCTIONS_DIRS", "").split(",") if x.strip()]
@@ -133,26 +163,104 @@ def discover_copilot(home: Path, project_root: Path, cwd: Path, env: Mapping[str
 
     sources = disc.config
     if include_user:
-        sources.append({"surface": "copilot", "context": context, "path": "mdm:managed-settings", "scope": "managed",
-                        "precedence": 0, "format": "mdm", "status": UNOBSERVED})
-        sources.append(config_source(copilot_home / "settings.json", roots, surface="copilot", scope="user",
-                                     precedence=1, fmt="jsonc", spec=COPILOT_SETTINGS_SPEC, context=context))
-        sources.append(config_source(copilot_home / "mcp-config.json", roots, surface="copilot", scope="user-mcp",
-                                     precedence=1, fmt="json", spec=COPILOT_MCP_SPEC, context=context))
-    sources.append(config_source(repo_root / ".github" / "copilot" / "settings.json", roots, surface="copilot",
-                                 scope="repository", precedence=2, fmt="jsonc", spec=COPILOT_SETTINGS_SPEC, context=context))
-    sources.append(config_source(repo_root / ".github" / "copilot" / "settings.local.json", roots, surface="copilot",
-                                 scope="local", precedence=3, fmt="jsonc", spec=COPILOT_SETTINGS_SPEC, context=context))
-    sources.append(config_source(repo_root / ".mcp.json", roots, surface="copilot", scope="project-mcp",
-                                 precedence=2, fmt="json", spec=MCP_JSON_SPEC, context=context))
-    sources.append(config_source(repo_root / ".github" / "mcp.json", roots, surface="copilot", scope="project-mcp",
-                                 precedence=2, fmt="json", spec=MCP_JSON_SPEC, context=context))
+        sources.append(
+            {
+                "surface": "copilot",
+                "context": context,
+                "path": "mdm:managed-settings",
+                "scope": "managed",
+                "precedence": 0,
+                "format": "mdm",
+                "status": UNOBSERVED,
+            }
+        )
+        sources.append(
+            config_source(
+                copilot_home / "settings.json",
+                roots,
+                surface="copilot",
+                scope="user",
+                precedence=1,
+                fmt="jsonc",
+                spec=COPILOT_SETTINGS_SPEC,
+                context=context,
+            )
+        )
+        sources.append(
+            config_source(
+                copilot_home / "mcp-config.json",
+                roots,
+                surface="copilot",
+                scope="user-mcp",
+                precedence=1,
+                fmt="json",
+                spec=COPILOT_MCP_SPEC,
+                context=context,
+            )
+        )
+    sources.append(
+        config_source(
+            repo_root / ".github" / "copilot" / "settings.json",
+            roots,
+            surface="copilot",
+            scope="repository",
+            precedence=2,
+            fmt="jsonc",
+            spec=COPILOT_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            repo_root / ".github" / "copilot" / "settings.local.json",
+            roots,
+            surface="copilot",
+            scope="local",
+            precedence=3,
+            fmt="jsonc",
+            spec=COPILOT_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            repo_root / ".mcp.json",
+            roots,
+            surface="copilot",
+            scope="project-mcp",
+            precedence=2,
+            fmt="json",
+            spec=MCP_JSON_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            repo_root / ".github" / "mcp.json",
+            roots,
+            surface="copilot",
+            scope="project-mcp",
+            precedence=2,
+            fmt="json",
+            spec=MCP_JSON_SPEC,
+            context=context,
+        )
+    )
     # the cross-tool subset Copilot reads from Claude's project settings
     for name, prec in (("settings.json", 2), ("settings.local.json", 3)):
-        sources.append(config_source(repo_root / ".claude" / name, roots, surface="copilot", scope="claude-shared",
-                                     precedence=prec, fmt="json", spec={k: True for k in (
-                                         "companyAnnouncements", "disableAllHooks", "enabledPlugins")} | {
-                                         "hooks": "digest", "extraKnownMarketplaces": "digest"}, context=context))
+        sources.append(
+            config_source(
+                repo_root / ".claude" / name,
+                roots,
+                surface="copilot",
+                scope="claude-shared",
+                precedence=prec,
+                fmt="json",
+                spec={k: True for k in ("companyAnnouncements", "disableAllHooks", "enabledPlugins")}
+                | {"hooks": "digest", "extraKnownMarketplaces": "digest"},
+                context=context,
+            )
+        )
     return disc
 
 
@@ -170,12 +278,32 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     return found
 
 
-def discover(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], *, system_root: Path | None = None,
-             platform: str = "linux", context: str = "session", roots: Roots | None = None,
-             upward_limit: Path | None = None, include_user: bool = True, profile: str | None = None) -> Discovery:
+def discover(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+    profile: str | None = None,
+) -> Discovery:
     """The uniform entry point ``manifest.discovery.discover_with`` calls."""
-    return discover_copilot(home, project_root, cwd, env, context=context, roots=roots, upward_limit=upward_limit,
-                            include_user=include_user, system_root=system_root)
+    return discover_copilot(
+        home,
+        project_root,
+        cwd,
+        env,
+        context=context,
+        roots=roots,
+        upward_limit=upward_limit,
+        include_user=include_user,
+        system_root=system_root,
+    )
 
 
 # --------------------------------------------------------------------------- bundles and runtime

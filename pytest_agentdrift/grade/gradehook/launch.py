@@ -35,9 +35,35 @@ import pluggy  # noqa: E402,F401
 import pytest  # noqa: E402
 
 #: imported late by pytest or commonly by tests; loaded now from the interpreter's own path
-_LATE = ("pdb", "bdb", "cmd", "code", "codeop", "difflib", "unittest", "unittest.mock", "doctest",
-         "xml.etree.ElementTree", "secrets", "hmac", "tomllib", "pprint", "shlex", "glob", "fnmatch", "decimal",
-         "fractions", "logging", "json", "inspect", "tokenize", "tempfile", "shutil", "textwrap", "dataclasses")
+_LATE = (
+    "pdb",
+    "bdb",
+    "cmd",
+    "code",
+    "codeop",
+    "difflib",
+    "unittest",
+    "unittest.mock",
+    "doctest",
+    "xml.etree.ElementTree",
+    "secrets",
+    "hmac",
+    "tomllib",
+    "pprint",
+    "shlex",
+    "glob",
+    "fnmatch",
+    "decimal",
+    "fractions",
+    "logging",
+    "json",
+    "inspect",
+    "tokenize",
+    "tempfile",
+    "shutil",
+    "textwrap",
+    "dataclasses",
+)
 for _name in (*(f"_pytest.{p}" for p in _pytest.config.default_plugins), *_LATE):
     try:
         importlib.import_module(_name)
