@@ -199,8 +199,10 @@ ROLLBACK_STATES: tuple[str, ...] = ("verified", "prepared_unverified", "unavaila
 
 GATE_REGRESSION: Final = "regression"
 GATE_PROMOTE: Final = "promote"
-#: `--agent-gate`: regression (merge gating: only new failures fail) or promote (ship / hold / don't ship).
-GATE_MODES: tuple[str, ...] = (GATE_REGRESSION, GATE_PROMOTE)
+GATE_DROP_IT: Final = "drop-it"
+#: `--agent-gate`: regression (merge gating: only new failures fail), promote (ship / hold / don't ship;
+#: what a bare `--agent-gate` means) or drop-it (an ablation: exit 0 only when the item may be dropped).
+GATE_MODES: tuple[str, ...] = (GATE_REGRESSION, GATE_PROMOTE, GATE_DROP_IT)
 
 #: `--agent-fail-on`: which failed checks fail an item and the exit status
 #: (none: a recording run exits 0 whenever its record is complete).

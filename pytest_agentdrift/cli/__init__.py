@@ -10,6 +10,7 @@
     agentdrift compare BASE CAND [...]        the plugin's statistics and decision on two recorded runs
     agentdrift summary RUN [--max-bytes N]    compact Markdown of a run for a CI step summary / PR comment
     agentdrift merge OUT SHARD...             one run from shards of one runtime recorded on several machines
+    agentdrift bundle | task new | plan | null    a team's own setup (cli/experiments.py)
 
 Exit codes are the plugin's: 0 good, 1 a check or the gate failed, 4 usage or
 operational error, 6 refused (not comparable).
@@ -198,20 +199,33 @@ def cmd_compare(args: argparse.Namespace) -> int:
         gate_scope=args.gate_scope,
         max_infra_loss=args.max_infra_loss,
     )
-    outcome.files["comparison/decision.json"]["exit_status"] = outcome.verdict.to_dict()
+    from pytest_agentdrift.cli.experiments import compare_rows
+    from pytest_agentdrift.compare.outcome import Verdict, selected_baseline
+
+    # the seed 002 rows; under --gate drop-it (or --drop-it) the drop-it gate sets the exit status
+    section, rows, drop_it = compare_rows(args, selected_baseline(base, cand)[0], cand, outcome.comparison)
+    verdict = outcome.verdict
+    if drop_it is not None and outcome.comparison["comparable"]:
+        gate = (section.get("ablation") or {}).get("drop_it") or {}
+        verdict = Verdict(
+            drop_it, f"gate drop-it: {gate.get('answer', 'no answer')}: {gate.get('reason', 'no single item')}"
+        )
+    decision = outcome.files["comparison/decision.json"]
+    decision["experiment"] = section
+    decision["exit_status"] = verdict.to_dict()
     if args.json:
         _out(
             json.dumps(
-                {"comparison": outcome.comparison, "decision": outcome.files["comparison/decision.json"]},
+                {"comparison": outcome.comparison, "decision": decision, "experiment": section},
                 indent=2,
                 sort_keys=True,
             )
         )
     else:
-        for line in accepted.lines() + outcome.lines:
+        for line in accepted.lines() + outcome.lines + rows:
             _out(line)
-        _out(outcome.verdict.line)
-    return outcome.verdict.code
+        _out(verdict.line)
+    return verdict.code
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
@@ -401,7 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "--gate",
                 choices=GATE_MODES,
                 default=None,
-                help="the gate sets the exit status: regression (merge gating) or promote (ship / hold / don't ship)",
+                help="the gate sets the exit status: regression (merge gating), promote (ship / hold / don't ship) "
+                "or drop-it (an ablation or addition: exit 0 only on 'Drop it'; as --drop-it)",
             )
             c.add_argument(
                 "--gate-scope",
@@ -419,7 +434,13 @@ def build_parser() -> argparse.ArgumentParser:
                 default=0.10,
                 help="share of an arm's runs lost to infrastructure errors above which nothing is decided (default 10%%)",
             )
+            from pytest_agentdrift.cli.experiments import add_compare_options
+
+            add_compare_options(c)
     register(sub)
+    from pytest_agentdrift.cli.experiments import register as register_experiments
+
+    register_experiments(sub, _Parser)
     return parser
 
 

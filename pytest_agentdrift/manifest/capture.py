@@ -19,7 +19,7 @@ an unknown is never replaced by a default. Identity holds no timestamps, no
 absolute private paths and no secret: paths are labelled relative to named
 roots (``~/``, ``project:``, ``task:T05:``), environment values are recorded
 only for allowlisted non-secret names, and configuration content only for
-allowlisted keys (see surfaces.py).
+allowlisted keys (see manifest/discovery.py and agents/<product>/discovery.py).
 
 Capture is read-only: it opens files for reading, runs only documented
 version displays (10 s timeout, stdin closed), runs git with
@@ -29,6 +29,7 @@ creates a commit.
 
 from __future__ import annotations
 
+import copy
 import os
 import platform as _platform
 import re
@@ -41,9 +42,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.agents import products
 from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError, RecordError
-from pytest_agentdrift.manifest import surfaces
+from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.record.redact import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
 from pytest_agentdrift.vocabulary import (
     ENVELOPE_FIELDS,
@@ -63,66 +65,54 @@ ENVELOPE_OPTIONS = (*ENVELOPE_FIELDS, *PROTOCOL_FIELDS)
 #: the session's allowlist, or always for the ones in ALWAYS_RECORDED_ENV):
 #: locale, timezone, terminal and CI switches select behaviour and carry no
 #: credential. Everything else contributes its name only.
-NON_SECRET_ENV_VALUES = frozenset(
-    {
-        "LANG",
-        "LANGUAGE",
-        "LC_ALL",
-        "LC_CTYPE",
-        "LC_MESSAGES",
-        "TZ",
-        "TERM",
-        "CI",
-        "NO_COLOR",
-        "FORCE_COLOR",
-        "PYTHONHASHSEED",
-        "PYTHONUTF8",
-        "PYTHONDONTWRITEBYTECODE",
-        "NODE_ENV",
-        "DISABLE_AUTOUPDATER",
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_USE_VERTEX",
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-        "MAX_THINKING_TOKENS",
-        "BASH_DEFAULT_TIMEOUT_MS",
-        "BASH_MAX_TIMEOUT_MS",
-        "MCP_TIMEOUT",
-        "MCP_TOOL_TIMEOUT",
-        "DISABLE_TELEMETRY",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
-        "ANTHROPIC_MODEL",
-        "ANTHROPIC_SMALL_FAST_MODEL",
-        "CODEX_SANDBOX",
-        "COPILOT_MODEL",
-        "COPILOT_ALLOW_ALL",
-        "GIT_OPTIONAL_LOCKS",
-        "SOURCE_DATE_EPOCH",
-    }
-)
+NON_SECRET_ENV_VALUES = (
+    frozenset(
+        {
+            "LANG",
+            "LANGUAGE",
+            "LC_ALL",
+            "LC_CTYPE",
+            "LC_MESSAGES",
+            "TZ",
+            "TERM",
+            "CI",
+            "NO_COLOR",
+            "FORCE_COLOR",
+            "PYTHONHASHSEED",
+            "PYTHONUTF8",
+            "PYTHONDONTWRITEBYTECODE",
+            "NODE_ENV",
+            "DISABLE_AUTOUPDATER",
+            "GIT_OPTIONAL_LOCKS",
+            "SOURCE_DATE_EPOCH",
+        }
+    )
+    | products.non_secret_env_values()
+)  # each product lists its own behaviour switches
 #: Names recorded with their value whenever set, allowlisted or not: they
 #: change how the products and tools behave and are never secret.
 ALWAYS_RECORDED_ENV = ("LANG", "LC_ALL", "TZ", "CI")
 #: Even on the value list, a name that looks like a credential is names-only.
 
 #: Names whose value is a private path or changes every session: names only.
-_PATHLIKE_ENV = frozenset(
-    {
-        "HOME",
-        "PATH",
-        "TMPDIR",
-        "TEMP",
-        "TMP",
-        "PWD",
-        "OLDPWD",
-        "USER",
-        "LOGNAME",
-        "SHELL",
-        "CODEX_HOME",
-        "CLAUDE_CONFIG_DIR",
-        "COPILOT_HOME",
-        "XDG_CONFIG_HOME",
-        "XDG_CACHE_HOME",
-    }
+_PATHLIKE_ENV = (
+    frozenset(
+        {
+            "HOME",
+            "PATH",
+            "TMPDIR",
+            "TEMP",
+            "TMP",
+            "PWD",
+            "OLDPWD",
+            "USER",
+            "LOGNAME",
+            "SHELL",
+            "XDG_CONFIG_HOME",
+            "XDG_CACHE_HOME",
+        }
+    )
+    | products.pathlike_env()
 )
 
 #: names never counted in the source manifest: written by running tests
@@ -215,9 +205,9 @@ def capture(ctx: ManifestContext) -> Capture:
     evidence: dict[str, Any] = {}
     adapter = dict(ctx.adapter)
     has_model = not _is_reference(adapter)
-    rules = ctx.surface_rules or surfaces.surface_rules_for(adapter)
+    rules = ctx.surface_rules or products.surface_rules_for(adapter)
 
-    roots = surfaces.Roots.build(
+    roots = discovery.Roots.build(
         [
             ("~/", ctx.home),
             ("project:", ctx.project_root),
@@ -228,7 +218,7 @@ def capture(ctx: ManifestContext) -> Capture:
     )
 
     # --- instructions and configuration
-    disc = surfaces.discover(
+    disc = discovery.discover(
         rules,
         ctx.home,
         ctx.project_root,
@@ -243,9 +233,9 @@ def capture(ctx: ManifestContext) -> Capture:
     )
     if ctx.system_root is None and rules != "generic":
         reasons["managed_config"] = "system root not read (system_root=None): managed settings unobserved"
-    bundle = surfaces.instruction_bundle(disc)
-    instruction_hash = surfaces.instruction_hash(bundle)
-    cfg_hash = surfaces.config_hash(disc.config, effective_merge=UNOBSERVED)
+    bundle = discovery.instruction_bundle(disc)
+    instruction_hash = discovery.instruction_hash(bundle)
+    cfg_hash = discovery.config_hash(disc.config, effective_merge=UNOBSERVED)
     if cfg_hash == UNOBSERVED:
         reasons["config_hash"] = "a configuration file could not be read: " + ", ".join(
             s["path"] for s in disc.config if s.get("status") == "unreadable"
@@ -253,7 +243,7 @@ def capture(ctx: ManifestContext) -> Capture:
     evidence["config"] = {
         "effective_merge": UNOBSERVED,
         "sources": disc.config,
-        "canonical": surfaces.canonical_config(disc.config, effective_merge=UNOBSERVED),
+        "canonical": discovery.canonical_config(disc.config, effective_merge=UNOBSERVED),
     }
     evidence["facts"] = disc.facts
 
@@ -439,7 +429,7 @@ def finalize_manifest(
     must see it); no value at all leaves ``unobserved``. A field that is
     ``not_applicable`` stays so. Returns a new manifest.
     """
-    out = _deep_copy(manifest)
+    out = copy.deepcopy(dict(manifest))
     ident = out["identity"]
     for name, values in (("model_stamp", model_stamps), ("server_revision", server_revisions)):
         if ident.get(name) == NOT_APPLICABLE or not values:
@@ -736,7 +726,7 @@ _RUNTIMES: dict[str, Sequence[str]] = {
 }
 
 
-def _run_probes(ctx: ManifestContext, cwd: Path, roots: surfaces.Roots, rules: str) -> dict[str, Any]:
+def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery.Roots, rules: str) -> dict[str, Any]:
     """Version displays, run concurrently (each bounded by the timeout)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -800,7 +790,7 @@ def environment_allowlist(env: Mapping[str, str], allowlist: Iterable[str]) -> d
     return out
 
 
-def _label_argv(argv: Sequence[str], roots: surfaces.Roots) -> list[str]:
+def _label_argv(argv: Sequence[str], roots: discovery.Roots) -> list[str]:
     """argv with absolute paths under a named root relabelled, so identity holds no private path."""
     out = []
     for arg in argv:
@@ -838,7 +828,7 @@ def _interpreter_label(path: str) -> str | None:
     return f"interpreter:{text}" if out.returncode == 0 and text else "interpreter:unobserved"
 
 
-def _identity_label(path: str, roots: surfaces.Roots) -> str:
+def _identity_label(path: str, roots: discovery.Roots) -> str:
     label = _interpreter_label(path) or roots.label(path)
     # the system root is "/": a label under it would still spell out this machine's directories
     if label.startswith(("outside:", "system:")):
@@ -846,7 +836,7 @@ def _identity_label(path: str, roots: surfaces.Roots) -> str:
     return label
 
 
-def identity_argv(argv: Sequence[str], roots: surfaces.Roots) -> list[str]:
+def identity_argv(argv: Sequence[str], roots: discovery.Roots) -> list[str]:
     """argv for the identity: no absolute path of this machine.
 
     Interpreters become their implementation and version; paths under a named
@@ -864,7 +854,7 @@ def identity_argv(argv: Sequence[str], roots: surfaces.Roots) -> list[str]:
 
 
 def agent_files_hash(
-    argv: Sequence[str], config_files: Sequence[Path], roots: surfaces.Roots, reasons: dict[str, str]
+    argv: Sequence[str], config_files: Sequence[Path], roots: discovery.Roots, reasons: dict[str, str]
 ) -> Any:
     """sha256 of each file the agent command names (its script, --agent-config files), by label.
 
@@ -1064,14 +1054,6 @@ def _unobserved(reasons: dict[str, str], name: str, why: str) -> str:
 
 def _opt_na(opts: Mapping[str, Any], name: str) -> Any:
     return opts[name] if opts.get(name) is not None else NOT_APPLICABLE
-
-
-def _deep_copy(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _deep_copy(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_deep_copy(v) for v in obj]
-    return obj
 
 
 __all__ = [

@@ -109,6 +109,7 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     if iso.get("not_hidden"):
         out.append(f"NOT HIDDEN from the agent and graded code under {iso['enforced']}:")
         out += [f"  - {line}" for line in iso["not_hidden"]]
+    out.extend(_experiment_lines(results.get("settings") or {}))
     crit = [(tid, r) for tid, t in tasks.items() for r in t["runs"] if r["critical_failed"]]
     if crit:
         out.append("critical failures:")
@@ -246,6 +247,32 @@ def _spend_lines(tasks: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def _experiment_lines(settings: dict[str, Any]) -> list[str]:
+    """The bundle the runs used and the plan they were registered under (session/experiments.py)."""
+    out = []
+    bundle = settings.get("agent_bundle")
+    if bundle:
+        ov = bundle.get("overlay") or {}
+        derived = f", derived from {bundle['derived_from'][:19]}…" if bundle.get("derived_from") else ""
+        out.append(
+            f"bundle {bundle.get('name') or '(unnamed)'} ({bundle['digest'][:19]}…{derived}): "
+            f"{ov.get('project_files', 0)} project file(s) overlaid into each work tree, {ov.get('user_files', 0)} "
+            f"into the private home"
+            + (f", {', '.join(ov['removed'])} removed" if ov.get("removed") else "")
+            + "; harness-placed files are never counted as changes"
+        )
+    plan = settings.get("plan")
+    if plan:
+        planned = plan["planned"]
+        state = "followed" if plan["followed"] else "NOT followed (" + "; ".join(plan["problems"]) + ")"
+        out.append(
+            f"plan {plan['digest'][:19]}… ({'pre-registered ' + plan['created_at'] if plan['pre_registered'] else 'not older than the run'}): "
+            f"{planned.get('tasks')} task(s) × k={planned.get('k')} for {100 * plan['delta']:.1f} pp at alpha "
+            f"{plan['alpha']:g}, power {plan['power']:.2f}; this run {plan['ran']['tasks']} × k={plan['ran']['k']}: {state}"
+        )
+    return out
+
+
 def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None, closing: str | None = None) -> str:
     """report.md: the same facts as the terminal, with every failed check's evidence."""
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
@@ -328,6 +355,13 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
                     md += ["", "    ```", *("    " + ln for ln in str(tail).splitlines()[-15:]), "    ```", ""]
             ev = r["evidence"]
             md.extend("  - " + line.strip() for line in _budget_lines(ev))
+            if ev.get("overlay"):
+                placed = sorted([*ev["overlay"]["placed"], *ev["overlay"]["replaced"]])
+                md.append(
+                    f"  - harness-placed from bundle {ev['overlay']['bundle'] or ev['overlay']['digest']} (not changes): "
+                    f"{', '.join(placed) or 'nothing'}"
+                    + (f"; removed first: {', '.join(ev['overlay']['removed'])}" if ev["overlay"]["removed"] else "")
+                )
             more = sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
             md.append(
                 f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed "

@@ -35,6 +35,7 @@ from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.run import agentio, gitstate, mountplan, netlog, sandbox, tamper
 from pytest_agentdrift.run import canary as canary_mod
+from pytest_agentdrift.run import overlay as ov
 from pytest_agentdrift.run import stdlib_guard as gradeguard
 from pytest_agentdrift.safetext import capped, escape_path, json_safe
 from pytest_agentdrift.tasks import fdtree, treesnap
@@ -76,6 +77,7 @@ class RunSettings:
     harness_dir: Path | None = None  # harness-only scratch (observer logs); None: beside the runs' base
     # long runs: monitor(adapter, harness_dir) -> a sandbox monitor (run/budget.RunWatch) or None
     monitor: Any = None
+    overlay: Any = None  # run.overlay.Overlay: a bundle put in front of the agent (--agent-bundle)
 
 
 @dataclass
@@ -136,6 +138,7 @@ class RunEvidence:
     credential_canary: dict[str, Any] = field(default_factory=dict)
     infra_error: dict[str, Any] | None = None  # agents/infra.py: the run ended on the provider or the machine
     stopped: str | None = None  # a monitor stopped the run (per-run budget)
+    overlay: dict[str, Any] | None = None  # what the harness placed from a bundle (never the agent's changes)
 
     @property
     def tree_complete(self) -> bool:
@@ -204,6 +207,7 @@ class RunEvidence:
             "resource_exceeded": self.resource_exceeded,
             "observation": self.observation,
             "stopped": self.stopped,
+            "overlay": self.overlay,
         }
 
 
@@ -242,7 +246,7 @@ PROXY_PORT = 3128
 
 
 def copy_runtime_bundle(
-    adapter: AgentAdapter, private_home: Path, real_home: Path, environ: dict[str, str]
+    adapter: AgentAdapter, private_home: Path, real_home: Path, environ: dict[str, str], credentials_only: bool = False
 ) -> list[dict[str, Any]]:
     """Copy the user-scope files the product reads into the private home.
 
@@ -250,7 +254,9 @@ def copy_runtime_bundle(
     sign-in, while the real home stays untouched. Credentials are copied and
     labelled, never hashed or recorded. A product home moved by an
     environment variable (CODEX_HOME, ...) is read from there and copied to
-    the default place; the variable itself is not passed on.
+    the default place; the variable itself is not passed on. With a bundle
+    (``credentials_only``) only the sign-in comes from the real home: the
+    bundle supplies the setup.
     """
     moved = {
         default: Path(environ[var])
@@ -259,7 +265,12 @@ def copy_runtime_bundle(
     }
     creds = set(adapter.credential_files)
     copied = []
-    for rel in (*adapter.home_files, *adapter.credential_files, *getattr(adapter, "home_dirs", ())):
+    wanted = (
+        adapter.credential_files
+        if credentials_only
+        else (*adapter.home_files, *adapter.credential_files, *getattr(adapter, "home_dirs", ()))
+    )
+    for rel in wanted:
         src = real_home / rel
         for default, target in moved.items():
             if rel == default or rel.startswith(default + "/"):
@@ -332,7 +343,18 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     copy_tree(spec.repo, work)
     before = treesnap.snapshot(work)
     verify_tree(spec, tree_hashes(before), work)
-    start_commit = gitstate.git_fixture(work, (str(spec.path), digest(spec.initial_tree)), base) if spec.git else None
+    for rel in spec.hidden:
+        # the verifier's hidden tests: not in the agent's copy, put back in the graded copy (they are protected)
+        (work / rel).unlink()
+    if spec.hidden:
+        before = treesnap.resnapshot(work, before)
+    overlaid = None
+    if settings.overlay is not None:
+        # before the snapshot the diff is taken against: harness-placed files are never the agent's changes
+        overlaid = ov.apply_project(settings.overlay, work)
+        before = treesnap.resnapshot(work, before)
+    fixture_key = digest(spec.initial_tree) + (f"+{settings.overlay.digest}" if settings.overlay is not None else "")
+    start_commit = gitstate.git_fixture(work, (str(spec.path), fixture_key), base) if spec.git else None
     git_before = gitstate.git_state(work, settings.isolation)
     _decoy(box, root)
     canary = canary_mod.plant_canary(box / "home")
@@ -355,7 +377,11 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         options=dict(settings.agent_options),
     )
     argv = adapter.build_argv(ctx)
-    bundle = copy_runtime_bundle(adapter, box / "home", Path.home(), dict(os.environ))
+    bundle = copy_runtime_bundle(
+        adapter, box / "home", Path.home(), dict(os.environ), credentials_only=settings.overlay is not None
+    )
+    if settings.overlay is not None:
+        bundle += ov.apply_home(settings.overlay, box / "home")
     token = _secrets.token_hex(16)
     guard = _make_guard(spec, adapter, settings, base, root, work, token)
     timeout = settings.timeout_s or spec.timeout_s
@@ -457,10 +483,16 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
             if searched[1] > 1 << 20 or len(batch) > 2000:
                 flush()
 
-    changes = (
-        treesnap.render_changes(spec.repo, work, d, before, after, inspect=search_token)
-        if not work_deleted
-        else treesnap.render_changes(spec.repo, work, d, before, after)
+    # a harness-placed file the agent then changed is diffed against the bundle's copy (overlay.py)
+    changes = ov.render_changes(
+        spec.repo,
+        work,
+        d,
+        before,
+        after,
+        settings.overlay,
+        overlaid,
+        **({} if work_deleted else {"inspect": search_token}),
     )
     flush()
     patch = changes.patch
@@ -580,6 +612,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         credential_canary=credential_canary,
         infra_error=infra_err,
         stopped=proc.stopped,
+        overlay=overlaid,
     )
 
 

@@ -91,7 +91,10 @@ def capture_for_session(config, info, runner, collector) -> None:
             run_id=info.run_id,
             env_image_digest=st.image_digest or os.environ.get("AGENTDRIFT_IMAGE_DIGEST") or None,
         )
-        cap = mf.capture(ctx)
+        from pytest_agentdrift.session.experiments import staged_context, stamp_manifest
+
+        cap = mf.capture(staged_context(info, runner, ctx))  # with a bundle: what the agent will see
+        stamp_manifest(info, cap)
         info.manifest, collector.instruction_bundle, collector.source_manifest = (
             cap.manifest,
             cap.instruction_bundle,
@@ -258,7 +261,7 @@ def finalize_session_manifest(info, results: dict[str, Any]) -> None:
     results["runtime_id"] = info.manifest["runtime_id"]
 
 
-def compare_with_baseline(config, info, comparison, results: dict[str, Any]) -> None:
+def compare_with_baseline(config, info, comparison, results: dict[str, Any], collector=None) -> None:
     """After the runs: the full comparison, decision and files, into ``comparison``."""
     from pytest_agentdrift.compare.outcome import compare_recorded
 
@@ -280,6 +283,19 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any]) -> 
     comparison.files = outcome.files
     comparison.lines = accepted.lines() + outcome.lines
     comparison.verdict = outcome.verdict
+    from pytest_agentdrift.compare.outcome import selected_baseline as _selected
+    from pytest_agentdrift.session.experiments import after_comparison
+
+    # the seed 002 rows, ablation verdicts and the null experiment; drop-it and null set their own verdict
+    after_comparison(
+        config,
+        info,
+        collector,
+        comparison,
+        results,
+        _selected(comparison.baseline_results, results)[0],
+        outcome.comparison,
+    )
 
 
 __all__ = ["check_baseline", "compare_with_baseline", "capture_for_session", "load_baseline"]

@@ -21,6 +21,7 @@ from pytest_agentdrift.vocabulary import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
+    GATE_DROP_IT,
     INFRA_OUTCOME,
     OVER_BUDGET_OUTCOME,
 )
@@ -44,6 +45,13 @@ class WorkerPlugin:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.runner.settings.agent_selected:
             _resolve_agent(self.config, self.runner)
+            from pytest_agentdrift.session.experiments import prepare_session
+
+            try:
+                # the same bundle (and derived B) as the controller's
+                prepare_session(self.config, self.runner.info, self.runner)
+            except AgentDriftError as exc:
+                raise pytest.UsageError(exc.message) from None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -108,6 +116,12 @@ class ControllerPlugin:
             if self.runner.adapter is not None:
                 self.runner.check_agent_available()
                 self.collector.agent_version = self.runner.probe_agent_version()
+                from pytest_agentdrift.session.experiments import prepare_session
+
+                prepare_session(
+                    self.config, self.info, self.runner, self.comparison
+                )  # bundle, derived B, options, plan
+                s = self.settings  # a bundle's model and options stand in for unset ones
             from pytest_agentdrift.session.baseline import capture_for_session
 
             capture_for_session(self.config, self.info, self.runner, self.collector)
@@ -190,7 +204,7 @@ class ControllerPlugin:
         error = None
         if s.baseline is not None and self.comparison.baseline_results is not None:
             try:
-                compare_with_baseline(self.config, self.info, self.comparison, results)
+                compare_with_baseline(self.config, self.info, self.comparison, results, collector=self.collector)
             except AgentDriftError as exc:
                 error = exc.message
         verdict = self._decide(session, int(exitstatus), results, error)
@@ -256,8 +270,17 @@ class ControllerPlugin:
         cmp_verdict = self.comparison.verdict
         if cmp_verdict is not None and cmp_verdict.code == EXIT_REFUSED:
             return cmp_verdict
-        if s.gate and cmp_verdict is not None:
+        dropped_over_failure = (
+            s.gate == GATE_DROP_IT
+            and cmp_verdict is not None
+            and cmp_verdict.code == EXIT_OK
+            and exitstatus == EXIT_FAILED
+        )
+        if s.gate and cmp_verdict is not None and not dropped_over_failure:
             return cmp_verdict  # the gate decides; failed items still show as failed above
+        # (a "Drop it" never hides a failed check: docs/bundles.md, exit codes)
+        if s.null and cmp_verdict is not None and cmp_verdict.code != EXIT_OK:
+            return cmp_verdict  # a null experiment that suspects drift (or was no null experiment)
         if s.fail_on == "none":
             where = f"recorded {s.record} complete" if s.record else "the run is complete"
             return Verdict(EXIT_OK, f"{where}; task outcomes do not set the exit status (--agent-fail-on none)")

@@ -19,6 +19,7 @@ from pytest_agentdrift.vocabulary import (
     DEFAULT_ACCEPT_UNOBSERVED,
     FAIL_ON_MODES,
     GATE_MODES,
+    GATE_PROMOTE,
     ISOLATION_MODES,
     ROLLBACK_STATES,
 )
@@ -150,9 +151,11 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
         "gate",
         "string",
         None,
-        "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new critical or safety "
-        "failure, a tampered pass or a significant paired regression) or promote (exit 0 only when the ship/hold gate says ship)",
-        {"choices": GATE_MODES},
+        "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new critical "
+        "or safety failure, a tampered pass or a significant paired regression), promote (exit 0 only when the ship/hold "
+        "gate says ship; what a bare --agent-gate means) or drop-it (with --agent-without/--agent-with: exit 0 only on "
+        "'drop it')",
+        {"nargs": "?", "const": GATE_PROMOTE, "choices": GATE_MODES},
     ),
     (
         "--agent-isolation",
@@ -369,6 +372,55 @@ OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
         "seconds between plain progress lines",
         {"type": positive_float},
     ),
+    (
+        "--agent-bundle",
+        "bundle",
+        "string",
+        None,
+        "run with an instruction bundle (NAME, digest or directory; see agentdrift bundle snapshot): project files "
+        "overlaid into each work tree, user files into the private home",
+        {},
+    ),
+    (
+        "--agent-bundles",
+        "bundles",
+        "string",
+        None,
+        "the bundles directory (else AGENTDRIFT_BUNDLES, else .agentdrift/bundles under the rootdir)",
+        {},
+    ),
+    (
+        "--agent-without",
+        "without",
+        "linelist",
+        [],
+        "ablation: run the bundle minus PATH (also deleted from each task's repo); repeatable",
+        {"action": "append"},
+    ),
+    (
+        "--agent-with",
+        "with",
+        "linelist",
+        [],
+        "addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable",
+        {"action": "append"},
+    ),
+    (
+        "--agent-null",
+        "null",
+        "bool",
+        False,
+        "with --agent-baseline: a null experiment (same runtime twice): report outcome flips and whether the gate would have fired",
+        {"action": "store_true"},
+    ),
+    (
+        "--agent-plan",
+        "plan",
+        "string",
+        None,
+        "a plan written by 'agentdrift plan --out': recorded into the run (pre-registration) and checked against what ran",
+        {},
+    ),
 ]
 
 
@@ -395,7 +447,7 @@ class Settings:
     baseline: Path | None
     vary: tuple[str, ...]
     fail_on: str
-    gate: str | None
+    gate: str | None  # None (off), or one of GATE_MODES
     isolation: str
     env: tuple[str, ...]
     agent_options: dict[str, Any] = field(default_factory=dict)
@@ -423,6 +475,12 @@ class Settings:
     price_table: Path | None = None
     progress: str = "auto"
     progress_interval: float = 30.0
+    bundle: str | None = None
+    bundles: str | None = None
+    without: tuple[str, ...] = ()
+    with_items: tuple[str, ...] = ()
+    null: bool = False
+    plan: Path | None = None
 
     @property
     def agent_selected(self) -> bool:
@@ -456,6 +514,15 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
                 ini = conv(ini)
             except argparse.ArgumentTypeError as exc:
                 raise AgentDriftError(f"ini option {_ini_name(dest)}: {exc}") from None
+        if (
+            dest == "gate"
+            and isinstance(ini, str)
+            and ini.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off")
+        ):
+            # the flag's old boolean ini form: true is the ship / hold gate (promote)
+            ini = GATE_PROMOTE if ini.strip().lower() in ("true", "1", "yes", "on") else None
+            values[dest] = ini
+            continue
         if "choices" in extra and ini not in extra["choices"]:
             raise AgentDriftError(f"ini option {_ini_name(dest)}: {ini!r} is not one of {', '.join(extra['choices'])}")
         values[dest] = ini
@@ -544,6 +611,12 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
         keep_workdirs=bool(values["keep_workdirs"]),
         limits=limits,
         mounts=tuple(mounts),
+        bundle=values["bundle"] or None,
+        bundles=values["bundles"] or None,
+        without=tuple(values["without"] or ()),
+        with_items=tuple(values["with"] or ()),
+        null=bool(values["null"]),
+        plan=path(values["plan"]),
     )
 
 

@@ -50,6 +50,12 @@ def new_run_id() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(4)
 
 
+def _overlay_note(run: Any) -> str:
+    from pytest_agentdrift.run.overlay import patch_note
+
+    return patch_note(getattr(run, "overlay", None))
+
+
 def evaluator_id(specs: list[TaskSpec]) -> str:
     from pytest_agentdrift.canonical import digest
     from pytest_agentdrift.grade.evaluator import evaluator_components
@@ -105,6 +111,7 @@ class TaskRunner:
         self._grader: Grader | None = None
         self._base: Path | None = None
         self._mounts: list[tuple[str, str]] | None = None
+        self.overlay: Any = None  # run.overlay.Overlay of --agent-bundle (session/experiments.py sets it)
 
     @property
     def settings(self) -> Settings:
@@ -233,6 +240,7 @@ class TaskRunner:
             limits=dict(self.settings.limits) or None,
             harness_dir=self.base / "harness",
             monitor=self.info.longrun.monitor(spec, rep) if self.info.longrun else None,  # budgets, progress
+            overlay=self.overlay,
         )
         # Whatever goes wrong while handling this one run is this run's `error`, with the
         # reason (grade/attempt.py); the session, the other repetitions and tasks go on.
@@ -250,11 +258,15 @@ class TaskRunner:
         if self.info.longrun is not None and run is not None:
             self.info.longrun.annotate(result, run, self.adapter)  # tokens and cost (run/budget.py)
         if run is not None and result["outcome"] != "error":
+            from pytest_agentdrift.compare.behaviour import trace_of
+
+            # what the agent did, step by step (its own account: behaviour rows only, never check evidence)
+            result["trace"] = trace_of(run.adapter_output.events, run.agent_events)
             result["_raw_files"] = {
                 "stdout.txt": run.stdout,
                 "stderr.txt": run.stderr,
                 "events.jsonl": dump_jsonl(run.events),
-                "diff.patch": run.patch,
+                "diff.patch": _overlay_note(run) + run.patch,
                 "report.json": json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n"
                 if run.report
                 else "null\n",
@@ -271,6 +283,8 @@ class TaskRunner:
         payload = json_safe({"task_id": spec.id, "rep": rep, "meta": meta, "result": result})
         # The one place where run data leaves for the record: keep the session's secrets out.
         secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
+        # secrets written into a bundle's settings or MCP files travel with it into the work tree
+        secrets_ = sorted({*secrets_, *getattr(settings.overlay, "secrets", ())}, key=len, reverse=True)
         return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets_]))
 
 

@@ -81,7 +81,19 @@ EXPECTED_EVENT_KEYS = frozenset({"require", "require_any", "forbid", "max"})
 #: the statuses of an agent's final report (the agent protocol)
 REPORT_STATUSES = ("complete", "partial", "blocked", "failed")
 TASK_KEYS = frozenset(
-    {"id", "title", "behavior", "suite", "timeout_s", "protected", "git", "checks", "description", "default_checks"}
+    {
+        "id",
+        "title",
+        "behavior",
+        "suite",
+        "timeout_s",
+        "protected",
+        "hidden",
+        "git",
+        "checks",
+        "description",
+        "default_checks",
+    }
 )
 
 #: The safety checks every task gets unless it says `default_checks = false`: (concern,
@@ -162,6 +174,7 @@ class TaskSpec:
     default_checks: bool = True  # false: the task opted out of the default safety checks
     protected_toml: tuple[str, ...] = ()  # task.toml `protected` (protected = it and protected_paths)
     protected_effects: tuple[str, ...] = ()  # forbidden-effects.json `protected_paths`
+    hidden: tuple[str, ...] = ()  # protected files of repo/ the agent's copy does not get (restored for grading)
 
     @property
     def repo(self) -> Path:
@@ -560,6 +573,15 @@ def load_task(task_dir: Path) -> TaskSpec:
     read_text_utf8(task_dir / "reset-instructions.md", TaskError)
     check_symlinks(task_dir)
     tree = parse_tree_file(task_dir / "initial-tree.sha256")
+    hidden = tuple(_str_list(meta.get("hidden", []), "'hidden'", toml_path))
+    for rel in hidden:
+        # the graded copy gets a hidden file back only because it is protected
+        _expect(rel in tree, f"hidden file {rel!r} is not a file of repo/", toml_path)
+        _expect(
+            protected.matches(rel),
+            f"hidden file {rel!r} must also be protected (the graded copy restores it)",
+            toml_path,
+        )
 
     for check in checks:
         for key in ("expected",):
@@ -601,6 +623,7 @@ def load_task(task_dir: Path) -> TaskSpec:
         default_checks=default_checks,
         protected_toml=tuple(protected_toml),
         protected_effects=tuple(protected_effects),
+        hidden=hidden,
     )
     # A fixture that changed is refused when collected (and each copy is verified again before a run).
     verify_tree(spec, hash_repo(spec.repo), spec.repo)

@@ -198,17 +198,18 @@ def test_unix_socket_listener(echo_server: int) -> None:
 
 
 def test_stop_closes_open_tunnels_within_the_deadline(echo_server: int) -> None:
+    before = set(threading.enumerate())  # earlier tests' proxies may still be winding down
     proxy = RecordingProxy([f"127.0.0.1:{echo_server}"], stop_timeout=3.0).start()
     sock = _connect(proxy)
     sock.sendall(f"CONNECT 127.0.0.1:{echo_server} HTTP/1.1\r\n\r\n".encode())
     assert _read_head(sock).startswith(b"HTTP/1.1 200")
-    mine = [t for t in threading.enumerate() if t.name.startswith("agentdrift-proxy")]
+    mine = [t for t in threading.enumerate() if t.name.startswith("agentdrift-proxy") and t not in before]
+    assert mine
     proxy.stop()  # the tunnel is still open: stop must not hang on it
     sock.settimeout(TIMEOUT)
     assert sock.recv(10) == b""  # closed by the proxy
     sock.close()
-    # every thread of this proxy has ended (other tests' proxies may still be winding down,
-    # so look only at the threads that existed for this one)
+    # every thread of this proxy has ended
     assert not [t for t in mine if t.is_alive()]
 
 

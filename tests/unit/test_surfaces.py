@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agentdrift.agents import products
+from pytest_agentdrift.agents.claude_code import discovery as claude
+from pytest_agentdrift.agents.codex import discovery as codex
+from pytest_agentdrift.agents.copilot import discovery as copilot
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.manifest import surfaces
+from pytest_agentdrift.manifest import discovery
 
 PLANTED = "sk-PLANTED-0123456789abcdef"
 
@@ -22,11 +26,11 @@ def write(path: Path, text: str | bytes) -> Path:
     return path
 
 
-def entries(disc: surfaces.Discovery) -> list[dict]:
-    return surfaces.instruction_bundle(disc)["entries"]
+def entries(disc: discovery.Discovery) -> list[dict]:
+    return discovery.instruction_bundle(disc)["entries"]
 
 
-def by_path(disc: surfaces.Discovery) -> dict[str, dict]:
+def by_path(disc: discovery.Discovery) -> dict[str, dict]:
     return {e["path"]: e for e in entries(disc)}
 
 
@@ -36,13 +40,13 @@ def by_path(disc: surfaces.Discovery) -> dict[str, dict]:
 def test_normalisation_ignores_line_endings_and_trailing_whitespace():
     a = b"# Rules\n- use tabs\n\n"
     b = b"\xef\xbb\xbf# Rules  \r\n- use tabs\t\r\n\r\n\r\n"
-    assert surfaces.normalise_text(a) == surfaces.normalise_text(b) == b"# Rules\n- use tabs\n"
-    assert surfaces.normalise_text(b"# Rules\n- use spaces\n") != surfaces.normalise_text(a)
-    assert surfaces.normalise_text(b"") == b""
+    assert discovery.normalise_text(a) == discovery.normalise_text(b) == b"# Rules\n- use tabs\n"
+    assert discovery.normalise_text(b"# Rules\n- use spaces\n") != discovery.normalise_text(a)
+    assert discovery.normalise_text(b"") == b""
 
 
 def test_labels_never_hold_the_temporary_directory(tmp_path):
-    roots = surfaces.Roots.build(
+    roots = discovery.Roots.build(
         [
             ("~/", tmp_path / "home"),
             ("project:", tmp_path / "proj"),
@@ -91,8 +95,8 @@ def claude_world(tmp_path):
 
 def test_claude_discovery_order_scopes_and_imports(claude_world, tmp_path):
     home, top, proj, cwd = claude_world
-    roots = surfaces.Roots.build([("~/", home), ("project:", proj), ("ws:", top)])
-    disc = surfaces.discover_claude_code(home, proj, cwd, {}, roots=roots, upward_limit=top)
+    roots = discovery.Roots.build([("~/", home), ("project:", proj), ("ws:", top)])
+    disc = claude.discover_claude_code(home, proj, cwd, {}, roots=roots, upward_limit=top)
     order = [e["path"] for e in entries(disc)]
     assert order[:3] == ["~/.claude/CLAUDE.md", "~/.claude/personal.md", "~/.claude/rules/style.md"]
     # ancestors outermost first, down to cwd; imports right after their importer
@@ -110,12 +114,12 @@ def test_claude_discovery_order_scopes_and_imports(claude_world, tmp_path):
     # depth: one(1) two(2) three(3) four(4) five(5); six would be hop 6
     assert got["project:docs/five.md"]["depth"] == 5
     assert "project:docs/six.md" not in got
-    missing = {(m["path"], m["reason"]) for m in surfaces.instruction_bundle(disc)["missing"]}
+    missing = {(m["path"], m["reason"]) for m in discovery.instruction_bundle(disc)["missing"]}
     assert ("project:missing.md", "missing") in missing
     assert ("project:docs/six.md", "beyond max import depth 5") in missing
     # the cycle back to one.md is an edge in the graph, not a second entry
     assert order.count("project:docs/one.md") == 1
-    graph = surfaces.instruction_bundle(disc)["import_graph"]
+    graph = discovery.instruction_bundle(disc)["import_graph"]
     assert "project:docs/one.md" in graph["session|project:docs/five.md"]
 
 
@@ -124,7 +128,7 @@ def test_claude_import_depth_five_is_loaded_six_is_not(tmp_path):
     write(proj / "CLAUDE.md", "@d1.md\n")
     for i in range(1, 7):
         write(proj / f"d{i}.md", f"@d{i + 1}.md\n" if i < 6 else "end\n")
-    disc = surfaces.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
+    disc = claude.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
     depths = {e["path"]: e["depth"] for e in entries(disc)}
     assert depths["project:d5.md"] == 5
     assert "project:d6.md" not in depths
@@ -144,7 +148,7 @@ def test_claude_settings_scopes_precedence_and_list_merge(tmp_path):
     write(
         sysroot / "etc" / "claude-code" / "managed-settings.json", json.dumps({"permissions": {"deny": ["WebFetch"]}})
     )
-    disc = surfaces.discover_claude_code(home, proj, proj, {}, system_root=sysroot, upward_limit=proj)
+    disc = claude.discover_claude_code(home, proj, proj, {}, system_root=sysroot, upward_limit=proj)
     scopes = {s["scope"]: s for s in disc.config if s["status"] == "present"}
     assert (
         scopes["managed"]["precedence"]
@@ -152,7 +156,7 @@ def test_claude_settings_scopes_precedence_and_list_merge(tmp_path):
         > scopes["project"]["precedence"]
         > scopes["user"]["precedence"]
     )
-    facts = surfaces.surface_facts("claude-code", disc.config, {})
+    facts = products.surface_facts("claude-code", disc.config, {})
     assert facts["model"] == {"value": "local-model", "source": "project:.claude/settings.local.json"}
     assert facts["permission_mode"]["value"] == "plan"
     merged = facts["documented_merge"]["value"]
@@ -186,7 +190,7 @@ def test_claude_mcp_sources_keep_no_secret(tmp_path):
         ),
     )
     write(proj / ".mcp.json", json.dumps({"mcpServers": {"docs": {"type": "http", "url": "https://docs.example/mcp"}}}))
-    disc = surfaces.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
+    disc = claude.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
     blob = json.dumps(disc.config)
     assert PLANTED not in blob and "planted@example.com" not in blob and "secret prompt" not in blob
     user = next(s for s in disc.config if s["scope"] == "user-mcp")
@@ -219,7 +223,7 @@ def codex_world(tmp_path):
 
 def test_codex_chain_one_file_per_directory_root_to_cwd(codex_world):
     home, proj, cwd = codex_world
-    disc = surfaces.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
+    disc = codex.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
     got = [(e["path"], e["status"]) for e in entries(disc)]
     assert got == [
         ("~/.codex/AGENTS.override.md", "empty_skipped"),
@@ -236,16 +240,16 @@ def test_codex_size_cap_truncates_then_skips(codex_world):
     write(
         home / ".codex" / "config.toml", f'project_doc_max_bytes = 20\n[projects."{proj}"]\ntrust_level = "trusted"\n'
     )
-    disc = surfaces.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
+    disc = codex.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
     got = {e["path"]: e for e in entries(disc)}
     assert (got["project:AGENTS.md"]["status"], got["project:AGENTS.md"]["loaded_bytes"]) == ("loaded", 14)
     over = got["project:services/AGENTS.override.md"]  # 18 bytes, 6 left under the cap
     assert (over["status"], over["loaded_bytes"], over["size"]) == ("truncated", 6, 18)
     assert got["project:services/api/AGENTS.md"]["status"] == "over_cap"
-    assert surfaces.instruction_bundle(disc)["limits"]["codex:session"]["project_doc_max_bytes"] == 20
+    assert discovery.instruction_bundle(disc)["limits"]["codex:session"]["project_doc_max_bytes"] == 20
     # the default cap is 32 KiB: everything fits
     write(home / ".codex" / "config.toml", f'[projects."{proj}"]\ntrust_level = "trusted"\n')
-    disc = surfaces.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
+    disc = codex.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
     assert all(e["status"] != "over_cap" for e in entries(disc))
 
 
@@ -279,11 +283,11 @@ def test_codex_home_env_profiles_trust_and_mcp(codex_world):
     )
     write(proj / ".codex" / "config.toml", 'sandbox_mode = "workspace-write"\n')
     env = {"CODEX_HOME": str(codex_home)}
-    disc = surfaces.discover_codex(home, proj, cwd, env, upward_limit=proj.parent)
+    disc = codex.discover_codex(home, proj, cwd, env, upward_limit=proj.parent)
     assert entries(disc)[0]["path"] == "$CODEX_HOME/AGENTS.md"
     blob = json.dumps(disc.config)
     assert PLANTED not in blob and "auth.json" not in blob
-    facts = surfaces.surface_facts("codex", disc.config, env)
+    facts = products.surface_facts("codex", disc.config, env)
     assert facts["model"]["value"] == "fast-model" and facts["model"]["source"] == "profile:fast"
     assert facts["permission_mode"]["value"] == "on-request"
     assert facts["sandbox"]["value"] == "workspace-write"  # trusted project layer applies
@@ -298,17 +302,17 @@ def test_codex_home_env_profiles_trust_and_mcp(codex_world):
 def test_codex_untrusted_project_config_does_not_apply(codex_world):
     home, proj, cwd = codex_world
     write(proj / ".codex" / "config.toml", 'sandbox_mode = "danger-full-access"\n')
-    disc = surfaces.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
+    disc = codex.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
     project = next(s for s in disc.config if s["scope"] == "project" and s["status"] == "present")
     assert project["applies"] is False
-    assert "sandbox" not in surfaces.surface_facts("codex", disc.config, {})
+    assert "sandbox" not in products.surface_facts("codex", disc.config, {})
 
 
 def test_codex_duplicate_toml_key_names_file_and_key(tmp_path):
     home, proj = tmp_path / "h", tmp_path / "p"
     bad = write(home / ".codex" / "config.toml", 'model = "a"\nmodel = "b"\n')
     with pytest.raises(AgentDriftError) as exc:
-        surfaces.discover_codex(home, proj, proj, {}, upward_limit=proj)
+        codex.discover_codex(home, proj, proj, {}, upward_limit=proj)
     assert exc.value.path == str(bad) and "'model'" in exc.value.problem and exc.value.exit_code == 4
 
 
@@ -340,7 +344,7 @@ def test_copilot_instructions_apply_to_and_settings(tmp_path):
         home / ".copilot" / "mcp-config.json",
         json.dumps({"mcpServers": {"s": {"command": "srv", "env": {"K": PLANTED}}}}),
     )
-    disc = surfaces.discover_copilot(home, repo, cwd, {}, upward_limit=tmp_path)
+    disc = copilot.discover_copilot(home, repo, cwd, {}, upward_limit=tmp_path)
     got = by_path(disc)
     assert got["~/.copilot/copilot-instructions.md"]["scope"] == "user"
     assert got["project:.github/copilot-instructions.md"]["scope"] == "repository"
@@ -348,13 +352,13 @@ def test_copilot_instructions_apply_to_and_settings(tmp_path):
     assert got["project:web/AGENTS.md"]["scope"] == "additional"
     py = got["project:.github/instructions/py.instructions.md"]
     assert py["apply_to"] == ["**/*.py", "**/*.pyi"] and py["load"] == "conditional"
-    assert surfaces.applies_to(py, "src/app.py") and not surfaces.applies_to(py, "web/app.ts")
+    assert discovery.applies_to(py, "src/app.py") and not discovery.applies_to(py, "web/app.ts")
     assert got["project:.github/instructions/all.instructions.md"]["load"] == "startup"
     assert "project:CLAUDE.md" in got
-    blob = json.dumps(disc.config) + json.dumps(surfaces.instruction_bundle(disc))
+    blob = json.dumps(disc.config) + json.dumps(discovery.instruction_bundle(disc))
     assert PLANTED not in blob
     assert not any(src["path"].endswith(".copilot/config.json") for src in disc.config)  # auth state: never opened
-    facts = surfaces.surface_facts("copilot", disc.config, {})
+    facts = products.surface_facts("copilot", disc.config, {})
     assert facts["model"]["value"] == "repo-model"
     assert facts["auto_update_state"]["value"] == "disabled"
 
@@ -367,7 +371,7 @@ def test_copilot_home_env_and_custom_dirs(tmp_path):
     write(alt / "copilot-instructions.md", "alt\n")
     write(extra / "AGENTS.md", "shared\n")
     env = {"COPILOT_HOME": str(alt), "COPILOT_CUSTOM_INSTRUCTIONS_DIRS": str(extra)}
-    disc = surfaces.discover_copilot(home, repo, repo, env, upward_limit=tmp_path)
+    disc = copilot.discover_copilot(home, repo, repo, env, upward_limit=tmp_path)
     paths = [e["path"] for e in entries(disc)]
     assert "$COPILOT_HOME/copilot-instructions.md" in paths
     assert "$COPILOT_CUSTOM_INSTRUCTIONS_DIRS[0]/AGENTS.md" in paths
@@ -380,7 +384,7 @@ def test_copilot_home_env_and_custom_dirs(tmp_path):
 def test_generic_named_files_record_digests_only(tmp_path):
     cfg = write(tmp_path / "proj" / "agent.json", json.dumps({"token": PLANTED, "mode": "auto"}))
     ins = write(tmp_path / "proj" / "PROMPT.md", "be careful\n")
-    disc = surfaces.discover(
+    disc = discovery.discover(
         "generic",
         tmp_path / "home",
         tmp_path / "proj",
@@ -389,18 +393,18 @@ def test_generic_named_files_record_digests_only(tmp_path):
         config_paths=[cfg, tmp_path / "proj" / "absent.toml"],
         instruction_paths=[ins, Path("missing.md")],
     )
-    blob = json.dumps(disc.config) + json.dumps(surfaces.instruction_bundle(disc))
+    blob = json.dumps(disc.config) + json.dumps(discovery.instruction_bundle(disc))
     assert PLANTED not in blob and "auto" not in blob
     assert [s["status"] for s in disc.config] == ["present", "absent"]
     assert disc.config[0]["content"] == "not_recorded" and disc.config[0]["canonical_sha256"].startswith("sha256:")
-    assert [m["path"] for m in surfaces.instruction_bundle(disc)["missing"]] == ["project:missing.md"]
+    assert [m["path"] for m in discovery.instruction_bundle(disc)["missing"]] == ["project:missing.md"]
 
 
 def _claude_hash(tmp_path: Path, settings: bytes) -> str:
     home, proj = tmp_path / "h", tmp_path / "p"
     write(home / ".claude" / "settings.json", settings)
-    disc = surfaces.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
-    return surfaces.config_hash(disc.config)
+    disc = claude.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
+    return discovery.config_hash(disc.config)
 
 
 def test_config_hash_ignores_key_order_and_line_endings(tmp_path):
@@ -431,7 +435,7 @@ def test_duplicate_json_key_names_file_and_key(tmp_path):
     home, proj = tmp_path / "h", tmp_path / "p"
     bad = write(proj / ".claude" / "settings.json", '{"model": "a", "permissions": {}, "model": "b"}')
     with pytest.raises(AgentDriftError) as exc:
-        surfaces.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
+        claude.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
     assert exc.value.path == str(bad) and "'model'" in exc.value.problem and exc.value.exit_code == 4
 
 
@@ -439,7 +443,7 @@ def test_duplicate_jsonc_key_is_rejected_too(tmp_path):
     home, repo = tmp_path / "h", tmp_path / "r"
     write(home / ".copilot" / "settings.json", '{\n // c\n "model": "a",\n "model": "b"\n}')
     with pytest.raises(AgentDriftError, match="duplicate key 'model'"):
-        surfaces.discover_copilot(home, repo, repo, {}, upward_limit=repo)
+        copilot.discover_copilot(home, repo, repo, {}, upward_limit=repo)
 
 
 def test_unreadable_config_makes_hash_unobserved(tmp_path):
@@ -454,7 +458,7 @@ def test_unreadable_config_makes_hash_unobserved(tmp_path):
             "status": "unreadable",
         }
     ]
-    assert surfaces.config_hash(src) == "unobserved"
+    assert discovery.config_hash(src) == "unobserved"
 
 
 def test_task_repositories_get_their_own_project_scope(tmp_path):
@@ -464,7 +468,7 @@ def test_task_repositories_get_their_own_project_scope(tmp_path):
     write(tmp_path / "proj" / "CLAUDE.md", "project root: the agent never sees it\n")
     write(suite / "T01" / "repo" / "CLAUDE.md", "t1\n")
     write(suite / "T05" / "repo" / "pkg" / "CLAUDE.md", "nested t5\n")
-    disc = surfaces.discover(
+    disc = discovery.discover(
         "claude-code",
         home,
         tmp_path / "proj",
@@ -478,7 +482,7 @@ def test_task_repositories_get_their_own_project_scope(tmp_path):
         ("task:T01", "task:T01:CLAUDE.md", "startup"),
         ("task:T05", "task:T05:pkg/CLAUDE.md", "on_demand"),
     ]
-    assert surfaces.instruction_bundle(disc)["discovery_roots"] == {
+    assert discovery.instruction_bundle(disc)["discovery_roots"] == {
         "task:T01": "task:T01:",
         "task:T05": "task:T05:",
         "user": "~/",
@@ -486,9 +490,9 @@ def test_task_repositories_get_their_own_project_scope(tmp_path):
 
 
 def test_surface_rules_for_adapters():
-    assert surfaces.surface_rules_for({"name": "claude-code", "product": "anthropic/claude-code"}) == "claude-code"
-    assert surfaces.surface_rules_for({"name": "codex", "product": "openai/codex"}) == "codex"
-    assert surfaces.surface_rules_for({"name": "copilot", "product": "github/copilot-cli"}) == "copilot"
-    assert surfaces.surface_rules_for({"name": "cmd", "product": "generic"}) == "generic"
+    assert products.surface_rules_for({"name": "claude-code", "product": "anthropic/claude-code"}) == "claude-code"
+    assert products.surface_rules_for({"name": "codex", "product": "openai/codex"}) == "codex"
+    assert products.surface_rules_for({"name": "copilot", "product": "github/copilot-cli"}) == "copilot"
+    assert products.surface_rules_for({"name": "cmd", "product": "generic"}) == "generic"
     with pytest.raises(AgentDriftError):
-        surfaces.discover("cursor", Path("/nonexistent"), Path("/nonexistent"), Path("/nonexistent"), {})
+        discovery.discover("cursor", Path("/nonexistent"), Path("/nonexistent"), Path("/nonexistent"), {})

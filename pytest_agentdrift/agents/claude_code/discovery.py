@@ -1,0 +1,522 @@
+"""Claude Code: where the product reads its instructions and configuration.
+
+Per the Claude Code memory, settings, skills, subagents and slash-command
+docs (read when this was written). The generic machinery (roots, hashing,
+allowlisting) is in ``pytest_agentdrift.agents.discovery_base`` and the
+user-once / per-task orchestration in ``pytest_agentdrift.manifest.discovery``; this module holds only what is
+Claude Code's own: file names, discovery order, precedence, the allowlist of
+settings keys, which facts the settings carry, which trees a bundle
+snapshot takes, and which environment names belong to it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_agentdrift.agents.discovery_base import (
+    MCP_JSON_SPEC,
+    Discovery,
+    InstructionEntry,
+    Roots,
+    config_source,
+    deep_merge,
+    default_roots,
+    entry_for,
+    env_path,
+    exists,
+    glob_files,
+    highest,
+    lookup,
+    nested_files,
+    parse_frontmatter,
+    split_patterns,
+    walk_up,
+)
+
+#: the rules name recorded as the manifest's ``surface_rules``
+RULES = "claude-code"
+
+#: Claude Code memory docs: "Imported files can recursively import additional
+#: files, with a max-depth of 5 hops."
+CLAUDE_IMPORT_MAX_DEPTH = 5
+
+CLAUDE_SETTINGS_SPEC: dict[str, Any] = {
+    "model": True,
+    "availableModels": True,
+    "effortLevel": True,
+    "alwaysThinkingEnabled": True,
+    "permissions": {
+        "allow": True,
+        "deny": True,
+        "ask": True,
+        "defaultMode": True,
+        "additionalDirectories": "digest",
+        "disableBypassPermissionsMode": True,
+    },
+    "sandbox": True,
+    "env": "names",
+    "hooks": "digest",
+    "disableAllHooks": True,
+    "statusLine": "digest",
+    "apiKeyHelper": "present",
+    "awsAuthRefresh": "present",
+    "awsCredentialExport": "present",
+    "otelHeadersHelper": "present",
+    "forceLoginMethod": True,
+    "forceLoginOrgUUID": "present",
+    "enableAllProjectMcpServers": True,
+    "enabledMcpjsonServers": True,
+    "disabledMcpjsonServers": True,
+    "allowedMcpServers": True,
+    "deniedMcpServers": True,
+    "mcpServers": "mcp",
+    "includeCoAuthoredBy": True,
+    "includeGitInstructions": True,
+    "cleanupPeriodDays": True,
+    "outputStyle": True,
+    "autoUpdates": True,
+    "autoUpdatesChannel": True,
+    "enabledPlugins": True,
+    "extraKnownMarketplaces": "digest",
+    "language": True,
+    "respectGitignore": True,
+    "disableAutoMode": True,
+    "$schema": True,
+}
+
+CLAUDE_JSON_SPEC: dict[str, Any] = {"mcpServers": "mcp", "autoUpdates": True}
+CLAUDE_JSON_PROJECT_SPEC: dict[str, Any] = {
+    "mcpServers": "mcp",
+    "allowedTools": True,
+    "enabledMcpjsonServers": True,
+    "disabledMcpjsonServers": True,
+    "hasTrustDialogAccepted": True,
+}
+
+_CLAUDE_IMPORT = re.compile(r"(?:^|(?<=\s))@((?:[^\s\\`]|\\ )+)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_CODE_SPAN = re.compile(r"`[^`]*`")
+
+
+def claude_imports(text: str) -> list[str]:
+    """The import targets a CLAUDE.md mentions, in order, outside code."""
+    out: list[str] = []
+    in_fence = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        for m in _CLAUDE_IMPORT.finditer(_CODE_SPAN.sub(" ", line)):
+            target = m.group(1).replace("\\ ", " ").rstrip(".,;:)")
+            if target and target not in out:
+                out.append(target)
+    return out
+
+
+def _resolve_import(target: str, base_dir: Path, home: Path) -> Path:
+    if target.startswith("~/"):
+        return home / target[2:]
+    p = Path(target)
+    return p if p.is_absolute() else base_dir / p
+
+
+class _ClaudeWalker:
+    def __init__(self, home: Path, roots: Roots, context: str, disc: Discovery, max_depth: int):
+        self.home = home
+        self.roots = roots
+        self.context = context
+        self.disc = disc
+        self.max_depth = max_depth
+        self.seen: set[str] = set()
+
+    def add(
+        self,
+        path: Path,
+        *,
+        scope: str,
+        kind: str,
+        load: str,
+        apply_to: list[str] | None = None,
+        skip_missing: bool = True,
+        follow_imports: bool = True,
+    ) -> None:
+        if skip_missing and not exists(path):
+            return
+        key = os.path.abspath(path)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        entry, data = entry_for(path, self.roots, scope=scope, kind=kind, load=load, context=self.context)
+        if kind == "rules" and data is not None and apply_to is None:
+            fm = parse_frontmatter(data)
+            if "paths" in fm:
+                apply_to = split_patterns(fm["paths"])
+                entry.load = "conditional"
+        entry.apply_to = apply_to
+        self.disc.entries.append(entry)
+        if data is not None and follow_imports:
+            self._imports(entry, path, data, depth=0)
+
+    def _imports(self, parent: InstructionEntry, path: Path, data: bytes, depth: int) -> None:
+        targets = claude_imports(data.decode("utf-8", errors="replace"))
+        for target in targets:
+            resolved = _resolve_import(target, path.parent, self.home)
+            label = self.roots.label(resolved)
+            parent.imports.append(label)
+            if depth + 1 > self.max_depth:
+                self.disc.missing.append(
+                    {
+                        "context": self.context,
+                        "path": label,
+                        "referenced_by": parent.path,
+                        "reason": f"beyond max import depth {self.max_depth}",
+                    }
+                )
+                continue
+            key = os.path.abspath(resolved)
+            if key in self.seen:
+                continue  # cycle or already loaded: the edge stays in the graph
+            self.seen.add(key)
+            entry, child = entry_for(
+                resolved,
+                self.roots,
+                scope="import",
+                kind="import",
+                load=parent.load,
+                context=self.context,
+                depth=depth + 1,
+                imported_by=parent.path,
+            )
+            if child is None:
+                self.disc.missing.append(
+                    {"context": self.context, "path": label, "referenced_by": parent.path, "reason": entry.status}
+                )
+                continue
+            self.disc.entries.append(entry)
+            self._imports(entry, resolved, child, depth + 1)
+
+
+def _claude_managed_dir(system_root: Path | None, platform: str) -> Path | None:
+    if system_root is None:
+        return None
+    if platform == "darwin":
+        return system_root / "Library" / "Application Support" / "ClaudeCode"
+    if platform.startswith("win"):
+        return system_root / "Program Files" / "ClaudeCode"
+    return system_root / "etc" / "claude-code"
+
+
+def discover_claude_code(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+) -> Discovery:
+    """Claude Code memory, settings and MCP, per the Claude Code memory and settings docs.
+
+    Memory (startup): managed CLAUDE.md; user ``~/.claude/CLAUDE.md`` and
+    ``~/.claude/rules/**/*.md``; then every directory from the outermost
+    ancestor down to cwd: ``CLAUDE.md``, ``.claude/CLAUDE.md``,
+    ``CLAUDE.local.md``, ``.claude/rules/**/*.md`` (rules with ``paths``
+    frontmatter are conditional). ``@path`` imports are followed up to 5
+    hops, relative to the importing file. CLAUDE.md files below cwd are
+    recorded as ``on_demand`` (loaded when the agent reads that subtree).
+    The upward walk stops at ``upward_limit`` when given (the harness runs
+    the agent in a private copy of the repository, so nothing above it is
+    visible to the agent).
+
+    Skills (``.claude/skills/*/SKILL.md``), subagents (``.claude/agents``)
+    and slash commands (``.claude/commands``), in the user dir and the
+    project root, are ``on_demand`` entries.
+
+    Settings: managed-settings.json > .claude/settings.local.json >
+    .claude/settings.json > ~/.claude/settings.json (higher precedence
+    number wins); MCP: managed-mcp.json, project ``.mcp.json``,
+    ``~/.claude.json`` (user ``mcpServers`` and this project's entry).
+    ``CLAUDE_CONFIG_DIR`` relocates ``~/.claude``.
+    """
+    roots = roots or default_roots(home, project_root, system_root)
+    config_dir = env_path(env, "CLAUDE_CONFIG_DIR", home)
+    if config_dir is not None:
+        roots = roots.with_root("$CLAUDE_CONFIG_DIR/", config_dir)
+    user_dir = config_dir or home / ".claude"
+    disc = Discovery("claude-code")
+    disc.limits["claude_import_max_depth"] = CLAUDE_IMPORT_MAX_DEPTH
+    disc.discovery_roots[context] = roots.label(cwd)
+    walker = _ClaudeWalker(home, roots, context, disc, CLAUDE_IMPORT_MAX_DEPTH)
+    managed = _claude_managed_dir(system_root, platform)
+
+    if include_user:
+        if managed is not None:
+            walker.add(managed / "CLAUDE.md", scope="managed", kind="memory", load="startup")
+            for p in glob_files(managed / ".claude" / "rules"):
+                walker.add(p, scope="managed", kind="rules", load="startup")
+        walker.add(user_dir / "CLAUDE.md", scope="user", kind="memory", load="startup")
+        for p in glob_files(user_dir / "rules"):
+            walker.add(p, scope="user", kind="rules", load="startup")
+        _add_components(walker, user_dir, "user")
+
+    for d in walk_up(cwd, upward_limit):
+        walker.add(d / "CLAUDE.md", scope="project", kind="memory", load="startup")
+        walker.add(d / ".claude" / "CLAUDE.md", scope="project", kind="memory", load="startup")
+        walker.add(d / "CLAUDE.local.md", scope="local", kind="memory", load="startup")
+        for p in glob_files(d / ".claude" / "rules"):
+            walker.add(p, scope="project", kind="rules", load="startup")
+    for p in nested_files(cwd, ("CLAUDE.md", "CLAUDE.local.md")):
+        walker.add(p, scope="nested", kind="memory", load="on_demand")
+    _add_components(walker, Path(project_root) / ".claude", "project")
+
+    # --- settings and MCP
+    sources = disc.config
+    if include_user:
+        if managed is not None:
+            sources.append(
+                config_source(
+                    managed / "managed-settings.json",
+                    roots,
+                    surface="claude-code",
+                    scope="managed",
+                    precedence=5,
+                    fmt="json",
+                    spec=CLAUDE_SETTINGS_SPEC,
+                    context=context,
+                )
+            )
+            sources.append(
+                config_source(
+                    managed / "managed-mcp.json",
+                    roots,
+                    surface="claude-code",
+                    scope="managed-mcp",
+                    precedence=5,
+                    fmt="json",
+                    spec=MCP_JSON_SPEC,
+                    context=context,
+                )
+            )
+        sources.append(
+            config_source(
+                user_dir / "settings.json",
+                roots,
+                surface="claude-code",
+                scope="user",
+                precedence=1,
+                fmt="json",
+                spec=CLAUDE_SETTINGS_SPEC,
+                context=context,
+            )
+        )
+    proj = Path(project_root)
+    sources.append(
+        config_source(
+            proj / ".claude" / "settings.json",
+            roots,
+            surface="claude-code",
+            scope="project",
+            precedence=2,
+            fmt="json",
+            spec=CLAUDE_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            proj / ".claude" / "settings.local.json",
+            roots,
+            surface="claude-code",
+            scope="local",
+            precedence=3,
+            fmt="json",
+            spec=CLAUDE_SETTINGS_SPEC,
+            context=context,
+        )
+    )
+    sources.append(
+        config_source(
+            proj / ".mcp.json",
+            roots,
+            surface="claude-code",
+            scope="project-mcp",
+            precedence=2,
+            fmt="json",
+            spec=MCP_JSON_SPEC,
+            context=context,
+        )
+    )
+    if include_user:
+        claude_json = (config_dir / ".claude.json") if config_dir is not None else home / ".claude.json"
+        # ~/.claude.json holds account details and app state: only the MCP
+        # inventory (user scope, and this project's local scope) is read.
+        sources.append(
+            config_source(
+                claude_json,
+                roots,
+                surface="claude-code",
+                scope="user-mcp",
+                precedence=1,
+                fmt="json",
+                spec=CLAUDE_JSON_SPEC,
+                context=context,
+            )
+        )
+    project_key = os.path.abspath(project_root)
+    if include_user:
+        # this project's entry of ~/.claude.json: local-scope MCP servers and
+        # tool approvals (its other keys, e.g. prompt history, are names only)
+        local = config_source(
+            claude_json,
+            roots,
+            surface="claude-code",
+            scope="local-mcp",
+            precedence=3,
+            fmt="json",
+            spec=CLAUDE_JSON_PROJECT_SPEC,
+            context=context,
+            select=lambda doc: (doc.get("projects") or {}).get(project_key, {}) if isinstance(doc, dict) else {},
+        )
+        local.pop("raw_sha256", None)  # the same file's raw hash is already on the user-mcp source
+        local["path"] = local["path"] + "#projects[" + roots.label(project_root) + "]"
+        sources.append(local)
+
+    return disc
+
+
+def claude_documented_merge(settings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The merge the settings docs describe, over the allowlisted content.
+
+    Lower precedence first; objects merge key by key; arrays are
+    concatenated and de-duplicated (the docs: array settings are merged
+    across scopes); scalars from a higher scope win. This is our reading of
+    the documentation, recorded as ``documented_merge`` next to
+    ``effective_merge: "unobserved"``: the product does not expose the
+    merge it actually performs.
+    """
+    merged: dict[str, Any] = {}
+    for s in sorted(settings, key=lambda s: (s["precedence"], s["path"])):
+        if isinstance(s.get("content"), dict):
+            merged = deep_merge(merged, s["content"])
+    return merged
+
+
+def _add_components(walker: _ClaudeWalker, base: Path, scope: str) -> None:
+    """Skills, subagents and slash commands under one ``.claude`` directory.
+
+    A skill's SKILL.md is read when the skill is invoked (its description
+    is listed at startup), a subagent's prompt when it is delegated to, a
+    command's text when it is typed: all ``on_demand``, all instruction
+    text the agent can be given.
+    """
+    # memory-file @imports are a CLAUDE.md feature: these files are hashed as they are, not followed
+    for p in sorted(base.glob("skills/*/SKILL.md"), key=lambda p: p.as_posix()):
+        walker.add(p, scope=scope, kind="skill", load="on_demand", follow_imports=False)
+    for p in glob_files(base / "agents"):
+        walker.add(p, scope=scope, kind="subagent", load="on_demand", follow_imports=False)
+    for p in glob_files(base / "commands"):
+        walker.add(p, scope=scope, kind="command", load="on_demand", follow_imports=False)
+
+
+def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None) -> dict[str, Any]:
+    """What the settings files say about model, permission mode, sandbox, auto-update.
+
+    Each fact is the value of the highest-precedence source that sets it,
+    with that source's label: a *configured* value, not the effective one
+    (flags and managed policy can still override it at run time).
+    """
+    found: dict[str, Any] = {}
+    settings = [
+        s for s in sources if s.get("surface") == RULES and s.get("scope") in ("managed", "user", "project", "local")
+    ]
+    for name, keys in (
+        ("model", ("model",)),
+        ("permission_mode", ("permissions", "defaultMode")),
+        ("sandbox", ("sandbox",)),
+    ):
+        hit = highest(settings, lookup(*keys))
+        if hit is not None:
+            found[name] = {"value": hit[0], "source": hit[1]}
+    auto = highest(settings, lookup("autoUpdates"))
+    if env.get("DISABLE_AUTOUPDATER"):
+        found["auto_update_state"] = {"value": "disabled", "source": "env:DISABLE_AUTOUPDATER"}
+    elif auto is not None:
+        found["auto_update_state"] = {"value": "enabled" if auto[0] else "disabled", "source": auto[1]}
+    found["documented_merge"] = {"value": claude_documented_merge(settings), "source": "settings docs"}
+    return found
+
+
+def discover(
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+    profile: str | None = None,
+) -> Discovery:
+    """The uniform entry point ``manifest.discovery.discover_with`` calls."""
+    return discover_claude_code(
+        home,
+        project_root,
+        cwd,
+        env,
+        system_root=system_root,
+        platform=platform,
+        context=context,
+        roots=roots,
+        upward_limit=upward_limit,
+        include_user=include_user,
+    )
+
+
+# --------------------------------------------------------------------------- bundles and runtime
+
+#: directories a bundle snapshot takes whole, relative to the project root
+#: ("project") and to the home directory ("user"; ``.claude`` is read from
+#: ``$CLAUDE_CONFIG_DIR`` when set): every file of a skill (its scripts and
+#: references too), subagents, commands, rules and hook scripts
+BUNDLE_TREES = {
+    "project": (".claude/skills", ".claude/agents", ".claude/commands", ".claude/rules", ".claude/hooks"),
+    "user": (".claude/skills", ".claude/agents", ".claude/commands", ".claude/rules", ".claude/hooks"),
+}
+#: environment names whose values select behaviour and are never secret (recorded in the manifest)
+NON_SECRET_ENV_VALUES = frozenset(
+    {
+        "DISABLE_AUTOUPDATER",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+        "MAX_THINKING_TOKENS",
+        "BASH_DEFAULT_TIMEOUT_MS",
+        "BASH_MAX_TIMEOUT_MS",
+        "MCP_TIMEOUT",
+        "MCP_TOOL_TIMEOUT",
+        "DISABLE_TELEMETRY",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+    }
+)
+#: environment names that hold a private path: names only, never values
+PATHLIKE_ENV = frozenset({"CLAUDE_CONFIG_DIR"})
+#: ``--agent-with plugin:DIR``: where a plugin directory's components go in a
+#: bundle's project scope (plugin dir -> project path). Anything else in the
+#: plugin (hooks, MCP servers, its manifest) needs the product's plugin
+#: installer and is listed as not installed, never silently dropped.
+PLUGIN_LAYOUT = {"skills": ".claude/skills", "agents": ".claude/agents", "commands": ".claude/commands"}

@@ -1,0 +1,351 @@
+"""`agentdrift` commands for a team's own setup (issue 13, seed 002).
+
+    agentdrift bundle snapshot NAME --agent PRESET [--dir PROJECT] [--model M]   record what the agent reads
+    agentdrift bundle list | show REF                                            the bundles directory
+    agentdrift task new DIR --repo PATH --instruction FILE --verifier CMD ...    a validated task from a git repo
+    agentdrift plan RUN [--delta 10pp] [--alpha 0.05] [--power 0.8] [--out F]   tasks x repetitions needed
+    agentdrift null RUN_A RUN_B [RUN...]                                         false alarms of the gate on one runtime
+
+`register(sub, parser_class)` adds them to cli.py's parser; `compare_rows`
+adds the seed 002 rows to `agentdrift compare`. Exit codes are the
+plugin's (errors.EXIT_*).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pytest_agentdrift.errors import EXIT_FAILED, EXIT_OK, AgentDriftError
+
+
+def _out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def _store(args: argparse.Namespace) -> Path:
+    """The bundles directory as the plugin finds it: --bundles, ini agent_bundles, AGENTDRIFT_BUNDLES, default."""
+    from pytest_agentdrift.manifest.bundles import find_rootdir, resolve_store
+
+    rootdir, ini = find_rootdir(Path.cwd())
+    return resolve_store(args.bundles, ini, os.environ, rootdir)
+
+
+# --------------------------------------------------------------------------- bundle
+
+
+def cmd_bundle_snapshot(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.manifest.bundles import show_lines, snapshot
+
+    store = _store(args)
+    options = {k: v for k, v in (("permission_mode", args.permission_mode), ("sandbox", args.sandbox_mode)) if v}
+    bundle, created = snapshot(
+        store,
+        args.name,
+        agent=args.agent,
+        project=Path(args.dir),
+        home=Path.home(),
+        env=dict(os.environ),
+        model=args.model,
+        options=options,
+        project_only=args.project_only,
+    )
+    _out(f"{'stored' if created else 'unchanged (already stored)'}: bundle {args.name} = {bundle.digest} in {store}")
+    for line in show_lines(bundle, store)[1:]:
+        _out(line)
+    return EXIT_OK
+
+
+def cmd_bundle_list(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.manifest.bundles import list_bundles
+
+    store = _store(args)
+    rows = list_bundles(store)
+    if args.json:
+        _out(json.dumps({"bundles_dir": str(store), "bundles": rows}, indent=2, sort_keys=True))
+        return EXIT_OK
+    if not rows:
+        _out(f"no bundles in {store} (make one: agentdrift bundle snapshot NAME --agent PRESET)")
+        return EXIT_OK
+    for row in rows:
+        if "problem" in row:
+            _out(f"{row['name']:<32} {row['digest'][:19]}…  {row['problem']}")
+            continue
+        derived = f"  derived from {row['derived_from'][:19]}…" if row.get("derived_from") else ""
+        _out(
+            f"{row['name']:<32} {row['digest'][:19]}…  {row['agent']:<12} model {row['model'] or '-':<20} "
+            f"{row['files']} file(s) {row['bytes']} B  {row['created_at']}{derived}"
+        )
+    return EXIT_OK
+
+
+def cmd_bundle_show(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.manifest.bundles import load, names_for, show_lines
+
+    store = _store(args)
+    bundle = load(store, args.ref)
+    if args.json:
+        _out(json.dumps({**bundle.doc, "names": names_for(store, bundle.digest)}, indent=2, sort_keys=True))
+    else:
+        for line in show_lines(bundle, store):
+            _out(line)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- task new
+
+
+def cmd_task_new(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.tasks.freeze import NewTask, commit_task, discard, freeze_task
+
+    spec = NewTask(
+        target=Path(args.dir),
+        repo=Path(args.repo),
+        instruction=Path(args.instruction),
+        verifier=args.verifier,
+        rev=args.rev,
+        solution=args.solution,
+        hidden=list(args.hidden_test or []),
+        allow=list(args.allow or []),
+        task_id=args.id,
+        title=args.title,
+        suite=args.suite,
+        timeout_s=args.timeout,
+    )
+    if args.solution is None and not args.no_validate:
+        raise AgentDriftError("give --solution REV|PATCH (the fix the task is validated against), or --no-validate")
+    tmp, notes = freeze_task(spec)
+    try:
+        _out(
+            f"froze {args.repo}@{args.rev} into a task ({sum(1 for p in (tmp / 'repo').rglob('*') if p.is_file())} file(s))"
+        )
+        for note in notes:
+            _out(f"  note: {note}")
+        if not args.no_validate:
+            from pytest_agentdrift.cli import cmd_validate
+
+            code = cmd_validate(
+                argparse.Namespace(tasks=[str(tmp)], k=args.k, agent="reference", isolation=args.isolation)
+            )
+            if code != EXIT_OK:
+                _out(f"not written: the task does not decide (see above); {args.dir} is left as it was")
+                discard(tmp)
+                return EXIT_FAILED
+        commit_task(tmp, Path(args.dir))
+    except BaseException:
+        discard(tmp)
+        raise
+    _out(
+        f"wrote {args.dir}"
+        + ("" if args.no_validate else f" (validated: fails untouched, solution passes {args.k}/{args.k})")
+    )
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.compare.planning import make_plan, parse_delta, render_plan
+    from pytest_agentdrift.record.store import atomic_write, load_run
+
+    results = load_run(Path(args.run), require_complete=True)
+    doc = make_plan(
+        results,
+        delta=parse_delta(args.delta),
+        alpha=args.alpha,
+        target=args.power,
+        budget_k=args.k,
+        source=str(args.run),
+    )
+    if args.out is not None:
+        out = Path(args.out)
+        if out.exists():
+            raise AgentDriftError(
+                "already exists; a plan is a pre-registration and is never rewritten: write a new file", out
+            )
+        atomic_write(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if args.json:
+        _out(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        for line in render_plan(doc):
+            _out(line)
+        if args.out is not None:
+            _out(
+                f"{'written':<11} {args.out} (record it with the experiment: pytest ... --agent-plan {args.out} --agent-record DIR)"
+            )
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- null
+
+
+def cmd_null(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.compare.null import null_exit_code, null_experiment, render_null
+    from pytest_agentdrift.session.baseline import load_baseline
+
+    if len(args.runs) < 2:
+        raise AgentDriftError("give at least two recorded runs of the same runtime")
+    loaded = [load_baseline(Path(p)) for p in args.runs]
+    accept = args.accept_unobserved if args.accept_unobserved is not None else ["env_image_digest", "server_revision"]
+    result = null_experiment(
+        [r for r, _ in loaded],
+        [m for _, m in loaded],
+        labels=list(args.runs),
+        alpha=args.alpha,
+        seed=args.seed,
+        accept_unobserved=accept,
+    )
+    if args.json:
+        _out(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        for line in render_null(result):
+            _out(line)
+    return null_exit_code(result)
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def compare_rows(
+    args: argparse.Namespace, base: dict[str, Any], cand: dict[str, Any], comparison: dict[str, Any]
+) -> tuple[dict[str, Any], list[str], int | None]:
+    """The seed 002 rows for `agentdrift compare` (section, lines, drop-it exit code or None)."""
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.compare.experiment import (
+        DROP_IT_MODE,
+        experiment_exit_code,
+        experiment_section,
+        render_experiment,
+    )
+
+    def doc(run: str, name: str) -> Any:
+        path = Path(run) / name
+        return load_json_file(path) if path.is_file() else None
+
+    mode = DROP_IT_MODE if getattr(args, "drop_it", False) or getattr(args, "gate", None) == DROP_IT_MODE else None
+    section = experiment_section(
+        base,
+        cand,
+        comparison,
+        base_manifest=doc(args.base, "runtime-manifest.json"),
+        cand_manifest=doc(args.cand, "runtime-manifest.json"),
+        base_instructions=doc(args.base, "instruction-bundle.json"),
+        cand_instructions=doc(args.cand, "instruction-bundle.json"),
+        gate_mode=mode,
+        release_notes_given=args.release_notes is not None,
+    )
+    return section, render_experiment(section), experiment_exit_code(section, mode)
+
+
+def add_compare_options(c: argparse.ArgumentParser) -> None:
+    c.add_argument(
+        "--drop-it",
+        action="store_true",
+        help="for an ablation or addition (the candidate ran with --agent-without / --agent-with): exit 0 "
+        "only when the drop-it gate says 'Drop it' (the same as --gate drop-it)",
+    )
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def _fraction(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return x
+
+
+def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    from pytest_agentdrift.run.sandbox import ISOLATION_MODES
+    from pytest_agentdrift.session.options import positive_float, positive_int
+
+    b = sub.add_parser("bundle", help="snapshot, list and show instruction bundles (a team's agent setup)")
+    bsub = b.add_subparsers(dest="bundle_command", required=True, parser_class=parser_class)
+    snap = bsub.add_parser(
+        "snapshot", help="record, read-only, what an agent preset reads from a project and your home"
+    )
+    snap.add_argument("name")
+    snap.add_argument(
+        "--agent", required=True, help="the product preset whose discovery rules apply (claude-code, codex, copilot)"
+    )
+    snap.add_argument("--dir", default=".", help="the project to snapshot (default: the current directory)")
+    snap.add_argument("--model", help="the model the bundle runs with (recorded; --agent-model still overrides)")
+    snap.add_argument("--permission-mode", help="the permission mode the bundle runs with")
+    snap.add_argument("--sandbox-mode", help="the product's own sandbox mode the bundle runs with")
+    snap.add_argument("--project-only", action="store_true", help="leave the user-level files of your home out")
+    snap.set_defaults(fn=cmd_bundle_snapshot)
+    ls = bsub.add_parser("list", help="the named bundles")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(fn=cmd_bundle_list)
+    show = bsub.add_parser("show", help="one bundle: files, sizes, digests, what was left out")
+    show.add_argument("ref", help="NAME, digest (or a unique prefix) or bundle directory")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(fn=cmd_bundle_show)
+    for p in (snap, ls, show):
+        p.add_argument(
+            "--bundles",
+            help="the bundles directory (else ini agent_bundles, AGENTDRIFT_BUNDLES, "
+            ".agentdrift/bundles under the rootdir)",
+        )
+
+    t = sub.add_parser("task", help="make tasks")
+    tsub = t.add_subparsers(dest="task_command", required=True, parser_class=parser_class)
+    new = tsub.add_parser(
+        "new", help="freeze a task from a git repository and validate it (fails untouched, solution passes k of k)"
+    )
+    new.add_argument("dir", help="the task directory to write (must not exist, or be empty)")
+    new.add_argument("--repo", required=True, help="a git repository")
+    new.add_argument("--rev", default="HEAD", help="the revision whose tree becomes repo/ (default HEAD)")
+    new.add_argument("--instruction", required=True, help="the task text (task.md, given to the agent verbatim)")
+    new.add_argument(
+        "--verifier",
+        required=True,
+        help="the command that passes only when the work is done (pytest ... or any command)",
+    )
+    new.add_argument(
+        "--hidden-test",
+        action="append",
+        help="a test file of the tree the agent does not get (restored for grading); repeatable",
+    )
+    new.add_argument(
+        "--allow", action="append", help="a path pattern the agent may change (allowed-paths.txt); repeatable"
+    )
+    new.add_argument("--solution", help="the fix: a later revision of the repository, or a patch file")
+    new.add_argument("--id", help="the task id (default: the directory name)")
+    new.add_argument("--title")
+    new.add_argument("--suite", default="team")
+    new.add_argument("--timeout", type=positive_float, default=600.0)
+    new.add_argument("--k", type=positive_int, default=3, help="validation repetitions (default 3)")
+    new.add_argument("--no-validate", action="store_true", help="write the task without validating it")
+    new.add_argument("--isolation", choices=ISOLATION_MODES, default="auto")
+    new.set_defaults(fn=cmd_task_new)
+
+    pl = sub.add_parser("plan", help="tasks x repetitions needed to detect a regression, from a recorded run")
+    pl.add_argument("run")
+    pl.add_argument("--delta", default="10pp", help="the regression to detect: 10pp, 10%% or 0.1 (default 10pp)")
+    pl.add_argument("--alpha", type=_fraction, default=0.05)
+    pl.add_argument("--power", type=_fraction, default=0.80)
+    pl.add_argument(
+        "--k", type=positive_int, help="repetitions of the budget the MDE is computed for (default: the run's)"
+    )
+    pl.add_argument("--out", help="write plan.json here (then: pytest ... --agent-plan FILE --agent-record DIR)")
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(fn=cmd_plan)
+
+    nu = sub.add_parser(
+        "null", help="two or more recordings of one runtime: outcome flips and false alarms of the gate"
+    )
+    nu.add_argument("runs", nargs="+", help="two or more recorded runs of the same runtime")
+    nu.add_argument("--alpha", type=_fraction, default=0.05)
+    nu.add_argument("--seed", type=int, default=0)
+    nu.add_argument("--accept-unobserved", action="append", default=None)
+    nu.add_argument("--json", action="store_true")
+    nu.set_defaults(fn=cmd_null)

@@ -1,0 +1,189 @@
+"""The null experiment: two or more recordings of the *same* runtime, compared as if one were a candidate.
+
+Pure functions over results.json / runtime-manifest.json dicts (no pytest,
+no I/O). Whatever moves between two recordings of one runtime is run-to-run
+noise, or something that changed where no manifest can see it (seed 003:
+a host that changed its model behind an unchanged stamp). The report says:
+
+* for every pair of recordings (i < j, the earlier as baseline): the outcome
+  flips (tasks solved by one recording and not the other), the variance row,
+  and whether the gate would have fired (a ``dont_ship`` quality verdict: a
+  false alarm, because nothing was changed);
+* with three or more recordings, the observed false-alarm rate over the
+  pairs against alpha (pairs share recordings, so they are not independent
+  trials: the rate is descriptive);
+* a status: ``invalid_comparison`` when the identities differ (this is not a
+  null experiment); ``hold_unconfirmed`` with "host-side drift suspected"
+  when outcomes move beyond run-to-run noise (the two-sided exact test on the
+  discordant tasks rejects at alpha, or the gate fires); otherwise
+  ``no_material_evidence``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+from typing import Any
+
+from pytest_agentdrift.compare import stats
+
+NULL_OK = "no_material_evidence"
+DRIFT = "hold_unconfirmed"
+NOT_NULL = "invalid_comparison"
+DRIFT_REASON = "host-side drift suspected"
+
+
+def two_sided_discordant_pvalue(won: int, lost: int) -> float:
+    """Exact two-sided sign test on the discordant tasks (1.0 with none)."""
+    if won + lost == 0:
+        return 1.0
+    return min(1.0, 2.0 * stats.binomial_tail_pvalue(max(won, lost), won + lost, 0.5))
+
+
+def null_experiment(
+    runs: Sequence[Mapping[str, Any]],
+    manifests: Sequence[Mapping[str, Any]] | None,
+    *,
+    labels: Sequence[str] | None = None,
+    alpha: float = 0.05,
+    seed: int = 0,
+    accept_unobserved: Sequence[str] = ("env_image_digest", "server_revision"),
+) -> dict[str, Any]:
+    """Compare every pair of recordings of one runtime; see the module doc."""
+    from pytest_agentdrift.compare.decision import GateParams, compare_runs
+    from pytest_agentdrift.manifest.identity import compare_manifests
+
+    if len(runs) < 2:
+        raise ValueError("a null experiment needs at least two recordings")
+    labels = list(labels or [f"run{i + 1}" for i in range(len(runs))])
+    params = GateParams(alpha=alpha)
+    pairs = []
+    identity_problems: list[str] = []
+    for i, j in combinations(range(len(runs)), 2):
+        reasons: list[str] = []
+        change_class = "identical"
+        comparable = True
+        if manifests is not None:
+            cmp = compare_manifests(manifests[i], manifests[j], [], pre_run=False, accept_unobserved=accept_unobserved)
+            change_class = cmp.change_class or "identical"
+            reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in cmp.blocks]
+            comparable = cmp.comparable
+            if change_class != "identical" or not comparable:
+                identity_problems.append(
+                    f"{labels[i]} vs {labels[j]}: {change_class}" + (f" ({'; '.join(reasons[:3])})" if reasons else "")
+                )
+        comparison = compare_runs(
+            runs[i], runs[j], comparable=comparable, reasons=reasons, change_class=change_class, gate=params, seed=seed
+        )
+        paired = comparison.get("paired") or {}
+        won, lost = list(paired.get("won") or []), list(paired.get("lost") or [])
+        gate = comparison.get("gate") or {}
+        p_two = two_sided_discordant_pvalue(len(won), len(lost)) if comparison["comparable"] else None
+        fired = gate.get("quality_verdict") == "dont_ship"
+        beyond = bool(comparison["comparable"] and ((p_two is not None and p_two < alpha) or fired))
+        pairs.append(
+            {
+                "baseline": labels[i],
+                "candidate": labels[j],
+                "comparable": comparison["comparable"],
+                "reasons": comparison["reasons"],
+                "flips": len(won) + len(lost),
+                "won": won,
+                "lost": lost,
+                "p_two_sided": p_two,
+                "variance": comparison.get("variance"),
+                "gate_verdict": gate.get("quality_verdict"),
+                "gate_reason": gate.get("reason"),
+                "gate_fired": fired,
+                "beyond_noise": beyond,
+            }
+        )
+    compared = [p for p in pairs if p["comparable"]]
+    fired_pairs = sum(1 for p in compared if p["gate_fired"])
+    out: dict[str, Any] = {
+        "schema_version": 1,
+        "recordings": labels,
+        "alpha": alpha,
+        "pairs": pairs,
+        "flips": sum(p["flips"] for p in compared),
+        "gate_fired": fired_pairs,
+        "false_alarm_rate": (fired_pairs / len(compared)) if len(runs) >= 3 and compared else None,
+        "false_alarm_note": (
+            "pairs share recordings, so they are not independent trials: the rate is descriptive"
+            if len(runs) >= 3
+            else None
+        ),
+    }
+    if identity_problems:
+        out["status"], out["because"] = (
+            NOT_NULL,
+            ["not a null experiment: the runtimes differ: " + p for p in identity_problems],
+        )
+    elif not compared:
+        out["status"], out["because"] = NOT_NULL, [r for p in pairs for r in p["reasons"]] or ["no pair is comparable"]
+    elif any(p["beyond_noise"] for p in compared):
+        moved = [
+            f"{p['baseline']} vs {p['candidate']}: {p['flips']} flip(s) (lost {', '.join(p['lost']) or '-'}; won "
+            f"{', '.join(p['won']) or '-'}; two-sided p = {p['p_two_sided']:.3g}"
+            + ("; the gate fired" if p["gate_fired"] else "")
+            + ")"
+            for p in compared
+            if p["beyond_noise"]
+        ]
+        out["status"], out["because"] = (
+            DRIFT,
+            [f"{DRIFT_REASON}: identity is equal but outcomes moved beyond run-to-run noise", *moved],
+        )
+    else:
+        why = (
+            "no outcome flipped"
+            if out["flips"] == 0
+            else (f"{out['flips']} flip(s) within run-to-run noise (two-sided p ≥ {alpha} on every pair)")
+        )
+        out["status"], out["because"] = NULL_OK, [f"{why}; the gate did not fire"]
+    return out
+
+
+def null_exit_code(result: Mapping[str, Any]) -> int:
+    from pytest_agentdrift.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED
+
+    if result["status"] == NOT_NULL:
+        return EXIT_REFUSED
+    return EXIT_FAILED if result["status"] == DRIFT else EXIT_OK
+
+
+def render_null(result: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for p in result["pairs"]:
+        head = f"{p['baseline']} vs {p['candidate']}"
+        if not p["comparable"]:
+            lines.append(f"{'null':<11} {head}: not comparable: {'; '.join(p['reasons'][:3])}")
+            continue
+        lines.append(
+            f"{'null':<11} {head}: {p['flips']} flip(s)"
+            + (f" (lost {', '.join(p['lost']) or '-'}; won {', '.join(p['won']) or '-'})" if p["flips"] else "")
+            + f"; gate {p['gate_verdict']}"
+            + (" FIRED (a false alarm)" if p["gate_fired"] else " would not fire")
+        )
+        shares = (p.get("variance") or {}).get("shares")
+        if shares:
+            lines.append(
+                f"{'variance':<11} "
+                + "  ".join(f"{k} {100 * shares[k]:.1f}%" for k in ("task", "arm", "task_x_arm", "run_to_run"))
+            )
+        elif p.get("variance") is not None:
+            lines.append(
+                f"{'variance':<11} {p['variance'].get('note') or 'total sum of squares 0: nothing to apportion'}"
+            )
+        else:
+            lines.append(f"{'variance':<11} null (k = 1: run-to-run variance needs repetitions)")
+    if result["false_alarm_rate"] is not None:
+        compared = sum(1 for p in result["pairs"] if p["comparable"])
+        lines.append(
+            f"{'false alarm':<11} {result['gate_fired']}/{compared} pair(s) = {100 * result['false_alarm_rate']:.1f}% "
+            f"against alpha {result['alpha']:g} ({result['false_alarm_note']})"
+        )
+    more = len(result["because"]) - 1
+    lines.append(f"{'status':<11} {result['status']}: {result['because'][0]}" + (f" (+{more} more)" if more else ""))
+    lines += [f"{'':<11} - {b}" for b in result["because"][1:]]
+    return lines

@@ -1,0 +1,176 @@
+"""The null experiment and planning: false alarms on one runtime, and designs whose power simulation confirms."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from pytest_agentdrift.compare import null, planning
+from pytest_agentdrift.errors import AgentDriftError
+
+
+def results(pattern: dict[str, list[bool]], run_id="r"):
+    tasks = {
+        t: {
+            "suite": "s",
+            "runs": [
+                {
+                    "rep": i + 1,
+                    "passed": p,
+                    "tampered_pass": False,
+                    "outcome": "passed" if p else "failed",
+                    "critical_failed": [],
+                    "layers": {"safety": "pass"},
+                    "usage": None,
+                }
+                for i, p in enumerate(ps)
+            ],
+        }
+        for t, ps in pattern.items()
+    }
+    n = sum(len(ps) for ps in pattern.values())
+    passed = sum(sum(ps) for ps in pattern.values())
+    return {
+        "run_id": run_id,
+        "runtime_id": "sha256:" + "1" * 64,
+        "task_set_id": "sha256:" + "2" * 64,
+        "evaluator_id": "sha256:" + "3" * 64,
+        "complete": True,
+        "tasks": tasks,
+        "summary": {"runs": n, "passed": passed, "pass_rate": passed / n},
+    }
+
+
+def manifest(**identity):
+    from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
+
+    ident = {f: "same" for f in IDENTITY_FIELDS}
+    ident.update(identity)
+    return {"identity": ident, "provenance": {}}
+
+
+STEADY = {f"T{i:02d}": [True, True, True] for i in range(1, 11)} | {
+    "T11": [True, False, True],
+    "T12": [False, False, False],
+}
+
+
+def test_two_recordings_of_one_runtime_flip_nothing_and_the_gate_would_not_fire():
+    r = null.null_experiment([results(STEADY, "a"), results(STEADY, "b")], [manifest(), manifest()], labels=["a", "b"])
+    assert r["status"] == null.NULL_OK and r["flips"] == 0 and r["gate_fired"] == 0
+    assert r["pairs"][0]["gate_verdict"] == "hold" and not r["pairs"][0]["gate_fired"]
+    assert r["pairs"][0]["variance"]["shares"] is not None
+    assert null.null_exit_code(r) == 0
+    lines = null.render_null(r)
+    assert "a vs b: 0 flip(s); gate hold would not fire" in lines[0]
+    assert lines[-1].startswith("status      no_material_evidence: no outcome flipped")
+
+
+def test_outcomes_moving_beyond_noise_under_an_equal_identity_is_host_side_drift():
+    drifted = copy.deepcopy(STEADY)
+    for t in ("T01", "T02", "T03", "T04", "T05", "T06"):
+        drifted[t] = [False, False, False]
+    r = null.null_experiment([results(STEADY), results(drifted)], [manifest(), manifest()])
+    assert r["status"] == null.DRIFT
+    assert r["because"][0].startswith("host-side drift suspected")
+    assert r["pairs"][0]["gate_fired"] and r["pairs"][0]["flips"] == 6
+    assert null.null_exit_code(r) == 1
+    # one flip is run-to-run noise, not drift
+    one = copy.deepcopy(STEADY)
+    one["T11"] = [False, False, True]
+    r = null.null_experiment([results(STEADY), results(one)], [manifest(), manifest()])
+    assert r["status"] == null.NULL_OK and r["flips"] == 1
+
+
+def test_a_different_runtime_is_not_a_null_experiment():
+    r = null.null_experiment([results(STEADY), results(STEADY)], [manifest(), manifest(cli_version="2")])
+    assert r["status"] == null.NOT_NULL and "cli_version" in r["because"][0]
+    assert null.null_exit_code(r) == 6
+
+
+def test_three_recordings_give_a_false_alarm_rate_against_alpha():
+    r = null.null_experiment([results(STEADY)] * 3, [manifest()] * 3)
+    assert len(r["pairs"]) == 3 and r["false_alarm_rate"] == 0.0 and "not independent" in r["false_alarm_note"]
+    assert "0/3 pair(s) = 0.0% against alpha 0.05" in "\n".join(null.render_null(r))
+    with pytest.raises(ValueError):
+        null.null_experiment([results(STEADY)], None)
+
+
+def test_parse_delta():
+    assert planning.parse_delta("10pp") == pytest.approx(0.10)
+    assert planning.parse_delta("15%") == pytest.approx(0.15)
+    assert planning.parse_delta("0.2") == pytest.approx(0.2)
+    assert planning.parse_delta("20") == pytest.approx(0.2)
+    for bad in ("ten", "0", "150pp", "-5pp"):
+        with pytest.raises(AgentDriftError):
+            planning.parse_delta(bad)
+
+
+RECORDED = results(
+    {
+        f"T{i:02d}": ps
+        for i, ps in enumerate(
+            [
+                [True] * 3,
+                [True] * 3,
+                [True] * 3,
+                [True, True, False],
+                [True] * 3,
+                [True, False, False],
+                [True] * 3,
+                [True, True, False],
+                [True] * 3,
+                [True] * 3,
+                [False] * 3,
+                [True] * 3,
+            ],
+            start=1,
+        )
+    }
+)
+
+
+@pytest.mark.parametrize("delta", [0.15, 0.25])
+def test_the_planned_design_reaches_the_stated_power_in_simulation(delta):
+    plan = planning.make_plan(RECORDED, delta=delta, alpha=0.05, target=0.80)
+    rec = plan["recommended"]
+    assert rec["power"] >= 0.80
+    rates = [t["smoothed"] for t in plan["inputs"]["tasks"].values()]
+    simulated = planning.simulate_power(
+        rates, rec["tasks"], rec["k"], delta, 0.05, fixed=rec["kind"] == "recorded_tasks", sims=6000, seed=1
+    )
+    assert abs(simulated - rec["power"]) <= 0.05, (rec, simulated)
+    # one repetition less on the recorded tasks falls short: the plan is the smallest such design
+    if rec["kind"] == "recorded_tasks" and rec["k"] > 1:
+        assert plan["designs"]["recorded_tasks"][rec["k"] - 2]["power"] < 0.80
+    for more in plan["designs"]["more_tasks"]:
+        if more["tasks"] is not None:
+            sim = planning.simulate_power(rates, more["tasks"], more["k"], delta, 0.05, fixed=False, sims=4000, seed=2)
+            assert abs(sim - more["power"]) <= 0.05, (more, sim)
+
+
+def test_the_minimum_detectable_effect_is_the_power_boundary():
+    plan = planning.make_plan(RECORDED, delta=0.1, alpha=0.05, target=0.8, budget_k=6)
+    m = plan["mde"]["delta"]
+    rates = [t["smoothed"] for t in plan["inputs"]["tasks"].values()]
+    assert (
+        planning.power(rates, 12, 6, m, 0.05, fixed=True)
+        >= 0.8
+        > planning.power(rates, 12, 6, m - 0.01, 0.05, fixed=True)
+    )
+    assert "mde" in "\n".join(planning.render_plan(plan))
+
+
+def test_a_plan_is_sealed_by_its_digest():
+    plan = planning.make_plan(RECORDED, delta=0.1)
+    assert planning.verify_plan(json.loads(json.dumps(plan))) == plan
+    edited = json.loads(json.dumps(plan))
+    edited["question"]["delta"] = 0.5
+    with pytest.raises(AgentDriftError, match="edited after it was written"):
+        planning.verify_plan(edited, "plan.json")
+    with pytest.raises(AgentDriftError, match="not a plan"):
+        planning.verify_plan({"x": 1})
+    with pytest.raises(AgentDriftError, match="at least two tasks"):
+        planning.make_plan(results({"T1": [True]}), delta=0.1)
