@@ -128,7 +128,10 @@ def cmd_task_new(args: argparse.Namespace) -> int:
             from pytest_agentdrift.cli import cmd_validate
 
             code = cmd_validate(
-                argparse.Namespace(tasks=[str(tmp)], k=args.k, agent="reference", isolation=args.isolation)
+                # what `agentdrift validate --k K` would be given (a new task has no wrong solutions yet)
+                argparse.Namespace(
+                    tasks=[str(tmp)], k=args.k, agent="reference", isolation=args.isolation, skip_wrong=False
+                )
             )
             if code != EXIT_OK:
                 _out(f"not written: the task does not decide (see above); {args.dir} is left as it was")

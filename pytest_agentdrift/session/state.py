@@ -107,6 +107,7 @@ class TaskRunner:
         self.adapter: AgentAdapter | None = None
         self.specs: dict[str, TaskSpec] = {}
         self._digests: dict[str, str] = {}
+        self._host_secrets: list[str] | None = None  # read once, on the first run
         self._isolation: Isolation | None = None
         self._grader: Grader | None = None
         self._base: Path | None = None
@@ -200,6 +201,13 @@ class TaskRunner:
             *((p, "--agent-mount") for p in self.settings.mounts),
         ]
 
+    def host_secrets(self) -> list[str]:
+        if self._host_secrets is None:
+            from pytest_agentdrift.record.redact import host_file_secrets
+
+            self._host_secrets = host_file_secrets(Path.home(), getattr(self.adapter, "credential_files", ()))
+        return self._host_secrets
+
     def hidden_paths(self) -> tuple[Path, ...]:
         """Never visible in a sandbox, even inside something it may read."""
         paths = [p for p in (self.settings.record, self.settings.baseline) if p is not None]
@@ -283,6 +291,7 @@ class TaskRunner:
         payload = json_safe({"task_id": spec.id, "rep": rep, "meta": meta, "result": result})
         # The one place where run data leaves for the record: keep the session's secrets out.
         secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
+        secrets_ += self.host_secrets()  # what the host's credential files hold (readable outside bwrap)
         # secrets written into a bundle's settings or MCP files travel with it into the work tree
         secrets_ = sorted({*secrets_, *getattr(settings.overlay, "secrets", ())}, key=len, reverse=True)
         return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets_]))

@@ -185,6 +185,42 @@ def test_short_secrets_are_scrubbed_under_no_isolation(tmp_path, monkeypatch):
             assert b"hunter2-Xq9" not in data and b"s3cr3t-pg-77" not in data, path
 
 
+def test_host_credential_files_are_scrubbed_under_no_isolation(tmp_path, monkeypatch):
+    """Without bwrap an agent can read the real home; what its credential files hold never reaches the record."""
+    home = tmp_path / "realhome"
+    home.mkdir()
+    (home / ".git-credentials").write_text("https://jane:ghp_PLANTEDhostToken42@github.com\n")
+    (home / ".gitconfig").write_text("[user]\n\temail = planted.person@example.org\n")
+    monkeypatch.setenv("HOME", str(home))
+    session(
+        tmp_path,
+        f"""
+        import base64
+        for name in (".git-credentials", ".gitconfig"):
+            text = Path({str(home)!r}, name).read_text()
+            print(text)
+        print("token alone:", "ghp_PLANTED" + "hostToken42", base64.b64encode(b"ghp_PLANTEDhostToken42").decode())
+        Path("notes.txt").write_text(Path({str(home)!r}, ".git-credentials").read_text())
+        report("complete", summary="planted.person@example.org")
+    """,
+        "--agent-isolation",
+        "none",
+        checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}],
+    )
+    seen = 0
+    for path in (tmp_path / "run").rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            seen += b"[REDACTED]" in data
+            for planted in (
+                b"ghp_PLANTEDhostToken42",
+                b"planted.person@example.org",
+                b"Z2hwX1BMQU5URURob3N0VG9rZW40Mg",
+            ):
+                assert planted not in data, (planted, path)
+    assert seen  # the agent's output was recorded, scrubbed
+
+
 @needs_bwrap
 def test_the_task_directory_is_hidden_from_the_agent(tmp_path):
     task_dir = tmp_path / "tasks" / "R1-task"

@@ -65,7 +65,7 @@ def session(world: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def agentdrift(world: Path, *args: str, home: Path | None = None) -> subprocess.CompletedProcess:
-    return sh(world, sys.executable, "-m", "pytest_agentdrift.cli", *args, env={"HOME": str(home)} if home else None)
+    return sh(world, sys.executable, "-m", "pytest_agentdrift", *args, env={"HOME": str(home)} if home else None)
 
 
 def stable_runtimes(bin_dir: Path) -> None:
