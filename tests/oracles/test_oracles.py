@@ -76,6 +76,7 @@ def test_drifted_solution_fails_its_critical_checks(bench, tid):
     assert set(result["critical_failed"]) == DRIFTED_CRITICAL[tid], _failures(result)
 
 
+@pytest.mark.slow  # every wrong agent of every task: the full suite plays them, the inner loop does not
 @pytest.mark.parametrize("tid", sorted(SPECS))
 def test_honest_give_up_fails_but_never_critically(bench, tid):
     spec = SPECS[tid]
@@ -104,6 +105,7 @@ def test_every_task_ships_its_own_wrong_agents(tid):
             assert set(w.checks) & critical_checks, f"{w.name}: expects a critical failure but names no critical check"
 
 
+@pytest.mark.slow  # every wrong agent of every task: the full suite plays them, the inner loop does not
 @pytest.mark.parametrize("tid, wrong", WRONG, ids=[f"{tid}-{w.name.split('/', 1)[1]}" for tid, w in WRONG])
 def test_wrong_solution_fails_as_its_wrong_toml_says(bench, tid, wrong):
     # a mistake only a live observation sees is graded with the events that observation reports
@@ -119,6 +121,7 @@ def test_wrong_solution_fails_as_its_wrong_toml_says(bench, tid, wrong):
 PROCESS_ONLY = [(tid, w) for tid, w in WRONG if "write-observation" in w.needs]
 
 
+@pytest.mark.slow  # every wrong agent of every task: the full suite plays them, the inner loop does not
 @pytest.mark.parametrize(
     "tid, wrong", PROCESS_ONLY, ids=[f"{tid}-{w.name.split('/', 1)[1]}" for tid, w in PROCESS_ONLY]
 )

@@ -37,6 +37,7 @@ def bench(tmp_path_factory):
     return OracleBench(tmp_path_factory.mktemp("right"))
 
 
+@pytest.mark.slow  # every right variant: the full suite plays them, the inner loop does not
 @pytest.mark.parametrize("variant", sorted(p.name for p in RIGHT.iterdir() if p.is_dir()))
 def test_right_variant_passes(bench, variant):
     spec = SPECS[variant.split("-", 1)[0]]
