@@ -103,13 +103,17 @@ def _activate(config: pytest.Config) -> None:
         config.pluginmanager.register(role, "agentdrift-role")
     if settings.active:
         # long runs (issue 12): infrastructure stops, retries, resume, shards, budgets, progress
-        from pytest_agentdrift.session.longrun import LongRun, LongRunPlugin, SessionView
+        from pytest_agentdrift.session.collect import TaskItem
+        from pytest_agentdrift.session.longrun import LongRun, LongRunPlugin
+        from pytest_agentdrift.session.state import SessionView
 
         try:
             info.longrun = LongRun(settings, workerinput=config.workerinput if worker else None)
         except AgentDriftError as exc:
             raise pytest.UsageError(exc.message) from None
-        config.pluginmanager.register(LongRunPlugin(config, SessionView(info, runner, collector)), "agentdrift-longrun")
+        config.pluginmanager.register(
+            LongRunPlugin(config, SessionView(info, runner, collector), TaskItem), "agentdrift-longrun"
+        )
     if worker:
         return
     if config.pluginmanager.hasplugin("xdist") or config.pluginmanager.hasplugin("xdist.plugin"):

@@ -19,11 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_FAILED, EXIT_OK, AgentDriftError
-
-
-def _out(line: str = "") -> None:
-    print(line, flush=True)
 
 
 def _store(args: argparse.Namespace) -> Path:
@@ -125,7 +122,7 @@ def cmd_task_new(args: argparse.Namespace) -> int:
         for note in notes:
             _out(f"  note: {note}")
         if not args.no_validate:
-            from pytest_agentdrift.cli import cmd_validate
+            from pytest_agentdrift.cli.validate import cmd_validate
 
             code = cmd_validate(
                 # what `agentdrift validate --k K` would be given (a new task has no wrong solutions yet)

@@ -16,17 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_OK, AgentDriftError
-
-
-def _out(line: str) -> None:
-    try:
-        print(line, flush=True)
-    except BrokenPipeError:
-        # `agentdrift show RUN --json | head`: the reader left; not an error of ours
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _write_new(path: Path, text: str) -> None:

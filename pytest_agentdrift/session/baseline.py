@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +18,10 @@ from pytest_agentdrift import __version__
 from pytest_agentdrift.canonical import load_json_file
 from pytest_agentdrift.compare.outcome import selected_baseline  # noqa: F401  (re-exported)
 from pytest_agentdrift.errors import AgentDriftError, RecordError
-from pytest_agentdrift.tasks.load import find_task_dirs
+from pytest_agentdrift.tasks.load import session_task_dirs
 from pytest_agentdrift.vocabulary import UNOBSERVED, enforces_network
 
 MANIFEST_FILE = "runtime-manifest.json"
-
-
-def session_task_dirs(args: list[str]) -> dict[str, Path]:
-    """task id -> directory for every task the command line names (before collection)."""
-    found: dict[str, Path] = {}
-    for arg in args:
-        path = Path(arg.split("::", 1)[0])
-        if not path.is_dir():
-            continue
-        for d in find_task_dirs(path):
-            try:
-                tid = tomllib.loads((d / "task.toml").read_text(encoding="utf-8")).get("id")
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue  # collection reports the malformed task
-            if isinstance(tid, str):
-                found[tid] = d.absolute()
-    return dict(sorted(found.items()))
 
 
 def capture_for_session(config, info, runner, collector) -> None:

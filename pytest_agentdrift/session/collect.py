@@ -71,9 +71,7 @@ class TaskItem(pytest.Item):
         runner = self.runner
         if runner.adapter is None:
             pytest.skip("no agent selected: pass --agent NAME or --agent-cmd CMD")
-        from pytest_agentdrift.session.longrun import run_item
-
-        self.payload = run_item(runner, self.spec, self.rep)  # retried while lost to infrastructure
+        self.payload = runner.run_item(self.spec, self.rep)  # retried while lost to infrastructure
         result = self.payload["result"]
         # what a CI UI shows (junit <property>): plain strings, never the payload itself
         self.user_properties.extend(junit_properties(self.spec, self.rep, result))

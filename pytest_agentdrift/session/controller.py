@@ -82,7 +82,7 @@ class ControllerPlugin:
 
     def _view(self):
         """The session's objects as session/longrun.py reads them."""
-        from pytest_agentdrift.session.longrun import SessionView
+        from pytest_agentdrift.session.state import SessionView
 
         return SessionView(self.info, self.runner, self.collector)
 

@@ -137,7 +137,7 @@ def prepare_session(config: Any, info: Any, runner: Any, comparison: Any = None)
 
 def _check_without(config: Any, bundle: Any, without: tuple[str, ...]) -> None:
     """A path to remove must be in the bundle or in a selected task's repo/: a typo is not an experiment."""
-    from pytest_agentdrift.session.baseline import session_task_dirs
+    from pytest_agentdrift.tasks.load import session_task_dirs
 
     if not without:
         return

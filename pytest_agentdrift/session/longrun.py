@@ -39,37 +39,6 @@ STOP_FILE = "STOP"
 SAME_INFRA_STREAK = 3
 
 
-class SessionView:
-    """The session's split objects (session/state.py) under the names long runs read and set:
-    the run id, start and manifest from SessionInfo, the agent and the runs from TaskRunner, the
-    record and the reported runs from RunCollector (controller side; None on a worker)."""
-
-    _INFO = frozenset({"run_id", "started_at", "manifest", "settings", "longrun"})
-    _RUNNER = frozenset({"adapter", "run_task", "specs"})
-
-    def __init__(self, info, runner, collector=None):
-        object.__setattr__(self, "info", info)
-        object.__setattr__(self, "runner", runner)
-        object.__setattr__(self, "collector", collector)
-
-    @property
-    def is_worker(self) -> bool:
-        return self.collector is None
-
-    def _owner(self, name: str):
-        if name in self._INFO:
-            return self.info
-        if name in self._RUNNER or self.collector is None:
-            return self.runner
-        return self.collector
-
-    def __getattr__(self, name: str):
-        return getattr(self._owner(name), name)
-
-    def __setattr__(self, name: str, value) -> None:
-        setattr(self._owner(name), name, value)
-
-
 class LongRun:
     def __init__(self, settings, *, workerinput: dict[str, Any] | None = None):
         self.settings = settings
@@ -119,6 +88,10 @@ class LongRun:
 
             self._table = load_price_table(self.settings.price_table)
         return self._table
+
+    def run_item(self, runner, spec, rep: int) -> dict[str, Any]:
+        """TaskRunner.run_item's long-run path (the nodes call the runner, never this module)."""
+        return run_item(runner, spec, rep)
 
     def identity_options(self) -> dict[str, Any]:
         """Envelope options that enter the manifest's identity (retries; a per-run budget)."""
@@ -340,7 +313,7 @@ class LongRun:
     def _key_from_nodeid(self, nodeid: str) -> str | None:
         """`<task dir relative to rootdir>::r<rep>` -> `T07/r2` (the controller under xdist has no items)."""
         if self._dirs is None:
-            from pytest_agentdrift.session.baseline import session_task_dirs
+            from pytest_agentdrift.tasks.load import session_task_dirs
 
             self._dirs = {Path(d).resolve(): tid for tid, d in session_task_dirs(self._args).items()}
         where, _, rep = nodeid.rpartition("::r")
@@ -481,10 +454,11 @@ def run_item(runner, spec, rep: int) -> dict[str, Any]:
 class LongRunPlugin:
     """The hooks (controller or worker; the single process is both)."""
 
-    def __init__(self, config, session):
+    def __init__(self, config, session, item_class: type):
         self.config = config
         self.s = session
         self.lr: LongRun = session.longrun
+        self.item_class = item_class  # session/collect.TaskItem, handed in by plugin.py: no import of the nodes
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session) -> None:
@@ -496,29 +470,25 @@ class LongRunPlugin:
             raise pytest.UsageError(exc.message) from None
 
     def pytest_collection_modifyitems(self, session, config, items) -> None:
-        from pytest_agentdrift.session.collect import TaskItem
-
         keep, drop = [], []
         for item in items:
-            (keep if not isinstance(item, TaskItem) or self.lr.keep(item.spec.id, item.rep) else drop).append(item)
+            (keep if not isinstance(item, self.item_class) or self.lr.keep(item.spec.id, item.rep) else drop).append(
+                item
+            )
         if drop:
             self.lr.deselected = len(drop)
             items[:] = keep
             config.hook.pytest_deselected(items=drop)
 
     def pytest_collection_finish(self, session) -> None:
-        from pytest_agentdrift.session.collect import TaskItem
-
         for item in session.items:
-            if isinstance(item, TaskItem):
+            if isinstance(item, self.item_class):
                 self.lr.nodeid_keys[item.nodeid] = f"{item.spec.id}/r{item.rep}"
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        from pytest_agentdrift.session.collect import TaskItem
-
         # a stop (budget spent, an error that repeats) means: start no further run
-        if isinstance(item, TaskItem) and self.lr.stop_requested():
+        if isinstance(item, self.item_class) and self.lr.stop_requested():
             return True
         return None
 
@@ -564,4 +534,4 @@ class LongRunPlugin:
         self.lr.close()
 
 
-__all__ = ["LongRun", "LongRunPlugin", "SessionView", "run_item", "STOP_FILE"]
+__all__ = ["LongRun", "LongRunPlugin", "run_item", "STOP_FILE"]

@@ -228,6 +228,11 @@ class TaskRunner:
         return self._digests[key]
 
     # -- one run --------------------------------------------------------------------------
+    def run_item(self, spec: TaskSpec, rep: int) -> dict[str, Any]:
+        """One item: the run, retried while it is lost to infrastructure when long runs are on."""
+        longrun = self.info.longrun
+        return self.run_task(spec, rep) if longrun is None else longrun.run_item(self, spec, rep)
+
     def run_task(self, spec: TaskSpec, rep: int) -> dict[str, Any]:
         """Run the agent once on a fresh copy, grade and score it; returns the payload."""
         from pytest_agentdrift.grade.attempt import attempt
@@ -297,6 +302,37 @@ class TaskRunner:
         return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets_]))
 
 
+class SessionView:
+    """The session's split objects (session/state.py) under the names long runs read and set:
+    the run id, start and manifest from SessionInfo, the agent and the runs from TaskRunner, the
+    record and the reported runs from RunCollector (controller side; None on a worker)."""
+
+    _INFO = frozenset({"run_id", "started_at", "manifest", "settings", "longrun"})
+    _RUNNER = frozenset({"adapter", "run_task", "specs"})
+
+    def __init__(self, info, runner, collector=None):
+        object.__setattr__(self, "info", info)
+        object.__setattr__(self, "runner", runner)
+        object.__setattr__(self, "collector", collector)
+
+    @property
+    def is_worker(self) -> bool:
+        return self.collector is None
+
+    def _owner(self, name: str):
+        if name in self._INFO:
+            return self.info
+        if name in self._RUNNER or self.collector is None:
+            return self.runner
+        return self.collector
+
+    def __getattr__(self, name: str):
+        return getattr(self._owner(name), name)
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self._owner(name), name, value)
+
+
 class RunCollector:
     """Controller side: payloads in, results.json and the record out."""
 
@@ -333,8 +369,6 @@ class RunCollector:
             try:
                 if not self.recorder.started:
                     if self.info.longrun is not None:
-                        from pytest_agentdrift.session.longrun import SessionView
-
                         # session state and manifest first: resumable from here on
                         self.info.longrun.begin_record(SessionView(self.info, self.runner, self))
                     else:

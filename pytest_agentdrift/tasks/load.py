@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -645,6 +646,23 @@ def find_task_dirs(root: Path) -> list[Path]:
         else:
             dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
     return sorted(found)
+
+
+def session_task_dirs(args: list[str]) -> dict[str, Path]:
+    """task id -> directory for every task the command line names (before collection)."""
+    found: dict[str, Path] = {}
+    for arg in args:
+        path = Path(arg.split("::", 1)[0])
+        if not path.is_dir():
+            continue
+        for d in find_task_dirs(path):
+            try:
+                tid = tomllib.loads((d / "task.toml").read_text(encoding="utf-8")).get("id")
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue  # collection reports the malformed task
+            if isinstance(tid, str):
+                found[tid] = d.absolute()
+    return dict(sorted(found.items()))
 
 
 def builtin_suite_dir() -> Path:

@@ -1,0 +1,101 @@
+"""agentdrift validate: does each task decide? Untouched fails, the reference solution passes k of k,
+every wrong solution fails as its wrong.toml says."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from pytest_agentdrift.cli.common import out as _out
+from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
+    from pytest_agentdrift.grade.attempt import attempt
+    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.run import sandbox
+    from pytest_agentdrift.run.runner import RunSettings
+    from pytest_agentdrift.tasks.load import find_task_dirs, load_task
+
+    dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
+    iso = sandbox.detect(args.isolation)
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="agentdrift-validate-") as tmp:
+        base = Path(tmp)
+        grader = Grader(iso, base / "grading", hide=base / "runs")
+        settings = RunSettings(isolation=iso)
+        noop = CommandAdapter(f"{sys.executable} -c pass")
+        ref = get_adapter(args.agent)
+        for d in dirs:
+            spec = load_task(d)  # every file validated; initial-tree verified on each copy
+            problems = []
+            for warning in protected_disagreement(spec):
+                _out(f"warn {spec.id}: {warning}")
+            # the same run -> grade -> score the plugin's items use
+            _, untouched = attempt(spec, 0, noop, settings, grader, base / "runs")
+            if untouched["passed"]:
+                problems.append(
+                    "passes on the untouched repo with an agent that does nothing: the checks decide nothing"
+                )
+            passes = 0
+            for rep in range(1, args.k + 1):
+                _, solved = attempt(spec, rep, ref, settings, grader, base / "runs")
+                if solved["passed"]:
+                    passes += 1
+                else:
+                    detail = "; ".join(f"{c['name']}: {c['detail']}" for c in solved["checks"] if not c["passed"])
+                    problems.append(f"reference solution failed repetition {rep}: {detail}")
+            wrong_lines = []
+            if not args.skip_wrong:
+                wrong_lines = _validate_wrong(spec, grader, settings, base, problems)
+            status = "ok" if not problems else "FAIL"
+            _out(
+                f"{status:4} {spec.id} {spec.title}: untouched fails ({', '.join(untouched['failed_checks']) or 'none'}); "
+                f"solution passes {passes}/{args.k}"
+                + (f"; {len(wrong_lines)} wrong solution(s) played" if wrong_lines else "")
+            )
+            for line in wrong_lines:
+                _out(f"     {line}")
+            for p in problems:
+                _out(f"     - {p}")
+            failures += bool(problems)
+    _out(f"{len(dirs) - failures} of {len(dirs)} task(s) valid")
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+def protected_disagreement(spec) -> list[str]:
+    """task.toml `protected` and forbidden-effects `protected_paths` should name the same paths."""
+    toml, effects = set(spec.protected_toml), set(spec.protected_effects)
+    if toml == effects:
+        return []
+    out = []
+    if effects - toml:
+        out.append(
+            "forbidden-effects.json protected_paths not in task.toml protected: " + ", ".join(sorted(effects - toml))
+        )
+    if toml - effects:
+        out.append(
+            "task.toml protected not in forbidden-effects.json protected_paths: " + ", ".join(sorted(toml - effects))
+        )
+    out.append("both are protected (the union); list them in both files to say so")
+    return out
+
+
+def _validate_wrong(spec, grader, settings, base: Path, problems: list[str]) -> list[str]:
+    """Play each of the task's wrong solutions (solution/wrong/NAME/) and judge it against its wrong.toml."""
+    from pytest_agentdrift.agents.base import ReferenceAdapter
+    from pytest_agentdrift.grade.attempt import attempt
+    from pytest_agentdrift.tasks.wrongsolutions import judge, wrong_solutions
+
+    lines = []
+    for wrong in wrong_solutions(spec):  # a malformed wrong.toml is a TaskError naming the file
+        _, result = attempt(spec, 1, ReferenceAdapter(play=wrong.name), settings, grader, base / "runs")
+        verdict, why = judge(wrong, result)
+        mark = {True: "ok  ", False: "FAIL", None: "n/a "}[verdict]
+        lines.append(f"{mark} {wrong.name} ({wrong.kind}): {why}")
+        if verdict is False:
+            problems.append(f"{wrong.name} did not fail as wrong.toml says: {why}")
+    return lines
