@@ -131,7 +131,7 @@ def bench_merge(work: Path, n: int, shards: int = 10) -> None:
     from pytest_agentdrift.grade.scoring import summarise
     from pytest_agentdrift.manifest.capture import MANIFEST_SCHEMA_VERSION, runtime_id
     from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
-    from pytest_agentdrift.session.shard import Shard, select
+    from pytest_agentdrift.tasks.shard import Shard, select
 
     d = work / "merge"
     tasks = [f"T{i:04d}" for i in range(n)]

@@ -4,8 +4,8 @@ budgets and progress (issue 12).
 `LongRun` is the per-process state (on the session object, `s.longrun`);
 `LongRunPlugin` its pytest hooks, registered beside the controller or worker
 role when a session asks for anything agentdrift does. The logic lives in
-pure modules: agents/infra.py, run/budget.py, session/retry.py,
-session/shard.py, session/progress.py, record/resume.py, record/merge.py.
+pure modules: agents/infra.py, run/budget.py, run/retry.py,
+tasks/shard.py, run/progress.py, record/resume.py, record/merge.py.
 
 Processes talk through the session's control directory (a temporary
 directory the controller makes and hands to workers in workerinput): a
@@ -31,7 +31,7 @@ import pytest
 from pytest_agentdrift.agents.infra import describe
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run.budget import Budget, add_spend, parse_budget, run_spend, session_exhausted, spend_text
-from pytest_agentdrift.session.retry import RetryPolicy, run_with_retries
+from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
 STOP_FILE = "STOP"
@@ -64,7 +64,7 @@ class LongRun:
         self.wall_start = time.monotonic()
         self.display = None
         self._own_control_dir = False
-        from pytest_agentdrift.session.progress import StatusBoard, TimeLedger
+        from pytest_agentdrift.run.progress import StatusBoard, TimeLedger
 
         self.ledger = TimeLedger()
         if workerinput is not None:
@@ -73,7 +73,7 @@ class LongRun:
             self.control_dir = Path(cd) if cd else None
             sh = workerinput.get("agentdrift_shard")
             if sh:
-                from pytest_agentdrift.session.shard import Shard
+                from pytest_agentdrift.tasks.shard import Shard
 
                 self.shard = Shard(sh["index"], sh["count"], sh["source"])
             self.skip_keys = set(workerinput.get("agentdrift_resume_skip") or ())
@@ -111,7 +111,7 @@ class LongRun:
     # -- controller: before collection ------------------------------------------
     def prepare(self, config, s) -> None:
         """Controller sessionstart, before the manifest: shard, price table, control dir, resume."""
-        from pytest_agentdrift.session.shard import resolve
+        from pytest_agentdrift.tasks.shard import resolve
 
         self.shard = resolve(self.settings.shard, os.environ)
         self.table()  # a bad price table is one usage error now, not a failure mid-session
@@ -119,7 +119,7 @@ class LongRun:
         self._args = list(config.args)
         self.control_dir = Path(tempfile.mkdtemp(prefix="agentdrift-control-"))
         self._own_control_dir = True
-        from pytest_agentdrift.session.progress import StatusBoard
+        from pytest_agentdrift.run.progress import StatusBoard
 
         self.board = StatusBoard(self.control_dir, self.worker_id)
         if self.settings.resume is not None:
@@ -188,7 +188,7 @@ class LongRun:
         mode = self.settings.progress
         if mode == "off" or self.control_dir is None or config.option.verbose < -1:
             return
-        from pytest_agentdrift.session.progress import ProgressDisplay
+        from pytest_agentdrift.run.progress import ProgressDisplay
 
         tw = config.get_terminal_writer()
         try:
@@ -234,7 +234,7 @@ class LongRun:
         if key in self.skip_keys or (self.only_keys is not None and key not in self.only_keys):
             return False
         if self.shard is not None:
-            from pytest_agentdrift.session.shard import shard_of
+            from pytest_agentdrift.tasks.shard import shard_of
 
             return shard_of(task_id, rep, self.shard.count) == self.shard.index
         return True

@@ -629,7 +629,7 @@ def _long_run_values(values: dict[str, Any]) -> dict[str, Any]:
 
     shard = values["shard"] or None
     if shard is not None and shard != "auto":
-        from pytest_agentdrift.session.shard import parse_shard
+        from pytest_agentdrift.tasks.shard import parse_shard
 
         parse_shard(shard, "--agent-shard")  # refused now, before anything runs
     budget = tuple(values["budget"] or ())

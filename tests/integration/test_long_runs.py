@@ -616,7 +616,7 @@ def test_four_shards_merged_equal_an_unsharded_run(tmp_path):
 
 
 def test_an_empty_shard_records_a_complete_empty_run(tmp_path):
-    from pytest_agentdrift.session.shard import shard_of
+    from pytest_agentdrift.tasks.shard import shard_of
 
     make_task(tmp_path / "tasks", "E1")
     other = 2 if shard_of("E1", 1, 2) == 1 else 1

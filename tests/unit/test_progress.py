@@ -1,10 +1,10 @@
-"""Progress lines (session/progress.py): in place on a terminal, plain lines otherwise."""
+"""Progress lines (run/progress.py): in place on a terminal, plain lines otherwise."""
 
 from __future__ import annotations
 
 import os
 
-from pytest_agentdrift.session.progress import ProgressDisplay, StatusBoard, TimeLedger, render, status_line
+from pytest_agentdrift.run.progress import ProgressDisplay, StatusBoard, TimeLedger, render, status_line
 
 
 def test_status_lines():

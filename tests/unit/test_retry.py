@@ -1,9 +1,9 @@
-"""Bounded, recorded retries (session/retry.py)."""
+"""Bounded, recorded retries (run/retry.py)."""
 
 from __future__ import annotations
 
 from pytest_agentdrift.agents.infra import infra_error
-from pytest_agentdrift.session.retry import RetryPolicy, run_with_retries
+from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
 
 
 def payload(outcome: str, *, cls: str = "overloaded", tokens: int = 10):

@@ -1,11 +1,11 @@
-"""Shard selection and where `auto` reads the shard from (session/shard.py)."""
+"""Shard selection and where `auto` reads the shard from (tasks/shard.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.session.shard import Shard, from_environment, parse_shard, resolve, select, shard_of
+from pytest_agentdrift.tasks.shard import Shard, from_environment, parse_shard, resolve, select, shard_of
 
 
 def items(tasks, k):
