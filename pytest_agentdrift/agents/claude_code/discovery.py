@@ -224,6 +224,7 @@ def discover_claude_code(
     roots: Roots | None = None,
     upward_limit: Path | None = None,
     include_user: bool = True,
+    profile: str | None = None,  # Codex's config profiles; Claude Code has none
 ) -> Discovery:
     """Claude Code memory, settings and MCP, per the Claude Code memory and settings docs.
 
@@ -456,33 +457,8 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     return found
 
 
-def discover(
-    home: Path,
-    project_root: Path,
-    cwd: Path,
-    env: Mapping[str, str],
-    *,
-    system_root: Path | None = None,
-    platform: str = "linux",
-    context: str = "session",
-    roots: Roots | None = None,
-    upward_limit: Path | None = None,
-    include_user: bool = True,
-    profile: str | None = None,
-) -> Discovery:
-    """The uniform entry point ``manifest.discovery.discover_with`` calls."""
-    return discover_claude_code(
-        home,
-        project_root,
-        cwd,
-        env,
-        system_root=system_root,
-        platform=platform,
-        context=context,
-        roots=roots,
-        upward_limit=upward_limit,
-        include_user=include_user,
-    )
+#: the uniform entry point ``manifest.discovery.discover_with`` calls (every product takes the same keywords)
+discover = discover_claude_code
 
 
 # --------------------------------------------------------------------------- bundles and runtime

@@ -112,6 +112,7 @@ def discover_codex(
     env: Mapping[str, str],
     *,
     system_root: Path | None = None,
+    platform: str = "linux",  # Codex reads the same paths on every platform it runs on here
     context: str = "session",
     roots: Roots | None = None,
     upward_limit: Path | None = None,
@@ -335,33 +336,8 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     return found
 
 
-def discover(
-    home: Path,
-    project_root: Path,
-    cwd: Path,
-    env: Mapping[str, str],
-    *,
-    system_root: Path | None = None,
-    platform: str = "linux",
-    context: str = "session",
-    roots: Roots | None = None,
-    upward_limit: Path | None = None,
-    include_user: bool = True,
-    profile: str | None = None,
-) -> Discovery:
-    """The uniform entry point ``manifest.discovery.discover_with`` calls."""
-    return discover_codex(
-        home,
-        project_root,
-        cwd,
-        env,
-        system_root=system_root,
-        context=context,
-        roots=roots,
-        upward_limit=upward_limit,
-        include_user=include_user,
-        profile=profile,
-    )
+#: the uniform entry point ``manifest.discovery.discover_with`` calls (every product takes the same keywords)
+discover = discover_codex
 
 
 # --------------------------------------------------------------------------- bundles and runtime

@@ -77,6 +77,8 @@ def discover_copilot(
     upward_limit: Path | None = None,
     include_user: bool = True,
     system_root: Path | None = None,
+    platform: str = "linux",  # Copilot CLI reads the same paths on every platform it runs on here
+    profile: str | None = None,  # Codex's config profiles; Copilot CLI has none
 ) -> Discovery:
     """GitHub Copilot CLI instructions and settings, per the Copilot CLI docs.
 
@@ -278,32 +280,8 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     return found
 
 
-def discover(
-    home: Path,
-    project_root: Path,
-    cwd: Path,
-    env: Mapping[str, str],
-    *,
-    system_root: Path | None = None,
-    platform: str = "linux",
-    context: str = "session",
-    roots: Roots | None = None,
-    upward_limit: Path | None = None,
-    include_user: bool = True,
-    profile: str | None = None,
-) -> Discovery:
-    """The uniform entry point ``manifest.discovery.discover_with`` calls."""
-    return discover_copilot(
-        home,
-        project_root,
-        cwd,
-        env,
-        context=context,
-        roots=roots,
-        upward_limit=upward_limit,
-        include_user=include_user,
-        system_root=system_root,
-    )
+#: the uniform entry point ``manifest.discovery.discover_with`` calls (every product takes the same keywords)
+discover = discover_copilot
 
 
 # --------------------------------------------------------------------------- bundles and runtime
