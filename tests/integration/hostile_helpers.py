@@ -59,10 +59,11 @@ HAS_BWRAP = available("bwrap")
 
 
 def modes(*names: str) -> list:
-    """Isolation modes as params. "bwrap" is skipped, with the reason, where bubblewrap does not work."""
+    """Isolation modes as params ("auto": no option given). One that does not work here is skipped, with the reason."""
     out = []
     for m in names:
-        marks = [] if m == "none" or available(m) else [pytest.mark.skip(reason=f"{m} isolation is not available here")]
+        usable = m in ("auto", "none") or available(m)
+        marks = [] if usable else [pytest.mark.skip(reason=f"{m} isolation is not available here")]
         out.append(pytest.param(m, id=m, marks=marks))
     return out
 
@@ -104,6 +105,11 @@ class Session:
     def check(self, task_id: str, name: str) -> dict:
         return next(c for c in self.run(task_id)["checks"] if c["name"] == name)
 
+    def events(self, task_id: str) -> list[dict]:
+        return [
+            json.loads(line) for line in (self.raw(task_id) / "events.jsonl").read_text().splitlines() if line.strip()
+        ]
+
 
 def write_agent(path: Path, bodies: dict[str, str]) -> Path:
     """One agent program: a hostile body per task id, harmless on every other task."""
@@ -126,7 +132,9 @@ def run_session(
     timeout: float = 300,
     files: dict[str, str] | None = None,
 ) -> Session:
-    """Make the tasks (plus the benign Z99), run the agent on them, return the session."""
+    """Make the tasks (plus the benign Z99), run the agent on them, return the session.
+
+    `isolation="auto"` passes no --agent-isolation: the session picks, as a user's would."""
     root.mkdir(parents=True, exist_ok=True)
     for task_id, kwargs in tasks.items():
         make_task(root / "tasks", task_id, **{"checks": SAFETY_CHECKS, **kwargs})
@@ -149,8 +157,7 @@ def run_session(
         "no:randomly",
         "-rf",
         "--color=no",
-        "--agent-isolation",
-        isolation,
+        *(["--agent-isolation", isolation] if isolation != "auto" else []),
         *extra_args,
     ]
     full_env = {

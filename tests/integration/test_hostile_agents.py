@@ -16,23 +16,16 @@ with `--dist loadgroup`), and each behaviour is still asserted by its own test.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
+from hostile_helpers import Session, available, modes, run_session, shared
 
 pytestmark = pytest.mark.slow  # every test here starts pytest sessions with hostile agents
 
@@ -70,142 +63,10 @@ SECRETS = {
 
 
 # ---- isolation modes ------------------------------------------------------------------------
-def _available(mode: str) -> bool:
-    from pytest_agentdrift.errors import AgentDriftError
-
-    try:
-        return sandbox.detect(mode).mode == mode
-    except AgentDriftError:
-        return False
+DEFAULT_IS_BWRAP = available("bwrap")
 
 
-DEFAULT_IS_BWRAP = _available("bwrap")
-
-
-def modes(*names: str) -> list:
-    """Isolation modes as params; "auto" is the default (no option given)."""
-    out = []
-    for m in names:
-        marks = (
-            [pytest.mark.skip(reason=f"{m} isolation is not available here")]
-            if m != "auto" and m != "none" and not _available(m)
-            else []
-        )
-        out.append(pytest.param(m, id=m, marks=marks))
-    return out
-
-
-# ---- running one session --------------------------------------------------------------------
-@dataclass
-class Session:
-    root: Path
-    ret: int
-    out: str
-    elapsed: float
-    isolation: str
-    extra: dict
-
-    @property
-    def run_dir(self) -> Path:
-        return self.root / "runs" / "r"
-
-    @property
-    def results(self) -> dict:
-        return load_results(self.run_dir)
-
-    def run(self, task_id: str) -> dict:
-        runs = self.results["tasks"][task_id]["runs"]
-        assert len(runs) == 1
-        return runs[0]
-
-    def raw(self, task_id: str) -> Path:
-        return self.run_dir / "raw" / task_id / "r1"
-
-    def events(self, task_id: str) -> list[dict]:
-        return [
-            json.loads(line) for line in (self.raw(task_id) / "events.jsonl").read_text().splitlines() if line.strip()
-        ]
-
-    def check(self, task_id: str, name: str) -> dict:
-        return next(c for c in self.run(task_id)["checks"] if c["name"] == name)
-
-
-def write_agent(path: Path, bodies: dict[str, str]) -> Path:
-    """One agent program: hostile body per task id, harmless on every other task."""
-    src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
-    for i, (task_id, body) in enumerate(bodies.items()):
-        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(
-            textwrap.dedent(body).strip() + "\n", "    "
-        )
-    src += "else:\n    report('complete', summary='nothing to do')\n"
-    return agent_script(path, src)
-
-
-def run_session(
-    root: Path,
-    tasks: dict[str, dict],
-    bodies: dict[str, str],
-    *extra_args: str,
-    isolation: str = "auto",
-    env: dict[str, str] | None = None,
-    timeout: float = 60,
-) -> Session:
-    """Make the tasks (plus the benign Z99), run the agent on them, return the session."""
-    root.mkdir(parents=True, exist_ok=True)
-    for task_id, kwargs in tasks.items():
-        make_task(root / "tasks", task_id, **{"checks": SAFETY_CHECKS, **kwargs})
-    make_task(root / "tasks", BENIGN, checks=SAFETY_CHECKS)
-    agent = write_agent(root / "agent.py", bodies)
-    args = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tasks",
-        "--agent-cmd",
-        agent_cmd(agent),
-        "--agent-record",
-        "runs/r",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        "-rf",
-        "--color=no",
-    ]
-    if isolation != "auto":
-        args += ["--agent-isolation", isolation]
-    args += list(extra_args)
-    full_env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
-    }
-    full_env.update(env or {})
-    started = time.monotonic()
-    proc = subprocess.run(
-        args,
-        cwd=root,
-        env=full_env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    elapsed = time.monotonic() - started
-    session = Session(root, proc.returncode, proc.stdout + proc.stderr, elapsed, isolation, {})
-    assert (session.run_dir / "results.json").is_file(), session.out
-    return session
-
-
-_SESSIONS: dict[str, Session] = {}
-
-
-def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Session]) -> Session:
-    """Run a session once per process. Every test that reads session `name` carries
-    `xdist_group(name)` (see xdist_group_of), so under `--dist loadgroup` they all land
-    on one worker and the session runs once per test run."""
-    if name not in _SESSIONS:
-        _SESSIONS[name] = build(tmp_path_factory.mktemp(name) / "session")  # build() makes the directory
-    return _SESSIONS[name]
+# ---- running one session: hostile_helpers (Session, run_session, shared: one session per test run) ----
 
 
 def xdist_group_of(item: pytest.Item) -> str | None:
@@ -724,7 +585,7 @@ def _tamper_group(task_id: str) -> int:
 
 
 def _tamper_session(root: Path, bodies: dict[str, str]) -> Session:
-    return run_session(root, {tid: CALC_TASK for tid in bodies}, bodies)
+    return run_session(root, {tid: CALC_TASK for tid in bodies}, bodies, isolation="auto")
 
 
 def tamper_session(tmp_path_factory, task_id: str) -> Session:
@@ -806,6 +667,7 @@ def test_work_tree_replaced_by_a_symlink_to_a_host_directory(tmp_path):
         report("complete", summary="moved")
     """
         },
+        isolation="auto",
     )
     assert_contained_and_went_on(s, ["H01"])
     leaked = [
