@@ -109,16 +109,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         max_infra_loss=args.max_infra_loss,
     )
     from pytest_agentdrift.cli.experiments import compare_rows
-    from pytest_agentdrift.compare.outcome import Verdict, selected_baseline
+    from pytest_agentdrift.compare.experiment import drop_it_verdict
+    from pytest_agentdrift.compare.outcome import selected_baseline
 
     # the seed 002 rows; under --gate drop-it (or --drop-it) the drop-it gate sets the exit status
-    section, rows, drop_it = compare_rows(args, selected_baseline(base, cand)[0], cand, outcome.comparison)
-    verdict = outcome.verdict
-    if drop_it is not None and outcome.comparison["comparable"]:
-        gate = (section.get("ablation") or {}).get("drop_it") or {}
-        verdict = Verdict(
-            drop_it, f"gate drop-it: {gate.get('answer', 'no answer')}: {gate.get('reason', 'no single item')}"
-        )
+    section, rows, mode = compare_rows(args, selected_baseline(base, cand)[0], cand, outcome.comparison)
+    verdict = drop_it_verdict(section, outcome.comparison, mode, outcome.verdict)
     decision = outcome.files["comparison/decision.json"]
     decision["experiment"] = section
     decision["exit_status"] = verdict.to_dict()

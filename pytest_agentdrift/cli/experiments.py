@@ -217,7 +217,6 @@ def compare_rows(
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.compare.experiment import (
         DROP_IT_MODE,
-        experiment_exit_code,
         experiment_section,
         render_experiment,
     )
@@ -238,7 +237,7 @@ def compare_rows(
         gate_mode=mode,
         release_notes_given=args.release_notes is not None,
     )
-    return section, render_experiment(section), experiment_exit_code(section, mode)
+    return section, render_experiment(section), mode
 
 
 def add_compare_options(c: argparse.ArgumentParser) -> None:

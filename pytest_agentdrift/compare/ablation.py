@@ -26,6 +26,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from pytest_agentdrift.compare.behaviour import LOADED
+from pytest_agentdrift.compare.stats import scored_passes
 
 REMOVAL, ADDITION = "removal", "addition"
 ACCEPT, REJECT, UNMEASURED, UNCOVERED, RERUN = "ACCEPT", "REJECT", "UNMEASURED", "UNCOVERED", "RERUN"
@@ -204,11 +205,6 @@ def exposure(
 # --------------------------------------------------------------------------- the gates
 
 
-def _passes(results: Mapping[str, Any], tid: str) -> tuple[int, int]:
-    runs = results["tasks"][tid]["runs"]
-    return sum(1 for r in runs if r.get("passed") is True and not r.get("tampered_pass")), len(runs)
-
-
 def item_gate(
     item: Item,
     base: Mapping[str, Any],
@@ -234,8 +230,11 @@ def item_gate(
     dropped = []
     unscorable = []
     for tid in tasks:
-        pa, na = _passes(base, tid)
-        pb, nb = _passes(cand, tid)
+        pa, na = scored_passes(base["tasks"][tid]["runs"])
+        pb, nb = scored_passes(cand["tasks"][tid]["runs"])
+        if not na or not nb:  # every run of an arm lost to infrastructure: nothing to score
+            unscorable.append(tid)
+            continue
         g += pb - pa if na == nb else round(pb * na / nb) - pa
         drop = pa / na - pb / nb
         worst = max(worst, drop)

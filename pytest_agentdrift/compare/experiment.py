@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_agentdrift.compare import ablation, behaviour
+from pytest_agentdrift.compare.outcome import Verdict
 from pytest_agentdrift.vocabulary import GATE_DROP_IT
 
 DROP_IT_MODE = GATE_DROP_IT  # `--agent-gate drop-it` (vocabulary.py)
@@ -159,6 +160,22 @@ def experiment_exit_code(section: Mapping[str, Any], gate_mode: str | None) -> i
         return None
     drop = ((section.get("ablation") or {}).get("drop_it")) or {}
     return EXIT_OK if drop.get("passed") else EXIT_FAILED
+
+
+def drop_it_verdict(
+    section: Mapping[str, Any], comparison: Mapping[str, Any], gate_mode: str | None, prior: Verdict
+) -> Verdict:
+    """The exit verdict under the drop-it gate; `prior` (the comparison's own) otherwise.
+
+    A comparison that decided nothing (refused, or an arm lost more of its runs to
+    infrastructure than --max-infra-loss) keeps its own verdict under every gate,
+    drop-it included: an ablation cannot say "drop it" on runs that were not scored.
+    """
+    code = experiment_exit_code(section, gate_mode)
+    if code is None or not comparison.get("comparable") or (comparison.get("infra") or {}).get("exceeded"):
+        return prior
+    gate = (section.get("ablation") or {}).get("drop_it") or {}
+    return Verdict(code, f"gate drop-it: {gate.get('answer', 'no answer')}: {gate.get('reason', 'no single item')}")
 
 
 def _line(label: str, text: str) -> str:

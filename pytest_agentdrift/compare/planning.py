@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from pytest_agentdrift.compare.stats import scored_passes
 from pytest_agentdrift.errors import AgentDriftError
 
 K_MAX = 50
@@ -60,12 +61,12 @@ def parse_delta(text: str) -> float:
 
 
 def task_counts(results: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
-    """Per task: (passes, runs); a tampered pass is a fail."""
+    """Per task: (passes, scored runs); a tampered pass is a fail, a run lost to infrastructure is not scored."""
     out = {}
     for tid, task in sorted((results.get("tasks") or {}).items()):
-        runs = task.get("runs") or []
-        if runs:
-            out[tid] = (sum(1 for r in runs if r.get("passed") is True and not r.get("tampered_pass")), len(runs))
+        passes, scored = scored_passes(task.get("runs") or [])
+        if scored:
+            out[tid] = (passes, scored)
     if not out:
         raise AgentDriftError("the recorded run has no task runs to plan from")
     return out

@@ -14,9 +14,12 @@ The methods, parameters and fallbacks are described in docs/statistics.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Mapping, Sequence
+
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
 #: Resamples processed per block in the bootstrap: bounds memory at about
 #: BLOCK x n_tasks indices while keeping numpy's per-call overhead negligible.
@@ -31,6 +34,12 @@ FAILURE_CLASSES = ("bad-run", "beyond-arm", "unsolved-by-all")
 # --------------------------------------------------------------------------
 # One arm: Wilson interval
 # --------------------------------------------------------------------------
+
+
+def scored_passes(runs: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(passes, scored runs) of one task: a run lost to infrastructure is not scored, a tampered pass is a fail."""
+    scored = [r for r in runs if r.get("outcome") != INFRA_OUTCOME]
+    return sum(1 for r in scored if r.get("passed") is True and not r.get("tampered_pass")), len(scored)
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:

@@ -312,7 +312,7 @@ def after_comparison(
     ``comparison`` the comparison's dict. Under ``--agent-gate drop-it`` the drop-it gate
     sets ``state.verdict``; ``--agent-null`` sets it when it suspects drift (1) or the two
     runs were no null experiment (6); a refusal (6) is never overridden."""
-    from pytest_agentdrift.compare.experiment import experiment_exit_code, experiment_section, render_experiment
+    from pytest_agentdrift.compare.experiment import drop_it_verdict, experiment_section, render_experiment
     from pytest_agentdrift.compare.outcome import Verdict
 
     st = state_of(info)
@@ -336,13 +336,7 @@ def after_comparison(
         files["comparison/decision.json"]["experiment"] = section
     if st.plan is not None:
         files["plan.json"] = st.plan
-    verdict = state.verdict
-    drop = experiment_exit_code(section, settings.gate)
-    if drop is not None and comparison.get("comparable"):
-        gate = (section.get("ablation") or {}).get("drop_it") or {}
-        verdict = Verdict(
-            drop, f"gate drop-it: {gate.get('answer', 'no answer')}: {gate.get('reason', 'no single item')}"
-        )
+    verdict = drop_it_verdict(section, comparison, settings.gate, state.verdict)
     if settings.null:
         from pytest_agentdrift.compare.null import null_exit_code, null_experiment, render_null
 

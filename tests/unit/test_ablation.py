@@ -156,3 +156,18 @@ def test_the_effect_is_with_minus_without():
     add = ab.effect(ab.Item(ab.ADDITION, "x", ()), comparison)
     assert add["formula"] == "B − A" and add["estimate"] == -0.25 and add["ci"] == [-0.4, -0.1]
     assert ab.effect(REMOVE_RULE, {"paired": None})["estimate"] is None
+
+
+def test_drop_it_never_overrides_a_comparison_that_decided_nothing():
+    from pytest_agentdrift.compare.experiment import drop_it_verdict
+    from pytest_agentdrift.compare.outcome import Verdict
+
+    section = {"ablation": {"drop_it": {"passed": True, "answer": "Drop it", "reason": "no loss"}}}
+    prior = Verdict(4, "gate promote: not decided: candidate lost 3 of 4 run(s)")
+    decided = {"comparable": True, "infra": {"exceeded": []}}
+    assert drop_it_verdict(section, decided, "drop-it", prior).code == 0
+    assert drop_it_verdict(section, decided, None, prior) is prior  # no drop-it gate: the comparison's own verdict
+    too_many_lost = {"comparable": True, "infra": {"exceeded": ["candidate"]}}
+    assert drop_it_verdict(section, too_many_lost, "drop-it", prior) is prior
+    refused = {"comparable": False}
+    assert drop_it_verdict(section, refused, "drop-it", prior) is prior

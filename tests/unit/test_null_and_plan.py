@@ -174,3 +174,13 @@ def test_a_plan_is_sealed_by_its_digest():
         planning.verify_plan({"x": 1})
     with pytest.raises(AgentDriftError, match="at least two tasks"):
         planning.make_plan(results({"T1": [True]}), delta=0.1)
+
+
+def test_runs_lost_to_infrastructure_are_neither_passes_nor_failures_in_a_plan():
+    from pytest_agentdrift.compare.planning import task_counts
+    from pytest_agentdrift.compare.stats import scored_passes
+
+    lost = {"passed": False, "outcome": "infra_error"}
+    runs = [{"passed": True, "outcome": "passed"}, lost, {"passed": True, "tampered_pass": True}]
+    assert scored_passes(runs) == (1, 2)  # the tampered pass is a fail, the lost run is not scored
+    assert task_counts({"tasks": {"T1": {"runs": runs}, "T2": {"runs": [lost]}}}) == {"T1": (1, 2)}
