@@ -141,31 +141,9 @@ def render_changes(
 ) -> treesnap.Changes:
     """The run's changes (treesnap.render_changes); a harness-placed file the agent then changed
     is diffed against the bundle's copy, every other path against the fixture."""
-    ours = placed_paths(info)
-    if overlay is None or not ours & set(diff.changed):
-        return treesnap.render_changes(repo, work, diff, before, after, **kw)
-
-    def subset(keep) -> treesnap.TreeDiff:
-        return treesnap.TreeDiff(
-            *([p for p in getattr(diff, k) if keep(p)] for k in ("added", "modified", "deleted", "mode"))
-        )
-
-    theirs = treesnap.render_changes(repo, work, subset(lambda p: p not in ours), before, after, **kw)
-    placed = treesnap.render_changes(Path(overlay.project_root), work, subset(lambda p: p in ours), before, after, **kw)
-    return treesnap.Changes(
-        patch=theirs.patch + placed.patch,
-        added={**theirs.added, **placed.added},
-        undisplayable=[*theirs.undisplayable, *placed.undisplayable],
-        unexamined=[*theirs.unexamined, *placed.unexamined],
-        examined_bytes=theirs.examined_bytes + placed.examined_bytes,
-    )
-
-
-def make_patch(
-    repo: Path, work: Path, diff: treesnap.TreeDiff, overlay: Overlay | None, info: dict[str, Any] | None
-) -> str:
-    """The run's patch alone (see render_changes)."""
-    return render_changes(repo, work, diff, None, None, overlay, info).patch
+    ours = placed_paths(info) & set(diff.changed) if overlay is not None else set()
+    old_roots = {rel: Path(overlay.project_root) for rel in ours} if ours else None
+    return treesnap.render_changes(repo, work, diff, before, after, old_roots=old_roots, **kw)
 
 
 def patch_note(info: dict[str, Any] | None) -> str:

@@ -15,7 +15,7 @@ import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from pytest_agentdrift.safetext import escape_path, escape_text
 from pytest_agentdrift.tasks import fdtree
@@ -495,8 +495,12 @@ def render_changes(
     limit: int = PATCH_FILE_LIMIT,
     total: int = PATCH_TOTAL_LIMIT,
     inspect: Callable[[str, bytes], None] | None = None,
+    old_roots: Mapping[str, Path] | None = None,
 ) -> Changes:
     """The patch (git-style headers, every path escaped) and the added lines of every changed path.
+
+    `old_roots` names, per path, another tree its old side is read from (a file the harness
+    placed before the run is diffed against what it placed); one patch, one budget.
 
     A change the patch cannot show as plain UTF-8 text (binary, not UTF-8, a
     Python file declaring another encoding, over `limit` bytes, too large to
@@ -523,7 +527,8 @@ def render_changes(
                 not_shown += 1
             continue
         left = EXAMINE_TOTAL_BYTES - ch.examined_bytes
-        old = Side("missing") if rel in added else _read_side(old_root, rel, before.get(rel), EXAMINE_FILE_BYTES)
+        old_tree = old_roots.get(rel, old_root) if old_roots else old_root
+        old = Side("missing") if rel in added else _read_side(old_tree, rel, before.get(rel), EXAMINE_FILE_BYTES)
         new = Side("missing") if rel in deleted else _read_side(new_root, rel, after.get(rel), left)
         if new.data is not None:
             ch.examined_bytes += len(new.data)
