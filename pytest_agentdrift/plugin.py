@@ -108,7 +108,7 @@ def _activate(config: pytest.Config) -> None:
         from pytest_agentdrift.session.state import SessionView
 
         try:
-            info.longrun = LongRun(settings, workerinput=config.workerinput if worker else None)
+            info.longrun = LongRun(info, workerinput=config.workerinput if worker else None)
         except AgentDriftError as exc:
             raise pytest.UsageError(exc.message) from None
         config.pluginmanager.register(

@@ -32,6 +32,7 @@ from pytest_agentdrift.agents.infra import describe
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run.budget import Budget, add_spend, parse_budget, run_spend, session_exhausted, spend_text
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
+from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
 STOP_FILE = "STOP"
@@ -40,8 +41,9 @@ SAME_INFRA_STREAK = 3
 
 
 class LongRun:
-    def __init__(self, settings, *, workerinput: dict[str, Any] | None = None):
-        self.settings = settings
+    def __init__(self, info, *, workerinput: dict[str, Any] | None = None):
+        self.info = info  # session/state.SessionInfo: its settings, read live (a bundle can set the model later)
+        settings = info.settings
         self.policy = RetryPolicy(settings.retries, settings.retry_backoff)
         self.budget: Budget = parse_budget(settings.budget) if settings.budget else Budget()
         self._table = None
@@ -81,6 +83,10 @@ class LongRun:
             self.only_keys = set(only) if only is not None else None
         self.board = StatusBoard(self.control_dir, self.worker_id)
 
+    @property
+    def settings(self):
+        return self.info.settings
+
     # -- settings-derived ---------------------------------------------------------
     def table(self):
         if self._table is None and self.settings.price_table is not None:
@@ -91,7 +97,7 @@ class LongRun:
 
     def run_item(self, runner, spec, rep: int) -> dict[str, Any]:
         """TaskRunner.run_item's long-run path (the nodes call the runner, never this module)."""
-        return run_item(runner, spec, rep)
+        return run_item(self, runner, spec, rep)
 
     def identity_options(self) -> dict[str, Any]:
         """Envelope options that enter the manifest's identity (retries; a per-run budget)."""
@@ -230,7 +236,7 @@ class LongRun:
 
     def keep(self, task_id: str, rep: int) -> bool:
         """Whether this process runs the item (shard and resume)."""
-        key = f"{task_id}/r{rep}"
+        key = item_key(task_id, rep)
         if key in self.skip_keys or (self.only_keys is not None and key not in self.only_keys):
             return False
         if self.shard is not None:
@@ -279,7 +285,7 @@ class LongRun:
             atomic_write(self.control_dir / STOP_FILE, reason + "\n")
 
     def on_payload(self, payload: dict[str, Any], nodeid: str) -> None:
-        key = f"{payload['task_id']}/r{payload['rep']}"
+        key = item_key(payload["task_id"], payload["rep"])
         self.nodeid_keys[nodeid] = key
         result = payload["result"]
         self.spent = add_spend(self.spent, result.get("spend"))
@@ -320,7 +326,7 @@ class LongRun:
         if not rep.isdigit() or self._rootpath is None:
             return None
         tid = self._dirs.get((self._rootpath / where).resolve())
-        return f"{tid}/r{rep}" if tid else None
+        return item_key(tid, rep) if tid else None
 
     def begin_record(self, s) -> None:
         """The first run reported: create the record with the session's state and manifest,
@@ -417,12 +423,9 @@ def _shard_text(sh: dict[str, Any] | None) -> str:
     return "none" if not sh else f"{sh['index']}/{sh['count']}"
 
 
-def run_item(runner, spec, rep: int) -> dict[str, Any]:
+def run_item(lr: LongRun, runner, spec, rep: int) -> dict[str, Any]:
     """One item on a worker (a session/state.TaskRunner): the run, retried while it is lost to
     infrastructure."""
-    lr = runner.info.longrun
-    if lr is None:
-        return runner.run_task(spec, rep)
     started = time.monotonic()
     waited = 0.0
 
