@@ -37,9 +37,9 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def loads_json_strict(text: str) -> Any:
-    """Parse JSON, raising DuplicateKeyError / json.JSONDecodeError."""
-    return json.loads(text, object_pairs_hook=_reject_duplicates)
+def loads_json_strict(text: str, **hooks: Any) -> Any:
+    """Parse JSON, raising DuplicateKeyError / json.JSONDecodeError (`hooks`: json.loads's parse_* hooks)."""
+    return json.loads(text, object_pairs_hook=_reject_duplicates, **hooks)
 
 
 def read_text_utf8(path: Path, error: type[AgentDriftError] = AgentDriftError) -> str:
@@ -113,12 +113,6 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     """At most `limit` bytes of an untrusted regular file (OSError otherwise)."""
     with os.fdopen(open_regular(path), "rb") as fh:
         return fh.read(limit)
-
-
-def hash_regular(path: str | os.PathLike[str]) -> str:
-    """hash_file for files in trees an agent controlled."""
-    with os.fdopen(open_regular(path), "rb", buffering=0) as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def dumps_pretty(obj: Any) -> str:

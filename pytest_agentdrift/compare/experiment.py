@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_agentdrift.compare import ablation, behaviour
+from pytest_agentdrift.compare.decision import _line, _pp  # one way a comparison row is written
 from pytest_agentdrift.compare.outcome import Verdict
 from pytest_agentdrift.vocabulary import GATE_DROP_IT
 
@@ -176,14 +177,6 @@ def drop_it_verdict(
         return prior
     gate = (section.get("ablation") or {}).get("drop_it") or {}
     return Verdict(code, f"gate drop-it: {gate.get('answer', 'no answer')}: {gate.get('reason', 'no single item')}")
-
-
-def _line(label: str, text: str) -> str:
-    return f"{label:<11} {text}".rstrip()
-
-
-def _pp(x: float | None) -> str:
-    return "null" if x is None else f"{100 * x:+.1f} pp"
 
 
 def render_experiment(section: Mapping[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from pytest_agentdrift.errors import RecordError
+from pytest_agentdrift.tasks.shard import item_key
 
 #: top-level keys that describe how one shard's session went, not the merged run
 _SESSION_ONLY = ("shard", "resumed", "budget", "merged_from")
@@ -22,7 +23,7 @@ _SESSION_ONLY = ("shard", "resumed", "budget", "merged_from")
 
 def universe(tasks: Iterable[str], k: int) -> set[str]:
     """Every item of a task set run k times."""
-    return {f"{t}/r{rep}" for t in tasks for rep in range(1, k + 1)}
+    return {item_key(t, rep) for t in tasks for rep in range(1, k + 1)}
 
 
 def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[str] | None = None) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
             have = {r["rep"] for r in tasks[tid]["runs"]}
             for run in task["runs"]:
                 if run["rep"] in have:
-                    overlap.append(f"{tid}/r{run['rep']}")
+                    overlap.append(item_key(tid, run["rep"]))
                 tasks[tid]["runs"].append(run)
     if overlap:
         raise RecordError(
@@ -82,7 +83,7 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
     for task in tasks.values():
         task["runs"].sort(key=lambda r: r["rep"])
     tasks = dict(sorted(tasks.items()))
-    got = {f"{tid}/r{r['rep']}" for tid, t in tasks.items() for r in t["runs"]}
+    got = {item_key(tid, r["rep"]) for tid, t in tasks.items() for r in t["runs"]}
     if expected_items is not None:
         missing, extra = sorted(expected_items - got), sorted(got - expected_items)
         if missing:

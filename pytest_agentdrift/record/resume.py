@@ -35,6 +35,7 @@ from typing import Any, Callable
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RESULTS, RunRecorder, atomic_write, lock_run_dir
+from pytest_agentdrift.tasks.shard import item_key, split_key
 
 STATE_FORMAT = 1
 RUN_FILE = "run.json"
@@ -123,7 +124,7 @@ def read_run_files(path: Path, expected: set[str]) -> tuple[dict[str, dict[str, 
         if not isinstance(doc, dict) or not isinstance(doc.get("task_id"), str) or not isinstance(doc.get("rep"), int):
             notes.append(f"{rel}: not a run file; the run is run again")
             continue
-        key = f"{doc['task_id']}/r{doc['rep']}"
+        key = item_key(doc["task_id"], doc["rep"])
         result = doc.get("result")
         if (
             not isinstance(result, dict)
@@ -225,7 +226,7 @@ class ResumedRecorder(RunRecorder):
         """Raw files a killed session left for runs it never finished (or whose run.json is
         damaged): those runs are run again, into a clean directory."""
         for key in keys:
-            task, _, rep = key.rpartition("/r")
+            task, rep = split_key(key)
             d = self.path / "raw" / task / f"r{rep}"
             if d.is_dir():
                 shutil.rmtree(d)

@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pytest_agentdrift.canonical import DuplicateKeyError, read_regular
+from pytest_agentdrift.canonical import loads_json_strict, read_regular
 from pytest_agentdrift.safetext import json_safe
 from pytest_agentdrift.tasks.load import REPORT_STATUSES
 
@@ -58,18 +58,9 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise DuplicateKeyError(key)
-        out[key] = value
-    return out
-
-
 def loads_untrusted(text: str) -> Any:
     """Strict JSON: duplicate keys, NaN, Infinity and overflowing numbers refused."""
-    return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_finite_float)
+    return loads_json_strict(text, parse_constant=_no_constant, parse_float=_finite_float)
 
 
 def _check_value(value: Any, depth: int) -> None:
@@ -181,12 +172,6 @@ def read_events(path: Path, log: EventLog | None = None) -> EventLog:
             continue
         log.add(obj, f"line {lineno}")
     return log
-
-
-def read_jsonl(path: Path, limit: int = EVENTS_MAX) -> tuple[list[dict[str, Any]], list[str]]:
-    """Compatibility: (stamped, valid events, problem lines)."""
-    log = read_events(path)
-    return log.events[:limit], log.problem_lines()
 
 
 def adapter_events(events: list[Any], log: EventLog) -> list[dict[str, Any]]:

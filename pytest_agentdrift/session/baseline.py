@@ -19,6 +19,7 @@ from pytest_agentdrift.canonical import load_json_file
 from pytest_agentdrift.compare.outcome import selected_baseline  # noqa: F401  (re-exported)
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.tasks.load import session_task_dirs
+from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import UNOBSERVED, enforces_network
 
 MANIFEST_FILE = "runtime-manifest.json"
@@ -238,7 +239,7 @@ def finalize_session_manifest(info, results: dict[str, Any]) -> None:
 
     if info.manifest is None or "identity" not in info.manifest:
         return
-    stamps = {f"{tid}/r{r['rep']}": r.get("model_stamp") for tid, t in results["tasks"].items() for r in t["runs"]}
+    stamps = {item_key(tid, r["rep"]): r.get("model_stamp") for tid, t in results["tasks"].items() for r in t["runs"]}
     info.manifest = finalize_manifest(info.manifest, stamps)
     results["runtime_id"] = info.manifest["runtime_id"]
 

@@ -222,15 +222,6 @@ def lexists_at(root: str | os.PathLike[str], rel: str) -> bool:
     return True
 
 
-def readlink_at(root: str | os.PathLike[str], rel: str) -> str:
-    parent, _, name = rel.rstrip("/").rpartition("/")
-    fd = open_at(root, parent, O_DIR) if parent else os.open(root, O_DIR)
-    try:
-        return os.readlink(name, dir_fd=fd)
-    finally:
-        os.close(fd)
-
-
 def read_fd(fd: int, limit: int) -> bytes:
     """At most `limit` bytes of a regular file's fd (OSError if it is not regular)."""
     if not stat.S_ISREG(os.fstat(fd).st_mode):
