@@ -169,7 +169,7 @@ def test_writes_into_decoy_subdirectories_named_like_run_dirs_are_seen(tmp_path)
 def test_short_secrets_are_scrubbed_under_no_isolation(tmp_path, monkeypatch):
     monkeypatch.setenv("DB_PASS", "hunter2-Xq9")
     monkeypatch.setenv("SOMETHING_ELSE", "s3cr3t-pg-77")
-    session(
+    proc = session(
         tmp_path,
         """
         print(open(f"/proc/{os.getppid()}/environ", "rb").read().decode(errors="replace").replace("\\0", "\\n"))
@@ -179,6 +179,9 @@ def test_short_secrets_are_scrubbed_under_no_isolation(tmp_path, monkeypatch):
         "none",
         checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}],
     )
+    assert proc.returncode == 0, proc.stdout
+    # the dump was recorded (so the scan below reads it), its values scrubbed
+    assert b"SOMETHING_ELSE=[REDACTED]" in next((tmp_path / "run" / "raw").rglob("stdout.txt")).read_bytes()
     for path in (tmp_path / "run").rglob("*"):
         if path.is_file():
             data = path.read_bytes()

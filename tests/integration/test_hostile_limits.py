@@ -212,7 +212,7 @@ def test_each_hog_is_stopped_and_recorded_resource_exceeded(hogs, task_id, key):
     assert ev["limits"][key]["hit"] is True
     others = {k: v["hit"] for k, v in ev["limits"].items() if k != key}
     assert not any(others.values()), others
-    assert ev["duration_s"] < 30, "a broken limit ends the run; it does not wait for the timeout"
+    assert ev["timed_out"] is False, "a broken limit ends the run; it does not wait for the timeout"
 
 
 def test_mechanisms_recorded_per_limit(hogs):

@@ -43,7 +43,7 @@ def fake_runner(versions: dict[str, str]):
 
     def run(argv, **kw):
         calls.append(list(argv))
-        assert kw.get("timeout") and kw["timeout"] <= 10.0  # bounded (capture.VERSION_TIMEOUT_S)
+        assert kw.get("timeout") and kw["timeout"] <= mf.VERSION_TIMEOUT_S  # bounded
         assert kw.get("stdin") == subprocess.DEVNULL
         out = versions.get(os.path.basename(argv[0]))
         if out is None:
