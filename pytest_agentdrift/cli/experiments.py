@@ -185,12 +185,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_null(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.null import null_exit_code, null_experiment, render_null
+    from pytest_agentdrift.manifest.accept import accept_tokens
     from pytest_agentdrift.session.baseline import load_baseline
 
     if len(args.runs) < 2:
         raise AgentDriftError("give at least two recorded runs of the same runtime")
     loaded = [load_baseline(Path(p)) for p in args.runs]
-    accept = args.accept_unobserved if args.accept_unobserved is not None else ["env_image_digest", "server_revision"]
+    accept = accept_tokens(None, args.accept_unobserved)  # the defaults, then this command line; `none` clears
     result = null_experiment(
         [r for r, _ in loaded],
         [m for _, m in loaded],

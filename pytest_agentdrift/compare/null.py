@@ -26,6 +26,7 @@ from itertools import combinations
 from typing import Any
 
 from pytest_agentdrift.compare import stats
+from pytest_agentdrift.vocabulary import DEFAULT_ACCEPT_UNOBSERVED
 
 NULL_OK = "no_material_evidence"
 DRIFT = "hold_unconfirmed"
@@ -47,10 +48,14 @@ def null_experiment(
     labels: Sequence[str] | None = None,
     alpha: float = 0.05,
     seed: int = 0,
-    accept_unobserved: Sequence[str] = ("env_image_digest", "server_revision"),
+    accept_unobserved: Sequence[str] = DEFAULT_ACCEPT_UNOBSERVED,
 ) -> dict[str, Any]:
-    """Compare every pair of recordings of one runtime; see the module doc."""
+    """Compare every pair of recordings of one runtime; see the module doc.
+
+    `accept_unobserved` holds tokens (field and group names, as --agent-accept-unobserved
+    takes them), resolved for each pair by the one resolver the plugin and CLI use."""
     from pytest_agentdrift.compare.decision import GateParams, compare_runs
+    from pytest_agentdrift.manifest.accept import resolve_for
     from pytest_agentdrift.manifest.identity import compare_manifests
 
     if len(runs) < 2:
@@ -64,7 +69,8 @@ def null_experiment(
         change_class = "identical"
         comparable = True
         if manifests is not None:
-            cmp = compare_manifests(manifests[i], manifests[j], [], pre_run=False, accept_unobserved=accept_unobserved)
+            accepted = resolve_for(accept_unobserved, manifests[i], manifests[j]).fields
+            cmp = compare_manifests(manifests[i], manifests[j], [], pre_run=False, accept_unobserved=accepted)
             change_class = cmp.change_class or "identical"
             reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in cmp.blocks]
             comparable = cmp.comparable

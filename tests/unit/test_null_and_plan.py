@@ -184,3 +184,14 @@ def test_runs_lost_to_infrastructure_are_neither_passes_nor_failures_in_a_plan()
     runs = [{"passed": True, "outcome": "passed"}, lost, {"passed": True, "tampered_pass": True}]
     assert scored_passes(runs) == (1, 2)  # the tampered pass is a fail, the lost run is not scored
     assert task_counts({"tasks": {"T1": {"runs": runs}, "T2": {"runs": [lost]}}}) == {"T1": (1, 2)}
+
+
+def test_accepted_unobserved_tokens_are_resolved_as_the_plugin_resolves_them():
+    # group names (`envelope`) are tokens, not fields: the one resolver expands them
+    unobserved = manifest(temperature="unobserved", seed="unobserved")
+    r = null.null_experiment(
+        [results(STEADY), results(STEADY)], [unobserved, unobserved], accept_unobserved=["envelope"]
+    )
+    assert r["status"] == null.NULL_OK
+    refused = null.null_experiment([results(STEADY), results(STEADY)], [unobserved, unobserved], accept_unobserved=[])
+    assert refused["status"] != null.NULL_OK  # nothing accepted: both sides unobserved blocks
