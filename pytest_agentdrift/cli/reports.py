@@ -130,8 +130,9 @@ def cmd_export_atif(args: argparse.Namespace) -> int:
     from pytest_agentdrift.record.store import load_run
 
     run = Path(args.run)
-    out = Path(args.out) if args.out else Path.cwd() / f"atif-{load_run(run, require_complete=False).get('run_id')}"
-    paths = export_run(run, out, [Path(p) for p in args.tasks])
+    results = load_run(run, require_complete=False)  # read and validated once
+    out = Path(args.out) if args.out else Path.cwd() / f"atif-{results.get('run_id')}"
+    paths = export_run(run, out, [Path(p) for p in args.tasks], results=results)
     _out(f"wrote {len(paths)} {SCHEMA_VERSION} trajectory file(s) to {out}")
     return EXIT_OK
 

@@ -50,6 +50,7 @@ from typing import Any
 
 from pytest_agentdrift.canonical import digest, dumps_pretty, hash_file, load_json_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.record.redact import SECRET_NAME, variants  # one notion of a secret, one set of its forms
 
 BUNDLE_VERSION = 1
 BUNDLE_FILE = "bundle.json"
@@ -791,7 +792,6 @@ def show_lines(bundle: Bundle, store: Path | None = None) -> list[str]:
 
 # --------------------------------------------------------------------------- secrets travelling with a bundle
 
-_SECRET_KEY = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|BEARER", re.IGNORECASE)
 _VALUES_ARE_SECRET = frozenset({"env", "headers", "http_headers", "env_http_headers", "environment"})
 _SECRET_FLAG = re.compile(r"^--?[\w-]*(token|key|secret|password|passwd|auth|bearer)[\w-]*$", re.IGNORECASE)
 _SECRET_SHAPE = re.compile(r"^(sk-|ghp_|gho_|ghs_|github_pat_|xox[abpr]-|AKIA|AIza|glpat-|eyJ)[A-Za-z0-9._~+/=-]{6,}$")
@@ -808,7 +808,6 @@ def secret_strings(bundle: Bundle) -> list[str]:
     base64, are scrubbed from run artifacts like the session's own secrets.
     Hook scripts are not parsed: a token written into a script is not found.
     """
-    import base64
     import tomllib
     from urllib.parse import urlsplit
 
@@ -817,7 +816,7 @@ def secret_strings(bundle: Bundle) -> list[str]:
     def walk(value: Any, secret: bool = False, key: str = "") -> None:
         if isinstance(value, dict):
             for k, v in value.items():
-                walk(v, secret or str(k).lower() in _VALUES_ARE_SECRET or bool(_SECRET_KEY.search(str(k))), str(k))
+                walk(v, secret or str(k).lower() in _VALUES_ARE_SECRET or bool(SECRET_NAME.search(str(k))), str(k))
         elif isinstance(value, list):
             for i, item in enumerate(value):
                 flagged = i > 0 and isinstance(value[i - 1], str) and bool(_SECRET_FLAG.match(value[i - 1]))
@@ -856,8 +855,7 @@ def secret_strings(bundle: Bundle) -> list[str]:
     out: set[str] = set()
     for value in found:
         if len(value) >= 6:
-            raw = value.encode()
-            out.update({value, raw.hex(), base64.b64encode(raw).decode().rstrip("=")})
+            out.update(variants(value))
     return sorted(out, key=len, reverse=True)
 
 

@@ -742,14 +742,19 @@ def trajectory_filename(task_id: str, rep: Any) -> str:
     return f"{_SAFE.sub('_', task_id)}-r{_SAFE.sub('_', str(rep))}.json"
 
 
-def export_run(run_dir: Path, out_dir: Path, task_dirs: Iterable[Path] = ()) -> list[Path]:
-    """Write one validated ATIF file per run of a record; nothing is written unless all validate."""
+def export_run(
+    run_dir: Path, out_dir: Path, task_dirs: Iterable[Path] = (), results: dict[str, Any] | None = None
+) -> list[Path]:
+    """Write one validated ATIF file per run of a record; nothing is written unless all validate.
+
+    `results`: the record's results.json when the caller already loaded it."""
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.errors import AgentDriftError, RecordError
     from pytest_agentdrift.record.store import atomic_write, load_run
 
     run_dir = Path(run_dir)
-    results = load_run(run_dir, require_complete=False)
+    if results is None:
+        results = load_run(run_dir, require_complete=False)
 
     def optional(name: str) -> Any:
         path = run_dir / name

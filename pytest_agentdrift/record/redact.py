@@ -14,10 +14,18 @@ from pathlib import Path
 from typing import Iterable
 
 #: environment variable names whose values are secrets (shared with the manifest)
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT|DSN", re.IGNORECASE)
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT|DSN|BEARER", re.IGNORECASE
+)
 
 
 _NOT_SECRET = frozenset({"PWD", "OLDPWD", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "SSH_AUTH_SOCK"})
+
+
+def variants(value: str) -> set[str]:
+    """A secret as it may reach an artifact: as is, in hex and in base64 (the usual ways of smuggling it out)."""
+    raw = value.encode()
+    return {value, raw.hex(), base64.b64encode(raw).decode().rstrip("=")}
 
 
 def secret_values(environ: dict[str, str], allow: set[str]) -> list[str]:
@@ -38,8 +46,7 @@ def secret_values(environ: dict[str, str], allow: set[str]) -> list[str]:
         if (SECRET_NAME.search(name) and name not in _NOT_SECRET) or (
             name not in allow and len(value) >= 8 and not pathlike
         ):
-            raw = value.encode()
-            out.update({value, raw.hex(), base64.b64encode(raw).decode().rstrip("=")})
+            out.update(variants(value))
     return sorted(out, key=len, reverse=True)
 
 
@@ -100,6 +107,5 @@ def host_file_secrets(home: Path, extra_home_files: Iterable[str] = (), system_r
                 continue
             for fragment in (line, *_FIELD_SEPARATORS.split(line)):
                 if len(fragment) >= MIN_FRAGMENT:
-                    raw = fragment.encode()
-                    out.update({fragment, raw.hex(), base64.b64encode(raw).decode().rstrip("=")})
+                    out.update(variants(fragment))
     return sorted(out, key=len, reverse=True)
