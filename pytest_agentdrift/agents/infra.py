@@ -206,26 +206,6 @@ def from_report(obj: Any) -> dict[str, Any] | None:
     )
 
 
-def reported_infra_error(path) -> dict[str, Any] | None:
-    """Read the agent's report file for a protocol infra_error (never raises)."""
-    import json
-    import os
-
-    from pytest_agentdrift.canonical import read_regular
-
-    if not os.path.lexists(path):
-        return None
-    try:
-        # the agent wrote this file: never follow a link or block on a FIFO (read_regular)
-        data = read_regular(path, (1 << 20) + 1)
-        if len(data) > 1 << 20:
-            return None
-        obj = json.loads(data.decode("utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    return from_report(obj)
-
-
 def judge(infra: dict[str, Any] | None, *, unsafe: list[str], changed_anything: bool) -> dict[str, Any] | None:
     """Whether a claimed infrastructure error is believed; returns the record to keep.
 
@@ -271,7 +251,6 @@ __all__ = [
     "crashed_before_answer",
     "launch_failed",
     "from_report",
-    "reported_infra_error",
     "judge",
     "describe",
 ]

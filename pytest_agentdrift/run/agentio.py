@@ -184,6 +184,13 @@ def adapter_events(events: list[Any], log: EventLog) -> list[dict[str, Any]]:
 
 def read_report(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The agent's final report, or (None, why it is unusable)."""
+    obj, problem = read_report_object(path)
+    return (None, problem) if problem is not None else validate_report(obj)
+
+
+def read_report_object(path: Path) -> tuple[Any, str | None]:
+    """The report file parsed strictly, not yet validated (its `infra_error` status is read
+    from this too), or (None, why it is unusable). Read once per run."""
     if not os.path.lexists(path):
         return None, "no final report written"
     try:
@@ -194,10 +201,9 @@ def read_report(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"report unreadable: {exc}"
     try:
-        obj = loads_untrusted(text)
+        return loads_untrusted(text), None
     except (ValueError, RecursionError) as exc:
         return None, f"report is not valid JSON: {str(exc)[:200]}"
-    return validate_report(obj)
 
 
 def validate_report(obj: Any) -> tuple[dict[str, Any] | None, str | None]:

@@ -507,14 +507,15 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     net = [*merge_python_hook_events(net, dns), *dns, *refused]
     log = agentio.read_events(harness / "events.jsonl")
     agent_events = log.events
-    report, report_error = agentio.read_report(harness / "report.json")
+    report_obj, report_error = agentio.read_report_object(harness / "report.json")
+    report, report_error = (None, report_error) if report_error is not None else agentio.validate_report(report_obj)
     adapter_out = adapter.parse_output(proc.stdout, proc.stderr)
     _relativise_paths(adapter_out.events, work)
     # the adapter parsed the agent's own output: the agent's word, stamped and validated like its events
     adapter_out.events = agentio.adapter_events(adapter_out.events, log)
     if report is None and adapter_out.final_report is not None:
         report, report_error = agentio.validate_report(adapter_out.final_report)
-    infra_err = _infra_ending(adapter, adapter_out, proc, harness / "report.json")
+    infra_err = _infra_ending(adapter, adapter_out, proc, report_obj)
     if not any(v is not None for v in adapter_out.usage.to_dict().values()):
         # the generic protocol's usage: `usage` events the agent appended (run/budget.py)
         from pytest_agentdrift.run.budget import usage_from_events
@@ -676,7 +677,7 @@ def isolation_record(
 
 
 def _infra_ending(
-    adapter: AgentAdapter, out: AdapterOutput, proc: sandbox.ProcessResult, report_path: Path
+    adapter: AgentAdapter, out: AdapterOutput, proc: sandbox.ProcessResult, report_obj: Any
 ) -> dict[str, Any] | None:
     """The infrastructure error a run ended on (agents/infra.py), or None.
 
@@ -693,7 +694,7 @@ def _infra_ending(
         return None
     found = adapter.classify_ending(out, proc.exit_code, proc.stdout, proc.stderr, proc.timed_out)
     if found is None and not proc.timed_out:
-        found = infra.reported_infra_error(report_path)
+        found = infra.from_report(report_obj)  # the report file, as parsed once (agentio.read_report_object)
     return found
 
 
