@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.run import limits as lim
-from pytest_agentdrift.run.sandbox import _children
+from pytest_agentdrift.run.sandbox import _state, descendants
+from pytest_agentdrift.run.sandbox import proc_stat as _stat
 
 
 def _init_script() -> str:
@@ -198,7 +199,7 @@ class RunGuard:
                 os.close(self._fds.pop(k))
         if self.mode == "bwrap":
             self._init_pid = self._read_child_pid()
-        for pid in [proc.pid, *_descendants(proc.pid)]:
+        for pid in [proc.pid, *descendants(proc.pid)]:
             try:
                 self.cgroups.attach(pid)
             except OSError as exc:
@@ -458,29 +459,6 @@ def _resolv_conf() -> str:
     from pytest_agentdrift.run.netwatch import RESOLV_CONF
 
     return RESOLV_CONF
-
-
-def _descendants(pid: int) -> list[int]:
-    out, stack = [], [pid]
-    while stack:
-        for child in _children(stack.pop()):
-            out.append(child)
-            stack.append(child)
-    return out
-
-
-def _stat(pid: int) -> list[bytes]:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            line = fh.read()
-    except OSError:
-        return []
-    return line[line.rfind(b")") + 2 :].split()
-
-
-def _state(pid: int) -> str:
-    f = _stat(pid)
-    return f[0].decode() if f else "?"
 
 
 def _ppid(pid: int) -> int:

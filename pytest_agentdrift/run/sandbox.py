@@ -214,16 +214,42 @@ def _stat_fields(stat_line: bytes) -> list[bytes]:
     return stat_line[stat_line.rfind(b")") + 2 :].split()
 
 
+def _children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, from one pass over /proc."""
+    out: dict[int, list[int]] = {}
+    for pid, line in _proc("stat"):
+        if len(f := _stat_fields(line)) > 1:
+            out.setdefault(int(f[1]), []).append(pid)
+    return out
+
+
 def _children(parent: int) -> list[int]:
-    return [pid for pid, line in _proc("stat") if len(f := _stat_fields(line)) > 1 and int(f[1]) == parent]
+    return _children_by_parent().get(parent, [])
+
+
+def descendants(pid: int) -> list[int]:
+    """The whole subtree under pid (one /proc pass, however deep or wide it is)."""
+    tree = _children_by_parent()
+    out, stack = [], [pid]
+    while stack:
+        for child in tree.get(stack.pop(), []):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def proc_stat(pid: int) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command name ([] when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return _stat_fields(fh.read())
+    except OSError:
+        return []
 
 
 def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return _stat_fields(fh.read())[0].decode()
-    except (OSError, IndexError):
-        return "?"
+    f = proc_stat(pid)
+    return f[0].decode() if f else "?"
 
 
 def kill_orphans(known: set[int]) -> int:
@@ -234,10 +260,11 @@ def kill_orphans(known: set[int]) -> int:
         if not strays:
             break
         zombies = {p for p in strays if _state(p) == "Z"}
+        tree = _children_by_parent()
         stack = list(strays)
         while stack:  # the whole subtree, so nothing is re-parented again mid-sweep
             pid = stack.pop()
-            stack.extend(_children(pid))
+            stack.extend(tree.get(pid, []))
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
