@@ -24,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pytest_agentdrift.cli.common import accepted_tokens, load_pair
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
 from pytest_agentdrift.errors import AgentDriftError
@@ -55,26 +56,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _accepted_tokens(args: argparse.Namespace) -> list[str]:
-    """The plugin's resolver over the plugin's ini (-c / --rootdir as pytest), then this command line."""
-    from pytest_agentdrift.manifest.accept import accept_tokens
-    from pytest_agentdrift.session.inifile import read_ini
-
-    ini, _ = read_ini(["agent_accept_unobserved"], args.config_file, args.rootdir)
-    return accept_tokens(ini["agent_accept_unobserved"], args.accept_unobserved)
+    return accepted_tokens(args.accept_unobserved, args.config_file, args.rootdir)
 
 
 def _load_pair(args: argparse.Namespace):
-    from pytest_agentdrift.manifest.accept import resolve_for
-    from pytest_agentdrift.manifest.identity import compare_manifests
-    from pytest_agentdrift.session.baseline import load_baseline
-
-    base_results, base_manifest = load_baseline(Path(args.base))
-    cand_results, cand_manifest = load_baseline(Path(args.cand))
-    accepted = resolve_for(_accepted_tokens(args), base_manifest, cand_manifest)
-    cmp = compare_manifests(
-        base_manifest, cand_manifest, args.vary or [], pre_run=False, accept_unobserved=accepted.fields
+    p = load_pair(
+        Path(args.base), Path(args.cand), args.vary or [], args.accept_unobserved, args.config_file, args.rootdir
     )
-    return base_results, cand_results, cmp, accepted
+    return p.base, p.cand, p.cmp, p.accepted
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

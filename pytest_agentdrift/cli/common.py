@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 
 def out(line: str = "") -> None:
@@ -13,3 +16,42 @@ def out(line: str = "") -> None:
     except BrokenPipeError:
         # `agentdrift show RUN --json | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def accepted_tokens(cli_values: list[str] | None, config_file: str | None, rootdir: str | None) -> list[str]:
+    """The plugin's accept-unobserved resolver over the plugin's ini (-c / --rootdir as pytest), then the command line."""
+    from pytest_agentdrift.manifest.accept import accept_tokens
+    from pytest_agentdrift.session.inifile import read_ini
+
+    ini, _ = read_ini(["agent_accept_unobserved"], config_file, rootdir)
+    return accept_tokens(ini["agent_accept_unobserved"], cli_values)
+
+
+@dataclass(frozen=True)
+class RunPair:
+    base: dict[str, Any]
+    cand: dict[str, Any]
+    base_manifest: dict[str, Any]
+    cand_manifest: dict[str, Any]
+    cmp: Any  # manifest.identity's comparison
+    accepted: Any  # manifest.accept.Accepted
+
+
+def load_pair(
+    base: Path,
+    cand: Path,
+    vary: list[str],
+    cli_accept: list[str] | None,
+    config_file: str | None = None,
+    rootdir: str | None = None,
+):
+    """Two recorded runs and their identity comparison, as `agentdrift compare` and the reports make it."""
+    from pytest_agentdrift.manifest.accept import resolve_for
+    from pytest_agentdrift.manifest.identity import compare_manifests
+    from pytest_agentdrift.session.baseline import load_baseline
+
+    base_results, base_manifest = load_baseline(base)
+    cand_results, cand_manifest = load_baseline(cand)
+    accepted = resolve_for(accepted_tokens(cli_accept, config_file, rootdir), base_manifest, cand_manifest)
+    cmp = compare_manifests(base_manifest, cand_manifest, vary, pre_run=False, accept_unobserved=accepted.fields)
+    return RunPair(base_results, cand_results, base_manifest, cand_manifest, cmp, accepted)

@@ -43,20 +43,18 @@ def comparison_input(
     rootdir: str | None = None,
 ):
     """RUN compared with BASE the way `agentdrift compare` does it (the same resolver and comparison)."""
+    from pytest_agentdrift.cli.common import load_pair
     from pytest_agentdrift.compare.outcome import compare_recorded
-    from pytest_agentdrift.manifest.accept import accept_tokens, resolve_for
-    from pytest_agentdrift.manifest.identity import compare_manifests
     from pytest_agentdrift.record.html import ReportInput
-    from pytest_agentdrift.session.baseline import load_baseline
-    from pytest_agentdrift.session.inifile import read_ini
 
-    base_results, base_manifest = load_baseline(base)
-    cand_results, cand_manifest = load_baseline(run)
-    ini, _ = read_ini(["agent_accept_unobserved"], config_file, rootdir)
-    accepted = resolve_for(
-        accept_tokens(ini["agent_accept_unobserved"], accept_unobserved), base_manifest, cand_manifest
+    pair = load_pair(base, run, vary, accept_unobserved, config_file, rootdir)
+    base_results, cand_results, cmp, accepted, cand_manifest = (
+        pair.base,
+        pair.cand,
+        pair.cmp,
+        pair.accepted,
+        pair.cand_manifest,
     )
-    cmp = compare_manifests(base_manifest, cand_manifest, vary, pre_run=False, accept_unobserved=accepted.fields)
     outcome = compare_recorded(
         base_results, cand_results, cmp, gate=None, seed=seed, accepted=accepted.to_dict(), gate_scope=gate_scope
     )
