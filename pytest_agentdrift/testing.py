@@ -196,7 +196,7 @@ def play_solution(
     from pytest_agentdrift.agents.base import AdapterOutput
     from pytest_agentdrift.agents.reference import apply_solution
     from pytest_agentdrift.run import agentio, tamper
-    from pytest_agentdrift.run.runner import RunEvidence, copy_tree
+    from pytest_agentdrift.run.runner import RunEvidence, copy_tree, outside_writes
     from pytest_agentdrift.tasks import treesnap
     from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
     from pytest_agentdrift.tasks.load import tree_hashes, verify_tree
@@ -218,12 +218,10 @@ def play_solution(
     d.added, leftovers = split_leftovers(
         d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree)
     )
-    # the patch and the added lines as a session has them: from the files' raw bytes
+    # the patch and the added lines as a session has them: from the files' raw bytes (no bundle is overlaid here)
     changes = treesnap.render_changes(spec.repo, work, d, before, after)
     patch = changes.patch
-    outside = [
-        p for p in treesnap.diff(decoy_before, treesnap.resnapshot(root, decoy_before, skip=skip)).changed if p != "box"
-    ]
+    outside = outside_writes(treesnap.diff(decoy_before, treesnap.resnapshot(root, decoy_before, skip=skip)))
     log = agentio.read_events(harness / "events.jsonl")
     events, problems = log.events, log.problem_lines()
     report, report_error = agentio.read_report(harness / "report.json")

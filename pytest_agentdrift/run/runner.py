@@ -502,7 +502,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     outside_report = treesnap.WalkReport()
     decoy_after = treesnap.resnapshot(root, decoy_before, skip=decoy_skip, report=outside_report)
     dd = treesnap.diff(decoy_before, decoy_after)
-    writes_outside = [escape_path(p) for p in dd.changed if not p.startswith("box/home") and p != "box"]
+    writes_outside = outside_writes(dd)
     dns = guard.net.dns_events if guard.net is not None else []
     net = [*merge_python_hook_events(net, dns), *dns, *refused]
     log = agentio.read_events(harness / "events.jsonl")
@@ -696,6 +696,11 @@ def _infra_ending(
     if found is None and not proc.timed_out:
         found = infra.from_report(report_obj)  # the report file, as parsed once (agentio.read_report_object)
     return found
+
+
+def outside_writes(decoy_diff: treesnap.TreeDiff) -> list[str]:
+    """What changed beside and above the work tree (the decoy), escaped; the private home is the agent's own."""
+    return [escape_path(p) for p in decoy_diff.changed if not p.startswith("box/home") and p != "box"]
 
 
 def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
