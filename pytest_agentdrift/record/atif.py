@@ -28,7 +28,6 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +69,10 @@ def _clip(value: Any, limit: int = _CLIP) -> Any:
 # ---------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
 def validator():
-    import jsonschema
+    from pytest_agentdrift.record.store import schema_validator
 
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    return schema_validator(SCHEMA_PATH.name)
 
 
 def validate(doc: Any) -> list[str]:

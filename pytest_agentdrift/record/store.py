@@ -41,15 +41,20 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         raise
 
 
-@lru_cache(maxsize=1)
-def results_validator():
-    """The one jsonschema validator for results.json (built once per process)."""
+@lru_cache(maxsize=None)
+def schema_validator(name: str):
+    """One checked jsonschema validator per schema in record/schema/ (built once per process)."""
     import jsonschema
 
-    schema = json.loads((Path(__file__).parent / "schema" / "results.schema.json").read_text())
+    schema = json.loads((Path(__file__).parent / "schema" / name).read_text(encoding="utf-8"))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
+
+
+def results_validator():
+    """The one jsonschema validator for results.json."""
+    return schema_validator("results.schema.json")
 
 
 def schema_problems(results: dict[str, Any]) -> list[str]:
