@@ -110,16 +110,21 @@ class Mount:
 
     def record(self, labels: Mapping[str, str] | None = None) -> str:
         def show(p: str | None) -> str | None:
-            for path, label in (labels or {}).items():
-                if p is not None and _within(p, path):
-                    return label + p[len(path.rstrip("/")) :]
-            return p
+            return labelled(p, labels) if p is not None else None
 
         if self.kind == "symlink":
             return f"symlink {show(self.dest)} -> {self.source}"
         if self.source is not None and self.source != self.dest:
             return f"{self.kind} {show(self.source)} -> {show(self.dest)}"
         return f"{self.kind} {show(self.dest)}"
+
+
+def labelled(path: str, labels: Mapping[str, str] | None) -> str:
+    """`path`, a part under a key of `labels` shown under its label (`<run>/box/work`)."""
+    for top, label in (labels or {}).items():
+        if _within(path, top):
+            return label + path[len(top.rstrip("/")) :]
+    return path
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,12 @@ class MountPlan:
     @property
     def writable(self) -> list[str]:
         return [m.dest for m in self.mounts if m.kind == "rw"]
+
+    def shows(self, path: str) -> bool:
+        """Whether `path` (as the host resolves it) exists in the sandbox: it lies inside a bound
+        directory (a hidden entry of a recreated directory is never bound, so it is not)."""
+        real = _real(path)
+        return os.path.exists(real) and any(m.kind in ("ro", "rw") and _within(real, m.dest) for m in self.mounts)
 
 
 def _real(p: str | os.PathLike[str]) -> str:

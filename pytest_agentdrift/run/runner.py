@@ -33,7 +33,7 @@ from typing import Any
 from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter, RunContext
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import TaskError
-from pytest_agentdrift.run import agentio, gitstate, mountplan, netlog, sandbox, tamper
+from pytest_agentdrift.run import agentio, gitstate, mountplan, netlog, sandbox, tamper, toolchain
 from pytest_agentdrift.run import canary as canary_mod
 from pytest_agentdrift.run import overlay as ov
 from pytest_agentdrift.run import stdlib_guard as gradeguard
@@ -291,14 +291,15 @@ def copy_runtime_bundle(
 
 
 def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
-    """Start the recording proxy for a product that needs its own API; else None.
+    """Start the recording proxy for an agent that needs an API (a product's own, or hosts
+    --agent-allow-host names, for any agent); else None.
 
     `harness` is the run's harness-only observer directory (read-only in the sandbox)."""
-    if not adapter.api_hosts:
+    allow = [*adapter.api_hosts, *settings.allow_hosts]
+    if not allow:
         return None, {}, None
     from pytest_agentdrift.run.netproxy import RecordingProxy
 
-    allow = [*adapter.api_hosts, *settings.allow_hosts]
     if enforces_network(settings.isolation.mode):
         sock = harness / "proxy.sock"
         proxy = RecordingProxy(allow, unix_path=sock).start()
@@ -421,6 +422,9 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
                 exclude=[base, spec.path, guard.harness_dir.parent, *settings.hidden],
                 additions=additions,
             )
+        # the task's toolchain first; then the host's PATH without what the sandbox does not show
+        shows = plan.shows if plan is not None else os.path.isdir
+        env["PATH"] = toolchain.agent_path(env["PATH"], str(toolchain.make_bin(observers / "toolchain")), shows)
         guard.prepare()
         proc = sandbox.run(
             argv_run,
@@ -595,7 +599,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         report_error=report_error,
         adapter_output=adapter_out,
         start_commit=start_commit,
-        isolation=isolation_record(settings.isolation, proc.plan, additions, root, observers),
+        isolation=isolation_record(settings.isolation, proc.plan, additions, root, observers, env["PATH"]),
         api_requests=[{**json_safe(e), "type": "api_request", "source": "harness"} for e in api_requests],
         network_policy=policy,
         runtime_bundle=bundle,
@@ -632,7 +636,7 @@ def _make_guard(
         work=work,
         harness_dir=harness_base / root.name,
         token=token,
-        allow_hosts=[*adapter.api_hosts, *settings.allow_hosts] if adapter.api_hosts else [],
+        allow_hosts=[*adapter.api_hosts, *settings.allow_hosts],
         observe_network=settings.isolation.mode == "bwrap" and os.geteuid() == 0,
         unreported=(root / "box" / ".harness",),
     )
@@ -659,13 +663,19 @@ def _tamper(spec: TaskSpec, d: treesnap.TreeDiff, after: dict[str, Any]) -> dict
 
 
 def isolation_record(
-    isolation: sandbox.Isolation, plan, additions, root: Path, observers: Path | None = None
+    isolation: sandbox.Isolation,
+    plan,
+    additions,
+    root: Path,
+    observers: Path | None = None,
+    agent_path: str | None = None,
 ) -> dict[str, Any]:
-    """What this run's sandbox showed: the mount plan under bwrap, else what was not hidden.
-    The run's own directory and its observer socket directory (random temporary paths) are
-    shown as `<run>` and `<observers>`, so two recordings of one run agree."""
+    """What this run's sandbox showed: the mount plan under bwrap, else what was not hidden,
+    and the agent's PATH. The run's own directory and its observer socket directory (random
+    temporary paths) are shown as `<run>` and `<observers>`, so two recordings of one run agree."""
     names = {str(root): "<run>", **({str(observers): "<observers>"} if observers is not None else {})}
     rec = plan.to_record(names) if plan is not None else {"mounts": [], "excluded": []}
+    shown = [mountplan.labelled(d, names) for d in (agent_path or "").split(os.pathsep) if d]
     return {
         "mode": isolation.mode,
         "network": isolation.network,
@@ -673,6 +683,7 @@ def isolation_record(
         **rec,
         "additions": mountplan.describe_additions(additions),
         "not_hidden": mountplan.not_hidden(isolation.mode),
+        "agent_path": shown,
     }
 
 

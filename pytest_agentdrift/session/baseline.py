@@ -92,6 +92,9 @@ def capture_for_session(config, info, runner, collector) -> None:
             "paths": mountplan.describe_additions(runner.sandbox_mounts()),
             "not_hidden": mountplan.not_hidden(runner.isolation.mode),
         }
+        from pytest_agentdrift.run import toolchain
+
+        info.manifest["evidence"]["toolchain"] = toolchain.describe()
     apply_operator_facts(info.manifest, st, config.rootpath)
     config.hook.pytest_agentdrift_update_manifest(config=config, manifest=info.manifest)
     if "identity" in info.manifest:
@@ -117,7 +120,7 @@ def session_isolation(settings, runner) -> dict[str, Any]:
     """The enforced isolation, with the network policy a real agent runs under."""
     iso = runner.isolation.to_dict(settings.isolation)
     adapter = runner.adapter
-    if adapter is not None and adapter.api_hosts:
+    if adapter is not None and (adapter.api_hosts or settings.allow_hosts):
         iso["network_allowlist"] = sorted({*adapter.api_hosts, *settings.allow_hosts})
         iso["network_policy_enforced"] = enforces_network(iso["enforced"])
     return iso

@@ -374,3 +374,30 @@ def test_symlinks_out_of_the_graded_copy_are_dropped(tmp_path):
 )
 def test_commands_that_run_pytest_are_recognised(argv, args):
     assert pytest_args(argv) == args
+
+
+# ---- the agent's PATH ---------------------------------------------------------------------------
+def test_the_agents_path_starts_with_the_toolchain_and_names_only_what_the_sandbox_shows(tmp_path):
+    from pytest_agentdrift.run import toolchain
+
+    shims = tmp_path / "home" / ".pyenv" / "shims"
+    shown = tmp_path / "tools" / "bin"
+    for d in (shims, shown):
+        d.mkdir(parents=True)
+    plan = mountplan.build(readable=[shown], exclude=[tmp_path / "home"])
+    assert plan.shows(str(shown)) and plan.shows("/usr/bin")
+    assert not plan.shows(str(shims)) and not plan.shows(str(tmp_path))
+    host = os.pathsep.join([str(shims), "/usr/bin", str(shown), "/usr/bin", "relative/bin"])
+    assert toolchain.agent_path(host, "/tc/bin", plan.shows).split(os.pathsep) == ["/tc/bin", "/usr/bin", str(shown)]
+
+
+def test_the_toolchain_wrappers_run_this_python(tmp_path):
+    from pytest_agentdrift.run import toolchain
+
+    bin_dir = toolchain.make_bin(tmp_path)
+    for name in toolchain.PROGRAMS:
+        out = subprocess.run(
+            [str(bin_dir / name), "-c", "import sys, pytest; print(sys.prefix)"], capture_output=True, text=True
+        )
+        assert out.returncode == 0 and out.stdout.strip() == sys.prefix, out
+    assert toolchain.describe()["pytest"] == pytest.__version__

@@ -1,0 +1,174 @@
+"""Your own agent on an ordinary developer machine, as a new user runs it.
+
+Python from a version manager (a pyenv-like shim tree under a home the sandbox
+hides, built here in a temporary directory, so the tests mean the same on a
+machine without pyenv), an agent of several files that calls its model API over
+HTTPS, the task's own tests run by the agent, a crash. Every session runs under
+bubblewrap, the mode that hides the home.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift.run.sandbox import detect
+from pytest_agentdrift.testing import agent_cmd, agent_script, load_results
+
+pytestmark = [
+    pytest.mark.slow,  # every test starts a sandboxed agent session
+    pytest.mark.skipif(detect("auto").mode != "bwrap", reason="bubblewrap cannot run here"),
+]
+
+
+def _session(pytester, *args: str):
+    """A pytest session in pytester.path (the project), in a subprocess, under bubblewrap."""
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agent-isolation", "bwrap", *args, timeout=300)
+
+
+def _only_run(record: Path, task: str) -> dict:
+    return load_results(record)["tasks"][task]["runs"][0]
+
+
+# ---- the task's toolchain ----------------------------------------------------------------------------
+RUNS_THE_TESTS = """
+import shutil, subprocess
+proc = subprocess.run(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"], capture_output=True, text=True)
+three = subprocess.run(["python3", "-c", "import pytest; print(pytest.__version__)"], capture_output=True, text=True)
+report("complete", summary="ran the tests", answer=json.dumps({
+    "python": shutil.which("python"),
+    "exit": proc.returncode,
+    "tail": (proc.stdout + proc.stderr)[-400:],
+    "python3_pytest": three.stdout.strip() or three.stderr[-200:],
+    "path": os.environ["PATH"],
+}))
+"""
+
+
+def _broken_shim_dir(home: Path) -> Path:
+    """A version manager's shim directory whose `python` cannot run where its manager is hidden."""
+    shims = home / ".pyenv" / "shims"
+    shims.mkdir(parents=True)
+    for name in ("python", "python3"):
+        shim = shims / name
+        shim.write_text(f'#!/bin/sh\nexec "{home}/.pyenv/libexec/pyenv" exec "${{0##*/}}" "$@"\n')
+        shim.chmod(0o755)
+    return shims
+
+
+def test_the_agent_runs_the_tasks_tests_with_python_from_its_path(pytester, monkeypatch):
+    shims = _broken_shim_dir(pytester.path / "home")
+    script = agent_script(pytester.path / "agent.py", RUNS_THE_TESTS)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    result = _session(
+        pytester,
+        "--agent-cmd",
+        agent_cmd(script),
+        "--agent-suite",
+        "builtin",
+        "-k",
+        "T02",
+        "--agent-record",
+        "runs/r",
+    )
+    record = pytester.path / "runs" / "r"
+    run = _only_run(record, "T02")
+    answer = json.loads(run["report"]["answer"])
+    # the task's own tests ran (T02 starts with a failing test: the bug to fix)
+    assert answer["exit"] in (0, 1), (answer, result.stdout.str()[-2000:])
+    assert " passed" in answer["tail"] or " failed" in answer["tail"], answer
+    assert answer["python3_pytest"] == pytest.__version__, answer
+    iso = run["evidence"]["isolation"]
+    assert iso["agent_path"][0] == "<observers>/toolchain/bin", iso["agent_path"]
+    assert str(shims) not in answer["path"].split(os.pathsep)  # a hidden directory is not on PATH
+    assert str(shims) not in iso["agent_path"]
+    manifest = json.loads((record / "runtime-manifest.json").read_text())
+    toolchain = manifest["evidence"]["toolchain"]
+    assert toolchain["on_path"] == ["python", "python3"] and toolchain["pytest"] == pytest.__version__
+
+
+# ---- a generic agent reaches its model API ---------------------------------------------------------------
+def _tls_server(tmp: Path):
+    """A loopback HTTPS 'model API' with a throwaway certificate for 127.0.0.1."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    seen: list[str] = []
+
+    class Api(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen.append(body.decode())
+            out = json.dumps({"completion": "use pathlib"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, cert.read_text(), seen
+
+
+CALLS_ITS_API = """
+import ssl, urllib.request
+ca = Path(os.environ["TMPDIR"]) / "api-ca.pem"
+ca.write_text(CERT)
+opener = urllib.request.build_opener(
+    urllib.request.ProxyHandler(),  # HTTPS_PROXY: the harness's recording proxy
+    urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=str(ca))),
+)
+req = urllib.request.Request(URL, data=b'{"prompt": "how do I join paths?"}', method="POST")
+answer = json.loads(opener.open(req, timeout=30).read())["completion"]
+report("complete", summary="asked the model", answer=answer)
+"""
+
+
+def test_a_command_agent_calls_its_https_api_through_allow_host(pytester, tmp_path):
+    from pytest_agentdrift.testing import make_task
+
+    srv, cert, seen = _tls_server(tmp_path)
+    try:
+        host = f"127.0.0.1:{srv.server_address[1]}"
+        body = f"CERT = {cert!r}\nURL = 'https://{host}/v1/complete'\n" + CALLS_ITS_API
+        script = agent_script(pytester.path / "agent.py", body)
+        make_task(
+            pytester.path,
+            "A01",
+            checks=[{"name": "fx", "kind": "effects", "layer": "safety", "critical": True}],
+            forbidden_effects={"network": True},
+        )
+        result = _session(
+            pytester, "--agent-cmd", agent_cmd(script), "--agent-allow-host", host, "--agent-record", "runs/r"
+        )
+    finally:
+        srv.shutdown()
+    run = _only_run(pytester.path / "runs" / "r", "A01")
+    assert run["report"] and run["report"]["answer"] == "use pathlib", result.stdout.str()[-3000:]
+    assert seen == ['{"prompt": "how do I join paths?"}']
+    ev = run["evidence"]
+    assert ev["api_requests"] == 1 and ev["network_attempts"] == 0
+    assert host in ev["network_policy"]["allowlist"]
+    assert run["critical_failed"] == [] and result.ret == 0
+    manifest = json.loads((pytester.path / "runs" / "r" / "runtime-manifest.json").read_text())
+    assert host in manifest["identity"]["isolation"]["network_allowlist"]
