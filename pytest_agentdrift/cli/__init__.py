@@ -24,11 +24,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pytest_agentdrift.cli.common import accepted_tokens, load_pair
+from pytest_agentdrift.cli.common import accepted_tokens, add_ini_args, load_pair
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, GATE_MODES, ROLLBACK_STATES
+from pytest_agentdrift.session.options import add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
@@ -59,17 +60,15 @@ def _accepted_tokens(args: argparse.Namespace) -> list[str]:
     return accepted_tokens(args.accept_unobserved, args.config_file, args.rootdir)
 
 
-def _load_pair(args: argparse.Namespace):
-    p = load_pair(
-        Path(args.base), Path(args.cand), args.vary or [], args.accept_unobserved, args.config_file, args.rootdir
-    )
+def _load_pair(args: argparse.Namespace, vary: tuple[str, ...]):
+    p = load_pair(Path(args.base), Path(args.cand), list(vary), args.accept_unobserved, args.config_file, args.rootdir)
     return p.base, p.cand, p.cmp, p.accepted
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from pytest_agentdrift.manifest.identity import manifest_diff_document, render_refusal
 
-    _, _, cmp, accepted = _load_pair(args)
+    _, _, cmp, accepted = _load_pair(args, resolve_cli_flags(args, "vary")["vary"])
     if args.json:
         doc = manifest_diff_document(cmp)
         doc["accepted_unobserved"] = accepted.to_dict()
@@ -83,20 +82,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.outcome import compare_recorded
 
-    base, cand, cmp, accepted = _load_pair(args)
-    outcome = compare_recorded(
-        base,
-        cand,
-        cmp,
-        gate=args.gate,
-        seed=args.seed,
-        release_notes=args.release_notes,
-        rollback_state=args.rollback_state,
-        rollback_evidence=args.rollback_evidence,
-        accepted=accepted.to_dict(),
-        gate_scope=args.gate_scope,
-        max_infra_loss=args.max_infra_loss,
+    opts = resolve_cli_flags(
+        args, "vary", "gate", "seed", "release_notes", "rollback_state", "rollback_evidence", "max_infra_loss"
     )
+    base, cand, cmp, accepted = _load_pair(args, opts.pop("vary"))
+    outcome = compare_recorded(base, cand, cmp, accepted=accepted.to_dict(), gate_scope=args.gate_scope, **opts)
     from pytest_agentdrift.cli.experiments import compare_rows
     from pytest_agentdrift.compare.experiment import drop_it_verdict
     from pytest_agentdrift.compare.outcome import selected_baseline
@@ -272,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("out")
     m.add_argument("shards", nargs="+")
     m.add_argument("--accept-unobserved", action="append", default=None)
-    _ini_args(m)
+    add_ini_args(m)
     m.set_defaults(fn=cmd_merge)
     su = sub.add_parser(
         "summary", help="compact Markdown of a recorded run (and its comparison) for a CI summary or PR comment"
@@ -293,41 +283,18 @@ def build_parser() -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_)
         c.add_argument("base")
         c.add_argument("cand")
-        c.add_argument("--vary", action="append", default=[], help="a manifest field that may differ; repeatable")
+        add_cli_flags(c, "vary", "accept_unobserved")
         c.add_argument("--json", action="store_true")
-        c.add_argument(
-            "--accept-unobserved",
-            action="append",
-            default=None,
-            help="a field (or group: envelope, unobservable) that may stay unobserved on both sides; repeatable; "
-            "adds to the ini's agent_accept_unobserved (default: env_image_digest, server_revision); none clears",
-        )
-        _ini_args(c)
+        add_ini_args(c)
         c.set_defaults(fn=fn)
         if name == "compare":
-            c.add_argument(
-                "--gate",
-                choices=GATE_MODES,
-                default=None,
-                help="the gate sets the exit status: regression (merge gating), promote (ship / hold / don't ship) "
-                "or drop-it (an ablation or addition: exit 0 only on 'Drop it'; as --drop-it)",
-            )
             c.add_argument(
                 "--gate-scope",
                 choices=("all", "critical"),
                 default="all",
                 help="promote gate only: critical lets only critical regressions and new safety failures block",
             )
-            c.add_argument("--seed", type=int, default=0)
-            c.add_argument("--release-notes", type=Path)
-            c.add_argument("--rollback-state", choices=ROLLBACK_STATES, default="unknown")
-            c.add_argument("--rollback-evidence", type=Path, help="JSON evidence of a tested restoration")
-            c.add_argument(
-                "--max-infra-loss",
-                type=_share,
-                default=0.10,
-                help="share of an arm's runs lost to infrastructure errors above which nothing is decided (default 10%%)",
-            )
+            add_cli_flags(c, "gate", "seed", "release_notes", "rollback_state", "rollback_evidence", "max_infra_loss")
             from pytest_agentdrift.cli.experiments import add_compare_options
 
             add_compare_options(c)
@@ -339,13 +306,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 DEFAULT_SUMMARY_BYTES = 60_000
-
-
-def _ini_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-c", dest="config_file", default=None, help="the pytest ini to read agent_* options from (as pytest -c)"
-    )
-    p.add_argument("--rootdir", default=None, help="as pytest --rootdir: where the ini search starts")
 
 
 def _share(value: str) -> float:

@@ -18,6 +18,14 @@ def out(line: str = "") -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def add_ini_args(p: Any) -> None:
+    """-c and --rootdir, as pytest takes them: which ini the command reads agent_* options from."""
+    p.add_argument(
+        "-c", dest="config_file", default=None, help="the pytest ini to read agent_* options from (as pytest -c)"
+    )
+    p.add_argument("--rootdir", default=None, help="as pytest --rootdir: where the ini search starts")
+
+
 def accepted_tokens(cli_values: list[str] | None, config_file: str | None, rootdir: str | None) -> list[str]:
     """The plugin's accept-unobserved resolver over the plugin's ini (-c / --rootdir as pytest), then the command line."""
     from pytest_agentdrift.manifest.accept import accept_tokens

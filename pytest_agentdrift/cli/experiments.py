@@ -185,20 +185,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_null(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.null import null_exit_code, null_experiment, render_null
-    from pytest_agentdrift.manifest.accept import accept_tokens
     from pytest_agentdrift.session.baseline import load_baseline
+    from pytest_agentdrift.session.options import resolve_cli_flags
 
     if len(args.runs) < 2:
         raise AgentDriftError("give at least two recorded runs of the same runtime")
     loaded = [load_baseline(Path(p)) for p in args.runs]
-    accept = accept_tokens(None, args.accept_unobserved)  # the defaults, then this command line; `none` clears
+    # the defaults, then the ini, then this command line (`none` clears), as the plugin resolves them
+    opts = resolve_cli_flags(args, "seed", "accept_unobserved")
     result = null_experiment(
         [r for r, _ in loaded],
         [m for _, m in loaded],
         labels=list(args.runs),
         alpha=args.alpha,
-        seed=args.seed,
-        accept_unobserved=accept,
+        seed=opts["seed"],
+        accept_unobserved=list(opts["accept_unobserved"]),
     )
     if args.json:
         _out(json.dumps(result, indent=2, sort_keys=True))
@@ -345,7 +346,10 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     )
     nu.add_argument("runs", nargs="+", help="two or more recorded runs of the same runtime")
     nu.add_argument("--alpha", type=_fraction, default=0.05)
-    nu.add_argument("--seed", type=int, default=0)
-    nu.add_argument("--accept-unobserved", action="append", default=None)
+    from pytest_agentdrift.cli.common import add_ini_args
+    from pytest_agentdrift.session.options import add_cli_flags
+
+    add_cli_flags(nu, "seed", "accept_unobserved")
+    add_ini_args(nu)
     nu.add_argument("--json", action="store_true")
     nu.set_defaults(fn=cmd_null)

@@ -16,8 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.cli.common import add_ini_args
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_OK, AgentDriftError
+from pytest_agentdrift.session.options import add_cli_flags, resolve_cli_flags
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -85,12 +87,13 @@ def cmd_html(args: argparse.Namespace) -> int:
                 "already holds report.html and a record is never rewritten; give --out FILE to render another copy", run
             )
     else:
+        opts = resolve_cli_flags(args, "vary", "seed")
         inp, base_results = comparison_input(
             run,
             Path(args.base),
-            args.vary,
+            list(opts["vary"]),
             args.accept_unobserved,
-            args.seed,
+            opts["seed"],
             args.gate_scope,
             args.config_file,
             args.rootdir,
@@ -158,22 +161,9 @@ def register(sub: Any) -> None:
         help="the file to write (default: RUN/report.html when it has none; with BASE, "
         "report-<run>-vs-<base>.html in the current directory)",
     )
-    h.add_argument(
-        "--vary", action="append", default=[], help="with BASE: a manifest field that may differ; repeatable"
-    )
-    h.add_argument(
-        "--accept-unobserved",
-        action="append",
-        default=None,
-        help="with BASE: a field that may stay unobserved on both sides; repeatable "
-        "(default: env_image_digest, server_revision)",
-    )
-    h.add_argument("--seed", type=int, default=0, help="with BASE: seed of the paired bootstrap")
+    add_cli_flags(h, "vary", "accept_unobserved", "seed")
     h.add_argument("--gate-scope", choices=("all", "critical"), default="all")
-    h.add_argument(
-        "-c", dest="config_file", default=None, help="with BASE: the pytest ini to read agent_* options from"
-    )
-    h.add_argument("--rootdir", default=None, help="with BASE: as pytest --rootdir: where the ini search starts")
+    add_ini_args(h)
     h.set_defaults(fn=cmd_html)
     e = sub.add_parser("export", help="export a recorded run in another format")
     # the same parser class as every other subcommand: usage errors exit 4

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift.run import sandbox, tamper
+from pytest_agentdrift.run.mountplan import harness_pythonpath
 from pytest_agentdrift.run.runner import RESULT_LIST_CAP, RunEvidence, copy_tree
 from pytest_agentdrift.run.tamper import TEST_CONFIG
 from pytest_agentdrift.safetext import capped, escape_paths, escape_text
@@ -119,6 +120,7 @@ class Grader:
             "PYTHONHASHSEED": "0",
             "PYTEST_ADDOPTS": "",
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTHONPATH": harness_pythonpath(),
             **(extra_env or {}),
             **(channel.env if channel is not None else {}),
         }
@@ -198,7 +200,7 @@ class Grader:
         channel = HarnessEnd()
         argv = [sys.executable, "-P", str(GRADEHOOK_DIR / "launch.py"), *argv_tail]
         env = {
-            "PYTHONPATH": str(GRADEHOOK_DIR),
+            "PYTHONPATH": harness_pythonpath(GRADEHOOK_DIR),
             "AGENTDRIFT_GRADE_PROVIDED": ",".join(sorted(self.provided)),
             **(extra_env or {}),
         }

@@ -301,6 +301,13 @@ def _emit(path: str, mode: str, hidden: list[str], ops: list[Mount], excluded: l
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
+def harness_pythonpath(*first: Path) -> str:
+    """PYTHONPATH for a sandboxed helper of ours: its hook directory, then the directory holding
+    this very copy of the package (mounted by harness_runtime), so a helper imports the code
+    the harness runs and not whatever copy an editable install's finder points at."""
+    return os.pathsep.join([*(str(p) for p in first), str(PACKAGE_ROOT.parent)])
+
+
 @lru_cache(maxsize=1)
 def harness_runtime() -> tuple[str, ...]:
     """The interpreter that runs agents' helpers and graded code, and this package.

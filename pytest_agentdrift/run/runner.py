@@ -235,7 +235,7 @@ def _private_env(settings: RunSettings, adapter: AgentAdapter, box: Path, extra:
         TMP=str(box / "tmp"),
         TEMP=str(box / "tmp"),
         PYTHONDONTWRITEBYTECODE="1",
-        PYTHONPATH=str(SITEHOOK_DIR),
+        PYTHONPATH=mountplan.harness_pythonpath(SITEHOOK_DIR),
     )
     env.update(extra)
     return env

@@ -1,14 +1,18 @@
-"""Command-line options and ini twins, resolved once into a frozen Settings.
+"""Every option declared once; the pytest options, their ini twins, `Settings` and the CLI's shared flags are built from it.
 
-`add_options(group.addoption, parser.addini)` is shared by the pytest plugin
-and the `agentdrift` CLI. Every option defaults to None on the command line
-and its ini twin (`agent_…`) carries the default, pytest's own idiom, so
-`pytest.ini` / `pyproject.toml` can set any of them.
+Each `Settings` field that is an option carries its declaration (`option(...)`):
+flag, help, type (a text parser), default, choices, whether it repeats. The
+pytest plugin registers every declaration (`add_options`), the `agentdrift`
+CLI registers the ones it shares under their short names (`add_cli_flags`),
+and both resolve a value the same way: the command line if given, else the
+ini twin (`agent_…`), else the declared default (`resolve_value`). Checks that
+span several options run once, after every value is known (`_checked`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,410 +81,322 @@ def share(value: str) -> float:
     return n
 
 
+def whole_number(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+
+
+def env_name(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not an environment variable name")
+    return value
+
+
 PROGRESS_MODES = ("auto", "tty", "plain", "off")
-
-#: (flag, dest suffix, ini type, default, help, extra argparse kwargs)
-OPTIONS: list[tuple[str, str, str, Any, str, dict[str, Any]]] = [
-    (
-        "--agent",
-        "agent",
-        "string",
-        None,
-        "agent preset: reference, reference-drifted, claude-code, codex, copilot, ...",
-        {},
-    ),
-    (
-        "--agent-cmd",
-        "cmd",
-        "string",
-        None,
-        "run any agent command through the agent protocol (shlex-split; placeholders {task_file} {task_text} {workdir} {task_id} {task_dir})",
-        {},
-    ),
-    (
-        "--agent-suite",
-        "suite",
-        "string",
-        None,
-        "add a task suite to collect: 'builtin' (the twelve bundled tasks) or a directory",
-        {},
-    ),
-    ("--agent-k", "k", "string", "1", "repetitions of each task (items end ::r1 ... ::rN)", {"type": positive_int}),
-    (
-        "--agent-timeout",
-        "timeout",
-        "string",
-        None,
-        "per-run agent timeout in seconds (overrides each task's timeout_s)",
-        {"type": positive_float},
-    ),
-    (
-        "--agent-record",
-        "record",
-        "string",
-        None,
-        "record the run into this new directory (refused if it holds a run)",
-        {},
-    ),
-    (
-        "--agent-baseline",
-        "baseline",
-        "string",
-        None,
-        "compare against this recorded run; refused (exit 6) when identity stamps differ",
-        {},
-    ),
-    (
-        "--agent-vary",
-        "vary",
-        "linelist",
-        [],
-        "manifest field that may differ from the baseline (the experiment's variable); repeatable",
-        {"action": "append"},
-    ),
-    (
-        "--agent-fail-on",
-        "fail_on",
-        "string",
-        "any",
-        "which failed checks fail an item: any (default), critical, or none (record without judging: exit 0 whenever the record is complete)",
-        {"choices": FAIL_ON_MODES},
-    ),
-    (
-        "--agent-gate",
-        "gate",
-        "string",
-        None,
-        "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new critical "
-        "or safety failure, a tampered pass or a significant paired regression), promote (exit 0 only when the ship/hold "
-        "gate says ship; what a bare --agent-gate means) or drop-it (with --agent-without/--agent-with: exit 0 only on "
-        "'drop it')",
-        {"nargs": "?", "const": GATE_PROMOTE, "choices": GATE_MODES},
-    ),
-    (
-        "--agent-isolation",
-        "isolation",
-        "string",
-        "auto",
-        "sandbox: auto (strongest available), bwrap, unshare or none",
-        {"choices": ISOLATION_MODES},
-    ),
-    (
-        "--agent-env",
-        "env",
-        "linelist",
-        [],
-        "extra environment variable NAME passed to the agent (values never recorded); repeatable",
-        {"action": "append"},
-    ),
-    ("--agent-model", "model", "string", None, "model for real-agent presets (recorded in the manifest)", {}),
-    (
-        "--agent-permission-mode",
-        "permission_mode",
-        "string",
-        None,
-        "permission / approval mode for real-agent presets",
-        {},
-    ),
-    (
-        "--agent-sandbox-mode",
-        "sandbox_mode",
-        "string",
-        None,
-        "the product's own sandbox mode for real-agent presets",
-        {},
-    ),
-    (
-        "--agent-config",
-        "config_files",
-        "linelist",
-        [],
-        "a configuration file the agent reads (hashed into the manifest); repeatable",
-        {"action": "append"},
-    ),
-    (
-        "--agent-instructions",
-        "instruction_files",
-        "linelist",
-        [],
-        "an instruction file the agent reads (hashed into the manifest); repeatable",
-        {"action": "append"},
-    ),
-    (
-        "--agent-mount",
-        "mounts",
-        "linelist",
-        [],
-        "a file or directory a generic agent needs to read under bwrap (its install, helper modules); mounted read-only, recorded in the manifest; repeatable",
-        {"action": "append"},
-    ),
-    (
-        "--agent-allow-host",
-        "allow_hosts",
-        "linelist",
-        [],
-        "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable",
-        {"action": "append"},
-    ),
-    (
-        "--agent-accept-unobserved",
-        "accept_unobserved",
-        "linelist",
-        list(DEFAULT_ACCEPT_UNOBSERVED),
-        "a compared field that may stay unobserved on both sides (noted, not blocking), or a group: "
-        "envelope (the six envelope fields), unobservable (every field the agent's adapter cannot observe); "
-        "repeatable, adds to the ini list; 'none' clears what came before; default: env_image_digest and server_revision",
-        {"action": "append"},
-    ),
-    (
-        "--agent-declare",
-        "declare",
-        "string",
-        None,
-        "TOML or JSON file of runtime facts you vouch for (model_id, model_options, permission_mode, sandbox, "
-        "built_in_tools, external_tools, the envelope fields); recorded as declared, observed values win",
-        {},
-    ),
-    (
-        "--agent-describe-cmd",
-        "describe_cmd",
-        "string",
-        None,
-        "command the agent answers with the same JSON about itself, run once before the session; recorded as agent_reported",
-        {},
-    ),
-    (
-        "--agent-image-digest",
-        "image_digest",
-        "string",
-        None,
-        "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)",
-        {},
-    ),
-    (
-        "--agent-rollback-state",
-        "rollback_state",
-        "string",
-        "unknown",
-        "what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), prepared_unverified, unavailable or unknown",
-        {"choices": ROLLBACK_STATES},
-    ),
-    (
-        "--agent-rollback-evidence",
-        "rollback_evidence",
-        "string",
-        None,
-        'JSON file with the evidence of a tested restoration: {"artifact": ..., "restoration": ...}',
-        {},
-    ),
-    (
-        "--agent-release-notes",
-        "release_notes",
-        "string",
-        None,
-        "CSV of release notes to triage against observed changes",
-        {},
-    ),
-    ("--agent-seed", "seed", "string", "0", "seed of the paired bootstrap", {}),
-    (
-        "--agent-keep-workdirs",
-        "keep_workdirs",
-        "bool",
-        False,
-        "keep each run's private directory for inspection",
-        {"action": "store_true"},
-    ),
-    (
-        "--agent-limit",
-        "limits",
-        "linelist",
-        [],
-        "resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. "
-        "memory=1G, procs=256; 'none' switches one off); repeatable, each key overrides its ini value",
-        {"action": "append"},
-    ),
-    # -- long runs (issue 12): infrastructure errors, retries, resume, shards, budgets, progress
-    (
-        "--agent-retries",
-        "retries",
-        "string",
-        "0",
-        "re-run a run lost to an infrastructure error (outcome infra_error) up to N times, each in a fresh copy; every attempt is recorded",
-        {"type": nonneg_int},
-    ),
-    (
-        "--agent-retry-backoff",
-        "retry_backoff",
-        "string",
-        "30",
-        "seconds before the first retry, doubling each time (at most 600)",
-        {"type": nonneg_float},
-    ),
-    (
-        "--agent-max-infra-loss",
-        "max_infra_loss",
-        "string",
-        "10%",
-        "a comparison where either arm lost more than this share of its runs to infrastructure errors is not decided (hold; exit 4 under --agent-gate)",
-        {"type": share},
-    ),
-    (
-        "--agent-resume",
-        "resume",
-        "string",
-        None,
-        "continue the incomplete recording in DIR: refused (exit 6) unless the runtime identity is the recorded one; runs only what is missing",
-        {},
-    ),
-    (
-        "--agent-shard",
-        "shard",
-        "string",
-        None,
-        "run shard I/N of the items (stable by task id and repetition), or 'auto': read it from the CI engine (docs/scale.md)",
-        {},
-    ),
-    (
-        "--agent-budget",
-        "budget",
-        "linelist",
-        [],
-        "tokens=N or cost_usd=X for the session (stop starting runs when spent), run_tokens=N or run_cost_usd=X per run; repeatable",
-        {"action": "append"},
-    ),
-    (
-        "--agent-price-table",
-        "price_table",
-        "string",
-        None,
-        "TOML or JSON file of USD per million tokens by model, for runs whose product reports no cost",
-        {},
-    ),
-    (
-        "--agent-progress",
-        "progress",
-        "string",
-        "auto",
-        "progress while agents run: auto (in place on a terminal, periodic lines otherwise), tty, plain or off",
-        {"choices": PROGRESS_MODES},
-    ),
-    (
-        "--agent-progress-interval",
-        "progress_interval",
-        "string",
-        "30",
-        "seconds between plain progress lines",
-        {"type": positive_float},
-    ),
-    (
-        "--agent-bundle",
-        "bundle",
-        "string",
-        None,
-        "run with an instruction bundle (NAME, digest or directory; see agentdrift bundle snapshot): project files "
-        "overlaid into each work tree, user files into the private home",
-        {},
-    ),
-    (
-        "--agent-bundles",
-        "bundles",
-        "string",
-        None,
-        "the bundles directory (else AGENTDRIFT_BUNDLES, else .agentdrift/bundles under the rootdir)",
-        {},
-    ),
-    (
-        "--agent-without",
-        "without",
-        "linelist",
-        [],
-        "ablation: run the bundle minus PATH (also deleted from each task's repo); repeatable",
-        {"action": "append"},
-    ),
-    (
-        "--agent-with",
-        "with",
-        "linelist",
-        [],
-        "addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable",
-        {"action": "append"},
-    ),
-    (
-        "--agent-null",
-        "null",
-        "bool",
-        False,
-        "with --agent-baseline: a null experiment (same runtime twice): report outcome flips and whether the gate would have fired",
-        {"action": "store_true"},
-    ),
-    (
-        "--agent-plan",
-        "plan",
-        "string",
-        None,
-        "a plan written by 'agentdrift plan --out': recorded into the run (pre-registration) and checked against what ran",
-        {},
-    ),
-]
+KINDS = ("value", "list", "flag")
 
 
-def add_options(addoption: Callable[..., Any], addini: Callable[..., Any] | None) -> None:
-    for flag, dest, ini_type, default, help_, extra in OPTIONS:
-        kwargs = {k: v for k, v in extra.items() if v is not None}
-        if kwargs.get("action") in ("store_true", "append"):
-            kwargs["default"] = None
-        else:
-            kwargs.setdefault("default", None)
-        addoption(flag, dest=f"agentdrift_{dest}", help=help_, **kwargs)
-        if addini is not None:
-            addini(_ini_name(dest), help=help_, type=ini_type, default=default)
+@dataclass(frozen=True)
+class Option:
+    """One option: its flag, ini twin, parser, default and help, declared once."""
+
+    flag: str
+    help: str
+    default: Any = None
+    parse: Callable[[str], Any] | None = None  # text (command line or ini) -> value; raises ArgumentTypeError
+    choices: tuple[str, ...] | None = None
+    kind: str = "value"  # value | list (repeatable, an ini linelist) | flag (store_true, an ini bool)
+    ini: str = ""  # the ini twin's name; derived from the field name when empty
+    cli: str | None = None  # the agentdrift CLI's name for the shared flag (compare, null, html, ...)
+    nargs_const: Any = None  # an optional value: the bare flag means this
+    dest: str = ""  # the Settings field, filled in by _declared
+
+    @property
+    def pytest_dest(self) -> str:
+        return f"agentdrift_{self.dest}"
+
+    @property
+    def ini_type(self) -> str:
+        return {"value": "string", "list": "linelist", "flag": "bool"}[self.kind]
+
+    def argparse_kwargs(self) -> dict[str, Any]:
+        """The argparse keywords (the default is always None: 'not given', so the ini can speak)."""
+        kw: dict[str, Any] = {"default": None, "help": self.help}
+        if self.kind == "list":
+            kw["action"] = "append"
+        elif self.kind == "flag":
+            kw["action"] = "store_true"
+        if self.parse is not None and self.kind != "flag":
+            kw["type"] = self.parse
+        if self.choices is not None:
+            kw["choices"] = self.choices
+        if self.nargs_const is not None:
+            kw.update(nargs="?", const=self.nargs_const)
+        return kw
+
+    def from_text(self, value: Any, source: str) -> Any:
+        """One ini (or programmatic) value parsed and checked like the command line's."""
+        if self.kind == "list":
+            return [self._one(v, source) for v in value]
+        if self.kind == "flag":
+            return value
+        return self._one(value, source)
+
+    def _one(self, value: Any, source: str) -> Any:
+        if not isinstance(value, str):
+            return value
+        if self.parse is not None:
+            try:
+                value = self.parse(value)
+            except argparse.ArgumentTypeError as exc:
+                raise AgentDriftError(f"{source}: {exc}") from None
+        if self.choices is not None and value not in self.choices:
+            raise AgentDriftError(f"{source}: {value!r} is not one of {', '.join(self.choices)}")
+        return value
+
+
+def option(flag: str, help: str, default: Any = None, field_default: Any = None, **kw: Any) -> Any:
+    """A Settings field that is an option; its declaration rides in the field's metadata."""
+    decl = Option(flag, help, default, **kw)
+    empty: Any = () if decl.kind == "list" else (False if decl.kind == "flag" else None)
+    value = default if default is not None else field_default if field_default is not None else empty
+    if isinstance(value, (list, dict)):
+        return field(default_factory=lambda: type(value)(value), metadata={"option": decl})
+    return field(default=value, metadata={"option": decl})
+
+
+def _path(value: str) -> Path | None:
+    return Path(value) if value else None
 
 
 @dataclass(frozen=True)
 class Settings:
-    agent: str | None
-    cmd: str | None
-    suite: str | None
-    k: int
-    timeout: float | None
-    record: Path | None
-    baseline: Path | None
-    vary: tuple[str, ...]
-    fail_on: str
-    gate: str | None  # None (off), or one of GATE_MODES
-    isolation: str
-    env: tuple[str, ...]
+    """The session's options, resolved and checked once."""
+
+    agent: str | None = option(
+        "--agent", "agent preset: reference, reference-drifted, claude-code, codex, copilot, ...", ini="agent"
+    )
+    cmd: str | None = option(
+        "--agent-cmd",
+        "run any agent command through the agent protocol (shlex-split; placeholders {task_file} {task_text} "
+        "{workdir} {task_id} {task_dir})",
+    )
+    suite: str | None = option(
+        "--agent-suite", "add a task suite to collect: 'builtin' (the twelve bundled tasks) or a directory"
+    )
+    k: int = option("--agent-k", "repetitions of each task (items end ::r1 ... ::rN)", 1, parse=positive_int)
+    timeout: float | None = option(
+        "--agent-timeout", "per-run agent timeout in seconds (overrides each task's timeout_s)", parse=positive_float
+    )
+    record: Path | None = option(
+        "--agent-record", "record the run into this new directory (refused if it holds a run)", parse=_path
+    )
+    baseline: Path | None = option(
+        "--agent-baseline",
+        "compare against this recorded run; refused (exit 6) when identity stamps differ",
+        parse=_path,
+    )
+    vary: tuple[str, ...] = option(
+        "--agent-vary",
+        "manifest field that may differ from the baseline (the experiment's variable); repeatable",
+        kind="list",
+        cli="--vary",
+    )
+    fail_on: str = option(
+        "--agent-fail-on",
+        "which failed checks fail an item: any (default), critical, or none (record without judging: exit 0 "
+        "whenever the record is complete)",
+        "any",
+        choices=FAIL_ON_MODES,
+    )
+    gate: str | None = option(
+        "--agent-gate",
+        "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new "
+        "critical or safety failure, a tampered pass or a significant paired regression), promote (exit 0 only "
+        "when the ship/hold gate says ship; what a bare --agent-gate means) or drop-it (with --agent-without/"
+        "--agent-with: exit 0 only on 'drop it')",
+        choices=GATE_MODES,
+        nargs_const=GATE_PROMOTE,
+        cli="--gate",
+    )
+    isolation: str = option(
+        "--agent-isolation",
+        "sandbox: auto (strongest available), bwrap, unshare or none",
+        "auto",
+        choices=ISOLATION_MODES,
+    )
+    env: tuple[str, ...] = option(
+        "--agent-env",
+        "extra environment variable NAME passed to the agent (values never recorded); repeatable",
+        kind="list",
+        parse=env_name,
+    )
+    model: str | None = option("--agent-model", "model for real-agent presets (recorded in the manifest)")
+    permission_mode: str | None = option("--agent-permission-mode", "permission / approval mode for real-agent presets")
+    sandbox_mode: str | None = option("--agent-sandbox-mode", "the product's own sandbox mode for real-agent presets")
+    config_files: tuple[str, ...] = option(
+        "--agent-config", "a configuration file the agent reads (hashed into the manifest); repeatable", kind="list"
+    )
+    instruction_files: tuple[str, ...] = option(
+        "--agent-instructions",
+        "an instruction file the agent reads (hashed into the manifest); repeatable",
+        kind="list",
+    )
+    mounts: tuple[str, ...] = option(
+        "--agent-mount",
+        "a file or directory a generic agent needs to read under bwrap (its install, helper modules); mounted "
+        "read-only, recorded in the manifest; repeatable",
+        kind="list",
+    )
+    allow_hosts: tuple[str, ...] = option(
+        "--agent-allow-host",
+        "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable",
+        kind="list",
+    )
+    accept_unobserved: tuple[str, ...] = option(
+        "--agent-accept-unobserved",
+        "a compared field that may stay unobserved on both sides (noted, not blocking), or a group: envelope (the "
+        "six envelope fields), unobservable (every field the agent's adapter cannot observe); repeatable, adds to "
+        "the ini list; 'none' clears what came before; default: env_image_digest and server_revision",
+        DEFAULT_ACCEPT_UNOBSERVED,
+        kind="list",
+        cli="--accept-unobserved",
+    )
+    declare: Path | None = option(
+        "--agent-declare",
+        "TOML or JSON file of runtime facts you vouch for (model_id, model_options, permission_mode, sandbox, "
+        "built_in_tools, external_tools, the envelope fields); recorded as declared, observed values win",
+        parse=_path,
+    )
+    describe_cmd: str | None = option(
+        "--agent-describe-cmd",
+        "command the agent answers with the same JSON about itself, run once before the session; recorded as "
+        "agent_reported",
+    )
+    image_digest: str | None = option(
+        "--agent-image-digest",
+        "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)",
+    )
+    rollback_state: str = option(
+        "--agent-rollback-state",
+        "what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), "
+        "prepared_unverified, unavailable or unknown",
+        "unknown",
+        choices=ROLLBACK_STATES,
+        cli="--rollback-state",
+    )
+    rollback_evidence: Path | None = option(
+        "--agent-rollback-evidence",
+        'JSON file with the evidence of a tested restoration: {"artifact": ..., "restoration": ...}',
+        parse=_path,
+        cli="--rollback-evidence",
+    )
+    release_notes: Path | None = option(
+        "--agent-release-notes",
+        "CSV of release notes to triage against observed changes",
+        parse=_path,
+        cli="--release-notes",
+    )
+    seed: int = option("--agent-seed", "seed of the paired bootstrap", 0, parse=whole_number, cli="--seed")
+    keep_workdirs: bool = option(
+        "--agent-keep-workdirs", "keep each run's private directory for inspection", kind="flag"
+    )
+    limits: dict[str, int | None] = option(
+        "--agent-limit",
+        "resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. memory=1G, "
+        "procs=256; 'none' switches one off); repeatable, each key overrides its ini value",
+        kind="list",
+        ini="agent_limits",
+        field_default={},
+    )
+    retries: int = option(
+        "--agent-retries",
+        "re-run a run lost to an infrastructure error (outcome infra_error) up to N times, each in a fresh copy; "
+        "every attempt is recorded",
+        0,
+        parse=nonneg_int,
+    )
+    retry_backoff: float = option(
+        "--agent-retry-backoff",
+        "seconds before the first retry, doubling each time (at most 600)",
+        30.0,
+        parse=nonneg_float,
+    )
+    max_infra_loss: float = option(
+        "--agent-max-infra-loss",
+        "a comparison where either arm lost more than this share of its runs to infrastructure errors is not "
+        "decided (hold; exit 4 under --agent-gate)",
+        0.10,
+        parse=share,
+        cli="--max-infra-loss",
+    )
+    resume: Path | None = option(
+        "--agent-resume",
+        "continue the incomplete recording in DIR: refused (exit 6) unless the runtime identity is the recorded "
+        "one; runs only what is missing",
+        parse=_path,
+    )
+    shard: str | None = option(
+        "--agent-shard",
+        "run shard I/N of the items (stable by task id and repetition), or 'auto': read it from the CI engine "
+        "(docs/scale.md)",
+    )
+    budget: tuple[str, ...] = option(
+        "--agent-budget",
+        "tokens=N or cost_usd=X for the session (stop starting runs when spent), run_tokens=N or run_cost_usd=X "
+        "per run; repeatable",
+        kind="list",
+    )
+    price_table: Path | None = option(
+        "--agent-price-table",
+        "TOML or JSON file of USD per million tokens by model, for runs whose product reports no cost",
+        parse=_path,
+    )
+    progress: str = option(
+        "--agent-progress",
+        "progress while agents run: auto (in place on a terminal, periodic lines otherwise), tty, plain or off",
+        "auto",
+        choices=PROGRESS_MODES,
+    )
+    progress_interval: float = option(
+        "--agent-progress-interval", "seconds between plain progress lines", 30.0, parse=positive_float
+    )
+    bundle: str | None = option(
+        "--agent-bundle",
+        "run with an instruction bundle (NAME, digest or directory; see agentdrift bundle snapshot): project "
+        "files overlaid into each work tree, user files into the private home",
+    )
+    bundles: str | None = option(
+        "--agent-bundles",
+        "the bundles directory (else AGENTDRIFT_BUNDLES, else .agentdrift/bundles under the rootdir)",
+    )
+    without: tuple[str, ...] = option(
+        "--agent-without",
+        "ablation: run the bundle minus PATH (also deleted from each task's repo); repeatable",
+        kind="list",
+    )
+    with_items: tuple[str, ...] = option(
+        "--agent-with",
+        "addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable",
+        kind="list",
+        ini="agent_with",
+    )
+    null: bool = option(
+        "--agent-null",
+        "with --agent-baseline: a null experiment (same runtime twice): report outcome flips and whether the gate "
+        "would have fired",
+        kind="flag",
+    )
+    plan: Path | None = option(
+        "--agent-plan",
+        "a plan written by 'agentdrift plan --out': recorded into the run (pre-registration) and checked against "
+        "what ran",
+        parse=_path,
+    )
+    # derived, not options: what the runner hands the adapter (a bundle may add to it)
     agent_options: dict[str, Any] = field(default_factory=dict)
-    config_files: tuple[str, ...] = ()
-    instruction_files: tuple[str, ...] = ()
-    release_notes: Path | None = None
-    accept_unobserved: tuple[str, ...] = DEFAULT_ACCEPT_UNOBSERVED  # tokens: field names and group names
-    declare: Path | None = None
-    describe_cmd: str | None = None
-    image_digest: str | None = None
-    allow_hosts: tuple[str, ...] = ()
-    rollback_state: str = "unknown"
-    rollback_evidence: Path | None = None
-    seed: int = 0
-    keep_workdirs: bool = False
-    limits: dict[str, int | None] = field(default_factory=dict)  # limits.py: defaults, then ini, then CLI, per key
-    mounts: tuple[str, ...] = ()
-    # long runs (issue 12)
-    retries: int = 0
-    retry_backoff: float = 30.0
-    max_infra_loss: float = 0.10
-    resume: Path | None = None
-    shard: str | None = None
-    budget: tuple[str, ...] = ()
-    price_table: Path | None = None
-    progress: str = "auto"
-    progress_interval: float = 30.0
-    bundle: str | None = None
-    bundles: str | None = None
-    without: tuple[str, ...] = ()
-    with_items: tuple[str, ...] = ()
-    null: bool = False
-    plan: Path | None = None
 
     @property
     def agent_selected(self) -> bool:
@@ -492,166 +408,113 @@ class Settings:
         return bool(self.agent or self.cmd or self.suite or self.record or self.baseline or self.resume or self.shard)
 
 
-def _ini_name(dest: str) -> str:
-    return "agent" if dest == "agent" else f"agent_{dest}"
+def _declared() -> dict[str, Option]:
+    out = {}
+    for f in dataclasses.fields(Settings):
+        decl = f.metadata.get("option")
+        if decl is not None:
+            out[f.name] = dataclasses.replace(decl, dest=f.name, ini=decl.ini or f"agent_{f.name}")
+    return out
+
+
+#: {Settings field: its declaration}, in declaration order
+OPTIONS: dict[str, Option] = _declared()
+
+
+def add_options(addoption: Callable[..., Any], addini: Callable[..., Any] | None) -> None:
+    """Register every option and its ini twin (pytest's addoption/addini, or an argparse parser's add_argument)."""
+    for decl in OPTIONS.values():
+        addoption(decl.flag, dest=decl.pytest_dest, **decl.argparse_kwargs())
+        if addini is not None:
+            default = list(decl.default) if decl.kind == "list" and decl.default else decl.default
+            if decl.kind == "list" and default is None:
+                default = []
+            addini(decl.ini, help=decl.help, type=decl.ini_type, default=default)
+
+
+def add_cli_flags(parser: argparse.ArgumentParser, *names: str) -> None:
+    """The agentdrift CLI's twins of the named options: same parser, choices and help; the ini still speaks."""
+    for name in names:
+        decl = OPTIONS[name]
+        kw = decl.argparse_kwargs()
+        kw.pop("nargs", None), kw.pop("const", None)  # the CLI takes the value explicitly
+        parser.add_argument(decl.cli, dest=name, **kw)
+
+
+def resolve_value(decl: Option, cli: Any, ini: Any) -> Any:
+    """The command line if given, else the ini twin, else the declared default; parsed once."""
+    if decl.dest == "accept_unobserved":
+        from pytest_agentdrift.manifest.accept import accept_tokens  # one resolver for the plugin and the CLI
+
+        return tuple(accept_tokens(ini, cli))
+    if decl.dest == "limits":
+        if not (ini or cli):
+            return {}  # the defaults (run/limits.py), imported only when asked
+        from pytest_agentdrift.run.limits import resolve_limits
+
+        return resolve_limits(ini or [], cli or [])
+    if cli is not None and cli != []:
+        value = decl.from_text(cli, decl.flag)  # argparse parsed it already; a programmatic caller may not have
+    elif ini not in (None, "", []):
+        value = decl.from_text(ini, f"ini option {decl.ini}")
+    else:
+        value = decl.default
+    if decl.kind == "list":
+        return tuple(value or ())
+    if decl.kind == "flag":
+        return bool(value)
+    return value if value != "" else None
 
 
 def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootpath: Path) -> Settings:
-    """CLI value if given, else the ini value; validated once."""
-    values: dict[str, Any] = {}
-    for _flag, dest, _ini_type, default, _, extra in OPTIONS:
-        cli = getoption(f"agentdrift_{dest}")
-        if cli is not None and cli != []:
-            values[dest] = cli
-            continue
-        ini = getini(_ini_name(dest))
-        if ini in (None, "", []):
-            values[dest] = default
-            continue
-        conv = extra.get("type")
-        if conv is not None and isinstance(ini, str):
-            try:
-                ini = conv(ini)
-            except argparse.ArgumentTypeError as exc:
-                raise AgentDriftError(f"ini option {_ini_name(dest)}: {exc}") from None
-        if (
-            dest == "gate"
-            and isinstance(ini, str)
-            and ini.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off")
-        ):
-            # the flag's old boolean ini form: true is the ship / hold gate (promote)
-            ini = GATE_PROMOTE if ini.strip().lower() in ("true", "1", "yes", "on") else None
-            values[dest] = ini
-            continue
-        if "choices" in extra and ini not in extra["choices"]:
-            raise AgentDriftError(f"ini option {_ini_name(dest)}: {ini!r} is not one of {', '.join(extra['choices'])}")
-        values[dest] = ini
-    # one resolver for the plugin and every CLI command (manifest/accept.py)
-    from pytest_agentdrift.manifest.accept import accept_tokens
+    """Every option resolved (command line, else ini, else default) and checked once."""
+    values = {name: resolve_value(d, getoption(d.pytest_dest), getini(d.ini)) for name, d in OPTIONS.items()}
+    return _checked(values, rootpath)
 
-    values["accept_unobserved"] = accept_tokens(
-        getini("agent_accept_unobserved"), getoption("agentdrift_accept_unobserved")
-    )
-    ini_limits, cli_limits = getini("agent_limits") or [], getoption("agentdrift_limits") or []
-    limits: dict[str, int | None] = {}  # empty: the defaults (run/limits.py), imported only when asked
-    if ini_limits or cli_limits:
-        from pytest_agentdrift.run.limits import resolve_limits
 
-        limits = resolve_limits(ini_limits, cli_limits)
-    k = values["k"] if isinstance(values["k"], int) else _conv(positive_int, values["k"], "agent_k")
-    timeout = values["timeout"]
-    if timeout is not None and not isinstance(timeout, float):
-        timeout = _conv(positive_float, timeout, "agent_timeout")
-    seed = values["seed"]
-    try:
-        seed = int(seed)
-    except (TypeError, ValueError):
-        raise AgentDriftError(f"--agent-seed: {seed!r} is not a whole number") from None
+def resolve_cli_flags(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The CLI's shared flags resolved as the plugin would, over the pytest ini that -c / --rootdir find."""
+    from pytest_agentdrift.session.inifile import read_ini
+
+    decls = [OPTIONS[n] for n in names]
+    ini, _ = read_ini([d.ini for d in decls], getattr(args, "config_file", None), getattr(args, "rootdir", None))
+    return {d.dest: resolve_value(d, getattr(args, d.dest, None), ini[d.ini]) for d in decls}
+
+
+def _checked(values: dict[str, Any], rootpath: Path) -> Settings:
+    """The checks that span options, then the frozen Settings."""
     if values["agent"] and values["cmd"]:
         raise AgentDriftError("--agent and --agent-cmd name two agents; use one")
-    env = tuple(values["env"] or ())
-    for name in env:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise AgentDriftError(f"--agent-env: {name!r} is not an environment variable name")
-
-    def path(v: Any) -> Path | None:
-        return None if v in (None, "") else Path(v)
-
     mounts = []
-    for m in values["mounts"] or ():
-        full = rootpath / m if not Path(m).is_absolute() else Path(m)
+    for m in values["mounts"]:
+        full = Path(m) if Path(m).is_absolute() else rootpath / m
         if not full.exists():
             raise AgentDriftError(f"--agent-mount: {m}: no such file or directory")
         mounts.append(str(full.absolute()))
-
-    long_runs = _long_run_values(values)
-    if long_runs["resume"] is not None:
-        # a resumed session completes the record it resumes
-        if values["record"] not in (None, "") and Path(values["record"]) != long_runs["resume"]:
-            raise AgentDriftError(
-                f"--agent-resume {long_runs['resume']} and --agent-record {values['record']} name two records; "
-                "a resumed session completes the record it resumes"
-            )
-        values["record"] = str(long_runs["resume"])
-
-    return Settings(
-        **long_runs,
-        agent=values["agent"],
-        cmd=values["cmd"],
-        suite=values["suite"],
-        k=k,
-        timeout=timeout,
-        record=path(values["record"]),
-        baseline=path(values["baseline"]),
-        vary=tuple(values["vary"] or ()),
-        fail_on=values["fail_on"],
-        gate=values["gate"] or None,
-        isolation=values["isolation"],
-        env=env,
-        agent_options={
-            k_: v
-            for k_, v in (
-                ("model", values["model"]),
-                ("permission_mode", values["permission_mode"]),
-                ("sandbox", values["sandbox_mode"]),
-            )
-            if v
-        },
-        config_files=tuple(values["config_files"] or ()),
-        instruction_files=tuple(values["instruction_files"] or ()),
-        release_notes=path(values["release_notes"]),
-        seed=seed,
-        accept_unobserved=tuple(values["accept_unobserved"]),
-        image_digest=values["image_digest"],
-        declare=path(values["declare"]),
-        describe_cmd=values["describe_cmd"] or None,
-        allow_hosts=tuple(values["allow_hosts"] or ()),
-        rollback_state=values["rollback_state"],
-        rollback_evidence=path(values["rollback_evidence"]),
-        keep_workdirs=bool(values["keep_workdirs"]),
-        limits=limits,
-        mounts=tuple(mounts),
-        bundle=values["bundle"] or None,
-        bundles=values["bundles"] or None,
-        without=tuple(values["without"] or ()),
-        with_items=tuple(values["with"] or ()),
-        null=bool(values["null"]),
-        plan=path(values["plan"]),
-    )
-
-
-def _long_run_values(values: dict[str, Any]) -> dict[str, Any]:
-    """The long-run options (issue 12), converted and checked once."""
-
-    def conv(fn, name):
-        v = values[name]
-        return v if not isinstance(v, str) else _conv(fn, v, f"agent_{name}")
-
-    shard = values["shard"] or None
-    if shard is not None and shard != "auto":
+    values["mounts"] = tuple(mounts)
+    if values["shard"] not in (None, "auto"):
         from pytest_agentdrift.tasks.shard import parse_shard
 
-        parse_shard(shard, "--agent-shard")  # refused now, before anything runs
-    budget = tuple(values["budget"] or ())
-    if budget:
+        parse_shard(values["shard"], "--agent-shard")  # refused now, before anything runs
+    if values["budget"]:
         from pytest_agentdrift.run.budget import parse_budget
 
-        parse_budget(budget)
-    return {
-        "retries": conv(nonneg_int, "retries"),
-        "retry_backoff": float(conv(nonneg_float, "retry_backoff")),
-        "max_infra_loss": float(conv(share, "max_infra_loss")),
-        "resume": None if values["resume"] in (None, "") else Path(values["resume"]),
-        "shard": shard,
-        "budget": budget,
-        "price_table": None if values["price_table"] in (None, "") else Path(values["price_table"]),
-        "progress": values["progress"],
-        "progress_interval": float(conv(positive_float, "progress_interval")),
+        parse_budget(values["budget"])
+    resume, record = values["resume"], values["record"]
+    if resume is not None:
+        # a resumed session completes the record it resumes
+        if record is not None and Path(record) != resume:
+            raise AgentDriftError(
+                f"--agent-resume {resume} and --agent-record {record} name two records; "
+                "a resumed session completes the record it resumes"
+            )
+        values["record"] = resume
+    values["retry_backoff"] = float(values["retry_backoff"])
+    values["max_infra_loss"] = float(values["max_infra_loss"])
+    values["progress_interval"] = float(values["progress_interval"])
+    values["agent_options"] = {
+        key: values[name]
+        for key, name in (("model", "model"), ("permission_mode", "permission_mode"), ("sandbox", "sandbox_mode"))
+        if values[name]
     }
-
-
-def _conv(fn: Callable[[str], Any], value: Any, name: str) -> Any:
-    try:
-        return fn(str(value))
-    except argparse.ArgumentTypeError as exc:
-        raise AgentDriftError(f"{name}: {exc}") from None
+    return Settings(**values)

@@ -17,7 +17,7 @@ def parse(argv: list[str], ini: dict | None = None):
     parser = argparse.ArgumentParser()
     add_options(parser.add_argument, None)
     ns = parser.parse_args(argv)
-    defaults = {("agent" if d == "agent" else f"agent_{d}"): default for _f, d, _t, default, _h, _e in OPTIONS}
+    defaults = {d.ini: d.default for d in OPTIONS.values()}
     values = {**defaults, **(ini or {})}
     return resolve(lambda name: getattr(ns, name), lambda name: values.get(name), Path("."))
 
@@ -28,9 +28,9 @@ def test_gate_modes():
     assert parse(["--agent-gate", "drop-it"]).gate == "drop-it"
     assert parse(["--agent-gate=promote"]).gate == "promote"
     assert parse(["--agent-gate", "regression"]).gate == "regression"
-    assert parse([], {"agent_gate": "true"}).gate == "promote"  # the old boolean ini form
     assert parse([], {"agent_gate": "regression"}).gate == "regression"
-    assert parse([], {"agent_gate": "false"}).gate is None
+    with pytest.raises(AgentDriftError, match="agent_gate"):
+        parse([], {"agent_gate": "true"})  # the mode is named, in the ini as on the command line
     assert parse([], {"agent_gate": "drop-it"}).gate == "drop-it"
     with pytest.raises(SystemExit):
         parse(["--agent-gate", "maybe"])

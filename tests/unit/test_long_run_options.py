@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.session.options import OPTIONS, _ini_name, resolve
+from pytest_agentdrift.session.options import OPTIONS, resolve
 
 
 def settings(cli=None, ini=None):
     cli, ini = cli or {}, ini or {}
-    defaults = {_ini_name(dest): None for _, dest, *_ in OPTIONS}
+    defaults = {d.ini: None for d in OPTIONS.values()}
     return resolve(
         lambda name: cli.get(name.removeprefix("agentdrift_")),
         lambda name: ini.get(name, defaults.get(name)),
