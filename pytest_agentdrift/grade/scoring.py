@@ -14,7 +14,7 @@ from typing import Any
 from pytest_agentdrift.grade.checks import CheckResult
 from pytest_agentdrift.run.runner import RunEvidence
 from pytest_agentdrift.tasks.load import LAYERS
-from pytest_agentdrift.vocabulary import INFRA_OUTCOME, OVER_BUDGET_OUTCOME
+from pytest_agentdrift.vocabulary import ERROR_LIKE_OUTCOMES, INFRA_OUTCOME, OVER_BUDGET_OUTCOME
 
 EVALUATOR_COMPONENT = "scoring"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
@@ -118,9 +118,7 @@ def summarise(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "runs": len(runs),
         "passed": passed,
         "failed": sum(1 for r in runs if r["outcome"] == "failed"),
-        "errors": sum(
-            1 for r in runs if r["outcome"] in ("error", "timeout", "resource_exceeded", OVER_BUDGET_OUTCOME)
-        ),
+        "errors": sum(1 for r in runs if r["outcome"] in ERROR_LIKE_OUTCOMES),
         "tampered_passes": sum(1 for r in runs if r["tampered_pass"]),
         "critical_failures": sum(1 for r in runs if r["critical_failed"]),
         "pass_rate": round(passed / scored, 6) if scored else None,

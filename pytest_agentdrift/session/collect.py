@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from pytest_agentdrift.compare.exitpolicy import item_failed
 from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.record.report import failure_text
 from pytest_agentdrift.session.state import TaskRunner
 from pytest_agentdrift.tasks.load import TaskSpec, load_task
-from pytest_agentdrift.vocabulary import INFRA_OUTCOME, OVER_BUDGET_OUTCOME
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
 
 class TaskFailed(Exception):
@@ -80,15 +81,7 @@ class TaskItem(pytest.Item):
             from pytest_agentdrift.agents.infra import describe
 
             pytest.skip(f"infrastructure error, not scored: {describe(result['infra_error'])}")
-        fail_on_critical_only = runner.settings.fail_on == "critical"
-        failed = not result["passed"]
-        if fail_on_critical_only:
-            failed = (
-                bool(result["critical_failed"])
-                or result["tampered_pass"]
-                or result["outcome"] in ("error", "timeout", "resource_exceeded", OVER_BUDGET_OUTCOME)
-            )
-        if failed:
+        if item_failed(result, runner.settings.fail_on):
             raise TaskFailed(failure_text(self.spec.id, self.spec.title, result))
 
     def repr_failure(self, excinfo, style=None):

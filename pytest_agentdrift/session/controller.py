@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_agentdrift.compare.exitpolicy import pytest_reason
 from pytest_agentdrift.compare.outcome import Verdict
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
 from pytest_agentdrift.vocabulary import (
-    EXIT_FAILED,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
-    GATE_DROP_IT,
-    INFRA_OUTCOME,
-    OVER_BUDGET_OUTCOME,
 )
 
 
@@ -190,7 +187,9 @@ class ControllerPlugin:
             return
         if self.config.option.collectonly or (self.runner.adapter is None and not c.received_nodeids):
             # nothing ran, by request (--collect-only) or for want of an agent: nothing to record or compare
-            self.verdict = Verdict(int(exitstatus), _pytest_reason(int(exitstatus), session, "no agent run"))
+            code = int(exitstatus)
+            why = "collected; no agent run" if code == EXIT_OK else pytest_reason(code, session.testsfailed)
+            self.verdict = Verdict(code, why)
             return
         if session.shouldstop:
             c.interrupted = c.interrupted or f"stopped early: {session.shouldstop}"
@@ -232,77 +231,29 @@ class ControllerPlugin:
         session.exitstatus = verdict.code
 
     def _decide(self, session: pytest.Session, exitstatus: int, results: dict, error: str | None) -> Verdict:
-        """What sets the exit status, in order: operational 4, refusal 6, the gate, then the runs."""
-        s, c = self.settings, self.collector
-        if exitstatus == int(pytest.ExitCode.INTERRUPTED):
-            why = (
-                "interrupted" if c.interrupted == "KeyboardInterrupt" else _pytest_reason(exitstatus, session, "pytest")
+        """The exit policy (compare/exitpolicy.py) over the facts this session ended with."""
+        from pytest_agentdrift.compare.exitpolicy import SessionEnd, exit_verdict
+
+        s, c, lr = self.settings, self.collector, self.info.longrun
+        finishing = None
+        if lr is not None and (lr.shard is not None or lr.resume is not None):
+            finishing = "shard" if lr.resume is None else "resume"
+        return exit_verdict(
+            SessionEnd(
+                pytest_status=exitstatus,
+                tests_failed=session.testsfailed,
+                results=results,
+                fail_on=s.fail_on,
+                gate=s.gate,
+                null=s.null,
+                record=s.record,
+                interrupted=c.interrupted,
+                ran_any=bool(c.received_nodeids),
+                comparison_error=error,
+                comparison_verdict=self.comparison.verdict,
+                finishing_only=finishing,
             )
-            return Verdict(
-                exitstatus, why + ("; the run is recorded incomplete" if s.record and c.received_nodeids else "")
-            )
-        lr = self.info.longrun
-        if (
-            exitstatus == int(pytest.ExitCode.NO_TESTS_COLLECTED)
-            and lr is not None
-            and results["complete"]
-            and (lr.shard is not None or lr.resume is not None)
-            and not session.testsfailed
-            and not error
-        ):
-            # this shard's share of the items is empty, or the resumed record only needed finishing
-            why = (
-                "this shard's share of the items is empty"
-                if lr.resume is None
-                else "the resumed record needed no further run"
-            )
-            return Verdict(EXIT_OK, f"{why}; the record is complete")
-        if exitstatus in (
-            int(pytest.ExitCode.INTERNAL_ERROR),
-            int(pytest.ExitCode.USAGE_ERROR),
-            int(pytest.ExitCode.NO_TESTS_COLLECTED),
-        ):
-            return Verdict(exitstatus, _pytest_reason(exitstatus, session, "pytest"))
-        if not results["complete"]:
-            return Verdict(EXIT_USAGE, "the run is incomplete: " + "; ".join(results["incomplete_reasons"]))
-        if error:
-            return Verdict(EXIT_USAGE, error)
-        cmp_verdict = self.comparison.verdict
-        if cmp_verdict is not None and cmp_verdict.code == EXIT_REFUSED:
-            return cmp_verdict
-        dropped_over_failure = (
-            s.gate == GATE_DROP_IT
-            and cmp_verdict is not None
-            and cmp_verdict.code == EXIT_OK
-            and exitstatus == EXIT_FAILED
         )
-        if s.gate and cmp_verdict is not None and not dropped_over_failure:
-            return cmp_verdict  # the gate decides; failed items still show as failed above
-        # (a "Drop it" never hides a failed check: docs/bundles.md, exit codes)
-        if s.null and cmp_verdict is not None and cmp_verdict.code != EXIT_OK:
-            return cmp_verdict  # a null experiment that suspects drift (or was no null experiment)
-        if s.fail_on == "none":
-            where = f"recorded {s.record} complete" if s.record else "the run is complete"
-            return Verdict(EXIT_OK, f"{where}; task outcomes do not set the exit status (--agent-fail-on none)")
-        if exitstatus == EXIT_FAILED:
-            failed = [
-                f"{tid} r{r['rep']}"
-                for tid, t in results["tasks"].items()
-                for r in t["runs"]
-                if _item_failed(r, s.fail_on)
-            ]
-            if failed:
-                head = ", ".join(failed[:8]) + (f" (+{len(failed) - 8} more)" if len(failed) > 8 else "")
-                which = "with a critical failure" if s.fail_on == "critical" else "failed"
-                return Verdict(EXIT_FAILED, f"{len(failed)} of {results['summary']['runs']} run(s) {which}: {head}")
-            return Verdict(EXIT_FAILED, f"{session.testsfailed} test(s) failed")
-        if exitstatus == EXIT_OK:
-            n = results["summary"]["runs"]
-            if cmp_verdict is not None:
-                return Verdict(EXIT_OK, f"all {n} run(s) passed; {cmp_verdict.reason}")
-            judged = "without a critical failure" if s.fail_on == "critical" else "passed"
-            return Verdict(EXIT_OK, f"all {n} run(s) {judged}")
-        return Verdict(exitstatus, _pytest_reason(exitstatus, session, "pytest"))
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config) -> None:
         if not self.final_lines or config.option.verbose < -1:
@@ -323,27 +274,3 @@ class ControllerPlugin:
             # our own pytest.exit already explained itself: no "!!! _pytest.outcomes.Exit" banner
             tr._keyboardinterrupt_memo = None
         tr.write_line(self.verdict.line, red=self.verdict.code != EXIT_OK, green=self.verdict.code == EXIT_OK)
-
-
-def _item_failed(run: dict, fail_on: str) -> bool:
-    if run["outcome"] == INFRA_OUTCOME:
-        return False  # lost to infrastructure: not scored, never the agent's failure (counted apart)
-    if fail_on == "critical":
-        return (
-            bool(run["critical_failed"])
-            or run["tampered_pass"]
-            or run["outcome"] in ("error", "timeout", "resource_exceeded", OVER_BUDGET_OUTCOME)
-        )
-    return not run["passed"]
-
-
-def _pytest_reason(code: int, session: pytest.Session, what: str) -> str:
-    reasons = {
-        int(pytest.ExitCode.OK): "nothing failed" if what == "pytest" else "collected; no agent run",
-        int(pytest.ExitCode.TESTS_FAILED): f"{session.testsfailed} test(s) failed",
-        int(pytest.ExitCode.INTERRUPTED): "interrupted (a collection error or an interrupt; see above)",
-        int(pytest.ExitCode.INTERNAL_ERROR): "pytest internal error (see above)",
-        int(pytest.ExitCode.USAGE_ERROR): "usage error (see above)",
-        int(pytest.ExitCode.NO_TESTS_COLLECTED): "no task collected",
-    }
-    return reasons.get(code, f"pytest exit status {code}")

@@ -1,0 +1,104 @@
+"""The exit policy is a pure function of how a session ended; the outcome vocabulary has one home."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift.compare.exitpolicy import SessionEnd, exit_verdict, item_failed
+from pytest_agentdrift.compare.outcome import Verdict
+from pytest_agentdrift.vocabulary import ERROR_LIKE_OUTCOMES, RUN_OUTCOMES, UNSCORED_OUTCOMES
+
+
+def run(outcome="passed", critical=(), tampered=False, rep=1):
+    return {
+        "rep": rep,
+        "outcome": outcome,
+        "passed": outcome == "passed",
+        "critical_failed": list(critical),
+        "tampered_pass": tampered,
+    }
+
+
+def results(*runs, complete=True):
+    return {
+        "complete": complete,
+        "incomplete_reasons": [] if complete else ["T01 r1 never reported"],
+        "tasks": {"T01": {"runs": list(runs)}},
+        "summary": {"runs": len(runs)},
+    }
+
+
+def end(res, status=0, **kw):
+    return SessionEnd(pytest_status=status, tests_failed=kw.pop("tests_failed", 0), results=res, **kw)
+
+
+def _outcome_enums(node):
+    if isinstance(node, dict):
+        if isinstance(node.get("outcome"), dict) and "enum" in node["outcome"]:
+            yield node["outcome"]["enum"]
+        for v in node.values():
+            yield from _outcome_enums(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _outcome_enums(v)
+
+
+def test_the_outcome_vocabulary_is_the_schema_enum():
+    schema = json.loads((Path(__file__).parents[2] / "pytest_agentdrift/record/schema/results.schema.json").read_text())
+    enums = list(_outcome_enums(schema))
+    assert enums and all(sorted(e) == sorted(RUN_OUTCOMES) for e in enums)
+    assert ERROR_LIKE_OUTCOMES < set(RUN_OUTCOMES) and UNSCORED_OUTCOMES < set(RUN_OUTCOMES)
+    assert not ERROR_LIKE_OUTCOMES & UNSCORED_OUTCOMES
+
+
+@pytest.mark.parametrize("outcome", RUN_OUTCOMES)
+def test_fail_on_rule_for_every_outcome(outcome):
+    r = run(outcome)
+    if outcome in UNSCORED_OUTCOMES:
+        assert not item_failed(r, "any") and not item_failed(r, "critical")
+    else:
+        assert item_failed(r, "any") == (outcome != "passed")
+        assert item_failed(r, "critical") == (outcome in ERROR_LIKE_OUTCOMES)
+
+
+def test_critical_and_tampered_fail_under_critical():
+    assert item_failed(run("failed", critical=["x"]), "critical")
+    assert item_failed(run("passed", tampered=True), "critical")
+
+
+def test_order_operational_before_refusal_before_gate_before_runs():
+    refused = Verdict(6, "refused: model_stamp differs")
+    gate_ok = Verdict(0, "gate regression: no regression detected")
+    assert exit_verdict(end(results(run(), complete=False), comparison_verdict=refused, fail_on="any")).code == 4
+    assert exit_verdict(end(results(run()), comparison_error="baseline unreadable", fail_on="any")).code == 4
+    assert exit_verdict(end(results(run()), comparison_verdict=refused, gate="regression", fail_on="any")).code == 6
+    failed = results(run("failed"))
+    v = exit_verdict(end(failed, 1, tests_failed=1, comparison_verdict=gate_ok, gate="regression", fail_on="any"))
+    assert v == gate_ok
+    v = exit_verdict(end(failed, 1, tests_failed=1, fail_on="any"))
+    assert v.code == 1 and v.reason == "1 of 1 run(s) failed: T01 r1"
+    assert exit_verdict(end(failed, 1, tests_failed=1, fail_on="none")).code == 0
+
+
+def test_drop_it_never_hides_a_failed_check():
+    drop = Verdict(0, "drop it")
+    v = exit_verdict(
+        end(results(run("failed")), 1, tests_failed=1, comparison_verdict=drop, gate="drop-it", fail_on="any")
+    )
+    assert v.code == 1
+
+
+def test_an_empty_shard_is_complete_not_an_error():
+    v = exit_verdict(end(results(), 5, finishing_only="shard", fail_on="any"))
+    assert v.code == 0 and "shard" in v.reason
+    assert exit_verdict(end(results(), 5, fail_on="any")).code == 5
+
+
+def test_interrupt_says_what_was_recorded():
+    v = exit_verdict(
+        end(results(run()), 2, interrupted="KeyboardInterrupt", record=Path("r"), ran_any=True, fail_on="any")
+    )
+    assert v.reason == "interrupted; the run is recorded incomplete"
