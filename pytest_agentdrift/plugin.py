@@ -102,7 +102,7 @@ def _activate(config: pytest.Config) -> None:
         role = ControllerPlugin(config, info, runner, collector, ComparisonState())
         config.pluginmanager.register(role, "agentdrift-role")
     if settings.active:
-        # long runs (issue 12): infrastructure stops, retries, resume, shards, budgets, progress
+        # long runs: infrastructure stops, retries, resume, shards, budgets, progress
         from pytest_agentdrift.session.collect import TaskItem
         from pytest_agentdrift.session.longrun import LongRun, LongRunPlugin
         from pytest_agentdrift.session.state import SessionView

@@ -28,7 +28,7 @@ EXIT_AGENT_NOT_STARTED: Final = 127
 
 # ---------------------------------------------------------------- run outcomes
 #: a run lost to infrastructure (provider, network, sign-in): not the agent's failure, never
-#: scored, retried under --agent-retries and re-run on --agent-resume (issue 12)
+#: scored, retried under --agent-retries and re-run on --agent-resume
 INFRA_OUTCOME: Final = "infra_error"
 #: a run stopped for going over its per-run budget (--agent-budget run_tokens / run_cost_usd)
 OVER_BUDGET_OUTCOME: Final = "over_budget"
@@ -115,7 +115,7 @@ PROVENANCE_FIELDS: tuple[str, ...] = (
 #: Identity fields only known once the agent has answered (filled after the runs).
 POST_RUN_FIELDS: tuple[str, ...] = ("model_stamp", "server_revision")
 
-#: The run envelope (seed 001): sampling and budget settings around the model.
+#: The run envelope: sampling and budget settings around the model.
 ENVELOPE_FIELDS: tuple[str, ...] = (
     "temperature",
     "seed",
@@ -146,7 +146,7 @@ DECLARABLE_FIELDS: tuple[str, ...] = (
 #: Where an identity value came from (manifest `evidence.provenance_of`).
 VALUE_SOURCES: tuple[str, ...] = ("observed", "declared", "agent_reported")
 
-# Field groups behind seed 000's "Separate change classes" table.
+# Field groups behind the protocol's "Separate change classes" table.
 SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id", "extension_version"})
 REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})
 MODEL_FIELDS = frozenset({"model_id", "model_stamp", "server_revision", "model_options"})
@@ -170,7 +170,7 @@ INSTRUCTION_FIELDS = frozenset({"instruction_hash"})
 ENVIRONMENT_FIELDS = frozenset(
     {"lockfile_hash", "os", "runtime_versions", "environment_allowlist", "env_image_digest", "working_directory"}
 )
-#: Fields whose absence of a value means the candidate cannot be identified (seed 000: invalid comparison).
+#: Fields whose absence of a value means the candidate cannot be identified (invalid comparison).
 IDENTIFYING_FIELDS: tuple[str, ...] = ("cli_version", "instruction_hash")
 
 #: Names `--agent-vary` accepts: identity fields that may be an experiment's independent variable.

@@ -304,7 +304,7 @@ def instruction_bundle(discovery: Discovery) -> dict[str, Any]:
 
 #: bundle entry keys left out of instruction_hash: the exact bytes. A file
 #: re-saved with CRLF line endings or trailing spaces is the same instruction
-#: (seed 000: the hash is over normalised text); its raw hash stays in the
+#: (the hash is over normalised text); its raw hash stays in the
 #: bundle and in the manifest's provenance, compared as a note.
 RAW_ENTRY_KEYS = ("raw_sha256", "size")
 

@@ -91,7 +91,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.experiment import drop_it_verdict
     from pytest_agentdrift.compare.outcome import selected_baseline
 
-    # the seed 002 rows; under --gate drop-it (or --drop-it) the drop-it gate sets the exit status
+    # the experiment rows; under --gate drop-it (or --drop-it) the drop-it gate sets the exit status
     section, rows, mode = compare_rows(args, selected_baseline(base, cand)[0], cand, outcome.comparison)
     verdict = drop_it_verdict(section, outcome.comparison, mode, outcome.verdict)
     decision = outcome.files["comparison/decision.json"]

@@ -1,4 +1,4 @@
-"""`agentdrift` commands for a team's own setup (issue 13, seed 002).
+"""`agentdrift` commands for a team's own setup (bundles, ablation, task new, plan, null).
 
     agentdrift bundle snapshot NAME --agent PRESET [--dir PROJECT] [--model M]   record what the agent reads
     agentdrift bundle list | show REF                                            the bundles directory
@@ -7,7 +7,7 @@
     agentdrift null RUN_A RUN_B [RUN...]                                         false alarms of the gate on one runtime
 
 `register(sub, parser_class)` adds them to cli.py's parser; `compare_rows`
-adds the seed 002 rows to `agentdrift compare`. Exit codes are the
+adds the experiment rows to `agentdrift compare`. Exit codes are the
 plugin's (errors.EXIT_*).
 """
 
@@ -215,7 +215,7 @@ def cmd_null(args: argparse.Namespace) -> int:
 def compare_rows(
     args: argparse.Namespace, base: dict[str, Any], cand: dict[str, Any], comparison: dict[str, Any]
 ) -> tuple[dict[str, Any], list[str], int | None]:
-    """The seed 002 rows for `agentdrift compare` (section, lines, drop-it exit code or None)."""
+    """The experiment rows for `agentdrift compare` (section, lines, drop-it exit code or None)."""
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.compare.experiment import (
         DROP_IT_MODE,

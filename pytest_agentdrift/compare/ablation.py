@@ -8,7 +8,7 @@ therefore the baseline for a removal and the candidate for an addition.
 * The **effect** of the item is (arm with it) − (arm without it): for a
   removal ``A − B = −delta``, for an addition ``B − A = delta``, with the
   comparison's paired bootstrap interval turned the same way.
-* The **item gate** (seed 002) counts only the tasks where the item reached
+* The **item gate** counts only the tasks where the item reached
   the agent's context in the arm that has it (``exposure``, from the run's
   trace and the arm's instruction bundle) and gives ACCEPT / REJECT /
   UNMEASURED / UNCOVERED (KEEP / KILL / RECHECK for an addition) or RERUN.
@@ -36,7 +36,7 @@ DROP_IT, KEEP_IT = "Drop it", "Keep it"
 
 @dataclass(frozen=True)
 class ItemGateParams:
-    """Thresholds of the item gate (seed 002's defaults; docs/statistics.md).
+    """Thresholds of the item gate (the protocol's defaults; docs/statistics.md).
 
     tau: a task whose pass rate drops by more than this share (one run in
         three, with a margin) is broken by the change.

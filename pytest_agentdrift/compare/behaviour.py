@@ -76,7 +76,7 @@ INSTRUCTION_KINDS = frozenset(
     }
 )
 LOADED = frozenset({"loaded", "truncated"})
-#: surface growth above which a tie is not enough (seed 002: a bigger prompt is paid on every turn)
+#: surface growth above which a tie is not enough (a bigger prompt is paid on every turn)
 SURFACE_GROWTH_NOTE = 0.20
 _DISCLOSURE = re.compile(
     r"\b(edit|edited|chang|modif|delet|remov|skip|disabl|xfail|weaken|relax|rewr|adjust|updat)\w*\b[^.\n]{0,60}\btests?\b"

@@ -752,7 +752,7 @@ def _observed_changes(rows: Mapping[str, Any]) -> list[dict[str, str]]:
 
 
 # --------------------------------------------------------------------------
-# The promotion status (seed 000's decision table), first matching rule wins
+# The promotion status (the protocol's decision table), first matching rule wins
 # --------------------------------------------------------------------------
 
 Rule = Callable[[Mapping[str, Any]], "list[str] | None"]

@@ -1,4 +1,4 @@
-"""The rows seed 002 adds to every comparison, and the ablation verdicts: one section, one renderer.
+"""The experiment rows every comparison adds, and the ablation verdicts: one section, one renderer.
 
 Pure (no pytest, no I/O): the plugin and ``agentdrift compare`` hand in the
 two results.json dicts, the comparison from ``decision.compare_runs``, and,
@@ -68,7 +68,7 @@ def agent_release(
 
 
 def host_drift(comparison: Mapping[str, Any], alpha: float = 0.05) -> dict[str, Any] | None:
-    """Identity equal, outcomes moved beyond run-to-run noise: seed 003's host-side change behind an unchanged stamp."""
+    """Identity equal, outcomes moved beyond run-to-run noise: a host-side change behind an unchanged stamp."""
     from pytest_agentdrift.compare.null import DRIFT_REASON, two_sided_discordant_pvalue
 
     paired = comparison.get("paired")

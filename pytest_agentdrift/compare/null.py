@@ -2,8 +2,8 @@
 
 Pure functions over results.json / runtime-manifest.json dicts (no pytest,
 no I/O). Whatever moves between two recordings of one runtime is run-to-run
-noise, or something that changed where no manifest can see it (seed 003:
-a host that changed its model behind an unchanged stamp). The report says:
+noise, or something that changed where no manifest can see it
+(a host that changed its model behind an unchanged stamp). The report says:
 
 * for every pair of recordings (i < j, the earlier as baseline): the outcome
   flips (tasks solved by one recording and not the other), the variance row,

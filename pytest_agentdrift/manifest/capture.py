@@ -9,7 +9,7 @@
   (why a field is ``unobserved`` or ``not_applicable``);
 * the instruction bundle (instruction-bundle.json), whose digest without
   the raw-bytes hashes is ``identity.instruction_hash`` (normalised text,
-  seed 000);
+  the protocol);
 * the source manifest (source-manifest.json): relative path, size and sha256
   of every file of every selected task directory; its digest is
   ``identity.source_id``.
@@ -58,7 +58,7 @@ from pytest_agentdrift.vocabulary import (
 
 MANIFEST_SCHEMA_VERSION = 1
 
-#: envelope options (seed 001) taken verbatim from the options the user set
+#: envelope options taken verbatim from the options the user set
 ENVELOPE_OPTIONS = (*ENVELOPE_FIELDS, *PROTOCOL_FIELDS)
 
 #: Environment variables whose VALUES may be recorded (when they are also on

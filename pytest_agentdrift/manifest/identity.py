@@ -10,7 +10,7 @@ Rules (CONTRACT §8, seeds 000, 001, 003):
 * every identity field is compared; a difference is a BLOCK unless the
   field was declared with ``--agent-vary``;
 * ``unobserved`` in a compared field is a BLOCK, on either side, varied or
-  not: an unknown cannot be shown equal (seed 003: unknown is
+  not: an unknown cannot be shown equal (unknown is
   non-comparable). ``accept_unobserved`` names fields the operator accepts
   as unknowable (for example ``server_revision`` for a host that never
   reports one); each acceptance is reported as a note;

@@ -272,7 +272,7 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
     from pytest_agentdrift.compare.outcome import selected_baseline as _selected
     from pytest_agentdrift.session.experiments import after_comparison
 
-    # the seed 002 rows, ablation verdicts and the null experiment; drop-it and null set their own verdict
+    # the experiment rows, ablation verdicts and the null experiment; drop-it and null set their own verdict
     after_comparison(
         config,
         info,

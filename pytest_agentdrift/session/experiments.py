@@ -21,7 +21,7 @@ TaskRunner, RunCollector, ComparisonState):
   ``config_hash`` (so two bundles differing in one CLAUDE.md line differ in
   ``instruction_hash`` alone);
 * `after_comparison(...)` at the end of a comparison with a baseline: the
-  seed 002 rows, the ablation verdicts, the null experiment, the plan; into
+  experiment rows, the ablation verdicts, the null experiment, the plan; into
   the terminal lines, decision.json and comparison/*.json; returns the
   session's comparison exit code.
 """
@@ -306,7 +306,7 @@ def after_comparison(
     baseline: dict[str, Any],
     comparison: dict[str, Any],
 ) -> None:
-    """The seed 002 rows and verdicts for a session compared with a baseline.
+    """The experiment rows and verdicts for a session compared with a baseline.
 
     ``state`` is the session's ComparisonState (its lines, record files and verdict),
     ``comparison`` the comparison's dict. Under ``--agent-gate drop-it`` the drop-it gate

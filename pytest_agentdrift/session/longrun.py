@@ -1,5 +1,5 @@
 """Long runs, wired into the session: infrastructure stops, retries, resume, shards,
-budgets and progress (issue 12).
+budgets and progress.
 
 `LongRun` is the per-process state (on the session object, `s.longrun`);
 `LongRunPlugin` its pytest hooks, registered beside the controller or worker

@@ -84,7 +84,7 @@ class SessionInfo:
     run_id: str = field(default_factory=new_run_id)
     started_at: str = field(default_factory=utc_now)
     manifest: dict[str, Any] | None = None
-    longrun: Any = None  # session/longrun.LongRun (issue 12) when the session is active
+    longrun: Any = None  # session/longrun.LongRun when the session is active
 
     def to_workerinput(self) -> dict[str, Any]:
         return {
