@@ -40,9 +40,3 @@ class TaskError(AgentDriftError):
 
 class RecordError(AgentDriftError):
     """A recorded run cannot be read or written."""
-
-
-class NotComparable(AgentDriftError):
-    """Two runs differ in identity fields; comparing them is refused."""
-
-    exit_code = EXIT_REFUSED

@@ -143,9 +143,6 @@ DECLARABLE_FIELDS: tuple[str, ...] = (
     *ENVELOPE_FIELDS,
 )
 
-#: Where an identity value came from (manifest `evidence.provenance_of`).
-VALUE_SOURCES: tuple[str, ...] = ("observed", "declared", "agent_reported")
-
 # Field groups behind the protocol's "Separate change classes" table.
 SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id", "extension_version"})
 REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})

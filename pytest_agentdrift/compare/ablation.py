@@ -62,10 +62,6 @@ class Item:
     label: str  # as the user named it: CLAUDE.md, .claude/skills/pdf, plugin:./terse
     paths: tuple[tuple[str, str], ...]  # (scope, path or directory prefix): project | user
 
-    @property
-    def arm_with(self) -> str:
-        return "baseline" if self.kind == REMOVAL else "candidate"
-
 
 def item_from_derivation(derivation: Mapping[str, Any] | None) -> Item | None:
     """The item a derived bundle removed or added, or None when the run was not an ablation."""

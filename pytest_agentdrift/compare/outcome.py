@@ -158,8 +158,3 @@ def compare_recorded(
     )
     lines = head + ([note] if note else []) + render_comparison(comparison)
     return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
-
-
-def stamp_exit_status(decision_doc: dict[str, Any], verdict: Verdict) -> None:
-    """Write the session's closing sentence into decision.json (the same words as the terminal)."""
-    decision_doc["exit_status"] = verdict.to_dict()
