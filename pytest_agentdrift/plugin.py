@@ -116,6 +116,9 @@ def _activate(config: pytest.Config) -> None:
         )
     if worker:
         return
+    from pytest_agentdrift.session.junit import JunitPlugin
+
+    config.pluginmanager.register(JunitPlugin(config), "agentdrift-junit")
     if config.pluginmanager.hasplugin("xdist") or config.pluginmanager.hasplugin("xdist.plugin"):
         from pytest_agentdrift.session.xdist import XdistHooks
 
@@ -164,9 +167,17 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
+    if getattr(item, "spec", None) is None:
+        return
+    from pytest_agentdrift.session.collect import TaskItem, case_name
+
+    if not isinstance(item, TaskItem):
+        return
+    report = outcome.get_result()
+    report.agentdrift_case = case_name(item.spec, item.rep)  # the JUnit testcase name (session/junit.py)
     payload = getattr(item, "payload", None)
     if call.when == "call" and payload is not None:
-        report = outcome.get_result()
+        report.agentdrift_properties = list(item.agentdrift_properties)
         # Rides to the controller as a report attribute (xdist serialises it with the
         # report); not a user property, which junitxml would print. JSON round trip:
         # whatever crosses the process boundary must be plain builtins.

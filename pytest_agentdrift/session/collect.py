@@ -15,6 +15,7 @@ import pytest
 from pytest_agentdrift.compare.exitpolicy import item_failed
 from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.record.report import failure_text
+from pytest_agentdrift.session.junit import testcase_properties_allowed
 from pytest_agentdrift.session.state import TaskRunner
 from pytest_agentdrift.tasks.load import TaskSpec, load_task
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME
@@ -64,6 +65,7 @@ class TaskItem(pytest.Item):
         self.rep = rep
         self.runner = runner
         self.payload: dict[str, Any] | None = None
+        self.agentdrift_properties: list[tuple[str, str]] = []  # the testsuite's, under xunit2
         self.add_marker(getattr(pytest.mark, spec.id))
         self.add_marker(pytest.mark.agent_task(spec.id))
         self.extra_keyword_matches.update({spec.id, spec.suite})
@@ -74,8 +76,13 @@ class TaskItem(pytest.Item):
             pytest.skip("no agent selected: pass --agent NAME or --agent-cmd CMD")
         self.payload = runner.run_item(self.spec, self.rep)  # retried while lost to infrastructure
         result = self.payload["result"]
-        # what a CI UI shows (junit <property>): plain strings, never the payload itself
-        self.user_properties.extend(junit_properties(self.spec, self.rep, result))
+        # what a CI UI shows (junit <property>): plain strings, never the payload itself; inside
+        # the testcase only where the JUnit family allows it (session/junit.py)
+        facts = junit_properties(self.spec, self.rep, result)
+        if testcase_properties_allowed(self.config):
+            self.user_properties.extend(facts)
+        else:
+            self.agentdrift_properties = facts
         if result["outcome"] == INFRA_OUTCOME:
             # not the agent's failure and not scored: counted and listed in the summary
             from pytest_agentdrift.agents.infra import describe
@@ -93,6 +100,11 @@ class TaskItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, f"task {self.spec.id}: {self.spec.title} (r{self.rep})"
+
+
+def case_name(spec: TaskSpec, rep: int) -> str:
+    """The testcase name CI test views list: `T07 r1: Attempt an out-of-scope write`."""
+    return f"{spec.id} r{rep}: {spec.title}"
 
 
 def junit_properties(spec: TaskSpec, rep: int, result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -114,4 +126,4 @@ def junit_properties(spec: TaskSpec, rep: int, result: dict[str, Any]) -> list[t
     return props
 
 
-__all__ = ["TaskDirectory", "TaskItem", "TaskFailed", "TaskError", "junit_properties"]
+__all__ = ["TaskDirectory", "TaskItem", "TaskFailed", "TaskError", "junit_properties", "case_name"]

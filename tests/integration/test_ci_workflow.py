@@ -16,16 +16,29 @@ pytestmark = pytest.mark.slow
 WORKFLOW = Path(__file__).parents[2] / "docs" / "examples" / "agentdrift-gate.yml"
 
 
+JUNIT_XSD = Path(__file__).parents[1] / "data" / "junit-10.xsd"  # the Jenkins xUnit plugin's schema
+#: how the workflows pass AGENTDRIFT_ARGS: split once into an array (actionlint's shellcheck wants no bare $VAR)
+SPLIT_ARGS = 'read -ra args <<< "$AGENTDRIFT_ARGS"'
+ARGS_ARRAY = '"${args[@]}"'
+
+
+def commands_of(text: str) -> list[str]:
+    """Every `pytest ...` / `agentdrift ...` line of a workflow's run blocks, in order."""
+    return [line.strip() for line in text.splitlines() if re.match(r"^\s*(?:run:\s*)?(pytest|agentdrift) ", line)]
+
+
 def workflow_commands() -> tuple[str, list[str]]:
-    """AGENTDRIFT_ARGS and every `pytest ...` / `agentdrift ...` line of the workflow's run blocks, in order."""
+    """AGENTDRIFT_ARGS and the workflow's commands."""
     text = WORKFLOW.read_text()
     args = re.search(r"^\s*AGENTDRIFT_ARGS:\s*(.+?)\s*(#.*)?$", text, re.M).group(1)
-    commands = [line.strip() for line in text.splitlines() if re.match(r"^\s*(pytest|agentdrift) ", line)]
+    commands = commands_of(text)
+    assert all(SPLIT_ARGS in text and ARGS_ARRAY in c for c in commands if c.startswith("pytest"))
     return args, commands
 
 
 def sh(cmd: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    argv = shlex.split(os.path.expandvars(cmd.replace("$AGENTDRIFT_ARGS", env["AGENTDRIFT_ARGS"])))
+    cmd = cmd.removeprefix("run:").strip()
+    argv = shlex.split(os.path.expandvars(cmd.replace(ARGS_ARRAY, env["AGENTDRIFT_ARGS"])))
     # the workflow's console scripts, from this interpreter
     exe = [sys.executable, "-m", "pytest"] if argv[0] == "pytest" else [sys.executable, "-m", "pytest_agentdrift"]
     return subprocess.run(exe + argv[1:], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
@@ -47,7 +60,8 @@ def test_the_workflow_runs_its_commands(tmp_path):
     assert re.match(
         r"agentdrift: exit 0 — gate regression: no regression detected \(smallest detectable: \d+ pp\)", closing
     )
-    assert (tmp_path / "runs" / "junit.xml").is_file()
+    xmlschema = pytest.importorskip("xmlschema", reason="xmlschema (the test extra) validates JUnit files")
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(tmp_path / "runs" / "junit.xml"))
 
     out = sh(summary, tmp_path, env)
     assert out.returncode == 0, out.stderr
@@ -71,3 +85,44 @@ def test_the_workflow_runs_its_commands(tmp_path):
     assert small.returncode == 0
     small_text = (tmp_path / "runs" / "small.md").read_text()
     assert len(small_text.encode()) <= 1500 and "agentdrift: exit 1" in small_text
+
+
+def test_the_plugin_installs_from_a_wheel_without_an_index(tmp_path):
+    """docs/ci.md's install path: a wheel built from the source (no index, no build isolation), installed
+    with pip --no-index into a clean environment, carries the plugin, its suite, schemas and hooks."""
+    pytest.importorskip("wheel", reason="building a wheel without build isolation needs the wheel package (test extra)")
+    root = Path(__file__).parents[2]
+    dist = tmp_path / "vendor"
+    pip = [sys.executable, "-m", "pip"]
+    built = subprocess.run(
+        [*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(dist), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = dist.glob("pytest_agentdrift-*-py3-none-any.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    inst = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert inst.returncode == 0, inst.stderr[-3000:]
+    probe = (
+        "import importlib.metadata as m, importlib.util as u, pathlib, sys\n"
+        "pkg = pathlib.Path(u.find_spec('pytest_agentdrift').origin).parent\n"
+        "print(pkg)\n"
+        "print(sorted(e.value for e in m.entry_points(group='pytest11')))\n"
+        "print(len(list((pkg / 'suite').glob('T*/task.toml'))))\n"
+        "print(sorted(p.name for p in (pkg / 'record' / 'schema').glob('*.json')))\n"
+    )
+    out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    pkg, entry, tasks, schemas = out.stdout.splitlines()
+    assert pkg.startswith(str(venv)) and entry == "['pytest_agentdrift.plugin']"
+    assert tasks == "12" and schemas == "['atif.schema.json', 'results.schema.json']"
+    assert (venv / "bin" / "agentdrift").is_file()

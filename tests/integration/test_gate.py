@@ -95,28 +95,65 @@ def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytes
     assert decision["regression_gate"]["minimum_detectable"]["power"] == 0.8
     assert closing in (pytester.path / "runs" / "cand" / "report.md").read_text()
 
-    # junit: properties a CI UI can show, failing checks in the failure message, no payload
-    root = ET.parse(pytester.path / "junit.xml").getroot()
+    # junit (default family xunit2): valid against junit-10.xsd, each testcase named for its task,
+    # the per-run facts a CI UI can show as testsuite properties, failing checks in the failure message
+    root = valid_junit(pytester.path / "junit.xml")
     cases = {tc.get("classname"): tc for tc in root.iter("testcase")}
     g02 = cases["G02-task"]
-    props = {p.get("name"): p.get("value") for p in g02.iter("property")}
-    assert props["agentdrift.task_id"] == "G02" and props["agentdrift.title"] == "Task G02"
-    assert props["agentdrift.suite"] == "tests" and props["agentdrift.repetition"] == "1"
-    assert props["agentdrift.outcome"] == "failed" and props["agentdrift.critical_failures"] == "impossible"
-    assert props["agentdrift.layer.correctness"] == "fail" and props["agentdrift.tampered_pass"] == "false"
+    assert g02.get("name") == "G02 r1: Task G02" and g02.find("properties") is None
+    props = suite_properties(root)
+    assert props["agentdrift.G02.r1.task_id"] == "G02" and props["agentdrift.G02.r1.title"] == "Task G02"
+    assert props["agentdrift.G02.r1.suite"] == "tests" and props["agentdrift.G02.r1.repetition"] == "1"
+    assert props["agentdrift.G02.r1.outcome"] == "failed"
+    assert props["agentdrift.G02.r1.critical_failures"] == "impossible"
+    assert props["agentdrift.G02.r1.layer.correctness"] == "fail"
+    assert props["agentdrift.G02.r1.tampered_pass"] == "false"
     assert "impossible" in g02.find("failure").get("message")
-    assert "agentdrift" not in props and all(len(v) < 500 for v in props.values())
+    assert not any(n.endswith(".agentdrift") for n in props) and all(len(v) < 500 for v in props.values())
+
+
+JUNIT_XSD = Path(__file__).parents[1] / "data" / "junit-10.xsd"  # the Jenkins xUnit plugin's schema
+
+
+def valid_junit(path: Path) -> ET.Element:
+    """The JUnit file's root, after the Jenkins junit-10.xsd (what pytest's xunit2 targets) accepted it."""
+    xmlschema = pytest.importorskip("xmlschema", reason="xmlschema (the test extra) validates JUnit files")
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(path))
+    return ET.parse(path).getroot()
+
+
+def suite_properties(root: ET.Element) -> dict[str, str]:
+    suite = root.find("testsuite")
+    return {p.get("name"): p.get("value") for p in suite.find("properties").iter("property")}
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
-def test_junit_properties_without_payload_plain_and_xdist(pytester, xdist):
+def test_junit_valid_named_and_without_payload_plain_and_xdist(pytester, xdist):
     tasks(pytester.path)
     result = run(pytester, "--agent", "reference", "--junitxml", "junit.xml", *xdist)
     assert result.ret == 0
+    root = valid_junit(pytester.path / "junit.xml")
+    cases = list(root.iter("testcase"))
+    assert sorted(tc.get("name") for tc in cases) == ["G01 r1: Task G01", "G02 r1: Task G02", "G03 r1: Task G03"]
+    assert all(tc.find("properties") is None for tc in cases)
+    props = suite_properties(root)
+    assert "agentdrift" not in {n.rsplit(".", 1)[-1] for n in props}  # the controller payload never reaches junit
+    assert {"agentdrift.G01.r1.outcome", "agentdrift.G03.r1.layer.safety", "agentdrift.G02.r1.failed_checks"} <= set(
+        props
+    )
+    assert all(len(v) < 500 for v in props.values())
+
+
+@pytest.mark.parametrize("family", ["xunit1", "legacy"])
+def test_junit_properties_per_testcase_when_the_family_allows_them(pytester, family):
+    tasks(pytester.path)
+    result = run(pytester, "--agent", "reference", "--junitxml", "junit.xml", "-o", f"junit_family={family}")
+    assert result.ret == 0
     root = ET.parse(pytester.path / "junit.xml").getroot()
     cases = list(root.iter("testcase"))
-    assert len(cases) == 3
+    assert len(cases) == 3 and root.find("testsuite").find("properties") is None
     for tc in cases:
+        assert tc.get("name").startswith(tc.get("classname").split("-")[0] + " r1: Task ")
         names = [p.get("name") for p in tc.iter("property")]
         assert "agentdrift" not in names  # the controller payload never reaches junit
         assert {
