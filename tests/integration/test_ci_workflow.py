@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -91,14 +92,22 @@ def test_the_plugin_installs_from_a_wheel_without_an_index(tmp_path):
     """docs/ci.md's install path: a wheel built from the source (no index, no build isolation), installed
     with pip --no-index into a clean environment, carries the plugin, its suite, schemas and hooks."""
     pytest.importorskip("wheel", reason="building a wheel without build isolation needs the wheel package (test extra)")
-    root = Path(__file__).parents[2]
+    # a copy of the source, as a clone would be: setuptools builds in the tree it is given
+    src = tmp_path / "agentdrift-src"
+    shutil.copytree(
+        Path(__file__).parents[2],
+        src,
+        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*_cache", "runs"),
+    )
     dist = tmp_path / "vendor"
-    pip = [sys.executable, "-m", "pip"]
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     built = subprocess.run(
-        [*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(dist), str(root)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
+        + ["-w", str(dist), str(src)],
         capture_output=True,
         text=True,
         timeout=600,
+        env=clean,
     )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = dist.glob("pytest_agentdrift-*-py3-none-any.whl")
@@ -106,10 +115,11 @@ def test_the_plugin_installs_from_a_wheel_without_an_index(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
     inst = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
+        [str(py), "-I", "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
         capture_output=True,
         text=True,
         timeout=600,
+        env=clean,
     )
     assert inst.returncode == 0, inst.stderr[-3000:]
     probe = (
@@ -120,7 +130,8 @@ def test_the_plugin_installs_from_a_wheel_without_an_index(tmp_path):
         "print(len(list((pkg / 'suite').glob('T*/task.toml'))))\n"
         "print(sorted(p.name for p in (pkg / 'record' / 'schema').glob('*.json')))\n"
     )
-    out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    # -I: the clean environment only (no PYTHONPATH pointing at a source tree)
+    out = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     pkg, entry, tasks, schemas = out.stdout.splitlines()
     assert pkg.startswith(str(venv)) and entry == "['pytest_agentdrift.plugin']"
