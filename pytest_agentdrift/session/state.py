@@ -66,6 +66,8 @@ def evaluator_id(specs: list[TaskSpec]) -> str:
             "evaluator_version": EVALUATOR_VERSION,
             "code": evaluator_components(),
             "checks": {s.id: [c.to_dict() for c in s.checks] for s in sorted(specs, key=lambda s: s.id)},
+            # the grading part of each task: checks, hidden tests, golden files, solutions (tasks/load.split_task)
+            "tasks": {s.id: s.grading_digest() for s in sorted(specs, key=lambda s: s.id)},
         }
     )
 
@@ -73,7 +75,8 @@ def evaluator_id(specs: list[TaskSpec]) -> str:
 def task_set_id(specs: list[TaskSpec]) -> str:
     from pytest_agentdrift.canonical import digest
 
-    return digest({s.id: s.content_digest() for s in sorted(specs, key=lambda s: s.id)})
+    # what the agent is given only: a fixed check changes evaluator_id, never the task set
+    return digest({s.id: s.given_digest() for s in sorted(specs, key=lambda s: s.id)})
 
 
 @dataclass
@@ -224,7 +227,7 @@ class TaskRunner:
     def task_digest(self, spec: TaskSpec) -> str:
         key = str(spec.path)
         if key not in self._digests:
-            self._digests[key] = spec.content_digest()
+            self._digests[key] = spec.given_digest()
         return self._digests[key]
 
     # -- one run --------------------------------------------------------------------------

@@ -189,6 +189,47 @@ class TaskSpec:
         """Digest of every file of the task directory (names, modes, bytes)."""
         return digest(directory_listing(self.path))
 
+    def given_digest(self) -> str:
+        """The task's identity: what the agent is given (task_set_id; docs/task-format.md)."""
+        return digest(split_task(self)[0])
+
+    def grading_digest(self) -> str:
+        """How the task is graded: every other file and task.toml key (part of evaluator_id)."""
+        return digest(split_task(self)[1])
+
+
+#: task.toml keys that shape what the agent is given; every other key is how the run is graded
+GIVEN_TOML_KEYS = ("id", "timeout_s", "git")
+#: files of the task directory, besides repo/, the agent is given (the instruction, verbatim)
+GIVEN_FILES = ("task.md",)
+#: in neither part as files: initial-tree.sha256 is derived from repo/ (checked against it before
+#: every run), task.toml is split by key
+DERIVED_FILES = ("initial-tree.sha256", "task.toml")
+
+
+def given_path(spec: TaskSpec, rel: str) -> bool:
+    """Whether a path of the task directory is part of what the agent is given."""
+    if rel in GIVEN_FILES:
+        return True
+    return rel.startswith("repo/") and rel[len("repo/") :] not in spec.hidden
+
+
+def split_task(spec: TaskSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what the agent is given, how it is graded) of a task directory, as two digestible documents.
+
+    The agent gets task.md and its copy of repo/ (without the hidden files) under the
+    task's limits; checks, hidden tests, golden files, solutions, allowed paths and
+    forbidden effects only judge it. A fixed check must not make it another task."""
+    given: list[list[str]] = []
+    grading: list[list[str]] = []
+    for entry in directory_listing(spec.path):
+        if entry[0] not in DERIVED_FILES:
+            (given if given_path(spec, entry[0]) else grading).append(entry)
+    meta = load_toml_file(spec.path / "task.toml", TaskError)
+    given_meta = {k: meta[k] for k in GIVEN_TOML_KEYS if k in meta}
+    grading_meta = {k: v for k, v in meta.items() if k not in GIVEN_TOML_KEYS}
+    return {"files": given, "task.toml": given_meta}, {"files": grading, "task.toml": grading_meta}
+
 
 def directory_listing(root: Path) -> list[list[str]]:
     """Sorted [relpath, kind, sha256-or-target] for every entry below root."""
