@@ -32,6 +32,9 @@ EXIT_AGENT_NOT_STARTED: Final = 127
 INFRA_OUTCOME: Final = "infra_error"
 #: a run stopped for going over its per-run budget (--agent-budget run_tokens / run_cost_usd)
 OVER_BUDGET_OUTCOME: Final = "over_budget"
+#: a run the harness could not judge (its own error while handling the run, or an observation that
+#: failed): never a pass, never scored; a session or gate that holds one is not decided (exit 4)
+UNDECIDED_OUTCOME: Final = "undecided"
 #: every outcome a run can have (results.json's `outcome` enum says the same; a test checks)
 RUN_OUTCOMES: tuple[str, ...] = (
     "passed",
@@ -41,12 +44,13 @@ RUN_OUTCOMES: tuple[str, ...] = (
     "resource_exceeded",
     INFRA_OUTCOME,
     OVER_BUDGET_OUTCOME,
+    UNDECIDED_OUTCOME,
 )
 #: outcomes where the run ended before the agent's work could be judged on its merits: each fails an
 #: item even under --agent-fail-on critical, and is counted as an error in the summary
 ERROR_LIKE_OUTCOMES: frozenset[str] = frozenset({"error", "timeout", "resource_exceeded", OVER_BUDGET_OUTCOME})
 #: outcomes that are never scored (not the agent's failure, not its pass)
-UNSCORED_OUTCOMES: frozenset[str] = frozenset({INFRA_OUTCOME})
+UNSCORED_OUTCOMES: frozenset[str] = frozenset({INFRA_OUTCOME, UNDECIDED_OUTCOME})
 
 # ---------------------------------------------------------------- placeholder values
 #: the product does not expose the value, or it could not be read safely

@@ -36,6 +36,7 @@ from pytest_agentdrift.vocabulary import (
     INFRA_OUTCOME,
     ROLLBACK_STATES,
     RUN_IDENTITY_KEYS,
+    UNDECIDED_OUTCOME,
 )
 
 SHIP, HOLD, DONT_SHIP = "ship", "hold", "dont_ship"
@@ -178,7 +179,7 @@ def _read_arm(results: Mapping[str, Any], label: str) -> dict[str, _Task]:
         runs = entry.get("runs") if isinstance(entry, Mapping) else None
         if not isinstance(runs, list) or not runs:
             raise AgentDriftError(f"{label} results: task {task_id} has no runs")
-        scored = [r for r in runs if r.get("outcome") != INFRA_OUTCOME]
+        scored = [r for r in runs if r.get("outcome") not in (INFRA_OUTCOME, UNDECIDED_OUTCOME)]
         if scored:  # a task whose every run was lost is left out of the pairing (see _infra_part)
             arm[task_id] = _read_task(entry, scored)
     return arm
@@ -203,6 +204,25 @@ def _infra_runs(results: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]]:
     return total, lost
 
 
+def _undecided_runs(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"task": task_id, "rep": run.get("rep"), "why": "; ".join(run.get("undecided") or ())[:300]}
+        for task_id in sorted(results.get("tasks") or {})
+        for run in (results["tasks"][task_id] or {}).get("runs") or []
+        if run.get("outcome") == UNDECIDED_OUTCOME
+    ]
+
+
+def undecided_text(infra: Mapping[str, Any]) -> str | None:
+    """`candidate has 1 undecided run(s): T07 r1 (parse: OverflowError ...)`, or None."""
+    parts = []
+    for label in infra.get("undecided") or ():
+        runs = infra[label]["undecided"]
+        head = ", ".join(f"{r['task']} r{r['rep']} ({r['why']})" for r in runs[:2])
+        parts.append(f"{label} has {len(runs)} undecided run(s) the harness could not judge: {head}")
+    return "; ".join(parts) or None
+
+
 def _infra_part(
     base: Mapping[str, Any],
     cand: Mapping[str, Any],
@@ -223,6 +243,10 @@ def _infra_part(
             "tasks_lost": sorted(set(results.get("tasks") or {}) - set(arm)),
         }
     out["exceeded"] = [label for label in ("baseline", "candidate") if out[label]["share"] > gate.max_infra_loss]
+    # runs the harness could not judge: never scored, and an arm that holds one decides nothing
+    for label, results in (("baseline", base), ("candidate", cand)):
+        out[label]["undecided"] = _undecided_runs(results)
+    out["undecided"] = [label for label in ("baseline", "candidate") if out[label]["undecided"]]
     # a task all of whose runs were lost in one arm cannot be paired: it leaves both arms
     out["excluded_tasks"] = sorted(set(out["baseline"]["tasks_lost"]) | set(out["candidate"]["tasks_lost"]))
     return out
@@ -788,9 +812,10 @@ def _r_not_comparable(c: Mapping[str, Any]) -> list[str] | None:
 
 def _r_infra_lost(c: Mapping[str, Any]) -> list[str] | None:
     infra = c.get("infra") or {}
-    if not infra.get("exceeded"):
+    undecided = undecided_text(infra)
+    if not infra.get("exceeded") and not undecided:
         return None
-    why = []
+    why = [f"{undecided}: not decided"] if undecided else []
     for label in infra["exceeded"]:
         arm = infra[label]
         head = ", ".join(f"{r['task']} r{r['rep']} {r['class']}" for r in arm["runs_lost"][:3])
@@ -991,11 +1016,14 @@ def _infra_summary(comparison: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     return {
         "threshold": infra["threshold"],
-        "decided": not infra["exceeded"],
+        "decided": not infra["exceeded"] and not infra.get("undecided"),
         "exceeded": infra["exceeded"],
+        "undecided": infra.get("undecided", []),
         "excluded_tasks": infra["excluded_tasks"],
         **{
-            label: {k: infra[label][k] for k in ("runs", "lost", "share", "runs_lost")}
+            label: {
+                k: infra[label][k] for k in ("runs", "lost", "share", "runs_lost", "undecided") if k in infra[label]
+            }
             for label in ("baseline", "candidate")
         },
     }
@@ -1032,8 +1060,9 @@ def comparison_exit_code(
     if gate_enabled is not None:  # the former boolean flag: the promotion gate
         gate = gate_enabled
     mode = GATE_PROMOTE if gate is True else (gate or None)
-    if mode and (comparison.get("infra") or {}).get("exceeded"):
-        return EXIT_USAGE  # operational: too many runs lost to infrastructure to decide anything
+    infra = comparison.get("infra") or {}
+    if mode and (infra.get("exceeded") or infra.get("undecided")):
+        return EXIT_USAGE  # operational: too many runs lost, or runs the harness could not judge
     if mode == GATE_REGRESSION and not comparison["regression"]["passed"]:
         return EXIT_FAILED
     if mode == GATE_PROMOTE and not comparison["gate"]["passed"]:

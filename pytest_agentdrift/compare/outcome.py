@@ -71,6 +71,10 @@ def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdi
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
         return Verdict(EXIT_REFUSED, f"refused: runs are not comparable: {reasons[0]}{more}")
     infra = comparison.get("infra") or {}
+    if gate and infra.get("undecided"):
+        from pytest_agentdrift.compare.decision import undecided_text
+
+        return Verdict(code, f"not decided: {undecided_text(infra)}")
     if gate and infra.get("exceeded"):
         # operational (4): too many runs lost to infrastructure for the gate to decide anything
         lost = "; ".join(

@@ -33,26 +33,37 @@ def attempt(
 ) -> tuple[RunEvidence, dict[str, Any]]:
     """(the run's evidence or None, its scored result); the private work tree is removed unless kept.
 
-    Whatever goes wrong while the harness handles this one run becomes the run's `error`
-    outcome with the reason (a fixture that fails its initial-tree check is still refused as
-    a task error): nothing the agent left may cost the session or the other runs.
+    Whatever goes wrong while the harness handles this one run makes the run `undecided`
+    with the reason, keeping the evidence gathered so far (a fixture that fails its
+    initial-tree check is still refused as a task error): nothing the agent left may cost
+    the session or the other runs, and no harness error may pass or fail the agent.
     """
-    run = None
+    run, checks = None, []
     try:
         run = run_agent(spec, rep, adapter, settings, runs_dir)
-        return run, score(run, grader.evaluate(spec, run))
+        try:
+            checks = grader.evaluate(spec, run)
+        except AgentDriftError:
+            raise
+        except Exception as exc:  # the run's own evidence stays; what grading decided is lost
+            run.harness_errors.append(f"grading: {type(exc).__name__}: {str(exc)[:300]}")
+            checks = []
+        return run, score(run, checks)
     except AgentDriftError:
         raise
     except Exception as exc:
-        return run, error_result(rep, run, f"the harness failed on this run: {type(exc).__name__}: {exc}")
+        reason = f"the harness failed on this run: {type(exc).__name__}: {exc}"
+        return run, error_result(rep, run, reason, checks)
     finally:
         if run is not None and not keep_workdirs:
             cleanup(run)
 
 
-def error_result(rep: int, run: Any, reason: str) -> dict[str, Any]:
-    """The result of a run the harness could not finish handling: outcome `error`, the reason kept."""
+def error_result(rep: int, run: Any, reason: str, checks: list | None = None) -> dict[str, Any]:
+    """The result of a run the harness could not finish handling: `undecided`, the reason and
+    whatever evidence was gathered kept (never a pass, never the agent's failure)."""
     from pytest_agentdrift.tasks.load import LAYERS
+    from pytest_agentdrift.vocabulary import UNDECIDED_OUTCOME
 
     evidence: dict[str, Any] = {
         "exit_code": None,
@@ -74,13 +85,15 @@ def error_result(rep: int, run: Any, reason: str) -> dict[str, Any]:
     evidence["harness_error"] = reason
     return {
         "rep": rep,
-        "outcome": "error",
+        "outcome": UNDECIDED_OUTCOME,
+        "undecided": [*(getattr(run, "harness_errors", None) or []), reason],
         "passed": False,
         "tampered_pass": False,
-        "critical_failed": [],
-        "failed_checks": [],
+        # the checks grading decided before the failure are kept: a critical failure stays visible
+        "critical_failed": [c.name for c in checks or () if c.critical and not c.passed],
+        "failed_checks": [c.name for c in checks or () if not c.passed],
         "layers": {layer: "n/a" for layer in LAYERS},
-        "checks": [],
+        "checks": [c.to_dict() for c in checks or ()],
         "evidence": evidence,
         "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
         "model_stamp": None,

@@ -52,6 +52,8 @@ class CheckResult:
     passed: bool
     detail: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    #: the harness could not decide this check (its own error): the run is undecided
+    undecided: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +64,7 @@ class CheckResult:
             "passed": self.passed,
             "detail": self.detail,
             "evidence": self.evidence,
+            **({"undecided": True} if self.undecided else {}),
         }
 
 
@@ -306,6 +309,7 @@ class Grader:
         results = []
         for check in spec.checks:
             fn = CHECKS[check.kind]
+            undecided = False
             try:
                 if check.when_changed and not any(
                     PathSpec((w,)).matches(p) for w in check.when_changed for p in run.diff.changed
@@ -319,10 +323,13 @@ class Grader:
                     passed, detail, evid = fn(self, spec, run, check)
             except GradedCopyIncomplete as exc:
                 passed, detail, evid = False, f"not evaluated: {exc}", {}
-            except Exception as exc:  # a check that cannot be evaluated fails, with the reason
+            except Exception as exc:  # the harness's own error: the check is undecided, never passed
                 passed, detail, evid = False, f"check could not be evaluated: {type(exc).__name__}: {exc}", {}
+                undecided = True
             results.append(
-                CheckResult(check.name, check.kind, check.layer, check.critical_for(run.report), passed, detail, evid)
+                CheckResult(
+                    check.name, check.kind, check.layer, check.critical_for(run.report), passed, detail, evid, undecided
+                )
             )
         if spec.function_files:
             results.extend(self.evaluate_functions(spec, run))

@@ -67,6 +67,11 @@ OUTCOMES = {
         "infrastructure error: the harness, not the agent, failed; not counted for or against the agent",
     ),
     "resource_exceeded": ("res", "R", "resource limit exceeded"),
+    "undecided": (
+        "err",
+        "U",
+        "undecided: the harness failed while judging this run; never a pass, never scored (the session exits 4)",
+    ),
     "other": ("oth", "?", "an outcome this version of the report does not know"),
 }
 _LAYER_MARK = {"pass": ("ok", "\u25cf"), "fail": ("bad", "\u25cf"), "n/a": ("na", "\u00b7")}
@@ -599,7 +604,7 @@ def _summary(inp: ReportInput) -> str:
         (tid, run)
         for tid, t in tasks.items()
         for run in t.get("runs", [])
-        if run_state(run) in ("error", "timeout", "infra_error", "resource_exceeded", "other")
+        if run_state(run) in ("error", "timeout", "infra_error", "resource_exceeded", "undecided", "other")
     ]
     if odd:
         out.append(

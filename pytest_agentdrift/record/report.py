@@ -26,8 +26,8 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
     """The domain text shown for a failed item: which checks failed and why."""
     lines = [f"task {task_id} ({title}), repetition {result['rep']}: {result['outcome'].upper()}"]
     ev = result["evidence"]
-    if ev.get("harness_error"):
-        lines.append(f"  HARNESS ERROR (recorded as this run's error; the session went on): {ev['harness_error']}")
+    for reason in result.get("undecided") or ():
+        lines.append(f"  UNDECIDED (the harness could not judge this run; never a pass): {reason}")
     if ev.get("launch_error"):
         lines.append(f"  the agent could not be started: {ev['launch_error']}")
     if ev.get("timed_out"):
@@ -119,11 +119,16 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     if tampered:
         out.append("tampered passes (counted as fails): " + ", ".join(f"{t} r{rep}" for t, rep in tampered))
     out += _infra_lines(tasks)
+    undecided = [(tid, r) for tid, t in tasks.items() for r in t["runs"] if r.get("undecided")]
+    if undecided:
+        out.append("undecided runs (the harness failed to judge them: never a pass, never scored):")
+        out += [f"  {tid} r{r['rep']}: " + "; ".join(r["undecided"][:3]) for tid, r in undecided]
     header = f"{'task':<10} {'pass':>5}  " + " ".join(f"{_LAYER_ABBR[layer]:>4}" for layer in LAYERS) + "  title"
     out.append(header)
     for tid in sorted(tasks):
         t = tasks[tid]
-        runs = [r for r in t["runs"] if r["outcome"] != _INFRA]  # a run lost to infrastructure is not scored
+        # a run lost to infrastructure is not scored, nor one the harness could not judge
+        runs = [r for r in t["runs"] if r["outcome"] != _INFRA and not r.get("undecided")]
         lost = len(t["runs"]) - len(runs)
         npass = sum(1 for r in runs if r["passed"])
         cols = []
@@ -148,13 +153,15 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     out += _spend_lines(tasks, results["summary"])
     s = results["summary"]
     rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
-    scored = s["runs"] - (s.get("infra_errors") or 0)
+    scored = s["runs"] - (s.get("infra_errors") or 0) - (s.get("undecided") or 0)
     line = (
         f"{s['passed']} of {scored} run(s) passed ({rate}); {s['critical_failures']} with critical failures; "
         f"{s['tampered_passes']} tampered pass(es); {s['errors']} error(s)/timeout(s)"
     )
     if s.get("infra_errors"):
         line += f"; {s['infra_errors']} infrastructure error(s), not scored"
+    if s.get("undecided"):
+        line += f"; {s['undecided']} run(s) UNDECIDED (the harness could not judge them)"
     if s.get("retried_runs"):
         line += f"; {s['retried_runs']} run(s) retried"
     out.append(line)

@@ -5,8 +5,9 @@ limits, validated, and kept apart from what the harness observed:
 
 * an event must be a JSON object with a short `type`, at most
   EVENT_MAX_BYTES serialised and EVENT_MAX_DEPTH deep, with finite numbers
-  only (no NaN, no Infinity, no 1e400) and no unpaired surrogates; anything
-  else is dropped and counted by reason;
+  only (no NaN, no Infinity, no 1e400), integers of at most INT_MAX_DIGITS
+  digits (a 401-digit integer overflows every float it meets) and no unpaired
+  surrogates; anything else is dropped and counted by reason;
 * every event the agent (or its adapter, from the agent's own output) reports
   is stamped `source: agent` by the harness, whatever it claims; a claim of
   another source is kept as `claimed_source`. Only the harness's own
@@ -32,6 +33,8 @@ EVALUATOR_COMPONENT = "agentio"  # names this file in evaluator_id (pytest_agent
 
 EVENT_MAX_BYTES = 16 << 10
 EVENT_MAX_DEPTH = 8
+#: the longest integer the agent may write (2**63 has 19 digits): beyond it, a number is refused
+INT_MAX_DIGITS = 19
 EVENTS_MAX = 10_000
 EVENTS_FILE_MAX = 16 << 20
 #: problems listed one by one; the rest are only counted
@@ -58,9 +61,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > INT_MAX_DIGITS:
+        raise InvalidEvent("number too large", f"{len(text)} digits, at most {INT_MAX_DIGITS}")
+    return int(text)
+
+
 def loads_untrusted(text: str) -> Any:
-    """Strict JSON: duplicate keys, NaN, Infinity and overflowing numbers refused."""
-    return loads_json_strict(text, parse_constant=_no_constant, parse_float=_finite_float)
+    """Strict JSON: duplicate keys, NaN, Infinity, overflowing and over-long numbers refused."""
+    return loads_json_strict(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
 
 
 def _check_value(value: Any, depth: int) -> None:
@@ -74,6 +83,8 @@ def _check_value(value: Any, depth: int) -> None:
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidEvent("non-finite number")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**INT_MAX_DIGITS:
+        raise InvalidEvent("number too large", f"more than {INT_MAX_DIGITS} digits")
     elif isinstance(value, dict):
         for k, v in value.items():
             _check_value(k, depth + 1)

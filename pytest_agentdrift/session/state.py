@@ -273,7 +273,7 @@ class TaskRunner:
         result["raw"] = raw_dir
         if self.info.longrun is not None and run is not None:
             self.info.longrun.annotate(result, run, self.adapter)  # tokens and cost (run/budget.py)
-        if run is not None and result["outcome"] != "error":
+        if run is not None and "_raw_files" not in result:
             from pytest_agentdrift.compare.behaviour import trace_of
 
             # what the agent did, step by step (its own account: behaviour rows only, never check evidence)

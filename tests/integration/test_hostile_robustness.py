@@ -210,9 +210,9 @@ def test_file_names_that_are_not_utf8_are_recorded_losslessly(tmp_path_factory, 
     assert s.check("HU1", "tree-unchanged")["passed"] is False
 
 
-def test_a_harness_failure_on_one_run_is_that_runs_error_and_the_session_goes_on(tmp_path_factory):
+def test_a_harness_failure_on_one_run_makes_it_undecided_and_the_session_goes_on(tmp_path_factory):
     """A fault injected into scoring for one task: each of its repetitions is recorded as
-    `error` with the reason, the other task's repetitions run and pass, the record is complete."""
+    `undecided` with the reason, the other task's repetitions run and pass, the record is complete."""
     conftest = """
         import pytest_agentdrift.grade.scoring as scoring
 
@@ -234,11 +234,12 @@ def test_a_harness_failure_on_one_run_is_that_runs_error_and_the_session_goes_on
     assert "INTERNALERROR" not in s.out
     r = s.results
     assert r["complete"] is True, r["incomplete_reasons"]
-    assert [run["outcome"] for run in s.runs("HX1")] == ["error", "error"]
+    assert [run["outcome"] for run in s.runs("HX1")] == ["undecided", "undecided"]
+    assert all(run["checks"] for run in s.runs("HX1"))  # what grading decided before scoring failed is kept
     assert all("injected harness failure for HX1" in run["evidence"]["harness_error"] for run in s.runs("HX1"))
     assert [run["outcome"] for run in s.runs("Z99")] == ["passed", "passed"]
-    assert r["summary"]["errors"] == 2
-    assert "HARNESS ERROR" in s.out and "injected harness failure for HX1" in s.out
+    assert r["summary"]["undecided"] == 2 and r["summary"]["errors"] == 0
+    assert "UNDECIDED" in s.out and "injected harness failure for HX1" in s.out
     assert (
         (s.raw("HX1", 2) / "harness-error.txt").read_text().startswith("the harness failed on this run: RuntimeError")
     )

@@ -231,7 +231,8 @@ def test_recorder_schema_violation_is_written_incomplete_with_reasons(tmp_path):
     assert written["complete"] is False
     assert written["incomplete_reasons"] == [
         "schema: summary: 'pass_rate' is a required property",
-        "schema: tasks/X01/runs/0/outcome: 'great' is not one of ['passed', 'failed', 'error', 'timeout', 'resource_exceeded', 'infra_error', 'over_budget']",
+        "schema: tasks/X01/runs/0/outcome: 'great' is not one of ['passed', 'failed', 'error', 'timeout', "
+        "'resource_exceeded', 'infra_error', 'over_budget', 'undecided']",
     ]
     assert written["tasks"] == bad["tasks"]  # the data is kept
     assert (tmp_path / "run" / INCOMPLETE_MARKER).exists()
@@ -400,6 +401,7 @@ def test_real_recorded_run_matches_the_schema(recorded_run):
         "critical_failures": 0,
         "pass_rate": 1.0,
         "infra_errors": 0,
+        "undecided": 0,
         "retried_runs": 0,
         "tokens": None,
         "cost_usd": None,

@@ -225,6 +225,7 @@ def test_summarise():
         "critical_failures": 2,
         "pass_rate": 0.2,
         "infra_errors": 0,
+        "undecided": 0,
         "retried_runs": 0,
         "tokens": None,
         "cost_usd": None,
