@@ -3,9 +3,11 @@
 The pytest layer gathers the facts (`SessionEnd`: pytest's own status, the
 results, the comparison's verdict, the options that judge) and prints the
 `Verdict` this returns; the order of the rules is the whole policy:
-an interrupt or pytest's own error, then an incomplete record or a failed
-comparison (4), a refusal (6), the gate, a null experiment, and last the
-runs themselves under --agent-fail-on. No pytest, no I/O.
+an interrupt or pytest's own error, then an incomplete record, a failed
+comparison or a run the harness could not judge (4), a refusal (6), the gate,
+a null experiment, and last the runs themselves under --agent-fail-on (where
+nothing scored, or more runs lost to infrastructure than --agent-max-infra-loss
+allows, is 4, never a pass). No pytest, no I/O.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pytest_agentdrift.vocabulary import (
     EXIT_REFUSED,
     EXIT_USAGE,
     GATE_DROP_IT,
+    INFRA_OUTCOME,
+    UNDECIDED_OUTCOME,
     UNSCORED_OUTCOMES,
 )
 
@@ -53,6 +57,7 @@ class SessionEnd:
     comparison_error: str | None = None
     comparison_verdict: Verdict | None = None
     finishing_only: str | None = None  # "shard" / "resume": an empty share is expected, not an error
+    max_infra_loss: float = 0.10  # share of runs lost to infrastructure above which nothing is decided
 
 
 def pytest_reason(code: int, tests_failed: int) -> str:
@@ -64,6 +69,8 @@ def pytest_reason(code: int, tests_failed: int) -> str:
 
 def item_failed(run: dict[str, Any], fail_on: str) -> bool:
     """Whether a run fails its pytest item under --agent-fail-on (any / critical)."""
+    if run["outcome"] == UNDECIDED_OUTCOME:
+        return True  # the harness could not judge it: never a pass
     if run["outcome"] in UNSCORED_OUTCOMES:
         return False  # lost to infrastructure: not scored, never the agent's failure (counted apart)
     if fail_on == "critical":
@@ -105,7 +112,49 @@ def _operational_verdict(end: SessionEnd) -> Verdict | None:
         return Verdict(EXIT_USAGE, "the run is incomplete: " + "; ".join(end.results["incomplete_reasons"]))
     if end.comparison_error:
         return Verdict(EXIT_USAGE, end.comparison_error)
+    undecided = _runs_with(end.results, UNDECIDED_OUTCOME)
+    if undecided:
+        head = "; ".join(f"{name} ({'; '.join(r.get('undecided') or ())[:200]})" for name, r in undecided[:3])
+        more = f" (+{len(undecided) - 3} more)" if len(undecided) > 3 else ""
+        return Verdict(
+            EXIT_USAGE,
+            f"not decided: {len(undecided)} of {_total(end.results)} run(s) undecided, the harness could not judge "
+            f"them: {head}{more}",
+        )
     return None
+
+
+def _runs_with(results: dict[str, Any], outcome: str) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{tid} r{r['rep']}", r) for tid, t in results["tasks"].items() for r in t["runs"] if r["outcome"] == outcome
+    ]
+
+
+def _total(results: dict[str, Any]) -> int:
+    return sum(len(t["runs"]) for t in results["tasks"].values())
+
+
+def _infra_lost(end: SessionEnd) -> tuple[str, bool] | None:
+    """(`1 of 1 run(s) lost to infrastructure: overloaded`, whether that leaves the session undecided):
+    undecided when no run was scored or the share lost is over --agent-max-infra-loss."""
+    lost = _runs_with(end.results, INFRA_OUTCOME)
+    if not lost:
+        return None
+    total = _total(end.results)
+    classes: dict[str, int] = {}
+    for _, r in lost:
+        cls = str((r.get("infra_error") or {}).get("class") or "unknown")
+        classes[cls] = classes.get(cls, 0) + 1
+    what = ", ".join(f"{cls}" + (f" x{n}" if n > 1 else "") for cls, n in sorted(classes.items()))
+    text = f"{len(lost)} of {total} run(s) lost to infrastructure: {what}"
+    if len(lost) == total:
+        return text + " (nothing scored)", True
+    if len(lost) / total > end.max_infra_loss:
+        return (
+            text + f" ({len(lost) / total:.0%}, over the {end.max_infra_loss:.0%} threshold of --agent-max-infra-loss)",
+            True,
+        )
+    return text + ", not scored", False
 
 
 def _comparison_verdict(end: SessionEnd) -> Verdict | None:
@@ -124,6 +173,17 @@ def _comparison_verdict(end: SessionEnd) -> Verdict | None:
 
 
 def _runs_verdict(end: SessionEnd) -> Verdict:
+    verdict = _scored_runs_verdict(end)
+    infra = _infra_lost(end)
+    if infra is None:
+        return verdict
+    text, undecided = infra
+    if undecided and verdict.code == EXIT_OK:  # nothing scored is never a pass
+        return Verdict(EXIT_USAGE, f"not decided: {text}")
+    return Verdict(verdict.code, f"{verdict.reason}; {text}")
+
+
+def _scored_runs_verdict(end: SessionEnd) -> Verdict:
     results, fail_on = end.results, end.fail_on
     if fail_on == "none":
         where = f"recorded {end.record} complete" if end.record else "the run is complete"
@@ -138,7 +198,7 @@ def _runs_verdict(end: SessionEnd) -> Verdict:
         which = "with a critical failure" if fail_on == "critical" else "failed"
         return Verdict(EXIT_FAILED, f"{len(failed)} of {results['summary']['runs']} run(s) {which}: {head}")
     if end.pytest_status == EXIT_OK:
-        n = results["summary"]["runs"]
+        n = results["summary"]["runs"] - len(_runs_with(results, INFRA_OUTCOME))
         if end.comparison_verdict is not None:
             return Verdict(EXIT_OK, f"all {n} run(s) passed; {end.comparison_verdict.reason}")
         judged = "without a critical failure" if fail_on == "critical" else "passed"

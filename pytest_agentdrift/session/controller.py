@@ -252,6 +252,7 @@ class ControllerPlugin:
                 comparison_error=error,
                 comparison_verdict=self.comparison.verdict,
                 finishing_only=finishing,
+                max_infra_loss=s.max_infra_loss,
             )
         )
 

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_agentdrift.compare.exitpolicy import SessionEnd, exit_verdict, item_failed
 from pytest_agentdrift.compare.outcome import Verdict
-from pytest_agentdrift.vocabulary import ERROR_LIKE_OUTCOMES, RUN_OUTCOMES, UNSCORED_OUTCOMES
+from pytest_agentdrift.vocabulary import ERROR_LIKE_OUTCOMES, RUN_OUTCOMES, UNDECIDED_OUTCOME, UNSCORED_OUTCOMES
 
 
 def run(outcome="passed", critical=(), tampered=False, rep=1):
@@ -57,7 +57,9 @@ def test_the_outcome_vocabulary_is_the_schema_enum():
 @pytest.mark.parametrize("outcome", RUN_OUTCOMES)
 def test_fail_on_rule_for_every_outcome(outcome):
     r = run(outcome)
-    if outcome in UNSCORED_OUTCOMES:
+    if outcome == UNDECIDED_OUTCOME:  # never scored, and never a pass
+        assert item_failed(r, "any") and item_failed(r, "critical")
+    elif outcome in UNSCORED_OUTCOMES:
         assert not item_failed(r, "any") and not item_failed(r, "critical")
     else:
         assert item_failed(r, "any") == (outcome != "passed")
@@ -102,3 +104,45 @@ def test_interrupt_says_what_was_recorded():
         end(results(run()), 2, interrupted="KeyboardInterrupt", record=Path("r"), ran_any=True, fail_on="any")
     )
     assert v.reason == "interrupted; the run is recorded incomplete"
+
+
+def lost(cls="overloaded", rep=1):
+    return {**run("infra_error", rep=rep), "infra_error": {"class": cls, "believed": True}}
+
+
+def test_a_session_in_which_no_run_was_scored_is_not_decided():
+    v = exit_verdict(end(results(lost()), fail_on="any"))
+    assert v == Verdict(4, "not decided: 1 of 1 run(s) lost to infrastructure: overloaded (nothing scored)")
+    # whatever --agent-fail-on says: nothing scored is never a pass
+    assert exit_verdict(end(results(lost()), fail_on="none")).code == 4
+
+
+def test_runs_lost_to_infrastructure_are_counted_in_the_closing_line():
+    many = results(*(run(rep=i) for i in range(1, 10)), lost(rep=10))  # 10%: at the threshold
+    v = exit_verdict(end(many, fail_on="any"))
+    assert v == Verdict(0, "all 9 run(s) passed; 1 of 10 run(s) lost to infrastructure: overloaded, not scored")
+    failed = results(run("failed"), *(run(rep=i) for i in range(2, 10)), lost(rep=10))
+    v = exit_verdict(end(failed, 1, tests_failed=1, fail_on="any"))
+    assert v.code == 1 and v.reason.endswith("; 1 of 10 run(s) lost to infrastructure: overloaded, not scored")
+
+
+def test_self_declared_losses_over_the_threshold_decide_nothing():
+    three = results(run(), lost("network", 2), lost("network", 3))
+    v = exit_verdict(end(three, fail_on="any"))
+    assert v.code == 4 and v.reason == (
+        "not decided: 2 of 3 run(s) lost to infrastructure: network x2 "
+        "(67%, over the 10% threshold of --agent-max-infra-loss)"
+    )
+    assert exit_verdict(end(three, fail_on="any", max_infra_loss=0.7)).code == 0
+
+
+def test_an_undecided_run_never_passes_a_session_or_a_gate():
+    undecided = {**run(UNDECIDED_OUTCOME), "undecided": ["parse: OverflowError: int too large to convert to float"]}
+    gate_ok = Verdict(0, "gate regression: no regression detected")
+    for kw in ({}, {"gate": "regression", "comparison_verdict": gate_ok}, {"fail_on": "none"}):
+        v = exit_verdict(end(results(run(), undecided), 1, tests_failed=1, **{"fail_on": "any", **kw}))
+        assert v.code == 4, kw
+        assert v.reason == (
+            "not decided: 1 of 2 run(s) undecided, the harness could not judge them: "
+            "T01 r1 (parse: OverflowError: int too large to convert to float)"
+        )
