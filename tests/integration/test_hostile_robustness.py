@@ -244,5 +244,7 @@ def test_a_harness_failure_on_one_run_makes_it_undecided_and_the_session_goes_on
         (s.raw("HX1", 2) / "harness-error.txt").read_text().startswith("the harness failed on this run: RuntimeError")
     )
     assert s.ret == 4  # an undecided run never passes, and is never the agent's failure either
-    assert "agentdrift: exit 4 — not decided: 2 of 4 run(s) undecided, the harness could not judge them: HX1 r1" in s.out
+    assert (
+        "agentdrift: exit 4 — not decided: 2 of 4 run(s) undecided, the harness could not judge them: HX1 r1" in s.out
+    )
     assert json.loads((s.run_dir / "results.json").read_text())["tasks"]["HX1"]["runs"][1]["rep"] == 2
