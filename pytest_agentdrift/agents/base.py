@@ -37,6 +37,10 @@ class Usage:
     output_tokens: int | None = None
     cached_tokens: int | None = None
     cost_usd: float | None = None
+    #: input written to the provider's prompt cache (Anthropic bills it apart); None: not reported
+    cache_write_tokens: int | None = None
+    #: of the output, the model's reasoning (OpenAI reports it apart); None: not reported
+    reasoning_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +48,8 @@ class Usage:
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
             "cost_usd": self.cost_usd,
+            "cache_write_tokens": self.cache_write_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
         }
 
 
@@ -72,6 +78,11 @@ class AgentAdapter:
     env_allowlist: ClassVar[tuple[str, ...]] = ()
     #: API hosts the recording proxy lets through for this product
     api_hosts: ClassVar[tuple[str, ...]] = ()
+    #: environment variables naming the product's model endpoint (a base URL: a gateway, a local
+    #: model server): passed on when set, and that endpoint's host:port is let through the proxy
+    endpoint_env: ClassVar[tuple[str, ...]] = ()
+    #: environment the preset sets on every run (recorded by describe())
+    fixed_env: ClassVar[dict[str, str]] = {}
     #: files under the user's home the product reads (copied into the private home)
     home_files: ClassVar[tuple[str, ...]] = ()
     #: of those, the ones holding credentials: copied, labelled, never hashed or recorded
@@ -116,6 +127,10 @@ class AgentAdapter:
         argv names). An adapter that needs more says so here; recorded in the manifest."""
         return []
 
+    def endpoint_hosts(self, environ: dict[str, str]) -> list[str]:
+        """`host:port` of each model endpoint the environment points the product at (`endpoint_env`)."""
+        return [hp for name in self.endpoint_env if (hp := url_host_port(environ.get(name)))]
+
     def classify_ending(
         self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
     ) -> dict[str, Any] | None:
@@ -144,6 +159,22 @@ class AgentAdapter:
             "surface": self.surface,
             "unobservable": list(self.unobservable),
         }
+
+
+def url_host_port(url: str | None) -> str | None:
+    """`host:port` of an http(s) URL (the scheme's port when none is given), or None."""
+    from urllib.parse import urlsplit
+
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:
+        return None
+    if not parts.hostname or port is None:
+        return None
+    return f"{parts.hostname}:{port}"
 
 
 def expand_placeholders(template: list[str], ctx: RunContext) -> list[str]:
@@ -227,9 +258,15 @@ class ProductAdapter(AgentAdapter):
     #: env var that relocates the user config dir -> the home-relative dir it replaces
     config_home_env: ClassVar[dict[str, str]] = {}
     home_dirs: ClassVar[tuple[str, ...]] = ()
+    #: environment naming the CA certificates the product trusts (a gateway's or a proxy's own
+    #: CA): passed on, and the files they name are made readable in the sandbox
+    ca_env: ClassVar[tuple[str, ...]] = ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
     def executable(self) -> str | None:
         return self.binary
+
+    def sandbox_paths(self, env: dict[str, str]) -> list[tuple[str, str]]:
+        return [(env[name], f"{name}: CA certificates the product trusts") for name in self.ca_env if env.get(name)]
 
     def version_argv(self) -> list[str] | None:
         return [self.binary, "--version"]
@@ -256,6 +293,8 @@ class ProductAdapter(AgentAdapter):
             "binary": self.binary,
             "output_format": self.output_format,
             "defaults": dict(self.defaults),
+            "fixed_env": dict(self.fixed_env),
+            "endpoint_env": list(self.endpoint_env),
         }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_agentdrift.agents.base import Usage
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.grade.scoring import score
 from pytest_agentdrift.run.runner import RunEvidence, RunSettings, cleanup, run_agent
@@ -95,7 +96,7 @@ def error_result(rep: int, run: Any, reason: str, checks: list | None = None) ->
         "layers": {layer: "n/a" for layer in LAYERS},
         "checks": [c.to_dict() for c in checks or ()],
         "evidence": evidence,
-        "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
+        "usage": Usage().to_dict(),
         "model_stamp": None,
         "report": None,
         "report_error": None,

@@ -229,10 +229,18 @@ def _decoy(box: Path, root: Path) -> None:
     (root / "ABOVE.txt").write_text("Outside the task.\n")
 
 
+def network_allowlist(adapter: AgentAdapter, allow_hosts: tuple[str, ...] | list[str]) -> list[str]:
+    """What the recording proxy lets through: the product's API hosts, the model endpoint its
+    environment points it at, and --agent-allow-host (empty: no proxy at all)."""
+    return list(dict.fromkeys([*adapter.api_hosts, *adapter.endpoint_hosts(dict(os.environ)), *allow_hosts]))
+
+
 def _private_env(settings: RunSettings, adapter: AgentAdapter, box: Path, extra: dict[str, str]) -> dict[str, str]:
-    allow = set(settings.env_allowlist) | set(adapter.env_allowlist)
+    allow = set(settings.env_allowlist) | set(adapter.env_allowlist) | set(adapter.endpoint_env)
+    allow |= set(getattr(adapter, "ca_env", ()))
     env = {k: v for k, v in os.environ.items() if k in allow}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(adapter.fixed_env)
     env.update(
         HOME=str(box / "home"),
         TMPDIR=str(box / "tmp"),
@@ -299,7 +307,7 @@ def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
     --agent-allow-host names, for any agent); else None.
 
     `harness` is the run's harness-only observer directory (read-only in the sandbox)."""
-    allow = [*adapter.api_hosts, *settings.allow_hosts]
+    allow = network_allowlist(adapter, settings.allow_hosts)
     if not allow:
         return None, {}, None
     from pytest_agentdrift.run.netproxy import RecordingProxy
@@ -711,7 +719,7 @@ def _make_guard(
         work=work,
         harness_dir=harness_base / root.name,
         token=token,
-        allow_hosts=[*adapter.api_hosts, *settings.allow_hosts],
+        allow_hosts=network_allowlist(adapter, settings.allow_hosts),
         observe_network=settings.isolation.mode == "bwrap" and os.geteuid() == 0,
         unreported=(root / "box" / ".harness",),
     )

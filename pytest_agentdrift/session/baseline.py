@@ -118,10 +118,13 @@ def apply_operator_facts(manifest: dict[str, Any], settings, rootpath: Path) -> 
 
 def session_isolation(settings, runner) -> dict[str, Any]:
     """The enforced isolation, with the network policy a real agent runs under."""
+    from pytest_agentdrift.run.runner import network_allowlist
+
     iso = runner.isolation.to_dict(settings.isolation)
     adapter = runner.adapter
-    if adapter is not None and (adapter.api_hosts or settings.allow_hosts):
-        iso["network_allowlist"] = sorted({*adapter.api_hosts, *settings.allow_hosts})
+    allow = network_allowlist(adapter, settings.allow_hosts) if adapter is not None else []
+    if allow:
+        iso["network_allowlist"] = sorted(allow)
         iso["network_policy_enforced"] = enforces_network(iso["enforced"])
     return iso
 

@@ -102,6 +102,30 @@ def fill_cwd(value: Any, cwd: str | None) -> Any:
     return value
 
 
+def tool_results(wire: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool results a request sends back: {"id", "is_error" (Anthropic only, else None), "text"}."""
+    out = []
+
+    def text_of(content: Any) -> str:
+        if isinstance(content, list):
+            return " ".join(str(c.get("text", "")) if isinstance(c, dict) else str(c) for c in content)
+        return content if isinstance(content, str) else json.dumps(content)
+
+    for item in request.get("messages") or request.get("input") or []:
+        if not isinstance(item, dict):
+            continue
+        if wire == "anthropic" and isinstance(item.get("content"), list):
+            for block in item["content"]:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    text = text_of(block.get("content"))
+                    out.append({"id": block.get("tool_use_id"), "is_error": bool(block.get("is_error")), "text": text})
+        elif wire == "responses" and item.get("type") in ("function_call_output", "custom_tool_call_output"):
+            out.append({"id": item.get("call_id"), "is_error": None, "text": text_of(item.get("output"))})
+        elif wire == "chat" and item.get("role") == "tool":
+            out.append({"id": item.get("tool_call_id"), "is_error": None, "text": text_of(item.get("content"))})
+    return out
+
+
 def call_id(wire: str, turn: int, i: int) -> str:
     return f"{'toolu' if wire == 'anthropic' else 'call'}_agd{turn}x{i}"
 
@@ -133,12 +157,21 @@ class Reply:
 class ScriptedEndpoint:
     """Start with `with ScriptedEndpoint(turns, tmp_path) as ep:`; `ep.base_url`, `ep.log`."""
 
-    def __init__(self, turns: list[dict[str, Any]], scratch: Path, *, tls: bool = True, model: str | None = None):
-        self.turns = turns
+    def __init__(
+        self,
+        turns: list[dict[str, Any]] | dict[str, list[dict[str, Any]]],
+        scratch: Path,
+        *,
+        tls: bool = True,
+        model: str | None = None,
+    ):
+        # several scripts at once (one per task of a session): {marker: turns}, the script whose
+        # marker the request's text holds (the task's own words) is played
+        self.scripts = turns if isinstance(turns, dict) else {"": turns}
         self.model = model
         self.log: list[dict[str, Any]] = []
         self.bodies: list[Path] = []
-        self._attempts: dict[int, int] = {}
+        self._attempts: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
         self._scratch = Path(scratch)
         self._tls = tls
@@ -204,14 +237,26 @@ class ScriptedEndpoint:
 
     # -- what the log says -----------------------------------------------------
 
-    def main_calls(self) -> list[dict[str, Any]]:
+    def main_calls(self, script: str | None = None) -> list[dict[str, Any]]:
         """The logged requests of the agent's main conversation that were answered with a turn."""
-        return [r for r in self.log if r["kind"] == "turn" and r["status"] == 200]
+        return [
+            r
+            for r in self.log
+            if r["kind"] == "turn" and r["status"] == 200 and (script is None or r["script"] == script)
+        ]
 
-    def served_usage(self, kinds: tuple[str, ...] = ("turn", "side")) -> Usage:
+    def results_of(self, script: str) -> dict[str, dict[str, Any]]:
+        """Tool call id -> the result the CLI sent back for it (from the conversation's last request)."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.log:
+            if r.get("script") == script:
+                out.update({t["id"]: t for t in r.get("tool_results", [])})
+        return out
+
+    def served_usage(self, kinds: tuple[str, ...] = ("turn", "side"), script: str | None = None) -> Usage:
         total = Usage()
         for r in self.log:
-            if r["kind"] in kinds and r["status"] == 200:
+            if r["kind"] in kinds and r["status"] == 200 and (script is None or r.get("script") == script):
                 for k, v in r["usage"].items():
                     setattr(total, k, getattr(total, k) + v)
         return total
@@ -227,29 +272,37 @@ class ScriptedEndpoint:
 
     # -- choosing a reply ------------------------------------------------------
 
-    def decide(self, body: bytes, request: dict[str, Any], declares_tools: bool) -> tuple[str, int, Any]:
-        """(kind, turn, spec): kind 'turn', 'side', 'error' or 'exhausted'."""
+    def script_for(self, body: bytes) -> str | None:
+        text = body.decode("utf-8", "replace")
+        return next((marker for marker in self.scripts if marker in text), None)
+
+    def decide(self, body: bytes, declares_tools: bool) -> tuple[str, str | None, int, Any]:
+        """(kind, script, turn, spec): kind 'turn', 'side', 'error', 'exhausted' or 'unscripted'."""
         if not declares_tools:
-            return "side", -1, None
+            return "side", None, -1, None
+        script = self.script_for(body)
+        if script is None:
+            return "unscripted", None, -1, None
         turn = turn_of(body)
         with self._lock:
-            attempt = self._attempts.get(turn, 0)
-            self._attempts[turn] = attempt + 1
-        if turn >= len(self.turns):
-            return "exhausted", turn, None
-        spec = self.turns[turn]
+            attempt = self._attempts.get((script, turn), 0)
+            self._attempts[(script, turn)] = attempt + 1
+        turns = self.scripts[script]
+        if turn >= len(turns):
+            return "exhausted", script, turn, None
+        spec = turns[turn]
         errors = spec.get("errors") or []
         if attempt < len(errors):
-            return "error", turn, errors[attempt]
+            return "error", script, turn, errors[attempt]
         if spec.get("error"):
-            return "error", turn, spec["error"]
-        return "turn", turn, spec
+            return "error", script, turn, spec["error"]
+        return "turn", script, turn, spec
 
     def reply(self, wire: str, kind: str, turn: int, spec: Any, requested: str | None, cwd: str | None = None) -> Reply:
         model = (spec or {}).get("model") or self.model or requested or "scripted-model"
         if kind == "side":
             return Reply(model=model, text=SIDE_TEXT, usage=Usage(input=10, output=1))
-        if kind == "exhausted":
+        if kind in ("exhausted", "unscripted"):
             return Reply(model=model, text="(the script has no more turns)", usage=Usage(input=10, output=5))
         tools = [
             {"id": call_id(wire, turn, i), "name": t["name"], "input": fill_cwd(t.get("input", {}), cwd)}
@@ -314,8 +367,16 @@ class _Handler(BaseHTTPRequestHandler):
         requested = request.get("model") if isinstance(request.get("model"), str) else None
         stream = bool(request.get("stream"))
         self.ep.keep_body(body)
-        kind, turn, spec = self.ep.decide(body, request, bool(request.get("tools")))
-        entry = {"wire": wire, "kind": kind, "turn": turn, "model": requested, "stream": stream}
+        kind, script, turn, spec = self.ep.decide(body, bool(request.get("tools")))
+        entry = {
+            "wire": wire,
+            "kind": kind,
+            "script": script,
+            "turn": turn,
+            "model": requested,
+            "stream": stream,
+            "tool_results": tool_results(wire, request),
+        }
         if kind == "error":
             status = int(spec.get("status", 500))
             self._record({**entry, "status": status, "usage": {}})

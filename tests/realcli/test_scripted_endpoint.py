@@ -82,6 +82,7 @@ def test_anthropic_stream_then_plain(tmp_path):
             status == 200 and msg["model"] == "answering-model" and msg["content"] == [{"type": "text", "text": "done"}]
         )
         assert msg["usage"]["cache_read_input_tokens"] == 50 and msg["stop_reason"] == "end_turn"
+    assert ep.results_of("") == {"toolu_agd0x0": {"id": "toolu_agd0x0", "is_error": False, "text": "null"}}
     assert [(r["turn"], r["status"], r["stream"], r["answered_model"]) for r in ep.main_calls()] == [
         (0, 200, True, "m-req"),
         (1, 200, False, "answering-model"),
@@ -209,3 +210,18 @@ def test_cwd_from_each_cli_and_filled_into_tool_input(tmp_path):
         _, _, data = post(ep, "/v1/messages", body)
     assert json.loads(data)["content"][0]["input"] == {"file_path": "/w/k/a.py", "n": 1}
     assert json.loads(ep.bodies[0].read_text())["system"] == body["system"]
+
+
+def test_one_script_per_task_chosen_by_the_request_text(tmp_path):
+    scripts = {"Fix the bug": [{"text": "fixed"}], "Explain it": [{"text": "explained", "errors": [{"status": 529}]}]}
+    with ScriptedEndpoint(scripts, tmp_path) as ep:
+        for task in ("Explain it", "Fix the bug", "Explain it", "Something else"):
+            body = {"model": "m", "tools": TOOLS, "messages": [{"role": "user", "content": task}]}
+            status, _, data = post(ep, "/v1/messages", body)
+    assert [(r["script"], r["kind"], r["status"]) for r in ep.log] == [
+        ("Explain it", "error", 529),
+        ("Fix the bug", "turn", 200),
+        ("Explain it", "turn", 200),
+        (None, "unscripted", 200),
+    ]
+    assert [r["script"] for r in ep.main_calls("Explain it")] == ["Explain it"]

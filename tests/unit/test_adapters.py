@@ -99,6 +99,8 @@ def test_claude_argv_defaults_and_options() -> None:
         "--verbose",
         "--permission-mode",
         "acceptEdits",
+        "--allowedTools",
+        "Bash",
     ]
     argv = adapter.build_argv(
         ctx(model="claude-sonnet-4-5", permission_mode="plan", allowed_tools=["Read", "Bash(git diff:*)"])
@@ -165,7 +167,14 @@ def test_claude_complete_transcript() -> None:
     out = parse(ClaudeCodeAdapter, "ok.jsonl")
     assert out.parse_errors == []
     assert out.model_stamp == "claude-sonnet-4-5-20250929"
-    assert out.usage.to_dict() == {"input_tokens": 57, "output_tokens": 640, "cached_tokens": 23000, "cost_usd": 0.0421}
+    assert out.usage.to_dict() == {
+        "input_tokens": 57,
+        "output_tokens": 640,
+        "cached_tokens": 23000,
+        "cost_usd": 0.0421,
+        "cache_write_tokens": 1200,
+        "reasoning_tokens": None,
+    }
     assert out.final_report is not None and out.final_report["status"] == "complete"
     ev = out.events
     assert [e["name"] for e in ev if e["type"] == "tool_call"] == ["Read", "Edit", "Write", "Bash"]
@@ -180,7 +189,7 @@ def test_claude_complete_transcript() -> None:
         {
             "type": "command",
             "command": "python -m pytest -q tests/test_pricing.py",
-            "exit_code": None,
+            "exit_code": 0,  # a Bash result that is not an error: the command exited 0
             "tool_use_id": "toolu_04",
             "ok": True,
         }
@@ -238,6 +247,8 @@ def test_codex_complete_transcript() -> None:
         "output_tokens": 122,
         "cached_tokens": 24448,
         "cost_usd": None,
+        "cache_write_tokens": None,
+        "reasoning_tokens": None,
     }
     assert out.final_report is not None and out.final_report["checks_run"] == ["pytest -q tests/test_pricing.py"]
     ev = out.events
@@ -287,6 +298,39 @@ def test_codex_truncated_and_midstream() -> None:
     assert "final" not in types(midstream.events)
 
 
+def test_claude_bash_exit_code_from_its_tool_result() -> None:
+    lines = [
+        {
+            "type": "assistant",
+            "message": {
+                "id": "m1",
+                "model": "m",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "pytest"}},
+                    {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "rm x"}},
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "message": {
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "is_error": True, "content": "Exit code 1\n1 failed"},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t2",
+                        "is_error": True,
+                        "content": "This command requires approval",
+                    },
+                ]
+            },
+        },
+        {"type": "result", "subtype": "success", "is_error": False, "result": "done", "usage": {}},
+    ]
+    out = ClaudeCodeAdapter().parse_output("\n".join(json.dumps(x) for x in lines).encode(), b"")
+    assert [(e["exit_code"], e["ok"]) for e in out.events if e["type"] == "command"] == [(1, False), (None, False)]
+
+
 def test_codex_declined_items_are_denials() -> None:
     lines = [
         {
@@ -326,7 +370,14 @@ def test_copilot_complete_transcript() -> None:
     assert out.parse_errors == []
     assert out.model_stamp == "claude-sonnet-4.5"
     # totals from session.shutdown; no USD cost (Copilot counts premium requests)
-    assert out.usage.to_dict() == {"input_tokens": 3000, "output_tokens": 200, "cached_tokens": 2700, "cost_usd": None}
+    assert out.usage.to_dict() == {
+        "input_tokens": 3000,
+        "output_tokens": 200,
+        "cached_tokens": 2700,
+        "cost_usd": None,
+        "cache_write_tokens": None,
+        "reasoning_tokens": None,
+    }
     ev = out.events
     assert [e["name"] for e in ev if e["type"] == "tool_call"] == ["view", "edit", "create", "bash", "mcp:docs/search"]
     assert [e["path"] for e in ev if e["type"] == "file_edit"] == ["/srv/agent/tree/pricing.py"]
@@ -341,7 +392,14 @@ def test_copilot_usage_falls_back_to_per_call_usage() -> None:
     lines = (TRANSCRIPTS / "copilot" / "ok.jsonl").read_text().splitlines()
     without_shutdown = "\n".join(line for line in lines if "session.shutdown" not in line) + "\n"
     out = CopilotAdapter().parse_output(without_shutdown.encode(), b"")
-    assert out.usage.to_dict() == {"input_tokens": 3000, "output_tokens": 200, "cached_tokens": 2700, "cost_usd": None}
+    assert out.usage.to_dict() == {
+        "input_tokens": 3000,
+        "output_tokens": 200,
+        "cached_tokens": 2700,
+        "cost_usd": None,
+        "cache_write_tokens": None,
+        "reasoning_tokens": None,
+    }
     assert out.parse_errors == []  # assistant.turn_end closed the run
 
 

@@ -25,6 +25,7 @@ so `command.exit_code` is None; `ok` says whether the tool reported an error.
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
@@ -49,6 +50,23 @@ _EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _READ_TOOLS = frozenset({"Read"})
 #: tools that run a shell command (`input.command`)
 _SHELL_TOOLS = frozenset({"Bash"})
+
+
+#: how the Bash tool's result states a non-zero exit (2.1.332: "Exit code 1\n<output>")
+_EXIT_LINE = re.compile(r"\AExit code (\d+)\b")
+
+
+def _bash_exit_code(block: dict[str, Any], is_error: bool) -> int | None:
+    """The exit code of a Bash call from its tool_result: a result that is not an error is a
+    command that exited 0; an error result states its code on its first line (else unknown:
+    a refused or interrupted command has none)."""
+    if not is_error:
+        return 0
+    content = block.get("content")
+    if isinstance(content, list):
+        content = " ".join(as_str(as_dict(c).get("text")) or "" for c in content)
+    m = _EXIT_LINE.match(as_str(content) or "")
+    return int(m.group(1)) if m else None
 
 
 def _path_of(tool_input: dict[str, Any]) -> str | None:
@@ -86,7 +104,14 @@ class ClaudeCodeAdapter(ProductAdapter):
     #: env var that relocates the user config dir -> the dir it replaces
     config_home_env: ClassVar[dict[str, str]] = {"CLAUDE_CONFIG_DIR": ".claude"}
     #: option defaults applied when the user gives none (recorded via describe())
-    defaults: ClassVar[dict[str, Any]] = {"permission_mode": "acceptEdits"}
+    # acceptEdits lets print mode edit files; shell commands still need a rule, and
+    # bypassPermissions is refused as root (as CI runs): Bash is allowed by name instead.
+    defaults: ClassVar[dict[str, Any]] = {"permission_mode": "acceptEdits", "allowed_tools": ("Bash",)}
+    # ANTHROPIC_BASE_URL points the CLI at a gateway or a local model server
+    endpoint_env = ("ANTHROPIC_BASE_URL",)
+    # one retry policy, the harness's (--agent-retries): the CLI's own retries (10 by default,
+    # with backoff) would turn a 429 or a 401 into minutes of waiting inside one run
+    fixed_env: ClassVar[dict[str, str]] = {"CLAUDE_CODE_MAX_RETRIES": "0"}
 
     option_keys = ("model", "permission_mode", "allowed_tools")
     output_format = "stream-json"
@@ -163,6 +188,8 @@ class ClaudeCodeAdapter(ProductAdapter):
                     is_error = bool(block.get("is_error"))
                     for waiting in pending.pop(tool_id, []) if tool_id else []:
                         waiting["ok"] = not is_error
+                        if waiting["type"] == "command":
+                            waiting["exit_code"] = _bash_exit_code(block, is_error)
                     if tool_id in edits and not is_error:
                         events.append({"type": "file_edit", "path": edits.pop(tool_id), "tool_use_id": tool_id})
                     elif tool_id in edits:
@@ -224,6 +251,7 @@ class ClaudeCodeAdapter(ProductAdapter):
                 usage.input_tokens = add_counts(usage.input_tokens, u.input_tokens)
                 usage.output_tokens = add_counts(usage.output_tokens, u.output_tokens)
                 usage.cached_tokens = add_counts(usage.cached_tokens, u.cached_tokens)
+                usage.cache_write_tokens = add_counts(usage.cache_write_tokens, u.cache_write_tokens)
             out.usage = usage
         if not stream.records and stdout:
             errors.append("no stream-json records on stdout (was --output-format stream-json honoured?)")
@@ -310,6 +338,7 @@ class ClaudeCodeAdapter(ProductAdapter):
             output_tokens=as_int(usage.get("output_tokens")),
             cached_tokens=as_int(usage.get("cache_read_input_tokens")),
             cost_usd=cost,
+            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
         )
 
 

@@ -130,6 +130,7 @@ class CodexAdapter(ProductAdapter):
                 usage.input_tokens = add_counts(usage.input_tokens, as_int(u.get("input_tokens")))
                 usage.cached_tokens = add_counts(usage.cached_tokens, as_int(u.get("cached_input_tokens")))
                 usage.output_tokens = add_counts(usage.output_tokens, as_int(u.get("output_tokens")))
+                usage.reasoning_tokens = add_counts(usage.reasoning_tokens, as_int(u.get("reasoning_output_tokens")))
                 ended = ended or "success"
                 answered = True
             elif kind == "turn.failed":

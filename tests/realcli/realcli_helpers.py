@@ -1,0 +1,178 @@
+"""Running a real agent CLI through the plugin against the scripted endpoint.
+
+The CLIs are the pinned npm packages of tests/realcli/clis.txt, installed by
+.ci/install-agent-clis into one prefix ($AGENTDRIFT_REALCLI_PREFIX, default
+~/.cache/agentdrift-realcli). A CLI that is not there at its pinned version
+skips its tests with the reason (npm missing, not installed, another
+version), never silently.
+
+A session is a subprocess `python -m pytest --agent PRESET --agent-suite
+builtin` with the preset's defaults, under bubblewrap, in a scratch project
+with a scratch HOME; the only thing pointed at the scripted endpoint is the
+product's own documented environment (its base URL and a CA to trust).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scripted_endpoint import ScriptedEndpoint
+
+from pytest_agentdrift.testing import load_results
+
+CLIS_FILE = Path(__file__).with_name("clis.txt")
+PREFIX = Path(os.environ.get("AGENTDRIFT_REALCLI_PREFIX") or Path.home() / ".cache" / "agentdrift-realcli")
+#: a key the CLIs send to the endpoint; a record must never contain it
+PLANTED_KEY = "sk-agentdrift-PLANTED-0123456789abcdef"
+
+
+def pinned() -> dict[str, tuple[str, str]]:
+    """binary -> (npm package, version), from clis.txt."""
+    out = {}
+    for line in CLIS_FILE.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            pkg, version, binary = line.split()
+            out[binary] = (pkg, version)
+    return out
+
+
+def missing_reason(binary: str) -> str | None:
+    """Why the pinned `binary` cannot be driven here, or None when it can."""
+    pkg, version = pinned()[binary]
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        return f"npm/node are not installed: {pkg} {version} cannot be installed (.ci/install-agent-clis)"
+    meta = PREFIX / "node_modules" / pkg / "package.json"
+    if not meta.is_file():
+        return f"{pkg} is not installed in {PREFIX} (run .ci/install-agent-clis)"
+    have = json.loads(meta.read_text()).get("version")
+    if have != version:
+        return f"{pkg} {have} is installed in {PREFIX}, the tests pin {version} (run .ci/install-agent-clis)"
+    if not (PREFIX / "node_modules" / ".bin" / binary).exists():
+        return f"{pkg} installed no {binary} in {PREFIX}/node_modules/.bin"
+    return bwrap_reason()
+
+
+def bwrap_reason() -> str | None:
+    from pytest_agentdrift.errors import AgentDriftError
+    from pytest_agentdrift.run import sandbox
+
+    try:
+        if sandbox.detect("bwrap").mode == "bwrap":
+            return None
+    except AgentDriftError as exc:
+        return f"bubblewrap cannot run here: {exc}"
+    return "bubblewrap (bwrap) is not installed or cannot create namespaces here"
+
+
+def needs_cli(binary: str) -> pytest.MarkDecorator:
+    reason = missing_reason(binary)
+    return pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
+@dataclass
+class RealSession:
+    root: Path
+    ret: int
+    out: str
+    ep: ScriptedEndpoint
+    elapsed: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "runs" / "r"
+
+    @property
+    def results(self) -> dict:
+        return load_results(self.run_dir)
+
+    @property
+    def manifest(self) -> dict:
+        return json.loads((self.run_dir / "runtime-manifest.json").read_text())
+
+    def run(self, task_id: str) -> dict:
+        runs = self.results["tasks"][task_id]["runs"]
+        assert len(runs) == 1, runs
+        return runs[0]
+
+    def events(self, task_id: str, kind: str | None = None) -> list[dict]:
+        path = self.run_dir / "raw" / task_id / "r1" / "events.jsonl"
+        events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [e for e in events if kind is None or e.get("type") == kind]
+
+    def check(self, task_id: str, name: str) -> dict:
+        return next(c for c in self.run(task_id)["checks"] if c["name"] == name)
+
+
+def run_session(
+    tmp: Path,
+    agent: str,
+    scripts: dict[str, list[dict[str, Any]]],
+    endpoint_env: dict[str, str],
+    tasks: tuple[str, ...],
+    *args: str,
+    model: str | None = None,
+    home: Path | None = None,
+) -> RealSession:
+    """One session of `agent` on the builtin `tasks`, its model played by `scripts`.
+
+    `endpoint_env` maps the product's environment names to "{url}" / "{ca}" / "{key}"
+    templates (the endpoint's base URL, its CA file, the planted key)."""
+    root = tmp / agent
+    root.mkdir(parents=True)
+    home = home or root / "home"
+    home.mkdir(exist_ok=True)
+    with ScriptedEndpoint(scripts, root / "endpoint", model=model) as ep:
+        values = {"url": ep.base_url, "ca": str(ep.ca_pem), "key": PLANTED_KEY}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ANTHROPIC_", "OPENAI_", "COPILOT_"))
+        }
+        env.update(
+            HOME=str(home),
+            # the session's own Python (with pytest) first, as a user's virtualenv would be
+            PATH=os.pathsep.join(
+                [str(PREFIX / "node_modules" / ".bin"), str(Path(sys.executable).parent), env["PATH"]]
+            ),
+        )
+        env.update({k: v.format(**values) for k, v in endpoint_env.items()})
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "--agent",
+            agent,
+            "--agent-suite",
+            "builtin",
+            "--agent-isolation",
+            "bwrap",
+            "--agent-record",
+            "runs/r",
+            "-k",
+            " or ".join(tasks),
+            *args,
+        ]
+        start = time.monotonic()
+        proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=1200)
+        elapsed = time.monotonic() - start
+    return RealSession(root, proc.returncode, proc.stdout + proc.stderr, ep, elapsed)
+
+
+def assert_no_planted_key(session: RealSession) -> None:
+    """The key the CLI sent to its endpoint reached no artifact of the record."""
+    for path in session.run_dir.rglob("*"):
+        if path.is_file():
+            assert PLANTED_KEY.encode() not in path.read_bytes(), path
+    assert PLANTED_KEY not in session.out
