@@ -436,7 +436,13 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
             )
         # the task's toolchain first; then the host's PATH without what the sandbox does not show
         shows = plan.shows if plan is not None else os.path.isdir
-        env["PATH"] = toolchain.agent_path(env["PATH"], str(toolchain.make_bin(observers / "toolchain")), shows)
+        # the directory the agent's program was found in stays (an npm prefix's node_modules/.bin
+        # holds only the links the plan recreates, so the plan does not count it as shown)
+        found = shutil.which(argv[0], path=env["PATH"]) if argv and not os.path.isabs(argv[0]) else None
+        program_dir = os.path.dirname(os.path.abspath(found)) if found else None
+        env["PATH"] = toolchain.agent_path(
+            env["PATH"], str(toolchain.make_bin(observers / "toolchain")), lambda d: d == program_dir or shows(d)
+        )
         guard.prepare()
         proc = sandbox.run(
             argv_run,
