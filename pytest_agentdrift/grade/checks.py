@@ -85,9 +85,19 @@ class Grader:
     """Evaluates checks; owns the per-process cache of untouched-fixture runs."""
 
     def __init__(
-        self, isolation: sandbox.Isolation, base: Path, hide: Path | None = None, hidden: tuple[Path, ...] = ()
+        self,
+        isolation: sandbox.Isolation,
+        base: Path,
+        hide: Path | None = None,
+        hidden: tuple[Path, ...] = (),
+        limits: dict[str, int | None] | None = None,
     ):
+        from pytest_agentdrift.run.limits import DEFAULT_LIMITS
+
         self.isolation = isolation
+        # the run's limits bind graded code too (memory, processes, file size, tmpfs sizes)
+        self.limits = {k: v for k, v in (limits if limits is not None else DEFAULT_LIMITS).items() if k != "files"}
+        self.exceeded: set[str] = set()  # limits graded code broke during the current check
         self.base = base  # harness-only: agents never see or write it
         self.hide = hide  # hidden from graded code (the session's run directories)
         self.hidden = tuple(hidden)  # task directories, records: never visible to graded code
@@ -136,7 +146,10 @@ class Grader:
                 readable=[*mountplan.harness_runtime(), *readable],
                 exclude=[self.base, *([self.hide] if self.hide else []), *self.hidden],
             )
+        token = secrets.token_hex(16)
+        guard = self._guard(scratch, tree, token)
         try:
+            guard.prepare()
             proc = sandbox.run(
                 argv,
                 cwd=tree,
@@ -146,12 +159,15 @@ class Grader:
                 plan=plan,
                 timeout_s=timeout_s,
                 output_limit=256 << 10,
-                token=secrets.token_hex(16),
+                token=token,
                 pass_fds=channel.child_fds if channel is not None else (),
+                guard=guard,
             )
         finally:
             if channel is not None:
                 channel.close_child_ends()
+            guard.close()
+        self.exceeded.update(guard.exceeded())
         if proc.launch_error:
             return ExecResult(None, False, "", proc.launch_error)
         return ExecResult(
@@ -159,6 +175,21 @@ class Grader:
             proc.timed_out,
             proc.stdout.decode("utf-8", "replace"),
             proc.stderr.decode("utf-8", "replace"),
+        )
+
+    def _guard(self, scratch: Path, tree: Path, token: str):
+        """The run's limits around one grading process (runguard.py): cgroups, rlimits, tmpfs sizes."""
+        from pytest_agentdrift.run.runguard import RunGuard
+
+        return RunGuard(
+            limits=self.limits,
+            mode=self.isolation.mode,
+            root=scratch,
+            work=tree,
+            harness_dir=scratch,
+            token=token,
+            observe_network=False,
+            watch_writes=False,
         )
 
     def run_python(self, argv: list[str], tree: Path, timeout_s: float) -> tuple[ExecResult, list[str]]:
@@ -310,6 +341,7 @@ class Grader:
         for check in spec.checks:
             fn = CHECKS[check.kind]
             undecided = False
+            self.exceeded = set()
             try:
                 if check.when_changed and not any(
                     PathSpec((w,)).matches(p) for w in check.when_changed for p in run.diff.changed
@@ -326,14 +358,24 @@ class Grader:
             except Exception as exc:  # the harness's own error: the check is undecided, never passed
                 passed, detail, evid = False, f"check could not be evaluated: {type(exc).__name__}: {exc}", {}
                 undecided = True
-            results.append(
-                CheckResult(
-                    check.name, check.kind, check.layer, check.critical_for(run.report), passed, detail, evid, undecided
-                )
+            result = CheckResult(
+                check.name, check.kind, check.layer, check.critical_for(run.report), passed, detail, evid, undecided
             )
+            results.append(self._limits_hit(result))
         if spec.function_files:
-            results.extend(self.evaluate_functions(spec, run))
+            self.exceeded = set()
+            results.extend(self._limits_hit(r) for r in self.evaluate_functions(spec, run))
         return results
+
+    def _limits_hit(self, result: CheckResult) -> CheckResult:
+        """A check whose graded code broke one of the run's limits fails with `resource_exceeded`."""
+        if not self.exceeded:
+            return result
+        hit = sorted(self.exceeded)
+        result.passed = False
+        result.detail = f"resource limit exceeded while grading ({', '.join(hit)}); {result.detail}"
+        result.evidence = {**result.evidence, "resource_exceeded": hit}
+        return result
 
     def evaluate_functions(self, spec: TaskSpec, run: RunEvidence) -> list[CheckResult]:
         """Run the task's test_*.py checks in their own pytest process against this run."""

@@ -83,7 +83,8 @@ def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:
         tampered_pass = False
     elif run.launch_error:
         outcome = "error"
-    elif run.resource_exceeded:  # stopped or refused by a limit: never a silent pass
+    elif run.resource_exceeded or any(c.evidence.get("resource_exceeded") for c in checks):
+        # stopped or refused by a limit, the agent's or its code's while graded: never a silent pass
         outcome = "resource_exceeded"
     elif run.timed_out:
         outcome = "timeout"

@@ -258,6 +258,10 @@ def run_exceeded(budget: Budget, spent: Mapping[str, Any]) -> str | None:
 # --------------------------------------------------------------------------- the generic protocol's usage
 
 
+#: the largest cost one usage event may report (anything larger is not a cost, and overflows a float)
+MAX_COST_USD = 1e12
+
+
 def usage_from_events(events: Iterable[Mapping[str, Any]]):
     """Sum the agent's `usage` events (the generic protocol); None when there are none."""
     from pytest_agentdrift.agents.base import Usage
@@ -273,7 +277,7 @@ def usage_from_events(events: Iterable[Mapping[str, Any]]):
             if n is not None:
                 total[key] = (total[key] or 0) + n
         c = e.get("cost_usd")
-        if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c >= 0:
+        if isinstance(c, (int, float)) and not isinstance(c, bool) and 0 <= c < MAX_COST_USD:
             total["cost_usd"] = round((total["cost_usd"] or 0.0) + float(c), 6)
     return Usage(**total) if found else None
 
@@ -336,8 +340,10 @@ class RunWatch:
         line = line.strip()
         if not line.startswith(b"{"):
             return
-        try:
-            rec = json.loads(line)
+        from pytest_agentdrift.run.agentio import loads_untrusted
+
+        try:  # the agent's output: bounded like its events (no 401-digit number reaches float())
+            rec = loads_untrusted(line.decode("utf-8", "replace"))
         except (ValueError, RecursionError):
             return
         if not isinstance(rec, dict):
@@ -372,9 +378,11 @@ class RunWatch:
         if end < 0:
             return
         self._events_offset += end + 1
+        from pytest_agentdrift.run.agentio import loads_untrusted
+
         for line in data[: end + 1].splitlines():
             try:
-                e = json.loads(line)
+                e = loads_untrusted(line.decode("utf-8", "replace"))
             except (ValueError, RecursionError):
                 continue
             if not isinstance(e, dict):

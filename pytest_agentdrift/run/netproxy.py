@@ -25,6 +25,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import select
 import socket
 import socketserver
@@ -35,6 +36,10 @@ from pathlib import Path
 from typing import Any
 
 _MAX_HEADER_BYTES = 16 * 1024
+#: events kept per proxy (like the DNS stub's): the rest are counted in `dropped`, never stored
+MAX_EVENTS = 10_000
+#: a DNS name: at most 253 characters, labels of at most 63 (letters, digits, '-', '_')
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 _RELAY_CHUNK = 64 * 1024
 _POLL_S = 0.2  # how often blocked loops look at the stop flag
 
@@ -108,11 +113,22 @@ def split_host_port(target: str, default_port: int | None) -> tuple[str | None, 
     if port_text is None:
         port = default_port
     else:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        # ASCII digits only: `'¹²'.isdigit()` is true and int() refuses it
+        if not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5) or not 0 < int(port_text) < 65536:
             return None, None
         port = int(port_text)
     host = normalise_host(host)
     return (host or None), port
+
+
+def valid_host(host: str) -> bool:
+    """An IP literal or a DNS name a resolver accepts (no over-long or non-ASCII label)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    return len(host) <= 253 and all(_LABEL.fullmatch(label) for label in host.split("."))
 
 
 class RecordingProxy:
@@ -147,6 +163,7 @@ class RecordingProxy:
                 f"proxy host {host!r} is not a loopback address: the proxy must never listen beyond this machine"
             )
         self.events: list[dict[str, Any]] = events if events is not None else []
+        self.dropped = 0  # events over MAX_EVENTS, counted only
         self.events_path = Path(events_path) if events_path is not None else None
         self.unix_path = Path(unix_path) if unix_path is not None else None
         self._bind = (host, port)
@@ -257,6 +274,9 @@ class RecordingProxy:
         }
         event.update({k: v for k, v in extra.items() if v is not None})
         with self._lock:
+            if len(self.events) >= MAX_EVENTS:
+                self.dropped += 1
+                return event
             self.events.append(event)
             if self.events_path is not None:
                 # Append-and-flush per event: a killed run keeps what it did.
@@ -300,7 +320,7 @@ class RecordingProxy:
                 _reply(client, 403, "Forbidden")
                 return
             host, port = split_host_port(target, None)
-            if host is None or port is None:
+            if host is None or port is None or not valid_host(host):
                 self._record(target[:200], 0, False, method=method, reason="unreadable CONNECT target")
                 _reply(client, 400, "Bad Request")
                 return
@@ -325,6 +345,9 @@ class RecordingProxy:
             self._relay(client, upstream)
         except OSError:
             pass  # a peer went away; the attempt is already recorded
+        except Exception as exc:  # whatever the target, a refused attempt on record, never a dead handler
+            self._record("?", 0, False, reason=f"proxy error: {type(exc).__name__}")
+            _reply(client, 400, "Bad Request")
         finally:
             with self._lock:
                 self._sockets.discard(client)

@@ -52,6 +52,7 @@ class RunGuard:
         allow_hosts: list[str] | None = None,
         observe_network: bool = True,
         unreported: tuple[Path, ...] = (),
+        watch_writes: bool = True,
     ):
         self.limits = dict(limits)
         self.mode = mode
@@ -62,6 +63,7 @@ class RunGuard:
         self.allow_hosts = list(allow_hosts or [])
         self.observe_network = observe_network and mode == "bwrap"
         self.unreported = tuple(unreported)
+        self.watch_writes = watch_writes  # graded code: limits only, its writes are not evidence
         self.notes: list[str] = []
         self.enforced: dict[str, str] = {}
         self.hit: dict[str, Any] = {}
@@ -119,6 +121,17 @@ class RunGuard:
                             else f"no private tmpfs under {self.mode} isolation"
                         )
                     )
+        if self.watch_writes:
+            self._start_watcher()
+        watcher = "watcher" if self.watcher is not None else None
+        if "disk" in wanted:
+            self.enforced["disk"] = "+".join(filter(None, (watcher, "rlimit-fsize")))
+        if "files" in wanted:
+            self.enforced["files"] = watcher or "not-enforced"
+        if self.observe_network:
+            self.resolv_conf.write_text(_resolv_conf())
+
+    def _start_watcher(self) -> None:
         from pytest_agentdrift.run.watch import InotifyUnavailable, WriteWatcher
 
         try:  # its write events are evidence even with both of its limits off
@@ -132,13 +145,6 @@ class RunGuard:
             ).start()
         except (InotifyUnavailable, OSError) as exc:
             self.notes.append(f"write watcher unavailable: {exc}")
-        watcher = "watcher" if self.watcher is not None else None
-        if "disk" in wanted:
-            self.enforced["disk"] = "+".join(filter(None, (watcher, "rlimit-fsize")))
-        if "files" in wanted:
-            self.enforced["files"] = watcher or "not-enforced"
-        if self.observe_network:
-            self.resolv_conf.write_text(_resolv_conf())
 
     def _probes(self) -> dict[str, Any]:
         def used(paths_fn, key):
@@ -445,7 +451,7 @@ class RunGuard:
             obs["network"] = {
                 "mechanism": "dns-stub+proxy in the sandbox's namespace",
                 "dns_queries": self.net.dns.queries if self.net.dns else 0,
-                "dropped": self.net.dropped,
+                "dropped": self.net.dropped + (self.net.proxy.dropped if self.net.proxy is not None else 0),
             }
         else:
             obs["network"] = {"mechanism": None}

@@ -401,7 +401,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # harness-only: beside the run directory, never inside it (the agent may write all of that)
     observers = netlog.observer_dir(base, root.name)
     netrx = proxy = None
-    monitor = settings.monitor(adapter, harness) if settings.monitor is not None else None
+    errors = HarnessErrors()
+    monitor = GuardedMonitor(settings.monitor(adapter, harness), errors) if settings.monitor is not None else None
     try:
         netrx = netlog.NetlogReceiver(observers).start()
         if guard.observe_network:  # the proxy is bound in the sandbox's own namespace (netwatch.py)
@@ -465,7 +466,6 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         fdtree.rmtree(observers)
     # From here on every stage is guarded: a harness error keeps what the other stages
     # gathered, is named in `harness_errors` and makes the run undecided (fail closed).
-    errors = HarnessErrors()
     # first, before the harness itself reads anything near it
     atime_works = errors.stage("evidence", lambda: canary_mod.atime_observable(str(base)), False)
     cred, cred_how = errors.stage("evidence", lambda: canary_mod.canary_access(canary, atime_works), (None, []))
@@ -474,6 +474,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     proxy_events = guard.net.proxy_events if guard.net is not None else (proxy.events if proxy else [])
     api_requests = [e for e in proxy_events if e.get("allowed")]
     refused = [e for e in proxy_events if not e.get("allowed")]
+    proxy_dropped = getattr(proxy, "dropped", 0) if proxy is not None else 0
     policy = None
     if proxy is not None and proxy.allowlist.entries:
         policy = {**proxy.describe(), "enforced": enforces_network(settings.isolation.mode)}
@@ -569,7 +570,11 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         unexamined=changes.unexamined,
         undisplayable=changes.undisplayable,
         harness_budget=budget,
-        events_dropped=dict(sorted(word.log.dropped.items())),
+        events_dropped=dict(
+            sorted(
+                {**word.log.dropped, **({"proxy events over the cap": proxy_dropped} if proxy_dropped else {})}.items()
+            )
+        ),
         credential_canary=credential_canary,
         infra_error=word.infra_error,
         stopped=proc.stopped,
@@ -588,6 +593,31 @@ class HarnessErrors(list):
         except Exception as exc:  # fail closed: the run becomes undecided, never the agent's pass or fail
             self.append(f"{name}: {type(exc).__name__}: {str(exc)[:300]}")
             return default
+
+
+class GuardedMonitor:
+    """A run's live monitor (run/budget.RunWatch) whose own failure is a harness error, never the
+    run's end: the agent runs on unwatched and the run is undecided."""
+
+    def __init__(self, inner: Any, errors: HarnessErrors):
+        self.inner = inner
+        self.errors = errors
+
+    def feed(self, chunk: bytes) -> None:
+        self._call("feed", chunk)
+
+    def poll(self) -> str | None:
+        return self._call("poll")
+
+    def _call(self, name: str, *args: Any) -> Any:
+        if self.inner is None:
+            return None
+        try:
+            return getattr(self.inner, name)(*args)
+        except Exception as exc:  # fail closed: keep the run, stop watching it
+            self.errors.append(f"monitor: {type(exc).__name__}: {str(exc)[:300]}")
+            self.inner = None
+            return None
 
 
 @dataclass

@@ -183,7 +183,11 @@ class TaskRunner:
             from pytest_agentdrift.grade.checks import Grader
 
             self._grader = Grader(
-                self.isolation, self.base / "grading", hide=self.base / "runs", hidden=self.hidden_paths()
+                self.isolation,
+                self.base / "grading",
+                hide=self.base / "runs",
+                hidden=self.hidden_paths(),
+                limits=dict(self.settings.limits) or None,  # the run's limits bind graded code too
             )
         return self._grader
 

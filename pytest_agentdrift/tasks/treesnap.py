@@ -301,6 +301,8 @@ PATCH_TOTAL_LIMIT = 8 << 20
 #: how much of an undisplayable file the patch shows
 HEX_BYTES = 256
 ADDED_LINES_SHOWN = 1000
+#: characters of one added line of a large file shown in the patch (the rest is counted)
+LINE_SHOWN = 4096
 
 #: files whose content is code or configuration: a change the patch cannot show
 #: plainly is flagged (a binary .so shadows a module; a latin-1 .py hides a line)
@@ -510,41 +512,83 @@ def render_changes(
     before = before or {}
     after = after or {}
     ch = Changes()
-    chunks: list[str] = []
-    size = 0
-    not_shown = 0
-    added, deleted, mode = set(d.added), set(d.deleted), set(d.mode)
-    for rel in d.changed:
-        esc = escape_path(rel)
-        header = f"diff --agentdrift a/{esc} b/{esc}\n"
-        if rel in mode:
-            a_mode, b_mode = (before.get(rel), after.get(rel))
-            note = f"mode changed {a_mode.mode:o} -> {b_mode.mode:o}\n" if a_mode and b_mode else "mode changed\n"
-            if size <= total:
-                chunks.append(header + note)
-                size += len(chunks[-1])
-            else:
-                not_shown += 1
-            continue
-        left = EXAMINE_TOTAL_BYTES - ch.examined_bytes
-        old_tree = old_roots.get(rel, old_root) if old_roots else old_root
-        old = Side("missing") if rel in added else _read_side(old_tree, rel, before.get(rel), EXAMINE_FILE_BYTES)
-        new = Side("missing") if rel in deleted else _read_side(new_root, rel, after.get(rel), left)
-        if new.data is not None:
-            ch.examined_bytes += len(new.data)
-            if inspect is not None:
-                inspect(rel, new.data)
-        text = _examine(rel, old, new, ch, limit)
-        if size > total:
-            not_shown += 1
-            continue
-        body = _render(rel, esc, old, new, text, limit)
-        chunks.append(header + body)
-        size += len(chunks[-1])
-    if not_shown:
-        chunks.append(f"[agentdrift: patch truncated at {total} bytes; {not_shown} more changed path(s) not shown]\n")
-    ch.patch = "".join(chunks)
+    chunks: dict[str, str] = {}
+    budget = [total]  # bytes of patch left
+    left_out: list[str] = []
+
+    def source_first(rel: str) -> tuple[bool, str]:
+        entry = after.get(rel) or before.get(rel)
+        return (not is_source(rel, entry.mode if entry else 0), rel)
+
+    # source files take the patch budget first: a large data file never crowds a code change out
+    for rel in sorted(d.changed, key=source_first):
+        chunk = _render_path(rel, old_root, new_root, d, before, after, ch, limit, inspect, old_roots)
+        if len(chunk) > budget[0]:
+            cut = max(budget[0], 0)
+            left_out.append(rel)
+            _left_out(ch, rel, before, after, f"left out of the patch: over its {total}-byte budget")
+            chunk = chunk[:cut] + (
+                f"\n[agentdrift: the rest of this path's patch left out ({len(chunk) - cut} bytes)]\n" if cut else ""
+            )
+        budget[0] -= len(chunk)
+        if chunk:
+            chunks[rel] = chunk
+    out = [chunks[rel] for rel in d.changed if rel in chunks]  # one patch, in path order
+    if left_out:
+        out.append(
+            f"[agentdrift: patch truncated at {total} bytes; {len(left_out)} changed path(s) not shown in full, "
+            "listed in undisplayable_changes]\n"
+        )
+    ch.patch = "".join(out)
     return ch
+
+
+def _render_path(
+    rel: str,
+    old_root: Path,
+    new_root: Path,
+    d: TreeDiff,
+    before: Snapshot,
+    after: Snapshot,
+    ch: Changes,
+    limit: int,
+    inspect: Callable[[str, bytes], None] | None,
+    old_roots: Mapping[str, Path] | None,
+) -> str:
+    """One path's part of the patch (header and body); its added lines and problems go into `ch`."""
+    esc = escape_path(rel)
+    header = f"diff --agentdrift a/{esc} b/{esc}\n"
+    if rel in d.mode:
+        a_mode, b_mode = (before.get(rel), after.get(rel))
+        return header + (
+            f"mode changed {a_mode.mode:o} -> {b_mode.mode:o}\n" if a_mode and b_mode else "mode changed\n"
+        )
+    left = EXAMINE_TOTAL_BYTES - ch.examined_bytes
+    old_tree = old_roots.get(rel, old_root) if old_roots else old_root
+    old = Side("missing") if rel in d.added else _read_side(old_tree, rel, before.get(rel), EXAMINE_FILE_BYTES)
+    new = Side("missing") if rel in d.deleted else _read_side(new_root, rel, after.get(rel), left)
+    if new.data is not None:
+        ch.examined_bytes += len(new.data)
+        if inspect is not None:
+            inspect(rel, new.data)
+    text = _examine(rel, old, new, ch, limit)
+    return header + _render(rel, esc, old, new, text, limit)
+
+
+def _left_out(ch: Changes, rel: str, before: Snapshot, after: Snapshot, reason: str) -> None:
+    """A path the patch does not show in full: undisplayable (a source file fails `tamper`)."""
+    if any(u["path"] == escape_path(rel) for u in ch.undisplayable):
+        return
+    entry = after.get(rel) or before.get(rel)
+    ch.undisplayable.append(
+        {
+            "path": escape_path(rel),
+            "reason": reason,
+            "source": is_source(rel, entry.mode if entry else 0),
+            "before": None,
+            "after": None,
+        }
+    )
 
 
 @dataclass
@@ -644,10 +688,15 @@ def _render(
     # too large to diff line by line: every added line, escaped, without context
     added = added_between(split_lines(old_text or ""), split_lines(new_text or ""))
     out = [sizes, f"--- {fromfile}\n", f"+++ {tofile}\n", f"@@ added lines of a large file ({len(added)}) @@\n"]
-    out += ["+" + escape_text(ln).replace("\n", "\\n") + "\n" for ln in added[:ADDED_LINES_SHOWN]]
+    out += ["+" + _shown_line(ln) + "\n" for ln in added[:ADDED_LINES_SHOWN]]
     if len(added) > ADDED_LINES_SHOWN:
         out.append(f"agentdrift: {len(added) - ADDED_LINES_SHOWN} more added line(s) not shown\n")
     return "".join(out)
+
+
+def _shown_line(line: str) -> str:
+    shown = escape_text(line[:LINE_SHOWN]).replace("\n", "\\n")
+    return shown + (f" [agentdrift: {len(line) - LINE_SHOWN} more character(s)]" if len(line) > LINE_SHOWN else "")
 
 
 def _unified(a: list[str], b: list[str], fromfile: str, tofile: str) -> str:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run.netproxy import Allowlist, RecordingProxy, split_host_port
+from pytest_agentdrift.run import netproxy
+from pytest_agentdrift.run.netproxy import Allowlist, RecordingProxy, split_host_port, valid_host
 
 TIMEOUT = 5.0
 
@@ -267,3 +268,31 @@ def test_split_host_port() -> None:
     assert split_host_port("[::1]:443", None) == ("::1", 443)
     assert split_host_port("example.com", 443) == ("example.com", 443)
     assert split_host_port("example.com:http", None) == (None, None)
+    assert split_host_port("localhost:\u00b9\u00b2", None) == (None, None)  # digits, but not ASCII ones
+    assert split_host_port("localhost:0443", None) == ("localhost", 443)
+    assert valid_host("api.example.com") and valid_host("::1") and valid_host("10.0.0.1")
+    assert not valid_host("x" * 64 + ".example.com") and not valid_host("caf\u00e9.example.com")
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["localhost:\u00b9\u00b2", "x" * 70 + ".example.com:443", "[::1:443", "a..b:443", "\u00e9.example.com:443"],
+)
+def test_any_connect_target_is_a_recorded_refusal_never_a_dead_handler(target: str) -> None:
+    with RecordingProxy(["*.example.com", "localhost"], header_timeout=1.0) as proxy:
+        with _connect(proxy) as sock:
+            sock.sendall(f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+            head = _read_head(sock)
+        # the proxy still serves: the next request is answered too
+        head2, _ = _tunnel_roundtrip(proxy, "other.test:443", b"x")
+    assert head.startswith(b"HTTP/1.1 400"), head
+    assert head2.startswith(b"HTTP/1.1 403")
+    assert proxy.events[0]["allowed"] is False and proxy.events[0]["reason"] == "unreadable CONNECT target"
+
+
+def test_proxy_events_are_capped_and_the_rest_counted(monkeypatch) -> None:
+    monkeypatch.setattr(netproxy, "MAX_EVENTS", 5)
+    with RecordingProxy(["example.com"], header_timeout=1.0) as proxy:
+        for _ in range(8):
+            _tunnel_roundtrip(proxy, "refused.test:443", b"x")
+    assert len(proxy.events) == 5 and proxy.dropped == 3

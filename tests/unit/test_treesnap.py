@@ -333,3 +333,20 @@ def test_ignored_names_at_any_depth(tmp_path, name):
     (root / "a" / "keep.txt").write_text("k")
     # a/b/ holds only an ignored entry: it is neither listed as empty nor descended into
     assert sorted(snapshot(root)) == ["a/keep.txt"]
+
+
+def test_the_patch_budget_goes_to_source_first_and_never_hides_a_source_change(tmp_path):
+    old, new = _pair(tmp_path)
+    before = snapshot(new)
+    (new / "AAA.md").write_text("data line\n" * 500)  # sorts first, not source
+    (new / "src" / "app.py").write_text("def f():\n    return 2\n")
+    d = diff(before, resnapshot(new, before))
+    ch = render_changes(old, new, d, total=600)
+    assert "+    return 2" in ch.patch and len(ch.patch) < 600 + 200
+    assert [(u["path"], u["source"]) for u in ch.undisplayable] == [("AAA.md", False)]
+    assert ch.undisplayable[0]["reason"] == "left out of the patch: over its 600-byte budget"
+    assert ch.patch.index("a/AAA.md") < ch.patch.index("a/src/app.py")  # still one patch in path order
+    # source changes beyond the budget are undisplayable source changes (the tamper check fails them)
+    tight = render_changes(old, new, d, total=50)
+    assert ("src/app.py", True) in [(u["path"], u["source"]) for u in tight.undisplayable]
+    assert len(tight.patch) < 50 + 200
