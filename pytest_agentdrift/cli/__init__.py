@@ -143,6 +143,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from pytest_agentdrift.record.merge import merge_shards, universe
     from pytest_agentdrift.record.report import markdown
     from pytest_agentdrift.record.store import RESULTS, atomic_write, check_record_target, load_run, schema_problems
+    from pytest_agentdrift.run.finaltree import BLOB_DIR
     from pytest_agentdrift.session.baseline import MANIFEST_FILE
     from pytest_agentdrift.session.state import new_run_id
 
@@ -198,6 +199,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
                     src = path / run["raw"]
                     if src.is_dir():
                         shutil.copytree(src, tmp / run["raw"], copy_function=_link_or_copy)
+            if (path / BLOB_DIR).is_dir():  # the final trees' bytes (content-addressed: shards share them)
+                shutil.copytree(path / BLOB_DIR, tmp / BLOB_DIR, copy_function=_link_or_copy, dirs_exist_ok=True)
         atomic_write(tmp / "report.md", markdown(merged))
         from pytest_agentdrift.record.html import record_page
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift.agents.base import Usage
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.grade.scoring import score
+from pytest_agentdrift.run.finaltree import capture as final_tree
 from pytest_agentdrift.run.runner import RunEvidence, RunSettings, cleanup, run_agent
 
 EVALUATOR_COMPONENT = "attempt"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
@@ -42,6 +43,7 @@ def attempt(
     run, checks = None, []
     try:
         run = run_agent(spec, rep, adapter, settings, runs_dir)
+        tree = final_tree(run)  # kept in the record, so the run can be graded again (agentdrift regrade)
         try:
             checks = grader.evaluate(spec, run)
         except AgentDriftError:
@@ -49,7 +51,9 @@ def attempt(
         except Exception as exc:  # the run's own evidence stays; what grading decided is lost
             run.harness_errors.append(f"grading: {type(exc).__name__}: {str(exc)[:300]}")
             checks = []
-        return run, score(run, checks)
+        result = score(run, checks)
+        result["_final_tree"] = tree
+        return run, result
     except AgentDriftError:
         raise
     except Exception as exc:

@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
+from pytest_agentdrift.run.finaltree import BLOB_DIR, TREE_FILE
 
 SCHEMA_VERSION = 1
 INCOMPLETE_MARKER = "INCOMPLETE"
@@ -133,6 +134,30 @@ class RunRecorder:
 
     def write_json(self, name: str, obj: Any) -> None:
         atomic_write(self.path / name, dumps_pretty(obj))
+
+    def write_tree(self, final_tree: dict[str, Any]) -> dict[str, str]:
+        """Store a run's final-tree blobs (once per content); returns its tree.json as a raw file.
+
+        A blob whose bytes no longer match their name on the way here (a secret replaced
+        in its transport form) is not stored, and its entry says so."""
+        import base64
+        import hashlib
+
+        tree = final_tree["tree"]
+        entries = dict(tree["entries"])
+        for path, e in entries.items():
+            sha = e.get("sha256")
+            if e.get("kind") != "file" or not e.get("kept"):
+                continue
+            data = base64.b64decode(final_tree["blobs"].get(sha, ""))
+            if hashlib.sha256(data).hexdigest() != sha:
+                entries[path] = {**e, "kept": False, "why": "its bytes changed on the way to the record"}
+                continue
+            target = self.path / BLOB_DIR / sha[:2] / sha
+            if not target.exists():  # content-addressed: a blob another run left is the same bytes
+                atomic_write(target, data)
+        complete = tree.get("complete") and all(e.get("kept", True) or e.get("leftover") for e in entries.values())
+        return {TREE_FILE: dumps_pretty({**tree, "entries": entries, "complete": bool(complete)})}
 
     def finish(self, results: dict[str, Any]) -> None:
         problems = schema_problems(results)

@@ -300,12 +300,15 @@ class TaskRunner:
             "task_digest": self.task_digest(spec),
             "default_checks": spec.default_checks,
         }
+        tree = result.pop("_final_tree", None)
         payload = json_safe({"task_id": spec.id, "rep": rep, "meta": meta, "result": result})
         # The one place where run data leaves for the record: keep the session's secrets out.
         secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
         secrets_ += self.host_secrets()  # what the host's credential files hold (readable outside bwrap)
         # secrets written into a bundle's settings or MCP files travel with it into the work tree
         secrets_ = sorted({*secrets_, *getattr(settings.overlay, "secrets", ())}, key=len, reverse=True)
+        if tree is not None:  # the final tree's bytes: secrets replaced in the bytes, before encoding
+            payload["result"]["_final_tree"] = tree.to_payload(secrets_)
         return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets_]))
 
 
@@ -370,6 +373,7 @@ class RunCollector:
         tid, rep = payload["task_id"], payload["rep"]
         result = dict(payload["result"])
         raw_files = result.pop("_raw_files", {})
+        final_tree = result.pop("_final_tree", None)
         self.task_meta[tid] = payload["meta"]
         self.results.setdefault(tid, {})[rep] = result
         if self.recorder is not None:
@@ -380,6 +384,8 @@ class RunCollector:
                         self.info.longrun.begin_record(SessionView(self.info, self.runner, self))
                     else:
                         self.recorder.start(f"recording run {self.info.run_id} started {self.info.started_at}")
+                if final_tree is not None:
+                    raw_files = {**raw_files, **self.recorder.write_tree(final_tree)}
                 if raw_files:
                     self.recorder.write_raw(result["raw"], raw_files)
                 # last: a run.json means every file of this run is on disk (record/resume.py)
