@@ -239,4 +239,11 @@ def enforces_network(mode: str) -> bool:
     return _NETWORK_ENFORCED.get(mode, False)
 
 
+# ---------------------------------------------------------------- record layout
+#: a run's final work tree, beside its other raw files (run/finaltree.py)
+FINAL_TREE_FILE: Final = "tree.json"
+#: the record's content-addressed bytes of final trees: blobs/<first two hex>/<sha256>
+BLOB_DIR: Final = "blobs"
+
+
 __all__ = [name for name in dir() if name.isupper()] + ["enforces_network"]

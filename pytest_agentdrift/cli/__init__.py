@@ -10,6 +10,8 @@
     agentdrift compare BASE CAND [...]        the plugin's statistics and decision on two recorded runs
     agentdrift summary RUN [--max-bytes N]    compact Markdown of a run for a CI step summary / PR comment
     agentdrift merge OUT SHARD...             one run from shards of one runtime recorded on several machines
+    agentdrift regrade RUN --out NEW          RUN graded again by the current checks, without the agent (cli/regrade.py)
+    agentdrift trend RUN... [--html FILE]     pass rates over a series of records, changes and moves marked (cli/trend.py)
     agentdrift bundle | task new | plan | null    a team's own setup (cli/experiments.py)
 
 Exit codes are the plugin's: 0 good, 1 a check or the gate failed, 4 usage or
@@ -68,13 +70,13 @@ def _load_pair(args: argparse.Namespace, vary: tuple[str, ...]):
 def cmd_diff(args: argparse.Namespace) -> int:
     from pytest_agentdrift.manifest.identity import manifest_diff_document, render_refusal
 
-    _, _, cmp, accepted = _load_pair(args, resolve_cli_flags(args, "vary")["vary"])
+    base, cand, cmp, accepted = _load_pair(args, resolve_cli_flags(args, "vary")["vary"])
     if args.json:
         doc = manifest_diff_document(cmp)
         doc["accepted_unobserved"] = accepted.to_dict()
         _out(json.dumps(doc, indent=2, sort_keys=True))
     else:
-        for line in accepted.lines() + render_refusal(cmp):
+        for line in accepted.lines() + render_refusal(cmp) + _regrade_hint(args, base, cand, cmp):
             _out(line)
     return EXIT_OK if cmp.comparable else EXIT_REFUSED
 
@@ -106,10 +108,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
         )
     else:
-        for line in accepted.lines() + outcome.lines + rows:
+        for line in accepted.lines() + outcome.lines + rows + _regrade_hint(args, base, cand, cmp):
             _out(line)
         _out(verdict.line)
     return verdict.code
+
+
+def _regrade_hint(args: argparse.Namespace, base: dict, cand: dict, cmp) -> list[str]:
+    from pytest_agentdrift.manifest.identity import regrade_hint
+
+    older = args.base if str(base.get("started_at", "")) <= str(cand.get("started_at", "")) else args.cand
+    hint = regrade_hint(cmp, older)
+    return [hint] if hint else []
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
@@ -143,9 +153,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from pytest_agentdrift.record.merge import merge_shards, universe
     from pytest_agentdrift.record.report import markdown
     from pytest_agentdrift.record.store import RESULTS, atomic_write, check_record_target, load_run, schema_problems
-    from pytest_agentdrift.run.finaltree import BLOB_DIR
     from pytest_agentdrift.session.baseline import MANIFEST_FILE
     from pytest_agentdrift.session.state import new_run_id
+    from pytest_agentdrift.vocabulary import BLOB_DIR
 
     out = Path(args.out)
     check_record_target(out)  # nothing there, or an empty directory (the final rename replaces it)
@@ -302,6 +312,12 @@ def build_parser() -> argparse.ArgumentParser:
 
             add_compare_options(c)
     register(sub)
+    from pytest_agentdrift.cli.regrade import register as register_regrade
+
+    register_regrade(sub)
+    from pytest_agentdrift.cli.trend import register as register_trend
+
+    register_trend(sub)
     from pytest_agentdrift.cli.experiments import register as register_experiments
 
     register_experiments(sub, _Parser)

@@ -160,5 +160,20 @@ def compare_recorded(
         if not stamps.comparable
         else change + [ln for ln in render_refusal(stamps)[1:] if ln.startswith("note ") and "accepted as" in ln]
     )
-    lines = head + ([note] if note else []) + render_comparison(comparison)
+    provenance = regraded_arms(base, cand)
+    if provenance:
+        comparison["regraded"] = provenance  # which arm's checks are newer than its runs
+        decision["regraded"] = provenance
+    lines = head + ([note] if note else []) + provenance_lines(provenance) + render_comparison(comparison)
     return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
+
+
+def regraded_arms(base: Mapping[str, Any], cand: Mapping[str, Any]) -> dict[str, Any]:
+    """{arm: regraded_from} for the arms that were graded again after they ran (agentdrift regrade)."""
+    return {arm: r["regraded_from"] for arm, r in (("baseline", base), ("candidate", cand)) if r.get("regraded_from")}
+
+
+def provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
+    from pytest_agentdrift.record.provenance import regraded_line
+
+    return [f"{arm:<11} {regraded_line(src)}" for arm, src in provenance.items()]

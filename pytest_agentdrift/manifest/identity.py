@@ -221,6 +221,24 @@ def manifest_diff_document(cmp: StampComparison) -> dict[str, Any]:
     }
 
 
+#: the fields a fixed check, hidden test or golden file moves: a regrade of the older record resolves them
+REGRADE_FIELDS = frozenset({"evaluator_id", "source_id"})
+
+
+def regrade_hint(cmp: StampComparison, older: str) -> str | None:
+    """The way out of a refusal that only the grading caused: regrade the older record, or None."""
+    import shlex
+
+    fields = {name for name, _, _ in cmp.blocks}
+    if cmp.comparable or "evaluator_id" not in fields or not fields <= REGRADE_FIELDS:
+        return None
+    new = older.rstrip("/") + "-regraded"
+    return (
+        "only the grading differs (what the agent was given is the same task set): regrade the older record: "
+        f"agentdrift regrade {shlex.quote(older)} --out {shlex.quote(new)}"
+    )
+
+
 def render_refusal(cmp: StampComparison, rebaseline_cmd: str | None = None) -> list[str]:
     """Terminal lines: `BLOCK <field>: <baseline> != <current>`, notes, and how to re-baseline."""
     lines: list[str] = []

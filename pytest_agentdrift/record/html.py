@@ -550,6 +550,15 @@ def _header(inp: ReportInput) -> str:
         rows.append(("tokens and cost", '<span class="mut">not reported by the agent</span>'))
     if r.get("merged_from"):
         rows.append(("merged from", ", ".join(_code(x) for x in r["merged_from"])))
+    if isinstance(r.get("regraded_from"), Mapping):
+        src = r["regraded_from"]
+        rows.append(
+            (
+                "regraded",
+                f"{esc(src.get('at', '?'))} from run {_code(src.get('run_id'))}, graded then by evaluator "
+                f"{_code(src.get('evaluator_id'))}: the agent's runs are that record's, the checks are today's",
+            )
+        )
     rows.append(("plugin", f"pytest-agentdrift {esc(r.get('plugin_version', '?'))}"))
     return _dl(rows)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_agentdrift.record.provenance import regraded_line
 from pytest_agentdrift.tasks.load import LAYERS
 
 _LAYER_ABBR = {
@@ -305,6 +306,8 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
         )
     for note in results.get("resumed") or []:
         md.append(f"- resumed {note['at']}: kept {note['kept_runs']} finished run(s), ran {note['ran_runs']}")
+    if results.get("regraded_from"):
+        md.append("- " + regraded_line(results["regraded_from"]))
     if results.get("merged_from"):
         md.append(
             f"- merged from {len(results['merged_from'])} shard(s): "

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
-from pytest_agentdrift.run.finaltree import BLOB_DIR, TREE_FILE
+from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE
 
 SCHEMA_VERSION = 1
 INCOMPLETE_MARKER = "INCOMPLETE"
@@ -157,7 +157,7 @@ class RunRecorder:
             if not target.exists():  # content-addressed: a blob another run left is the same bytes
                 atomic_write(target, data)
         complete = tree.get("complete") and all(e.get("kept", True) or e.get("leftover") for e in entries.values())
-        return {TREE_FILE: dumps_pretty({**tree, "entries": entries, "complete": bool(complete)})}
+        return {FINAL_TREE_FILE: dumps_pretty({**tree, "entries": entries, "complete": bool(complete)})}
 
     def finish(self, results: dict[str, Any]) -> None:
         problems = schema_problems(results)

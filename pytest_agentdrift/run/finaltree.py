@@ -29,16 +29,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.safetext import escape_path, unescape_path
 from pytest_agentdrift.tasks import fdtree
+from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE
 
 if TYPE_CHECKING:
     from pytest_agentdrift.run.runner import RunEvidence
     from pytest_agentdrift.tasks.load import TaskSpec
 
 TREE_FORMAT = 1
-#: the record's file of one run's final tree, beside its other raw files
-TREE_FILE = "tree.json"
-#: the record's directory of content-addressed blobs (blobs/<first two hex>/<sha256>)
-BLOB_DIR = "blobs"
+TREE_FILE = FINAL_TREE_FILE
 #: a changed file larger than this is listed, not kept
 FILE_CAP = 1 << 20
 #: at most this many bytes of one run's changed files are kept

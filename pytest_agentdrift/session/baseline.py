@@ -216,7 +216,7 @@ def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
 
 def check_baseline(config, info, comparison) -> list[str] | None:
     """Before collection: load the baseline and refuse when identity stamps differ; None when comparable."""
-    from pytest_agentdrift.manifest.identity import check_vary, render_refusal
+    from pytest_agentdrift.manifest.identity import check_vary, regrade_hint, render_refusal
 
     check_vary(info.settings.vary)
     comparison.baseline_results, comparison.baseline_manifest = load_baseline(info.settings.baseline)
@@ -232,6 +232,8 @@ def check_baseline(config, info, comparison) -> list[str] | None:
         ]
         only_unknown = all(b == c == UNOBSERVED for _, b, c in cmp.blocks)
         lines = accepted.lines() + render_refusal(cmp, None if only_unknown else rebaseline_command(config))
+        hint = regrade_hint(cmp, str(info.settings.baseline))  # this session is the newer arm
+        lines += [hint] if hint else []
         if both_unknown:
             lines += unobserved_hint(both_unknown, info.settings.declare)
         return lines

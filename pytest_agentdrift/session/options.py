@@ -226,6 +226,7 @@ class Settings:
         "sandbox: auto (strongest available), bwrap, unshare or none",
         "auto",
         choices=ISOLATION_MODES,
+        cli="--isolation",
     )
     env: tuple[str, ...] = option(
         "--agent-env",

@@ -1,0 +1,126 @@
+"""`agentdrift regrade RUN --out NEW`: a recorded run graded again by the current checks (record/regrade.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_agentdrift.cli.common import add_ini_args
+from pytest_agentdrift.cli.common import out as _out
+from pytest_agentdrift.errors import AgentDriftError, RecordError
+from pytest_agentdrift.session.options import add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_REFUSED
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.tasks.load import TaskSpec
+
+
+class NotRegradable(AgentDriftError):
+    """The agent was given something else than the record says: another task (exit 6, refused)."""
+
+    exit_code = EXIT_REFUSED
+
+
+def _specs(paths: list[str], wanted: list[str]) -> dict:
+    from pytest_agentdrift.tasks.load import builtin_suite_dir, load_task, session_task_dirs
+
+    dirs = session_task_dirs(paths or [str(builtin_suite_dir())])
+    missing = [t for t in wanted if t not in dirs]
+    if missing:
+        where = ", ".join(paths) if paths else "the builtin suite"
+        raise AgentDriftError(f"task(s) {', '.join(missing)} of the record not found in {where} (--tasks DIR)")
+    return {t: load_task(dirs[t]) for t in wanted}
+
+
+def cmd_regrade(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.manifest.capture import validate_manifest
+    from pytest_agentdrift.record import regrade as rg
+    from pytest_agentdrift.record.store import check_record_target, load_run
+    from pytest_agentdrift.run import sandbox
+    from pytest_agentdrift.session.state import evaluator_id, new_run_id, task_set_id
+
+    started = time.monotonic()
+    record, out = Path(args.run), Path(args.out)
+    check_record_target(out)
+    results = load_run(record)
+    specs = _specs(args.tasks, sorted(results["tasks"]))
+    problems = rg.given_differences(record, results, specs)
+    if problems:
+        for p in problems[1:]:
+            _out(f"  also: {p}")
+        raise NotRegradable(
+            f"not regradable: {problems[0]}; a task whose agent was given something else is another task: run it again"
+        )
+    manifest = None
+    if (record / rg.MANIFEST_FILE).is_file():
+        manifest = validate_manifest(load_json_file(record / rg.MANIFEST_FILE, RecordError), record / rg.MANIFEST_FILE)
+    isolation = sandbox.detect(resolve_cli_flags(args, "isolation")["isolation"])
+    spec_list = list(specs.values())
+    evaluator, task_set = evaluator_id(spec_list), task_set_id(spec_list)
+    scratch = Path(tempfile.mkdtemp(prefix="agentdrift-regrade-"))
+    grader = Grader(isolation, scratch / "grading", hide=scratch / "runs", hidden=(record.absolute(), out.absolute()))
+    runs: dict[str, list] = {}
+    try:
+        for tid, task in sorted(results["tasks"].items()):
+            runs[tid] = [rg.regrade_run(record, specs[tid], r, grader, scratch / "runs") for r in task["runs"]]
+    finally:
+        from pytest_agentdrift.tasks.fdtree import rmtree
+
+        rmtree(scratch)
+    new = rg.regraded_results(results, runs, new_run_id(), evaluator, task_set)
+    new["regraded_from"] = rg.provenance(results, isolation.mode)
+    if manifest is not None:
+        manifest, source = _regraded_manifest(manifest, spec_list, evaluator, task_set)
+        manifest["regraded_from"] = new["regraded_from"]
+    else:
+        source = None
+    rg.write_regraded(record, out, new, manifest, source, None)
+    changed = sum(
+        1
+        for tid in runs
+        for old, now in zip(results["tasks"][tid]["runs"], runs[tid], strict=True)
+        if old["outcome"] != now["outcome"]
+    )
+    unjudged = sum(1 for r in (x for rs in runs.values() for x in rs) for c in r["checks"] if "not_regradable" in c)
+    s = new["summary"]
+    _out(
+        f"regraded {s['runs']} run(s) of {record} into {out}: {s['passed']} passed, {changed} outcome(s) changed, "
+        f"{unjudged} check(s) not regradable; evaluator {results.get('evaluator_id')} -> {evaluator} "
+        f"({time.monotonic() - started:.1f}s)"
+    )
+    return EXIT_OK
+
+
+def _regraded_manifest(manifest: dict[str, Any], specs: list[TaskSpec], evaluator: str, task_set: str) -> tuple:
+    """(manifest with the current evaluator, task set and source ids, source-manifest.json)."""
+    from pytest_agentdrift.manifest.capture import build_source_manifest, runtime_id
+
+    source, _lockfiles = build_source_manifest({s.id: s.path for s in specs})
+    out = json.loads(json.dumps(manifest))
+    ident = out["identity"]
+    ident["evaluator_id"], ident["task_set_id"] = evaluator, task_set
+    if isinstance(ident.get("source_id"), str) and ident["source_id"].startswith("sha256:"):
+        ident["source_id"] = source["digest"]
+    out["runtime_id"] = runtime_id(ident)
+    return out, source
+
+
+def register(sub) -> None:
+    r = sub.add_parser("regrade", help="grade a recorded run again with the current checks, without the agent")
+    r.add_argument("run")
+    r.add_argument("--out", required=True, help="the new record (must not exist)")
+    r.add_argument(
+        "--tasks",
+        action="append",
+        default=[],
+        help="a task directory or a directory of tasks holding the record's tasks (default: the builtin suite)",
+    )
+    add_cli_flags(r, "isolation")
+    add_ini_args(r)
+    r.set_defaults(fn=cmd_regrade)

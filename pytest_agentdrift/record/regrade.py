@@ -1,0 +1,344 @@
+"""Grading a recorded run again with the current checks, without running the agent.
+
+`agentdrift regrade RUN --out NEW` (cli/regrade.py) rebuilds each run's final
+tree from the record (run/finaltree.py), runs the current checks on it in the
+grading sandbox, and takes what only existed while the agent ran from the
+record: exit status and limits, the harness's write and network events, writes
+beside the tree, git mutations, the canary, the agent's events and report. A
+check that needs something the record does not hold is `not_regradable`, with
+the reason, and the run is then an `error` of the harness (never a pass, never
+the agent's failure). What the agent was given must be what the record says it
+was given, file by file, or the task is another one and regrading is refused.
+No pytest.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as _dt
+import json
+import os
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_agentdrift.canonical import dumps_pretty, load_json_file
+from pytest_agentdrift.errors import RecordError
+from pytest_agentdrift.run import finaltree
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.tasks.load import TaskSpec
+
+MANIFEST_FILE = "runtime-manifest.json"
+SOURCE_MANIFEST_FILE = "source-manifest.json"
+#: what a check kind reads besides the task: the final tree, the harness's and agent's events, the report
+_NEEDS: dict[str, frozenset[str]] = {
+    "report_status": frozenset({"report"}),
+    "report_mentions": frozenset({"report"}),
+    "call_path": frozenset({"report"}),
+    "events": frozenset({"events"}),
+    "writes": frozenset({"events", "tree"}),
+    "effects": frozenset({"events", "tree"}),
+}
+_DEFAULT_NEEDS = frozenset({"tree"})
+#: pytest-function checks may read anything of the run
+_FUNCTION_NEEDS = frozenset({"tree", "events", "report"})
+#: outcomes kept as recorded: the harness failed on the run, or it was lost to infrastructure
+_KEPT_OUTCOMES = frozenset({"error", "infra_error"})
+#: what a regrade replaces in a run's entry; everything else is what the run did, kept
+_SCORED_KEYS = ("outcome", "passed", "tampered_pass", "critical_failed", "failed_checks", "layers", "checks")
+
+
+def given_differences(record: Path, results: dict[str, Any], specs: dict[str, TaskSpec]) -> list[str]:
+    """What the agent would be given now that differs from what the record says it was given, per file."""
+    from pytest_agentdrift.tasks.load import DERIVED_FILES, directory_listing, given_path
+
+    source = _load_source_manifest(record)
+    problems = []
+    for tid in sorted(results["tasks"]):
+        spec = specs[tid]
+        if results["tasks"][tid].get("task_digest") == spec.given_digest():
+            continue
+        if source is None:
+            problems.append(f"{tid}: what the agent is given differs, and the record has no {SOURCE_MANIFEST_FILE}")
+            continue
+        recorded = {f["path"][len(tid) + 1 :]: f for f in source if f["path"].startswith(tid + "/")}
+        now = {e[0]: e for e in directory_listing(spec.path) if e[0] not in DERIVED_FILES and given_path(spec, e[0])}
+        names = sorted({*now, *(r for r in recorded if r not in DERIVED_FILES and given_path(spec, r))})
+        for rel in names:
+            was, cur = recorded.get(rel), now.get(rel)
+            if was is None or cur is None or was.get("sha256", was.get("target")) != cur[2]:
+                what = "is new" if was is None else "is gone" if cur is None else "differs"
+                problems.append(f"{spec.path / rel}: {what} since the recorded run (what the agent is given)")
+                break
+        else:
+            toml = next((f for f in source if f["path"] == f"{tid}/task.toml"), None)
+            if toml is None or toml.get("sha256") != _sha256(spec.path / "task.toml"):
+                problems.append(
+                    f"{spec.path / 'task.toml'}: the task's id, timeout_s or git may differ from the recorded "
+                    "run's (what the agent is given)"
+                )
+    return problems
+
+
+def _load_source_manifest(record: Path) -> list[dict[str, Any]] | None:
+    path = record / SOURCE_MANIFEST_FILE
+    if not path.is_file():
+        return None
+    doc = load_json_file(path, RecordError)
+    return list(doc.get("files") or []) if isinstance(doc, dict) else None
+
+
+def _sha256(path: Path) -> str | None:
+    from pytest_agentdrift.canonical import hash_file
+
+    try:
+        return hash_file(path).removeprefix("sha256:")
+    except OSError:
+        return None
+
+
+# ---- one run ----------------------------------------------------------------------------------
+def _read_events(path: Path) -> list[dict[str, Any]]:
+    events = []
+    for line in path.read_text(encoding="utf-8", errors="surrogateescape").splitlines():
+        if line.strip():
+            obj = json.loads(line)
+            if isinstance(obj, dict):
+                events.append(obj)
+    return events
+
+
+def _lacking(record: Path, result: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """(part -> why the record lacks it, tree.json or None)."""
+    raw = record / result["raw"]
+    lacks: dict[str, str] = {}
+    tree_path = raw / finaltree.TREE_FILE
+    doc = load_json_file(tree_path, RecordError) if tree_path.is_file() else None
+    if doc is None:
+        lacks["tree"] = "the record holds no final tree for this run (recorded before final trees were kept)"
+    elif why := finaltree.missing_for_grading(doc):
+        lacks["tree"] = why
+    if not (raw / "events.jsonl").is_file():
+        lacks["events"] = "the record holds no events.jsonl for this run"
+    if "report" not in result:
+        lacks["report"] = "the record holds no report for this run"
+    return lacks, doc
+
+
+def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, root: Path, events):
+    """A RunEvidence of the rebuilt tree, with what only the run could observe taken from the record."""
+    from pytest_agentdrift.agents.base import AdapterOutput
+    from pytest_agentdrift.run import stdlib_guard, tamper
+    from pytest_agentdrift.run.runner import RunEvidence, copy_tree
+    from pytest_agentdrift.tasks import treesnap
+    from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
+
+    ev = copy.deepcopy(result["evidence"])  # grading adds to the budget it is given: the record's stays as recorded
+    start = root / "start"
+    copy_tree(spec.repo, start)
+    for rel in spec.hidden:
+        (start / rel).unlink()
+    before, after = treesnap.snapshot(start), treesnap.snapshot(work)
+    d = treesnap.diff(before, after)
+    d.added, leftovers = split_leftovers(
+        d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree)
+    )
+    changes = treesnap.render_changes(spec.repo, work, d, before, after)
+    harness = [e for e in events if e.get("source") == "harness"]
+    provided = stdlib_guard.fixture_provided(spec.initial_tree)
+    return RunEvidence(
+        task_id=spec.id,
+        rep=result["rep"],
+        root=root,
+        work=work,
+        argv=json.loads((raw / "argv.json").read_text()) if (raw / "argv.json").is_file() else [],
+        exit_code=ev.get("exit_code"),
+        timed_out=bool(ev.get("timed_out")),
+        launch_error=ev.get("launch_error"),
+        duration_s=float(ev.get("duration_s") or 0.0),
+        stdout=_text(raw / "stdout.txt"),
+        stderr=_text(raw / "stderr.txt"),
+        stdout_bytes=int(ev.get("stdout_bytes") or 0),
+        stderr_bytes=int(ev.get("stderr_bytes") or 0),
+        stdout_truncated=bool(ev.get("stdout_truncated")),
+        stderr_truncated=bool(ev.get("stderr_truncated")),
+        leftover_processes=int(ev.get("leftover_processes") or 0),
+        diff=d,
+        patch=changes.patch,
+        writes_outside=list(ev.get("writes_outside") or []),
+        git_mutations=list(ev.get("git_mutations") or []),
+        work_tree_deleted=bool(ev.get("work_tree_deleted")),
+        tamper={
+            **tamper.tamper_evidence(d, spec.protected),
+            "shadowing_modules": stdlib_guard.shadowing_modules(d.added, after, provided),
+        },
+        lockfile_changes=tamper.lockfile_changes(d),
+        network_attempts=[e for e in harness if e.get("type") == "network_attempt"],
+        credential_access=ev.get("credential_access"),
+        agent_events=[e for e in events if e.get("source") != "harness"],
+        event_problems=list(ev.get("event_problems") or []),
+        report=result.get("report"),
+        report_error=result.get("report_error"),
+        adapter_output=AdapterOutput(),
+        isolation=ev.get("isolation") or {},
+        start_commit=ev.get("start_commit"),
+        api_requests=[e for e in harness if e.get("type") == "api_request"],
+        network_policy=ev.get("network_policy"),
+        write_events=[e for e in harness if e.get("type") == "write"],
+        limits=ev.get("limits") or {},
+        resource_exceeded=list(ev.get("resource_exceeded") or []),
+        observation=ev.get("observation") or {},
+        leftovers=leftovers,
+        added_lines=changes.added,
+        unexamined=changes.unexamined,
+        undisplayable=changes.undisplayable,
+        harness_budget=ev.get("harness_budget") or {},
+        events_dropped=ev.get("events_dropped") or {},
+        credential_canary=ev.get("credential_canary") or {},
+        stopped=ev.get("stopped"),
+        overlay=ev.get("overlay"),
+    )
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+
+
+def _needs(check_kind: str) -> frozenset[str]:
+    return _NEEDS.get(check_kind, _DEFAULT_NEEDS)
+
+
+def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Grader, scratch: Path) -> dict[str, Any]:
+    """The run's entry graded again by the current checks of `spec` (kept as recorded when it was not graded)."""
+    from pytest_agentdrift.grade.scoring import score
+    from pytest_agentdrift.tasks.load import LAYERS
+
+    if result["outcome"] in _KEPT_OUTCOMES:
+        return result
+    lacks, doc = _lacking(record, result)
+    raw = record / result["raw"]
+    judged = [c for c in spec.checks if not _needs(c.kind) & set(lacks)]
+    skipped = [
+        (c, "; ".join(lacks[p] for p in sorted(_needs(c.kind) & set(lacks)))) for c in spec.checks if c not in judged
+    ]
+    functions = spec.function_files if not _FUNCTION_NEEDS & set(lacks) else ()
+    if spec.function_files and not functions:
+        why = "; ".join(lacks[p] for p in sorted(_FUNCTION_NEEDS & set(lacks)))
+        skipped += [(None, why)]
+    root = scratch / f"{spec.id}-r{result['rep']}-{secrets.token_hex(4)}"
+    work = root / "work"
+    root.mkdir(parents=True)
+    try:
+        if doc is not None and "tree" not in lacks:
+            finaltree.rebuild(spec, doc, lambda sha: finaltree.read_blob(record, sha), work, raw / finaltree.TREE_FILE)
+        else:  # no tree to grade: the frozen copy stands in, for the checks that do not read the tree
+            finaltree.rebuild(spec, {"entries": {}}, lambda sha: b"", work, raw / finaltree.TREE_FILE)
+        events = _read_events(raw / "events.jsonl") if "events" not in lacks else []
+        run = _evidence(spec, result, raw, work, root, events)
+        checks = grader.evaluate(dataclasses.replace(spec, checks=tuple(judged), function_files=functions), run)
+        scored = score(run, checks)
+    finally:
+        from pytest_agentdrift.tasks.fdtree import rmtree
+
+        rmtree(root)
+    new = {**result, **{k: scored[k] for k in _SCORED_KEYS}}
+    if skipped:
+        unjudged = [_not_regradable(c, why, result.get("report")) for c, why in skipped]
+        new["checks"] = [*scored["checks"], *unjudged]
+        layers_open = {c["layer"] for c in unjudged}
+        new["layers"] = {
+            layer: ("n/a" if layer in layers_open and new["layers"][layer] != "fail" else new["layers"][layer])
+            for layer in LAYERS
+        }
+        if new["outcome"] in ("passed", "failed"):
+            # the harness could not judge it: never a pass, and not the agent's failure either
+            new["outcome"], new["passed"], new["tampered_pass"] = "error", False, False
+            new["evidence"] = {
+                **result["evidence"],
+                "harness_error": "not regradable: " + unjudged[0]["not_regradable"],
+            }
+    return new
+
+
+def _not_regradable(check: Any, why: str, report: Any) -> dict[str, Any]:
+    name, kind, layer = (
+        (check.name, check.kind, check.layer) if check else ("pytest functions", "function", "correctness")
+    )
+    return {
+        "name": name,
+        "kind": kind,
+        "layer": layer,
+        "critical": bool(check.critical_for(report)) if check else False,
+        "passed": False,
+        "detail": f"not regradable: {why}",
+        "not_regradable": why,
+        "evidence": {},
+    }
+
+
+# ---- a whole record ---------------------------------------------------------------------------
+def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, source, checks_by_raw) -> None:
+    """NEW beside OUT in a temporary directory, renamed into place: the raw files and blobs of
+    the source record (each run's checks.json and run.json from the regrade), manifests, reports,
+    results.json last. The source record's comparison/ is not carried: it judged other grades."""
+    from pytest_agentdrift.record.html import record_page
+    from pytest_agentdrift.record.report import markdown
+    from pytest_agentdrift.record.store import RESULTS, atomic_write
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.regrading-", dir=out.parent))
+    try:
+        for name in ("raw", finaltree.BLOB_DIR):
+            if (record / name).is_dir():
+                shutil.copytree(record / name, tmp / name, symlinks=True)
+        if (record / "instruction-bundle.json").is_file():
+            shutil.copyfile(record / "instruction-bundle.json", tmp / "instruction-bundle.json")
+        for tid, task in results["tasks"].items():
+            for run in task["runs"]:
+                atomic_write(tmp / run["raw"] / "checks.json", dumps_pretty(run["checks"]))
+                meta = {k: v for k, v in task.items() if k != "runs"}
+                atomic_write(
+                    tmp / run["raw"] / "run.json",
+                    dumps_pretty({"task_id": tid, "rep": run["rep"], "meta": meta, "result": run}),
+                )
+        if manifest is not None:
+            atomic_write(tmp / MANIFEST_FILE, dumps_pretty(manifest))
+            atomic_write(tmp / SOURCE_MANIFEST_FILE, dumps_pretty(source))
+        atomic_write(tmp / "report.md", markdown(results))
+        atomic_write(tmp / "report.html", record_page(tmp, results))
+        atomic_write(tmp / RESULTS, dumps_pretty(results))
+        os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def provenance(results: dict[str, Any], grading_isolation: str) -> dict[str, Any]:
+    return {
+        "run_id": results["run_id"],
+        "evaluator_id": results.get("evaluator_id"),
+        "at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "grading_isolation": grading_isolation,
+        "from_regraded": results.get("regraded_from"),
+    }
+
+
+def regraded_results(
+    results: dict[str, Any], runs: dict[str, list[dict[str, Any]]], run_id: str, evaluator: str, task_set: str
+) -> dict[str, Any]:
+    from pytest_agentdrift.grade.scoring import summarise
+
+    tasks = {tid: {**t, "runs": runs[tid]} for tid, t in results["tasks"].items()}
+    return {
+        **results,
+        "run_id": run_id,
+        "evaluator_id": evaluator,
+        "task_set_id": task_set,
+        "tasks": tasks,
+        "summary": {**results["summary"], **summarise(tasks)},
+    }
