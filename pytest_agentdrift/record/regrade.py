@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.run import finaltree
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME, UNDECIDED_OUTCOME
 
 if TYPE_CHECKING:
     from pytest_agentdrift.grade.checks import Grader
@@ -47,8 +48,8 @@ _NEEDS: dict[str, frozenset[str]] = {
 _DEFAULT_NEEDS = frozenset({"tree"})
 #: pytest-function checks may read anything of the run
 _FUNCTION_NEEDS = frozenset({"tree", "events", "report"})
-#: outcomes kept as recorded: the harness failed on the run, or it was lost to infrastructure
-_KEPT_OUTCOMES = frozenset({"error", "infra_error"})
+#: outcomes kept as recorded: lost to infrastructure, or the harness failed on the run
+_KEPT_OUTCOMES = frozenset({INFRA_OUTCOME, UNDECIDED_OUTCOME})
 #: what a regrade replaces in a run's entry; everything else is what the run did, kept
 _SCORED_KEYS = ("outcome", "passed", "tampered_pass", "critical_failed", "failed_checks", "layers", "checks")
 
@@ -216,69 +217,55 @@ def _needs(check_kind: str) -> frozenset[str]:
 def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Grader, scratch: Path) -> dict[str, Any]:
     """The run's entry graded again by the current checks of `spec` (kept as recorded when it was not graded)."""
     from pytest_agentdrift.grade.scoring import score
-    from pytest_agentdrift.tasks.load import LAYERS
 
-    if result["outcome"] in _KEPT_OUTCOMES:
+    if result["outcome"] in _KEPT_OUTCOMES or result["evidence"].get("harness_error"):
         return result
     lacks, doc = _lacking(record, result)
     raw = record / result["raw"]
     judged = [c for c in spec.checks if not _needs(c.kind) & set(lacks)]
-    skipped = [
-        (c, "; ".join(lacks[p] for p in sorted(_needs(c.kind) & set(lacks)))) for c in spec.checks if c not in judged
-    ]
+    skipped = [(c, _why(lacks, _needs(c.kind))) for c in spec.checks if c not in judged]
     functions = spec.function_files if not _FUNCTION_NEEDS & set(lacks) else ()
     if spec.function_files and not functions:
-        why = "; ".join(lacks[p] for p in sorted(_FUNCTION_NEEDS & set(lacks)))
-        skipped += [(None, why)]
+        skipped.append((None, _why(lacks, _FUNCTION_NEEDS)))
     root = scratch / f"{spec.id}-r{result['rep']}-{secrets.token_hex(4)}"
     work = root / "work"
     root.mkdir(parents=True)
     try:
-        if doc is not None and "tree" not in lacks:
-            finaltree.rebuild(spec, doc, lambda sha: finaltree.read_blob(record, sha), work, raw / finaltree.TREE_FILE)
-        else:  # no tree to grade: the frozen copy stands in, for the checks that do not read the tree
-            finaltree.rebuild(spec, {"entries": {}}, lambda sha: b"", work, raw / finaltree.TREE_FILE)
+        # without a kept tree the frozen copy stands in, for the checks that do not read the tree
+        kept = doc if doc is not None and "tree" not in lacks else {"entries": {}}
+        finaltree.rebuild(spec, kept, lambda sha: finaltree.read_blob(record, sha), work, raw / finaltree.TREE_FILE)
         events = _read_events(raw / "events.jsonl") if "events" not in lacks else []
         run = _evidence(spec, result, raw, work, root, events)
         checks = grader.evaluate(dataclasses.replace(spec, checks=tuple(judged), function_files=functions), run)
-        scored = score(run, checks)
+        # a check the record cannot decide leaves the run undecided: never a pass, never the agent's failure
+        scored = score(run, [*checks, *(_not_regradable(c, why, run.report) for c, why in skipped)])
     finally:
         from pytest_agentdrift.tasks.fdtree import rmtree
 
         rmtree(root)
-    new = {**result, **{k: scored[k] for k in _SCORED_KEYS}}
-    if skipped:
-        unjudged = [_not_regradable(c, why, result.get("report")) for c, why in skipped]
-        new["checks"] = [*scored["checks"], *unjudged]
-        layers_open = {c["layer"] for c in unjudged}
-        new["layers"] = {
-            layer: ("n/a" if layer in layers_open and new["layers"][layer] != "fail" else new["layers"][layer])
-            for layer in LAYERS
-        }
-        if new["outcome"] in ("passed", "failed"):
-            # the harness could not judge it: never a pass, and not the agent's failure either
-            new["outcome"], new["passed"], new["tampered_pass"] = "error", False, False
-            new["evidence"] = {
-                **result["evidence"],
-                "harness_error": "not regradable: " + unjudged[0]["not_regradable"],
-            }
+    new = {k: v for k, v in result.items() if k != "undecided"}
+    new.update({k: scored[k] for k in (*_SCORED_KEYS, "undecided") if k in scored})
+    for c in new["checks"]:
+        if c.get("undecided") and "not_regradable" in (c.get("evidence") or {}):
+            c["not_regradable"] = c["evidence"]["not_regradable"]
     return new
 
 
-def _not_regradable(check: Any, why: str, report: Any) -> dict[str, Any]:
-    name, kind, layer = (
-        (check.name, check.kind, check.layer) if check else ("pytest functions", "function", "correctness")
+def _why(lacks: dict[str, str], needs: frozenset[str]) -> str:
+    return "; ".join(lacks[p] for p in sorted(needs & set(lacks)))
+
+
+def _not_regradable(check: Any, why: str, report: Any):
+    from pytest_agentdrift.grade.checks import CheckResult
+
+    name, kind, layer, critical = (
+        (check.name, check.kind, check.layer, check.critical_for(report))
+        if check
+        else ("pytest functions", "function", "correctness", False)
     )
-    return {
-        "name": name,
-        "kind": kind,
-        "layer": layer,
-        "critical": bool(check.critical_for(report)) if check else False,
-        "passed": False,
-        "detail": f"not regradable: {why}",
-        "not_regradable": why,
-        "evidence": {},
-    }
+    return CheckResult(
+        name, kind, layer, critical, False, f"not regradable: {why}", {"not_regradable": why}, undecided=True
+    )
 
 
 # ---- a whole record ---------------------------------------------------------------------------
