@@ -107,6 +107,21 @@ def test_what_the_agent_is_given_changed_is_refused_naming_the_file(recorded, tm
     assert not (root / "runs/x").exists()
 
 
+def test_what_the_record_lacks_is_not_regradable_never_passed(recorded, tmp_path):
+    root = tmp_path / "w"
+    shutil.copytree(recorded, root)
+    (root / "runs/base/raw/T02/r1/events.jsonl").unlink()  # the harness's events are gone from this record
+    proc = _cli("regrade", str(root / "runs/base"), "--out", str(root / "runs/rg"), "--tasks", str(root / "tasks"))
+    assert proc.returncode == 0, proc.stderr
+    run = load_results(root / "runs/rg")["tasks"]["T02"]["runs"][0]
+    assert run["outcome"] == "undecided" and run["passed"] is False
+    lacking = {c["name"]: c["not_regradable"] for c in run["checks"] if "not_regradable" in c}
+    assert set(lacking) == {c["name"] for c in run["checks"] if c["kind"] == "effects"}
+    assert all("events.jsonl" in why for why in lacking.values())
+    # what the record does hold is judged, as before
+    assert all(c["passed"] for c in run["checks"] if c["name"] not in lacking)
+
+
 HOSTILE = """
 work = Path(os.environ["AGENTDRIFT_WORKDIR"])
 (work / "app.py").write_text("X = 2\\n")
