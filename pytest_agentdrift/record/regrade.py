@@ -68,7 +68,11 @@ def given_differences(record: Path, results: dict[str, Any], specs: dict[str, Ta
             problems.append(f"{tid}: what the agent is given differs, and the record has no {SOURCE_MANIFEST_FILE}")
             continue
         recorded = {f["path"][len(tid) + 1 :]: f for f in source if f["path"].startswith(tid + "/")}
-        now = {e[0]: e for e in directory_listing(spec.path) if e[0] not in DERIVED_FILES and given_path(spec, e[0])}
+        now = {
+            e[0]: e
+            for e in directory_listing(spec.path)
+            if e[1] in ("file", "exec", "link") and e[0] not in DERIVED_FILES and given_path(spec, e[0])
+        }
         names = sorted({*now, *(r for r in recorded if r not in DERIVED_FILES and given_path(spec, r))})
         for rel in names:
             was, cur = recorded.get(rel), now.get(rel)
