@@ -403,15 +403,20 @@ def install_prefix(real: str) -> str | None:
     return None
 
 
-def _shebang(path: str) -> str | None:
+def _shebang_words(path: str) -> list[str]:
+    """The words of a script's `#!` line ([] for a binary or an unreadable file)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(256)
     except OSError:
-        return None
+        return []
     if not head.startswith(b"#!"):
-        return None
-    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+        return []
+    return head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+
+
+def _shebang(path: str) -> str | None:
+    words = _shebang_words(path)
     if not words:
         return None
     if os.path.basename(words[0]) == "env":
@@ -420,27 +425,126 @@ def _shebang(path: str) -> str | None:
     return words[0]
 
 
-def executable_paths(exe: str, path_env: str | None, _depth: int = 0) -> list[tuple[str, str]]:
+# ---- version managers: a shim is not the program it starts ---------------------------------
+#: a shim script that execs its manager, `exec "<root>/libexec/pyenv" exec "$program" "$@"`
+#: (pyenv, rbenv, nodenv, asdf, ...): it runs only where the whole manager is visible
+_EXEC_SHIM = re.compile(r'^\s*exec\s+"?([^"\s]+)"?\s+exec\s', re.M)
+#: managers whose shims are links to the manager's own binary (it reads argv[0]): link target -> manager
+_LINK_SHIMS = {"mise": "mise", "rtx": "rtx", "volta-shim": "volta"}
+
+
+@dataclass(frozen=True)
+class Program:
+    """What a command's first word runs on this host."""
+
+    found: str  # where PATH (or the command itself) points
+    path: str  # what really runs: `found`, or what a version manager's shim starts
+    manager: str | None = None  # the version manager whose shim `found` is
+    problem: str | None = None  # why a shim could not be resolved
+
+
+def shim_manager(found: str, path_env: str | None) -> str | None:
+    """The version manager `found` is a shim of (its executable), or None for a real program."""
+    real = _real(found)
+    if os.path.islink(found) and os.path.basename(real) in _LINK_SHIMS:
+        name = _LINK_SHIMS[os.path.basename(real)]
+        sibling = os.path.join(os.path.dirname(real), name)
+        return sibling if os.path.isfile(sibling) else shutil.which(name, path=path_env) or real
+    if os.path.basename(_shebang(real) or "") not in ("sh", "bash", "dash", "zsh"):
+        return None
+    try:
+        with open(real, "rb") as fh:
+            text = fh.read(8192).decode("utf-8", "replace")
+    except OSError:
+        return None
+    m = _EXEC_SHIM.search(text)
+    if m is None or "$" in m.group(1):
+        return None
+    manager = m.group(1)
+    return manager if "/" in manager else shutil.which(manager, path=path_env) or manager
+
+
+@lru_cache(maxsize=64)
+def resolve_program(exe: str, path_env: str | None) -> Program | None:
+    """Where `exe` points and what really runs (a shim asked with its manager's `which`, in
+    the session's own directory and environment: a .python-version there counts); None
+    when there is no such program."""
+    import subprocess
+
+    found = exe if "/" in exe else shutil.which(exe, path=path_env)
+    if not found or not os.path.exists(found):
+        return None
+    found = os.path.abspath(found)
+    manager = shim_manager(found, path_env)
+    if manager is None:
+        return Program(found, found)
+    name = os.path.basename(found)
+    argv = [manager, "which", name]
+    try:
+        out = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PATH": path_env or os.environ.get("PATH", "")},
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Program(found, found, manager, f"`{' '.join(argv)}` could not run: {exc}")
+    lines = out.stdout.strip().splitlines()
+    path = lines[-1].strip() if lines else ""
+    if out.returncode != 0 or not os.path.isabs(path) or not os.path.isfile(path):
+        why = (out.stderr.strip().splitlines() or out.stdout.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+        return Program(found, found, manager, f"`{' '.join(argv)}` named no program: {why}")
+    return Program(found, os.path.abspath(path), manager)
+
+
+def host_argv(argv: list[str], path_env: str | None) -> list[str]:
+    """`argv` with its program named as the host runs it: a shim replaced by what it starts,
+    a script whose shebang is `env NAME` started by the NAME the host's PATH finds (inside
+    the sandbox the PATH starts with the task's toolchain, which is not the agent's)."""
+    if not argv or "{" in argv[0]:
+        return list(argv)
+    prog = resolve_program(argv[0], path_env)
+    if prog is None or prog.problem:
+        return list(argv)
+    words = _shebang_words(_real(prog.path))
+    if len(words) == 2 and os.path.basename(words[0]) == "env" and not words[1].startswith("-"):
+        interp = resolve_program(words[1], path_env)
+        if interp is not None and not interp.problem:
+            return [interp.path, prog.path, *argv[1:]]
+    return [prog.path, *argv[1:]]
+
+
+def executable_paths(
+    exe: str, path_env: str | None, _depth: int = 0, _name: str | None = None
+) -> list[tuple[str, str]]:
     """What running `exe` needs beyond the system: (path, why) pairs.
 
     The file (and each link on the way to it), its install prefix, a virtual
     environment's base installation, and the same for a script's interpreter.
+    A version manager's shim is replaced by the program it starts (the shim
+    itself needs the whole manager, and the sandbox shows no home).
     """
-    found = exe if "/" in exe else shutil.which(exe, path=path_env)
-    if not found or not os.path.exists(found) or _depth > 3:
+    prog = resolve_program(exe, path_env) if _depth <= 3 else None
+    if prog is None or prog.problem:
         return []
+    name = _name or exe
+    if prog.manager is not None:
+        how = f"{name} (a shim of {os.path.basename(prog.manager)}, {prog.found}, resolved)"
+        return executable_paths(prog.path, path_env, _depth + 1, how)
     out: list[tuple[str, str]] = []
-    p = os.path.abspath(found)
+    p = prog.found
     for _ in range(40):
         if not os.path.islink(p):
             break
-        out.append((p, f"link to {exe}"))
+        out.append((p, f"link to {name}"))
         p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
-    real = _real(found)
-    out.append((real, f"executable {exe}"))
+    real = _real(prog.found)
+    out.append((real, f"executable {name}"))
     prefix = install_prefix(real)
     if prefix:
-        out.append((prefix, f"install prefix of {exe}"))
+        out.append((prefix, f"install prefix of {name}"))
         cfg = os.path.join(prefix, "pyvenv.cfg")
         if os.path.isfile(cfg):
             for line in Path(cfg).read_text(encoding="utf-8", errors="replace").splitlines():
@@ -455,13 +559,17 @@ def executable_paths(exe: str, path_env: str | None, _depth: int = 0) -> list[tu
     return out
 
 
-def agent_paths(adapter, env: Mapping[str, str]) -> list[tuple[str, str]]:
+def agent_paths(
+    adapter, env: Mapping[str, str], hidden: Iterable[str | os.PathLike[str]] = ()
+) -> list[tuple[str, str]]:
     """(path, why) an adapter's agent reads under bubblewrap: the program its argv starts (with
     its install prefix, or a script's interpreter), every existing absolute path the argv names,
-    and what the adapter adds (`sandbox_paths`)."""
+    the directory of a program file it names (the agent's own code: a module beside it), and
+    what the adapter adds (`sandbox_paths`)."""
     argv = adapter.argv_template()
     first = [] if not argv or "{" in argv[0] else executable_paths(argv[0], env_path(env))
-    return [*first, *named_paths(argv[1:]), *adapter.sandbox_paths(dict(env))]
+    named = named_paths(argv[1:])
+    return [*first, *named, *code_dirs(named, hidden), *adapter.sandbox_paths(dict(env))]
 
 
 def named_paths(argv: Iterable[str]) -> list[tuple[str, str]]:
@@ -472,6 +580,53 @@ def named_paths(argv: Iterable[str]) -> list[tuple[str, str]]:
             if value.startswith("/") and "{" not in value and os.path.exists(value):
                 out.append((value, "named by the agent command"))
     return out
+
+
+def code_dirs(named: Iterable[tuple[str, str]], hidden: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]]:
+    """The directory of each file the command names, where it may be shown: never a hidden path
+    or a directory above one (the project itself, the records), a home or above, the temporary
+    directory or the root; those stay hidden and `hidden_imports` says what the agent misses."""
+    out = []
+    for path, _ in named:
+        if os.path.isfile(path) and code_dir_shown(os.path.dirname(_real(path)), hidden):
+            out.append((os.path.dirname(_real(path)), "the agent's own code directory"))
+    return out
+
+
+def code_dir_shown(directory: str, hidden: Iterable[str | os.PathLike[str]]) -> bool:
+    import tempfile
+
+    tops = [_real(h) for h in hidden if h] + [_real(tempfile.gettempdir())]
+    return (
+        directory not in ("/", "/usr", "/usr/local")
+        and not _is_home_or_above(directory)
+        and not any(_within(top, directory) for top in tops)
+    )
+
+
+def hidden_imports(named: Iterable[tuple[str, str]], hidden: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """Modules beside a Python file the command names that the file imports, where that file's
+    directory stays hidden: the agent would stop at its first import (ModuleNotFoundError)."""
+    import ast
+
+    hidden = list(hidden)
+    missing: list[str] = []
+    for path, _ in named:
+        directory = os.path.dirname(_real(path))
+        if not path.endswith(".py") or not os.path.isfile(path) or code_dir_shown(directory, hidden):
+            continue
+        try:
+            tree = ast.parse(Path(path).read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        for name in sorted(names):
+            for cand in (os.path.join(directory, name + ".py"), os.path.join(directory, name)):
+                if os.path.exists(cand) and cand != _real(path):
+                    missing.append(cand)
+                    break
+    return missing
 
 
 def beyond_runtime(additions: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

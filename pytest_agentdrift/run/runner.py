@@ -378,7 +378,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # files and checks are hidden from it (only the reference agent reads them).
     task_file = harness / "task.md"
     task_file.write_text(spec.text, encoding="utf-8")
-    additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ), *settings.mounts])
+    hidden = [base, spec.path, *settings.hidden]
+    additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ, hidden), *settings.mounts])
     if adapter.needs_task_dir:
         additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
     ctx = RunContext(
@@ -389,7 +390,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         workdir=work,
         options=dict(settings.agent_options),
     )
-    argv = adapter.build_argv(ctx)
+    # a version manager's shim, or `env python3`, named as the host runs it (the sandbox shows neither)
+    argv = mountplan.host_argv(adapter.build_argv(ctx), mountplan.env_path(os.environ))
     bundle = copy_runtime_bundle(
         adapter, box / "home", Path.home(), dict(os.environ), credentials_only=settings.overlay is not None
     )

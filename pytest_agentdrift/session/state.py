@@ -136,6 +136,28 @@ class TaskRunner:
         exe = adapter.executable() if adapter else None
         if exe and not shutil.which(exe) and not Path(exe).is_file():
             raise AgentDriftError(f"agent executable {exe!r} was not found on PATH (agent {adapter.name!r})")
+        if adapter is not None and self.isolation.mode == "bwrap":
+            self.check_agent_visible(adapter)
+
+    def check_agent_visible(self, adapter: AgentAdapter) -> None:
+        """What the agent needs and the sandbox would hide stops the session before its first task:
+        a shim no manager resolves, a module beside the agent's script in a hidden directory."""
+        from pytest_agentdrift.run import mountplan
+
+        argv = adapter.argv_template()
+        prog = mountplan.resolve_program(argv[0], mountplan.env_path(os.environ)) if "{" not in argv[0] else None
+        if prog is not None and prog.problem:
+            raise AgentDriftError(
+                f"the agent's program {prog.found} is a shim of {prog.manager}, which the sandbox hides, and "
+                f"{prog.problem}; name the real program in --agent-cmd"
+            )
+        missing = mountplan.hidden_imports(mountplan.named_paths(argv[1:]), self.hidden_paths())
+        if missing:
+            raise AgentDriftError(
+                f"the agent imports {missing[0]}, which the sandbox hides (its directory is, or holds, the "
+                f"project, a home or the records); show it with --agent-mount {missing[0]}, "
+                "or keep the agent in a directory of its own"
+            )
 
     def probe_agent_version(self) -> str:
         import subprocess
@@ -197,7 +219,7 @@ class TaskRunner:
         if self._mounts is None:
             from pytest_agentdrift.run import mountplan
 
-            adds = mountplan.agent_paths(self.adapter, os.environ) if self.adapter else []
+            adds = mountplan.agent_paths(self.adapter, os.environ, self.hidden_paths()) if self.adapter else []
             self._mounts = mountplan.beyond_runtime([*adds, *self.option_mounts()])
         return self._mounts
 

@@ -14,6 +14,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -172,3 +173,98 @@ def test_a_command_agent_calls_its_https_api_through_allow_host(pytester, tmp_pa
     assert run["critical_failed"] == [] and result.ret == 0
     manifest = json.loads((pytester.path / "runs" / "r" / "runtime-manifest.json").read_text())
     assert host in manifest["identity"]["isolation"]["network_allowlist"]
+
+
+# ---- the agent's program as users install it --------------------------------------------------------
+def _version_manager(home: Path, kind: str) -> Path:
+    """A version manager's tree under `home` (which the sandbox hides): its shims directory,
+    the manager, and one installed 'Python' (a wrapper that marks what started it)."""
+    root = home / f".{kind}"
+    version = root / "versions" / "3.99" / "bin"
+    version.mkdir(parents=True)
+    python = version / "python3"
+    python.write_text(f'#!/bin/sh\nexport STARTED_BY="{kind} 3.99"\nexec {sys.executable} "$@"\n')
+    manager = root / ("libexec/pyenv" if kind == "pyenv" else f"bin/{kind}")
+    manager.parent.mkdir(parents=True)
+    manager.write_text(
+        "#!/bin/sh\n"
+        'cmd="$1"; [ $# -gt 0 ] && shift\n'
+        f'case "$cmd" in which) echo "{version}/$1" ;; exec) p="$1"; shift; exec "{version}/$p" "$@" ;;\n'
+        f'*) p="$(basename "$0")"; exec "{version}/$p" "$cmd" "$@" ;; esac\n'
+    )
+    shims = root / "shims"
+    shims.mkdir()
+    for p in (python, manager):
+        p.chmod(0o755)
+    if kind == "mise":  # mise's shims are links to its own binary, which reads its name from argv[0]
+        (shims / "python3").symlink_to(manager)
+    else:  # pyenv's and asdf's are scripts that exec the manager (as they write them)
+        quoted = f'"{manager}"' if kind == "pyenv" else str(manager)
+        (shims / "python3").write_text(f'#!/usr/bin/env bash\nset -e\nexec {quoted} exec "python3" "$@"\n')
+        (shims / "python3").chmod(0o755)
+    return shims
+
+
+REPORTS_ITS_PYTHON = """
+report("complete", summary="started", answer=os.environ.get("STARTED_BY", "not by a version manager"))
+"""
+
+
+@pytest.mark.parametrize("kind", ["pyenv", "asdf", "mise"])
+def test_python3_from_a_version_managers_shim_under_a_hidden_home(pytester, monkeypatch, kind):
+    from pytest_agentdrift.testing import make_task
+
+    shims = _version_manager(pytester.path / "home", kind)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    agent_script(pytester.path / "agent.py", REPORTS_ITS_PYTHON)
+    make_task(pytester.path, "S01")
+    result = _session(pytester, "--agent-cmd", "python3 agent.py", "--agent-record", "runs/r")
+    run = _only_run(pytester.path / "runs" / "r", "S01")
+    assert run["evidence"]["exit_code"] == 0, result.stdout.str()[-3000:]
+    assert run["report"]["answer"] == f"{kind} 3.99"
+    additions = run["evidence"]["isolation"]["additions"]
+    assert any(f"a shim of {kind}" in a["why"] for a in additions), additions
+    assert not any(a["path"].startswith(str(shims)) for a in additions), additions  # the shim itself is not shown
+    assert result.ret == 0
+
+
+HELPERS = """
+def plan():
+    return "read the task, run the tests"
+"""
+
+MAIN = """
+import helpers  # a module beside this file: the agent's own code
+report("complete", summary=helpers.plan())
+"""
+
+
+def test_an_agent_of_two_files_runs_with_no_flags(pytester):
+    from pytest_agentdrift.testing import make_task
+
+    (pytester.path / "my_agent").mkdir()
+    (pytester.path / "my_agent" / "helpers.py").write_text(HELPERS)
+    agent_script(pytester.path / "my_agent" / "main.py", MAIN)
+    make_task(pytester.path, "S01")
+    result = _session(pytester, "--agent-cmd", "python3 my_agent/main.py", "--agent-record", "runs/r")
+    run = _only_run(pytester.path / "runs" / "r", "S01")
+    assert run["report"] and run["report"]["summary"] == "read the task, run the tests", result.stdout.str()[-3000:]
+    additions = run["evidence"]["isolation"]["additions"]
+    assert {"path": str(pytester.path / "my_agent"), "why": "the agent's own code directory"} in additions
+    # the project around it stays hidden
+    assert not any(a["path"] == str(pytester.path) for a in additions)
+    assert result.ret == 0
+
+
+def test_an_agent_whose_module_stays_hidden_stops_before_the_first_task(pytester):
+    from pytest_agentdrift.testing import make_task
+
+    (pytester.path / "helpers.py").write_text(HELPERS)
+    agent_script(pytester.path / "agent.py", MAIN)  # beside it: the project root, which stays hidden
+    make_task(pytester.path, "S01")
+    result = _session(pytester, "--agent-cmd", "python3 agent.py", "--agent-record", "runs/r")
+    assert result.ret == 4
+    out = result.stdout.str() + result.stderr.str()
+    line = next(ln for ln in out.splitlines() if "helpers.py" in ln)
+    assert f"--agent-mount {pytester.path / 'helpers.py'}" in line, line
+    assert "Traceback" not in out and not (pytester.path / "runs" / "r" / "results.json").exists()

@@ -178,6 +178,9 @@ def test_a_command_adapter_names_its_script_and_config(tmp_path):
     assert str(script) in paths and str(cfg) in paths
     # what the harness runtime shows anyway is not an addition
     beyond = dict(mountplan.beyond_runtime(mountplan.agent_paths(adapter, os.environ)))
+    assert set(beyond) == {str(script), str(cfg), str(tmp_path)}  # tmp_path: the agent's own code directory
+    # unless that directory is, or holds, what the sandbox hides
+    beyond = dict(mountplan.beyond_runtime(mountplan.agent_paths(adapter, os.environ, [tmp_path / "runs"])))
     assert set(beyond) == {str(script), str(cfg)}
 
 
@@ -404,3 +407,59 @@ def test_the_toolchain_wrappers_run_this_python(tmp_path):
         )
         assert out.returncode == 0 and out.stdout.strip() == sys.prefix, out
     assert toolchain.describe()["pytest"] == pytest.__version__
+
+
+# ---- what a command's first word really runs ----------------------------------------------------
+def _exec_shim(tmp_path: Path) -> tuple[Path, Path]:
+    """A pyenv-style shim (a script that execs its manager) and the program its manager names."""
+    real = tmp_path / "versions" / "1.0" / "bin" / "tool"
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/usr/bin/env python3\nprint('tool')\n")
+    manager = tmp_path / "libexec" / "mgr"
+    manager.parent.mkdir()
+    manager.write_text(f'#!/bin/sh\n[ "$1" = which ] && echo "{real.parent}/$2" || exit 3\n')
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "tool").write_text(f'#!/usr/bin/env bash\nexec "{manager}" exec "$program" "$@"\n')
+    for p in (real, manager, shims / "tool"):
+        p.chmod(0o755)
+    return shims, real
+
+
+def test_a_shim_resolves_to_what_its_manager_runs(tmp_path):
+    shims, real = _exec_shim(tmp_path)
+    path_env = f"{shims}:/usr/bin:/bin"
+    prog = mountplan.resolve_program("tool", path_env)
+    assert (prog.found, prog.path, prog.problem) == (str(shims / "tool"), str(real), None)
+    assert prog.manager == str(tmp_path / "libexec" / "mgr")
+    # the shim is never shown (it needs the whole manager); what it runs is, with its install prefix
+    paths = dict(mountplan.executable_paths("tool", path_env))
+    assert str(shims / "tool") not in paths and str(real) in paths and str(real.parent.parent) in paths
+    assert "a shim of mgr" in paths[str(real)]
+    # a script whose shebang is `env NAME` is started by the NAME the host's PATH finds
+    python3 = mountplan.resolve_program("python3", path_env).path
+    assert mountplan.host_argv(["tool", "-x"], path_env) == [python3, str(real), "-x"]
+    assert mountplan.host_argv(["{workdir}/x"], path_env) == ["{workdir}/x"]
+
+
+def test_a_shim_its_manager_cannot_resolve_is_a_problem_not_a_program(tmp_path):
+    shims, real = _exec_shim(tmp_path)
+    (tmp_path / "libexec" / "mgr").write_text("#!/bin/sh\necho 'mgr: tool: command not found' >&2\nexit 127\n")
+    prog = mountplan.resolve_program("tool", f"{shims}:/usr/bin")
+    assert prog.problem and "command not found" in prog.problem
+    assert mountplan.executable_paths("tool", f"{shims}:/usr/bin") == []
+
+
+def test_the_agents_code_directory_is_shown_unless_it_is_or_holds_a_hidden_path(tmp_path):
+    project = tmp_path / "project"
+    (project / "my_agent").mkdir(parents=True)
+    main = project / "my_agent" / "main.py"
+    main.write_text("import helpers\nimport json\n")
+    (project / "my_agent" / "helpers.py").write_text("")
+    top = project / "agent.py"
+    top.write_text("import helpers\nfrom tools.x import y\nimport json\n")
+    (project / "helpers.py").write_text("")
+    (project / "tools").mkdir()
+    named = mountplan.named_paths([str(main), str(top)])
+    assert mountplan.code_dirs(named, [project]) == [(str(project / "my_agent"), "the agent's own code directory")]
+    assert mountplan.hidden_imports(named, [project]) == [str(project / "helpers.py"), str(project / "tools")]
