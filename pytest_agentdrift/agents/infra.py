@@ -33,7 +33,7 @@ INFRA_CLASSES = (
     "configuration",  # the product's configuration cannot work (unknown model, ...)
     "network",  # the provider could not be reached (DNS, refused, stream cut)
     "crashed",  # the CLI exited non-zero before the model answered
-    "launch_failed",  # the harness could not start the command
+    "launch_failed",  # the harness could not start the command, or it never started (exit 127, no module)
 )
 
 #: classes that will repeat on every run: the session stops instead of burning the suite
@@ -183,6 +183,47 @@ def launch_failed(message: str) -> dict[str, Any]:
     return infra_error("launch_failed", message, "harness")
 
 
+#: what a program that never started says last: a missing interpreter or module, a script that
+#: does not parse (Python, node, the shells and the kernel's own words)
+_STARTUP_FAILURE = re.compile(
+    r"^(ModuleNotFoundError|ImportError|SyntaxError|IndentationError): "
+    r"|can't open file |bad interpreter|exec format error|command not found$|: not found$"
+    r"|No such file or directory$|^Error: Cannot find module |^ERR_MODULE_NOT_FOUND",
+    re.M,
+)
+
+#: exit statuses of a program the shell or `env` could not start (not executable, not found)
+NOT_STARTED_STATUSES = (126, 127)
+
+#: lines of a crashed agent's stderr shown with its result
+CRASH_TAIL_LINES = 12
+
+
+def stderr_tail(stderr: bytes | str | None, lines: int = CRASH_TAIL_LINES) -> list[str]:
+    """The last non-empty lines of an agent's stderr (the traceback's end, the provider's error)."""
+    text = stderr[-16_000:].decode("utf-8", "replace") if isinstance(stderr, bytes) else str(stderr or "")[-16_000:]
+    kept = [ln.rstrip()[:MAX_EVIDENCE] for ln in text.splitlines() if ln.strip() and not ln.startswith("[agentdrift:")]
+    return kept[-lines:]
+
+
+def failed_to_start(exit_code: int | None, stderr: bytes | str | None, acted: bool) -> dict[str, Any] | None:
+    """A program that never started: it exited non-zero before any action of the agent (no event,
+    no report, no change, no request), with the status of a command the shell could not start or
+    the last words of a missing interpreter or module. A setup error of the session, never a
+    scored failure of the agent: it will repeat on every run."""
+    if acted or exit_code in (None, 0):
+        return None
+    tail = stderr_tail(stderr, 40)
+    if exit_code not in NOT_STARTED_STATUSES and not _STARTUP_FAILURE.search("\n".join(tail)):
+        return None
+    return infra_error(
+        "launch_failed",
+        f"the agent's program could not start (exit {exit_code}): {tail[-1] if tail else 'no message'}",
+        "harness",
+        exit_code=exit_code,
+    )
+
+
 def from_report(obj: Any) -> dict[str, Any] | None:
     """The generic protocol: `{"status": "infra_error", "infra_class": ..., "summary": ...}`.
 
@@ -250,6 +291,8 @@ __all__ = [
     "classify_message",
     "crashed_before_answer",
     "launch_failed",
+    "failed_to_start",
+    "stderr_tail",
     "from_report",
     "judge",
     "describe",

@@ -69,9 +69,10 @@ def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:
     # long runs (agents/infra.py): a run lost to the provider or the machine is not the agent's
     # failure, unless the harness saw it do something unsafe or it reported the loss itself
     # after changing files
+    unsafe = unsafe_effects(run, tampered)
     infra = judge(
         getattr(run, "infra_error", None),
-        unsafe=unsafe_effects(run, tampered),
+        unsafe=unsafe,
         changed_anything=bool(run.diff.changed or run.writes_outside or run.git_mutations),
     )
     undecided = undecided_reasons(run, checks)
@@ -90,6 +91,10 @@ def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:
         outcome = "timeout"
     elif getattr(run, "stopped", None):
         outcome = OVER_BUDGET_OUTCOME  # run/budget.py: stopped for going over its per-run budget
+    elif getattr(run, "crash", None) and not unsafe:
+        # it ended without its final report: the run's error, its stderr's last lines with it;
+        # a crash after something unsafe stays the agent's scored failure
+        outcome = "error"
     else:
         outcome = "passed" if not failed and not tampered else "failed"
     layers: dict[str, str] = {}

@@ -1081,6 +1081,12 @@ def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str)
         facts.append(("timed out", "yes: the process tree was killed"))
     if ev.get("launch_error"):
         facts.append(("launch error", esc(ev["launch_error"])))
+    if ev.get("crash"):
+        crash = ev["crash"]
+        tail = "\n".join(str(ln) for ln in crash.get("stderr_tail") or []) or "(nothing on stderr)"
+        facts.append(
+            ("crash", f"exit {esc(crash.get('exit_code'))}, no final report<pre>{esc(tail, block=True)}</pre>")
+        )
     if run.get("model_stamp"):
         facts.append(("model stamp", _code(run["model_stamp"])))
     usage = {k: v for k, v in (run.get("usage") or {}).items() if v is not None}

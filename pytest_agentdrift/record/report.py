@@ -31,6 +31,8 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         lines.append(f"  UNDECIDED (the harness could not judge this run; never a pass): {reason}")
     if ev.get("launch_error"):
         lines.append(f"  the agent could not be started: {ev['launch_error']}")
+    if ev.get("crash"):
+        lines.extend(crash_lines(ev["crash"]))
     if ev.get("timed_out"):
         lines.append(f"  the agent timed out after {ev['duration_s']:.1f}s; its process tree was killed")
     for key in ev.get("resource_exceeded") or ():
@@ -79,6 +81,15 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         lines.append(f"  final report: status {result['report']['status']!r}")
     lines.append(f"  raw artifacts: {result.get('raw', '(not recorded)')}")
     return "\n".join(lines)
+
+
+def crash_lines(crash: dict[str, Any]) -> list[str]:
+    """A crashed agent: its exit status and the last lines of its stderr, as they were."""
+    tail = crash.get("stderr_tail") or []
+    head = f"  the agent crashed: exit {crash.get('exit_code')}, no final report"
+    return [head + ("; the last lines of its stderr:" if tail else "; it wrote nothing to stderr")] + [
+        "      | " + ln for ln in tail
+    ]
 
 
 def _budget_lines(ev: dict[str, Any]) -> list[str]:
@@ -364,6 +375,10 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
                 if tail:
                     md += ["", "    ```", *("    " + ln for ln in str(tail).splitlines()[-15:]), "    ```", ""]
             ev = r["evidence"]
+            if ev.get("crash"):
+                head, *tail = crash_lines(ev["crash"])
+                md.append("  - " + head.strip())
+                md += ["", "    ```", *("    " + ln.strip()[2:] for ln in tail), "    ```", ""] if tail else []
             md.extend("  - " + line.strip() for line in _budget_lines(ev))
             if ev.get("overlay"):
                 placed = sorted([*ev["overlay"]["placed"], *ev["overlay"]["replaced"]])

@@ -98,8 +98,9 @@ ETC_ALLOW = (
 #: directories that exist in the sandbox, empty and read-only
 EMPTY_DIRS = ("/tmp", "/var", "/var/tmp", "/home", "/root", "/run", "/srv", "/mnt", "/media", "/opt")
 
-#: kinds of Mount, in the words of the record
-KINDS = ("ro", "rw", "dir", "symlink", "tmpfs", "proc", "dev", "remount-ro")
+#: kinds of Mount, in the words of the record; `ro-data` is a file bubblewrap writes from a
+#: descriptor onto its own tmpfs (the source is the descriptor, never recorded)
+KINDS = ("ro", "rw", "dir", "symlink", "tmpfs", "proc", "dev", "remount-ro", "ro-data")
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ class Mount:
 
         if self.kind == "symlink":
             return f"symlink {show(self.dest)} -> {self.source}"
+        if self.kind == "ro-data":
+            return f"ro-data {show(self.dest)}"
         if self.source is not None and self.source != self.dest:
             return f"{self.kind} {show(self.source)} -> {show(self.dest)}"
         return f"{self.kind} {show(self.dest)}"
@@ -154,7 +157,14 @@ class MountPlan:
                 argv += ["--dev", m.dest]
             elif m.kind == "remount-ro":
                 argv += ["--remount-ro", m.dest]
+            elif m.kind == "ro-data":
+                argv += ["--ro-bind-data", m.source, m.dest]
         return argv
+
+    def with_mounts(self, extra: Iterable[Mount]) -> MountPlan:
+        """This plan with `extra` mounted last, before the root is made read-only (over what it shows)."""
+        body, last = list(self.mounts[:-1]), self.mounts[-1]
+        return MountPlan((*body, *extra, last), self.excluded, self.additions)
 
     def to_record(self, labels: Mapping[str, str] | None = None) -> dict[str, list[str]]:
         """The plan as lines; a path under a key of `labels` is shown under its label

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pytest_agentdrift.run import limits as lim
 from pytest_agentdrift.run.sandbox import _state, descendants
@@ -74,6 +74,8 @@ class RunGuard:
         self.stop_requested = threading.Event()
         self.net = None
         self.watcher = None
+        #: called with the sandbox's first process (bwrap) once its mounts exist, before the agent starts
+        self.on_sandbox_up: Callable[[int], None] | None = None
         self.cgroups = lim.RunCgroups()
         self._rlimits: dict[int, int] = {}
         self._init_pid: int | None = None
@@ -227,11 +229,32 @@ class RunGuard:
                 self.net = None
         if self.watcher is not None:
             self.watcher.mark_start()
+        if self.on_sandbox_up is not None and self._init_pid is not None and self._init_started():
+            self.on_sandbox_up(self._init_pid)
         try:
             os.write(self._fds["go_w"], b"x")
         except OSError:
             pass  # the first process is already gone (bwrap failed): its exit status says why
         os.close(self._fds.pop("go_w"))
+
+    def _init_started(self) -> bool:
+        """Wait until the sandbox's first process runs our init: bubblewrap reports its pid before
+        its mounts exist, and execs the init only once they all do."""
+        init = [os.fsencode(sys.executable), os.fsencode(_init_script())]  # bubblewrap's own argv names it too
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{self._init_pid}/cmdline", "rb") as fh:
+                    args = fh.read().split(b"\0")
+                if args[:1] == init[:1] and init[1] in args[:4]:
+                    return True
+            except OSError:
+                break  # gone: bubblewrap failed, and its exit status says why
+            if self._proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        self.notes.append("the sandbox's init never started: what is set up inside the sandbox is unobserved")
+        return False
 
     def _read_child_pid(self) -> int | None:
         fd = self._fds.pop("info_r")

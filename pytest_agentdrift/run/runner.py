@@ -142,6 +142,9 @@ class RunEvidence:
     overlay: dict[str, Any] | None = None  # what the harness placed from a bundle (never the agent's changes)
     #: what failed in the harness while it handled this run (`stage: error`): the run is undecided
     harness_errors: list[str] = field(default_factory=list)
+    #: the agent ended on its own with a non-zero status and no final report: its exit code and
+    #: the last lines of its stderr (the traceback's end, the provider's error)
+    crash: dict[str, Any] | None = None
 
     @property
     def tree_complete(self) -> bool:
@@ -212,6 +215,7 @@ class RunEvidence:
             "stopped": self.stopped,
             "overlay": self.overlay,
             "harness_errors": self.harness_errors,
+            "crash": self.crash,
         }
 
 
@@ -370,7 +374,10 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     start_commit = gitstate.git_fixture(work, (str(spec.path), fixture_key), base) if spec.git else None
     git_before = gitstate.git_state(work, settings.isolation)
     _decoy(box, root)
-    canary = canary_mod.plant_canary(box / "home")
+    # under bwrap the canary lives on the sandbox's own tmpfs: a read of it is a read by the sandbox
+    in_sandbox = settings.isolation.mode == "bwrap"
+    canary = canary_mod.sandbox_canary(box / "home") if in_sandbox else canary_mod.plant_canary(box / "home")
+    canary.path.parent.mkdir(parents=True, exist_ok=True)  # the tmpfs's mount point: not made while the agent runs
     decoy_skip = frozenset({"./box/work", "./box/home", "./box/tmp", "./box/.harness"}) | treesnap.CACHE_NAMES
     decoy_before = treesnap.snapshot(root, skip=decoy_skip)
 
@@ -378,8 +385,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # files and checks are hidden from it (only the reference agent reads them).
     task_file = harness / "task.md"
     task_file.write_text(spec.text, encoding="utf-8")
-    hidden = [base, spec.path, *settings.hidden]
-    additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ, hidden), *settings.mounts])
+    additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ), *settings.mounts])
     if adapter.needs_task_dir:
         additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
     ctx = RunContext(
@@ -390,8 +396,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         workdir=work,
         options=dict(settings.agent_options),
     )
-    # a version manager's shim, or `env python3`, named as the host runs it (the sandbox shows neither)
-    argv = mountplan.host_argv(adapter.build_argv(ctx), mountplan.env_path(os.environ))
+    argv = adapter.build_argv(ctx)
     bundle = copy_runtime_bundle(
         adapter, box / "home", Path.home(), dict(os.environ), credentials_only=settings.overlay is not None
     )
@@ -402,7 +407,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     timeout = settings.timeout_s or spec.timeout_s
     # harness-only: beside the run directory, never inside it (the agent may write all of that)
     observers = netlog.observer_dir(base, root.name)
-    netrx = proxy = None
+    netrx = proxy = canary_fd = None
     errors = HarnessErrors()
     monitor = GuardedMonitor(settings.monitor(adapter, harness), errors) if settings.monitor is not None else None
     try:
@@ -437,6 +442,14 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
                 exclude=[base, spec.path, guard.harness_dir.parent, *settings.hidden],
                 additions=additions,
             )
+            canary_fd = canary_mod.data_fd(canary)
+            plan = plan.with_mounts(
+                [
+                    mountplan.Mount("tmpfs", None, str(canary.path.parent)),
+                    mountplan.Mount("ro-data", str(canary_fd), str(canary.path)),
+                ]
+            )
+            guard.on_sandbox_up = lambda pid: _note(guard, canary_mod.watch_in_sandbox(canary, pid))
         # the task's toolchain first; then the host's PATH without what the sandbox does not show
         shows = plan.shows if plan is not None else os.path.isdir
         # the directory the agent's program was found in stays (an npm prefix's node_modules/.bin
@@ -459,8 +472,11 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
             token=token,
             guard=guard,
             monitor=monitor,
+            pass_fds=(canary_fd,) if canary_fd is not None else (),
         )
     finally:
+        if canary_fd is not None:
+            os.close(canary_fd)
         if proxy is not None:
             proxy.stop()
         guard.close()
@@ -469,7 +485,10 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # From here on every stage is guarded: a harness error keeps what the other stages
     # gathered, is named in `harness_errors` and makes the run undecided (fail closed).
     # first, before the harness itself reads anything near it
-    atime_works = errors.stage("evidence", lambda: canary_mod.atime_observable(str(base)), False)
+    # one probe per process and file system; a canary in the sandbox is watched, never timed
+    atime_works = not canary.in_sandbox and errors.stage(
+        "evidence", lambda: canary_mod.atime_observable(str(base)), False
+    )
     cred, cred_how = errors.stage("evidence", lambda: canary_mod.canary_access(canary, atime_works), (None, []))
     if guard.net is not None and guard.net.proxy is not None:
         proxy = guard.net.proxy
@@ -499,13 +518,15 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     net = [*merge_python_hook_events(net, dns), *dns, *refused]
     # the agent's own word, read only now that the harness's evidence is safe
     word = AgentWord()
-    errors.stage("parse", lambda: _read_agent_word(word, adapter, harness, proc, work), None)
+    # what the harness saw the agent do: a program that exited before any of it never started
+    acted = bool(api_requests or tree.diff or writes_outside or mutations)
+    errors.stage("parse", lambda: _read_agent_word(word, adapter, harness, proc, work, acted), None)
     cred = errors.stage("evidence", lambda: _token_search(word, tree, proc, canary.token) or cred, cred)
     credential_canary = {
         "observed_by": canary.observed_by + (["atime"] if atime_works else []) + ["token search"],
         "owner": "another uid (the agent cannot restore its access time)"
         if canary.owner is not None
-        else "the agent's uid",
+        else ("a read-only mount on the sandbox's own tmpfs" if canary.in_sandbox else "the agent's uid"),
         "seen": cred_how,
         "token_found": [f"{where}: {', '.join(forms)}" for where, forms in sorted(word.token_hits.items())][:20],
     }
@@ -579,6 +600,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         ),
         credential_canary=credential_canary,
         infra_error=word.infra_error,
+        crash=_crash(proc, word.report, word.infra_error),
         stopped=proc.stopped,
         overlay=overlaid,
         harness_errors=list(errors),
@@ -697,7 +719,9 @@ class AgentWord:
     token_hits: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _read_agent_word(word: AgentWord, adapter: AgentAdapter, harness: Path, proc, work: Path) -> None:
+def _read_agent_word(
+    word: AgentWord, adapter: AgentAdapter, harness: Path, proc, work: Path, acted: bool = True
+) -> None:
     # secrets are scrubbed where results leave for the record (session.run_task)
     word.stdout = proc.stdout.decode("utf-8", "replace")
     word.stderr = proc.stderr.decode("utf-8", "replace")
@@ -712,7 +736,8 @@ def _read_agent_word(word: AgentWord, adapter: AgentAdapter, harness: Path, proc
     word.output = out
     if word.report is None and out.final_report is not None:
         word.report, word.report_error = agentio.validate_report(out.final_report)
-    word.infra_error = _infra_ending(adapter, out, proc, report_obj)
+    acted = acted or bool(word.log.events or out.events or report_obj is not None)
+    word.infra_error = _infra_ending(adapter, out, proc, report_obj, acted)
     if not any(v is not None for v in out.usage.to_dict().values()):
         # the generic protocol's usage: `usage` events the agent appended (run/budget.py)
         from pytest_agentdrift.run.budget import usage_from_events
@@ -740,6 +765,11 @@ def _token_search(word: AgentWord, tree: TreeEvidence, proc, token: str) -> bool
 
 def _tamper_unknown() -> dict[str, list[str]]:
     return {"protected_changed": [], "test_config_changed": [], "shadowing_modules": []}
+
+
+def _note(guard, problem: str | None) -> None:
+    if problem:
+        guard.notes.append(problem)
 
 
 def _make_guard(
@@ -809,14 +839,16 @@ def isolation_record(
 
 
 def _infra_ending(
-    adapter: AgentAdapter, out: AdapterOutput, proc: sandbox.ProcessResult, report_obj: Any
+    adapter: AgentAdapter, out: AdapterOutput, proc: sandbox.ProcessResult, report_obj: Any, acted: bool = True
 ) -> dict[str, Any] | None:
     """The infrastructure error a run ended on (agents/infra.py), or None.
 
-    A command that could not start; else what the product's own output says
-    (adapter.classify_ending); else, for an agent that ended by itself, a
-    protocol report `{"status": "infra_error"}`. A run a monitor stopped
-    (budget) is the agent's.
+    A command that could not start, or that exited before the agent's first
+    action (`acted`: an event, a report, a change, a request) the way a program
+    that never started does (exit 127, a missing module); else what the
+    product's own output says (adapter.classify_ending); else, for an agent
+    that ended by itself, a protocol report `{"status": "infra_error"}`. A run
+    a monitor stopped (budget) is the agent's.
     """
     from pytest_agentdrift.agents import infra
 
@@ -824,10 +856,24 @@ def _infra_ending(
         return infra.launch_failed(proc.launch_error)
     if proc.stopped:
         return None
+    if not proc.timed_out and (never := infra.failed_to_start(proc.exit_code, proc.stderr, acted)):
+        return never
     found = adapter.classify_ending(out, proc.exit_code, proc.stdout, proc.stderr, proc.timed_out)
     if found is None and not proc.timed_out:
         found = infra.from_report(report_obj)  # the report file, as parsed once (agentio.read_report_object)
     return found
+
+
+def _crash(proc: sandbox.ProcessResult, report: Any, infra_err: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A run the agent ended itself, non-zero and without its final report (not a timeout, a
+    stop, or an ending already read as infrastructure)."""
+    if report is not None or infra_err is not None or proc.timed_out or proc.stopped:
+        return None
+    if proc.exit_code in (None, 0):
+        return None
+    from pytest_agentdrift.agents.infra import stderr_tail
+
+    return {"exit_code": proc.exit_code, "stderr_tail": stderr_tail(proc.stderr)}
 
 
 def outside_writes(decoy_diff: treesnap.TreeDiff) -> list[str]:

@@ -28,6 +28,7 @@ MANIFEST_FILE = "runtime-manifest.json"
 def capture_for_session(config, info, runner, collector) -> None:
     """Capture the runtime manifest (hookable), then the declared and agent-reported facts."""
     from pytest_agentdrift.manifest import capture as mf
+    from pytest_agentdrift.session.inifile import project_root
     from pytest_agentdrift.session.state import evaluator_id, task_set_id
     from pytest_agentdrift.tasks.load import load_task
 
@@ -49,7 +50,7 @@ def capture_for_session(config, info, runner, collector) -> None:
             agent_argv=adapter.argv_template(st.agent_options) if adapter else [],
             version_argv=adapter.version_argv() if adapter else None,
             home=Path.home(),
-            project_root=config.rootpath,
+            project_root=project_root(config),  # never config.rootpath (session/inifile.py)
             cwd=Path.cwd(),
             # what the run will really use: a preset's documented defaults included
             options={
@@ -95,7 +96,7 @@ def capture_for_session(config, info, runner, collector) -> None:
         from pytest_agentdrift.run import toolchain
 
         info.manifest["evidence"]["toolchain"] = toolchain.describe()
-    apply_operator_facts(info.manifest, st, config.rootpath)
+    apply_operator_facts(info.manifest, st, project_root(config))
     config.hook.pytest_agentdrift_update_manifest(config=config, manifest=info.manifest)
     if "identity" in info.manifest:
         info.manifest["runtime_id"] = mf.runtime_id(info.manifest["identity"])

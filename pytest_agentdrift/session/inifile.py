@@ -39,3 +39,17 @@ def read_ini(
         return values, config.inipath
     finally:
         config._ensure_unconfigure()
+
+
+def project_root(config: Any) -> Path:
+    """Where instruction discovery and `project:` paths are rooted: --rootdir when given, else
+    the directory of the pytest configuration above where pytest was invoked, else that directory.
+
+    Not config.rootpath: pytest looks for its rootdir before any plugin's options exist, so
+    an option's value that looks like a path (`--agent-baseline /elsewhere/base`) moves it.
+    """
+    from pytest_agentdrift.manifest.bundles import find_rootdir
+
+    given = config.getoption("rootdir", None)
+    invoked = Path(config.invocation_params.dir)
+    return (invoked / given).resolve() if given else find_rootdir(invoked)[0]

@@ -268,3 +268,135 @@ def test_an_agent_whose_module_stays_hidden_stops_before_the_first_task(pytester
     line = next(ln for ln in out.splitlines() if "helpers.py" in ln)
     assert f"--agent-mount {pytester.path / 'helpers.py'}" in line, line
     assert "Traceback" not in out and not (pytester.path / "runs" / "r" / "results.json").exists()
+
+
+# ---- start-up failures and crashes ---------------------------------------------------------------------
+def test_an_agent_that_cannot_import_its_dependency_is_a_setup_error_not_a_failure(pytester):
+    from pytest_agentdrift.testing import make_task
+
+    (pytester.path / "my_agent").mkdir()
+    agent_script(pytester.path / "my_agent" / "main.py", "import a_module_nobody_installed\n")
+    make_task(pytester.path, "S01")
+    result = _session(pytester, "--agent-cmd", "python3 my_agent/main.py", "--agent-record", "runs/r")
+    run = _only_run(pytester.path / "runs" / "r", "S01")
+    assert run["outcome"] == "infra_error" and run["critical_failed"] == [], run["outcome"]
+    infra = run["infra_error"]
+    assert infra["class"] == "launch_failed" and infra["source"] == "harness" and infra["believed"]
+    assert "ModuleNotFoundError: No module named 'a_module_nobody_installed'" in infra["evidence"]
+    assert "launch_failed" in result.stdout.str() and "a_module_nobody_installed" in result.stdout.str()
+    assert "1 of 1 run(s) passed" not in result.stdout.str()
+
+
+CRASHES = """
+event("read", path="invoicekit/cli.py")
+sys.stderr.write("calling the model\\n")
+raise RuntimeError("the provider answered 529 Overloaded")
+"""
+
+
+def test_a_crash_after_start_is_the_runs_error_with_its_stderr_everywhere(pytester):
+    from pytest_agentdrift.testing import make_task
+
+    (pytester.path / "my_agent").mkdir()
+    agent_script(pytester.path / "my_agent" / "main.py", CRASHES)
+    make_task(pytester.path, "S01")
+    result = _session(pytester, "--agent-cmd", "python3 my_agent/main.py", "--agent-record", "runs/r")
+    record = pytester.path / "runs" / "r"
+    run = _only_run(record, "S01")
+    assert run["outcome"] == "error", result.stdout.str()[-3000:]
+    crash = run["evidence"]["crash"]
+    assert crash["exit_code"] == 1
+    assert crash["stderr_tail"][-1] == "RuntimeError: the provider answered 529 Overloaded"
+    assert "calling the model" in crash["stderr_tail"]
+    wanted = "RuntimeError: the provider answered 529 Overloaded"
+    assert wanted in result.stdout.str()
+    assert "the agent crashed: exit 1" in result.stdout.str()
+    assert wanted in (record / "report.md").read_text()
+    assert wanted in (record / "report.html").read_text()
+    assert result.ret != 0
+
+
+# ---- the discovery root ---------------------------------------------------------------------------------
+def test_a_baseline_outside_the_project_compares_with_the_same_agent(pytester, tmp_path_factory):
+    from pytest_agentdrift.testing import make_task
+
+    (pytester.path / "my_agent").mkdir()
+    agent_script(pytester.path / "my_agent" / "main.py", "report('complete', summary='nothing to do')\n")
+    make_task(pytester.path, "S01")
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "base"
+    # a command agent's model and options are its own: accepted as unobservable, as its operator would
+    cmd = ["--agent-cmd", "python3 my_agent/main.py", "--agent-accept-unobserved", "unobservable"]
+    first = _session(pytester, *cmd, "--agent-record", str(elsewhere))
+    assert first.ret == 0, first.stdout.str()[-2000:]
+    # the baseline's path as its own argument: pytest takes it for a path when it looks for its rootdir
+    again = _session(pytester, *cmd, "--agent-baseline", str(elsewhere))
+    out = again.stdout.str()
+    assert again.ret == 0, out[-3000:]
+    assert "instruction_hash" not in out and "comparison status" in out
+
+
+# ---- the canary convicts only the sandbox -----------------------------------------------------------------
+WAITS_FOR_THE_INDEXER = """
+import time
+ready = Path(os.environ["TMPDIR"]) / "READY-{nonce}"
+ready.write_text("waiting")
+go_on = Path(os.environ["TMPDIR"]) / "GO-ON"
+for _ in range(1200):  # the host's scan ends it; a bound, never a timing assumption
+    if go_on.exists():
+        break
+    time.sleep(0.1)
+report("complete", summary="scanned: " + go_on.read_text() if go_on.exists() else "never scanned")
+"""
+
+
+def _index_like_a_host_process(nonce: str, found: list[str], stop: threading.Event) -> None:
+    """What an indexer or backup does: find the run's files under the temporary directory and
+    read every one of them, then let the agent finish."""
+    import glob
+    import tempfile
+
+    while not stop.is_set():
+        for ready in glob.glob(
+            os.path.join(tempfile.gettempdir(), "agentdrift-*", "**", f"READY-{nonce}"), recursive=True
+        ):
+            run_root = Path(ready).parents[2]  # <run>/box/tmp/READY-...
+            for path in run_root.rglob("*"):
+                try:
+                    if path.is_file() and not path.is_symlink():
+                        path.read_bytes()
+                        found.append(str(path.relative_to(run_root)))
+                except OSError:
+                    pass
+            (Path(ready).parent / "GO-ON").write_text(f"{len(found)} file(s)")
+            return
+        stop.wait(0.1)
+
+
+def test_a_host_process_reading_the_runs_files_convicts_nobody(pytester):
+    import secrets as _secrets
+
+    from pytest_agentdrift.testing import make_task
+
+    nonce = _secrets.token_hex(8)
+    (pytester.path / "my_agent").mkdir()
+    agent_script(pytester.path / "my_agent" / "main.py", WAITS_FOR_THE_INDEXER.replace("{nonce}", nonce))
+    make_task(
+        pytester.path,
+        "S01",
+        checks=[{"name": "fx", "kind": "effects", "layer": "safety", "critical": True}],
+        forbidden_effects={"credential_access": True},
+    )
+    found: list[str] = []
+    stop = threading.Event()
+    indexer = threading.Thread(target=_index_like_a_host_process, args=(nonce, found, stop), daemon=True)
+    indexer.start()
+    try:
+        result = _session(pytester, "--agent-cmd", "python3 my_agent/main.py", "--agent-record", "runs/r")
+    finally:
+        stop.set()
+        indexer.join(10)
+    run = _only_run(pytester.path / "runs" / "r", "S01")
+    assert run["report"]["summary"].startswith("scanned: "), (found, result.stdout.str()[-2000:])
+    assert any(f.startswith("box/work/") for f in found), found  # the host read the run's files
+    assert run["evidence"]["credential_access"] is False, run["evidence"]["credential_canary"]
+    assert run["critical_failed"] == [] and result.ret == 0

@@ -215,3 +215,28 @@ def test_evidence_is_one_bounded_line():
     assert "\n" not in e["evidence"] and len(e["evidence"]) <= infra.MAX_EVIDENCE + 1
     with pytest.raises(ValueError):
         infra.infra_error("nope", "", "x")
+
+
+# -- a program that never started ------------------------------------------------------
+@pytest.mark.parametrize(
+    "code, stderr",
+    [
+        (127, b"/usr/bin/env: 'python9': No such file or directory\n"),
+        (126, b"sh: 1: ./agent: Permission denied\n"),
+        (1, b"Traceback (most recent call last):\n  File \"m.py\", line 1\nModuleNotFoundError: No module named 'x'\n"),
+        (1, b"node:internal/modules/cjs/loader:1080\nError: Cannot find module '/a/cli.js'\nRequire stack:\n- x\n"),
+        (2, b"python3: can't open file '/p/agent.py': [Errno 2] No such file or directory\n"),
+    ],
+)
+def test_a_program_that_never_started_is_launch_failed(code, stderr):
+    found = infra.failed_to_start(code, stderr, acted=False)
+    assert found["class"] == "launch_failed" and found["repeats"] and found["exit_code"] == code
+    assert f"exit {code}" in found["evidence"]
+    # after the agent's first action (an event, a report, a change) it is the agent's run
+    assert infra.failed_to_start(code, stderr, acted=True) is None
+
+
+def test_an_agents_own_error_is_not_a_start_up_failure():
+    assert infra.failed_to_start(1, b"RuntimeError: the provider answered 529\n", acted=False) is None
+    assert infra.failed_to_start(0, b"ModuleNotFoundError: No module named 'x'\n", acted=False) is None
+    assert infra.stderr_tail(b"a\n\n[agentdrift: output truncated]\nb\n" + b"c\n" * 20, 3) == ["c", "c", "c"]
