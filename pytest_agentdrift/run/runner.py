@@ -385,7 +385,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # files and checks are hidden from it (only the reference agent reads them).
     task_file = harness / "task.md"
     task_file.write_text(spec.text, encoding="utf-8")
-    additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ), *settings.mounts])
+    hidden = [base, spec.path, *settings.hidden]
+    additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ, hidden), *settings.mounts])
     if adapter.needs_task_dir:
         additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
     ctx = RunContext(
@@ -396,7 +397,9 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         workdir=work,
         options=dict(settings.agent_options),
     )
-    argv = adapter.build_argv(ctx)
+    asked = adapter.build_argv(ctx)
+    # a version manager's shim, or `env python3`, named as the host runs it (the sandbox shows neither)
+    argv = mountplan.host_argv(asked, mountplan.env_path(os.environ))
     bundle = copy_runtime_bundle(
         adapter, box / "home", Path.home(), dict(os.environ), credentials_only=settings.overlay is not None
     )
@@ -454,8 +457,9 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         shows = plan.shows if plan is not None else os.path.isdir
         # the directory the agent's program was found in stays (an npm prefix's node_modules/.bin
         # holds only the links the plan recreates, so the plan does not count it as shown)
-        found = shutil.which(argv[0], path=env["PATH"]) if argv and not os.path.isabs(argv[0]) else None
-        program_dir = os.path.dirname(os.path.abspath(found)) if found else None
+        # (never a version manager's shim directory: what it holds cannot run in the sandbox)
+        prog = mountplan.resolve_program(asked[0], env["PATH"]) if asked and not os.path.isabs(asked[0]) else None
+        program_dir = os.path.dirname(prog.found) if prog is not None and prog.manager is None else None
         env["PATH"] = toolchain.agent_path(
             env["PATH"], str(toolchain.make_bin(observers / "toolchain")), lambda d: d == program_dir or shows(d)
         )
