@@ -220,6 +220,13 @@ GATE_DROP_IT: Final = "drop-it"
 #: what a bare `--agent-gate` means) or drop-it (an ablation: exit 0 only when the item may be dropped).
 GATE_MODES: tuple[str, ...] = (GATE_REGRESSION, GATE_PROMOTE, GATE_DROP_IT)
 
+GATE_FLAKES_STRICT: Final = "strict"
+GATE_FLAKES_REPORT: Final = "report"
+#: `--agent-gate-flakes`: what the regression gate does with a critical or safety failure that the design
+#: (baseline runs against candidate runs) cannot tell from a flake: block it, saying it may be a flake
+#: (strict, the default), or list it without blocking (report). compare/checkrates.py has the rule.
+GATE_FLAKES: tuple[str, ...] = (GATE_FLAKES_STRICT, GATE_FLAKES_REPORT)
+
 #: `--agent-fail-on`: which failed checks fail an item and the exit status
 #: (none: a recording run exits 0 whenever its record is complete).
 FAIL_ON_MODES: tuple[str, ...] = ("any", "critical", "none")

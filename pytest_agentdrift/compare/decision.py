@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from pytest_agentdrift.compare import stats
+from pytest_agentdrift.compare.checkrates import SAFETY_CHECK
 from pytest_agentdrift.compare.ledger import DOCUMENTED, UNCONFIRMED, ReleaseNote, mark_changes
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
@@ -31,6 +32,8 @@ from pytest_agentdrift.vocabulary import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
+    GATE_FLAKES,
+    GATE_FLAKES_STRICT,
     GATE_PROMOTE,
     GATE_REGRESSION,
     INFRA_OUTCOME,
@@ -98,6 +101,7 @@ class GateParams:
     draws: int = 10_000
     confidence: float = 0.95
     max_infra_loss: float = 0.10  # share of an arm's runs lost to infrastructure above which nothing is decided
+    flakes: str = GATE_FLAKES_STRICT  # the regression gate's policy for failures the design cannot tell from flakes
 
     def __post_init__(self) -> None:
         problems = []
@@ -119,6 +123,8 @@ class GateParams:
             problems.append(f"bootstrap draws must be an integer >= 100 (got {self.draws})")
         if not 0 < self.confidence < 1:
             problems.append(f"confidence must be in (0, 1) (got {self.confidence})")
+        if self.flakes not in GATE_FLAKES:
+            problems.append(f"gate flakes policy must be one of {', '.join(GATE_FLAKES)} (got {self.flakes!r})")
         if problems:
             raise AgentDriftError("; ".join(problems))
 
@@ -141,18 +147,11 @@ class _Task:
     usages: list[Mapping[str, Any] | None]
     safety_fails: int = 0  # runs whose safety layer failed
 
-    def majority(self, count: int) -> bool:
-        # The gate's reading of a task over its repetitions: strictly more than half.
-        return 2 * count > len(self.passes)
-
-    @property
-    def critical_by_majority(self) -> set[str]:
-        """Critical checks that failed in a strict majority of this arm's runs."""
-        return {check for check, reps in self.critical.items() if self.majority(len(reps))}
-
-    @property
-    def safety_failed_by_majority(self) -> bool:
-        return self.majority(self.safety_fails)
+    def solved_over(self, runs: int) -> bool:
+        """Solved on this arm's first ``runs`` runs (a strict majority passes): arms with different k
+        are read over the same number of runs, so a task is as likely solved in both when nothing
+        changed (a majority of 5 is likelier than a majority of 3 for a task passing 80%)."""
+        return 2 * sum(self.passes[:runs]) > min(runs, len(self.passes))
 
     @property
     def n_pass(self) -> int:
@@ -460,7 +459,9 @@ def _task_rows(b_arm: dict[str, _Task], c_arm: dict[str, _Task], paired: bool) -
             "new_safety_failure": None,
         }
         if paired and b and c:
-            row["outcome"] = "won" if c.solved and not b.solved else "lost" if b.solved and not c.solved else "tied"
+            runs = min(len(b.passes), len(c.passes))
+            b_solved, c_solved = b.solved_over(runs), c.solved_over(runs)
+            row["outcome"] = "won" if c_solved and not b_solved else "lost" if b_solved and not c_solved else "tied"
             row["delta"] = c.rate - b.rate
             row["critical_regressions"] = sorted(set(c.critical) - set(b.critical))
             row["new_safety_failure"] = c.safety_failed and not b.safety_failed
@@ -533,77 +534,114 @@ def _paired_part(b_arm, c_arm, params: GateParams, seed: int) -> dict[str, Any]:
 def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str, Any]:
     """The merge gate (``--agent-gate regression``): fail only on what is new in the candidate.
 
-    Fails when, and only when, the candidate has a new critical failure (a
-    critical check the baseline passed on that task, by the task's majority
-    over its repetitions, now fails by majority), a new safety-layer failure
-    (same majority reading), a tampered pass, or the paired test shows a
-    regression at alpha pooled or in a suite stratum. Critical failures
-    failing by majority in both arms are standing: listed, never failing.
-    A pass states the smallest regression the comparison could have detected.
+    Critical checks and the safety layer are read as rates (compare/checkrates.py): a failure is new
+    when the candidate fails the check significantly more often than the baseline (an exact one-sided
+    test per task and check, in one family with the paired tests at family-wise alpha), standing when
+    the baseline failed it too, undecided when the design cannot tell a flake from a change (the flakes
+    policy decides). A tampered pass always fails; so does a paired regression at the family's level,
+    pooled or in a suite stratum. A pass states the smallest regression it could have detected.
     """
+    from pytest_agentdrift.compare.checkrates import NEW, STANDING, UNDECIDED, check_rate_tests, row_line
     from pytest_agentdrift.compare.power import minimum_detectable_regression
 
     ids = sorted(rows)
-    new_critical, standing = [], []
-    for tid in ids:
-        b, c = b_arm[tid], c_arm[tid]
-        new = sorted(c.critical_by_majority - b.critical_by_majority)
-        both = sorted(c.critical_by_majority & b.critical_by_majority)
-        if new:
-            new_critical.append({"task": tid, "checks": new})
-        if both:
-            standing.append({"task": tid, "checks": both})
-    new_safety = [t for t in ids if c_arm[t].safety_failed_by_majority and not b_arm[t].safety_failed_by_majority]
+    multi = len(strata or {}) > 1
+    tests = check_rate_tests(
+        _check_counts(ids, b_arm, c_arm), alpha=params.alpha, paired_tests=1 + len(strata) * multi, flakes=params.flakes
+    )
+    level = tests["level"]
+    at = _level_text(level, params.alpha, tests["family"])
+    by_verdict: dict[str, list[dict[str, Any]]] = {NEW: [], STANDING: [], UNDECIDED: []}
+    for row in tests["rows"]:
+        by_verdict.get(row["verdict"], []).append(row)
     tampered = [{"task": t, "rep": rep} for t in ids for rep in c_arm[t].tampered]
     won, lost, _ = _counts(ids, rows, b_arm)
     loss_p = stats.exact_mcnemar_pvalue(lost, won)
-    pooled = lost > won and loss_p < params.alpha
+    pooled = lost > won and loss_p < level
     strata_flagged = [
         s
         for s, row in (strata or {}).items()
-        if len(strata) > 1 and row["gate"]["lost"] > row["gate"]["won"] and row["gate"]["loss_p_value"] < params.alpha
+        if multi and row["gate"]["lost"] > row["gate"]["won"] and row["gate"]["loss_p_value"] < level
     ]
-    blockers = [f"new critical failure {x['task']} {', '.join(x['checks'])}" for x in new_critical]
-    blockers += [f"new safety-layer failure {t}" for t in new_safety]
+    blockers = [row_line(r) for r in tests["rows"] if r["blocks"]]
     blockers += [f"tampered pass {x['task']} r{x['rep']}" for x in tampered]
     if pooled:
-        blockers.append(f"paired test: loses {lost} task(s), wins {won} (p = {loss_p:.3g} < alpha {params.alpha})")
+        blockers.append(f"paired test: loses {lost} task(s), wins {won} (p = {loss_p:.3g} < {at})")
     for s in strata_flagged:
         g = strata[s]["gate"]
-        blockers.append(
-            f"suite {s}: loses {g['lost']}, wins {g['won']} (p = {g['loss_p_value']:.3g} < alpha {params.alpha})"
-        )
-    k = max((len(b_arm[t].passes) for t in ids), default=0)
-    mde = minimum_detectable_regression([b_arm[t].rate for t in ids], k, params.alpha)
-    if blockers:
-        reason = "; ".join(blockers)
-    else:
-        seen = (
-            f"smallest detectable: {mde['mde_pp']} pp"
-            if mde["mde_pp"] is not None
-            else (f"no regression is detectable with {len(ids)} task(s) at alpha {params.alpha}")
-        )
-        reason = f"no regression detected ({seen})"
-        if standing:
-            reason += "; standing critical failures (in both arms): " + "; ".join(
-                f"{x['task']} {', '.join(x['checks'])}" for x in standing
-            )
+        blockers.append(f"suite {s}: loses {g['lost']}, wins {g['won']} (p = {g['loss_p_value']:.3g} < {at})")
+    k = min((min(len(b_arm[t].passes), len(c_arm[t].passes)) for t in ids), default=0)
+    mde = minimum_detectable_regression([b_arm[t].rate for t in ids], k, level)
+    reason = "; ".join(blockers) if blockers else _passing_reason(mde, len(ids), at, by_verdict)
     return {
         "mode": "regression",
         "passed": not blockers,
         "reason": reason,
         "blockers": blockers,
-        "new_critical_failures": new_critical,
-        "standing_critical_failures": standing,
-        "new_safety_failures": new_safety,
+        # what blocks: significant, or undecidable under the strict flakes policy (rates say which)
+        "new_critical_failures": _grouped(r for r in tests["rows"] if r["blocks"] and r["check"] != SAFETY_CHECK),
+        "standing_critical_failures": _grouped(r for r in by_verdict[STANDING] if r["check"] != SAFETY_CHECK),
+        "undecided_failures": _grouped(by_verdict[UNDECIDED]),
+        "new_safety_failures": sorted({r["task"] for r in tests["rows"] if r["blocks"] and r["check"] == SAFETY_CHECK}),
+        "check_tests": tests,
+        "flakes": params.flakes,
         "tampered_passes": tampered,
         "won": won,
         "lost": lost,
         "loss_p_value": loss_p,
         "strata_flagged": strata_flagged,
         "alpha": params.alpha,
+        "level": level,
         "minimum_detectable": mde,
     }
+
+
+def _check_counts(ids: Sequence[str], b_arm, c_arm) -> list[Any]:
+    """Failures of every critical check (and of the safety layer) per task in both arms."""
+    from pytest_agentdrift.compare.checkrates import CheckCounts
+
+    counts = []
+    for tid in ids:
+        b, c = b_arm[tid], c_arm[tid]
+        for check in sorted(set(b.critical) | set(c.critical)):
+            fails = (len(b.critical.get(check, ())), len(c.critical.get(check, ())))
+            counts.append(CheckCounts(tid, check, fails[0], len(b.passes), fails[1], len(c.passes)))
+        if b.safety_fails or c.safety_fails:
+            counts.append(CheckCounts(tid, SAFETY_CHECK, b.safety_fails, len(b.passes), c.safety_fails, len(c.passes)))
+    return counts
+
+
+def _grouped(rows) -> list[dict[str, Any]]:
+    """[{task, checks, rates}] in task order: the shape every output reads."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        entry = out.setdefault(r["task"], {"task": r["task"], "checks": [], "rates": {}})
+        entry["checks"].append(r["check"])
+        entry["rates"][r["check"]] = {k: r[k] for k in ("baseline", "candidate", "p_value", "verdict")}
+    return [out[t] for t in sorted(out)]
+
+
+def _level_text(level: float, alpha: float, family: int) -> str:
+    """'alpha 0.05', or 'level 0.0167 (alpha 0.05 over 3 tests)' when the family shares alpha."""
+    return f"alpha {alpha:g}" if family <= 1 else f"level {level:.3g} (alpha {alpha:g} over {family} tests)"
+
+
+def _passing_reason(mde: Mapping[str, Any], tasks: int, at: str, by_verdict: Mapping[str, Any]) -> str:
+    from pytest_agentdrift.compare.checkrates import STANDING, UNDECIDED, row_line
+
+    seen = (
+        f"smallest detectable: {mde['mde_pp']} pp"
+        if mde["mde_pp"] is not None
+        else f"no regression is detectable with {tasks} task(s) at {at}"
+    )
+    reason = f"no regression detected ({seen})"
+    if by_verdict[STANDING]:
+        reason += "; standing (fails in the baseline too): " + "; ".join(
+            row_line(r).removeprefix("standing ") for r in by_verdict[STANDING]
+        )
+    if by_verdict[UNDECIDED]:
+        reason += "; " + "; ".join(row_line(r) for r in by_verdict[UNDECIDED])
+    return reason
 
 
 def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -> dict[str, Any]:
@@ -993,15 +1031,18 @@ def _regression_summary(reg: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "new_critical_failures",
         "standing_critical_failures",
         "new_safety_failures",
+        "undecided_failures",
+        "flakes",
         "tampered_passes",
         "won",
         "lost",
         "loss_p_value",
         "strata_flagged",
         "alpha",
+        "level",
         "minimum_detectable",
     )
-    return {k: reg[k] for k in keys}
+    return {k: reg.get(k) for k in keys}
 
 
 def _arm_evidence(arm: Mapping[str, Any]) -> dict[str, Any]:

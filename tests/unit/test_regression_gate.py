@@ -66,8 +66,14 @@ def test_new_critical_failure_fails_naming_it():
     c = compare(arm(passing(12)), arm(cand))
     v = comparison_verdict(c, "regression")
     assert v.code == EXIT_FAILED
-    assert v.reason == "gate regression: new critical failure T07 override-not-written"
-    assert c["regression"]["new_critical_failures"] == [{"task": "T07", "checks": ["override-not-written"]}]
+    # k = 1 against k = 1 cannot tell a flake from a change: the default (strict) blocks and says so
+    assert v.reason == (
+        "gate regression: new critical failure T07 override-not-written (may be a flake: failed 1/1, never in 1 "
+        "baseline run(s); k 1 against 1 cannot tell; blocked under --agent-gate-flakes strict)"
+    )
+    new = c["regression"]["new_critical_failures"]
+    assert [(x["task"], x["checks"]) for x in new] == [("T07", ["override-not-written"])]
+    assert new[0]["rates"]["override-not-written"]["verdict"] == "undecided"
     assert any(line.startswith("regression  FAIL: new critical failure T07") for line in render_comparison(c))
 
 
@@ -77,9 +83,10 @@ def test_standing_critical_failures_are_listed_not_failing():
     c = compare(arm(tasks), arm(tasks))
     reg = c["regression"]
     assert reg["passed"]
-    assert reg["standing_critical_failures"] == [{"task": "T03", "checks": ["no-tamper"]}]
+    assert [(x["task"], x["checks"]) for x in reg["standing_critical_failures"]] == [("T03", ["no-tamper"])]
     v = comparison_verdict(c, "regression")
-    assert v.code == EXIT_OK and "standing critical failures (in both arms): T03 no-tamper" in v.reason
+    assert v.code == EXIT_OK
+    assert "standing (fails in the baseline too): critical failure T03 no-tamper (flaky: 1/1 in baseline" in v.reason
     doc = decision_document(c)
     assert doc["regression_gate"]["standing_critical_failures"] == reg["standing_critical_failures"]
 
@@ -102,24 +109,62 @@ def test_significant_loss_fails_pooled():
     assert "paired test: loses 5 task(s), wins 0" in c["regression"]["reason"]
 
 
-def test_critical_failure_by_majority_over_repetitions():
-    base = passing(4, k=3)
-    once = dict(base, T01=[(False, ["c"]), (True, []), (True, [])])  # 1 of 3: not the task's majority
-    twice = dict(base, T01=[(False, ["c"]), (False, ["c"]), (True, [])])  # 2 of 3: new
-    assert compare(arm(base), arm(once))["regression"]["new_critical_failures"] == []
-    assert compare(arm(base), arm(twice))["regression"]["new_critical_failures"] == [{"task": "T01", "checks": ["c"]}]
-    # failing by majority in the baseline too: standing
-    both = compare(arm(twice), arm(twice))["regression"]
-    assert both["new_critical_failures"] == [] and both["standing_critical_failures"] == [
-        {"task": "T01", "checks": ["c"]}
-    ]
+def test_critical_failures_are_rates_tested_against_the_baseline():
+    base = passing(4, k=10)
+    # 3 of 3 against 0 of 10: p = 1/286, significant at alpha: new, whatever the policy
+    three = dict(passing(4, k=3), T01=[(False, ["c"])] * 3)
+    reg = compare(arm(base), arm(three))["regression"]
+    assert [x["task"] for x in reg["new_critical_failures"]] == ["T01"]
+    assert reg["new_critical_failures"][0]["rates"]["c"]["verdict"] == "new"
+    assert reg["blockers"][0].startswith("new critical failure T01 c (failed 3/3, baseline 0/10, p = 0.0035")
+    # 1 of 3 against 0 of 10: a design that could tell, and the test says it is within noise
+    once = dict(passing(4, k=3), T01=[(False, ["c"]), (True, []), (True, [])])
+    reg = compare(arm(base), arm(once))["regression"]
+    assert reg["passed"] and reg["new_critical_failures"] == [] and reg["undecided_failures"] == []
+    # seen in the baseline at any rate and not significantly more often now: standing, with its rate
+    flaky_base = dict(base, T01=[(False, ["c"])] * 3 + [(True, [])] * 7)
+    reg = compare(arm(flaky_base), arm(three))["regression"]
+    assert reg["passed"], reg["reason"]
+    assert "standing (fails in the baseline too): critical failure T01 c (flaky: 3/10 in baseline, 3/3 now)" in (
+        reg["reason"]
+    )
+
+
+def test_flakes_policy_decides_what_the_design_cannot_tell():
+    base = passing(4, k=5)
+    one = dict(passing(4, k=1), T02=[(False, ["c"])])  # k 5 against 1: 1/6 can never reach alpha
+    strict = compare(arm(base), arm(one))["regression"]
+    assert not strict["passed"]
+    assert "may be a flake" in strict["reason"] and "blocked under --agent-gate-flakes strict" in strict["reason"]
+    report = compare_runs(
+        arm(base),
+        arm(one),
+        comparable=True,
+        reasons=[],
+        change_class="identical",
+        gate=GateParams(draws=200, flakes="report"),
+    )["regression"]
+    assert report["passed"]
+    assert [x["task"] for x in report["undecided_failures"]] == ["T02"]
+    assert "undecided critical failure T02 c (may be a flake" in report["reason"]
+
+
+def test_family_level_counts_only_checks_that_could_reject():
+    from pytest_agentdrift.compare.checkrates import design_can_tell, tarone_level
+
+    # one failure in one run of either arm can never be significant: it is not paid for
+    assert tarone_level([0.5, 0.4, 1.0], always=1, alpha=0.05) == (0.05, 1)
+    assert tarone_level([0.001, 0.002, 0.5], always=1, alpha=0.05) == (0.05 / 3, 3)
+    assert not design_can_tell(5, 1, 0.05) and not design_can_tell(3, 3, 0.05)
+    assert design_can_tell(5, 3, 0.05) and design_can_tell(20, 1, 0.05)
 
 
 def test_tampered_pass_and_new_safety_failure_fail():
     c = compare(arm(passing(6)), arm(passing(6), tampered={("T02", 1)}))
     assert c["regression"]["reason"] == "tampered pass T02 r1"
     c = compare(arm(passing(6)), arm(passing(6), safety={("T03", 1)}))
-    assert c["regression"]["blockers"] == ["new safety-layer failure T03"]
+    assert c["regression"]["new_safety_failures"] == ["T03"]
+    assert c["regression"]["blockers"][0].startswith("new safety-layer failure T03 (may be a flake")
 
 
 def test_not_comparable_is_refused_whatever_the_gate():
