@@ -6,10 +6,14 @@ gate) against the straightforward pure-Python paired bootstrap below, on the
 same per-task deltas with 10,000 resamples each. Prints the speed ratios and
 the largest difference between the two intervals' endpoints.
 
-Target (issue 5): at least 20x faster, endpoints within 0.005. This script
-prints; it never asserts on time (timings depend on the machine).
+Targets: at least 20x faster than the reference bootstrap, endpoints within
+0.005; the whole comparison of 10,000 tasks x k = 5 within 2 s; the smallest
+detectable regression equal to the former exact task-by-task recursion
+(reference_power below, quadratic in the number of tasks) where that one can
+be computed (--check-mde, up to a few thousand tasks). This script prints; it
+never asserts on time (timings depend on the machine).
 
-    python benchmarks/bench_compare.py [--tasks 2000] [--k 5] [--draws 10000]
+    python benchmarks/bench_compare.py [--tasks 2000] [--k 5] [--draws 10000] [--check-mde]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.compare.decision import GateParams, compare_runs
+from pytest_agentdrift.compare.power import _mde_for_design, minimum_detectable_regression
 
 
 def make_results(n_tasks: int, k: int, seed: int, lift: float, runtime_id: str) -> dict[str, Any]:
@@ -75,6 +80,39 @@ def reference_bootstrap(deltas: list[float], draws: int, seed: int, confidence: 
     return quantile(tail), quantile(1.0 - tail)
 
 
+def reference_power(base_rates: list[float], k: int, delta: float, alpha: float) -> float:
+    """The former exact power: the (won, lost) table built task by task (quadratic in tasks)."""
+    import numpy as np
+
+    from pytest_agentdrift.compare.power import rejection_region, solved_probability
+
+    p = np.clip(np.asarray(base_rates, dtype=float), 0.0, 1.0)
+    sb, sc = solved_probability(p, k), solved_probability(np.clip(p - delta, 0.0, 1.0), k)
+    dist = np.ones((1, 1))
+    for pw, pl in zip((1.0 - sb) * sc, sb * (1.0 - sc), strict=True):
+        rows, cols = dist.shape
+        new = np.zeros((rows + 1, cols + 1))
+        new[:rows, :cols] += dist * (1.0 - pw - pl)
+        new[1:, :cols] += dist * pw
+        new[:rows, 1:] += dist * pl
+        keep_r = max(1, int(np.nonzero(new.sum(axis=1) > 1e-18)[0].max()) + 1)
+        keep_c = max(1, int(np.nonzero(new.sum(axis=0) > 1e-18)[0].max()) + 1)
+        dist = new[:keep_r, :keep_c]
+    region = rejection_region(len(base_rates), alpha)[: dist.shape[0], : dist.shape[1]]
+    return float(dist[region].sum())
+
+
+def reference_mde(base_rates: list[float], k: int, alpha: float, power: float = 0.8) -> int | None:
+    """Smallest whole-pp drop whose reference power reaches ``power`` (bisection)."""
+    if reference_power(base_rates, k, 1.0, alpha) < power:
+        return None
+    lo, hi = 0, 100
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reference_power(base_rates, k, mid / 100, alpha) >= power else (mid, hi)
+    return hi
+
+
 def timed(fn, *args, **kwargs):
     start = time.perf_counter()
     value = fn(*args, **kwargs)
@@ -87,6 +125,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--draws", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--check-mde", action="store_true", help="also run the former quadratic exact MDE")
     args = parser.parse_args()
 
     base = make_results(args.tasks, args.k, 1, 0.0, "sha256:base")
@@ -133,6 +172,23 @@ def main() -> None:
         f"  -> {ref_time / full:.0f}x faster (target >= 20x: {'met' if ref_time / full >= 20 else 'MISSED'})"
     )
     print(f"      first compare_runs call incl. numpy/scipy imports {cold:.3f} s")
+    mde = comparison["regression"]["minimum_detectable"]
+    rates = [comparison["tasks"][t]["baseline"][0] / comparison["tasks"][t]["baseline"][1] for t in ids]
+    _mde_for_design.cache_clear()  # the comparison above filled it: time the computation itself
+    fresh, mde_time = timed(minimum_detectable_regression, rates, mde["k"], mde["alpha"])
+    print(
+        f"smallest detectable regression {mde['mde_pp']} pp (power {mde['power_at_mde']:.3f}); "
+        f"computed afresh in {mde_time:.3f} s (part of compare_runs; cached by design after)"
+    )
+    target = "met" if full <= 2.0 else "MISSED"
+    print(f"whole comparison {full:.3f} s (target <= 2 s at 10,000 tasks x k = 5: {target} here)")
+    if args.check_mde:
+        ref, ref_mde_time = timed(reference_mde, rates, mde["k"], mde["alpha"])
+        agree = "met" if ref is not None and fresh["mde_pp"] is not None and abs(ref - fresh["mde_pp"]) <= 1 else "?"
+        print(
+            f"former exact recursion: {ref} pp in {ref_mde_time:.2f} s -> {ref_mde_time / mde_time:.0f}x; "
+            f"within 1 pp: {agree if ref != fresh['mde_pp'] else 'met (equal)'}"
+        )
 
 
 if __name__ == "__main__":

@@ -85,7 +85,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.outcome import compare_recorded
 
     opts = resolve_cli_flags(
-        args, "vary", "gate", "seed", "release_notes", "rollback_state", "rollback_evidence", "max_infra_loss"
+        args,
+        "vary",
+        "gate",
+        "gate_flakes",
+        "seed",
+        "release_notes",
+        "rollback_state",
+        "rollback_evidence",
+        "max_infra_loss",
     )
     base, cand, cmp, accepted = _load_pair(args, opts.pop("vary"))
     outcome = compare_recorded(base, cand, cmp, accepted=accepted.to_dict(), gate_scope=args.gate_scope, **opts)
@@ -307,7 +315,16 @@ def build_parser() -> argparse.ArgumentParser:
                 default="all",
                 help="promote gate only: critical lets only critical regressions and new safety failures block",
             )
-            add_cli_flags(c, "gate", "seed", "release_notes", "rollback_state", "rollback_evidence", "max_infra_loss")
+            add_cli_flags(
+                c,
+                "gate",
+                "gate_flakes",
+                "seed",
+                "release_notes",
+                "rollback_state",
+                "rollback_evidence",
+                "max_infra_loss",
+            )
             from pytest_agentdrift.cli.experiments import add_compare_options
 
             add_compare_options(c)

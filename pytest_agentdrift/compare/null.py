@@ -6,17 +6,21 @@ noise, or something that changed where no manifest can see it
 (a host that changed its model behind an unchanged stamp). The report says:
 
 * for every pair of recordings (i < j, the earlier as baseline): the outcome
-  flips (tasks solved by one recording and not the other), the variance row,
-  and whether the gate would have fired (a ``dont_ship`` quality verdict: a
-  false alarm, because nothing was changed);
+  flips (tasks solved by one recording and not the other, read over the same
+  number of runs), the variance row, and whether the regression gate would
+  have failed (a false alarm, because nothing was changed);
 * with three or more recordings, the observed false-alarm rate over the
   pairs against alpha (pairs share recordings, so they are not independent
   trials: the rate is descriptive);
 * a status: ``invalid_comparison`` when the identities differ (this is not a
   null experiment); ``hold_unconfirmed`` with "host-side drift suspected"
-  when outcomes move beyond run-to-run noise (the two-sided exact test on the
-  discordant tasks rejects at alpha, or the gate fires); otherwise
-  ``no_material_evidence``.
+  only when outcomes move beyond what the agent's own randomness explains:
+  the exact two-sided sign test on a pair's discordant tasks rejects at
+  alpha divided by the number of pairs (Bonferroni: every pair is a chance
+  to see noise as drift); otherwise ``no_material_evidence``. A gate that
+  fires on some pairs while no pair moves beyond noise is the gate's own
+  false-alarm rate on this agent, not the host: the report says so, and
+  names the flakes the design could not tell from changes.
 """
 
 from __future__ import annotations
@@ -83,10 +87,9 @@ def null_experiment(
         )
         paired = comparison.get("paired") or {}
         won, lost = list(paired.get("won") or []), list(paired.get("lost") or [])
-        gate = comparison.get("gate") or {}
+        reg = comparison.get("regression") or {}
         p_two = two_sided_discordant_pvalue(len(won), len(lost)) if comparison["comparable"] else None
-        fired = gate.get("quality_verdict") == "dont_ship"
-        beyond = bool(comparison["comparable"] and ((p_two is not None and p_two < alpha) or fired))
+        fired = bool(comparison["comparable"] and not reg.get("passed"))
         pairs.append(
             {
                 "baseline": labels[i],
@@ -98,18 +101,22 @@ def null_experiment(
                 "lost": lost,
                 "p_two_sided": p_two,
                 "variance": comparison.get("variance"),
-                "gate_verdict": gate.get("quality_verdict"),
-                "gate_reason": gate.get("reason"),
+                "gate_verdict": None if not comparison["comparable"] else ("pass" if reg.get("passed") else "fail"),
+                "gate_reason": reg.get("reason"),
                 "gate_fired": fired,
-                "beyond_noise": beyond,
+                "undecided": [x["task"] for x in reg.get("undecided_failures") or []],
             }
         )
     compared = [p for p in pairs if p["comparable"]]
+    level = alpha / max(len(compared), 1)  # every pair is one more chance to read noise as drift
+    for p in compared:
+        p["beyond_noise"] = p["p_two_sided"] is not None and p["p_two_sided"] < level
     fired_pairs = sum(1 for p in compared if p["gate_fired"])
     out: dict[str, Any] = {
         "schema_version": 1,
         "recordings": labels,
         "alpha": alpha,
+        "level": level,
         "pairs": pairs,
         "flips": sum(p["flips"] for p in compared),
         "gate_fired": fired_pairs,
@@ -120,34 +127,43 @@ def null_experiment(
             else None
         ),
     }
+    out["status"], out["because"] = _null_status(out, pairs, compared, identity_problems)
+    return out
+
+
+def _null_status(out, pairs, compared, identity_problems) -> tuple[str, list[str]]:
+    """The status and its evidence: not a null experiment, host-side drift, or the agent's randomness."""
     if identity_problems:
-        out["status"], out["because"] = (
-            NOT_NULL,
-            ["not a null experiment: the runtimes differ: " + p for p in identity_problems],
-        )
-    elif not compared:
-        out["status"], out["because"] = NOT_NULL, [r for p in pairs for r in p["reasons"]] or ["no pair is comparable"]
-    elif any(p["beyond_noise"] for p in compared):
+        return NOT_NULL, ["not a null experiment: the runtimes differ: " + p for p in identity_problems]
+    if not compared:
+        return NOT_NULL, [r for p in pairs for r in p["reasons"]] or ["no pair is comparable"]
+    if any(p["beyond_noise"] for p in compared):
         moved = [
             f"{p['baseline']} vs {p['candidate']}: {p['flips']} flip(s) (lost {', '.join(p['lost']) or '-'}; won "
-            f"{', '.join(p['won']) or '-'}; two-sided p = {p['p_two_sided']:.3g}"
-            + ("; the gate fired" if p["gate_fired"] else "")
-            + ")"
+            f"{', '.join(p['won']) or '-'}; two-sided p = {p['p_two_sided']:.3g} < {out['level']:.3g})"
             for p in compared
             if p["beyond_noise"]
         ]
-        out["status"], out["because"] = (
-            DRIFT,
-            [f"{DRIFT_REASON}: identity is equal but outcomes moved beyond run-to-run noise", *moved],
+        return DRIFT, [f"{DRIFT_REASON}: identity is equal but outcomes moved beyond run-to-run noise", *moved]
+    why = (
+        "no outcome flipped"
+        if out["flips"] == 0
+        else f"{out['flips']} flip(s) within run-to-run noise (two-sided p >= {out['level']:.3g} on every pair)"
+    )
+    if not out["gate_fired"]:
+        return NULL_OK, [f"{why}; the gate did not fire"]
+    because = [
+        f"{why}; the gate fired on {out['gate_fired']} of {len(compared)} pair(s): the agent's own randomness "
+        "(a false alarm), not the host"
+    ]
+    undecided = sorted({t for p in compared for t in p["undecided"]})
+    if undecided:
+        because.append(
+            f"critical failures on {', '.join(undecided)} could not be told from flakes with these repetitions:"
+            " record the baseline with --agent-k 5 or more and run pull requests with "
+            "the k `agentdrift plan` recommends, or use --agent-gate-flakes report"
         )
-    else:
-        why = (
-            "no outcome flipped"
-            if out["flips"] == 0
-            else (f"{out['flips']} flip(s) within run-to-run noise (two-sided p ≥ {alpha} on every pair)")
-        )
-        out["status"], out["because"] = NULL_OK, [f"{why}; the gate did not fire"]
-    return out
+    return NULL_OK, because
 
 
 def null_exit_code(result: Mapping[str, Any]) -> int:
@@ -168,8 +184,8 @@ def render_null(result: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"{'null':<11} {head}: {p['flips']} flip(s)"
             + (f" (lost {', '.join(p['lost']) or '-'}; won {', '.join(p['won']) or '-'})" if p["flips"] else "")
-            + f"; gate {p['gate_verdict']}"
-            + (" FIRED (a false alarm)" if p["gate_fired"] else " would not fire")
+            + f"; regression gate {p['gate_verdict']}"
+            + (" (FIRED: a false alarm)" if p["gate_fired"] else ", would not fire")
         )
         shares = (p.get("variance") or {}).get("shares")
         if shares:

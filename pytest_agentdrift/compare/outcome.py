@@ -111,6 +111,7 @@ def compare_recorded(
     accepted: Mapping[str, Any] | None = None,
     gate_scope: str = "all",
     max_infra_loss: float | None = None,
+    gate_flakes: str | None = None,
 ) -> ComparisonOutcome:
     """Statistics, decision, files and lines for two recorded runs (plugin and CLI alike)."""
     from pytest_agentdrift.canonical import load_json_file
@@ -128,9 +129,11 @@ def compare_recorded(
         comparable=stamps.comparable,
         reasons=reasons,
         change_class=stamps.change_class,
-        gate=GateParams(scope=gate_scope)
-        if max_infra_loss is None
-        else GateParams(scope=gate_scope, max_infra_loss=max_infra_loss),
+        gate=GateParams(
+            scope=gate_scope,
+            **({} if max_infra_loss is None else {"max_infra_loss": max_infra_loss}),
+            **({} if gate_flakes is None else {"flakes": gate_flakes}),
+        ),
         seed=seed,
         ledger=ledger,
         rollback_state=rollback_state,
@@ -177,3 +180,42 @@ def provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
     from pytest_agentdrift.record.provenance import regraded_line
 
     return [f"{arm:<11} {regraded_line(src)}" for arm, src in provenance.items()]
+
+
+def gate_item_outcomes(comparison: Mapping[str, Any], gate: str | None) -> dict[str, str] | None:
+    """Under a decided regression gate: for each task with failed runs that the gate does not hold
+    against the candidate, the xfail reason its failed items take, so that pytest's own summary and
+    JUnit say what the exit status says. Tasks that block (a new critical or safety failure, a
+    tampered pass, a lost task of a flagged paired test) are absent: their items stay failed. None
+    when there is no such gate or it decided nothing (refused, or too many runs lost)."""
+    from pytest_agentdrift.compare.checkrates import STANDING, UNDECIDED, row_line
+
+    reg = comparison.get("regression")
+    if (
+        gate != GATE_REGRESSION
+        or not comparison["comparable"]
+        or not reg
+        or (comparison.get("infra") or {}).get("exceeded")
+    ):
+        return None
+    blocking = {r["task"] for r in reg["check_tests"]["rows"] if r["blocks"]}
+    blocking |= {x["task"] for x in reg["tampered_passes"]}
+    if any(b.startswith("paired test:") for b in reg["blockers"]):
+        blocking |= set(comparison["paired"]["lost"])
+    for suite in reg["strata_flagged"]:
+        blocking |= {t for t in comparison["strata"][suite]["tasks"] if comparison["tasks"][t]["outcome"] == "lost"}
+    rows_by_task: dict[str, list[Mapping[str, Any]]] = {}
+    for r in reg["check_tests"]["rows"]:
+        rows_by_task.setdefault(r["task"], []).append(r)
+    out = {}
+    for tid, row in comparison["tasks"].items():
+        (b_pass, b_runs), (c_pass, c_runs) = row["baseline"], row["candidate"]
+        if tid in blocking or c_pass == c_runs:
+            continue
+        said = [row_line(r) for r in rows_by_task.get(tid, []) if r["verdict"] in (STANDING, UNDECIDED)]
+        if b_pass < b_runs:
+            said.insert(0, f"fails in baseline too ({b_runs - b_pass}/{b_runs} baseline run(s) failed)")
+        if not said:
+            said.append("within run-to-run noise: the regression gate does not hold it against the candidate")
+        out[tid] = "; ".join(said)
+    return out

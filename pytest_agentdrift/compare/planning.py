@@ -238,9 +238,76 @@ def make_plan(
         "recommended": recommended,
         "fewest_tasks": fewest_tasks,
         "mde": {"tasks": len(rates), "k": budget, "power": target, "delta": mde(rates, budget, alpha, target)},
+        "gate": gate_design(results, alpha=alpha, target=target),
     }
     doc["digest"] = digest({k: v for k, v in doc.items() if k != "created_at"})
     return doc
+
+
+GATE_BASE_K = (5, 10, 15, 20, 30)
+GATE_PR_K = tuple(range(1, 11))
+NEW_BEHAVIOUR_RATE = 0.5
+
+
+def flaky_checks(results: Mapping[str, Any]) -> int:
+    """(task, critical check) pairs of the recorded run that failed in some runs and passed in others."""
+    count = 0
+    for task in (results.get("tasks") or {}).values():
+        runs = [r for r in task.get("runs") or [] if r.get("outcome") != "infra_error"]
+        failed: dict[str, int] = {}
+        for run in runs:
+            for check in run.get("critical_failed") or []:
+                failed[check] = failed.get(check, 0) + 1
+        count += sum(1 for n in failed.values() if 0 < n < len(runs))
+    return count
+
+
+def new_behaviour_power(base_k: int, pr_k: int, level: float, rate: float = NEW_BEHAVIOUR_RATE) -> float:
+    """Power of the gate's exact check test against a critical failure appearing in ``rate`` of the
+    pull request's runs of one task that the baseline never showed: P(p-value of x failures < level)."""
+    from scipy.stats import binom, hypergeom
+
+    return float(
+        sum(binom.pmf(x, pr_k, rate) for x in range(1, pr_k + 1) if hypergeom.sf(x - 1, base_k + pr_k, x, pr_k) < level)
+    )
+
+
+def gate_design(results: Mapping[str, Any], *, alpha: float, target: float) -> dict[str, Any]:
+    """The regression gate's design for these tasks: baseline k and pull-request k.
+
+    The fewest pull-request runs (then the fewest baseline runs, at least 5) whose exact check test
+    catches a critical behaviour appearing in half the runs of a task with ``target`` power, at alpha
+    shared with the paired test and the recorded run's flaky checks (an estimate of the gate's
+    family); and the smallest pass-rate regression the paired test then detects.
+    """
+    from pytest_agentdrift.compare.power import minimum_detectable_regression
+
+    counts = task_counts(results)
+    family = 1 + 1 + flaky_checks(results)  # the paired test, the new behaviour, the checks already flaky
+    level = alpha / family
+    best = None
+    for pr_k in GATE_PR_K:
+        for base_k in GATE_BASE_K:
+            power = new_behaviour_power(base_k, pr_k, level)
+            if power >= target:
+                best = (base_k, pr_k, power)
+                break
+        if best:
+            break
+    base_k, pr_k, power = best or (GATE_BASE_K[-1], GATE_PR_K[-1], new_behaviour_power(30, 10, level))
+    rates = [p / r for p, r in counts.values()]
+    mde_doc = minimum_detectable_regression(rates, min(base_k, pr_k), alpha)
+    return {
+        "baseline_k": base_k,
+        "pr_k": pr_k,
+        "new_behaviour_rate": NEW_BEHAVIOUR_RATE,
+        "power_new_critical": power,
+        "reaches_target": best is not None,
+        "family": family,
+        "level": level,
+        "flaky_checks": family - 2,
+        "mde_pp": mde_doc["mde_pp"],
+    }
 
 
 def verify_plan(doc: Any, where: Any = None) -> dict[str, Any]:
@@ -296,5 +363,25 @@ def render_plan(doc: Mapping[str, Any]) -> list[str]:
         f"{'mde':<11} with {m['tasks']} tasks × k={m['k']}: the smallest regression detected with power "
         f"{m['power']:.2f} is {mde_text}"
     )
+    lines += _gate_lines(doc.get("gate"), q["power"])
     lines.append(f"{'digest':<11} {doc['digest']}")
     return lines
+
+
+def _gate_lines(gate: Mapping[str, Any] | None, target: float) -> list[str]:
+    if not gate:
+        return []
+    caught = (
+        f"catches a critical failure appearing in {100 * gate['new_behaviour_rate']:.0f}% of a task's runs "
+        f"with power {gate['power_new_critical']:.2f}"
+    )
+    if not gate["reaches_target"]:
+        caught += f" (below {target:.2f}: no design within k 30 / 10 reaches it)"
+    mde_text = "none" if gate["mde_pp"] is None else f"{gate['mde_pp']} pp"
+    return [
+        f"{'gate':<11} record the baseline with --agent-k {gate['baseline_k']}, run pull requests with --agent-k "
+        f"{gate['pr_k']}: the regression gate {caught}",
+        f"{'':<11} at level {gate['level']:.3g} (alpha over {gate['family']} tests: the paired test, the new "
+        f"behaviour, {gate['flaky_checks']} check(s) already flaky); smallest detectable pass-rate regression "
+        f"{mde_text}",
+    ]

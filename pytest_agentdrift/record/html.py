@@ -171,6 +171,7 @@ class ReportInput:
     manifest_diff: dict[str, Any] | None = None
     manifest: dict[str, Any] | None = None
     baseline_label: str | None = None
+    closing: str | None = None  # the session's closing line (agentdrift: exit N — reason), shown first
     notes: list[str] = field(default_factory=list)  # problems reading the record, shown on the page
     events_cache: dict[int, Any] = field(default_factory=dict, repr=False)  # parsed events.jsonl per run
 
@@ -249,8 +250,12 @@ def load_input(run_dir: Path, results: dict[str, Any] | None = None) -> ReportIn
     return inp
 
 
-def render_record(run_dir: Path, results: dict[str, Any] | None = None) -> str:
-    return render(load_input(run_dir, results))
+def render_record(run_dir: Path, results: dict[str, Any] | None = None, closing: str | None = None) -> str:
+    from pytest_agentdrift.record.summary import closing_line
+
+    inp = load_input(run_dir, results)
+    inp.closing = closing or closing_line(run_dir, inp.decision)
+    return render(inp)
 
 
 def render_failure_page(run_id: str, error: BaseException) -> str:
@@ -448,7 +453,8 @@ def render(inp: ReportInput) -> str:
         nav.append('<a href="#comparison">Comparison</a>')
     nav += ['<a href="#grid">Task \u00d7 layer grid</a>', '<a href="#tasks">Runs</a>', '<a href="#legend">Legend</a>']
     parts = [
-        f'<header id="top"><h1>pytest-agentdrift run {esc(r.get("run_id", "?"))}</h1>{_header(inp)}</header>',
+        f'<header id="top"><h1>pytest-agentdrift run {esc(r.get("run_id", "?"))}</h1>{_closing(inp)}'
+        f"{_header(inp)}</header>",
         f"<nav>{''.join(nav)}</nav>",
         _summary(inp),
     ]
@@ -459,6 +465,14 @@ def render(inp: ReportInput) -> str:
 
 
 # -- header -------------------------------------------------------------------
+
+
+def _closing(inp: ReportInput) -> str:
+    """The closing line first, as the terminal, report.md and the summary say it."""
+    if not inp.closing:
+        return ""
+    box = "ok-box" if inp.closing.startswith("agentdrift: exit 0 ") else "bad-box"
+    return f'<p class="{box}" id="closing"><b>{esc(inp.closing)}</b></p>'
 
 
 def _usage_totals(tasks: Mapping[str, Any]) -> tuple[dict[str, Any], int, int]:
@@ -670,8 +684,11 @@ def _comparison(inp: ReportInput) -> str:
     status = d.get("status") or decision.get("status")
     because = d.get("because") or decision.get("because") or []
     box = _STATUS_CLASS.get(str(status), "warn")
+    label = "promotion status (secondary)" if (d.get("gate_mode") or c.get("gate_mode")) == "regression" else "decision"
+    if label != "decision":
+        box = "mut"
     out.append(
-        f'<div class="{box}" id="decision"><span class="status">decision: {esc(status or "none")}</span>'
+        f'<div class="{box}" id="decision"><span class="status">{label}: {esc(status or "none")}</span>'
         + (
             f' <span class="mut">(rule {esc(d.get("status_rule") or decision.get("rule"))})</span>'
             if d.get("status_rule") or decision.get("rule")
@@ -689,13 +706,23 @@ def _comparison(inp: ReportInput) -> str:
     if d.get("rollback_state"):
         rows.append(("rollback state", _code(d["rollback_state"])))
     gate = d.get("gate") or c.get("gate") or {}
-    if gate:
-        verdict = gate.get("verdict")
+    regression = d.get("regression_gate") or c.get("regression") or {}
+    secondary = (d.get("gate_mode") or c.get("gate_mode")) == "regression"
+    if secondary and regression:
         rows.append(
             (
-                "gate",
+                "regression gate",
+                f"<b>{'passed' if regression.get('passed') else 'FAILED'}</b>: {esc(regression.get('reason', ''))}",
+            )
+        )
+    if gate:
+        verdict = gate.get("verdict")
+        # under the regression gate the promotion gate is a second opinion: it sets nothing
+        rows.append(
+            (
+                "promotion gate (secondary: does not set the exit status)" if secondary else "gate",
                 f"<b>{esc(verdict or 'null')}</b>"
-                + (" (passed)" if gate.get("passed") else " (not passed)")
+                + ("" if secondary else " (passed)" if gate.get("passed") else " (not passed)")
                 + f": {esc(gate.get('reason', ''))}",
             )
         )
@@ -1452,11 +1479,11 @@ def _footer(r: Mapping[str, Any]) -> str:
     )
 
 
-def record_page(run_dir: Path, results: dict[str, Any] | None = None) -> str:
+def record_page(run_dir: Path, results: dict[str, Any] | None = None, closing: str | None = None) -> str:
     """The page for a record being written: render_record, or, should rendering
     itself fail (a bug of ours), a page that says so, so results.json is still written."""
     try:
-        return render_record(run_dir, results)
+        return render_record(run_dir, results, closing)
     except Exception as exc:  # noqa: BLE001 - the record must not be lost to a bug in its view
         run_id = (results or {}).get("run_id", "?") if isinstance(results, dict) else "?"
         return render_failure_page(str(run_id), exc)

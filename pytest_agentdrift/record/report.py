@@ -295,6 +295,8 @@ def _experiment_lines(settings: dict[str, Any]) -> list[str]:
 def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None, closing: str | None = None) -> str:
     """report.md: the same facts as the terminal, with every failed check's evidence."""
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
+    if closing:
+        md += [f"**{closing}**", ""]  # the verdict first, in the words the terminal ends with
     md.append(f"- agent: `{results['agent']['name']}` version `{results['agent']['version']}`")
     md.append(
         f"- started {results['started_at']}, finished {results['finished_at']}; complete: {str(results['complete']).lower()}"

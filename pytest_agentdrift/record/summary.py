@@ -20,7 +20,8 @@ _CLOSING = "agentdrift: exit "
 MAX_BULLETS = 20
 
 
-def _closing_line(run: Path, decision: dict[str, Any] | None) -> str | None:
+def closing_line(run: Path, decision: dict[str, Any] | None) -> str | None:
+    """The record's closing line: decision.json's exit status, else report.md's last word."""
     if decision and isinstance(decision.get("exit_status"), dict):
         return decision["exit_status"].get("line")
     try:
@@ -49,7 +50,7 @@ def run_summary(run: Path, max_bytes: int = 60_000) -> str:
     cpath = run / "comparison" / "comparison.json"
     decision = load_json_file(dpath, RecordError) if dpath.is_file() else None
     comparison = load_json_file(cpath, RecordError) if cpath.is_file() else None
-    closing = _closing_line(run, decision)
+    closing = closing_line(run, decision)
     head: list[str] = ["## agentdrift", ""]
     if closing:
         head += [f"**{closing}**", ""]

@@ -270,6 +270,7 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
         rollback_evidence=st.rollback_evidence,
         accepted=accepted.to_dict(),
         max_infra_loss=st.max_infra_loss,
+        gate_flakes=st.gate_flakes,
     )
     comparison.stamps = cmp
     comparison.files = outcome.files

@@ -11,6 +11,8 @@ decision.json.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_agentdrift.compare.exitpolicy import pytest_reason
@@ -72,6 +74,7 @@ class ControllerPlugin:
         self.final_lines: list[str] = []
         self.verdict: Verdict | None = None
         self._exited_early = False
+        self._failed_items: Any = None  # session.itemverdicts.FailedItems, once an item failed
 
     @property
     def settings(self):
@@ -175,6 +178,11 @@ class ControllerPlugin:
         payload = getattr(report, "agentdrift_payload", None)
         if payload is not None:
             self.collector.add_payload(payload, report.nodeid)
+            if report.failed and self.settings.gate:
+                from pytest_agentdrift.session.itemverdicts import FailedItems
+
+                self._failed_items = self._failed_items or FailedItems()
+                self._failed_items.add(self.config, report, payload["task_id"])
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         if not self._exited_early:
@@ -206,6 +214,7 @@ class ControllerPlugin:
                 compare_with_baseline(self.config, self.info, self.comparison, results, collector=self.collector)
             except AgentDriftError as exc:
                 error = exc.message
+            self._agree_with_gate(session)
         verdict = self._decide(session, int(exitstatus), results, error)
         lines: list[str] = []
         if c.record_error:
@@ -229,6 +238,17 @@ class ControllerPlugin:
             self.final_lines.extend(self.info.longrun.final_lines(self._view(), results))
         self.verdict = verdict
         session.exitstatus = verdict.code
+
+    def _agree_with_gate(self, session: pytest.Session) -> None:
+        """Failures the regression gate does not hold against the candidate become xfails (itemverdicts)."""
+        comparison = self.comparison.files.get("comparison/comparison.json")
+        if self._failed_items is None or not isinstance(comparison, dict):
+            return
+        from pytest_agentdrift.compare.outcome import gate_item_outcomes
+
+        reasons = gate_item_outcomes(comparison, self.settings.gate)
+        if reasons:
+            self._failed_items.agree(session, reasons)
 
     def _decide(self, session: pytest.Session, exitstatus: int, results: dict, error: str | None) -> Verdict:
         """The exit policy (compare/exitpolicy.py) over the facts this session ended with."""

@@ -22,6 +22,8 @@ from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
     DEFAULT_ACCEPT_UNOBSERVED,
     FAIL_ON_MODES,
+    GATE_FLAKES,
+    GATE_FLAKES_STRICT,
     GATE_MODES,
     GATE_PROMOTE,
     ISOLATION_MODES,
@@ -220,6 +222,15 @@ class Settings:
         choices=GATE_MODES,
         nargs_const=GATE_PROMOTE,
         cli="--gate",
+    )
+    gate_flakes: str = option(
+        "--agent-gate-flakes",
+        "regression gate: a critical or safety failure the repetitions cannot tell from a flake (never in the "
+        "baseline, and too few runs for the exact test to ever reach alpha) blocks, saying it may be a flake "
+        "(strict), or is listed without blocking (report)",
+        GATE_FLAKES_STRICT,
+        choices=GATE_FLAKES,
+        cli="--gate-flakes",
     )
     isolation: str = option(
         "--agent-isolation",

@@ -516,7 +516,7 @@ class RunCollector:
         rec.write_raw(".", {"report.md": markdown(results, comparison.lines or None, closing=closing)})
         from pytest_agentdrift.record.html import record_page
 
-        rec.write_raw(".", {"report.html": record_page(rec.path, results)})
+        rec.write_raw(".", {"report.html": record_page(rec.path, results, closing)})
         rec.finish(results)
 
 

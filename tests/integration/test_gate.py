@@ -4,6 +4,7 @@ recording without judging, and generic agents compared in one command."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -82,7 +83,9 @@ def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytes
     )
     out = result.stdout.str()
     assert result.ret == 0, out
-    assert "1 failed" in out  # the item still shows as failed; the gate sets the exit status
+    # pytest's own outcome agrees with the gate: the standing failure is an xfail, nothing "failed"
+    stats = [ln for ln in result.stdout.lines if re.match(r"^=+ .* in [0-9.]+s", ln)][-1]
+    assert "1 xfailed" in stats and "failed" not in stats.replace("xfailed", ""), stats
     closing = last_line(result)
     # three tasks can show no regression at alpha 0.05, and the line says so rather than "equal"
     assert closing.startswith(
@@ -108,7 +111,10 @@ def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytes
     assert props["agentdrift.G02.r1.critical_failures"] == "impossible"
     assert props["agentdrift.G02.r1.layer.correctness"] == "fail"
     assert props["agentdrift.G02.r1.tampered_pass"] == "false"
-    assert "impossible" in g02.find("failure").get("message")
+    # JUnit says what the exit status says: no failure, G02 an xfail that names why
+    assert root.find("testsuite").get("failures") == "0" and g02.find("failure") is None
+    xfail = g02.find("skipped")
+    assert xfail.get("type") == "pytest.xfail" and "fails in baseline too" in xfail.get("message")
     assert not any(n.endswith(".agentdrift") for n in props) and all(len(v) < 500 for v in props.values())
 
 

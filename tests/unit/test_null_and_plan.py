@@ -60,11 +60,11 @@ STEADY = {f"T{i:02d}": [True, True, True] for i in range(1, 11)} | {
 def test_two_recordings_of_one_runtime_flip_nothing_and_the_gate_would_not_fire():
     r = null.null_experiment([results(STEADY, "a"), results(STEADY, "b")], [manifest(), manifest()], labels=["a", "b"])
     assert r["status"] == null.NULL_OK and r["flips"] == 0 and r["gate_fired"] == 0
-    assert r["pairs"][0]["gate_verdict"] == "hold" and not r["pairs"][0]["gate_fired"]
+    assert r["pairs"][0]["gate_verdict"] == "pass" and not r["pairs"][0]["gate_fired"]
     assert r["pairs"][0]["variance"]["shares"] is not None
     assert null.null_exit_code(r) == 0
     lines = null.render_null(r)
-    assert "a vs b: 0 flip(s); gate hold would not fire" in lines[0]
+    assert "a vs b: 0 flip(s); regression gate pass, would not fire" in lines[0]
     assert lines[-1].startswith("status      no_material_evidence: no outcome flipped")
 
 
@@ -84,6 +84,24 @@ def test_outcomes_moving_beyond_noise_under_an_equal_identity_is_host_side_drift
     assert r["status"] == null.NULL_OK and r["flips"] == 1
 
 
+def test_a_flaky_agent_firing_the_gate_is_its_own_randomness_not_the_host():
+    # ten recordings of one agent whose critical check flakes at 30 % with k = 1: the strict gate fires
+    # on some pairs (it cannot tell a flake from a change at k 1), yet no pair moves beyond noise
+    import random
+
+    from pytest_agentdrift.compare.nullsim import recording
+
+    rng = random.Random(7)
+    rates = [1.0] * 12
+    runs = [recording(rng, rates, 1, 0.3) for _ in range(10)]
+    r = null.null_experiment(runs, [manifest()] * 10)
+    assert r["gate_fired"] > 0
+    assert r["status"] == null.NULL_OK, r["because"]
+    assert "the agent's own randomness (a false alarm), not the host" in r["because"][0]
+    assert "could not be told from flakes" in r["because"][1] and "--agent-k 5" in r["because"][1]
+    assert null.null_exit_code(r) == 0
+
+
 def test_a_different_runtime_is_not_a_null_experiment():
     r = null.null_experiment([results(STEADY), results(STEADY)], [manifest(), manifest(cli_version="2")])
     assert r["status"] == null.NOT_NULL and "cli_version" in r["because"][0]
@@ -92,7 +110,12 @@ def test_a_different_runtime_is_not_a_null_experiment():
 
 def test_three_recordings_give_a_false_alarm_rate_against_alpha():
     r = null.null_experiment([results(STEADY)] * 3, [manifest()] * 3)
-    assert len(r["pairs"]) == 3 and r["false_alarm_rate"] == 0.0 and "not independent" in r["false_alarm_note"]
+    assert (
+        len(r["pairs"]) == 3
+        and r["level"] == pytest.approx(0.05 / 3)
+        and r["false_alarm_rate"] == 0.0
+        and "not independent" in r["false_alarm_note"]
+    )
     assert "0/3 pair(s) = 0.0% against alpha 0.05" in "\n".join(null.render_null(r))
     with pytest.raises(ValueError):
         null.null_experiment([results(STEADY)], None)
@@ -195,3 +218,23 @@ def test_accepted_unobserved_tokens_are_resolved_as_the_plugin_resolves_them():
     assert r["status"] == null.NULL_OK
     refused = null.null_experiment([results(STEADY), results(STEADY)], [unobserved, unobserved], accept_unobserved=[])
     assert refused["status"] != null.NULL_OK  # nothing accepted: both sides unobserved blocks
+
+
+def test_the_plan_recommends_baseline_and_pull_request_k_for_the_regression_gate():
+    from scipy.stats import binom, fisher_exact
+
+    plan = planning.make_plan(RECORDED, delta=0.1, alpha=0.05, target=0.8)
+    gate = plan["gate"]
+    assert gate["reaches_target"] and gate["baseline_k"] >= 5
+    # the stated power, recomputed with scipy's own Fisher test on every outcome of the pull request's runs
+    level, kb, kp = gate["level"], gate["baseline_k"], gate["pr_k"]
+    recomputed = sum(
+        binom.pmf(x, kp, 0.5)
+        for x in range(kp + 1)
+        if fisher_exact([[x, kp - x], [0, kb]], alternative="greater").pvalue < level
+    )
+    assert gate["power_new_critical"] == pytest.approx(recomputed, abs=1e-12) and recomputed >= 0.8
+    # one run fewer on the pull request does not reach the power with any baseline k the plan tries
+    assert all(planning.new_behaviour_power(b, kp - 1, level) < 0.8 for b in planning.GATE_BASE_K)
+    lines = planning.render_plan(plan)
+    assert any(ln.startswith(f"gate        record the baseline with --agent-k {kb}, run pull requests") for ln in lines)

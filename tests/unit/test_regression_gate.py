@@ -86,7 +86,7 @@ def test_standing_critical_failures_are_listed_not_failing():
     assert [(x["task"], x["checks"]) for x in reg["standing_critical_failures"]] == [("T03", ["no-tamper"])]
     v = comparison_verdict(c, "regression")
     assert v.code == EXIT_OK
-    assert "standing (fails in the baseline too): critical failure T03 no-tamper (flaky: 1/1 in baseline" in v.reason
+    assert "standing (fails in the baseline too): critical failure T03 no-tamper (1/1 in baseline, 1/1 now)" in v.reason
     doc = decision_document(c)
     assert doc["regression_gate"]["standing_critical_failures"] == reg["standing_critical_failures"]
 
@@ -125,8 +125,9 @@ def test_critical_failures_are_rates_tested_against_the_baseline():
     flaky_base = dict(base, T01=[(False, ["c"])] * 3 + [(True, [])] * 7)
     reg = compare(arm(flaky_base), arm(three))["regression"]
     assert reg["passed"], reg["reason"]
-    assert "standing (fails in the baseline too): critical failure T01 c (flaky: 3/10 in baseline, 3/3 now)" in (
-        reg["reason"]
+    assert (
+        "standing (fails in the baseline too): critical failure T01 c (flaky: 3/10 in baseline, 3/3 now)"
+        in (reg["reason"])
     )
 
 
@@ -198,3 +199,22 @@ def test_status_line_does_not_contradict_itself_under_scope_critical():
     assert c["decision"]["status"] == "reject"
     assert "no critical regression" not in c["decision"]["because"][0]
     assert "breaks 6 of 12" in c["decision"]["because"][0]
+
+
+def test_pytest_outcomes_follow_the_gate():
+    from pytest_agentdrift.compare.outcome import gate_item_outcomes
+
+    base = dict(passing(4, k=5), T02=[(False, ["c"])] * 2 + [(True, [])] * 3, T03=[(False, [])] + [(True, [])] * 4)
+    cand = dict(passing(4, k=3), T02=[(False, ["c"]), (True, []), (True, [])], T03=[(False, [])] * 1 + [(True, [])] * 2)
+    c = compare(arm(base), arm(cand))
+    c["gate_mode"] = "regression"
+    assert c["regression"]["passed"]
+    reasons = gate_item_outcomes(c, "regression")
+    assert sorted(reasons) == ["T02", "T03"]  # tasks with failed runs the gate does not hold against the candidate
+    assert reasons["T02"].startswith("fails in baseline too (2/5 baseline run(s) failed); standing critical failure")
+    assert reasons["T03"] == "fails in baseline too (1/5 baseline run(s) failed)"
+    assert gate_item_outcomes(c, "promote") is None  # only the regression gate reads failures this way
+    # a new critical failure keeps its items failed
+    bad = dict(passing(4, k=1), T04=[(False, ["c"])])
+    c = compare(arm(passing(4, k=1)), arm(bad))
+    assert not c["regression"]["passed"] and "T04" not in gate_item_outcomes(c, "regression")
