@@ -63,7 +63,7 @@ def run_summary(run: Path, max_bytes: int = 60_000) -> str:
     head.append("")
     rows: list[str] = []
     if comparison:
-        head += _comparison_part(comparison, decision)
+        head += _comparison_part(comparison, decision, max_bytes // 4)
         for tid, row in sorted(comparison["tasks"].items()):
             reg = comparison.get("regression") or {}
             new = next((x["checks"] for x in reg.get("new_critical_failures") or [] if x["task"] == tid), [])
@@ -112,7 +112,18 @@ def run_summary(run: Path, max_bytes: int = 60_000) -> str:
     return text
 
 
-def _comparison_part(c: dict[str, Any], decision: dict[str, Any] | None) -> list[str]:
+def _within(lines: list[str], budget: int) -> list[str]:
+    """The head of ``lines`` that fits in ``budget`` bytes (at least one line)."""
+    kept, used = [], 0
+    for line in lines:
+        used += len(line.encode()) + 1
+        if kept and used > budget:
+            break
+        kept.append(line)
+    return kept
+
+
+def _comparison_part(c: dict[str, Any], decision: dict[str, Any] | None, bullet_bytes: int) -> list[str]:
     out = []
     b, k = c["baseline"], c["candidate"]
     out += ["| | runs passed | pass rate | 95% Wilson |", "|---|---|---|---|"]
@@ -151,9 +162,10 @@ def _comparison_part(c: dict[str, Any], decision: dict[str, Any] | None) -> list
             for x in reg["standing_critical_failures"]
         ]
         # hundreds of tasks: the head stays short, the task table below is cut to the byte budget
-        out += bullets[:MAX_BULLETS]
-        if len(bullets) > MAX_BULLETS:
-            out.append(f"- … {len(bullets) - MAX_BULLETS} more (comparison/decision.json has them all)")
+        kept = _within(bullets[:MAX_BULLETS], bullet_bytes)
+        out += kept
+        if len(bullets) > len(kept):
+            out.append(f"- … {len(bullets) - len(kept)} more (comparison/decision.json has them all)")
     if decision:
         out.append(f"Decision: `{decision['status']}`: {_cell(decision['because'][0])}")
     out.append("")
