@@ -83,6 +83,12 @@ class AgentAdapter:
     endpoint_env: ClassVar[tuple[str, ...]] = ()
     #: environment the preset sets on every run (recorded by describe())
     fixed_env: ClassVar[dict[str, str]] = {}
+    #: whether the agent gets a writable /tmp of its own under bubblewrap (a product whose own
+    #: sandbox writes there); recorded in the mount plan as `tmpfs /tmp`
+    private_tmp: ClassVar[bool] = False
+    #: under bubblewrap, the uid the agent runs as in a user namespace of its own (mapped to the
+    #: harness's uid; recorded in the mount plan); None: the harness's own uid
+    sandbox_user: ClassVar[int | None] = None
     #: files under the user's home the product reads (copied into the private home)
     home_files: ClassVar[tuple[str, ...]] = ()
     #: of those, the ones holding credentials: copied, labelled, never hashed or recorded
@@ -126,6 +132,11 @@ class AgentAdapter:
         adds the program it starts, with its install prefix, and every absolute path the
         argv names). An adapter that needs more says so here; recorded in the manifest."""
         return []
+
+    def path_links(self, env: dict[str, str]) -> dict[str, str]:
+        """Extra program names the agent finds first on its PATH -> the file each runs (a helper
+        the product re-executes itself as); put in the harness's toolchain directory."""
+        return {}
 
     def endpoint_hosts(self, environ: dict[str, str]) -> list[str]:
         """`host:port` of each model endpoint the environment points the product at (`endpoint_env`)."""

@@ -32,6 +32,7 @@ isolation record.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -137,9 +138,15 @@ class MountPlan:
     excluded: tuple[str, ...] = ()
     #: what callers added and why (adapter install prefixes, named files): for the record
     additions: tuple[tuple[str, str], ...] = field(default=())
+    #: run as this uid (and gid) in a user namespace of the sandbox's own, mapped to the caller's
+    #: uid: the run's files are its own, it holds no capability outside, and a product that starts
+    #: its own bubblewrap inside (Codex) can map its own user namespace; None: the caller's uid
+    user: int | None = None
 
     def bwrap_args(self) -> list[str]:
         argv: list[str] = []
+        if self.user is not None:
+            argv += ["--unshare-user", "--uid", str(self.user), "--gid", str(self.user)]
         for m in self.mounts:
             if m.kind == "ro":
                 argv += ["--ro-bind", m.source, m.dest]
@@ -164,12 +171,13 @@ class MountPlan:
     def with_mounts(self, extra: Iterable[Mount]) -> MountPlan:
         """This plan with `extra` mounted last, before the root is made read-only (over what it shows)."""
         body, last = list(self.mounts[:-1]), self.mounts[-1]
-        return MountPlan((*body, *extra, last), self.excluded, self.additions)
+        return MountPlan((*body, *extra, last), self.excluded, self.additions, self.user)
 
     def to_record(self, labels: Mapping[str, str] | None = None) -> dict[str, list[str]]:
         """The plan as lines; a path under a key of `labels` is shown under its label
         (`<run>` for a run's own, randomly named directory: two recordings of one run agree)."""
-        return {"mounts": [m.record(labels) for m in self.mounts], "excluded": list(self.excluded)}
+        user = [f"user {self.user} (own user namespace, mapped to the harness's uid)"] if self.user is not None else []
+        return {"mounts": user + [m.record(labels) for m in self.mounts], "excluded": list(self.excluded)}
 
     @property
     def writable(self) -> list[str]:
@@ -196,14 +204,24 @@ def _key(path: str) -> tuple[str, ...]:
     return tuple(p for p in path.split("/") if p)
 
 
+#: the directories `private_tmp` makes a private tmpfs
+PRIVATE_TMP_DIRS = ("/tmp", "/var/tmp")
+
+
 def build(
     *,
     writable: Iterable[str | os.PathLike[str]] = (),
     readable: Iterable[str | os.PathLike[str]] = (),
     exclude: Iterable[str | os.PathLike[str]] = (),
     additions: Iterable[tuple[str, str]] = (),
+    private_tmp: bool = False,
+    user: int | None = None,
 ) -> MountPlan:
     """The plan for one sandbox: system allow-list + readable (read-only) + writable, minus exclude.
+
+    With `private_tmp` the empty /tmp and /var/tmp are a tmpfs of the sandbox's own instead of
+    read-only directories: writable, seen by nothing outside, gone with the sandbox (a product
+    whose own sandbox needs /tmp, as Codex's does); the plan says so (`tmpfs /tmp`).
 
     Paths are resolved (a symlinked path is mounted where it really lives). A
     path that does not exist is left out. The root directory itself is never
@@ -267,7 +285,7 @@ def build(
         taken.add(link.dest)
     for d in EMPTY_DIRS:
         if d not in taken and not any(_within(d, r) for r in allowed):
-            ops.append(Mount("dir", None, d))
+            ops.append(Mount("tmpfs" if private_tmp and d in PRIVATE_TMP_DIRS else "dir", None, d))
             taken.add(d)
     if "/var/run" not in taken:
         ops.append(Mount("symlink", "../run", "/var/run"))
@@ -277,6 +295,7 @@ def build(
         tuple(base + rest + [Mount("remount-ro", None, "/")]),
         tuple(sorted(set(excluded))),
         tuple((str(p), str(why)) for p, why in additions),
+        user,
     )
 
 
@@ -410,6 +429,61 @@ def install_prefix(real: str) -> str | None:
         prefix = os.path.dirname(parent)
         if prefix not in ("/", "/usr", "/usr/local") and not _is_home_or_above(prefix):
             return prefix
+    return None
+
+
+def npm_dependencies(prefix: str) -> list[tuple[str, str]]:
+    """The installed packages an npm package needs that lie outside it (path, why).
+
+    `npm install --prefix` (or a project's own node_modules) puts a package's dependencies
+    beside it rather than inside it: `node_modules/@openai/codex` finds its platform binary in
+    `node_modules/@openai/codex-linux-x64`, `@github/copilot` finds `detect-libc`. Each name
+    of `dependencies` and `optionalDependencies` is resolved as Node does, in the nearest
+    `node_modules` up from the package, transitively; the ones inside the package are already
+    visible with it."""
+    out: list[tuple[str, str]] = []
+    seen = {_real(prefix)}
+    todo = [prefix]
+    while todo and len(seen) < 200:
+        pkg = todo.pop()
+        for name in _npm_dependency_names(pkg):
+            found = _npm_resolve(pkg, name)
+            if found is None or found in seen:
+                continue
+            seen.add(found)
+            if not _within(found, _real(prefix)):
+                out.append((found, f"npm dependency {name} of {pkg.rsplit('node_modules/', 1)[-1]}"))
+            todo.append(found)
+    return out
+
+
+def _npm_dependency_names(pkg: str) -> list[str]:
+    try:
+        meta = json.loads(Path(pkg, "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(meta, dict):
+        return []
+    names: list[str] = []
+    for key in ("dependencies", "optionalDependencies"):
+        deps = meta.get(key)
+        if isinstance(deps, dict):
+            names += [n for n in deps if isinstance(n, str) and "/.." not in n and not n.startswith(".")]
+    return names
+
+
+def _npm_resolve(pkg: str, name: str) -> str | None:
+    """Where Node finds package `name` from inside `pkg`: its own node_modules, then each
+    node_modules directory above it."""
+    d = _real(pkg)
+    candidates = [os.path.join(d, "node_modules", name)]
+    while d != "/":
+        d = os.path.dirname(d)
+        if os.path.basename(d) == "node_modules":
+            candidates.append(os.path.join(d, name))
+    for c in candidates:
+        if os.path.isfile(os.path.join(c, "package.json")):
+            return _real(c)
     return None
 
 
@@ -555,6 +629,7 @@ def executable_paths(
     prefix = install_prefix(real)
     if prefix:
         out.append((prefix, f"install prefix of {name}"))
+        out += npm_dependencies(prefix)
         cfg = os.path.join(prefix, "pyvenv.cfg")
         if os.path.isfile(cfg):
             for line in Path(cfg).read_text(encoding="utf-8", errors="replace").splitlines():

@@ -444,6 +444,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
                 readable=[*mountplan.harness_runtime(), *(p for p, _ in additions), observers],
                 exclude=[base, spec.path, guard.harness_dir.parent, *settings.hidden],
                 additions=additions,
+                private_tmp=getattr(adapter, "private_tmp", False),
+                user=getattr(adapter, "sandbox_user", None),
             )
             canary_fd = canary_mod.data_fd(canary)
             plan = plan.with_mounts(
@@ -460,9 +462,10 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         # (never a version manager's shim directory: what it holds cannot run in the sandbox)
         prog = mountplan.resolve_program(asked[0], env["PATH"]) if asked and not os.path.isabs(asked[0]) else None
         program_dir = os.path.dirname(prog.found) if prog is not None and prog.manager is None else None
-        env["PATH"] = toolchain.agent_path(
-            env["PATH"], str(toolchain.make_bin(observers / "toolchain")), lambda d: d == program_dir or shows(d)
-        )
+        bin_dir = toolchain.make_bin(observers / "toolchain")
+        for name, target in adapter.path_links(env).items():
+            (bin_dir / name).symlink_to(target)
+        env["PATH"] = toolchain.agent_path(env["PATH"], str(bin_dir), lambda d: d == program_dir or shows(d))
         guard.prepare()
         proc = sandbox.run(
             argv_run,

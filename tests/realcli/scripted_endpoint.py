@@ -326,6 +326,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._drain()
+        if (self.headers.get("Upgrade") or "").lower() == "websocket":
+            # no WebSocket transport here: a client that tries it first falls back to HTTPS
+            self._record({"kind": "websocket", "status": 426})
+            self._json(426, {"error": {"message": "websocket transport not supported"}})
+            return
         if self.path.rstrip("/").endswith("/models"):
             self._record({"kind": "models", "status": 200})
             model = self.ep.model or "scripted-model"
@@ -367,7 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
         requested = request.get("model") if isinstance(request.get("model"), str) else None
         stream = bool(request.get("stream"))
         self.ep.keep_body(body)
-        kind, script, turn, spec = self.ep.decide(body, bool(request.get("tools")))
+        kind, script, turn, spec = self.ep.decide(body, bool(declared_tools(request)))
         entry = {
             "wire": wire,
             "kind": kind,
@@ -549,14 +554,27 @@ def _send_anthropic(h: _Handler, reply: Reply, stream: bool) -> None:
 # -- OpenAI Responses ----------------------------------------------------------------
 
 
-def _declared_tool_types(request: dict[str, Any]) -> dict[str, str]:
-    """Tool name -> its declared type ('function', 'custom', ...) in a Responses request."""
-    out = {}
-    for tool in request.get("tools") or []:
-        if isinstance(tool, dict):
+def declared_tools(request: dict[str, Any]) -> dict[str, str]:
+    """Tool name -> its declared type ('function', 'custom', ...): the request's `tools`, and for
+    the Responses API also tools declared in `additional_tools` input items (Codex 0.171 sends
+    its tools there, in namespaces)."""
+    out: dict[str, str] = {}
+
+    def walk(tools: Any) -> None:
+        for tool in tools if isinstance(tools, list) else []:
+            if not isinstance(tool, dict):
+                continue
+            if tool.get("type") == "namespace":
+                walk(tool.get("tools"))
+                continue
             name = tool.get("name") or (tool.get("function") or {}).get("name")
             if name:
                 out[name] = tool.get("type", "function")
+
+    walk(request.get("tools"))
+    for item in request.get("input") if isinstance(request.get("input"), list) else []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            walk(item.get("tools"))
     return out
 
 
@@ -572,7 +590,7 @@ def _responses_items(reply: Reply, request: dict[str, Any]) -> list[dict[str, An
                 "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
             }
         )
-    declared = _declared_tool_types(request)
+    declared = declared_tools(request)
     for t in reply.tools:
         if declared.get(t["name"]) == "custom":
             # a freeform tool (Codex's apply_patch): the input is the raw text

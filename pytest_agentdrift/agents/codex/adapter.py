@@ -28,6 +28,9 @@ sandbox refusals look like a failed command and cannot be told apart.
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
@@ -72,10 +75,26 @@ class CodexAdapter(ProductAdapter):
     home_dirs: ClassVar[tuple[str, ...]] = (".codex/prompts", ".codex/rules")
     config_home_env: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}
     defaults: ClassVar[dict[str, Any]] = {"sandbox": "workspace-write", "permission_mode": "never"}
+    # workspace-write starts Codex's own bubblewrap, which creates /tmp/codex-daemon-<uid> and
+    # maps a user namespace of its own: a private /tmp, and an unprivileged uid in a user
+    # namespace of ours (a process that is root without capabilities cannot map one)
+    private_tmp = True
+    sandbox_user = 1000
+    # OPENAI_BASE_URL points the built-in OpenAI provider at a gateway or a local model server
+    endpoint_env = ("OPENAI_BASE_URL",)
+    # Codex (Rust) reads its extra CA from CODEX_CA_CERTIFICATE, then SSL_CERT_FILE
+    ca_env: ClassVar[tuple[str, ...]] = ("CODEX_CA_CERTIFICATE", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
     option_keys = ("model", "permission_mode", "sandbox")
     output_format = "exec --json"
     usage_input_includes_cached = True  # turn.completed input_tokens counts cached_input_tokens too
+
+    def path_links(self, env: dict[str, str]) -> dict[str, str]:
+        """`codex-linux-sandbox`: Codex runs its own sandbox by re-executing its native binary
+        under that name, from links it makes in CODEX_HOME, and makes none when CODEX_HOME lies
+        under /tmp (as the private home does); the link comes from the harness instead."""
+        native = _native_binary(shutil.which(self.binary, path=env.get("PATH")))
+        return {"codex-linux-sandbox": native} if native else {}
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         opts = self.effective_options(ctx.options)
@@ -252,3 +271,17 @@ class CodexAdapter(ProductAdapter):
         elif itype == "error":
             events.append({"type": "error", "message": clip(as_str(item.get("message")) or "error"), "source": "item"})
         # reasoning and todo_list are the agent's own narration: not evidence
+
+
+def _native_binary(launcher: str | None) -> str | None:
+    """The platform binary the npm launcher (`<package>/bin/codex.js`) runs: `vendor/<triple>/bin/codex`
+    of the platform package (`@openai/codex-linux-x64`, ...) installed inside the package or
+    beside it in the same scope directory."""
+    if not launcher:
+        return None
+    package = Path(os.path.realpath(launcher)).parent.parent
+    for pattern in ("node_modules/@openai/codex-*/vendor/*/bin/codex", "../codex-*/vendor/*/bin/codex"):
+        for found in sorted(package.glob(pattern)):
+            if os.access(found, os.X_OK):
+                return os.path.normpath(found)
+    return None
