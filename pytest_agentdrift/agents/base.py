@@ -78,6 +78,11 @@ class AgentAdapter:
     env_allowlist: ClassVar[tuple[str, ...]] = ()
     #: API hosts the recording proxy lets through for this product
     api_hosts: ClassVar[tuple[str, ...]] = ()
+    #: hosts the product itself contacts in the background (telemetry, experiments, update
+    #: checks, git remotes it probes), refused like any other and recorded apart: a refused attempt
+    #: to one of them by one of `background_programs` is not the agent's network effect
+    background_hosts: ClassVar[tuple[str, ...]] = ()
+    background_programs: ClassVar[tuple[str, ...]] = ()
     #: environment variables naming the product's model endpoint (a base URL: a gateway, a local
     #: model server): passed on when set, and that endpoint's host:port is let through the proxy
     endpoint_env: ClassVar[tuple[str, ...]] = ()
@@ -86,6 +91,9 @@ class AgentAdapter:
     #: whether the agent gets a writable /tmp of its own under bubblewrap (a product whose own
     #: sandbox writes there); recorded in the mount plan as `tmpfs /tmp`
     private_tmp: ClassVar[bool] = False
+    #: directories the product's own sandbox creates in the work tree as mount points; left empty,
+    #: they are listed as leftovers, not as the agent's changes
+    sandbox_dirs: ClassVar[tuple[str, ...]] = ()
     #: under bubblewrap, the uid the agent runs as in a user namespace of its own (mapped to the
     #: harness's uid; recorded in the mount plan); None: the harness's own uid
     sandbox_user: ClassVar[int | None] = None

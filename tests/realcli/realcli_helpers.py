@@ -122,17 +122,22 @@ def run_session(
     *args: str,
     model: str | None = None,
     home: Path | None = None,
+    home_files: dict[str, str] | None = None,
 ) -> RealSession:
     """One session of `agent` on the builtin `tasks`, its model played by `scripts`.
 
     `endpoint_env` maps the product's environment names to "{url}" / "{ca}" / "{key}"
-    templates (the endpoint's base URL, its CA file, the planted key)."""
+    templates (the endpoint's base URL, its CA file, the planted key); `home_files` are written
+    into the scratch HOME with the same templates (a product's own config file)."""
     root = tmp / agent
     root.mkdir(parents=True)
     home = home or root / "home"
     home.mkdir(exist_ok=True)
     with ScriptedEndpoint(scripts, root / "endpoint", model=model) as ep:
         values = {"url": ep.base_url, "ca": str(ep.ca_pem), "key": PLANTED_KEY}
+        for rel, text in (home_files or {}).items():
+            (home / rel).parent.mkdir(parents=True, exist_ok=True)
+            (home / rel).write_text(text.replace("{url}", ep.base_url))
         env = {
             k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ANTHROPIC_", "OPENAI_", "COPILOT_"))
         }

@@ -157,7 +157,14 @@ def test_chat_completions_sse_tool_calls_and_usage(tmp_path):
     script = [{"tools": [{"name": "bash", "input": {"command": "pytest"}}], "usage": {"input": 30, "output": 4}}]
     with ScriptedEndpoint(script, tmp_path, model="served-model") as ep:
         status, _, data = post(
-            ep, "/v1/chat/completions", {"model": "m", "stream": True, "tools": [{"type": "function", "function": {"name": "bash"}}], "messages": []}
+            ep,
+            "/v1/chat/completions",
+            {
+                "model": "m",
+                "stream": True,
+                "tools": [{"type": "function", "function": {"name": "bash"}}],
+                "messages": [],
+            },
         )
     events = [p for _, p in sse_events(data)]
     assert events[-1] == "[DONE]"

@@ -80,14 +80,28 @@ class CodexAdapter(ProductAdapter):
     # namespace of ours (a process that is root without capabilities cannot map one)
     private_tmp = True
     sandbox_user = 1000
-    # OPENAI_BASE_URL points the built-in OpenAI provider at a gateway or a local model server
-    endpoint_env = ("OPENAI_BASE_URL",)
+    # ... which binds its protected directories read-only over mount points it makes in the tree
+    sandbox_dirs = (".agents", ".aws", ".codex")
+    # what Codex 0.171 reaches for on its own in every run (measured under the harness proxy):
+    # GitHub (its git probe of the work tree's remotes, and api.github.com) and its
+    # experiments host
+    background_hosts = ("github.com", "api.github.com", "ab.chatgpt.com")
+    background_programs = ("codex", "git-remote-http")
     # Codex (Rust) reads its extra CA from CODEX_CA_CERTIFICATE, then SSL_CERT_FILE
     ca_env: ClassVar[tuple[str, ...]] = ("CODEX_CA_CERTIFICATE", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
     option_keys = ("model", "permission_mode", "sandbox")
     output_format = "exec --json"
     usage_input_includes_cached = True  # turn.completed input_tokens counts cached_input_tokens too
+
+    def endpoint_hosts(self, environ: dict[str, str]) -> list[str]:
+        """The model endpoint the user's config.toml points Codex at (`openai_base_url`, or the
+        `base_url` of the selected `model_providers` entry): 0.171 ignores OPENAI_BASE_URL."""
+        from pytest_agentdrift.agents.base import url_host_port
+
+        url = codex_base_url(environ)
+        hp = url_host_port(url)
+        return [hp] if hp else []
 
     def path_links(self, env: dict[str, str]) -> dict[str, str]:
         """`codex-linux-sandbox`: Codex runs its own sandbox by re-executing its native binary
@@ -124,6 +138,7 @@ class CodexAdapter(ProductAdapter):
         last_message: str | None = None
         ended: str | None = None  # "success" / "error" once a turn closed
         open_items: dict[str, str] = {}  # item id -> type, started but not completed
+        started: dict[str, dict[str, Any]] = {}  # item id -> the started item, until it completes
         last_error: tuple[str, str] | None = None  # (where, message) of the CLI's last error record
         answered = False
 
@@ -144,6 +159,7 @@ class CodexAdapter(ProductAdapter):
                 item_id = as_str(item.get("id"))
                 if item_id:
                     open_items[item_id] = as_str(item.get("type")) or "?"
+                    started[item_id] = item
             elif kind == "turn.completed":
                 u = as_dict(rec.get("usage"))
                 usage.input_tokens = add_counts(usage.input_tokens, as_int(u.get("input_tokens")))
@@ -169,6 +185,11 @@ class CodexAdapter(ProductAdapter):
                 errors.append(f"stdout line {lineno}: object without a 'type'")
             # thread.started, turn.started, item.updated: nothing to map
 
+        for item_id in open_items:
+            if open_items[item_id] == "command_execution":
+                # 0.171 in code mode can end a turn without completing a command it started (seen
+                # with a command that failed): the command ran, its exit code was never reported
+                self._item({**started[item_id], "status": "unfinished", "exit_code": None}, events)
         out.usage = usage
         out.final_report = extract_report(last_message)
         if ended is None:
@@ -285,3 +306,21 @@ def _native_binary(launcher: str | None) -> str | None:
             if os.access(found, os.X_OK):
                 return os.path.normpath(found)
     return None
+
+
+def codex_base_url(environ: dict[str, str]) -> str | None:
+    """The base URL of the provider the user's config.toml selects, when it names one."""
+    import tomllib
+
+    home = environ.get("CODEX_HOME") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".codex")
+    try:
+        config = tomllib.loads(Path(home, "config.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    provider = config.get("model_provider")
+    providers = config.get("model_providers")
+    if isinstance(provider, str) and isinstance(providers, dict) and isinstance(providers.get(provider), dict):
+        url = providers[provider].get("base_url")
+        return url if isinstance(url, str) else None
+    url = config.get("openai_base_url")
+    return url if isinstance(url, str) else None
