@@ -664,11 +664,31 @@ def _find_git_dir(start: Path) -> bool:
 # --------------------------------------------------------------------------- probes
 
 
-def _run(ctx: ManifestContext, argv: Sequence[str], cwd: Path) -> tuple[int | None, bytes, bytes, str | None]:
-    """Run one read-only display; (exit code, stdout, stderr, error)."""
+def _run(
+    ctx: ManifestContext, argv: Sequence[str], cwd: Path, scratch_home: bool = False
+) -> tuple[int | None, bytes, bytes, str | None]:
+    """Run one read-only display; (exit code, stdout, stderr, error). With `scratch_home`, in a
+    scratch HOME and XDG directories of its own."""
+    import tempfile
+
     runner = ctx.runner or subprocess.run
     # Documented switches that keep a version display from updating itself.
     env = {**ctx.env, "DISABLE_AUTOUPDATER": "1", "NO_UPDATE_NOTIFIER": "1"}
+    # A display may still write where it keeps its state (Copilot unpacks its whole package into
+    # the cache dir on first use): it gets a scratch home of its own, so capture writes nothing
+    # of the user's, and the scratch is gone when it returns.
+    if not scratch_home:
+        return _run_in(runner, ctx, argv, cwd, env)
+    with tempfile.TemporaryDirectory(prefix="agentdrift-probe-") as scratch:
+        env.update({name: scratch for name in PROBE_HOME_ENV})
+        return _run_in(runner, ctx, argv, cwd, env)
+
+
+#: where programs keep per-user state: a version probe gets a scratch directory for each
+PROBE_HOME_ENV = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
+
+
+def _run_in(runner, ctx: ManifestContext, argv: Sequence[str], cwd: Path, env: dict[str, str]):
     try:
         proc = runner(
             list(argv),
@@ -695,13 +715,15 @@ def _which(name: str, env: Mapping[str, str]) -> str | None:
     return shutil.which(name, path=env.get("PATH", ""))
 
 
-def _probe_version(ctx: ManifestContext, argv: Sequence[str] | None, cwd: Path) -> dict[str, Any]:
+def _probe_version(
+    ctx: ManifestContext, argv: Sequence[str] | None, cwd: Path, scratch_home: bool = False
+) -> dict[str, Any]:
     if not argv:
         return {"version": NOT_APPLICABLE, "reason": "the adapter documents no version display"}
     exe = _which(argv[0], ctx.env)
     if exe is None:
         return {"version": UNOBSERVED, "reason": f"{argv[0]!r} not found on PATH"}
-    code, out, err, error = _run(ctx, [exe, *argv[1:]], cwd)
+    code, out, err, error = _run(ctx, [exe, *argv[1:]], cwd, scratch_home)
     result: dict[str, Any] = {"path": exe, "exit_code": code, "stderr": _clip(err)}
     try:
         result["sha256"] = hash_file(exe)
@@ -736,7 +758,9 @@ def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery.Roots, rules: 
     if shell:
         jobs["shell"] = (shell, "--version")
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        futures = {name: pool.submit(_probe_version, ctx, argv, cwd) for name, argv in jobs.items()}
+        # the agent's own CLI runs in a scratch home (its state is not the user's to change);
+        # interpreters and shells keep theirs (a version manager's shim finds itself there)
+        futures = {name: pool.submit(_probe_version, ctx, argv, cwd, name == "cli") for name, argv in jobs.items()}
         results = {name: f.result() for name, f in futures.items()}
     runtimes: dict[str, Any] = {
         "python": f"{_platform.python_implementation()} {_platform.python_version()}",

@@ -1,0 +1,94 @@
+"""Capture writes nothing of the user's: the agent CLI's version display runs in a scratch home.
+
+A stand-in CLI behaves as Copilot 1.0.102 does on `--version`: it unpacks
+itself into its cache directory ($XDG_CACHE_HOME, else ~/.cache) and writes
+state under $HOME before it prints its version. The user's home here is
+read-only; the version is still observed and nothing is written there.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift.manifest import capture as mf
+
+CLI = """#!/bin/sh
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/copilot"
+mkdir -p "$cache" && echo unpacked > "$cache/pkg" || exit 3
+echo state > "$HOME/.copilot-state" || exit 4
+echo "1.0.102"
+"""
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"" for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through a read-only mode; the scratch home is checked below")
+def test_version_probe_with_a_read_only_home(tmp_path):
+    home, bindir = tmp_path / "home", tmp_path / "bin"
+    (home / ".copilot").mkdir(parents=True)
+    (home / ".copilot" / "config.json").write_text("{}")
+    bindir.mkdir()
+    (bindir / "copilot").write_text(CLI)
+    (bindir / "copilot").chmod(0o755)
+    before = tree(home)
+    for p in [home, *home.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        probe = probe_copilot(home, bindir, tmp_path)
+    finally:
+        for p in [home, *home.rglob("*")]:
+            p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    assert probe["version"] == "1.0.102"
+    assert tree(home) == before
+
+
+def probe_copilot(home: Path, bindir: Path, cwd: Path) -> dict:
+    ctx = mf.ManifestContext(
+        adapter={"name": "copilot", "product": "github/copilot-cli", "surface": "cli"},
+        agent_argv=["copilot", "-p", "{task_text}"],
+        version_argv=["copilot", "--version"],
+        home=home,
+        project_root=cwd,
+        env={"PATH": f"{bindir}{os.pathsep}/usr/bin:/bin", "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")},
+        runner=subprocess.run,
+    )
+    return mf._probe_version(ctx, ctx.version_argv, cwd, scratch_home=True)
+
+
+def test_version_probe_writes_into_a_scratch_home_that_is_then_gone(tmp_path):
+    home, bindir = tmp_path / "home", tmp_path / "bin"
+    home.mkdir()
+    bindir.mkdir()
+    (bindir / "copilot").write_text(CLI)
+    (bindir / "copilot").chmod(0o755)
+    seen = []
+
+    def spy(argv, **kw):
+        seen.append({k: kw["env"][k] for k in mf.PROBE_HOME_ENV})
+        return subprocess.run(argv, **kw)
+
+    probe = mf._probe_version(
+        mf.ManifestContext(
+            adapter={"name": "copilot"},
+            agent_argv=["copilot"],
+            version_argv=["copilot", "--version"],
+            home=home,
+            project_root=tmp_path,
+            env={"PATH": f"{bindir}{os.pathsep}/usr/bin:/bin", "HOME": str(home)},
+            runner=spy,
+        ),
+        ["copilot", "--version"],
+        tmp_path,
+        scratch_home=True,
+    )
+    assert probe["version"] == "1.0.102" and probe["exit_code"] == 0
+    assert list(home.iterdir()) == []
+    (scratch,) = {v for env in seen for v in env.values()}
+    assert scratch != str(home) and not Path(scratch).exists()
