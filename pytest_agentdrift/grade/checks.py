@@ -355,6 +355,8 @@ class Grader:
                     passed, detail, evid = fn(self, spec, run, check)
             except GradedCopyIncomplete as exc:
                 passed, detail, evid = False, f"not evaluated: {exc}", {}
+            except CheckUndecided as exc:
+                passed, detail, evid, undecided = False, f"undecided: {exc}", {}, True
             except Exception as exc:  # the harness's own error: the check is undecided, never passed
                 passed, detail, evid = False, f"check could not be evaluated: {type(exc).__name__}: {exc}", {}
                 undecided = True
@@ -1205,6 +1207,6 @@ CHECKS: dict[str, Callable[[Grader, TaskSpec, RunEvidence, CheckSpec], Outcome]]
 }
 
 # process and structure checks (writes while the agent ran, the change made, a cited call path)
-from pytest_agentdrift.grade.oraclechecks import EXTRA_CHECKS  # noqa: E402
+from pytest_agentdrift.grade.oraclechecks import EXTRA_CHECKS, CheckUndecided  # noqa: E402
 
 CHECKS.update(EXTRA_CHECKS)

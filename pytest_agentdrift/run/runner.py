@@ -131,6 +131,8 @@ class RunEvidence:
     leftovers: list[str] = field(default_factory=list)
     #: raw path -> lines the agent added, read from the files' raw bytes (never from the patch)
     added_lines: dict[str, list[str]] = field(default_factory=dict)
+    #: raw paths of fixture files whose inode changed while their content is back (edited and undone)
+    touched: list[str] = field(default_factory=list)
     #: raw paths of changed files whose content was too large to read in full
     unexamined: list[str] = field(default_factory=list)
     #: changes the patch cannot show as plain text (escaped paths, sizes, sha256)
@@ -211,6 +213,7 @@ class RunEvidence:
             "network_policy": self.network_policy,
             "runtime_bundle": self.runtime_bundle,
             "leftovers": [escape_path(p) for p in self.leftovers][:RESULT_LIST_CAP],
+            "touched": cap("touched", [escape_path(p) for p in self.touched]),
             "isolation": self.isolation,
             "writes_observed": len(self.write_events),
             "limits": self.limits,
@@ -549,7 +552,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         ),
         treesnap.TreeDiff(),
     )
-    writes_outside = outside_writes(dd)
+    # the decoy as the watcher saw it too: a file edited and put back is no change of the final tree
+    writes_outside = sorted({*outside_writes(dd), *decoy_writes(guard.write_events, root)})
     dns = guard.net.dns_events if guard.net is not None else []
     net, background = split_background([*merge_python_hook_events(net, dns), *dns, *refused], adapter)
     # the agent's own word, read only now that the harness's evidence is safe
@@ -626,6 +630,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         observation=guard.observation(),
         harness_dir=guard.harness_dir,
         leftovers=tree.leftovers,
+        touched=tree.touched,
         added_lines=changes.added,
         unexamined=changes.unexamined,
         undisplayable=changes.undisplayable,
@@ -691,6 +696,7 @@ class TreeEvidence:
     after: treesnap.Snapshot = field(default_factory=dict)
     diff: treesnap.TreeDiff = field(default_factory=treesnap.TreeDiff)
     leftovers: list[str] = field(default_factory=list)
+    touched: list[str] = field(default_factory=list)  # files whose inode changed, content put back
     changes: treesnap.Changes = field(default_factory=treesnap.Changes)
     file_hits: dict[str, list[str]] = field(default_factory=dict)
     searched: list[int] = field(default_factory=lambda: [0, 0])  # bytes searched, bytes waiting in the batch
@@ -720,6 +726,14 @@ def _tree_evidence(
     d.added = [a for a in d.added if a not in emptied]
     tree.leftovers = [*tree.leftovers, *emptied]
     tree.diff = d
+    changed = set(d.changed)
+    # a file whose inode changed (written, hard-linked, re-moded) but whose content is back: the
+    # kernel's ctime tells, whatever path or mapping the edit went through and however fast
+    tree.touched = sorted(
+        rel
+        for rel, e in tree.before.items()
+        if e.kind == "file" and rel not in changed and rel in tree.after and tree.after[rel].ctime_ns != e.ctime_ns
+    )
     batch: list[tuple[str, bytes]] = []
 
     def flush() -> None:
@@ -928,6 +942,24 @@ def _crash(proc: sandbox.ProcessResult, report: Any, infra_err: dict[str, Any] |
 def outside_writes(decoy_diff: treesnap.TreeDiff) -> list[str]:
     """What changed beside and above the work tree (the decoy), escaped; the private home is the agent's own."""
     return [escape_path(p) for p in decoy_diff.changed if not p.startswith("box/home") and p != "box"]
+
+
+#: the run directory's parts that are the agent's own (the decoy is everything else)
+_AGENT_OWN = ("box/work", "box/home", "box/tmp", "box/.harness")
+
+
+def decoy_writes(events: list[dict[str, Any]], root: Path) -> list[str]:
+    """Paths of the decoy (beside and above the work tree) the write watcher saw written, escaped."""
+    prefix = str(root) + os.sep
+    found = set()
+    for e in events:
+        path = e.get("path")
+        if e.get("type") != "write" or not isinstance(path, str) or not path.startswith(prefix):
+            continue
+        rel = path[len(prefix) :]
+        if rel != "box" and not any(rel == own or rel.startswith(own + "/") for own in _AGENT_OWN):
+            found.add(escape_path(rel))
+    return sorted(found)
 
 
 def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:

@@ -13,11 +13,15 @@ keeps two running totals that back the `disk` and `files` limits: the bytes
 of the run directory's regular files and the entries of the work tree.
 
 What it cannot see is documented in docs/usage.md ("What the write
-observation sees"): a queue overflow loses events (it is recorded, and the
-totals are recounted); writes through a shared memory mapping raise no
-event; metadata-only changes (chmod, utime) are not write events; a file
-reached through a hard link from outside the run directory is seen only
-at its path inside.
+observation sees"): a queue overflow loses events (it is recorded, the totals
+are recounted, and `complete()` is then false: the `writes` checks are
+undecided); writes through a shared memory mapping raise no IN_MODIFY, so a
+file closed after being opened for writing with no write seen is reported as
+modified (IN_CLOSE_WRITE); metadata-only changes (chmod, utime) are not write
+events. A write through a hard link to a work-tree file (from $TMPDIR, from
+the protocol's own directory) is reported at the work-tree path, by inode,
+with the link in `via`. The work tree's events have a budget of their own, so
+no flood elsewhere crowds them out.
 """
 
 from __future__ import annotations
@@ -120,6 +124,11 @@ class WriteWatcher:
         self.max_watches = max_watches
         self.events: list[dict[str, Any]] = []
         self.dropped = 0
+        self.dropped_work = 0  # of those, events in the work tree (its own budget of max_events)
+        self._kept = {"work": 0, "other": 0}
+        self.unwatched_work = 0  # directories of the work tree left unwatched
+        self._work_inodes: dict[tuple[int, int], str] = {}  # (dev, ino) -> work-tree path
+        self._dirty: set[str] = set()  # paths written (or created) since they were last closed
         self.coalesced = 0
         self.overflows = 0
         self.unwatched_dirs = 0
@@ -190,12 +199,19 @@ class WriteWatcher:
             "mechanism": "inotify",
             "events": len(self.events),
             "dropped": self.dropped,
+            "dropped_work": self.dropped_work,
             "coalesced": self.coalesced,
             "queue_overflows": self.overflows,
             "unwatched_dirs": self.unwatched_dirs,
             "coalesce_s": self.coalesce_s,
             "error": self.error,
+            "complete": self.complete(),
         }
+
+    def complete(self) -> bool:
+        """Whether every write to the work tree was seen: no work-tree event dropped, no queue overflow,
+        no work-tree directory unwatched, no error."""
+        return not (self.dropped_work or self.overflows or self.unwatched_work or self.error)
 
     # -- the thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -257,10 +273,16 @@ class WriteWatcher:
                     self._watch_tree(path, emit=True)  # what was made in it before the watch
                 else:
                     touched.add(path)
+                    self._dirty.add(path)
             elif mask & IN_MODIFY:
                 touched.add(path)
+                self._dirty.add(path)
                 self._emit_modify(path)
             elif mask & IN_CLOSE_WRITE:
+                if path not in self._dirty:  # written with no IN_MODIFY (a shared mapping): still a write
+                    touched.add(path)
+                    self._emit_modify(path)
+                self._dirty.discard(path)
                 # one open-write-close is one edit: the next write to the path is a new one,
                 # however soon (three tweaks put back within a second are six edits, not one)
                 self._last_modify.pop(path, None)
@@ -296,13 +318,34 @@ class WriteWatcher:
         return path.removeprefix(self._work_prefix)
 
     def _emit(self, path: str, kind: str) -> None:
-        if self._unreported and any(path == u or path.startswith(u + os.sep) for u in self._unreported):
+        via = None
+        if kind == "modify" and not path.startswith(self._work_prefix):
+            target = self._alias(path)
+            if target is not None:  # a work-tree file edited through a hard link outside it
+                path, via = target, path
+        if via is None and self._unreported and any(path == u or path.startswith(u + os.sep) for u in self._unreported):
             return
-        if len(self.events) >= self.max_events:
+        budget = "work" if path.startswith(self._work_prefix) else "other"
+        if self._kept[budget] >= self.max_events:
             self.dropped += 1
+            self.dropped_work += budget == "work"
             return
+        self._kept[budget] += 1
         t = round(max(0.0, time.monotonic() - self._t0), 3)
-        self.events.append({"source": "harness", "type": "write", "path": self._rel(path), "t": t, "kind": kind})
+        event = {"source": "harness", "type": "write", "path": self._rel(path), "t": t, "kind": kind}
+        if via is not None:
+            event["via"] = via
+        self.events.append(event)
+
+    def _alias(self, path: str) -> str | None:
+        """The work-tree path of the file `path` is a hard link to, or None."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink < 2:
+            return None
+        return self._work_inodes.get((st.st_dev, st.st_ino))
 
     def _emit_modify(self, path: str) -> None:
         now = time.monotonic()
@@ -316,14 +359,20 @@ class WriteWatcher:
     # -- watches and totals --------------------------------------------------------------------
     def _add_watch(self, path: str) -> bool:
         if len(self._wd) >= self.max_watches:
-            self.unwatched_dirs += 1
+            self._unwatched(path)
             return False
         wd = _libc.inotify_add_watch(self._fd, os.fsencode(path), WATCH_MASK)
         if wd < 0:
-            self.unwatched_dirs += 1  # ENOSPC (watch budget), ENAMETOOLONG, or already gone
+            if ctypes.get_errno() != errno.ENOENT:  # gone before its watch: nothing left to miss
+                self._unwatched(path)  # ENOSPC (watch budget), ENAMETOOLONG
             return False
         self._wd[wd] = path
         return True
+
+    def _unwatched(self, path: str) -> None:
+        self.unwatched_dirs += 1
+        if path == str(self.work) or path.startswith(self._work_prefix):
+            self.unwatched_work += 1
 
     def _watch_tree(self, top: str, emit: bool) -> None:
         """Watch `top` and every directory under it (iteratively: depth is the agent's to choose).
@@ -356,6 +405,11 @@ class WriteWatcher:
                         stack.append(p)
                     elif stat.S_ISREG(st.st_mode):
                         self._sizes[p] = st.st_size
+                        self._note_inode(p, st)
+
+    def _note_inode(self, path: str, st: os.stat_result) -> None:
+        if path.startswith(self._work_prefix):
+            self._work_inodes[(st.st_dev, st.st_ino)] = path
 
     def _rename_watches(self, old: str, new: str) -> bool:
         prefix = old + os.sep
@@ -386,6 +440,7 @@ class WriteWatcher:
             return
         if stat.S_ISREG(st.st_mode):
             self._sizes[path] = st.st_size
+            self._note_inode(path, st)
 
     def _recount(self) -> None:
         """Exact totals from the file system (iterative walk)."""
