@@ -169,3 +169,30 @@ def test_endpoint_reached_only_through_the_proxy_and_no_key_recorded(session):
         tunnels = [e for e in session.events(task_id, "api_request") if e["host"] == "127.0.0.1"]
         assert tunnels and all(e["port"] == session.ep.port for e in tunnels)
     assert_no_planted_key(session)
+
+
+ERRORS = {
+    "volume-discount test": [{"error": {"status": 529}}],
+    "Swedish VAT rate": [{"error": {"status": 429, "headers": {"retry-after": "30"}}}],
+    "--format json": [{"error": {"status": 401}}],
+}
+
+
+@pytest.fixture(scope="module")
+def error_session(tmp_path_factory):
+    return run_session(tmp_path_factory.mktemp("realcli-errors"), "claude-code", ERRORS, ENV, ("T02", "T07", "T12"))
+
+
+def test_529_429_401_are_infrastructure_each_after_one_request(error_session):
+    """The CLI's own retries are off (CLAUDE_CODE_MAX_RETRIES=0): each run ends on its first
+    error answer, is classified from the CLI's own stream, and nothing is scored."""
+    assert error_session.ret == 4, error_session.out
+    classes = {"T02": "overloaded", "T07": "rate_limited", "T12": "authentication"}
+    for task_id, cls in classes.items():
+        script = TASK_SCRIPT[task_id]
+        answered = [r["status"] for r in error_session.ep.log if r.get("script") == script]
+        assert answered == [ERRORS[script][0]["error"]["status"]], (task_id, answered)
+        run = error_session.run(task_id)
+        assert run["outcome"] == "infra_error" and run["infra_error"]["class"] == cls, run["infra_error"]
+    # nothing was scored: the session's one closing line says exit 4
+    assert error_session.out.strip().splitlines()[-1].startswith("agentdrift: exit 4")
