@@ -48,6 +48,7 @@ class LongRun:
         self.budget: Budget = parse_budget(settings.budget) if settings.budget else Budget()
         self._table = None
         self.shard = None
+        self._dealt: dict[tuple[str, int], int] = {}
         self.control_dir: Path | None = None
         self.worker_id = "main"
         self.skip_keys: set[str] = set()  # finished runs of the resumed record (not run again)
@@ -240,10 +241,28 @@ class LongRun:
         if key in self.skip_keys or (self.only_keys is not None and key not in self.only_keys):
             return False
         if self.shard is not None:
-            from pytest_agentdrift.tasks.shard import shard_of
-
-            return shard_of(task_id, rep, self.shard.count) == self.shard.index
+            return self._dealt.get((task_id, rep)) == self.shard.index
         return True
+
+    def deal(self, keys: list[tuple[str, int]]) -> None:
+        """Deal the collected items to the shards (tasks/shard.deal), by the baseline's durations when there is one."""
+        if self.shard is None:
+            return
+        from pytest_agentdrift.tasks.shard import deal
+
+        self._dealt = deal(keys, self.shard.count, self._baseline_durations())
+
+    def _baseline_durations(self) -> dict[str, float] | None:
+        if not self.settings.baseline:
+            return None
+        from pytest_agentdrift.errors import RecordError
+        from pytest_agentdrift.record.store import load_run
+        from pytest_agentdrift.tasks.shard import durations_from
+
+        try:
+            return durations_from(load_run(Path(self.settings.baseline)))
+        except RecordError:
+            return None  # the comparison reports a bad baseline; the shards are then dealt by count
 
     def monitor(self, spec, rep: int):
         """The sandbox monitor factory for one run (run/budget.RunWatch), or None."""
@@ -473,6 +492,7 @@ class LongRunPlugin:
             raise pytest.UsageError(exc.message) from None
 
     def pytest_collection_modifyitems(self, session, config, items) -> None:
+        self.lr.deal([(item.spec.id, item.rep) for item in items if isinstance(item, self.item_class)])
         keep, drop = [], []
         for item in items:
             (keep if not isinstance(item, self.item_class) or self.lr.keep(item.spec.id, item.rep) else drop).append(

@@ -1,25 +1,22 @@
 """Shards: which items one machine of N runs, and where I and N come from. No pytest.
 
-An item is one repetition of one task: the key `T07/r2`. Shard I of N
-(1-based) runs the items whose
+An item is one repetition of one task: the key `T07/r2`. The items of a
+session are dealt to N shards (`deal`):
 
-    (int(sha256(task id)[:16], 16) + repetition - 1) mod N  ==  I - 1
-
-Why this rule:
-
-* **deterministic**: the same items on every machine, worker and run, with no
-  coordination and no state (every xdist worker applies it to its own
-  collection and gets the same answer);
-* **stable when tasks are added**: a task's place depends on its own id
-  only, so adding or removing tasks never moves another task's items from
-  one shard to another (round-robin over the sorted ids would shift every
-  task after the new one). Raising k adds repetitions on the following
-  shards without moving the existing ones;
-* **balanced**: the k repetitions of a task go to k consecutive shards, so
-  with k >= N every shard gets k/N of every task (exactly, when N divides
-  k); the task's starting shard is a uniform hash, so with k < N the load is
-  balanced in expectation, within about sqrt(items / N) items of the mean
-  (benchmarks/bench_long_runs.py prints the spread for 1,000 tasks).
+* **balanced**: shard sizes differ by at most one (12 tasks over 4 shards:
+  3/3/3/3). When a previous record gives the tasks' durations (the session's
+  `--agent-baseline`), the items are dealt longest first, each to the shard
+  with the least estimated time among those that still have room, as
+  pytest-split's least-duration algorithm does but keeping the counts within
+  one; a task the record lacks is estimated at the median of the others;
+* **deterministic from the task set**: the same items on every machine,
+  worker and run, with no coordination and no state (every xdist worker
+  applies it to its own collection and gets the same answer). Ties are
+  broken by the sha256 of the item's key, never by collection order, so a
+  shard's share depends on which items there are and on the durations, and
+  on nothing else. Adding a task can move other items between shards: a
+  shard's record is a session of its own, and `agentdrift merge` needs only
+  that together the shards cover every item once.
 
 `auto` reads the shard from the engine that launched the session, first
 match wins (docs/scale.md has the workflows):
@@ -37,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from pytest_agentdrift.errors import AgentDriftError
 
@@ -69,15 +66,63 @@ def split_key(key: str) -> tuple[str, int]:
     return task_id, int(rep)
 
 
-def shard_of(task_id: str, rep: int, count: int) -> int:
-    """The 1-based shard that runs repetition `rep` of `task_id` out of `count`."""
-    h = int.from_bytes(hashlib.sha256(task_id.encode("utf-8")).digest()[:8], "big")
-    return (h + rep - 1) % count + 1
+def _order(key: tuple[str, int]) -> bytes:
+    return hashlib.sha256(item_key(*key).encode("utf-8")).digest()
 
 
-def select(keys: Iterable[tuple[str, int]], shard: Shard) -> list[tuple[str, int]]:
+def deal(
+    keys: Iterable[tuple[str, int]], count: int, durations: Mapping[str, float] | None = None
+) -> dict[tuple[str, int], int]:
+    """The 1-based shard of every (task id, repetition) pair (see the module docstring)."""
+    items = sorted(set(keys), key=_order)
+    known = sorted(v for v in (durations or {}).values() if v is not None and v >= 0)
+    if known:
+        typical = known[len(known) // 2]
+
+        def estimate(key: tuple[str, int]) -> float:
+            value = (durations or {}).get(key[0])
+            return float(value) if value is not None and value >= 0 else typical
+
+        items.sort(key=estimate, reverse=True)  # stable: equal estimates keep the hash order
+    else:
+
+        def estimate(key: tuple[str, int]) -> float:
+            return 1.0
+
+    base, extra = divmod(len(items), count)
+    sizes, loads = [0] * count, [0.0] * count
+    out: dict[tuple[str, int], int] = {}
+    for key in items:
+        full = sum(1 for n in sizes if n > base)  # shards that took one of the `extra` items
+        room = [i for i in range(count) if sizes[i] < base or (sizes[i] == base and full < extra)]
+        i = min(room, key=lambda j: (loads[j], sizes[j], j))
+        sizes[i] += 1
+        loads[i] += estimate(key)
+        out[key] = i + 1
+    return out
+
+
+def durations_from(results: Mapping[str, Any]) -> dict[str, float]:
+    """Each task's mean agent time in a recorded run's results.json (what `deal` estimates from)."""
+    out: dict[str, float] = {}
+    for task_id, task in (results.get("tasks") or {}).items():
+        seconds = [
+            float(d)
+            for r in task.get("runs") or ()
+            if isinstance(d := (r.get("evidence") or {}).get("duration_s"), (int, float)) and d >= 0
+        ]
+        if seconds:
+            out[task_id] = sum(seconds) / len(seconds)
+    return out
+
+
+def select(
+    keys: Iterable[tuple[str, int]], shard: Shard, durations: Mapping[str, float] | None = None
+) -> list[tuple[str, int]]:
     """The (task id, repetition) pairs shard `shard` runs, in the given order."""
-    return [(t, r) for t, r in keys if shard_of(t, r, shard.count) == shard.index]
+    keys = list(keys)
+    dealt = deal(keys, shard.count, durations)
+    return [k for k in keys if dealt[k] == shard.index]
 
 
 def parse_shard(text: str, where: str) -> Shard:
@@ -141,4 +186,4 @@ def resolve(option: str | None, env: Mapping[str, str]) -> Shard | None:
     return parse_shard(option, "--agent-shard")
 
 
-__all__ = ["Shard", "item_key", "split_key", "shard_of", "select", "parse_shard", "from_environment", "resolve"]
+__all__ = ["Shard", "item_key", "split_key", "deal", "durations_from", "select", "parse_shard", "from_environment", "resolve"]

@@ -616,10 +616,10 @@ def test_four_shards_merged_equal_an_unsharded_run(tmp_path):
 
 
 def test_an_empty_shard_records_a_complete_empty_run(tmp_path):
-    from pytest_agentdrift.tasks.shard import shard_of
+    from pytest_agentdrift.tasks.shard import deal
 
     make_task(tmp_path / "tasks", "E1")
-    other = 2 if shard_of("E1", 1, 2) == 1 else 1
+    other = 2 if deal([("E1", 1)], 2)[("E1", 1)] == 1 else 1
     script = agent_script(tmp_path / "agent.py", "report('complete')\n")
     r = pytest_session(
         tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-shard", f"{other}/2", "--agent-record", "runs/e"

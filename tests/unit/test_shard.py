@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.tasks.shard import Shard, from_environment, parse_shard, resolve, select, shard_of
+from pytest_agentdrift.tasks.shard import (
+    Shard,
+    deal,
+    durations_from,
+    from_environment,
+    parse_shard,
+    resolve,
+    select,
+)
 
 
 def items(tasks, k):
@@ -19,37 +27,51 @@ def test_every_item_in_exactly_one_shard():
     assert sorted(flat) == sorted(keys) and len(flat) == len(set(flat))
 
 
-def test_deterministic():
+def test_deterministic_from_the_task_set_not_the_order():
     keys = items(["A", "B", "C"], 2)
     assert select(keys, Shard(2, 3, "x")) == select(list(keys), Shard(2, 3, "y"))
-    assert shard_of("T07", 2, 4) == shard_of("T07", 2, 4)
+    assert deal(keys, 3) == deal(list(reversed(keys)), 3)
+    durations = {"A": 10.0, "B": 200.0, "C": 35.5}
+    assert deal(keys, 3, durations) == deal(list(reversed(keys)), 3, dict(reversed(durations.items())))
 
 
-def test_repetitions_spread_exactly_when_k_is_a_multiple_of_n():
-    keys = items([f"T{i}" for i in range(7)], 4)
-    for i in range(1, 5):
-        chosen = select(keys, Shard(i, 4, "x"))
-        assert len(chosen) == 7 and sorted({t for t, _ in chosen}) == [f"T{i}" for i in range(7)]
+def test_twelve_tasks_over_four_shards_are_three_each():
+    keys = items([f"T{i:02d}" for i in range(1, 13)], 1)
+    assert sorted(len(select(keys, Shard(i, 4, "x"))) for i in range(1, 5)) == [3, 3, 3, 3]
 
 
-def test_balanced_for_many_tasks():
-    keys = items([f"task-{i}" for i in range(1000)], 1)
-    sizes = [len(select(keys, Shard(i, 10, "x"))) for i in range(1, 11)]
-    assert sum(sizes) == 1000
-    assert max(sizes) - min(sizes) < 100  # expected spread about 2 x sqrt(100) = 20
+@pytest.mark.parametrize("n_tasks,k,n", [(12, 1, 4), (13, 1, 4), (7, 4, 4), (50, 3, 7), (3, 1, 5), (1000, 1, 10)])
+def test_shard_sizes_differ_by_at_most_one(n_tasks, k, n):
+    keys = items([f"task-{i}" for i in range(n_tasks)], k)
+    sizes = [len(select(keys, Shard(i, n, "x"))) for i in range(1, n + 1)]
+    assert sum(sizes) == len(keys) and max(sizes) - min(sizes) <= 1
+    durations = {f"task-{i}": float((i * 37) % 101) for i in range(n_tasks)}
+    sizes = [len(select(keys, Shard(i, n, "x"), durations)) for i in range(1, n + 1)]
+    assert sum(sizes) == len(keys) and max(sizes) - min(sizes) <= 1
 
 
-def test_adding_tasks_moves_no_existing_item():
-    before = items([f"T{i}" for i in range(30)], 2)
-    after = items([f"T{i}" for i in range(30)] + ["NEW1", "AAA"], 2)
-    for i in range(1, 6):
-        old = set(select(before, Shard(i, 5, "x")))
-        new = set(select(after, Shard(i, 5, "x")))
-        assert old <= new and all(t in ("NEW1", "AAA") for t, _ in new - old)
-    # raising k adds repetitions without moving the existing ones
-    more = items([f"T{i}" for i in range(30)], 3)
-    for i in range(1, 6):
-        assert set(select(before, Shard(i, 5, "x"))) <= set(select(more, Shard(i, 5, "x")))
+def test_durations_balance_the_time_not_just_the_count():
+    # two long tasks and six short ones over two shards: by count alone the two long ones can
+    # land together; by duration they are split
+    durations = {"L1": 100.0, "L2": 100.0, **{f"S{i}": 1.0 for i in range(6)}}
+    keys = items(sorted(durations), 1)
+    dealt = deal(keys, 2, durations)
+    assert dealt[("L1", 1)] != dealt[("L2", 1)]
+    loads = [sum(durations[t] for (t, _), s in dealt.items() if s == i) for i in (1, 2)]
+    assert loads == [103.0, 103.0]
+    # a task the record lacks is estimated at the median of the others
+    dealt = deal(items(["L1", "L2", "NEW", "S0"], 1), 2, {"L1": 100.0, "L2": 100.0, "S0": 1.0})
+    assert dealt[("L1", 1)] != dealt[("L2", 1)]
+
+
+def test_durations_come_from_a_record():
+    results = {
+        "tasks": {
+            "T01": {"runs": [{"evidence": {"duration_s": 2.0}}, {"evidence": {"duration_s": 4.0}}]},
+            "T02": {"runs": [{"evidence": {"duration_s": None}}]},
+        }
+    }
+    assert durations_from(results) == {"T01": 3.0}
 
 
 @pytest.mark.parametrize("text", ["0/4", "5/4", "1/0", "a/b", "3", "-1/2", ""])
