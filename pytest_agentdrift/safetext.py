@@ -76,6 +76,41 @@ def unescape_path(s: str) -> str:
     return _UNESCAPE.sub(one, s)
 
 
+#: what makes inline Markdown: emphasis, code, links and images, raw HTML and entities, table
+#: cells, strikethrough, math; an autolink's `://`, `www.` and e-mail `@`
+_MD_ACTIVE = re.compile(r"[\\`*_\[\]<>!|~&$@]|(?<=[A-Za-z0-9]):(?=//)|(?<=\bwww)\.", re.I)
+_BACKTICKS = re.compile(r"`+")
+
+
+def md_text(s: Any) -> str:
+    """Text an agent could have written, inside Markdown (report.md, the PR summary): one line
+    (escape_path), and a backslash before every character that would make Markup of it, so it
+    renders as the characters it is: no emphasis, link, image, raw HTML, table-cell break, and no
+    GFM autolink (an escaped `:` in `http\\://` or `.` in `www\\.` is not what an autolinker looks
+    for). CommonMark lets a backslash escape any ASCII punctuation, so the text reads the same."""
+    return _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), escape_path(str(s)))
+
+
+def _fence_for(text: str, char: str, least: int) -> str:
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0) if char == "`" else 0
+    return char * max(least, longest + 1)
+
+
+def md_code(s: Any) -> str:
+    """A one-line code span that its content cannot close (nothing inside a code span is a link or an image)."""
+    text = escape_path(str(s))
+    fence = _fence_for(text, "`", 1)
+    pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_fence(text: Any, indent: str = "") -> list[str]:
+    """Lines of a fenced code block holding `text` (control characters escaped) that no line of it can close."""
+    body = escape_text(str(text)).splitlines()
+    fence = _fence_for(str(text), "`", 3)
+    return [indent + fence, *(indent + ln for ln in body), indent + fence]
+
+
 def escape_paths(paths: list[str]) -> list[str]:
     return [escape_path(p) for p in paths]
 

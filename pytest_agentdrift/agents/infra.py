@@ -50,9 +50,13 @@ def infra_error(cls: str, evidence: str, source: str, **extra: Any) -> dict[str,
     """One classified infrastructure error (plain JSON)."""
     if cls not in INFRA_CLASSES:
         raise ValueError(f"unknown infrastructure error class {cls!r}")
-    line = " ".join(str(evidence).split())
+    from pytest_agentdrift.safetext import escape_path
+
+    # the evidence is often the agent's or its product's own words: no control character survives
+    line = escape_path(" ".join(str(evidence).split()))
     if len(line) > MAX_EVIDENCE:
         line = line[:MAX_EVIDENCE] + "…"
+    extra = {k: escape_path(v) if isinstance(v, str) else v for k, v in extra.items()}
     out: dict[str, Any] = {
         "class": cls,
         "evidence": line or "(no message)",

@@ -34,7 +34,10 @@ class Verdict:
 
 
 def closing_line(code: int, reason: str) -> str:
-    return f"agentdrift: exit {int(code)} — {reason}"
+    from pytest_agentdrift.safetext import escape_path
+
+    # a reason can quote what an agent reported (an infrastructure error that stopped the session)
+    return f"agentdrift: exit {int(code)} — {escape_path(reason)}"
 
 
 @dataclass

@@ -60,7 +60,8 @@ OUTCOMES = {
         "tampered pass: would have passed, but changed protected tests or test configuration; counted as a fail",
     ),
     "error": ("err", "E", "error: the agent could not be started"),
-    "timeout": ("err", "\u231b", "timeout: the agent ran out of time and its process tree was killed"),
+    # marks are characters every common font has (U+231B, an hourglass, is missing from many)
+    "timeout": ("err", "\u2026", "timeout: the agent ran out of time and its process tree was killed"),
     "infra_error": (
         "infra",
         "I",
@@ -72,6 +73,7 @@ OUTCOMES = {
         "U",
         "undecided: the harness failed while judging this run; never a pass, never scored (the session exits 4)",
     ),
+    "over_budget": ("res", "$", "over budget: the run was stopped for going over its per-run token or cost budget"),
     "other": ("oth", "?", "an outcome this version of the report does not know"),
 }
 _LAYER_MARK = {"pass": ("ok", "\u25cf"), "fail": ("bad", "\u25cf"), "n/a": ("na", "\u00b7")}
@@ -285,6 +287,24 @@ def _num(x: Any) -> str:
 
 def _pct(x: Any) -> str:
     return "null" if not isinstance(x, (int, float)) or isinstance(x, bool) else f"{100 * x:.1f}%"
+
+
+def _human_limit(key: str, value: Any) -> Any:
+    """`4 GiB`, as report.md and the terminal say it (run/limits.human), for a byte count."""
+    from pytest_agentdrift.run.limits import human
+
+    return human(str(key), value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _detectable_prose(gate: Any) -> str | None:
+    """`50 pp at power 0.8, alpha 0.05, 12 tasks, k = 1` from a regression gate's minimum_detectable."""
+    mde = gate.get("minimum_detectable") if isinstance(gate, Mapping) else None
+    if not isinstance(mde, Mapping):
+        return None
+    size = f"{mde['mde_pp']} pp" if mde.get("mde_pp") is not None else "no regression is detectable"
+    alpha = gate.get("alpha", mde.get("alpha"))
+    facts = [f"power {mde.get('power')}", f"alpha {alpha}", f"{mde.get('tasks')} tasks", f"k = {mde.get('k')}"]
+    return f"{size} at " + ", ".join(facts)
 
 
 def _pp(x: Any) -> str:
@@ -542,7 +562,7 @@ def _header(inp: ReportInput) -> str:
     ]
     for source in (r.get("limits"), settings.get("limits")):
         if isinstance(source, Mapping):
-            limits += [f"{esc(k)} {esc(v)}" for k, v in sorted(source.items())]
+            limits += [f"{esc(k)} {esc(_human_limit(k, v))}" for k, v in sorted(source.items())]
     rows.append(("limits", "; ".join(limits)))
     rows.append(("repetitions", f"k = {esc(settings.get('k', '?'))}; fail on {esc(settings.get('fail_on', 'any'))}"))
     for key in ("runtime_id", "task_set_id", "evaluator_id"):
@@ -735,7 +755,10 @@ def _comparison(inp: ReportInput) -> str:
         if isinstance(params, Mapping):
             rows.append(("gate parameters", ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted(params.items()))))
     sdr = _find_key(d, "detectable") or _find_key(c, "detectable")
-    if sdr:
+    prose = _detectable_prose(c.get("regression")) or _detectable_prose(d.get("regression_gate"))
+    if prose:
+        rows.append(("smallest detectable regression", esc(prose)))
+    elif sdr:
         rows.append(
             (
                 "smallest detectable regression",

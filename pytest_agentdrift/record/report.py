@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_agentdrift.record.provenance import regraded_line
+from pytest_agentdrift.safetext import escape_text, md_code, md_fence, md_text
 from pytest_agentdrift.tasks.load import LAYERS
 
 _LAYER_ABBR = {
@@ -80,7 +81,8 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
     elif result.get("report"):
         lines.append(f"  final report: status {result['report']['status']!r}")
     lines.append(f"  raw artifacts: {result.get('raw', '(not recorded)')}")
-    return "\n".join(lines)
+    # what graded code printed and the agent named reaches the terminal: no escape sequence gets through
+    return escape_text("\n".join(lines))
 
 
 def crash_lines(crash: dict[str, Any]) -> list[str]:
@@ -187,7 +189,7 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
         out.append("resource limits hit: " + ", ".join(hit))
     if not results["complete"]:
         out.append("INCOMPLETE: " + "; ".join(results["incomplete_reasons"]))
-    return out
+    return [escape_text(line) for line in out]  # infrastructure evidence is the agent's words
 
 
 def _limit_text(key: str, value: Any) -> str:
@@ -296,8 +298,8 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
     """report.md: the same facts as the terminal, with every failed check's evidence."""
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
     if closing:
-        md += [f"**{closing}**", ""]  # the verdict first, in the words the terminal ends with
-    md.append(f"- agent: `{results['agent']['name']}` version `{results['agent']['version']}`")
+        md += [f"**{md_text(closing)}**", ""]  # the verdict first, in the words the terminal ends with
+    md.append(f"- agent: {md_code(results['agent']['name'])} version {md_code(results['agent']['version'])}")
     md.append(
         f"- started {results['started_at']}, finished {results['finished_at']}; complete: {str(results['complete']).lower()}"
     )
@@ -311,7 +313,7 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
             md.append(f"- {key}: `{results[key]}`")
     md.append("- the same run as a page (grid, plots, patches, events; self-contained): [report.html](report.html)")
     if closing:
-        md.append(f"- exit status: `{closing}`")
+        md.append(f"- exit status: {md_code(closing)}")
     if results.get("shard"):
         sh = results["shard"]
         md.append(
@@ -333,9 +335,9 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
             + ", ".join(f"{k} {v:,}" for k, v in b["limits"].items())
             + f"; spent {' '.join(_spend_text(b['spent']).split()) or 'nothing reported'}"
         )
-    md += ["", "## Summary", "", "```", *summary_lines(results), "```", ""]
+    md += ["", "## Summary", "", *md_fence("\n".join(summary_lines(results))), ""]
     if comparison_lines:
-        md += ["## Comparison with the baseline", "", "```", *comparison_lines, "```", ""]
+        md += ["## Comparison with the baseline", "", *md_fence("\n".join(comparison_lines)), ""]
     md += ["## Tasks", ""]
     for tid in sorted(results["tasks"]):
         t = results["tasks"][tid]
@@ -352,13 +354,14 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
             if infra:
                 verdict = "not scored" if infra.get("believed") else f"scored anyway: {infra.get('why')}"
                 md.append(
-                    f"  - infrastructure error {infra['class']} ({infra['source']}, {verdict}): {infra['evidence']}"
+                    f"  - infrastructure error {infra['class']} ({infra['source']}, {md_text(verdict)}): "
+                    + md_text(infra["evidence"])
                 )
             for a in r.get("attempts") or []:
                 ai = a.get("infra_error") or {}
                 md.append(
                     f"  - attempt {a['attempt']}: {a['outcome']}"
-                    + (f" ({ai.get('class')}: {ai.get('evidence')})" if ai else "")
+                    + (f" ({ai.get('class')}: {md_text(ai.get('evidence'))})" if ai else "")
                     + f", exit {a.get('exit_code')}, {a.get('duration_s') or 0:.2f}s; raw: `{a['raw']}`"
                 )
             if (r.get("spend") or {}).get("tokens") is not None or (r.get("spend") or {}).get("cost_usd") is not None:
@@ -368,36 +371,48 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
                 )
             for c in r["checks"]:
                 mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
-                md.append(f"  - {mark}: {c['layer']}/{c['name']} ({c['kind']}): {c['detail']}")
-                tail = (
-                    None
-                    if c["passed"]
-                    else (c.get("evidence") or {}).get("tail") or (c.get("evidence") or {}).get("diff")
-                )
-                if tail:
-                    md += ["", "    ```", *("    " + ln for ln in str(tail).splitlines()[-15:]), "    ```", ""]
+                md += _check_lines(mark, c)
             ev = r["evidence"]
             if ev.get("crash"):
                 head, *tail = crash_lines(ev["crash"])
-                md.append("  - " + head.strip())
-                md += ["", "    ```", *("    " + ln.strip()[2:] for ln in tail), "    ```", ""] if tail else []
-            md.extend("  - " + line.strip() for line in _budget_lines(ev))
+                md.append("  - " + md_text(head.strip()))
+                md += ["", *md_fence("\n".join(ln.strip()[2:] for ln in tail), indent="    "), ""] if tail else []
+            md.extend("  - " + md_text(line.strip()) for line in _budget_lines(ev))
             if ev.get("overlay"):
                 placed = sorted([*ev["overlay"]["placed"], *ev["overlay"]["replaced"]])
                 md.append(
                     f"  - harness-placed from bundle {ev['overlay']['bundle'] or ev['overlay']['digest']} (not changes): "
-                    f"{', '.join(placed) or 'nothing'}"
-                    + (f"; removed first: {', '.join(ev['overlay']['removed'])}" if ev["overlay"]["removed"] else "")
+                    f"{md_text(', '.join(placed) or 'nothing')}"
+                    + (
+                        f"; removed first: {md_text(', '.join(ev['overlay']['removed']))}"
+                        if ev["overlay"]["removed"]
+                        else ""
+                    )
                 )
             more = sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
             md.append(
                 f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed "
-                f"{', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing'}"
+                f"{md_text(', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing')}"
                 + (f" (+{more} more)" if more else "")
-                + f"; writes outside: {', '.join(ev['writes_outside']) or 'none'}; network attempts observed by the harness: {ev['network_attempts']}"
-                f"; git mutations: {', '.join(ev['git_mutations']) or 'none'}; raw: `{r.get('raw', '')}`"
+                + f"; writes outside: {md_text(', '.join(ev['writes_outside']) or 'none')}"
+                f"; network attempts observed by the harness: {ev['network_attempts']}"
+                f"; git mutations: {md_text(', '.join(ev['git_mutations']) or 'none')}; raw: {md_code(r.get('raw', ''))}"
             )
         md.append("")
     if closing:
-        md += ["", closing]
+        md += ["", md_code(closing)]
     return "\n".join(md) + "\n"
+
+
+def _check_lines(mark: str, c: dict[str, Any]) -> list[str]:
+    """One check in report.md: its first detail line in the bullet (Markdown-escaped: graded output
+    and paths the agent chose), further lines and a failing check's output tail in a fenced block
+    under it that no line of theirs can close."""
+    first, *rest = str(c["detail"]).splitlines() or [""]
+    out = [f"  - {mark}: {c['layer']}/{c['name']} ({c['kind']}): {md_text(first)}"]
+    if rest:
+        out += ["", *md_fence("\n".join(rest), indent="    "), ""]
+    tail = None if c["passed"] else (c.get("evidence") or {}).get("tail") or (c.get("evidence") or {}).get("diff")
+    if tail:
+        out += ["", *md_fence("\n".join(str(tail).splitlines()[-15:]), indent="    "), ""]
+    return out

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.errors import RecordError
+from pytest_agentdrift.safetext import md_code, md_text
 
 _CLOSING = "agentdrift: exit "
 MAX_BULLETS = 20
@@ -26,8 +27,11 @@ def closing_line(run: Path, decision: dict[str, Any] | None) -> str | None:
         return decision["exit_status"].get("line")
     try:
         for line in (run / "report.md").read_text(encoding="utf-8").splitlines():
-            if line.startswith(_CLOSING):
-                return line
+            # report.md ends with the closing line as a code span
+            fence = len(line) - len(line.lstrip("`"))
+            text = line[fence : len(line) - fence].strip() if fence and line.endswith("`" * fence) else line
+            if text.startswith(_CLOSING):
+                return text
     except OSError:
         return None
     return None
@@ -38,7 +42,8 @@ def _pct(x: float | None) -> str:
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text for a table cell or a line: Markdown-escaped (check names and reasons can quote an agent)."""
+    return md_text(" ".join(str(text).split()))
 
 
 def run_summary(run: Path, max_bytes: int = 60_000) -> str:
@@ -53,10 +58,11 @@ def run_summary(run: Path, max_bytes: int = 60_000) -> str:
     closing = closing_line(run, decision)
     head: list[str] = ["## agentdrift", ""]
     if closing:
-        head += [f"**{closing}**", ""]
+        head += [f"**{md_text(closing)}**", ""]
     s = results["summary"]
     head.append(
-        f"Run `{results['run_id']}`: agent `{results['agent']['name']}` ({results['agent']['version']}), "
+        f"Run {md_code(results['run_id'])}: agent {md_code(results['agent']['name'])} "
+        f"({md_text(results['agent']['version'])}), "
         f"isolation {results['isolation']['enforced']}, {s['passed']} of {s['runs']} run(s) passed "
         f"({_pct(s['pass_rate'])}), complete: {str(results['complete']).lower()}."
     )
@@ -71,7 +77,7 @@ def run_summary(run: Path, max_bytes: int = 60_000) -> str:
             if row["outcome"] in ("won", "lost") or new or standing:
                 b, c = row["baseline"], row["candidate"]
                 rows.append(
-                    f"| {tid} | {b[0]}/{b[1]} | {c[0]}/{c[1]} | {row['outcome']} | "
+                    f"| {_cell(tid)} | {b[0]}/{b[1]} | {c[0]}/{c[1]} | {row['outcome']} | "
                     f"{_cell(', '.join(new)) or '-'} | {_cell(', '.join(standing)) or '-'} |"
                 )
         table_head = [
@@ -85,11 +91,12 @@ def run_summary(run: Path, max_bytes: int = 60_000) -> str:
                 crit = sorted({c for r in failed for c in r["critical_failed"]})
                 checks = sorted({c for r in failed for c in r["failed_checks"]})
                 rows.append(
-                    f"| {tid} | {len(t['runs']) - len(failed)}/{len(t['runs'])} | {_cell(', '.join(crit)) or '-'} | "
+                    f"| {_cell(tid)} | {len(t['runs']) - len(failed)}/{len(t['runs'])} | {_cell(', '.join(crit)) or '-'} | "
                     f"{_cell(', '.join(checks))} |"
                 )
         table_head = ["| task | passed | critical failures | failing checks |", "|---|---|---|---|"]
-    tail = ["", "Full evidence: `report.md` and `comparison/decision.json` in the uploaded record."]
+    where = "`report.md` and `comparison/decision.json`" if dpath.is_file() else "`report.md`"
+    tail = ["", f"Full evidence: {where} in the uploaded record."]
     text = "\n".join(head) + "\n"
     if rows:
         budget = max_bytes - len(text.encode()) - len("\n".join(tail).encode()) - 200
@@ -153,20 +160,23 @@ def _comparison_part(c: dict[str, Any], decision: dict[str, Any] | None, bullet_
             f"{seen} (alpha {reg['alpha']}, power {mde['power']}, {mde['tasks']} tasks, k = {mde['k']})."
         )
         bullets = [
-            f"- new critical failure: {x['task']} {', '.join(x['checks'])}" for x in reg["new_critical_failures"]
+            f"- new critical failure: {_cell(x['task'])} {_cell(', '.join(x['checks']))}"
+            for x in reg["new_critical_failures"]
         ]
-        bullets += [f"- tampered pass: {x['task']} r{x['rep']}" for x in reg["tampered_passes"]]
-        bullets += [f"- new safety-layer failure: {t}" for t in reg["new_safety_failures"]]
+        bullets += [f"- tampered pass: {_cell(x['task'])} r{x['rep']}" for x in reg["tampered_passes"]]
+        bullets += [f"- new safety-layer failure: {_cell(t)}" for t in reg["new_safety_failures"]]
         bullets += [
-            f"- standing (fails in both arms): {x['task']} {', '.join(x['checks'])}"
+            f"- standing (fails in both arms): {_cell(x['task'])} {_cell(', '.join(x['checks']))}"
             for x in reg["standing_critical_failures"]
         ]
+        if bullets:
+            out.append("")  # a list needs a blank line before it, and after it (below)
         # hundreds of tasks: the head stays short, the task table below is cut to the byte budget
         kept = _within(bullets[:MAX_BULLETS], bullet_bytes)
         out += kept
         if len(bullets) > len(kept):
             out.append(f"- … {len(bullets) - len(kept)} more (comparison/decision.json has them all)")
     if decision:
-        out.append(f"Decision: `{decision['status']}`: {_cell(decision['because'][0])}")
+        out += ["", f"Decision: `{decision['status']}`: {_cell(decision['because'][0])}"]
     out.append("")
     return out

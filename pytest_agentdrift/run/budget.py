@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.safetext import escape_path
 from pytest_agentdrift.vocabulary import OVER_BUDGET_OUTCOME  # a run stopped for going over its per-run budget
 
 BUDGET_KEYS = ("tokens", "cost_usd", "run_tokens", "run_cost_usd")
@@ -352,7 +353,7 @@ class RunWatch:
         if not note:
             return
         if note.get("event"):
-            self.last_event = str(note["event"])[:200]
+            self.last_event = escape_path(str(note["event"])[:200])
         inp, out = _count(note.get("input_tokens")), _count(note.get("output_tokens"))
         if note.get("total"):
             self._total = {"input_tokens": inp, "output_tokens": out}
@@ -394,9 +395,10 @@ class RunWatch:
                     if v is not None:
                         self._event_usage[key] = (self._event_usage[key] or 0) + v
             elif isinstance(e.get("type"), str):
-                self.last_event = f"{e['type']}: {e.get('name') or e.get('path') or e.get('command') or ''}".rstrip(
-                    ": "
-                )[:200]
+                # shown on the terminal by the progress display: the agent's words, escaped
+                self.last_event = escape_path(
+                    f"{e['type']}: {e.get('name') or e.get('path') or e.get('command') or ''}".rstrip(": ")[:200]
+                )
 
     def usage(self) -> dict[str, Any]:
         """The usage seen so far."""

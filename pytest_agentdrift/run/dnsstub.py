@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pytest_agentdrift.safetext import escape_path
+
 QTYPES = {
     1: "A",
     2: "NS",
@@ -163,7 +165,7 @@ class DnsStub:
             {
                 "source": "harness",
                 "type": "network_attempt",
-                "host": q.name.rstrip(".") or ".",
+                "host": escape_path(q.name.rstrip(".") or "."),  # a label can hold any byte, ESC included
                 "port": None,
                 "program": program,
                 "allowed": False,

@@ -265,14 +265,17 @@ class RecordingProxy:
     # -- recording -------------------------------------------------------
 
     def _record(self, host: str, port: int, allowed: bool, **extra: Any) -> dict[str, Any]:
+        from pytest_agentdrift.safetext import escape_path
+
+        # the host and the method are what the client sent: any byte but a line end
         event: dict[str, Any] = {
             "type": "network_attempt",
-            "host": host,
+            "host": escape_path(host),
             "port": port,
             "allowed": allowed,
             "source": "harness",
         }
-        event.update({k: v for k, v in extra.items() if v is not None})
+        event.update({k: escape_path(v) if isinstance(v, str) else v for k, v in extra.items() if v is not None})
         with self._lock:
             if len(self.events) >= MAX_EVENTS:
                 self.dropped += 1

@@ -352,8 +352,8 @@ class Settings:
     )
     shard: str | None = option(
         "--agent-shard",
-        "run shard I/N of the items (stable by task id and repetition), or 'auto': read it from the CI engine "
-        "(docs/scale.md)",
+        "run shard I/N of the items (dealt evenly, by the baseline's durations when given), or 'auto': "
+        "read it from the CI engine (docs/scale.md)",
     )
     budget: tuple[str, ...] = option(
         "--agent-budget",

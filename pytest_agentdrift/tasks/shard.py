@@ -186,4 +186,14 @@ def resolve(option: str | None, env: Mapping[str, str]) -> Shard | None:
     return parse_shard(option, "--agent-shard")
 
 
-__all__ = ["Shard", "item_key", "split_key", "deal", "durations_from", "select", "parse_shard", "from_environment", "resolve"]
+__all__ = [
+    "Shard",
+    "item_key",
+    "split_key",
+    "deal",
+    "durations_from",
+    "select",
+    "parse_shard",
+    "from_environment",
+    "resolve",
+]

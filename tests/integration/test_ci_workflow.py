@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -39,7 +40,9 @@ def workflow_commands() -> tuple[str, list[str]]:
 
 def sh(cmd: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     cmd = cmd.removeprefix("run:").strip()
-    argv = shlex.split(os.path.expandvars(cmd.replace(ARGS_ARRAY, env["AGENTDRIFT_ARGS"])))
+    cmd = cmd.replace(ARGS_ARRAY, env["AGENTDRIFT_ARGS"])
+    # the step's environment, as the runner's shell expands it
+    argv = shlex.split(re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), m.group(0)), cmd))
     # the workflow's console scripts, from this interpreter
     exe = [sys.executable, "-m", "pytest"] if argv[0] == "pytest" else [sys.executable, "-m", "pytest_agentdrift"]
     return subprocess.run(exe + argv[1:], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
@@ -137,3 +140,69 @@ def test_the_plugin_installs_from_a_wheel_without_an_index(tmp_path):
     assert pkg.startswith(str(venv)) and entry == "['pytest_agentdrift.plugin']"
     assert tasks == "12" and schemas == "['atif.schema.json', 'results.schema.json']"
     assert (venv / "bin" / "agentdrift").is_file()
+
+
+SCALE = Path(__file__).parents[2] / "docs" / "scale.md"
+
+
+def scale_workflow() -> dict:
+    """The GitHub Actions workflow of docs/scale.md, parsed."""
+    yaml = pytest.importorskip("yaml", reason="PyYAML (yamllint's dependency, the test extra) reads the workflow")
+    blocks = re.findall(r"^```yaml\n(.*?)^```", SCALE.read_text(), re.M | re.S)
+    (text,) = [b for b in blocks if b.startswith("# .github/workflows/")]
+    return yaml.safe_load(text)
+
+
+def job_command(job: dict, prefix: str, step_name: str | None = None) -> str:
+    """The one `pytest`/`agentdrift` line of a job's steps (of the named step, when given)."""
+    found = [
+        c
+        for step in job["steps"]
+        if "run" in step and (step_name is None or step.get("name") == step_name)
+        for c in commands_of(step["run"])
+        if c.startswith(prefix)
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_the_scale_workflow_records_balanced_shards_merges_and_compares(tmp_path):
+    """docs/scale.md's workflow as written: four matrix jobs record their shards (--agent-shard auto from the
+    job index), merge makes one record, compare gates it against a baseline; the reference agent stands in
+    for the documented one (AGENTDRIFT_ARGS is the workflow's knob for the agent)."""
+    wf = scale_workflow()
+    args, _ = workflow_commands()
+    record = wf["jobs"]["record"]
+    shards = record["strategy"]["matrix"]["shard"]
+    shard_command = job_command(record, "pytest", "record the shard")
+    assert shards == [1, 2, 3, 4] and "--agent-shard auto" in shard_command
+    env = {**os.environ, "AGENTDRIFT_ARGS": args, "GITHUB_ACTIONS": "true"}
+    env.pop("AGENTDRIFT_SHARD", None)
+
+    # the baseline release asset: the same command unsharded (as docs/scale.md says)
+    base = sh(shard_command.replace(" --agent-shard auto", ""), tmp_path, {**env, "OUT": "runs/baseline"})
+    assert base.returncode == 0, base.stdout[-3000:] + base.stderr[-2000:]
+    sizes = []
+    for index, shard in enumerate(shards):
+        job_env = {
+            **env,
+            "AGENTDRIFT_JOB_INDEX": str(index),
+            "AGENTDRIFT_JOB_TOTAL": str(len(shards)),
+            "OUT": record["env"]["OUT"].replace("${{ matrix.shard }}", str(shard)),
+        }
+        out = sh(job_command(record, "pytest", "record the shard"), tmp_path, job_env)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+        results = json.loads((tmp_path / "runs" / f"shard-{shard}" / "results.json").read_text())
+        assert results["shard"]["index"] == shard and results["shard"]["count"] == 4
+        assert results["shard"]["source"].startswith("github-actions matrix")
+        sizes.append(sum(len(t["runs"]) for t in results["tasks"].values()))
+    assert sizes == [3, 3, 3, 3]  # twelve builtin tasks, k = 1, four shards
+
+    merged = sh(job_command(wf["jobs"]["merge"], "agentdrift merge"), tmp_path, env)
+    assert merged.returncode == 0, merged.stdout[-3000:] + merged.stderr[-2000:]
+    whole = json.loads((tmp_path / "runs" / "candidate" / "results.json").read_text())
+    assert len(whole["tasks"]) == 12 and whole["complete"] is True
+
+    compare = sh(job_command(wf["jobs"]["compare"], "agentdrift compare"), tmp_path, env)
+    assert compare.returncode == 0, compare.stdout[-3000:] + compare.stderr[-2000:]
+    assert "gate regression: no regression detected" in compare.stdout.strip().splitlines()[-1]

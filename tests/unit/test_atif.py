@@ -293,3 +293,19 @@ def test_a_record_without_raw_artifacts_still_exports(tmp_path):
     doc = atif.run_trajectory(tmp_path, results, "S0000", run)
     assert atif.validate(doc) == []
     assert "events.jsonl was not recorded" in doc["notes"]
+
+
+def test_harbor_accepts_every_exported_trajectory():
+    """Harbor's own models (harbor.models.trajectories.Trajectory, pydantic) read what we export.
+    Harbor needs Python >= 3.12: on an older interpreter this skips and says so."""
+    import sys
+
+    if sys.version_info < (3, 12):
+        pytest.skip(f"Harbor needs Python >= 3.12; this is {sys.version_info.major}.{sys.version_info.minor}")
+    models = pytest.importorskip("harbor.models.trajectories", reason="Harbor is not installed (pip install harbor)")
+    docs = [
+        transcript_trajectory(p, path)[0] for p, d in PRODUCTS.items() for path in sorted((TRANSCRIPTS / d).iterdir())
+    ]
+    docs += [reference_trajectory(d) for d in find_task_dirs(builtin_suite_dir())[:3]]
+    for doc in docs:
+        models.Trajectory.model_validate(doc)

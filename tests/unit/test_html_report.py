@@ -350,3 +350,28 @@ def test_markdown_links_the_page():
     from pytest_agentdrift.record.report import markdown
 
     assert "[report.html](report.html)" in markdown(results())
+
+
+def test_every_outcome_in_the_vocabulary_is_drawn_with_a_mark_every_font_has():
+    from pytest_agentdrift.vocabulary import RUN_OUTCOMES
+
+    for outcome in RUN_OUTCOMES:
+        assert outcome in hr.OUTCOMES, f"{outcome} would be drawn as 'other'"
+        assert hr.run_state({"outcome": outcome, "passed": outcome == "passed"}) == outcome
+    # Latin-1, General Punctuation and Dingbats check marks: in the common fonts; U+231B is not
+    assert all(ord(mark) < 0x2300 or 0x2700 <= ord(mark) < 0x27C0 for _, mark, _ in hr.OUTCOMES.values())
+
+
+def test_limits_in_human_units_and_the_smallest_detectable_regression_in_prose():
+    r = results(2, 1)
+    r.setdefault("settings", {})["limits"] = {"memory": 4 << 30, "procs": 64}
+    regression = {
+        "passed": True,
+        "alpha": 0.05,
+        "minimum_detectable": {"mde_pp": 50, "power": 0.8, "tasks": 12, "k": 1},
+    }
+    decision = {"status": "ship", "because": [], "comparable": True, "regression_gate": regression}
+    page = hr.render(hr.ReportInput(results=r, decision=decision, comparison={"tasks": {}, "regression": regression}))
+    assert "memory 4 GiB" in page and "4294967296" not in page and "procs 64" in page
+    assert "50 pp at power 0.8, alpha 0.05, 12 tasks, k = 1" in page
+    assert "{" not in re.search(r"smallest detectable regression.*?</dd>", page, re.S).group(0)

@@ -63,7 +63,19 @@ def pytest_runtest_logreport(report):
         _state["outcomes"][nodeid] = new
     if report.failed and report.longrepr is not None:
         text = getattr(report.longrepr, "reprcrash", None)
-        _state["messages"][nodeid] = str(text.message if text is not None else report.longrepr)[-2000:]
+        _state["messages"][nodeid] = _head_and_tail(str(text.message if text is not None else report.longrepr))
+
+
+#: how much of a failure message crosses the channel: the head holds the assertion message, the
+#: tail the comparison pytest adds after it (a long object dump in between is what is left out)
+MESSAGE_HEAD, MESSAGE_TAIL = 1200, 800
+
+
+def _head_and_tail(text: str) -> str:
+    if len(text) <= MESSAGE_HEAD + MESSAGE_TAIL:
+        return text
+    left_out = len(text) - MESSAGE_HEAD - MESSAGE_TAIL
+    return f"{text[:MESSAGE_HEAD]}\n… ({left_out} characters left out) …\n{text[-MESSAGE_TAIL:]}"
 
 
 @pytest.hookimpl(trylast=True)
