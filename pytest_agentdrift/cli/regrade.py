@@ -36,9 +36,32 @@ def _specs(paths: list[str], wanted: list[str]) -> dict:
     return {t: load_task(dirs[t]) for t in wanted}
 
 
+def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation) -> dict[str, list]:
+    """Every run of the record graded again, in a scratch directory removed at the end."""
+    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.record import regrade as rg
+    from pytest_agentdrift.tasks.fdtree import rmtree
+
+    scratch = Path(tempfile.mkdtemp(prefix="agentdrift-regrade-"))
+    limits = (results.get("settings") or {}).get("limits")  # graded code runs under the recorded run's limits
+    grader = Grader(
+        isolation,
+        scratch / "grading",
+        hide=scratch / "runs",
+        hidden=(record.absolute(), out.absolute()),
+        limits=dict(limits) if isinstance(limits, dict) else None,
+    )
+    try:
+        return {
+            tid: [rg.regrade_run(record, specs[tid], r, grader, scratch / "runs") for r in task["runs"]]
+            for tid, task in sorted(results["tasks"].items())
+        }
+    finally:
+        rmtree(scratch)
+
+
 def cmd_regrade(args: argparse.Namespace) -> int:
     from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.grade.checks import Grader
     from pytest_agentdrift.manifest.capture import validate_manifest
     from pytest_agentdrift.record import regrade as rg
     from pytest_agentdrift.record.store import check_record_target, load_run
@@ -63,16 +86,7 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     isolation = sandbox.detect(resolve_cli_flags(args, "isolation")["isolation"])
     spec_list = list(specs.values())
     evaluator, task_set = evaluator_id(spec_list), task_set_id(spec_list)
-    scratch = Path(tempfile.mkdtemp(prefix="agentdrift-regrade-"))
-    grader = Grader(isolation, scratch / "grading", hide=scratch / "runs", hidden=(record.absolute(), out.absolute()))
-    runs: dict[str, list] = {}
-    try:
-        for tid, task in sorted(results["tasks"].items()):
-            runs[tid] = [rg.regrade_run(record, specs[tid], r, grader, scratch / "runs") for r in task["runs"]]
-    finally:
-        from pytest_agentdrift.tasks.fdtree import rmtree
-
-        rmtree(scratch)
+    runs = _regrade_runs(record, out, results, specs, isolation)
     new = rg.regraded_results(results, runs, new_run_id(), evaluator, task_set)
     new["regraded_from"] = rg.provenance(results, isolation.mode)
     if manifest is not None:
@@ -80,7 +94,7 @@ def cmd_regrade(args: argparse.Namespace) -> int:
         manifest["regraded_from"] = new["regraded_from"]
     else:
         source = None
-    rg.write_regraded(record, out, new, manifest, source, None)
+    rg.write_regraded(record, out, new, manifest, source)
     changed = sum(
         1
         for tid in runs

@@ -273,7 +273,7 @@ def _not_regradable(check: Any, why: str, report: Any):
 
 
 # ---- a whole record ---------------------------------------------------------------------------
-def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, source, checks_by_raw) -> None:
+def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, source) -> None:
     """NEW beside OUT in a temporary directory, renamed into place: the raw files and blobs of
     the source record (each run's checks.json and run.json from the regrade), manifests, reports,
     results.json last. The source record's comparison/ is not carried: it judged other grades."""

@@ -98,3 +98,22 @@ def test_the_two_parts_cover_the_whole_directory(tmp_path):
     assert {e[0] for e in given["files"]} | {e[0] for e in grading["files"]} == listed
     assert not {e[0] for e in given["files"]} & {e[0] for e in grading["files"]}
     assert "repo/tests/test_held.py" in {e[0] for e in grading["files"]}
+
+
+@pytest.mark.parametrize(
+    "blocks, hinted",
+    [
+        ([("evaluator_id", "a", "b")], True),
+        ([("evaluator_id", "a", "b"), ("source_id", "c", "d")], True),  # the task files' digest moves with a check
+        ([("evaluator_id", "a", "b"), ("task_set_id", "c", "d")], False),  # another task: regrading cannot help
+        ([("evaluator_id", "a", "b"), ("cli_version", "1", "2")], False),
+        ([("source_id", "c", "d")], False),
+    ],
+)
+def test_a_refusal_only_by_the_grading_points_to_regrade(blocks, hinted):
+    from pytest_agentdrift.manifest.identity import StampComparison, regrade_hint
+
+    hint = regrade_hint(StampComparison(comparable=False, blocks=blocks), "runs/base")
+    assert (hint is not None) == hinted
+    if hinted:
+        assert "regrade the older record: agentdrift regrade runs/base --out runs/base-regraded" in hint
