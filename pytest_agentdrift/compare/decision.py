@@ -1189,10 +1189,13 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
         )
     gate = c["gate"]
     passed_by_cost = gate["verdict"] == HOLD and gate["passed"]
+    # under the regression gate the promotion gate and status are a second opinion that sets nothing
+    secondary = c.get("gate_mode") == GATE_REGRESSION
     lines.append(
         _line(
-            "gate",
-            f"{gate['verdict'] or 'null'}: {gate['reason']}"
+            "promote" if secondary else "gate",
+            ("(secondary, sets nothing) " if secondary else "")
+            + f"{gate['verdict'] or 'null'}: {gate['reason']}"
             + (" (passed: promoted on cost)" if passed_by_cost else ""),
         )
     )
@@ -1208,8 +1211,15 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
     decision = c["decision"]
     more = len(decision["because"]) - 1
     lines.append(
-        _line("status", f"{decision['status']}: {decision['because'][0]}" + (f" (+{more} more)" if more else ""))
+        _line(
+            "status",
+            ("(secondary, sets nothing) " if secondary else "")
+            + f"{decision['status']}: {decision['because'][0]}"
+            + (f" (+{more} more)" if more else ""),
+        )
     )
+    if reg and secondary:
+        lines.append(lines.pop(lines.index(next(ln for ln in lines if ln.startswith("regression ")))))
     return lines
 
 

@@ -35,10 +35,9 @@ def _as_list(value: Any) -> list[str]:
 
 
 def accept_tokens(ini_value: Any, cli_values: Iterable[str] | None) -> list[str]:
-    """Ini tokens (or the defaults when the ini names none), then the command line's; `none` clears."""
-    ini = _as_list(ini_value) or list(DEFAULT_ACCEPT_UNOBSERVED)
+    """The defaults, then the ini's tokens, then the command line's: each adds; `none` clears what came before."""
     tokens: list[str] = []
-    for name in [*ini, *_as_list(list(cli_values or []))]:
+    for name in [*DEFAULT_ACCEPT_UNOBSERVED, *_as_list(ini_value), *_as_list(list(cli_values or []))]:
         tokens = [] if name == ACCEPT_NONE else [*tokens, name]
     unknown = [t for t in tokens if t not in IDENTITY_FIELDS and t not in ACCEPT_GROUPS]
     if unknown:

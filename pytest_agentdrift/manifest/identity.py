@@ -263,8 +263,12 @@ def render_refusal(cmp: StampComparison, rebaseline_cmd: str | None = None) -> l
     for name, b, c in cmp.notes:
         vb, vc = _render_pair(b, c)
         lines.append(f"note  {name}: {vb} != {vc}" if b != c else f"note  {name}: accepted as {vb}")
+    varyable = [name for name, b, c in cmp.blocks if name in VARY_FIELDS and not b == c == UNOBSERVED]
+    if not cmp.comparable and varyable:
+        flags = " ".join(f"--agent-vary {name}" for name in varyable)
+        lines.append(f"if this change is the experiment (what you mean to compare), declare it: {flags}")
     if not cmp.comparable and rebaseline_cmd:
-        lines.append(f"to record a new baseline for this runtime: {rebaseline_cmd}")
+        lines.append(f"if it is not, record a new baseline for this runtime: {rebaseline_cmd}")
     return lines
 
 

@@ -48,8 +48,11 @@ def _cell(text: Any) -> str:
 
 def run_summary(run: Path, max_bytes: int = 60_000) -> str:
     from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.record.store import load_run
+    from pytest_agentdrift.record.refusal import REFUSAL
+    from pytest_agentdrift.record.store import RESULTS, load_run
 
+    if (run / REFUSAL).is_file() and not (run / RESULTS).exists():
+        return _refusal_summary(run / REFUSAL, max_bytes)
     results = load_run(run, require_complete=False)
     dpath = run / "comparison" / "decision.json"
     cpath = run / "comparison" / "comparison.json"
@@ -180,3 +183,16 @@ def _comparison_part(c: dict[str, Any], decision: dict[str, Any] | None, bullet_
         out += ["", f"Decision: `{decision['status']}`: {_cell(decision['because'][0])}"]
     out.append("")
     return out
+
+
+def _refusal_summary(path: Path, max_bytes: int) -> str:
+    """A refused session's record: the closing line and the blocked fields, both values."""
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.record.refusal import refusal_markdown
+
+    doc = load_json_file(path, RecordError)
+    text = "## agentdrift\n\n" + refusal_markdown(doc).split("\n", 2)[2]
+    if len(text.encode()) > max_bytes:
+        mark = "\n…(cut to --max-bytes)\n"
+        text = text.encode()[: max(0, max_bytes - len(mark.encode()))].decode("utf-8", errors="ignore") + mark
+    return text

@@ -201,8 +201,8 @@ def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
     if set(ENVELOPE_FIELDS) <= set(fields):
         groups.append("envelope")
         rest = [f for f in rest if f not in ENVELOPE_FIELDS]
-    # an ini list replaces the defaults, so the snippet keeps them
-    tokens = list(dict.fromkeys((*DEFAULT_ACCEPT_UNOBSERVED, *groups, *rest)))
+    # the ini adds to the defaults (as the command line does): the snippet names only what is missing
+    tokens = list(dict.fromkeys(t for t in (*groups, *rest) if t not in DEFAULT_ACCEPT_UNOBSERVED))
     lines.append(("or " if declarable else "") + "accept them as unknowable, in pytest.ini:")
     lines += ["    [pytest]", "    agent_accept_unobserved ="]
     lines += [f"        {t}" for t in tokens]

@@ -134,12 +134,15 @@ class ControllerPlugin:
                     names = ", ".join(f for f, _, _ in blocks[:6]) + (
                         f" (+{len(blocks) - 6} more)" if len(blocks) > 6 else ""
                     )
+                    verdict = Verdict(
+                        EXIT_REFUSED,
+                        f"refused: runs are not comparable ({len(blocks)} identity field(s) block: {names})",
+                    )
+                    from pytest_agentdrift.session.refused import report_refusal
+
+                    # a refusal still reports: refusal.json, report.md and one failing JUnit case
                     self._exit_now(
-                        Verdict(
-                            EXIT_REFUSED,
-                            f"refused: runs are not comparable ({len(blocks)} identity field(s) block: {names})",
-                        ),
-                        refusal,
+                        verdict, refusal + report_refusal(self.config, s, self.comparison.stamps, verdict, refusal)
                     )
             lr = self.info.longrun
             if lr is not None and lr.resume is not None:

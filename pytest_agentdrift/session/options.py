@@ -497,6 +497,12 @@ def _checked(values: dict[str, Any], rootpath: Path) -> Settings:
     """The checks that span options, then the frozen Settings."""
     if values["agent"] and values["cmd"]:
         raise AgentDriftError("--agent and --agent-cmd name two agents; use one")
+    if values["gate"] and values["baseline"] is None:
+        # a gate with nothing to compare against would pass everything, silently
+        raise AgentDriftError(
+            f"--agent-gate {values['gate']} needs --agent-baseline DIR: without a baseline no gate can decide "
+            "(record one first with --agent-record DIR)"
+        )
     mounts = []
     for m in values["mounts"]:
         full = Path(m) if Path(m).is_absolute() else rootpath / m

@@ -90,6 +90,18 @@ def test_the_workflow_runs_its_commands(tmp_path):
     small_text = (tmp_path / "runs" / "small.md").read_text()
     assert len(small_text.encode()) <= 1500 and "agentdrift: exit 1" in small_text
 
+    # the drifted agent without --agent-vary is refused (6), and the summary step still posts the blocked fields
+    refused_cmd = compare.replace("--agent-record runs/candidate", "--agent-record runs/refused")
+    env_refused = {**env, "AGENTDRIFT_ARGS": args.replace("--agent reference", "--agent reference-drifted")}
+    refused = sh(refused_cmd, tmp_path, env_refused)
+    assert refused.returncode == 6, refused.stdout[-3000:]
+    line = refused.stdout.strip().splitlines()[-1]
+    assert line.startswith("agentdrift: exit 6 — refused: runs are not comparable")
+    posted = sh(summary.replace("runs/candidate", "runs/refused"), tmp_path, env)
+    assert posted.returncode == 0, posted.stderr
+    text = (tmp_path / "runs" / "summary.md").read_text()
+    assert f"**{line}**" in text and "| `cli_version` |" in text
+
 
 def test_the_plugin_installs_from_a_wheel_without_an_index(tmp_path):
     """docs/ci.md's install path: a wheel built from the source (no index, no build isolation), installed

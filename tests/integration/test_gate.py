@@ -356,3 +356,11 @@ def test_accept_groups_expand_visibly_and_the_cli_reads_the_same_ini(pytester):
         text=True,
     )
     assert cleared.returncode == 6 and "BLOCK model_id" in cleared.stdout
+
+
+def test_a_gate_without_a_baseline_is_a_usage_error(pytester):
+    tasks(pytester.path)
+    result = run(pytester, "--agent", "reference", "--agent-gate", "regression")
+    assert result.ret == 4, result.stdout.str()
+    assert "--agent-gate regression needs --agent-baseline DIR" in result.stdout.str() + result.stderr.str()
+    assert "G01" not in result.stdout.str()  # refused before anything ran

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -216,12 +217,39 @@ def test_baseline_lifecycle(pytester):
 
     task_md = pytester.path / "EX02-explain-readonly" / "task.md"
     task_md.write_text(task_md.read_text() + "Also be brief.\n")
-    result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/cand2")
+    result = run(
+        pytester,
+        "--agent",
+        "reference",
+        "--agent-baseline",
+        "runs/base",
+        "--agent-record",
+        "runs/cand2",
+        "--junitxml",
+        "runs/junit.xml",
+    )
     assert result.ret == 6
     out = result.stdout.str()
     assert "BLOCK task_set_id:" in out
-    assert "to record a new baseline for this runtime: pytest" in out
-    assert not (pytester.path / "runs" / "cand2").exists()  # refused before anything was written
+    assert "if it is not, record a new baseline for this runtime: pytest" in out
+    closing = [ln for ln in out.splitlines() if ln.startswith("agentdrift: exit 6")][-1]
+    # nothing ran, yet the refusal reports: refusal.json and report.md (no results.json), and JUnit
+    cand2 = pytester.path / "runs" / "cand2"
+    assert sorted(p.name for p in cand2.iterdir()) == ["refusal.json", "report.md"]
+    refusal = json.loads((cand2 / "refusal.json").read_text())
+    assert refusal["exit_status"]["line"] == closing
+    assert [row["field"] for row in refusal["blocked"]][0] == "task_set_id"
+    assert refusal["blocked"][0]["baseline"] != refusal["blocked"][0]["candidate"]
+    assert (cand2 / "report.md").read_text().splitlines()[2] == f"**{closing}**"
+    suite = ET.parse(pytester.path / "runs" / "junit.xml").getroot().find("testsuite")
+    assert suite.get("failures") == "1"
+    failure = suite.find("testcase").find("failure")
+    assert "blocked fields: task_set_id" in failure.text
+    summary = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "summary", str(cand2)], capture_output=True, text=True
+    )
+    assert summary.returncode == 0, summary.stderr
+    assert f"**{closing}**" in summary.stdout and "`task_set_id`" in summary.stdout
 
     assert run(pytester, "--agent", "reference", "--agent-record", "runs/base2").ret == 0
     assert run(pytester, "--agent", "reference", "--agent-baseline", "runs/base2").ret == 0

@@ -20,8 +20,15 @@ from pytest_agentdrift.vocabulary import DEFAULT_ACCEPT_UNOBSERVED, ENVELOPE_FIE
 def test_accept_tokens_add_up_and_none_clears():
     assert accept_tokens(None, None) == list(DEFAULT_ACCEPT_UNOBSERVED)
     assert accept_tokens(None, ["model_id"]) == [*DEFAULT_ACCEPT_UNOBSERVED, "model_id"]
-    # an ini list replaces the defaults; the command line adds to it (pytest.ini string or pyproject list)
-    assert accept_tokens("server_revision\nenvelope", ["model_id"]) == ["server_revision", "envelope", "model_id"]
+    # the ini adds to the defaults as the command line does (pytest.ini string or pyproject list); none clears
+    assert accept_tokens("server_revision\nenvelope", ["model_id"]) == [
+        *DEFAULT_ACCEPT_UNOBSERVED,
+        *(["server_revision"] if "server_revision" not in DEFAULT_ACCEPT_UNOBSERVED else []),
+        "envelope",
+        "model_id",
+    ]
+    assert accept_tokens(["unobservable"], None) == [*DEFAULT_ACCEPT_UNOBSERVED, "unobservable"]
+    assert accept_tokens(["none", "model_id"], None) == ["model_id"]
     assert accept_tokens(["server_revision"], ["none", "seed"]) == ["seed"]
     with pytest.raises(AgentDriftError, match="unknown field"):
         accept_tokens(None, ["colour"])

@@ -177,7 +177,18 @@ def test_each_single_field_change_is_refused(world, what):
     assert [b[0] for b in cmp.blocks] == list(fields)
     lines = stamps.render_refusal(cmp, "pytest --agent-record runs/new")
     assert any(line.startswith(f"BLOCK {field}: ") for line in lines)
-    assert lines[-1] == "to record a new baseline for this runtime: pytest --agent-record runs/new"
+    assert lines[-1] == "if it is not, record a new baseline for this runtime: pytest --agent-record runs/new"
+    # both ways out: a field that may be the experiment is named with its --agent-vary flag
+    varyable = [f for f in fields if f in stamps.VARY_FIELDS]
+    hint = [line for line in lines if line.startswith("if this change is the experiment")]
+    assert hint == (
+        [
+            "if this change is the experiment (what you mean to compare), declare it: "
+            + " ".join(f"--agent-vary {f}" for f in varyable)
+        ]
+        if varyable
+        else []
+    )
     doc = stamps.manifest_diff_document(cmp)
     assert list(doc["changed"]) == list(fields)
     assert doc["changed"][field]["baseline"] == base["identity"][field]
