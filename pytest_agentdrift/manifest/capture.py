@@ -884,19 +884,21 @@ def agent_files_hash(
 
     Interpreters are identified by version, not bytes; a file under a named root is
     labelled relative to it, any other by its name. Editing the agent's own script
-    changes this field.
+    changes this field. An --agent-config file is hashed in its canonical form (the
+    parsed value, as config_hash reads it): reordered keys or CRLF are no change.
     """
     files: dict[str, str] = {}
     candidates = [str(a) for a in argv[1:] if os.path.isabs(str(a)) and not any(c in str(a) for c in "{}")]
     if argv and os.path.isabs(str(argv[0])) and _interpreter_label(str(argv[0])) is None:
         candidates.insert(0, str(argv[0]))  # a script run directly is the agent itself
-    candidates += [os.path.abspath(os.fspath(p)) for p in config_files]
+    configs = {os.path.abspath(os.fspath(p)) for p in config_files}
+    candidates += sorted(configs)
     for path in candidates:
         if not os.path.isfile(path) or _interpreter_label(path):
             continue
         label = _identity_label(path, roots)
         try:
-            files[label] = "sha256:" + hash_file(path)
+            files[label] = _config_digest(Path(path), roots) if path in configs else "sha256:" + hash_file(path)
         except OSError as exc:
             files[label] = UNOBSERVED
             reasons["agent_files_hash"] = f"{label}: {exc.strerror or exc}"
@@ -904,6 +906,16 @@ def agent_files_hash(
         reasons["agent_files_hash"] = "the agent command names no file of its own"
         return NOT_APPLICABLE
     return dict(sorted(files.items()))
+
+
+def _config_digest(path: Path, roots: discovery.Roots) -> str:
+    """The canonical digest of a configuration file, the one config_hash is built from."""
+    source = discovery.config_source(
+        path, roots, surface="generic", scope="user-named", precedence=0, fmt=discovery.format_for(path), spec=None
+    )
+    if source.get("status") != "present":
+        raise OSError(f"{source.get('status')}: {path.name}")
+    return str(source["canonical_sha256"])
 
 
 def _argv_value(argv: Sequence[str], flags: Sequence[str]) -> str | None:

@@ -99,6 +99,14 @@ def test_identity_holds_no_machine_path(tmp_path):
     script.write_text("print(2)\n")
     assert agent_files_hash(argv, [], roots, reasons) != before
     assert agent_files_hash([sys.executable, "-c", "pass"], [], roots, reasons) == "not_applicable"
+    # an --agent-config file counts by its canonical form, as config_hash does: key order and CRLF are no change
+    config = script.parent / "agent.json"
+    config.write_text('{"model": "m", "tools": ["a", "b"]}\n')
+    first = agent_files_hash(argv, [config], roots, reasons)
+    config.write_bytes(b'{\r\n  "tools": ["a", "b"],\r\n  "model": "m"\r\n}\r\n')
+    assert agent_files_hash(argv, [config], roots, reasons) == first
+    config.write_text('{"model": "other", "tools": ["a", "b"]}\n')
+    assert agent_files_hash(argv, [config], roots, reasons) != first
 
 
 def test_default_checks_protected_union_and_opt_out(tmp_path):
