@@ -37,10 +37,12 @@ def report_refusal(config: pytest.Config, settings: Any, stamps: Any, verdict: V
 
 
 def _junit_case(config: pytest.Config, verdict: Verdict, fields: list[str], lines: list[str]) -> None:
-    """One failing test case through pytest's own reporting hooks (JUnit and the terminal count it)."""
+    """One failing test case in pytest's JUnit writer (the session has not started: only the JUnit
+    writer is told, the terminal's own report is the refusal's lines and closing line)."""
     from _pytest.junitxml import xml_key
 
-    if config.stash.get(xml_key, None) is None:
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
         return
     message = f"{verdict.line}\nblocked fields: {', '.join(fields)}\n" + "\n".join(lines)
     location = ("agentdrift", None, "refusal")
@@ -53,4 +55,4 @@ def _junit_case(config: pytest.Config, verdict: Verdict, fields: list[str], line
             longrepr=message if outcome == "failed" else None,
             when=when,
         )
-        config.hook.pytest_runtest_logreport(report=report)
+        xml.pytest_runtest_logreport(report)
