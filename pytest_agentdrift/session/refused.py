@@ -37,7 +37,7 @@ def report_refusal(config: pytest.Config, settings: Any, stamps: Any, verdict: V
 
 
 def _junit_case(config: pytest.Config, verdict: Verdict, fields: list[str], lines: list[str]) -> None:
-    """One failing test case in pytest's JUnit writer (the session has not started: only the JUnit
+    """One failing test case in pytest's JUnit file (the session has not started: only the JUnit
     writer is told, the terminal's own report is the refusal's lines and closing line)."""
     from _pytest.junitxml import xml_key
 
@@ -56,3 +56,8 @@ def _junit_case(config: pytest.Config, verdict: Verdict, fields: list[str], line
             when=when,
         )
         xml.pytest_runtest_logreport(report)
+    # pytest writes the JUnit file at the session's finish, which a session stopped in its start never
+    # reaches: write it now (the writer's own start and finish, once)
+    if not hasattr(xml, "suite_start"):
+        xml.pytest_sessionstart()
+    xml.pytest_sessionfinish()
