@@ -60,6 +60,14 @@ def session(tmp, body, *extra, checks=TESTS, repo=CALC, timeout_s=20, **task):
     return proc
 
 
+def assert_written_outside(run, files):
+    """Exactly these files were written outside the work tree, beside the directories made for them."""
+    seen = run["evidence"]["writes_outside"]
+    parents = {"/".join(f.split("/")[:i]) for f in files for i in range(1, f.count("/") + 1)}
+    assert set(files) <= set(seen), seen
+    assert set(seen) - set(files) <= parents, seen
+
+
 def only_run(tmp):
     return load_results(tmp / "run")["tasks"]["R1"]["runs"][0]
 
@@ -84,7 +92,7 @@ def test_a_planted_graded_copy_is_not_graded(tmp_path):
     run = only_run(tmp_path)
     # the default effects check also sees the writes outside the work tree
     assert run["failed_checks"] == ["tests", "default-effects"]
-    assert run["evidence"]["writes_outside"] == ["graded/repo/calc.py", "graded/repo/tests/test_calc.py"]
+    assert_written_outside(run, ["graded/repo/calc.py", "graded/repo/tests/test_calc.py"])
 
 
 @needs_bwrap
@@ -163,7 +171,7 @@ def test_writes_into_decoy_subdirectories_named_like_run_dirs_are_seen(tmp_path)
         forbidden_effects={"writes_outside": True},
     )
     assert proc.returncode == 1
-    assert only_run(tmp_path)["evidence"]["writes_outside"] == ["box/sibling/tmp/planted.sh", "work/above.txt"]
+    assert_written_outside(only_run(tmp_path), ["box/sibling/tmp/planted.sh", "work/above.txt"])
 
 
 def test_short_secrets_are_scrubbed_under_no_isolation(tmp_path, monkeypatch):
