@@ -351,7 +351,7 @@ def test_null_experiment_and_a_pre_registered_plan_with_the_reference_agent(tmp_
         assert r.returncode == 0, r.stdout + r.stderr
     null = agentdrift(world, "null", "runs/a", "runs/b")
     assert null.returncode == 0, null.stdout + null.stderr
-    assert "runs/a vs runs/b: 0 flip(s); gate hold would not fire" in null.stdout
+    assert "runs/a vs runs/b: 0 flip(s); regression gate pass, would not fire" in null.stdout
     assert "status      no_material_evidence" in null.stdout
 
     plan = agentdrift(world, "plan", "runs/a", "--delta", "20pp", "--out", "plan.json")
@@ -375,7 +375,7 @@ def test_null_experiment_and_a_pre_registered_plan_with_the_reference_agent(tmp_
         "runs/c",
     )
     assert c.returncode == 0, c.stdout + c.stderr
-    assert "0 flip(s); gate hold would not fire" in c.stdout
+    assert "0 flip(s); regression gate pass, would not fire" in c.stdout
     assert "NOT followed" in c.stdout  # the plan asked for more tasks or repetitions than this run had
     assert (
         json.loads((world / "runs" / "c" / "plan.json").read_text())["digest"]
