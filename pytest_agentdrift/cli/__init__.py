@@ -81,20 +81,22 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK if cmp.comparable else EXIT_REFUSED
 
 
+#: the options `agentdrift compare` shares with the plugin (declared once in session/options.py)
+COMPARE_FLAGS = (
+    "gate",
+    "gate_flakes",
+    "seed",
+    "release_notes",
+    "rollback_state",
+    "rollback_evidence",
+    "max_infra_loss",
+)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.outcome import compare_recorded
 
-    opts = resolve_cli_flags(
-        args,
-        "vary",
-        "gate",
-        "gate_flakes",
-        "seed",
-        "release_notes",
-        "rollback_state",
-        "rollback_evidence",
-        "max_infra_loss",
-    )
+    opts = resolve_cli_flags(args, "vary", *COMPARE_FLAGS)
     base, cand, cmp, accepted = _load_pair(args, opts.pop("vary"))
     outcome = compare_recorded(base, cand, cmp, accepted=accepted.to_dict(), gate_scope=args.gate_scope, **opts)
     from pytest_agentdrift.cli.experiments import compare_rows
@@ -315,16 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
                 default="all",
                 help="promote gate only: critical lets only critical regressions and new safety failures block",
             )
-            add_cli_flags(
-                c,
-                "gate",
-                "gate_flakes",
-                "seed",
-                "release_notes",
-                "rollback_state",
-                "rollback_evidence",
-                "max_infra_loss",
-            )
+            add_cli_flags(c, *COMPARE_FLAGS)
             from pytest_agentdrift.cli.experiments import add_compare_options
 
             add_compare_options(c)
