@@ -23,21 +23,28 @@ def parse(argv: list[str], ini: dict | None = None):
 
 
 def test_gate_modes():
-    assert parse([]).gate is None
-    assert parse(["--agent-gate"]).gate == "promote"  # the bare flag keeps its meaning: the ship / hold gate
-    assert parse(["--agent-gate", "drop-it"]).gate == "drop-it"
-    assert parse(["--agent-gate=promote"]).gate == "promote"
-    assert parse(["--agent-gate", "regression"]).gate == "regression"
-    assert parse([], {"agent_gate": "regression"}).gate == "regression"
+    base = {"agent_baseline": "runs/base"}  # a gate decides against a baseline
+
+    def gate(argv, ini=None):
+        return parse(argv, {**base, **(ini or {})}).gate
+
+    assert gate([]) is None
+    assert gate(["--agent-gate"]) == "promote"  # the bare flag keeps its meaning: the ship / hold gate
+    assert gate(["--agent-gate", "drop-it"]) == "drop-it"
+    assert gate(["--agent-gate=promote"]) == "promote"
+    assert gate(["--agent-gate", "regression"]) == "regression"
+    assert gate([], {"agent_gate": "regression"}) == "regression"
     with pytest.raises(AgentDriftError, match="agent_gate"):
-        parse([], {"agent_gate": "true"})  # the mode is named, in the ini as on the command line
-    assert parse([], {"agent_gate": "drop-it"}).gate == "drop-it"
+        gate([], {"agent_gate": "true"})  # the mode is named, in the ini as on the command line
+    assert gate([], {"agent_gate": "drop-it"}) == "drop-it"
     with pytest.raises(SystemExit):
-        parse(["--agent-gate", "maybe"])
+        gate(["--agent-gate", "maybe"])
     with pytest.raises(SystemExit):
-        parse(["--agent-gate", "ship"])  # the name bundles once used: promote is the gate's one name
+        gate(["--agent-gate", "ship"])  # the name bundles once used: promote is the gate's one name
     with pytest.raises(AgentDriftError, match="agent_gate"):
-        parse([], {"agent_gate": "maybe"})
+        gate([], {"agent_gate": "maybe"})
+    with pytest.raises(AgentDriftError, match="needs --agent-baseline"):
+        parse(["--agent-gate", "regression"])
 
 
 def test_bundle_options_resolve():
