@@ -88,7 +88,10 @@ def md_text(s: Any) -> str:
     renders as the characters it is: no emphasis, link, image, raw HTML, table-cell break, and no
     GFM autolink (an escaped `:` in `http\\://` or `.` in `www\\.` is not what an autolinker looks
     for). CommonMark lets a backslash escape any ASCII punctuation, so the text reads the same."""
-    return _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), escape_path(str(s)))
+    # the text is often a path already escaped (`caf\\xe9.txt`): control characters are escaped
+    # here, but a backslash only once, by the Markdown escaping below
+    line = "".join(_escape_char(c) if _needs_escape(c, "\\") else c for c in str(s))
+    return _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), line)
 
 
 def _fence_for(text: str, char: str, least: int) -> str:

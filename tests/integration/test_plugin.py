@@ -99,6 +99,7 @@ def test_raw_artifacts_are_recorded(pytester):
         "run.json",
         "stderr.txt",
         "stdout.txt",
+        "tree.json",
     ]
     assert "+    return total - total * percent // 100" in (raw / "diff.patch").read_text()
     assert json.loads((raw / "report.json").read_text())["status"] == "complete"
