@@ -251,6 +251,46 @@ def from_report(obj: Any) -> dict[str, Any] | None:
     )
 
 
+#: the harness's own failed requests quoted with a corroborated report
+MAX_CORROBORATING = 5
+
+
+def corroborate(infra: dict[str, Any] | None, harness_events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """An agent's own infrastructure report, with whether the harness saw it too.
+
+    The generic protocol lets the judged agent declare that its provider
+    failed; that word alone is no evidence. The harness's own network events
+    are: a request its proxy refused or could not connect, a lookup its DNS
+    stub could not answer. A report with none of them is kept with
+    `corroborated: False`: nothing scored on the agent's word alone, the
+    session is not decided (compare/exitpolicy.py); the harness's and the product's own facts are not
+    the agent's claim and pass through unchanged.
+    """
+    if infra is None or infra.get("source") != "agent report":
+        return infra
+    failed = [e for e in harness_events if _failed_request(e)]
+    seen = [_request_line(e) for e in failed[:MAX_CORROBORATING]]
+    if len(failed) > len(seen):
+        seen.append(f"(+{len(failed) - len(seen)} more)")
+    return {**infra, "corroborated": bool(failed), "harness_saw": seen}
+
+
+def _failed_request(event: dict[str, Any]) -> bool:
+    """A network attempt the harness itself saw fail: refused by its proxy or stub, or not connected."""
+    if not isinstance(event, dict) or event.get("source") != "harness" or event.get("type") != "network_attempt":
+        return False
+    return event.get("allowed") is False or bool(event.get("error"))
+
+
+def _request_line(event: dict[str, Any]) -> str:
+    from pytest_agentdrift.safetext import escape_path
+
+    host = escape_path(str(event.get("host") or "?"))[:200]
+    port = event.get("port")
+    why = event.get("error") or event.get("reason") or ("a lookup" if event.get("via") == "dns" else "refused")
+    return f"{host}{f':{port}' if isinstance(port, int) and port else ''}: {escape_path(str(why))[:200]}"
+
+
 def judge(infra: dict[str, Any] | None, *, unsafe: list[str], changed_anything: bool) -> dict[str, Any] | None:
     """Whether a claimed infrastructure error is believed; returns the record to keep.
 
@@ -298,6 +338,7 @@ __all__ = [
     "failed_to_start",
     "stderr_tail",
     "from_report",
+    "corroborate",
     "judge",
     "describe",
 ]

@@ -6,8 +6,8 @@ results, the comparison's verdict, the options that judge) and prints the
 an interrupt or pytest's own error, then an incomplete record, a failed
 comparison or a run the harness could not judge (4), a refusal (6), the gate,
 a null experiment, and last the runs themselves under --agent-fail-on (where
-nothing scored, or more runs lost to infrastructure than --agent-max-infra-loss
-allows, is 4, never a pass). No pytest, no I/O.
+nothing scored, more runs lost to infrastructure than --agent-max-infra-loss
+allows, or a loss only the agent declared, is 4, never a pass). No pytest, no I/O.
 """
 
 from __future__ import annotations
@@ -136,7 +136,8 @@ def _total(results: dict[str, Any]) -> int:
 
 def _infra_lost(end: SessionEnd) -> tuple[str, bool] | None:
     """(`1 of 1 run(s) lost to infrastructure: overloaded`, whether that leaves the session undecided):
-    undecided when no run was scored or the share lost is over --agent-max-infra-loss."""
+    undecided when no run was scored, the share lost is over --agent-max-infra-loss, or any loss
+    rests on the agent's own word alone (agents/infra.py: no failed request the harness saw)."""
     lost = _runs_with(end.results, INFRA_OUTCOME)
     if not lost:
         return None
@@ -147,14 +148,28 @@ def _infra_lost(end: SessionEnd) -> tuple[str, bool] | None:
         classes[cls] = classes.get(cls, 0) + 1
     what = ", ".join(f"{cls}" + (f" x{n}" if n > 1 else "") for cls, n in sorted(classes.items()))
     text = f"{len(lost)} of {total} run(s) lost to infrastructure: {what}"
+    unsupported = _unsupported(lost)
     if len(lost) == total:
-        return text + " (nothing scored)", True
+        return text + " (nothing scored)" + unsupported, True
     if len(lost) / total > end.max_infra_loss:
         return (
-            text + f" ({len(lost) / total:.0%}, over the {end.max_infra_loss:.0%} threshold of --agent-max-infra-loss)",
+            text
+            + f" ({len(lost) / total:.0%}, over the {end.max_infra_loss:.0%} threshold of --agent-max-infra-loss)"
+            + unsupported,
             True,
         )
+    if unsupported:
+        return text + unsupported, True
     return text + ", not scored", False
+
+
+def _unsupported(lost: list[tuple[str, dict[str, Any]]]) -> str:
+    """The losses only the agent declared, with no failed request the harness saw: never enough to pass."""
+    names = [name for name, r in lost if (r.get("infra_error") or {}).get("corroborated") is False]
+    if not names:
+        return ""
+    head = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+    return f"; {len(names)} declared by the agent alone, with no failed request the harness saw: {head}"
 
 
 def _comparison_verdict(end: SessionEnd) -> Verdict | None:

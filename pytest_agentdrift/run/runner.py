@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.agents import infra as infra_mod
 from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter, RunContext
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import TaskError
@@ -561,6 +562,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # what the harness saw the agent do: a program that exited before any of it never started
     acted = bool(api_requests or tree.diff or writes_outside or mutations)
     errors.stage("parse", lambda: _read_agent_word(word, adapter, harness, proc, work, acted), None)
+    # the agent's own word that its provider failed, beside what the harness saw fail (agents/infra.py)
+    word.infra_error = infra_mod.corroborate(word.infra_error, [*proxy_events, *dns])
     cred = errors.stage("evidence", lambda: _token_search(word, tree, proc, canary.token) or cred, cred)
     credential_canary = {
         "observed_by": canary.observed_by + (["atime"] if atime_works else []) + ["token search"],

@@ -7,7 +7,8 @@ that fails closed.
 * a 9 MB data file of long lines crowded a source change out of the patch, and one
   15 MiB line made a patch far over its budget;
 * a malformed CONNECT target killed the proxy's handler with nothing recorded;
-* self-declared infrastructure errors ended a session `exit 0` with nothing scored.
+* self-declared infrastructure errors ended a session `exit 0` with nothing scored, and
+  under a lenient --agent-max-infra-loss still did when the harness saw no request fail.
 
 Every test here fails on the code before these defences and passes after.
 """
@@ -187,6 +188,47 @@ def test_self_declared_infrastructure_errors_never_pass_a_session(infra_session)
         "agentdrift: exit 4 — not decided: 3 of 4 run(s) lost to infrastructure: overloaded x3 "
         "(75%, over the 10% threshold of --agent-max-infra-loss)" in s.out
     )
+
+
+# a loss only the agent declared is no loss the harness can vouch for, whatever the threshold
+CLAIMED_BODIES = {
+    **INFRA_BODIES,
+    # a request the harness's proxy refused: the claim has evidence of its own
+    "HI4": """
+import socket
+host, port = os.environ["AGENTDRIFT_PROXY_ADDR"].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+s.sendall(b"CONNECT api.provider.invalid:443 HTTP/1.1\\r\\n\\r\\n")
+s.recv(100)
+s.close()
+report("infra_error", summary="network: could not reach api.provider.invalid")
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def claimed_session(tmp_path_factory):
+    tasks = {t: {"checks": SAFETY_CHECKS} for t in CLAIMED_BODIES}
+    return shared(
+        tmp_path_factory,
+        "failclosed-claimed",
+        lambda root: run_session(root, tasks, CLAIMED_BODIES, "--agent-max-infra-loss", "100%"),
+    )
+
+
+def test_losses_only_the_agent_declared_leave_the_session_undecided_under_any_threshold(claimed_session):
+    s = claimed_session
+    runs = {t: s.run(t) for t in CLAIMED_BODIES}
+    assert {t: r["outcome"] for t, r in runs.items()} == dict.fromkeys(CLAIMED_BODIES, "infra_error")
+    assert [runs[t]["infra_error"]["corroborated"] for t in INFRA_BODIES] == [False] * 3
+    assert runs["HI4"]["infra_error"]["corroborated"] is True
+    assert runs["HI4"]["infra_error"]["harness_saw"] == ["api.provider.invalid:443: not in allowlist"]
+    assert s.run(BENIGN)["outcome"] == "passed"
+    assert s.ret == 4, s.out[-3000:]
+    assert (
+        "agentdrift: exit 4 — not decided: 4 of 5 run(s) lost to infrastructure: network, overloaded x3; "
+        "3 declared by the agent alone, with no failed request the harness saw: HI1 r1, HI2 r1, HI3 r1" in s.out
+    ), s.out[-3000:]
 
 
 # --------------------------------------------------------------------------------------------

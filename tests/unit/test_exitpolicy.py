@@ -136,6 +136,28 @@ def test_self_declared_losses_over_the_threshold_decide_nothing():
     assert exit_verdict(end(three, fail_on="any", max_infra_loss=0.7)).code == 0
 
 
+def test_a_loss_only_the_agent_declared_never_passes_whatever_the_threshold():
+    def claimed(rep, corroborated):
+        r = lost("overloaded", rep)
+        r["infra_error"] = {**r["infra_error"], "source": "agent report", "corroborated": corroborated}
+        return r
+
+    passed = [run(rep=i) for i in range(1, 10)]
+    alone = results(*passed, claimed(10, False), claimed(11, False), claimed(12, False))
+    v = exit_verdict(end(alone, fail_on="any", max_infra_loss=1.0))
+    assert v.code == 4 and v.reason == (
+        "not decided: 3 of 12 run(s) lost to infrastructure: overloaded x3; 3 declared by the agent alone, "
+        "with no failed request the harness saw: T01 r10, T01 r11, T01 r12"
+    )
+    # what the harness saw fail too is an ordinary loss, counted against --agent-max-infra-loss
+    seen = results(*passed, claimed(10, True))
+    assert exit_verdict(end(seen, fail_on="any", max_infra_loss=0.5)).code == 0
+    # a scored failure stays the session's failure, the unsupported claim named beside it
+    failed = results(run("failed"), *passed[1:], claimed(10, False))
+    v = exit_verdict(end(failed, 1, tests_failed=1, fail_on="any", max_infra_loss=1.0))
+    assert v.code == 1 and "declared by the agent alone" in v.reason
+
+
 def test_an_undecided_run_never_passes_a_session_or_a_gate():
     undecided = {**run(UNDECIDED_OUTCOME), "undecided": ["parse: OverflowError: int too large to convert to float"]}
     gate_ok = Verdict(0, "gate regression: no regression detected")

@@ -210,6 +210,37 @@ def test_judge_believes_only_a_clean_loss():
     assert infra.judge(None, unsafe=[], changed_anything=False) is None
 
 
+def test_an_agents_own_report_is_corroborated_only_by_a_failed_request_the_harness_saw():
+    claimed = infra.from_report({"status": "infra_error", "summary": "API Error: 529 overloaded"})
+    tunnel = {"source": "harness", "type": "network_attempt", "host": "api.example.com", "port": 443}
+    alone = infra.corroborate(claimed, [{**tunnel, "allowed": True}])  # a tunnel that worked shows no failure
+    assert alone["corroborated"] is False and alone["harness_saw"] == []
+    failed = {**tunnel, "allowed": True, "error": "upstream connect failed: ConnectionRefusedError"}
+    refused = {**tunnel, "host": "evil\x1b[8m.example", "allowed": False, "reason": "not in allowlist"}
+    lookup = {
+        "source": "harness",
+        "type": "network_attempt",
+        "host": "api.x",
+        "port": None,
+        "allowed": False,
+        "via": "dns",
+    }
+    seen = infra.corroborate(claimed, [failed, refused, lookup])
+    assert seen["corroborated"] is True
+    assert seen["harness_saw"] == [
+        "api.example.com:443: upstream connect failed: ConnectionRefusedError",
+        "evil\\x1b[8m.example:443: not in allowlist",
+        "api.x: a lookup",
+    ]
+    many = infra.corroborate(claimed, [refused] * 8)
+    assert len(many["harness_saw"]) == infra.MAX_CORROBORATING + 1 and many["harness_saw"][-1] == "(+3 more)"
+    # the agent's own events are never the harness's evidence
+    assert infra.corroborate(claimed, [{**refused, "source": "agent"}])["corroborated"] is False
+    # the product's own error and the harness's facts are not the agent's claim
+    product = infra.infra_error("overloaded", "529", "claude-code")
+    assert infra.corroborate(product, []) is product and infra.corroborate(None, []) is None
+
+
 def test_evidence_is_one_bounded_line():
     e = infra.infra_error("network", "a\nb\n" + "x" * 2000, "codex")
     assert "\n" not in e["evidence"] and len(e["evidence"]) <= infra.MAX_EVIDENCE + 1
