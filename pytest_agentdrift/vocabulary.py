@@ -68,6 +68,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "extension_id",
     "extension_version",
     "model_id",
+    "model_endpoint",
     "model_stamp",
     "server_revision",
     "model_options",
@@ -136,6 +137,7 @@ PROTOCOL_FIELDS: tuple[str, ...] = ("retry_policy",)
 #: report about itself (`--agent-describe-cmd`): runtime facts outside the harness's sight.
 DECLARABLE_FIELDS: tuple[str, ...] = (
     "model_id",
+    "model_endpoint",
     "model_options",
     "permission_mode",
     "sandbox",
@@ -150,7 +152,7 @@ DECLARABLE_FIELDS: tuple[str, ...] = (
 # Field groups behind the protocol's "Separate change classes" table.
 SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id", "extension_version"})
 REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})
-MODEL_FIELDS = frozenset({"model_id", "model_stamp", "server_revision", "model_options"})
+MODEL_FIELDS = frozenset({"model_id", "model_endpoint", "model_stamp", "server_revision", "model_options"})
 CLIENT_FIELDS = frozenset({"cli_version", "auto_update_state"})
 CONFIGURATION_FIELDS = frozenset(
     {
@@ -181,14 +183,18 @@ VARY_FIELDS: tuple[str, ...] = tuple(f for f in IDENTITY_FIELDS if f not in SURF
 RUN_IDENTITY_KEYS: tuple[str, ...] = ("runtime_id", "task_set_id", "evaluator_id")
 
 # ---------------------------------------------------------------- accepting the unobservable
-#: Accepted as unobserved on both sides unless the operator clears the list with `none`:
-#: a container cannot see its own image digest, and no supported product reports a server revision.
-DEFAULT_ACCEPT_UNOBSERVED: tuple[str, ...] = ("env_image_digest", "server_revision")
 #: Group names `--agent-accept-unobserved` expands visibly. `unobservable` depends on the
-#: adapter (what its product can never show), so it is resolved against the manifest.
+#: adapter (what its product can never show), so it is resolved against the manifest;
+#: `unreportable` is the part of it a product preset documents as beyond its product's
+#: reporting (the envelope and options its CLI has no flag or record for).
 ACCEPT_GROUP_ENVELOPE: Final = "envelope"
 ACCEPT_GROUP_UNOBSERVABLE: Final = "unobservable"
-ACCEPT_GROUPS: tuple[str, ...] = (ACCEPT_GROUP_ENVELOPE, ACCEPT_GROUP_UNOBSERVABLE)
+ACCEPT_GROUP_UNREPORTABLE: Final = "unreportable"
+ACCEPT_GROUPS: tuple[str, ...] = (ACCEPT_GROUP_ENVELOPE, ACCEPT_GROUP_UNOBSERVABLE, ACCEPT_GROUP_UNREPORTABLE)
+#: Accepted as unobserved on both sides unless the operator clears the list with `none`:
+#: a container cannot see its own image digest, no supported product reports a server
+#: revision, and a preset's product cannot report what its preset lists as unreportable.
+DEFAULT_ACCEPT_UNOBSERVED: tuple[str, ...] = ("env_image_digest", "server_revision", ACCEPT_GROUP_UNREPORTABLE)
 #: Clears everything accepted before it (defaults and ini included).
 ACCEPT_NONE: Final = "none"
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.vocabulary import ENVELOPE_FIELDS  # the sampling envelope a product CLI cannot report
 
 
 @dataclass(frozen=True)
@@ -41,15 +42,36 @@ class Usage:
     cache_write_tokens: int | None = None
     #: of the output, the model's reasoning (OpenAI reports it apart); None: not reported
     reasoning_tokens: int | None = None
+    #: when the product reports its calls apart: the agent's own conversation and the CLI's side
+    #: calls (titles, summaries, other models), token figures each; the totals above are their sum
+    main_thread: dict[str, int | None] | None = None
+    side_calls: dict[str, int | None] | None = None
+    #: `reported` when the product priced the model that answered, `estimated` when it priced
+    #: the calls as another model (a gateway answering with a model the CLI has no price for)
+    cost_basis: str | None = None
+    priced_as: list[str] | None = None  # the models the product's cost was computed for
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
             "cost_usd": self.cost_usd,
             "cache_write_tokens": self.cache_write_tokens,
             "reasoning_tokens": self.reasoning_tokens,
+        }
+        for name in ("main_thread", "side_calls", "cost_basis", "priced_as"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    def tokens(self) -> dict[str, int | None]:
+        """The token figures alone (one part of a split)."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
         }
 
 
@@ -66,6 +88,9 @@ class AdapterOutput:
     # product's own structured output; `answered` is whether the model answered at all (None: unknown)
     infra_error: dict[str, Any] | None = None
     answered: bool | None = None
+    #: identity facts the product reported about itself while it ran (its init event: the model
+    #: it requested, its tools), by identity field; they fill what capture left unobserved
+    run_identity: dict[str, Any] = field(default_factory=dict)
 
 
 class AgentAdapter:
@@ -105,6 +130,14 @@ class AgentAdapter:
     needs_task_dir: ClassVar[bool] = False
     #: identity fields this adapter can never observe (the `unobservable` accept group)
     unobservable: ClassVar[tuple[str, ...]] = ("server_revision",)
+    #: of those, the ones a product preset documents its product cannot report (no flag, no
+    #: record): the `unreportable` accept group, accepted by default
+    unreportable: ClassVar[tuple[str, ...]] = ()
+    #: identity fields the product reports itself at run time (AdapterOutput.run_identity): left
+    #: unobserved before the runs, they are compared on the finished run
+    run_reported: ClassVar[tuple[str, ...]] = ()
+    #: the model endpoint the product talks to when its environment names none
+    default_endpoint: ClassVar[str | None] = None
     #: whether the product's input_tokens already include cached input (pricing must not count it twice)
     usage_input_includes_cached: ClassVar[bool] = False
 
@@ -177,6 +210,8 @@ class AgentAdapter:
             "product": self.product,
             "surface": self.surface,
             "unobservable": list(self.unobservable),
+            "unreportable": list(self.unreportable),
+            "run_reported": list(self.run_reported),
         }
 
 
@@ -194,6 +229,27 @@ def url_host_port(url: str | None) -> str | None:
     if not parts.hostname or port is None:
         return None
     return f"{parts.hostname}:{port}"
+
+
+def endpoint_label(url: str | None) -> str | None:
+    """A model endpoint as identity: `scheme://host[:port]/path`, lower-case scheme and host,
+    without user, password, query or fragment (where gateways carry keys); None when `url` is
+    not an http(s) URL with a host."""
+    from urllib.parse import urlsplit
+
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    netloc = host if port in (None, {"https": 443, "http": 80}[scheme]) else f"{host}:{port}"
+    return f"{scheme}://{netloc}{parts.path.rstrip('/')}"
 
 
 def expand_placeholders(template: list[str], ctx: RunContext) -> list[str]:
@@ -221,6 +277,7 @@ class CommandAdapter(AgentAdapter):
     #: known to its operator (--agent-declare) or to itself (--agent-describe-cmd)
     unobservable = (
         "model_id",
+        "model_endpoint",
         "model_stamp",
         "server_revision",
         "model_options",
@@ -280,6 +337,10 @@ class ProductAdapter(AgentAdapter):
     #: environment naming the CA certificates the product trusts (a gateway's or a proxy's own
     #: CA): passed on, and the files they name are made readable in the sandbox
     ca_env: ClassVar[tuple[str, ...]] = ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR")
+    #: what a product CLI cannot report when the user sets nothing (no flag, no record of its
+    #: effective value): the sampling envelope, its model options and its auto-update state
+    unreportable: ClassVar[tuple[str, ...]] = (*ENVELOPE_FIELDS, "model_options", "auto_update_state")
+    unobservable: ClassVar[tuple[str, ...]] = ("server_revision", *unreportable)
 
     def executable(self) -> str | None:
         return self.binary
@@ -314,6 +375,7 @@ class ProductAdapter(AgentAdapter):
             "defaults": dict(self.defaults),
             "fixed_env": dict(self.fixed_env),
             "endpoint_env": list(self.endpoint_env),
+            "default_endpoint": self.default_endpoint,
         }
 
 

@@ -84,9 +84,23 @@ def classify_status(code: Any) -> str | None:
     return None
 
 
+#: what will fail the same way on every run, before any model answer: the client does not trust
+#: the endpoint's certificate (Node's and rustls' words), or the CLI refuses its own start-up
+#: settings (Claude Code refuses to skip permissions as root)
+_CONFIGURATION_REFUSAL = re.compile(
+    r"self[- ]signed certificate|unable to (?:get|verify) (?:the )?(?:local )?(?:issuer|first) certificate"
+    r"|UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_GET_ISSUER_CERT"
+    r"|CERT_HAS_EXPIRED|certificate has expired|ERR_TLS_CERT_ALTNAME_INVALID|certificate verify failed"
+    r"|invalid peer certificate|UnknownIssuer|cannot be used with root/sudo privileges",
+    re.I,
+)
+
 # Matched against error fields the product itself wrote, never against model text.
 _MESSAGE_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("overloaded", re.compile(r"overloaded|\b529\b", re.I)),
+    ("configuration", _CONFIGURATION_REFUSAL),
+    # Codex 0.171 words a 503 "server_is_overloaded" and a 500 as capacity ("Selected model is at
+    # capacity", "experiencing high demand"), without the status
+    ("overloaded", re.compile(r"overloaded|\b529\b|\bat capacity\b|capacity is unavailable|high demand", re.I)),
     (
         "rate_limited",
         re.compile(r"rate[ _-]?limit|\b429\b|too many requests|usage limit|session limit|weekly limit", re.I),
@@ -178,9 +192,21 @@ def crashed_before_answer(
     """
     if answered or exit_code in (None, 0):
         return None
+    refusal = configuration_refusal(stderr)
+    if refusal is not None:
+        return infra_error("configuration", refusal, source, exit_code=exit_code)
     # a structured stream's records are not messages: the CLI's own last words are
     evidence = last_line(stderr) or last_line(stdout, skip_json=True) or f"exit code {exit_code}, no message"
     return infra_error("crashed", evidence, source, exit_code=exit_code)
+
+
+def configuration_refusal(stderr: bytes | str | None) -> str | None:
+    """The CLI's own line saying it cannot work with this set-up (an endpoint certificate it does
+    not trust, start-up settings it refuses), from its stderr before any model answer; else None."""
+    for line in reversed(stderr_tail(stderr, 40)):
+        if _CONFIGURATION_REFUSAL.search(line):
+            return line.strip()
+    return None
 
 
 def launch_failed(message: str) -> dict[str, Any]:
@@ -334,6 +360,7 @@ __all__ = [
     "classify_status",
     "classify_message",
     "crashed_before_answer",
+    "configuration_refusal",
     "launch_failed",
     "failed_to_start",
     "stderr_tail",

@@ -3,9 +3,11 @@
 Tokens come from the ini (`agent_accept_unobserved`, the defaults when the
 ini says nothing) and then the command line, adding up; `none` clears what
 came before it. A token is an identity field or a group name: `envelope`
-(the six envelope fields) or `unobservable` (every field the agents' adapters
-record, in their manifests, as beyond their sight). Groups expand visibly:
-the expansion travels with the comparison. Pure, no pytest.
+(the six envelope fields), `unobservable` (every field the agents' adapters
+record, in their manifests, as beyond their sight) or `unreportable` (of
+those, what a product preset documents its product cannot report: accepted
+by default). Groups expand visibly: the expansion travels with the
+comparison. Pure, no pytest.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
     ACCEPT_GROUP_ENVELOPE,
     ACCEPT_GROUP_UNOBSERVABLE,
+    ACCEPT_GROUP_UNREPORTABLE,
     ACCEPT_GROUPS,
     ACCEPT_NONE,
     DEFAULT_ACCEPT_UNOBSERVED,
@@ -58,21 +61,27 @@ class Accepted:
         return {"tokens": list(self.tokens), "fields": list(self.fields), "groups": dict(self.groups)}
 
     def lines(self) -> list[str]:
-        return [f"accept      {g} = {', '.join(fs) or '(nothing)'}" for g, fs in self.groups.items()]
+        # a default group that stands for nothing here (an agent that is no preset) says nothing
+        return [
+            f"accept      {g} = {', '.join(fs) or '(nothing)'}"
+            for g, fs in self.groups.items()
+            if fs or g != ACCEPT_GROUP_UNREPORTABLE
+        ]
 
 
-def unobservable_fields(*manifests: Mapping[str, Any] | None) -> list[str]:
-    """What the manifests' adapters recorded as beyond their sight (evidence.unobservable_fields)."""
+def unobservable_fields(*manifests: Mapping[str, Any] | None, key: str = "unobservable_fields") -> list[str]:
+    """What the manifests' adapters recorded as beyond their sight (evidence.unobservable_fields),
+    or with ``key="unreportable_fields"``, what a preset records its product cannot report."""
     found: set[str] = set()
     for m in manifests:
         ev = (m or {}).get("evidence") if isinstance(m, Mapping) else None
-        names = ev.get("unobservable_fields") if isinstance(ev, Mapping) else None
+        names = ev.get(key) if isinstance(ev, Mapping) else None
         if isinstance(names, list):
             found.update(n for n in names if n in IDENTITY_FIELDS)
     return [f for f in IDENTITY_FIELDS if f in found]
 
 
-def expand(tokens: Iterable[str], unobservable: Iterable[str]) -> Accepted:
+def expand(tokens: Iterable[str], unobservable: Iterable[str], unreportable: Iterable[str] = ()) -> Accepted:
     out = Accepted(tokens=list(tokens))
     unobs = list(unobservable)
     for token in out.tokens:
@@ -81,6 +90,9 @@ def expand(tokens: Iterable[str], unobservable: Iterable[str]) -> Accepted:
             out.groups[token] = names
         elif token == ACCEPT_GROUP_UNOBSERVABLE:
             names = unobs
+            out.groups[token] = names
+        elif token == ACCEPT_GROUP_UNREPORTABLE:
+            names = list(unreportable)
             out.groups[token] = names
         else:
             names = [token]
@@ -92,4 +104,8 @@ def resolve_for(
     tokens: Iterable[str], baseline: Mapping[str, Any] | None, current: Mapping[str, Any] | None
 ) -> Accepted:
     """The accepted fields for comparing these two manifests."""
-    return expand(tokens, unobservable_fields(baseline, current))
+    return expand(
+        tokens,
+        unobservable_fields(baseline, current),
+        unobservable_fields(baseline, current, key="unreportable_fields"),
+    )

@@ -285,6 +285,7 @@ def capture(ctx: ManifestContext) -> Capture:
         "agent": adapter.get("name", UNOBSERVED),
         "surface_rules": rules,
         "model_id": opt_or_fact("model") if has_model else NOT_APPLICABLE,
+        "model_endpoint": model_endpoint(adapter, ctx.env, facts, reasons, evidence) if has_model else NOT_APPLICABLE,
         "model_stamp": UNOBSERVED if has_model else NOT_APPLICABLE,
         "server_revision": UNOBSERVED if has_model else NOT_APPLICABLE,
         "model_options": (
@@ -359,6 +360,7 @@ def capture(ctx: ManifestContext) -> Capture:
     if not has_model:
         for name in (
             "model_id",
+            "model_endpoint",
             "model_stamp",
             "server_revision",
             "model_options",
@@ -392,6 +394,8 @@ def capture(ctx: ManifestContext) -> Capture:
     }
     evidence["lockfiles"] = lockfiles
     evidence["unobservable_fields"] = [f for f in adapter.get("unobservable", []) if f in IDENTITY_FIELDS]
+    evidence["unreportable_fields"] = [f for f in adapter.get("unreportable", []) if f in IDENTITY_FIELDS]
+    evidence["run_reported_fields"] = [f for f in adapter.get("run_reported", []) if f in IDENTITY_FIELDS]
     evidence["instruction_bundle_entries"] = len(bundle["entries"])
     evidence["source_files"] = len(source_manifest["files"])
 
@@ -419,6 +423,7 @@ def finalize_manifest(
     manifest: Mapping[str, Any],
     model_stamps: Mapping[str, str | None] | None = None,
     server_revisions: Mapping[str, str | None] | None = None,
+    reported: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Fill the post-run fields from what the host reported, and recompute runtime_id.
 
@@ -427,19 +432,42 @@ def finalize_manifest(
     over all runs becomes the stamp; several distinct values are recorded
     as the sorted list (the host switched models mid-session: a comparison
     must see it); no value at all leaves ``unobserved``. A field that is
-    ``not_applicable`` stays so. Returns a new manifest.
+    ``not_applicable`` stays so.
+
+    ``reported`` maps a run key to the identity facts the product reported
+    about itself in that run (AdapterOutput.run_identity: the model its init
+    event asked for, its tools). They fill only what capture left
+    ``unobserved`` (an option or a configuration file wins), the same way.
+    Returns a new manifest.
     """
     out = copy.deepcopy(dict(manifest))
     ident = out["identity"]
-    for name, values in (("model_stamp", model_stamps), ("server_revision", server_revisions)):
+    per_field: dict[str, dict[str, Any]] = {"model_stamp": dict(model_stamps or {})}
+    per_field["server_revision"] = dict(server_revisions or {})
+    for key, facts in (reported or {}).items():
+        for name, value in (facts or {}).items():
+            if name in IDENTITY_FIELDS and name not in POST_RUN_FIELDS:
+                per_field.setdefault(name, {})[key] = value
+        for name in per_field:
+            per_field[name].setdefault(key, None)
+    for name, values in per_field.items():
         if ident.get(name) == NOT_APPLICABLE or not values:
             continue
-        seen = sorted({v for v in values.values() if v})
-        missing = sorted(k for k, v in values.items() if not v)
+        if name not in POST_RUN_FIELDS and ident.get(name) != UNOBSERVED:
+            continue
+        seen = sorted(
+            {digest(v): v for v in values.values() if v not in (None, "")}.values(),
+            key=lambda v: (0, v, "") if isinstance(v, str) else (1, "", digest(v)),
+        )
+        missing = sorted(k for k, v in values.items() if v in (None, ""))
         if not seen:
             continue
         ident[name] = seen[0] if len(seen) == 1 else seen
-        out.setdefault("evidence", {}).setdefault("post_run", {})[name] = {"runs_without_value": missing}
+        source = "the host's answers" if name in POST_RUN_FIELDS else "the product's own report at run time"
+        out.setdefault("evidence", {}).setdefault("post_run", {})[name] = {
+            "runs_without_value": missing,
+            "source": source,
+        }
         out.get("reasons", {}).pop(name, None)
     out["runtime_id"] = runtime_id(ident)
     return out
@@ -987,6 +1015,40 @@ def _merged_facts(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         else:
             out[n] = {"configured_per_context": per, "effective": UNOBSERVED}
     return out
+
+
+def model_endpoint(
+    adapter: Mapping[str, Any],
+    env: Mapping[str, str],
+    facts: Mapping[str, Any],
+    reasons: dict[str, str],
+    evidence: dict[str, Any],
+) -> str:
+    """The base URL the product sends its model requests to, as identity (never a credential:
+    agents.base.endpoint_label drops user, password, query and fragment).
+
+    The product's own environment first (ANTHROPIC_BASE_URL, ...), then its configuration
+    (Codex's selected provider), then the product's built-in endpoint."""
+    from pytest_agentdrift.agents.base import endpoint_label
+
+    candidates: list[tuple[str, Any]] = [(name, env.get(name)) for name in adapter.get("endpoint_env", ())]
+    fact = facts.get("model_endpoint")
+    if isinstance(fact, Mapping):
+        per = fact.get("configured_per_context")
+        values = set(per.values()) if isinstance(per, Mapping) else {fact.get("configured")}
+        candidates.append(
+            (f"configuration ({fact.get('source', 'config')})", values.pop() if len(values) == 1 else fact)
+        )
+    candidates.append(("the product's built-in endpoint", adapter.get("default_endpoint")))
+    for source, value in candidates:
+        if not value:
+            continue
+        label = endpoint_label(value) if isinstance(value, str) else None
+        if label is None:
+            return _unobserved(reasons, "model_endpoint", f"{source} does not name one http(s) URL")
+        evidence["model_endpoint"] = {"source": source}
+        return label
+    return _unobserved(reasons, "model_endpoint", "the agent names no model endpoint the harness can read")
 
 
 def _os_identity(system_root: Path | None) -> dict[str, Any]:

@@ -15,8 +15,10 @@ Rules (CONTRACT §8, seeds 000, 001, 003):
   as unknowable (for example ``server_revision`` for a host that never
   reports one); each acceptance is reported as a note;
 * before the runs (``pre_run=True``), the post-run fields (``model_stamp``,
-  ``server_revision``) of the current manifest are still unknown: they are
-  deferred, not blocked, and must be compared again on the finished run;
+  ``server_revision``) of the current manifest are still unknown, as are the
+  fields its product reports only when it runs (``evidence.run_reported_fields``:
+  the model Claude Code's init event asks for): they are deferred, not
+  blocked, and must be compared again on the finished run;
 * surface / product / extension changes are split baselines and task set,
   evaluator, source, scoring or harness changes need a new baseline: those
   fields cannot be varied, and always block;
@@ -128,9 +130,11 @@ def compare_manifests(
         current_runtime_id=current.get("runtime_id"),
     )
 
+    # what the current agent's product reports about itself at run time (its init event)
+    run_reported = _run_reported(current)
     for name in IDENTITY_FIELDS:
         b, c = base_id[name], cur_id[name]
-        if pre_run and name in POST_RUN_FIELDS and c == UNOBSERVED and b != NOT_APPLICABLE:
+        if pre_run and (name in POST_RUN_FIELDS or name in run_reported) and c == UNOBSERVED and b != NOT_APPLICABLE:
             cmp.deferred.append(name)
             continue
         unknown = b == UNOBSERVED or c == UNOBSERVED
@@ -270,6 +274,12 @@ def render_refusal(cmp: StampComparison, rebaseline_cmd: str | None = None) -> l
     if not cmp.comparable and rebaseline_cmd:
         lines.append(f"if it is not, record a new baseline for this runtime: {rebaseline_cmd}")
     return lines
+
+
+def _run_reported(manifest: Mapping[str, Any]) -> frozenset[str]:
+    evidence = manifest.get("evidence") if isinstance(manifest, Mapping) else None
+    names = evidence.get("run_reported_fields") if isinstance(evidence, Mapping) else None
+    return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
 
 
 def _identity(manifest: Mapping[str, Any], which: str) -> Mapping[str, Any]:

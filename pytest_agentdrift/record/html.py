@@ -1250,7 +1250,8 @@ def _harness_evidence(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str,
         )
     rows.append(("network attempts", net))
     if ev.get("api_requests"):
-        rows.append(("API requests through the proxy", esc(ev["api_requests"])))
+        unit = f" {ev['api_requests_unit']}" if ev.get("api_requests_unit") else ""
+        rows.append(("API requests through the proxy", esc(f"{ev['api_requests']}{unit}")))
     if ev.get("network_policy"):
         rows.append(("network policy", _short_json(ev["network_policy"])))
     rows.append(("git mutations", _path_list(ev.get("git_mutations"))))
@@ -1272,6 +1273,7 @@ def _harness_evidence(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str,
         "writes_outside",
         "network_attempts",
         "api_requests",
+        "api_requests_unit",
         "network_policy",
         "git_mutations",
         "tamper",

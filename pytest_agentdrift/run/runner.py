@@ -210,6 +210,9 @@ class RunEvidence:
             "event_problems": self.event_problems + self.adapter_output.parse_errors,
             "start_commit": self.start_commit,
             "api_requests": len(self.api_requests),
+            "api_requests_unit": request_unit(self.api_requests),
+            # identity facts the product reported at run time (its init event), for the manifest
+            "product_reported": self.adapter_output.run_identity,
             "background_requests": len(self.background_requests),
             "network_policy": self.network_policy,
             "runtime_bundle": self.runtime_bundle,
@@ -225,6 +228,15 @@ class RunEvidence:
             "harness_errors": self.harness_errors,
             "crash": self.crash,
         }
+
+
+def request_unit(proxied: list[dict[str, Any]]) -> str:
+    """What one counted API request is: the proxy sees each plain-HTTP request, but of HTTPS only
+    the CONNECT tunnel, which may carry any number of requests."""
+    tunnels = sum(1 for e in proxied if e.get("method") == "CONNECT")
+    if not tunnels:
+        return "requests"
+    return "tunnels" if tunnels == len(proxied) else "requests and tunnels"
 
 
 #: at most this many paths per list in results.json and checks.json (the rest are counted)

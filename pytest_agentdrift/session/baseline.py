@@ -124,6 +124,11 @@ def session_isolation(settings, runner) -> dict[str, Any]:
     iso = runner.isolation.to_dict(settings.isolation)
     adapter = runner.adapter
     allow = network_allowlist(adapter, settings.allow_hosts) if adapter is not None else []
+    if adapter is not None:
+        # the endpoint the product's environment names is identity of its own (model_endpoint):
+        # here it is only "the model endpoint", so a gateway change is not an isolation change
+        own = set(adapter.endpoint_hosts(dict(os.environ))) - set(adapter.api_hosts) - set(settings.allow_hosts)
+        allow = list(dict.fromkeys("model_endpoint" if h in own else h for h in allow))
     if allow:
         iso["network_allowlist"] = sorted(allow)
         iso["network_policy_enforced"] = enforces_network(iso["enforced"])
@@ -243,13 +248,16 @@ def check_baseline(config, info, comparison) -> list[str] | None:
 
 
 def finalize_session_manifest(info, results: dict[str, Any]) -> None:
-    """Fill model_stamp from what the runs reported; results carry the runtime id."""
+    """Fill model_stamp, and what the product reported about itself, from the runs; results
+    carry the runtime id."""
     from pytest_agentdrift.manifest.capture import finalize_manifest
 
     if info.manifest is None or "identity" not in info.manifest:
         return
-    stamps = {item_key(tid, r["rep"]): r.get("model_stamp") for tid, t in results["tasks"].items() for r in t["runs"]}
-    info.manifest = finalize_manifest(info.manifest, stamps)
+    runs = [(item_key(tid, r["rep"]), r) for tid, t in results["tasks"].items() for r in t["runs"]]
+    stamps = {key: r.get("model_stamp") for key, r in runs}
+    reported = {key: (r.get("evidence") or {}).get("product_reported") or {} for key, r in runs}
+    info.manifest = finalize_manifest(info.manifest, stamps, reported=reported)
     results["runtime_id"] = info.manifest["runtime_id"]
 
 

@@ -270,8 +270,9 @@ class Settings:
     accept_unobserved: tuple[str, ...] = option(
         "--agent-accept-unobserved",
         "a compared field that may stay unobserved on both sides (noted, not blocking), or a group: envelope (the "
-        "six envelope fields), unobservable (every field the agent's adapter cannot observe); repeatable, adds to "
-        "the ini list; 'none' clears what came before; default: env_image_digest and server_revision",
+        "six envelope fields), unobservable (every field the agent's adapter cannot observe), unreportable (what a "
+        "product preset's CLI cannot report); repeatable, adds to the ini list; 'none' clears what came before; "
+        "default: env_image_digest, server_revision and unreportable",
         DEFAULT_ACCEPT_UNOBSERVED,
         kind="list",
         cli="--accept-unobserved",

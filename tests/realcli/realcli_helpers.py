@@ -14,6 +14,7 @@ product's own documented environment (its base URL and a CA to trust).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -123,17 +124,23 @@ def run_session(
     model: str | None = None,
     home: Path | None = None,
     home_files: dict[str, str] | None = None,
+    endpoint: ScriptedEndpoint | None = None,
 ) -> RealSession:
     """One session of `agent` on the builtin `tasks`, its model played by `scripts`.
 
     `endpoint_env` maps the product's environment names to "{url}" / "{ca}" / "{key}"
     templates (the endpoint's base URL, its CA file, the planted key); `home_files` are written
-    into the scratch HOME with the same templates (a product's own config file)."""
+    into the scratch HOME with the same templates (a product's own config file). `endpoint`: an
+    endpoint already serving (several sessions against the same one), else a new one."""
     root = tmp / agent
     root.mkdir(parents=True)
     home = home or root / "home"
     home.mkdir(exist_ok=True)
-    with ScriptedEndpoint(scripts, root / "endpoint", model=model) as ep:
+    with (
+        contextlib.nullcontext(endpoint)
+        if endpoint is not None
+        else ScriptedEndpoint(scripts, root / "endpoint", model=model) as ep
+    ):
         values = {"url": ep.base_url, "ca": str(ep.ca_pem), "key": PLANTED_KEY}
         for rel, text in (home_files or {}).items():
             (home / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -113,12 +113,21 @@ def assert_matches_endpoint(session, task_id: str) -> None:
     # the model that answered, not the one asked for
     assert {c["answered_model"] for c in calls} == {ANSWERING}
     assert run["model_stamp"] == ANSWERING
-    # tokens: the CLI's totals are the sum of what the endpoint served this conversation
+    # tokens: the main thread is the sum of what the endpoint served this conversation; the totals
+    # add the CLI's side calls, so that they cover the same calls as the cost
     served = session.ep.served_usage(("turn",), script)
-    assert run["usage"]["input_tokens"] == served.input
-    assert run["usage"]["output_tokens"] == served.output
-    assert run["usage"]["cached_tokens"] == served.cache_read
-    assert run["usage"]["cache_write_tokens"] == served.cache_write
+    usage = run["usage"]
+    assert usage["main_thread"] == {
+        "input_tokens": served.input,
+        "output_tokens": served.output,
+        "cached_tokens": served.cache_read,
+        "cache_write_tokens": served.cache_write,
+    }
+    for name, total in usage["main_thread"].items():
+        assert usage[name] == total + usage["side_calls"][name], name
+    # the CLI priced the calls as the model it asked for, not the one that answered: an estimate
+    assert usage["cost_usd"] > 0 and usage["cost_basis"] == "estimated"
+    assert usage["priced_as"] == sorted({c["model"] for c in calls})
     # tool calls in order, with the ids the endpoint handed out
     served_calls = [(t["id"], t["name"]) for c in calls for t in c["tool_calls"]]
     recorded = [(e["tool_use_id"], e["name"]) for e in session.events(task_id, "tool_call")]
@@ -164,10 +173,18 @@ def test_honest_give_up(session):
 
 def test_endpoint_reached_only_through_the_proxy_and_no_key_recorded(session):
     manifest = session.manifest
-    assert session.ep.host_port in manifest["identity"]["isolation"]["network_allowlist"]
+    assert manifest["identity"]["model_endpoint"] == session.ep.base_url
+    assert "model_endpoint" in manifest["identity"]["isolation"]["network_allowlist"]
     for task_id in TASK_SCRIPT:
         tunnels = [e for e in session.events(task_id, "api_request") if e["host"] == "127.0.0.1"]
         assert tunnels and all(e["port"] == session.ep.port for e in tunnels)
+        # HTTPS through the proxy: the harness sees tunnels, not the requests inside them
+        evidence = session.run(task_id)["evidence"]
+        assert evidence["api_requests_unit"] == "tunnels" and evidence["api_requests"] >= len(tunnels)
+    # the side calls of all runs are what the endpoint served outside the conversations
+    side = session.ep.served_usage(("side",))
+    runs = [session.run(t)["usage"]["side_calls"] for t in TASK_SCRIPT]
+    assert sum(r["input_tokens"] for r in runs) == side.input
     assert_no_planted_key(session)
 
 

@@ -62,7 +62,13 @@ class World:
 
     def ctx(self) -> mf.ManifestContext:
         kw = dict(
-            adapter={"name": "claude-code", "product": "anthropic/claude-code", "surface": "cli"},
+            adapter={
+                "name": "claude-code",
+                "product": "anthropic/claude-code",
+                "surface": "cli",
+                "endpoint_env": ["ANTHROPIC_BASE_URL"],
+                "default_endpoint": "https://api.anthropic.com",
+            },
             agent_argv=["claude", "-p", "{task_text}", "--output-format", "stream-json"],
             version_argv=["claude", "--version"],
             home=self.home,

@@ -48,7 +48,7 @@ def test_field_sets_are_consistent():
     v = vocabulary
     assert set(v.POST_RUN_FIELDS) <= set(v.IDENTITY_FIELDS)
     assert set(v.ENVELOPE_FIELDS) <= set(v.DECLARABLE_FIELDS) <= set(v.IDENTITY_FIELDS)
-    assert set(v.DEFAULT_ACCEPT_UNOBSERVED) <= set(v.IDENTITY_FIELDS)
+    assert set(v.DEFAULT_ACCEPT_UNOBSERVED) <= set(v.IDENTITY_FIELDS) | set(v.ACCEPT_GROUPS)
     assert not set(v.IDENTITY_FIELDS) & set(v.PROVENANCE_FIELDS)
     groups = (
         v.SURFACE_FIELDS

@@ -109,6 +109,9 @@ class ClaudeCodeAdapter(ProductAdapter):
     defaults: ClassVar[dict[str, Any]] = {"permission_mode": "acceptEdits", "allowed_tools": ("Bash",)}
     # ANTHROPIC_BASE_URL points the CLI at a gateway or a local model server
     endpoint_env = ("ANTHROPIC_BASE_URL",)
+    default_endpoint = "https://api.anthropic.com"
+    # the init record names the model the CLI asks for, its tools and whether its own sandbox is on
+    run_reported = ("model_id", "built_in_tools", "sandbox")
     # one retry policy, the harness's (--agent-retries): the CLI's own retries (10 by default,
     # with backoff) would turn a 429 or a 401 into minutes of waiting inside one run
     fixed_env: ClassVar[dict[str, str]] = {"CLAUDE_CODE_MAX_RETRIES": "0"}
@@ -147,6 +150,7 @@ class ClaudeCodeAdapter(ProductAdapter):
         result: dict[str, Any] | None = None
         usage_by_message: dict[str, dict[str, Any]] = {}
         infra_signal: dict[str, Any] | None = None  # the last error the CLI itself reported
+        retries: list[dict[str, Any]] = []  # the CLI's own api_retry records
         answered = False
 
         for lineno, rec in stream.records:
@@ -194,6 +198,8 @@ class ClaudeCodeAdapter(ProductAdapter):
                         events.append({"type": "file_edit", "path": edits.pop(tool_id), "tool_use_id": tool_id})
                     elif tool_id in edits:
                         edits.pop(tool_id)
+            elif kind == "system":
+                _system_record(rec, out, retries)
             elif kind == "result":
                 result = rec
             elif kind is None:
@@ -239,7 +245,7 @@ class ClaudeCodeAdapter(ProductAdapter):
                     num_turns=as_int(result.get("num_turns")),
                 )
             )
-            out.usage = self._usage(as_dict(result.get("usage")), as_float(result.get("total_cost_usd")))
+            out.usage = _result_usage(result, main_model)
         else:
             errors.append("stream ended without a 'result' message: the agent exited or was killed mid-stream")
             out.final_report = extract_report(last_text)
@@ -255,9 +261,14 @@ class ClaudeCodeAdapter(ProductAdapter):
             out.usage = usage
         if not stream.records and stdout:
             errors.append("no stream-json records on stdout (was --output-format stream-json honoured?)")
+        if result is None and infra_signal is None and retries:
+            # the CLI was still retrying a provider error when its stream stopped
+            infra_signal = _retry_signal(retries[-1])
         if result is None and infra_signal is not None:
             # the CLI reported a provider error and then stopped (or was stopped) before its result
             out.infra_error = _infra_from_signal(infra_signal)
+        if out.infra_error is not None and retries:
+            out.infra_error["product_retries"] = len(retries)
         out.answered = answered
         # only what the API answered with is a stamp; the init record names the
         # model the client asked for, which the host may route elsewhere
@@ -342,6 +353,43 @@ class ClaudeCodeAdapter(ProductAdapter):
         )
 
 
+#: modelUsage's names for the token figures (per model the CLI priced)
+_MODEL_USAGE_KEYS = {
+    "input_tokens": "inputTokens",
+    "output_tokens": "outputTokens",
+    "cached_tokens": "cacheReadInputTokens",
+    "cache_write_tokens": "cacheCreationInputTokens",
+}
+
+
+def _result_usage(result: dict[str, Any], answering: str | None) -> Usage:
+    """Tokens and cost of the same calls. The result's `usage` is the main conversation only;
+    `modelUsage` (per model the CLI priced) covers every call, side calls included, and is what
+    `total_cost_usd` adds up: the totals come from it, with the main thread and the side calls
+    shown apart. The cost is `estimated` when the CLI priced the main thread as a model other
+    than the one that answered."""
+    main = ClaudeCodeAdapter._usage(as_dict(result.get("usage")), as_float(result.get("total_cost_usd")))
+    per_model = {k: as_dict(v) for k, v in as_dict(result.get("modelUsage")).items()}
+    if not per_model:
+        return main
+    total = Usage(cost_usd=main.cost_usd, reasoning_tokens=main.reasoning_tokens)
+    for name, key in _MODEL_USAGE_KEYS.items():
+        value = None
+        for figures in per_model.values():
+            value = add_counts(value, as_int(figures.get(key)))
+        setattr(total, name, value)
+    total.main_thread = main.tokens()
+    main_figures = main.tokens()
+    total.side_calls = {
+        name: None if value is None or main_figures[name] is None else max(value - main_figures[name], 0)
+        for name, value in total.tokens().items()
+    }
+    total.priced_as = sorted(per_model)
+    if total.cost_usd is not None:
+        total.cost_basis = "estimated" if answering and answering not in per_model else "reported"
+    return total
+
+
 # -- infrastructure errors (agents/infra.py) --------------------------------------
 #
 # Claude Code marks a message it made up itself, without an API answer, with
@@ -376,8 +424,9 @@ def _assistant_infra(rec: dict[str, Any], msg: dict[str, Any], model: str | None
         return None
     text = _text_of(msg)
     if field in _ERROR_FIELD_CLASSES:
+        # 2.1.332 files a certificate it does not trust under server_error; its words say which
         cls = classify_message(text) if field == "server_error" else None
-        cls = cls if cls in ("overloaded", "server_error") else _ERROR_FIELD_CLASSES[field]
+        cls = cls if cls in ("overloaded", "server_error", "configuration") else _ERROR_FIELD_CLASSES[field]
     elif field == "invalid_request":
         # a bad request is usually the run's own doing (a prompt too long); only a model
         # the account cannot use is configuration
@@ -392,6 +441,65 @@ def _assistant_infra(rec: dict[str, Any], msg: dict[str, Any], model: str | None
         "class": cls,
         "evidence": text or f"assistant error {field}",
         "signal": f"assistant.error={field}" if field else "<synthetic> message",
+    }
+
+
+#: api_retry `error` categories (2.1.332's schema) -> infrastructure class
+_RETRY_ERROR_CLASSES = {
+    "authentication_failed": "authentication",
+    "oauth_org_not_allowed": "authentication",
+    "account_on_hold": "authentication",
+    "verification_required": "authentication",
+    "cloud_credential_error": "authentication",
+    "billing_error": "billing",
+    "rate_limit": "rate_limited",
+    "overloaded": "overloaded",
+    "model_not_found": "configuration",
+    "server_error": "server_error",
+}
+
+
+def _system_record(rec: dict[str, Any], out: AdapterOutput, retries: list[dict[str, Any]]) -> None:
+    """`system` records: `init` says what the CLI asked for (model, tools, its own sandbox);
+    `api_retry` is the CLI retrying a failed API request itself (one record per retry)."""
+    subtype = rec.get("subtype")
+    if subtype == "init":
+        model = as_str(rec.get("model"))
+        if model:
+            out.run_identity["model_id"] = model
+        tools = rec.get("tools")
+        if isinstance(tools, list) and all(isinstance(t, str) for t in tools):
+            out.run_identity["built_in_tools"] = sorted(tools)
+        if isinstance(rec.get("sandbox_enabled"), bool):
+            out.run_identity["sandbox"] = {"sandbox_enabled": rec["sandbox_enabled"]}
+    elif subtype == "api_retry":
+        retries.append(rec)
+        out.events.append(
+            {
+                "type": "api_retry",
+                "attempt": as_int(rec.get("attempt")),
+                "max_retries": as_int(rec.get("max_retries")),
+                "error_status": as_int(rec.get("error_status")),
+                "error": as_str(rec.get("error")),
+                "retry_delay_ms": as_int(rec.get("retry_delay_ms")),
+            }
+        )
+
+
+def _retry_signal(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The infrastructure signal of the CLI's last api_retry record (None: a category we do not know)."""
+    from pytest_agentdrift.agents.infra import classify_status
+
+    status = as_int(rec.get("error_status"))
+    cls = classify_status(status) or _RETRY_ERROR_CLASSES.get(as_str(rec.get("error")) or "")
+    if cls is None and status is None:
+        cls = "network"  # no HTTP response at all: a connection error or a timeout
+    if cls is None:
+        return None
+    return {
+        "class": cls,
+        "evidence": f"api_retry attempt {rec.get('attempt')}: status {status}, error {rec.get('error')}",
+        "signal": "system.api_retry",
     }
 
 

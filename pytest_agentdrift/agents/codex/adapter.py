@@ -29,6 +29,7 @@ sandbox refusals look like a failed command and cannot be told apart.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, ClassVar
@@ -119,6 +120,12 @@ class CodexAdapter(ProductAdapter):
         # The harness makes the work tree a git repository unless the task says
         # git = false; the check would then abort the run before it starts.
         argv += ["exec", "--json", "--skip-git-repo-check"]
+        provider = custom_provider(dict(os.environ))
+        if provider:
+            # one retry policy, the harness's (--agent-retries): Codex retries a failed request and
+            # reconnects a cut stream on its own, per provider (Codex refuses these settings for
+            # its built-in providers, whose own retries therefore stay)
+            argv += [arg for key in _RETRY_KEYS for arg in ("-c", f"model_providers.{provider}.{key}=0")]
         if opts.get("sandbox"):
             argv += ["--sandbox", str(opts["sandbox"])]
         if opts.get("model"):
@@ -262,7 +269,8 @@ class CodexAdapter(ProductAdapter):
                     {"type": "denial", "action": "command_execution", "path": clip(command, 500), "reason": "declined"}
                 )
         elif itype == "file_change":
-            events.append({"type": "tool_call", "name": "file_change", "item_id": item.get("id")})
+            # a failed or declined patch keeps its status: it changed nothing the model meant it to
+            events.append({"type": "tool_call", "name": "file_change", "item_id": item.get("id"), "status": status})
             if status == "completed":
                 for change in as_list(item.get("changes")):
                     change = as_dict(change)
@@ -308,15 +316,40 @@ def _native_binary(launcher: str | None) -> str | None:
     return None
 
 
-def codex_base_url(environ: dict[str, str]) -> str | None:
-    """The base URL of the provider the user's config.toml selects, when it names one."""
+#: Codex's own retry settings of a model provider (config.toml `model_providers.<id>`)
+_RETRY_KEYS = ("request_max_retries", "stream_max_retries")
+#: a provider id that can be named in a dotted `-c` key as it is
+_PLAIN_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _user_config(environ: dict[str, str]) -> dict[str, Any]:
     import tomllib
 
     home = environ.get("CODEX_HOME") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".codex")
     try:
-        config = tomllib.loads(Path(home, "config.toml").read_text(encoding="utf-8"))
+        return tomllib.loads(Path(home, "config.toml").read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return {}
+
+
+def custom_provider(environ: dict[str, str]) -> str | None:
+    """The id of the provider the user's config.toml selects when it defines that provider itself
+    (a gateway, a local model server), else None (the built-in providers)."""
+    config = _user_config(environ)
+    provider = config.get("model_provider")
+    providers = config.get("model_providers")
+    if (
+        not isinstance(provider, str)
+        or not isinstance(providers, dict)
+        or not isinstance(providers.get(provider), dict)
+    ):
         return None
+    return provider if _PLAIN_ID.match(provider) else None
+
+
+def codex_base_url(environ: dict[str, str]) -> str | None:
+    """The base URL of the provider the user's config.toml selects, when it names one."""
+    config = _user_config(environ)
     provider = config.get("model_provider")
     providers = config.get("model_providers")
     if isinstance(provider, str) and isinstance(providers, dict) and isinstance(providers.get(provider), dict):

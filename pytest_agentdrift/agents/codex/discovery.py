@@ -85,6 +85,7 @@ _CODEX_CORE: dict[str, Any] = {
     "cli_auth_credentials_store": True,
     "check_for_update_on_startup": True,
     "mcp_servers": "mcp",
+    "openai_base_url": "url",
     "model_providers": (
         "each",
         {
@@ -333,7 +334,37 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
         hit = value or codex_find(codex, key)
         if hit is not None:
             found[fact] = {"value": hit[0], "source": hit[1]}
+    endpoint = _provider_endpoint(codex, active, env)
+    if endpoint is not None:
+        found["model_endpoint"] = {"value": endpoint[0], "source": endpoint[1]}
     return found
+
+
+#: where the built-in `openai` provider sends an API key's requests (the Responses API)
+OPENAI_API_ENDPOINT = "https://api.openai.com/v1"
+
+
+def _provider_endpoint(
+    codex: Sequence[Mapping[str, Any]], profile: str | None, env: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """(base URL, where it was read) of the provider Codex sends its model requests to: the
+    selected `model_providers` entry's `base_url`, else `openai_base_url`, else the built-in
+    provider's API endpoint when an API key signs in (a ChatGPT sign-in goes elsewhere: None)."""
+    prof = codex_setting(codex, "profiles") if profile else None
+    prof = prof.get(profile) if isinstance(prof, dict) and isinstance(prof.get(profile), dict) else {}
+    provider = prof.get("model_provider") or codex_setting(codex, "model_provider")
+    providers = codex_setting(codex, "model_providers")
+    entry = providers.get(provider) if isinstance(providers, dict) and isinstance(provider, str) else None
+    if isinstance(entry, dict) and isinstance(entry.get("base_url"), str):
+        return entry["base_url"], f"model_providers.{provider}.base_url"
+    if provider not in (None, "openai"):
+        return None
+    hit = codex_find(codex, "openai_base_url")
+    if hit is not None and isinstance(hit[0], str):
+        return hit[0], hit[1]
+    if env.get("CODEX_API_KEY") or env.get("OPENAI_API_KEY"):
+        return OPENAI_API_ENDPOINT, "the built-in openai provider (API-key sign-in)"
+    return None
 
 
 #: the uniform entry point ``manifest.discovery.discover_with`` calls (every product takes the same keywords)
