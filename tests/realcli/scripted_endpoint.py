@@ -567,7 +567,8 @@ def declared_tools(request: dict[str, Any]) -> dict[str, str]:
             if tool.get("type") == "namespace":
                 walk(tool.get("tools"))
                 continue
-            name = tool.get("name") or (tool.get("function") or {}).get("name")
+            # Responses: {"name"}; Chat Completions: {"function": {"name"}} or {"custom": {"name"}}
+            name = tool.get("name") or (tool.get("function") or tool.get("custom") or {}).get("name")
             if name:
                 out[name] = tool.get("type", "function")
 
@@ -664,14 +665,24 @@ def _chat_usage(u: Usage) -> dict[str, Any]:
     }
 
 
+def _chat_call(tool: dict[str, Any], declared: str | None) -> dict[str, Any]:
+    if declared == "custom":
+        # a freeform tool (Copilot's apply_patch for GPT-5 models): the input is the raw text
+        raw = tool["input"] if isinstance(tool["input"], str) else json.dumps(tool["input"])
+        return {"id": tool["id"], "type": "custom", "custom": {"name": tool["name"], "input": raw}}
+    return {
+        "id": tool["id"],
+        "type": "function",
+        "function": {"name": tool["name"], "arguments": json.dumps(tool["input"])},
+    }
+
+
 def _send_chat(h: _Handler, reply: Reply, stream: bool, request: dict[str, Any]) -> None:
     cid = f"chatcmpl-agd{len(h.ep.log)}"
     created = int(time.time())
     finish = "tool_calls" if reply.tools else "stop"
-    calls = [
-        {"id": t["id"], "type": "function", "function": {"name": t["name"], "arguments": json.dumps(t["input"])}}
-        for t in reply.tools
-    ]
+    declared = declared_tools(request)
+    calls = [_chat_call(t, declared.get(t["name"])) for t in reply.tools]
     if not stream:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
         if calls:
