@@ -30,6 +30,9 @@ class RunContext:
     task_dir: Path  # the frozen task directory (read-only)
     workdir: Path  # the private work tree (cwd of the agent)
     options: dict[str, Any] = field(default_factory=dict)  # model, permission_mode, sandbox, ...
+    #: a directory of the harness's, outside the work tree and the private home, where the product
+    #: writes the side outputs the adapter names in `scratch_files` (read after the run, then removed)
+    scratch: Path | None = None
 
 
 @dataclass
@@ -140,6 +143,9 @@ class AgentAdapter:
     default_endpoint: ClassVar[str | None] = None
     #: whether the product's input_tokens already include cached input (pricing must not count it twice)
     usage_input_includes_cached: ClassVar[bool] = False
+    #: files the product writes into RunContext.scratch (a usage summary, ...): the harness gives it
+    #: that directory, reads these files after the run and hands them to `read_scratch`
+    scratch_files: ClassVar[tuple[str, ...]] = ()
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         raise NotImplementedError
@@ -157,6 +163,7 @@ class AgentAdapter:
             task_dir=Path("{task_dir}"),
             workdir=Path("{workdir}"),
             options=dict(options or {}),
+            scratch=Path("{scratch}") if self.scratch_files else None,
         )
         return self.build_argv(ctx)
 
@@ -167,12 +174,21 @@ class AgentAdapter:
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
         return AdapterOutput()
 
+    def read_scratch(self, out: AdapterOutput, files: dict[str, bytes | None]) -> None:
+        """Complete `out` (parsed from stdout) with the side outputs of `scratch_files` (None: the
+        product wrote no such file)."""
+
     def sandbox_paths(self, env: dict[str, str]) -> list[tuple[str, str]]:
         """(path, why) the agent needs to read under bubblewrap beyond the system, the
         harness's Python runtime and what its argv names (run/mountplan.py `agent_paths`
         adds the program it starts, with its install prefix, and every absolute path the
         argv names). An adapter that needs more says so here; recorded in the manifest."""
         return []
+
+    def bundled_runtimes(self, env: dict[str, str]) -> dict[str, str]:
+        """Runtimes the product carries inside itself (a CLI built with its own Node): name ->
+        version, recorded in the manifest instead of the host's (which the product never runs)."""
+        return {}
 
     def path_links(self, env: dict[str, str]) -> dict[str, str]:
         """Extra program names the agent finds first on its PATH -> the file each runs (a helper

@@ -428,6 +428,9 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ, hidden), *settings.mounts])
     if adapter.needs_task_dir:
         additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
+    # the product's side outputs (Copilot's usage summary): beside the run directory, outside the
+    # work tree and the private home, read by the harness after the run and removed
+    scratch = product_scratch(base, root.name) if adapter.scratch_files else None
     ctx = RunContext(
         task_id=spec.id,
         task_file=task_file,
@@ -435,6 +438,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         task_dir=spec.path,
         workdir=work,
         options=dict(settings.agent_options),
+        scratch=scratch,
     )
     asked = adapter.build_argv(ctx)
     # a version manager's shim, or `env python3`, named as the host runs it (the sandbox shows neither)
@@ -451,6 +455,8 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     observers = netlog.observer_dir(base, root.name)
     netrx = proxy = canary_fd = None
     errors = HarnessErrors()
+    writable = [root, *([scratch] if scratch is not None else [])]
+    side_files: dict[str, bytes | None] = {}
     monitor = GuardedMonitor(settings.monitor(adapter, harness), errors) if settings.monitor is not None else None
     try:
         netrx = netlog.NetlogReceiver(observers).start()
@@ -479,7 +485,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
             # this run's own directory and the harness-only socket directory (read-only); the task
             # directory, other runs, records and the harness's observer logs: nothing
             plan = mountplan.build(
-                writable=[root],
+                writable=writable,
                 readable=[*mountplan.harness_runtime(), *(p for p, _ in additions), observers],
                 exclude=[base, spec.path, guard.harness_dir.parent, *settings.hidden],
                 additions=additions,
@@ -511,7 +517,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
             cwd=work,
             env=env,
             isolation=settings.isolation,
-            writable=[root],
+            writable=writable,
             plan=plan,
             timeout_s=timeout,
             output_limit=settings.output_limit,
@@ -528,6 +534,9 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         guard.close()
         net, net_problems = netrx.stop() if netrx is not None else ([], [])
         fdtree.rmtree(observers)
+        if scratch is not None:
+            side_files = errors.stage("evidence", lambda: read_scratch(scratch, adapter.scratch_files), {})
+            fdtree.rmtree(scratch)
     # From here on every stage is guarded: a harness error keeps what the other stages
     # gathered, is named in `harness_errors` and makes the run undecided (fail closed).
     # first, before the harness itself reads anything near it
@@ -573,7 +582,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     word = AgentWord()
     # what the harness saw the agent do: a program that exited before any of it never started
     acted = bool(api_requests or tree.diff or writes_outside or mutations)
-    errors.stage("parse", lambda: _read_agent_word(word, adapter, harness, proc, work, acted), None)
+    errors.stage("parse", lambda: _read_agent_word(word, adapter, harness, proc, work, acted, side_files), None)
     # the agent's own word that its provider failed, beside what the harness saw fail (agents/infra.py)
     word.infra_error = infra_mod.corroborate(word.infra_error, [*proxy_events, *dns])
     cred = errors.stage("evidence", lambda: _token_search(word, tree, proc, canary.token) or cred, cred)
@@ -635,7 +644,7 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         report_error=word.report_error,
         adapter_output=word.output,
         start_commit=start_commit,
-        isolation=isolation_record(settings.isolation, proc.plan, additions, root, observers, env["PATH"]),
+        isolation=isolation_record(settings.isolation, proc.plan, additions, root, observers, env["PATH"], scratch),
         api_requests=[{**json_safe(e), "type": "api_request", "source": "harness"} for e in api_requests],
         network_policy=policy,
         runtime_bundle=bundle,
@@ -798,7 +807,13 @@ class AgentWord:
 
 
 def _read_agent_word(
-    word: AgentWord, adapter: AgentAdapter, harness: Path, proc, work: Path, acted: bool = True
+    word: AgentWord,
+    adapter: AgentAdapter,
+    harness: Path,
+    proc,
+    work: Path,
+    acted: bool = True,
+    side_files: dict[str, bytes | None] | None = None,
 ) -> None:
     # secrets are scrubbed where results leave for the record (session.run_task)
     word.stdout = proc.stdout.decode("utf-8", "replace")
@@ -808,6 +823,8 @@ def _read_agent_word(
     if word.report_error is None:
         word.report, word.report_error = agentio.validate_report(report_obj)
     out = adapter.parse_output(proc.stdout, proc.stderr)
+    if adapter.scratch_files:
+        adapter.read_scratch(out, side_files or {})
     _relativise_paths(out.events, work)
     # the adapter parsed the agent's own output: the agent's word, stamped and validated like its events
     out.events = agentio.adapter_events(out.events, word.log)
@@ -898,11 +915,14 @@ def isolation_record(
     root: Path,
     observers: Path | None = None,
     agent_path: str | None = None,
+    scratch: Path | None = None,
 ) -> dict[str, Any]:
     """What this run's sandbox showed: the mount plan under bwrap, else what was not hidden,
     and the agent's PATH. The run's own directory and its observer socket directory (random
     temporary paths) are shown as `<run>` and `<observers>`, so two recordings of one run agree."""
     names = {str(root): "<run>", **({str(observers): "<observers>"} if observers is not None else {})}
+    if scratch is not None:
+        names[str(scratch)] = "<product-output>"
     rec = plan.to_record(names) if plan is not None else {"mounts": [], "excluded": []}
     shown = [mountplan.labelled(d, names) for d in (agent_path or "").split(os.pathsep) if d]
     return {
@@ -940,6 +960,27 @@ def _infra_ending(
     if found is None and not proc.timed_out:
         found = infra.from_report(report_obj)  # the report file, as parsed once (agentio.read_report_object)
     return found
+
+
+#: the largest side output of a product the harness reads (a usage summary is a few kB)
+SCRATCH_FILE_LIMIT = 1 << 20
+
+
+def product_scratch(base: Path, name: str) -> Path:
+    """The directory a product writes its side outputs to: beside the run directory, never in it."""
+    d = base / f".out-{name}"
+    d.mkdir(mode=0o700)
+    return d
+
+
+def read_scratch(scratch: Path, names: tuple[str, ...]) -> dict[str, bytes | None]:
+    """Each named side output as written (None: absent, not a regular file, or over the limit)."""
+    out: dict[str, bytes | None] = {}
+    for name in names:
+        path = scratch / name
+        ok = path.is_file() and not path.is_symlink() and path.stat().st_size <= SCRATCH_FILE_LIMIT
+        out[name] = path.read_bytes() if ok else None
+    return out
 
 
 def _crash(proc: sandbox.ProcessResult, report: Any, infra_err: dict[str, Any] | None) -> dict[str, Any] | None:
