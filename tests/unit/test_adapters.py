@@ -369,13 +369,13 @@ def test_copilot_complete_transcript() -> None:
     out = parse(CopilotAdapter, "ok.jsonl")
     assert out.parse_errors == []
     assert out.model_stamp == "claude-sonnet-4.5"
-    # totals from session.shutdown; no USD cost (Copilot counts premium requests)
+    # totals from session.shutdown (its cache writes kept); no USD cost (Copilot counts premium requests)
     assert out.usage.to_dict() == {
         "input_tokens": 3000,
         "output_tokens": 200,
         "cached_tokens": 2700,
         "cost_usd": None,
-        "cache_write_tokens": None,
+        "cache_write_tokens": 0,
         "reasoning_tokens": None,
     }
     ev = out.events
@@ -400,7 +400,12 @@ def test_copilot_usage_falls_back_to_per_call_usage() -> None:
         "cache_write_tokens": None,
         "reasoning_tokens": None,
     }
-    assert out.parse_errors == []  # assistant.turn_end closed the run
+    # assistant.turn_end ends a model turn, not the run: without the shutdown the stream was cut
+    assert out.parse_errors == [
+        "stream ended without assistant.idle or result (or the SDK's session.idle / shutdown): "
+        "the agent exited or was killed mid-run"
+    ]
+    assert "final" not in types(out.events)
 
 
 def test_copilot_broken_streams() -> None:
@@ -412,7 +417,8 @@ def test_copilot_broken_streams() -> None:
     assert any("truncated record" in e for e in truncated.parse_errors)
     midstream = parse(CopilotAdapter, "exit_midstream.jsonl")
     assert midstream.parse_errors == [
-        "stream ended without a terminal event (turn end, idle or shutdown): the agent exited or was killed mid-stream"
+        "stream ended without assistant.idle or result (or the SDK's session.idle / shutdown): "
+        "the agent exited or was killed mid-run"
     ]
     assert "final" not in types(midstream.events)
 
@@ -423,7 +429,8 @@ def test_copilot_session_error() -> None:
         {"type": "error", "message": "No authentication information found.", "source": "session.error"},
         {"type": "final", "status": None, "outcome": "error"},
     ]
-    assert out.model_stamp == "claude-sonnet-4.5"  # selectedModel from session.start: the best the host said
+    # session.start names the model asked for, not the one that answered: no stamp
+    assert out.model_stamp is None and out.requested_model == "claude-sonnet-4.5"
 
 
 def test_copilot_plain_text_output() -> None:

@@ -10,50 +10,43 @@ waiting for answers; `--no-auto-update` keeps the binary from changing under
 an experiment; `-v/--version` shows the version (`copilot version` would
 also check for updates over the network, so it is not used).
 
-The CLI docs do not describe the JSONL records. The nearest published schema
-is the Copilot SDK's session events (github/copilot-sdk,
-session-events.schema.json): {id, timestamp, parentId, type, data} with types
-such as session.start {selectedModel}, session.model_change {newModel},
-assistant.message {content, toolRequests}, tool.execution_start {toolCallId,
-toolName, arguments}, tool.execution_complete {toolCallId, success, result,
-error}, assistant.usage {model, inputTokens, outputTokens, cacheReadTokens},
-session.error {message}, session.shutdown {modelMetrics, currentModel}. This
-parser reads those shapes defensively (payload under `data` or inline,
-unknown types ignored) and says in parse_errors when the stream does not
-look like that at all.
+`--usage-output-file=PATH` writes the run's usage summary at exit: the
+harness points it into RunContext.scratch (outside the work tree and the
+private home) and reads it after the run.
+
+Bring-your-own-key mode ("copilot help environment"): COPILOT_PROVIDER_BASE_URL
+points the CLI at any OpenAI-compatible, Azure or Anthropic endpoint (a
+gateway, a local model server), COPILOT_PROVIDER_TYPE / _WIRE_API choose the
+wire, COPILOT_PROVIDER_API_KEY / _BEARER_TOKEN the key, and COPILOT_OFFLINE=true
+stops every GitHub call (sign-in, telemetry, update checks). BYOK requires an
+explicit model (`--agent-model`). The records are read in `stream.py`.
 
 Not observable: cost in USD (Copilot counts premium requests, not dollars),
+the model that answered (every `model` field names the one asked for),
 approval requests (none in -p mode), and whether a failed tool call was a
-permission refusal (only guessed from the error text; see `_looks_denied`).
+permission refusal (only guessed from the error text).
 """
 
 from __future__ import annotations
 
+import os
+import platform
 import re
+import shutil
+import sys
+from functools import lru_cache
 from typing import Any, ClassVar
 
-from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
-from pytest_agentdrift.agents.common import (
-    add_counts,
-    as_dict,
-    as_int,
-    as_str,
-    cap_errors,
-    clip,
-    extract_report,
-    final_event,
-    option_list,
-    read_jsonl,
+from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext
+from pytest_agentdrift.agents.common import as_dict, as_int, as_str, option_list, read_jsonl
+from pytest_agentdrift.agents.copilot.stream import (
+    USAGE_FILE,
+    CopilotOutput,
+    StreamParser,
+    no_events,
+    payload,
+    usage_summary,
 )
-
-_SHELL_TOOLS = frozenset({"bash", "powershell"})
-_READ_TOOLS = frozenset({"view"})
-_EDIT_TOOLS = frozenset({"edit", "create"})
-_PATCH_TOOLS = frozenset({"apply_patch"})
-#: record types after which the run counts as finished, not cut off
-_TERMINAL_TYPES = frozenset({"session.shutdown", "session.idle", "assistant.turn_end", "result"})
-_PATCH_PATH = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
-_DENIED = re.compile(r"\b(denied|not permitted|not allowed|permission|rejected by the user)\b", re.IGNORECASE)
 
 #: permission presets -> documented flags
 _PERMISSION_FLAGS: dict[str, list[str]] = {
@@ -61,19 +54,6 @@ _PERMISSION_FLAGS: dict[str, list[str]] = {
     "allow-all": ["--allow-all"],
     "default": [],
 }
-
-
-def _payload(rec: dict[str, Any]) -> dict[str, Any]:
-    # SDK events carry their fields under `data`; accept them inline too.
-    data = rec.get("data")
-    return data if isinstance(data, dict) else rec
-
-
-def _looks_denied(error: dict[str, Any]) -> bool:
-    code = as_str(error.get("code")) or ""
-    return code.lower() in {"denied", "permission_denied", "rejected"} or bool(
-        _DENIED.search(as_str(error.get("message")) or "")
-    )
 
 
 class CopilotAdapter(ProductAdapter):
@@ -85,7 +65,30 @@ class CopilotAdapter(ProductAdapter):
     # The documented token variables, in precedence order. COPILOT_HOME is not
     # forwarded (it would point back at the real config dir); COPILOT_MODEL and
     # COPILOT_ALLOW_ALL are not either: the run's options decide those.
-    env_allowlist = ("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN")
+    # BYOK: the provider's key, wire and limits, and offline mode (all documented variables).
+    env_allowlist = (
+        "COPILOT_GITHUB_TOKEN",
+        "GH_TOKEN",
+        "GITHUB_TOKEN",
+        "COPILOT_OFFLINE",
+        "COPILOT_PROVIDER_TYPE",
+        "COPILOT_PROVIDER_WIRE_API",
+        "COPILOT_PROVIDER_TRANSPORT",
+        "COPILOT_PROVIDER_API_KEY",
+        "COPILOT_PROVIDER_BEARER_TOKEN",
+        "COPILOT_PROVIDER_HEADERS",
+        "COPILOT_PROVIDER_MODEL_ID",
+        "COPILOT_PROVIDER_WIRE_MODEL",
+        "COPILOT_PROVIDER_MAX_PROMPT_TOKENS",
+        "COPILOT_PROVIDER_MAX_OUTPUT_TOKENS",
+        "COPILOT_PROVIDER_AZURE_API_VERSION",
+    )
+    # a gateway or a local model server in bring-your-own-key mode
+    endpoint_env = ("COPILOT_PROVIDER_BASE_URL",)
+    # the usage summary (--usage-output-file): tokens are in no event of the stream
+    scratch_files: ClassVar[tuple[str, ...]] = (USAGE_FILE,)
+    # modelMetrics inputTokens count the cached prompt tokens too (measured against an endpoint)
+    usage_input_includes_cached = True
     # Copilot allowlist reference: sign-in and user management on github.com /
     # api.github.com, the model service on *.githubcopilot.com and
     # copilot-proxy.githubusercontent.com. Telemetry and experimentation hosts
@@ -122,6 +125,19 @@ class CopilotAdapter(ProductAdapter):
     option_keys = ("model", "permission_mode", "allowed_tools", "denied_tools")
     output_format = "json (JSONL)"
 
+    def bundled_runtimes(self, env: dict[str, str]) -> dict[str, str]:
+        """The Node the CLI runs on: the platform binary carries its own (the npm launcher's
+        host `node` only starts it)."""
+        native = platform_binary(shutil.which(self.binary, path=env.get("PATH")))
+        if native is None:
+            return {}
+        try:
+            st = os.stat(native)
+        except OSError:
+            return {}
+        version = bundled_node(native, st.st_size, st.st_mtime_ns)
+        return {"node": f"{version} (bundled with {self.binary})"} if version else {}
+
     def build_argv(self, ctx: RunContext) -> list[str]:
         opts = self.effective_options(ctx.options)
         mode = str(opts.get("permission_mode") or "default")
@@ -141,148 +157,60 @@ class CopilotAdapter(ProductAdapter):
             argv.append("--deny-tool=" + ",".join(denied))
         if opts.get("model"):
             argv.append(f"--model={opts['model']}")
+        if ctx.scratch is not None:
+            # tokens are not in the stream: the CLI writes them here at exit, outside the work tree
+            argv.append(f"--usage-output-file={ctx.scratch / USAGE_FILE}")
         return argv
 
     # -- parsing ---------------------------------------------------------
 
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
         stream = read_jsonl(stdout)
-        out = AdapterOutput()
+        parser = StreamParser()
         errors = list(stream.errors)
-        events = out.events
-        pending: dict[str, tuple[dict[str, Any], str, list[str]]] = {}  # call id -> (tool_call, tool, paths)
-        commands: dict[str, dict[str, Any]] = {}
-        models = {"usage": None, "shutdown": None, "change": None, "start": None}
-        usage_stream = Usage()
-        usage_shutdown: Usage | None = None
-        last_text: str | None = None
-        terminal = False
-        failed = False
-        typed = 0
-        infra_signal: dict[str, Any] | None = None  # the last error the CLI itself reported
-        answered = False
-
         for lineno, rec in stream.records:
             kind = as_str(rec.get("type"))
             if kind is None:
                 errors.append(f"stdout line {lineno}: object without a 'type'")
                 continue
-            typed += 1
-            data = _payload(rec)
-            if kind in _TERMINAL_TYPES:
-                terminal = True
-            if kind == "session.start":
-                models["start"] = as_str(data.get("selectedModel")) or models["start"]
-            elif kind == "session.model_change":
-                models["change"] = as_str(data.get("newModel")) or models["change"]
-            elif kind == "assistant.message":
-                text = as_str(data.get("content"))
-                answered = answered or bool(text) or bool(data.get("toolRequests"))
-                if text:
-                    events.append({"type": "message", "text": clip(text)})
-                    if not data.get("parentToolCallId"):
-                        last_text = text
-            elif kind == "tool.execution_start":
-                answered = True
-                self._tool_start(data, events, pending, commands)
-            elif kind == "tool.execution_complete":
-                call_id = as_str(data.get("toolCallId")) or ""
-                success = data.get("success") is True
-                started = pending.pop(call_id, None)
-                if started is None:
-                    continue
-                call, tool, paths = started
-                call["ok"] = success
-                if call_id in commands:
-                    commands.pop(call_id)["ok"] = success
-                error = as_dict(data.get("error"))
-                if success:
-                    for path in paths:
-                        events.append({"type": "file_edit", "path": path, "tool_call_id": call_id})
-                elif _looks_denied(error):
-                    events.append(
-                        {
-                            "type": "denial",
-                            "action": tool,
-                            "path": paths[0] if paths else None,
-                            "reason": clip(as_str(error.get("message")) or "denied", 500),
-                            "tool_call_id": call_id,
-                        }
-                    )
-            elif kind == "assistant.usage":
-                if not data.get("parentToolCallId"):
-                    models["usage"] = as_str(data.get("model")) or models["usage"]
-                usage_stream.input_tokens = add_counts(usage_stream.input_tokens, as_int(data.get("inputTokens")))
-                usage_stream.output_tokens = add_counts(usage_stream.output_tokens, as_int(data.get("outputTokens")))
-                usage_stream.cached_tokens = add_counts(usage_stream.cached_tokens, as_int(data.get("cacheReadTokens")))
-            elif kind == "session.shutdown":
-                models["shutdown"] = as_str(data.get("currentModel")) or models["shutdown"]
-                if as_str(data.get("shutdownType")) == "error":
-                    failed = True
-                    events.append(
-                        {
-                            "type": "error",
-                            "message": clip(as_str(data.get("errorReason")) or "session shut down with an error"),
-                        }
-                    )
-                    infra_signal = (
-                        _copilot_infra(data, "session.shutdown", as_str(data.get("errorReason"))) or infra_signal
-                    )
-                metrics = as_dict(data.get("modelMetrics"))
-                if metrics:
-                    usage_shutdown = Usage()
-                    for metric in metrics.values():
-                        u = as_dict(as_dict(metric).get("usage"))
-                        usage_shutdown.input_tokens = add_counts(
-                            usage_shutdown.input_tokens, as_int(u.get("inputTokens"))
-                        )
-                        usage_shutdown.output_tokens = add_counts(
-                            usage_shutdown.output_tokens, as_int(u.get("outputTokens"))
-                        )
-                        usage_shutdown.cached_tokens = add_counts(
-                            usage_shutdown.cached_tokens, as_int(u.get("cacheReadTokens"))
-                        )
-            elif kind in ("session.error", "abort", "subagent.failed"):
-                failed = failed or kind != "subagent.failed"
-                message = as_str(data.get("message")) or as_str(data.get("reason")) or as_str(data.get("error")) or kind
-                events.append({"type": "error", "message": clip(message), "source": kind})
-                if kind == "session.error":
-                    infra_signal = _copilot_infra(data, kind, message) or infra_signal
-            # other types (deltas, reasoning, hooks, info) carry nothing we map
+            parser.feed(kind, payload(rec))
+        return parser.finish(stream, stdout, errors)
 
-        plain_text = not stream.records and bool(stdout and stdout.strip())
-        if plain_text:
-            # A CLI without --output-format json prints plain text: line-level
-            # errors would only be noise. Keep what can be read (a report block
-            # in the text) and say once why the events are missing.
-            text = stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else str(stdout)
-            errors = [
-                "stdout holds no JSON records, only text (does this copilot version support "
-                "--output-format=json?): no events could be read"
-            ]
-            last_text = text.strip() or None
-        elif stream.records and not typed:
-            errors.append("stdout JSON records carry no 'type': not the documented session-event shape")
-        # The shutdown totals are authoritative; per-call usage is the fallback.
-        out.usage = usage_shutdown or usage_stream
-        out.final_report = extract_report(last_text)
-        if terminal or failed:
-            events.append(final_event(out.final_report, "error" if failed else "success"))
-        elif not plain_text:  # from plain text, whether the run finished cannot be told
-            errors.append(
-                "stream ended without a terminal event (turn end, idle or shutdown): the agent exited or was killed mid-stream"
-            )
-        if failed and infra_signal is not None:
-            out.infra_error = infra_signal
-        out.answered = answered if stream.records else None
-        out.model_stamp = models["usage"] or models["shutdown"] or models["change"] or models["start"]
-        out.parse_errors = cap_errors(errors)
-        return out
+    def read_scratch(self, out: AdapterOutput, files: dict[str, bytes | None]) -> None:
+        """Tokens from the usage summary the CLI wrote at exit (`--usage-output-file`): its
+        stream carries none. The summary counts model requests; a count other than the calls
+        the stream shows is said in parse_errors and the tokens are not taken."""
+        if not isinstance(out, CopilotOutput):
+            return
+        data = files.get(USAGE_FILE)
+        if data is None:
+            if not out.usage_from_stream:
+                out.parse_errors.append(f"no usage summary ({USAGE_FILE}): the CLI wrote none, tokens unobserved")
+            return
+        usage, requests, problem = usage_summary(data)
+        calls = out.model_calls
+        if problem is None and calls is not None and requests is not None and requests != calls:
+            problem = f"it counts {requests} model request(s), the stream shows {calls}"
+        if problem is not None:
+            out.parse_errors.append(f"usage summary ({USAGE_FILE}) not used: {problem}")
+            return
+        out.usage = usage
+
+    def classify_ending(
+        self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
+    ) -> dict[str, Any] | None:
+        """What the stream said; a CLI that printed no JSON event at all (not signed in, a refused
+        configuration, a version without the JSON format) is the infrastructure's, never the agent's."""
+        if out.infra_error is not None:
+            return out.infra_error
+        if not timed_out and not read_jsonl(stdout).records:
+            return no_events(exit_code, stdout, stderr)
+        return super().classify_ending(out, exit_code, stdout, stderr, timed_out)
 
     def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Progress and running usage from one session event."""
         kind = as_str(record.get("type"))
-        data = _payload(record)
+        data = payload(record)
         if kind == "tool.execution_start":
             args = as_dict(data.get("arguments"))
             detail = as_str(args.get("command")) or as_str(args.get("path")) or ""
@@ -299,70 +227,41 @@ class CopilotAdapter(ProductAdapter):
             return {"event": f"error: {as_str(data.get('message')) or kind}"}
         return None
 
-    @staticmethod
-    def _tool_start(
-        data: dict[str, Any],
-        events: list[dict[str, Any]],
-        pending: dict[str, tuple[dict[str, Any], str, list[str]]],
-        commands: dict[str, dict[str, Any]],
-    ) -> None:
-        tool = as_str(data.get("toolName")) or "unknown"
-        call_id = as_str(data.get("toolCallId")) or ""
-        args = as_dict(data.get("arguments"))
-        server = as_str(data.get("mcpServerName"))
-        name = f"mcp:{server}/{as_str(data.get('mcpToolName')) or tool}" if server else tool
-        call = {"type": "tool_call", "name": name, "tool_call_id": call_id, "input": clip(args, 500)}
-        events.append(call)
-        paths: list[str] = []
-        path = as_str(args.get("path")) or as_str(args.get("file_path"))
-        if tool in _SHELL_TOOLS:
-            command = {
-                "type": "command",
-                "command": clip(as_str(args.get("command")) or ""),
-                "exit_code": None,
-                "tool_call_id": call_id,
-            }
-            events.append(command)
-            commands[call_id] = command
-        elif tool in _READ_TOOLS and path:
-            events.append({"type": "file_read", "path": path, "tool_call_id": call_id})
-        elif tool in _EDIT_TOOLS and path:
-            paths = [path]
-        elif tool in _PATCH_TOOLS:
-            patch = as_str(args.get("input")) or as_str(args.get("patch")) or ""
-            paths = [p.strip() for p in _PATCH_PATH.findall(patch)]
-        if call_id:
-            pending[call_id] = (call, tool, paths)
+
+# -- the Node the CLI carries ----------------------------------------------------------------------
+
+#: Node's own release URL, compiled into every Node binary (process.release): the bundled version
+_NODE_RELEASE = re.compile(rb"https://nodejs\.org/download/release/(v\d+\.\d+\.\d+)/")
+_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
 
-# -- infrastructure errors (agents/infra.py) --------------------------------------
-# session.error carries {errorType, message, statusCode} in the SDK's session
-# events; a session.shutdown of type error carries errorReason. Only those
-# fields are read, and only when the session ended in error.
-
-_ERROR_TYPES = {
-    "authentication": "authentication",
-    "auth": "authentication",
-    "rate_limit": "rate_limited",
-    "ratelimit": "rate_limited",
-    "quota": "billing",
-    "billing": "billing",
-    "network": "network",
-    "server": "server_error",
-    "overloaded": "overloaded",
-}
-
-
-def _copilot_infra(data: dict[str, Any], where: str, message: str | None) -> dict[str, Any] | None:
-    from pytest_agentdrift.agents.infra import classify_message, classify_status, infra_error
-
-    cls = classify_status(data.get("statusCode")) or _ERROR_TYPES.get((as_str(data.get("errorType")) or "").lower())
-    cls = cls or classify_message(message)
-    if cls is None:
+def platform_binary(launcher: str | None) -> str | None:
+    """The native CLI the npm launcher (`@github/copilot/npm-loader.js`) starts: the platform
+    package installed beside it (`@github/copilot-linux-x64/copilot`, or linuxmusl), or the
+    launcher itself when it is a standalone binary."""
+    if launcher is None:
         return None
-    return infra_error(
-        cls,
-        message or where,
-        "copilot",
-        signal=f"{where}" + (f" errorType={data.get('errorType')}" if data.get("errorType") else ""),
-    )
+    real = os.path.realpath(launcher)
+    if not real.endswith(".js"):
+        return real
+    scope = os.path.dirname(os.path.dirname(real))  # .../node_modules/@github
+    arch = _ARCH.get(platform.machine().lower())
+    for libc in ("linux", "linuxmusl") if sys.platform.startswith("linux") else (sys.platform,):
+        candidate = os.path.join(scope, f"copilot-{libc}-{arch}", "copilot")
+        if arch and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+@lru_cache(maxsize=8)
+def bundled_node(path: str, size: int, mtime_ns: int) -> str | None:
+    """The version of the Node runtime compiled into a single-executable binary, or None."""
+    import mmap
+
+    try:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            at = data.find(b"https://nodejs.org/download/release/v")
+            m = _NODE_RELEASE.match(data[at : at + 80]) if at >= 0 else None
+    except (OSError, ValueError):
+        return None
+    return m.group(1).decode() if m else None
