@@ -184,6 +184,8 @@ class ManifestContext:
     env_image_digest: str | None = None
     scoring_files: Sequence[Path] | None = None  # files whose digest is scoring_script_digest
     version_timeout_s: float = VERSION_TIMEOUT_S
+    #: runtimes the agent's CLI carries itself (AgentAdapter.bundled_runtimes): recorded instead of the host's
+    bundled_runtimes: Mapping[str, str] = field(default_factory=dict)
     now: Callable[[], datetime] | None = None  # injectable clock (provenance only)
     runner: Callable[..., subprocess.CompletedProcess[bytes]] | None = None  # injectable subprocess.run
 
@@ -707,7 +709,7 @@ def _run(
     # of the user's, and the scratch is gone when it returns.
     if not scratch_home:
         return _run_in(runner, ctx, argv, cwd, env)
-    with tempfile.TemporaryDirectory(prefix="agentdrift-probe-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="agentdrift-probe-", ignore_cleanup_errors=True) as scratch:
         env.update({name: scratch for name in PROBE_HOME_ENV})
         return _run_in(runner, ctx, argv, cwd, env)
 
@@ -805,6 +807,7 @@ def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery.Roots, rules: 
         )
         if name == "shell" and v not in (UNOBSERVED, NOT_APPLICABLE):
             runtimes[name] = f"{os.path.basename(shell or '')}: {runtimes[name]}"
+    runtimes.update(ctx.bundled_runtimes)
     cli = results["cli"]
     if "path" in cli:
         cli["path"] = roots.label(cli["path"]) if cli["path"] else cli["path"]

@@ -162,13 +162,20 @@ class TaskRunner:
     def probe_agent_version(self) -> str:
         import subprocess
 
+        from pytest_agentdrift.manifest.capture import PROBE_HOME_ENV
+
         argv = self.adapter.version_argv() if self.adapter else None
         if not argv:
             return UNOBSERVED
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.SubprocessError):
-            return UNOBSERVED
+        # a version display may write where it keeps its state (Copilot unpacks 235 MB into its
+        # cache dir): it runs with a home and XDG dirs of its own in the session's scratch
+        # (ignore_cleanup_errors: the CLI may still be unpacking there in a process of its own)
+        with tempfile.TemporaryDirectory(prefix="probe-home-", dir=self.base, ignore_cleanup_errors=True) as scratch:
+            env = {**os.environ, **{name: scratch for name in PROBE_HOME_ENV}}
+            try:
+                out = subprocess.run(argv, capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL, env=env)
+            except (OSError, subprocess.SubprocessError):
+                return UNOBSERVED
         text = out.stdout.strip().splitlines()
         return text[0] if out.returncode == 0 and text else UNOBSERVED
 
