@@ -186,6 +186,8 @@ class ManifestContext:
     version_timeout_s: float = VERSION_TIMEOUT_S
     #: runtimes the agent's CLI carries itself (AgentAdapter.bundled_runtimes): recorded instead of the host's
     bundled_runtimes: Mapping[str, str] = field(default_factory=dict)
+    #: the scratch HOME and XDG dir of the agent CLI's version display (None: a temporary one per probe)
+    probe_home: Path | None = None
     now: Callable[[], datetime] | None = None  # injectable clock (provenance only)
     runner: Callable[..., subprocess.CompletedProcess[bytes]] | None = None  # injectable subprocess.run
 
@@ -708,6 +710,9 @@ def _run(
     # the cache dir on first use): it gets a scratch home of its own, so capture writes nothing
     # of the user's, and the scratch is gone when it returns.
     if not scratch_home:
+        return _run_in(runner, ctx, argv, cwd, env)
+    if ctx.probe_home is not None:
+        env.update({name: str(ctx.probe_home) for name in PROBE_HOME_ENV})
         return _run_in(runner, ctx, argv, cwd, env)
     with tempfile.TemporaryDirectory(prefix="agentdrift-probe-", ignore_cleanup_errors=True) as scratch:
         env.update({name: scratch for name in PROBE_HOME_ENV})

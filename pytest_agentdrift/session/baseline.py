@@ -50,6 +50,7 @@ def capture_for_session(config, info, runner, collector) -> None:
             agent_argv=adapter.argv_template(st.agent_options) if adapter else [],
             version_argv=adapter.version_argv() if adapter else None,
             bundled_runtimes=adapter.bundled_runtimes(dict(os.environ)) if adapter else {},
+            probe_home=runner.probe_home if adapter else None,
             home=Path.home(),
             project_root=project_root(config),  # never config.rootpath (session/inifile.py)
             cwd=Path.cwd(),

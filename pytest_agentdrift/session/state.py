@@ -159,23 +159,31 @@ class TaskRunner:
                 "or keep the agent in a directory of its own"
             )
 
+    @property
+    def probe_home(self) -> Path:
+        """HOME and XDG dirs of the agent CLI's version displays, in the session's scratch: a
+        display may write where it keeps its state (Copilot unpacks 235 MB into its cache dir on
+        first use), never into the user's home; shared by this probe and manifest capture, so the
+        unpacking happens once a session."""
+        home = self.base / "probe-home"
+        home.mkdir(exist_ok=True)
+        return home
+
     def probe_agent_version(self) -> str:
         import subprocess
 
-        from pytest_agentdrift.manifest.capture import PROBE_HOME_ENV
+        from pytest_agentdrift.manifest.capture import PROBE_HOME_ENV, VERSION_TIMEOUT_S
 
         argv = self.adapter.version_argv() if self.adapter else None
         if not argv:
             return UNOBSERVED
-        # a version display may write where it keeps its state (Copilot unpacks 235 MB into its
-        # cache dir): it runs with a home and XDG dirs of its own in the session's scratch
-        # (ignore_cleanup_errors: the CLI may still be unpacking there in a process of its own)
-        with tempfile.TemporaryDirectory(prefix="probe-home-", dir=self.base, ignore_cleanup_errors=True) as scratch:
-            env = {**os.environ, **{name: scratch for name in PROBE_HOME_ENV}}
-            try:
-                out = subprocess.run(argv, capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL, env=env)
-            except (OSError, subprocess.SubprocessError):
-                return UNOBSERVED
+        env = {**os.environ, **{name: str(self.probe_home) for name in PROBE_HOME_ENV}}
+        try:
+            out = subprocess.run(
+                argv, capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL, env=env
+            )
+        except (OSError, subprocess.SubprocessError):
+            return UNOBSERVED
         text = out.stdout.strip().splitlines()
         return text[0] if out.returncode == 0 and text else UNOBSERVED
 

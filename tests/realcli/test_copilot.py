@@ -185,7 +185,12 @@ def test_no_github_traffic_no_key_and_a_home_left_alone(session):
     # the version probe and the runs wrote nothing into the user's home (Copilot unpacks
     # itself into ~/.cache/copilot on first use): it is as empty as before the session
     assert session.extra["home_after"] == []
-    assert session.manifest["identity"]["cli_version"].startswith("GitHub Copilot CLI 1.0.102")
+    version = session.manifest["identity"]["cli_version"]
+    if version == "unobserved":
+        # the display unpacks 235 MB first: a loaded machine can outlast its bound; said, never guessed
+        assert "timed out" in session.manifest["reasons"]["cli_version"]
+    else:
+        assert version.startswith("GitHub Copilot CLI 1.0.102")
     # the Node that runs the agent is the one inside the platform binary, not the host's
     assert session.manifest["identity"]["runtime_versions"]["node"].endswith("(bundled with copilot)")
     assert_no_planted_key(session)
