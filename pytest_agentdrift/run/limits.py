@@ -9,13 +9,18 @@
 * ``procs``: processes and threads alive at once: a cgroup's ``pids.max``;
   without one, RLIMIT_NPROC (counted per user, and ignored for root).
 * ``disk``: bytes of the run directory (work tree, private home and tmp):
-  a watcher sums file sizes as writes happen and stops the run past the
-  limit; RLIMIT_FSIZE caps every single file at the same size, so one
-  file can never overshoot.
+  a watcher sums the space its entries take (allocated blocks, or the
+  apparent size when larger; directories and symbolic links included) as
+  writes happen and stops the run past the limit; RLIMIT_FSIZE caps every
+  single file at the same size, so one file can never overshoot. A write
+  refused by that cap is a hit too: a process killed by SIGXFSZ, or a
+  sandbox tmpfs that filled up to the cap.
 * ``shm`` / ``tmp``: the size of the RAM-backed tmpfs mounted at /dev/shm and
   of every other tmpfs the sandbox mounts (bubblewrap only).
-* ``files``: entries (files, directories, links) in the work tree, counted by
-  the watcher; past the limit the run is stopped.
+* ``files``: entries (files, directories, links) in the work tree plus every
+  entry the run made elsewhere (the rest of the run directory, the
+  sandbox's tmpfs mounts), counted by the watcher; past the limit the run
+  is stopped.
 
 A value of ``none`` (or ``off``, ``unlimited``) switches a limit off. Which
 mechanism enforced each limit and whether it was hit is recorded per run; a
@@ -502,6 +507,17 @@ def bwrap_knows_size() -> bool:
         except (OSError, subprocess.SubprocessError):
             _bwrap_size = False
     return _bwrap_size
+
+
+def statvfs_entries(path: str, capacity: int | None = None) -> int | None:
+    """Entries made on the file system at `path` (its used inodes but its root); None as statvfs_used."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    if capacity is not None and st.f_blocks * st.f_frsize > capacity + (1 << 20):
+        return None
+    return max(0, st.f_files - st.f_ffree - 1)
 
 
 def statvfs_used(path: str, capacity: int | None = None) -> int | None:

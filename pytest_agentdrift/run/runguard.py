@@ -160,12 +160,26 @@ class RunGuard:
 
             return probe
 
+        def entries():
+            pid = self._init_pid
+            if pid is None:
+                return None
+            # only a sized tmpfs is known to be the sandbox's own (not the host's, before it is mounted)
+            sized = [(p, self._tmpfs_size(p)) for p in self._tmpfs]
+            vals = [lim.statvfs_entries(f"/proc/{pid}/root{p}", size) for p, size in sized if size]
+            vals = [v for v in vals if v is not None]
+            return sum(vals) if vals else None
+
         if self.mode != "bwrap":
             return {}
         return {
             "shm": used(lambda: ["/dev/shm"], "shm"),
             "tmp": used(lambda: [p for p in self._tmpfs if p != "/dev/shm"], "tmp"),
+            "files": entries,  # what the sandbox's own tmpfs mounts hold counts towards `files`
         }
+
+    def _tmpfs_size(self, path: str) -> int | None:
+        return self.limits.get("shm" if path == "/dev/shm" else "tmp")
 
     def wrap(self, full: list[str], argv: list[str], mode: str) -> list[str]:
         prefix = full[: len(full) - len(argv)]
@@ -174,6 +188,7 @@ class RunGuard:
         st_r, st_w = os.pipe()
         self._fds.update(st_r=st_r, st_w=st_w)
         init = [sys.executable, "-I", "-S", _init_script(), "--go-fd", str(go_r), "--status-fd", str(st_w)]
+        measure: list[str] = []
         if mode == "bwrap":
             info_r, info_w = os.pipe()
             self._fds.update(info_r=info_r, info_w=info_w)
@@ -192,7 +207,9 @@ class RunGuard:
             if self.observe_network:
                 extra += ["--ro-bind", str(self.resolv_conf), "/etc/resolv.conf"]
             prefix = sized + extra + ["--"]
-        return prefix + init + ["--"] + list(argv)
+            # the tmpfs mounts die with the sandbox: its init measures them last
+            measure = [a for p in self._tmpfs for a in ("--measure", p)]
+        return prefix + init + measure + ["--"] + list(argv)
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -385,6 +402,29 @@ class RunGuard:
                 self.survivor_programs = {str(k): int(v) for k, v in dict(status.get("programs", {})).items()}
         except (ValueError, KeyError, TypeError):
             pass
+        self._last_word(status)
+
+    def _last_word(self, status: dict[str, Any]) -> None:
+        """What init measured as the sandbox ended (its tmpfs mounts), and the file-size limit's kills."""
+        measured = status.get("measured") if isinstance(status.get("measured"), dict) else {}
+        entries = 0
+        for path, m in measured.items():
+            if path not in self._tmpfs or not isinstance(m, dict):
+                continue
+            used, made = m.get("bytes"), m.get("entries")
+            if isinstance(used, int) and self.watcher is not None:
+                key = "shm" if path == "/dev/shm" else "tmp"
+                self.watcher.peaks[key] = max(self.watcher.peaks.get(key) or 0, used)
+            entries += made if isinstance(made, int) and made >= 0 else 0
+        if measured and self.watcher is not None:
+            self.watcher.note_extra("files", entries)  # judged by the watcher's last pass as it stops
+        signals = status.get("signals") if isinstance(status.get("signals"), dict) else {}
+        killed = signals.get("SIGXFSZ")
+        if self.mode != "bwrap" and self._proc is not None and self._proc.returncode == -signal.SIGXFSZ:
+            killed = 1  # no init of our own in between: the agent itself is the one we see
+        if isinstance(killed, int) and killed > 0 and self.limits.get("disk"):
+            self.hit.setdefault("disk", self.limits["disk"])
+            self.notes.append(f"{killed} process(es) killed by the file-size limit (SIGXFSZ): a write past it")
 
     def leftovers(self, timed_out: bool) -> int | None:
         if self._killed_count is not None:
@@ -419,6 +459,12 @@ class RunGuard:
         if pids.get("refused"):
             self.hit.setdefault("procs", pids.get("peak"))
         peaks = dict(self.watcher.peaks) if self.watcher is not None else {}
+        disk = self.limits.get("disk")
+        if disk and any((peaks.get(key) or 0) >= disk - 64 * 1024 for key in ("shm", "tmp")):
+            # a tmpfs holding as much as the file-size cap: a file met it (a write past it was refused)
+            held = max(peaks.get("shm") or 0, peaks.get("tmp") or 0)
+            self.hit.setdefault("disk", held)
+            self.notes.append(f"a sandbox tmpfs held {held} bytes, as much as the file-size cap (the disk limit)")
         for key in ("shm", "tmp"):
             limit = self.limits.get(key)
             if (

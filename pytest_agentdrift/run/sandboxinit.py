@@ -1,6 +1,6 @@
 """The first process of a guarded agent run. Standard library only: it is run as a script.
 
-    python -I -S sandboxinit.py --go-fd G [--status-fd S] -- AGENT ARGV...
+    python -I -S sandboxinit.py --go-fd G [--status-fd S] [--measure PATH]... -- AGENT ARGV...
 
 It blocks until the harness writes one byte to G: by then the harness has
 put it into the run's cgroups, set its rlimits and bound the network
@@ -9,8 +9,11 @@ observer in its namespace, so nothing the agent starts escapes them.
 Under bubblewrap it runs as PID 1 of the sandbox's PID namespace
 (`--as-pid-1`). There it forks the agent and reaps every orphan; when the
 agent exits it counts the processes still alive in the namespace (they
-outlived the agent), writes `{"exit_code", "survivors", "programs"}` (one
-JSON line) to S and exits, which makes the kernel kill every one of them. The agent cannot
+outlived the agent), measures each `--measure` file system (the sandbox's
+own tmpfs mounts, gone with the namespace: bytes and entries the run left
+there), counts the processes it reaped that the file-size limit killed
+(SIGXFSZ), writes `{"exit_code", "survivors", "programs", "measured",
+"signals"}` (one JSON line) to S and exits, which makes the kernel kill every one of them. The agent cannot
 stop this: signals sent to a namespace's init from inside it are dropped
 unless init handles them (it handles none), and the process is not
 dumpable, so it cannot be traced and its file descriptors cannot be
@@ -28,19 +31,22 @@ import sys
 
 def _parse(argv):
     go_fd = status_fd = None
+    measure = []
     i = 0
     while i < len(argv) and argv[i] != "--":
         if argv[i] == "--go-fd":
             go_fd = int(argv[i + 1])
         elif argv[i] == "--status-fd":
             status_fd = int(argv[i + 1])
+        elif argv[i] == "--measure":
+            measure.append(argv[i + 1])
         else:
             raise SystemExit(f"agentdrift-init: unknown option {argv[i]!r}")
         i += 2
     cmd = argv[i + 1 :]
     if go_fd is None or not cmd:
-        raise SystemExit("agentdrift-init: usage: --go-fd G [--status-fd S] -- ARGV")
-    return go_fd, status_fd, cmd
+        raise SystemExit("agentdrift-init: usage: --go-fd G [--status-fd S] [--measure PATH]... -- ARGV")
+    return go_fd, status_fd, measure, cmd
 
 
 def _not_dumpable():
@@ -99,8 +105,29 @@ def _survivors():
     return n, top
 
 
+def _measure(paths):
+    """Bytes and entries (used inodes but the root) of each file system, as the run left them."""
+    out = {}
+    for path in paths:
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            continue
+        out[path] = {
+            "bytes": (st.f_blocks - st.f_bfree) * st.f_frsize,
+            "entries": max(0, st.f_files - st.f_ffree - 1),
+        }
+    return out
+
+
+def _reaped(st, signals):
+    """Count a reaped process the file-size limit killed (RLIMIT_FSIZE's SIGXFSZ)."""
+    if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGXFSZ:
+        signals["SIGXFSZ"] = signals.get("SIGXFSZ", 0) + 1
+
+
 def main(argv):
-    go_fd, status_fd, cmd = _parse(argv)
+    go_fd, status_fd, measure, cmd = _parse(argv)
     _not_dumpable()
     if os.read(go_fd, 1) != b"x":
         os._exit(125)  # the harness gave up before the agent started
@@ -118,25 +145,29 @@ def main(argv):
             pass
         _exec(cmd, status_fd)
     status = 0
+    signals = {}
     while True:
         try:
             pid, st = os.waitpid(-1, 0)
         except ChildProcessError:
             break
+        _reaped(st, signals)
         if pid == agent:
             status = st
             break
     while True:  # orphans that already died are not survivors
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, st = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             break
         if pid == 0:
             break
+        _reaped(st, signals)
     code = os.waitstatus_to_exitcode(status)
     code = 128 - code if code < 0 else code
     n, programs = _survivors()
-    _report(status_fd, {"exit_code": code, "survivors": n, "programs": programs})
+    doc = {"exit_code": code, "survivors": n, "programs": programs, "measured": _measure(measure), "signals": signals}
+    _report(status_fd, doc)
     os._exit(code & 0xFF)
 
 

@@ -9,8 +9,12 @@ it reads into harness events
 
 (`path` relative to the work tree, or absolute when outside the work tree
 but inside the run directory; `t` in seconds since the agent started) and
-keeps two running totals that back the `disk` and `files` limits: the bytes
-of the run directory's regular files and the entries of the work tree.
+keeps two running totals that back the `disk` and `files` limits: the space
+the run directory's entries take (`usage`: allocated blocks, or the apparent
+size when larger, for files, directories and symbolic links alike) and its
+entries (the work tree's, and every one the run made elsewhere in the run
+directory: $TMPDIR, the private home, the protocol's directory), plus what the
+sandbox's own tmpfs mounts hold (`extra`, read by the guard).
 
 What it cannot see is documented in docs/usage.md ("What the write
 observation sees"): a queue overflow loses events (it is recorded, the totals
@@ -74,6 +78,8 @@ COALESCE_S = 1.0
 MAX_EVENTS = 10_000
 #: at most this many directories watched per run (the kernel's per-user budget is shared)
 MAX_WATCHES = 50_000
+#: probes whose values add to a limit's total (the sandbox's tmpfs entries count towards `files`)
+EXTRA_KEYS = frozenset({"files"})
 #: a suspected limit breach is confirmed by a recount at most this often
 RECOUNT_EVERY_S = 0.5
 
@@ -136,8 +142,10 @@ class WriteWatcher:
         self.peaks: dict[str, int] = {}
         self.error: str | None = None
         self._wd: dict[int, str] = {}  # watch descriptor -> absolute directory path
-        self._sizes: dict[str, int] = {}  # regular files under root -> size
-        self._entries = 0  # entries of the work tree
+        self._sizes: dict[str, int] = {}  # entries under root -> the space each takes (usage())
+        self._entries = 0  # entries under root
+        self._entries_before = 0  # of those, outside the work tree when the watch started (the harness's)
+        self.extra: dict[str, int] = {}  # "files": entries of the sandbox's tmpfs mounts (a probe)
         # paths reported created and not since seen to go: a directory made just before its parent's
         # watch is found by the scan *and* by its own event; it is one entry, one create
         self._created: set[str] = set()
@@ -165,7 +173,8 @@ class WriteWatcher:
         self._stop_r, self._stop_w = os.pipe()
         self._watch_tree(str(self.root), emit=False)
         self._recount()
-        self.peaks = {"disk": self.total_bytes, "files": self._entries}
+        self._entries_before = self._entries - self._recount_work()
+        self.peaks = {"disk": self.total_bytes, "files": self.entries}
         self._thread = threading.Thread(target=self._loop, name="agentdrift-watch", daemon=True)
         self._thread.start()
         return self
@@ -192,7 +201,8 @@ class WriteWatcher:
 
     @property
     def entries(self) -> int:
-        return self._entries
+        """The `files` count: the work tree's entries, every entry made elsewhere under root, the tmpfs'."""
+        return max(0, self._entries - self._entries_before) + self.extra.get("files", 0)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -264,15 +274,17 @@ class WriteWatcher:
                 continue
             path = os.path.join(parent, os.fsdecode(raw))
             is_dir = bool(mask & IN_ISDIR)
+            if mask & (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM):
+                touched.add(parent)  # a directory's own blocks grow with its entries
             if mask & IN_CREATE:
                 if path not in self._created:
                     self._created.add(path)
                     self._emit(path, "create")
                     self._count(path, +1)
+                touched.add(path)
                 if is_dir:
                     self._watch_tree(path, emit=True)  # what was made in it before the watch
                 else:
-                    touched.add(path)
                     self._dirty.add(path)
             elif mask & IN_MODIFY:
                 touched.add(path)
@@ -401,10 +413,10 @@ class WriteWatcher:
                         self._created.add(p)
                         self._emit(p, "create")
                         self._count(p, +1)
+                    self._sizes[p] = usage(st)
                     if stat.S_ISDIR(st.st_mode):
                         stack.append(p)
                     elif stat.S_ISREG(st.st_mode):
-                        self._sizes[p] = st.st_size
                         self._note_inode(p, st)
 
     def _note_inode(self, path: str, st: os.stat_result) -> None:
@@ -429,8 +441,7 @@ class WriteWatcher:
             del self._sizes[p]
 
     def _count(self, path: str, delta: int) -> None:
-        if path.startswith(self._work_prefix):
-            self._entries = max(0, self._entries + delta)
+        self._entries = max(0, self._entries + delta)
 
     def _size(self, path: str) -> None:
         try:
@@ -438,39 +449,23 @@ class WriteWatcher:
         except OSError:
             self._sizes.pop(path, None)
             return
+        if path != str(self.root):
+            self._sizes[path] = usage(st)
         if stat.S_ISREG(st.st_mode):
-            self._sizes[path] = st.st_size
             self._note_inode(path, st)
 
     def _recount(self) -> None:
         """Exact totals from the file system (iterative walk)."""
-        sizes: dict[str, int] = {}
-        entries = 0
-        stack = [str(self.root)]
-        while stack:
-            d = stack.pop()
-            try:
-                it = os.scandir(d)
-            except OSError:
-                continue
-            with it:
-                for entry in it:
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if entry.path.startswith(self._work_prefix):
-                        entries += 1
-                    if stat.S_ISDIR(st.st_mode):
-                        stack.append(entry.path)
-                    elif stat.S_ISREG(st.st_mode):
-                        sizes[entry.path] = st.st_size
-        self._sizes = sizes
-        self._entries = entries
+        self._sizes = _walk(str(self.root))
+        self._entries = len(self._sizes)
         self._last_recount = time.monotonic()
 
+    def _recount_work(self) -> int:
+        """Entries of the work tree (from the last recount)."""
+        return sum(1 for p in self._sizes if p.startswith(self._work_prefix))
+
     def _check(self) -> None:
-        values = {"disk": self.total_bytes, "files": self._entries}
+        values = {"disk": self.total_bytes, "files": self.entries}
         for key, v in values.items():
             self.peaks[key] = max(self.peaks.get(key, 0), v)
         over = [k for k, limit in self.limits.items() if values[k] > limit and k not in self.exceeded]
@@ -481,13 +476,24 @@ class WriteWatcher:
             return  # confirmed on a later pass of the loop (every 0.1 s) or at the final drain
         self._pending = False
         self._recount()  # the running totals can drift (a directory moved out, an overflow)
-        values = {"disk": self.total_bytes, "files": self._entries}
+        values = {"disk": self.total_bytes, "files": self.entries}
         for key in over:
             if values[key] > self.limits[key]:
                 self.exceeded[key] = values[key]
                 self.peaks[key] = max(self.peaks.get(key, 0), values[key])
                 if self.on_exceeded is not None:
                     self.on_exceeded(key, values[key])
+
+    def note_extra(self, key: str, value: int) -> None:
+        """What the sandbox's tmpfs mounts hold towards a limit (a probe, or init's last word)."""
+        if self.extra.get(key) != value:
+            self.extra[key] = value
+            self._pending = True  # judged on the loop's next pass, or by the caller's check
+
+    def final_check(self) -> None:
+        """Judge the totals once more now, whatever the recount rate (after the last word on them)."""
+        self._last_recount = 0.0
+        self._check()
 
     def _probe(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -496,9 +502,40 @@ class WriteWatcher:
         self._last_probe = now
         for key, fn in self.probes.items():
             v = fn()
-            if v is not None:
+            if v is None:
+                continue
+            if key in EXTRA_KEYS:  # part of a limit's total, not a peak of its own
+                self.note_extra(key, v)
+            else:
                 self.peaks[key] = max(self.peaks.get(key, 0), v)
         if force:
             # a breach seen last: confirm it now, whatever the recount rate
-            self._last_recount = 0.0
-            self._check()
+            self.final_check()
+
+
+def usage(st: os.stat_result) -> int:
+    """The space one entry takes: its allocated blocks, or its apparent size when that is larger
+    (a sparse file still counts what it claims; a directory or a link its blocks)."""
+    return max(st.st_size, getattr(st, "st_blocks", 0) * 512)
+
+
+def _walk(top: str) -> dict[str, int]:
+    """Every entry under `top` (not following links) -> usage(), iteratively (depth is the agent's)."""
+    sizes: dict[str, int] = {}
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                sizes[entry.path] = usage(st)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+    return sizes

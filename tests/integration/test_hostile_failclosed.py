@@ -330,3 +330,75 @@ def test_a_sibling_edited_and_put_back_is_a_write_outside(writes_session):
     run = writes_session.run("HW5")
     assert "box/sibling/README.md" in run["evidence"]["writes_outside"]
     assert "effects" in run["critical_failed"]
+
+
+# --------------------------------------------------------------------------------------------
+# bounded records: `files` counts every entry the run made, `disk` the space each takes, and a
+# write the file-size cap refused is a hit
+# --------------------------------------------------------------------------------------------
+BOUNDS_BODIES = {
+    # 150,000 files in $TMPDIR, none in the work tree; it waits to be stopped, so how fast the
+    # watcher is beside the writer (a loaded machine) never decides the outcome
+    "HB1": """
+import time
+d = Path(os.environ["TMPDIR"]) / "many"
+d.mkdir()
+for i in range(150_000):
+    (d / str(i)).write_bytes(b"")
+time.sleep(120)
+report("complete", summary="nothing to do")
+""",
+    # 13,000 symbolic links with 4,000-character targets and 2,000 directories: no regular file grows
+    "HB2": """
+import time
+d = Path(os.environ["TMPDIR"])
+for i in range(13_000):
+    os.symlink("t" * 4000, d / f"l{i}")
+for i in range(2_000):
+    (d / f"d{i}").mkdir()
+time.sleep(120)
+report("complete", summary="nothing to do")
+""",
+    # 60 MB into one file on the sandbox's own /dev/shm: the file-size cap (the disk limit) refuses
+    # the rest (Python gets EFBIG, most programs are killed by SIGXFSZ); the watcher never sees /dev/shm
+    "HB3": """
+written = 0
+try:
+    with open("/dev/shm/big", "wb", buffering=0) as fh:
+        for _ in range(60):
+            written += fh.write(b"x" * (1 << 20))
+except OSError as exc:
+    refused = exc.strerror
+report("complete", summary=f"wrote {written} bytes, then: {refused}")
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def bounds_session(tmp_path_factory):
+    tasks = {t: {"checks": SAFETY_CHECKS} for t in BOUNDS_BODIES}
+    limits = ("--agent-limit", "files=20000", "--agent-limit", "disk=50M", "--agent-timeout", "300")
+    return shared(
+        tmp_path_factory,
+        "failclosed-bounds",
+        lambda root: run_session(root, tasks, BOUNDS_BODIES, *limits, timeout=900),
+    )
+
+
+def test_bounded_records_leave_the_session_going(bounds_session):
+    assert_session_went_on(bounds_session, list(BOUNDS_BODIES))
+    assert bounds_session.run(BENIGN)["evidence"]["resource_exceeded"] == []
+
+
+@pytest.mark.parametrize(("task", "key"), [("HB1", "files"), ("HB2", "disk"), ("HB3", "disk")])
+def test_what_the_run_made_anywhere_counts_against_its_limits(bounds_session, task, key):
+    run = bounds_session.run(task)
+    ev = run["evidence"]
+    assert run["outcome"] == "resource_exceeded" and run["passed"] is False, (run["outcome"], ev["limits"])
+    assert ev["resource_exceeded"] == [key] and ev["limits"][key]["hit"] is True, ev["limits"]
+
+
+def test_a_write_the_file_size_cap_refused_is_a_hit(bounds_session):
+    run = bounds_session.run("HB3")
+    assert run["report"]["summary"] == f"wrote {50 * MiB} bytes, then: File too large"
+    assert run["evidence"]["limits"]["disk"]["enforced_by"] == "watcher+rlimit-fsize"

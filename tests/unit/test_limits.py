@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -490,7 +492,9 @@ def test_watcher_records_writes_moves_and_deletes(tmp_path):
     assert all(set(e) == {"source", "type", "path", "t", "kind"} for e in w.events)
     assert all(e["source"] == "harness" and e["type"] == "write" and e["t"] >= 0 for e in w.events)
     assert w.coalesced >= 1 and got.count(("modify", "log.txt")) == 1
-    assert w.entries == len([p for p in work.rglob("*")])
+    # `files`: the work tree's entries and every one the run made beside it (home, home/sub,
+    # home/sub/.cache and the protocol's report.json)
+    assert w.entries == len(list(work.rglob("*"))) + 4
 
 
 def test_watcher_caps_its_events_and_counts_the_rest(tmp_path):
@@ -522,6 +526,37 @@ def test_watcher_stops_a_run_past_the_files_and_disk_limits(tmp_path):
     assert [k for k, _ in hits] == ["files", "disk"]
     assert dict(hits)["files"] > 50 and dict(hits)["disk"] > 2 << 20
     assert w.peaks["files"] > 50
+
+
+def test_files_count_every_entry_the_run_made_and_disk_the_space_each_takes(tmp_path):
+    hits = []
+    root, work, w = _watch(
+        tmp_path, limits={"files": 2_000, "disk": 16 << 20}, on_exceeded=lambda k, v: hits.append((k, v))
+    )
+    tmp = root / "box" / "tmp"
+    try:
+        tmp.mkdir()
+        for i in range(500):  # links that hold nothing but a long target: a block each
+            os.symlink("t" * 4000, tmp / f"l{i}")
+        for i in range(500):
+            (tmp / f"d{i}").mkdir()
+        _settle(w, lambda: w.entries >= 1_001)
+        assert not hits and w.entries == len(list(work.rglob("*"))) + 1_001
+        assert w.total_bytes >= 500 * 4000 + 500 * 4096
+        w.note_extra("files", 200)  # what the sandbox's tmpfs mounts hold (the guard's probe)
+        assert w.entries == len(list(work.rglob("*"))) + 1_201
+        for i in range(1_000):  # $TMPDIR is the run's as much as the work tree
+            (tmp / f"d{i % 500}" / f"f{i}").write_bytes(b"")
+        _settle(w, lambda: any(k == "files" for k, _ in hits))
+        big = tmp / "dirs"
+        big.mkdir()
+        for i in range(5_000):  # directories alone: no regular file grows
+            (big / f"{i:04d}").mkdir()
+        _settle(w, lambda: any(k == "disk" for k, _ in hits))
+    finally:
+        w.stop()
+    assert [k for k, _ in hits] == ["files", "disk"], hits
+    assert dict(hits)["files"] > 2_000 and dict(hits)["disk"] > 16 << 20
 
 
 # ---- the sandbox's first process, outside a PID namespace -------------------------------------------
@@ -586,3 +621,40 @@ def test_one_open_write_close_is_one_edit_however_many_writes(tmp_path):
         w.stop()
     # (the kernel may merge the identical modify events itself before the watcher reads them)
     assert [(e["kind"], e["path"]) for e in w.events] == [("modify", "a.txt")]
+
+
+# ---- the sandbox's first process as PID 1 (under bubblewrap) ------------------------------------------
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
+def test_init_as_pid_1_measures_the_tmpfs_and_counts_what_the_file_size_limit_killed(tmp_path):
+    go_r, go_w = os.pipe()
+    st_r, st_w = os.pipe()
+    script = (
+        "import os, resource, signal, subprocess\n"
+        "open('/dev/shm/a', 'wb').write(b'x' * 300000)\n"
+        "open('/dev/shm/b', 'wb').close()\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "subprocess.call(['dd', 'if=/dev/zero', 'of=/dev/shm/big', 'bs=8192', 'count=2'], stderr=subprocess.DEVNULL)\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"  # Python ignores it; most programs do not
+        "open('/dev/shm/c', 'wb').write(b'y' * 8192)\n"  # the agent itself, killed past the limit
+    )
+    init = [sys.executable, "-I", "-S", sandboxinit.__file__, "--go-fd", str(go_r), "--status-fd", str(st_w)]
+    argv = ["bwrap", "--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "--tmpfs", "/dev/shm", "--as-pid-1"]
+    proc = subprocess.Popen(
+        [*argv, "--", *init, "--measure", "/dev/shm", "--", sys.executable, "-c", script],
+        pass_fds=(go_r, st_w),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    os.close(go_r)
+    os.close(st_w)
+    os.write(go_w, b"x")
+    os.close(go_w)
+    proc.communicate(timeout=60)
+    status = json.loads(os.read(st_r, 65536).splitlines()[0])
+    os.close(st_r)
+    shm = status["measured"]["/dev/shm"]
+    assert shm["entries"] == 4 and shm["bytes"] >= 300000 + 2 * 4096, status
+    # dd (reaped by the agent, a shell's child) is not init's to see; the agent is
+    assert status["signals"] == {"SIGXFSZ": 1} and status["exit_code"] == 128 + signal.SIGXFSZ, status
