@@ -17,6 +17,7 @@ tree is compared instead).
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -128,7 +129,10 @@ def test_another_endpoint_declared_as_the_experiment_is_compared(sessions):
     varied = sessions["varied"]
     assert varied.ret == 0, varied.out
     url_a, url_b = sessions["urls"]
-    assert f"vary  model_endpoint: {url_a} -> {url_b}" in varied.out
+    assert "model_candidate" in varied.out and "(declared variable: model_endpoint)" in varied.out
+    diff = json.loads((varied.run_dir / "comparison" / "manifest-diff.json").read_text())
+    assert diff["varied"] == ["model_endpoint"] and diff["comparable"] is True
+    assert diff["changed"]["model_endpoint"] == {"baseline": url_a, "current": url_b}
     assert varied.manifest["identity"]["model_endpoint"] == url_b
 
 

@@ -171,5 +171,46 @@ def test_background_traffic_is_the_products_and_no_key_recorded(session):
         assert hosts <= {"github.com", "api.github.com", "ab.chatgpt.com"}
         tunnels = [e for e in session.events(task_id, "api_request") if e["host"] == "127.0.0.1"]
         assert tunnels and all(e["port"] == session.ep.port for e in tunnels)
-    assert session.ep.host_port in session.manifest["identity"]["isolation"]["network_allowlist"]
+    # the endpoint config.toml names is identity of its own; the allowlist names it only as such
+    identity = session.manifest["identity"]
+    assert identity["model_endpoint"] == f"{session.ep.base_url}/v1"
+    assert "model_endpoint" in identity["isolation"]["network_allowlist"]
     assert_no_planted_key(session)
+
+
+# a provider of the user's own (a gateway): Codex takes retry settings for it, so its own retries
+# are capped and --agent-retries is the one retry policy
+GATEWAY = {
+    ".codex/config.toml": 'model_provider = "gw"\n[model_providers.gw]\nname = "gateway"\n'
+    'base_url = "{url}/v1"\nenv_key = "OPENAI_API_KEY"\nwire_api = "responses"\n'
+}
+OVERLOADED = {"error": {"message": "The server is overloaded", "type": "server_error", "code": "server_is_overloaded"}}
+ERRORS = {
+    "volume-discount test": [{"error": {"status": 503, "body": OVERLOADED}}],
+    "Swedish VAT rate": [{"error": {"status": 500}}],
+    "--format json": [{"error": {"status": 401}}],
+}
+
+
+@pytest.fixture(scope="module")
+def error_session(tmp_path_factory):
+    return run_session(
+        tmp_path_factory.mktemp("realcli-errors"), "codex", ERRORS, ENV, ("T02", "T07", "T12"), home_files=GATEWAY
+    )
+
+
+def test_capacity_server_and_sign_in_errors_after_one_request_each(error_session):
+    """Codex words a 503 server_is_overloaded as "Selected model is at capacity" and any 500 as
+    "experiencing high demand", without the status: capacity errors of the provider, not crashes
+    with Codex's stdin banner as their evidence; a 401 stops the session."""
+    assert error_session.ret == 4, error_session.out
+    expected = {"T02": "overloaded", "T07": "overloaded", "T12": "authentication"}
+    for task_id, cls in expected.items():
+        script = TASK_SCRIPT[task_id]
+        answered = [r["status"] for r in error_session.ep.log if r.get("script") == script and r["status"] != 426]
+        assert answered == [ERRORS[script][0]["error"]["status"]], (task_id, answered)
+        run_ = error_session.run(task_id)
+        assert run_["outcome"] == "infra_error" and run_["infra_error"]["class"] == cls, run_["infra_error"]
+        assert "stdin" not in run_["infra_error"]["evidence"]
+    assert "-c" in error_session.manifest["identity"]["command"]
+    assert error_session.out.strip().splitlines()[-1].startswith("agentdrift: exit 4")

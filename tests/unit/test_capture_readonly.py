@@ -13,8 +13,6 @@ import stat
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from pytest_agentdrift.manifest import capture as mf
 
 CLI = """#!/bin/sh
@@ -25,28 +23,33 @@ echo "1.0.102"
 """
 
 
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"" for p in sorted(root.rglob("*"))}
+def tree(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every entry: content, mode and modification time (a rewrite with the same bytes shows too)."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"", p.lstat().st_mode, p.lstat().st_mtime_ns)
+        for p in sorted([root, *root.rglob("*")])
+    }
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through a read-only mode; the scratch home is checked below")
 def test_version_probe_with_a_read_only_home(tmp_path):
+    """As root a read-only mode stops no write: the home's tree, compared before and after, does."""
     home, bindir = tmp_path / "home", tmp_path / "bin"
     (home / ".copilot").mkdir(parents=True)
     (home / ".copilot" / "config.json").write_text("{}")
     bindir.mkdir()
     (bindir / "copilot").write_text(CLI)
     (bindir / "copilot").chmod(0o755)
-    before = tree(home)
     for p in [home, *home.rglob("*")]:
         p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    before = tree(home)
     try:
         probe = probe_copilot(home, bindir, tmp_path)
+        after = tree(home)
     finally:
         for p in [home, *home.rglob("*")]:
             p.chmod(p.stat().st_mode | stat.S_IWUSR)
     assert probe["version"] == "1.0.102"
-    assert tree(home) == before
+    assert after == before
 
 
 def probe_copilot(home: Path, bindir: Path, cwd: Path) -> dict:
