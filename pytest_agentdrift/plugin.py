@@ -86,6 +86,7 @@ def _activate(config: pytest.Config) -> None:
     if worker:
         info.update_from_workerinput(config.workerinput)
     runner = TaskRunner(info)
+    runner.grading_cache = _grading_cache_dir(config, settings.grading_cache)
     config.stash[INFO_KEY] = info
     config.stash[RUNNER_KEY] = runner
     if settings.suite:
@@ -123,6 +124,16 @@ def _activate(config: pytest.Config) -> None:
         from pytest_agentdrift.session.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(info, collector), "agentdrift-xdist")
+
+
+def _grading_cache_dir(config: pytest.Config, chosen: str | None) -> Path | None:
+    """--agent-grading-cache, else pytest's own cache directory when its cacheprovider is on."""
+    from pytest_agentdrift.grade.fixturecache import PYTEST_CACHE_SUBDIR
+
+    if chosen:
+        return None if chosen.lower() == "none" else config.invocation_params.dir / chosen
+    cache = getattr(config, "cache", None)
+    return Path(cache.mkdir(PYTEST_CACHE_SUBDIR)) if cache is not None else None
 
 
 def _add_suite_arg(config: pytest.Config, suite: str) -> None:

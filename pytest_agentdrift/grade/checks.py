@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from pytest_agentdrift.grade import fixturecache
 from pytest_agentdrift.run import sandbox, tamper
 from pytest_agentdrift.run.mountplan import harness_pythonpath
 from pytest_agentdrift.run.runner import RESULT_LIST_CAP, RunEvidence, copy_tree
@@ -91,6 +92,7 @@ class Grader:
         hide: Path | None = None,
         hidden: tuple[Path, ...] = (),
         limits: dict[str, int | None] | None = None,
+        cache_dir: Path | None = None,
     ):
         from pytest_agentdrift.run.limits import DEFAULT_LIMITS
 
@@ -102,6 +104,8 @@ class Grader:
         self.hide = hide  # hidden from graded code (the session's run directories)
         self.hidden = tuple(hidden)  # task directories, records: never visible to graded code
         self._before_cache: dict[tuple[str, str], Any] = {}
+        self.fixture_results = fixturecache.FixtureResults(cache_dir)  # untouched-fixture results between sessions
+        self._task_digests: dict[Path, str] = {}
         self._scratch: Path | None = None
         self._copies = 0
         self.dropped_links: dict[Path, list[str]] = {}
@@ -267,21 +271,40 @@ class Grader:
             timeout_s,
         )
 
-    def before(self, spec: TaskSpec, key: str, fn: Callable[[Path], Any]) -> Any:
-        """Run fn on a fresh untouched copy of the fixture, once per process."""
+    def before(self, spec: TaskSpec, key: str, fn: Callable[[Path], Any], kind: str = "pytest") -> Any:
+        """fn's result on a fresh untouched copy of the fixture: once per process, and from the
+        fixture cache (fixturecache.py) when an earlier session computed it with the same inputs."""
         cache_key = (str(spec.path), key)
         self.provided = _fixture_provided(spec)
         if cache_key not in self._before_cache:
-            scratch = self.base / f"before-{spec.id}-{secrets.token_hex(4)}"
-            scratch.mkdir(parents=True)
-            tree = scratch / "repo"
-            copy_tree(spec.repo, tree)
-            add_hidden(spec, tree)
-            try:
-                self._before_cache[cache_key] = fn(tree)
-            finally:
-                fdtree.rmtree(scratch)
+            stored_key = self._stored_key(spec, key)
+            stored = self.fixture_results.get(stored_key)
+            if stored is not None:
+                self._before_cache[cache_key] = _decode(kind, stored)
+            else:
+                self._before_cache[cache_key] = self._run_before(spec, fn, kind, stored_key)
         return self._before_cache[cache_key]
+
+    def _run_before(self, spec: TaskSpec, fn: Callable[[Path], Any], kind: str, stored_key: str) -> Any:
+        scratch = self.base / f"before-{spec.id}-{secrets.token_hex(4)}"
+        scratch.mkdir(parents=True)
+        tree = scratch / "repo"
+        copy_tree(spec.repo, tree)
+        add_hidden(spec, tree)
+        exceeded = set(self.exceeded)
+        try:
+            value = fn(tree)
+        finally:
+            fdtree.rmtree(scratch)
+        if self.exceeded == exceeded and _clean(kind, value):
+            self.fixture_results.put(stored_key, _encode(kind, value))
+        return value
+
+    def _stored_key(self, spec: TaskSpec, key: str) -> str:
+        if spec.path not in self._task_digests:
+            self._task_digests[spec.path] = spec.content_digest()
+        context = {"isolation": self.isolation.mode, "limits": self.limits, "provided": sorted(self.provided)}
+        return fixturecache.cache_key(self._task_digests[spec.path], key, context)
 
     # -- the graded copy --------------------------------------------------------------
     def graded_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
@@ -488,6 +511,25 @@ class Grader:
                 )
             )
         return results
+
+
+def _clean(kind: str, value: Any) -> bool:
+    if kind == "command":
+        res, problems = value
+        return not problems and not res.timed_out and res.exit_code is not None
+    return fixturecache.clean_pytest_result(value)
+
+
+def _encode(kind: str, value: Any) -> dict[str, Any]:
+    if kind == "command":
+        return fixturecache.encode_command_result(*value)
+    return fixturecache.encode_pytest_result(value)
+
+
+def _decode(kind: str, stored: dict[str, Any]) -> Any:
+    if kind == "command":
+        return ExecResult(**stored["exec"]), list(stored["problems"])
+    return {**stored, "exec": ExecResult(**stored["exec"])}
 
 
 class GradedCopyIncomplete(Exception):
@@ -891,7 +933,7 @@ def check_command(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> 
     if args is not None:
         return _check_pytest_command(g, spec, run, c, args, timeout)
     if c.params.get("fails_before"):
-        before, _ = g.before(spec, f"command:{c.name}", lambda tree: g.run_python(argv, tree, timeout))
+        before, _ = g.before(spec, f"command:{c.name}", lambda tree: g.run_python(argv, tree, timeout), "command")
         if before.exit_code == 0:
             return False, "the command already succeeds on the untouched fixture (task is broken)", {}
     graded = g.graded_copy(spec, run)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,7 @@ class Option:
     ini: str = ""  # the ini twin's name; derived from the field name when empty
     cli: str | None = None  # the agentdrift CLI's name for the shared flag (compare, null, html, ...)
     nargs_const: Any = None  # an optional value: the bare flag means this
+    env: str = ""  # an environment variable that speaks when neither the command line nor the ini does
     dest: str = ""  # the Settings field, filled in by _declared
 
     @property
@@ -408,6 +410,12 @@ class Settings:
         "what ran",
         parse=_path,
     )
+    grading_cache: str | None = option(
+        "--agent-grading-cache",
+        "directory that keeps grading results on the untouched task fixtures between sessions (default: pytest's "
+        "cache directory when its cacheprovider is on; 'none' keeps them only for the session)",
+        env="AGENTDRIFT_GRADING_CACHE",
+    )
     # derived, not options: what the runner hands the adapter (a bundle may add to it)
     agent_options: dict[str, Any] = field(default_factory=dict)
 
@@ -470,6 +478,8 @@ def resolve_value(decl: Option, cli: Any, ini: Any) -> Any:
         value = decl.from_text(cli, decl.flag)  # argparse parsed it already; a programmatic caller may not have
     elif ini not in (None, "", []):
         value = decl.from_text(ini, f"ini option {decl.ini}")
+    elif decl.env and os.environ.get(decl.env):
+        value = decl.from_text(os.environ[decl.env], f"environment variable {decl.env}")
     else:
         value = decl.default
     if decl.kind == "list":

@@ -115,6 +115,7 @@ class TaskRunner:
         self._grader: Grader | None = None
         self._base: Path | None = None
         self._mounts: list[tuple[str, str]] | None = None
+        self.grading_cache: Path | None = None  # grade/fixturecache.py's directory; None keeps results in memory
         self.overlay: Any = None  # run.overlay.Overlay of --agent-bundle (session/experiments.py sets it)
 
     @property
@@ -225,6 +226,7 @@ class TaskRunner:
                 hide=self.base / "runs",
                 hidden=self.hidden_paths(),
                 limits=dict(self.settings.limits) or None,  # the run's limits bind graded code too
+                cache_dir=self.grading_cache,
             )
         return self._grader
 

@@ -1,0 +1,110 @@
+"""Results on untouched fixtures kept between sessions (grade/fixturecache.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_agentdrift.agents.base import CommandAdapter
+from pytest_agentdrift.grade import fixturecache
+from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.run.runner import RunSettings, run_agent
+from pytest_agentdrift.tasks.load import load_task
+from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
+
+REPO = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n",
+}
+CHECKS = [
+    {"name": "suite", "kind": "pytest", "layer": "correctness", "args": ["tests"], "expect_before": "fail"},
+    {
+        "name": "lint",
+        "kind": "command",
+        "layer": "correctness",
+        "fails_before": True,
+        "run": ["python", "-c", "import calc; assert calc.add(2, 2) == 4"],
+    },
+]
+FIX = "open('calc.py', 'w').write('def add(a, b):\\n    return a + b\\n')\n"
+
+
+def test_entries_round_trip_and_a_broken_entry_is_absent(tmp_path):
+    store = fixturecache.FixtureResults(tmp_path / "c")
+    assert store.get("k") is None
+    store.put("k", {"collected": ["a"], "exec": {"exit_code": 1}})
+    assert store.get("k") == {"collected": ["a"], "exec": {"exit_code": 1}}
+    (tmp_path / "c" / "k.json").write_text("{not json")
+    assert store.get("k") is None
+    assert [p.name for p in (tmp_path / "c").iterdir()] == ["k.json"]  # no temporary file left behind
+    nowhere = fixturecache.FixtureResults(None)
+    nowhere.put("k", {"a": 1})
+    assert nowhere.get("k") is None
+
+
+def test_the_key_moves_with_every_input():
+    base = fixturecache.cache_key("task", "pytest:suite", {"isolation": "bwrap", "limits": {"memory": 1}})
+    assert base == fixturecache.cache_key("task", "pytest:suite", {"isolation": "bwrap", "limits": {"memory": 1}})
+    assert base != fixturecache.cache_key("task2", "pytest:suite", {"isolation": "bwrap", "limits": {"memory": 1}})
+    assert base != fixturecache.cache_key("task", "pytest:other", {"isolation": "bwrap", "limits": {"memory": 1}})
+    assert base != fixturecache.cache_key("task", "pytest:suite", {"isolation": "none", "limits": {"memory": 1}})
+    assert base != fixturecache.cache_key("task", "pytest:suite", {"isolation": "bwrap", "limits": {"memory": 2}})
+
+
+class CountingGrader(Grader):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.trees: list[Path] = []
+
+    def execute(self, argv, tree, timeout_s, *args, **kw):
+        self.trees.append(tree)
+        return super().execute(argv, tree, timeout_s, *args, **kw)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fixturecache")
+    spec = load_task(make_task(root / "tasks", "FC01", repo=REPO, allowed=["calc.py"], checks=CHECKS))
+    iso = sandbox.detect("auto")
+    run = run_agent(
+        spec, 1, CommandAdapter(agent_cmd(agent_script(root / "agent.py", FIX))), RunSettings(isolation=iso), root
+    )
+    return root, spec, iso, run
+
+
+def _grade(root: Path, spec, iso, run, cache: Path | None) -> tuple[dict, int]:
+    grader = CountingGrader(iso, root / "grading", cache_dir=cache)
+    results = {c.name: (c.passed, c.detail, c.evidence) for c in grader.evaluate(spec, run)}
+    before_runs = sum(1 for t in grader.trees if t.parent.name.startswith("before-"))
+    return results, before_runs
+
+
+def test_a_second_session_reads_the_untouched_fixture_results_and_grades_the_same(graded, tmp_path):
+    root, spec, iso, run = graded
+    first, first_runs = _grade(root, spec, iso, run, tmp_path / "cache")
+    assert first["suite"][0] is True and first["lint"][0] is True
+    assert first_runs == 2  # the pytest check and the command check, once each
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 2
+    second, second_runs = _grade(root, spec, iso, run, tmp_path / "cache")
+    assert second_runs == 0
+    assert second == first
+    without, without_runs = _grade(root, spec, iso, run, None)
+    assert without_runs == 2 and without == first
+
+
+def test_a_result_of_the_moment_is_never_kept(graded, tmp_path, monkeypatch):
+    root, spec, iso, run = graded
+    real = Grader.run_grading_pytest
+
+    def missing(self, *a, **kw):
+        data = real(self, *a, **kw)
+        return {**data, "missing_report": True, "channel_problems": ["killed"]}
+
+    monkeypatch.setattr(Grader, "run_grading_pytest", missing)
+    _grade(root, spec, iso, run, tmp_path / "cache")
+    kept = [json.loads(p.read_text()) for p in (tmp_path / "cache").glob("*.json")]
+    assert all("problems" in k for k in kept)  # only the command check's clean result
+    assert len(kept) == 1
