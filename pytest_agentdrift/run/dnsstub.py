@@ -10,6 +10,7 @@ waiting for a timeout.
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import struct
@@ -124,6 +125,7 @@ class DnsStub:
         self._recent: dict[tuple, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()  # stop() wakes the serving threads at once, no polling delay
         self._threads: list[threading.Thread] = []
         self._tcp_slots = threading.BoundedSemaphore(_MAX_TCP_CLIENTS)
 
@@ -136,12 +138,17 @@ class DnsStub:
         return self
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
+        os.write(self._wake_w, b"x")
         for t in self._threads:
             t.join(2)
         for sock in (self.udp, self.tcp):
             if sock is not None:
                 sock.close()
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
 
     def answer(self, msg: bytes, proto: str, client: tuple) -> bytes | None:
         try:
@@ -178,8 +185,8 @@ class DnsStub:
         sock = self.udp
         while not self._stop.is_set():
             try:
-                ready, _, _ = select.select([sock], [], [], 0.2)
-                if not ready:
+                ready, _, _ = select.select([sock, self._wake_r], [], [], 0.2)
+                if sock not in ready:
                     continue
                 msg, client = sock.recvfrom(4096)
             except OSError:
@@ -197,8 +204,8 @@ class DnsStub:
         sock = self.tcp
         while not self._stop.is_set():
             try:
-                ready, _, _ = select.select([sock], [], [], 0.2)
-                if not ready:
+                ready, _, _ = select.select([sock, self._wake_r], [], [], 0.2)
+                if sock not in ready:
                     continue
                 conn, client = sock.accept()
             except OSError:

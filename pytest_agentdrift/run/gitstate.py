@@ -94,6 +94,22 @@ def git_fixture(work: Path, key: tuple[str, str], cache_dir: Path) -> str | None
     return cached[1]
 
 
+_TEMPLATE_STATES: dict[tuple[tuple[str, str], str], dict[str, str]] = {}
+
+
+def fixture_git_state(work: Path, key: tuple[str, str] | None, isolation) -> dict[str, str]:
+    """git_state of a work copy fresh from git_fixture: its .git is a byte copy of the task's
+    template, which the harness alone wrote, so the template's state stands for every copy
+    (computed once per task and process instead of one sandboxed git per run)."""
+    cached = _TEMPLATES.get(key) if key is not None else None
+    if cached is None or cached[1] is None:
+        return git_state(work, isolation)
+    state_key = (key, getattr(isolation, "mode", ""))
+    if state_key not in _TEMPLATE_STATES:
+        _TEMPLATE_STATES[state_key] = git_state(cached[0], isolation)
+    return dict(_TEMPLATE_STATES[state_key])
+
+
 def _is_real_dir(p: Path) -> bool:
     try:
         return stat.S_ISDIR(os.lstat(p).st_mode)
@@ -101,10 +117,42 @@ def _is_real_dir(p: Path) -> bool:
         return False
 
 
+#: sha256 of an index file's bytes -> its entries' digest: the same bytes list the same entries
+_ENTRIES_BY_INDEX: dict[str, str] = {}
+
+
+def _index_bytes_digest(index: Path) -> str | None:
+    try:
+        fd = os.open(index, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    finally:
+        os.close(fd)
+
+
 def _index_entries(work: Path, isolation) -> str:
     """The index by entries and flags: `git ls-files --stage -v` tags each entry
     (H cached, S skip-worktree, lowercase assume-unchanged), so setting a flag
-    is a change; the stat data a harmless `git status` refreshes is not."""
+    is a change; the stat data a harmless `git status` refreshes is not.
+    An index whose bytes were seen before is not read by git again (one
+    sandboxed git per run saved when the agent never touched the index)."""
+    seen = _index_bytes_digest(work / ".git" / "index")
+    if seen is not None and seen in _ENTRIES_BY_INDEX:
+        return _ENTRIES_BY_INDEX[seen]
+    entries = _ls_files_digest(work, isolation)
+    if seen is not None and entries != "unreadable" and _index_bytes_digest(work / ".git" / "index") == seen:
+        _ENTRIES_BY_INDEX[seen] = entries
+    return entries
+
+
+def _ls_files_digest(work: Path, isolation) -> str:
     from pytest_agentdrift.run import sandbox
 
     res = sandbox.run(

@@ -42,6 +42,7 @@ MAX_EVENTS = 10_000
 _LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 _RELAY_CHUNK = 64 * 1024
 _POLL_S = 0.2  # how often blocked loops look at the stop flag
+_ACCEPT_POLL_S = 0.02  # the accept loop's: stop() waits for it once per run, so it is short
 
 
 class Allowlist:
@@ -200,7 +201,7 @@ class RecordingProxy:
             server = _TCPServer(self._bind, Handler, proxy, family)
         self._server = server
         self._serve_thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": _POLL_S}, name="agentdrift-proxy", daemon=True
+            target=server.serve_forever, kwargs={"poll_interval": _ACCEPT_POLL_S}, name="agentdrift-proxy", daemon=True
         )
         self._serve_thread.start()
         return self

@@ -181,12 +181,19 @@ class _ListenerServer:
         self.proxy = proxy
 
     def shutdown(self) -> None:
-        self.proxy._stop_accepting.set()
+        if not self.proxy._stop_accepting.is_set():
+            self.proxy._stop_accepting.set()
+            os.write(self.proxy._wake_w, b"x")
         if self.proxy._serve_thread is not None:
             self.proxy._serve_thread.join(2)
 
     def server_close(self) -> None:
         self.proxy._listener.close()
+        for fd in (self.proxy._wake_r, self.proxy._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 class AttributingProxy(RecordingProxy):
@@ -199,6 +206,7 @@ class AttributingProxy(RecordingProxy):
         self._listener = listener
         self._attribute = attribute
         self._stop_accepting = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()  # stop wakes the accept loop at once
         self._programs: dict[int, str | None] = {}
 
     def start(self) -> AttributingProxy:
@@ -210,8 +218,8 @@ class AttributingProxy(RecordingProxy):
     def _accept_loop(self) -> None:
         while not self._stop_accepting.is_set():
             try:
-                ready, _, _ = select.select([self._listener], [], [], 0.2)
-                if not ready:
+                ready, _, _ = select.select([self._listener, self._wake_r], [], [], 0.2)
+                if self._listener not in ready:
                     continue
                 client, addr = self._listener.accept()
             except OSError:

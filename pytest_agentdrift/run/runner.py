@@ -410,8 +410,9 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         overlaid = ov.apply_project(settings.overlay, work)
         before = treesnap.resnapshot(work, before)
     fixture_key = digest(spec.initial_tree) + (f"+{settings.overlay.digest}" if settings.overlay is not None else "")
-    start_commit = gitstate.git_fixture(work, (str(spec.path), fixture_key), base) if spec.git else None
-    git_before = gitstate.git_state(work, settings.isolation)
+    git_key = (str(spec.path), fixture_key) if spec.git else None
+    start_commit = gitstate.git_fixture(work, git_key, base) if git_key else None
+    git_before = gitstate.fixture_git_state(work, git_key, settings.isolation)
     _decoy(box, root)
     # under bwrap the canary lives on the sandbox's own tmpfs: a read of it is a read by the sandbox
     in_sandbox = settings.isolation.mode == "bwrap"
