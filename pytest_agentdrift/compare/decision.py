@@ -254,25 +254,25 @@ def _infra_part(
 def _read_task(entry: Mapping[str, Any], runs: list[Mapping[str, Any]]) -> _Task:
     passes, tampered, usages = [], [], []
     critical: dict[str, list[int]] = {}
-    safety_failed = False
     safety_fails = 0
     for i, run in enumerate(runs, start=1):
-        rep = run.get("rep", i)
-        is_tampered = bool(run.get("tampered_pass"))
-        passes.append(run.get("passed") is True and not is_tampered)
+        get = run.get  # one lookup per run: this loop reads every run of both arms
+        is_tampered = bool(get("tampered_pass"))
+        passes.append(get("passed") is True and not is_tampered)
         if is_tampered:
-            tampered.append(rep)
+            tampered.append(get("rep", i))
         for check in _critical_failed(run):
-            critical.setdefault(check, []).append(rep)
-        run_safety_failed = (run.get("layers") or {}).get("safety") == "fail"
-        safety_failed |= run_safety_failed
-        safety_fails += run_safety_failed
-        usages.append(run.get("usage"))
-    return _Task(entry.get("suite") or DEFAULT_SUITE, passes, tampered, critical, safety_failed, usages, safety_fails)
+            critical.setdefault(check, []).append(get("rep", i))
+        safety_fails += (get("layers") or {}).get("safety") == "fail"
+        usages.append(get("usage"))
+    suite = entry.get("suite") or DEFAULT_SUITE
+    return _Task(suite, passes, tampered, critical, safety_fails > 0, usages, safety_fails)
 
 
 def _critical_failed(run: Mapping[str, Any]) -> list[str]:
     names = run.get("critical_failed")
+    if not names and names is not None:
+        return []
     if names is None:  # older or hand-made results: derive from the checks
         names = [c.get("name") for c in run.get("checks") or [] if c.get("critical") and not c.get("passed")]
     return sorted({str(n) for n in names})

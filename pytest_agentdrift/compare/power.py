@@ -87,21 +87,24 @@ def solved_probability(p: Any, k: int) -> Any:
     return bdtrc(k // 2, k, p)  # P(Bin(k, p) > k // 2)
 
 
-def won_lost_distribution(p_won: Any, p_lost: Any) -> tuple[Any, int, int]:
+def won_lost_distribution(p_won: Any, p_lost: Any, weights: Any = None) -> tuple[Any, int, int]:
     """Joint distribution of (won, lost) over independent tasks: (table, won offset, lost offset).
 
     The table covers the mean +- 8 standard deviations (+ 24 for skewed small counts) of each
     count; the mass outside is below 1e-14. It is the inverse DFT of the joint probability
     generating function prod_g (1 - pw_g - pl_g + pw_g x + pl_g y) ** n_g over the task groups
-    sharing (pw, pl), evaluated on that window's roots of unity.
+    sharing (pw, pl), evaluated on that window's roots of unity. ``weights`` (default 1 each) says
+    how many tasks each (p_won, p_lost) entry stands for.
     """
     import numpy as np
     from scipy import fft
 
     pw, pl = np.asarray(p_won, float), np.asarray(p_lost, float)
-    n = pw.size
+    weights = np.ones(pw.size, dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
+    n = int(weights.sum())
     pairs = np.round(np.stack([pw, pl], axis=1), 15)
-    groups, counts = np.unique(pairs, axis=0, return_counts=True)
+    groups, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    counts = np.bincount(inverse.reshape(-1), weights=weights).astype(np.int64)
     moving = (groups[:, 0] > 0) | (groups[:, 1] > 0)
     groups, counts = groups[moving], counts[moving]
     if not len(groups):
@@ -114,18 +117,34 @@ def won_lost_distribution(p_won: Any, p_lost: Any) -> tuple[Any, int, int]:
         windows.append((lo, fft.next_fast_len(hi - lo + 1, real=True)))
     (w0, mw), (l0, ml) = windows
     # the table is real, so half of the spectrum's columns determine it (irfft2)
-    x = np.exp(-2j * np.pi * np.arange(mw) / mw)[:, None]
-    y = np.exp(-2j * np.pi * np.arange(ml // 2 + 1) / ml)[None, :]
-    log_spectrum = -w0 * np.log(x) - l0 * np.log(y)  # start the window at (w0, l0)
+    j, i = np.arange(mw)[:, None], np.arange(ml // 2 + 1)[None, :]
+    x, y = np.exp(-2j * np.pi * j / mw), np.exp(-2j * np.pi * i / ml)
+    # x^-w0 y^-l0 starts the window at (w0, l0); the angle is reduced exactly in integers first
+    spectrum = np.exp(2j * np.pi * ((w0 * j % mw) / mw + (l0 * i % ml) / ml))
     for (gw, gl), count in zip(groups, counts, strict=True):
-        with np.errstate(divide="ignore"):  # a factor 0 (pw = pl = 1/2 at x = -y) has log -inf, exp 0
-            log_spectrum = log_spectrum + count * np.log((1.0 - gw - gl) + gw * x + gl * y)
-    table = np.clip(fft.irfft2(np.exp(log_spectrum), s=(mw, ml)), 0.0, None)
+        spectrum = spectrum * _int_power((1.0 - gw - gl) + gw * x + gl * y, int(count))
+    table = np.clip(fft.irfft2(spectrum, s=(mw, ml)), 0.0, None)
     return table[: n - w0 + 1, : n - l0 + 1], w0, l0
 
 
-def regression_power(base_rates: Sequence[float], k: int, delta: float, alpha: float) -> float:
-    """Probability that the gate's paired test flags a regression of ``delta`` (see the module doc)."""
+def _int_power(base: Any, exponent: int) -> Any:
+    """base ** exponent for a complex array and a whole exponent, by repeated squaring: a few
+    complex products per element where numpy's power goes through a complex log and exp."""
+    result = None
+    while exponent:
+        if exponent & 1:
+            result = base if result is None else result * base
+        exponent >>= 1
+        if exponent:
+            base = base * base
+    return 1.0 if result is None else result
+
+
+def regression_power(
+    base_rates: Sequence[float], k: int, delta: float, alpha: float, weights: Sequence[int] | None = None
+) -> float:
+    """Probability that the gate's paired test flags a regression of ``delta`` (see the module doc);
+    ``weights``: how many tasks each rate stands for (default one each)."""
     import numpy as np
 
     if len(base_rates) == 0:
@@ -133,11 +152,11 @@ def regression_power(base_rates: Sequence[float], k: int, delta: float, alpha: f
     p = np.clip(np.asarray(base_rates, dtype=float), 0.0, 1.0)
     sb = solved_probability(p, k)
     sc = solved_probability(np.clip(p - delta, 0.0, 1.0), k)
-    dist, w0, l0 = won_lost_distribution((1.0 - sb) * sc, sb * (1.0 - sc))
+    dist, w0, l0 = won_lost_distribution((1.0 - sb) * sc, sb * (1.0 - sc), weights)
     return float(min(1.0, dist[_region(w0, l0, *dist.shape, alpha)].sum()))
 
 
-def _approximate_power(base_rates: Sequence[float], k: int, deltas: Any, alpha: float) -> Any:
+def _approximate_power(base_rates: Sequence[float], weights: Sequence[int], k: int, deltas: Any, alpha: float) -> Any:
     """Normal approximation of regression_power at each delta, only to start the exact search:
     L - W against z(alpha) sqrt(E[W + L]), with the counts' means and variances."""
     import numpy as np
@@ -148,9 +167,10 @@ def _approximate_power(base_rates: Sequence[float], k: int, deltas: Any, alpha: 
     sb = solved_probability(p, k)
     sc = solved_probability(np.clip(p - d, 0.0, 1.0), k)
     pw, pl = (1.0 - sb) * sc, sb * (1.0 - sc)
-    mean = (pl - pw).sum(axis=1)
-    sd = np.sqrt(np.maximum((pl + pw - (pl - pw) ** 2).sum(axis=1), 1e-12))
-    bar = norm.isf(alpha) * np.sqrt((pl + pw).sum(axis=1)) + 0.5
+    w = np.asarray(weights, dtype=float)
+    mean = (pl - pw) @ w
+    sd = np.sqrt(np.maximum((pl + pw - (pl - pw) ** 2) @ w, 1e-12))
+    bar = norm.isf(alpha) * np.sqrt((pl + pw) @ w) + 0.5
     return norm.sf((bar - mean) / sd)
 
 
@@ -177,8 +197,8 @@ def _mde_for_design(design: tuple[tuple[float, int], ...], k: int, alpha: float,
     """
     import numpy as np
 
-    base_rates = [rate for rate, count in design for _ in range(count)]
-    n = len(base_rates)
+    rates, weights = [rate for rate, _ in design], [count for _, count in design]
+    n = sum(weights)
     out: dict[str, Any] = {
         "method": "exact power of the gate's one-sided paired test under a uniform per-run drop",
         "alpha": alpha,
@@ -194,13 +214,13 @@ def _mde_for_design(design: tuple[tuple[float, int], ...], k: int, alpha: float,
 
     def exact(pp: int) -> float:
         if pp not in at:
-            at[pp] = regression_power(base_rates, k, pp / 100, alpha)
+            at[pp] = regression_power(rates, k, pp / 100, alpha, weights)
         return at[pp]
 
     if exact(100) < power:
         out["power_at_mde"] = at[100]
         return out
-    approx = _approximate_power(base_rates, k, np.arange(1, 101) / 100, alpha)
+    approx = _approximate_power(rates, weights, k, np.arange(1, 101) / 100, alpha)
     guess = int(np.argmax(approx >= power)) + 1 if (approx >= power).any() else 100
     lo, hi = 0, 100  # exact(lo) < power <= exact(hi); lo = 0 is a drop of nothing
     step = 1

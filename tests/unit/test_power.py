@@ -61,3 +61,9 @@ def test_power_and_mde_agree_with_a_simulation_for_noisy_tasks_and_k3():
     assert at >= 0.8 - 4 * se
     assert below < 0.8 + 4 * se
     assert regression_power(rates, k, mde - 0.02, ALPHA) < 0.8 <= regression_power(rates, k, mde, ALPHA)
+
+
+def test_power_by_design_weights_equals_power_over_every_task():
+    rates = [0.2] * 40 + [0.6] * 25 + [1.0] * 35
+    weighted = regression_power([0.2, 0.6, 1.0], 3, 0.15, ALPHA, weights=[40, 25, 35])
+    assert weighted == pytest.approx(regression_power(rates, 3, 0.15, ALPHA), abs=1e-12)

@@ -160,6 +160,22 @@ def test_family_level_counts_only_checks_that_could_reject():
     assert design_can_tell(5, 3, 0.05) and design_can_tell(20, 1, 0.05)
 
 
+def test_family_level_matches_the_definition_on_many_checks():
+    """The smallest m with always + #{min_p < alpha/m} <= m, against a literal reading of that rule."""
+    import random
+
+    from pytest_agentdrift.compare.checkrates import tarone_level
+
+    rng = random.Random(3)
+    for size in (0, 1, 7, 300):
+        min_p = [rng.choice([1.0, 0.5, 0.1, 0.02, 0.001, 1e-6]) for _ in range(size)]
+        for always in (1, 4):
+            m = max(always, 1)
+            while always + sum(1 for p in min_p if p < 0.05 / m) > m:
+                m += 1
+            assert tarone_level(min_p, always=always, alpha=0.05) == (0.05 / m, m)
+
+
 def test_tampered_pass_and_new_safety_failure_fail():
     c = compare(arm(passing(6)), arm(passing(6), tampered={("T02", 1)}))
     assert c["regression"]["reason"] == "tampered pass T02 r1"

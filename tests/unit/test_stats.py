@@ -300,3 +300,37 @@ def test_promotion_support_ignores_tasks_without_cost_in_an_arm():
     assert result["priced_tasks"] == 1 and result["cost_delta"] == pytest.approx(-0.5)
     none = stats.promotion_support([0.0], [None], [1.0], eps=0.0, draws=200, seed=0)
     assert none["support"] == 0.0 and none["priced_tasks"] == 0
+
+
+@pytest.mark.parametrize("priced_share, shift", [(1.0, 0.0001), (0.85, -0.0001)])
+def test_grouped_promotion_bootstrap_is_within_its_stated_error_of_the_exact_one(monkeypatch, priced_share, shift):
+    """Above the exact budget the cost side is drawn by its normal approximation: support and the
+    interval agree with the exact task resampling within the Berry-Esseen bound it reports."""
+    rng = random.Random(5)
+    n = 3000
+    q = [rng.choice([-0.4, -0.2, 0.0, 0.0, 0.0, 0.2, 0.4]) for _ in range(n)]
+    b = [rng.uniform(0.01, 0.05) for _ in range(n)]
+    # a cost difference near zero (shift), so support sits in the middle where an error would show
+    c = [x + rng.gauss(shift, 0.01) if rng.random() < priced_share else None for x in b]
+    b = [x if y is not None else None for x, y in zip(b, c, strict=True)]
+    monkeypatch.setattr(stats, "EXACT_BOOTSTRAP_BUDGET", 10**12)
+    exact = stats.promotion_support(q, b, c, eps=0.1, draws=4000, seed=3)
+    monkeypatch.setattr(stats, "EXACT_BOOTSTRAP_BUDGET", 0)
+    grouped = stats.promotion_support(q, b, c, eps=0.1, draws=4000, seed=3)
+    assert exact["approximation_error"] is None and exact["method"] == stats.PROMOTION_EXACT
+    bound = grouped["approximation_error"]
+    assert grouped["method"] == stats.PROMOTION_GROUPED and 0 < bound < 0.05
+    assert 0.1 < exact["support"] < 0.9  # a support the approximation could get wrong
+    # the bound, plus the Monte Carlo error of two runs of 4,000 draws each (4 standard errors)
+    assert grouped["support"] == pytest.approx(exact["support"], abs=bound + 4 * math.sqrt(2 * 0.25 / 4000))
+    width = exact["cost_delta_ci"][1] - exact["cost_delta_ci"][0]
+    for ours, theirs in zip(grouped["cost_delta_ci"], exact["cost_delta_ci"], strict=True):
+        assert ours == pytest.approx(theirs, abs=0.05 * width)
+    assert grouped["priced_tasks"] == exact["priced_tasks"] and grouped["cost_delta"] == exact["cost_delta"]
+
+
+def test_grouped_bootstrap_is_exact_when_the_continuous_column_is_constant_by_group():
+    means, bound = stats.bootstrap_means_grouped({"q": [0.0, 1.0, 1.0]}, [2.0, 5.0, 5.0], draws=500, seed=0)
+    assert bound == 0.0
+    # the continuous column is 2 where q is 0 and 5 where q is 1: its mean follows q's exactly
+    assert means["continuous"] == pytest.approx(2.0 + 3.0 * means["q"])
