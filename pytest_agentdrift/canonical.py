@@ -15,7 +15,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pytest_agentdrift.errors import AgentDriftError
 
@@ -115,6 +115,15 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
         return fh.read(limit)
 
 
-def dumps_pretty(obj: Any) -> str:
-    """Stable, human-readable JSON for artifacts (sorted keys, 2-space indent)."""
+def dumps_pretty(obj: Any, lead: Sequence[str] = ()) -> str:
+    """Stable, human-readable JSON for artifacts (sorted keys, 2-space indent); the top-level keys
+    named in ``lead`` come first, in that order (a verdict a reader must see before the evidence)."""
+    if lead and isinstance(obj, dict):
+        return json.dumps(leading(obj, lead), indent=2, ensure_ascii=False) + "\n"
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def leading(obj: dict[str, Any], lead: Sequence[str]) -> dict[str, Any]:
+    """A copy of ``obj`` with keys sorted at every level, except that ``lead``'s keys open it."""
+    ordered = json.loads(json.dumps(obj, sort_keys=True, ensure_ascii=False))
+    return {**{k: ordered[k] for k in lead if k in ordered}, **{k: v for k, v in ordered.items() if k not in lead}}

@@ -26,6 +26,10 @@ EXIT_REFUSED: Final = 6
 #: exit status as the runner sees it, never the session's
 EXIT_AGENT_NOT_STARTED: Final = 127
 
+#: the key of decision.json and refusal.json holding the closing line ({code, reason, line}): their
+#: first key, so the verdict leads every output as it ends the terminal
+EXIT_STATUS_KEY: Final = "exit_status"
+
 # ---------------------------------------------------------------- run outcomes
 #: a run lost to infrastructure (provider, network, sign-in): not the agent's failure, never
 #: scored, retried under --agent-retries and re-run on --agent-resume

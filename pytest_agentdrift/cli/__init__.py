@@ -31,7 +31,7 @@ from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.session.options import add_cli_flags, resolve_cli_flags
-from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_STATUS_KEY, EXIT_USAGE
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
@@ -108,15 +108,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     verdict = drop_it_verdict(section, outcome.comparison, mode, outcome.verdict)
     decision = outcome.files["comparison/decision.json"]
     decision["experiment"] = section
-    decision["exit_status"] = verdict.to_dict()
+    decision[EXIT_STATUS_KEY] = verdict.to_dict()
     if args.json:
-        _out(
-            json.dumps(
-                {"comparison": outcome.comparison, "decision": decision, "experiment": section},
-                indent=2,
-                sort_keys=True,
-            )
-        )
+        from pytest_agentdrift.canonical import leading
+
+        # the closing line first, in the decision as in decision.json
+        doc = {"comparison": outcome.comparison, "decision": decision, "experiment": section}
+        _out(json.dumps({**leading(doc, ()), "decision": leading(decision, (EXIT_STATUS_KEY,))}, indent=2))
     else:
         for line in accepted.lines() + outcome.lines + rows + _regrade_hint(args, base, cand, cmp):
             _out(line)

@@ -144,11 +144,16 @@ def compare_recorded(
     )
     comparison["gate_mode"] = gate
     verdict = comparison_verdict(comparison, gate)
+    items = gate_items(comparison, gate)
+    if items is not None:
+        comparison["regression"]["items"] = items  # what pytest's items say, for every output to repeat
     diff = manifest_diff_document(stamps)
     if accepted:
         diff["accepted_unobserved"] = dict(accepted)
     decision = decision_document(comparison)
     decision["gate_mode"] = gate
+    if items is not None:
+        decision["regression_gate"]["items"] = items
     files: dict[str, Any] = {
         "comparison/manifest-diff.json": diff,
         "comparison/decision.json": decision,
@@ -170,7 +175,10 @@ def compare_recorded(
     if provenance:
         comparison["regraded"] = provenance  # which arm's checks are newer than its runs
         decision["regraded"] = provenance
-    lines = head + ([note] if note else []) + provenance_lines(provenance) + render_comparison(comparison)
+    rendered = render_comparison(comparison)
+    # the item lines go just above the last line (the regression gate's, under that gate)
+    rendered[-1:-1] = gate_item_lines(items)
+    lines = head + ([note] if note else []) + provenance_lines(provenance) + rendered
     return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
 
 
@@ -191,6 +199,15 @@ def gate_item_outcomes(comparison: Mapping[str, Any], gate: str | None) -> dict[
     JUnit say what the exit status says. Tasks that block (a new critical or safety failure, a
     tampered pass, a lost task of a flagged paired test) are absent: their items stay failed. None
     when there is no such gate or it decided nothing (refused, or too many runs lost)."""
+    items = gate_items(comparison, gate)
+    return None if items is None else items["xfailed"]
+
+
+def gate_items(comparison: Mapping[str, Any], gate: str | None) -> dict[str, dict[str, str]] | None:
+    """What pytest's items say under a decided regression gate, task by task, with why:
+    ``failed`` (held against the candidate: its failed items stay failed) and ``xfailed`` (not held:
+    its failed items become xfails). report.md, report.html and decision.json print the same two
+    lists that the terminal's summary and JUnit count. None as for gate_item_outcomes."""
     from pytest_agentdrift.compare.checkrates import STANDING, UNDECIDED, row_line
 
     reg = comparison.get("regression")
@@ -201,24 +218,46 @@ def gate_item_outcomes(comparison: Mapping[str, Any], gate: str | None) -> dict[
         or (comparison.get("infra") or {}).get("exceeded")
     ):
         return None
-    blocking = {r["task"] for r in reg["check_tests"]["rows"] if r["blocks"]}
-    blocking |= {x["task"] for x in reg["tampered_passes"]}
+    held: dict[str, list[str]] = {}
+    for r in reg["check_tests"]["rows"]:
+        if r["blocks"]:
+            held.setdefault(r["task"], []).append(row_line(r))
+    for x in reg["tampered_passes"]:
+        held.setdefault(x["task"], []).append(f"tampered pass r{x['rep']}")
     if any(b.startswith("paired test:") for b in reg["blockers"]):
-        blocking |= set(comparison["paired"]["lost"])
+        for t in comparison["paired"]["lost"]:
+            held.setdefault(t, []).append("lost, and the paired test flags the candidate's losses")
     for suite in reg["strata_flagged"]:
-        blocking |= {t for t in comparison["strata"][suite]["tasks"] if comparison["tasks"][t]["outcome"] == "lost"}
+        for t in comparison["strata"][suite]["tasks"]:
+            if comparison["tasks"][t]["outcome"] == "lost":
+                held.setdefault(t, []).append(f"lost, and the paired test of suite {suite} flags its losses")
     rows_by_task: dict[str, list[Mapping[str, Any]]] = {}
     for r in reg["check_tests"]["rows"]:
         rows_by_task.setdefault(r["task"], []).append(r)
-    out = {}
-    for tid, row in comparison["tasks"].items():
+    failed, xfailed = {}, {}
+    for tid, row in sorted(comparison["tasks"].items()):
         (b_pass, b_runs), (c_pass, c_runs) = row["baseline"], row["candidate"]
-        if tid in blocking or c_pass == c_runs:
+        if c_pass == c_runs:
+            continue
+        if tid in held:
+            failed[tid] = "; ".join(held[tid])
             continue
         said = [row_line(r) for r in rows_by_task.get(tid, []) if r["verdict"] in (STANDING, UNDECIDED)]
         if b_pass < b_runs:
             said.insert(0, f"fails in baseline too ({b_runs - b_pass}/{b_runs} baseline run(s) failed)")
         if not said:
             said.append("within run-to-run noise: the regression gate does not hold it against the candidate")
-        out[tid] = "; ".join(said)
-    return out
+        xfailed[tid] = "; ".join(said)
+    return {"failed": failed, "xfailed": xfailed}
+
+
+def gate_item_lines(items: Mapping[str, Mapping[str, str]] | None) -> list[str]:
+    """The terminal's (and so report.md's) words for gate_items: the tasks pytest counts as failed
+    and as xfailed, as its own summary and JUnit count them."""
+    if not items:
+        return []
+    lines = []
+    for key, label in (("failed", "failed (held against the candidate)"), ("xfailed", "xfailed (not held)")):
+        for tid, why in items[key].items():  # same words as report.html's rows
+            lines.append(f"{'items' if not lines else '':<11} {label}: {tid}: {why}")
+    return lines or [f"{'items':<11} no task item failed"]

@@ -487,6 +487,28 @@ def render(inp: ReportInput) -> str:
 # -- header -------------------------------------------------------------------
 
 
+def _gate_item_rows(items: Any) -> list[tuple[str, str]]:
+    """The tasks pytest's summary and JUnit count as failed and as xfailed under the regression gate."""
+    if not isinstance(items, Mapping):
+        return []
+    rows = []
+    for key, label in (("failed", "failed (held against the candidate)"), ("xfailed", "xfailed (not held)")):
+        entries = items.get(key)
+        if isinstance(entries, Mapping) and entries:
+            rows.append(
+                (
+                    label,
+                    "<ul>"
+                    + "".join(
+                        f'<li><a href="#{task_anchor(str(t))}">{esc(t)}</a>: {esc(why)}</li>'
+                        for t, why in entries.items()
+                    )
+                    + "</ul>",
+                )
+            )
+    return rows
+
+
 def _closing(inp: ReportInput) -> str:
     """The closing line first, as the terminal, report.md and the summary say it."""
     if not inp.closing:
@@ -735,6 +757,7 @@ def _comparison(inp: ReportInput) -> str:
                 f"<b>{'passed' if regression.get('passed') else 'FAILED'}</b>: {esc(regression.get('reason', ''))}",
             )
         )
+        rows.extend(_gate_item_rows(regression.get("items")))
     if gate:
         verdict = gate.get("verdict")
         # under the regression gate the promotion gate is a second opinion: it sets nothing

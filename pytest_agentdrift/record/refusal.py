@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY
+
 REFUSAL = "refusal.json"
 
 
@@ -22,7 +24,7 @@ def refusal_document(stamps: Any, closing: Mapping[str, Any], baseline: Path | N
     return {
         "schema_version": 1,
         "status": "refused",
-        "exit_status": dict(closing),
+        EXIT_STATUS_KEY: dict(closing),
         "baseline": str(baseline) if baseline is not None else None,
         "change_class": stamps.change_class,
         "explanation": stamps.explanation,
@@ -54,7 +56,7 @@ def write_refusal_record(path: Path, doc: Mapping[str, Any]) -> None:
 
     check_record_target(path)
     path.mkdir(parents=True, exist_ok=True)
-    atomic_write(path / REFUSAL, dumps_pretty(doc))
+    atomic_write(path / REFUSAL, dumps_pretty(doc, lead=(EXIT_STATUS_KEY,)))
     atomic_write(path / "report.md", refusal_markdown(doc))
 
 

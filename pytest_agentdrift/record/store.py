@@ -13,7 +13,7 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
@@ -132,8 +132,8 @@ class RunRecorder:
         for name, text in files.items():
             atomic_write(self.path / rel_dir / name, text)
 
-    def write_json(self, name: str, obj: Any) -> None:
-        atomic_write(self.path / name, dumps_pretty(obj))
+    def write_json(self, name: str, obj: Any, lead: Sequence[str] = ()) -> None:
+        atomic_write(self.path / name, dumps_pretty(obj, lead))
 
     def write_tree(self, final_tree: dict[str, Any]) -> dict[str, str]:
         """Store a run's final-tree blobs (once per content); returns its tree.json as a raw file.

@@ -22,6 +22,7 @@ from pytest_agentdrift.session.state import ComparisonState, RunCollector, Sessi
 from pytest_agentdrift.vocabulary import (
     EXIT_OK,
     EXIT_REFUSED,
+    EXIT_STATUS_KEY,
     EXIT_USAGE,
 )
 
@@ -227,7 +228,7 @@ class ControllerPlugin:
         elif c.recorder is not None:
             decision = self.comparison.files.get("comparison/decision.json")
             if isinstance(decision, dict):
-                decision["exit_status"] = verdict.to_dict()
+                decision[EXIT_STATUS_KEY] = verdict.to_dict()
             try:
                 c.write_record(results, self.comparison, verdict.line)
                 state = "recorded" if results["complete"] else "recorded INCOMPLETE"

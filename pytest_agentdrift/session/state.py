@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
 from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.session.options import Settings
-from pytest_agentdrift.vocabulary import UNOBSERVED
+from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, UNOBSERVED
 
 # Every pytest run of the environment creates these objects: the modules that
 # run agents, grade and record are imported only when a session uses them.
@@ -529,7 +529,7 @@ class RunCollector:
             if isinstance(doc, str):
                 rec.write_raw(str(Path(name).parent), {Path(name).name: doc})
             else:
-                rec.write_json(name, doc)
+                rec.write_json(name, doc, lead=(EXIT_STATUS_KEY,))  # decision.json opens with the closing line
         rec.write_raw(".", {"report.md": markdown(results, comparison.lines or None, closing=closing)})
         from pytest_agentdrift.record.html import record_page
 

@@ -95,8 +95,10 @@ def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytes
     assert "standing (fails in the baseline too): critical failure G02 impossible (1/1 in baseline, 1/1 now)" in closing
     decision = json.loads((pytester.path / "runs" / "cand" / "comparison" / "decision.json").read_text())
     assert decision["exit_status"]["line"] == closing
+    assert next(iter(decision)) == "exit_status"  # the closing line leads decision.json
     assert decision["regression_gate"]["minimum_detectable"]["power"] == 0.8
     assert closing in (pytester.path / "runs" / "cand" / "report.md").read_text()
+    assert_outputs_lead_with(pytester.path / "runs" / "cand", closing)
 
     # junit (default family xunit2): valid against junit-10.xsd, each testcase named for its task,
     # the per-run facts a CI UI can show as testsuite properties, failing checks in the failure message
@@ -116,6 +118,105 @@ def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytes
     xfail = g02.find("skipped")
     assert xfail.get("type") == "pytest.xfail" and "fails in baseline too" in xfail.get("message")
     assert not any(n.endswith(".agentdrift") for n in props) and all(len(v) < 500 for v in props.values())
+
+
+def assert_outputs_lead_with(record: Path, closing: str) -> None:
+    """decision.json, report.md, report.html and `agentdrift summary` each open with the closing line."""
+    import html
+
+    decision = json.loads((record / "comparison" / "decision.json").read_text())
+    assert list(decision)[0] == "exit_status" and decision["exit_status"]["line"] == closing
+    md = [ln for ln in (record / "report.md").read_text().splitlines() if ln.strip()]
+    unmd = lambda text: re.sub(r"\\(.)", r"\1", text)  # noqa: E731  (Markdown's backslash escapes undone)
+    assert unmd(md[1]) == f"**{closing}**", md[:3]  # after the title, before anything else
+    page = (record / "report.html").read_text()
+    header = page[page.index('<header id="top">') :]
+    first = re.search(r'<p class="(ok|bad)-box" id="closing"><b>(.*?)</b></p>', header)
+    assert first and html.unescape(first.group(2)) == closing
+    assert header.index('id="closing"') < header.index("</header>")
+    summary = subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", "summary", str(record)], capture_output=True, text=True, check=True
+    ).stdout
+    lines = [ln for ln in summary.splitlines() if ln.strip()]
+    assert lines[0] == "## agentdrift" and unmd(lines[1]) == f"**{closing}**", lines[:3]
+
+
+def test_a_gate_failing_only_on_the_paired_test_says_the_same_in_all_four_outputs(pytester, monkeypatch):
+    """Five tasks lost (p = 1/32) and one failing in both arms: exit 1; the lost tasks fail in pytest's
+    summary, in JUnit, report.md and report.html, named the same way; the standing one is an xfail
+    in all four."""
+    for i in range(1, 8):
+        check = {
+            "name": "notes-written",
+            "kind": "command",
+            "layer": "correctness",
+            "run": [
+                sys.executable,
+                "-c",
+                "import pathlib,sys; sys.exit(0 if pathlib.Path('notes.txt').is_file() else 1)",
+            ],
+        }
+        make_task(pytester.path, f"H{i:02d}", checks=[check], allowed=["notes.txt"])
+    (pytester.path / "agent.toml").write_text(DECLARE)
+    (pytester.path / "pytest.ini").write_text(INI)
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "tid = os.environ['AGENTDRIFT_TASK_ID']\n"
+        "lazy = {'H07'} | ({'H01', 'H02', 'H03', 'H04', 'H05'} if os.environ.get('AGENT_MODE') == 'lazy' else set())\n"
+        "if tid not in lazy:\n    Path('notes.txt').write_text('hi\\n')\nreport('complete')\n",
+    )
+    args = ["--agent-cmd", f"{sys.executable} {script} {{task_file}}", "--agent-env", "AGENT_MODE"]
+    monkeypatch.setenv("AGENT_MODE", "good")
+    assert run(pytester, *args, "--agent-record", "runs/base", "--agent-fail-on", "none").ret == 0
+    monkeypatch.setenv("AGENT_MODE", "lazy")
+    result = run(
+        pytester,
+        *args,
+        "--agent-baseline",
+        "runs/base",
+        "--agent-gate",
+        "regression",
+        "--agent-record",
+        "runs/cand",
+        "--junitxml",
+        "junit.xml",
+    )
+    out = result.stdout.str()
+    assert result.ret == 1, out
+    closing = last_line(result)
+    assert closing.startswith("agentdrift: exit 1 — gate regression: paired test: loses 5 task(s), wins 0"), closing
+    lost = [f"H0{i}" for i in range(1, 6)]
+    # pytest's summary: the five lost tasks failed, the standing one an xfail, nothing else
+    stats = [ln for ln in result.stdout.lines if re.match(r"^=+ .* in [0-9.]+s", ln)][-1]
+    assert "5 failed" in stats and "1 passed" in stats and "1 xfailed" in stats, stats
+    failed = sorted(re.findall(r"^FAILED (H0\d)-", out, re.M))
+    assert failed == lost, failed
+    # JUnit: five failures, H07 an xfail
+    root = valid_junit(pytester.path / "junit.xml")
+    assert root.find("testsuite").get("failures") == "5"
+    cases = {tc.get("classname").split("-")[0]: tc for tc in root.iter("testcase")}
+    assert sorted(t for t, tc in cases.items() if tc.find("failure") is not None) == lost
+    assert cases["H07"].find("skipped").get("type") == "pytest.xfail"
+    # decision.json, report.md and report.html name the same tasks the same way
+    record = pytester.path / "runs" / "cand"
+    assert_outputs_lead_with(record, closing)
+    items = json.loads((record / "comparison" / "decision.json").read_text())["regression_gate"]["items"]
+    assert sorted(items["failed"]) == lost and list(items["xfailed"]) == ["H07"]
+    held = "lost, and the paired test flags the candidate's losses"
+    assert all(why == held for why in items["failed"].values())
+    assert items["xfailed"]["H07"].startswith("fails in baseline too (1/1 baseline run(s) failed)")
+    md = (record / "report.md").read_text()
+    page = (record / "report.html").read_text()
+    import html
+
+    text = html.unescape(re.sub(r"<[^>]+>", " ", page))
+    for tid in lost:
+        line = f"failed (held against the candidate): {tid}: {held}"
+        assert line in out and line in md
+        assert f"{tid} : {held}" in text
+    assert "xfailed (not held): H07: fails in baseline too" in md and "xfailed (not held): H07: fails" in out
+    assert "xfailed (not held)" in text and "H07 : fails in baseline too" in text
+    assert "failed (held against the candidate)" in text
 
 
 JUNIT_XSD = Path(__file__).parents[1] / "data" / "junit-10.xsd"  # the Jenkins xUnit plugin's schema

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document, render_comparison
@@ -234,3 +235,31 @@ def test_pytest_outcomes_follow_the_gate():
     bad = dict(passing(4, k=1), T04=[(False, ["c"])])
     c = compare(arm(passing(4, k=1)), arm(bad))
     assert not c["regression"]["passed"] and "T04" not in gate_item_outcomes(c, "regression")
+
+
+def test_a_paired_test_failure_holds_the_lost_tasks_and_no_other():
+    from pytest_agentdrift.compare.outcome import gate_item_lines, gate_items
+
+    base = dict(passing(7), T07=[(False, [])])
+    cand = dict(passing(7), T07=[(False, [])])
+    for t in ("T01", "T02", "T03", "T04", "T05"):
+        cand[t] = [(False, [])]
+    c = compare(arm(base), arm(cand))
+    assert not c["regression"]["passed"]
+    items = gate_items(c, "regression")
+    held = "lost, and the paired test flags the candidate's losses"
+    assert items["failed"] == {t: held for t in ("T01", "T02", "T03", "T04", "T05")}
+    assert items["xfailed"] == {"T07": "fails in baseline too (1/1 baseline run(s) failed)"}
+    lines = gate_item_lines(items)
+    assert lines[0] == f"items       failed (held against the candidate): T01: {held}"
+    assert lines[-1] == "            xfailed (not held): T07: fails in baseline too (1/1 baseline run(s) failed)"
+    assert gate_item_lines({"failed": {}, "xfailed": {}}) == ["items       no task item failed"]
+
+
+def test_decision_json_opens_with_the_closing_line():
+    from pytest_agentdrift.canonical import dumps_pretty
+
+    text = dumps_pretty({"b": {"z": 1, "a": 2}, "exit_status": {"line": "x"}, "a": 0}, lead=("exit_status",))
+    assert list(json.loads(text)) == ["exit_status", "a", "b"]
+    assert list(json.loads(text)["b"]) == ["a", "z"]  # every other level stays sorted
+    assert dumps_pretty({"b": 1, "a": 2}) == '{\n  "a": 2,\n  "b": 1\n}\n'
