@@ -181,10 +181,12 @@ def test_no_github_traffic_no_key_and_a_home_left_alone(session):
         assert session.events(task_id, "background_request") == []
         tunnels = session.events(task_id, "api_request")
         assert tunnels and {(e["host"], e["port"]) for e in tunnels} == {("127.0.0.1", session.ep.port)}
-    # the endpoint is identity of its own; the allowlist names it only as such
     identity = session.manifest["identity"]
+    # the endpoint is identity of its own (the base URL, never the key); the requested model too
     assert identity["model_endpoint"] == f"{session.ep.base_url}/v1"
+    assert session.manifest["evidence"]["model_endpoint"] == {"source": "COPILOT_PROVIDER_BASE_URL"}
     assert "model_endpoint" in identity["isolation"]["network_allowlist"]
+    assert identity["model_id"] == MODEL
     # the version probe and the runs wrote nothing into the user's home (Copilot unpacks
     # itself into ~/.cache/copilot on first use): it is as empty as before the session
     assert session.extra["home_after"] == []

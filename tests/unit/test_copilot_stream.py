@@ -198,3 +198,13 @@ def test_the_recorded_node_is_the_one_the_cli_carries(tmp_path):
     assert CopilotAdapter().bundled_runtimes({"PATH": str(bindir)}) == {}
     native.unlink()
     assert CopilotAdapter().bundled_runtimes({"PATH": str(bindir)}) == {}
+
+
+def test_the_clis_own_retries_are_recorded_and_the_requested_model_is_run_identity():
+    out = parsed("real-byok-429")
+    retries = of(out, "api_retry")
+    assert [r["error_status"] for r in retries] == [429] * 5 and retries[-1]["attempt"] == 5
+    infra = CopilotAdapter().classify_ending(out, 1, b"", b"", False)
+    assert infra is not None and infra["class"] == "rate_limited" and infra["product_retries"] == 5
+    assert out.run_identity == {"model_id": "gpt-4.1"}
+    assert "model_id" in CopilotAdapter.run_reported

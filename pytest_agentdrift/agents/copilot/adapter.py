@@ -83,8 +83,11 @@ class CopilotAdapter(ProductAdapter):
         "COPILOT_PROVIDER_MAX_OUTPUT_TOKENS",
         "COPILOT_PROVIDER_AZURE_API_VERSION",
     )
-    # a gateway or a local model server in bring-your-own-key mode
+    # a gateway or a local model server in bring-your-own-key mode; else GitHub's model service
     endpoint_env = ("COPILOT_PROVIDER_BASE_URL",)
+    default_endpoint = "https://api.githubcopilot.com"
+    # every record names the model the CLI asks for (model.call_start, assistant.message)
+    run_reported = ("model_id",)
     # the usage summary (--usage-output-file): tokens are in no event of the stream
     scratch_files: ClassVar[tuple[str, ...]] = (USAGE_FILE,)
     # modelMetrics inputTokens count the cached prompt tokens too (measured against an endpoint)

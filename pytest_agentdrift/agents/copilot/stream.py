@@ -142,6 +142,7 @@ class StreamParser:
         self.errors: list[str] = []
         self.infra_signal: dict[str, Any] | None = None  # the last error the CLI itself reported
         self.last_failure: dict[str, Any] | None = None  # the last model.call_failure
+        self.retries = 0  # the CLI's own retries of a failed model call (assistant.turn_retry)
 
     def feed(self, kind: str, data: dict[str, Any]) -> None:
         self.typed += 1
@@ -172,6 +173,13 @@ class StreamParser:
     def on_call_failure(self, data: dict[str, Any]) -> None:
         self.requested(data)
         self.last_failure = data
+
+    def on_retry(self, data: dict[str, Any]) -> None:
+        self.retries += 1
+        status = as_int(as_dict(self.last_failure).get("statusCode"))
+        self.events.append(
+            {"type": "api_retry", "attempt": self.retries, "error_status": status, "error": as_str(data.get("reason"))}
+        )
 
     def on_message(self, data: dict[str, Any]) -> None:
         self.requested(data)
@@ -305,6 +313,10 @@ class StreamParser:
             )
         if self.failed and self.infra_signal is not None:
             out.infra_error = self.infra_signal
+            if self.retries:
+                out.infra_error["product_retries"] = self.retries
+        if out.requested_model:
+            out.run_identity["model_id"] = out.requested_model
         out.answered = self.answered if stream.records else None
         out.model_stamp = self.stamp
         out.parse_errors = cap_errors(errors)
@@ -318,6 +330,7 @@ _HANDLERS: dict[str, Any] = {
     "model.call_start": StreamParser.requested,
     "model.call_finished": StreamParser.on_call_finished,
     "model.call_failure": StreamParser.on_call_failure,
+    "assistant.turn_retry": StreamParser.on_retry,
     "assistant.message": StreamParser.on_message,
     "tool.execution_start": StreamParser.on_tool_start,
     "tool.execution_complete": StreamParser.on_tool_complete,
