@@ -36,8 +36,10 @@ def _specs(paths: list[str], wanted: list[str]) -> dict:
     return {t: load_task(dirs[t]) for t in wanted}
 
 
-def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation) -> dict[str, list]:
-    """Every run of the record graded again, in a scratch directory removed at the end."""
+def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation) -> tuple[dict[str, list], list[str]]:
+    """Every run of the record graded again, in a scratch directory removed at the end; a task
+    graded exactly as it would be now keeps its recorded checks (its blobs still verified).
+    Returns (runs by task, the tasks kept)."""
     from pytest_agentdrift.grade.checks import Grader
     from pytest_agentdrift.record import regrade as rg
     from pytest_agentdrift.tasks.fdtree import rmtree
@@ -51,11 +53,22 @@ def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation
         hidden=(record.absolute(), out.absolute()),
         limits=dict(limits) if isinstance(limits, dict) else None,
     )
+    recorded_isolation = (results.get("isolation") or {}).get("enforced")
+    kept = [
+        tid
+        for tid, task in sorted(results["tasks"].items())
+        if rg.grading_unchanged(task, specs[tid], recorded_isolation, isolation.mode)
+    ]
+    runs: dict[str, list] = {}
     try:
-        return {
-            tid: [rg.regrade_run(record, specs[tid], r, grader, scratch / "runs") for r in task["runs"]]
-            for tid, task in sorted(results["tasks"].items())
-        }
+        for tid, task in sorted(results["tasks"].items()):
+            runs[tid] = [
+                r
+                if tid in kept and rg.keeps_all_it_needs(record, r)
+                else rg.regrade_run(record, specs[tid], r, grader, scratch / "runs")
+                for r in task["runs"]
+            ]
+        return runs, kept
     finally:
         rmtree(scratch)
 
@@ -86,9 +99,9 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     isolation = sandbox.detect(resolve_cli_flags(args, "isolation")["isolation"])
     spec_list = list(specs.values())
     evaluator, task_set = evaluator_id(spec_list), task_set_id(spec_list)
-    runs = _regrade_runs(record, out, results, specs, isolation)
-    new = rg.regraded_results(results, runs, new_run_id(), evaluator, task_set)
-    new["regraded_from"] = rg.provenance(results, isolation.mode)
+    runs, kept = _regrade_runs(record, out, results, specs, isolation)
+    new = rg.regraded_results(results, runs, new_run_id(), evaluator, task_set, specs)
+    new["regraded_from"] = rg.provenance(results, isolation.mode, kept)
     if manifest is not None:
         manifest, source = _regraded_manifest(manifest, spec_list, evaluator, task_set)
         manifest["regraded_from"] = new["regraded_from"]
@@ -105,7 +118,7 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     s = new["summary"]
     _out(
         f"regraded {s['runs']} run(s) of {record} into {out}: {s['passed']} passed, {changed} outcome(s) changed, "
-        f"{unjudged} check(s) not regradable; evaluator {results.get('evaluator_id')} -> {evaluator} "
+        f"{unjudged} check(s) not regradable; {len(kept)} task(s) graded as now kept as recorded; evaluator {results.get('evaluator_id')} -> {evaluator} "
         f"({time.monotonic() - started:.1f}s)"
     )
     return EXIT_OK

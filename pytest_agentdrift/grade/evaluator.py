@@ -14,10 +14,15 @@ imported, so computing the id costs one sha256 per component file.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_agentdrift.canonical import digest, hash_file
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.tasks.load import TaskSpec
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,6 +33,27 @@ def _package_sources(root: Path) -> list[Path]:
     # The bundled suite is task data (it has its own digest), never evaluator code.
     return sorted(
         p for p in root.rglob("*.py") if "__pycache__" not in p.parts and "suite" not in p.relative_to(root).parts
+    )
+
+
+@functools.cache
+def _components_now() -> tuple[tuple[str, str], ...]:
+    return tuple(evaluator_components().items())
+
+
+def task_grading_id(spec: TaskSpec) -> str:
+    """Everything that decides how one task's runs are graded: the grading code, the task's
+    checks and its grading files. Equal ids grade the same final tree the same way, so a
+    regrade keeps that task's recorded checks instead of running them again."""
+    from pytest_agentdrift import EVALUATOR_VERSION
+
+    return digest(
+        {
+            "evaluator_version": EVALUATOR_VERSION,
+            "code": dict(_components_now()),
+            "checks": [c.to_dict() for c in spec.checks],
+            "task": spec.grading_digest(),
+        }
     )
 
 

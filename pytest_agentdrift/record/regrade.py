@@ -218,6 +218,28 @@ def _needs(check_kind: str) -> frozenset[str]:
     return _NEEDS.get(check_kind, _DEFAULT_NEEDS)
 
 
+def grading_unchanged(task: dict[str, Any], spec: TaskSpec, record_isolation: Any, isolation_mode: str) -> bool:
+    """Whether the record's task was graded exactly as it would be now: the same grading code,
+    checks and grading files (the task's grading id) in the same isolation. Its runs' checks
+    then stand as recorded, and regrading pays only for the tasks that changed."""
+    from pytest_agentdrift.grade.evaluator import task_grading_id
+
+    recorded = task.get("grading_id")
+    return bool(recorded) and recorded == task_grading_id(spec) and record_isolation == isolation_mode
+
+
+def keeps_all_it_needs(record: Path, result: dict[str, Any]) -> bool:
+    """Whether the run's entry can stand as recorded: the record still holds everything its
+    checks read (else the run is graded again and says per check what is missing), and every
+    blob of its kept tree is what its name says (a record edited after the fact is refused,
+    naming the file, whether or not its checks run again)."""
+    lacks, doc = _lacking(record, result)
+    for entry in (doc or {}).get("entries", {}).values():
+        if entry.get("kept") and entry.get("sha256"):
+            finaltree.read_blob(record, entry["sha256"])
+    return not lacks
+
+
 def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Grader, scratch: Path) -> dict[str, Any]:
     """The run's entry graded again by the current checks of `spec` (kept as recorded when it was not graded)."""
     from pytest_agentdrift.grade.scoring import score
@@ -309,22 +331,32 @@ def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, s
         raise
 
 
-def provenance(results: dict[str, Any], grading_isolation: str) -> dict[str, Any]:
+def provenance(results: dict[str, Any], grading_isolation: str, kept_tasks: list[str]) -> dict[str, Any]:
     return {
         "run_id": results["run_id"],
         "evaluator_id": results.get("evaluator_id"),
         "at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "grading_isolation": grading_isolation,
+        "kept_tasks": kept_tasks,  # graded exactly as now (same grading id): their checks stand as recorded
         "from_regraded": results.get("regraded_from"),
     }
 
 
 def regraded_results(
-    results: dict[str, Any], runs: dict[str, list[dict[str, Any]]], run_id: str, evaluator: str, task_set: str
+    results: dict[str, Any],
+    runs: dict[str, list[dict[str, Any]]],
+    run_id: str,
+    evaluator: str,
+    task_set: str,
+    specs: dict[str, TaskSpec],
 ) -> dict[str, Any]:
+    from pytest_agentdrift.grade.evaluator import task_grading_id
     from pytest_agentdrift.grade.scoring import summarise
 
     tasks = {tid: {**t, "runs": runs[tid]} for tid, t in results["tasks"].items()}
+    for tid, task in tasks.items():
+        if tid in specs:
+            task["grading_id"] = task_grading_id(specs[tid])
     return {
         **results,
         "run_id": run_id,

@@ -72,6 +72,12 @@ def evaluator_id(specs: list[TaskSpec]) -> str:
     )
 
 
+def _task_grading_id(spec: TaskSpec) -> str:
+    from pytest_agentdrift.grade.evaluator import task_grading_id
+
+    return task_grading_id(spec)
+
+
 def task_set_id(specs: list[TaskSpec]) -> str:
     from pytest_agentdrift.canonical import digest
 
@@ -337,6 +343,7 @@ class TaskRunner:
             "suite": spec.suite,
             "behavior": spec.behavior,
             "task_digest": self.task_digest(spec),
+            "grading_id": _task_grading_id(spec),
             "default_checks": spec.default_checks,
         }
         tree = result.pop("_final_tree", None)

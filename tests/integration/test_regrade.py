@@ -48,7 +48,8 @@ def _verdicts(results: dict) -> dict:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     root = tmp_path_factory.mktemp("regrade")
-    shutil.copytree(SUITE / "T02-fix-localized-bug", root / "tasks" / "T02-fix-localized-bug")
+    for task in ("T01-explain-call-path", "T02-fix-localized-bug"):
+        shutil.copytree(SUITE / task, root / "tasks" / task)
     proc = _session(root, "--agent", "reference", "--agent-record", "runs/base", "tasks")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return root
@@ -75,6 +76,19 @@ def test_a_changed_check_regrades_as_a_fresh_run_and_compares(recorded, tmp_path
     assert regraded["regraded_from"]["evaluator_id"] == base["evaluator_id"]
     # the run-time evidence is the record's, not made up again
     assert regraded["tasks"]["T02"]["runs"][0]["evidence"] == base["tasks"]["T02"]["runs"][0]["evidence"]
+    # the task graded exactly as now is not graded again: its recorded checks stand
+    assert regraded["regraded_from"]["kept_tasks"] == ["T01"]
+    assert regraded["tasks"]["T01"]["runs"] == base["tasks"]["T01"]["runs"]
+    assert (
+        regraded["tasks"]["T01"]["grading_id"]
+        == base["tasks"]["T01"]["grading_id"]
+        == now["tasks"]["T01"]["grading_id"]
+    )
+    assert (
+        regraded["tasks"]["T02"]["grading_id"]
+        == now["tasks"]["T02"]["grading_id"]
+        != base["tasks"]["T02"]["grading_id"]
+    )
     cmp = _cli("compare", str(root / "runs/regraded"), str(root / "runs/fresh"))
     assert cmp.returncode in (0, 1), cmp.stdout + cmp.stderr
     assert "not comparable" not in cmp.stdout.lower()
