@@ -457,14 +457,16 @@ def finalize_manifest(
     for name, values in per_field.items():
         if ident.get(name) == NOT_APPLICABLE or not values:
             continue
-        if name not in POST_RUN_FIELDS and ident.get(name) != UNOBSERVED:
-            continue
         seen = sorted(
             {digest(v): v for v in values.values() if v not in (None, "")}.values(),
             key=lambda v: (0, v, "") if isinstance(v, str) else (1, "", digest(v)),
         )
         missing = sorted(k for k, v in values.items() if v in (None, ""))
         if not seen:
+            continue
+        if name not in POST_RUN_FIELDS and ident.get(name) != UNOBSERVED:
+            # an option or a file named it: that value stays, what the product asked for is evidence
+            out.setdefault("evidence", {}).setdefault("post_run", {})[name] = {"reported": seen, "kept": ident[name]}
             continue
         ident[name] = seen[0] if len(seen) == 1 else seen
         source = "the host's answers" if name in POST_RUN_FIELDS else "the product's own report at run time"
@@ -1035,25 +1037,27 @@ def model_endpoint(
     """The base URL the product sends its model requests to, as identity (never a credential:
     agents.base.endpoint_label drops user, password, query and fragment).
 
-    The product's own environment first (ANTHROPIC_BASE_URL, ...), then its configuration
-    (Codex's selected provider), then the product's built-in endpoint."""
+    The product's configuration first (Codex's selected provider; a Claude Code settings file
+    whose `env` block sets its base URL, which the CLI applies over its environment), then its
+    environment (ANTHROPIC_BASE_URL, ...), then the product's built-in endpoint."""
     from pytest_agentdrift.agents.base import endpoint_label
 
-    candidates: list[tuple[str, Any]] = [(name, env.get(name)) for name in adapter.get("endpoint_env", ())]
+    candidates: list[tuple[str, Any]] = []
     fact = facts.get("model_endpoint")
     if isinstance(fact, Mapping):
         per = fact.get("configured_per_context")
-        values = set(per.values()) if isinstance(per, Mapping) else {fact.get("configured")}
-        candidates.append(
-            (f"configuration ({fact.get('source', 'config')})", values.pop() if len(values) == 1 else fact)
-        )
+        values = {digest(v): v for v in per.values()} if isinstance(per, Mapping) else {"": fact.get("configured")}
+        value = next(iter(values.values())) if len(values) == 1 else None
+        candidates.append((f"configuration ({fact.get('source', 'config')})", value or fact))
+    candidates += [(name, env.get(name)) for name in adapter.get("endpoint_env", ())]
     candidates.append(("the product's built-in endpoint", adapter.get("default_endpoint")))
     for source, value in candidates:
         if not value:
             continue
         label = endpoint_label(value) if isinstance(value, str) else None
         if label is None:
-            return _unobserved(reasons, "model_endpoint", f"{source} does not name one http(s) URL")
+            why = "sets it in an env block, recorded by name only" if "settings_env" in str(value) else None
+            return _unobserved(reasons, "model_endpoint", f"{source} {why or 'does not name one http(s) URL'}")
         evidence["model_endpoint"] = {"source": source}
         return label
     return _unobserved(reasons, "model_endpoint", "the agent names no model endpoint the harness can read")

@@ -182,6 +182,7 @@ def test_an_option_wins_over_what_the_product_reports(tmp_path):
     m = manifest_for(ClaudeCodeAdapter(), tmp_path, options={"model": "opus"})
     done = mf.finalize_manifest(m, {}, reported={"T02/r1": {"model_id": "claude-opus-5-5"}})
     assert done["identity"]["model_id"] == "opus"
+    assert done["evidence"]["post_run"]["model_id"] == {"reported": ["claude-opus-5-5"], "kept": "opus"}
 
 
 def test_a_command_agents_endpoint_is_unobservable_not_accepted_by_default(tmp_path):

@@ -223,3 +223,19 @@ def test_api_requests_say_what_they_count():
     assert request_unit([post]) == "requests"
     assert request_unit([]) == "requests"
     assert request_unit([connect, post]) == "requests and tunnels"
+
+
+def test_codex_crash_evidence_is_never_its_stdin_banner():
+    stderr = b"Error: failed to load config.toml: bad key\nReading additional input from stdin...\n"
+    adapter = CodexAdapter()
+    found = adapter.classify_ending(adapter.parse_output(b"", stderr), 1, b"", stderr, False)
+    assert found["class"] == "crashed" and found["evidence"] == "Error: failed to load config.toml: bad key"
+
+
+def test_claude_endpoint_set_in_a_settings_env_block_is_not_guessed(tmp_path):
+    from test_endpoint_identity import manifest_for
+
+    settings = {".claude/settings.json": json.dumps({"env": {"ANTHROPIC_BASE_URL": "https://gw.internal"}})}
+    m = manifest_for(ClaudeCodeAdapter(), tmp_path, {"ANTHROPIC_BASE_URL": "https://other"}, home_files=settings)
+    assert m["identity"]["model_endpoint"] == "unobserved"
+    assert "env block, recorded by name only" in m["reasons"]["model_endpoint"]

@@ -454,7 +454,20 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     elif auto is not None:
         found["auto_update_state"] = {"value": "enabled" if auto[0] else "disabled", "source": auto[1]}
     found["documented_merge"] = {"value": claude_documented_merge(settings), "source": "settings docs"}
+    # a settings file's `env` block reaches the CLI's environment over the session's own; its values
+    # are recorded by name only, so an endpoint set there is known to be set, not where it points
+    redirects = [src for src in settings if "ANTHROPIC_BASE_URL" in _env_names(src.get("content"))]
+    if redirects:
+        top = max(redirects, key=lambda src: src["precedence"])
+        found["model_endpoint"] = {"value": {"settings_env": "ANTHROPIC_BASE_URL"}, "source": top["path"]}
     return found
+
+
+def _env_names(content: Any) -> list[str]:
+    names = content.get("env") if isinstance(content, dict) else None
+    if isinstance(names, dict):
+        return list(names)
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 #: the uniform entry point ``manifest.discovery.discover_with`` calls (every product takes the same keywords)

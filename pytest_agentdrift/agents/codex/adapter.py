@@ -223,6 +223,13 @@ class CodexAdapter(ProductAdapter):
         out.parse_errors = cap_errors(errors)
         return out
 
+    def classify_ending(
+        self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
+    ) -> dict[str, Any] | None:
+        # the banner Codex prints on every run is never the reason it stopped
+        kept = b"\n".join(ln for ln in stderr.splitlines() if not ln.strip().startswith(_STDIN_BANNERS))
+        return super().classify_ending(out, exit_code, stdout, kept, timed_out)
+
     def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Progress from one exec --json event; usage arrives only with turn.completed."""
         kind = record.get("type")
@@ -316,6 +323,8 @@ def _native_binary(launcher: str | None) -> str | None:
     return None
 
 
+#: what `codex exec` prints on stderr as it starts, whatever happens next (0.171)
+_STDIN_BANNERS = (b"Reading additional input from stdin", b"Reading prompt from stdin")
 #: Codex's own retry settings of a model provider (config.toml `model_providers.<id>`)
 _RETRY_KEYS = ("request_max_retries", "stream_max_retries")
 #: a provider id that can be named in a dotted `-c` key as it is
