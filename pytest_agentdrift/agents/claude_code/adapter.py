@@ -327,8 +327,8 @@ class ClaudeCodeAdapter(ProductAdapter):
                 note.update(usage_key=msg["id"], input_tokens=u.input_tokens, output_tokens=u.output_tokens)
             return note or None
         if kind == "result":
-            u = self._usage(as_dict(record.get("usage")), as_float(record.get("total_cost_usd")))
-            # the result's totals replace the per-message figures
+            u = _result_usage(record, None)
+            # the result's totals (every call, side calls too, as the cost) replace the per-message figures
             return {
                 "event": "result",
                 "total": True,
