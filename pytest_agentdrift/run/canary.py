@@ -59,17 +59,18 @@ class InotifyWatch:
     """An inotify watch on one inode, read once after the run (non-blocking)."""
 
     def __init__(self, path: Path):
+        from pytest_agentdrift.run.watch import RESERVE
+
         libc = ctypes.CDLL(None, use_errno=True)
         self._libc = libc
-        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        # an instance reserved before any agent ran: a sibling run cannot take the last one
+        fd = RESERVE.take()
         wd = libc.inotify_add_watch(fd, os.fsencode(path), _WATCH_MASK)
         if wd < 0:
             err = ctypes.get_errno()
-            os.close(fd)
+            RESERVE.give_back(fd, [])
             raise OSError(err, "inotify_add_watch failed")
-        self.fd = fd
+        self.fd, self._wd = fd, wd
 
     def seen(self) -> list[str]:
         """What happened to the inode since the watch was set (sorted, deduplicated)."""
@@ -97,7 +98,9 @@ class InotifyWatch:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            from pytest_agentdrift.run.watch import RESERVE
+
+            RESERVE.give_back(self.fd, [self._wd])
             self.fd = -1
 
 

@@ -146,7 +146,11 @@ class RunGuard:
                 unreported=self.unreported,
             ).start()
         except (InotifyUnavailable, OSError) as exc:
-            self.notes.append(f"write watcher unavailable: {exc}")
+            from pytest_agentdrift.run.watch import RESERVE
+
+            self.notes.append(
+                f"write watcher unavailable: {exc}" + (f" ({RESERVE.problem})" if RESERVE.problem else "")
+            )
 
     def _probes(self) -> dict[str, Any]:
         def used(paths_fn, key):

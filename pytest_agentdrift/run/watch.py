@@ -98,10 +98,96 @@ def _inotify():
             libc = ctypes.CDLL(None, use_errno=True)
             libc.inotify_init1.argtypes = [ctypes.c_int]
             libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+            libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
             _libc = libc
         except (OSError, AttributeError) as exc:
             raise InotifyUnavailable(f"inotify is not available: {exc}") from None
     return _libc
+
+
+def _new_instance() -> int:
+    fd = _inotify().inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise InotifyUnavailable(err, f"inotify_init1: {os.strerror(err)}")
+    return fd
+
+
+def _discard_queued(fd: int) -> None:
+    """Read and drop what an instance still holds (a previous run's last events, its IN_IGNORED)."""
+    while True:
+        try:
+            if not os.read(fd, 1 << 16):
+                return
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EINTR:
+                return
+
+
+class InotifyReserve:
+    """Inotify instances the harness holds from before any agent runs.
+
+    The kernel bounds a user's instances (fs.inotify.max_user_instances, 128
+    by default) and an agent runs as the harness's user: a sibling run's agent
+    that took every one would leave the next run's watcher without one, and
+    that run unobserved. So the session reserves its instances when it starts,
+    before any agent (one for the run's write watcher, one for its canary's
+    watch, run/canary.py), and each takes one and gives it back, emptied of
+    its watches, for the next run.
+    """
+
+    #: instances kept for reuse (a run's write watcher and its canary's watch); more are closed
+    KEEP = 4
+
+    def __init__(self) -> None:
+        self._free: list[int] = []
+        self._lock = threading.Lock()
+        self.problem: str | None = None  # why the reservation failed, when it did
+
+    def reserve(self, n: int = 1) -> None:
+        with self._lock:
+            try:
+                while len(self._free) < n:
+                    self._free.append(_new_instance())
+            except OSError as exc:
+                self.problem = f"could not reserve an inotify instance before the runs: {exc}"
+
+    def take(self) -> int:
+        """A reserved instance, emptied of what it still held; a new one when none is left."""
+        with self._lock:
+            if self._free:
+                fd = self._free.pop()
+                _discard_queued(fd)
+                return fd
+        return _new_instance()
+
+    def give_back(self, fd: int, wds: list[int]) -> None:
+        """Remove `wds` from the instance `fd` and keep it for the next taker (or close it)."""
+        libc = _inotify()
+        for wd in wds:
+            libc.inotify_rm_watch(fd, wd)
+        _discard_queued(fd)
+        with self._lock:
+            if len(self._free) < self.KEEP:
+                self._free.append(fd)
+                return
+        os.close(fd)
+
+
+#: this process's reserve (the session fills it when it starts: reserve_instances)
+RESERVE = InotifyReserve()
+
+
+def reserve_instances(n: int = 2) -> str | None:
+    """Hold `n` inotify instances for this process's runs from now on; why not, when it failed."""
+    try:
+        _inotify()
+    except InotifyUnavailable as exc:
+        return str(exc)
+    RESERVE.reserve(n)
+    return RESERVE.problem
 
 
 class WriteWatcher:
@@ -164,12 +250,8 @@ class WriteWatcher:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> WriteWatcher:
-        libc = _inotify()
-        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise InotifyUnavailable(err, f"inotify_init1: {os.strerror(err)}")
-        self._fd = fd
+        _inotify()
+        self._fd = RESERVE.take()  # reserved before any agent ran (InotifyReserve), else a new one
         self._stop_r, self._stop_w = os.pipe()
         self._watch_tree(str(self.root), emit=False)
         self._recount()
@@ -188,11 +270,14 @@ class WriteWatcher:
             return
         os.write(self._stop_w, b"x")
         self._thread.join(10)
-        for fd in (self._fd, self._stop_r, self._stop_w):
+        done = not self._thread.is_alive()
+        for fd in (self._stop_r, self._stop_w) if done else (self._fd, self._stop_r, self._stop_w):
             try:
                 os.close(fd)
             except OSError:
                 pass
+        if done:  # the instance goes back to the reserve for the next run, emptied of this run's watches
+            RESERVE.give_back(self._fd, list(self._wd))
         self._thread = None
 
     @property

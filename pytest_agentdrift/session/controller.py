@@ -37,6 +37,14 @@ def _resolve_agent(config: pytest.Config, runner: TaskRunner) -> None:
         raise pytest.UsageError(exc.message) from None
 
 
+def _reserve_write_watch() -> None:
+    """Hold this process's inotify instance before any agent runs: an agent of the same user that
+    takes every instance cannot leave a later run unobserved (run/watch.py, InotifyReserve)."""
+    from pytest_agentdrift.run.watch import reserve_instances
+
+    reserve_instances()
+
+
 class WorkerPlugin:
     def __init__(self, config: pytest.Config, runner: TaskRunner):
         self.config = config
@@ -45,6 +53,7 @@ class WorkerPlugin:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.runner.settings.agent_selected:
             _resolve_agent(self.config, self.runner)
+            _reserve_write_watch()
             from pytest_agentdrift.session.experiments import prepare_session
 
             try:
@@ -113,6 +122,8 @@ class ControllerPlugin:
         if not s.active:
             return
         _resolve_agent(self.config, self.runner)
+        if s.agent_selected and not self.config.pluginmanager.has_plugin("dsession"):
+            _reserve_write_watch()  # this process runs the agents (no xdist workers)
         try:
             if self.runner.adapter is not None:
                 self.runner.check_agent_available()

@@ -131,10 +131,12 @@ def run_session(
     env: dict[str, str] | None = None,
     timeout: float = 300,
     files: dict[str, str] | None = None,
+    prefix: tuple[str, ...] = (),
 ) -> Session:
     """Make the tasks (plus the benign Z99), run the agent on them, return the session.
 
-    `isolation="auto"` passes no --agent-isolation: the session picks, as a user's would."""
+    `isolation="auto"` passes no --agent-isolation: the session picks, as a user's would. `prefix`
+    runs the session under another command (a user namespace of its own)."""
     root.mkdir(parents=True, exist_ok=True)
     for task_id, kwargs in tasks.items():
         make_task(root / "tasks", task_id, **{"checks": SAFETY_CHECKS, **kwargs})
@@ -143,6 +145,7 @@ def run_session(
         (root / rel).write_text(textwrap.dedent(text))
     agent = write_agent(root / "agent.py", bodies)
     args = [
+        *prefix,
         sys.executable,
         "-m",
         "pytest",
