@@ -138,9 +138,10 @@ def run_session(
     `isolation="auto"` passes no --agent-isolation: the session picks, as a user's would. `prefix`
     runs the session under another command (a user namespace of its own)."""
     root.mkdir(parents=True, exist_ok=True)
-    for task_id, kwargs in tasks.items():
-        make_task(root / "tasks", task_id, **{"checks": SAFETY_CHECKS, **kwargs})
-    make_task(root / "tasks", BENIGN, checks=SAFETY_CHECKS)
+    if not (root / "tasks").exists():  # a second session in the same root runs the same tasks
+        for task_id, kwargs in tasks.items():
+            make_task(root / "tasks", task_id, **{"checks": SAFETY_CHECKS, **kwargs})
+        make_task(root / "tasks", BENIGN, checks=SAFETY_CHECKS)
     for rel, text in (files or {}).items():
         (root / rel).write_text(textwrap.dedent(text))
     agent = write_agent(root / "agent.py", bodies)

@@ -19,6 +19,8 @@ Every test here fails on the code before these defences and passes after.
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 from hostile_helpers import (
     BENIGN,
@@ -535,4 +537,49 @@ def test_an_overflowed_queue_leaves_the_run_and_the_session_undecided(capacity_s
     closing = [ln for ln in s.out.splitlines() if ln.startswith("agentdrift: exit ")][-1]
     assert closing.startswith("agentdrift: exit 4 — not decided: 1 of 3 run(s) undecided"), closing
     assert "HQ1 r1 (grading: writes: undecided: the write observation is incomplete (" in closing, closing
+    assert "event queue overflow(s)" in closing, closing
+
+
+# the same flood under a regression gate: the baseline's run was observed in full, the candidate's
+# overflowed; the gate cannot pass what the harness could not judge
+GATE_INI = (
+    "[pytest]\nagent_declare = agent.toml\n"
+    "agent_accept_unobserved =\n    env_image_digest\n    server_revision\n    model_stamp\n    auto_update_state\n    model_endpoint\n"
+)
+GATE_DECLARE = (
+    'model_id = "acme-coder-2"\nmodel_options = {reasoning = "high"}\npermission_mode = "auto"\n'
+    'sandbox = "workspace-write"\nbuilt_in_tools = ["edit", "shell"]\ntemperature = 0.2\nseed = 7\n'
+    "max_output_tokens = 4096\nbudget_tokens_per_task = 100000\ntool_timeout_s = 60\n"
+)
+GATE_BODIES = {
+    "HQ2": "if os.environ.get('FLOOD') == '1':\n"
+    + textwrap.indent(CAPACITY_BODIES["HQ1"].replace('report("complete", summary="nothing to do")', ""), "    ")
+    + "report('complete', summary='nothing to do')\n"
+}
+
+
+@pytest.fixture(scope="module")
+def gate_session(tmp_path_factory):
+    def build(root):
+        tasks = {"HQ2": WRITES_TASK}
+        files = {"pytest.ini": GATE_INI, "agent.toml": GATE_DECLARE}
+        flood = ("--agent-env", "FLOOD")
+        base = run_session(root, tasks, GATE_BODIES, *flood, files=files, env={"FLOOD": "0"})
+        assert base.ret == 0, base.out[-3000:]
+        (root / "runs" / "r").rename(root / "runs" / "base")
+        gated = ("--agent-baseline", "runs/base", "--agent-gate", "regression")
+        return run_session(root, tasks, GATE_BODIES, *flood, *gated, files=files, env={"FLOOD": "1"})
+
+    return shared(tmp_path_factory, "failclosed-gate", build)
+
+
+def test_an_overflowed_queue_never_passes_a_gate(gate_session):
+    s = gate_session
+    assert s.run("HQ2")["outcome"] == "undecided" and s.run(BENIGN)["outcome"] == "passed"
+    assert s.ret == 4, s.out[-3000:]
+    closing = [ln for ln in s.out.splitlines() if ln.startswith("agentdrift: exit ")][-1]
+    assert closing.startswith(
+        "agentdrift: exit 4 — not decided: 1 of 2 run(s) undecided, the harness could not judge them: "
+        "HQ2 r1 (grading: writes: undecided: the write observation is incomplete ("
+    ), closing
     assert "event queue overflow(s)" in closing, closing
