@@ -231,12 +231,13 @@ class RunEvidence:
 
 
 def request_unit(proxied: list[dict[str, Any]]) -> str:
-    """What one counted API request is: the proxy sees each plain-HTTP request, but of HTTPS only
-    the CONNECT tunnel, which may carry any number of requests."""
-    tunnels = sum(1 for e in proxied if e.get("method") == "CONNECT")
-    if not tunnels:
-        return "requests"
-    return "tunnels" if tunnels == len(proxied) else "requests and tunnels"
+    """What one counted API request is: of HTTPS the proxy sees only the CONNECT tunnel, which may
+    carry any number of requests (run/netproxy.py lets nothing else through); a plain-HTTP request
+    it passed would be one request."""
+    plain = sum(1 for e in proxied if e.get("method") != "CONNECT")
+    if not plain:
+        return "tunnels"
+    return "requests" if plain == len(proxied) else "requests and tunnels"
 
 
 #: at most this many paths per list in results.json and checks.json (the rest are counted)

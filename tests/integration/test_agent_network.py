@@ -127,7 +127,7 @@ def test_api_through_proxy_rest_refused(pytester, api_server, isolation, monkeyp
     assert " 403" in summary["example.invalid:443"]
     assert seen and seen[0] == b"ping\n"
     ev = run["evidence"]
-    assert ev["api_requests"] == 1
+    assert ev["api_requests"] == 1 and ev["api_requests_unit"] == "tunnels"  # the proxy sees CONNECT only
     assert ev["network_attempts"] == 1  # the refused host
     assert ev["network_policy"]["allowlist"] == [f"127.0.0.1:{port}"]
     assert ev["network_policy"]["enforced"] is (isolation == "bwrap")

@@ -221,7 +221,7 @@ def test_api_requests_say_what_they_count():
     post = {"method": "POST", "host": "gw", "port": 80}
     assert request_unit([connect, connect]) == "tunnels"
     assert request_unit([post]) == "requests"
-    assert request_unit([]) == "requests"
+    assert request_unit([]) == "tunnels"  # what the proxy counts when it counts none
     assert request_unit([connect, post]) == "requests and tunnels"
 
 
