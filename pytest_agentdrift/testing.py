@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
+from pytest_agentdrift.vocabulary import RESULTS_FILE
 
 _DEFAULT_EFFECTS = {
     "network": True,
@@ -137,7 +138,7 @@ def agent_cmd(script: Path) -> str:
 
 
 def load_results(run_dir: Path) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / "results.json").read_text())
+    return json.loads((Path(run_dir) / RESULTS_FILE).read_text())
 
 
 def normalise_results(results: dict[str, Any]) -> dict[str, Any]:

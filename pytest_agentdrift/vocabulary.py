@@ -261,6 +261,15 @@ def enforces_network(mode: str) -> bool:
 FINAL_TREE_FILE: Final = "tree.json"
 #: the record's content-addressed bytes of final trees: blobs/<first two hex>/<sha256>
 BLOB_DIR: Final = "blobs"
+#: the files of a record's top level
+RESULTS_FILE: Final = "results.json"
+MANIFEST_FILE: Final = "runtime-manifest.json"
+SOURCE_MANIFEST_FILE: Final = "source-manifest.json"
+#: a comparison's files, relative to the record (the comparison directory's own names below)
+COMPARISON_DIR: Final = "comparison"
+DECISION_FILE: Final = "comparison/decision.json"
+COMPARISON_FILE: Final = "comparison/comparison.json"
+MANIFEST_DIFF_FILE: Final = "comparison/manifest-diff.json"
 
 
 __all__ = [name for name in dir() if name.isupper()] + ["enforces_network"]

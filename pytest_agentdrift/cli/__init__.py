@@ -31,7 +31,15 @@ from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.session.options import add_cli_flags, resolve_cli_flags
-from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_STATUS_KEY, EXIT_USAGE
+from pytest_agentdrift.vocabulary import (
+    DECISION_FILE,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_STATUS_KEY,
+    EXIT_USAGE,
+    SOURCE_MANIFEST_FILE,
+)
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
@@ -106,7 +114,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # the experiment rows; under --gate drop-it (or --drop-it) the drop-it gate sets the exit status
     section, rows, mode = compare_rows(args, selected_baseline(base, cand)[0], cand, outcome.comparison)
     verdict = drop_it_verdict(section, outcome.comparison, mode, outcome.verdict)
-    decision = outcome.files["comparison/decision.json"]
+    decision = outcome.files[DECISION_FILE]
     decision["experiment"] = section
     decision[EXIT_STATUS_KEY] = verdict.to_dict()
     if args.json:
@@ -188,7 +196,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     # the task set every shard was drawn from: the tasks its source manifest lists, k times each
     task_lists = set()
     for path, _, _ in shards:
-        src = path / "source-manifest.json"
+        src = path / SOURCE_MANIFEST_FILE
         if src.is_file():
             doc = load_json_file(src, RecordError)
             task_lists.add(tuple(doc.get("tasks") or ()) if isinstance(doc, dict) else ())
@@ -197,7 +205,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             "the shards were drawn from different task sets (their source manifests list different tasks)"
         )
     expected = None
-    if len(task_lists) == 1 and len([1 for path, _, _ in shards if (path / "source-manifest.json").is_file()]) == len(
+    if len(task_lists) == 1 and len([1 for path, _, _ in shards if (path / SOURCE_MANIFEST_FILE).is_file()]) == len(
         shards
     ):
         expected = universe(next(iter(task_lists)), int(shards[0][1]["settings"].get("k", 1)))
@@ -208,7 +216,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
     try:
-        for name in (MANIFEST_FILE, "instruction-bundle.json", "source-manifest.json"):
+        for name in (MANIFEST_FILE, "instruction-bundle.json", SOURCE_MANIFEST_FILE):
             if (first_path / name).is_file():
                 shutil.copyfile(first_path / name, tmp / name)
         for path, results, _ in shards:

@@ -21,6 +21,7 @@ from typing import Any
 
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_FAILED, EXIT_OK, AgentDriftError
+from pytest_agentdrift.vocabulary import MANIFEST_FILE
 
 
 def _store(args: argparse.Namespace) -> Path:
@@ -232,8 +233,8 @@ def compare_rows(
         base,
         cand,
         comparison,
-        base_manifest=doc(args.base, "runtime-manifest.json"),
-        cand_manifest=doc(args.cand, "runtime-manifest.json"),
+        base_manifest=doc(args.base, MANIFEST_FILE),
+        cand_manifest=doc(args.cand, MANIFEST_FILE),
         base_instructions=doc(args.base, "instruction-bundle.json"),
         cand_instructions=doc(args.cand, "instruction-bundle.json"),
         gate_mode=mode,

@@ -20,6 +20,7 @@ from pytest_agentdrift.cli.common import add_ini_args
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_OK, AgentDriftError
 from pytest_agentdrift.session.options import add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.vocabulary import DECISION_FILE, MANIFEST_DIFF_FILE
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -63,9 +64,9 @@ def comparison_input(
     inp = ReportInput(
         results=cand_results,
         run_dir=run,
-        decision=outcome.files["comparison/decision.json"],
+        decision=outcome.files[DECISION_FILE],
         comparison=outcome.comparison,
-        manifest_diff=outcome.files["comparison/manifest-diff.json"],
+        manifest_diff=outcome.files[MANIFEST_DIFF_FILE],
         manifest=cand_manifest,
         baseline_label=f"{base} (run {base_results.get('run_id')})",
     )

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_REFUSED, GATE_PROMOTE, GATE_REGRESSION
+from pytest_agentdrift.vocabulary import (
+    COMPARISON_FILE,
+    DECISION_FILE,
+    EXIT_OK,
+    EXIT_REFUSED,
+    GATE_PROMOTE,
+    GATE_REGRESSION,
+    MANIFEST_DIFF_FILE,
+)
 
 
 @dataclass(frozen=True)
@@ -155,9 +163,9 @@ def compare_recorded(
     if items is not None:
         decision["regression_gate"]["items"] = items
     files: dict[str, Any] = {
-        "comparison/manifest-diff.json": diff,
-        "comparison/decision.json": decision,
-        "comparison/comparison.json": comparison,
+        MANIFEST_DIFF_FILE: diff,
+        DECISION_FILE: decision,
+        COMPARISON_FILE: comparison,
     }
     if comparison.get("ledger") is not None and ledger is not None:
         files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from pytest_agentdrift.canonical import load_json_file
 from pytest_agentdrift.compare.stats import scored_passes, wilson_interval
 from pytest_agentdrift.errors import RecordError
-from pytest_agentdrift.vocabulary import IDENTITY_FIELDS, INFRA_OUTCOME
+from pytest_agentdrift.vocabulary import IDENTITY_FIELDS, INFRA_OUTCOME, MANIFEST_FILE
 
 #: family-wise false-flag rate of a series
 ALPHA = 0.05
@@ -35,7 +35,6 @@ SERIES_KEYS = ("task_set_id", "evaluator_id")
 SURFACE_KEYS = ("surface", "product")
 #: identity fields that identify a record rather than describe its runtime (never marked as a change)
 _NOT_MARKED = frozenset({"task_set_id", "evaluator_id", "source_id"})
-MANIFEST_FILE = "runtime-manifest.json"
 
 
 @dataclass

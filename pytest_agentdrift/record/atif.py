@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.vocabulary import MANIFEST_FILE, SOURCE_MANIFEST_FILE
+
 SCHEMA_VERSION = "ATIF-v1.7"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "atif.schema.json"
 
@@ -755,7 +757,7 @@ def export_run(
         path = run_dir / name
         return load_json_file(path, RecordError) if path.is_file() else None
 
-    manifest, source_manifest = optional("runtime-manifest.json"), optional("source-manifest.json")
+    manifest, source_manifest = optional(MANIFEST_FILE), optional(SOURCE_MANIFEST_FILE)
     from pytest_agentdrift.tasks.load import builtin_suite_dir
 
     dirs = [*task_dirs, builtin_suite_dir()]

@@ -36,6 +36,7 @@ from typing import Any
 
 from pytest_agentdrift.record.report import _LAYER_ABBR
 from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, MANIFEST_DIFF_FILE, MANIFEST_FILE
 
 #: what each layer asks (the terminal shows the same abbreviations)
 LAYER_MEANING = {
@@ -235,14 +236,13 @@ def load_input(run_dir: Path, results: dict[str, Any] | None = None) -> ReportIn
         from pytest_agentdrift.record.store import load_run
 
         results = load_run(run_dir, require_complete=False)
-    cmp_dir = run_dir / "comparison"
     inp = ReportInput(
         results=results,
         run_dir=run_dir,
-        decision=_read_json(cmp_dir / "decision.json", notes),
-        comparison=_read_json(cmp_dir / "comparison.json", notes),
-        manifest_diff=_read_json(cmp_dir / "manifest-diff.json", notes),
-        manifest=_read_json(run_dir / "runtime-manifest.json", notes),
+        decision=_read_json(run_dir / DECISION_FILE, notes),
+        comparison=_read_json(run_dir / COMPARISON_FILE, notes),
+        manifest_diff=_read_json(run_dir / MANIFEST_DIFF_FILE, notes),
+        manifest=_read_json(run_dir / MANIFEST_FILE, notes),
         notes=notes,
     )
     for name in ("decision", "comparison", "manifest_diff", "manifest"):

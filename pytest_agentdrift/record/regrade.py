@@ -28,14 +28,18 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.run import finaltree
-from pytest_agentdrift.vocabulary import INFRA_OUTCOME, UNDECIDED_OUTCOME
+from pytest_agentdrift.vocabulary import (
+    INFRA_OUTCOME,
+    MANIFEST_FILE,
+    RESULTS_FILE,
+    SOURCE_MANIFEST_FILE,
+    UNDECIDED_OUTCOME,
+)
 
 if TYPE_CHECKING:
     from pytest_agentdrift.grade.checks import Grader
     from pytest_agentdrift.tasks.load import TaskSpec
 
-MANIFEST_FILE = "runtime-manifest.json"
-SOURCE_MANIFEST_FILE = "source-manifest.json"
 #: what a check kind reads besides the task: the final tree, the harness's and agent's events, the report
 _NEEDS: dict[str, frozenset[str]] = {
     "report_status": frozenset({"report"}),
@@ -301,7 +305,7 @@ def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, s
     results.json last. The source record's comparison/ is not carried: it judged other grades."""
     from pytest_agentdrift.record.html import record_page
     from pytest_agentdrift.record.report import markdown
-    from pytest_agentdrift.record.store import RESULTS, atomic_write
+    from pytest_agentdrift.record.store import atomic_write
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.regrading-", dir=out.parent))
@@ -324,7 +328,7 @@ def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, s
             atomic_write(tmp / SOURCE_MANIFEST_FILE, dumps_pretty(source))
         atomic_write(tmp / "report.md", markdown(results))
         atomic_write(tmp / "report.html", record_page(tmp, results))
-        atomic_write(tmp / RESULTS, dumps_pretty(results))
+        atomic_write(tmp / RESULTS_FILE, dumps_pretty(results))
         os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -34,12 +34,12 @@ from typing import Any, Callable
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
-from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RESULTS, RunRecorder, atomic_write, lock_run_dir
+from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RunRecorder, atomic_write, lock_run_dir
 from pytest_agentdrift.tasks.shard import item_key, split_key
+from pytest_agentdrift.vocabulary import MANIFEST_FILE, RESULTS_FILE
 
 STATE_FORMAT = 1
 RUN_FILE = "run.json"
-MANIFEST_FILE = "runtime-manifest.json"
 
 
 def state_document(
@@ -171,7 +171,7 @@ def load_for_resume(path: Path, validate_manifest: Callable[[Any, Path], dict[st
 
     if not path.is_dir():
         raise RecordError("no such record to resume (record with --agent-record first)", path)
-    results_path = path / RESULTS
+    results_path = path / RESULTS_FILE
     if results_path.exists():
         try:
             done = json.loads(results_path.read_text(encoding="utf-8")).get("complete") is True

@@ -17,11 +17,10 @@ from typing import Any, Sequence
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
-from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE
+from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE, RESULTS_FILE
 
 SCHEMA_VERSION = 1
 INCOMPLETE_MARKER = "INCOMPLETE"
-RESULTS = "results.json"
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
@@ -67,7 +66,7 @@ def check_record_target(path: Path) -> None:
     """Refuse to record into a directory that already holds a run (exit 4)."""
     if path.exists() and not path.is_dir():
         raise RecordError("recording target exists and is not a directory", path)
-    results = path / RESULTS
+    results = path / RESULTS_FILE
     if results.exists():
         state = "a complete run"
         try:
@@ -168,7 +167,7 @@ class RunRecorder:
                 "complete": False,
                 "incomplete_reasons": [*results.get("incomplete_reasons", []), *("schema: " + p for p in problems)],
             }
-        atomic_write(self.path / RESULTS, dumps_pretty(results))
+        atomic_write(self.path / RESULTS_FILE, dumps_pretty(results))
         if results["complete"]:
             try:
                 (self.path / INCOMPLETE_MARKER).unlink()
@@ -180,7 +179,7 @@ def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
     """Read a recorded run's results.json; a bad or incomplete run is exit 4."""
     if not path.is_dir():
         raise RecordError("no such run directory", path)
-    results_path = path / RESULTS
+    results_path = path / RESULTS_FILE
     if not results_path.exists():
         if (path / INCOMPLETE_MARKER).exists():
             raise RecordError("the run was interrupted before it finished (INCOMPLETE marker, no results.json)", path)

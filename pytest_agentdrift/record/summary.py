@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.safetext import md_code, md_text
+from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, RESULTS_FILE
 
 _CLOSING = "agentdrift: exit "
 MAX_BULLETS = 20
@@ -49,13 +50,13 @@ def _cell(text: Any) -> str:
 def run_summary(run: Path, max_bytes: int = 60_000) -> str:
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.record.refusal import REFUSAL
-    from pytest_agentdrift.record.store import RESULTS, load_run
+    from pytest_agentdrift.record.store import load_run
 
-    if (run / REFUSAL).is_file() and not (run / RESULTS).exists():
+    if (run / REFUSAL).is_file() and not (run / RESULTS_FILE).exists():
         return _refusal_summary(run / REFUSAL, max_bytes)
     results = load_run(run, require_complete=False)
-    dpath = run / "comparison" / "decision.json"
-    cpath = run / "comparison" / "comparison.json"
+    dpath = run / DECISION_FILE
+    cpath = run / COMPARISON_FILE
     decision = load_json_file(dpath, RecordError) if dpath.is_file() else None
     comparison = load_json_file(cpath, RecordError) if cpath.is_file() else None
     closing = closing_line(run, decision)

@@ -20,9 +20,7 @@ from pytest_agentdrift.compare.outcome import selected_baseline  # noqa: F401  (
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.tasks.load import session_task_dirs
 from pytest_agentdrift.tasks.shard import item_key
-from pytest_agentdrift.vocabulary import UNOBSERVED, enforces_network
-
-MANIFEST_FILE = "runtime-manifest.json"
+from pytest_agentdrift.vocabulary import MANIFEST_FILE, UNOBSERVED, enforces_network
 
 
 def capture_for_session(config, info, runner, collector) -> None:

@@ -20,6 +20,8 @@ from pytest_agentdrift.compare.outcome import Verdict
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
 from pytest_agentdrift.vocabulary import (
+    COMPARISON_FILE,
+    DECISION_FILE,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_STATUS_KEY,
@@ -237,7 +239,7 @@ class ControllerPlugin:
         elif c.recorder is not None and not c.recorder.started:
             lines.append(f"nothing recorded in {s.record}: no task ran")
         elif c.recorder is not None:
-            decision = self.comparison.files.get("comparison/decision.json")
+            decision = self.comparison.files.get(DECISION_FILE)
             if isinstance(decision, dict):
                 decision[EXIT_STATUS_KEY] = verdict.to_dict()
             try:
@@ -256,7 +258,7 @@ class ControllerPlugin:
 
     def _agree_with_gate(self, session: pytest.Session) -> None:
         """Failures the regression gate does not hold against the candidate become xfails (itemverdicts)."""
-        comparison = self.comparison.files.get("comparison/comparison.json")
+        comparison = self.comparison.files.get(COMPARISON_FILE)
         if self._failed_items is None or not isinstance(comparison, dict):
             return
         from pytest_agentdrift.compare.outcome import gate_item_outcomes

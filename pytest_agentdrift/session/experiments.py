@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, GATE_DROP_IT, UNOBSERVED
+from pytest_agentdrift.vocabulary import DECISION_FILE, EXIT_FAILED, EXIT_OK, EXIT_REFUSED, GATE_DROP_IT, UNOBSERVED
 
 DROP_IT = GATE_DROP_IT
 STATE_ATTR = "agentdrift_experiment"  # on the SessionInfo: this module's state, one per process
@@ -333,8 +333,8 @@ def after_comparison(
     lines = render_experiment(section)
     files = state.files
     files["comparison/experiment.json"] = section
-    if isinstance(files.get("comparison/decision.json"), dict):
-        files["comparison/decision.json"]["experiment"] = section
+    if isinstance(files.get(DECISION_FILE), dict):
+        files[DECISION_FILE]["experiment"] = section
     if st.plan is not None:
         files["plan.json"] = st.plan
     verdict = drop_it_verdict(section, comparison, settings.gate, state.verdict)
@@ -350,8 +350,8 @@ def after_comparison(
             accept_unobserved=settings.accept_unobserved,
         )
         files["comparison/null.json"] = result
-        if isinstance(files.get("comparison/decision.json"), dict):
-            files["comparison/decision.json"]["null_experiment"] = {
+        if isinstance(files.get(DECISION_FILE), dict):
+            files[DECISION_FILE]["null_experiment"] = {
                 "status": result["status"],
                 "because": result["because"],
             }

@@ -33,7 +33,7 @@ from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run.budget import Budget, add_spend, parse_budget, run_spend, session_exhausted, spend_text
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
 from pytest_agentdrift.tasks.shard import item_key
-from pytest_agentdrift.vocabulary import INFRA_OUTCOME
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME, MANIFEST_FILE, SOURCE_MANIFEST_FILE
 
 STOP_FILE = "STOP"
 #: the same (class, evidence) ending this many runs in a row stops the session
@@ -362,11 +362,11 @@ class LongRun:
         )
         s.recorder.start(json.dumps(state, indent=2, sort_keys=True))
         if s.manifest is not None:
-            s.recorder.write_json("runtime-manifest.json", s.manifest)
+            s.recorder.write_json(MANIFEST_FILE, s.manifest)
         if s.instruction_bundle is not None:
             s.recorder.write_json("instruction-bundle.json", s.instruction_bundle)
         if s.source_manifest is not None:
-            s.recorder.write_json("source-manifest.json", s.source_manifest)
+            s.recorder.write_json(SOURCE_MANIFEST_FILE, s.source_manifest)
 
     # -- controller: the end -----------------------------------------------------
     def complete_results(self, s, results: dict[str, Any]) -> None:

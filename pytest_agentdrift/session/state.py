@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
 from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.session.options import Settings
-from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, UNOBSERVED
+from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, MANIFEST_FILE, SOURCE_MANIFEST_FILE, UNOBSERVED
 
 # Every pytest run of the environment creates these objects: the modules that
 # run agents, grade and record are imported only when a session uses them.
@@ -527,11 +527,11 @@ class RunCollector:
 
         rec = self.recorder
         if self.info.manifest is not None:
-            rec.write_json("runtime-manifest.json", self.info.manifest)
+            rec.write_json(MANIFEST_FILE, self.info.manifest)
         if self.instruction_bundle is not None:
             rec.write_json("instruction-bundle.json", self.instruction_bundle)
         if self.source_manifest is not None:
-            rec.write_json("source-manifest.json", self.source_manifest)
+            rec.write_json(SOURCE_MANIFEST_FILE, self.source_manifest)
         for name, doc in sorted(comparison.files.items()):
             if isinstance(doc, str):
                 rec.write_raw(str(Path(name).parent), {Path(name).name: doc})
