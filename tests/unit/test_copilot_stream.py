@@ -208,3 +208,18 @@ def test_the_clis_own_retries_are_recorded_and_the_requested_model_is_run_identi
     assert infra is not None and infra["class"] == "rate_limited" and infra["product_retries"] == 5
     assert out.run_identity == {"model_id": "gpt-4.1"}
     assert "model_id" in CopilotAdapter.run_reported
+
+
+def test_an_unreachable_provider_is_network_after_the_clis_own_retries():
+    data = (REAL / "real-byok-unreachable.jsonl").read_bytes()
+    adapter = CopilotAdapter()
+    out = adapter.parse_output(data, b"")
+    infra = adapter.classify_ending(out, 1, data, b"", False)
+    assert infra is not None and infra["class"] == "network" and infra["product_retries"] == 5
+    assert infra["evidence"].startswith("Could not connect to local model provider at https://127.0.0.1:1/v1.")
+    # an error the CLI reports in words we do not know: still a crash before any answer, with its words
+    unknown = data.replace(b"Could not connect to", b"Something odd happened with")
+    out = adapter.parse_output(unknown, b"")
+    infra = adapter.classify_ending(out, 1, unknown, b"", False)
+    assert infra is not None and infra["class"] == "crashed"
+    assert infra["evidence"].startswith("Something odd happened with local model provider")

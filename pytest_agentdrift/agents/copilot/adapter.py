@@ -208,7 +208,14 @@ class CopilotAdapter(ProductAdapter):
             return out.infra_error
         if not timed_out and not read_jsonl(stdout).records:
             return no_events(exit_code, stdout, stderr)
-        return super().classify_ending(out, exit_code, stdout, stderr, timed_out)
+        found = super().classify_ending(out, exit_code, stdout, stderr, timed_out)
+        last_error = next((e["message"] for e in reversed(out.events) if e.get("type") == "error"), None)
+        if found is not None and found["class"] == "crashed" and last_error:
+            # the CLI's own last error says more than its (empty) stderr
+            from pytest_agentdrift.agents.infra import infra_error
+
+            found = infra_error("crashed", last_error, "copilot", exit_code=exit_code)
+        return found
 
     def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Progress and running usage from one session event."""

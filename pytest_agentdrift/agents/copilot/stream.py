@@ -360,6 +360,9 @@ _ERROR_TYPES = {
     "overloaded": "overloaded",
 }
 
+#: the CLI's own words for a provider it could not reach (session.error errorType "query")
+_UNREACHABLE = re.compile(r"could not connect|cannot connect|failed to connect", re.I)
+
 #: what the CLI prints, before any event, when its configuration cannot work (it will on every run)
 _REFUSALS = re.compile(r"require[sd]? an explicit model|unknown option|invalid value|not a valid|unsupported", re.I)
 
@@ -368,7 +371,7 @@ def copilot_infra(data: dict[str, Any], where: str, message: str | None) -> dict
     from pytest_agentdrift.agents.infra import classify_message, classify_status, infra_error
 
     cls = classify_status(data.get("statusCode")) or _ERROR_TYPES.get((as_str(data.get("errorType")) or "").lower())
-    cls = cls or classify_message(message)
+    cls = cls or classify_message(message) or ("network" if _UNREACHABLE.search(message or "") else None)
     if cls is None:
         return None
     return infra_error(
