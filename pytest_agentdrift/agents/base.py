@@ -141,6 +141,9 @@ class AgentAdapter:
     run_reported: ClassVar[tuple[str, ...]] = ()
     #: the model endpoint the product talks to when its environment names none
     default_endpoint: ClassVar[str | None] = None
+    #: whether the model stamp is read from the agent's own `usage` events (`model`): the generic
+    #: protocol, for a command that reports the model that answered (a product's stream says it itself)
+    model_in_events: ClassVar[bool] = False
     #: whether the product's input_tokens already include cached input (pricing must not count it twice)
     usage_input_includes_cached: ClassVar[bool] = False
     #: files the product writes into RunContext.scratch (a usage summary, ...): the harness gives it
@@ -289,6 +292,7 @@ class CommandAdapter(AgentAdapter):
     """Any agent given as `--agent-cmd "…"` (shlex-split, placeholders expanded)."""
 
     name = "cmd"
+    model_in_events = True
     #: a command is a black box: what model, options, tools and version it uses is only
     #: known to its operator (--agent-declare) or to itself (--agent-describe-cmd)
     unobservable = (

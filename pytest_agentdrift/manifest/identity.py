@@ -169,6 +169,21 @@ def compare_manifests(
     return cmp
 
 
+def settle_deferred(cmp: StampComparison, baseline: Mapping[str, Any], accept: Iterable[str] = ()) -> list[str]:
+    """Before the runs, block the deferred fields a recorded baseline never observed (and that are not
+    accepted): whatever this session's runs report, an unknown baseline cannot be shown equal, so the
+    refusal is decided now instead of after every run. Returns the fields it blocked."""
+    base_id = _identity(baseline, "baseline")
+    accepted = set(accept)
+    never = [name for name in cmp.deferred if base_id[name] == UNOBSERVED and name not in accepted]
+    for name in never:
+        cmp.deferred.remove(name)
+        cmp.unobserved.append(name)
+        cmp.blocks.append((name, UNOBSERVED, UNOBSERVED))
+    cmp.comparable = not cmp.blocks
+    return never
+
+
 def classify(changed: Mapping[str, Any], base: Mapping[str, Any], cur: Mapping[str, Any]) -> str:
     """Seed 000's change class of a set of differing identity fields.
 
@@ -249,9 +264,12 @@ def render_refusal(cmp: StampComparison, rebaseline_cmd: str | None = None) -> l
     if cmp.comparable:
         lines.append(f"agentdrift: runs are comparable ({cmp.change_class}: {cmp.explanation})")
     else:
+        unknown = sum(1 for _, b, c in cmp.blocks if b == c == UNOBSERVED)
+        # nothing observed differs, yet unknowns block: say so rather than "no identity field differs" alone
+        why = f"; {unknown} compared field(s) unobserved on both sides cannot be shown equal" if unknown else ""
         lines.append(
             f"agentdrift: refused, runs are not comparable ({len(cmp.blocks)} identity field(s) block; "
-            f"change class {cmp.change_class}: {cmp.explanation})"
+            f"change class {cmp.change_class}: {cmp.explanation}{why})"
         )
     for name, b, c in cmp.blocks:
         vb, vc = _render_pair(b, c)

@@ -283,6 +283,28 @@ def usage_from_events(events: Iterable[Mapping[str, Any]]):
     return Usage(**total) if found else None
 
 
+#: the longest model id the generic protocol takes from an agent's usage event
+MAX_MODEL_ID = 200
+
+
+def model_from_events(events: Iterable[Mapping[str, Any]]) -> str | None:
+    """The model that answered, as the agent's `usage` events name it (the generic protocol:
+    `{"type": "usage", "model": "<the model the response named>", ...}` per call). Several
+    distinct models in one run are all kept, sorted and comma-separated; None when no usage
+    event names one (then the run's model stamp stays unobserved)."""
+    from pytest_agentdrift.safetext import escape_path
+
+    seen = {
+        escape_path(e["model"].strip())
+        for e in events
+        if isinstance(e, Mapping)
+        and e.get("type") == "usage"
+        and isinstance(e.get("model"), str)
+        and 0 < len(e["model"].strip()) <= MAX_MODEL_ID
+    }
+    return ", ".join(sorted(seen)) or None
+
+
 # --------------------------------------------------------------------------- one run, live
 
 

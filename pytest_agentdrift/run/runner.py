@@ -840,6 +840,11 @@ def _read_agent_word(
         from pytest_agentdrift.run.budget import usage_from_events
 
         out.usage = usage_from_events(word.log.events) or out.usage
+    if out.model_stamp is None and adapter.model_in_events:
+        # the generic protocol's model stamp: the model its usage events name (docs/agents.md)
+        from pytest_agentdrift.run.budget import model_from_events
+
+        out.model_stamp = model_from_events(word.log.events)
 
 
 def _token_search(word: AgentWord, tree: TreeEvidence, proc, token: str) -> bool:

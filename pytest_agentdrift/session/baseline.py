@@ -182,23 +182,33 @@ def rebaseline_command(config) -> str:
 
 
 def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
-    """The exact declare file and ini snippet that would make the comparison possible.
+    """The exact declare file, ini snippet and flags that would make the comparison possible.
 
-    Both sides hold the same unknown: no new recording can show them equal, so the
-    hint never suggests one. Declarable fields go in a declare file; the rest can
-    only be accepted.
+    Both sides hold the same unknown: a new recording helps only where the agent
+    itself can start reporting the value (the model that answered, under the
+    generic protocol); otherwise only the operator can vouch for it or accept it.
+    Declarable fields go in a declare file; the rest can only be accepted. Every
+    form printed here is tested to make the refusal go away (tests/integration/test_gate.py).
     """
     from pytest_agentdrift.vocabulary import DECLARABLE_FIELDS, DEFAULT_ACCEPT_UNOBSERVED, ENVELOPE_FIELDS
 
     declarable = [f for f in fields if f in DECLARABLE_FIELDS]
     lines = [
-        f"unobserved on both sides: {', '.join(fields)}. The harness cannot see these values, so a new "
-        "recording would not help; only you can vouch for them."
+        f"unobserved on both sides: {', '.join(fields)}. The harness cannot see these values itself; "
+        "only you (or, for the model that answered, the agent) can supply them."
     ]
+    if "model_stamp" in fields:
+        lines.append(
+            "model_stamp is the model that answered: a --agent-cmd agent reports it as `model` on the `usage` "
+            'events it appends to $AGENTDRIFT_EVENTS (docs/agents.md, "The model that answered"); record a new '
+            "baseline with an agent that does, or accept its absence below."
+        )
     if declarable:
         target = declare_path or Path("agent-declare.toml")
+        # the baseline holds the unknown too: a declaration counts once both arms were recorded with it
         lines.append(
-            f"Either declare what you know in {target} (pass --agent-declare {target}, or ini agent_declare = {target}):"
+            f"Either declare what you know in {target} and record a new baseline with it (both sessions pass "
+            f"--agent-declare {target}, or ini agent_declare = {target}):"
         )
         lines += [f'    {f} = "..."' for f in declarable]
     groups = []
@@ -216,26 +226,23 @@ def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
         + ", ".join(f'"{t}"' for t in tokens)
         + "])"
     )
+    lines.append("  (or on the command line: " + " ".join(f"--agent-accept-unobserved {t}" for t in tokens) + ")")
     lines.append("  (`unobservable` accepts every field the agent's adapter cannot observe, in one word)")
     return lines
 
 
 def check_baseline(config, info, comparison) -> list[str] | None:
     """Before collection: load the baseline and refuse when identity stamps differ; None when comparable."""
-    from pytest_agentdrift.manifest.identity import check_vary, regrade_hint, render_refusal
+    from pytest_agentdrift.manifest.identity import check_vary, regrade_hint, render_refusal, settle_deferred
 
     check_vary(info.settings.vary)
     comparison.baseline_results, comparison.baseline_manifest = load_baseline(info.settings.baseline)
     cmp, accepted = _compare(config, info, comparison, pre_run=True)
+    # fields only known after the runs that the recorded baseline never observed would block then: now
+    settle_deferred(cmp, comparison.baseline_manifest, accepted.fields)
     comparison.stamps = cmp
     if not cmp.comparable:
         both_unknown = [f for f, b, c in cmp.blocks if b == c == UNOBSERVED]
-        # fields only known after the runs that the baseline never observed will block then
-        both_unknown += [
-            f
-            for f in cmp.deferred
-            if (comparison.baseline_manifest.get("identity") or {}).get(f) == UNOBSERVED and f not in accepted.fields
-        ]
         only_unknown = all(b == c == UNOBSERVED for _, b, c in cmp.blocks)
         lines = accepted.lines() + render_refusal(cmp, None if only_unknown else rebaseline_command(config))
         hint = regrade_hint(cmp, str(info.settings.baseline))  # this session is the newer arm

@@ -337,6 +337,16 @@ def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytes
     assert "--agent-declare agent-declare.toml" in out and '    model_id = "..."' in out
     assert "    agent_accept_unobserved =" in out and "        envelope" in out
     assert last_line(result).startswith("agentdrift: exit 6 — refused")
+    # the declare file as printed, filled in, for a new baseline and the comparison; the rest accepted as
+    # printed on the command line: the refusal goes away
+    declared = re.findall(r'^    ([a-z_]+) = "\.\.\."$', out, re.M)
+    assert "model_id" in declared and "temperature" in declared
+    (pytester.path / "agent-declare.toml").write_text("".join(f'{f} = "declared-{f}"\n' for f in declared))
+    flags = re.search(r"\(or on the command line: (.*)\)", out).group(1).split()
+    both = ["--agent-cmd", cmd, "--agent-declare", "agent-declare.toml", *flags]
+    assert run(pytester, *both, "--agent-record", "runs/declared").ret == 0
+    cleared = run(pytester, *both, "--agent-baseline", "runs/declared", "--agent-gate", "regression")
+    assert cleared.ret == 0 and "no regression detected" in last_line(cleared), cleared.stdout.str()
 
 
 def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_venv_comparable(pytester, tmp_path):
@@ -390,6 +400,71 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
         'model_id: declared value "x" contradicts the value observed by the harness: "not_applicable"'
         in bad.stderr.str()
     )
+
+
+INI_WITHOUT_MODEL = (
+    "[pytest]\nagent_declare = agent.toml\nagent_accept_unobserved =\n    env_image_digest\n    auto_update_state\n"
+)
+
+
+def test_generic_agent_without_a_model_stamp_is_refused_before_it_runs_and_every_suggested_form_clears_it(pytester):
+    """A generic agent compared with itself from a declare file: its baseline never said which model
+    answered, so the refusal comes before any run, names the protocol and the ways to accept the absence;
+    the ini, command-line and pyproject forms it prints each make it go away, and an agent that reports
+    the model (usage events) is comparable without accepting anything."""
+    tasks(pytester.path)
+    (pytester.path / "agent.toml").write_text(DECLARE + 'model_endpoint = "https://models.example.com/v1"\n')
+    (pytester.path / "pytest.ini").write_text(INI_WITHOUT_MODEL)
+    silent = agent_script(pytester.path / "silent.py", "Path('notes.txt').write_text('hi\\n'); report('complete')\n")
+    cmd = ["--agent-cmd", f"{sys.executable} {silent} {{task_file}}"]
+    assert run(pytester, *cmd, "--agent-record", "runs/base").ret == 0
+    refused = run(pytester, *cmd, "--agent-baseline", "runs/base", "--agent-gate", "regression")
+    out = refused.stdout.str()
+    assert refused.ret == 6, out
+    assert "agentdrift time:" not in out and "passed" not in out  # decided before any run
+    assert "BLOCK model_stamp: unobserved != unobserved" in out
+    assert "no identity field differs; 1 compared field(s) unobserved on both sides cannot be shown equal" in out
+    assert "a --agent-cmd agent reports it as `model` on the `usage` events" in out
+    assert last_line(refused).startswith("agentdrift: exit 6 — refused")
+    # the snippets exactly as printed
+    lines = out.splitlines()
+    start = lines.index("    agent_accept_unobserved =")
+    tokens = [ln.strip() for ln in lines[start + 1 :] if ln.startswith("        ")][: len(lines)]
+    tokens = tokens[: next((i for i, t in enumerate(tokens) if not re.fullmatch(r"[a-z_]+", t)), len(tokens))]
+    assert tokens == ["model_stamp"], tokens
+    flags = re.search(r"\(or on the command line: (.*)\)", out).group(1).split()
+    listed = re.search(r"agent_accept_unobserved = \[(.*)\]\)", out).group(1)
+    base = ["--agent-baseline", "runs/base", "--agent-gate", "regression"]
+    # ini form: the printed lines added to the ini's list
+    (pytester.path / "pytest.ini").write_text(INI_WITHOUT_MODEL + "".join(f"    {t}\n" for t in tokens))
+    ini = run(pytester, *cmd, *base)
+    assert ini.ret == 0 and "no regression detected" in last_line(ini), ini.stdout.str()
+    # command-line form, the ini as before
+    (pytester.path / "pytest.ini").write_text(INI_WITHOUT_MODEL)
+    flagged = run(pytester, *cmd, *base, *flags)
+    assert flagged.ret == 0 and "no regression detected" in last_line(flagged), flagged.stdout.str()
+    # pyproject form: the printed list beside the entries the ini had
+    (pytester.path / "pytest.ini").unlink()
+    (pytester.path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nagent_declare = "agent.toml"\n'
+        f'agent_accept_unobserved = ["env_image_digest", "auto_update_state", {listed}]\n'
+    )
+    pyproject = run(pytester, *cmd, *base)
+    assert pyproject.ret == 0 and "no regression detected" in last_line(pyproject), pyproject.stdout.str()
+    # the protocol: an agent that names the model that answered needs no acceptance
+    (pytester.path / "pyproject.toml").unlink()
+    (pytester.path / "pytest.ini").write_text(INI_WITHOUT_MODEL)
+    telling = agent_script(
+        pytester.path / "telling.py",
+        "event('usage', model='acme-coder-2-2026-11-01', input_tokens=10, output_tokens=2)\n"
+        "Path('notes.txt').write_text('hi\\n'); report('complete')\n",
+    )
+    tell = ["--agent-cmd", f"{sys.executable} {telling} {{task_file}}"]
+    assert run(pytester, *tell, "--agent-record", "runs/told").ret == 0
+    manifest = json.loads((pytester.path / "runs" / "told" / "runtime-manifest.json").read_text())
+    assert manifest["identity"]["model_stamp"] == "acme-coder-2-2026-11-01"
+    told = run(pytester, *tell, "--agent-baseline", "runs/told", "--agent-gate", "regression")
+    assert told.ret == 0 and "no regression detected" in last_line(told), told.stdout.str()
 
 
 def test_describe_command_is_recorded_as_agent_reported(pytester):

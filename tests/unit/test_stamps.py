@@ -387,3 +387,35 @@ def test_render_shows_only_the_differing_keys_of_objects():
         blocks=[("os", {"release": "24.04", "machine": "x86_64"}, {"release": "26.04", "machine": "x86_64"})],
     )
     assert 'BLOCK os: {"release":"24.04"} != {"release":"26.04"}' in stamps.render_refusal(cmp)
+
+
+def test_a_stamp_the_recorded_baseline_never_observed_blocks_before_the_runs(world):
+    """Deferred post-run fields are settled against a recorded baseline: unobserved there, they can
+    never be shown equal, so they block now (unless accepted); a concrete baseline stamp stays deferred."""
+    base = world.manifest()
+    cmp = stamps.compare_manifests(base, world.manifest(), pre_run=True)
+    assert sorted(cmp.deferred) == ["model_stamp", "server_revision"]
+    assert stamps.settle_deferred(cmp, base, accept=["server_revision"]) == ["model_stamp"]
+    assert not cmp.comparable and cmp.blocks == [("model_stamp", "unobserved", "unobserved")]
+    assert cmp.deferred == ["server_revision"]
+    header = stamps.render_refusal(cmp)[0]
+    assert "no identity field differs; 1 compared field(s) unobserved on both sides cannot be shown equal" in header
+    told = dict(base, identity={**base["identity"], "model_stamp": "claude-answer"})
+    later = stamps.compare_manifests(told, world.manifest(), pre_run=True)
+    assert stamps.settle_deferred(later, told, accept=["server_revision"]) == []
+    assert later.comparable and "model_stamp" in later.deferred
+
+
+def test_the_generic_protocol_names_the_model_that_answered_on_usage_events():
+    from pytest_agentdrift.run.budget import model_from_events
+
+    assert model_from_events([{"type": "usage", "input_tokens": 3}]) is None
+    events = [
+        {"type": "usage", "model": "acme-2"},
+        {"type": "message", "model": "ignored"},
+        {"type": "usage", "model": " acme-2 "},
+        {"type": "usage", "model": "x" * 201},  # too long to be a model id: not taken
+        {"type": "usage", "model": 7},
+    ]
+    assert model_from_events(events) == "acme-2"
+    assert model_from_events([*events, {"type": "usage", "model": "acme-1"}]) == "acme-1, acme-2"
