@@ -276,6 +276,7 @@ DECLARE = (
     'model_id = "acme-coder-2"\nmodel_options = {reasoning = "high"}\npermission_mode = "auto"\n'
     'sandbox = "workspace-write"\nbuilt_in_tools = ["edit", "shell"]\ntemperature = 0.2\nseed = 7\n'
     "max_output_tokens = 4096\nbudget_tokens_per_task = 100000\ntool_timeout_s = 60\n"
+    'model_endpoint = "https://models.example.com/v1"\n'
 )
 INI = (
     "[pytest]\nagent_declare = agent.toml\n"
@@ -413,7 +414,7 @@ def test_generic_agent_without_a_model_stamp_is_refused_before_it_runs_and_every
     the ini, command-line and pyproject forms it prints each make it go away, and an agent that reports
     the model (usage events) is comparable without accepting anything."""
     tasks(pytester.path)
-    (pytester.path / "agent.toml").write_text(DECLARE + 'model_endpoint = "https://models.example.com/v1"\n')
+    (pytester.path / "agent.toml").write_text(DECLARE)
     (pytester.path / "pytest.ini").write_text(INI_WITHOUT_MODEL)
     silent = agent_script(pytester.path / "silent.py", "Path('notes.txt').write_text('hi\\n'); report('complete')\n")
     cmd = ["--agent-cmd", f"{sys.executable} {silent} {{task_file}}"]
