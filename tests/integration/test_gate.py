@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -392,6 +393,11 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
     assert (
         run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-vary", "agent_files_hash").ret == 0
     )
+    # the other way out, as printed: record a new baseline with the command the refusal names, then compare
+    printed = re.search(r"^if it is not, record a new baseline for this runtime: (.*)$", edited.stdout.str(), re.M)
+    rebaseline = [a.replace("runs/<new-baseline>", "runs/rebased") for a in shlex.split(printed.group(1))]
+    assert rebaseline[0] == "pytest" and run(pytester, *rebaseline[1:]).ret == 0
+    assert run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/rebased").ret == 0
 
     # a declaration that contradicts an observation is an error naming both
     (pytester.path / "bad.toml").write_text('model_id = "x"\n')
