@@ -168,10 +168,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from pytest_agentdrift.manifest.identity import compare_manifests, render_refusal
     from pytest_agentdrift.record.merge import merge_shards, universe
     from pytest_agentdrift.record.report import markdown
-    from pytest_agentdrift.record.store import RESULTS, atomic_write, check_record_target, load_run, schema_problems
-    from pytest_agentdrift.session.baseline import MANIFEST_FILE
+    from pytest_agentdrift.record.store import atomic_write, check_record_target, load_run, schema_problems
     from pytest_agentdrift.session.state import new_run_id
-    from pytest_agentdrift.vocabulary import BLOB_DIR
+    from pytest_agentdrift.vocabulary import BLOB_DIR, MANIFEST_FILE, RESULTS_FILE
 
     out = Path(args.out)
     check_record_target(out)  # nothing there, or an empty directory (the final rename replaces it)
@@ -231,7 +230,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         from pytest_agentdrift.record.html import record_page
 
         atomic_write(tmp / "report.html", record_page(tmp, merged))
-        atomic_write(tmp / RESULTS, dumps_pretty(merged))
+        atomic_write(tmp / RESULTS_FILE, dumps_pretty(merged))
         os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

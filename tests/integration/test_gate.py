@@ -517,7 +517,7 @@ def test_accept_groups_expand_visibly_and_the_cli_reads_the_same_ini(pytester):
     )
     assert result.ret == 0, result.stdout.str()
     out = result.stdout.str()
-    assert "accept      unobservable = model_id, model_stamp, server_revision" in out
+    assert "accept      unobservable = model_id, model_endpoint, model_stamp, server_revision" in out
     assert "accept      envelope = temperature, seed, max_output_tokens" in out
     diff = json.loads((pytester.path / "runs" / "b" / "comparison" / "manifest-diff.json").read_text())
     assert "model_id" in diff["accepted_unobserved"]["groups"]["unobservable"]
