@@ -13,7 +13,7 @@ team fixing a check would, and times, alternating, N times:
 Both must give the same outcomes, which it checks; a mismatch exits non-zero.
 
 and prints the medians and the ratio regrade / re-run, with the record's size
-and the part the final trees take (blobs/ and tree.json, issue: at most 1.2x).
+and the part the final trees take (blobs/ and tree.json; the budget is 1.2x).
 The reference agent spends almost nothing, so the re-run here is mostly the
 harness and grading: with a real agent (minutes and money per run) the ratio
 only falls. Never asserts on time.

@@ -171,7 +171,7 @@ def test_every_required_field_is_present_and_concrete_or_marked(world):
     cap = mf.capture(make_ctx(world))
     ident = cap.manifest["identity"]
     assert set(ident) == set(IDENTITY_FIELDS)
-    required = {  # seed 000 table, seed 001 envelope, seed 003 stamps
+    required = {  # the identity table, the envelope, the host-reported stamps
         "surface",
         "product",
         "model_id",
@@ -221,7 +221,7 @@ def test_every_required_field_is_present_and_concrete_or_marked(world):
     assert ident["auto_update_state"]["configured"] == "disabled"
     assert ident["instruction_hash"] == discovery.instruction_hash(cap.instruction_bundle)
     assert ident["source_id"] == cap.source_manifest["digest"]
-    # seed 003: the host-reported stamps are unknown before the runs
+    # the host-reported stamps are unknown before the runs
     assert ident["model_stamp"] == ident["server_revision"] == "unobserved"
 
 

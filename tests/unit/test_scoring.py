@@ -201,7 +201,7 @@ def test_launch_error_outcome(env):
     run = _run(env, "", isolation=sandbox.detect("none"), cmd="/nonexistent/agent --go")
     assert run.launch_error == "cannot start '/nonexistent/agent': No such file or directory"
     r = score(run, [C("a", "correctness", True)])
-    # a command that cannot start is an infrastructure error (issue 12), not the agent's failure
+    # a command that cannot start is an infrastructure error, not the agent's failure
     assert (r["outcome"], r["passed"], r["critical_failed"]) == ("infra_error", False, [])
     assert r["infra_error"]["class"] == "launch_failed" and r["infra_error"]["repeats"] is True
     assert r["evidence"]["launch_error"] == run.launch_error
