@@ -27,7 +27,7 @@ from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 sys.path.insert(0, str(Path(__file__).parent))
 from cdp_pipe import Chromium, find_chromium
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser-records")]  # one worker records them once
 
 CHROMIUM = find_chromium()
 VARY = ["--agent-vary", "cli_version", "--agent-vary", "command", "--agent-vary", "agent"]

@@ -9,7 +9,8 @@ import pytest
 
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 
-pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
+# every test here starts pytest sessions with agents; one worker records the shared run once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("builtin-suite")]
 
 #: task -> critical checks the drifted reference agent must break (and nothing else fails elsewhere)
 DRIFTED_BREAKS = {

@@ -35,6 +35,7 @@ from hostile_helpers import (
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("hostile-failclosed"),  # its module sessions run once, on one worker
     pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not installed or cannot create namespaces here"),
 ]
 

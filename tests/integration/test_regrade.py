@@ -14,7 +14,7 @@ import pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("regrade-record")]  # one worker records it once
 
 SUITE = Path(__file__).parents[2] / "pytest_agentdrift" / "suite"
 EXTRA_CHECK = '\n[[checks]]\nname = "no-changelog"\nkind = "files"\nlayer = "scope"\nabsent = ["CHANGELOG.md"]\n'

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_agentdrift.record import atif
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("report-record")]  # one worker records it once
 
 
 @pytest.fixture(scope="module")
