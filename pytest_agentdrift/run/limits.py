@@ -511,13 +511,8 @@ def bwrap_knows_size() -> bool:
 
 def statvfs_entries(path: str, capacity: int | None = None) -> int | None:
     """Entries made on the file system at `path` (its used inodes but its root); None as statvfs_used."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    if capacity is not None and st.f_blocks * st.f_frsize > capacity + (1 << 20):
-        return None
-    return max(0, st.f_files - st.f_ffree - 1)
+    st = _sized_statvfs(path, capacity)
+    return None if st is None else max(0, st.f_files - st.f_ffree - 1)
 
 
 def statvfs_used(path: str, capacity: int | None = None) -> int | None:
@@ -528,10 +523,16 @@ def statvfs_used(path: str, capacity: int | None = None) -> int | None:
     the child's mounts are done) or the pid is gone and was reused. Measuring the host's disk
     there once stopped honest runs as "tmp exceeded".
     """
+    st = _sized_statvfs(path, capacity)
+    return None if st is None else (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def _sized_statvfs(path: str, capacity: int | None) -> os.statvfs_result | None:
+    """statvfs of `path`, or None when it cannot be read or is larger than the tmpfs we sized."""
     try:
         st = os.statvfs(path)
     except OSError:
         return None
     if capacity is not None and st.f_blocks * st.f_frsize > capacity + (1 << 20):
         return None
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
+    return st
