@@ -29,7 +29,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_agentdrift.session.options import add_options
+    from pytest_agentdrift.options import add_options
 
     group = parser.getgroup("agentdrift", "coding-agent drift (pytest-agentdrift)")
     add_options(group.addoption, parser.addini)
@@ -49,7 +49,7 @@ SETTINGS_KEY: pytest.StashKey = pytest.StashKey()
 
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_agentdrift.errors import AgentDriftError
-    from pytest_agentdrift.session.options import resolve
+    from pytest_agentdrift.options import resolve
 
     config.addinivalue_line("markers", "agent_task(id): the item runs agent task <id> (pytest-agentdrift)")
     config.addinivalue_line(

@@ -30,7 +30,7 @@ from pytest_agentdrift.cli.common import accepted_tokens, add_ini_args, load_pai
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.session.options import add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
 from pytest_agentdrift.vocabulary import (
     DECISION_FILE,
     EXIT_FAILED,
@@ -89,7 +89,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK if cmp.comparable else EXIT_REFUSED
 
 
-#: the options `agentdrift compare` shares with the plugin (declared once in session/options.py)
+#: the options `agentdrift compare` shares with the plugin (declared once in options.py)
 COMPARE_FLAGS = (
     "gate",
     "gate_flakes",
@@ -343,13 +343,13 @@ DEFAULT_SUMMARY_BYTES = 60_000
 
 
 def _share(value: str) -> float:
-    from pytest_agentdrift.session.options import share
+    from pytest_agentdrift.options import share
 
     return share(value)
 
 
 def _positive(value: str) -> int:
-    from pytest_agentdrift.session.options import positive_int
+    from pytest_agentdrift.options import positive_int
 
     return positive_int(value)
 

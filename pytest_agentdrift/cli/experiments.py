@@ -186,8 +186,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_null(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.null import null_exit_code, null_experiment, render_null
+    from pytest_agentdrift.options import resolve_cli_flags
     from pytest_agentdrift.session.baseline import load_baseline
-    from pytest_agentdrift.session.options import resolve_cli_flags
 
     if len(args.runs) < 2:
         raise AgentDriftError("give at least two recorded runs of the same runtime")
@@ -266,8 +266,8 @@ def _fraction(value: str) -> float:
 
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    from pytest_agentdrift.options import positive_float, positive_int
     from pytest_agentdrift.run.sandbox import ISOLATION_MODES
-    from pytest_agentdrift.session.options import positive_float, positive_int
 
     b = sub.add_parser("bundle", help="snapshot, list and show instruction bundles (a team's agent setup)")
     bsub = b.add_subparsers(dest="bundle_command", required=True, parser_class=parser_class)
@@ -348,7 +348,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     nu.add_argument("runs", nargs="+", help="two or more recorded runs of the same runtime")
     nu.add_argument("--alpha", type=_fraction, default=0.05)
     from pytest_agentdrift.cli.common import add_ini_args
-    from pytest_agentdrift.session.options import add_cli_flags
+    from pytest_agentdrift.options import add_cli_flags
 
     add_cli_flags(nu, "seed", "accept_unobserved")
     add_ini_args(nu)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift.cli.common import add_ini_args
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import AgentDriftError, RecordError
-from pytest_agentdrift.session.options import add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
 from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_REFUSED
 
 if TYPE_CHECKING:

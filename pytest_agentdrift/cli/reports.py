@@ -19,7 +19,7 @@ from typing import Any
 from pytest_agentdrift.cli.common import add_ini_args
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_OK, AgentDriftError
-from pytest_agentdrift.session.options import add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
 from pytest_agentdrift.vocabulary import DECISION_FILE, MANIFEST_DIFF_FILE
 
 

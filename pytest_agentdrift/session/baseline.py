@@ -25,8 +25,8 @@ from pytest_agentdrift.vocabulary import MANIFEST_FILE, UNOBSERVED, enforces_net
 
 def capture_for_session(config, info, runner, collector) -> None:
     """Capture the runtime manifest (hookable), then the declared and agent-reported facts."""
+    from pytest_agentdrift.inifile import project_root
     from pytest_agentdrift.manifest import capture as mf
-    from pytest_agentdrift.session.inifile import project_root
     from pytest_agentdrift.session.state import evaluator_id, task_set_id
     from pytest_agentdrift.tasks.load import load_task
 
@@ -50,7 +50,7 @@ def capture_for_session(config, info, runner, collector) -> None:
             bundled_runtimes=adapter.bundled_runtimes(dict(os.environ)) if adapter else {},
             probe_home=runner.probe_home if adapter else None,
             home=Path.home(),
-            project_root=project_root(config),  # never config.rootpath (session/inifile.py)
+            project_root=project_root(config),  # never config.rootpath (inifile.py)
             cwd=Path.cwd(),
             # what the run will really use: a preset's documented defaults included
             options={

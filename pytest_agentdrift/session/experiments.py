@@ -60,8 +60,8 @@ def state_of(s: Any) -> ExperimentState:
 
 def bundles_dir(config: Any) -> Path:
     """The plugin's bundles directory: --agent-bundles, the agent_bundles ini value, AGENTDRIFT_BUNDLES, default."""
+    from pytest_agentdrift.inifile import project_root
     from pytest_agentdrift.manifest.bundles import resolve_store
-    from pytest_agentdrift.session.inifile import project_root
 
     return resolve_store(
         config.getoption("agentdrift_bundles"),

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
 from pytest_agentdrift.errors import AgentDriftError, TaskError
-from pytest_agentdrift.session.options import Settings
+from pytest_agentdrift.options import Settings
 from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, MANIFEST_FILE, SOURCE_MANIFEST_FILE, UNOBSERVED
 
 # Every pytest run of the environment creates these objects: the modules that

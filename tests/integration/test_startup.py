@@ -12,7 +12,7 @@ PYTEST_LAYER = {
     "pytest_agentdrift.errors",
     "pytest_agentdrift.vocabulary",
     "pytest_agentdrift.session",
-    "pytest_agentdrift.session.options",
+    "pytest_agentdrift.options",
     "pytest_agentdrift.manifest",
     "pytest_agentdrift.manifest.accept",  # the one resolver of accepted fields
 }

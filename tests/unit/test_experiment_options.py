@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.options import OPTIONS, add_options, resolve
 from pytest_agentdrift.session.experiments import _check_options
-from pytest_agentdrift.session.options import OPTIONS, add_options, resolve
 
 
 def parse(argv: list[str], ini: dict | None = None):

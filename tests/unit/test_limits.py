@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.options import add_options, resolve
 from pytest_agentdrift.run import dnsstub, limits, netwatch, sandboxinit
 from pytest_agentdrift.run.watch import WriteWatcher
-from pytest_agentdrift.session.options import add_options, resolve
 
 GiB, MiB = 1 << 30, 1 << 20
 

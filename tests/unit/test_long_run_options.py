@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.session.options import OPTIONS, resolve
+from pytest_agentdrift.options import OPTIONS, resolve
 
 
 def settings(cli=None, ini=None):

@@ -6,10 +6,9 @@ import re
 from pathlib import Path
 
 import pytest_agentdrift
-from pytest_agentdrift import errors, vocabulary
+from pytest_agentdrift import errors, options, vocabulary
 from pytest_agentdrift.compare import decision
 from pytest_agentdrift.manifest import capture, discovery, identity
-from pytest_agentdrift.session import options
 
 PACKAGE = Path(pytest_agentdrift.__file__).parent
 

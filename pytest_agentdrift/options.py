@@ -497,7 +497,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
 
 def resolve_cli_flags(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     """The CLI's shared flags resolved as the plugin would, over the pytest ini that -c / --rootdir find."""
-    from pytest_agentdrift.session.inifile import read_ini
+    from pytest_agentdrift.inifile import read_ini
 
     decls = [OPTIONS[n] for n in names]
     ini, _ = read_ini([d.ini for d in decls], getattr(args, "config_file", None), getattr(args, "rootdir", None))
