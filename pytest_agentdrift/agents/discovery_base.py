@@ -5,8 +5,10 @@ entries, configuration parsing (JSON, JSONC, TOML, duplicate keys
 rejected), allowlisting of configuration keys and the small helpers each
 product's rules use (walking up, nested files, the highest-precedence
 value). Each product's rules live in ``agents/<product>/discovery.py`` and
-import from here; ``pytest_agentdrift.manifest.discovery`` (which
-re-exports all of this) runs them: user scope once, project scope per task.
+import from here, their shared pass is ``discover_product`` (a product gives
+its table of configuration files and the order it reads in), and
+``pytest_agentdrift.manifest.discovery`` runs them: user scope once,
+project scope per task.
 It sits in the agents stage so a product's rules never import a later stage
 (pyproject.toml: the pipeline order). Imports no product, reads only what it
 is given (see manifest/discovery.py for the normalisation and the outputs).
@@ -17,7 +19,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -571,22 +573,161 @@ def config_source(
     src["status"] = "present"
     src["raw_sha256"] = sha256_hex(data)
     src["size"] = len(data)
+    src.update(_recorded_content(path, data, roots, fmt, spec, select))
+    return src
+
+
+def _recorded_content(
+    path: Path, data: bytes, roots: Roots, fmt: str | None, spec: Mapping[str, Any] | None, select: Any
+) -> dict[str, Any]:
+    """What a present source records of its content: allowlisted keys, or only a digest."""
     if fmt is None:
         # not a format we parse: the normalised text hash stands in for content
-        src["canonical_sha256"] = sha256_hex(normalise_text(data))
-        src["content"] = "not_recorded"
-        return src
+        return {"canonical_sha256": sha256_hex(normalise_text(data)), "content": "not_recorded"}
     parsed = load_config_file(path, fmt)
     if select is not None:
         parsed = select(parsed)
     if spec is None:
-        src["canonical_sha256"] = digest(parsed)
-        src["content"] = "not_recorded"
-        return src
+        return {"canonical_sha256": digest(parsed), "content": "not_recorded"}
     content, unrecorded = allowlist(parsed, spec, roots)
-    src["content"] = content
-    src["unrecorded_keys"] = unrecorded
-    return src
+    return {"content": content, "unrecorded_keys": unrecorded}
+
+
+# --------------------------------------------------------------------------- one product's pass
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """One configuration file a product documents: a row of its table of configuration sources.
+
+    ``base`` names the directory ``path`` is relative to (the product's
+    rules map each name to a directory, or to None when that place is not
+    read in this pass); ``user_scope`` files are read only with the user's
+    own scope (once per session, never per task).
+    """
+
+    base: str
+    path: str
+    scope: str
+    precedence: int
+    fmt: str
+    spec: Mapping[str, Any]
+    user_scope: bool = False
+
+
+@dataclass(frozen=True)
+class Product:
+    """What the shared discovery pass needs to know of one product.
+
+    ``home_env`` names the variable that moves the product's user directory
+    (default ``home_dir`` under the home directory); ``find`` adds the
+    product's instruction entries and configuration sources in its own order.
+    """
+
+    rules: str
+    home_env: str
+    home_dir: str
+    find: Callable[[Scan], None]
+
+
+@dataclass
+class Scan:
+    """One product's discovery pass: the places it looks at, and what it found so far."""
+
+    home: Path
+    project_root: Path
+    cwd: Path
+    env: Mapping[str, str]
+    roots: Roots
+    product_home: Path
+    relocated: bool  # the product's user directory was moved by its environment variable
+    system_root: Path | None
+    platform: str
+    context: str
+    upward_limit: Path | None
+    include_user: bool
+    profile: str | None
+    disc: Discovery
+    seen: set[str] = field(default_factory=set)
+
+    def add_once(
+        self, path: Path, *, scope: str, kind: str, load: str, roots: Roots | None = None
+    ) -> tuple[InstructionEntry, bytes | None] | None:
+        """The entry of an instruction file that exists and was not taken yet (appended), else None.
+
+        A file reached twice (a rule directory under two walked ancestors) is
+        one instruction the product reads once.
+        """
+        key = os.path.abspath(path)
+        if key in self.seen or not exists(path):
+            return None
+        self.seen.add(key)
+        entry, data = entry_for(path, roots or self.roots, scope=scope, kind=kind, load=load, context=self.context)
+        self.disc.entries.append(entry)
+        return entry, data
+
+    def config(self, path: Path, **how: Any) -> dict[str, Any]:
+        """config_source for this pass's product, roots and context."""
+        return config_source(path, self.roots, surface=self.disc.surface_rules, context=self.context, **how)
+
+    def read_config(self, files: Sequence[ConfigFile], bases: Mapping[str, Path | None]) -> None:
+        """Append one source per row of a product's table, in table order (the order is hashed)."""
+        for row in files:
+            base = bases[row.base]
+            if base is None or (row.user_scope and not self.include_user):
+                continue
+            self.disc.config.append(
+                self.config(base / row.path, scope=row.scope, precedence=row.precedence, fmt=row.fmt, spec=row.spec)
+            )
+
+
+def discover_product(
+    product: Product,
+    home: Path,
+    project_root: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    system_root: Path | None = None,
+    platform: str = "linux",
+    context: str = "session",
+    roots: Roots | None = None,
+    upward_limit: Path | None = None,
+    include_user: bool = True,
+    profile: str | None = None,
+) -> Discovery:
+    """One discovery pass over a product's rules: the uniform entry point every product shares.
+
+    ``roots`` labels paths (default: home, project and system root);
+    ``upward_limit`` stops the walk up from cwd (the harness runs the agent
+    in a private copy of a repository: nothing above it is visible);
+    ``include_user`` reads the user and managed scope too; ``profile`` is
+    Codex's selected config profile.
+    """
+    roots = roots or default_roots(home, project_root, system_root)
+    moved = env_path(env, product.home_env, home)
+    if moved is not None:
+        roots = roots.with_root(f"${product.home_env}/", moved)
+    disc = Discovery(product.rules)
+    disc.discovery_roots[context] = roots.label(cwd)
+    scan = Scan(
+        home=home,
+        project_root=project_root,
+        cwd=cwd,
+        env=env,
+        roots=roots,
+        product_home=moved if moved is not None else home / product.home_dir,
+        relocated=moved is not None,
+        system_root=system_root,
+        platform=platform,
+        context=context,
+        upward_limit=upward_limit,
+        include_user=include_user,
+        profile=profile,
+        disc=disc,
+    )
+    product.find(scan)
+    return disc
 
 
 def canonical_config(

@@ -337,7 +337,7 @@ def _collect(
     adapter_cls: Any, rules: str, project: Path, home: Path, env: Mapping[str, str], project_only: bool
 ) -> _Collected:
     from pytest_agentdrift.agents import products
-    from pytest_agentdrift.manifest.discovery import Roots
+    from pytest_agentdrift.agents.discovery_base import Roots
 
     module = products.rules_module(rules)
     roots = Roots.build([("~/", home), ("project:", project)])
@@ -483,7 +483,7 @@ def _read_file(source: Path) -> tuple[bytes | None, bool, str | None]:
 
 
 def _normalised(data: bytes) -> str:
-    from pytest_agentdrift.manifest.discovery import normalise_text
+    from pytest_agentdrift.agents.discovery_base import normalise_text
 
     return sha256_hex(normalise_text(data))
 
@@ -844,7 +844,7 @@ def secret_strings(bundle: Bundle) -> list[str]:
             if f.path.endswith(".toml"):
                 doc: Any = tomllib.loads(data.decode("utf-8"))
             elif f.path.endswith((".json", ".jsonc")):
-                from pytest_agentdrift.manifest.discovery import strip_jsonc
+                from pytest_agentdrift.agents.discovery_base import strip_jsonc
 
                 doc = json.loads(strip_jsonc(data.decode("utf-8")))
             else:

@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_agentdrift.agents import products
+from pytest_agentdrift.agents import discovery_base, products
 from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.manifest import discovery
@@ -211,7 +211,7 @@ def capture(ctx: ManifestContext) -> Capture:
     has_model = not _is_reference(adapter)
     rules = ctx.surface_rules or products.surface_rules_for(adapter)
 
-    roots = discovery.Roots.build(
+    roots = discovery_base.Roots.build(
         [
             ("~/", ctx.home),
             ("project:", ctx.project_root),
@@ -237,9 +237,9 @@ def capture(ctx: ManifestContext) -> Capture:
     )
     if ctx.system_root is None and rules != "generic":
         reasons["managed_config"] = "system root not read (system_root=None): managed settings unobserved"
-    bundle = discovery.instruction_bundle(disc)
-    instruction_hash = discovery.instruction_hash(bundle)
-    cfg_hash = discovery.config_hash(disc.config, effective_merge=UNOBSERVED)
+    bundle = discovery_base.instruction_bundle(disc)
+    instruction_hash = discovery_base.instruction_hash(bundle)
+    cfg_hash = discovery_base.config_hash(disc.config, effective_merge=UNOBSERVED)
     if cfg_hash == UNOBSERVED:
         reasons["config_hash"] = "a configuration file could not be read: " + ", ".join(
             s["path"] for s in disc.config if s.get("status") == "unreadable"
@@ -247,7 +247,7 @@ def capture(ctx: ManifestContext) -> Capture:
     evidence["config"] = {
         "effective_merge": UNOBSERVED,
         "sources": disc.config,
-        "canonical": discovery.canonical_config(disc.config, effective_merge=UNOBSERVED),
+        "canonical": discovery_base.canonical_config(disc.config, effective_merge=UNOBSERVED),
     }
     evidence["facts"] = disc.facts
 
@@ -785,7 +785,7 @@ _RUNTIMES: dict[str, Sequence[str]] = {
 }
 
 
-def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery.Roots, rules: str) -> dict[str, Any]:
+def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery_base.Roots, rules: str) -> dict[str, Any]:
     """Version displays, run concurrently (each bounded by the timeout)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -852,7 +852,7 @@ def environment_allowlist(env: Mapping[str, str], allowlist: Iterable[str]) -> d
     return out
 
 
-def _label_argv(argv: Sequence[str], roots: discovery.Roots) -> list[str]:
+def _label_argv(argv: Sequence[str], roots: discovery_base.Roots) -> list[str]:
     """argv with absolute paths under a named root relabelled, so identity holds no private path."""
     out = []
     for arg in argv:
@@ -890,7 +890,7 @@ def _interpreter_label(path: str) -> str | None:
     return f"interpreter:{text}" if out.returncode == 0 and text else "interpreter:unobserved"
 
 
-def _identity_label(path: str, roots: discovery.Roots) -> str:
+def _identity_label(path: str, roots: discovery_base.Roots) -> str:
     label = _interpreter_label(path) or roots.label(path)
     # the system root is "/": a label under it would still spell out this machine's directories
     if label.startswith(("outside:", "system:")):
@@ -898,7 +898,7 @@ def _identity_label(path: str, roots: discovery.Roots) -> str:
     return label
 
 
-def identity_argv(argv: Sequence[str], roots: discovery.Roots) -> list[str]:
+def identity_argv(argv: Sequence[str], roots: discovery_base.Roots) -> list[str]:
     """argv for the identity: no absolute path of this machine.
 
     Interpreters become their implementation and version; paths under a named
@@ -916,7 +916,7 @@ def identity_argv(argv: Sequence[str], roots: discovery.Roots) -> list[str]:
 
 
 def agent_files_hash(
-    argv: Sequence[str], config_files: Sequence[Path], roots: discovery.Roots, reasons: dict[str, str]
+    argv: Sequence[str], config_files: Sequence[Path], roots: discovery_base.Roots, reasons: dict[str, str]
 ) -> Any:
     """sha256 of each file the agent command names (its script, --agent-config files), by label.
 
@@ -946,10 +946,10 @@ def agent_files_hash(
     return dict(sorted(files.items()))
 
 
-def _config_digest(path: Path, roots: discovery.Roots) -> str:
+def _config_digest(path: Path, roots: discovery_base.Roots) -> str:
     """The canonical digest of a configuration file, the one config_hash is built from."""
-    source = discovery.config_source(
-        path, roots, surface="generic", scope="user-named", precedence=0, fmt=discovery.format_for(path), spec=None
+    source = discovery_base.config_source(
+        path, roots, surface="generic", scope="user-named", precedence=0, fmt=discovery_base.format_for(path), spec=None
     )
     if source.get("status") != "present":
         raise OSError(f"{source.get('status')}: {path.name}")

@@ -41,51 +41,20 @@ hash (and keep different raw hashes).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-# the generic machinery lives in the agents stage (a product's rules import it from there); re-exported here
-from pytest_agentdrift.agents.discovery_base import (  # noqa: F401
-    MCP_JSON_SPEC,
-    MCP_SERVER_SPEC,
-    NORMALISATION,
-    RAW_ENTRY_KEYS,
-    SKIP_DIRS,
+from pytest_agentdrift.agents.discovery_base import (
     Discovery,
-    InstructionEntry,
     Roots,
-    allowlist,
-    applies_to,
-    canonical_config,
-    config_hash,
     config_source,
-    deep_merge,
     default_roots,
     entry_for,
-    env_path,
-    exists,
-    fact,
-    find_marker_root,
     format_for,
-    glob_files,
-    highest,
-    instruction_bundle,
-    instruction_hash,
-    is_file,
-    is_under,
-    load_config_file,
-    lookup,
-    nested_files,
-    normalise_text,
-    parse_frontmatter,
-    read_bytes,
-    split_patterns,
-    strip_jsonc,
-    unquote,
-    walk_up,
 )
-from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED  # noqa: F401  (one home: vocabulary.py)
 
 # --------------------------------------------------------------------------- generic
 
@@ -113,11 +82,12 @@ def discover_generic(
     their normalised text hash.
     """
     roots = roots or default_roots(home, project_root, system_root)
-    disc = Discovery("generic")
+    disc = Discovery(GENERIC_RULES)
     disc.discovery_roots[context] = roots.label(cwd)
     for p in instruction_paths:
-        p = _absolute(p, cwd, home)
-        entry, data = entry_for(p, roots, scope="user-named", kind="named", load="startup", context=context)
+        entry, data = entry_for(
+            _absolute(p, cwd, home), roots, scope="user-named", kind="named", load="startup", context=context
+        )
         disc.entries.append(entry)
         if data is None:
             disc.missing.append(
@@ -158,36 +128,40 @@ def _absolute(p: Path, cwd: Path, home: Path) -> Path:
 GENERIC_RULES = "generic"
 
 
-def discover(
-    rules: str,
-    home: Path,
-    project_root: Path,
-    cwd: Path,
-    env: Mapping[str, str],
-    *,
-    task_repos: Mapping[str, Path] | None = None,
-    system_root: Path | None = None,
-    platform: str = "linux",
-    config_paths: Sequence[Path] = (),
-    instruction_paths: Sequence[Path] = (),
-    profile: str | None = None,
-) -> Discovery:
-    """One product's discovery by its rules name (agents.products picks the module), see discover_with."""
+def discover(rules: str, home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **how: Any) -> Discovery:
+    """One product's discovery by its rules name (agents.products picks the module); ``how``: the
+    keywords of discover_with."""
     from pytest_agentdrift.agents.products import rules_module
 
-    return discover_with(
-        rules_module(rules),
-        home,
-        project_root,
-        cwd,
-        env,
-        task_repos=task_repos,
-        system_root=system_root,
-        platform=platform,
-        config_paths=config_paths,
-        instruction_paths=instruction_paths,
-        profile=profile,
-    )
+    return discover_with(rules_module(rules), home, project_root, cwd, env, **how)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """The arguments every pass of one product's discovery shares (only the project part differs)."""
+
+    product: ModuleType
+    home: Path
+    env: Mapping[str, str]
+    roots: Roots
+    system_root: Path | None
+    platform: str
+    profile: str | None
+
+    def run(self, context: str, project: Path, cwd: Path, include_user: bool, limit: Path | None) -> Discovery:
+        return self.product.discover(
+            self.home,
+            project,
+            cwd,
+            self.env,
+            system_root=self.system_root,
+            platform=self.platform,
+            context=context,
+            roots=self.roots,
+            upward_limit=limit,
+            include_user=include_user,
+            profile=self.profile,
+        )
 
 
 def discover_with(
@@ -215,12 +189,11 @@ def discover_with(
     repository as project root and cwd, and the upward walk stops there.
     Without task repositories, discovery uses project_root and cwd.
     """
-    rules = product.RULES if product is not None else GENERIC_RULES
     task_repos = dict(task_repos or {})
     base_pairs: list[tuple[str, Path | None]] = [("~/", home), ("project:", project_root), ("system:/", system_root)]
     base_pairs += [(f"task:{tid}:", p) for tid, p in sorted(task_repos.items())]
     roots = Roots.build(base_pairs)
-    total = Discovery(rules)
+    total = Discovery(product.RULES if product is not None else GENERIC_RULES)
     generic = discover_generic(
         home, project_root, cwd, env, config_paths=config_paths, instruction_paths=instruction_paths, roots=roots
     )
@@ -229,44 +202,34 @@ def discover_with(
         return total
     if not generic.entries and not generic.config:
         generic.discovery_roots = {}
-
-    def one(context: str, proot: Path, pcwd: Path, include_user: bool, limit: Path | None) -> Discovery:
-        return product.discover(
-            home,
-            proot,
-            pcwd,
-            env,
-            system_root=system_root,
-            platform=platform,
-            context=context,
-            roots=roots,
-            upward_limit=limit,
-            include_user=include_user,
-            profile=profile,
-        )
-
+    one = _Pass(product, home, env, roots, system_root, platform, profile)
     if task_repos:
-        # user and managed scope once, then project scope per task repository
-        user = _user_only(one, home)
-        total.extend(user)
-        for tid, repo in sorted(task_repos.items()):
-            part = one(f"task:{tid}", repo, repo, False, repo)
-            total.extend(part)
-            total.facts.setdefault(f"task:{tid}", {}).update(product.facts(user.config + part.config, env, profile))
+        _per_task(total, one, task_repos)
     else:
-        part = one("session", project_root, cwd, True, None)
+        part = one.run("session", project_root, cwd, True, None)
         total.extend(part)
         total.facts.setdefault("session", {}).update(product.facts(part.config, env, profile))
     total.extend(generic)
     return total
 
 
-def _user_only(one: Callable[..., Discovery], home: Path) -> Discovery:
+def _per_task(total: Discovery, one: _Pass, task_repos: Mapping[str, Path]) -> None:
+    """User and managed scope once, then project scope per task repository, each with its facts."""
+    user = _user_only(one)
+    total.extend(user)
+    for tid, repo in sorted(task_repos.items()):
+        part = one.run(f"task:{tid}", repo, repo, False, repo)
+        total.extend(part)
+        facts = one.product.facts(user.config + part.config, one.env, one.profile)
+        total.facts.setdefault(f"task:{tid}", {}).update(facts)
+
+
+def _user_only(one: _Pass) -> Discovery:
     """User/managed-scope sources only: run discovery from an empty, non-existent project path under home."""
     # A project path that does not exist yields no project-scope files; the
     # walk is limited to it so no ancestor (e.g. home itself) is visited.
-    ghost = home / ".agentdrift-no-project"
-    disc = one("user", ghost, ghost, True, ghost)
+    ghost = one.home / ".agentdrift-no-project"
+    disc = one.run("user", ghost, ghost, True, ghost)
     disc.config = [
         s
         for s in disc.config

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agentdrift.agents import discovery_base
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.manifest.accept import accept_tokens, expand, resolve_for
 from pytest_agentdrift.manifest.capture import agent_files_hash, identity_argv
 from pytest_agentdrift.manifest.declare import apply_facts, load_declarations
@@ -85,7 +85,9 @@ def test_identity_holds_no_machine_path(tmp_path):
     script = tmp_path / "proj" / "my_agent.py"
     script.parent.mkdir()
     script.write_text("print(1)\n")
-    roots = discovery.Roots.build([("~/", tmp_path / "home"), ("project:", script.parent), ("system:/", Path("/"))])
+    roots = discovery_base.Roots.build(
+        [("~/", tmp_path / "home"), ("project:", script.parent), ("system:/", Path("/"))]
+    )
     argv = [sys.executable, str(script), "{task_file}"]
     assert identity_argv(argv, roots)[0].startswith("interpreter:")
     assert identity_argv(argv, roots)[1:] == ["project:my_agent.py", "{task_file}"]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agentdrift.agents import discovery_base
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.manifest import capture as mf
-from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS, PROVENANCE_FIELDS
 
 PLANTED = "sk-PLANTED-9f8e7d6c5b4a39281706"
@@ -219,7 +219,7 @@ def test_every_required_field_is_present_and_concrete_or_marked(world):
     assert ident["runtime_versions"]["shell"] == "bash: GNU bash, version 5.2.21(1)-release"
     assert ident["os"]["distribution"] == "ubuntu" and ident["os"]["release"] == "24.04"
     assert ident["auto_update_state"]["configured"] == "disabled"
-    assert ident["instruction_hash"] == discovery.instruction_hash(cap.instruction_bundle)
+    assert ident["instruction_hash"] == discovery_base.instruction_hash(cap.instruction_bundle)
     assert ident["source_id"] == cap.source_manifest["digest"]
     # the host-reported stamps are unknown before the runs
     assert ident["model_stamp"] == ident["server_revision"] == "unobserved"

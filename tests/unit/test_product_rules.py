@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.agents import products
+from pytest_agentdrift.agents import discovery_base, products
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.manifest import discovery
 
@@ -20,7 +20,7 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def kinds(disc: discovery.Discovery) -> dict[str, tuple[str, str]]:
+def kinds(disc: discovery_base.Discovery) -> dict[str, tuple[str, str]]:
     return {e.path: (e.kind, e.load) for e in disc.entries}
 
 
@@ -62,12 +62,12 @@ def test_a_new_skill_changes_the_instruction_hash(tmp_path):
     home, proj = tmp_path / "home", tmp_path / "proj"
     proj.mkdir(parents=True)
     home.mkdir()
-    before = discovery.instruction_hash(
-        discovery.instruction_bundle(discovery.discover("claude-code", home, proj, proj, {}))
+    before = discovery_base.instruction_hash(
+        discovery_base.instruction_bundle(discovery.discover("claude-code", home, proj, proj, {}))
     )
     write(proj / ".claude" / "skills" / "terse" / "SKILL.md", "Answer tersely.\n")
-    after = discovery.instruction_hash(
-        discovery.instruction_bundle(discovery.discover("claude-code", home, proj, proj, {}))
+    after = discovery_base.instruction_hash(
+        discovery_base.instruction_bundle(discovery.discover("claude-code", home, proj, proj, {}))
     )
     assert before != after
 

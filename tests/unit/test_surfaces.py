@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.agents import products
+from pytest_agentdrift.agents import discovery_base, products
 from pytest_agentdrift.agents.claude_code import discovery as claude
 from pytest_agentdrift.agents.codex import discovery as codex
 from pytest_agentdrift.agents.copilot import discovery as copilot
@@ -26,11 +26,11 @@ def write(path: Path, text: str | bytes) -> Path:
     return path
 
 
-def entries(disc: discovery.Discovery) -> list[dict]:
-    return discovery.instruction_bundle(disc)["entries"]
+def entries(disc: discovery_base.Discovery) -> list[dict]:
+    return discovery_base.instruction_bundle(disc)["entries"]
 
 
-def by_path(disc: discovery.Discovery) -> dict[str, dict]:
+def by_path(disc: discovery_base.Discovery) -> dict[str, dict]:
     return {e["path"]: e for e in entries(disc)}
 
 
@@ -40,13 +40,13 @@ def by_path(disc: discovery.Discovery) -> dict[str, dict]:
 def test_normalisation_ignores_line_endings_and_trailing_whitespace():
     a = b"# Rules\n- use tabs\n\n"
     b = b"\xef\xbb\xbf# Rules  \r\n- use tabs\t\r\n\r\n\r\n"
-    assert discovery.normalise_text(a) == discovery.normalise_text(b) == b"# Rules\n- use tabs\n"
-    assert discovery.normalise_text(b"# Rules\n- use spaces\n") != discovery.normalise_text(a)
-    assert discovery.normalise_text(b"") == b""
+    assert discovery_base.normalise_text(a) == discovery_base.normalise_text(b) == b"# Rules\n- use tabs\n"
+    assert discovery_base.normalise_text(b"# Rules\n- use spaces\n") != discovery_base.normalise_text(a)
+    assert discovery_base.normalise_text(b"") == b""
 
 
 def test_labels_never_hold_the_temporary_directory(tmp_path):
-    roots = discovery.Roots.build(
+    roots = discovery_base.Roots.build(
         [
             ("~/", tmp_path / "home"),
             ("project:", tmp_path / "proj"),
@@ -95,7 +95,7 @@ def claude_world(tmp_path):
 
 def test_claude_discovery_order_scopes_and_imports(claude_world, tmp_path):
     home, top, proj, cwd = claude_world
-    roots = discovery.Roots.build([("~/", home), ("project:", proj), ("ws:", top)])
+    roots = discovery_base.Roots.build([("~/", home), ("project:", proj), ("ws:", top)])
     disc = claude.discover_claude_code(home, proj, cwd, {}, roots=roots, upward_limit=top)
     order = [e["path"] for e in entries(disc)]
     assert order[:3] == ["~/.claude/CLAUDE.md", "~/.claude/personal.md", "~/.claude/rules/style.md"]
@@ -114,12 +114,12 @@ def test_claude_discovery_order_scopes_and_imports(claude_world, tmp_path):
     # depth: one(1) two(2) three(3) four(4) five(5); six would be hop 6
     assert got["project:docs/five.md"]["depth"] == 5
     assert "project:docs/six.md" not in got
-    missing = {(m["path"], m["reason"]) for m in discovery.instruction_bundle(disc)["missing"]}
+    missing = {(m["path"], m["reason"]) for m in discovery_base.instruction_bundle(disc)["missing"]}
     assert ("project:missing.md", "missing") in missing
     assert ("project:docs/six.md", "beyond max import depth 5") in missing
     # the cycle back to one.md is an edge in the graph, not a second entry
     assert order.count("project:docs/one.md") == 1
-    graph = discovery.instruction_bundle(disc)["import_graph"]
+    graph = discovery_base.instruction_bundle(disc)["import_graph"]
     assert "project:docs/one.md" in graph["session|project:docs/five.md"]
 
 
@@ -246,7 +246,7 @@ def test_codex_size_cap_truncates_then_skips(codex_world):
     over = got["project:services/AGENTS.override.md"]  # 18 bytes, 6 left under the cap
     assert (over["status"], over["loaded_bytes"], over["size"]) == ("truncated", 6, 18)
     assert got["project:services/api/AGENTS.md"]["status"] == "over_cap"
-    assert discovery.instruction_bundle(disc)["limits"]["codex:session"]["project_doc_max_bytes"] == 20
+    assert discovery_base.instruction_bundle(disc)["limits"]["codex:session"]["project_doc_max_bytes"] == 20
     # the default cap is 32 KiB: everything fits
     write(home / ".codex" / "config.toml", f'[projects."{proj}"]\ntrust_level = "trusted"\n')
     disc = codex.discover_codex(home, proj, cwd, {}, upward_limit=proj.parent)
@@ -352,10 +352,10 @@ def test_copilot_instructions_apply_to_and_settings(tmp_path):
     assert got["project:web/AGENTS.md"]["scope"] == "additional"
     py = got["project:.github/instructions/py.instructions.md"]
     assert py["apply_to"] == ["**/*.py", "**/*.pyi"] and py["load"] == "conditional"
-    assert discovery.applies_to(py, "src/app.py") and not discovery.applies_to(py, "web/app.ts")
+    assert discovery_base.applies_to(py, "src/app.py") and not discovery_base.applies_to(py, "web/app.ts")
     assert got["project:.github/instructions/all.instructions.md"]["load"] == "startup"
     assert "project:CLAUDE.md" in got
-    blob = json.dumps(disc.config) + json.dumps(discovery.instruction_bundle(disc))
+    blob = json.dumps(disc.config) + json.dumps(discovery_base.instruction_bundle(disc))
     assert PLANTED not in blob
     assert not any(src["path"].endswith(".copilot/config.json") for src in disc.config)  # auth state: never opened
     facts = products.surface_facts("copilot", disc.config, {})
@@ -393,18 +393,18 @@ def test_generic_named_files_record_digests_only(tmp_path):
         config_paths=[cfg, tmp_path / "proj" / "absent.toml"],
         instruction_paths=[ins, Path("missing.md")],
     )
-    blob = json.dumps(disc.config) + json.dumps(discovery.instruction_bundle(disc))
+    blob = json.dumps(disc.config) + json.dumps(discovery_base.instruction_bundle(disc))
     assert PLANTED not in blob and "auto" not in blob
     assert [s["status"] for s in disc.config] == ["present", "absent"]
     assert disc.config[0]["content"] == "not_recorded" and disc.config[0]["canonical_sha256"].startswith("sha256:")
-    assert [m["path"] for m in discovery.instruction_bundle(disc)["missing"]] == ["project:missing.md"]
+    assert [m["path"] for m in discovery_base.instruction_bundle(disc)["missing"]] == ["project:missing.md"]
 
 
 def _claude_hash(tmp_path: Path, settings: bytes) -> str:
     home, proj = tmp_path / "h", tmp_path / "p"
     write(home / ".claude" / "settings.json", settings)
     disc = claude.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
-    return discovery.config_hash(disc.config)
+    return discovery_base.config_hash(disc.config)
 
 
 def test_config_hash_ignores_key_order_and_line_endings(tmp_path):
@@ -458,7 +458,7 @@ def test_unreadable_config_makes_hash_unobserved(tmp_path):
             "status": "unreadable",
         }
     ]
-    assert discovery.config_hash(src) == "unobserved"
+    assert discovery_base.config_hash(src) == "unobserved"
 
 
 def test_task_repositories_get_their_own_project_scope(tmp_path):
@@ -482,7 +482,7 @@ def test_task_repositories_get_their_own_project_scope(tmp_path):
         ("task:T01", "task:T01:CLAUDE.md", "startup"),
         ("task:T05", "task:T05:pkg/CLAUDE.md", "on_demand"),
     ]
-    assert discovery.instruction_bundle(disc)["discovery_roots"] == {
+    assert discovery_base.instruction_bundle(disc)["discovery_roots"] == {
         "task:T01": "task:T01:",
         "task:T05": "task:T05:",
         "user": "~/",

@@ -19,15 +19,14 @@ from typing import Any
 
 from pytest_agentdrift.agents.discovery_base import (
     MCP_JSON_SPEC,
+    ConfigFile,
     Discovery,
     InstructionEntry,
-    Roots,
-    config_source,
+    Product,
+    Scan,
     deep_merge,
-    default_roots,
+    discover_product,
     entry_for,
-    env_path,
-    exists,
     glob_files,
     highest,
     lookup,
@@ -127,13 +126,11 @@ def _resolve_import(target: str, base_dir: Path, home: Path) -> Path:
 
 
 class _ClaudeWalker:
-    def __init__(self, home: Path, roots: Roots, context: str, disc: Discovery, max_depth: int):
-        self.home = home
-        self.roots = roots
-        self.context = context
-        self.disc = disc
+    """Memory files and what they @import, up to a depth, into one discovery pass."""
+
+    def __init__(self, scan: Scan, max_depth: int):
+        self.scan = scan
         self.max_depth = max_depth
-        self.seen: set[str] = set()
 
     def add(
         self,
@@ -142,63 +139,52 @@ class _ClaudeWalker:
         scope: str,
         kind: str,
         load: str,
-        apply_to: list[str] | None = None,
-        skip_missing: bool = True,
         follow_imports: bool = True,
     ) -> None:
-        if skip_missing and not exists(path):
+        added = self.scan.add_once(path, scope=scope, kind=kind, load=load)
+        if added is None:
             return
-        key = os.path.abspath(path)
-        if key in self.seen:
-            return
-        self.seen.add(key)
-        entry, data = entry_for(path, self.roots, scope=scope, kind=kind, load=load, context=self.context)
-        if kind == "rules" and data is not None and apply_to is None:
+        entry, data = added
+        if kind == "rules" and data is not None:
             fm = parse_frontmatter(data)
             if "paths" in fm:
-                apply_to = split_patterns(fm["paths"])
+                entry.apply_to = split_patterns(fm["paths"])
                 entry.load = "conditional"
-        entry.apply_to = apply_to
-        self.disc.entries.append(entry)
         if data is not None and follow_imports:
             self._imports(entry, path, data, depth=0)
 
+    def _missing(self, label: str, parent: InstructionEntry, reason: str) -> None:
+        self.scan.disc.missing.append(
+            {"context": self.scan.context, "path": label, "referenced_by": parent.path, "reason": reason}
+        )
+
     def _imports(self, parent: InstructionEntry, path: Path, data: bytes, depth: int) -> None:
-        targets = claude_imports(data.decode("utf-8", errors="replace"))
-        for target in targets:
-            resolved = _resolve_import(target, path.parent, self.home)
-            label = self.roots.label(resolved)
+        scan = self.scan
+        for target in claude_imports(data.decode("utf-8", errors="replace")):
+            resolved = _resolve_import(target, path.parent, scan.home)
+            label = scan.roots.label(resolved)
             parent.imports.append(label)
             if depth + 1 > self.max_depth:
-                self.disc.missing.append(
-                    {
-                        "context": self.context,
-                        "path": label,
-                        "referenced_by": parent.path,
-                        "reason": f"beyond max import depth {self.max_depth}",
-                    }
-                )
+                self._missing(label, parent, f"beyond max import depth {self.max_depth}")
                 continue
             key = os.path.abspath(resolved)
-            if key in self.seen:
+            if key in scan.seen:
                 continue  # cycle or already loaded: the edge stays in the graph
-            self.seen.add(key)
+            scan.seen.add(key)
             entry, child = entry_for(
                 resolved,
-                self.roots,
+                scan.roots,
                 scope="import",
                 kind="import",
                 load=parent.load,
-                context=self.context,
+                context=scan.context,
                 depth=depth + 1,
                 imported_by=parent.path,
             )
             if child is None:
-                self.disc.missing.append(
-                    {"context": self.context, "path": label, "referenced_by": parent.path, "reason": entry.status}
-                )
+                self._missing(label, parent, entry.status)
                 continue
-            self.disc.entries.append(entry)
+            scan.disc.entries.append(entry)
             self._imports(entry, resolved, child, depth + 1)
 
 
@@ -212,20 +198,23 @@ def _claude_managed_dir(system_root: Path | None, platform: str) -> Path | None:
     return system_root / "etc" / "claude-code"
 
 
-def discover_claude_code(
-    home: Path,
-    project_root: Path,
-    cwd: Path,
-    env: Mapping[str, str],
-    *,
-    system_root: Path | None = None,
-    platform: str = "linux",
-    context: str = "session",
-    roots: Roots | None = None,
-    upward_limit: Path | None = None,
-    include_user: bool = True,
-    profile: str | None = None,  # Codex's config profiles; Claude Code has none
-) -> Discovery:
+#: settings and MCP files, lowest precedence number first within a scope (a higher number wins);
+#: ``app_state`` is ``~/.claude.json`` (beside ``$CLAUDE_CONFIG_DIR``'s files when it is set)
+CONFIG_FILES = (
+    ConfigFile("managed", "managed-settings.json", "managed", 5, "json", CLAUDE_SETTINGS_SPEC, user_scope=True),
+    ConfigFile("managed", "managed-mcp.json", "managed-mcp", 5, "json", MCP_JSON_SPEC, user_scope=True),
+    ConfigFile("user", "settings.json", "user", 1, "json", CLAUDE_SETTINGS_SPEC, user_scope=True),
+    ConfigFile("project", ".claude/settings.json", "project", 2, "json", CLAUDE_SETTINGS_SPEC),
+    ConfigFile("project", ".claude/settings.local.json", "local", 3, "json", CLAUDE_SETTINGS_SPEC),
+    ConfigFile("project", ".mcp.json", "project-mcp", 2, "json", MCP_JSON_SPEC),
+    # ~/.claude.json holds account details and app state: only the MCP inventory is read
+    ConfigFile("app_state", ".claude.json", "user-mcp", 1, "json", CLAUDE_JSON_SPEC, user_scope=True),
+)
+#: memory files every directory from the outermost ancestor down to cwd may hold: (path, scope)
+DIRECTORY_MEMORY = (("CLAUDE.md", "project"), (".claude/CLAUDE.md", "project"), ("CLAUDE.local.md", "local"))
+
+
+def _find(scan: Scan) -> None:
     """Claude Code memory, settings and MCP, per the Claude Code memory and settings docs.
 
     Memory (startup): managed CLAUDE.md; user ``~/.claude/CLAUDE.md`` and
@@ -235,9 +224,6 @@ def discover_claude_code(
     frontmatter are conditional). ``@path`` imports are followed up to 5
     hops, relative to the importing file. CLAUDE.md files below cwd are
     recorded as ``on_demand`` (loaded when the agent reads that subtree).
-    The upward walk stops at ``upward_limit`` when given (the harness runs
-    the agent in a private copy of the repository, so nothing above it is
-    visible to the agent).
 
     Skills (``.claude/skills/*/SKILL.md``), subagents (``.claude/agents``)
     and slash commands (``.claude/commands``), in the user dir and the
@@ -249,150 +235,62 @@ def discover_claude_code(
     ``~/.claude.json`` (user ``mcpServers`` and this project's entry).
     ``CLAUDE_CONFIG_DIR`` relocates ``~/.claude``.
     """
-    roots = roots or default_roots(home, project_root, system_root)
-    config_dir = env_path(env, "CLAUDE_CONFIG_DIR", home)
-    if config_dir is not None:
-        roots = roots.with_root("$CLAUDE_CONFIG_DIR/", config_dir)
-    user_dir = config_dir or home / ".claude"
-    disc = Discovery("claude-code")
-    disc.limits["claude_import_max_depth"] = CLAUDE_IMPORT_MAX_DEPTH
-    disc.discovery_roots[context] = roots.label(cwd)
-    walker = _ClaudeWalker(home, roots, context, disc, CLAUDE_IMPORT_MAX_DEPTH)
-    managed = _claude_managed_dir(system_root, platform)
-
-    if include_user:
-        if managed is not None:
-            walker.add(managed / "CLAUDE.md", scope="managed", kind="memory", load="startup")
-            for p in glob_files(managed / ".claude" / "rules"):
-                walker.add(p, scope="managed", kind="rules", load="startup")
-        walker.add(user_dir / "CLAUDE.md", scope="user", kind="memory", load="startup")
-        for p in glob_files(user_dir / "rules"):
-            walker.add(p, scope="user", kind="rules", load="startup")
-        _add_components(walker, user_dir, "user")
-
-    for d in walk_up(cwd, upward_limit):
-        walker.add(d / "CLAUDE.md", scope="project", kind="memory", load="startup")
-        walker.add(d / ".claude" / "CLAUDE.md", scope="project", kind="memory", load="startup")
-        walker.add(d / "CLAUDE.local.md", scope="local", kind="memory", load="startup")
-        for p in glob_files(d / ".claude" / "rules"):
-            walker.add(p, scope="project", kind="rules", load="startup")
-    for p in nested_files(cwd, ("CLAUDE.md", "CLAUDE.local.md")):
+    scan.disc.limits["claude_import_max_depth"] = CLAUDE_IMPORT_MAX_DEPTH
+    walker = _ClaudeWalker(scan, CLAUDE_IMPORT_MAX_DEPTH)
+    managed = _claude_managed_dir(scan.system_root, scan.platform)
+    if scan.include_user:
+        _user_memory(walker, managed, scan.product_home)
+    for d in walk_up(scan.cwd, scan.upward_limit):
+        for name, scope in DIRECTORY_MEMORY:
+            walker.add(d / name, scope=scope, kind="memory", load="startup")
+        _rules(walker, d / ".claude" / "rules", "project")
+    for p in nested_files(scan.cwd, ("CLAUDE.md", "CLAUDE.local.md")):
         walker.add(p, scope="nested", kind="memory", load="on_demand")
-    _add_components(walker, Path(project_root) / ".claude", "project")
+    _add_components(walker, Path(scan.project_root) / ".claude", "project")
+    app_state = scan.product_home if scan.relocated else scan.home
+    scan.read_config(
+        CONFIG_FILES,
+        {"managed": managed, "user": scan.product_home, "project": Path(scan.project_root), "app_state": app_state},
+    )
+    if scan.include_user:
+        scan.disc.config.append(_project_entry(scan, app_state / ".claude.json"))
 
-    # --- settings and MCP
-    sources = disc.config
-    if include_user:
-        if managed is not None:
-            sources.append(
-                config_source(
-                    managed / "managed-settings.json",
-                    roots,
-                    surface="claude-code",
-                    scope="managed",
-                    precedence=5,
-                    fmt="json",
-                    spec=CLAUDE_SETTINGS_SPEC,
-                    context=context,
-                )
-            )
-            sources.append(
-                config_source(
-                    managed / "managed-mcp.json",
-                    roots,
-                    surface="claude-code",
-                    scope="managed-mcp",
-                    precedence=5,
-                    fmt="json",
-                    spec=MCP_JSON_SPEC,
-                    context=context,
-                )
-            )
-        sources.append(
-            config_source(
-                user_dir / "settings.json",
-                roots,
-                surface="claude-code",
-                scope="user",
-                precedence=1,
-                fmt="json",
-                spec=CLAUDE_SETTINGS_SPEC,
-                context=context,
-            )
-        )
-    proj = Path(project_root)
-    sources.append(
-        config_source(
-            proj / ".claude" / "settings.json",
-            roots,
-            surface="claude-code",
-            scope="project",
-            precedence=2,
-            fmt="json",
-            spec=CLAUDE_SETTINGS_SPEC,
-            context=context,
-        )
-    )
-    sources.append(
-        config_source(
-            proj / ".claude" / "settings.local.json",
-            roots,
-            surface="claude-code",
-            scope="local",
-            precedence=3,
-            fmt="json",
-            spec=CLAUDE_SETTINGS_SPEC,
-            context=context,
-        )
-    )
-    sources.append(
-        config_source(
-            proj / ".mcp.json",
-            roots,
-            surface="claude-code",
-            scope="project-mcp",
-            precedence=2,
-            fmt="json",
-            spec=MCP_JSON_SPEC,
-            context=context,
-        )
-    )
-    if include_user:
-        claude_json = (config_dir / ".claude.json") if config_dir is not None else home / ".claude.json"
-        # ~/.claude.json holds account details and app state: only the MCP
-        # inventory (user scope, and this project's local scope) is read.
-        sources.append(
-            config_source(
-                claude_json,
-                roots,
-                surface="claude-code",
-                scope="user-mcp",
-                precedence=1,
-                fmt="json",
-                spec=CLAUDE_JSON_SPEC,
-                context=context,
-            )
-        )
-    project_key = os.path.abspath(project_root)
-    if include_user:
-        # this project's entry of ~/.claude.json: local-scope MCP servers and
-        # tool approvals (its other keys, e.g. prompt history, are names only)
-        local = config_source(
-            claude_json,
-            roots,
-            surface="claude-code",
-            scope="local-mcp",
-            precedence=3,
-            fmt="json",
-            spec=CLAUDE_JSON_PROJECT_SPEC,
-            context=context,
-            select=lambda doc: (doc.get("projects") or {}).get(project_key, {}) if isinstance(doc, dict) else {},
-        )
-        local.pop("raw_sha256", None)  # the same file's raw hash is already on the user-mcp source
-        local["path"] = local["path"] + "#projects[" + roots.label(project_root) + "]"
-        sources.append(local)
 
-    return disc
+def _rules(walker: _ClaudeWalker, directory: Path, scope: str) -> None:
+    for p in glob_files(directory):
+        walker.add(p, scope=scope, kind="rules", load="startup")
+
+
+def _user_memory(walker: _ClaudeWalker, managed: Path | None, user_dir: Path) -> None:
+    """Managed and user memory, rules and components: read once per session."""
+    if managed is not None:
+        walker.add(managed / "CLAUDE.md", scope="managed", kind="memory", load="startup")
+        _rules(walker, managed / ".claude" / "rules", "managed")
+    walker.add(user_dir / "CLAUDE.md", scope="user", kind="memory", load="startup")
+    _rules(walker, user_dir / "rules", "user")
+    _add_components(walker, user_dir, "user")
+
+
+def _project_entry(scan: Scan, claude_json: Path) -> dict[str, Any]:
+    """This project's entry of ~/.claude.json: local-scope MCP servers and tool approvals (its
+    other keys, e.g. prompt history, are names only)."""
+    project_key = os.path.abspath(scan.project_root)
+    local = scan.config(
+        claude_json,
+        scope="local-mcp",
+        precedence=3,
+        fmt="json",
+        spec=CLAUDE_JSON_PROJECT_SPEC,
+        select=lambda doc: (doc.get("projects") or {}).get(project_key, {}) if isinstance(doc, dict) else {},
+    )
+    local.pop("raw_sha256", None)  # the same file's raw hash is already on the user-mcp source
+    local["path"] = local["path"] + "#projects[" + scan.roots.label(scan.project_root) + "]"
+    return local
+
+
+def discover_claude_code(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Any) -> Discovery:
+    """Claude Code's discovery (see _find); ``where``: the keywords of discovery_base.discover_product."""
+    return discover_product(PRODUCT, home, project_root, cwd, env, **where)
 
 
 def claude_documented_merge(settings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -470,6 +368,8 @@ def _env_names(content: Any) -> list[str]:
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
+#: the product's rules for the shared discovery pass; ``CLAUDE_CONFIG_DIR`` relocates ``~/.claude``
+PRODUCT = Product(RULES, home_env="CLAUDE_CONFIG_DIR", home_dir=".claude", find=_find)
 #: the uniform entry point ``manifest.discovery.discover_with`` calls (every product takes the same keywords)
 discover = discover_claude_code
 

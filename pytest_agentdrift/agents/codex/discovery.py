@@ -17,12 +17,13 @@ from typing import Any
 
 from pytest_agentdrift.agents.discovery_base import (
     NOT_APPLICABLE,
+    ConfigFile,
     Discovery,
-    Roots,
-    config_source,
-    default_roots,
+    InstructionEntry,
+    Product,
+    Scan,
+    discover_product,
     entry_for,
-    env_path,
     exists,
     find_marker_root,
     is_file,
@@ -106,20 +107,18 @@ _CODEX_CORE: dict[str, Any] = {
 CODEX_CONFIG_SPEC: dict[str, Any] = {**_CODEX_CORE, "profile": True, "profiles": ("each", _CODEX_CORE)}
 
 
-def discover_codex(
-    home: Path,
-    project_root: Path,
-    cwd: Path,
-    env: Mapping[str, str],
-    *,
-    system_root: Path | None = None,
-    platform: str = "linux",  # Codex reads the same paths on every platform it runs on here
-    context: str = "session",
-    roots: Roots | None = None,
-    upward_limit: Path | None = None,
-    include_user: bool = True,
-    profile: str | None = None,
-) -> Discovery:
+#: the system and user configuration layers (``system`` is ``/etc/codex`` under the system root)
+CONFIG_LAYERS = (
+    ConfigFile("system", "config.toml", "system", 0, "toml", CODEX_CONFIG_SPEC, user_scope=True),
+    ConfigFile("system", "managed_config.toml", "managed", 100, "toml", CODEX_CONFIG_SPEC, user_scope=True),
+    ConfigFile("system", "requirements.toml", "managed-requirements", 101, "toml", CODEX_CONFIG_SPEC, user_scope=True),
+    ConfigFile("user", "config.toml", "user", 1, "toml", CODEX_CONFIG_SPEC, user_scope=True),
+)
+#: the instruction file names a directory may hold, the first non-empty one loaded
+AGENTS_NAMES = ("AGENTS.override.md", "AGENTS.md")
+
+
+def _find(scan: Scan) -> None:
     """Codex CLI AGENTS.md chain and config.toml layers, per the Codex docs.
 
     Instructions: in CODEX_HOME (default ``~/.codex``) the first non-empty of
@@ -138,144 +137,120 @@ def discover_codex(
     ``requirements.toml`` (managed constraints) is recorded when present.
     ``auth.json`` is never opened.
     """
-    roots = roots or default_roots(home, project_root, system_root)
-    codex_home = env_path(env, "CODEX_HOME", home)
-    if codex_home is not None:
-        roots = roots.with_root("$CODEX_HOME/", codex_home)
-    else:
-        codex_home = home / ".codex"
-    disc = Discovery("codex")
-    disc.discovery_roots[context] = roots.label(cwd)
-    sources = disc.config
+    codex_home = scan.product_home
+    # config layers first: they decide the cap, fallback names and trust
+    system = scan.system_root / "etc" / "codex" if scan.system_root is not None else None
+    scan.read_config(CONFIG_LAYERS, {"system": system, "user": codex_home})
+    markers = codex_setting(scan.disc.config, "project_root_markers") or list(CODEX_DEFAULT_ROOT_MARKERS)
+    root = find_marker_root(scan.cwd, markers, scan.upward_limit)
+    chain = walk_up(scan.cwd, root) if root is not None else [Path(os.path.abspath(scan.cwd))]
+    _project_layers(scan, chain, _trusted(scan, root))
+    cap, fallbacks = _doc_limits(scan, root)
+    if scan.include_user:
+        _user_agents(scan)
+        _add_components(scan, [codex_home / "skills", scan.home / ".agents" / "skills"], "user", codex_home / "prompts")
+    _project_agents(scan, chain, cap, fallbacks)
+    _add_components(scan, [d / ".agents" / "skills" for d in chain], "project")
 
-    # --- config layers first: they decide the cap, fallback names and trust
-    if include_user and system_root is not None:
-        for name, scope, prec in (
-            ("config.toml", "system", 0),
-            ("managed_config.toml", "managed", 100),
-            ("requirements.toml", "managed-requirements", 101),
-        ):
-            sources.append(
-                config_source(
-                    system_root / "etc" / "codex" / name,
-                    roots,
-                    surface="codex",
-                    scope=scope,
-                    precedence=prec,
-                    fmt="toml",
-                    spec=CODEX_CONFIG_SPEC,
-                    context=context,
-                )
-            )
-    user_cfg_path = codex_home / "config.toml"
-    user_doc: dict[str, Any] = {}
-    if include_user:
-        user_src = config_source(
-            user_cfg_path,
-            roots,
-            surface="codex",
-            scope="user",
-            precedence=1,
-            fmt="toml",
-            spec=CODEX_CONFIG_SPEC,
-            context=context,
-        )
-        sources.append(user_src)
-    if is_file(user_cfg_path):
-        user_doc = load_config_file(user_cfg_path, "toml")
 
-    markers = codex_setting(sources, "project_root_markers") or list(CODEX_DEFAULT_ROOT_MARKERS)
-    root = find_marker_root(cwd, markers, upward_limit)
-    chain = walk_up(cwd, root) if root is not None else [Path(os.path.abspath(cwd))]
+def _trusted(scan: Scan, root: Path | None) -> bool:
+    """Whether the user config trusts this project (recorded as a fact of this pass).
 
-    # Trust lives in the user config as [projects."<abs path>"] trust_level;
-    # only this project's level is recorded (other keys are private paths).
+    Trust lives in the user config as [projects."<abs path>"] trust_level;
+    only this project's level is recorded (other keys are private paths).
+    """
+    user_cfg_path = scan.product_home / "config.toml"
+    user_doc = load_config_file(user_cfg_path, "toml") if is_file(user_cfg_path) else {}
     projects = user_doc.get("projects") if isinstance(user_doc.get("projects"), dict) else {}
-    trust_key = os.path.abspath(root if root is not None else cwd)
+    trust_key = os.path.abspath(root if root is not None else scan.cwd)
     trust = projects.get(trust_key, {}).get("trust_level") if isinstance(projects.get(trust_key), dict) else None
-    trusted = trust == "trusted"
-    disc.facts[context] = {
+    scan.disc.facts[scan.context] = {
         "codex_project_trust": {
             "value": trust if trust is not None else "untrusted_or_unset",
-            "source": roots.label(user_cfg_path),
+            "source": scan.roots.label(user_cfg_path),
         }
     }
+    return trust == "trusted"
+
+
+def _project_layers(scan: Scan, chain: Sequence[Path], trusted: bool) -> None:
+    """``.codex/config.toml`` from the project root down to cwd: the closest wins, a trusted project's only."""
     for i, d in enumerate(chain):
-        src = config_source(
-            d / ".codex" / "config.toml",
-            roots,
-            surface="codex",
-            scope="project",
-            precedence=10 + i,
-            fmt="toml",
-            spec=CODEX_CONFIG_SPEC,
-            context=context,
+        src = scan.config(
+            d / ".codex" / "config.toml", scope="project", precedence=10 + i, fmt="toml", spec=CODEX_CONFIG_SPEC
         )
         if src["status"] != "absent":
             src["trusted"] = trusted
             src["applies"] = trusted
-        sources.append(src)
+        scan.disc.config.append(src)
 
+
+def _doc_limits(scan: Scan, root: Path | None) -> tuple[int, list[Any]]:
+    """(project_doc_max_bytes, project_doc_fallback_filenames) as configured, recorded as limits."""
+    sources = scan.disc.config
     cap = codex_setting(sources, "project_doc_max_bytes", trusted_only=True)
     cap = int(cap) if isinstance(cap, int) else CODEX_PROJECT_DOC_MAX_BYTES_DEFAULT
     fallbacks = codex_setting(sources, "project_doc_fallback_filenames", trusted_only=True) or []
-    disc.limits[f"codex:{context}"] = {
+    scan.disc.limits[f"codex:{scan.context}"] = {
         "project_doc_max_bytes": cap,
         "project_doc_fallback_filenames": list(fallbacks),
-        "project_root": roots.label(root) if root is not None else "not_found(cwd only)",
+        "project_root": scan.roots.label(root) if root is not None else "not_found(cwd only)",
     }
+    return cap, fallbacks
 
-    # --- instructions
-    if include_user:
-        chosen = None
-        for name in ("AGENTS.override.md", "AGENTS.md"):
-            p = codex_home / name
-            if not exists(p):
-                continue
-            entry, data = entry_for(p, roots, scope="user", kind="agents", load="startup", context=context)
-            if chosen is None and data is not None and data.strip():
-                chosen = entry
-            else:
-                entry.status = (
-                    "shadowed" if chosen is not None else ("empty_skipped" if data is not None else entry.status)
-                )
-            disc.entries.append(entry)
-        _add_components(
-            disc,
-            roots,
-            context,
-            [codex_home / "skills", home / ".agents" / "skills"],
-            "user",
-            prompts=codex_home / "prompts",
-        )
+
+def _user_agents(scan: Scan) -> None:
+    """The first non-empty of CODEX_HOME's AGENTS files; the others are shadowed or skipped."""
+    chosen = None
+    for name in AGENTS_NAMES:
+        p = scan.product_home / name
+        if not exists(p):
+            continue
+        entry, data = entry_for(p, scan.roots, scope="user", kind="agents", load="startup", context=scan.context)
+        if chosen is None and data is not None and data.strip():
+            chosen = entry
+        else:
+            entry.status = "shadowed" if chosen is not None else ("empty_skipped" if data is not None else entry.status)
+        scan.disc.entries.append(entry)
+
+
+def _project_agents(scan: Scan, chain: Sequence[Path], cap: int, fallbacks: Sequence[Any]) -> None:
+    """At most one file per directory of the chain, until their combined size reaches the cap."""
     remaining = cap
     for d in chain:
         picked = False
-        for name in ("AGENTS.override.md", "AGENTS.md", *[str(f) for f in fallbacks]):
+        for name in (*AGENTS_NAMES, *[str(f) for f in fallbacks]):
             p = d / name
             if not exists(p):
                 continue
-            entry, data = entry_for(p, roots, scope="project", kind="agents", load="startup", context=context)
+            entry, data = entry_for(p, scan.roots, scope="project", kind="agents", load="startup", context=scan.context)
             if picked:
                 entry.status = "shadowed"  # one file per directory
             elif data is not None and not data.strip():
                 entry.status = "empty_skipped"
             elif data is not None:
                 picked = True
-                if remaining <= 0:
-                    entry.status = "over_cap"
-                    entry.loaded_bytes = 0
-                elif len(data) > remaining:
-                    entry.status = "truncated"
-                    entry.loaded_bytes = remaining
-                    remaining = 0
-                else:
-                    entry.loaded_bytes = len(data)
-                    remaining -= len(data)
-            disc.entries.append(entry)
-    _add_components(disc, roots, context, [d / ".agents" / "skills" for d in chain], "project")
+                remaining = _load_within(entry, len(data), remaining)
+            scan.disc.entries.append(entry)
 
-    return disc
+
+def _load_within(entry: InstructionEntry, size: int, remaining: int) -> int:
+    """Mark how much of a file the cap lets load; the bytes still left under the cap."""
+    if remaining <= 0:
+        entry.status = "over_cap"
+        entry.loaded_bytes = 0
+        return remaining
+    if size > remaining:
+        entry.status = "truncated"
+        entry.loaded_bytes = remaining
+        return 0
+    entry.loaded_bytes = size
+    return remaining - size
+
+
+def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Any) -> Discovery:
+    """Codex's discovery (see _find); ``where``: the keywords of discovery_base.discover_product."""
+    return discover_product(PRODUCT, home, project_root, cwd, env, **where)
 
 
 def codex_find(sources: Sequence[Mapping[str, Any]], key: str, trusted_only: bool = True) -> tuple[Any, str] | None:
@@ -296,22 +271,22 @@ def codex_setting(sources: Sequence[Mapping[str, Any]], key: str, trusted_only: 
     return None if found is None else found[0]
 
 
-def _add_components(
-    disc: Discovery, roots: Roots, context: str, skill_dirs: Sequence[Path], scope: str, prompts: Path | None = None
-) -> None:
+def _add_components(scan: Scan, skill_dirs: Sequence[Path], scope: str, prompts: Path | None = None) -> None:
     """Skills (``*/SKILL.md``: only name and description are listed at
     startup, the body is read when the skill is used) and custom prompts
     (slash commands): ``on_demand`` instruction text."""
     seen: set[str] = set()
+    found = []
     for base in skill_dirs:
         for p in sorted(base.glob("*/SKILL.md"), key=lambda p: p.as_posix()):
-            if os.path.abspath(p) in seen:
-                continue
-            seen.add(os.path.abspath(p))
-            disc.entries.append(entry_for(p, roots, scope=scope, kind="skill", load="on_demand", context=context)[0])
+            if os.path.abspath(p) not in seen:
+                seen.add(os.path.abspath(p))
+                found.append((p, "skill"))
     if prompts is not None and prompts.is_dir():
-        for p in sorted(prompts.glob("*.md"), key=lambda p: p.as_posix()):
-            disc.entries.append(entry_for(p, roots, scope=scope, kind="command", load="on_demand", context=context)[0])
+        found += [(p, "command") for p in sorted(prompts.glob("*.md"), key=lambda p: p.as_posix())]
+    for p, kind in found:
+        entry, _ = entry_for(p, scan.roots, scope=scope, kind=kind, load="on_demand", context=scan.context)
+        scan.disc.entries.append(entry)
 
 
 def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None) -> dict[str, Any]:
@@ -367,6 +342,8 @@ def _provider_endpoint(
     return None
 
 
+#: the product's rules for the shared discovery pass; ``CODEX_HOME`` relocates ``~/.codex``
+PRODUCT = Product(RULES, home_env="CODEX_HOME", home_dir=".codex", find=_find)
 #: the uniform entry point ``manifest.discovery.discover_with`` calls (every product takes the same keywords)
 discover = discover_codex
 

@@ -16,13 +16,12 @@ from typing import Any
 from pytest_agentdrift.agents.discovery_base import (
     MCP_JSON_SPEC,
     UNOBSERVED,
+    ConfigFile,
     Discovery,
+    Product,
     Roots,
-    config_source,
-    default_roots,
-    entry_for,
-    env_path,
-    exists,
+    Scan,
+    discover_product,
     find_marker_root,
     glob_files,
     highest,
@@ -66,20 +65,29 @@ COPILOT_SETTINGS_SPEC: dict[str, Any] = {
 COPILOT_MCP_SPEC: dict[str, Any] = {"mcpServers": "mcp", "servers": "mcp"}
 
 
-def discover_copilot(
-    home: Path,
-    project_root: Path,
-    cwd: Path,
-    env: Mapping[str, str],
-    *,
-    context: str = "session",
-    roots: Roots | None = None,
-    upward_limit: Path | None = None,
-    include_user: bool = True,
-    system_root: Path | None = None,
-    platform: str = "linux",  # Copilot CLI reads the same paths on every platform it runs on here
-    profile: str | None = None,  # Codex's config profiles; Copilot CLI has none
-) -> Discovery:
+#: the settings Copilot reads from Claude Code's project settings (the cross-tool subset)
+CLAUDE_SHARED_SPEC: dict[str, Any] = {
+    k: True for k in ("companyAnnouncements", "disableAllHooks", "enabledPlugins")
+} | {
+    "hooks": "digest",
+    "extraKnownMarketplaces": "digest",
+}
+#: settings and MCP files (later wins: a higher precedence number), after the MDM managed settings
+CONFIG_FILES = (
+    ConfigFile("user", "settings.json", "user", 1, "jsonc", COPILOT_SETTINGS_SPEC, user_scope=True),
+    ConfigFile("user", "mcp-config.json", "user-mcp", 1, "json", COPILOT_MCP_SPEC, user_scope=True),
+    ConfigFile("repo", ".github/copilot/settings.json", "repository", 2, "jsonc", COPILOT_SETTINGS_SPEC),
+    ConfigFile("repo", ".github/copilot/settings.local.json", "local", 3, "jsonc", COPILOT_SETTINGS_SPEC),
+    ConfigFile("repo", ".mcp.json", "project-mcp", 2, "json", MCP_JSON_SPEC),
+    ConfigFile("repo", ".github/mcp.json", "project-mcp", 2, "json", MCP_JSON_SPEC),
+    ConfigFile("repo", ".claude/settings.json", "claude-shared", 2, "json", CLAUDE_SHARED_SPEC),
+    ConfigFile("repo", ".claude/settings.local.json", "claude-shared", 3, "json", CLAUDE_SHARED_SPEC),
+)
+#: path-specific instruction files: ``*.instructions.md`` under an ``instructions`` directory
+PATH_INSTRUCTIONS = ".instructions.md"
+
+
+def _find(scan: Scan) -> None:
     """GitHub Copilot CLI instructions and settings, per the Copilot CLI docs.
 
     Instructions: ``$COPILOT_HOME/copilot-instructions.md`` (default
@@ -100,170 +108,91 @@ def discover_copilot(
     ``.github/mcp.json`` win on name conflicts. ``config.json`` (auth and
     app state) is never opened.
     """
-    roots = roots or default_roots(home, project_root, system_root)
-    copilot_home = env_path(env, "COPILOT_HOME", home)
-    if copilot_home is not None:
-        roots = roots.with_root("$COPILOT_HOME/", copilot_home)
-    else:
-        copilot_home = home / ".copilot"
-    disc = Discovery("copilot")
-    disc.discovery_roots[context] = roots.label(cwd)
-    seen: set[str] = set()
+    if scan.include_user:
+        _add(scan, scan.product_home / "copilot-instructions.md", "user", "copilot-instructions")
+        for p in glob_files(scan.product_home / "instructions", PATH_INSTRUCTIONS):
+            _add(scan, p, "user", "path-instructions")
+    repo_root = find_marker_root(scan.cwd, (".git",), scan.upward_limit) or Path(os.path.abspath(scan.project_root))
+    _repository_instructions(scan, repo_root)
+    _components(scan, repo_root)
+    _custom_dirs(scan)
+    if scan.include_user:
+        scan.disc.config.append(_managed_settings(scan.context))
+    scan.read_config(CONFIG_FILES, {"user": scan.product_home, "repo": repo_root})
 
-    def add(p: Path, scope: str, kind: str, load: str = "startup", apply_to: list[str] | None = None) -> None:
-        key = os.path.abspath(p)
-        if key in seen or not exists(p):
-            return
-        seen.add(key)
-        entry, data = entry_for(p, roots, scope=scope, kind=kind, load=load, context=context)
-        if kind == "path-instructions" and data is not None:
-            fm = parse_frontmatter(data)
-            patterns = split_patterns(fm.get("applyTo"))
-            entry.apply_to = patterns
-            entry.load = "conditional" if patterns and patterns != ["**"] and patterns != ["**/*"] else "startup"
-        disc.entries.append(entry)
 
-    if include_user:
-        add(copilot_home / "copilot-instructions.md", "user", "copilot-instructions")
-        for p in glob_files(copilot_home / "instructions", ".instructions.md"):
-            add(p, "user", "path-instructions")
-    repo_root = find_marker_root(cwd, (".git",), upward_limit) or Path(os.path.abspath(project_root))
-    chain = walk_up(cwd, repo_root) if is_under(cwd, repo_root) else [Path(os.path.abspath(cwd))]
+def _add(scan: Scan, path: Path, scope: str, kind: str, load: str = "startup", roots: Roots | None = None) -> None:
+    """One instruction file; a path-specific one applies where its ``applyTo`` frontmatter says."""
+    added = scan.add_once(path, scope=scope, kind=kind, load=load, roots=roots)
+    if added is None or kind != "path-instructions" or added[1] is None:
+        return
+    entry, data = added
+    patterns = split_patterns(parse_frontmatter(data).get("applyTo"))
+    entry.apply_to = patterns
+    entry.load = "conditional" if patterns and patterns != ["**"] and patterns != ["**/*"] else "startup"
+
+
+def _repository_instructions(scan: Scan, repo_root: Path) -> None:
+    """From the repository root down to cwd, then the root's own CLAUDE.md / GEMINI.md."""
+    cwd = Path(os.path.abspath(scan.cwd))
+    chain = walk_up(scan.cwd, repo_root) if is_under(scan.cwd, repo_root) else [cwd]
     for d in chain:
         is_root = os.path.abspath(d) == os.path.abspath(repo_root)
-        add(d / ".github" / "copilot-instructions.md", "repository" if is_root else "directory", "copilot-instructions")
-        add(d / "AGENTS.md", "primary" if is_root else "additional", "agents")
-    for d in (repo_root, Path(os.path.abspath(cwd))):
-        for p in glob_files(d / ".github" / "instructions", ".instructions.md"):
-            add(p, "repository", "path-instructions")
+        scope = "repository" if is_root else "directory"
+        _add(scan, d / ".github" / "copilot-instructions.md", scope, "copilot-instructions")
+        _add(scan, d / "AGENTS.md", "primary" if is_root else "additional", "agents")
+    for d in (repo_root, cwd):
+        for p in glob_files(d / ".github" / "instructions", PATH_INSTRUCTIONS):
+            _add(scan, p, "repository", "path-instructions")
     for name in ("CLAUDE.md", "GEMINI.md"):
-        add(repo_root / name, "repository", "agents")
-    # skills (SKILL.md read when the skill is used) and custom agents: on_demand instruction text
+        _add(scan, repo_root / name, "repository", "agents")
+
+
+def _components(scan: Scan, repo_root: Path) -> None:
+    """Skills (SKILL.md read when the skill is used) and custom agents: on_demand instruction text."""
     skill_dirs = [repo_root / ".github" / "skills", repo_root / ".claude" / "skills", repo_root / ".agents" / "skills"]
-    if include_user:
-        skill_dirs = [copilot_home / "skills", home / ".agents" / "skills", *skill_dirs]
+    agent_dirs = [(repo_root / ".github" / "agents", "repository")]
+    if scan.include_user:
+        skill_dirs = [scan.product_home / "skills", scan.home / ".agents" / "skills", *skill_dirs]
+        agent_dirs.insert(0, (scan.product_home / "agents", "user"))
     for base in skill_dirs:
         for p in sorted(base.glob("*/SKILL.md"), key=lambda p: p.as_posix()):
-            add(p, "user" if not is_under(p, repo_root) else "repository", "skill", load="on_demand")
-    for base, scope in (((copilot_home / "agents", "user"),) if include_user else ()) + (
-        (repo_root / ".github" / "agents", "repository"),
-    ):
+            _add(scan, p, "user" if not is_under(p, repo_root) else "repository", "skill", load="on_demand")
+    for base, scope in agent_dirs:
         for p in glob_files(base, ".agent.md"):
-            add(p, scope, "subagent", load="on_demand")
-    extra_dirs = [x.strip() for x in env.get("COPILOT_CUSTOM_INSTRUCTIONS_DIRS", "").split(",") if x.strip()]
+            _add(scan, p, scope, "subagent", load="on_demand")
+
+
+def _custom_dirs(scan: Scan) -> None:
+    """AGENTS.md and ``.github/instructions`` of each ``COPILOT_CUSTOM_INSTRUCTIONS_DIRS`` directory;
+    one outside every named root is labelled by its place in the variable, never by its path."""
+    extra_dirs = [x.strip() for x in scan.env.get("COPILOT_CUSTOM_INSTRUCTIONS_DIRS", "").split(",") if x.strip()]
     for i, raw in enumerate(extra_dirs):
         d = Path(os.path.expanduser(raw))
-        roots_i = roots
+        roots = scan.roots
         if not any(is_under(d, Path(r)) for _, r in roots.roots):
-            roots_i = roots.with_root(f"$COPILOT_CUSTOM_INSTRUCTIONS_DIRS[{i}]/", d)
-        prev = roots
-        roots = roots_i
-        add(d / "AGENTS.md", "custom-dir", "agents")
-        for p in glob_files(d / ".github" / "instructions", ".instructions.md"):
-            add(p, "custom-dir", "path-instructions")
-        roots = prev
+            roots = roots.with_root(f"$COPILOT_CUSTOM_INSTRUCTIONS_DIRS[{i}]/", d)
+        _add(scan, d / "AGENTS.md", "custom-dir", "agents", roots=roots)
+        for p in glob_files(d / ".github" / "instructions", PATH_INSTRUCTIONS):
+            _add(scan, p, "custom-dir", "path-instructions", roots=roots)
 
-    sources = disc.config
-    if include_user:
-        sources.append(
-            {
-                "surface": "copilot",
-                "context": context,
-                "path": "mdm:managed-settings",
-                "scope": "managed",
-                "precedence": 0,
-                "format": "mdm",
-                "status": UNOBSERVED,
-            }
-        )
-        sources.append(
-            config_source(
-                copilot_home / "settings.json",
-                roots,
-                surface="copilot",
-                scope="user",
-                precedence=1,
-                fmt="jsonc",
-                spec=COPILOT_SETTINGS_SPEC,
-                context=context,
-            )
-        )
-        sources.append(
-            config_source(
-                copilot_home / "mcp-config.json",
-                roots,
-                surface="copilot",
-                scope="user-mcp",
-                precedence=1,
-                fmt="json",
-                spec=COPILOT_MCP_SPEC,
-                context=context,
-            )
-        )
-    sources.append(
-        config_source(
-            repo_root / ".github" / "copilot" / "settings.json",
-            roots,
-            surface="copilot",
-            scope="repository",
-            precedence=2,
-            fmt="jsonc",
-            spec=COPILOT_SETTINGS_SPEC,
-            context=context,
-        )
-    )
-    sources.append(
-        config_source(
-            repo_root / ".github" / "copilot" / "settings.local.json",
-            roots,
-            surface="copilot",
-            scope="local",
-            precedence=3,
-            fmt="jsonc",
-            spec=COPILOT_SETTINGS_SPEC,
-            context=context,
-        )
-    )
-    sources.append(
-        config_source(
-            repo_root / ".mcp.json",
-            roots,
-            surface="copilot",
-            scope="project-mcp",
-            precedence=2,
-            fmt="json",
-            spec=MCP_JSON_SPEC,
-            context=context,
-        )
-    )
-    sources.append(
-        config_source(
-            repo_root / ".github" / "mcp.json",
-            roots,
-            surface="copilot",
-            scope="project-mcp",
-            precedence=2,
-            fmt="json",
-            spec=MCP_JSON_SPEC,
-            context=context,
-        )
-    )
-    # the cross-tool subset Copilot reads from Claude's project settings
-    for name, prec in (("settings.json", 2), ("settings.local.json", 3)):
-        sources.append(
-            config_source(
-                repo_root / ".claude" / name,
-                roots,
-                surface="copilot",
-                scope="claude-shared",
-                precedence=prec,
-                fmt="json",
-                spec={k: True for k in ("companyAnnouncements", "disableAllHooks", "enabledPlugins")}
-                | {"hooks": "digest", "extraKnownMarketplaces": "digest"},
-                context=context,
-            )
-        )
-    return disc
+
+def _managed_settings(context: str) -> dict[str, Any]:
+    """MDM-managed settings: a source that exists for the product but that the harness cannot read."""
+    return {
+        "surface": RULES,
+        "context": context,
+        "path": "mdm:managed-settings",
+        "scope": "managed",
+        "precedence": 0,
+        "format": "mdm",
+        "status": UNOBSERVED,
+    }
+
+
+def discover_copilot(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Any) -> Discovery:
+    """Copilot CLI's discovery (see _find); ``where``: the keywords of discovery_base.discover_product."""
+    return discover_product(PRODUCT, home, project_root, cwd, env, **where)
 
 
 def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None) -> dict[str, Any]:
@@ -280,6 +209,8 @@ def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile:
     return found
 
 
+#: the product's rules for the shared discovery pass; ``COPILOT_HOME`` relocates ``~/.copilot``
+PRODUCT = Product(RULES, home_env="COPILOT_HOME", home_dir=".copilot", find=_find)
 #: the uniform entry point ``manifest.discovery.discover_with`` calls (every product takes the same keywords)
 discover = discover_copilot
 
