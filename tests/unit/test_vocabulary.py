@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest_agentdrift
 from pytest_agentdrift import errors, options, vocabulary
+from pytest_agentdrift.agents import discovery_base
 from pytest_agentdrift.compare import decision
-from pytest_agentdrift.manifest import capture, discovery, identity
+from pytest_agentdrift.manifest import capture, identity
 
 PACKAGE = Path(pytest_agentdrift.__file__).parent
 
@@ -33,7 +34,7 @@ def test_exit_codes_are_reexported_by_errors():
 def test_each_shared_name_is_the_vocabulary_object():
     assert identity.IDENTITY_FIELDS is vocabulary.IDENTITY_FIELDS
     assert capture.POST_RUN_FIELDS is identity.POST_RUN_FIELDS is vocabulary.POST_RUN_FIELDS
-    assert capture.UNOBSERVED is identity.UNOBSERVED is discovery.UNOBSERVED is vocabulary.UNOBSERVED
+    assert capture.UNOBSERVED is identity.UNOBSERVED is discovery_base.UNOBSERVED is vocabulary.UNOBSERVED
     assert identity.CHANGE_CLASSES is vocabulary.CHANGE_CLASSES
     assert decision.ROLLBACK_STATES is vocabulary.ROLLBACK_STATES
     assert options.ISOLATION_MODES is vocabulary.ISOLATION_MODES
