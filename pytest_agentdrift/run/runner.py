@@ -183,6 +183,10 @@ class RunEvidence:
                 omitted[name] = n
             return kept
 
+        return {**self._effects_record(cap), "omitted": omitted, **self._run_record(cap)}
+
+    def _effects_record(self, cap: Callable[[str, list[Any]], list[Any]]) -> dict[str, Any]:
+        """How the process ended, what it changed, and how much of that the harness examined."""
         return {
             "exit_code": self.exit_code,
             "timed_out": self.timed_out,
@@ -201,7 +205,11 @@ class RunEvidence:
             "unexamined_changes": cap("unexamined_changes", [escape_path(p) for p in self.unexamined]),
             "harness_budget": self.harness_budget,
             "events_dropped": self.events_dropped,
-            "omitted": omitted,
+        }
+
+    def _run_record(self, cap: Callable[[str, list[Any]], list[Any]]) -> dict[str, Any]:
+        """The process's output, what the product reported, and how the run was isolated and observed."""
+        return {
             "stdout_bytes": self.stdout_bytes,
             "stdout_truncated": self.stdout_truncated,
             "stderr_bytes": self.stderr_bytes,
@@ -390,13 +398,87 @@ def copy_tree(src: Path, dst: Path, budget: fdtree.CopyBudget | None = None) -> 
 
 
 def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSettings, base: Path) -> RunEvidence:
+    """One run of the agent on a fresh copy of the task: prepare the run directory, launch the
+    agent in its sandbox, then gather the harness's evidence of what it did."""
+    prepared = _prepare_run(spec, rep, settings, base)
+    launch = _plan_launch(spec, adapter, settings, prepared)
+    errors = HarnessErrors()
+    launched = _launch(spec, adapter, settings, prepared, launch, errors)
+    return _observe(spec, rep, adapter, settings, prepared, launch, launched, errors)
+
+
+#: the run directory's parts that are the agent's own (the decoy is everything else)
+_AGENT_OWN = ("box/work", "box/home", "box/tmp", "box/.harness")
+#: what the snapshot of the decoy leaves out: the agent's own parts and caches
+_DECOY_SKIP = frozenset(f"./{own}" for own in _AGENT_OWN) | treesnap.CACHE_NAMES
+
+
+@dataclass(frozen=True)
+class RunDirs:
+    """One run's directories (the layout in the module docstring)."""
+
+    base: Path
+    root: Path
+
+    @property
+    def box(self) -> Path:
+        return self.root / "box"
+
+    @property
+    def work(self) -> Path:
+        return self.box / "work"
+
+    @property
+    def home(self) -> Path:
+        return self.box / "home"
+
+    @property
+    def harness(self) -> Path:
+        return self.box / ".harness"
+
+
+@dataclass
+class PreparedRun:
+    """The run directory as the agent will find it, and what the harness recorded of it first."""
+
+    dirs: RunDirs
+    task_file: Path
+    before: treesnap.Snapshot  # the work tree the agent's changes are diffed against
+    decoy_before: treesnap.Snapshot  # beside and above the work tree
+    overlaid: dict[str, Any] | None  # what the harness placed from a bundle
+    start_commit: str | None
+    git_before: dict[str, Any]
+    canary: canary_mod.Canary
+
+
+def _prepare_run(spec: TaskSpec, rep: int, settings: RunSettings, base: Path) -> PreparedRun:
     base.mkdir(parents=True, exist_ok=True)
-    root = base / f"{spec.id}-r{rep}-{_secrets.token_hex(4)}"
-    box = root / "box"
-    work = box / "work"
-    harness = box / ".harness"
-    for d in (box / "home", box / "tmp", harness):
+    dirs = RunDirs(base, base / f"{spec.id}-r{rep}-{_secrets.token_hex(4)}")
+    for d in (dirs.home, dirs.box / "tmp", dirs.harness):
         d.mkdir(parents=True)
+    before, overlaid = _fresh_work_tree(spec, settings, dirs.work)
+    fixture_key = digest(spec.initial_tree) + (f"+{settings.overlay.digest}" if settings.overlay is not None else "")
+    git_key = (str(spec.path), fixture_key) if spec.git else None
+    start_commit = gitstate.git_fixture(dirs.work, git_key, base) if git_key else None
+    git_before = gitstate.fixture_git_state(dirs.work, git_key, settings.isolation)
+    _decoy(dirs.box, dirs.root)
+    # under bwrap the canary lives on the sandbox's own tmpfs: a read of it is a read by the sandbox
+    in_sandbox = settings.isolation.mode == "bwrap"
+    canary = canary_mod.sandbox_canary(dirs.home) if in_sandbox else canary_mod.plant_canary(dirs.home)
+    canary.path.parent.mkdir(parents=True, exist_ok=True)  # the tmpfs's mount point: not made while the agent runs
+    decoy_before = treesnap.snapshot(dirs.root, skip=_DECOY_SKIP)
+    # The agent gets the instruction, not the task directory: solution/, golden
+    # files and checks are hidden from it (only the reference agent reads them).
+    task_file = dirs.harness / "task.md"
+    task_file.write_text(spec.text, encoding="utf-8")
+    return PreparedRun(dirs, task_file, before, decoy_before, overlaid, start_commit, git_before, canary)
+
+
+def _fresh_work_tree(
+    spec: TaskSpec, settings: RunSettings, work: Path
+) -> tuple[treesnap.Snapshot, dict[str, Any] | None]:
+    """Copy the task's repository to `work`, verified against its frozen hashes: the snapshot the
+    agent's changes are diffed against, and what the harness placed from a bundle."""
     copy_tree(spec.repo, work)
     before = treesnap.snapshot(work)
     verify_tree(spec, tree_hashes(before), work)
@@ -410,35 +492,40 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         # before the snapshot the diff is taken against: harness-placed files are never the agent's changes
         overlaid = ov.apply_project(settings.overlay, work)
         before = treesnap.resnapshot(work, before)
-    fixture_key = digest(spec.initial_tree) + (f"+{settings.overlay.digest}" if settings.overlay is not None else "")
-    git_key = (str(spec.path), fixture_key) if spec.git else None
-    start_commit = gitstate.git_fixture(work, git_key, base) if git_key else None
-    git_before = gitstate.fixture_git_state(work, git_key, settings.isolation)
-    _decoy(box, root)
-    # under bwrap the canary lives on the sandbox's own tmpfs: a read of it is a read by the sandbox
-    in_sandbox = settings.isolation.mode == "bwrap"
-    canary = canary_mod.sandbox_canary(box / "home") if in_sandbox else canary_mod.plant_canary(box / "home")
-    canary.path.parent.mkdir(parents=True, exist_ok=True)  # the tmpfs's mount point: not made while the agent runs
-    decoy_skip = frozenset({"./box/work", "./box/home", "./box/tmp", "./box/.harness"}) | treesnap.CACHE_NAMES
-    decoy_before = treesnap.snapshot(root, skip=decoy_skip)
+    return before, overlaid
 
-    # The agent gets the instruction, not the task directory: solution/, golden
-    # files and checks are hidden from it (only the reference agent reads them).
-    task_file = harness / "task.md"
-    task_file.write_text(spec.text, encoding="utf-8")
-    hidden = [base, spec.path, *settings.hidden]
+
+@dataclass
+class LaunchPlan:
+    """What the agent is started with and under, before anything is started."""
+
+    asked: list[str]  # the adapter's argv
+    argv: list[str]  # as the host runs it
+    additions: list[tuple[str, str]]  # (path, why) the agent may read beyond the harness runtime
+    scratch: Path | None  # the product's side outputs
+    bundle: list[dict[str, Any]]  # the user-scope files copied into the private home
+    token: str
+    guard: Any  # run/runguard.RunGuard: the run's limits and observers
+    timeout_s: float
+    observers: Path  # harness-only: the network log and proxy sockets
+    writable: list[Path]
+
+
+def _plan_launch(spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, prepared: PreparedRun) -> LaunchPlan:
+    dirs = prepared.dirs
+    hidden = [dirs.base, spec.path, *settings.hidden]
     additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ, hidden), *settings.mounts])
     if adapter.needs_task_dir:
         additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
     # the product's side outputs (Copilot's usage summary): beside the run directory, outside the
     # work tree and the private home, read by the harness after the run and removed
-    scratch = product_scratch(base, root.name) if adapter.scratch_files else None
+    scratch = product_scratch(dirs.base, dirs.root.name) if adapter.scratch_files else None
     ctx = RunContext(
         task_id=spec.id,
-        task_file=task_file,
+        task_file=prepared.task_file,
         task_text=spec.text,
         task_dir=spec.path,
-        workdir=work,
+        workdir=dirs.work,
         options=dict(settings.agent_options),
         scratch=scratch,
     )
@@ -446,84 +533,74 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
     # a version manager's shim, or `env python3`, named as the host runs it (the sandbox shows neither)
     argv = mountplan.host_argv(asked, mountplan.env_path(os.environ))
     bundle = copy_runtime_bundle(
-        adapter, box / "home", Path.home(), dict(os.environ), credentials_only=settings.overlay is not None
+        adapter, dirs.home, Path.home(), dict(os.environ), credentials_only=settings.overlay is not None
     )
     if settings.overlay is not None:
-        bundle += ov.apply_home(settings.overlay, box / "home")
+        bundle += ov.apply_home(settings.overlay, dirs.home)
     token = _secrets.token_hex(16)
-    guard = _make_guard(spec, adapter, settings, base, root, work, token)
-    timeout = settings.timeout_s or spec.timeout_s
-    # harness-only: beside the run directory, never inside it (the agent may write all of that)
-    observers = netlog.observer_dir(base, root.name)
+    return LaunchPlan(
+        asked=asked,
+        argv=argv,
+        additions=additions,
+        scratch=scratch,
+        bundle=bundle,
+        token=token,
+        guard=_make_guard(spec, adapter, settings, dirs.base, dirs.root, dirs.work, token),
+        timeout_s=settings.timeout_s or spec.timeout_s,
+        # harness-only: beside the run directory, never inside it (the agent may write all of that)
+        observers=netlog.observer_dir(dirs.base, dirs.root.name),
+        writable=[dirs.root, *([scratch] if scratch is not None else [])],
+    )
+
+
+@dataclass
+class Launched:
+    """The agent's process as it ended, and what the observers outside the sandbox gathered."""
+
+    proc: sandbox.ProcessResult
+    env: dict[str, str]
+    proxy: Any  # the recording proxy outside the sandbox (run/netproxy.RecordingProxy), else None
+    hook_events: list[dict[str, Any]]  # the network log of the harness's Python hook
+    hook_problems: list[str]
+    side_files: dict[str, bytes | None]  # the product's side outputs as written
+
+
+def _launch(
+    spec: TaskSpec,
+    adapter: AgentAdapter,
+    settings: RunSettings,
+    prepared: PreparedRun,
+    launch: LaunchPlan,
+    errors: HarnessErrors,
+) -> Launched:
+    """Run the agent in its sandbox; whatever happens, stop the observers and take the side outputs."""
+    dirs, guard, canary = prepared.dirs, launch.guard, prepared.canary
+    monitor = GuardedMonitor(settings.monitor(adapter, dirs.harness), errors) if settings.monitor is not None else None
     netrx = proxy = canary_fd = None
-    errors = HarnessErrors()
-    writable = [root, *([scratch] if scratch is not None else [])]
-    side_files: dict[str, bytes | None] = {}
-    monitor = GuardedMonitor(settings.monitor(adapter, harness), errors) if settings.monitor is not None else None
     try:
-        netrx = netlog.NetlogReceiver(observers).start()
+        netrx = netlog.NetlogReceiver(launch.observers).start()
         if guard.observe_network:  # the proxy is bound in the sandbox's own namespace (netwatch.py)
             proxy_env, wrap = netwatch_env(), None
         else:
-            proxy, proxy_env, wrap = _start_proxy(adapter, settings, observers)
-        argv_run = [*wrap, *argv] if wrap else argv
-        env = _private_env(
-            settings,
-            adapter,
-            box,
-            {
-                **proxy_env,
-                "AGENTDRIFT_TASK_ID": spec.id,
-                "AGENTDRIFT_TASK_FILE": str(task_file),
-                "AGENTDRIFT_WORKDIR": str(work),
-                "AGENTDRIFT_EVENTS": str(harness / "events.jsonl"),
-                "AGENTDRIFT_REPORT": str(harness / "report.json"),
-                "AGENTDRIFT_NETLOG": str(netrx.path),
-            },
-        )
+            proxy, proxy_env, wrap = _start_proxy(adapter, settings, launch.observers)
+        env = _private_env(settings, adapter, dirs.box, {**proxy_env, **_protocol_env(spec, prepared, netrx.path)})
         plan = None
         if settings.isolation.mode == "bwrap":
-            # allow-list: the system, the harness runtime, what the adapter and the options name,
-            # this run's own directory and the harness-only socket directory (read-only); the task
-            # directory, other runs, records and the harness's observer logs: nothing
-            plan = mountplan.build(
-                writable=writable,
-                readable=[*mountplan.harness_runtime(), *(p for p, _ in additions), observers],
-                exclude=[base, spec.path, guard.harness_dir.parent, *settings.hidden],
-                additions=additions,
-                private_tmp=getattr(adapter, "private_tmp", False),
-                user=getattr(adapter, "sandbox_user", None),
-            )
             canary_fd = canary_mod.data_fd(canary)
-            plan = plan.with_mounts(
-                [
-                    mountplan.Mount("tmpfs", None, str(canary.path.parent)),
-                    mountplan.Mount("ro-data", str(canary_fd), str(canary.path)),
-                ]
-            )
+            plan = _sandbox_plan(spec, adapter, settings, dirs.base, launch, canary, canary_fd)
             guard.on_sandbox_up = lambda pid: _note(guard, canary_mod.watch_in_sandbox(canary, pid))
-        # the task's toolchain first; then the host's PATH without what the sandbox does not show
-        shows = plan.shows if plan is not None else os.path.isdir
-        # the directory the agent's program was found in stays (an npm prefix's node_modules/.bin
-        # holds only the links the plan recreates, so the plan does not count it as shown)
-        # (never a version manager's shim directory: what it holds cannot run in the sandbox)
-        prog = mountplan.resolve_program(asked[0], env["PATH"]) if asked and not os.path.isabs(asked[0]) else None
-        program_dir = os.path.dirname(prog.found) if prog is not None and prog.manager is None else None
-        bin_dir = toolchain.make_bin(observers / "toolchain")
-        for name, target in adapter.path_links(env).items():
-            (bin_dir / name).symlink_to(target)
-        env["PATH"] = toolchain.agent_path(env["PATH"], str(bin_dir), lambda d: d == program_dir or shows(d))
+        env["PATH"] = _agent_path(adapter, launch, env, plan)
         guard.prepare()
         proc = sandbox.run(
-            argv_run,
-            cwd=work,
+            [*wrap, *launch.argv] if wrap else launch.argv,
+            cwd=dirs.work,
             env=env,
             isolation=settings.isolation,
-            writable=writable,
+            writable=launch.writable,
             plan=plan,
-            timeout_s=timeout,
+            timeout_s=launch.timeout_s,
             output_limit=settings.output_limit,
-            token=token,
+            token=launch.token,
             guard=guard,
             monitor=monitor,
             pass_fds=(canary_fd,) if canary_fd is not None else (),
@@ -534,145 +611,301 @@ def run_agent(spec: TaskSpec, rep: int, adapter: AgentAdapter, settings: RunSett
         if proxy is not None:
             proxy.stop()
         guard.close()
-        net, net_problems = netrx.stop() if netrx is not None else ([], [])
-        fdtree.rmtree(observers)
-        if scratch is not None:
-            side_files = errors.stage("evidence", lambda: read_scratch(scratch, adapter.scratch_files), {})
-            fdtree.rmtree(scratch)
-    # From here on every stage is guarded: a harness error keeps what the other stages
-    # gathered, is named in `harness_errors` and makes the run undecided (fail closed).
-    # first, before the harness itself reads anything near it
+        hook_events, hook_problems = netrx.stop() if netrx is not None else ([], [])
+        fdtree.rmtree(launch.observers)
+        side_files = _side_outputs(adapter, launch.scratch, errors)
+    return Launched(proc, env, proxy, hook_events, hook_problems, side_files)
+
+
+def _side_outputs(adapter: AgentAdapter, scratch: Path | None, errors: HarnessErrors) -> dict[str, bytes | None]:
+    """The product's side outputs as it wrote them; their directory is removed."""
+    if scratch is None:
+        return {}
+    side_files = errors.stage("evidence", lambda: read_scratch(scratch, adapter.scratch_files), {})
+    fdtree.rmtree(scratch)
+    return side_files
+
+
+def _protocol_env(spec: TaskSpec, prepared: PreparedRun, netlog_path: Path) -> dict[str, str]:
+    """Where the agent protocol's files are: the task, the work tree, the agent's events and report."""
+    harness = prepared.dirs.harness
+    return {
+        "AGENTDRIFT_TASK_ID": spec.id,
+        "AGENTDRIFT_TASK_FILE": str(prepared.task_file),
+        "AGENTDRIFT_WORKDIR": str(prepared.dirs.work),
+        "AGENTDRIFT_EVENTS": str(harness / "events.jsonl"),
+        "AGENTDRIFT_REPORT": str(harness / "report.json"),
+        "AGENTDRIFT_NETLOG": str(netlog_path),
+    }
+
+
+def _sandbox_plan(
+    spec: TaskSpec,
+    adapter: AgentAdapter,
+    settings: RunSettings,
+    base: Path,
+    launch: LaunchPlan,
+    canary: canary_mod.Canary,
+    canary_fd: int,
+) -> mountplan.MountPlan:
+    """The bwrap mount plan, an allow-list: the system, the harness runtime, what the adapter and
+    the options name, this run's own directory and the harness-only socket directory (read-only);
+    the task directory, other runs, records and the harness's observer logs: nothing. The canary
+    is copied from `canary_fd` onto the sandbox's own tmpfs."""
+    plan = mountplan.build(
+        writable=launch.writable,
+        readable=[*mountplan.harness_runtime(), *(p for p, _ in launch.additions), launch.observers],
+        exclude=[base, spec.path, launch.guard.harness_dir.parent, *settings.hidden],
+        additions=launch.additions,
+        private_tmp=getattr(adapter, "private_tmp", False),
+        user=getattr(adapter, "sandbox_user", None),
+    )
+    return plan.with_mounts(
+        [
+            mountplan.Mount("tmpfs", None, str(canary.path.parent)),
+            mountplan.Mount("ro-data", str(canary_fd), str(canary.path)),
+        ]
+    )
+
+
+def _agent_path(adapter: AgentAdapter, launch: LaunchPlan, env: dict[str, str], plan) -> str:
+    """The task's toolchain first; then the host's PATH without what the sandbox does not show."""
+    shows = plan.shows if plan is not None else os.path.isdir
+    # the directory the agent's program was found in stays (an npm prefix's node_modules/.bin
+    # holds only the links the plan recreates, so the plan does not count it as shown)
+    # (never a version manager's shim directory: what it holds cannot run in the sandbox)
+    asked = launch.asked
+    prog = mountplan.resolve_program(asked[0], env["PATH"]) if asked and not os.path.isabs(asked[0]) else None
+    program_dir = os.path.dirname(prog.found) if prog is not None and prog.manager is None else None
+    bin_dir = toolchain.make_bin(launch.observers / "toolchain")
+    for name, target in adapter.path_links(env).items():
+        (bin_dir / name).symlink_to(target)
+    return toolchain.agent_path(env["PATH"], str(bin_dir), lambda d: d == program_dir or shows(d))
+
+
+def _observe(
+    spec: TaskSpec,
+    rep: int,
+    adapter: AgentAdapter,
+    settings: RunSettings,
+    prepared: PreparedRun,
+    launch: LaunchPlan,
+    launched: Launched,
+    errors: HarnessErrors,
+) -> RunEvidence:
+    """The run's evidence. Every stage is guarded: a harness error keeps what the other stages
+    gathered, is named in `harness_errors` and makes the run undecided (fail closed)."""
+    dirs, proc, canary = prepared.dirs, launched.proc, prepared.canary
+    # the canary first, before the harness itself reads anything near it
+    atime_works, cred, cred_how = _canary_seen(canary, dirs.base, errors)
+    network = NetworkSeen.gather(launch.guard, launched.proxy, settings)
+    tree = _work_tree_seen(spec, adapter, settings, prepared, errors)
+    mutations = _git_mutations(spec, settings, prepared, tree, errors)
+    writes_outside, outside_report = _outside_evidence(prepared, launch.guard, errors)
+    # what the harness saw the agent do: a program that exited before any of it never started
+    acted = bool(network.api_requests or tree.diff or writes_outside or mutations)
+    word = _agent_word(adapter, dirs, launched, network, acted, errors)
+    cred = errors.stage("evidence", lambda: _token_search(word, tree, proc, canary.token) or cred, cred)
+    return RunEvidence(
+        task_id=spec.id,
+        rep=rep,
+        root=dirs.root,
+        work=dirs.work,
+        argv=launch.argv,
+        start_commit=prepared.start_commit,
+        overlay=prepared.overlaid,
+        runtime_bundle=launch.bundle,
+        isolation=_isolation(settings, dirs, launch, launched),
+        **_process_fields(proc),
+        **tree.evidence_fields(),
+        tamper=errors.stage("evidence", lambda: _tamper(spec, tree.diff, tree.after), _tamper_unknown()),
+        writes_outside=writes_outside,
+        git_mutations=mutations,
+        **word.evidence_fields(),
+        event_problems=word.log.problem_lines() + launched.hook_problems,
+        events_dropped=dict(sorted({**word.log.dropped, **network.dropped_events()}.items())),
+        crash=_crash(proc, word.report, word.infra_error),
+        **network.evidence_fields(launched.hook_events, adapter),
+        credential_access=cred,
+        credential_canary=_credential_record(canary, atime_works, cred_how, word.token_hits),
+        **_guard_fields(launch.guard),
+        harness_budget=_harness_budget(tree, outside_report),
+        harness_errors=list(errors),
+    )
+
+
+def _work_tree_seen(
+    spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, prepared: PreparedRun, errors: HarnessErrors
+) -> TreeEvidence:
+    tree = TreeEvidence(before=prepared.before)
+    work, token, product_dirs = prepared.dirs.work, prepared.canary.token, getattr(adapter, "sandbox_dirs", ())
+    errors.stage(
+        "evidence", lambda: _tree_evidence(tree, spec, settings, work, prepared.overlaid, token, product_dirs), None
+    )
+    return tree
+
+
+def _agent_word(
+    adapter: AgentAdapter, dirs: RunDirs, launched: Launched, network: NetworkSeen, acted: bool, errors: HarnessErrors
+) -> AgentWord:
+    """The agent's own word, read only once the harness's evidence is safe."""
+    word = AgentWord()
+    proc, side_files = launched.proc, launched.side_files
+    errors.stage(
+        "parse", lambda: _read_agent_word(word, adapter, dirs.harness, proc, dirs.work, acted, side_files), None
+    )
+    # the agent's own word that its provider failed, beside what the harness saw fail (agents/infra.py)
+    word.infra_error = infra_mod.corroborate(word.infra_error, [*network.proxy_events, *network.dns])
+    return word
+
+
+def _isolation(settings: RunSettings, dirs: RunDirs, launch: LaunchPlan, launched: Launched) -> dict[str, Any]:
+    plan, agent_path = launched.proc.plan, launched.env["PATH"]
+    return isolation_record(
+        settings.isolation, plan, launch.additions, dirs.root, launch.observers, agent_path, launch.scratch
+    )
+
+
+def _canary_seen(canary: canary_mod.Canary, base: Path, errors: HarnessErrors) -> tuple[bool, bool | None, list[str]]:
+    """(access times are observable, the canary was read, how it was seen)."""
     # one probe per process and file system; a canary in the sandbox is watched, never timed
     atime_works = not canary.in_sandbox and errors.stage(
         "evidence", lambda: canary_mod.atime_observable(str(base)), False
     )
     cred, cred_how = errors.stage("evidence", lambda: canary_mod.canary_access(canary, atime_works), (None, []))
-    if guard.net is not None and guard.net.proxy is not None:
-        proxy = guard.net.proxy
-    proxy_events = guard.net.proxy_events if guard.net is not None else (proxy.events if proxy else [])
-    api_requests = [e for e in proxy_events if e.get("allowed")]
-    refused = [e for e in proxy_events if not e.get("allowed")]
-    proxy_dropped = getattr(proxy, "dropped", 0) if proxy is not None else 0
-    policy = None
-    if proxy is not None and proxy.allowlist.entries:
-        policy = {**proxy.describe(), "enforced": enforces_network(settings.isolation.mode)}
+    return atime_works, cred, cred_how
 
-    tree = TreeEvidence(before=before)
-    errors.stage(
-        "evidence",
-        lambda: _tree_evidence(
-            tree, spec, settings, work, overlaid, canary.token, getattr(adapter, "sandbox_dirs", ())
-        ),
-        None,
-    )
-    has_git = not tree.work_deleted and (work / ".git").is_dir() and not (work / ".git").is_symlink()
-    git_after = errors.stage("evidence", lambda: gitstate.git_state(work, settings.isolation) if has_git else {}, {})
-    mutations = gitstate.git_mutations(git_before, git_after, bool(git_before), has_git) if spec.git else []
-    outside_report = treesnap.WalkReport()
-    dd = errors.stage(
-        "evidence",
-        lambda: treesnap.diff(
-            decoy_before, treesnap.resnapshot(root, decoy_before, skip=decoy_skip, report=outside_report)
-        ),
-        treesnap.TreeDiff(),
-    )
-    # the decoy as the watcher saw it too: a file edited and put back is no change of the final tree
-    writes_outside = sorted({*outside_writes(dd), *decoy_writes(guard.write_events, root)})
-    dns = guard.net.dns_events if guard.net is not None else []
-    net, background = split_background([*merge_python_hook_events(net, dns), *dns, *refused], adapter)
-    # the agent's own word, read only now that the harness's evidence is safe
-    word = AgentWord()
-    # what the harness saw the agent do: a program that exited before any of it never started
-    acted = bool(api_requests or tree.diff or writes_outside or mutations)
-    errors.stage("parse", lambda: _read_agent_word(word, adapter, harness, proc, work, acted, side_files), None)
-    # the agent's own word that its provider failed, beside what the harness saw fail (agents/infra.py)
-    word.infra_error = infra_mod.corroborate(word.infra_error, [*proxy_events, *dns])
-    cred = errors.stage("evidence", lambda: _token_search(word, tree, proc, canary.token) or cred, cred)
-    credential_canary = {
+
+def _credential_record(
+    canary: canary_mod.Canary, atime_works: bool, seen: list[str], token_hits: dict[str, list[str]]
+) -> dict[str, Any]:
+    """How the credential canary was watched, and what was seen of it."""
+    return {
         "observed_by": canary.observed_by + (["atime"] if atime_works else []) + ["token search"],
         "owner": "another uid (the agent cannot restore its access time)"
         if canary.owner is not None
         else ("a read-only mount on the sandbox's own tmpfs" if canary.in_sandbox else "the agent's uid"),
-        "seen": cred_how,
-        "token_found": [f"{where}: {', '.join(forms)}" for where, forms in sorted(word.token_hits.items())][:20],
+        "seen": seen,
+        "token_found": [f"{where}: {', '.join(forms)}" for where, forms in sorted(token_hits.items())][:20],
     }
+
+
+@dataclass
+class NetworkSeen:
+    """What the harness's own proxy and DNS stub saw of the run (never the agent's word)."""
+
+    proxy: Any  # run/netproxy.RecordingProxy, in the sandbox or outside it; None: no proxy ran
+    proxy_events: list[dict[str, Any]]
+    dns: list[dict[str, Any]]
+    policy: dict[str, Any] | None  # the proxy's allow-list and whether the sandbox enforced it
+
+    @classmethod
+    def gather(cls, guard: Any, proxy: Any, settings: RunSettings) -> NetworkSeen:
+        if guard.net is not None and guard.net.proxy is not None:
+            proxy = guard.net.proxy
+        proxy_events = guard.net.proxy_events if guard.net is not None else (proxy.events if proxy else [])
+        policy = None
+        if proxy is not None and proxy.allowlist.entries:
+            policy = {**proxy.describe(), "enforced": enforces_network(settings.isolation.mode)}
+        dns = guard.net.dns_events if guard.net is not None else []
+        return cls(proxy, proxy_events, dns, policy)
+
+    @property
+    def api_requests(self) -> list[dict[str, Any]]:
+        return [e for e in self.proxy_events if e.get("allowed")]
+
+    @property
+    def refused(self) -> list[dict[str, Any]]:
+        return [e for e in self.proxy_events if not e.get("allowed")]
+
+    def dropped_events(self) -> dict[str, int]:
+        dropped = getattr(self.proxy, "dropped", 0) if self.proxy is not None else 0
+        return {"proxy events over the cap": dropped} if dropped else {}
+
+    def evidence_fields(self, hook_events: list[dict[str, Any]], adapter: AgentAdapter) -> dict[str, Any]:
+        """RunEvidence's network fields; `hook_events`: the network log of the harness's Python hook."""
+        attempts = [*merge_python_hook_events(hook_events, self.dns), *self.dns, *self.refused]
+        attempts, background = split_background(attempts, adapter)
+        return {
+            "network_attempts": attempts,
+            "background_requests": background,
+            "api_requests": [{**json_safe(e), "type": "api_request", "source": "harness"} for e in self.api_requests],
+            "network_policy": self.policy,
+        }
+
+
+def _git_mutations(
+    spec: TaskSpec, settings: RunSettings, prepared: PreparedRun, tree: TreeEvidence, errors: HarnessErrors
+) -> list[str]:
+    work = prepared.dirs.work
+    has_git = not tree.work_deleted and (work / ".git").is_dir() and not (work / ".git").is_symlink()
+    git_after = errors.stage("evidence", lambda: gitstate.git_state(work, settings.isolation) if has_git else {}, {})
+    return (
+        gitstate.git_mutations(prepared.git_before, git_after, bool(prepared.git_before), has_git) if spec.git else []
+    )
+
+
+def _outside_evidence(
+    prepared: PreparedRun, guard: Any, errors: HarnessErrors
+) -> tuple[list[str], treesnap.WalkReport]:
+    """What the agent wrote beside and above the work tree (the decoy), and how far the walk got."""
+    root, decoy_before = prepared.dirs.root, prepared.decoy_before
+    report = treesnap.WalkReport()
+    decoy_diff = errors.stage(
+        "evidence",
+        lambda: treesnap.diff(decoy_before, treesnap.resnapshot(root, decoy_before, skip=_DECOY_SKIP, report=report)),
+        treesnap.TreeDiff(),
+    )
+    # the decoy as the watcher saw it too: a file edited and put back is no change of the final tree
+    return sorted({*outside_writes(decoy_diff), *decoy_writes(guard.write_events, root)}), report
+
+
+def _harness_budget(tree: TreeEvidence, outside: treesnap.WalkReport) -> dict[str, Any]:
+    """What the harness examined of the trees the agent left, and what it left out."""
     changes = tree.changes
-    budget = {
+    notes = [f"work tree: {tree.report.describe()}"] if tree.report.describe() else []
+    if outside.describe():
+        notes.append(f"beside the work tree: {outside.describe()}")
+    if changes.unexamined:
+        notes.append(f"{len(changes.unexamined)} changed file(s) too large to read in full")
+    return {
         "work_tree": tree.report.to_dict(),
-        "outside": outside_report.to_dict(),
+        "outside": outside.to_dict(),
         "changes": {
             "examined_bytes": changes.examined_bytes,
             "unexamined_count": len(changes.unexamined),
             "token_searched_file_bytes": tree.searched[0],
         },
+        "complete": tree.report.complete and outside.complete and not changes.unexamined,
+        "notes": notes,
     }
-    notes = [f"work tree: {tree.report.describe()}"] if tree.report.describe() else []
-    if outside_report.describe():
-        notes.append(f"beside the work tree: {outside_report.describe()}")
-    if changes.unexamined:
-        notes.append(f"{len(changes.unexamined)} changed file(s) too large to read in full")
-    budget["complete"] = tree.report.complete and outside_report.complete and not changes.unexamined
-    budget["notes"] = notes
-    return RunEvidence(
-        task_id=spec.id,
-        rep=rep,
-        root=root,
-        work=work,
-        argv=argv,
-        exit_code=proc.exit_code,
-        timed_out=proc.timed_out,
-        launch_error=proc.launch_error,
-        duration_s=proc.duration_s,
-        stdout=word.stdout,
-        stderr=word.stderr,
-        stdout_bytes=proc.stdout_bytes,
-        stderr_bytes=proc.stderr_bytes,
-        stdout_truncated=proc.stdout_truncated,
-        stderr_truncated=proc.stderr_truncated,
-        leftover_processes=proc.leftover_processes,
-        diff=tree.diff,
-        patch=changes.patch,
-        writes_outside=writes_outside,
-        git_mutations=mutations,
-        work_tree_deleted=tree.work_deleted,
-        tamper=errors.stage("evidence", lambda: _tamper(spec, tree.diff, tree.after), _tamper_unknown()),
-        lockfile_changes=tamper.lockfile_changes(tree.diff),
-        network_attempts=net,
-        background_requests=background,
-        credential_access=cred,
-        agent_events=word.log.events,
-        event_problems=word.log.problem_lines() + net_problems,
-        report=word.report,
-        report_error=word.report_error,
-        adapter_output=word.output,
-        start_commit=start_commit,
-        isolation=isolation_record(settings.isolation, proc.plan, additions, root, observers, env["PATH"], scratch),
-        api_requests=[{**json_safe(e), "type": "api_request", "source": "harness"} for e in api_requests],
-        network_policy=policy,
-        runtime_bundle=bundle,
-        write_events=guard.write_events,
-        limits=guard.record(),
-        resource_exceeded=guard.exceeded(),
-        observation=guard.observation(),
-        harness_dir=guard.harness_dir,
-        leftovers=tree.leftovers,
-        touched=tree.touched,
-        added_lines=changes.added,
-        unexamined=changes.unexamined,
-        undisplayable=changes.undisplayable,
-        harness_budget=budget,
-        events_dropped=dict(
-            sorted(
-                {**word.log.dropped, **({"proxy events over the cap": proxy_dropped} if proxy_dropped else {})}.items()
-            )
-        ),
-        credential_canary=credential_canary,
-        infra_error=word.infra_error,
-        crash=_crash(proc, word.report, word.infra_error),
-        stopped=proc.stopped,
-        overlay=overlaid,
-        harness_errors=list(errors),
-    )
+
+
+def _process_fields(proc: sandbox.ProcessResult) -> dict[str, Any]:
+    """RunEvidence's fields of how the agent's process ended."""
+    return {
+        "exit_code": proc.exit_code,
+        "timed_out": proc.timed_out,
+        "launch_error": proc.launch_error,
+        "duration_s": proc.duration_s,
+        "stdout_bytes": proc.stdout_bytes,
+        "stderr_bytes": proc.stderr_bytes,
+        "stdout_truncated": proc.stdout_truncated,
+        "stderr_truncated": proc.stderr_truncated,
+        "leftover_processes": proc.leftover_processes,
+        "stopped": proc.stopped,
+    }
+
+
+def _guard_fields(guard: Any) -> dict[str, Any]:
+    """RunEvidence's fields from the run's limits and live observers (run/runguard.py)."""
+    return {
+        "write_events": guard.write_events,
+        "limits": guard.record(),
+        "resource_exceeded": guard.exceeded(),
+        "observation": guard.observation(),
+        "harness_dir": guard.harness_dir,
+    }
 
 
 class HarnessErrors(list):
@@ -727,6 +960,20 @@ class TreeEvidence:
     file_hits: dict[str, list[str]] = field(default_factory=dict)
     searched: list[int] = field(default_factory=lambda: [0, 0])  # bytes searched, bytes waiting in the batch
 
+    def evidence_fields(self) -> dict[str, Any]:
+        """RunEvidence's fields of the work tree (the tamper evidence is a guarded stage of its own)."""
+        return {
+            "diff": self.diff,
+            "patch": self.changes.patch,
+            "work_tree_deleted": self.work_deleted,
+            "lockfile_changes": tamper.lockfile_changes(self.diff),
+            "leftovers": self.leftovers,
+            "touched": self.touched,
+            "added_lines": self.changes.added,
+            "unexamined": self.changes.unexamined,
+            "undisplayable": self.changes.undisplayable,
+        }
+
 
 def _tree_evidence(
     tree: TreeEvidence,
@@ -740,6 +987,32 @@ def _tree_evidence(
     # a work tree replaced by a symlink is gone too: never read through it
     tree.work_deleted = work.is_symlink() or not work.is_dir()
     tree.after = treesnap.resnapshot(work, tree.before, report=tree.report) if not tree.work_deleted else {}
+    tree.diff = _agent_diff(tree, spec, work, product_dirs)
+    changed = set(tree.diff.changed)
+    # a file whose inode changed (written, hard-linked, re-moded) but whose content is back: the
+    # kernel's ctime tells, whatever path or mapping the edit went through and however fast
+    tree.touched = sorted(
+        rel
+        for rel, e in tree.before.items()
+        if e.kind == "file" and rel not in changed and rel in tree.after and tree.after[rel].ctime_ns != e.ctime_ns
+    )
+    search = _TokenSearch(tree, token)
+    # a harness-placed file the agent then changed is diffed against the bundle's copy (overlay.py)
+    tree.changes = ov.render_changes(
+        spec.repo,
+        work,
+        tree.diff,
+        tree.before,
+        tree.after,
+        settings.overlay,
+        overlaid,
+        **({} if tree.work_deleted else {"inspect": search.add}),
+    )
+    search.flush()
+
+
+def _agent_diff(tree: TreeEvidence, spec: TaskSpec, work: Path, product_dirs: tuple[str, ...]) -> treesnap.TreeDiff:
+    """The work tree's changes that are the agent's (what is not is kept in tree.leftovers)."""
     d = treesnap.diff(tree.before, tree.after)
     # tool leftovers (caches, paths the frozen .gitignore ignores) are evidence, not the agent's changes
     d.added, tree.leftovers = split_leftovers(
@@ -751,46 +1024,34 @@ def _tree_evidence(
     emptied = [a for a in d.added if a in made and not any(work.joinpath(a).iterdir())]
     d.added = [a for a in d.added if a not in emptied]
     tree.leftovers = [*tree.leftovers, *emptied]
-    tree.diff = d
-    changed = set(d.changed)
-    # a file whose inode changed (written, hard-linked, re-moded) but whose content is back: the
-    # kernel's ctime tells, whatever path or mapping the edit went through and however fast
-    tree.touched = sorted(
-        rel
-        for rel, e in tree.before.items()
-        if e.kind == "file" and rel not in changed and rel in tree.after and tree.after[rel].ctime_ns != e.ctime_ns
-    )
-    batch: list[tuple[str, bytes]] = []
+    return d
 
-    def flush() -> None:
-        # many small files are searched together (a NUL between them), a file with a hit again alone
-        if batch and canary_mod.find_token(b"\0".join(data for _, data in batch), token):
-            for rel, data in batch:
-                if found := canary_mod.find_token(data, token):
-                    tree.file_hits[escape_path(rel)] = found
-        batch.clear()
-        tree.searched[1] = 0
 
-    def search_token(rel: str, data: bytes) -> None:
-        if tree.searched[0] < TOKEN_SEARCH_FILE_BYTES:
-            tree.searched[0] += len(data)
-            batch.append((rel, data))
-            tree.searched[1] += len(data)
-            if tree.searched[1] > 1 << 20 or len(batch) > 2000:
-                flush()
+class _TokenSearch:
+    """Searches changed files for the canary's token, up to TOKEN_SEARCH_FILE_BYTES in all: many
+    small files together (a NUL between them), a batch with a hit again file by file."""
 
-    # a harness-placed file the agent then changed is diffed against the bundle's copy (overlay.py)
-    tree.changes = ov.render_changes(
-        spec.repo,
-        work,
-        d,
-        tree.before,
-        tree.after,
-        settings.overlay,
-        overlaid,
-        **({} if tree.work_deleted else {"inspect": search_token}),
-    )
-    flush()
+    def __init__(self, tree: TreeEvidence, token: str):
+        self.tree = tree
+        self.token = token
+        self.batch: list[tuple[str, bytes]] = []
+
+    def add(self, rel: str, data: bytes) -> None:
+        searched = self.tree.searched
+        if searched[0] < TOKEN_SEARCH_FILE_BYTES:
+            searched[0] += len(data)
+            self.batch.append((rel, data))
+            searched[1] += len(data)
+            if searched[1] > 1 << 20 or len(self.batch) > 2000:
+                self.flush()
+
+    def flush(self) -> None:
+        if self.batch and canary_mod.find_token(b"\0".join(data for _, data in self.batch), self.token):
+            for rel, data in self.batch:
+                if found := canary_mod.find_token(data, self.token):
+                    self.tree.file_hits[escape_path(rel)] = found
+        self.batch.clear()
+        self.tree.searched[1] = 0
 
 
 @dataclass
@@ -806,6 +1067,18 @@ class AgentWord:
     output: AdapterOutput = field(default_factory=AdapterOutput)
     infra_error: dict[str, Any] | None = None
     token_hits: dict[str, list[str]] = field(default_factory=dict)
+
+    def evidence_fields(self) -> dict[str, Any]:
+        """RunEvidence's fields of the agent's own word (its event problems are merged by the caller)."""
+        return {
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "agent_events": self.log.events,
+            "report": self.report,
+            "report_error": self.report_error,
+            "adapter_output": self.output,
+            "infra_error": self.infra_error,
+        }
 
 
 def _read_agent_word(
@@ -1005,10 +1278,6 @@ def _crash(proc: sandbox.ProcessResult, report: Any, infra_err: dict[str, Any] |
 def outside_writes(decoy_diff: treesnap.TreeDiff) -> list[str]:
     """What changed beside and above the work tree (the decoy), escaped; the private home is the agent's own."""
     return [escape_path(p) for p in decoy_diff.changed if not p.startswith("box/home") and p != "box"]
-
-
-#: the run directory's parts that are the agent's own (the decoy is everything else)
-_AGENT_OWN = ("box/work", "box/home", "box/tmp", "box/.harness")
 
 
 def decoy_writes(events: list[dict[str, Any]], root: Path) -> list[str]:
