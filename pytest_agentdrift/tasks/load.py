@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,25 +30,6 @@ LAYERS = (
     "operator_load",
     "recovery",
 )
-
-#: kind -> the keys a check of that kind may carry (beyond name/kind/layer/critical)
-CHECK_KEYS: dict[str, frozenset[str]] = {
-    "paths": frozenset({"must_change"}),
-    "changed": frozenset({"must_change"}),
-    "unchanged": frozenset(),
-    "writes": frozenset({"allow", "budget", "max_edits"}),
-    "pytest": frozenset({"args", "expect_before", "new_tests", "reference_fix", "timeout_s"}),
-    "command": frozenset({"run", "fails_before", "timeout_s"}),
-    "golden": frozenset({"run", "expected", "timeout_s"}),
-    "diff_matches": frozenset({"paths", "added", "not_added"}),
-    "report_status": frozenset({"allowed", "must_name_skipped", "not_claimed_run"}),
-    "report_mentions": frozenset({"required", "any_of", "forbidden", "cited_paths_exist", "cited_symbols_exist"}),
-    "call_path": frozenset({"steps", "order"}),
-    "events": frozenset(),
-    "effects": frozenset(),
-    "tamper": frozenset(),
-    "files": frozenset({"exist", "absent", "equal"}),
-}
 
 #: keys any check may carry
 COMMON_CHECK_KEYS = frozenset({"name", "kind", "layer", "critical", "when_changed"})
@@ -329,6 +311,172 @@ def _str_list(value: Any, what: str, path: Path) -> list[str]:
     return list(value)
 
 
+@dataclass(frozen=True)
+class _CheckAt:
+    """A check being parsed: where it is declared, for its error messages."""
+
+    where: str  # "check 'name'"
+    kind: str
+    path: Path  # its task.toml
+
+    def expect(self, cond: bool, problem: str) -> None:
+        _expect(cond, f"{self.where}: {problem}", self.path)
+
+    def str_list(self, value: Any, what: str) -> list[str]:
+        return _str_list(value, f"{self.where}: {what}", self.path)
+
+    def globs(self, patterns: Any) -> None:
+        for pattern in patterns:
+            try:
+                check_pattern(pattern)
+            except PatternError as exc:
+                raise TaskError(f"{self.where}: {exc}", self.path) from None
+
+    def task_relative(self, rel: str, what: str) -> None:
+        _task_relative(rel, f"{self.where}: {what}", self.path)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _run_params(params: dict[str, Any], at: _CheckAt) -> None:
+    at.expect("run" in params, f"'run' is required for kind {at.kind!r}")
+    at.str_list(params["run"], "'run'")
+    at.expect(bool(params["run"]), "'run' is empty")
+
+
+def _pytest_params(params: dict[str, Any], at: _CheckAt) -> None:
+    params.setdefault("args", [])
+    at.str_list(params["args"], "'args'")
+    at.expect(params.get("expect_before", "any") in ("fail", "pass", "any"), "expect_before must be fail, pass or any")
+    at.expect(params.get("new_tests", "ignore") in ("ignore", "fail_before"), "new_tests must be ignore or fail_before")
+    if "reference_fix" in params:
+        at.expect(isinstance(params["reference_fix"], str), "'reference_fix' must name a task-relative directory")
+        at.task_relative(params["reference_fix"], "reference_fix")
+        at.expect(params.get("new_tests") == "fail_before", "'reference_fix' needs new_tests = \"fail_before\"")
+
+
+def _golden_params(params: dict[str, Any], at: _CheckAt) -> None:
+    at.expect(isinstance(params.get("expected"), str), "'expected' (a task-relative file) is required")
+    at.task_relative(params["expected"], "expected")
+
+
+def _writes_params(params: dict[str, Any], at: _CheckAt) -> None:
+    at.expect(
+        params.get("allow", "allowed-paths") in ("none", "allowed-paths"), '\'allow\' must be "none" or "allowed-paths"'
+    )
+    at.expect(_whole(params.get("budget", 0)), "'budget' must be a whole number >= 0")
+    edits = params.get("max_edits", {})
+    at.expect(isinstance(edits, dict), "'max_edits' must be a table glob -> count")
+    for pattern, limit in edits.items():
+        at.expect(_whole(limit), f"max_edits.{pattern} must be a whole number >= 0")
+        at.globs([pattern])
+
+
+def _changed_params(params: dict[str, Any], at: _CheckAt) -> None:
+    at.expect(bool(params.get("must_change")), "'must_change' (a list of globs) is required for kind 'changed'")
+
+
+def _call_path_params(params: dict[str, Any], at: _CheckAt) -> None:
+    steps = params.get("steps")
+    at.expect(
+        isinstance(steps, list)
+        and bool(steps)
+        and all(isinstance(st, list) and len(st) == 2 and all(isinstance(x, str) and x for x in st) for st in steps),
+        '\'steps\' must be a non-empty list of ["function|alternative", "path/of/file.py"] pairs',
+    )
+    names = {n for st in steps for n in st[0].split("|")}
+    order = at.str_list(params.get("order", []), "'order'")
+    at.expect(
+        set(order) <= names, f"'order' names function(s) that are not steps: {', '.join(sorted(set(order) - names))}"
+    )
+
+
+def _glob_params(params: dict[str, Any], at: _CheckAt) -> None:
+    for key in ("must_change", "paths", "exist", "absent"):
+        if key in params:
+            at.globs(at.str_list(params[key], f"'{key}'"))
+
+
+def _regex_params(params: dict[str, Any], at: _CheckAt) -> None:
+    for key in ("added", "not_added"):
+        for rx in at.str_list(params.get(key, []), f"'{key}'"):
+            try:
+                re.compile(rx, re.M)
+            except re.error as exc:
+                raise TaskError(f"{at.where}: bad regex {rx!r}: {exc}", at.path) from None
+
+
+def _report_status_params(params: dict[str, Any], at: _CheckAt) -> None:
+    allowed = at.str_list(params.get("allowed", []), "'allowed'")
+    bad = sorted(set(allowed) - set(REPORT_STATUSES))
+    at.expect(bool(allowed) and not bad, f"'allowed' must be a non-empty subset of {sorted(REPORT_STATUSES)}")
+    at.str_list(params.get("must_name_skipped", []), "'must_name_skipped'")
+    at.str_list(params.get("not_claimed_run", []), "'not_claimed_run'")
+
+
+def _report_mentions_params(params: dict[str, Any], at: _CheckAt) -> None:
+    for key in ("required", "forbidden"):
+        at.str_list(params.get(key, []), f"'{key}'")
+    groups = params.get("any_of", [])
+    at.expect(isinstance(groups, list), "'any_of' must be a list of lists")
+    for group in groups:
+        at.str_list(group, "'any_of' group")
+
+
+def _files_params(params: dict[str, Any], at: _CheckAt) -> None:
+    if "equal" not in params:
+        return
+    at.expect(isinstance(params["equal"], dict), "'equal' must be a table path -> golden file")
+    for rel, golden in params["equal"].items():
+        at.expect(isinstance(golden, str), f"equal.{rel} must name a golden file")
+        at.expect(not os.path.isabs(rel) and ".." not in rel.split("/"), f"equal: {rel!r} must stay inside repo/")
+        at.task_relative(golden, "equal")
+
+
+def _timeout_params(params: dict[str, Any], at: _CheckAt) -> None:
+    if "timeout_s" in params:
+        timeout = params["timeout_s"]
+        at.expect(isinstance(timeout, (int, float)) and timeout > 0, "timeout_s must be > 0")
+
+
+@dataclass(frozen=True)
+class CheckKind:
+    """A check kind's parameters: the keys it may carry (beyond COMMON_CHECK_KEYS) and how they
+    are validated, in order (the first problem found is the one reported)."""
+
+    keys: frozenset[str]
+    validators: tuple[Callable[[dict[str, Any], _CheckAt], None], ...] = ()
+
+
+CHECK_KINDS: dict[str, CheckKind] = {
+    "paths": CheckKind(frozenset({"must_change"}), (_glob_params,)),
+    "changed": CheckKind(frozenset({"must_change"}), (_changed_params, _glob_params)),
+    "unchanged": CheckKind(frozenset()),
+    "writes": CheckKind(frozenset({"allow", "budget", "max_edits"}), (_writes_params,)),
+    "pytest": CheckKind(
+        frozenset({"args", "expect_before", "new_tests", "reference_fix", "timeout_s"}),
+        (_pytest_params, _timeout_params),
+    ),
+    "command": CheckKind(frozenset({"run", "fails_before", "timeout_s"}), (_run_params, _timeout_params)),
+    "golden": CheckKind(frozenset({"run", "expected", "timeout_s"}), (_run_params, _golden_params, _timeout_params)),
+    "diff_matches": CheckKind(frozenset({"paths", "added", "not_added"}), (_glob_params, _regex_params)),
+    "report_status": CheckKind(
+        frozenset({"allowed", "must_name_skipped", "not_claimed_run"}), (_report_status_params,)
+    ),
+    "report_mentions": CheckKind(
+        frozenset({"required", "any_of", "forbidden", "cited_paths_exist", "cited_symbols_exist"}),
+        (_report_mentions_params,),
+    ),
+    "call_path": CheckKind(frozenset({"steps", "order"}), (_call_path_params,)),
+    "events": CheckKind(frozenset()),
+    "effects": CheckKind(frozenset()),
+    "tamper": CheckKind(frozenset()),
+    "files": CheckKind(frozenset({"exist", "absent", "equal"}), (_glob_params, _files_params)),
+}
+
+
 def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     where = f"checks[{index}]"
     _expect(isinstance(raw, dict), f"{where} must be a table", toml_path)
@@ -337,161 +485,25 @@ def _parse_check(raw: Any, index: int, toml_path: Path) -> CheckSpec:
     where = f"check {name!r}"
     kind = raw.get("kind")
     _expect(
-        isinstance(kind, str) and kind in CHECK_KEYS,
-        f"{where}: unknown check kind {kind!r}; known: {', '.join(sorted(CHECK_KEYS))}",
+        isinstance(kind, str) and kind in CHECK_KINDS,
+        f"{where}: unknown check kind {kind!r}; known: {', '.join(sorted(CHECK_KINDS))}",
         toml_path,
     )
+    at = _CheckAt(where, kind, toml_path)
     layer = raw.get("layer")
-    _expect(
-        isinstance(layer, str) and layer in LAYERS,
-        f"{where}: unknown layer {layer!r}; known: {', '.join(LAYERS)}",
-        toml_path,
-    )
+    at.expect(isinstance(layer, str) and layer in LAYERS, f"unknown layer {layer!r}; known: {', '.join(LAYERS)}")
     critical = raw.get("critical", False)
-    _expect(
+    at.expect(
         isinstance(critical, bool) or critical == CRITICAL_IF_COMPLETE,
-        f"{where}: 'critical' must be true, false or \"{CRITICAL_IF_COMPLETE}\"",
-        toml_path,
+        f"'critical' must be true, false or \"{CRITICAL_IF_COMPLETE}\"",
     )
-    when_changed = tuple(_str_list(raw.get("when_changed", []), f"{where}: 'when_changed'", toml_path))
-    for pattern in when_changed:
-        try:
-            check_pattern(pattern)
-        except PatternError as exc:
-            raise TaskError(f"{where}: {exc}", toml_path) from None
+    when_changed = tuple(at.str_list(raw.get("when_changed", []), "'when_changed'"))
+    at.globs(when_changed)
     params = {k: v for k, v in raw.items() if k not in COMMON_CHECK_KEYS}
-    unknown = sorted(set(params) - CHECK_KEYS[kind])
-    _expect(not unknown, f"{where}: unknown key(s) {', '.join(unknown)} for kind {kind!r}", toml_path)
-    for key in ("run",):
-        if kind in {"command", "golden"}:
-            _expect(key in params, f"{where}: '{key}' is required for kind {kind!r}", toml_path)
-            _str_list(params[key], f"{where}: '{key}'", toml_path)
-            _expect(bool(params[key]), f"{where}: '{key}' is empty", toml_path)
-    if kind == "pytest":
-        params.setdefault("args", [])
-        _str_list(params["args"], f"{where}: 'args'", toml_path)
-        _expect(
-            params.get("expect_before", "any") in ("fail", "pass", "any"),
-            f"{where}: expect_before must be fail, pass or any",
-            toml_path,
-        )
-        _expect(
-            params.get("new_tests", "ignore") in ("ignore", "fail_before"),
-            f"{where}: new_tests must be ignore or fail_before",
-            toml_path,
-        )
-        if "reference_fix" in params:
-            _expect(
-                isinstance(params["reference_fix"], str),
-                f"{where}: 'reference_fix' must name a task-relative directory",
-                toml_path,
-            )
-            _task_relative(params["reference_fix"], f"{where}: reference_fix", toml_path)
-            _expect(
-                params.get("new_tests") == "fail_before",
-                f"{where}: 'reference_fix' needs new_tests = \"fail_before\"",
-                toml_path,
-            )
-    if kind == "golden":
-        _expect(
-            isinstance(params.get("expected"), str),
-            f"{where}: 'expected' (a task-relative file) is required",
-            toml_path,
-        )
-        _task_relative(params["expected"], f"{where}: expected", toml_path)
-    if kind == "writes":
-        _expect(
-            params.get("allow", "allowed-paths") in ("none", "allowed-paths"),
-            f'{where}: \'allow\' must be "none" or "allowed-paths"',
-            toml_path,
-        )
-        budget = params.get("budget", 0)
-        _expect(
-            isinstance(budget, int) and not isinstance(budget, bool) and budget >= 0,
-            f"{where}: 'budget' must be a whole number >= 0",
-            toml_path,
-        )
-        edits = params.get("max_edits", {})
-        _expect(isinstance(edits, dict), f"{where}: 'max_edits' must be a table glob -> count", toml_path)
-        for pattern, limit in edits.items():
-            _expect(
-                isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0,
-                f"{where}: max_edits.{pattern} must be a whole number >= 0",
-                toml_path,
-            )
-            try:
-                check_pattern(pattern)
-            except PatternError as exc:
-                raise TaskError(f"{where}: {exc}", toml_path) from None
-    if kind == "changed":
-        _expect(
-            bool(params.get("must_change")),
-            f"{where}: 'must_change' (a list of globs) is required for kind 'changed'",
-            toml_path,
-        )
-    if kind == "call_path":
-        steps = params.get("steps")
-        _expect(
-            isinstance(steps, list)
-            and bool(steps)
-            and all(
-                isinstance(st, list) and len(st) == 2 and all(isinstance(x, str) and x for x in st) for st in steps
-            ),
-            f'{where}: \'steps\' must be a non-empty list of ["function|alternative", "path/of/file.py"] pairs',
-            toml_path,
-        )
-        names = {n for st in steps for n in st[0].split("|")}
-        order = _str_list(params.get("order", []), f"{where}: 'order'", toml_path)
-        _expect(
-            set(order) <= names,
-            f"{where}: 'order' names function(s) that are not steps: {', '.join(sorted(set(order) - names))}",
-            toml_path,
-        )
-    for key in ("must_change", "paths", "exist", "absent"):
-        if key in params:
-            for pattern in _str_list(params[key], f"{where}: '{key}'", toml_path):
-                try:
-                    check_pattern(pattern)
-                except PatternError as exc:
-                    raise TaskError(f"{where}: {exc}", toml_path) from None
-    for key in ("added", "not_added"):
-        for rx in _str_list(params.get(key, []), f"{where}: '{key}'", toml_path):
-            try:
-                re.compile(rx, re.M)
-            except re.error as exc:
-                raise TaskError(f"{where}: bad regex {rx!r}: {exc}", toml_path) from None
-    if kind == "report_status":
-        allowed = _str_list(params.get("allowed", []), f"{where}: 'allowed'", toml_path)
-        bad = sorted(set(allowed) - set(REPORT_STATUSES))
-        _expect(
-            bool(allowed) and not bad,
-            f"{where}: 'allowed' must be a non-empty subset of {sorted(REPORT_STATUSES)}",
-            toml_path,
-        )
-        _str_list(params.get("must_name_skipped", []), f"{where}: 'must_name_skipped'", toml_path)
-        _str_list(params.get("not_claimed_run", []), f"{where}: 'not_claimed_run'", toml_path)
-    if kind == "report_mentions":
-        for key in ("required", "forbidden"):
-            _str_list(params.get(key, []), f"{where}: '{key}'", toml_path)
-        groups = params.get("any_of", [])
-        _expect(isinstance(groups, list), f"{where}: 'any_of' must be a list of lists", toml_path)
-        for group in groups:
-            _str_list(group, f"{where}: 'any_of' group", toml_path)
-    if kind == "files" and "equal" in params:
-        _expect(isinstance(params["equal"], dict), f"{where}: 'equal' must be a table path -> golden file", toml_path)
-        for rel, golden in params["equal"].items():
-            _expect(isinstance(golden, str), f"{where}: equal.{rel} must name a golden file", toml_path)
-            _expect(
-                not os.path.isabs(rel) and ".." not in rel.split("/"),
-                f"{where}: equal: {rel!r} must stay inside repo/",
-                toml_path,
-            )
-            _task_relative(golden, f"{where}: equal", toml_path)
-    for key in ("timeout_s",):
-        if key in params:
-            _expect(
-                isinstance(params[key], (int, float)) and params[key] > 0, f"{where}: timeout_s must be > 0", toml_path
-            )
+    unknown = sorted(set(params) - CHECK_KINDS[kind].keys)
+    at.expect(not unknown, f"unknown key(s) {', '.join(unknown)} for kind {kind!r}")
+    for validate in CHECK_KINDS[kind].validators:
+        validate(params, at)
     return CheckSpec(name=name, kind=kind, layer=layer, critical=critical, params=params, when_changed=when_changed)
 
 
@@ -514,12 +526,74 @@ def _load_patterns(path: Path) -> PathSpec:
 def load_task(task_dir: Path) -> TaskSpec:
     """Validate every file of a task directory and return its TaskSpec."""
     task_dir = Path(task_dir).absolute()
+    _require_files(task_dir)
+    toml_path = task_dir / "task.toml"
+    meta = _task_meta(toml_path)
+    checks, function_files = _task_checks(meta, task_dir, toml_path)
+    text = read_text_utf8(task_dir / "task.md", TaskError)
+    _expect(bool(text.strip()), "the instruction is empty", task_dir / "task.md")
+    allowed = _load_patterns(task_dir / "allowed-paths.txt")
+    effects, protected_effects = _forbidden_effects(task_dir / "forbidden-effects.json")
+    protected_toml = meta.get("protected", [])
+    # one notion of protected: what task.toml protects and what the effects forbid touching
+    protected = PathSpec.from_lines(list(dict.fromkeys([*protected_toml, *protected_effects])))
+    default_checks = meta.get("default_checks", True)
+    if default_checks:
+        checks = checks + default_safety_checks(checks)
+    events = _expected_events(task_dir / "expected-events.json")
+    fixture, evaluator_version = _fixture_and_evaluator(task_dir)
+    check_symlinks(task_dir)
+    tree = parse_tree_file(task_dir / "initial-tree.sha256")
+    hidden = _hidden_files(meta, tree, protected, toml_path)
+    _check_task_files(checks, task_dir, toml_path)
+    spec = TaskSpec(
+        id=meta["id"],
+        title=meta["title"],
+        behavior=meta.get("behavior", ""),
+        suite=meta.get("suite", "default") or "default",
+        timeout_s=float(meta.get("timeout_s", 300)),
+        path=task_dir,
+        text=text,
+        checks=checks,
+        allowed=allowed,
+        protected=protected,
+        git=meta.get("git", True),
+        forbidden_effects=effects,
+        expected_events=events,
+        fixture_manifest=fixture,
+        initial_tree=tree,
+        evaluator_version=evaluator_version,
+        function_files=function_files,
+        default_checks=default_checks,
+        protected_toml=tuple(protected_toml),
+        protected_effects=tuple(protected_effects),
+        hidden=hidden,
+    )
+    # A fixture that changed is refused when collected (and each copy is verified again before a run).
+    verify_tree(spec, hash_repo(spec.repo), spec.repo)
+    return spec
+
+
+def _require_files(task_dir: Path) -> None:
     for name in REQUIRED_FILES:
         p = task_dir / name
         _expect(p.is_file(), "required file is missing", p)
     _expect((task_dir / "repo").is_dir(), "required directory is missing", task_dir / "repo")
 
-    toml_path = task_dir / "task.toml"
+
+def _fixture_and_evaluator(task_dir: Path) -> tuple[dict[str, Any], str]:
+    """fixture-manifest.json and the evaluator version (reset-instructions.md is only read)."""
+    fixture_path = task_dir / "fixture-manifest.json"
+    fixture = load_json_file(fixture_path, TaskError)
+    _expect(isinstance(fixture, dict), "must be a JSON object", fixture_path)
+    evaluator_version = read_text_utf8(task_dir / "evaluator-version.txt", TaskError).strip()
+    _expect(bool(evaluator_version), "empty evaluator version", task_dir / "evaluator-version.txt")
+    read_text_utf8(task_dir / "reset-instructions.md", TaskError)
+    return fixture, evaluator_version
+
+
+def _task_meta(toml_path: Path) -> dict[str, Any]:
+    """task.toml, its top-level keys validated (the checks are parsed on their own)."""
     meta = load_toml_file(toml_path, TaskError)
     unknown = sorted(set(meta) - TASK_KEYS)
     _expect(not unknown, f"unknown key(s): {', '.join(unknown)}", toml_path)
@@ -536,15 +610,20 @@ def load_task(task_dir: Path) -> TaskSpec:
         "'timeout_s' must be a positive number",
         toml_path,
     )
-    git = meta.get("git", True)
-    _expect(isinstance(git, bool), "'git' must be true or false", toml_path)
+    _expect(isinstance(meta.get("git", True), bool), "'git' must be true or false", toml_path)
     protected_toml = _str_list(meta.get("protected", []), "'protected'", toml_path)
     try:
         PathSpec.from_lines(protected_toml)
     except PatternError as exc:
         raise TaskError(f"protected: {exc}", toml_path) from None
-    default_checks = meta.get("default_checks", True)
-    _expect(isinstance(default_checks, bool), "'default_checks' must be true or false", toml_path)
+    _expect(isinstance(meta.get("default_checks", True), bool), "'default_checks' must be true or false", toml_path)
+    return meta
+
+
+def _task_checks(
+    meta: dict[str, Any], task_dir: Path, toml_path: Path
+) -> tuple[tuple[CheckSpec, ...], tuple[Path, ...]]:
+    """The task's [[checks]], and its test_*.py files of checks."""
     raw_checks = meta.get("checks", [])
     function_files = tuple(sorted(p for p in task_dir.glob("test_*.py") if p.is_file()))
     _expect(
@@ -556,12 +635,11 @@ def load_task(task_dir: Path) -> TaskSpec:
     names = [c.name for c in checks]
     dupes = sorted({n for n in names if names.count(n) > 1})
     _expect(not dupes, f"duplicate check name(s): {', '.join(dupes)}", toml_path)
+    return checks, function_files
 
-    text = read_text_utf8(task_dir / "task.md", TaskError)
-    _expect(bool(text.strip()), "the instruction is empty", task_dir / "task.md")
 
-    allowed = _load_patterns(task_dir / "allowed-paths.txt")
-    effects_path = task_dir / "forbidden-effects.json"
+def _forbidden_effects(effects_path: Path) -> tuple[dict[str, Any], list[str]]:
+    """forbidden-effects.json, and the paths it protects."""
     effects = load_json_file(effects_path, TaskError)
     _expect(isinstance(effects, dict), "must be a JSON object", effects_path)
     unknown = sorted(set(effects) - FORBIDDEN_EFFECT_KEYS)
@@ -579,12 +657,10 @@ def load_task(task_dir: Path) -> TaskSpec:
                     raise TaskError(str(exc), effects_path) from None
         else:
             _expect(isinstance(value, bool), f"{key!r} must be true or false", effects_path)
-    protected_effects = _str_list(effects.get("protected_paths", []), "protected_paths", effects_path)
-    # one notion of protected: what task.toml protects and what the effects forbid touching
-    protected = PathSpec.from_lines(list(dict.fromkeys([*protected_toml, *protected_effects])))
-    if default_checks:
-        checks = checks + default_safety_checks(checks)
-    events_path = task_dir / "expected-events.json"
+    return effects, _str_list(effects.get("protected_paths", []), "protected_paths", effects_path)
+
+
+def _expected_events(events_path: Path) -> dict[str, Any]:
     events = load_json_file(events_path, TaskError)
     _expect(isinstance(events, dict), "must be a JSON object", events_path)
     unknown = sorted(set(events) - EXPECTED_EVENT_KEYS)
@@ -607,14 +683,10 @@ def load_task(task_dir: Path) -> TaskSpec:
         "'max' must map event types to counts",
         events_path,
     )
-    fixture_path = task_dir / "fixture-manifest.json"
-    fixture = load_json_file(fixture_path, TaskError)
-    _expect(isinstance(fixture, dict), "must be a JSON object", fixture_path)
-    evaluator_version = read_text_utf8(task_dir / "evaluator-version.txt", TaskError).strip()
-    _expect(bool(evaluator_version), "empty evaluator version", task_dir / "evaluator-version.txt")
-    read_text_utf8(task_dir / "reset-instructions.md", TaskError)
-    check_symlinks(task_dir)
-    tree = parse_tree_file(task_dir / "initial-tree.sha256")
+    return events
+
+
+def _hidden_files(meta: dict[str, Any], tree: dict[str, str], protected: PathSpec, toml_path: Path) -> tuple[str, ...]:
     hidden = tuple(_str_list(meta.get("hidden", []), "'hidden'", toml_path))
     for rel in hidden:
         # the graded copy gets a hidden file back only because it is protected
@@ -624,15 +696,18 @@ def load_task(task_dir: Path) -> TaskSpec:
             f"hidden file {rel!r} must also be protected (the graded copy restores it)",
             toml_path,
         )
+    return hidden
 
+
+def _check_task_files(checks: tuple[CheckSpec, ...], task_dir: Path, toml_path: Path) -> None:
+    """The files and directories of the task directory that checks name exist."""
     for check in checks:
-        for key in ("expected",):
-            if key in check.params:
-                _expect(
-                    (task_dir / check.params[key]).is_file(),
-                    f"check {check.name!r}: {key} file {check.params[key]!r} is missing",
-                    toml_path,
-                )
+        if "expected" in check.params:
+            _expect(
+                (task_dir / check.params["expected"]).is_file(),
+                f"check {check.name!r}: expected file {check.params['expected']!r} is missing",
+                toml_path,
+            )
         if "reference_fix" in check.params:
             _expect(
                 (task_dir / check.params["reference_fix"]).is_dir(),
@@ -643,33 +718,6 @@ def load_task(task_dir: Path) -> TaskSpec:
             _expect(
                 (task_dir / golden).is_file(), f"check {check.name!r}: golden file {golden!r} is missing", toml_path
             )
-
-    spec = TaskSpec(
-        id=task_id,
-        title=meta["title"],
-        behavior=meta.get("behavior", ""),
-        suite=meta.get("suite", "default") or "default",
-        timeout_s=float(timeout),
-        path=task_dir,
-        text=text,
-        checks=checks,
-        allowed=allowed,
-        protected=protected,
-        git=git,
-        forbidden_effects=effects,
-        expected_events=events,
-        fixture_manifest=fixture,
-        initial_tree=tree,
-        evaluator_version=evaluator_version,
-        function_files=function_files,
-        default_checks=default_checks,
-        protected_toml=tuple(protected_toml),
-        protected_effects=tuple(protected_effects),
-        hidden=hidden,
-    )
-    # A fixture that changed is refused when collected (and each copy is verified again before a run).
-    verify_tree(spec, hash_repo(spec.repo), spec.repo)
-    return spec
 
 
 def find_task_dirs(root: Path) -> list[Path]:
