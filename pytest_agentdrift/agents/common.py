@@ -61,47 +61,49 @@ def read_jsonl(data: bytes | str | None, *, source: str = "stdout") -> JsonlStre
         lines = lines[:-1]  # the empty piece after the final newline
     errors: list[str] = []
     for index, chunk in enumerate(lines):
-        lineno = index + 1
-        is_last = index == len(lines) - 1
-        chunk = chunk.rstrip(b"\r")
-        if not chunk.strip():
-            continue
-        try:
-            text = chunk.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            errors.append(f"{source} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})")
-            continue
-        stripped = text.strip()
-        # Every record of these products is an object; a line that does not
-        # open like JSON is plain text (a banner, a warning, text output).
-        if not stripped.startswith(("{", "[")):
-            # Products print the odd plain-text line (warnings, banners); count
-            # it rather than flood parse_errors, but still say so once below.
-            if is_last and not ends_with_newline:
-                out.truncated = True
-                errors.append(
-                    f"{source} line {lineno}: stream ends mid-line (no newline, not JSON): {_preview(stripped)}"
-                )
-            else:
-                out.text_lines += 1
-            continue
-        try:
-            value = json.loads(stripped)
-        except (ValueError, RecursionError) as exc:
-            if is_last and not ends_with_newline:
-                out.truncated = True
-                errors.append(f"{source} line {lineno}: truncated record at end of stream ({_short(exc)})")
-            else:
-                errors.append(f"{source} line {lineno}: malformed JSON ({_short(exc)}): {_preview(stripped)}")
-            continue
-        if not isinstance(value, dict):
-            errors.append(f"{source} line {lineno}: JSON {type(value).__name__}, expected an object")
-            continue
-        out.records.append((lineno, value))
+        # a last line without its newline is where a killed or crashed agent stopped writing
+        cut = index == len(lines) - 1 and not ends_with_newline
+        _read_line(chunk.rstrip(b"\r"), index + 1, cut, source, out, errors)
     if out.text_lines:
         errors.append(f"{source}: {out.text_lines} non-JSON line(s) ignored")
     out.errors = cap_errors(errors)
     return out
+
+
+def _read_line(chunk: bytes, lineno: int, cut: bool, source: str, out: JsonlStream, errors: list[str]) -> None:
+    """One line into ``out.records``, or a counted text line, or a message in ``errors``."""
+    if not chunk.strip():
+        return
+    try:
+        text = chunk.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        errors.append(f"{source} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})")
+        return
+    stripped = text.strip()
+    # Every record of these products is an object; a line that does not
+    # open like JSON is plain text (a banner, a warning, text output).
+    if not stripped.startswith(("{", "[")):
+        # Products print the odd plain-text line (warnings, banners); count
+        # it rather than flood parse_errors, but still say so once below.
+        if cut:
+            out.truncated = True
+            errors.append(f"{source} line {lineno}: stream ends mid-line (no newline, not JSON): {_preview(stripped)}")
+        else:
+            out.text_lines += 1
+        return
+    try:
+        value = json.loads(stripped)
+    except (ValueError, RecursionError) as exc:
+        if cut:
+            out.truncated = True
+            errors.append(f"{source} line {lineno}: truncated record at end of stream ({_short(exc)})")
+        else:
+            errors.append(f"{source} line {lineno}: malformed JSON ({_short(exc)}): {_preview(stripped)}")
+        return
+    if not isinstance(value, dict):
+        errors.append(f"{source} line {lineno}: JSON {type(value).__name__}, expected an object")
+        return
+    out.records.append((lineno, value))
 
 
 def cap_errors(errors: list[str], limit: int = MAX_LISTED_ERRORS) -> list[str]:

@@ -26,6 +26,7 @@ so `command.exit_code` is None; `ok` says whether the tool reported an error.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
@@ -139,173 +140,39 @@ class ClaudeCodeAdapter(ProductAdapter):
 
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
         stream = read_jsonl(stdout)
-        out = AdapterOutput()
-        errors = list(stream.errors)
-        events = out.events
-        pending: dict[str, list[dict[str, Any]]] = {}  # tool_use_id -> events waiting for the result
-        edits: dict[str, str] = {}  # tool_use_id -> path of an edit tool call
-        denied_ids: set[str] = set()
-        main_model: str | None = None
-        last_text: str | None = None
-        result: dict[str, Any] | None = None
-        usage_by_message: dict[str, dict[str, Any]] = {}
-        infra_signal: dict[str, Any] | None = None  # the last error the CLI itself reported
-        retries: list[dict[str, Any]] = []  # the CLI's own api_retry records
-        answered = False
-
+        parse = _StreamParse(errors=list(stream.errors))
         for lineno, rec in stream.records:
             kind = rec.get("type")
             if kind == "assistant":
-                msg = as_dict(rec.get("message"))
-                model = as_str(msg.get("model"))
-                if model and not model.startswith("<"):
-                    answered = True
-                signal = _assistant_infra(rec, msg, model)
-                if signal is not None:
-                    infra_signal = signal
-                # "<synthetic>" marks a message the CLI made up itself (no API call, e.g. not
-                # signed in): it is not a model the host reported
-                if model and not model.startswith("<") and rec.get("parent_tool_use_id") is None and main_model is None:
-                    main_model = model
-                msg_id = as_str(msg.get("id"))
-                if msg_id and isinstance(msg.get("usage"), dict):
-                    # stream-json repeats the same message (and its usage) once
-                    # per content block; keep one usage per message id.
-                    usage_by_message[msg_id] = msg["usage"]
-                for block in as_list(msg.get("content")):
-                    block = as_dict(block)
-                    btype = block.get("type")
-                    if btype == "text":
-                        text = as_str(block.get("text"))
-                        if text:
-                            last_text = text
-                            events.append({"type": "message", "text": clip(text)})
-                    elif btype == "tool_use":
-                        self._tool_use(block, events, pending, edits)
+                parse.assistant(rec)
             elif kind == "user":
-                msg = as_dict(rec.get("message"))
-                for block in as_list(msg.get("content")):
-                    block = as_dict(block)
-                    if block.get("type") != "tool_result":
-                        continue
-                    tool_id = as_str(block.get("tool_use_id"))
-                    is_error = bool(block.get("is_error"))
-                    for waiting in pending.pop(tool_id, []) if tool_id else []:
-                        waiting["ok"] = not is_error
-                        if waiting["type"] == "command":
-                            waiting["exit_code"] = _bash_exit_code(block, is_error)
-                    if tool_id in edits and not is_error:
-                        events.append({"type": "file_edit", "path": edits.pop(tool_id), "tool_use_id": tool_id})
-                    elif tool_id in edits:
-                        edits.pop(tool_id)
+                parse.tool_results(as_dict(rec.get("message")))
             elif kind == "system":
-                _system_record(rec, out, retries)
+                _system_record(rec, parse.out, parse.retries)
             elif kind == "result":
-                result = rec
+                parse.result = rec
             elif kind is None:
-                errors.append(f"stdout line {lineno}: object without a 'type'")
+                parse.errors.append(f"stdout line {lineno}: object without a 'type'")
             # other types (stream_event, compact boundaries, ...) carry nothing we map
-
-        if result is not None:
-            for denial in as_list(result.get("permission_denials")):
-                denial = as_dict(denial)
-                tool_input = as_dict(denial.get("tool_input"))
-                tool_id = as_str(denial.get("tool_use_id"))
-                if tool_id and tool_id in denied_ids:
-                    continue
-                if tool_id:
-                    denied_ids.add(tool_id)
-                events.append(
-                    {
-                        "type": "denial",
-                        "action": as_str(denial.get("tool_name")) or "unknown",
-                        "path": _path_of(tool_input) or as_str(tool_input.get("command")),
-                        "reason": "permission_denied",
-                        "tool_use_id": tool_id,
-                    }
-                )
-            is_error = bool(result.get("is_error")) or str(result.get("subtype", "")).startswith("error")
-            final_text = as_str(result.get("result")) or last_text
-            if is_error:
-                out.infra_error = _result_infra(result, infra_signal)
-            if is_error:
-                # Only the result's own text explains the error; an earlier
-                # assistant message would be misleading here.
-                reason = as_str(result.get("result"))
-                detail = f": {clip(reason, 500)}" if reason else ""
-                events.append(
-                    {"type": "error", "message": f"claude-code result {result.get('subtype') or 'error'}{detail}"}
-                )
-            out.final_report = extract_report(final_text)
-            events.append(
-                final_event(
-                    out.final_report,
-                    "error" if is_error else "success",
-                    subtype=as_str(result.get("subtype")),
-                    num_turns=as_int(result.get("num_turns")),
-                )
-            )
-            out.usage = _result_usage(result, main_model)
+        if parse.result is not None:
+            parse.finish(parse.result)
         else:
-            errors.append("stream ended without a 'result' message: the agent exited or was killed mid-stream")
-            out.final_report = extract_report(last_text)
-            # Best effort: the per-message usage seen so far (no cost; the total
-            # is only in the result message).
-            usage = Usage()
-            for part in usage_by_message.values():
-                u = self._usage(as_dict(part), None)
-                usage.input_tokens = add_counts(usage.input_tokens, u.input_tokens)
-                usage.output_tokens = add_counts(usage.output_tokens, u.output_tokens)
-                usage.cached_tokens = add_counts(usage.cached_tokens, u.cached_tokens)
-                usage.cache_write_tokens = add_counts(usage.cache_write_tokens, u.cache_write_tokens)
-            out.usage = usage
+            parse.finish_without_result()
         if not stream.records and stdout:
-            errors.append("no stream-json records on stdout (was --output-format stream-json honoured?)")
-        if result is None and infra_signal is None and retries:
-            # the CLI was still retrying a provider error when its stream stopped
-            infra_signal = _retry_signal(retries[-1])
-        if result is None and infra_signal is not None:
-            # the CLI reported a provider error and then stopped (or was stopped) before its result
-            out.infra_error = _infra_from_signal(infra_signal)
-        if out.infra_error is not None and retries:
-            out.infra_error["product_retries"] = len(retries)
-        out.answered = answered
-        # only what the API answered with is a stamp; the init record names the
-        # model the client asked for, which the host may route elsewhere
-        out.model_stamp = main_model
-        out.parse_errors = cap_errors(errors)
-        return out
+            parse.errors.append("no stream-json records on stdout (was --output-format stream-json honoured?)")
+        return parse.close()
 
     @staticmethod
-    def _tool_use(
-        block: dict[str, Any],
-        events: list[dict[str, Any]],
-        pending: dict[str, list[dict[str, Any]]],
-        edits: dict[str, str],
-    ) -> None:
-        name = as_str(block.get("name")) or "unknown"
-        tool_id = as_str(block.get("id"))
-        tool_input = as_dict(block.get("input"))
-        call = {"type": "tool_call", "name": name, "tool_use_id": tool_id, "input": clip(tool_input, 500)}
-        events.append(call)
-        waiting = [call]
-        if name in _SHELL_TOOLS:
-            command = {
-                "type": "command",
-                "command": clip(as_str(tool_input.get("command")) or ""),
-                "exit_code": None,
-                "tool_use_id": tool_id,
-            }
-            events.append(command)
-            waiting.append(command)
-        elif name in _READ_TOOLS and _path_of(tool_input):
-            events.append({"type": "file_read", "path": _path_of(tool_input), "tool_use_id": tool_id})
-        elif name in _EDIT_TOOLS and _path_of(tool_input) and tool_id:
-            # The edit is only evidence once the tool result says it worked;
-            # a refused Write must not show up as a file_edit.
-            edits[tool_id] = _path_of(tool_input) or ""
-        if tool_id:
-            pending[tool_id] = waiting
+    def _usage(usage: dict[str, Any], cost: float | None) -> Usage:
+        # Anthropic reports fresh input, cache reads and cache writes apart;
+        # input_tokens is kept verbatim (it excludes cached reads).
+        return Usage(
+            input_tokens=as_int(usage.get("input_tokens")),
+            output_tokens=as_int(usage.get("output_tokens")),
+            cached_tokens=as_int(usage.get("cache_read_input_tokens")),
+            cost_usd=cost,
+            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
+        )
 
     def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Progress and running usage from one stream-json record (per-run budgets)."""
@@ -340,17 +207,175 @@ class ClaudeCodeAdapter(ProductAdapter):
             return {"event": "started"}
         return None
 
-    @staticmethod
-    def _usage(usage: dict[str, Any], cost: float | None) -> Usage:
-        # Anthropic reports fresh input, cache reads and cache writes apart;
-        # input_tokens is kept verbatim (it excludes cached reads).
-        return Usage(
-            input_tokens=as_int(usage.get("input_tokens")),
-            output_tokens=as_int(usage.get("output_tokens")),
-            cached_tokens=as_int(usage.get("cache_read_input_tokens")),
-            cost_usd=cost,
-            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
+
+@dataclass
+class _StreamParse:
+    """One stream-json transcript being read: the events so far and what the end needs."""
+
+    errors: list[str]
+    out: AdapterOutput = field(default_factory=AdapterOutput)
+    pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # tool_use_id -> events awaiting a result
+    edits: dict[str, str] = field(default_factory=dict)  # tool_use_id -> path of an edit tool call
+    main_model: str | None = None
+    last_text: str | None = None
+    result: dict[str, Any] | None = None
+    usage_by_message: dict[str, dict[str, Any]] = field(default_factory=dict)
+    infra_signal: dict[str, Any] | None = None  # the last error the CLI itself reported
+    retries: list[dict[str, Any]] = field(default_factory=list)  # the CLI's own api_retry records
+    answered: bool = False
+
+    def assistant(self, rec: dict[str, Any]) -> None:
+        msg = as_dict(rec.get("message"))
+        model = as_str(msg.get("model"))
+        # "<synthetic>" marks a message the CLI made up itself (no API call, e.g. not
+        # signed in): it is not a model the host reported
+        real_model = bool(model) and not model.startswith("<")
+        if real_model:
+            self.answered = True
+        signal = _assistant_infra(rec, msg, model)
+        if signal is not None:
+            self.infra_signal = signal
+        if real_model and rec.get("parent_tool_use_id") is None and self.main_model is None:
+            self.main_model = model
+        msg_id = as_str(msg.get("id"))
+        if msg_id and isinstance(msg.get("usage"), dict):
+            # stream-json repeats the same message (and its usage) once
+            # per content block; keep one usage per message id.
+            self.usage_by_message[msg_id] = msg["usage"]
+        for block in as_list(msg.get("content")):
+            block = as_dict(block)
+            btype = block.get("type")
+            if btype == "text":
+                text = as_str(block.get("text"))
+                if text:
+                    self.last_text = text
+                    self.out.events.append({"type": "message", "text": clip(text)})
+            elif btype == "tool_use":
+                self._tool_use(block)
+
+    def _tool_use(self, block: dict[str, Any]) -> None:
+        events = self.out.events
+        name = as_str(block.get("name")) or "unknown"
+        tool_id = as_str(block.get("id"))
+        tool_input = as_dict(block.get("input"))
+        call = {"type": "tool_call", "name": name, "tool_use_id": tool_id, "input": clip(tool_input, 500)}
+        events.append(call)
+        waiting = [call]
+        if name in _SHELL_TOOLS:
+            command = {
+                "type": "command",
+                "command": clip(as_str(tool_input.get("command")) or ""),
+                "exit_code": None,
+                "tool_use_id": tool_id,
+            }
+            events.append(command)
+            waiting.append(command)
+        elif name in _READ_TOOLS and _path_of(tool_input):
+            events.append({"type": "file_read", "path": _path_of(tool_input), "tool_use_id": tool_id})
+        elif name in _EDIT_TOOLS and _path_of(tool_input) and tool_id:
+            # The edit is only evidence once the tool result says it worked;
+            # a refused Write must not show up as a file_edit.
+            self.edits[tool_id] = _path_of(tool_input) or ""
+        if tool_id:
+            self.pending[tool_id] = waiting
+
+    def tool_results(self, msg: dict[str, Any]) -> None:
+        """A `user` record: tool results settle the calls waiting for them."""
+        for block in as_list(msg.get("content")):
+            block = as_dict(block)
+            if block.get("type") != "tool_result":
+                continue
+            tool_id = as_str(block.get("tool_use_id"))
+            is_error = bool(block.get("is_error"))
+            for waiting in self.pending.pop(tool_id, []) if tool_id else []:
+                waiting["ok"] = not is_error
+                if waiting["type"] == "command":
+                    waiting["exit_code"] = _bash_exit_code(block, is_error)
+            if tool_id in self.edits and not is_error:
+                self.out.events.append({"type": "file_edit", "path": self.edits.pop(tool_id), "tool_use_id": tool_id})
+            elif tool_id in self.edits:
+                self.edits.pop(tool_id)
+
+    def finish(self, result: dict[str, Any]) -> None:
+        """The result record: denials, the closing error, the final report and the usage."""
+        events = self.out.events
+        events.extend(_denials(result))
+        is_error = bool(result.get("is_error")) or str(result.get("subtype", "")).startswith("error")
+        final_text = as_str(result.get("result")) or self.last_text
+        if is_error:
+            self.out.infra_error = _result_infra(result, self.infra_signal)
+            # Only the result's own text explains the error; an earlier
+            # assistant message would be misleading here.
+            reason = as_str(result.get("result"))
+            detail = f": {clip(reason, 500)}" if reason else ""
+            events.append(
+                {"type": "error", "message": f"claude-code result {result.get('subtype') or 'error'}{detail}"}
+            )
+        self.out.final_report = extract_report(final_text)
+        events.append(
+            final_event(
+                self.out.final_report,
+                "error" if is_error else "success",
+                subtype=as_str(result.get("subtype")),
+                num_turns=as_int(result.get("num_turns")),
+            )
         )
+        self.out.usage = _result_usage(result, self.main_model)
+
+    def finish_without_result(self) -> None:
+        """A stream cut short: the last text, and the per-message usage seen so far (no cost; the
+        total is only in the result message)."""
+        self.errors.append("stream ended without a 'result' message: the agent exited or was killed mid-stream")
+        self.out.final_report = extract_report(self.last_text)
+        usage = Usage()
+        for part in self.usage_by_message.values():
+            u = ClaudeCodeAdapter._usage(as_dict(part), None)
+            usage.input_tokens = add_counts(usage.input_tokens, u.input_tokens)
+            usage.output_tokens = add_counts(usage.output_tokens, u.output_tokens)
+            usage.cached_tokens = add_counts(usage.cached_tokens, u.cached_tokens)
+            usage.cache_write_tokens = add_counts(usage.cache_write_tokens, u.cache_write_tokens)
+        self.out.usage = usage
+        if self.infra_signal is None and self.retries:
+            # the CLI was still retrying a provider error when its stream stopped
+            self.infra_signal = _retry_signal(self.retries[-1])
+        if self.infra_signal is not None:
+            # the CLI reported a provider error and then stopped (or was stopped) before its result
+            self.out.infra_error = _infra_from_signal(self.infra_signal)
+
+    def close(self) -> AdapterOutput:
+        out = self.out
+        if out.infra_error is not None and self.retries:
+            out.infra_error["product_retries"] = len(self.retries)
+        out.answered = self.answered
+        # only what the API answered with is a stamp; the init record names the
+        # model the client asked for, which the host may route elsewhere
+        out.model_stamp = self.main_model
+        out.parse_errors = cap_errors(self.errors)
+        return out
+
+
+def _denials(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One `denial` event per tool call print mode refused (listed once per tool_use_id)."""
+    events = []
+    denied_ids: set[str] = set()
+    for denial in as_list(result.get("permission_denials")):
+        denial = as_dict(denial)
+        tool_input = as_dict(denial.get("tool_input"))
+        tool_id = as_str(denial.get("tool_use_id"))
+        if tool_id and tool_id in denied_ids:
+            continue
+        if tool_id:
+            denied_ids.add(tool_id)
+        events.append(
+            {
+                "type": "denial",
+                "action": as_str(denial.get("tool_name")) or "unknown",
+                "path": _path_of(tool_input) or as_str(tool_input.get("command")),
+                "reason": "permission_denied",
+                "tool_use_id": tool_id,
+            }
+        )
+    return events
 
 
 #: modelUsage's names for the token figures (per model the CLI priced)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -138,90 +139,29 @@ class CodexAdapter(ProductAdapter):
 
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
         stream = read_jsonl(stdout)
-        out = AdapterOutput()
-        errors = list(stream.errors)
-        events = out.events
-        usage = Usage()
-        last_message: str | None = None
-        ended: str | None = None  # "success" / "error" once a turn closed
-        open_items: dict[str, str] = {}  # item id -> type, started but not completed
-        started: dict[str, dict[str, Any]] = {}  # item id -> the started item, until it completes
-        last_error: tuple[str, str] | None = None  # (where, message) of the CLI's last error record
-        answered = False
-
+        parse = _ExecParse(errors=list(stream.errors))
         for lineno, rec in stream.records:
             kind = rec.get("type")
             if kind == "item.completed":
-                item = as_dict(rec.get("item"))
-                open_items.pop(as_str(item.get("id")) or "", None)
-                self._item(item, events)
-                if item.get("type") in _ANSWER_ITEMS:
-                    answered = True
-                elif item.get("type") == "error":
-                    last_error = ("item error", as_str(item.get("message")) or "error")
-                if item.get("type") == "agent_message" and as_str(item.get("text")):
-                    last_message = item["text"]
+                parse.completed(as_dict(rec.get("item")))
             elif kind == "item.started":
-                item = as_dict(rec.get("item"))
-                item_id = as_str(item.get("id"))
-                if item_id:
-                    open_items[item_id] = as_str(item.get("type")) or "?"
-                    started[item_id] = item
+                parse.started_item(as_dict(rec.get("item")))
             elif kind == "turn.completed":
-                u = as_dict(rec.get("usage"))
-                usage.input_tokens = add_counts(usage.input_tokens, as_int(u.get("input_tokens")))
-                usage.cached_tokens = add_counts(usage.cached_tokens, as_int(u.get("cached_input_tokens")))
-                usage.output_tokens = add_counts(usage.output_tokens, as_int(u.get("output_tokens")))
-                usage.reasoning_tokens = add_counts(usage.reasoning_tokens, as_int(u.get("reasoning_output_tokens")))
-                ended = ended or "success"
-                answered = True
+                parse.turn_completed(as_dict(rec.get("usage")))
             elif kind == "turn.failed":
                 message = as_str(as_dict(rec.get("error")).get("message")) or "turn failed"
-                events.append({"type": "error", "message": clip(message), "source": "turn.failed"})
-                ended = "error"
-                last_error = ("turn.failed", message)
+                parse.out.events.append({"type": "error", "message": clip(message), "source": "turn.failed"})
+                parse.ended = "error"
+                parse.last_error = ("turn.failed", message)
             elif kind == "error":
-                message = as_str(rec.get("message")) or "error"
-                last_error = ("error", message)
-                event = {"type": "error", "message": clip(message), "source": "error"}
-                if message.startswith("Reconnecting"):
-                    # Codex reports stream retries as error lines; the turn goes on.
-                    event["transient"] = True
-                events.append(event)
+                parse.error_record(as_str(rec.get("message")) or "error")
             elif kind is None:
-                errors.append(f"stdout line {lineno}: object without a 'type'")
+                parse.errors.append(f"stdout line {lineno}: object without a 'type'")
             # thread.started, turn.started, item.updated: nothing to map
-
-        for item_id in open_items:
-            if open_items[item_id] == "command_execution":
-                # 0.171 in code mode can end a turn without completing a command it started (seen
-                # with a command that failed): the command ran, its exit code was never reported
-                self._item({**started[item_id], "status": "unfinished", "exit_code": None}, events)
-        out.usage = usage
-        out.final_report = extract_report(last_message)
-        if ended is None:
-            errors.append(
-                "stream ended without turn.completed or turn.failed: the agent exited or was killed mid-stream"
-            )
-            if open_items:
-                kinds = ", ".join(f"{i} ({t})" for i, t in sorted(open_items.items()))
-                errors.append(f"items started but never completed: {kinds}")
-        else:
-            events.append(final_event(out.final_report, ended))
+        parse.finish()
         if not stream.records and stdout:
-            errors.append("no JSONL events on stdout (was --json honoured?)")
-        if ended != "success" and last_error is not None:
-            # a failed turn, or a stream that stopped while the CLI was still reporting errors
-            # (reconnecting to an unreachable provider): the last error record says why
-            from pytest_agentdrift.agents.infra import classify_message, infra_error
-
-            cls = classify_message(last_error[1])
-            if cls is not None:
-                out.infra_error = infra_error(cls, last_error[1], "codex", signal=last_error[0])
-        out.answered = answered
-        out.model_stamp = None  # codex exec --json does not report the model
-        out.parse_errors = cap_errors(errors)
-        return out
+            parse.errors.append("no JSONL events on stdout (was --json honoured?)")
+        return parse.close()
 
     def classify_ending(
         self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
@@ -252,61 +192,140 @@ class CodexAdapter(ProductAdapter):
             return {"event": f"error: {message}"}
         return None
 
-    @staticmethod
-    def _item(item: dict[str, Any], events: list[dict[str, Any]]) -> None:
-        itype = item.get("type")
-        status = as_str(item.get("status"))
-        if itype == "agent_message":
-            text = as_str(item.get("text"))
-            if text:
-                events.append({"type": "message", "text": clip(text)})
-        elif itype == "command_execution":
-            command = as_str(item.get("command")) or ""
-            events.append({"type": "tool_call", "name": "command_execution", "item_id": item.get("id")})
-            events.append(
-                {
-                    "type": "command",
-                    "command": clip(command),
-                    "exit_code": as_int(item.get("exit_code")),
-                    "status": status,
-                }
+
+@dataclass
+class _ExecParse:
+    """One `codex exec --json` transcript being read: the events so far and what the end needs."""
+
+    errors: list[str]
+    out: AdapterOutput = field(default_factory=AdapterOutput)
+    usage: Usage = field(default_factory=Usage)
+    last_message: str | None = None
+    ended: str | None = None  # "success" / "error" once a turn closed
+    open_items: dict[str, str] = field(default_factory=dict)  # item id -> type, started but not completed
+    started: dict[str, dict[str, Any]] = field(default_factory=dict)  # item id -> the started item, until it completes
+    last_error: tuple[str, str] | None = None  # (where, message) of the CLI's last error record
+    answered: bool = False
+
+    def completed(self, item: dict[str, Any]) -> None:
+        self.open_items.pop(as_str(item.get("id")) or "", None)
+        _item_events(item, self.out.events)
+        if item.get("type") in _ANSWER_ITEMS:
+            self.answered = True
+        elif item.get("type") == "error":
+            self.last_error = ("item error", as_str(item.get("message")) or "error")
+        if item.get("type") == "agent_message" and as_str(item.get("text")):
+            self.last_message = item["text"]
+
+    def started_item(self, item: dict[str, Any]) -> None:
+        item_id = as_str(item.get("id"))
+        if item_id:
+            self.open_items[item_id] = as_str(item.get("type")) or "?"
+            self.started[item_id] = item
+
+    def turn_completed(self, u: dict[str, Any]) -> None:
+        usage = self.usage
+        usage.input_tokens = add_counts(usage.input_tokens, as_int(u.get("input_tokens")))
+        usage.cached_tokens = add_counts(usage.cached_tokens, as_int(u.get("cached_input_tokens")))
+        usage.output_tokens = add_counts(usage.output_tokens, as_int(u.get("output_tokens")))
+        usage.reasoning_tokens = add_counts(usage.reasoning_tokens, as_int(u.get("reasoning_output_tokens")))
+        self.ended = self.ended or "success"
+        self.answered = True
+
+    def error_record(self, message: str) -> None:
+        self.last_error = ("error", message)
+        event = {"type": "error", "message": clip(message), "source": "error"}
+        if message.startswith("Reconnecting"):
+            # Codex reports stream retries as error lines; the turn goes on.
+            event["transient"] = True
+        self.out.events.append(event)
+
+    def finish(self) -> None:
+        """Commands left unfinished, the final report, and why a stream without a closed turn stopped."""
+        out = self.out
+        for item_id, itype in self.open_items.items():
+            if itype == "command_execution":
+                # 0.171 in code mode can end a turn without completing a command it started (seen
+                # with a command that failed): the command ran, its exit code was never reported
+                _item_events({**self.started[item_id], "status": "unfinished", "exit_code": None}, out.events)
+        out.usage = self.usage
+        out.final_report = extract_report(self.last_message)
+        if self.ended is None:
+            self.errors.append(
+                "stream ended without turn.completed or turn.failed: the agent exited or was killed mid-stream"
             )
-            if status == "declined":
-                events.append(
-                    {"type": "denial", "action": "command_execution", "path": clip(command, 500), "reason": "declined"}
-                )
-        elif itype == "file_change":
-            # a failed or declined patch keeps its status: it changed nothing the model meant it to
-            events.append({"type": "tool_call", "name": "file_change", "item_id": item.get("id"), "status": status})
-            if status == "completed":
-                for change in as_list(item.get("changes")):
-                    change = as_dict(change)
-                    path = as_str(change.get("path"))
-                    if path:
-                        events.append({"type": "file_edit", "path": path, "kind": as_str(change.get("kind"))})
-            elif status == "declined":
-                for change in as_list(item.get("changes")):
-                    events.append(
-                        {
-                            "type": "denial",
-                            "action": "file_change",
-                            "path": as_str(as_dict(change).get("path")),
-                            "reason": "declined",
-                        }
-                    )
-        elif itype == "mcp_tool_call":
-            server = as_str(item.get("server")) or "?"
-            tool = as_str(item.get("tool")) or "?"
-            events.append(
-                {"type": "tool_call", "name": f"mcp:{server}/{tool}", "status": status, "item_id": item.get("id")}
-            )
-        elif itype == "web_search":
-            events.append(
-                {"type": "tool_call", "name": "web_search", "query": clip(as_str(item.get("query")) or "", 500)}
-            )
-        elif itype == "error":
-            events.append({"type": "error", "message": clip(as_str(item.get("message")) or "error"), "source": "item"})
-        # reasoning and todo_list are the agent's own narration: not evidence
+            if self.open_items:
+                kinds = ", ".join(f"{i} ({t})" for i, t in sorted(self.open_items.items()))
+                self.errors.append(f"items started but never completed: {kinds}")
+        else:
+            out.events.append(final_event(out.final_report, self.ended))
+
+    def close(self) -> AdapterOutput:
+        out = self.out
+        if self.ended != "success" and self.last_error is not None:
+            # a failed turn, or a stream that stopped while the CLI was still reporting errors
+            # (reconnecting to an unreachable provider): the last error record says why
+            from pytest_agentdrift.agents.infra import classify_message, infra_error
+
+            cls = classify_message(self.last_error[1])
+            if cls is not None:
+                out.infra_error = infra_error(cls, self.last_error[1], "codex", signal=self.last_error[0])
+        out.answered = self.answered
+        out.model_stamp = None  # codex exec --json does not report the model
+        out.parse_errors = cap_errors(self.errors)
+        return out
+
+
+def _item_events(item: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    """The events one completed item stands for."""
+    itype = item.get("type")
+    status = as_str(item.get("status"))
+    if itype == "agent_message":
+        text = as_str(item.get("text"))
+        if text:
+            events.append({"type": "message", "text": clip(text)})
+    elif itype == "command_execution":
+        _command_events(item, status, events)
+    elif itype == "file_change":
+        _file_change_events(item, status, events)
+    elif itype == "mcp_tool_call":
+        server = as_str(item.get("server")) or "?"
+        tool = as_str(item.get("tool")) or "?"
+        events.append(
+            {"type": "tool_call", "name": f"mcp:{server}/{tool}", "status": status, "item_id": item.get("id")}
+        )
+    elif itype == "web_search":
+        events.append({"type": "tool_call", "name": "web_search", "query": clip(as_str(item.get("query")) or "", 500)})
+    elif itype == "error":
+        events.append({"type": "error", "message": clip(as_str(item.get("message")) or "error"), "source": "item"})
+    # reasoning and todo_list are the agent's own narration: not evidence
+
+
+def _command_events(item: dict[str, Any], status: str | None, events: list[dict[str, Any]]) -> None:
+    command = as_str(item.get("command")) or ""
+    events.append({"type": "tool_call", "name": "command_execution", "item_id": item.get("id")})
+    events.append(
+        {"type": "command", "command": clip(command), "exit_code": as_int(item.get("exit_code")), "status": status}
+    )
+    if status == "declined":
+        events.append(
+            {"type": "denial", "action": "command_execution", "path": clip(command, 500), "reason": "declined"}
+        )
+
+
+def _file_change_events(item: dict[str, Any], status: str | None, events: list[dict[str, Any]]) -> None:
+    # a failed or declined patch keeps its status: it changed nothing the model meant it to
+    events.append({"type": "tool_call", "name": "file_change", "item_id": item.get("id"), "status": status})
+    if status == "completed":
+        for change in as_list(item.get("changes")):
+            change = as_dict(change)
+            path = as_str(change.get("path"))
+            if path:
+                events.append({"type": "file_edit", "path": path, "kind": as_str(change.get("kind"))})
+    elif status == "declined":
+        for change in as_list(item.get("changes")):
+            path = as_str(as_dict(change).get("path"))
+            events.append({"type": "denial", "action": "file_change", "path": path, "reason": "declined"})
 
 
 def _native_binary(launcher: str | None) -> str | None:
