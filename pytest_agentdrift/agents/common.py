@@ -15,6 +15,7 @@ Also here: pulling the agent's final report out of its last message
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,16 @@ def read_jsonl(data: bytes | str | None, *, source: str = "stdout") -> JsonlStre
         errors.append(f"{source}: {out.text_lines} non-JSON line(s) ignored")
     out.errors = cap_errors(errors)
     return out
+
+
+def typed_records(stream: JsonlStream, errors: list[str]) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """(type, record) of each record in order; one without a 'type' is a parse error instead."""
+    for lineno, rec in stream.records:
+        kind = rec.get("type")
+        if kind is None:
+            errors.append(f"stdout line {lineno}: object without a 'type'")
+            continue
+        yield kind, rec
 
 
 def _read_line(chunk: bytes, lineno: int, cut: bool, source: str, out: JsonlStream, errors: list[str]) -> None:

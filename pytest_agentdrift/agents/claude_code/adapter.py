@@ -43,6 +43,7 @@ from pytest_agentdrift.agents.common import (
     final_event,
     option_list,
     read_jsonl,
+    typed_records,
 )
 
 #: tools whose `input.file_path` (or `notebook_path`) names a file they change
@@ -141,8 +142,7 @@ class ClaudeCodeAdapter(ProductAdapter):
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
         stream = read_jsonl(stdout)
         parse = _StreamParse(errors=list(stream.errors))
-        for lineno, rec in stream.records:
-            kind = rec.get("type")
+        for kind, rec in typed_records(stream, parse.errors):
             if kind == "assistant":
                 parse.assistant(rec)
             elif kind == "user":
@@ -151,8 +151,6 @@ class ClaudeCodeAdapter(ProductAdapter):
                 _system_record(rec, parse.out, parse.retries)
             elif kind == "result":
                 parse.result = rec
-            elif kind is None:
-                parse.errors.append(f"stdout line {lineno}: object without a 'type'")
             # other types (stream_event, compact boundaries, ...) carry nothing we map
         if parse.result is not None:
             parse.finish(parse.result)

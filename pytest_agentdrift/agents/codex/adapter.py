@@ -47,6 +47,7 @@ from pytest_agentdrift.agents.common import (
     extract_report,
     final_event,
     read_jsonl,
+    typed_records,
 )
 
 #: completed item types that show the model answered (reasoning is its narration, errors are the CLI's)
@@ -140,8 +141,7 @@ class CodexAdapter(ProductAdapter):
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
         stream = read_jsonl(stdout)
         parse = _ExecParse(errors=list(stream.errors))
-        for lineno, rec in stream.records:
-            kind = rec.get("type")
+        for kind, rec in typed_records(stream, parse.errors):
             if kind == "item.completed":
                 parse.completed(as_dict(rec.get("item")))
             elif kind == "item.started":
@@ -155,8 +155,6 @@ class CodexAdapter(ProductAdapter):
                 parse.last_error = ("turn.failed", message)
             elif kind == "error":
                 parse.error_record(as_str(rec.get("message")) or "error")
-            elif kind is None:
-                parse.errors.append(f"stdout line {lineno}: object without a 'type'")
             # thread.started, turn.started, item.updated: nothing to map
         parse.finish()
         if not stream.records and stdout:
