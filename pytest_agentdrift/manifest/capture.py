@@ -205,13 +205,55 @@ class Capture:
 def capture(ctx: ManifestContext) -> Capture:
     """Capture the manifest, the instruction bundle and the source manifest."""
     cwd = Path(ctx.cwd) if ctx.cwd is not None else Path(ctx.project_root)
-    reasons: dict[str, str] = {}
-    evidence: dict[str, Any] = {}
     adapter = dict(ctx.adapter)
-    has_model = not _is_reference(adapter)
     rules = ctx.surface_rules or products.surface_rules_for(adapter)
+    roots = _capture_roots(ctx)
+    fields = _Fields(ctx, adapter, has_model=not _is_reference(adapter), roots=roots)
+    disc = _discover(ctx, cwd, rules, fields)
+    bundle = discovery_base.instruction_bundle(disc)
+    source_manifest, lockfiles = build_source_manifest(ctx.task_dirs or ctx.task_repos, ctx.project_root)
+    git_info = _git_info(ctx.project_root, ctx.env)
+    probes = _run_probes(ctx, cwd, roots, rules)
+    cli = probes.pop("cli")
+    fields.evidence["probes"] = probes | {"cli": cli}
+    identity = {
+        **fields.agent(rules),
+        **fields.model(),
+        **fields.client(cli),
+        "external_tools": _external_tools(disc.config),
+        "config_hash": fields.config_hash,
+        "instruction_hash": discovery_base.instruction_hash(bundle),
+        "source_id": fields.source_id(source_manifest, git_info),
+        "lockfile_hash": fields.lockfile_hash(lockfiles),
+        **fields.environment(cwd, probes["runtimes"]),
+        **fields.protocol(),
+    }
+    fields.envelope(identity)
+    fields.explain(identity, cli)
+    evidence = fields.evidence
+    evidence["lockfiles"] = lockfiles
+    for key, name in (
+        ("unobservable_fields", "unobservable"),
+        ("unreportable_fields", "unreportable"),
+        ("run_reported_fields", "run_reported"),
+    ):
+        evidence[key] = [f for f in adapter.get(name, []) if f in IDENTITY_FIELDS]
+    evidence["instruction_bundle_entries"] = len(bundle["entries"])
+    evidence["source_files"] = len(source_manifest["files"])
+    manifest = {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "runtime_id": digest(identity),
+        "identity": identity,
+        "provenance": _provenance(ctx, roots, git_info, cli, bundle, disc.config),
+        "evidence": evidence,
+        "reasons": dict(sorted(fields.reasons.items())),
+    }
+    return Capture(manifest=manifest, instruction_bundle=bundle, source_manifest=source_manifest)
 
-    roots = discovery_base.Roots.build(
+
+def _capture_roots(ctx: ManifestContext) -> discovery_base.Roots:
+    """The named roots every path of the manifest is labelled by (the task repositories and directories too)."""
+    return discovery_base.Roots.build(
         [
             ("~/", ctx.home),
             ("project:", ctx.project_root),
@@ -221,7 +263,9 @@ def capture(ctx: ManifestContext) -> Capture:
         ]
     )
 
-    # --- instructions and configuration
+
+def _discover(ctx: ManifestContext, cwd: Path, rules: str, fields: _Fields) -> discovery_base.Discovery:
+    """Instructions and configuration; the configuration hash and its evidence go into ``fields``."""
     disc = discovery.discover(
         rules,
         ctx.home,
@@ -235,183 +279,227 @@ def capture(ctx: ManifestContext) -> Capture:
         instruction_paths=ctx.extra_instructions,
         profile=_argv_value(ctx.agent_argv, ("--profile", "-p")) if rules == "codex" else None,
     )
+    reasons = fields.reasons
     if ctx.system_root is None and rules != "generic":
         reasons["managed_config"] = "system root not read (system_root=None): managed settings unobserved"
-    bundle = discovery_base.instruction_bundle(disc)
-    instruction_hash = discovery_base.instruction_hash(bundle)
-    cfg_hash = discovery_base.config_hash(disc.config, effective_merge=UNOBSERVED)
-    if cfg_hash == UNOBSERVED:
+    fields.config_hash = discovery_base.config_hash(disc.config, effective_merge=UNOBSERVED)
+    if fields.config_hash == UNOBSERVED:
         reasons["config_hash"] = "a configuration file could not be read: " + ", ".join(
             s["path"] for s in disc.config if s.get("status") == "unreadable"
         )
-    evidence["config"] = {
+    fields.evidence["config"] = {
         "effective_merge": UNOBSERVED,
         "sources": disc.config,
         "canonical": discovery_base.canonical_config(disc.config, effective_merge=UNOBSERVED),
     }
-    evidence["facts"] = disc.facts
+    fields.evidence["facts"] = disc.facts
+    fields.facts = _merged_facts(disc.facts)
+    return disc
 
-    # --- source tree, lockfiles, git
-    source_manifest, lockfiles = build_source_manifest(ctx.task_dirs or ctx.task_repos, ctx.project_root)
-    git_info = _git_info(ctx.project_root, ctx.env)
-    if source_manifest["files"]:
-        source_id: Any = source_manifest["digest"]
-    elif isinstance(git_info, dict) and git_info.get("commit"):
-        # no task directory selected: the project's own commit is all we have
-        source_id = {"git_commit": git_info["commit"], "dirty": git_info["dirty"]}
-    else:
-        source_id = UNOBSERVED
-        reasons["source_id"] = "no task directory selected and the project is not a git checkout"
-    lock_hash: Any = digest(lockfiles) if lockfiles else NOT_APPLICABLE
-    if not lockfiles:
-        reasons["lockfile_hash"] = "no lockfile in the project root or the selected tasks"
 
-    # --- probes: client version, runtimes
-    probes = _run_probes(ctx, cwd, roots, rules)
-    cli = probes.pop("cli")
-    evidence["probes"] = probes | {"cli": cli}
+#: the fields a reference agent has no value for, because it runs no model and no product client
+_NO_MODEL_FIELDS = (
+    "model_id",
+    "model_endpoint",
+    "model_stamp",
+    "server_revision",
+    "model_options",
+    "auto_update_state",
+    *ENVELOPE_OPTIONS,
+)
 
-    opts = dict(ctx.options)
-    facts = _merged_facts(disc.facts)
 
-    def opt_or_fact(name: str, fact: str | None = None) -> Any:
-        if opts.get(name) is not None:
-            return opts[name]
-        f = facts.get(fact or name)
-        if f is not None:
-            return f
-        reasons.setdefault(name, "not set in the options and not configured in any discovered file")
+class _Fields:
+    """The identity fields of one capture, group by group, with the reasons for what is unknown.
+
+    The groups are built in the identity's field order, and the order matters: the first
+    reason given for a field is the one kept.
+    """
+
+    def __init__(self, ctx: ManifestContext, adapter: dict[str, Any], *, has_model: bool, roots: Any):
+        self.ctx = ctx
+        self.adapter = adapter
+        self.has_model = has_model
+        self.roots = roots
+        self.opts = dict(ctx.options)
+        self.reasons: dict[str, str] = {}
+        self.evidence: dict[str, Any] = {}
+        self.facts: dict[str, Any] = {}
+        self.config_hash: str = UNOBSERVED
+
+    def _opt_or_fact(self, name: str) -> Any:
+        if self.opts.get(name) is not None:
+            return self.opts[name]
+        found = self.facts.get(name)
+        if found is not None:
+            return found
+        self.reasons.setdefault(name, "not set in the options and not configured in any discovered file")
         return UNOBSERVED
 
-    identity: dict[str, Any] = {
-        "surface": adapter.get("surface", UNOBSERVED),
-        "product": adapter.get("product", UNOBSERVED),
-        "agent": adapter.get("name", UNOBSERVED),
-        "surface_rules": rules,
-        "model_id": opt_or_fact("model") if has_model else NOT_APPLICABLE,
-        "model_endpoint": model_endpoint(adapter, ctx.env, facts, reasons, evidence) if has_model else NOT_APPLICABLE,
-        "model_stamp": UNOBSERVED if has_model else NOT_APPLICABLE,
-        "server_revision": UNOBSERVED if has_model else NOT_APPLICABLE,
-        "model_options": (
-            opts["model_options"]
-            if opts.get("model_options") is not None
-            else (facts.get("model_reasoning_effort") and {"reasoning_effort": facts["model_reasoning_effort"]})
-            or _unobserved(reasons, "model_options", "no model options set or configured")
-        )
-        if has_model
-        else NOT_APPLICABLE,
-        "cli_version": cli["version"],
-        "extension_id": NOT_APPLICABLE if adapter.get("surface", "cli") == "cli" else UNOBSERVED,
-        "extension_version": NOT_APPLICABLE if adapter.get("surface", "cli") == "cli" else UNOBSERVED,
-        "auto_update_state": (
-            NOT_APPLICABLE
-            if not has_model
-            else facts.get(
+    def agent(self, rules: str) -> dict[str, Any]:
+        adapter = self.adapter
+        return {
+            "surface": adapter.get("surface", UNOBSERVED),
+            "product": adapter.get("product", UNOBSERVED),
+            "agent": adapter.get("name", UNOBSERVED),
+            "surface_rules": rules,
+        }
+
+    def model(self) -> dict[str, Any]:
+        if not self.has_model:
+            return dict.fromkeys(
+                ("model_id", "model_endpoint", "model_stamp", "server_revision", "model_options"), NOT_APPLICABLE
+            )
+        opts, facts = self.opts, self.facts
+        return {
+            "model_id": self._opt_or_fact("model"),
+            "model_endpoint": model_endpoint(self.adapter, self.ctx.env, facts, self.reasons, self.evidence),
+            "model_stamp": UNOBSERVED,
+            "server_revision": UNOBSERVED,
+            "model_options": (
+                opts["model_options"]
+                if opts.get("model_options") is not None
+                else (facts.get("model_reasoning_effort") and {"reasoning_effort": facts["model_reasoning_effort"]})
+                or _unobserved(self.reasons, "model_options", "no model options set or configured")
+            ),
+        }
+
+    def client(self, cli: Mapping[str, Any]) -> dict[str, Any]:
+        """The product client as run here: its version, settings and the isolation around it."""
+        has_model, opts, reasons = self.has_model, self.opts, self.reasons
+        on_cli = self.adapter.get("surface", "cli") == "cli"
+        out: dict[str, Any] = {
+            "cli_version": cli["version"],
+            "extension_id": NOT_APPLICABLE if on_cli else UNOBSERVED,
+            "extension_version": NOT_APPLICABLE if on_cli else UNOBSERVED,
+        }
+        if has_model:
+            out["auto_update_state"] = self.facts.get(
                 "auto_update_state",
                 _unobserved(
                     reasons, "auto_update_state", "the product's auto-update setting is not set in any discovered file"
                 ),
             )
-        ),
-        "permission_mode": opt_or_fact("permission_mode") if has_model else _opt_na(opts, "permission_mode"),
-        "sandbox": opt_or_fact("sandbox") if has_model else _opt_na(opts, "sandbox"),
-        "isolation": dict(ctx.isolation)
-        if ctx.isolation is not None
-        else _unobserved(reasons, "isolation", "the runner did not describe its isolation"),
-        "built_in_tools": (sorted(opts["tools"]) if isinstance(opts.get("tools"), (list, tuple)) else opts["tools"])
-        if opts.get("tools") is not None
-        else (
-            _unobserved(reasons, "built_in_tools", "the enabled tool set is reported by the product only at run time")
-            if has_model
-            else NOT_APPLICABLE
-        ),
-        "external_tools": _external_tools(disc.config),
-        "config_hash": cfg_hash,
-        "instruction_hash": instruction_hash,
-        "source_id": source_id,
-        "lockfile_hash": lock_hash,
-        "os": _os_identity(ctx.system_root),
-        "runtime_versions": probes["runtimes"],
-        "working_directory": roots.label(cwd)
-        if not ctx.task_repos
-        else {t: f"task:{t}:" for t in sorted(ctx.task_repos)},
-        "command": identity_argv(ctx.agent_argv, roots),
-        "agent_files_hash": agent_files_hash(ctx.agent_argv, ctx.extra_config, roots, reasons),
-        "environment_allowlist": environment_allowlist(ctx.env, ctx.env_allowlist),
-        "task_set_id": ctx.task_set_id
-        if ctx.task_set_id
-        else _unobserved(reasons, "task_set_id", "the caller passed no task_set_id"),
-        "evaluator_id": ctx.evaluator_id
-        if ctx.evaluator_id
-        else _unobserved(reasons, "evaluator_id", "the caller passed no evaluator_id"),
-        "env_image_digest": _image_digest(ctx, reasons),
-        "scoring_script_digest": _scoring_digest(ctx, reasons),
-        "harness_version": ctx.harness_version
-        or _unobserved(reasons, "harness_version", "the caller passed no harness version"),
-    }
-    for name in ENVELOPE_OPTIONS:
-        if opts.get(name) is not None:
-            identity[name] = opts[name]
-        elif has_model:
-            identity[name] = UNOBSERVED
-            reasons.setdefault(name, "not set in the options (the product default is not observable)")
         else:
-            identity[name] = NOT_APPLICABLE
-    if identity["extension_id"] == NOT_APPLICABLE:
-        reasons["extension_id"] = reasons["extension_version"] = "a CLI surface has no editor extension"
-    else:
-        reasons["extension_id"] = reasons["extension_version"] = "editor extensions are not inspected by capture"
-    if not has_model:
-        for name in (
-            "model_id",
-            "model_endpoint",
-            "model_stamp",
-            "server_revision",
-            "model_options",
-            "auto_update_state",
-            *ENVELOPE_OPTIONS,
-        ):
-            if identity.get(name) == NOT_APPLICABLE:
-                reasons[name] = "the reference agent runs no model and no product client"
-        for name in ("permission_mode", "sandbox", "built_in_tools"):
-            if identity.get(name) == NOT_APPLICABLE:
-                reasons[name] = "the reference agent has no permission, sandbox or tool settings of its own"
-    if cli["version"] in (UNOBSERVED, NOT_APPLICABLE):
-        reasons["cli_version"] = cli.get("reason", "version display not run")
-    if has_model:
-        reasons.setdefault("model_stamp", "reported by the host only in the agent's output; filled after the runs")
-        reasons.setdefault("server_revision", "the host does not report a server revision to the client")
+            out["auto_update_state"] = NOT_APPLICABLE
+        for name in ("permission_mode", "sandbox"):
+            out[name] = self._opt_or_fact(name) if has_model else _opt_na(opts, name)
+        out["isolation"] = (
+            dict(self.ctx.isolation)
+            if self.ctx.isolation is not None
+            else _unobserved(reasons, "isolation", "the runner did not describe its isolation")
+        )
+        out["built_in_tools"] = self._built_in_tools()
+        return out
 
+    def _built_in_tools(self) -> Any:
+        tools = self.opts.get("tools")
+        if tools is not None:
+            return sorted(tools) if isinstance(tools, (list, tuple)) else tools
+        if not self.has_model:
+            return NOT_APPLICABLE
+        return _unobserved(
+            self.reasons, "built_in_tools", "the enabled tool set is reported by the product only at run time"
+        )
+
+    def source_id(self, source_manifest: Mapping[str, Any], git_info: Any) -> Any:
+        if source_manifest["files"]:
+            return source_manifest["digest"]
+        if isinstance(git_info, dict) and git_info.get("commit"):
+            # no task directory selected: the project's own commit is all we have
+            return {"git_commit": git_info["commit"], "dirty": git_info["dirty"]}
+        self.reasons["source_id"] = "no task directory selected and the project is not a git checkout"
+        return UNOBSERVED
+
+    def lockfile_hash(self, lockfiles: Sequence[Mapping[str, Any]]) -> Any:
+        if lockfiles:
+            return digest(lockfiles)
+        self.reasons["lockfile_hash"] = "no lockfile in the project root or the selected tasks"
+        return NOT_APPLICABLE
+
+    def environment(self, cwd: Path, runtimes: Mapping[str, Any]) -> dict[str, Any]:
+        """Where and how the agent runs: system, runtimes, working directory, command, environment."""
+        ctx, roots = self.ctx, self.roots
+        return {
+            "os": _os_identity(ctx.system_root),
+            "runtime_versions": runtimes,
+            "working_directory": roots.label(cwd)
+            if not ctx.task_repos
+            else {t: f"task:{t}:" for t in sorted(ctx.task_repos)},
+            "command": identity_argv(ctx.agent_argv, roots),
+            "agent_files_hash": agent_files_hash(ctx.agent_argv, ctx.extra_config, roots, self.reasons),
+            "environment_allowlist": environment_allowlist(ctx.env, ctx.env_allowlist),
+        }
+
+    def protocol(self) -> dict[str, Any]:
+        """What the agent is measured on and by: tasks, evaluator, image, scoring code, harness."""
+        ctx, reasons = self.ctx, self.reasons
+        return {
+            "task_set_id": ctx.task_set_id or _unobserved(reasons, "task_set_id", "the caller passed no task_set_id"),
+            "evaluator_id": ctx.evaluator_id
+            or _unobserved(reasons, "evaluator_id", "the caller passed no evaluator_id"),
+            "env_image_digest": _image_digest(ctx, reasons),
+            "scoring_script_digest": _scoring_digest(ctx, reasons),
+            "harness_version": ctx.harness_version
+            or _unobserved(reasons, "harness_version", "the caller passed no harness version"),
+        }
+
+    def envelope(self, identity: dict[str, Any]) -> None:
+        """The envelope options taken verbatim from the options the user set."""
+        for name in ENVELOPE_OPTIONS:
+            if self.opts.get(name) is not None:
+                identity[name] = self.opts[name]
+            elif self.has_model:
+                identity[name] = UNOBSERVED
+                self.reasons.setdefault(name, "not set in the options (the product default is not observable)")
+            else:
+                identity[name] = NOT_APPLICABLE
+
+    def explain(self, identity: Mapping[str, Any], cli: Mapping[str, Any]) -> None:
+        """Why each field without a value has none (fields no earlier step explained)."""
+        reasons = self.reasons
+        if identity["extension_id"] == NOT_APPLICABLE:
+            reasons["extension_id"] = reasons["extension_version"] = "a CLI surface has no editor extension"
+        else:
+            reasons["extension_id"] = reasons["extension_version"] = "editor extensions are not inspected by capture"
+        if not self.has_model:
+            for name in _NO_MODEL_FIELDS:
+                if identity.get(name) == NOT_APPLICABLE:
+                    reasons[name] = "the reference agent runs no model and no product client"
+            for name in ("permission_mode", "sandbox", "built_in_tools"):
+                if identity.get(name) == NOT_APPLICABLE:
+                    reasons[name] = "the reference agent has no permission, sandbox or tool settings of its own"
+        if cli["version"] in (UNOBSERVED, NOT_APPLICABLE):
+            reasons["cli_version"] = cli.get("reason", "version display not run")
+        if self.has_model:
+            reasons.setdefault("model_stamp", "reported by the host only in the agent's output; filled after the runs")
+            reasons.setdefault("server_revision", "the host does not report a server revision to the client")
+
+
+def _provenance(
+    ctx: ManifestContext,
+    roots: discovery_base.Roots,
+    git_info: Any,
+    cli: Mapping[str, Any],
+    bundle: Mapping[str, Any],
+    config: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """Recorded and noted, never compared as identity: when, where, by whom, from which files."""
     now = (ctx.now or (lambda: datetime.now(timezone.utc)))()
-    provenance = {
+    env = ctx.env
+    return {
         "captured_at_utc": now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "run_id": ctx.run_id or UNOBSERVED,
-        "operator": ctx.env.get("AGENTDRIFT_OPERATOR") or ctx.env.get("USER") or ctx.env.get("LOGNAME") or UNOBSERVED,
+        "operator": env.get("AGENTDRIFT_OPERATOR") or env.get("USER") or env.get("LOGNAME") or UNOBSERVED,
         "host": _platform.node() or UNOBSERVED,
-        "region": _region(ctx.env),
+        "region": _region(env),
         "kernel": f"{_platform.system()} {_platform.release()} {_platform.version()}",
         "pytest_argv": _label_argv(ctx.pytest_argv, roots),
         "source_git": git_info,
         "cli_executable": {k: cli.get(k) for k in ("path", "sha256", "exit_code", "stderr")},
         "instruction_sources_raw": {f"{e['context']}|{e['path']}": e["raw_sha256"] for e in bundle["entries"]},
-        "config_sources_raw": {f"{s['context']}|{s['path']}": s.get("raw_sha256") for s in disc.config},
+        "config_sources_raw": {f"{s['context']}|{s['path']}": s.get("raw_sha256") for s in config},
     }
-    evidence["lockfiles"] = lockfiles
-    evidence["unobservable_fields"] = [f for f in adapter.get("unobservable", []) if f in IDENTITY_FIELDS]
-    evidence["unreportable_fields"] = [f for f in adapter.get("unreportable", []) if f in IDENTITY_FIELDS]
-    evidence["run_reported_fields"] = [f for f in adapter.get("run_reported", []) if f in IDENTITY_FIELDS]
-    evidence["instruction_bundle_entries"] = len(bundle["entries"])
-    evidence["source_files"] = len(source_manifest["files"])
-
-    manifest = {
-        "schema_version": MANIFEST_SCHEMA_VERSION,
-        "runtime_id": digest(identity),
-        "identity": identity,
-        "provenance": provenance,
-        "evidence": evidence,
-        "reasons": dict(sorted(reasons.items())),
-    }
-    return Capture(manifest=manifest, instruction_bundle=bundle, source_manifest=source_manifest)
 
 
 def capture_manifest(ctx: ManifestContext) -> dict[str, Any]:
@@ -446,15 +534,7 @@ def finalize_manifest(
     """
     out = copy.deepcopy(dict(manifest))
     ident = out["identity"]
-    per_field: dict[str, dict[str, Any]] = {"model_stamp": dict(model_stamps or {})}
-    per_field["server_revision"] = dict(server_revisions or {})
-    for key, facts in (reported or {}).items():
-        for name, value in (facts or {}).items():
-            if name in IDENTITY_FIELDS and name not in POST_RUN_FIELDS:
-                per_field.setdefault(name, {})[key] = value
-        for name in per_field:
-            per_field[name].setdefault(key, None)
-    for name, values in per_field.items():
+    for name, values in _reported_per_field(model_stamps, server_revisions, reported).items():
         if ident.get(name) == NOT_APPLICABLE or not values:
             continue
         seen = sorted(
@@ -477,6 +557,24 @@ def finalize_manifest(
         out.get("reasons", {}).pop(name, None)
     out["runtime_id"] = runtime_id(ident)
     return out
+
+
+def _reported_per_field(
+    model_stamps: Mapping[str, str | None] | None,
+    server_revisions: Mapping[str, str | None] | None,
+    reported: Mapping[str, Mapping[str, Any]] | None,
+) -> dict[str, dict[str, Any]]:
+    """{identity field: {run key: value or None}}; a run that reported some fields and not
+    another counts as a run without a value for it."""
+    per_field: dict[str, dict[str, Any]] = {"model_stamp": dict(model_stamps or {})}
+    per_field["server_revision"] = dict(server_revisions or {})
+    for key, facts in (reported or {}).items():
+        for name, value in (facts or {}).items():
+            if name in IDENTITY_FIELDS and name not in POST_RUN_FIELDS:
+                per_field.setdefault(name, {})[key] = value
+        for name in per_field:
+            per_field[name].setdefault(key, None)
+    return per_field
 
 
 def validate_manifest(manifest: Any, where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -511,54 +609,25 @@ def build_source_manifest(
     listing: list[tuple[str, str, str, str]] = []  # (task id, rel, full, kind)
     for tid, top in sorted(task_dirs.items()):
         listing.extend((tid, rel, full, kind) for rel, full, kind in _walk(Path(top)))
-    # Hash in a small thread pool: open/read/sha256 release the GIL, and a
-    # tree of many small files is bound by per-file system calls, not by
-    # one core's sha256 speed.
-    regular = [full for _, _, full, kind in listing if kind == "file"]
-    workers = min(4, (os.cpu_count() or 1)) if len(regular) > 64 and (os.cpu_count() or 1) > 2 else 1
-    if workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            hashed = dict(zip(regular, pool.map(_size_and_sha256, regular, chunksize=64), strict=False))
-    else:
-        hashed = {full: _size_and_sha256(full) for full in regular}
+    hashed = _hash_files([full for _, _, full, kind in listing if kind == "file"])
     for tid, rel, full, kind in listing:
         path = f"{tid}/{rel}"
         if kind == "symlink":
+            # recorded with its target, never followed; an absolute target by its name only
             target = os.readlink(full)
-            files.append(
-                {
-                    "path": path,
-                    "type": "symlink",
-                    "target": target if not os.path.isabs(target) else "absolute:" + os.path.basename(target),
-                }
-            )
+            target = target if not os.path.isabs(target) else "absolute:" + os.path.basename(target)
+            files.append({"path": path, "type": "symlink", "target": target})
             continue
         size, sha = hashed[full]
         files.append({"path": path, "size": size, "sha256": sha})
         fmt = _lockfile_format(os.path.basename(full))
         if fmt is not None:
-            lockfiles.append(
-                {
-                    "path": f"task:{tid}:{rel}",
-                    "format": fmt,
-                    "format_version": _lockfile_version(Path(full), fmt),
-                    "sha256": sha,
-                }
-            )
+            lockfiles.append(_lockfile(f"task:{tid}:{rel}", full, fmt, sha))
     if project_root is not None and Path(project_root).is_dir():
         for entry in sorted(os.scandir(project_root), key=lambda e: e.name):
             fmt = _lockfile_format(entry.name)
             if fmt is not None and entry.is_file(follow_symlinks=False):
-                lockfiles.append(
-                    {
-                        "path": f"project:{entry.name}",
-                        "format": fmt,
-                        "format_version": _lockfile_version(Path(entry.path), fmt),
-                        "sha256": hash_file(entry.path),
-                    }
-                )
+                lockfiles.append(_lockfile(f"project:{entry.name}", entry.path, fmt, hash_file(entry.path)))
     doc = {
         "manifest_version": 1,
         "excluded_names": sorted(SOURCE_EXCLUDED_NAMES),
@@ -572,6 +641,26 @@ def build_source_manifest(
         [[f["path"], f["size"], f["sha256"]] if "sha256" in f else [f["path"], "symlink", f["target"]] for f in files]
     )
     return doc, sorted(lockfiles, key=lambda x: x["path"])
+
+
+def _lockfile(label: str, full: str, fmt: str, sha: str) -> dict[str, Any]:
+    return {"path": label, "format": fmt, "format_version": _lockfile_version(Path(full), fmt), "sha256": sha}
+
+
+def _hash_files(regular: list[str]) -> dict[str, tuple[int, str]]:
+    """{path: (size, sha256)}.
+
+    Hash in a small thread pool: open/read/sha256 release the GIL, and a
+    tree of many small files is bound by per-file system calls, not by
+    one core's sha256 speed.
+    """
+    workers = min(4, (os.cpu_count() or 1)) if len(regular) > 64 and (os.cpu_count() or 1) > 2 else 1
+    if workers == 1:
+        return {full: _size_and_sha256(full) for full in regular}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return dict(zip(regular, pool.map(_size_and_sha256, regular, chunksize=64), strict=False))
 
 
 _SMALL = 1 << 20

@@ -100,18 +100,8 @@ def discover_generic(
             )
     for i, p in enumerate(config_paths):
         p = _absolute(p, cwd, home)
-        disc.config.append(
-            config_source(
-                p,
-                roots,
-                surface="generic",
-                scope="user-named",
-                precedence=i,
-                fmt=format_for(p),
-                spec=None,
-                context=context,
-            )
-        )
+        how = {"scope": "user-named", "precedence": i, "fmt": format_for(p), "spec": None, "context": context}
+        disc.config.append(config_source(p, roots, surface=GENERIC_RULES, **how))
     return disc
 
 
