@@ -329,6 +329,9 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     new.add_argument("--no-validate", action="store_true", help="write the task without validating it")
     new.add_argument("--isolation", choices=ISOLATION_MODES, default="auto")
     new.set_defaults(fn=cmd_task_new)
+    from pytest_agentdrift.cli.expect import register as register_task_expect
+
+    register_task_expect(tsub, parser_class)
 
     pl = sub.add_parser("plan", help="tasks x repetitions needed to detect a regression, from a recorded run")
     pl.add_argument("run")

@@ -14,10 +14,13 @@ Anything else on the pipe (a forged line, a replay, bytes after the last
 message) makes the result "forged", which is a fail; no message at all is a
 missing result (`os._exit`, a crash, a timeout), which is a fail too.
 
-Residual risk, stated plainly: graded code runs in the reporter's process,
+What the channel cannot prove: graded code runs in the reporter's process,
 so code written to find the key in that process's memory (or to patch the
-reporter's state before it reports) is not ruled out. It has to be in the
-agent's patch, aimed at this reporter; the patch shows it.
+reporter's state before it reports) can make the report say what it wants.
+A check that must hold against that does not take the report's word: its
+tests observe values and the harness compares them with values it holds
+outside every graded process (a pytest check's `expected` file,
+grade/checks.observation_problems).
 """
 
 from __future__ import annotations

@@ -351,10 +351,44 @@ def _pytest_params(params: dict[str, Any], at: _CheckAt) -> None:
     at.str_list(params["args"], "'args'")
     at.expect(params.get("expect_before", "any") in ("fail", "pass", "any"), "expect_before must be fail, pass or any")
     at.expect(params.get("new_tests", "ignore") in ("ignore", "fail_before"), "new_tests must be ignore or fail_before")
+    if "expected" in params:
+        _held_expectations_file(params["expected"], at)
     if "reference_fix" in params:
         at.expect(isinstance(params["reference_fix"], str), "'reference_fix' must name a task-relative directory")
         at.task_relative(params["reference_fix"], "reference_fix")
         at.expect(params.get("new_tests") == "fail_before", "'reference_fix' needs new_tests = \"fail_before\"")
+
+
+#: task directories graded code or the agent can see: a held expectation must live elsewhere
+VISIBLE_TASK_DIRS = ("repo", "hidden", "solution")
+
+
+def _held_expectations_file(rel: Any, at: _CheckAt) -> None:
+    at.expect(isinstance(rel, str), "'expected' must name a task-relative JSON file")
+    at.task_relative(rel, "expected")
+    top = Path(rel).parts[0] if Path(rel).parts else ""
+    at.expect(
+        top not in VISIBLE_TASK_DIRS,
+        f"expected: {rel!r} is under {top}/, which graded code can read; keep expectations beside task.toml",
+    )
+    path = at.path.parent / rel
+    if path.exists():  # load_task says when it is missing
+        read_expectations(path)
+
+
+def read_expectations(path: Path) -> dict[str, list[list[str]]]:
+    """An `expected` file of a pytest check: {"observations": {node id: [[name, repr], ...]}}."""
+    doc = load_json_file(path, TaskError)
+    observations = doc.get("observations") if isinstance(doc, dict) else None
+    _expect(isinstance(observations, dict), "needs an object 'observations' (node id -> [[name, repr], ...])", path)
+    for nodeid, values in observations.items():
+        _expect(
+            isinstance(values, list)
+            and all(isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v) for v in values),
+            f"observations of {nodeid!r} must be a list of [name, repr] pairs",
+            path,
+        )
+    return observations
 
 
 def _golden_params(params: dict[str, Any], at: _CheckAt) -> None:
@@ -456,7 +490,7 @@ CHECK_KINDS: dict[str, CheckKind] = {
     "unchanged": CheckKind(frozenset()),
     "writes": CheckKind(frozenset({"allow", "budget", "max_edits"}), (_writes_params,)),
     "pytest": CheckKind(
-        frozenset({"args", "expect_before", "new_tests", "reference_fix", "timeout_s"}),
+        frozenset({"args", "expect_before", "expected", "new_tests", "reference_fix", "timeout_s"}),
         (_pytest_params, _timeout_params),
     ),
     "command": CheckKind(frozenset({"run", "fails_before", "timeout_s"}), (_run_params, _timeout_params)),
@@ -523,8 +557,9 @@ def _load_patterns(path: Path) -> PathSpec:
         raise TaskError(str(exc), path) from None
 
 
-def load_task(task_dir: Path) -> TaskSpec:
-    """Validate every file of a task directory and return its TaskSpec."""
+def load_task(task_dir: Path, *, recording_expectations: bool = False) -> TaskSpec:
+    """Validate every file of a task directory and return its TaskSpec (a pytest check's
+    `expected` file may be absent while `agentdrift task expect` records it)."""
     task_dir = Path(task_dir).absolute()
     _require_files(task_dir)
     toml_path = task_dir / "task.toml"
@@ -545,7 +580,7 @@ def load_task(task_dir: Path) -> TaskSpec:
     check_symlinks(task_dir)
     tree = parse_tree_file(task_dir / "initial-tree.sha256")
     hidden = _hidden_files(meta, tree, protected, toml_path)
-    _check_task_files(checks, task_dir, toml_path)
+    _check_task_files(checks, task_dir, toml_path, recording_expectations)
     spec = TaskSpec(
         id=meta["id"],
         title=meta["title"],
@@ -699,10 +734,12 @@ def _hidden_files(meta: dict[str, Any], tree: dict[str, str], protected: PathSpe
     return hidden
 
 
-def _check_task_files(checks: tuple[CheckSpec, ...], task_dir: Path, toml_path: Path) -> None:
+def _check_task_files(
+    checks: tuple[CheckSpec, ...], task_dir: Path, toml_path: Path, recording_expectations: bool = False
+) -> None:
     """The files and directories of the task directory that checks name exist."""
     for check in checks:
-        if "expected" in check.params:
+        if "expected" in check.params and not (recording_expectations and check.kind == "pytest"):
             _expect(
                 (task_dir / check.params["expected"]).is_file(),
                 f"check {check.name!r}: expected file {check.params['expected']!r} is missing",

@@ -5,19 +5,62 @@ what was deselected and how each test ended, and flags reports that say
 outcomes. Results go to the harness over the signed result channel that
 launch.py attaches (pytest_agentdrift/grade/channel.py), never to a file
 graded code could rewrite; the channel is closed once they are sent.
+
+`observe(name, value)` is for tests whose verdict the harness decides: the
+test computes a value and leaves its `repr` here, and the harness compares it
+with the expected value it holds outside the graded process (the check's
+`expected` file). The expected value is in neither the test nor the tree, so
+code that rewrites this plugin's state can say "passed" but cannot say what
+the right answer was.
 """
 
 import pytest
 
 EVALUATOR_COMPONENT = "grade_plugin"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
-_state = {"collected": [], "deselected": [], "outcomes": {}, "forged": [], "marks": {}, "messages": {}, "exc_types": {}}
+_state = {
+    "collected": [],
+    "deselected": [],
+    "outcomes": {},
+    "forged": [],
+    "marks": {},
+    "messages": {},
+    "exc_types": {},
+    "observed": {},
+}
 _channel = None
+_current = None  # the node id whose setup, call or teardown is running
+
+#: bounds on what one test may observe (the channel carries at most 32 MiB in all)
+MAX_OBSERVATIONS_PER_TEST, MAX_REPR = 1000, 4096
 
 
 def attach(channel):
     global _channel
     _channel = channel
+
+
+def observe(name, value):
+    """Leave `repr(value)` under `name` for the harness to compare with the value it expects."""
+    if _current is None:
+        raise RuntimeError("observe() is called from a test while the harness grades it")
+    seen = _state["observed"].setdefault(_current, [])
+    if len(seen) >= MAX_OBSERVATIONS_PER_TEST:
+        raise RuntimeError(f"a test may observe at most {MAX_OBSERVATIONS_PER_TEST} values")
+    text = repr(value)
+    if len(text) > MAX_REPR:
+        text = text[:MAX_REPR] + f"... ({len(text) - MAX_REPR} characters left out)"
+    seen.append([str(name), text])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    global _current
+    _current = item.nodeid
+    try:
+        yield
+    finally:
+        _current = None
 
 
 def pytest_deselected(items):
