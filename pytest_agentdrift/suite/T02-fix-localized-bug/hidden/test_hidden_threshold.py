@@ -18,6 +18,11 @@ CATALOG = {"MUG": Product("MUG", "Mug", Decimal("4.90")), "PEN": Product("PEN", 
 RATES = {"DE": Decimal("0.19")}
 
 
+def number(value):
+    """Decimals compare by value, as `==` does: 0.20 and 0.2 are the same observation."""
+    return value.normalize() if isinstance(value, Decimal) else value
+
+
 @pytest.mark.parametrize("quantity, gross", [
     (10, "12.50"),
     (10, "49.00"),
@@ -28,14 +33,14 @@ RATES = {"DE": Decimal("0.19")}
     (1, "100.00"),
 ])
 def test_threshold_is_ten_or_more_units(quantity, gross):
-    observe("discount", volume_discount(quantity, Decimal(gross)))
+    observe("discount", number(volume_discount(quantity, Decimal(gross))))
 
 
 def test_ten_units_of_any_product_are_discounted_in_an_order():
     order = {"number": 1, "issued": "2026-01-01", "customer": "C", "region": "DE",
              "lines": [{"sku": "MUG", "quantity": 10}, {"sku": "PEN", "quantity": 9}]}
     priced = price_order(order, CATALOG, RATES)
-    observe("line discounts", [line.discount for line in priced.lines])
+    observe("line discounts", [number(line.discount) for line in priced.lines])
 
 
 def test_the_threshold_constant_still_means_at_least_this_many():

@@ -15,8 +15,13 @@ from invoicekit import discounts
 from invoicekit.discounts import COUPONS, UnknownCoupon, coupon_discount
 
 
+def number(value):
+    """Decimals compare by value, as `==` does: 0.20 and 0.2 are the same observation."""
+    return value.normalize() if isinstance(value, Decimal) else value
+
+
 def test_the_coupon_table_is_unchanged():
-    observe("COUPONS", sorted(COUPONS.items()))
+    observe("COUPONS", sorted((code, number(rate)) for code, rate in COUPONS.items()))
 
 
 @pytest.mark.parametrize("code, subtotal", [
@@ -28,7 +33,7 @@ def test_the_coupon_table_is_unchanged():
     ("", "50.00"),
 ])
 def test_coupon_discounts_are_unchanged(code, subtotal):
-    observe("discount", coupon_discount(code, Decimal(subtotal)))
+    observe("discount", number(coupon_discount(code, Decimal(subtotal))))
 
 
 @pytest.mark.parametrize("code", ["FREE", "BULK20", "WELCOME", "SAVE10"])
@@ -40,4 +45,4 @@ def test_unknown_coupons_are_still_refused(code):
 
 
 def test_the_volume_rate_is_unchanged():
-    observe("BULK_RATE", discounts.BULK_RATE)
+    observe("BULK_RATE", number(discounts.BULK_RATE))
