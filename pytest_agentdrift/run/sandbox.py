@@ -352,9 +352,31 @@ def run(
     (`poll()` returns a reason or None); a stop ends the process tree like a
     timeout and is recorded in `stopped`.
     """
-    env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
-    become_subreaper()
-    known_children = set(_children(os.getpid()))
+    launched = start(
+        argv,
+        cwd=cwd,
+        env=env,
+        isolation=isolation,
+        writable=writable,
+        hidden_dirs=hidden_dirs,
+        readable=readable,
+        output_limit=output_limit,
+        token=token,
+        guard=guard,
+        plan=plan,
+        pass_fds=pass_fds,
+        monitor=monitor,
+    )
+    if isinstance(launched, ProcessResult):
+        return launched
+    timed_out, stopped = launched.wait(timeout_s)
+    return launched.finish(timed_out, stopped)
+
+
+def command_line(
+    argv: list[str], *, cwd: Path, isolation: Isolation, writable, hidden_dirs, readable, plan, guard
+) -> tuple[list[str], Any]:
+    """The full command (isolation prefix, the guard's first process) and the plan it runs under."""
     if isolation.mode == "bwrap":
         if plan is None:
             plan = default_plan(writable, [*readable, cwd], hidden_dirs)
@@ -365,10 +387,35 @@ def run(
         full = list(argv)
     if guard is not None:
         full = guard.wrap(full, list(argv), isolation.mode)
-    start = time.monotonic()
-    out_buf, err_buf = BoundedBuffer(output_limit), BoundedBuffer(output_limit)
-    if monitor is not None:
-        out_buf = _WatchedBuffer(output_limit, monitor.feed)
+    return full, plan
+
+
+def start(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    isolation: Isolation,
+    writable: list[Path],
+    hidden_dirs: list[Path] = (),
+    readable: list[Path] = (),
+    output_limit: int = 4 << 20,
+    token: str,
+    guard=None,
+    plan: Any = None,
+    pass_fds: tuple[int, ...] = (),
+    monitor=None,
+) -> Launched | ProcessResult:
+    """Start argv as `run` would and return at once: a Launched to wait for and finish, or
+    the ProcessResult of a command that could not be started."""
+    env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
+    become_subreaper()
+    known_children = set(_children(os.getpid()))
+    where = {"cwd": cwd, "writable": writable, "hidden_dirs": hidden_dirs, "readable": readable}
+    full, plan = command_line(argv, isolation=isolation, plan=plan, guard=guard, **where)
+    started_at = time.monotonic()
+    out_buf = BoundedBuffer(output_limit) if monitor is None else _WatchedBuffer(output_limit, monitor.feed)
+    err_buf = BoundedBuffer(output_limit)
     try:
         proc = subprocess.Popen(
             full,
@@ -381,21 +428,8 @@ def run(
             pass_fds=(*pass_fds, *(guard.pass_fds if guard is not None else ())),
         )
     except OSError as exc:
-        return ProcessResult(
-            None,
-            False,
-            0.0,
-            b"",
-            b"",
-            0,
-            0,
-            False,
-            False,
-            0,
-            f"cannot start {argv[0]!r}: {exc.strerror or exc}",
-            full,
-            plan,
-        )
+        why = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
+        return ProcessResult(None, False, 0.0, b"", b"", 0, 0, False, False, 0, why, full, plan)
     if guard is not None:
         try:
             guard.started(proc)
@@ -403,107 +437,145 @@ def run(
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
-    readers = [
-        threading.Thread(target=_pump, args=(proc.stdout, out_buf), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, err_buf), daemon=True),
-    ]
-    for t in readers:
-        t.start()
-    timed_out = False
-    stopped = None
-    try:
-        if guard is None and monitor is None:
-            if not _exited_within(proc, timeout_s):
-                raise subprocess.TimeoutExpired(full, timeout_s)
-            proc.wait()
-        elif guard is None:
-            stopped = _wait_watched(proc, timeout_s, monitor)
-        else:  # a broken limit ends the run at once; a monitor may stop it too (a per-run budget)
-            deadline = time.monotonic() + timeout_s
-            next_look = time.monotonic() + 0.5
-            next_guard_look = time.monotonic() + 0.2
-            while proc.poll() is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise subprocess.TimeoutExpired(full, timeout_s)
-                if guard.stop_requested.is_set():
-                    proc.wait()
-                    break
-                if _exited_within(proc, min(0.05, left)):
-                    continue
-                if time.monotonic() < next_guard_look:
-                    continue
-                next_guard_look = time.monotonic() + 0.2
-                guard.poll()
-                if monitor is not None and time.monotonic() >= next_look:
-                    next_look = time.monotonic() + 0.5
-                    stopped = monitor.poll() or None
-                    if stopped:
-                        break
-            if monitor is not None and not stopped and proc.poll() is not None:
-                monitor.poll()  # a last look: the final usage and event
-        if stopped:
-            _signal_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc.pid, signal.SIGKILL)
+    launched = Launched(proc, full, plan, token, guard, monitor, known_children, out_buf, err_buf, started_at)
+    launched.start_readers()
+    return launched
+
+
+@dataclass
+class Launched:
+    """A started command: wait for it (a time limit, the guard's limits, a monitor), then finish it
+    (end every process it left, collect its output and status)."""
+
+    proc: subprocess.Popen
+    full: list[str]
+    plan: Any
+    token: str
+    guard: Any
+    monitor: Any
+    known_children: set[int]
+    out_buf: BoundedBuffer
+    err_buf: BoundedBuffer
+    started_at: float
+    readers: list[threading.Thread] = field(default_factory=list)
+
+    def start_readers(self) -> None:
+        self.readers = [
+            threading.Thread(target=_pump, args=(self.proc.stdout, self.out_buf), daemon=True),
+            threading.Thread(target=_pump, args=(self.proc.stderr, self.err_buf), daemon=True),
+        ]
+        for t in self.readers:
+            t.start()
+
+    def wait(self, timeout_s: float) -> tuple[bool, str | None]:
+        """(timed out, why a monitor stopped it); an interruption (Ctrl-C) ends the tree and is re-raised."""
+        proc, guard = self.proc, self.guard
+        try:
+            if guard is None and self.monitor is None:
+                if not _exited_within(proc, timeout_s):
+                    raise subprocess.TimeoutExpired(self.full, timeout_s)
                 proc.wait()
-    except BaseException as exc:
-        if not isinstance(exc, subprocess.TimeoutExpired):
+                stopped = None
+            elif guard is None:
+                stopped = _wait_watched(proc, timeout_s, self.monitor)
+            else:
+                stopped = self._wait_guarded(timeout_s)
+            if stopped:
+                _terminate(proc)
+            return False, stopped
+        except subprocess.TimeoutExpired:
+            if guard is not None:
+                guard.on_timeout()
+            _terminate(proc)
+            return True, None
+        except BaseException:
             # interrupted (Ctrl-C): the agent's processes must not outlive the session
             _signal_group(proc.pid, signal.SIGKILL)
-            kill_tagged(token)
-            kill_orphans(known_children | {proc.pid})
+            kill_tagged(self.token)
+            kill_orphans(self.known_children | {proc.pid})
             raise
-        timed_out = True
+
+    def _wait_guarded(self, timeout_s: float) -> str | None:
+        """A broken limit ends the run at once; a monitor may stop it too (a per-run budget)."""
+        proc, guard, monitor = self.proc, self.guard, self.monitor
+        stopped = None
+        deadline = time.monotonic() + timeout_s
+        next_look = time.monotonic() + 0.5
+        next_guard_look = time.monotonic() + 0.2
+        while proc.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(self.full, timeout_s)
+            if guard.stop_requested.is_set():
+                proc.wait()
+                break
+            if _exited_within(proc, min(0.05, left)) or time.monotonic() < next_guard_look:
+                continue
+            next_guard_look = time.monotonic() + 0.2
+            guard.poll()
+            if monitor is not None and time.monotonic() >= next_look:
+                next_look = time.monotonic() + 0.5
+                stopped = monitor.poll() or None
+                if stopped:
+                    return stopped
+        if monitor is not None and proc.poll() is not None:
+            monitor.poll()  # a last look: the final usage and event
+        return stopped
+
+    def finish(self, timed_out: bool, stopped: str | None) -> ProcessResult:
+        """End what the command left (the group may outlive its leader; escaped, setsid children
+        are found by token) and collect its output and status."""
+        proc, guard = self.proc, self.guard
+        duration = time.monotonic() - self.started_at
+        counted = None
         if guard is not None:
-            guard.on_timeout()
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-    duration = time.monotonic() - start
-    # The group may outlive its leader; escaped (setsid) children are found by token.
-    if guard is not None:
-        guard.finished()
-        counted = guard.leftovers(timed_out)
-        guard.cgroups.kill_all()  # escaped or not, a process of the run is in its cgroups
-    _signal_group(proc.pid, signal.SIGKILL)
-    leftovers = kill_tagged(token)
-    leftovers += kill_orphans(known_children | {proc.pid})
-    if guard is not None and counted is not None:
-        leftovers = counted  # exact: counted before the sandbox's PID namespace took them down
-    for t in readers:
-        t.join(timeout=5)
-    for stream in (proc.stdout, proc.stderr):
-        try:
-            stream.close()
-        except OSError:
-            pass
-    exit_code = proc.returncode
-    if guard is not None and guard.agent_exit_code is not None:
-        exit_code = guard.agent_exit_code  # the agent's own status, as its first process saw it
-    if guard is not None and guard.launch_error is not None:
-        exit_code = None  # it never ran
-    return ProcessResult(
-        exit_code=exit_code,
-        timed_out=timed_out,
-        duration_s=duration,
-        stdout=out_buf.value(),
-        stderr=err_buf.value(),
-        stdout_bytes=out_buf.total,
-        stderr_bytes=err_buf.total,
-        stdout_truncated=out_buf.truncated,
-        stderr_truncated=err_buf.truncated,
-        leftover_processes=leftovers,
-        launch_error=guard.launch_error if guard is not None else None,
-        argv=full,
-        plan=plan,
-        stopped=stopped,
-    )
+            guard.finished()
+            counted = guard.leftovers(timed_out)
+            guard.cgroups.kill_all()  # escaped or not, a process of the run is in its cgroups
+        _signal_group(proc.pid, signal.SIGKILL)
+        leftovers = kill_tagged(self.token)
+        leftovers += kill_orphans(self.known_children | {proc.pid})
+        if counted is not None:
+            leftovers = counted  # exact: counted before the sandbox's PID namespace took them down
+        for t in self.readers:
+            t.join(timeout=5)
+        for stream in (proc.stdout, proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        exit_code = proc.returncode
+        if guard is not None and guard.agent_exit_code is not None:
+            exit_code = guard.agent_exit_code  # the agent's own status, as its first process saw it
+        if guard is not None and guard.launch_error is not None:
+            exit_code = None  # it never ran
+        out, err = self.out_buf, self.err_buf
+        return ProcessResult(
+            exit_code=exit_code,
+            timed_out=timed_out,
+            duration_s=duration,
+            stdout=out.value(),
+            stderr=err.value(),
+            stdout_bytes=out.total,
+            stderr_bytes=err.total,
+            stdout_truncated=out.truncated,
+            stderr_truncated=err.truncated,
+            leftover_processes=leftovers,
+            launch_error=guard.launch_error if guard is not None else None,
+            argv=self.full,
+            plan=self.plan,
+            stopped=stopped,
+        )
+
+
+def _terminate(proc: subprocess.Popen) -> None:
+    """SIGTERM to the group, SIGKILL two seconds later if it is still there."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 class _WatchedBuffer(BoundedBuffer):
