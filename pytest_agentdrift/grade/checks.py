@@ -23,11 +23,13 @@ import re
 import secrets
 import shutil
 import sys
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift.grade import fixturecache
+from pytest_agentdrift.grade.gradeserver import GRADEHOOK_DIR, GradingServer, server_env
 from pytest_agentdrift.run import sandbox, tamper
 from pytest_agentdrift.run.mountplan import harness_pythonpath
 from pytest_agentdrift.run.runner import RESULT_LIST_CAP, RunEvidence, copy_tree
@@ -39,7 +41,6 @@ from pytest_agentdrift.tasks.patterns import PathSpec
 
 EVALUATOR_COMPONENT = "checks"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
-GRADEHOOK_DIR = Path(__file__).parent / "gradehook"
 #: where a task's hidden/ directory appears in every graded copy (and untouched copy) of its repo
 HIDDEN_DIR_NAME = "agentdrift_hidden"
 
@@ -112,6 +113,9 @@ class Grader:
         self.provided: frozenset[str] = frozenset()  # stdlib/pytest names the fixture provides itself
         self.observed: dict[str, dict[str, list[list[str]]]] = {}  # check name -> node id -> observe() calls
         self.recording_expectations = False  # `agentdrift task expect`: observe, do not compare
+        # one grading sandbox for the processes that report over the channel (gradeserver.py)
+        self.server = GradingServer(isolation, self.limits, base, self._excluded())
+        weakref.finalize(self, self.server.close)
 
     # -- executing commands in a tree -------------------------------------------------
     def execute(
@@ -128,29 +132,13 @@ class Grader:
         the task directory or other runs exists."""
         argv = [sys.executable if i == 0 and a in ("python", "python3") else a for i, a in enumerate(argv)]
         scratch = tree.parent
-        home = scratch / f"home-{tree.name}"
-        home.mkdir(exist_ok=True)
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "TMPDIR": str(home),
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-            "PYTEST_ADDOPTS": "",
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "PYTHONPATH": harness_pythonpath(),
-            **(extra_env or {}),
-            **(channel.env if channel is not None else {}),
-        }
+        env = self._process_env(tree, extra_env, channel)
         plan = None
         if self.isolation.mode == "bwrap":
             from pytest_agentdrift.run import mountplan
 
             plan = mountplan.build(
-                writable=[scratch],
-                readable=[*mountplan.harness_runtime(), *readable],
-                exclude=[self.base, *([self.hide] if self.hide else []), *self.hidden],
+                writable=[scratch], readable=[*mountplan.harness_runtime(), *readable], exclude=self._excluded()
             )
         token = secrets.token_hex(16)
         guard = self._guard(scratch, tree, token)
@@ -183,6 +171,44 @@ class Grader:
             proc.stderr.decode("utf-8", "replace"),
         )
 
+    def _excluded(self) -> list[Path]:
+        return [self.base, *([self.hide] if self.hide else []), *self.hidden]
+
+    def _process_env(self, tree: Path, extra_env: dict[str, str] | None, channel: Any) -> dict[str, str]:
+        """A graded process's environment: a private home beside its tree, the harness's Python path."""
+        home = tree.parent / f"home-{tree.name}"
+        home.mkdir(exist_ok=True)
+        return {
+            **server_env(home),
+            "PYTHONPATH": harness_pythonpath(),
+            **(extra_env or {}),
+            **(channel.env if channel is not None else {}),
+        }
+
+    def execute_reporting(
+        self,
+        argv: list[str],
+        tree: Path,
+        timeout_s: float,
+        extra_env: dict[str, str] | None = None,
+        readable: tuple[Path, ...] = (),
+    ) -> tuple[ExecResult, Any]:
+        """`execute` for a harness-wrapped process (launch.py, run_python.py) that reports over the
+        signed channel: its result and what the channel carried. Under bubblewrap it runs in the
+        Grader's grading sandbox (gradeserver.py) when it can, else in a sandbox of its own."""
+        from pytest_agentdrift.grade.channel import HarnessEnd
+
+        if not readable and self.server.usable and _servable(argv):
+            channel = HarnessEnd()
+            served = self.server.run(argv, tree, self._process_env(tree, extra_env, None), channel, timeout_s)
+            received = channel.receive()
+            if served is not None:
+                self.exceeded.update(served.exceeded)
+                return ExecResult(served.exit_code, served.timed_out, served.stdout, served.stderr), received
+        channel = HarnessEnd()
+        res = self.execute(argv, tree, timeout_s, extra_env, readable=readable, channel=channel)
+        return res, channel.receive()
+
     def _guard(self, scratch: Path, tree: Path, token: str):
         """The run's limits around one grading process (runguard.py): cgroups, rlimits, tmpfs sizes."""
         from pytest_agentdrift.run.runguard import RunGuard
@@ -205,15 +231,10 @@ class Grader:
         parsed = python_command(argv)
         if parsed is None:
             return self.execute(argv, tree, timeout_s), []
-        from pytest_agentdrift.grade.channel import HarnessEnd
-
         opts, rest = parsed
-        channel = HarnessEnd()
         wrapped = [sys.executable, *opts, "-P", str(GRADEHOOK_DIR / "run_python.py"), *rest]
-        res = self.execute(
-            wrapped, tree, timeout_s, {"AGENTDRIFT_GRADE_PROVIDED": ",".join(sorted(self.provided))}, channel=channel
-        )
-        received = channel.receive()
+        provided = {"AGENTDRIFT_GRADE_PROVIDED": ",".join(sorted(self.provided))}
+        res, received = self.execute_reporting(wrapped, tree, timeout_s, provided)
         ended = received.last("exit")
         if received.problems:
             return res, ["forged result: " + "; ".join(received.problems)]
@@ -235,17 +256,13 @@ class Grader:
     ) -> dict[str, Any]:
         """The harness's own pytest (gradehook/launch.py) on tree; its report arrives over
         the signed channel. A missing or forged report says so (`missing_report`, `channel_problems`)."""
-        from pytest_agentdrift.grade.channel import HarnessEnd
-
-        channel = HarnessEnd()
         argv = [sys.executable, "-P", str(GRADEHOOK_DIR / "launch.py"), *argv_tail]
         env = {
             "PYTHONPATH": harness_pythonpath(GRADEHOOK_DIR),
             "AGENTDRIFT_GRADE_PROVIDED": ",".join(sorted(self.provided)),
             **(extra_env or {}),
         }
-        res = self.execute(argv, tree, timeout_s, env, readable=readable, channel=channel)
-        received = channel.receive()
+        res, received = self.execute_reporting(argv, tree, timeout_s, env, readable=readable)
         result = received.last("result")
         data: dict[str, Any]
         if received.problems or result is None:
@@ -610,6 +627,13 @@ def drop_escaping_symlinks(tree: Path) -> list[str]:
     for full in escaping:  # decided first, removed after: a link through another link is judged by where it ends
         os.unlink(full)
     return sorted(os.path.relpath(full, tree).replace(os.sep, "/") for full in escaping)
+
+
+def _servable(argv: list[str]) -> bool:
+    """Whether argv is a harness-wrapped process the grading sandbox's server runs: launch.py, or
+    run_python.py without interpreter options (they take effect only as an interpreter starts)."""
+    hooks = (str(GRADEHOOK_DIR / "launch.py"), str(GRADEHOOK_DIR / "run_python.py"))
+    return len(argv) >= 3 and argv[0] == sys.executable and argv[1] == "-P" and argv[2] in hooks
 
 
 def _fixture_provided(spec: TaskSpec) -> frozenset[str]:

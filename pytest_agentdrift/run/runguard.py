@@ -216,6 +216,11 @@ class RunGuard:
         return prefix + init + measure + ["--"] + list(argv)
 
     @property
+    def tmpfs_mounts(self) -> list[str]:
+        """The sandbox's own tmpfs mounts (known once `wrap` has run)."""
+        return list(self._tmpfs)
+
+    @property
     def pass_fds(self) -> tuple[int, ...]:
         return tuple(self._fds[k] for k in ("go_r", "st_w", "info_w") if k in self._fds)
 

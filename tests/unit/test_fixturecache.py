@@ -59,9 +59,13 @@ class CountingGrader(Grader):
         super().__init__(*a, **kw)
         self.trees: list[Path] = []
 
-    def execute(self, argv, tree, timeout_s, *args, **kw):
+    def run_grading_pytest(self, argv_tail, tree, *args, **kw):
         self.trees.append(tree)
-        return super().execute(argv, tree, timeout_s, *args, **kw)
+        return super().run_grading_pytest(argv_tail, tree, *args, **kw)
+
+    def run_python(self, argv, tree, *args, **kw):
+        self.trees.append(tree)
+        return super().run_python(argv, tree, *args, **kw)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,11 @@ Order matters; nothing of the graded tree is importable until the last step:
    and pytest name resolving on that same path for the rest of the run, so a
    `unittest.py` or `pdb.py` the agent added is never imported in their place.
 4. Only then is the tree added, as `python -m` would, for the project's own imports.
+
+Started as `launch.py --serve CTL_FD` (grade/gradeserver.py), it does step 2
+once and then serves the grading sandbox's requests (gradehook/forkserver.py):
+each runs in a forked child that takes steps 1, 3 and 4 here as a fresh
+launch would.
 """
 
 import os
@@ -22,7 +27,8 @@ from pytest_agentdrift.grade.channel import GradedEnd
 
 EVALUATOR_COMPONENT = "grade_launcher"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
-_channel = GradedEnd.from_env()
+_SERVING = sys.argv[1:2] == ["--serve"]
+_channel = None if _SERVING else GradedEnd.from_env()
 
 import importlib  # noqa: E402
 
@@ -74,6 +80,11 @@ from pytest_agentdrift.run import stdlib_guard as gradeguard
 
 import agentdrift_grade  # noqa: E402
 
+if _SERVING:
+    import forkserver  # noqa: E402
+
+    forkserver.serve(int(sys.argv[2]))  # returns only in a forked child, set up as a fresh launch
+    _channel = GradedEnd.from_env()
 agentdrift_grade.attach(_channel)
 _allowed = [n for n in os.environ.pop("AGENTDRIFT_GRADE_PROVIDED", "").split(",") if n]
 gradeguard.install(list(sys.path), _allowed)

@@ -1,0 +1,179 @@
+"""The grading sandbox's resident process: one fork per graded process. Standard library only.
+
+launch.py, started as `python -P launch.py --serve CTL_FD` inside the grading
+sandbox (bubblewrap, under the run's limits), imports pytest and everything
+it imports late, then calls `serve`. For each request the harness sends on
+CTL_FD (a SOCK_SEQPACKET socket: one JSON request with the request's stdout,
+stderr and result-channel fds) it forks; the child closes the control
+socket, takes the request's environment, working directory, argv and fds,
+and becomes the graded process: `serve` returns in it for a pytest run
+(launch.py goes on exactly as a fresh launch would) or the child runs
+gradehook/run_python.py. The server waits for it, kills every other process
+of the sandbox (kill(-1) inside the sandbox's PID namespace: whatever graded
+code left running dies before the next request), reaps them, empties the
+sandbox's tmpfs mounts and answers with the exit status. It never runs
+graded code itself, so each graded process starts from the same clean
+interpreter a fresh launch would, without paying for its start-up.
+
+Why graded code cannot reach the next request through the server: the
+server is not dumpable (no ptrace, no /proc/PID/mem, and the sandbox has no
+capabilities); the control socket is closed in every child before graded
+code runs; the server reads nothing graded code can write; a request that
+leaves anything behind it cannot remove answers `clean: false`, and anything
+that stops or kills the server ends the sandbox. The harness replaces the
+sandbox in both cases (grade/gradeserver.py).
+"""
+
+import json
+import os
+import signal
+import socket
+import sys
+
+EVALUATOR_COMPONENT = "grade_server"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
+
+READY = b"ready"
+#: rounds of kill(-1) + reap after a request before the sandbox is declared unclean
+SWEEP_ROUNDS = 50
+
+
+def _prctl(option, value):
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _in_own_pid_namespace():
+    """kill(-1) ends only the sandbox's processes when the sandbox has a PID namespace whose init is the
+    harness's (run/sandboxinit.py, our parent as PID 1): never serve anywhere else."""
+    if os.getppid() != 1:
+        return False
+    try:
+        with open("/proc/1/cmdline", "rb") as fh:
+            args = fh.read().split(b"\0")
+    except OSError:
+        return False
+    return any(os.path.basename(a) == b"sandboxinit.py" for a in args[:4])
+
+
+def serve(ctl_fd):
+    """Answer requests until the harness closes the socket; returns only in a forked child that
+    is to run pytest (launch.py continues it). Any other request kind is run here, in the child."""
+    if not _in_own_pid_namespace():
+        raise SystemExit("agentdrift forkserver: not inside a PID namespace of its own; refusing to serve")
+    _prctl(4, 0)  # PR_SET_DUMPABLE 0: graded code cannot trace the server or read its memory
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: what graded code orphans is ours to reap and count
+    sock = socket.socket(fileno=ctl_fd)
+    sock.send(READY)
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 16)
+        except OSError:
+            os._exit(0)
+        if not msg:
+            os._exit(0)  # the harness is done with this sandbox
+        request = json.loads(msg)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            sock.close()  # graded code never holds the control socket
+            _become(request, fds)
+            if request["kind"] == "pytest":
+                return
+            _run_python(request)
+        for fd in fds:
+            os.close(fd)
+        reply = _reap(pid)
+        reply["clean"] = reply["clean"] and _empty(request.get("wipe", []))
+        sock.send(json.dumps(reply).encode())
+
+
+def _become(request, fds):
+    """This child as a fresh launch of the request would be: its stdio, environment, directory, argv."""
+    _prctl(4, 1)  # dumpable again, as any freshly started process is
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(fds[0], 1)
+    os.dup2(fds[1], 2)
+    for fd in fds[:2]:
+        os.close(fd)
+    env = dict(request["env"])
+    if request.get("channel_env"):
+        env[request["channel_env"]] = f"{fds[2]},{fds[3]}"
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(request["cwd"])
+    sys.argv = list(request["argv"])
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None  # TMPDIR is the request's, not the server's
+
+
+def _run_python(request):
+    """gradehook/run_python.py, as `python -P run_python.py ARGS` would run it: it ends the process
+    with the command's status (SystemExit), and any error of its own ends it as Python would."""
+    import runpy
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_python.py")
+    sys.argv = [script, *request["argv"][1:]]
+    runpy.run_path(script, run_name="__main__")
+    sys.exit()  # never the next request's loop in this child
+
+
+def _reaped(st, signals):
+    if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGXFSZ:
+        signals["SIGXFSZ"] = signals.get("SIGXFSZ", 0) + 1
+
+
+def _reap(pid):
+    """Wait for the request's process, then end and reap everything else in the sandbox but init and us."""
+    signals = {}
+    status = None
+    while status is None:
+        try:
+            got, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            status = 0
+            break
+        _reaped(st, signals)
+        if got == pid:
+            status = st
+    clean = False
+    for _ in range(SWEEP_ROUNDS):
+        try:
+            os.kill(-1, signal.SIGKILL)  # in a PID namespace: every process but init and the caller
+        except ProcessLookupError:
+            clean = True
+            break
+        while True:
+            try:
+                _, st = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            _reaped(st, signals)
+    code = os.waitstatus_to_exitcode(status)
+    return {"exit_code": 128 - code if code < 0 else code, "signals": signals, "clean": clean}
+
+
+def _empty(mounts):
+    """Remove what the request left in the sandbox's own tmpfs mounts; False when something stays."""
+    import shutil
+
+    for mount in mounts:
+        try:
+            entries = list(os.scandir(mount))
+        except OSError:
+            return False
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                return False
+    return True

@@ -1,0 +1,313 @@
+"""One grading sandbox for many graded processes. No pytest.
+
+Starting a sandbox, its cgroups and a Python with pytest imported costs far
+more than most graded pytest runs (measured in benchmarks/). So under
+bubblewrap a Grader starts one sandbox, with the same allow-list and the
+run's limits, whose resident process (gradehook/forkserver.py) has pytest
+imported and forks once per graded process. What a check could use to
+reach the next one is taken away between requests:
+
+* the tree: each request gets a fresh copy of its directory in the
+  sandbox's only writable directory, and that directory is emptied after
+  the request (by the harness, once the server has reported every process
+  of the request dead);
+* processes: the server kills and reaps every process of the sandbox but
+  init and itself before it answers;
+* the sandbox's tmpfs mounts: the server empties them before it answers;
+* the server itself: not dumpable, no control socket in graded code; a
+  server that dies, stops answering, leaves something behind or sees a
+  limit broken is torn down, and the next request gets a new sandbox.
+
+A request the server could not carry to its end (it died on its own or was
+killed from inside) is not judged from that attempt: `run` returns None and
+the caller runs it the old way, in a sandbox of its own. Limits bind as
+before: the sandbox's cgroups and rlimits are the run's, and a broken one
+ends the sandbox at once and is reported for the request that broke it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_agentdrift.run import sandbox
+
+GRADEHOOK_DIR = Path(__file__).parent / "gradehook"
+#: how long a new server may take to import pytest before the sandbox is given up (a loaded machine is slow)
+START_TIMEOUT_S = 120.0
+#: consecutive failed starts after which a Grader stops trying and runs every process in its own sandbox
+MAX_FAILED_STARTS = 2
+OUTPUT_LIMIT = 256 << 10
+
+
+@dataclass
+class Served:
+    exit_code: int | None
+    timed_out: bool
+    stdout: str
+    stderr: str
+    exceeded: list[str]
+
+
+class GradingServer:
+    def __init__(self, isolation: sandbox.Isolation, limits: dict[str, int | None], base: Path, exclude: list[Path]):
+        self.isolation = isolation
+        self.limits = dict(limits)
+        self.base = base
+        self.exclude = list(exclude)
+        self.failed_starts = 0
+        self.served = 0
+        self._launched: sandbox.Launched | None = None
+        self._sock: socket.socket | None = None
+        self._guard = None
+        self._area: Path | None = None
+        self._home: Path | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.isolation.mode == "bwrap" and self.failed_starts < MAX_FAILED_STARTS
+
+    # -- the sandbox's life -------------------------------------------------------------------------
+    def _start(self) -> bool:
+        from pytest_agentdrift.run import mountplan
+        from pytest_agentdrift.run.runguard import RunGuard
+
+        tag = secrets.token_hex(6)
+        self._area = self.base / f"grading-{tag}"
+        self._home = self.base / f"grading-{tag}-harness"  # the guard's own files: never mounted
+        self._area.mkdir(parents=True)
+        token = secrets.token_hex(16)
+        self._guard = RunGuard(
+            limits=self.limits,
+            mode=self.isolation.mode,
+            root=self._area,
+            work=self._area,
+            harness_dir=self._home,
+            token=token,
+            observe_network=False,
+            watch_writes=False,
+        )
+        plan = mountplan.build(writable=[self._area], readable=list(mountplan.harness_runtime()), exclude=self.exclude)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = ours
+        try:
+            self._guard.prepare()
+            launched = sandbox.start(
+                [sys.executable, "-P", str(GRADEHOOK_DIR / "launch.py"), "--serve", str(theirs.fileno())],
+                cwd=self._area,
+                env=server_env(self._area),
+                isolation=self.isolation,
+                writable=[self._area],
+                plan=plan,
+                token=token,
+                guard=self._guard,
+                pass_fds=(theirs.fileno(),),
+                output_limit=64 << 10,
+            )
+        finally:
+            theirs.close()
+        if isinstance(launched, sandbox.ProcessResult):
+            self._teardown()
+            return False
+        self._launched = launched
+        if self._receive(START_TIMEOUT_S) != b"ready":
+            self._teardown()
+            return False
+        return True
+
+    def close(self) -> None:
+        if self._launched is not None or self._sock is not None:
+            self._teardown()
+
+    def _teardown(self, force: bool = False) -> None:
+        """End the sandbox and everything in it (at once when `force`, else the server may exit
+        on its own); remove its cgroups and directories."""
+        from pytest_agentdrift.tasks import fdtree
+
+        if self._sock is not None:
+            self._sock.close()  # a healthy server exits on end of file
+            self._sock = None
+        launched, self._launched = self._launched, None
+        if launched is not None:
+            if force or not sandbox._exited_within(launched.proc, 2.0):
+                self._guard.kill()
+            launched.proc.wait()
+            self._guard.finished()
+            for t in launched.readers:
+                t.join(timeout=5)
+            for stream in (launched.proc.stdout, launched.proc.stderr):
+                stream.close()
+        if self._guard is not None:
+            self._guard.close()
+            self._guard = None
+        for d in (self._area, self._home):
+            if d is not None:
+                fdtree.rmtree(d)
+        self._area = self._home = None
+
+    # -- one request -------------------------------------------------------------------------------
+    def run(self, argv: list[str], tree: Path, env: dict[str, str], channel: Any, timeout_s: float) -> Served | None:
+        """Run argv (the launch.py or run_python.py form) on a copy of tree's directory, with env and
+        the result channel; None when the server could not carry it to its end (run it another way)."""
+        if self._launched is None:
+            if not self._start():
+                self.failed_starts += 1
+                return None
+            self.failed_starts = 0
+        kind = "pytest" if Path(argv[2]).name == "launch.py" else "python"
+        dest = self._area / secrets.token_hex(8)
+        _copy_dir(tree.parent, dest)
+        moved = _Relocation(tree.parent, dest)
+        outputs = _Outputs()
+        request = {
+            "kind": kind,
+            "argv": [moved.path(a) for a in argv[2:]],
+            "cwd": moved.path(str(tree)),
+            "env": {k: moved.path(v) for k, v in env.items() if k not in channel.env},
+            "channel_env": next(iter(channel.env)),
+            "wipe": self._guard.tmpfs_mounts,
+        }
+        try:
+            socket.send_fds(self._sock, [json.dumps(request).encode()], [*outputs.child_ends, *channel.child_fds])
+        except OSError:
+            outputs.close()
+            self._teardown()
+            return None
+        finally:
+            outputs.close_child_ends()
+            channel.close_child_ends()
+        return self._await(outputs, timeout_s)
+
+    def _await(self, outputs: _Outputs, timeout_s: float) -> Served | None:
+        deadline = time.monotonic() + timeout_s
+        reply = None
+        while reply is None:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._guard.stop_requested.is_set():
+                break
+            reply = self._receive(min(0.2, left))
+            if reply == b"":
+                outputs.close()
+                self._teardown(force=True)  # the server died during the request
+                return None
+            self._guard.poll()  # a broken memory or process limit ends the sandbox at once
+        if reply is not None and not self._guard.stop_requested.is_set():
+            return self._answered(json.loads(reply), outputs)
+        timed_out = not self._guard.stop_requested.is_set()
+        exceeded = self._guard.exceeded()
+        self._teardown(force=True)
+        out, err = outputs.collect()
+        return Served(None if timed_out else 137, timed_out, out, err, exceeded)
+
+    def _answered(self, reply: dict[str, Any], outputs: _Outputs) -> Served:
+        from pytest_agentdrift.tasks import fdtree
+
+        out, err = outputs.collect()
+        self.served += 1
+        exceeded = set(self._guard.exceeded())
+        if reply.get("signals", {}).get("SIGXFSZ") and self.limits.get("disk"):
+            exceeded.add("disk")  # a write past the file-size cap killed a process of the request
+        left = [p for e in os.scandir(self._area) for p in fdtree.rmtree(e.path)]
+        if exceeded or left or not reply.get("clean"):
+            self._teardown(force=True)  # never reused when anything of this request may remain
+        return Served(reply.get("exit_code"), False, out, err, sorted(exceeded))
+
+    def _receive(self, timeout_s: float) -> bytes | None:
+        """The server's next message, b"" when it is gone, None when nothing came within timeout_s."""
+        if self._sock is None:
+            return b""
+        ready, _, _ = select.select([self._sock], [], [], timeout_s)
+        if not ready:
+            return b"" if self._launched is None or self._launched.proc.poll() is not None else None
+        try:
+            return self._sock.recv(1 << 16)
+        except OSError:
+            return b""
+
+
+def server_env(home: Path) -> dict[str, str]:
+    """The environment the server starts with: what every graded process's interpreter starts with."""
+    from pytest_agentdrift.run.mountplan import harness_pythonpath
+
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTEST_ADDOPTS": "",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTHONPATH": harness_pythonpath(GRADEHOOK_DIR),
+    }
+
+
+class _Relocation:
+    """Paths under the request's own directory, moved to its copy in the sandbox."""
+
+    def __init__(self, old: Path, new: Path):
+        self.old, self.new = str(old), str(new)
+
+    def path(self, value: str) -> str:
+        if value == self.old or value.startswith(self.old + os.sep):
+            return self.new + value[len(self.old) :]
+        return value
+
+
+class _Outputs:
+    """The request's stdout and stderr: pipes whose writing ends go to the graded process."""
+
+    def __init__(self) -> None:
+        self._out_r, out_w = os.pipe()
+        self._err_r, err_w = os.pipe()
+        self.child_ends: tuple[int, ...] = (out_w, err_w)
+        self._bufs = (sandbox.BoundedBuffer(OUTPUT_LIMIT), sandbox.BoundedBuffer(OUTPUT_LIMIT))
+        self._streams = (os.fdopen(self._out_r, "rb", buffering=0), os.fdopen(self._err_r, "rb", buffering=0))
+        self._readers = [
+            threading.Thread(target=sandbox._pump, args=(s, b), daemon=True)
+            for s, b in zip(self._streams, self._bufs, strict=True)
+        ]
+        for t in self._readers:
+            t.start()
+
+    def close_child_ends(self) -> None:
+        for fd in self.child_ends:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.child_ends = ()
+
+    def collect(self) -> tuple[str, str]:
+        """Call once every process that held the writing ends is gone."""
+        self.close_child_ends()
+        for t in self._readers:
+            t.join(timeout=5)
+        self.close()
+        return tuple(b.value().decode("utf-8", "replace") for b in self._bufs)  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self.close_child_ends()
+        for s in self._streams:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
+def _copy_dir(src: Path, dst: Path) -> None:
+    """A private copy of a request's directory (the harness made it: its own checks already ran)."""
+    from pytest_agentdrift.run.runner import copy_tree
+
+    report = copy_tree(src, dst)
+    if not report.complete:
+        raise OSError(f"the grading copy of {src.name} is incomplete: {report.truncated or report.skipped[:5]}")
