@@ -536,10 +536,39 @@ def _usage_totals(tasks: Mapping[str, Any]) -> tuple[dict[str, Any], int, int]:
 
 def _header(inp: ReportInput) -> str:
     r = inp.results
-    agent = r.get("agent") or {}
-    iso = r.get("isolation") or {}
     settings = r.get("settings") or {}
     tasks = r.get("tasks") or {}
+    rows = _agent_rows(r.get("agent") or {}, tasks, (inp.manifest or {}).get("identity") or {})
+    rows.append(("isolation enforced", _isolation_text(r.get("isolation") or {})))
+    rows.append(("limits", _limits_text(r, settings)))
+    rows.append(("repetitions", f"k = {esc(settings.get('k', '?'))}; fail on {esc(settings.get('fail_on', 'any'))}"))
+    for key in ("runtime_id", "task_set_id", "evaluator_id"):
+        rows.append((key.replace("_", " "), _code(r.get(key)) if r.get(key) else '<span class="mut">none</span>'))
+    start, end = _parse_time(r.get("started_at")), _parse_time(r.get("finished_at"))
+    when = f"{esc(r.get('started_at', '?'))} \u2192 {esc(r.get('finished_at', '?'))}"
+    if start and end:
+        when += f" ({_duration((end - start).total_seconds())})"
+    rows.append(("when", when))
+    rows.append(("tokens and cost", _usage_text(tasks)))
+    if r.get("merged_from"):
+        rows.append(("merged from", ", ".join(_code(x) for x in r["merged_from"])))
+    if isinstance(r.get("regraded_from"), Mapping):
+        src = r["regraded_from"]
+        rows.append(
+            (
+                "regraded",
+                f"{esc(src.get('at', '?'))} from run {_code(src.get('run_id'))}, graded then by evaluator "
+                f"{_code(src.get('evaluator_id'))}: the agent's runs are that record's, the checks are today's",
+            )
+        )
+    rows.append(("plugin", f"pytest-agentdrift {esc(r.get('plugin_version', '?'))}"))
+    return _dl(rows)
+
+
+def _agent_rows(
+    agent: Mapping[str, Any], tasks: Mapping[str, Any], identity: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """The agent, its command line and the model stamps the runs reported."""
     rows: list[tuple[str, str]] = []
     rows.append(
         (
@@ -558,11 +587,14 @@ def _header(inp: ReportInput) -> str:
     stamps = sorted(
         {str(run.get("model_stamp")) for t in tasks.values() for run in t.get("runs", []) if run.get("model_stamp")}
     )
-    identity = (inp.manifest or {}).get("identity") or {}
     model = ", ".join(_code(s) for s in stamps) if stamps else "none reported by the host"
     if _concrete(identity.get("model_id")):
         model += f' <span class="mut">(requested {_code(identity["model_id"])})</span>'
     rows.append(("model stamp", model))
+    return rows
+
+
+def _isolation_text(iso: Mapping[str, Any]) -> str:
     iso_text = (
         f"<b>{esc(iso.get('enforced', '?'))}</b> (network {esc(iso.get('network', '?'))}, file system "
         f"{esc(iso.get('filesystem', '?'))}"
@@ -576,7 +608,10 @@ def _header(inp: ReportInput) -> str:
         iso_text += ' <span class="warn">runs were NOT isolated: effects were detected, not prevented</span>'
     for note in iso.get("notes") or []:
         iso_text += f'<br><span class="mut">{esc(note)}</span>'
-    rows.append(("isolation enforced", iso_text))
+    return iso_text
+
+
+def _limits_text(r: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     limits = [
         f"timeout {esc(settings['timeout_s'])} s per run"
         if settings.get("timeout_s") is not None
@@ -585,38 +620,17 @@ def _header(inp: ReportInput) -> str:
     for source in (r.get("limits"), settings.get("limits")):
         if isinstance(source, Mapping):
             limits += [f"{esc(k)} {esc(_human_limit(k, v))}" for k, v in sorted(source.items())]
-    rows.append(("limits", "; ".join(limits)))
-    rows.append(("repetitions", f"k = {esc(settings.get('k', '?'))}; fail on {esc(settings.get('fail_on', 'any'))}"))
-    for key in ("runtime_id", "task_set_id", "evaluator_id"):
-        rows.append((key.replace("_", " "), _code(r.get(key)) if r.get(key) else '<span class="mut">none</span>'))
-    start, end = _parse_time(r.get("started_at")), _parse_time(r.get("finished_at"))
-    when = f"{esc(r.get('started_at', '?'))} \u2192 {esc(r.get('finished_at', '?'))}"
-    if start and end:
-        when += f" ({_duration((end - start).total_seconds())})"
-    rows.append(("when", when))
+    return "; ".join(limits)
+
+
+def _usage_text(tasks: Mapping[str, Any]) -> str:
     totals, reported, runs = _usage_totals(tasks)
-    if totals:
-        usage = ", ".join(
-            f"{k.replace('_', ' ')} {_num(round(v, 4) if isinstance(v, float) else v)}" for k, v in totals.items()
-        )
-        rows.append(
-            ("tokens and cost", f'{usage} <span class="mut">({reported} of {runs} run(s) reported usage)</span>')
-        )
-    else:
-        rows.append(("tokens and cost", '<span class="mut">not reported by the agent</span>'))
-    if r.get("merged_from"):
-        rows.append(("merged from", ", ".join(_code(x) for x in r["merged_from"])))
-    if isinstance(r.get("regraded_from"), Mapping):
-        src = r["regraded_from"]
-        rows.append(
-            (
-                "regraded",
-                f"{esc(src.get('at', '?'))} from run {_code(src.get('run_id'))}, graded then by evaluator "
-                f"{_code(src.get('evaluator_id'))}: the agent's runs are that record's, the checks are today's",
-            )
-        )
-    rows.append(("plugin", f"pytest-agentdrift {esc(r.get('plugin_version', '?'))}"))
-    return _dl(rows)
+    if not totals:
+        return '<span class="mut">not reported by the agent</span>'
+    usage = ", ".join(
+        f"{k.replace('_', ' ')} {_num(round(v, 4) if isinstance(v, float) else v)}" for k, v in totals.items()
+    )
+    return f'{usage} <span class="mut">({reported} of {runs} run(s) reported usage)</span>'
 
 
 # -- summary ------------------------------------------------------------------
@@ -646,11 +660,22 @@ def _summary(inp: ReportInput) -> str:
         f"{_num(s.get('tampered_passes', 0))} tampered pass(es) \u00b7 {_num(s.get('errors', 0))} error(s)/timeout(s) \u00b7 "
         f"{len(tasks)} task(s)</p>"
     )
+    out.extend(_notable_runs(tasks))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _run_link(tid: str, run: Mapping[str, Any]) -> str:
+    return f'<a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a>'
+
+
+def _notable_runs(tasks: Mapping[str, Any]) -> list[str]:
+    """Links to the runs with critical failures, tampered passes, or that did not finish normally."""
+    out = []
     crit = [(tid, run) for tid, t in tasks.items() for run in t.get("runs", []) if run.get("critical_failed")]
     if crit:
         items = "".join(
-            f'<li><a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a>: '
-            f"{esc(', '.join(map(str, run['critical_failed'])))}</li>"
+            f"<li>{_run_link(tid, run)}: {esc(', '.join(map(str, run['critical_failed'])))}</li>"
             for tid, run in crit[:200]
         )
         more = f"<li>\u2026 and {len(crit) - 200} more (see the grid)</li>" if len(crit) > 200 else ""
@@ -659,10 +684,7 @@ def _summary(inp: ReportInput) -> str:
     if tampered:
         out.append(
             "<h3>Tampered passes (counted as fails)</h3><p>"
-            + ", ".join(
-                f'<a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a>'
-                for tid, run in tampered
-            )
+            + ", ".join(_run_link(tid, run) for tid, run in tampered)
             + "</p>"
         )
     odd = [
@@ -674,15 +696,10 @@ def _summary(inp: ReportInput) -> str:
     if odd:
         out.append(
             "<h3>Runs that did not finish normally</h3><p>"
-            + ", ".join(
-                f'<a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a> '
-                f"({esc(run.get('outcome'))})"
-                for tid, run in odd[:200]
-            )
+            + ", ".join(f"{_run_link(tid, run)} ({esc(run.get('outcome'))})" for tid, run in odd[:200])
             + "</p>"
         )
-    out.append("</section>")
-    return "".join(out)
+    return out
 
 
 # -- comparison -----------------------------------------------------------------
@@ -722,14 +739,39 @@ def _comparison(inp: ReportInput) -> str:
     out = ['<section id="comparison"><h2>Comparison with the baseline</h2>']
     if inp.baseline_label:
         out.append(f'<p class="mut">baseline: {esc(inp.baseline_label)}</p>')
+    out.append(_decision_box(d, c))
+    out.append(_dl(_comparison_rows(d, c)))
+    arms = {label: (ev.get(label) or c.get(label) or {}) for label in ("baseline", "candidate")}
+    paired = ev.get("paired") if "paired" in ev else c.get("paired")
+    out.append("<h3>Pass rates (95% Wilson intervals) and the paired delta</h3>")
+    out.append(_rates_svg(arms, paired))
+    out.append(_paired(paired, c.get("tasks") if isinstance(c.get("tasks"), Mapping) else None))
+    out.extend(_broken_in_candidate(d, c, ev))
+    out.append(_manifest_diff(inp.manifest_diff))
+    evidence = {k: v for k, v in ev.items() if k not in ("paired",)} if ev else {}
+    if evidence or paired:
+        out.append(
+            '<details class="ev" id="decision-evidence"><summary>The evidence the decision rests on '
+            "(decision.json \u2192 evidence)</summary>" + _json_block({**evidence, "paired": paired}) + "</details>"
+        )
+    out.append("</section>")
+    return "".join(out)
+
+
+def _regression_is_primary(d: Mapping[str, Any], c: Mapping[str, Any]) -> bool:
+    """Under the regression gate the promotion status is only a second opinion."""
+    return (d.get("gate_mode") or c.get("gate_mode")) == "regression"
+
+
+def _decision_box(d: Mapping[str, Any], c: Mapping[str, Any]) -> str:
     decision = c.get("decision") or {}
     status = d.get("status") or decision.get("status")
     because = d.get("because") or decision.get("because") or []
     box = _STATUS_CLASS.get(str(status), "warn")
-    label = "promotion status (secondary)" if (d.get("gate_mode") or c.get("gate_mode")) == "regression" else "decision"
+    label = "promotion status (secondary)" if _regression_is_primary(d, c) else "decision"
     if label != "decision":
         box = "mut"
-    out.append(
+    return (
         f'<div class="{box}" id="decision"><span class="status">{label}: {esc(status or "none")}</span>'
         + (
             f' <span class="mut">(rule {esc(d.get("status_rule") or decision.get("rule"))})</span>'
@@ -739,6 +781,9 @@ def _comparison(inp: ReportInput) -> str:
         + ("<ul>" + "".join(f"<li>{esc(b)}</li>" for b in because) + "</ul>" if because else "")
         + "</div>"
     )
+
+
+def _comparison_rows(d: Mapping[str, Any], c: Mapping[str, Any]) -> list[tuple[str, str]]:
     comparable = d.get("comparable", c.get("comparable"))
     rows = [("comparable", "yes" if comparable else "<b>no: every delta is null</b>")]
     if d.get("change_class") or c.get("change_class"):
@@ -747,9 +792,8 @@ def _comparison(inp: ReportInput) -> str:
         rows.append(("not comparable because", esc(reason)))
     if d.get("rollback_state"):
         rows.append(("rollback state", _code(d["rollback_state"])))
-    gate = d.get("gate") or c.get("gate") or {}
+    secondary = _regression_is_primary(d, c)
     regression = d.get("regression_gate") or c.get("regression") or {}
-    secondary = (d.get("gate_mode") or c.get("gate_mode")) == "regression"
     if secondary and regression:
         rows.append(
             (
@@ -758,46 +802,51 @@ def _comparison(inp: ReportInput) -> str:
             )
         )
         rows.extend(_gate_item_rows(regression.get("items")))
-    if gate:
-        verdict = gate.get("verdict")
-        # under the regression gate the promotion gate is a second opinion: it sets nothing
-        rows.append(
-            (
-                "promotion gate (secondary: does not set the exit status)" if secondary else "gate",
-                f"<b>{esc(verdict or 'null')}</b>"
-                + ("" if secondary else " (passed)" if gate.get("passed") else " (not passed)")
-                + f": {esc(gate.get('reason', ''))}",
-            )
+    rows.extend(_promotion_gate_rows(d.get("gate") or c.get("gate") or {}, secondary))
+    rows.append(_detectable_row(d, c))
+    return rows
+
+
+def _promotion_gate_rows(gate: Mapping[str, Any], secondary: bool) -> list[tuple[str, str]]:
+    if not gate:
+        return []
+    verdict = gate.get("verdict")
+    # under the regression gate the promotion gate is a second opinion: it sets nothing
+    rows = [
+        (
+            "promotion gate (secondary: does not set the exit status)" if secondary else "gate",
+            f"<b>{esc(verdict or 'null')}</b>"
+            + ("" if secondary else " (passed)" if gate.get("passed") else " (not passed)")
+            + f": {esc(gate.get('reason', ''))}",
         )
-        if gate.get("quality_verdict") and gate.get("quality_verdict") != verdict:
-            rows.append(("quality verdict", esc(gate["quality_verdict"])))
-        strata = gate.get("strata")
-        if isinstance(strata, Mapping) and len(strata) > 1:
-            rows.append(("per suite", ", ".join(f"{esc(k)}: {esc(v)}" for k, v in sorted(strata.items()))))
-        params = gate.get("params")
-        if isinstance(params, Mapping):
-            rows.append(("gate parameters", ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted(params.items()))))
+    ]
+    if gate.get("quality_verdict") and gate.get("quality_verdict") != verdict:
+        rows.append(("quality verdict", esc(gate["quality_verdict"])))
+    strata = gate.get("strata")
+    if isinstance(strata, Mapping) and len(strata) > 1:
+        rows.append(("per suite", ", ".join(f"{esc(k)}: {esc(v)}" for k, v in sorted(strata.items()))))
+    params = gate.get("params")
+    if isinstance(params, Mapping):
+        rows.append(("gate parameters", ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted(params.items()))))
+    return rows
+
+
+def _detectable_row(d: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[str, str]:
     sdr = _find_key(d, "detectable") or _find_key(c, "detectable")
     prose = _detectable_prose(c.get("regression")) or _detectable_prose(d.get("regression_gate"))
     if prose:
-        rows.append(("smallest detectable regression", esc(prose)))
-    elif sdr:
-        rows.append(
-            (
-                "smallest detectable regression",
-                "; ".join(
-                    f"{esc(path)} = {_pp(v) if isinstance(v, float) and abs(v) <= 1 else esc(v)}" for path, v in sdr
-                ),
-            )
+        return ("smallest detectable regression", esc(prose))
+    if sdr:
+        return (
+            "smallest detectable regression",
+            "; ".join(f"{esc(path)} = {_pp(v) if isinstance(v, float) and abs(v) <= 1 else esc(v)}" for path, v in sdr),
         )
-    else:
-        rows.append(("smallest detectable regression", '<span class="mut">not in decision.json</span>'))
-    out.append(_dl(rows))
-    arms = {label: (ev.get(label) or c.get(label) or {}) for label in ("baseline", "candidate")}
-    paired = ev.get("paired") if "paired" in ev else c.get("paired")
-    out.append("<h3>Pass rates (95% Wilson intervals) and the paired delta</h3>")
-    out.append(_rates_svg(arms, paired))
-    out.append(_paired(paired, c.get("tasks") if isinstance(c.get("tasks"), Mapping) else None))
+    return ("smallest detectable regression", '<span class="mut">not in decision.json</span>')
+
+
+def _broken_in_candidate(d: Mapping[str, Any], c: Mapping[str, Any], ev: Mapping[str, Any]) -> list[str]:
+    """Critical checks that broke, new safety failures, tampered passes, unconfirmed changes."""
+    out = []
     crit = d.get("critical_failures") or []
     regressions = [f for f in crit if f.get("regression")] or [
         {"task": r.get("task"), "check": ", ".join(map(str, r.get("checks") or [])), "reps": []}
@@ -834,15 +883,7 @@ def _comparison(inp: ReportInput) -> str:
             + "".join(f"<li>{esc(x)}</li>" for x in d["unconfirmed_changes"])
             + "</ul>"
         )
-    out.append(_manifest_diff(inp.manifest_diff))
-    evidence = {k: v for k, v in ev.items() if k not in ("paired",)} if ev else {}
-    if evidence or paired:
-        out.append(
-            '<details class="ev" id="decision-evidence"><summary>The evidence the decision rests on '
-            "(decision.json \u2192 evidence)</summary>" + _json_block({**evidence, "paired": paired}) + "</details>"
-        )
-    out.append("</section>")
-    return "".join(out)
+    return out
 
 
 def _interval_row(
@@ -873,12 +914,25 @@ def _num_or_none(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
+_PLOT_LEFT, _PLOT_WIDTH = 90, 500
+
+
 def _rates_svg(arms: Mapping[str, Mapping[str, Any]], paired: Mapping[str, Any] | None) -> str:
     """Two small plots: each arm's pass rate with its Wilson interval on 0-100 %, the delta on -100..+100 pp."""
-    left, width = 90, 500
+    method = (paired or {}).get("ci_method")
+    note = (
+        f'<p class="small mut">delta: {esc(method)}'
+        + (f", {esc(paired.get('draws'))} draws" if paired and paired.get("draws") else "")
+        + "</p>"
+        if method
+        else ""
+    )
+    return _pass_rate_plot(arms) + _delta_plot(paired) + note
 
+
+def _pass_rate_plot(arms: Mapping[str, Mapping[str, Any]]) -> str:
     def rate_x(v: float) -> float:
-        return left + width * min(max(v, 0.0), 1.0)
+        return _PLOT_LEFT + _PLOT_WIDTH * min(max(v, 0.0), 1.0)
 
     svg = [
         (
@@ -906,16 +960,20 @@ def _rates_svg(arms: Mapping[str, Mapping[str, Any]], paired: Mapping[str, Any] 
             _interval_row(y, label, rate, _num_or_none(wilson[0]), _num_or_none(wilson[1]), rate_x, colour, text)
         )
     svg.append("</svg>")
+    return "".join(svg)
+
+
+def _delta_plot(paired: Mapping[str, Any] | None) -> str:
     delta = _num_or_none((paired or {}).get("delta"))
     ci = (paired or {}).get("delta_ci") if isinstance((paired or {}).get("delta_ci"), list) else [None, None]
 
     def delta_x(v: float) -> float:
-        return left + width * (min(max(v, -1.0), 1.0) + 1) / 2
+        return _PLOT_LEFT + _PLOT_WIDTH * (min(max(v, -1.0), 1.0) + 1) / 2
 
-    svg.append(
+    svg = [
         '<svg id="delta-plot" role="img" aria-label="paired delta with its interval" width="860" height="90" '
         'viewBox="0 0 860 90" xmlns="http://www.w3.org/2000/svg">'
-    )
+    ]
     for v in (-1.0, -0.5, 0.0, 0.5, 1.0):
         x = delta_x(v)
         svg.append(
@@ -931,15 +989,7 @@ def _rates_svg(arms: Mapping[str, Mapping[str, Any]], paired: Mapping[str, Any] 
         text = f"{_pp(delta)} [{_pp(ci[0])}, {_pp(ci[1])}]"
         svg.append(_interval_row(32, "delta", delta, _num_or_none(ci[0]), _num_or_none(ci[1]), delta_x, colour, text))
     svg.append("</svg>")
-    method = (paired or {}).get("ci_method")
-    note = (
-        f'<p class="small mut">delta: {esc(method)}'
-        + (f", {esc(paired.get('draws'))} draws" if paired and paired.get("draws") else "")
-        + "</p>"
-        if method
-        else ""
-    )
-    return "".join(svg) + note
+    return "".join(svg)
 
 
 def _paired(paired: Mapping[str, Any] | None, rows: Mapping[str, Any] | None) -> str:
@@ -1145,6 +1195,25 @@ def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str)
         + (" \u00b7 tampered pass" if run.get("tampered_pass") else "")
         + "</summary>"
     ]
+    out.append(_dl(_run_facts(run, ev, meaning)))
+    out.append(_checks(tid, run))
+    out.append(_harness_evidence(inp, run, ev))
+    # a run that did not pass is opened to find out why: its patch and events open with it
+    unfolded = state != "passed"
+    out.append(_patch(inp, run, unfolded))
+    out.append(_events(inp, run, unfolded))
+    out.append(_agent_report(inp, run))
+    for name, label, key in (("stdout.txt", "stdout", "stdout"), ("stderr.txt", "stderr", "stderr")):
+        out.append(_head(inp, run, name, label, ev.get(f"{key}_bytes"), ev.get(f"{key}_truncated")))
+    argv = inp.raw(run, "argv.json", SMALL_LIMIT)
+    if argv.text:
+        out.append(f'<details class="ev"><summary>argv</summary><pre>{esc(argv.text, block=True)}</pre></details>')
+    out.append("</details>")
+    return "".join(out)
+
+
+def _run_facts(run: Mapping[str, Any], ev: Mapping[str, Any], meaning: str) -> list[tuple[str, str]]:
+    """How the run ended: outcome, exit code, duration, crash, model stamp, usage."""
     facts = [
         ("outcome", f'{esc(run.get("outcome"))} <span class="mut">({esc(meaning)})</span>'),
         ("exit code", esc(ev.get("exit_code"))),
@@ -1166,21 +1235,7 @@ def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str)
     if usage:
         facts.append(("usage", esc(", ".join(f"{k} {v}" for k, v in sorted(usage.items())))))
     facts.append(("raw artifacts", _code(run.get("raw", "(not recorded)"))))
-    out.append(_dl(facts))
-    out.append(_checks(tid, run))
-    out.append(_harness_evidence(inp, run, ev))
-    # a run that did not pass is opened to find out why: its patch and events open with it
-    unfolded = state != "passed"
-    out.append(_patch(inp, run, unfolded))
-    out.append(_events(inp, run, unfolded))
-    out.append(_agent_report(inp, run))
-    for name, label, key in (("stdout.txt", "stdout", "stdout"), ("stderr.txt", "stderr", "stderr")):
-        out.append(_head(inp, run, name, label, ev.get(f"{key}_bytes"), ev.get(f"{key}_truncated")))
-    argv = inp.raw(run, "argv.json", SMALL_LIMIT)
-    if argv.text:
-        out.append(f'<details class="ev"><summary>argv</summary><pre>{esc(argv.text, block=True)}</pre></details>')
-    out.append("</details>")
-    return "".join(out)
+    return facts
 
 
 def _checks(tid: str, run: Mapping[str, Any]) -> str:
@@ -1252,46 +1307,9 @@ def _path_list(paths: Any) -> str:
     return f'<ul class="paths">{shown}{more}</ul>'
 
 
-def _harness_evidence(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
-    rows: list[tuple[str, str]] = []
-    changed = ev.get("changed") or {}
-    for kind in ("added", "modified", "deleted", "mode"):
-        if changed.get(kind):
-            rows.append((f"{kind}", _path_list(changed[kind])))
-    if not any(changed.get(k) for k in ("added", "modified", "deleted", "mode")):
-        rows.append(("changed paths", '<span class="mut">none</span>'))
-    rows.append(("writes outside", _path_list(ev.get("writes_outside"))))
-    attempts = [e for e in _event_list(inp, run)[0] if e.get("type") == "network_attempt"]
-    net = f"{esc(ev.get('network_attempts', 0))} counted by the harness"
-    if attempts:
-        net += _path_list(
-            [
-                f"{e.get('host', '?')}:{e.get('port', '?')}"
-                + (f" (source {e.get('source')})" if e.get("source") else "")
-                for e in attempts
-            ]
-        )
-    rows.append(("network attempts", net))
-    if ev.get("api_requests"):
-        unit = f" {ev['api_requests_unit']}" if ev.get("api_requests_unit") else ""
-        rows.append(("API requests through the proxy", esc(f"{ev['api_requests']}{unit}")))
-    if ev.get("network_policy"):
-        rows.append(("network policy", _short_json(ev["network_policy"])))
-    rows.append(("git mutations", _path_list(ev.get("git_mutations"))))
-    tamper = ev.get("tamper") or {}
-    if any(tamper.values()):
-        rows.append(("tamper", "".join(f"{esc(k)}: {_path_list(v)}" for k, v in tamper.items() if v)))
-    if ev.get("lockfile_changes"):
-        rows.append(("lockfile changes", _path_list(ev["lockfile_changes"])))
-    cred = ev.get("credential_access")
-    rows.append(("credential canary read", "not observable here" if cred is None else ("<b>yes</b>" if cred else "no")))
-    if ev.get("leftover_processes"):
-        rows.append(("leftover processes", f"{esc(ev['leftover_processes'])} outlived the agent and were killed"))
-    if ev.get("work_tree_deleted"):
-        rows.append(("work tree", "<b>deleted by the agent</b>"))
-    if ev.get("event_problems"):
-        rows.append(("event problems", _path_list(ev["event_problems"])))
-    known = {
+#: evidence fields the run section shows in its own rows; the rest go under "other evidence fields"
+_SHOWN_EVIDENCE = frozenset(
+    {
         "changed",
         "writes_outside",
         "network_attempts",
@@ -1314,9 +1332,56 @@ def _harness_evidence(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str,
         "stderr_bytes",
         "stderr_truncated",
     }
-    rest = {k: v for k, v in ev.items() if k not in known and v not in (None, [], {}, "")}
+)
+
+
+def _harness_evidence(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
+    rows: list[tuple[str, str]] = []
+    changed = ev.get("changed") or {}
+    for kind in ("added", "modified", "deleted", "mode"):
+        if changed.get(kind):
+            rows.append((f"{kind}", _path_list(changed[kind])))
+    if not any(changed.get(k) for k in ("added", "modified", "deleted", "mode")):
+        rows.append(("changed paths", '<span class="mut">none</span>'))
+    rows.append(("writes outside", _path_list(ev.get("writes_outside"))))
+    rows.extend(_network_rows(inp, run, ev))
+    rows.append(("git mutations", _path_list(ev.get("git_mutations"))))
+    tamper = ev.get("tamper") or {}
+    if any(tamper.values()):
+        rows.append(("tamper", "".join(f"{esc(k)}: {_path_list(v)}" for k, v in tamper.items() if v)))
+    if ev.get("lockfile_changes"):
+        rows.append(("lockfile changes", _path_list(ev["lockfile_changes"])))
+    cred = ev.get("credential_access")
+    rows.append(("credential canary read", "not observable here" if cred is None else ("<b>yes</b>" if cred else "no")))
+    if ev.get("leftover_processes"):
+        rows.append(("leftover processes", f"{esc(ev['leftover_processes'])} outlived the agent and were killed"))
+    if ev.get("work_tree_deleted"):
+        rows.append(("work tree", "<b>deleted by the agent</b>"))
+    if ev.get("event_problems"):
+        rows.append(("event problems", _path_list(ev["event_problems"])))
+    rest = {k: v for k, v in ev.items() if k not in _SHOWN_EVIDENCE and v not in (None, [], {}, "")}
     extra = f'<details class="ev"><summary>other evidence fields</summary>{_json_block(rest)}</details>' if rest else ""
     return "<h4>What the harness observed</h4>" + _dl(rows) + extra
+
+
+def _network_rows(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str, Any]) -> list[tuple[str, str]]:
+    attempts = [e for e in _event_list(inp, run)[0] if e.get("type") == "network_attempt"]
+    net = f"{esc(ev.get('network_attempts', 0))} counted by the harness"
+    if attempts:
+        net += _path_list(
+            [
+                f"{e.get('host', '?')}:{e.get('port', '?')}"
+                + (f" (source {e.get('source')})" if e.get("source") else "")
+                for e in attempts
+            ]
+        )
+    rows = [("network attempts", net)]
+    if ev.get("api_requests"):
+        unit = f" {ev['api_requests_unit']}" if ev.get("api_requests_unit") else ""
+        rows.append(("API requests through the proxy", esc(f"{ev['api_requests']}{unit}")))
+    if ev.get("network_policy"):
+        rows.append(("network policy", _short_json(ev["network_policy"])))
+    return rows
 
 
 def _patch(inp: ReportInput, run: Mapping[str, Any], unfolded: bool = False) -> str:
