@@ -28,6 +28,16 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
     """The domain text shown for a failed item: which checks failed and why."""
     lines = [f"task {task_id} ({title}), repetition {result['rep']}: {result['outcome'].upper()}"]
     ev = result["evidence"]
+    lines += _how_it_ended(result, ev)
+    lines += _failed_check_lines(result["checks"])
+    lines += _evidence_lines(result, ev)
+    # what graded code printed and the agent named reaches the terminal: no escape sequence gets through
+    return escape_text("\n".join(lines))
+
+
+def _how_it_ended(result: dict[str, Any], ev: dict[str, Any]) -> list[str]:
+    """Why the run was not an ordinary pass or fail: undecided, not started, crashed, stopped, tampered."""
+    lines = []
     for reason in result.get("undecided") or ():
         lines.append(f"  UNDECIDED (the harness could not judge this run; never a pass): {reason}")
     if ev.get("launch_error"):
@@ -51,7 +61,13 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         )
     if result["tampered_pass"]:
         lines.append("  TAMPERED PASS: the run changed protected tests or test configuration; counted as a fail")
-    for check in sorted(result["checks"], key=lambda c: (not c["critical"], c["passed"])):
+    return lines
+
+
+def _failed_check_lines(checks: list[dict[str, Any]]) -> list[str]:
+    """The failed checks, critical first, each with the last lines of its output."""
+    lines = []
+    for check in sorted(checks, key=lambda c: (not c["critical"], c["passed"])):
         if check["passed"]:
             continue
         tag = "CRITICAL " if check["critical"] else ""
@@ -59,11 +75,16 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
         tail = check.get("evidence", {}).get("tail") or check.get("evidence", {}).get("diff")
         if tail:
             lines.extend("      | " + ln for ln in str(tail).splitlines()[-10:])
+    return lines
+
+
+def _evidence_lines(result: dict[str, Any], ev: dict[str, Any]) -> list[str]:
+    """What the harness observed, the final report, and where the raw artifacts are."""
     changed = ev["changed"]
     n = sum(len(v) for v in changed.values()) + sum(
         v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed.")
     )
-    lines.extend(_budget_lines(ev))
+    lines = _budget_lines(ev)
     lines.append(
         f"  evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s, {n} changed path(s)"
         f", {len(ev['writes_outside'])} write(s) outside, {ev['network_attempts']} network attempt(s) observed by the harness"
@@ -81,8 +102,7 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
     elif result.get("report"):
         lines.append(f"  final report: status {result['report']['status']!r}")
     lines.append(f"  raw artifacts: {result.get('raw', '(not recorded)')}")
-    # what graded code printed and the agent named reaches the terminal: no escape sequence gets through
-    return escape_text("\n".join(lines))
+    return lines
 
 
 def crash_lines(crash: dict[str, Any]) -> list[str]:
@@ -112,18 +132,44 @@ def _budget_lines(ev: dict[str, Any]) -> list[str]:
 def summary_lines(results: dict[str, Any]) -> list[str]:
     """Per task and per layer, critical failures first."""
     tasks = results["tasks"]
-    out: list[str] = []
-    iso = results["isolation"]
-    out.append(
-        f"agent {results['agent']['name']} ({results['agent']['version']}), isolation {iso['enforced']}"
+    out = _isolation_lines(results["agent"], results["isolation"])
+    out.extend(_experiment_lines(results.get("settings") or {}))
+    out.extend(_notable_run_lines(tasks))
+    out.extend(_layer_table(tasks))
+    no_defaults = sorted(tid for tid, t in tasks.items() if t.get("default_checks") is False)
+    if no_defaults:
+        out.append("default safety checks turned off (default_checks = false): " + ", ".join(no_defaults))
+    out += _spend_lines(tasks, results["summary"])
+    out.append(_totals_line(results["summary"]))
+    hit = [
+        f"{tid} r{r['rep']} ({', '.join(r['evidence']['resource_exceeded'])})"
+        for tid, t in tasks.items()
+        for r in t["runs"]
+        if r["evidence"].get("resource_exceeded")
+    ]
+    if hit:
+        out.append("resource limits hit: " + ", ".join(hit))
+    if not results["complete"]:
+        out.append("INCOMPLETE: " + "; ".join(results["incomplete_reasons"]))
+    return [escape_text(line) for line in out]  # infrastructure evidence is the agent's words
+
+
+def _isolation_lines(agent: dict[str, Any], iso: dict[str, Any]) -> list[str]:
+    out = [
+        f"agent {agent['name']} ({agent['version']}), isolation {iso['enforced']}"
         f" (network {iso['network']}, file system {iso['filesystem']})"
-    )
+    ]
     if iso["enforced"] == "none":
         out.append("WARNING: runs were NOT isolated; effects were only detected, not prevented")
     if iso.get("not_hidden"):
         out.append(f"NOT HIDDEN from the agent and graded code under {iso['enforced']}:")
         out += [f"  - {line}" for line in iso["not_hidden"]]
-    out.extend(_experiment_lines(results.get("settings") or {}))
+    return out
+
+
+def _notable_run_lines(tasks: dict[str, Any]) -> list[str]:
+    """Critical failures, tampered passes, infrastructure errors and undecided runs, by run."""
+    out = []
     crit = [(tid, r) for tid, t in tasks.items() for r in t["runs"] if r["critical_failed"]]
     if crit:
         out.append("critical failures:")
@@ -137,8 +183,12 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     if undecided:
         out.append("undecided runs (the harness failed to judge them: never a pass, never scored):")
         out += [f"  {tid} r{r['rep']}: " + "; ".join(r["undecided"][:3]) for tid, r in undecided]
-    header = f"{'task':<10} {'pass':>5}  " + " ".join(f"{_LAYER_ABBR[layer]:>4}" for layer in LAYERS) + "  title"
-    out.append(header)
+    return out
+
+
+def _layer_table(tasks: dict[str, Any]) -> list[str]:
+    """One row per task: scored passes and each layer's worst state."""
+    out = [f"{'task':<10} {'pass':>5}  " + " ".join(f"{_LAYER_ABBR[layer]:>4}" for layer in LAYERS) + "  title"]
     for tid in sorted(tasks):
         t = tasks[tid]
         # a run lost to infrastructure is not scored, nor one the harness could not judge
@@ -161,11 +211,10 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
         + ", ".join(f"{_LAYER_ABBR[layer]} {layer}" for layer in LAYERS)
         + "; ok = passed, FAIL = failed in a run, - = no check in that layer"
     )
-    no_defaults = sorted(tid for tid, t in tasks.items() if t.get("default_checks") is False)
-    if no_defaults:
-        out.append("default safety checks turned off (default_checks = false): " + ", ".join(no_defaults))
-    out += _spend_lines(tasks, results["summary"])
-    s = results["summary"]
+    return out
+
+
+def _totals_line(s: dict[str, Any]) -> str:
     rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
     scored = s["runs"] - (s.get("infra_errors") or 0) - (s.get("undecided") or 0)
     line = (
@@ -178,18 +227,7 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
         line += f"; {s['undecided']} run(s) UNDECIDED (the harness could not judge them)"
     if s.get("retried_runs"):
         line += f"; {s['retried_runs']} run(s) retried"
-    out.append(line)
-    hit = [
-        f"{tid} r{r['rep']} ({', '.join(r['evidence']['resource_exceeded'])})"
-        for tid, t in tasks.items()
-        for r in t["runs"]
-        if r["evidence"].get("resource_exceeded")
-    ]
-    if hit:
-        out.append("resource limits hit: " + ", ".join(hit))
-    if not results["complete"]:
-        out.append("INCOMPLETE: " + "; ".join(results["incomplete_reasons"]))
-    return [escape_text(line) for line in out]  # infrastructure evidence is the agent's words
+    return line
 
 
 def _limit_text(key: str, value: Any) -> str:
@@ -299,7 +337,27 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
     if closing:
         md += [f"**{md_text(closing)}**", ""]  # the verdict first, in the words the terminal ends with
-    md.append(f"- agent: {md_code(results['agent']['name'])} version {md_code(results['agent']['version'])}")
+    md += _md_facts(results, closing)
+    md += ["", "## Summary", "", *md_fence("\n".join(summary_lines(results))), ""]
+    if comparison_lines:
+        md += ["## Comparison with the baseline", "", *md_fence("\n".join(comparison_lines)), ""]
+    md += ["## Tasks", ""]
+    for tid in sorted(results["tasks"]):
+        t = results["tasks"][tid]
+        md.append(f"### {tid}: {t['title']}")
+        md.append(f"Behaviour under test: {t['behavior'] or 'n/a'}; suite `{t['suite']}`.")
+        md.append("")
+        for r in t["runs"]:
+            md += _md_run(r)
+        md.append("")
+    if closing:
+        md += ["", md_code(closing)]
+    return "\n".join(md) + "\n"
+
+
+def _md_facts(results: dict[str, Any], closing: str | None) -> list[str]:
+    """The bullet list under the title: agent, times, isolation, ids, shard, resume, merge, budget."""
+    md = [f"- agent: {md_code(results['agent']['name'])} version {md_code(results['agent']['version'])}"]
     md.append(
         f"- started {results['started_at']}, finished {results['finished_at']}; complete: {str(results['complete']).lower()}"
     )
@@ -335,73 +393,66 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
             + ", ".join(f"{k} {v:,}" for k, v in b["limits"].items())
             + f"; spent {' '.join(_spend_text(b['spent']).split()) or 'nothing reported'}"
         )
-    md += ["", "## Summary", "", *md_fence("\n".join(summary_lines(results))), ""]
-    if comparison_lines:
-        md += ["## Comparison with the baseline", "", *md_fence("\n".join(comparison_lines)), ""]
-    md += ["## Tasks", ""]
-    for tid in sorted(results["tasks"]):
-        t = results["tasks"][tid]
-        md.append(f"### {tid}: {t['title']}")
-        md.append(f"Behaviour under test: {t['behavior'] or 'n/a'}; suite `{t['suite']}`.")
-        md.append("")
-        for r in t["runs"]:
-            md.append(
-                f"- r{r['rep']}: **{r['outcome']}**"
-                + (" (tampered pass)" if r["tampered_pass"] else "")
-                + (f"; critical failures: {', '.join(r['critical_failed'])}" if r["critical_failed"] else "")
-            )
-            infra = r.get("infra_error")
-            if infra:
-                verdict = "not scored" if infra.get("believed") else f"scored anyway: {infra.get('why')}"
-                md.append(
-                    f"  - infrastructure error {infra['class']} ({infra['source']}, {md_text(verdict)}): "
-                    + md_text(infra["evidence"])
-                )
-            for a in r.get("attempts") or []:
-                ai = a.get("infra_error") or {}
-                md.append(
-                    f"  - attempt {a['attempt']}: {a['outcome']}"
-                    + (f" ({ai.get('class')}: {md_text(ai.get('evidence'))})" if ai else "")
-                    + f", exit {a.get('exit_code')}, {a.get('duration_s') or 0:.2f}s; raw: `{a['raw']}`"
-                )
-            if (r.get("spend") or {}).get("tokens") is not None or (r.get("spend") or {}).get("cost_usd") is not None:
-                md.append(
-                    f"  - spend: {' '.join(_spend_text(r['spend']).split())}"
-                    + (f" ({r['spend']['cost_source']})" if r["spend"].get("cost_source") else "")
-                )
-            for c in r["checks"]:
-                mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
-                md += _check_lines(mark, c)
-            ev = r["evidence"]
-            if ev.get("crash"):
-                head, *tail = crash_lines(ev["crash"])
-                md.append("  - " + md_text(head.strip()))
-                md += ["", *md_fence("\n".join(ln.strip()[2:] for ln in tail), indent="    "), ""] if tail else []
-            md.extend("  - " + md_text(line.strip()) for line in _budget_lines(ev))
-            if ev.get("overlay"):
-                placed = sorted([*ev["overlay"]["placed"], *ev["overlay"]["replaced"]])
-                md.append(
-                    f"  - harness-placed from bundle {ev['overlay']['bundle'] or ev['overlay']['digest']} (not changes): "
-                    f"{md_text(', '.join(placed) or 'nothing')}"
-                    + (
-                        f"; removed first: {md_text(', '.join(ev['overlay']['removed']))}"
-                        if ev["overlay"]["removed"]
-                        else ""
-                    )
-                )
-            more = sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
-            md.append(
-                f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed "
-                f"{md_text(', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing')}"
-                + (f" (+{more} more)" if more else "")
-                + f"; writes outside: {md_text(', '.join(ev['writes_outside']) or 'none')}"
-                f"; network attempts observed by the harness: {ev['network_attempts']}"
-                f"; git mutations: {md_text(', '.join(ev['git_mutations']) or 'none')}; raw: {md_code(r.get('raw', ''))}"
-            )
-        md.append("")
-    if closing:
-        md += ["", md_code(closing)]
-    return "\n".join(md) + "\n"
+    return md
+
+
+def _md_run(r: dict[str, Any]) -> list[str]:
+    """One run of a task: its outcome, infrastructure error and retries, spend, checks and evidence."""
+    md = [
+        f"- r{r['rep']}: **{r['outcome']}**"
+        + (" (tampered pass)" if r["tampered_pass"] else "")
+        + (f"; critical failures: {', '.join(r['critical_failed'])}" if r["critical_failed"] else "")
+    ]
+    infra = r.get("infra_error")
+    if infra:
+        verdict = "not scored" if infra.get("believed") else f"scored anyway: {infra.get('why')}"
+        md.append(
+            f"  - infrastructure error {infra['class']} ({infra['source']}, {md_text(verdict)}): "
+            + md_text(infra["evidence"])
+        )
+    for a in r.get("attempts") or []:
+        ai = a.get("infra_error") or {}
+        md.append(
+            f"  - attempt {a['attempt']}: {a['outcome']}"
+            + (f" ({ai.get('class')}: {md_text(ai.get('evidence'))})" if ai else "")
+            + f", exit {a.get('exit_code')}, {a.get('duration_s') or 0:.2f}s; raw: `{a['raw']}`"
+        )
+    if (r.get("spend") or {}).get("tokens") is not None or (r.get("spend") or {}).get("cost_usd") is not None:
+        md.append(
+            f"  - spend: {' '.join(_spend_text(r['spend']).split())}"
+            + (f" ({r['spend']['cost_source']})" if r["spend"].get("cost_source") else "")
+        )
+    for c in r["checks"]:
+        mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
+        md += _check_lines(mark, c)
+    return md + _md_run_evidence(r)
+
+
+def _md_run_evidence(r: dict[str, Any]) -> list[str]:
+    md = []
+    ev = r["evidence"]
+    if ev.get("crash"):
+        head, *tail = crash_lines(ev["crash"])
+        md.append("  - " + md_text(head.strip()))
+        md += ["", *md_fence("\n".join(ln.strip()[2:] for ln in tail), indent="    "), ""] if tail else []
+    md.extend("  - " + md_text(line.strip()) for line in _budget_lines(ev))
+    if ev.get("overlay"):
+        placed = sorted([*ev["overlay"]["placed"], *ev["overlay"]["replaced"]])
+        md.append(
+            f"  - harness-placed from bundle {ev['overlay']['bundle'] or ev['overlay']['digest']} (not changes): "
+            f"{md_text(', '.join(placed) or 'nothing')}"
+            + (f"; removed first: {md_text(', '.join(ev['overlay']['removed']))}" if ev["overlay"]["removed"] else "")
+        )
+    more = sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
+    md.append(
+        f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed "
+        f"{md_text(', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing')}"
+        + (f" (+{more} more)" if more else "")
+        + f"; writes outside: {md_text(', '.join(ev['writes_outside']) or 'none')}"
+        f"; network attempts observed by the harness: {ev['network_attempts']}"
+        f"; git mutations: {md_text(', '.join(ev['git_mutations']) or 'none')}; raw: {md_code(r.get('raw', ''))}"
+    )
+    return md
 
 
 def _check_lines(mark: str, c: dict[str, Any]) -> list[str]:
