@@ -174,37 +174,7 @@ def _claude_record(rec: dict[str, Any], idx: StreamIndex) -> None:
     kind = rec.get("type")
     msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
     if kind == "assistant":
-        mid = msg.get("id") if isinstance(msg.get("id"), str) else None
-        if not mid:
-            return
-        model = msg.get("model")
-        if isinstance(model, str) and model and not model.startswith("<"):
-            idx.models[mid] = model
-        usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else None
-        if usage:
-            fresh, read, write = (
-                _int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-            )
-            metrics: dict[str, Any] = {}
-            if fresh is not None:
-                # ATIF prompt_tokens counts every input token, cache hits and cache writes included
-                metrics["prompt_tokens"] = fresh + (read or 0) + (write or 0)
-            if _int(usage.get("output_tokens")) is not None:
-                metrics["completion_tokens"] = usage["output_tokens"]
-            if read is not None:
-                metrics["cached_tokens"] = read
-            if write:
-                metrics["extra"] = {"cache_creation_input_tokens": write}
-            idx.metrics[mid] = metrics
-        for block in msg.get("content") or []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                idx.text_step[_clip(block["text"])] = mid
-            elif block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                idx.call_step[block["id"]] = mid
-                if isinstance(block.get("input"), dict):
-                    idx.arguments[block["id"]] = _clip(block["input"])
+        _claude_assistant(msg, idx)
     elif kind == "user":
         for block in msg.get("content") or []:
             if (
@@ -218,22 +188,54 @@ def _claude_record(rec: dict[str, Any], idx: StreamIndex) -> None:
                 }
     elif kind == "result":
         usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
-        fresh, read, write = (
-            _int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        )
-        totals: dict[str, Any] = {}
-        if fresh is not None:
-            totals["total_prompt_tokens"] = fresh + (read or 0) + (write or 0)
-        if _int(usage.get("output_tokens")) is not None:
-            totals["total_completion_tokens"] = usage["output_tokens"]
-        if read is not None:
-            totals["total_cached_tokens"] = read
+        totals, write = _claude_tokens(usage, "total_")
         cost = rec.get("total_cost_usd")
         if isinstance(cost, (int, float)) and not isinstance(cost, bool):
             totals["total_cost_usd"] = float(cost)
         if write:
             totals["extra"] = {"cache_creation_input_tokens": write}
         idx.totals = totals
+
+
+def _claude_tokens(usage: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], int | None]:
+    """ATIF's token counts from Claude's usage (names prefixed for the run's totals), and the cache writes."""
+    fresh, read, write = (
+        _int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+    tokens: dict[str, Any] = {}
+    if fresh is not None:
+        # ATIF prompt_tokens counts every input token, cache hits and cache writes included
+        tokens[f"{prefix}prompt_tokens"] = fresh + (read or 0) + (write or 0)
+    if _int(usage.get("output_tokens")) is not None:
+        tokens[f"{prefix}completion_tokens"] = usage["output_tokens"]
+    if read is not None:
+        tokens[f"{prefix}cached_tokens"] = read
+    return tokens, write
+
+
+def _claude_assistant(msg: dict[str, Any], idx: StreamIndex) -> None:
+    """One assistant message: its model, token counts, and which step its text and tool calls belong to."""
+    mid = msg.get("id") if isinstance(msg.get("id"), str) else None
+    if not mid:
+        return
+    model = msg.get("model")
+    if isinstance(model, str) and model and not model.startswith("<"):
+        idx.models[mid] = model
+    usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else None
+    if usage:
+        metrics, write = _claude_tokens(usage, "")
+        if write:
+            metrics["extra"] = {"cache_creation_input_tokens": write}
+        idx.metrics[mid] = metrics
+    for block in msg.get("content") or []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            idx.text_step[_clip(block["text"])] = mid
+        elif block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+            idx.call_step[block["id"]] = mid
+            if isinstance(block.get("input"), dict):
+                idx.arguments[block["id"]] = _clip(block["input"])
 
 
 def _codex_record(rec: dict[str, Any], idx: StreamIndex) -> None:
@@ -419,51 +421,11 @@ class _Builder:
     def event(self, e: Mapping[str, Any]) -> None:
         etype = e.get("type")
         if etype == "message":
-            text = str(e.get("text") or "")
-            self.messages += 1
-            key = self.idx.text_step.get(text)
-            cur = self.current
-            if cur is not None and not cur.get("message") and not cur.get("tool_calls") and key == self.current_key:
-                cur["message"] = text
-            else:
-                self.agent_step(key, text)
+            self.on_message(e)
         elif etype == "tool_call":
-            cid = _call_id(e)
-            key = self.idx.call_step.get(cid) if cid else None
-            step = self.step_for(key, fresh=False)
-            args = (
-                e.get("input")
-                if isinstance(e.get("input"), dict)
-                else {k: v for k, v in e.items() if k in ("query", "server", "tool")}
-            )
-            extra = {k: e[k] for k in ("status",) if e.get(k) is not None}
-            call = self.add_call(step, cid, str(e.get("name") or "unknown"), args, extra)
-            if cid is None or call["tool_call_id"] != cid:
-                cid = call["tool_call_id"]
-            if cid in self.idx.results:
-                r = self.result_for(cid)
-                res = self.idx.results[cid]
-                r["content"] = res["content"]
-                extra_r = {"is_error": res.get("is_error"), **(res.get("extra") or {})}
-                r.setdefault("extra", {}).update({k: v for k, v in extra_r.items() if v is not None})
-            elif e.get("ok") is not None:
-                self.note_on(cid, is_error=not e["ok"])
+            self.on_tool_call(e)
         elif etype == "command":
-            cid = self.known_call(e, _SHELL_CALLS)
-            if cid:
-                step, call = self.calls[cid]
-                self.commanded.add(cid)
-                if "command" not in call["arguments"] and e.get("command"):
-                    call["arguments"]["command"] = e["command"]
-                self.note_on(cid, exit_code=e.get("exit_code"), status=e.get("status"))
-                return
-            step = self.step_for(None, fresh=True)
-            args = {k: e[k] for k in ("argv", "command") if e.get(k) is not None}
-            call = self.add_call(step, None, "command", args)
-            r = self.result_for(call["tool_call_id"])
-            if e.get("exit_code") is not None:
-                r["content"] = f"exit code {e['exit_code']}"
-                r["extra"] = {"exit_code": e["exit_code"], "is_error": e["exit_code"] != 0}
+            self.on_command(e)
         elif etype in ("file_read", "file_edit"):
             cid = self.known_call(e, ("file_change",))
             if cid:
@@ -489,6 +451,56 @@ class _Builder:
             self.observed.append(dict(e))
         else:
             self.unmapped.append(dict(e))
+
+    def on_message(self, e: Mapping[str, Any]) -> None:
+        text = str(e.get("text") or "")
+        self.messages += 1
+        key = self.idx.text_step.get(text)
+        cur = self.current
+        if cur is not None and not cur.get("message") and not cur.get("tool_calls") and key == self.current_key:
+            cur["message"] = text
+        else:
+            self.agent_step(key, text)
+
+    def on_tool_call(self, e: Mapping[str, Any]) -> None:
+        cid = _call_id(e)
+        key = self.idx.call_step.get(cid) if cid else None
+        step = self.step_for(key, fresh=False)
+        args = (
+            e.get("input")
+            if isinstance(e.get("input"), dict)
+            else {k: v for k, v in e.items() if k in ("query", "server", "tool")}
+        )
+        extra = {k: e[k] for k in ("status",) if e.get(k) is not None}
+        call = self.add_call(step, cid, str(e.get("name") or "unknown"), args, extra)
+        if cid is None or call["tool_call_id"] != cid:
+            cid = call["tool_call_id"]
+        if cid in self.idx.results:
+            r = self.result_for(cid)
+            res = self.idx.results[cid]
+            r["content"] = res["content"]
+            extra_r = {"is_error": res.get("is_error"), **(res.get("extra") or {})}
+            r.setdefault("extra", {}).update({k: v for k, v in extra_r.items() if v is not None})
+        elif e.get("ok") is not None:
+            self.note_on(cid, is_error=not e["ok"])
+
+    def on_command(self, e: Mapping[str, Any]) -> None:
+        """A command the harness saw: the result of the shell call that ran it, else an action of its own."""
+        cid = self.known_call(e, _SHELL_CALLS)
+        if cid:
+            step, call = self.calls[cid]
+            self.commanded.add(cid)
+            if "command" not in call["arguments"] and e.get("command"):
+                call["arguments"]["command"] = e["command"]
+            self.note_on(cid, exit_code=e.get("exit_code"), status=e.get("status"))
+            return
+        step = self.step_for(None, fresh=True)
+        args = {k: e[k] for k in ("argv", "command") if e.get(k) is not None}
+        call = self.add_call(step, None, "command", args)
+        r = self.result_for(call["tool_call_id"])
+        if e.get("exit_code") is not None:
+            r["content"] = f"exit code {e['exit_code']}"
+            r["extra"] = {"exit_code": e["exit_code"], "is_error": e["exit_code"] != 0}
 
     def system(self, message: str, e: Mapping[str, Any]) -> None:
         self.steps.append({"source": "system", "message": message, "extra": {"event": dict(e)}})
@@ -521,6 +533,33 @@ def _final_metrics(
     return out
 
 
+def _numbered_steps(b: _Builder, report: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The builder's steps, the final report as the last word of a silent agent, numbered and in ATIF order."""
+    if report and not b.messages:
+        # The agent said nothing in its stream (the reference agent, most --agent-cmd agents):
+        # its final report is its last word.
+        text = str(report.get("summary") or "")
+        if report.get("answer"):
+            text += ("\n\n" if text else "") + str(report["answer"])
+        step = b.agent_step(None, text)
+        step.setdefault("extra", {})["final_report"] = dict(report)
+    for i, step in enumerate(b.steps, 1):
+        step["step_id"] = i
+    return [{k: s[k] for k in _STEP_ORDER if k in s} for s in b.steps]
+
+
+def _root_extra(b: _Builder, extra: Mapping[str, Any] | None, report: Mapping[str, Any] | None) -> dict[str, Any]:
+    root_extra = dict(extra or {})
+    ad = root_extra.setdefault("agentdrift", {})
+    if b.observed:
+        ad["observed_events"] = b.observed
+    if b.unmapped:
+        ad["unmapped_events"] = b.unmapped
+    if report:
+        ad["final_report"] = dict(report)
+    return root_extra
+
+
 def build(
     *,
     session_id: str,
@@ -546,26 +585,9 @@ def build(
     for e in events:
         if isinstance(e, Mapping):
             b.event(e)
-    if report and not b.messages:
-        # The agent said nothing in its stream (the reference agent, most --agent-cmd agents):
-        # its final report is its last word.
-        text = str(report.get("summary") or "")
-        if report.get("answer"):
-            text += ("\n\n" if text else "") + str(report["answer"])
-        step = b.agent_step(None, text)
-        step.setdefault("extra", {})["final_report"] = dict(report)
-    for i, step in enumerate(b.steps, 1):
-        step["step_id"] = i
-    steps = [{k: s[k] for k in _STEP_ORDER if k in s} for s in b.steps]
+    steps = _numbered_steps(b, report)
     agent_doc = {k: v for k, v in agent.items() if v is not None}
-    root_extra = dict(extra or {})
-    ad = root_extra.setdefault("agentdrift", {})
-    if b.observed:
-        ad["observed_events"] = b.observed
-    if b.unmapped:
-        ad["unmapped_events"] = b.unmapped
-    if report:
-        ad["final_report"] = dict(report)
+    root_extra = _root_extra(b, extra, report)
     all_notes = [*notes, *idx.notes]
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -635,41 +657,37 @@ def find_instruction(
     return None, info
 
 
-def run_trajectory(
-    run_dir: Path,
-    results: Mapping[str, Any],
-    task_id: str,
-    run: Mapping[str, Any],
-    manifest: Mapping[str, Any] | None = None,
-    source_manifest: Mapping[str, Any] | None = None,
-    task_dirs: Iterable[Path] = (),
-) -> dict[str, Any]:
-    """The trajectory of one recorded run."""
-    agent = results.get("agent") or {}
-    identity = (manifest or {}).get("identity") or {}
-    raw_rel = run.get("raw")
+def _raw_events(run_dir: Path, raw_rel: Any) -> tuple[list[dict[str, Any]], str | None, list[str]]:
+    """The run's events.jsonl and stdout.txt from its raw artifacts, with a note on what is missing."""
     raw = (
         Path(run_dir).joinpath(*Path(raw_rel).parts)
         if isinstance(raw_rel, str) and ".." not in Path(raw_rel).parts
         else None
     )
+    if raw is None:
+        return [], None, ["the run has no raw artifacts: only the instruction and the outcome are known."]
     events: list[dict[str, Any]] = []
     notes: list[str] = []
-    stdout = None
-    if raw is not None:
-        text = _read(raw / "events.jsonl", Path(run_dir))
-        for line in (text or "").splitlines():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                events.append(obj)
-        stdout = _read(raw / "stdout.txt", Path(run_dir))
-        if text is None:
-            notes.append("events.jsonl was not recorded: the steps are incomplete.")
-    else:
-        notes.append("the run has no raw artifacts: only the instruction and the outcome are known.")
+    text = _read(raw / "events.jsonl", Path(run_dir))
+    for line in (text or "").splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            events.append(obj)
+    stdout = _read(raw / "stdout.txt", Path(run_dir))
+    if text is None:
+        notes.append("events.jsonl was not recorded: the steps are incomplete.")
+    return events, stdout, notes
+
+
+def _agent_schema(
+    results: Mapping[str, Any], run: Mapping[str, Any], manifest: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """ATIF's agent object: the recorded agent, the model that answered, the identity it ran under."""
+    agent = results.get("agent") or {}
+    identity = (manifest or {}).get("identity") or {}
     model = (
         run.get("model_stamp")
         if _concrete(run.get("model_stamp"))
@@ -685,23 +703,17 @@ def run_trajectory(
         "model_stamp": run.get("model_stamp"),
         "exported_by": f"pytest-agentdrift {results.get('plugin_version', '?')}",
     }
-    agent_doc = {
+    return {
         "name": str(agent.get("name") or "unknown"),
         "version": str(agent.get("version") or "unobserved"),
         "model_name": model,
         "extra": {k: v for k, v in agent_extra.items() if v is not None},
     }
-    instruction, instruction_info = find_instruction(task_id, source_manifest, task_dirs)
-    product = agent.get("product")
-    if product in _DETERMINISTIC_PRODUCTS:
-        notes.append(
-            "The reference agent calls no model: its steps replay the task's scripted solution (llm_call_count 0)."
-        )
-    notes.append(
-        "Steps are the agent's and its adapter's account (events.jsonl, and the product's own stream for "
-        "tool results and usage); the harness's evidence and the grade are in extra.agentdrift."
-    )
-    extra = {
+
+
+def _grade_extra(results: Mapping[str, Any], task_id: str, run: Mapping[str, Any]) -> dict[str, Any]:
+    """extra.agentdrift: the harness's evidence and the grade, beside the agent's own account."""
+    return {
         "agentdrift": {
             "run_id": results.get("run_id"),
             "task_id": task_id,
@@ -714,9 +726,34 @@ def run_trajectory(
             "layers": run.get("layers"),
             "report_error": run.get("report_error"),
             "evidence": run.get("evidence"),
-            "raw": raw_rel,
+            "raw": run.get("raw"),
         }
     }
+
+
+def run_trajectory(
+    run_dir: Path,
+    results: Mapping[str, Any],
+    task_id: str,
+    run: Mapping[str, Any],
+    manifest: Mapping[str, Any] | None = None,
+    source_manifest: Mapping[str, Any] | None = None,
+    task_dirs: Iterable[Path] = (),
+) -> dict[str, Any]:
+    """The trajectory of one recorded run."""
+    raw_rel = run.get("raw")
+    events, stdout, notes = _raw_events(run_dir, raw_rel)
+    agent_doc = _agent_schema(results, run, manifest)
+    instruction, instruction_info = find_instruction(task_id, source_manifest, task_dirs)
+    product = (results.get("agent") or {}).get("product")
+    if product in _DETERMINISTIC_PRODUCTS:
+        notes.append(
+            "The reference agent calls no model: its steps replay the task's scripted solution (llm_call_count 0)."
+        )
+    notes.append(
+        "Steps are the agent's and its adapter's account (events.jsonl, and the product's own stream for "
+        "tool results and usage); the harness's evidence and the grade are in extra.agentdrift."
+    )
     return build(
         session_id=f"{results.get('run_id', 'run')}/{task_id}/r{run.get('rep')}",
         agent=agent_doc,
@@ -727,7 +764,7 @@ def run_trajectory(
         instruction_extra=instruction_info,
         usage=run.get("usage"),
         report=run.get("report"),
-        extra=extra,
+        extra=_grade_extra(results, task_id, run),
         notes=notes,
     )
 
