@@ -30,6 +30,31 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
     """Merge complete shard results; RecordError (exit 4) names what does not fit."""
     from pytest_agentdrift.grade.scoring import summarise
 
+    _check_shards_fit(shards)
+    tasks = _merged_tasks(shards)
+    if expected_items is not None:
+        _check_coverage({item_key(tid, r["rep"]) for tid, t in tasks.items() for r in t["runs"]}, expected_items)
+    first = shards[0]
+    merged = {k: v for k, v in first.items() if k not in _SESSION_ONLY}
+    resumed = [{**note, "shard_run_id": sh["run_id"]} for sh in shards for note in sh.get("resumed") or []]
+    merged.update(
+        run_id=run_id,
+        started_at=min(sh["started_at"] for sh in shards),
+        finished_at=max(sh["finished_at"] for sh in shards),
+        complete=True,
+        incomplete_reasons=[],
+        tasks=tasks,
+        workers={f"{sh['run_id']}/{wid}": w for sh in shards for wid, w in sh["workers"].items()},
+        summary=summarise(tasks),
+        merged_from=[sh["run_id"] for sh in shards],
+    )
+    if resumed:
+        merged["resumed"] = resumed
+    return merged
+
+
+def _check_shards_fit(shards: list[dict[str, Any]]) -> None:
+    """Complete shards of one task set, evaluator, runtime and settings, from one split, each given once."""
     if not shards:
         raise RecordError("nothing to merge")
     for sh in shards:
@@ -43,19 +68,22 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
         if len(values) > 1:
             raise RecordError(f"shards differ in {key}: {', '.join(sorted(values))}")
     sharded = [sh.get("shard") for sh in shards]
-    if any(sharded):
-        if not all(sharded):
-            raise RecordError(
-                "some shards were recorded with --agent-shard and some without: merge shards of one split"
-            )
-        counts = {s["count"] for s in sharded}
-        if len(counts) > 1:
-            raise RecordError(f"shards of different splits: counts {', '.join(map(str, sorted(counts)))}")
-        indices = sorted(s["index"] for s in sharded)
-        dupes = sorted({i for i in indices if indices.count(i) > 1})
-        if dupes:
-            count = next(iter(counts))
-            raise RecordError(f"the same shard given twice: {', '.join(f'{i}/{count}' for i in dupes)}")
+    if not any(sharded):
+        return
+    if not all(sharded):
+        raise RecordError("some shards were recorded with --agent-shard and some without: merge shards of one split")
+    counts = {s["count"] for s in sharded}
+    if len(counts) > 1:
+        raise RecordError(f"shards of different splits: counts {', '.join(map(str, sorted(counts)))}")
+    indices = sorted(s["index"] for s in sharded)
+    dupes = sorted({i for i in indices if indices.count(i) > 1})
+    if dupes:
+        count = next(iter(counts))
+        raise RecordError(f"the same shard given twice: {', '.join(f'{i}/{count}' for i in dupes)}")
+
+
+def _merged_tasks(shards: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The shards' tasks in one mapping, each task's runs from every shard in repetition order; no overlap."""
     tasks: dict[str, dict[str, Any]] = {}
     owner: dict[str, str] = {}
     overlap: list[str] = []
@@ -82,35 +110,19 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
         )
     for task in tasks.values():
         task["runs"].sort(key=lambda r: r["rep"])
-    tasks = dict(sorted(tasks.items()))
-    got = {item_key(tid, r["rep"]) for tid, t in tasks.items() for r in t["runs"]}
-    if expected_items is not None:
-        missing, extra = sorted(expected_items - got), sorted(got - expected_items)
-        if missing:
-            raise RecordError(
-                f"the shards together miss {len(missing)} item(s) of the task set: {', '.join(missing[:10])}"
-                + (" ..." if len(missing) > 10 else "")
-                + "; record the missing shard(s) or resume them"
-            )
-        if extra:
-            raise RecordError(f"the shards hold item(s) outside the task set: {', '.join(extra[:10])}")
-    first = shards[0]
-    merged = {k: v for k, v in first.items() if k not in _SESSION_ONLY}
-    resumed = [{**note, "shard_run_id": sh["run_id"]} for sh in shards for note in sh.get("resumed") or []]
-    merged.update(
-        run_id=run_id,
-        started_at=min(sh["started_at"] for sh in shards),
-        finished_at=max(sh["finished_at"] for sh in shards),
-        complete=True,
-        incomplete_reasons=[],
-        tasks=tasks,
-        workers={f"{sh['run_id']}/{wid}": w for sh in shards for wid, w in sh["workers"].items()},
-        summary=summarise(tasks),
-        merged_from=[sh["run_id"] for sh in shards],
-    )
-    if resumed:
-        merged["resumed"] = resumed
-    return merged
+    return dict(sorted(tasks.items()))
+
+
+def _check_coverage(got: set[str], expected_items: set[str]) -> None:
+    missing, extra = sorted(expected_items - got), sorted(got - expected_items)
+    if missing:
+        raise RecordError(
+            f"the shards together miss {len(missing)} item(s) of the task set: {', '.join(missing[:10])}"
+            + (" ..." if len(missing) > 10 else "")
+            + "; record the missing shard(s) or resume them"
+        )
+    if extra:
+        raise RecordError(f"the shards hold item(s) outside the task set: {', '.join(extra[:10])}")
 
 
 __all__ = ["merge_shards", "universe"]

@@ -71,55 +71,74 @@ def run_summary(run: Path, max_bytes: int = 60_000) -> str:
         f"({_pct(s['pass_rate'])}), complete: {str(results['complete']).lower()}."
     )
     head.append("")
-    rows: list[str] = []
     if comparison:
         head += _comparison_part(comparison, decision, max_bytes // 4)
-        for tid, row in sorted(comparison["tasks"].items()):
-            reg = comparison.get("regression") or {}
-            new = next((x["checks"] for x in reg.get("new_critical_failures") or [] if x["task"] == tid), [])
-            standing = next((x["checks"] for x in reg.get("standing_critical_failures") or [] if x["task"] == tid), [])
-            if row["outcome"] in ("won", "lost") or new or standing:
-                b, c = row["baseline"], row["candidate"]
-                rows.append(
-                    f"| {_cell(tid)} | {b[0]}/{b[1]} | {c[0]}/{c[1]} | {row['outcome']} | "
-                    f"{_cell(', '.join(new)) or '-'} | {_cell(', '.join(standing)) or '-'} |"
-                )
-        table_head = [
-            "| task | baseline | candidate | outcome | new critical | standing critical |",
-            "|---|---|---|---|---|---|",
-        ]
+        table_head, rows = _comparison_table(comparison)
     else:
-        for tid, t in sorted(results["tasks"].items()):
-            failed = [r for r in t["runs"] if not r["passed"]]
-            if failed:
-                crit = sorted({c for r in failed for c in r["critical_failed"]})
-                checks = sorted({c for r in failed for c in r["failed_checks"]})
-                rows.append(
-                    f"| {_cell(tid)} | {len(t['runs']) - len(failed)}/{len(t['runs'])} | {_cell(', '.join(crit)) or '-'} | "
-                    f"{_cell(', '.join(checks))} |"
-                )
-        table_head = ["| task | passed | critical failures | failing checks |", "|---|---|---|---|"]
+        table_head, rows = _failure_table(results)
     where = "`report.md` and `comparison/decision.json`" if dpath.is_file() else "`report.md`"
     tail = ["", f"Full evidence: {where} in the uploaded record."]
     text = "\n".join(head) + "\n"
     if rows:
         budget = max_bytes - len(text.encode()) - len("\n".join(tail).encode()) - 200
-        kept: list[str] = []
-        used = len("\n".join(table_head).encode()) + 1
-        for row in rows:
-            size = len(row.encode()) + 1
-            if used + size > budget:
-                break
-            kept.append(row)
-            used += size
-        if kept:
-            text += "\n".join(table_head + kept) + "\n"
-        if len(kept) < len(rows):
-            text += f"\n_{len(rows) - len(kept)} more task row(s) left out to stay under {max_bytes} bytes._\n"
+        text += _table_within(table_head, rows, budget, max_bytes)
     text += "\n".join(tail) + "\n"
     if len(text.encode()) > max_bytes:  # the fixed part alone is over budget: cut it, visibly
         mark = "\n…(cut to --max-bytes)\n"
         text = text.encode()[: max(0, max_bytes - len(mark.encode()))].decode("utf-8", errors="ignore") + mark
+    return text
+
+
+def _comparison_table(comparison: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The tasks that won, lost or hold critical failures in the comparison."""
+    rows = []
+    for tid, row in sorted(comparison["tasks"].items()):
+        reg = comparison.get("regression") or {}
+        new = next((x["checks"] for x in reg.get("new_critical_failures") or [] if x["task"] == tid), [])
+        standing = next((x["checks"] for x in reg.get("standing_critical_failures") or [] if x["task"] == tid), [])
+        if row["outcome"] in ("won", "lost") or new or standing:
+            b, c = row["baseline"], row["candidate"]
+            rows.append(
+                f"| {_cell(tid)} | {b[0]}/{b[1]} | {c[0]}/{c[1]} | {row['outcome']} | "
+                f"{_cell(', '.join(new)) or '-'} | {_cell(', '.join(standing)) or '-'} |"
+            )
+    table_head = [
+        "| task | baseline | candidate | outcome | new critical | standing critical |",
+        "|---|---|---|---|---|---|",
+    ]
+    return table_head, rows
+
+
+def _failure_table(results: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The tasks with a failed run, without a comparison."""
+    rows = []
+    for tid, t in sorted(results["tasks"].items()):
+        failed = [r for r in t["runs"] if not r["passed"]]
+        if failed:
+            crit = sorted({c for r in failed for c in r["critical_failed"]})
+            checks = sorted({c for r in failed for c in r["failed_checks"]})
+            rows.append(
+                f"| {_cell(tid)} | {len(t['runs']) - len(failed)}/{len(t['runs'])} | {_cell(', '.join(crit)) or '-'} | "
+                f"{_cell(', '.join(checks))} |"
+            )
+    return ["| task | passed | critical failures | failing checks |", "|---|---|---|---|"], rows
+
+
+def _table_within(table_head: list[str], rows: list[str], budget: int, max_bytes: int) -> str:
+    """The table's head and as many rows as fit in ``budget`` bytes, and a line saying how many were left out."""
+    text = ""
+    kept: list[str] = []
+    used = len("\n".join(table_head).encode()) + 1
+    for row in rows:
+        size = len(row.encode()) + 1
+        if used + size > budget:
+            break
+        kept.append(row)
+        used += size
+    if kept:
+        text += "\n".join(table_head + kept) + "\n"
+    if len(kept) < len(rows):
+        text += f"\n_{len(rows) - len(kept)} more task row(s) left out to stay under {max_bytes} bytes._\n"
     return text
 
 
