@@ -142,12 +142,32 @@ def _lacking(record: Path, result: dict[str, Any]) -> tuple[dict[str, str], dict
 def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, root: Path, events):
     """A RunEvidence of the rebuilt tree, with what only the run could observe taken from the record."""
     from pytest_agentdrift.agents.base import AdapterOutput
+    from pytest_agentdrift.run.runner import RunEvidence
+
+    ev = copy.deepcopy(result["evidence"])  # grading adds to the budget it is given: the record's stays as recorded
+    harness = [e for e in events if e.get("source") == "harness"]
+    return RunEvidence(
+        task_id=spec.id,
+        rep=result["rep"],
+        root=root,
+        work=work,
+        **_tree_evidence(spec, root, work),
+        **_recorded_evidence(ev, raw, result),
+        network_attempts=[e for e in harness if e.get("type") == "network_attempt"],
+        agent_events=[e for e in events if e.get("source") != "harness"],
+        adapter_output=AdapterOutput(),
+        api_requests=[e for e in harness if e.get("type") == "api_request"],
+        write_events=[e for e in harness if e.get("type") == "write"],
+    )
+
+
+def _tree_evidence(spec: TaskSpec, root: Path, work: Path) -> dict[str, Any]:
+    """What the rebuilt final tree shows against the task's starting tree: changes, patch, tampering, leftovers."""
     from pytest_agentdrift.run import stdlib_guard, tamper
-    from pytest_agentdrift.run.runner import RunEvidence, copy_tree
+    from pytest_agentdrift.run.runner import copy_tree
     from pytest_agentdrift.tasks import treesnap
     from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
 
-    ev = copy.deepcopy(result["evidence"])  # grading adds to the budget it is given: the record's stays as recorded
     start = root / "start"
     copy_tree(spec.repo, start)
     for rel in spec.hidden:
@@ -158,13 +178,25 @@ def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, roo
         d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree)
     )
     changes = treesnap.render_changes(spec.repo, work, d, before, after)
-    harness = [e for e in events if e.get("source") == "harness"]
     provided = stdlib_guard.fixture_provided(spec.initial_tree)
-    return RunEvidence(
-        task_id=spec.id,
-        rep=result["rep"],
-        root=root,
-        work=work,
+    return dict(
+        diff=d,
+        patch=changes.patch,
+        tamper={
+            **tamper.tamper_evidence(d, spec.protected),
+            "shadowing_modules": stdlib_guard.shadowing_modules(d.added, after, provided),
+        },
+        lockfile_changes=tamper.lockfile_changes(d),
+        leftovers=leftovers,
+        added_lines=changes.added,
+        unexamined=changes.unexamined,
+        undisplayable=changes.undisplayable,
+    )
+
+
+def _recorded_evidence(ev: dict[str, Any], raw: Path, result: dict[str, Any]) -> dict[str, Any]:
+    """What only the run could observe, as the record holds it."""
+    return dict(
         argv=json.loads((raw / "argv.json").read_text()) if (raw / "argv.json").is_file() else [],
         exit_code=ev.get("exit_code"),
         timed_out=bool(ev.get("timed_out")),
@@ -177,35 +209,19 @@ def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, roo
         stdout_truncated=bool(ev.get("stdout_truncated")),
         stderr_truncated=bool(ev.get("stderr_truncated")),
         leftover_processes=int(ev.get("leftover_processes") or 0),
-        diff=d,
-        patch=changes.patch,
         writes_outside=list(ev.get("writes_outside") or []),
         git_mutations=list(ev.get("git_mutations") or []),
         work_tree_deleted=bool(ev.get("work_tree_deleted")),
-        tamper={
-            **tamper.tamper_evidence(d, spec.protected),
-            "shadowing_modules": stdlib_guard.shadowing_modules(d.added, after, provided),
-        },
-        lockfile_changes=tamper.lockfile_changes(d),
-        network_attempts=[e for e in harness if e.get("type") == "network_attempt"],
         credential_access=ev.get("credential_access"),
-        agent_events=[e for e in events if e.get("source") != "harness"],
         event_problems=list(ev.get("event_problems") or []),
         report=result.get("report"),
         report_error=result.get("report_error"),
-        adapter_output=AdapterOutput(),
         isolation=ev.get("isolation") or {},
         start_commit=ev.get("start_commit"),
-        api_requests=[e for e in harness if e.get("type") == "api_request"],
         network_policy=ev.get("network_policy"),
-        write_events=[e for e in harness if e.get("type") == "write"],
         limits=ev.get("limits") or {},
         resource_exceeded=list(ev.get("resource_exceeded") or []),
         observation=ev.get("observation") or {},
-        leftovers=leftovers,
-        added_lines=changes.added,
-        unexamined=changes.unexamined,
-        undisplayable=changes.undisplayable,
         harness_budget=ev.get("harness_budget") or {},
         events_dropped=ev.get("events_dropped") or {},
         credential_canary=ev.get("credential_canary") or {},
