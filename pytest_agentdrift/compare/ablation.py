@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -201,6 +201,39 @@ def exposure(
 # --------------------------------------------------------------------------- the gates
 
 
+@dataclass
+class _ExposedTally:
+    """The exposed tasks' scored runs, both arms."""
+
+    gain: int = 0  # G: runs the candidate passes more (scaled to the baseline's scored runs)
+    worst_drop: float = 0.0  # D: the largest pass-rate drop on one task
+    after_pass: int = 0
+    after_runs: int = 0
+    solved_any: bool = False
+    dropped: list[str] = field(default_factory=list)
+    unscorable: list[str] = field(default_factory=list)
+
+
+def _tally(tasks: list[str], base: Mapping[str, Any], cand: Mapping[str, Any]) -> _ExposedTally:
+    t = _ExposedTally()
+    for tid in tasks:
+        pa, na = scored_passes(base["tasks"][tid]["runs"])
+        pb, nb = scored_passes(cand["tasks"][tid]["runs"])
+        if not na or not nb:  # every run of an arm lost to infrastructure: nothing to score
+            t.unscorable.append(tid)
+            continue
+        t.gain += pb - pa if na == nb else round(pb * na / nb) - pa
+        drop = pa / na - pb / nb
+        t.worst_drop = max(t.worst_drop, drop)
+        if drop > 0:
+            t.dropped.append(tid)
+        t.after_pass, t.after_runs = t.after_pass + pb, t.after_runs + nb
+        t.solved_any |= pa > 0 or pb > 0
+        if any(r.get("outcome") == "error" for arm in (base, cand) for r in arm["tasks"][tid]["runs"]):
+            t.unscorable.append(tid)
+    return t
+
+
 def item_gate(
     item: Item,
     base: Mapping[str, Any],
@@ -219,42 +252,21 @@ def item_gate(
     fired_runs = sum(row["fired"] for row in exposed.values())
     unknown = sum(row["unknown"] for row in exposed.values())
     k = max((len(t["runs"]) for t in base.get("tasks", {}).values()), default=0)
-    g = 0
-    worst = 0.0
-    after_pass = after_runs = 0
-    solved_any = False
-    dropped = []
-    unscorable = []
-    for tid in tasks:
-        pa, na = scored_passes(base["tasks"][tid]["runs"])
-        pb, nb = scored_passes(cand["tasks"][tid]["runs"])
-        if not na or not nb:  # every run of an arm lost to infrastructure: nothing to score
-            unscorable.append(tid)
-            continue
-        g += pb - pa if na == nb else round(pb * na / nb) - pa
-        drop = pa / na - pb / nb
-        worst = max(worst, drop)
-        if drop > 0:
-            dropped.append(tid)
-        after_pass, after_runs = after_pass + pb, after_runs + nb
-        solved_any |= pa > 0 or pb > 0
-        if any(r.get("outcome") == "error" for arm in (base, cand) for r in arm["tasks"][tid]["runs"]):
-            unscorable.append(tid)
-    rate_after = after_pass / after_runs if after_runs else None
-    accept_word, reject_word = (ACCEPT, REJECT) if item.kind == REMOVAL else (KEEP, KILL)
+    tally = _tally(tasks, base, cand)
+    rate_after = tally.after_pass / tally.after_runs if tally.after_runs else None
     out: dict[str, Any] = {
         "kind": item.kind,
         "item": item.label,
         "params": {**params.as_dict(), "k": k},
         "exposed_tasks": tasks,
         "S": len(tasks),
-        "G": g,
-        "D": round(worst, 6),
+        "G": tally.gain,
+        "D": round(tally.worst_drop, 6),
         "fired_runs": fired_runs,
         "with_runs": with_runs,
         "unknown_runs": unknown,
         "pass_rate_after": rate_after,
-        "dropped": dropped,
+        "dropped": tally.dropped,
     }
     if unknown:
         verdict, why = (
@@ -264,48 +276,53 @@ def item_gate(
                 "reached the agent cannot be told: re-run both arms with this version"
             ),
         )
-    elif unscorable:
+    elif tally.unscorable:
         verdict, why = (
             RERUN,
-            f"runs on exposed task(s) {', '.join(unscorable)} could not be scored (the agent did not start)",
+            f"runs on exposed task(s) {', '.join(tally.unscorable)} could not be scored (the agent did not start)",
         )
     elif not tasks:
         verdict, why = UNMEASURED, f"the item never reached the agent ({fired_runs}/{with_runs} runs); keep"
-    elif not solved_any:
-        verdict, why = UNCOVERED, "neither arm passes any exposed task: repair the item or check the tasks"
-    elif g <= -params.margin:
-        verdict, why = reject_word, f"the {item.kind} costs {-g} run(s) on the exposed tasks"
-    elif worst > params.tau:
-        verdict, why = (
-            reject_word,
-            (
-                f"the {item.kind} breaks {', '.join(dropped[:5])} (pass rate down "
-                f"{100 * worst:.0f} pp > {100 * params.tau:.0f} pp)"
-            ),
+    else:
+        verdict, why = _measured_verdict(item, params, tally, rate_after)
+        if verdict == RECHECK:
+            out["recheck"] = {"tasks": tally.dropped, "k": max(2 * k, 3)}
+    out["verdict"], out["reason"] = verdict, why
+    return out
+
+
+def _measured_verdict(
+    item: Item, params: ItemGateParams, tally: _ExposedTally, rate_after: float | None
+) -> tuple[str, str]:
+    """The verdict once the item reached the agent and every exposed run was scored."""
+    g, worst, dropped = tally.gain, tally.worst_drop, tally.dropped
+    accept_word, reject_word = (ACCEPT, REJECT) if item.kind == REMOVAL else (KEEP, KILL)
+    if not tally.solved_any:
+        return UNCOVERED, "neither arm passes any exposed task: repair the item or check the tasks"
+    if g <= -params.margin:
+        return reject_word, f"the {item.kind} costs {-g} run(s) on the exposed tasks"
+    if worst > params.tau:
+        return reject_word, (
+            f"the {item.kind} breaks {', '.join(dropped[:5])} (pass rate down "
+            f"{100 * worst:.0f} pp > {100 * params.tau:.0f} pp)"
         )
-    elif rate_after is not None and rate_after >= params.accept_rate:
-        verdict, why = (
+    if rate_after is not None and rate_after >= params.accept_rate:
+        return (
             accept_word,
             f"the pass rate after the {item.kind} is {100 * rate_after:.0f}% ≥ {100 * params.accept_rate:.0f}% on the exposed tasks",
         )
-    elif g >= params.margin:
-        verdict, why = accept_word, f"the {item.kind} wins {g} run(s) on the exposed tasks"
-    elif item.kind == ADDITION:
-        verdict = RECHECK
-        why = f"not decided: {g:+d} run(s), pass rate {100 * (rate_after or 0):.0f}% on the exposed tasks; re-run " + (
-            f"the tasks that dropped ({', '.join(dropped)})" if dropped else "with more repetitions"
+    if g >= params.margin:
+        return accept_word, f"the {item.kind} wins {g} run(s) on the exposed tasks"
+    if item.kind == ADDITION:
+        return (
+            RECHECK,
+            f"not decided: {g:+d} run(s), pass rate {100 * (rate_after or 0):.0f}% on the exposed tasks; re-run "
+            + (f"the tasks that dropped ({', '.join(dropped)})" if dropped else "with more repetitions"),
         )
-        out["recheck"] = {"tasks": dropped, "k": max(2 * k, 3)}
-    else:
-        verdict, why = (
-            UNMEASURED,
-            (
-                f"the agent passes {100 * (rate_after or 0):.0f}% < {100 * params.accept_rate:.0f}% of "
-                "the exposed runs without the item: not enough to accept its removal; keep"
-            ),
-        )
-    out["verdict"], out["reason"] = verdict, why
-    return out
+    return UNMEASURED, (
+        f"the agent passes {100 * (rate_after or 0):.0f}% < {100 * params.accept_rate:.0f}% of "
+        "the exposed runs without the item: not enough to accept its removal; keep"
+    )
 
 
 def effect(item: Item, comparison: Mapping[str, Any]) -> dict[str, Any]:
