@@ -580,7 +580,6 @@ def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str,
     tampered = [{"task": t, "rep": rep} for t in ids for rep in c_arm[t].tampered]
     won, lost, _ = _counts(ids, rows, b_arm)
     loss_p = stats.exact_mcnemar_pvalue(lost, won)
-    pooled = lost > won and loss_p < level
     strata_flagged = [
         s
         for s, row in (strata or {}).items()
@@ -588,11 +587,7 @@ def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str,
     ]
     blockers = [row_line(r) for r in tests["rows"] if r["blocks"]]
     blockers += [f"tampered pass {x['task']} r{x['rep']}" for x in tampered]
-    if pooled:
-        blockers.append(f"paired test: loses {lost} task(s), wins {won} (p = {loss_p:.3g} < {at})")
-    for s in strata_flagged:
-        g = strata[s]["gate"]
-        blockers.append(f"suite {s}: loses {g['lost']}, wins {g['won']} (p = {g['loss_p_value']:.3g} < {at})")
+    blockers += _paired_blockers(won, lost, loss_p, level, at, {s: strata[s]["gate"] for s in strata_flagged})
     k = min((min(len(b_arm[t].passes), len(c_arm[t].passes)) for t in ids), default=0)
     mde = minimum_detectable_regression([b_arm[t].rate for t in ids], k, level)
     reason = "; ".join(blockers) if blockers else _passing_reason(mde, len(ids), at, by_verdict)
@@ -617,6 +612,18 @@ def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str,
         "level": level,
         "minimum_detectable": mde,
     }
+
+
+def _paired_blockers(
+    won: int, lost: int, loss_p: float, level: float, at: str, flagged: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """The paired regressions that block: pooled over the tasks, and per flagged suite."""
+    blockers = []
+    if lost > won and loss_p < level:
+        blockers.append(f"paired test: loses {lost} task(s), wins {won} (p = {loss_p:.3g} < {at})")
+    for s, g in flagged.items():
+        blockers.append(f"suite {s}: loses {g['lost']}, wins {g['won']} (p = {g['loss_p_value']:.3g} < {at})")
+    return blockers
 
 
 def _check_counts(ids: Sequence[str], b_arm, c_arm) -> list[Any]:
@@ -1025,22 +1032,26 @@ def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
         "gate": _gate_summary(comparison),
         "regression_gate": _regression_summary(comparison.get("regression")),
         "infra_errors": _infra_summary(comparison),
-        "evidence": {
-            "identity": ident,
-            "baseline": _arm_evidence(comparison["baseline"]),
-            "candidate": _arm_evidence(comparison["candidate"]),
-            "paired": comparison["paired"],
-            "strata": comparison["strata"],
-            "promotion": comparison["promotion"],
-            "tampered_passes": {
-                "baseline": comparison["baseline"]["tampered_passes"],
-                "candidate": comparison["candidate"]["tampered_passes"],
-            },
-            "release_notes_supplied": comparison["ledger_supplied"],
-            "notes": comparison["rollback_notes"],
-        },
+        "evidence": _decision_evidence(comparison),
         "approved_external_effects": [],
         "publication_authorized": False,
+    }
+
+
+def _decision_evidence(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "identity": comparison["identity"],
+        "baseline": _arm_evidence(comparison["baseline"]),
+        "candidate": _arm_evidence(comparison["candidate"]),
+        "paired": comparison["paired"],
+        "strata": comparison["strata"],
+        "promotion": comparison["promotion"],
+        "tampered_passes": {
+            "baseline": comparison["baseline"]["tampered_passes"],
+            "candidate": comparison["candidate"]["tampered_passes"],
+        },
+        "release_notes_supplied": comparison["ledger_supplied"],
+        "notes": comparison["rollback_notes"],
     }
 
 
@@ -1153,6 +1164,30 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
     if not c["comparable"]:
         lines.append(_line("comparable", "no: every delta is null"))
         lines += [_line("", f"- {r}") for r in c["reasons"]]
+    lines += _arm_lines(c)
+    lines += _paired_lines(c["paired"])
+    tampered = [
+        f"{arm} {t['task']} r{t['rep']}" for arm in ("baseline", "candidate") for t in c[arm]["tampered_passes"]
+    ]
+    if tampered:
+        lines.append(_line("tampered", _ids(tampered) + " (counted as fails)"))
+    fc = c["failure_classes"]
+    if fc:
+        for arm in ("baseline", "candidate"):
+            parts = [f"{k} {fc[arm][k]['runs']}" for k in stats.FAILURE_CLASSES]
+            lines.append(_line("failures", f"{arm:<9} " + "  ".join(parts)))
+    var = c["variance"]
+    if var and var.get("shares"):
+        sh = var["shares"]
+        lines.append(
+            _line("variance", "  ".join(f"{k} {_pct(sh[k])}" for k in ("task", "arm", "task_x_arm", "run_to_run")))
+        )
+    return lines + _verdict_lines(c)
+
+
+def _arm_lines(c: Mapping[str, Any]) -> list[str]:
+    """Each arm's pass rate, the runs it lost to infrastructure, and what it spent."""
+    lines = []
     for label in ("baseline", "candidate"):
         arm = c[label]
         ci = arm["wilson"]
@@ -1177,39 +1212,31 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
     spends = [(label, c[label].get("spend") or {}) for label in ("baseline", "candidate")]
     if any(sp.get("tokens") is not None or sp.get("cost_usd") is not None for _, sp in spends):
         lines.append(_line("spend", "  ".join(f"{label} {_spend(sp)}" for label, sp in spends)))
-    paired = c["paired"]
-    if paired:
-        lines.append(
-            _line(
-                "paired",
-                f"won {len(paired['won'])}  lost {len(paired['lost'])}  tied {len(paired['tied'])}  "
-                f"p(candidate wins more) = {paired['p_value']:.3g}",
-            )
+    return lines
+
+
+def _paired_lines(paired: Mapping[str, Any] | None) -> list[str]:
+    if not paired:
+        return [_line("delta", "null")]
+    lines = [
+        _line(
+            "paired",
+            f"won {len(paired['won'])}  lost {len(paired['lost'])}  tied {len(paired['tied'])}  "
+            f"p(candidate wins more) = {paired['p_value']:.3g}",
         )
-        if paired["won"]:
-            lines.append(_line("", "won:  " + _ids(paired["won"])))
-        if paired["lost"]:
-            lines.append(_line("", "lost: " + _ids(paired["lost"])))
-        ci = paired["delta_ci"]
-        lines.append(_line("delta", f"{_pp(paired['delta'])} [{_pp(ci[0])}, {_pp(ci[1])}]  ({paired['ci_method']})"))
-    else:
-        lines.append(_line("delta", "null"))
-    tampered = [
-        f"{arm} {t['task']} r{t['rep']}" for arm in ("baseline", "candidate") for t in c[arm]["tampered_passes"]
     ]
-    if tampered:
-        lines.append(_line("tampered", _ids(tampered) + " (counted as fails)"))
-    fc = c["failure_classes"]
-    if fc:
-        for arm in ("baseline", "candidate"):
-            parts = [f"{k} {fc[arm][k]['runs']}" for k in stats.FAILURE_CLASSES]
-            lines.append(_line("failures", f"{arm:<9} " + "  ".join(parts)))
-    var = c["variance"]
-    if var and var.get("shares"):
-        sh = var["shares"]
-        lines.append(
-            _line("variance", "  ".join(f"{k} {_pct(sh[k])}" for k in ("task", "arm", "task_x_arm", "run_to_run")))
-        )
+    if paired["won"]:
+        lines.append(_line("", "won:  " + _ids(paired["won"])))
+    if paired["lost"]:
+        lines.append(_line("", "lost: " + _ids(paired["lost"])))
+    ci = paired["delta_ci"]
+    lines.append(_line("delta", f"{_pp(paired['delta'])} [{_pp(ci[0])}, {_pp(ci[1])}]  ({paired['ci_method']})"))
+    return lines
+
+
+def _verdict_lines(c: Mapping[str, Any]) -> list[str]:
+    """The gate, per suite, promotion, regression gate and status; the deciding gate's line last."""
+    lines = []
     gate = c["gate"]
     passed_by_cost = gate["verdict"] == HOLD and gate["passed"]
     # under the regression gate the promotion gate and status are a second opinion that sets nothing
@@ -1229,8 +1256,9 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
     if promo and promo.get("basis"):
         lines.append(_line("promotion", promo["reason"]))
     reg = c.get("regression")
-    if reg:
-        lines.append(_line("regression", ("pass: " if reg["passed"] else "FAIL: ") + reg["reason"]))
+    regression_line = _line("regression", ("pass: " if reg["passed"] else "FAIL: ") + reg["reason"]) if reg else None
+    if regression_line and not secondary:
+        lines.append(regression_line)
     decision = c["decision"]
     more = len(decision["because"]) - 1
     lines.append(
@@ -1241,8 +1269,8 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
             + (f" (+{more} more)" if more else ""),
         )
     )
-    if reg and secondary:
-        lines.append(lines.pop(lines.index(next(ln for ln in lines if ln.startswith("regression ")))))
+    if regression_line and secondary:
+        lines.append(regression_line)
     return lines
 
 
