@@ -117,10 +117,26 @@ def experiment_section(
         "gate_mode": gate_mode,
         "host_drift": host_drift(comparison),
     }
+    section["ablation"] = _ablation_part(
+        base, cand, comparison, base_instructions, cand_instructions, gate_mode, item_params
+    )
+    return section
+
+
+def _ablation_part(
+    base: Mapping[str, Any],
+    cand: Mapping[str, Any],
+    comparison: Mapping[str, Any],
+    base_instructions: Mapping[str, Any] | None,
+    cand_instructions: Mapping[str, Any] | None,
+    gate_mode: str | None,
+    item_params: ablation.ItemGateParams | None,
+) -> dict[str, Any] | None:
+    """The one item B removes or adds: its exposure, effect, item gate and drop-it answer (None without one)."""
     cand_bundle = _bundle_info(cand) or {}
     item = ablation.item_from_derivation(cand_bundle.get("derivation"))
     if item is None and gate_mode == DROP_IT_MODE:
-        section["ablation"] = {
+        return {
             "item": None,
             "drop_it": {
                 "answer": ablation.KEEP_IT,
@@ -128,29 +144,27 @@ def experiment_section(
                 "reason": "--agent-gate drop-it needs exactly one kind of change: --agent-without or --agent-with",
             },
         }
-    elif item is not None:
-        with_bundle = (_bundle_info(base) if item.kind == ablation.REMOVAL else cand_bundle) or {}
-        config_paths = {
-            (f["scope"], f["path"]) for f in with_bundle.get("files") or [] if f.get("category") == "config"
-        }
-        with_results = base if item.kind == ablation.REMOVAL else cand
-        with_instructions = base_instructions if item.kind == ablation.REMOVAL else cand_instructions
-        exposed = ablation.exposure(with_results, with_instructions, item, config_paths)
-        gate = ablation.item_gate(item, base, cand, exposed, item_params or ablation.ItemGateParams())
-        section["ablation"] = {
-            "item": {
-                "kind": item.kind,
-                "label": item.label,
-                "paths": [list(p) for p in item.paths],
-                "from_bundle": cand_bundle.get("derived_from"),
-                "bundle": cand_bundle.get("name"),
-            },
-            "effect": ablation.effect(item, comparison),
-            "exposure": exposed,
-            "item_gate": gate,
-            "drop_it": ablation.drop_it_gate(item, gate, comparison) if gate_mode == DROP_IT_MODE else None,
-        }
-    return section
+    if item is None:
+        return None
+    with_bundle = (_bundle_info(base) if item.kind == ablation.REMOVAL else cand_bundle) or {}
+    config_paths = {(f["scope"], f["path"]) for f in with_bundle.get("files") or [] if f.get("category") == "config"}
+    with_results = base if item.kind == ablation.REMOVAL else cand
+    with_instructions = base_instructions if item.kind == ablation.REMOVAL else cand_instructions
+    exposed = ablation.exposure(with_results, with_instructions, item, config_paths)
+    gate = ablation.item_gate(item, base, cand, exposed, item_params or ablation.ItemGateParams())
+    return {
+        "item": {
+            "kind": item.kind,
+            "label": item.label,
+            "paths": [list(p) for p in item.paths],
+            "from_bundle": cand_bundle.get("derived_from"),
+            "bundle": cand_bundle.get("name"),
+        },
+        "effect": ablation.effect(item, comparison),
+        "exposure": exposed,
+        "item_gate": gate,
+        "drop_it": ablation.drop_it_gate(item, gate, comparison) if gate_mode == DROP_IT_MODE else None,
+    }
 
 
 def experiment_exit_code(section: Mapping[str, Any], gate_mode: str | None) -> int | None:
@@ -190,6 +204,17 @@ def render_experiment(section: Mapping[str, Any]) -> list[str]:
             + ("    release differs" if rel["differs"] else ""),
         )
     )
+    lines += _behaviour_lines(section)
+    lines += _ablation_lines(section.get("ablation"))
+    sf = section["surface"]
+    notes = [n for n in (rel.get("note"), sf.get("note"), (section.get("host_drift") or {}).get("note")) if n]
+    lines += [_line("note", n) for n in notes]
+    return lines
+
+
+def _behaviour_lines(section: Mapping[str, Any]) -> list[str]:
+    """Own tests, tampered passes, instruction surface and where the arms' steps diverge."""
+    lines = []
     for arm in ("baseline", "candidate"):
         ot = section["own_tests"][arm]
         if ot["failed_runs"]:
@@ -231,7 +256,12 @@ def render_experiment(section: Mapping[str, Any]) -> list[str]:
                     f"{behaviour.show_step(d['baseline'])} | candidate {behaviour.show_step(d['candidate'])}",
                 )
             )
-    ab = section.get("ablation")
+    return lines
+
+
+def _ablation_lines(ab: Mapping[str, Any] | None) -> list[str]:
+    """The removed or added item's effect, its gate, and the drop-it answer."""
+    lines = []
     if ab and ab.get("item"):
         eff, gate = ab["effect"], ab["item_gate"]
         ci = eff["ci"]
@@ -264,6 +294,4 @@ def render_experiment(section: Mapping[str, Any]) -> list[str]:
             )
     if ab and ab.get("drop_it"):
         lines.append(_line("drop-it", f"drop-it gate: {ab['drop_it']['answer']}: {ab['drop_it']['reason']}"))
-    notes = [n for n in (rel.get("note"), sf.get("note"), (section.get("host_drift") or {}).get("note")) if n]
-    lines += [_line("note", n) for n in notes]
     return lines
