@@ -27,10 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.vocabulary import DEFAULT_ACCEPT_UNOBSERVED
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.compare.decision import GateParams
 
 NULL_OK = "no_material_evidence"
 DRIFT = "hold_unconfirmed"
@@ -58,9 +61,7 @@ def null_experiment(
 
     `accept_unobserved` holds tokens (field and group names, as --agent-accept-unobserved
     takes them), resolved for each pair by the one resolver the plugin and CLI use."""
-    from pytest_agentdrift.compare.decision import GateParams, compare_runs
-    from pytest_agentdrift.manifest.accept import resolve_for
-    from pytest_agentdrift.manifest.identity import compare_manifests
+    from pytest_agentdrift.compare.decision import GateParams
 
     if len(runs) < 2:
         raise ValueError("a null experiment needs at least two recordings")
@@ -69,44 +70,14 @@ def null_experiment(
     pairs = []
     identity_problems: list[str] = []
     for i, j in combinations(range(len(runs)), 2):
-        reasons: list[str] = []
-        change_class = "identical"
-        comparable = True
+        comparable, change_class, reasons = True, "identical", []
         if manifests is not None:
-            accepted = resolve_for(accept_unobserved, manifests[i], manifests[j]).fields
-            cmp = compare_manifests(manifests[i], manifests[j], [], pre_run=False, accept_unobserved=accepted)
-            change_class = cmp.change_class or "identical"
-            reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in cmp.blocks]
-            comparable = cmp.comparable
+            comparable, change_class, reasons = _pair_identity(manifests[i], manifests[j], accept_unobserved)
             if change_class != "identical" or not comparable:
                 identity_problems.append(
                     f"{labels[i]} vs {labels[j]}: {change_class}" + (f" ({'; '.join(reasons[:3])})" if reasons else "")
                 )
-        comparison = compare_runs(
-            runs[i], runs[j], comparable=comparable, reasons=reasons, change_class=change_class, gate=params, seed=seed
-        )
-        paired = comparison.get("paired") or {}
-        won, lost = list(paired.get("won") or []), list(paired.get("lost") or [])
-        reg = comparison.get("regression") or {}
-        p_two = two_sided_discordant_pvalue(len(won), len(lost)) if comparison["comparable"] else None
-        fired = bool(comparison["comparable"] and not reg.get("passed"))
-        pairs.append(
-            {
-                "baseline": labels[i],
-                "candidate": labels[j],
-                "comparable": comparison["comparable"],
-                "reasons": comparison["reasons"],
-                "flips": len(won) + len(lost),
-                "won": won,
-                "lost": lost,
-                "p_two_sided": p_two,
-                "variance": comparison.get("variance"),
-                "gate_verdict": None if not comparison["comparable"] else ("pass" if reg.get("passed") else "fail"),
-                "gate_reason": reg.get("reason"),
-                "gate_fired": fired,
-                "undecided": [x["task"] for x in reg.get("undecided_failures") or []],
-            }
-        )
+        pairs.append(_pair_row(runs[i], runs[j], labels[i], labels[j], comparable, change_class, reasons, params, seed))
     compared = [p for p in pairs if p["comparable"]]
     level = alpha / max(len(compared), 1)  # every pair is one more chance to read noise as drift
     for p in compared:
@@ -129,6 +100,57 @@ def null_experiment(
     }
     out["status"], out["because"] = _null_status(out, pairs, compared, identity_problems)
     return out
+
+
+def _pair_identity(
+    base: Mapping[str, Any], cand: Mapping[str, Any], accept_unobserved: Sequence[str]
+) -> tuple[bool, str, list[str]]:
+    """(comparable, change class, blocking differences) of two recordings' manifests, by the shared resolver."""
+    from pytest_agentdrift.manifest.accept import resolve_for
+    from pytest_agentdrift.manifest.identity import compare_manifests
+
+    accepted = resolve_for(accept_unobserved, base, cand).fields
+    cmp = compare_manifests(base, cand, [], pre_run=False, accept_unobserved=accepted)
+    return cmp.comparable, cmp.change_class or "identical", [f"{name}: {b!r} != {c!r}" for name, b, c in cmp.blocks]
+
+
+def _pair_row(
+    base: Mapping[str, Any],
+    cand: Mapping[str, Any],
+    base_label: str,
+    cand_label: str,
+    comparable: bool,
+    change_class: str,
+    reasons: list[str],
+    params: GateParams,
+    seed: int,
+) -> dict[str, Any]:
+    """One pair of recordings compared: its flips, their two-sided p-value, and whether the gate fired."""
+    from pytest_agentdrift.compare.decision import compare_runs
+
+    comparison = compare_runs(
+        base, cand, comparable=comparable, reasons=reasons, change_class=change_class, gate=params, seed=seed
+    )
+    paired = comparison.get("paired") or {}
+    won, lost = list(paired.get("won") or []), list(paired.get("lost") or [])
+    reg = comparison.get("regression") or {}
+    p_two = two_sided_discordant_pvalue(len(won), len(lost)) if comparison["comparable"] else None
+    fired = bool(comparison["comparable"] and not reg.get("passed"))
+    return {
+        "baseline": base_label,
+        "candidate": cand_label,
+        "comparable": comparison["comparable"],
+        "reasons": comparison["reasons"],
+        "flips": len(won) + len(lost),
+        "won": won,
+        "lost": lost,
+        "p_two_sided": p_two,
+        "variance": comparison.get("variance"),
+        "gate_verdict": None if not comparison["comparable"] else ("pass" if reg.get("passed") else "fail"),
+        "gate_reason": reg.get("reason"),
+        "gate_fired": fired,
+        "undecided": [x["task"] for x in reg.get("undecided_failures") or []],
+    }
 
 
 def _null_status(out, pairs, compared, identity_problems) -> tuple[str, list[str]]:
