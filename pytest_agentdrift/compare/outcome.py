@@ -126,9 +126,8 @@ def compare_recorded(
 ) -> ComparisonOutcome:
     """Statistics, decision, files and lines for two recorded runs (plugin and CLI alike)."""
     from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document, render_comparison
-    from pytest_agentdrift.compare.ledger import ledger_csv, read_release_notes
-    from pytest_agentdrift.manifest.identity import manifest_diff_document, render_refusal
+    from pytest_agentdrift.compare.decision import GateParams, compare_runs, render_comparison
+    from pytest_agentdrift.compare.ledger import read_release_notes
 
     reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in stamps.blocks]
     ledger = read_release_notes(release_notes) if release_notes else None
@@ -155,6 +154,31 @@ def compare_recorded(
     items = gate_items(comparison, gate)
     if items is not None:
         comparison["regression"]["items"] = items  # what pytest's items say, for every output to repeat
+    files = _comparison_files(comparison, stamps, accepted, gate, items, ledger)
+    provenance = regraded_arms(base, cand)
+    if provenance:
+        comparison["regraded"] = provenance  # which arm's checks are newer than its runs
+        files[DECISION_FILE]["regraded"] = provenance
+    rendered = render_comparison(comparison)
+    # the item lines go just above the last line (the regression gate's, under that gate)
+    rendered[-1:-1] = gate_item_lines(items)
+    lines = _identity_head(stamps) + ([note] if note else []) + provenance_lines(provenance) + rendered
+    return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
+
+
+def _comparison_files(
+    comparison: dict[str, Any],
+    stamps: Any,
+    accepted: Mapping[str, Any] | None,
+    gate: str | None,
+    items: Any,
+    ledger: Any,
+) -> dict[str, Any]:
+    """The record's comparison files: manifest diff, decision, comparison, and the release-note ledger."""
+    from pytest_agentdrift.compare.decision import decision_document
+    from pytest_agentdrift.compare.ledger import ledger_csv
+    from pytest_agentdrift.manifest.identity import manifest_diff_document
+
     diff = manifest_diff_document(stamps)
     if accepted:
         diff["accepted_unobserved"] = dict(accepted)
@@ -169,25 +193,21 @@ def compare_recorded(
     }
     if comparison.get("ledger") is not None and ledger is not None:
         files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])
+    return files
+
+
+def _identity_head(stamps: Any) -> list[str]:
+    """The change class, or the refusal; accepted unknowns stay visible on a comparable pair."""
+    from pytest_agentdrift.manifest.identity import render_refusal
+
+    if not stamps.comparable:
+        return render_refusal(stamps)
     change = [
         f"change      {stamps.change_class}: {stamps.explanation}"
         + (f" (declared variable: {', '.join(stamps.varied)})" if stamps.varied else "")
     ]
-    # accepted unknowns stay visible on a comparable pair; provenance notes live in manifest-diff.json
-    head = (
-        render_refusal(stamps)
-        if not stamps.comparable
-        else change + [ln for ln in render_refusal(stamps)[1:] if ln.startswith("note ") and "accepted as" in ln]
-    )
-    provenance = regraded_arms(base, cand)
-    if provenance:
-        comparison["regraded"] = provenance  # which arm's checks are newer than its runs
-        decision["regraded"] = provenance
-    rendered = render_comparison(comparison)
-    # the item lines go just above the last line (the regression gate's, under that gate)
-    rendered[-1:-1] = gate_item_lines(items)
-    lines = head + ([note] if note else []) + provenance_lines(provenance) + rendered
-    return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
+    # provenance notes live in manifest-diff.json
+    return change + [ln for ln in render_refusal(stamps)[1:] if ln.startswith("note ") and "accepted as" in ln]
 
 
 def regraded_arms(base: Mapping[str, Any], cand: Mapping[str, Any]) -> dict[str, Any]:
