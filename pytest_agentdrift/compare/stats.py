@@ -417,6 +417,34 @@ PROMOTION_GROUPED = (
 )
 
 
+def _promotion_means(
+    columns: dict[str, Sequence[float]], n: int, draws: int, seed: int
+) -> tuple[dict[str, Any], float | None]:
+    """The columns' bootstrap means: exact up to EXACT_BOOTSTRAP_BUDGET, else grouped with its error bound."""
+    if n * draws > EXACT_BOOTSTRAP_BUDGET:
+        discrete = {k: v for k, v in columns.items() if k != "d"}
+        m, error_bound = bootstrap_means_grouped(discrete, columns["d"], draws=draws, seed=seed)
+        m["d"] = m.pop("continuous")
+        return m, error_bound
+    return bootstrap_means(columns, draws=draws, seed=seed), None
+
+
+def _support_and_cost_interval(
+    m: Mapping[str, Any], draws: int, eps: float, confidence: float
+) -> tuple[float, float, float]:
+    """From the draws' column means: the share where quality holds and cost drops, and the cost interval."""
+    import numpy as np
+
+    share = m["m"] if "m" in m else np.ones(draws)
+    has = share > 0
+    cheaper = has & (m["d"] < 0)
+    keeps = m["q"] >= -eps - 1e-12  # tolerance: deltas are sums of multiples of 1/k
+    support = float(np.mean(cheaper & keeps))
+    diff = np.where(has, m["d"] / np.where(has, share, 1.0), 0.0)  # mean difference per priced task
+    low, high = percentile_interval(diff, confidence)
+    return support, low, high
+
+
 def promotion_support(
     quality_deltas: Sequence[float],
     base_cost: Sequence[float | None],
@@ -445,8 +473,6 @@ def promotion_support(
     n = len(quality_deltas)
     if not (n == len(base_cost) == len(cand_cost)) or n == 0:
         raise ValueError("need one quality delta and one cost per arm for each task, and at least one task")
-    import numpy as np
-
     mask = [1.0 if b is not None and c is not None else 0.0 for b, c in zip(base_cost, cand_cost, strict=False)]
     cb = [b if m else 0.0 for b, m in zip(base_cost, mask, strict=False)]
     cc = [c if m else 0.0 for c, m in zip(cand_cost, mask, strict=False)]
@@ -460,20 +486,8 @@ def promotion_support(
     columns = {"q": quality_deltas, "d": [c - b for b, c in zip(cb, cc, strict=False)]}
     if priced < n:
         columns["m"] = mask  # only needed when some task is unpriced
-    error_bound = None
-    if n * draws > EXACT_BOOTSTRAP_BUDGET:
-        discrete = {k: v for k, v in columns.items() if k != "d"}
-        m, error_bound = bootstrap_means_grouped(discrete, columns["d"], draws=draws, seed=seed)
-        m["d"] = m.pop("continuous")
-    else:
-        m = bootstrap_means(columns, draws=draws, seed=seed)
-    share = m["m"] if "m" in m else np.ones(draws)
-    has = share > 0
-    cheaper = has & (m["d"] < 0)
-    keeps = m["q"] >= -eps - 1e-12  # tolerance: deltas are sums of multiples of 1/k
-    support = float(np.mean(cheaper & keeps))
-    diff = np.where(has, m["d"] / np.where(has, share, 1.0), 0.0)  # mean difference per priced task
-    low, high = percentile_interval(diff, confidence)
+    m, error_bound = _promotion_means(columns, n, draws, seed)
+    support, low, high = _support_and_cost_interval(m, draws, eps, confidence)
     return {
         "support": support,
         "priced_tasks": priced,
