@@ -178,6 +178,21 @@ def mde(rates: Sequence[float], k: int, alpha: float, target: float) -> float | 
     return hi
 
 
+def _recommended(
+    k_best: int | None, rows: list[dict[str, Any]], tasks: int, feasible: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The recorded tasks at k <= 10 when that reaches the power, else the design with the fewest runs."""
+    if k_best is not None and k_best <= 10:
+        return {"kind": "recorded_tasks", "tasks": tasks, "k": k_best, "power": rows[-1]["power"]}
+    # fewest runs in all; writing tasks costs more than running them, so the fewest-tasks design is shown too
+    best = min(feasible, key=lambda m: (m["tasks"] * m["k"], m["k"])) if feasible else None
+    return (
+        {"kind": "more_tasks", "tasks": best["tasks"], "k": best["k"], "power": best["power"]}
+        if best
+        else {"kind": "none", "tasks": None, "k": None, "power": None}
+    )
+
+
 def make_plan(
     results: Mapping[str, Any],
     *,
@@ -203,16 +218,7 @@ def make_plan(
     k_best, rows = _smallest_k(rates, delta, alpha, target)
     more = [_smallest_n(rates, k, delta, alpha, target) for k in MORE_TASKS_K]
     feasible = [m for m in more if m["tasks"] is not None]
-    if k_best is not None and k_best <= 10:
-        recommended = {"kind": "recorded_tasks", "tasks": len(rates), "k": k_best, "power": rows[-1]["power"]}
-    else:
-        # fewest runs in all; writing tasks costs more than running them, so the fewest-tasks design is shown too
-        best = min(feasible, key=lambda m: (m["tasks"] * m["k"], m["k"])) if feasible else None
-        recommended = (
-            {"kind": "more_tasks", "tasks": best["tasks"], "k": best["k"], "power": best["power"]}
-            if best
-            else {"kind": "none", "tasks": None, "k": None, "power": None}
-        )
+    recommended = _recommended(k_best, rows, len(rates), feasible)
     fewest_tasks = min(feasible, key=lambda m: (m["tasks"], m["k"])) if feasible else None
     budget = budget_k or k_rec
     mu, _, _ = _moments(rates, budget, delta, fixed=True)

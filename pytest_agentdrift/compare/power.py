@@ -28,7 +28,7 @@ and its result is cached by design (tasks per baseline rate, k, alpha, power).
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pytest_agentdrift.vocabulary import MDE_POWER
 
@@ -186,6 +186,27 @@ def minimum_detectable_regression(
 
 
 @functools.lru_cache(maxsize=64)
+def _first_detected(exact: Callable[[int], float], guess: int, power: float) -> int:
+    """The smallest drop in 1..100 pp with exact(pp) >= power, given exact(100) >= power: gallop
+    from ``guess`` to bracket it, then bisect."""
+    lo, hi = 0, 100  # exact(lo) < power <= exact(hi); lo = 0 is a drop of nothing
+    step = 1
+    if exact(guess) >= power:
+        hi = guess
+        while hi - step > lo and exact(hi - step) >= power:
+            hi, step = hi - step, 2 * step
+        lo = max(lo, hi - step)
+    else:
+        lo = guess
+        while lo + step < hi and exact(lo + step) < power:
+            lo, step = lo + step, 2 * step
+        hi = min(hi, lo + step)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if exact(mid) >= power else (mid, hi)
+    return hi
+
+
 def _mde_for_design(design: tuple[tuple[float, int], ...], k: int, alpha: float, power: float) -> dict[str, Any]:
     """The smallest per-run pass-rate drop (whole pp) the gate detects with ``power``.
 
@@ -222,21 +243,7 @@ def _mde_for_design(design: tuple[tuple[float, int], ...], k: int, alpha: float,
         return out
     approx = _approximate_power(rates, weights, k, np.arange(1, 101) / 100, alpha)
     guess = int(np.argmax(approx >= power)) + 1 if (approx >= power).any() else 100
-    lo, hi = 0, 100  # exact(lo) < power <= exact(hi); lo = 0 is a drop of nothing
-    step = 1
-    if exact(guess) >= power:
-        hi = guess
-        while hi - step > lo and exact(hi - step) >= power:
-            hi, step = hi - step, 2 * step
-        lo = max(lo, hi - step)
-    else:
-        lo = guess
-        while lo + step < hi and exact(lo + step) < power:
-            lo, step = lo + step, 2 * step
-        hi = min(hi, lo + step)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if exact(mid) >= power else (mid, hi)
+    hi = _first_detected(exact, guess, power)
     out["mde_pp"] = hi
     out["power_at_mde"] = exact(hi)
     return out

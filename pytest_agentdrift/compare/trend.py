@@ -139,11 +139,10 @@ def series(records: list[Record]) -> tuple[list[Record], list[dict[str, Any]]]:
     return best, apart
 
 
-def analyse(records: list[Record], alpha: float = ALPHA) -> dict[str, Any]:
-    """The trend document: records, per-task rows (overall and per layer), marks and flags."""
+def _trend_rows(kept: list[Record]) -> list[dict[str, Any]]:
+    """One row per task and layer (overall first): its pass rate in each record; layers no record checked are left out."""
     from pytest_agentdrift.tasks.load import LAYERS
 
-    kept, apart = series(records)
     tasks = sorted({t for r in kept for t in r.results["tasks"]})
     rows: list[dict[str, Any]] = []
     for tid in tasks:
@@ -156,6 +155,34 @@ def analyse(records: list[Record], alpha: float = ALPHA) -> dict[str, Any]:
             if layer != "overall" and not any(p and p["n"] for p in points):
                 continue
             rows.append({"task": tid, "layer": layer, "points": points, "moves": []})
+    return rows
+
+
+def _moves(pts: list[dict[str, Any] | None], threshold: float) -> list[dict[str, Any]]:
+    """The steps between neighbouring records whose pass rates differ at the family's threshold."""
+    moves = []
+    for i in range(1, len(pts)):
+        a, b = pts[i - 1], pts[i]
+        if not (a and b and a["n"] and b["n"]):
+            continue
+        p = fisher_exact(a["passes"], a["n"], b["passes"], b["n"])
+        if p <= threshold:
+            moves.append(
+                {
+                    "at": i,
+                    "p": p,
+                    "direction": "down" if b["rate"] < a["rate"] else "up",
+                    "from": a["rate"],
+                    "to": b["rate"],
+                }
+            )
+    return moves
+
+
+def analyse(records: list[Record], alpha: float = ALPHA) -> dict[str, Any]:
+    """The trend document: records, per-task rows (overall and per layer), marks and flags."""
+    kept, apart = series(records)
+    rows = _trend_rows(kept)
     tests = sum(
         1
         for row in rows
@@ -164,22 +191,7 @@ def analyse(records: list[Record], alpha: float = ALPHA) -> dict[str, Any]:
     )
     threshold = alpha / tests if tests else alpha
     for row in rows:
-        pts = row["points"]
-        for i in range(1, len(pts)):
-            a, b = pts[i - 1], pts[i]
-            if not (a and b and a["n"] and b["n"]):
-                continue
-            p = fisher_exact(a["passes"], a["n"], b["passes"], b["n"])
-            if p <= threshold:
-                row["moves"].append(
-                    {
-                        "at": i,
-                        "p": p,
-                        "direction": "down" if b["rate"] < a["rate"] else "up",
-                        "from": a["rate"],
-                        "to": b["rate"],
-                    }
-                )
+        row["moves"] = _moves(row["points"], threshold)
     return {
         "records": [
             {
