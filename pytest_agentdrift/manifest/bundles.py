@@ -43,7 +43,7 @@ import secrets
 import shutil
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -336,91 +336,94 @@ def _label_to_file(
 def _collect(
     adapter_cls: Any, rules: str, project: Path, home: Path, env: Mapping[str, str], project_only: bool
 ) -> _Collected:
+    """What a bundle takes: the files discovery finds, the product's component trees, minus credentials."""
     from pytest_agentdrift.agents import products
     from pytest_agentdrift.agents.discovery_base import Roots
 
-    module = products.rules_module(rules)
-    roots = Roots.build([("~/", home), ("project:", project)])
-    disc = module.discover(
+    disc = products.rules_module(rules).discover(
         home,
         project,
         project,
         env,
         system_root=None,
         context="snapshot",
-        roots=roots,
+        roots=Roots.build([("~/", home), ("project:", project)]),
         upward_limit=project,
         include_user=not project_only,
     )
     home_env = dict(getattr(adapter_cls, "config_home_env", {}))
-    credentials = {c for c in adapter_cls.credential_files}
-    out = _Collected(files={}, skipped=[])
-
-    def take(label: str, category: str, kind: str) -> None:
-        where = _label_to_file(label, home, project, env, home_env)
-        if where is None:
-            out.skipped.append(
-                {
-                    "path": label,
-                    "reason": "outside the project and the home directory (managed or "
-                    "system scope is not the team's to overlay)",
-                }
-            )
-            return
-        scope, rel, source = where
-        if scope == "user" and rel in credentials:
-            out.skipped.append({"path": label, "reason": "credential file: never copied into a bundle"})
-            return
-        if (scope, rel) not in out.files:
-            out.files[(scope, rel)] = (source, category, kind)
-
+    taker = _Taker(home, project, env, home_env, set(adapter_cls.credential_files))
     for e in disc.entries:
         if e.raw_sha256 is None:
             continue  # missing / unreadable: nothing to copy
         if e.scope == "nested":
-            out.skipped.append(
-                {
-                    "path": e.path,
-                    "reason": "nested instruction file: frozen task repositories do not share the project's layout",
-                }
-            )
+            taker.skip(e.path, "nested instruction file: frozen task repositories do not share the project's layout")
             continue
-        take(e.path, "instructions", e.kind)
+        taker.take(e.path, "instructions", e.kind)
     for src in disc.config:
         if src.get("status") != "present" or "#" in src.get("path", ""):
             continue  # absent, or a sub-document of a file (its file is its own source)
-        kind = "mcp" if "mcp" in src.get("scope", "") else "settings"
-        take(src["path"], "config", kind)
+        taker.take(src["path"], "config", "mcp" if "mcp" in src.get("scope", "") else "settings")
     trees = products.bundle_trees(rules)
-    for scope, base in (("project", project), ("user", home)):
-        if scope == "user" and project_only:
-            continue
-        for tree in trees[scope]:
-            top = base / tree
-            if scope == "user":
-                for var, default in home_env.items():
-                    if env.get(var) and (tree == default or tree.startswith(default + "/")):
-                        top = Path(os.path.expanduser(env[var])) / tree[len(default) :].lstrip("/")
-            for full in _tree_files(top, out.skipped, f"{'project:' if scope == 'project' else '~/'}{tree}"):
-                rel = f"{tree}/{full.relative_to(top).as_posix()}"
-                category = (
-                    "config"
-                    if "hooks" in PurePosixPath(rel).parts or rel.startswith(".codex/rules/")
-                    else "instructions"
-                )
-                if (scope, rel) not in out.files:
-                    out.files[(scope, rel)] = (full, category, "hook" if category == "config" else _tree_kind(rel))
+    taker.trees("project", project, trees["project"])
+    if not project_only:
+        taker.trees("user", home, trees["user"])
+    out = taker.out
     # names that look like credentials are never copied, whatever list they came from
     for key in sorted(out.files):
         if _CREDENTIAL_NAME.search(key[1]):
-            out.skipped.append(
-                {
-                    "path": ("project:" if key[0] == "project" else "~/") + key[1],
-                    "reason": "looks like a credential file: never copied into a bundle",
-                }
-            )
+            taker.skip(_scoped_label(*key), "looks like a credential file: never copied into a bundle")
             del out.files[key]
     return out
+
+
+def _scoped_label(scope: str, rel: str) -> str:
+    return ("project:" if scope == "project" else "~/") + rel
+
+
+@dataclass
+class _Taker:
+    """Collects a bundle's files by their discovery labels, and what it leaves out and why."""
+
+    home: Path
+    project: Path
+    env: Mapping[str, str]
+    home_env: Mapping[str, str]  # variable that moves a product's user directory -> the directory it replaces
+    credentials: set[str]
+    out: _Collected = field(default_factory=lambda: _Collected(files={}, skipped=[]))
+
+    def skip(self, label: str, reason: str) -> None:
+        self.out.skipped.append({"path": label, "reason": reason})
+
+    def take(self, label: str, category: str, kind: str) -> None:
+        where = _label_to_file(label, self.home, self.project, self.env, self.home_env)
+        if where is None:
+            self.skip(
+                label,
+                "outside the project and the home directory (managed or system scope is not the team's to overlay)",
+            )
+            return
+        scope, rel, source = where
+        if scope == "user" and rel in self.credentials:
+            self.skip(label, "credential file: never copied into a bundle")
+            return
+        if (scope, rel) not in self.out.files:
+            self.out.files[(scope, rel)] = (source, category, kind)
+
+    def trees(self, scope: str, base: Path, trees: Sequence[str]) -> None:
+        """Every file of the product's component trees (a skill's scripts too); hooks are configuration."""
+        for tree in trees:
+            top = base / tree
+            if scope == "user":
+                for var, default in self.home_env.items():
+                    if self.env.get(var) and (tree == default or tree.startswith(default + "/")):
+                        top = Path(os.path.expanduser(self.env[var])) / tree[len(default) :].lstrip("/")
+            for full in _tree_files(top, self.out.skipped, _scoped_label(scope, tree)):
+                rel = f"{tree}/{full.relative_to(top).as_posix()}"
+                is_config = "hooks" in PurePosixPath(rel).parts or rel.startswith(".codex/rules/")
+                if (scope, rel) not in self.out.files:
+                    kind = "hook" if is_config else _tree_kind(rel)
+                    self.out.files[(scope, rel)] = (full, "config" if is_config else "instructions", kind)
 
 
 def _tree_kind(rel: str) -> str:
@@ -514,34 +517,7 @@ def snapshot(
     adapter_cls = _adapter_class(agent)
     rules = _rules_for(adapter_cls)
     collected = _collect(adapter_cls, rules, project, Path(home), env, project_only)
-    payload: dict[tuple[str, str], bytes] = {}
-    files: list[BundleFile] = []
-    total = 0
-    for (scope, rel), (source, category, kind) in sorted(collected.files.items()):
-        data, executable, why = _read_file(source)
-        label = ("project:" if scope == "project" else "~/") + rel
-        if data is None:
-            collected.skipped.append({"path": label, "reason": why or "unreadable"})
-            continue
-        total += len(data)
-        if total > MAX_BUNDLE_BYTES:
-            raise AgentDriftError(
-                f"the bundle would exceed {MAX_BUNDLE_BYTES} bytes at {label}: a bundle holds "
-                "instructions and configuration, not a project"
-            )
-        payload[(scope, rel)] = data
-        files.append(
-            BundleFile(
-                scope=scope,
-                path=rel,
-                size=len(data),
-                sha256=sha256_hex(data),
-                normalised_sha256=_normalised(data),
-                executable=executable,
-                category=category,
-                kind=kind,
-            )
-        )
+    payload, files = _read_collected(collected)
     identity = _identity_doc(agent, rules, model, dict(options or {}), files)
     provenance = {
         "created_at": _now(now),
@@ -552,6 +528,42 @@ def snapshot(
     bundle, created = _store(store, identity, provenance, payload)
     _bind_name(store, name, bundle)
     return Bundle(bundle.root, bundle.doc, name), created
+
+
+def _read_collected(collected: _Collected) -> tuple[dict[tuple[str, str], bytes], list[BundleFile]]:
+    """The bytes and the file entries of everything collected; what cannot be read is skipped with
+    its reason, and a bundle larger than MAX_BUNDLE_BYTES is refused."""
+    payload: dict[tuple[str, str], bytes] = {}
+    files: list[BundleFile] = []
+    total = 0
+    for (scope, rel), (source, category, kind) in sorted(collected.files.items()):
+        data, executable, why = _read_file(source)
+        label = _scoped_label(scope, rel)
+        if data is None:
+            collected.skipped.append({"path": label, "reason": why or "unreadable"})
+            continue
+        total += len(data)
+        if total > MAX_BUNDLE_BYTES:
+            raise AgentDriftError(
+                f"the bundle would exceed {MAX_BUNDLE_BYTES} bytes at {label}: a bundle holds "
+                "instructions and configuration, not a project"
+            )
+        payload[(scope, rel)] = data
+        files.append(_bundle_file(scope, rel, data, executable, category, kind))
+    return payload, files
+
+
+def _bundle_file(scope: str, rel: str, data: bytes, executable: bool, category: str, kind: str) -> BundleFile:
+    return BundleFile(
+        scope=scope,
+        path=rel,
+        size=len(data),
+        sha256=sha256_hex(data),
+        normalised_sha256=_normalised(data),
+        executable=executable,
+        category=category,
+        kind=kind,
+    )
 
 
 def _private_free(path: Path) -> str:
@@ -808,55 +820,65 @@ def secret_strings(bundle: Bundle) -> list[str]:
     base64, are scrubbed from run artifacts like the session's own secrets.
     Hook scripts are not parsed: a token written into a script is not found.
     """
-    import tomllib
-    from urllib.parse import urlsplit
-
     found: set[str] = set()
-
-    def walk(value: Any, secret: bool = False, key: str = "") -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, secret or str(k).lower() in _VALUES_ARE_SECRET or bool(SECRET_NAME.search(str(k))), str(k))
-        elif isinstance(value, list):
-            for i, item in enumerate(value):
-                flagged = i > 0 and isinstance(value[i - 1], str) and bool(_SECRET_FLAG.match(value[i - 1]))
-                if isinstance(item, str) and "=" in item and _SECRET_FLAG.match(item.split("=", 1)[0]):
-                    found.add(item.split("=", 1)[1])
-                walk(item, secret or flagged, key)
-        elif isinstance(value, str):
-            if secret or _SECRET_SHAPE.match(value):
-                found.add(value)
-            if "://" in value:
-                try:
-                    user = urlsplit(value)
-                except ValueError:
-                    return
-                if user.password:
-                    found.add(user.password)
-                if user.username and user.password is None and len(user.username) >= 8:
-                    found.add(user.username)
-
     for f in bundle.files:
-        if f.category != "config":
-            continue
-        data = bundle.source(f).read_bytes()
-        try:
-            if f.path.endswith(".toml"):
-                doc: Any = tomllib.loads(data.decode("utf-8"))
-            elif f.path.endswith((".json", ".jsonc")):
-                from pytest_agentdrift.agents.discovery_base import strip_jsonc
-
-                doc = json.loads(strip_jsonc(data.decode("utf-8")))
-            else:
-                continue
-        except (ValueError, UnicodeDecodeError):
-            continue
-        walk(doc)
+        if f.category == "config":
+            doc = _parsed_config(bundle.source(f).read_bytes(), f.path)
+            if doc is not None:
+                _find_secrets(doc, found)
     out: set[str] = set()
     for value in found:
         if len(value) >= 6:
             out.update(variants(value))
     return sorted(out, key=len, reverse=True)
+
+
+def _parsed_config(data: bytes, path: str) -> Any:
+    """A TOML, JSON or JSONC configuration file's value; None for another format or a file that does not parse."""
+    import tomllib
+
+    from pytest_agentdrift.agents.discovery_base import strip_jsonc
+
+    try:
+        if path.endswith(".toml"):
+            return tomllib.loads(data.decode("utf-8"))
+        if path.endswith((".json", ".jsonc")):
+            return json.loads(strip_jsonc(data.decode("utf-8")))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _find_secrets(value: Any, found: set[str], secret: bool = False) -> None:
+    """Add to ``found`` every string of ``value`` the manifest treats as secret (see secret_strings)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _find_secrets(v, found, secret or str(k).lower() in _VALUES_ARE_SECRET or bool(SECRET_NAME.search(str(k))))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            flagged = i > 0 and isinstance(value[i - 1], str) and bool(_SECRET_FLAG.match(value[i - 1]))
+            if isinstance(item, str) and "=" in item and _SECRET_FLAG.match(item.split("=", 1)[0]):
+                found.add(item.split("=", 1)[1])
+            _find_secrets(item, found, secret or flagged)
+    elif isinstance(value, str):
+        if secret or _SECRET_SHAPE.match(value):
+            found.add(value)
+        if "://" in value:
+            _url_secrets(value, found)
+
+
+def _url_secrets(value: str, found: set[str]) -> None:
+    """A URL's password, and a long user name given without one (a token in the user slot)."""
+    from urllib.parse import urlsplit
+
+    try:
+        user = urlsplit(value)
+    except ValueError:
+        return
+    if user.password:
+        found.add(user.password)
+    if user.username and user.password is None and len(user.username) >= 8:
+        found.add(user.username)
 
 
 # --------------------------------------------------------------------------- derive
@@ -880,38 +902,9 @@ def derive(
 
     files = {(f.scope, f.path): f for f in base.files}
     payload = {(f.scope, f.path): base.source(f).read_bytes() for f in base.files}
-    removed: list[str] = []
-    for spec in without:
-        scope, rel = _split_spec(spec, "--agent-without")
-        hits = [k for k in files if k[0] == scope and (k[1] == rel or k[1].startswith(rel.rstrip("/") + "/"))]
-        for k in hits:
-            del files[k]
-            payload.pop(k, None)
-        removed.extend(f"{k[0]}:{k[1]}" for k in hits)
-    added: list[dict[str, Any]] = []
-    module = products.rules_module(base.identity["surface_rules"])
-    for spec in with_:
-        items, not_installed = _with_items(spec, cwd, home, getattr(module, "PLUGIN_LAYOUT", {}))
-        for scope, rel, source in items:
-            data, executable, why = _read_file(source)
-            if data is None:
-                raise AgentDriftError(f"--agent-with {spec}: {why}", source)
-            category = (
-                "config" if "hooks" in PurePosixPath(rel).parts or rel.endswith((".json", ".toml")) else "instructions"
-            )
-            f = BundleFile(
-                scope=scope,
-                path=rel,
-                size=len(data),
-                sha256=sha256_hex(data),
-                normalised_sha256=_normalised(data),
-                executable=executable,
-                category=category,
-                kind=_tree_kind(rel) if category == "instructions" else "settings",
-            )
-            files[(scope, rel)] = f
-            payload[(scope, rel)] = data
-        added.append({"item": spec, "files": len(items), "not_installed": not_installed})
+    removed = _remove(files, payload, without)
+    layout = getattr(products.rules_module(base.identity["surface_rules"]), "PLUGIN_LAYOUT", {})
+    added = [_add(files, payload, spec, cwd, home, layout) for spec in with_]
     base_keys = {(f.scope, f.path) for f in base.files}
     added_files = sorted(f"{k[0]}:{k[1]}" for k in files if k not in base_keys or files[k].sha256 != _sha(base, k))
     derivation = {
@@ -935,14 +928,54 @@ def derive(
         "source": {"derived_from": base.digest, "base_name": base.name},
         "skipped": [],
     }
-    name = derived_name(base, without, with_)
-    taken = store / "names" / f"{name}.json"
-    if taken.is_file() and _read_name(taken) != digest(identity):
-        # the same recipe gave other content (an added file changed since): keep both, told apart by digest
-        name = f"{name[:90]}-{digest(identity).split(':', 1)[1][:8]}"
+    name = _free_name(store, derived_name(base, without, with_), digest(identity))
     stored, _ = _store(store, identity, provenance, payload)
     _bind_name(store, name, stored)
     return Bundle(stored.root, stored.doc, name)
+
+
+_Files = dict[tuple[str, str], BundleFile]
+_Payload = dict[tuple[str, str], bytes]
+
+
+def _remove(files: _Files, payload: _Payload, without: Sequence[str]) -> list[str]:
+    """Drop each ``--agent-without`` path (a directory: everything below it); the files removed."""
+    removed: list[str] = []
+    for spec in without:
+        scope, rel = _split_spec(spec, "--agent-without")
+        hits = [k for k in files if k[0] == scope and (k[1] == rel or k[1].startswith(rel.rstrip("/") + "/"))]
+        for k in hits:
+            del files[k]
+            payload.pop(k, None)
+        removed.extend(f"{k[0]}:{k[1]}" for k in hits)
+    return removed
+
+
+def _add(
+    files: _Files, payload: _Payload, spec: str, cwd: Path, home: Path, layout: Mapping[str, str]
+) -> dict[str, Any]:
+    """Add one ``--agent-with`` item's files (replacing ones at the same path); what it added."""
+    items, not_installed = _with_items(spec, cwd, home, layout)
+    for scope, rel, source in items:
+        data, executable, why = _read_file(source)
+        if data is None:
+            raise AgentDriftError(f"--agent-with {spec}: {why}", source)
+        is_config = "hooks" in PurePosixPath(rel).parts or rel.endswith((".json", ".toml"))
+        kind = "settings" if is_config else _tree_kind(rel)
+        files[(scope, rel)] = _bundle_file(
+            scope, rel, data, executable, "config" if is_config else "instructions", kind
+        )
+        payload[(scope, rel)] = data
+    return {"item": spec, "files": len(items), "not_installed": not_installed}
+
+
+def _free_name(store: Path, name: str, digest_: str) -> str:
+    """The derived name, unless it already names other content: the same recipe gave other content
+    (an added file changed since), so both are kept, told apart by digest."""
+    taken = store / "names" / f"{name}.json"
+    if taken.is_file() and _read_name(taken) != digest_:
+        return f"{name[:90]}-{digest_.split(':', 1)[1][:8]}"
+    return name
 
 
 def _sha(bundle: Bundle, key: tuple[str, str]) -> str | None:

@@ -114,13 +114,7 @@ def compare_manifests(
 ) -> StampComparison:
     """Compare identity fields; differences outside ``vary`` block, as does any unobserved value."""
     vary_list = check_vary(vary)
-    accept = set(accept_unobserved)
-    unknown_accept = accept - set(IDENTITY_FIELDS)
-    if unknown_accept:
-        raise AgentDriftError(
-            f"unknown field(s) accepted as unobserved: {', '.join(sorted(unknown_accept))}; "
-            f"valid: {', '.join(IDENTITY_FIELDS)}"
-        )
+    accept = _accepted(accept_unobserved)
     base_id = _identity(baseline, "baseline")
     cur_id = _identity(current, "current")
     cmp = StampComparison(
@@ -129,7 +123,6 @@ def compare_manifests(
         baseline_runtime_id=baseline.get("runtime_id"),
         current_runtime_id=current.get("runtime_id"),
     )
-
     # what the current agent's product reports about itself at run time (its init event)
     run_reported = _run_reported(current)
     for name in IDENTITY_FIELDS:
@@ -137,36 +130,53 @@ def compare_manifests(
         if pre_run and (name in POST_RUN_FIELDS or name in run_reported) and c == UNOBSERVED and b != NOT_APPLICABLE:
             cmp.deferred.append(name)
             continue
-        unknown = b == UNOBSERVED or c == UNOBSERVED
-        if b != c:
-            cmp.changed[name] = (b, c)
-        elif not unknown:
-            cmp.same.append(name)
-        if unknown:
-            cmp.unobserved.append(name)
-            if name in accept and b == c:
-                cmp.notes.append((name, b, c))
-                continue
+        _compare_field(cmp, name, b, c, accepted=name in accept, varies=name in vary_list)
+    _provenance_notes(cmp, baseline, current)
+    cmp.change_class = classify(cmp.changed, base_id, cur_id)
+    cmp.explanation = _CLASS_TEXT[cmp.change_class]
+    cmp.comparable = not cmp.blocks
+    return cmp
+
+
+def _accepted(accept_unobserved: Iterable[str]) -> set[str]:
+    accept = set(accept_unobserved)
+    unknown_accept = accept - set(IDENTITY_FIELDS)
+    if unknown_accept:
+        raise AgentDriftError(
+            f"unknown field(s) accepted as unobserved: {', '.join(sorted(unknown_accept))}; "
+            f"valid: {', '.join(IDENTITY_FIELDS)}"
+        )
+    return accept
+
+
+def _compare_field(cmp: StampComparison, name: str, b: Any, c: Any, *, accepted: bool, varies: bool) -> None:
+    """One identity field: same, changed, unobserved (a note when accepted and equal) or blocking."""
+    unknown = b == UNOBSERVED or c == UNOBSERVED
+    if b != c:
+        cmp.changed[name] = (b, c)
+    elif not unknown:
+        cmp.same.append(name)
+    if unknown:
+        cmp.unobserved.append(name)
+        if accepted and b == c:
+            cmp.notes.append((name, b, c))
+        else:
             cmp.blocks.append((name, b, c))
-            continue
-        if b == c:
-            continue
-        if name in vary_list:
+    elif b != c:
+        if varies:
             cmp.varied.append(name)
         else:
             cmp.blocks.append((name, b, c))
 
+
+def _provenance_notes(cmp: StampComparison, baseline: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+    """Provenance that differs is noted, never blocking."""
     base_prov = baseline.get("provenance") if isinstance(baseline.get("provenance"), dict) else {}
     cur_prov = current.get("provenance") if isinstance(current.get("provenance"), dict) else {}
     for name in PROVENANCE_FIELDS:
         b, c = base_prov.get(name, UNOBSERVED), cur_prov.get(name, UNOBSERVED)
         if b != c:
             cmp.notes.append((name, b, c))
-
-    cmp.change_class = classify(cmp.changed, base_id, cur_id)
-    cmp.explanation = _CLASS_TEXT[cmp.change_class]
-    cmp.comparable = not cmp.blocks
-    return cmp
 
 
 def settle_deferred(cmp: StampComparison, baseline: Mapping[str, Any], accept: Iterable[str] = ()) -> list[str]:
