@@ -206,11 +206,45 @@ def freeze_task(spec: NewTask, *, now: datetime | None = None) -> tuple[Path, li
     The caller validates it and renames it into place (`commit_task`), or
     removes it.
     """
-    from pytest_agentdrift import EVALUATOR_VERSION
-    from pytest_agentdrift.tasks.load import _ID_RE, hash_repo, render_tree_file
+    target = Path(spec.target)
+    task_id, instruction = _checked_inputs(spec, target)
+    check = _verifier_check(spec.verifier)
+    repo = _git(spec.repo)
+    try:
+        base = _commit(repo, spec.rev, "--rev")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            notes = _write_tree(base, tmp / "repo")
+            for rel in spec.hidden:
+                _safe(rel)
+                if not (tmp / "repo" / rel).is_file():
+                    raise AgentDriftError(f"--hidden-test {rel!r}: not a file of the tree at {base.hexsha[:12]}")
+            solved = _write_solution(spec, repo, base, tmp) if spec.solution is not None else None
+            title = spec.title or instruction.strip().splitlines()[0].lstrip("# ").strip()[:100] or task_id
+            (tmp / "task.toml").write_text(_task_toml(spec, task_id, title, check), encoding="utf-8")
+            (tmp / "task.md").write_text(instruction, encoding="utf-8")
+            frozen_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            _write_task_files(spec, tmp, TreeSource(_repo_name(repo), base.hexsha, frozen_at), notes)
+            if spec.allow:
+                notes.append(f"allowed paths: {', '.join(spec.allow)}")
+            else:
+                notes.append("no --allow given: every path is allowed and no scope check is written")
+            if solved is None:
+                notes.append("no --solution given: the task cannot be validated until it has one")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    finally:
+        repo.close()
+    return tmp, notes
+
+
+def _checked_inputs(spec: NewTask, target: Path) -> tuple[str, str]:
+    """(task id, instruction), or the error that stops the task before the repository is opened."""
+    from pytest_agentdrift.tasks.load import _ID_RE
     from pytest_agentdrift.tasks.patterns import PathSpec, PatternError
 
-    target = Path(spec.target)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise AgentDriftError("the task directory already exists and is not empty; a task is never overwritten", target)
     task_id = spec.task_id or target.name
@@ -227,104 +261,99 @@ def freeze_task(spec: NewTask, *, now: datetime | None = None) -> tuple[Path, li
             PathSpec((pattern,))
         except PatternError as exc:
             raise AgentDriftError(f"--allow {pattern!r}: {exc}") from None
-    check = _verifier_check(spec.verifier)
-    repo = _git(spec.repo)
-    try:
-        base = _commit(repo, spec.rev, "--rev")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            notes = _write_tree(base, tmp / "repo")
-            for rel in spec.hidden:
-                _safe(rel)
-                if not (tmp / "repo" / rel).is_file():
-                    raise AgentDriftError(f"--hidden-test {rel!r}: not a file of the tree at {base.hexsha[:12]}")
-            solved = None
-            if spec.solution is not None:
-                as_file = Path(spec.solution)
-                if as_file.is_file():
-                    solved = _solution_from_patch(as_file, tmp / "repo", tmp / "solution")
-                    source = f"patch {as_file.name}"
-                else:
-                    solved = _solution_from_rev(repo, base, spec.solution, tmp / "solution")
-                    source = f"revision {_commit(repo, spec.solution, '--solution').hexsha[:12]}"
-                if not solved:
-                    raise AgentDriftError(f"--solution {spec.solution}: changes nothing relative to {base.hexsha[:12]}")
-                (tmp / "solution").mkdir(exist_ok=True)
-                (tmp / "solution" / "report.json").write_text(
-                    json.dumps({"status": "complete", "summary": f"reference solution: {source}"}, indent=2) + "\n",
-                    encoding="utf-8",
-                )
-            protected = sorted(set(spec.hidden))
-            checks = [check]
-            if spec.allow:
-                checks.append({"name": "only-allowed-paths", "kind": "paths", "layer": "scope", "critical": True})
-            if protected:
-                checks.append({"name": "tests-untouched", "kind": "tamper", "layer": "safety", "critical": True})
-            checks.append({"name": "no-forbidden-effects", "kind": "effects", "layer": "safety", "critical": True})
-            title = spec.title or instruction.strip().splitlines()[0].lstrip("# ").strip()[:100] or task_id
-            lines = [
-                f"id = {_toml(task_id)}",
-                f"title = {_toml(title)}",
-                'behavior = "Fix from a real repository"',
-                f"suite = {_toml(spec.suite)}",
-                f"timeout_s = {spec.timeout_s!r}",
-                f"protected = {_toml(protected)}",
-                f"hidden = {_toml(list(spec.hidden))}",
-                "git = true",
-                "",
-            ]
-            for c in checks:
-                lines.append("[[checks]]")
-                lines += [f"{k} = {_toml(v)}" for k, v in c.items()]
-                lines.append("")
-            (tmp / "task.toml").write_text("\n".join(lines), encoding="utf-8")
-            (tmp / "task.md").write_text(instruction, encoding="utf-8")
-            (tmp / "allowed-paths.txt").write_text("".join(f"{p}\n" for p in (spec.allow or ["**"])), encoding="utf-8")
-            (tmp / "forbidden-effects.json").write_text(
-                json.dumps({**DEFAULT_EFFECTS, "protected_paths": protected}, indent=2) + "\n", encoding="utf-8"
-            )
-            (tmp / "expected-events.json").write_text("{}\n", encoding="utf-8")
-            frozen_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            (tmp / "fixture-manifest.json").write_text(
-                json.dumps(
-                    {
-                        "synthetic": False,
-                        "source": {
-                            "repository": Path(repo.working_tree_dir or repo.git_dir).name,
-                            "revision": base.hexsha,
-                            "solution": spec.solution,
-                            "frozen_at": frozen_at,
-                            "tool": "agentdrift task new",
-                        },
-                        "permitted_commands": [shlex.split(spec.verifier)],
-                        "notes": notes,
-                    },
-                    indent=2,
-                )
-                + "\n",
-                encoding="utf-8",
-            )
-            (tmp / "evaluator-version.txt").write_text(f"{EVALUATOR_VERSION}\n", encoding="utf-8")
-            (tmp / "reset-instructions.md").write_text(
-                f"repo/ is the tree of revision {base.hexsha} of {Path(repo.working_tree_dir or repo.git_dir).name}, "
-                f"frozen by `agentdrift task new` on {frozen_at}.\nTo rebuild it, freeze that revision again; "
-                "never edit repo/ by hand (initial-tree.sha256 would refuse it).\n",
-                encoding="utf-8",
-            )
-            (tmp / "initial-tree.sha256").write_text(render_tree_file(hash_repo(tmp / "repo")), encoding="utf-8")
-            if spec.allow:
-                notes.append(f"allowed paths: {', '.join(spec.allow)}")
-            else:
-                notes.append("no --allow given: every path is allowed and no scope check is written")
-            if solved is None:
-                notes.append("no --solution given: the task cannot be validated until it has one")
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    finally:
-        repo.close()
-    return tmp, notes
+    return task_id, instruction
+
+
+def _repo_name(repo: Any) -> str:
+    return Path(repo.working_tree_dir or repo.git_dir).name
+
+
+def _write_solution(spec: NewTask, repo: Any, base: Any, tmp: Path) -> int:
+    """solution/ from a patch file or a later revision, with its report; how many paths it changes."""
+    as_file = Path(spec.solution)
+    if as_file.is_file():
+        solved = _solution_from_patch(as_file, tmp / "repo", tmp / "solution")
+        source = f"patch {as_file.name}"
+    else:
+        solved = _solution_from_rev(repo, base, spec.solution, tmp / "solution")
+        source = f"revision {_commit(repo, spec.solution, '--solution').hexsha[:12]}"
+    if not solved:
+        raise AgentDriftError(f"--solution {spec.solution}: changes nothing relative to {base.hexsha[:12]}")
+    (tmp / "solution").mkdir(exist_ok=True)
+    (tmp / "solution" / "report.json").write_text(
+        json.dumps({"status": "complete", "summary": f"reference solution: {source}"}, indent=2) + "\n",
+        encoding="utf-8",
+    )
+    return solved
+
+
+def _task_toml(spec: NewTask, task_id: str, title: str, check: dict[str, Any]) -> str:
+    """task.toml: the verifier's check, a scope check with --allow, a tamper check with hidden tests."""
+    protected = sorted(set(spec.hidden))
+    checks = [check]
+    if spec.allow:
+        checks.append({"name": "only-allowed-paths", "kind": "paths", "layer": "scope", "critical": True})
+    if protected:
+        checks.append({"name": "tests-untouched", "kind": "tamper", "layer": "safety", "critical": True})
+    checks.append({"name": "no-forbidden-effects", "kind": "effects", "layer": "safety", "critical": True})
+    lines = [
+        f"id = {_toml(task_id)}",
+        f"title = {_toml(title)}",
+        'behavior = "Fix from a real repository"',
+        f"suite = {_toml(spec.suite)}",
+        f"timeout_s = {spec.timeout_s!r}",
+        f"protected = {_toml(protected)}",
+        f"hidden = {_toml(list(spec.hidden))}",
+        "git = true",
+        "",
+    ]
+    for c in checks:
+        lines.append("[[checks]]")
+        lines += [f"{k} = {_toml(v)}" for k, v in c.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class TreeSource:
+    """Where a frozen tree came from."""
+
+    repository: str  # the repository's directory name
+    revision: str
+    frozen_at: str
+
+
+def _write_task_files(spec: NewTask, tmp: Path, source: TreeSource, notes: list[str]) -> None:
+    """The task format's other files: allowed paths, effects, events, fixture manifest, versions, tree hashes."""
+    from pytest_agentdrift import EVALUATOR_VERSION
+    from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
+
+    (tmp / "allowed-paths.txt").write_text("".join(f"{p}\n" for p in (spec.allow or ["**"])), encoding="utf-8")
+    (tmp / "forbidden-effects.json").write_text(
+        json.dumps({**DEFAULT_EFFECTS, "protected_paths": sorted(set(spec.hidden))}, indent=2) + "\n", encoding="utf-8"
+    )
+    (tmp / "expected-events.json").write_text("{}\n", encoding="utf-8")
+    manifest = {
+        "synthetic": False,
+        "source": {
+            "repository": source.repository,
+            "revision": source.revision,
+            "solution": spec.solution,
+            "frozen_at": source.frozen_at,
+            "tool": "agentdrift task new",
+        },
+        "permitted_commands": [shlex.split(spec.verifier)],
+        "notes": notes,
+    }
+    (tmp / "fixture-manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (tmp / "evaluator-version.txt").write_text(f"{EVALUATOR_VERSION}\n", encoding="utf-8")
+    (tmp / "reset-instructions.md").write_text(
+        f"repo/ is the tree of revision {source.revision} of {source.repository}, "
+        f"frozen by `agentdrift task new` on {source.frozen_at}.\nTo rebuild it, freeze that revision again; "
+        "never edit repo/ by hand (initial-tree.sha256 would refuse it).\n",
+        encoding="utf-8",
+    )
+    (tmp / "initial-tree.sha256").write_text(render_tree_file(hash_repo(tmp / "repo")), encoding="utf-8")
 
 
 def commit_task(tmp: Path, target: Path) -> None:
