@@ -25,7 +25,7 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Generator, Iterator
 
 EVALUATOR_COMPONENT = "fdtree"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
@@ -127,61 +127,90 @@ def walk(
     with Cursor(root) as cur:
         # a frame: (rel of the directory, its subdirectories not visited yet)
         frames: list[tuple[str, list[str]]] = [("", [])]
-        first = True
-        while frames:
-            rel_dir, pending = frames[-1]
-            if first:
-                first = False
-            elif pending:
-                name = pending.pop()
-                try:
-                    cur.down(name)
-                except OSError:
-                    stats.unreadable.append(f"{rel_dir}/{name}" if rel_dir else name)
-                    continue
-                rel_dir = f"{rel_dir}/{name}" if rel_dir else name
-                pending = []
-                frames.append((rel_dir, pending))
-            else:
-                frames.pop()
-                if frames:
-                    cur.up()
-                continue
-            stats.dirs += 1
-            stats.max_depth = max(stats.max_depth, cur.depth)
-            try:
-                with os.scandir(cur.fd) as it:
-                    entries = sorted(it, key=lambda e: e.name)
-            except OSError:
-                stats.unreadable.append(rel_dir)
-                continue
-            if not entries and rel_dir:
-                stats.longest_path = max(stats.longest_path, root_len + 1 + len(rel_dir))
-                yield Item(rel_dir + "/", ".", cur.fd, None)
-                continue
-            subdirs = []
-            for entry in entries:
-                stats.names += 1
-                if max_names is not None and stats.names > max_names:
-                    stats.truncated = f"more than {max_names} entries"
-                    return
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                if entry.name in skip or "./" + rel in skip:
-                    continue
-                try:
-                    is_dir = entry.is_dir(follow_symlinks=False)
-                except OSError:
-                    continue
-                if is_dir:
-                    subdirs.append(entry.name)
-                else:
-                    stats.longest_path = max(stats.longest_path, root_len + 1 + len(rel))
-                    yield Item(rel, entry.name, cur.fd, entry)
+        rel_dir: str | None = ""
+        while rel_dir is not None:
+            subdirs = yield from _walk_dir(cur, rel_dir, skip, root_len, max_names, stats)
+            if subdirs is None:
+                return
             # pop() takes from the end: reverse so subdirectories are visited in name order
-            pending.extend(reversed(subdirs))
+            frames[-1][1].extend(reversed(subdirs))
+            rel_dir = _next_dir(cur, frames, stats)
+
+
+def _walk_dir(
+    cur: Cursor, rel_dir: str, skip: frozenset[str], root_len: int, max_names: int | None, stats: WalkStats
+) -> Generator[Item, None, list[str] | None]:
+    """The items of the directory `cur` is at; returns its subdirectories (None: over max_names)."""
+    stats.dirs += 1
+    stats.max_depth = max(stats.max_depth, cur.depth)
+    try:
+        with os.scandir(cur.fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        stats.unreadable.append(rel_dir)
+        return []
+    if not entries and rel_dir:
+        stats.longest_path = max(stats.longest_path, root_len + 1 + len(rel_dir))
+        yield Item(rel_dir + "/", ".", cur.fd, None)
+        return []
+    subdirs = []
+    for entry in entries:
+        stats.names += 1
+        if max_names is not None and stats.names > max_names:
+            stats.truncated = f"more than {max_names} entries"
+            return None
+        rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+        if entry.name in skip or "./" + rel in skip:
+            continue
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            continue
+        if is_dir:
+            subdirs.append(entry.name)
+        else:
+            stats.longest_path = max(stats.longest_path, root_len + 1 + len(rel))
+            yield Item(rel, entry.name, cur.fd, entry)
+    return subdirs
+
+
+def _next_dir(cur: Cursor, frames: list[tuple[str, list[str]]], stats: WalkStats) -> str | None:
+    """Move `cur` to the next directory to list (depth first) and return its rel; None: the walk is done."""
+    while frames:
+        rel_dir, pending = frames[-1]
+        if not pending:
+            frames.pop()
+            if frames:
+                cur.up()
+            continue
+        name = pending.pop()
+        try:
+            cur.down(name)
+        except OSError:
+            stats.unreadable.append(f"{rel_dir}/{name}" if rel_dir else name)
+            continue
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        frames.append((rel, []))
+        return rel
+    return None
 
 
 # ---- reading one file by a relative path ---------------------------------------------------
+def _parent_fd(root: str | os.PathLike[str], parts: list[str]) -> int:
+    """An fd of the directory holding parts[-1] (root itself for one part or none), reached one
+    component at a time, never following a symlink; the caller closes it."""
+    fd = os.open(root, O_DIR)
+    try:
+        for part in parts[:-1]:
+            nfd = os.open(part, O_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def open_at(root: str | os.PathLike[str], rel: str, flags: int = O_FILE) -> int:
     """Open root/rel one component at a time, never following a symlink.
 
@@ -190,12 +219,8 @@ def open_at(root: str | os.PathLike[str], rel: str, flags: int = O_FILE) -> int:
     parts = [p for p in rel.split("/") if p]
     if not parts:
         raise OSError(errno.EINVAL, "empty relative path")
-    fd = os.open(root, O_DIR)
+    fd = _parent_fd(root, parts)
     try:
-        for part in parts[:-1]:
-            nfd = os.open(part, O_DIR, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
         return os.open(parts[-1], flags, dir_fd=fd)
     finally:
         os.close(fd)
@@ -203,12 +228,8 @@ def open_at(root: str | os.PathLike[str], rel: str, flags: int = O_FILE) -> int:
 
 def lstat_at(root: str | os.PathLike[str], rel: str) -> os.stat_result:
     parts = [p for p in rel.split("/") if p]
-    fd = os.open(root, O_DIR)
+    fd = _parent_fd(root, parts)
     try:
-        for part in parts[:-1]:
-            nfd = os.open(part, O_DIR, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
         return os.stat(parts[-1], dir_fd=fd, follow_symlinks=False) if parts else os.fstat(fd)
     finally:
         os.close(fd)
@@ -292,6 +313,12 @@ class CopyReport:
 
             self.skipped.append(f"{escape_path(rel)} ({why})")
 
+    def left_special(self, rel: str, cap: int = 50) -> None:
+        if len(self.special) < cap:
+            from pytest_agentdrift.safetext import escape_path
+
+            self.special.append(escape_path(rel))
+
     def to_dict(self) -> dict:
         return {
             "complete": self.complete,
@@ -369,11 +396,7 @@ def copy_tree(
                 report.skip(item.rel, f"deeper than {budget.depth} directories")
                 continue
             if item.entry is None:  # an empty directory
-                here = _move_to(dst_cur, here, item.rel.rstrip("/"))
-                try:
-                    os.fchmod(dst_cur.fd, stat.S_IMODE(item.stat().st_mode) | 0o700)
-                except OSError:
-                    pass
+                here = _copy_empty_dir(dst_cur, here, item)
                 continue
             if report.truncated is None and report.entries >= budget.entries:
                 report.truncated = f"more than {budget.entries} entries"
@@ -385,10 +408,7 @@ def copy_tree(
             except OSError:
                 continue
             if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                if len(report.special) < 50:
-                    from pytest_agentdrift.safetext import escape_path
-
-                    report.special.append(escape_path(item.rel))
+                report.left_special(item.rel)
                 continue
             here = _move_to(dst_cur, here, item.rel.rpartition("/")[0])
             try:
@@ -402,6 +422,16 @@ def copy_tree(
     finally:
         dst_cur.close()
     return report
+
+
+def _copy_empty_dir(dst_cur: Cursor, here: str, item: Item) -> str:
+    """Make the empty directory `item` in the copy, with its mode; where the cursor now is."""
+    here = _move_to(dst_cur, here, item.rel.rstrip("/"))
+    try:
+        os.fchmod(dst_cur.fd, stat.S_IMODE(item.stat().st_mode) | 0o700)
+    except OSError:
+        pass
+    return here
 
 
 def _copy_one(item: Item, st: os.stat_result, dst_fd: int, budget: CopyBudget, report: CopyReport) -> None:
@@ -482,36 +512,7 @@ def rmtree(path: str | os.PathLike[str]) -> list[str]:
         except OSError as exc:
             return [f"{path}: {exc}"]
     with cur:
-        # a frame: [name of the directory in its parent, subdirectories left, listed yet]
-        frames: list[list] = [["", [], False]]
-        while frames:
-            frame = frames[-1]
-            if not frame[2]:
-                frame[2] = True
-                frame[1] = _unlink_all_but_dirs(cur.fd, problems)
-            if frame[1]:
-                name = frame[1].pop()
-                try:
-                    cur.down(name)
-                except OSError:
-                    try:  # an agent's chmod 000: the harness owns the tree
-                        os.chmod(name, 0o700, dir_fd=cur.fd)
-                        cur.down(name)
-                    except (OSError, NotImplementedError) as exc:
-                        problems.append(f"{name}: {exc}")
-                        continue
-                frames.append([name, [], False])
-                continue
-            frames.pop()
-            if not frames:
-                break
-            try:
-                cur.up()
-                os.rmdir(frame[0], dir_fd=cur.fd)
-            except OSError as exc:
-                problems.append(f"{path}: {exc}")
-                if isinstance(exc, TreeChanged):
-                    break
+        _remove_contents(cur, path, problems)
     try:
         os.rmdir(path)
     except FileNotFoundError:
@@ -519,6 +520,40 @@ def rmtree(path: str | os.PathLike[str]) -> list[str]:
     except OSError as exc:
         problems.append(f"{path}: {exc}")
     return problems
+
+
+def _remove_contents(cur: Cursor, path: str, problems: list[str]) -> None:
+    """Empty the directory `cur` is at, post-order, one fd whatever the depth."""
+    # a frame: [name of the directory in its parent, subdirectories left, listed yet]
+    frames: list[list] = [["", [], False]]
+    while frames:
+        frame = frames[-1]
+        if not frame[2]:
+            frame[2] = True
+            frame[1] = _unlink_all_but_dirs(cur.fd, problems)
+        if frame[1]:
+            name = frame[1].pop()
+            try:
+                cur.down(name)
+            except OSError:
+                try:  # an agent's chmod 000: the harness owns the tree
+                    os.chmod(name, 0o700, dir_fd=cur.fd)
+                    cur.down(name)
+                except (OSError, NotImplementedError) as exc:
+                    problems.append(f"{name}: {exc}")
+                    continue
+            frames.append([name, [], False])
+            continue
+        frames.pop()
+        if not frames:
+            break
+        try:
+            cur.up()
+            os.rmdir(frame[0], dir_fd=cur.fd)
+        except OSError as exc:
+            problems.append(f"{path}: {exc}")
+            if isinstance(exc, TreeChanged):
+                break
 
 
 def _unlink_all_but_dirs(dir_fd: int, problems: list[str]) -> list[str]:
