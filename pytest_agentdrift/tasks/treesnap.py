@@ -215,13 +215,8 @@ def resnapshot(
         for item in fdtree.walk(root_s, skip, max_names=budget.names if budget else None, stats=stats):
             rel = item.rel
             old = before.get(rel)
-            if old is None and budget is not None:
-                if report.new_examined >= budget.new_entries:
-                    report.not_examined += 1
-                    if len(report.not_examined_sample) < LIST_CAP:
-                        report.not_examined_sample.append(escape_path(rel))
-                    continue
-                report.new_examined += 1
+            if old is None and budget is not None and not _examine_new(report, budget, rel):
+                continue
             try:
                 st = item.stat()
             except OSError:
@@ -230,17 +225,7 @@ def resnapshot(
                 report.long_paths_count += 1
                 if len(report.long_paths) < LIST_CAP:
                     report.long_paths.append(escape_path(rel))
-            if rehash_all:
-                out[rel] = _entry(item, st, True, budget, report)
-                continue
-            cheap = _entry(item, st, False)
-            if old is not None and old.kind == cheap.kind == "file" and old.signature() == cheap.signature():
-                out[rel] = old
-            elif old is None or cheap.kind != "file":
-                # new: it is added whatever its content (render_changes reads and hashes what it shows)
-                out[rel] = cheap
-            else:
-                out[rel] = _entry(item, st, True, budget, report)
+            out[rel] = _entry_again(item, st, old, budget, report, rehash_all)
     except fdtree.TreeChanged as exc:
         report.truncated = str(exc)
     except OSError as exc:  # the root itself is unreadable
@@ -251,6 +236,37 @@ def resnapshot(
     report.entries = len(out)
     report.max_depth = stats.max_depth
     return out
+
+
+def _examine_new(report: WalkReport, budget: Budget, rel: str) -> bool:
+    """Whether a new entry is still within the budget of new entries (one not is counted)."""
+    if report.new_examined >= budget.new_entries:
+        report.not_examined += 1
+        if len(report.not_examined_sample) < LIST_CAP:
+            report.not_examined_sample.append(escape_path(rel))
+        return False
+    report.new_examined += 1
+    return True
+
+
+def _entry_again(
+    item: fdtree.Item,
+    st: os.stat_result,
+    old: Entry | None,
+    budget: Budget | None,
+    report: WalkReport,
+    rehash_all: bool,
+) -> Entry:
+    """The entry as it is now: hashed again only when a file's stat signature changed."""
+    if rehash_all:
+        return _entry(item, st, True, budget, report)
+    cheap = _entry(item, st, False)
+    if old is not None and old.kind == cheap.kind == "file" and old.signature() == cheap.signature():
+        return old
+    if old is None or cheap.kind != "file":
+        # new: it is added whatever its content (render_changes reads and hashes what it shows)
+        return cheap
+    return _entry(item, st, True, budget, report)
 
 
 @dataclass
@@ -509,11 +525,10 @@ def render_changes(
     examine) is still shown (escaped text, added lines, or a bounded hex view
     with sizes and sha256) and listed in `undisplayable`. `inspect(rel, data)`
     sees every byte read of a new or changed file (the canary search)."""
-    before = before or {}
-    after = after or {}
+    before, after = before or {}, after or {}
     ch = Changes()
     chunks: dict[str, str] = {}
-    budget = [total]  # bytes of patch left
+    left = total  # bytes of patch left
     left_out: list[str] = []
 
     def source_first(rel: str) -> tuple[bool, str]:
@@ -523,14 +538,11 @@ def render_changes(
     # source files take the patch budget first: a large data file never crowds a code change out
     for rel in sorted(d.changed, key=source_first):
         chunk = _render_path(rel, old_root, new_root, d, before, after, ch, limit, inspect, old_roots)
-        if len(chunk) > budget[0]:
-            cut = max(budget[0], 0)
+        if len(chunk) > left:
             left_out.append(rel)
             _left_out(ch, rel, before, after, f"left out of the patch: over its {total}-byte budget")
-            chunk = chunk[:cut] + (
-                f"\n[agentdrift: the rest of this path's patch left out ({len(chunk) - cut} bytes)]\n" if cut else ""
-            )
-        budget[0] -= len(chunk)
+            chunk = _cut(chunk, left)
+        left -= len(chunk)
         if chunk:
             chunks[rel] = chunk
     out = [chunks[rel] for rel in d.changed if rel in chunks]  # one patch, in path order
@@ -541,6 +553,14 @@ def render_changes(
         )
     ch.patch = "".join(out)
     return ch
+
+
+def _cut(chunk: str, left: int) -> str:
+    """A path's patch cut to the `left` bytes of the patch budget, saying how much was left out."""
+    cut = max(left, 0)
+    return chunk[:cut] + (
+        f"\n[agentdrift: the rest of this path's patch left out ({len(chunk) - cut} bytes)]\n" if cut else ""
+    )
 
 
 def _render_path(
