@@ -140,7 +140,7 @@ def _verifier_check(command: str) -> dict[str, Any]:
     }
 
 
-def _toml(value: Any) -> str:
+def toml_value(value: Any) -> str:
     """A TOML value for the few types task.toml holds (JSON strings are valid TOML basic strings)."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -149,7 +149,9 @@ def _toml(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
@@ -297,19 +299,19 @@ def _task_toml(spec: NewTask, task_id: str, title: str, check: dict[str, Any]) -
         checks.append({"name": "tests-untouched", "kind": "tamper", "layer": "safety", "critical": True})
     checks.append({"name": "no-forbidden-effects", "kind": "effects", "layer": "safety", "critical": True})
     lines = [
-        f"id = {_toml(task_id)}",
-        f"title = {_toml(title)}",
+        f"id = {toml_value(task_id)}",
+        f"title = {toml_value(title)}",
         'behavior = "Fix from a real repository"',
-        f"suite = {_toml(spec.suite)}",
+        f"suite = {toml_value(spec.suite)}",
         f"timeout_s = {spec.timeout_s!r}",
-        f"protected = {_toml(protected)}",
-        f"hidden = {_toml(list(spec.hidden))}",
+        f"protected = {toml_value(protected)}",
+        f"hidden = {toml_value(list(spec.hidden))}",
         "git = true",
         "",
     ]
     for c in checks:
         lines.append("[[checks]]")
-        lines += [f"{k} = {_toml(v)}" for k, v in c.items()]
+        lines += [f"{k} = {toml_value(v)}" for k, v in c.items()]
         lines.append("")
     return "\n".join(lines)
 
