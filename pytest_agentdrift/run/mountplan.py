@@ -228,10 +228,49 @@ def build(
     allowed as a whole.
     """
     ops: list[Mount] = [Mount("dev", None, "/dev"), Mount("tmpfs", None, "/dev/shm"), Mount("proc", None, "/proc")]
-    links: list[Mount] = []
-    allowed: dict[str, str] = {}
+    shown = _Shown()
+    shown.system()
+    for p in readable:
+        shown.allow(p, "ro")
+    for p in writable:
+        shown.allow(p, "rw")
+    hidden = sorted({_real(x) for x in exclude if x} | set(bundled_suite_copies()), key=_key)
+    shown.drop_read_only_inside_writable()
+    excluded: list[str] = []
+    _mount_roots(shown.modes, hidden, ops, excluded)
+    _add_links_and_empty_dirs(ops, shown, private_tmp)
+    base, rest = ops[:3], ops[3:]
+    rest.sort(key=lambda m: _key(m.dest))
+    return MountPlan(
+        tuple(base + rest + [Mount("remount-ro", None, "/")]),
+        tuple(sorted(set(excluded))),
+        tuple((str(p), str(why)) for p, why in additions),
+        user,
+    )
 
-    def allow(path: str | os.PathLike[str], mode: str) -> None:
+
+@dataclass
+class _Shown:
+    """What a plan shows before it becomes mounts: real path -> "ro" or "rw", and the symlinks
+    to recreate so that the names callers used still work."""
+
+    modes: dict[str, str] = field(default_factory=dict)
+    links: list[Mount] = field(default_factory=list)
+
+    def system(self) -> None:
+        for d in SYSTEM_DIRS:
+            if os.path.islink(d):
+                self.links.append(Mount("symlink", os.readlink(d), d))
+            elif os.path.isdir(d):
+                self.modes[d] = "ro"
+        for name in ETC_ALLOW:
+            p = "/etc/" + name
+            if os.path.islink(p):
+                self.links.append(Mount("symlink", os.readlink(p), p))
+            elif os.path.exists(p) and _real(p) == p:
+                self.modes[p] = "ro"
+
+    def allow(self, path: str | os.PathLike[str], mode: str) -> None:
         raw = os.path.abspath(os.fspath(path))
         if not os.path.lexists(raw):
             return
@@ -239,32 +278,19 @@ def build(
         if real == "/" or not os.path.exists(real):
             return
         if os.path.islink(raw) and _real(os.path.dirname(raw)) == os.path.dirname(raw):
-            links.append(Mount("symlink", os.readlink(raw), raw))  # the name the caller used still works
-        if allowed.get(real) != "rw":
-            allowed[real] = mode
+            self.links.append(Mount("symlink", os.readlink(raw), raw))  # the name the caller used still works
+        if self.modes.get(real) != "rw":
+            self.modes[real] = mode
 
-    for d in SYSTEM_DIRS:
-        if os.path.islink(d):
-            links.append(Mount("symlink", os.readlink(d), d))
-        elif os.path.isdir(d):
-            allowed[d] = "ro"
-    for name in ETC_ALLOW:
-        p = "/etc/" + name
-        if os.path.islink(p):
-            links.append(Mount("symlink", os.readlink(p), p))
-        elif os.path.exists(p) and _real(p) == p:
-            allowed[p] = "ro"
-    for p in readable:
-        allow(p, "ro")
-    for p in writable:
-        allow(p, "rw")
-    hidden = sorted({_real(x) for x in exclude if x} | set(bundled_suite_copies()), key=_key)
+    def drop_read_only_inside_writable(self) -> None:
+        """What is writable is not also mounted read-only inside itself."""
+        for r in [r for r, m in self.modes.items() if m == "ro"]:
+            if any(_within(r, w) for w, m in self.modes.items() if m == "rw"):
+                del self.modes[r]
 
-    # what is writable is not also mounted read-only inside itself
-    for r in [r for r, m in allowed.items() if m == "ro"]:
-        if any(_within(r, w) for w, m in allowed.items() if m == "rw"):
-            del allowed[r]
-    excluded: list[str] = []
+
+def _mount_roots(allowed: dict[str, str], hidden: list[str], ops: list[Mount], excluded: list[str]) -> None:
+    """Mount each allowed path not already visible through an enclosing one of the same mode."""
     roots = sorted(allowed, key=_key)
     for root in roots:
         mode = allowed[root]
@@ -276,8 +302,12 @@ def build(
                 continue  # already visible through its parent
         inside = [x for x in hidden if x != root and _within(x, root)] if mode == "ro" else []
         _emit(root, mode, inside, ops, excluded)
+
+
+def _add_links_and_empty_dirs(ops: list[Mount], shown: _Shown, private_tmp: bool) -> None:
     taken = {m.dest for m in ops}
-    for link in links:
+    allowed = shown.modes
+    for link in shown.links:
         # a link inside a mounted directory is already there (and that directory is read-only)
         if link.dest in taken or any(_within(link.dest, r) for r in allowed if r != link.dest):
             continue
@@ -289,14 +319,6 @@ def build(
             taken.add(d)
     if "/var/run" not in taken:
         ops.append(Mount("symlink", "../run", "/var/run"))
-    base, rest = ops[:3], ops[3:]
-    rest.sort(key=lambda m: _key(m.dest))
-    return MountPlan(
-        tuple(base + rest + [Mount("remount-ro", None, "/")]),
-        tuple(sorted(set(excluded))),
-        tuple((str(p), str(why)) for p, why in additions),
-        user,
-    )
 
 
 def _emit(path: str, mode: str, hidden: list[str], ops: list[Mount], excluded: list[str]) -> None:
