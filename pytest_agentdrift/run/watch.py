@@ -38,7 +38,7 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +237,13 @@ class WriteWatcher:
         self._created: set[str] = set()
         self._last_modify: dict[str, float] = {}
         self._moves: dict[int, str] = {}  # cookie -> old absolute path of a moved directory
+        self._init_thread_state()
+        self._work_prefix = str(self.work) + os.sep
+        # the protocol's own files (events, report): counted towards disk, not reported as writes
+        self._unreported = tuple(str(p) for p in unreported)
+
+    def _init_thread_state(self) -> None:
+        """The watching thread's clock, descriptors and pacing."""
         self._t0 = time.monotonic()
         self._fd = -1
         self._stop_r, self._stop_w = -1, -1
@@ -244,9 +251,6 @@ class WriteWatcher:
         self._last_recount = 0.0
         self._last_probe = 0.0
         self._pending = False  # a breach seen but not yet confirmed by a recount
-        self._work_prefix = str(self.work) + os.sep
-        # the protocol's own files (events, report): counted towards disk, not reported as writes
-        self._unreported = tuple(str(p) for p in unreported)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> WriteWatcher:
@@ -340,75 +344,87 @@ class WriteWatcher:
             self._handle(data)
 
     def _handle(self, data: bytes) -> None:
-        touched: set[str] = set()
+        touched: set[str] = set()  # paths whose space is read again after this batch
         off = 0
         while off + _HEADER.size <= len(data):
             wd, mask, cookie, length = _HEADER.unpack_from(data, off)
             raw = data[off + _HEADER.size : off + _HEADER.size + length].split(b"\0", 1)[0]
             off += _HEADER.size + length
-            if mask & IN_Q_OVERFLOW:
-                self.overflows += 1
-                self._watch_tree(str(self.root), emit=False)  # directories made meanwhile
-                self._recount()
-                continue
-            if mask & IN_IGNORED:
-                self._wd.pop(wd, None)
-                continue
-            parent = self._wd.get(wd)
-            if parent is None or not raw:
-                continue
-            path = os.path.join(parent, os.fsdecode(raw))
-            is_dir = bool(mask & IN_ISDIR)
-            if mask & (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM):
-                touched.add(parent)  # a directory's own blocks grow with its entries
-            if mask & IN_CREATE:
-                if path not in self._created:
-                    self._created.add(path)
-                    self._emit(path, "create")
-                    self._count(path, +1)
-                touched.add(path)
-                if is_dir:
-                    self._watch_tree(path, emit=True)  # what was made in it before the watch
-                else:
-                    self._dirty.add(path)
-            elif mask & IN_MODIFY:
-                touched.add(path)
-                self._dirty.add(path)
-                self._emit_modify(path)
-            elif mask & IN_CLOSE_WRITE:
-                if path not in self._dirty:  # written with no IN_MODIFY (a shared mapping): still a write
-                    touched.add(path)
-                    self._emit_modify(path)
-                self._dirty.discard(path)
-                # one open-write-close is one edit: the next write to the path is a new one,
-                # however soon (three tweaks put back within a second are six edits, not one)
-                self._last_modify.pop(path, None)
-            elif mask & IN_DELETE:
-                self._created.discard(path)
-                self._emit(path, "delete")
-                self._count(path, -1)
-                self._sizes.pop(path, None)
-            elif mask & IN_MOVED_FROM:
-                self._created.discard(path)
-                self._emit(path, "move")
-                self._count(path, -1)
-                self._forget(path)
-                if is_dir:
-                    self._moves[cookie] = path
-            elif mask & IN_MOVED_TO:
-                self._emit(path, "move")
-                self._count(path, +1)
-                old = self._moves.pop(cookie, None) if is_dir else None
-                known = old is not None and self._rename_watches(old, path)
-                if is_dir:
-                    # a directory we never watched (moved in, or renamed before we got to it):
-                    # what is in it is new to us
-                    self._watch_tree(path, emit=not known)
-                else:
-                    touched.add(path)
+            self._handle_event(wd, mask, cookie, raw, touched)
         for path in touched:
             self._size(path)
         self._check()
+
+    def _handle_event(self, wd: int, mask: int, cookie: int, raw: bytes, touched: set[str]) -> None:
+        if mask & IN_Q_OVERFLOW:
+            self.overflows += 1
+            self._watch_tree(str(self.root), emit=False)  # directories made meanwhile
+            self._recount()
+            return
+        if mask & IN_IGNORED:
+            self._wd.pop(wd, None)
+            return
+        parent = self._wd.get(wd)
+        if parent is None or not raw:
+            return
+        path = os.path.join(parent, os.fsdecode(raw))
+        is_dir = bool(mask & IN_ISDIR)
+        if mask & (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM):
+            touched.add(parent)  # a directory's own blocks grow with its entries
+        if mask & IN_CREATE:
+            self._on_create(path, is_dir, touched)
+        elif mask & IN_MODIFY:
+            touched.add(path)
+            self._dirty.add(path)
+            self._emit_modify(path)
+        elif mask & IN_CLOSE_WRITE:
+            self._on_close_write(path, touched)
+        elif mask & IN_DELETE:
+            self._created.discard(path)
+            self._emit(path, "delete")
+            self._count(path, -1)
+            self._sizes.pop(path, None)
+        elif mask & IN_MOVED_FROM:
+            self._created.discard(path)
+            self._emit(path, "move")
+            self._count(path, -1)
+            self._forget(path)
+            if is_dir:
+                self._moves[cookie] = path
+        elif mask & IN_MOVED_TO:
+            self._on_moved_to(path, is_dir, cookie, touched)
+
+    def _on_create(self, path: str, is_dir: bool, touched: set[str]) -> None:
+        if path not in self._created:
+            self._created.add(path)
+            self._emit(path, "create")
+            self._count(path, +1)
+        touched.add(path)
+        if is_dir:
+            self._watch_tree(path, emit=True)  # what was made in it before the watch
+        else:
+            self._dirty.add(path)
+
+    def _on_close_write(self, path: str, touched: set[str]) -> None:
+        if path not in self._dirty:  # written with no IN_MODIFY (a shared mapping): still a write
+            touched.add(path)
+            self._emit_modify(path)
+        self._dirty.discard(path)
+        # one open-write-close is one edit: the next write to the path is a new one,
+        # however soon (three tweaks put back within a second are six edits, not one)
+        self._last_modify.pop(path, None)
+
+    def _on_moved_to(self, path: str, is_dir: bool, cookie: int, touched: set[str]) -> None:
+        self._emit(path, "move")
+        self._count(path, +1)
+        old = self._moves.pop(cookie, None) if is_dir else None
+        known = old is not None and self._rename_watches(old, path)
+        if is_dir:
+            # a directory we never watched (moved in, or renamed before we got to it):
+            # what is in it is new to us
+            self._watch_tree(path, emit=not known)
+        else:
+            touched.add(path)
 
     # -- events --------------------------------------------------------------------------------
     def _rel(self, path: str) -> str:
@@ -478,31 +494,14 @@ class WriteWatcher:
         between the directory's creation and its watch.
         """
         watched = set(self._wd.values())
-        stack = [top]
-        while stack:
-            d = stack.pop()
-            if d not in watched and not self._add_watch(d):
-                continue
-            try:
-                it = os.scandir(d)
-            except OSError:
-                continue
-            with it:
-                for entry in it:
-                    p = entry.path
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if emit and p not in self._sizes and p not in self._created:
-                        self._created.add(p)
-                        self._emit(p, "create")
-                        self._count(p, +1)
-                    self._sizes[p] = usage(st)
-                    if stat.S_ISDIR(st.st_mode):
-                        stack.append(p)
-                    elif stat.S_ISREG(st.st_mode):
-                        self._note_inode(p, st)
+        for p, st in _tree_entries(top, enter=lambda d: d in watched or self._add_watch(d)):
+            if emit and p not in self._sizes and p not in self._created:
+                self._created.add(p)
+                self._emit(p, "create")
+                self._count(p, +1)
+            self._sizes[p] = usage(st)
+            if stat.S_ISREG(st.st_mode):
+                self._note_inode(p, st)
 
     def _note_inode(self, path: str, st: os.stat_result) -> None:
         if path.startswith(self._work_prefix):
@@ -605,11 +604,18 @@ def usage(st: os.stat_result) -> int:
 
 
 def _walk(top: str) -> dict[str, int]:
-    """Every entry under `top` (not following links) -> usage(), iteratively (depth is the agent's)."""
-    sizes: dict[str, int] = {}
+    """Every entry under `top` (not following links) -> usage()."""
+    return {path: usage(st) for path, st in _tree_entries(top)}
+
+
+def _tree_entries(top: str, enter: Callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """(path, lstat) of every entry under `top`, not following links, iteratively (depth is the
+    agent's to choose); a directory is listed only when `enter(directory)` says so."""
     stack = [top]
     while stack:
         d = stack.pop()
+        if enter is not None and not enter(d):
+            continue
         try:
             it = os.scandir(d)
         except OSError:
@@ -620,7 +626,6 @@ def _walk(top: str) -> dict[str, int]:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                sizes[entry.path] = usage(st)
+                yield entry.path, st
                 if stat.S_ISDIR(st.st_mode):
                     stack.append(entry.path)
-    return sizes
