@@ -308,30 +308,10 @@ class RecordingProxy:
     def _serve(self, client: socket.socket) -> None:
         upstream: socket.socket | None = None
         try:
-            head, rest = self._read_head(client)
-            if head is None:
-                self._record("?", 0, False, reason="no complete request head")
-                _reply(client, 400, "Bad Request")
+            request = self._connect_request(client)
+            if request is None:
                 return
-            method, target = _request_line(head)
-            if method is None or target is None:
-                self._record("?", 0, False, reason="malformed request line")
-                _reply(client, 400, "Bad Request")
-                return
-            if method != "CONNECT":
-                host, port = _absolute_target(target)
-                self._record(host or "?", port or 0, False, method=method, reason="only CONNECT tunnels are allowed")
-                _reply(client, 403, "Forbidden")
-                return
-            host, port = split_host_port(target, None)
-            if host is None or port is None or not valid_host(host):
-                self._record(target[:200], 0, False, method=method, reason="unreadable CONNECT target")
-                _reply(client, 400, "Bad Request")
-                return
-            if not self.allowlist.allows(host, port):
-                self._record(host, port, False, method=method, reason="not in allowlist")
-                _reply(client, 403, "Forbidden")
-                return
+            method, host, port, rest = request
             try:
                 upstream = socket.create_connection((host, port), timeout=self.connect_timeout)
             except OSError as exc:
@@ -362,6 +342,35 @@ class RecordingProxy:
                 _close(upstream)
             _close(client)
             self._slots.release()
+
+    def _connect_request(self, client: socket.socket) -> tuple[str, str, int, bytes] | None:
+        """(method, host, port, bytes read past the head) of an allowed CONNECT; else the refusal
+        is recorded and answered, and None."""
+        head, rest = self._read_head(client)
+        if head is None:
+            self._record("?", 0, False, reason="no complete request head")
+            _reply(client, 400, "Bad Request")
+            return None
+        method, target = _request_line(head)
+        if method is None or target is None:
+            self._record("?", 0, False, reason="malformed request line")
+            _reply(client, 400, "Bad Request")
+            return None
+        if method != "CONNECT":
+            host, port = _absolute_target(target)
+            self._record(host or "?", port or 0, False, method=method, reason="only CONNECT tunnels are allowed")
+            _reply(client, 403, "Forbidden")
+            return None
+        host, port = split_host_port(target, None)
+        if host is None or port is None or not valid_host(host):
+            self._record(target[:200], 0, False, method=method, reason="unreadable CONNECT target")
+            _reply(client, 400, "Bad Request")
+            return None
+        if not self.allowlist.allows(host, port):
+            self._record(host, port, False, method=method, reason="not in allowlist")
+            _reply(client, 403, "Forbidden")
+            return None
+        return method, host, port, rest
 
     def _read_head(self, client: socket.socket) -> tuple[bytes | None, bytes]:
         client.settimeout(_POLL_S)
