@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable
 
-from pytest_agentdrift.tasks.freeze import DEFAULT_EFFECTS, toml_value
+from pytest_agentdrift.tasks.freeze import DEFAULT_EFFECTS, task_toml
 from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
 from pytest_agentdrift.vocabulary import RESULTS_FILE
 
@@ -74,21 +74,16 @@ def _task_toml(
     git: bool,
     checks: Iterable[dict[str, Any]],
 ) -> str:
-    lines = [
-        f"id = {json.dumps(task_id)}",
-        f"title = {json.dumps(title)}",
-        'behavior = "test"',
-        f"suite = {json.dumps(suite)}",
-        f"timeout_s = {timeout_s!r}",
-        f"protected = {toml_value(list(protected))}",
-        f"git = {toml_value(git)}",
-        "",
-    ]
-    for check in checks:
-        lines.append("[[checks]]")
-        lines += [f"{k} = {toml_value(v)}" for k, v in check.items()]
-        lines.append("")
-    return "\n".join(lines)
+    meta = {
+        "id": task_id,
+        "title": title,
+        "behavior": "test",
+        "suite": suite,
+        "timeout_s": timeout_s,
+        "protected": list(protected),
+        "git": git,
+    }
+    return task_toml(meta, checks)
 
 
 def _write_solution(solution_dir: Path, files: dict[str, str], report: dict[str, Any] | None) -> None:

@@ -25,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -298,20 +299,25 @@ def _task_toml(spec: NewTask, task_id: str, title: str, check: dict[str, Any]) -
     if protected:
         checks.append({"name": "tests-untouched", "kind": "tamper", "layer": "safety", "critical": True})
     checks.append({"name": "no-forbidden-effects", "kind": "effects", "layer": "safety", "critical": True})
-    lines = [
-        f"id = {toml_value(task_id)}",
-        f"title = {toml_value(title)}",
-        'behavior = "Fix from a real repository"',
-        f"suite = {toml_value(spec.suite)}",
-        f"timeout_s = {spec.timeout_s!r}",
-        f"protected = {toml_value(protected)}",
-        f"hidden = {toml_value(list(spec.hidden))}",
-        "git = true",
-        "",
-    ]
-    for c in checks:
+    meta = {
+        "id": task_id,
+        "title": title,
+        "behavior": "Fix from a real repository",
+        "suite": spec.suite,
+        "timeout_s": spec.timeout_s,
+        "protected": protected,
+        "hidden": list(spec.hidden),
+        "git": True,
+    }
+    return task_toml(meta, checks)
+
+
+def task_toml(meta: dict[str, Any], checks: Iterable[dict[str, Any]]) -> str:
+    """task.toml's text: the top-level keys in the order given, then one [[checks]] table per check."""
+    lines = [*(f"{k} = {toml_value(v)}" for k, v in meta.items()), ""]
+    for check in checks:
         lines.append("[[checks]]")
-        lines += [f"{k} = {toml_value(v)}" for k, v in c.items()]
+        lines += [f"{k} = {toml_value(v)}" for k, v in check.items()]
         lines.append("")
     return "\n".join(lines)
 
