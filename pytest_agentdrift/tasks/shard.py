@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from pytest_agentdrift.errors import AgentDriftError
 
@@ -144,26 +144,48 @@ def _int(env: Mapping[str, str], name: str) -> int:
         raise AgentDriftError(f"--agent-shard auto: {name}={env[name]!r} is not a whole number") from None
 
 
+@dataclass(frozen=True)
+class IndexedEngine:
+    """A launching engine that gives each job its 0-based index and, from the user's own
+    configuration, the number of jobs."""
+
+    name: str
+    applies: Callable[[Mapping[str, str]], bool]
+    index_var: str
+    count_var: str
+    count_missing: str  # what to tell the user when the count is not set
+
+
+INDEXED_ENGINES = (
+    IndexedEngine(
+        "github-actions matrix",
+        lambda env: env.get("GITHUB_ACTIONS") == "true" and env.get("AGENTDRIFT_JOB_INDEX") is not None,
+        "AGENTDRIFT_JOB_INDEX",
+        "AGENTDRIFT_JOB_TOTAL",
+        "GitHub Actions sets AGENTDRIFT_JOB_INDEX but not AGENTDRIFT_JOB_TOTAL "
+        "(set both in the workflow: ${{ strategy.job-index }} and ${{ strategy.job-total }})",
+    ),
+    IndexedEngine(
+        "kubernetes indexed job",
+        lambda env: env.get("JOB_COMPLETION_INDEX") is not None,
+        "JOB_COMPLETION_INDEX",
+        "AGENTDRIFT_SHARD_COUNT",
+        "Kubernetes sets JOB_COMPLETION_INDEX but AGENTDRIFT_SHARD_COUNT is not set "
+        "(set it to the Job's completions in the manifest)",
+    ),
+)
+
+
 def from_environment(env: Mapping[str, str]) -> Shard:
     """The shard the launching engine asked for (see the module docstring)."""
     if env.get("AGENTDRIFT_SHARD"):
         return parse_shard(env["AGENTDRIFT_SHARD"], "AGENTDRIFT_SHARD")
-    if env.get("GITHUB_ACTIONS") == "true" and env.get("AGENTDRIFT_JOB_INDEX") is not None:
-        if not env.get("AGENTDRIFT_JOB_TOTAL"):
-            raise AgentDriftError(
-                "--agent-shard auto: GitHub Actions sets AGENTDRIFT_JOB_INDEX but not AGENTDRIFT_JOB_TOTAL "
-                "(set both in the workflow: ${{ strategy.job-index }} and ${{ strategy.job-total }})"
-            )
-        i, n = _int(env, "AGENTDRIFT_JOB_INDEX"), _int(env, "AGENTDRIFT_JOB_TOTAL")
-        return _checked(i + 1, n, f"github-actions matrix (AGENTDRIFT_JOB_INDEX={i}, AGENTDRIFT_JOB_TOTAL={n})")
-    if env.get("JOB_COMPLETION_INDEX") is not None:
-        if not env.get("AGENTDRIFT_SHARD_COUNT"):
-            raise AgentDriftError(
-                "--agent-shard auto: Kubernetes sets JOB_COMPLETION_INDEX but AGENTDRIFT_SHARD_COUNT is not set "
-                "(set it to the Job's completions in the manifest)"
-            )
-        i, n = _int(env, "JOB_COMPLETION_INDEX"), _int(env, "AGENTDRIFT_SHARD_COUNT")
-        return _checked(i + 1, n, f"kubernetes indexed job (JOB_COMPLETION_INDEX={i}, AGENTDRIFT_SHARD_COUNT={n})")
+    for engine in INDEXED_ENGINES:
+        if engine.applies(env):
+            if not env.get(engine.count_var):
+                raise AgentDriftError(f"--agent-shard auto: {engine.count_missing}")
+            i, n = _int(env, engine.index_var), _int(env, engine.count_var)
+            return _checked(i + 1, n, f"{engine.name} ({engine.index_var}={i}, {engine.count_var}={n})")
     raise AgentDriftError(
         "--agent-shard auto: no shard in the environment; set AGENTDRIFT_SHARD=I/N, or on GitHub Actions "
         "AGENTDRIFT_JOB_INDEX/AGENTDRIFT_JOB_TOTAL, or on a Kubernetes Indexed Job AGENTDRIFT_SHARD_COUNT "
