@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import codecs
 import ctypes
-import errno
 import os
 import re
 import secrets
@@ -74,26 +73,20 @@ class InotifyWatch:
 
     def seen(self) -> list[str]:
         """What happened to the inode since the watch was set (sorted, deduplicated)."""
+        from pytest_agentdrift.run.watch import read_queued
+
         found: set[str] = set()
-        while True:
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
-                found.add("watch unreadable")
-                break
-            if not data:
-                break
-            off = 0
-            while off + 16 <= len(data):
-                _, mask, _, length = struct.unpack_from("iIII", data, off)
-                off += 16 + length
-                for bit, name in _IN.items():
-                    if mask & bit:
-                        found.add(name)
+        try:
+            for data in read_queued(self.fd):
+                off = 0
+                while off + 16 <= len(data):
+                    _, mask, _, length = struct.unpack_from("iIII", data, off)
+                    off += 16 + length
+                    for bit, name in _IN.items():
+                        if mask & bit:
+                            found.add(name)
+        except OSError:
+            found.add("watch unreadable")
         return sorted(found)
 
     def close(self) -> None:

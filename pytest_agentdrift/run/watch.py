@@ -113,17 +113,30 @@ def _new_instance() -> int:
     return fd
 
 
-def _discard_queued(fd: int) -> None:
-    """Read and drop what an instance still holds (a previous run's last events, its IN_IGNORED)."""
+def read_queued(fd: int) -> Iterator[bytes]:
+    """What a non-blocking inotify instance holds, chunk by chunk, until it is empty; an error
+    other than EINTR is raised."""
     while True:
         try:
-            if not os.read(fd, 1 << 16):
-                return
+            data = os.read(fd, 1 << 16)
         except BlockingIOError:
             return
         except OSError as exc:
-            if exc.errno != errno.EINTR:
-                return
+            if exc.errno == errno.EINTR:
+                continue
+            raise
+        if not data:
+            return
+        yield data
+
+
+def _discard_queued(fd: int) -> None:
+    """Read and drop what an instance still holds (a previous run's last events, its IN_IGNORED)."""
+    try:
+        for _ in read_queued(fd):
+            pass
+    except OSError:
+        return
 
 
 class InotifyReserve:
@@ -330,17 +343,7 @@ class WriteWatcher:
             self.error = f"{type(exc).__name__}: {exc}"
 
     def _drain(self) -> None:
-        while True:
-            try:
-                data = os.read(self._fd, 1 << 16)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
-                raise
-            if not data:
-                return
+        for data in read_queued(self._fd):
             self._handle(data)
 
     def _handle(self, data: bytes) -> None:
