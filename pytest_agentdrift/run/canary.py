@@ -233,15 +233,6 @@ def canary_access(canary: Canary, atime_works: bool) -> tuple[bool | None, list[
     return None, []
 
 
-def canary_read(canary: Canary) -> bool | None:
-    """Compatibility: touched or not, by the file's own state (no inotify)."""
-    try:
-        st = canary.path.stat()
-    except OSError:
-        return True  # moved or deleted: it was touched
-    return st.st_atime_ns != canary.atime_ns
-
-
 # ---- the token in artifacts ------------------------------------------------------------------
 def _b64_fragments(raw: bytes) -> list[str]:
     """Substrings every base64 encoding of `raw` contains, at each of the 3 alignments."""

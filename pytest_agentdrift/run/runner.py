@@ -554,7 +554,7 @@ def _plan_launch(spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, p
 
 
 @dataclass
-class Launched:
+class LaunchResult:
     """The agent's process as it ended, and what the observers outside the sandbox gathered."""
 
     proc: sandbox.ProcessResult
@@ -572,7 +572,7 @@ def _launch(
     prepared: PreparedRun,
     launch: LaunchPlan,
     errors: HarnessErrors,
-) -> Launched:
+) -> LaunchResult:
     """Run the agent in its sandbox; whatever happens, stop the observers and take the side outputs."""
     dirs, guard, canary = prepared.dirs, launch.guard, prepared.canary
     monitor = GuardedMonitor(settings.monitor(adapter, dirs.harness), errors) if settings.monitor is not None else None
@@ -614,7 +614,7 @@ def _launch(
         hook_events, hook_problems = netrx.stop() if netrx is not None else ([], [])
         fdtree.rmtree(launch.observers)
         side_files = _side_outputs(adapter, launch.scratch, errors)
-    return Launched(proc, env, proxy, hook_events, hook_problems, side_files)
+    return LaunchResult(proc, env, proxy, hook_events, hook_problems, side_files)
 
 
 def _side_outputs(adapter: AgentAdapter, scratch: Path | None, errors: HarnessErrors) -> dict[str, bytes | None]:
@@ -690,7 +690,7 @@ def _observe(
     settings: RunSettings,
     prepared: PreparedRun,
     launch: LaunchPlan,
-    launched: Launched,
+    launched: LaunchResult,
     errors: HarnessErrors,
 ) -> RunEvidence:
     """The run's evidence. Every stage is guarded: a harness error keeps what the other stages
@@ -746,7 +746,12 @@ def _work_tree_seen(
 
 
 def _agent_word(
-    adapter: AgentAdapter, dirs: RunDirs, launched: Launched, network: NetworkSeen, acted: bool, errors: HarnessErrors
+    adapter: AgentAdapter,
+    dirs: RunDirs,
+    launched: LaunchResult,
+    network: NetworkSeen,
+    acted: bool,
+    errors: HarnessErrors,
 ) -> AgentWord:
     """The agent's own word, read only once the harness's evidence is safe."""
     word = AgentWord()
@@ -759,7 +764,7 @@ def _agent_word(
     return word
 
 
-def _isolation(settings: RunSettings, dirs: RunDirs, launch: LaunchPlan, launched: Launched) -> dict[str, Any]:
+def _isolation(settings: RunSettings, dirs: RunDirs, launch: LaunchPlan, launched: LaunchResult) -> dict[str, Any]:
     plan, agent_path = launched.proc.plan, launched.env["PATH"]
     return isolation_record(
         settings.isolation, plan, launch.additions, dirs.root, launch.observers, agent_path, launch.scratch

@@ -481,9 +481,6 @@ class Changes:
     unexamined: list[str] = field(default_factory=list)  # raw paths whose content was not read in full
     examined_bytes: int = 0
 
-    def undisplayable_sources(self) -> list[dict]:
-        return [u for u in self.undisplayable if u["source"]]
-
 
 def _display_lines(text: str) -> list[str]:
     """Lines for the patch: split on newlines only, every other control character escaped."""
