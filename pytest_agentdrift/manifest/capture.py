@@ -188,6 +188,9 @@ class ManifestContext:
     bundled_runtimes: Mapping[str, str] = field(default_factory=dict)
     #: the scratch HOME and XDG dir of the agent CLI's version display (None: a temporary one per probe)
     probe_home: Path | None = None
+    #: the agent CLI's version display as the session already ran it (probe_cli_version): reused, not
+    #: run again (None: capture runs it)
+    cli_probe: Mapping[str, Any] | None = None
     now: Callable[[], datetime] | None = None  # injectable clock (provenance only)
     runner: Callable[..., subprocess.CompletedProcess[bytes]] | None = None  # injectable subprocess.run
 
@@ -788,7 +791,7 @@ def _find_git_dir(start: Path) -> bool:
 
 
 def _run(
-    ctx: ManifestContext, argv: Sequence[str], cwd: Path, scratch_home: bool = False
+    ctx: ManifestContext | _ProbeSetting, argv: Sequence[str], cwd: Path, scratch_home: bool = False
 ) -> tuple[int | None, bytes, bytes, str | None]:
     """Run one read-only display; (exit code, stdout, stderr, error). With `scratch_home`, in a
     scratch HOME and XDG directories of its own."""
@@ -814,7 +817,7 @@ def _run(
 PROBE_HOME_ENV = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
 
 
-def _run_in(runner, ctx: ManifestContext, argv: Sequence[str], cwd: Path, env: dict[str, str]):
+def _run_in(runner, ctx: ManifestContext | _ProbeSetting, argv: Sequence[str], cwd: Path, env: dict[str, str]):
     try:
         proc = runner(
             list(argv),
@@ -841,8 +844,28 @@ def _which(name: str, env: Mapping[str, str]) -> str | None:
     return shutil.which(name, path=env.get("PATH", ""))
 
 
+@dataclass(frozen=True)
+class _ProbeSetting:
+    """What a version display runs with (ManifestContext has the same fields)."""
+
+    env: Mapping[str, str]
+    probe_home: Path | None
+    version_timeout_s: float = VERSION_TIMEOUT_S
+    runner: Callable[..., subprocess.CompletedProcess[bytes]] | None = None
+
+
+def probe_cli_version(
+    argv: Sequence[str] | None, env: Mapping[str, str], cwd: Path, probe_home: Path | None
+) -> dict[str, Any]:
+    """The agent CLI's version display, run once a session in a scratch home: ``version`` (its exact
+    stdout, or unobserved / not_applicable with a ``reason``), and the executable's path, sha256,
+    exit code and stderr. The session shows its first line and capture records it whole
+    (ManifestContext.cli_probe), so both say what one run of the display said."""
+    return _probe_version(_ProbeSetting(dict(env), probe_home), argv, cwd, scratch_home=True)
+
+
 def _probe_version(
-    ctx: ManifestContext, argv: Sequence[str] | None, cwd: Path, scratch_home: bool = False
+    ctx: ManifestContext | _ProbeSetting, argv: Sequence[str] | None, cwd: Path, scratch_home: bool = False
 ) -> dict[str, Any]:
     if not argv:
         return {"version": NOT_APPLICABLE, "reason": "the adapter documents no version display"}
@@ -879,8 +902,9 @@ def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery_base.Roots, ru
     from concurrent.futures import ThreadPoolExecutor
 
     shell = ctx.env.get("SHELL")
-    jobs: dict[str, Sequence[str] | None] = {"cli": list(ctx.version_argv) if ctx.version_argv else None}
-    jobs.update(_RUNTIMES)
+    jobs: dict[str, Sequence[str] | None] = dict(_RUNTIMES)
+    if ctx.cli_probe is None:
+        jobs["cli"] = list(ctx.version_argv) if ctx.version_argv else None
     if shell:
         jobs["shell"] = (shell, "--version")
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
@@ -888,6 +912,8 @@ def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery_base.Roots, ru
         # interpreters and shells keep theirs (a version manager's shim finds itself there)
         futures = {name: pool.submit(_probe_version, ctx, argv, cwd, name == "cli") for name, argv in jobs.items()}
         results = {name: f.result() for name, f in futures.items()}
+    if ctx.cli_probe is not None:
+        results["cli"] = dict(ctx.cli_probe)
     runtimes: dict[str, Any] = {
         "python": f"{_platform.python_implementation()} {_platform.python_version()}",
     }
@@ -1266,6 +1292,7 @@ __all__ = [
     "capture_manifest",
     "environment_allowlist",
     "finalize_manifest",
+    "probe_cli_version",
     "runtime_id",
     "sha256_hex",
     "validate_manifest",

@@ -49,6 +49,7 @@ def capture_for_session(config, info, runner, collector) -> None:
             version_argv=adapter.version_argv() if adapter else None,
             bundled_runtimes=adapter.bundled_runtimes(dict(os.environ)) if adapter else {},
             probe_home=runner.probe_home if adapter else None,
+            cli_probe=runner.cli_probe if adapter else None,  # the session's probe, not a second run
             home=Path.home(),
             project_root=project_root(config),  # never config.rootpath (inifile.py)
             cwd=Path.cwd(),

@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
 from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.options import Settings
-from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, MANIFEST_FILE, SOURCE_MANIFEST_FILE, UNOBSERVED
+from pytest_agentdrift.vocabulary import (
+    EXIT_STATUS_KEY,
+    MANIFEST_FILE,
+    NOT_APPLICABLE,
+    SOURCE_MANIFEST_FILE,
+    UNOBSERVED,
+)
 
 # Every pytest run of the environment creates these objects: the modules that
 # run agents, grade and record are imported only when a session uses them.
@@ -123,6 +129,7 @@ class TaskRunner:
         self._mounts: list[tuple[str, str]] | None = None
         self.grading_cache: Path | None = None  # grade/fixturecache.py's directory; None keeps results in memory
         self.overlay: Any = None  # run.overlay.Overlay of --agent-bundle (session/experiments.py sets it)
+        self.cli_probe: dict[str, Any] | None = None  # the agent CLI's version display (probe_agent_version)
 
     @property
     def settings(self) -> Settings:
@@ -177,22 +184,16 @@ class TaskRunner:
         return home
 
     def probe_agent_version(self) -> str:
-        import subprocess
-
-        from pytest_agentdrift.manifest.capture import PROBE_HOME_ENV, VERSION_TIMEOUT_S
+        """The first line of the agent CLI's version display; the whole probe is kept for manifest
+        capture (cli_probe), so the display runs once a session."""
+        from pytest_agentdrift.manifest.capture import probe_cli_version
 
         argv = self.adapter.version_argv() if self.adapter else None
         if not argv:
             return UNOBSERVED
-        env = {**os.environ, **{name: str(self.probe_home) for name in PROBE_HOME_ENV}}
-        try:
-            out = subprocess.run(
-                argv, capture_output=True, text=True, timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL, env=env
-            )
-        except (OSError, subprocess.SubprocessError):
-            return UNOBSERVED
-        text = out.stdout.strip().splitlines()
-        return text[0] if out.returncode == 0 and text else UNOBSERVED
+        self.cli_probe = probe_cli_version(argv, os.environ, Path.cwd(), self.probe_home)
+        version = self.cli_probe["version"]
+        return version.splitlines()[0] if version not in (UNOBSERVED, NOT_APPLICABLE) else UNOBSERVED
 
     def register_spec(self, spec: TaskSpec) -> None:
         """Collection: task ids are unique across the session."""

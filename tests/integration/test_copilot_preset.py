@@ -25,6 +25,7 @@ CLI = """#!/bin/sh
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/copilot/pkg"
 if [ "$1" = "--version" ]; then
   mkdir -p "$cache" && echo unpacked > "$cache/app.js" && echo state > "$HOME/.copilot-state" || exit 3
+  echo ran >> "$(dirname "$0")/version-displays"
   echo "GitHub Copilot CLI 1.0.102."
   exit 0
 fi
@@ -67,4 +68,7 @@ def test_a_cli_that_prints_no_json_stops_the_session_and_leaves_home_alone(pytes
     # the version was observed, from a scratch home; the user's home is as it was: empty
     manifest = json.loads((pytester.path / "runs" / "r" / "runtime-manifest.json").read_text())
     assert manifest["identity"]["cli_version"].startswith("GitHub Copilot CLI 1.0.102")
+    assert results["agent"]["version"] == "GitHub Copilot CLI 1.0.102."
+    # one display a session: results.json and the manifest say what the same run of it printed
+    assert (bindir / "version-displays").read_text().splitlines() == ["ran"]
     assert list(home.iterdir()) == []

@@ -95,3 +95,48 @@ def test_version_probe_writes_into_a_scratch_home_that_is_then_gone(tmp_path):
     assert list(home.iterdir()) == []
     (scratch,) = {v for env in seen for v in env.values()}
     assert scratch != str(home) and not Path(scratch).exists()
+
+
+def test_the_session_probe_is_reused_by_capture(tmp_path):
+    """One version display per session: capture records what the session's probe saw and runs the
+    CLI's display no second time (the runtimes' displays still run)."""
+    home, bindir, scratch = tmp_path / "home", tmp_path / "bin", tmp_path / "probe-home"
+    home.mkdir()
+    bindir.mkdir()
+    scratch.mkdir()
+    (bindir / "copilot").write_text(CLI)
+    (bindir / "copilot").chmod(0o755)
+    env = {"PATH": f"{bindir}{os.pathsep}/usr/bin:/bin", "HOME": str(home)}
+    probe = mf.probe_cli_version(["copilot", "--version"], env, tmp_path, scratch)
+    assert probe["version"] == "1.0.102" and probe["exit_code"] == 0
+    assert (scratch / ".copilot-state").is_file() and list(home.iterdir()) == []
+    ran = []
+
+    def spy(argv, **kw):
+        ran.append(os.path.basename(argv[0]))
+        return subprocess.run(argv, **kw)
+
+    def capture(**kw):
+        ctx = mf.ManifestContext(
+            adapter={"name": "copilot", "product": "github/copilot-cli", "surface": "cli"},
+            agent_argv=["copilot", "-p", "{task_text}"],
+            version_argv=["copilot", "--version"],
+            home=home,
+            project_root=tmp_path,
+            env=env,
+            probe_home=scratch,
+            runner=spy,
+            scoring_files=[],
+            **kw,
+        )
+        return mf.capture(ctx).manifest
+
+    reused = capture(cli_probe=probe)
+    assert "copilot" not in ran and "git" in ran
+    assert reused["identity"]["cli_version"] == "1.0.102"
+    ran.clear()
+    probed = capture()
+    assert ran.count("copilot") == 1
+    assert reused["identity"] == probed["identity"]
+    assert reused["evidence"]["probes"]["cli"] == probed["evidence"]["probes"]["cli"]
+    assert reused["provenance"]["cli_executable"] == probed["provenance"]["cli_executable"]
