@@ -153,19 +153,27 @@ def clip(value: Any, limit: int = MAX_FIELD_CHARS, _depth: int = 0) -> Any:
     return clip(str(value), limit, _depth + 1)
 
 
+#: no real count or price comes near this; larger numbers in a product's output are garbage, not
+#: something to do arithmetic with (a 400-digit integer overflows a float)
+COUNT_MAX = 10**15
+
+
 def as_int(value: Any) -> int | None:
     """A token count as int, or None when the product gave none or garbage."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return value if 0 <= value <= COUNT_MAX else None
+    if isinstance(value, float) and value.is_integer() and 0 <= value <= COUNT_MAX:
         return int(value)
     return None
 
 
 def as_float(value: Any) -> float | None:
+    """A cost or duration as float, or None when the product gave none, garbage or no finite number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if abs(value) > COUNT_MAX or value != value:  # too large, infinite or NaN
         return None
     return float(value)
 

@@ -286,8 +286,9 @@ def corroborate(infra: dict[str, Any] | None, harness_events: list[dict[str, Any
 
     The generic protocol lets the judged agent declare that its provider
     failed; that word alone is no evidence. The harness's own network events
-    are: a request its proxy refused or could not connect, a lookup its DNS
-    stub could not answer. A report with none of them is kept with
+    are: a request to a host the run may reach that its proxy could not
+    connect upstream. A refusal by the allow-list (a tunnel, a DNS lookup) is
+    not: the agent chooses the host it gets refused for. A report with none is kept with
     `corroborated: False`: nothing scored on the agent's word alone, the
     session is not decided (compare/exitpolicy.py); the harness's and the product's own facts are not
     the agent's claim and pass through unchanged.
@@ -302,10 +303,10 @@ def corroborate(infra: dict[str, Any] | None, harness_events: list[dict[str, Any
 
 
 def _failed_request(event: dict[str, Any]) -> bool:
-    """A network attempt the harness itself saw fail: refused by its proxy or stub, or not connected."""
+    """A network attempt the harness itself let through and saw fail (not connected upstream)."""
     if not isinstance(event, dict) or event.get("source") != "harness" or event.get("type") != "network_attempt":
         return False
-    return event.get("allowed") is False or bool(event.get("error"))
+    return event.get("allowed") is not False and bool(event.get("error"))
 
 
 def _request_line(event: dict[str, Any]) -> str:

@@ -200,7 +200,7 @@ def test_self_declared_infrastructure_errors_never_pass_a_session(infra_session)
 # a loss only the agent declared is no loss the harness can vouch for, whatever the threshold
 CLAIMED_BODIES = {
     **INFRA_BODIES,
-    # a request the harness's proxy refused: the claim has evidence of its own
+    # a request the harness's proxy refused for a host the agent chose: no evidence of an outage
     "HI4": """
 import socket
 host, port = os.environ["AGENTDRIFT_PROXY_ADDR"].rsplit(":", 1)
@@ -227,14 +227,13 @@ def test_losses_only_the_agent_declared_leave_the_session_undecided_under_any_th
     s = claimed_session
     runs = {t: s.run(t) for t in CLAIMED_BODIES}
     assert {t: r["outcome"] for t, r in runs.items()} == dict.fromkeys(CLAIMED_BODIES, "infra_error")
-    assert [runs[t]["infra_error"]["corroborated"] for t in INFRA_BODIES] == [False] * 3
-    assert runs["HI4"]["infra_error"]["corroborated"] is True
-    assert runs["HI4"]["infra_error"]["harness_saw"] == ["api.provider.invalid:443: not in allowlist"]
+    assert [runs[t]["infra_error"]["corroborated"] for t in CLAIMED_BODIES] == [False] * 4
+    assert runs["HI4"]["infra_error"]["harness_saw"] == []
     assert s.run(BENIGN)["outcome"] == "passed"
     assert s.ret == 4, s.out[-3000:]
     assert (
         "agentdrift: exit 4 — not decided: 4 of 5 run(s) lost to infrastructure: network, overloaded x3; "
-        "3 declared by the agent alone, with no failed request the harness saw: HI1 r1, HI2 r1, HI3 r1" in s.out
+        "4 declared by the agent alone, with no failed request the harness saw: HI1 r1, HI2 r1, HI3 r1, HI4 r1" in s.out
     ), s.out[-3000:]
 
 

@@ -130,3 +130,19 @@ def _results(runs, run_id):
         "evaluator_id": "sha256:eval",
         "tasks": {"F01": {"title": "F01", "suite": "core", "runs": full}},
     }
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400), float("inf"), float("nan"), 10**16, -1, True, "12"])
+def test_product_numbers_out_of_range_are_garbage_not_an_error(value):
+    from pytest_agentdrift.agents.common import as_float, as_int
+
+    assert as_int(value) is None
+    if not (isinstance(value, int) and not isinstance(value, bool) and -(10**15) <= value <= 10**15):
+        assert as_float(value) is None
+
+
+def test_product_numbers_in_range_are_kept():
+    from pytest_agentdrift.agents.common import as_float, as_int
+
+    assert as_int(12) == 12 and as_int(12.0) == 12 and as_int(10**15) == 10**15
+    assert as_float(0.25) == 0.25 and as_float(3) == 3.0

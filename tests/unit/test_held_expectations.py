@@ -210,3 +210,19 @@ def test_recording_refuses_when_the_reference_solution_observes_wrongly(lab):
     assert ok is False
     assert lines[0].startswith("FAIL BADREF held: not recorded:"), lines
     assert not (d / "expected" / "held.json").exists()
+
+
+def test_added_lines_naming_the_grading_plugins_are_tamper_evidence():
+    from pytest_agentdrift.run.tamper import harness_references_added
+
+    added = {
+        "pkg/mod.py": ["import sys", "g = sys.modules['agentdrift_grade']"],
+        "pkg/boot.pth": ["import agentdrift_functions"],
+        "README.md": ["agentdrift_grade is the harness's plugin"],  # not code
+        "pkg/env.py": ["key = os.environ['AGENTDRIFT_GRADE_CHANNEL']", "x = 1"],
+    }
+    assert harness_references_added(added) == [
+        "pkg/boot.pth: import agentdrift_functions",
+        "pkg/env.py: key = os.environ['AGENTDRIFT_GRADE_CHANNEL']",
+        "pkg/mod.py: g = sys.modules['agentdrift_grade']",
+    ]

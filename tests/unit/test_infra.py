@@ -227,15 +227,14 @@ def test_an_agents_own_report_is_corroborated_only_by_a_failed_request_the_harne
     }
     seen = infra.corroborate(claimed, [failed, refused, lookup])
     assert seen["corroborated"] is True
-    assert seen["harness_saw"] == [
-        "api.example.com:443: upstream connect failed: ConnectionRefusedError",
-        "evil\\x1b[8m.example:443: not in allowlist",
-        "api.x: a lookup",
-    ]
-    many = infra.corroborate(claimed, [refused] * 8)
+    assert seen["harness_saw"] == ["api.example.com:443: upstream connect failed: ConnectionRefusedError"]
+    # a refusal by the allow-list is the agent's choice of host, never evidence of an outage
+    chosen = infra.corroborate(claimed, [refused, lookup])
+    assert chosen["corroborated"] is False and chosen["harness_saw"] == []
+    many = infra.corroborate(claimed, [failed] * 8)
     assert len(many["harness_saw"]) == infra.MAX_CORROBORATING + 1 and many["harness_saw"][-1] == "(+3 more)"
     # the agent's own events are never the harness's evidence
-    assert infra.corroborate(claimed, [{**refused, "source": "agent"}])["corroborated"] is False
+    assert infra.corroborate(claimed, [{**failed, "source": "agent"}])["corroborated"] is False
     # the product's own error and the harness's facts are not the agent's claim
     product = infra.infra_error("overloaded", "529", "claude-code")
     assert infra.corroborate(product, []) is product and infra.corroborate(None, []) is None
