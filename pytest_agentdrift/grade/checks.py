@@ -113,9 +113,11 @@ class Grader:
         self.provided: frozenset[str] = frozenset()  # stdlib/pytest names the fixture provides itself
         self.observed: dict[str, dict[str, list[list[str]]]] = {}  # check name -> node id -> observe() calls
         self.recording_expectations = False  # `agentdrift task expect`: observe, do not compare
-        # one grading sandbox for the processes that report over the channel (gradeserver.py)
+        # one grading sandbox for the processes of one run that report over the channel (gradeserver.py);
+        # ended after each run, so what one agent's code did to it never reaches another's checks
         self.server = GradingServer(isolation, self.limits, base, self._excluded())
         weakref.finalize(self, self.server.close)
+        self._own_sandbox = 0  # > 0 while untouched-fixture runs must not share a sandbox with agent code
 
     # -- executing commands in a tree -------------------------------------------------
     def execute(
@@ -198,7 +200,7 @@ class Grader:
         Grader's grading sandbox (gradeserver.py) when it can, else in a sandbox of its own."""
         from pytest_agentdrift.grade.channel import HarnessEnd
 
-        if not readable and self.server.usable and _servable(argv):
+        if not readable and not self._own_sandbox and self.server.usable and _servable(argv):
             channel = HarnessEnd()
             served = self.server.run(argv, tree, self._process_env(tree, extra_env, None), channel, timeout_s)
             received = channel.receive()
@@ -312,9 +314,13 @@ class Grader:
         copy_tree(spec.repo, tree)
         add_hidden(spec, tree)
         exceeded = set(self.exceeded)
+        # the untouched fixture's result is kept for every later run and session: it is never computed
+        # in a sandbox graded code has run in (code can change what the server's later forks inherit)
+        self._own_sandbox += 1
         try:
             value = fn(tree)
         finally:
+            self._own_sandbox -= 1
             fdtree.rmtree(scratch)
         if self.exceeded == exceeded and _clean(kind, value):
             self.fixture_results.put(stored_key, _encode(kind, value))
@@ -376,6 +382,7 @@ class Grader:
         try:
             return self._evaluate(spec, run)
         finally:
+            self.server.close()
             fdtree.rmtree(self._scratch)
             self._scratch = None
 

@@ -19,8 +19,12 @@ reach the next one is taken away between requests:
   limit broken is torn down, and the next request gets a new sandbox.
 
 A request the server could not carry to its end (it died on its own or was
-killed from inside) is not judged from that attempt: `run` returns None and
-the caller runs it the old way, in a sandbox of its own. Limits bind as
+killed from inside) is not judged from that attempt unless it broke a limit on
+the way: `run` returns None and the caller runs it the old way, in a sandbox
+of its own. Graded code can change what the server's later forks inherit
+(resource limits, priority: those need only the same uid), so a server lives
+for one run's checks (Grader.evaluate ends it) and never computes an untouched
+fixture's result, which is kept for every later run. Limits bind as
 before: the sandbox's cgroups and rlimits are the run's, and a broken one
 ends the sandbox at once and is reported for the request that broke it.
 """
@@ -196,9 +200,7 @@ class GradingServer:
                 break
             reply = self._receive(min(0.2, left))
             if reply == b"":
-                outputs.close()
-                self._teardown(force=True)  # the server died during the request
-                return None
+                return self._died(outputs)
             self._guard.poll()  # a broken memory or process limit ends the sandbox at once
         if reply is not None and not self._guard.stop_requested.is_set():
             return self._answered(json.loads(reply), outputs)
@@ -208,11 +210,24 @@ class GradingServer:
         out, err = outputs.collect()
         return Served(None if timed_out else 137, timed_out, out, err, exceeded)
 
+    def _died(self, outputs: _Outputs) -> Served | None:
+        """The server died during the request. A limit the request broke on the way (graded code can
+        make the server the out-of-memory victim) is that request's result; otherwise None: the
+        request runs again in a sandbox of its own."""
+        self._guard.poll()
+        exceeded = self._guard.exceeded()
+        self._teardown(force=True)
+        out, err = outputs.collect()
+        if exceeded:
+            return Served(137, False, out, err, exceeded)
+        return None
+
     def _answered(self, reply: dict[str, Any], outputs: _Outputs) -> Served:
         from pytest_agentdrift.tasks import fdtree
 
         out, err = outputs.collect()
         self.served += 1
+        self._guard.poll()  # counters read at the end of the request, not only at the last poll
         exceeded = set(self._guard.exceeded())
         if reply.get("signals", {}).get("SIGXFSZ") and self.limits.get("disk"):
             exceeded.add("disk")  # a write past the file-size cap killed a process of the request
