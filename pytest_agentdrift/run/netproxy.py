@@ -45,6 +45,14 @@ _POLL_S = 0.2  # how often blocked loops look at the stop flag
 _ACCEPT_POLL_S = 0.02  # the accept loop's: stop() waits for it once per run, so it is short
 
 
+#: the most of one client-sent string an event keeps (a host name is at most 253 characters)
+FIELD_MAX = 300
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= FIELD_MAX else text[:FIELD_MAX] + f"…({len(text) - FIELD_MAX} more)"
+
+
 class Allowlist:
     """Host patterns: `name`, `*.suffix`, each optionally with `:port`.
 
@@ -268,15 +276,17 @@ class RecordingProxy:
     def _record(self, host: str, port: int, allowed: bool, **extra: Any) -> dict[str, Any]:
         from pytest_agentdrift.safetext import escape_path
 
-        # the host and the method are what the client sent: any byte but a line end
+        # the host and the method are what the client sent: any byte but a line end, up to the whole
+        # request head; each is cut before escaping so that an event stays small (events are capped
+        # by count, and escaping can grow a control character six-fold)
         event: dict[str, Any] = {
             "type": "network_attempt",
-            "host": escape_path(host),
+            "host": escape_path(_cut(host)),
             "port": port,
             "allowed": allowed,
             "source": "harness",
         }
-        event.update({k: escape_path(v) if isinstance(v, str) else v for k, v in extra.items() if v is not None})
+        event.update({k: escape_path(_cut(v)) if isinstance(v, str) else v for k, v in extra.items() if v is not None})
         with self._lock:
             if len(self.events) >= MAX_EVENTS:
                 self.dropped += 1

@@ -535,11 +535,11 @@ def render_changes(
     # source files take the patch budget first: a large data file never crowds a code change out
     for rel in sorted(d.changed, key=source_first):
         chunk = _render_path(rel, old_root, new_root, d, before, after, ch, limit, inspect, old_roots)
-        if len(chunk) > left:
+        if _size(chunk) > left:
             left_out.append(rel)
             _left_out(ch, rel, before, after, f"left out of the patch: over its {total}-byte budget")
             chunk = _cut(chunk, left)
-        left -= len(chunk)
+        left -= _size(chunk)
         if chunk:
             chunks[rel] = chunk
     out = [chunks[rel] for rel in d.changed if rel in chunks]  # one patch, in path order
@@ -552,12 +552,17 @@ def render_changes(
     return ch
 
 
+def _size(chunk: str) -> int:
+    """The patch budget counts the bytes written (UTF-8), not characters: a CJK line is three per character."""
+    return len(chunk.encode("utf-8", "surrogatepass"))
+
+
 def _cut(chunk: str, left: int) -> str:
     """A path's patch cut to the `left` bytes of the patch budget, saying how much was left out."""
     cut = max(left, 0)
-    return chunk[:cut] + (
-        f"\n[agentdrift: the rest of this path's patch left out ({len(chunk) - cut} bytes)]\n" if cut else ""
-    )
+    data = chunk.encode("utf-8", "surrogatepass")
+    kept = data[:cut].decode("utf-8", "ignore")  # never half a character
+    return kept + (f"\n[agentdrift: the rest of this path's patch left out ({len(data) - cut} bytes)]\n" if cut else "")
 
 
 def _render_path(

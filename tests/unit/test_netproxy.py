@@ -296,3 +296,15 @@ def test_proxy_events_are_capped_and_the_rest_counted(monkeypatch) -> None:
         for _ in range(8):
             _tunnel_roundtrip(proxy, "refused.test:443", b"x")
     assert len(proxy.events) == 5 and proxy.dropped == 3
+
+
+def test_an_event_stays_small_whatever_the_client_sent() -> None:
+    # a plain-HTTP request with a 12 KiB absolute target and method of control characters
+    big = "\x1b" * 6000
+    with RecordingProxy(["example.com"], header_timeout=1.0) as proxy:
+        with _connect(proxy) as sock:
+            sock.sendall(f"{big} http://{big}.test/ HTTP/1.1\r\n\r\n".encode())
+            _read_head(sock)
+    (event,) = proxy.events
+    assert len(json.dumps(event)) < 4 * netproxy.FIELD_MAX * 6 + 500, len(json.dumps(event))
+    assert "more)" in event["host"]

@@ -350,3 +350,15 @@ def test_the_patch_budget_goes_to_source_first_and_never_hides_a_source_change(t
     tight = render_changes(old, new, d, total=50)
     assert ("src/app.py", True) in [(u["path"], u["source"]) for u in tight.undisplayable]
     assert len(tight.patch) < 50 + 200
+
+
+def test_the_patch_budget_counts_bytes_not_characters(tmp_path):
+    old, new = _pair(tmp_path)
+    before = snapshot(new)
+    (new / "notes.md").write_text("価格表の行\n" * 400)  # 16 bytes a line in UTF-8, 6 characters
+    d = diff(before, resnapshot(new, before))
+    ch = render_changes(old, new, d, total=2000)
+    size = len(ch.patch.encode("utf-8"))
+    assert size < 2000 + 300, size
+    assert [u["path"] for u in ch.undisplayable] == ["notes.md"]
+    assert "\ufffd" not in ch.patch  # cut on a character boundary
