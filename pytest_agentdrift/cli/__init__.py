@@ -23,10 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
+from typing import Any
 
-from pytest_agentdrift.cli.common import accepted_tokens, add_ini_args, load_pair
+from pytest_agentdrift.cli.common import accepted_tokens, add_arguments, add_ini_args, load_pair
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
 from pytest_agentdrift.errors import AgentDriftError
@@ -158,32 +158,47 @@ def cmd_merge(args: argparse.Namespace) -> int:
     renamed into place at the end: OUT either does not exist or holds the
     whole record.
     """
-    import os
-    import shutil
-
-    from pytest_agentdrift.canonical import dumps_pretty, load_json_file
     from pytest_agentdrift.errors import RecordError
-    from pytest_agentdrift.manifest.accept import resolve_for
-    from pytest_agentdrift.manifest.capture import validate_manifest
-    from pytest_agentdrift.manifest.identity import compare_manifests, render_refusal
-    from pytest_agentdrift.record.merge import merge_shards, universe
-    from pytest_agentdrift.record.report import markdown
-    from pytest_agentdrift.record.store import atomic_write, check_record_target, load_run, schema_problems
+    from pytest_agentdrift.record.merge import merge_shards, write_merged
+    from pytest_agentdrift.record.store import check_record_target, schema_problems
     from pytest_agentdrift.session.state import new_run_id
-    from pytest_agentdrift.vocabulary import BLOB_DIR, MANIFEST_FILE, RESULTS_FILE
 
     out = Path(args.out)
     check_record_target(out)  # nothing there, or an empty directory (the final rename replaces it)
-    shards = []
-    for p in args.shards:
-        path = Path(p)
-        results = load_run(path, require_complete=False)
-        mpath = path / MANIFEST_FILE
-        if not mpath.is_file():
-            raise RecordError("the shard has no runtime manifest", mpath)
-        shards.append((path, results, validate_manifest(load_json_file(mpath, RecordError), mpath)))
+    shards = [_load_shard(Path(p)) for p in args.shards]
+    if not _one_runtime(shards, _accepted_tokens(args)):
+        return EXIT_REFUSED
+    merged = merge_shards([r for _, r, _ in shards], new_run_id(), _expected_items(shards))
+    problems = schema_problems(merged)
+    if problems:
+        raise RecordError("the merged results do not match the schema: " + "; ".join(problems[:3]))
+    write_merged(out, [(path, results) for path, results, _ in shards], merged)
+    runs = merged["summary"]["runs"]
+    _out(f"merged {len(shards)} shard(s), {len(merged['tasks'])} task(s), {runs} run(s), into {out}")
+    return EXIT_OK
+
+
+def _load_shard(path: Path) -> tuple[Path, dict, dict]:
+    """(directory, results, validated runtime manifest) of one shard."""
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.errors import RecordError
+    from pytest_agentdrift.manifest.capture import validate_manifest
+    from pytest_agentdrift.record.store import load_run
+    from pytest_agentdrift.vocabulary import MANIFEST_FILE
+
+    results = load_run(path, require_complete=False)
+    mpath = path / MANIFEST_FILE
+    if not mpath.is_file():
+        raise RecordError("the shard has no runtime manifest", mpath)
+    return path, results, validate_manifest(load_json_file(mpath, RecordError), mpath)
+
+
+def _one_runtime(shards: list[tuple[Path, dict, dict]], tokens: list[str]) -> bool:
+    """Every shard's manifest is the first one's runtime; else the refusal on stderr and False."""
+    from pytest_agentdrift.manifest.accept import resolve_for
+    from pytest_agentdrift.manifest.identity import compare_manifests, render_refusal
+
     first_path, _, first_manifest = shards[0]
-    tokens = _accepted_tokens(args)
     for path, _, manifest in shards[1:]:
         accepted = resolve_for(tokens, first_manifest, manifest)
         cmp = compare_manifests(first_manifest, manifest, [], accept_unobserved=accepted.fields)
@@ -191,8 +206,17 @@ def cmd_merge(args: argparse.Namespace) -> int:
             print(f"agentdrift: {path} is not the same runtime as {first_path}", file=sys.stderr)
             for line in render_refusal(cmp):
                 print(line, file=sys.stderr)
-            return EXIT_REFUSED
-    # the task set every shard was drawn from: the tasks its source manifest lists, k times each
+            return False
+    return True
+
+
+def _expected_items(shards: list[tuple[Path, dict, dict]]) -> set[str] | None:
+    """The task set every shard was drawn from: the tasks its source manifest lists, k times each
+    (None when a shard has no source manifest)."""
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.errors import RecordError
+    from pytest_agentdrift.record.merge import universe
+
     task_lists = set()
     for path, _, _ in shards:
         src = path / SOURCE_MANIFEST_FILE
@@ -203,53 +227,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
         raise RecordError(
             "the shards were drawn from different task sets (their source manifests list different tasks)"
         )
-    expected = None
-    if len(task_lists) == 1 and len([1 for path, _, _ in shards if (path / SOURCE_MANIFEST_FILE).is_file()]) == len(
-        shards
-    ):
-        expected = universe(next(iter(task_lists)), int(shards[0][1]["settings"].get("k", 1)))
-    merged = merge_shards([r for _, r, _ in shards], new_run_id(), expected)
-    problems = schema_problems(merged)
-    if problems:
-        raise RecordError("the merged results do not match the schema: " + "; ".join(problems[:3]))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
-    try:
-        for name in (MANIFEST_FILE, "instruction-bundle.json", SOURCE_MANIFEST_FILE):
-            if (first_path / name).is_file():
-                shutil.copyfile(first_path / name, tmp / name)
-        for path, results, _ in shards:
-            for task in results["tasks"].values():
-                for run in task["runs"]:
-                    src = path / run["raw"]
-                    if src.is_dir():
-                        shutil.copytree(src, tmp / run["raw"], copy_function=_link_or_copy)
-            if (path / BLOB_DIR).is_dir():  # the final trees' bytes (content-addressed: shards share them)
-                shutil.copytree(path / BLOB_DIR, tmp / BLOB_DIR, copy_function=_link_or_copy, dirs_exist_ok=True)
-        atomic_write(tmp / "report.md", markdown(merged))
-        from pytest_agentdrift.record.html import record_page
-
-        atomic_write(tmp / "report.html", record_page(tmp, merged))
-        atomic_write(tmp / RESULTS_FILE, dumps_pretty(merged))
-        os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    runs = merged["summary"]["runs"]
-    _out(f"merged {len(shards)} shard(s), {len(merged['tasks'])} task(s), {runs} run(s), into {out}")
-    return EXIT_OK
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    """Raw files of a record never change (every write replaces a file whole), so a merged
-    record can share them with its shards: a hard link, or a copy across file systems."""
-    import os
-    import shutil
-
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+    if len(task_lists) == 1 and all((path / SOURCE_MANIFEST_FILE).is_file() for path, _, _ in shards):
+        return universe(next(iter(task_lists)), int(shards[0][1]["settings"].get("k", 1)))
+    return None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -262,17 +242,42 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pytest_agentdrift.run.sandbox import ISOLATION_MODES
-
     parser = _Parser(prog="agentdrift", description="pytest-agentdrift outside a test session")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _register_record_commands(sub)
+    _register_comparison_commands(sub)
+    from pytest_agentdrift.cli.reports import register
+
+    register(sub)
+    from pytest_agentdrift.cli.regrade import register as register_regrade
+
+    register_regrade(sub)
+    from pytest_agentdrift.cli.trend import register as register_trend
+
+    register_trend(sub)
+    from pytest_agentdrift.cli.experiments import register as register_experiments
+
+    register_experiments(sub, _Parser)
+    return parser
+
+
+def _register_record_commands(sub: Any) -> None:
+    """validate, freeze, show, merge and summary."""
+    from pytest_agentdrift.run.sandbox import ISOLATION_MODES
+
     v = sub.add_parser("validate", help="check that tasks decide: fail untouched, pass the reference solution k of k")
-    v.add_argument("tasks", nargs="+")
-    v.add_argument("--k", type=_positive, default=1)
-    v.add_argument("--agent", default="reference", help="the agent whose solution must pass (default: reference)")
-    v.add_argument("--isolation", choices=ISOLATION_MODES, default="auto")
-    v.add_argument(
-        "--skip-wrong", action="store_true", help="do not play the tasks' wrong solutions (solution/wrong/*/)"
+    add_arguments(
+        v,
+        (
+            (("tasks",), {"nargs": "+"}),
+            (("--k",), {"type": _positive, "default": 1}),
+            (("--agent",), {"default": "reference", "help": "the agent whose solution must pass (default: reference)"}),
+            (("--isolation",), {"choices": ISOLATION_MODES, "default": "auto"}),
+            (
+                ("--skip-wrong",),
+                {"action": "store_true", "help": "do not play the tasks' wrong solutions (solution/wrong/*/)"},
+            ),
+        ),
     )
     v.set_defaults(fn=cmd_validate)
     f = sub.add_parser("freeze", help="(re)write initial-tree.sha256 from repo/")
@@ -281,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="print the summary of a recorded run")
     s.add_argument("run")
     s.set_defaults(fn=cmd_show)
-    from pytest_agentdrift.cli.reports import extend_show, register
+    from pytest_agentdrift.cli.reports import extend_show
 
     extend_show(s)
     m = sub.add_parser(
@@ -304,6 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     su.add_argument("--output", "-o", help="write to this file instead of standard output")
     su.set_defaults(fn=cmd_summary)
+
+
+def _register_comparison_commands(sub: Any) -> None:
+    """diff and compare: two recorded runs."""
     for name, fn, help_ in (
         ("diff", cmd_diff, "compare two recorded runs' manifests"),
         ("compare", cmd_compare, "statistics and decision for two recorded runs"),
@@ -326,17 +335,6 @@ def build_parser() -> argparse.ArgumentParser:
             from pytest_agentdrift.cli.experiments import add_compare_options
 
             add_compare_options(c)
-    register(sub)
-    from pytest_agentdrift.cli.regrade import register as register_regrade
-
-    register_regrade(sub)
-    from pytest_agentdrift.cli.trend import register as register_trend
-
-    register_trend(sub)
-    from pytest_agentdrift.cli.experiments import register as register_experiments
-
-    register_experiments(sub, _Parser)
-    return parser
 
 
 DEFAULT_SUMMARY_BYTES = 60_000

@@ -18,6 +18,15 @@ def out(line: str = "") -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+#: one argument of a subcommand, as a row of its table: its names and add_argument's keywords
+Argument = tuple[tuple[str, ...], dict[str, Any]]
+
+
+def add_arguments(parser: Any, arguments: tuple[Argument, ...]) -> None:
+    for names, options in arguments:
+        parser.add_argument(*names, **options)
+
+
 def add_ini_args(p: Any) -> None:
     """-c and --rootdir, as pytest takes them: which ini the command reads agent_* options from."""
     p.add_argument(

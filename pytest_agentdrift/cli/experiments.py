@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.cli.common import Argument, add_arguments
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_FAILED, EXIT_OK, AgentDriftError
 from pytest_agentdrift.vocabulary import MANIFEST_FILE
@@ -265,84 +266,102 @@ def _fraction(value: str) -> float:
     return x
 
 
-def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+_BUNDLES_DIR: Argument = (
+    ("--bundles",),
+    {
+        "help": "the bundles directory (else ini agent_bundles, AGENTDRIFT_BUNDLES, "
+        ".agentdrift/bundles under the rootdir)"
+    },
+)
+_JSON: Argument = (("--json",), {"action": "store_true"})
+
+_BUNDLE_SNAPSHOT: tuple[Argument, ...] = (
+    (("name",), {}),
+    (
+        ("--agent",),
+        {"required": True, "help": "the product preset whose discovery rules apply (claude-code, codex, copilot)"},
+    ),
+    (("--dir",), {"default": ".", "help": "the project to snapshot (default: the current directory)"}),
+    (("--model",), {"help": "the model the bundle runs with (recorded; --agent-model still overrides)"}),
+    (("--permission-mode",), {"help": "the permission mode the bundle runs with"}),
+    (("--sandbox-mode",), {"help": "the product's own sandbox mode the bundle runs with"}),
+    (("--project-only",), {"action": "store_true", "help": "leave the user-level files of your home out"}),
+)
+
+
+def _task_new_arguments() -> tuple[Argument, ...]:
     from pytest_agentdrift.options import positive_float, positive_int
     from pytest_agentdrift.run.sandbox import ISOLATION_MODES
 
-    b = sub.add_parser("bundle", help="snapshot, list and show instruction bundles (a team's agent setup)")
-    bsub = b.add_subparsers(dest="bundle_command", required=True, parser_class=parser_class)
-    snap = bsub.add_parser(
-        "snapshot", help="record, read-only, what an agent preset reads from a project and your home"
+    return (
+        (("dir",), {"help": "the task directory to write (must not exist, or be empty)"}),
+        (("--repo",), {"required": True, "help": "a git repository"}),
+        (("--rev",), {"default": "HEAD", "help": "the revision whose tree becomes repo/ (default HEAD)"}),
+        (
+            ("--instruction",),
+            {"required": True, "help": "the task text (task.md, given to the agent verbatim)"},
+        ),
+        (
+            ("--verifier",),
+            {
+                "required": True,
+                "help": "the command that passes only when the work is done (pytest ... or any command)",
+            },
+        ),
+        (
+            ("--hidden-test",),
+            {
+                "action": "append",
+                "help": "a test file of the tree the agent does not get (restored for grading); repeatable",
+            },
+        ),
+        (
+            ("--allow",),
+            {"action": "append", "help": "a path pattern the agent may change (allowed-paths.txt); repeatable"},
+        ),
+        (("--solution",), {"help": "the fix: a later revision of the repository, or a patch file"}),
+        (("--id",), {"help": "the task id (default: the directory name)"}),
+        (("--title",), {}),
+        (("--suite",), {"default": "team"}),
+        (("--timeout",), {"type": positive_float, "default": 600.0}),
+        (("--k",), {"type": positive_int, "default": 3, "help": "validation repetitions (default 3)"}),
+        (("--no-validate",), {"action": "store_true", "help": "write the task without validating it"}),
+        (("--isolation",), {"choices": ISOLATION_MODES, "default": "auto"}),
     )
-    snap.add_argument("name")
-    snap.add_argument(
-        "--agent", required=True, help="the product preset whose discovery rules apply (claude-code, codex, copilot)"
-    )
-    snap.add_argument("--dir", default=".", help="the project to snapshot (default: the current directory)")
-    snap.add_argument("--model", help="the model the bundle runs with (recorded; --agent-model still overrides)")
-    snap.add_argument("--permission-mode", help="the permission mode the bundle runs with")
-    snap.add_argument("--sandbox-mode", help="the product's own sandbox mode the bundle runs with")
-    snap.add_argument("--project-only", action="store_true", help="leave the user-level files of your home out")
-    snap.set_defaults(fn=cmd_bundle_snapshot)
-    ls = bsub.add_parser("list", help="the named bundles")
-    ls.add_argument("--json", action="store_true")
-    ls.set_defaults(fn=cmd_bundle_list)
-    show = bsub.add_parser("show", help="one bundle: files, sizes, digests, what was left out")
-    show.add_argument("ref", help="NAME, digest (or a unique prefix) or bundle directory")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(fn=cmd_bundle_show)
-    for p in (snap, ls, show):
-        p.add_argument(
-            "--bundles",
-            help="the bundles directory (else ini agent_bundles, AGENTDRIFT_BUNDLES, "
-            ".agentdrift/bundles under the rootdir)",
-        )
 
+
+def _plan_arguments() -> tuple[Argument, ...]:
+    from pytest_agentdrift.options import positive_int
+
+    return (
+        (("run",), {}),
+        (("--delta",), {"default": "10pp", "help": "the regression to detect: 10pp, 10%% or 0.1 (default 10pp)"}),
+        (("--alpha",), {"type": _fraction, "default": 0.05}),
+        (("--power",), {"type": _fraction, "default": 0.80}),
+        (
+            ("--k",),
+            {"type": positive_int, "help": "repetitions of the budget the MDE is computed for (default: the run's)"},
+        ),
+        (("--out",), {"help": "write plan.json here (then: pytest ... --agent-plan FILE --agent-record DIR)"}),
+        _JSON,
+    )
+
+
+def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    _register_bundle(sub, parser_class)
     t = sub.add_parser("task", help="make tasks")
     tsub = t.add_subparsers(dest="task_command", required=True, parser_class=parser_class)
     new = tsub.add_parser(
         "new", help="freeze a task from a git repository and validate it (fails untouched, solution passes k of k)"
     )
-    new.add_argument("dir", help="the task directory to write (must not exist, or be empty)")
-    new.add_argument("--repo", required=True, help="a git repository")
-    new.add_argument("--rev", default="HEAD", help="the revision whose tree becomes repo/ (default HEAD)")
-    new.add_argument("--instruction", required=True, help="the task text (task.md, given to the agent verbatim)")
-    new.add_argument(
-        "--verifier",
-        required=True,
-        help="the command that passes only when the work is done (pytest ... or any command)",
-    )
-    new.add_argument(
-        "--hidden-test",
-        action="append",
-        help="a test file of the tree the agent does not get (restored for grading); repeatable",
-    )
-    new.add_argument(
-        "--allow", action="append", help="a path pattern the agent may change (allowed-paths.txt); repeatable"
-    )
-    new.add_argument("--solution", help="the fix: a later revision of the repository, or a patch file")
-    new.add_argument("--id", help="the task id (default: the directory name)")
-    new.add_argument("--title")
-    new.add_argument("--suite", default="team")
-    new.add_argument("--timeout", type=positive_float, default=600.0)
-    new.add_argument("--k", type=positive_int, default=3, help="validation repetitions (default 3)")
-    new.add_argument("--no-validate", action="store_true", help="write the task without validating it")
-    new.add_argument("--isolation", choices=ISOLATION_MODES, default="auto")
+    add_arguments(new, _task_new_arguments())
     new.set_defaults(fn=cmd_task_new)
     from pytest_agentdrift.cli.expect import register as register_task_expect
 
     register_task_expect(tsub, parser_class)
 
     pl = sub.add_parser("plan", help="tasks x repetitions needed to detect a regression, from a recorded run")
-    pl.add_argument("run")
-    pl.add_argument("--delta", default="10pp", help="the regression to detect: 10pp, 10%% or 0.1 (default 10pp)")
-    pl.add_argument("--alpha", type=_fraction, default=0.05)
-    pl.add_argument("--power", type=_fraction, default=0.80)
-    pl.add_argument(
-        "--k", type=positive_int, help="repetitions of the budget the MDE is computed for (default: the run's)"
-    )
-    pl.add_argument("--out", help="write plan.json here (then: pytest ... --agent-plan FILE --agent-record DIR)")
-    pl.add_argument("--json", action="store_true")
+    add_arguments(pl, _plan_arguments())
     pl.set_defaults(fn=cmd_plan)
 
     nu = sub.add_parser(
@@ -357,3 +376,21 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     add_ini_args(nu)
     nu.add_argument("--json", action="store_true")
     nu.set_defaults(fn=cmd_null)
+
+
+def _register_bundle(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    b = sub.add_parser("bundle", help="snapshot, list and show instruction bundles (a team's agent setup)")
+    bsub = b.add_subparsers(dest="bundle_command", required=True, parser_class=parser_class)
+    snap = bsub.add_parser(
+        "snapshot", help="record, read-only, what an agent preset reads from a project and your home"
+    )
+    add_arguments(snap, (*_BUNDLE_SNAPSHOT, _BUNDLES_DIR))
+    snap.set_defaults(fn=cmd_bundle_snapshot)
+    ls = bsub.add_parser("list", help="the named bundles")
+    add_arguments(ls, (_JSON, _BUNDLES_DIR))
+    ls.set_defaults(fn=cmd_bundle_list)
+    show = bsub.add_parser("show", help="one bundle: files, sizes, digests, what was left out")
+    add_arguments(
+        show, ((("ref",), {"help": "NAME, digest (or a unique prefix) or bundle directory"}), _JSON, _BUNDLES_DIR)
+    )
+    show.set_defaults(fn=cmd_bundle_show)

@@ -14,7 +14,6 @@ from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
-    from pytest_agentdrift.grade.attempt import attempt
     from pytest_agentdrift.grade.checks import Grader
     from pytest_agentdrift.run import sandbox
     from pytest_agentdrift.run.runner import RunSettings
@@ -31,39 +30,43 @@ def cmd_validate(args: argparse.Namespace) -> int:
         ref = get_adapter(args.agent)
         for d in dirs:
             spec = load_task(d)  # every file validated; initial-tree verified on each copy
-            problems = []
-            for warning in protected_disagreement(spec):
-                _out(f"warn {spec.id}: {warning}")
-            # the same run -> grade -> score the plugin's items use
-            _, untouched = attempt(spec, 0, noop, settings, grader, base / "runs")
-            if untouched["passed"]:
-                problems.append(
-                    "passes on the untouched repo with an agent that does nothing: the checks decide nothing"
-                )
-            passes = 0
-            for rep in range(1, args.k + 1):
-                _, solved = attempt(spec, rep, ref, settings, grader, base / "runs")
-                if solved["passed"]:
-                    passes += 1
-                else:
-                    detail = "; ".join(f"{c['name']}: {c['detail']}" for c in solved["checks"] if not c["passed"])
-                    problems.append(f"reference solution failed repetition {rep}: {detail}")
-            wrong_lines = []
-            if not args.skip_wrong:
-                wrong_lines = _validate_wrong(spec, grader, settings, base, problems)
-            status = "ok" if not problems else "FAIL"
-            _out(
-                f"{status:4} {spec.id} {spec.title}: untouched fails ({', '.join(untouched['failed_checks']) or 'none'}); "
-                f"solution passes {passes}/{args.k}"
-                + (f"; {len(wrong_lines)} wrong solution(s) played" if wrong_lines else "")
-            )
-            for line in wrong_lines:
-                _out(f"     {line}")
-            for p in problems:
-                _out(f"     - {p}")
-            failures += bool(problems)
+            failures += not _validate_task(args, spec, noop, ref, settings, grader, base)
     _out(f"{len(dirs) - failures} of {len(dirs)} task(s) valid")
     return EXIT_FAILED if failures else EXIT_OK
+
+
+def _validate_task(args: argparse.Namespace, spec, noop, ref, settings, grader, base: Path) -> bool:
+    """One task: fails untouched, the reference solution passes k of k, every wrong solution fails; print why not."""
+    from pytest_agentdrift.grade.attempt import attempt
+
+    problems = []
+    for warning in protected_disagreement(spec):
+        _out(f"warn {spec.id}: {warning}")
+    # the same run -> grade -> score the plugin's items use
+    _, untouched = attempt(spec, 0, noop, settings, grader, base / "runs")
+    if untouched["passed"]:
+        problems.append("passes on the untouched repo with an agent that does nothing: the checks decide nothing")
+    passes = 0
+    for rep in range(1, args.k + 1):
+        _, solved = attempt(spec, rep, ref, settings, grader, base / "runs")
+        if solved["passed"]:
+            passes += 1
+        else:
+            detail = "; ".join(f"{c['name']}: {c['detail']}" for c in solved["checks"] if not c["passed"])
+            problems.append(f"reference solution failed repetition {rep}: {detail}")
+    wrong_lines = []
+    if not args.skip_wrong:
+        wrong_lines = _validate_wrong(spec, grader, settings, base, problems)
+    status = "ok" if not problems else "FAIL"
+    _out(
+        f"{status:4} {spec.id} {spec.title}: untouched fails ({', '.join(untouched['failed_checks']) or 'none'}); "
+        f"solution passes {passes}/{args.k}" + (f"; {len(wrong_lines)} wrong solution(s) played" if wrong_lines else "")
+    )
+    for line in wrong_lines:
+        _out(f"     {line}")
+    for p in problems:
+        _out(f"     - {p}")
+    return not problems
 
 
 def protected_disagreement(spec) -> list[str]:

@@ -12,6 +12,7 @@ as provenance (`merged_from`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_agentdrift.errors import RecordError
@@ -125,4 +126,53 @@ def _check_coverage(got: set[str], expected_items: set[str]) -> None:
         raise RecordError(f"the shards hold item(s) outside the task set: {', '.join(extra[:10])}")
 
 
-__all__ = ["merge_shards", "universe"]
+def write_merged(out: Path, shards: list[tuple[Path, dict[str, Any]]], merged: dict[str, Any]) -> None:
+    """The merged record at ``out``: the first shard's manifests, every shard's raw runs and blobs,
+    report.md, report.html and results.json, built beside ``out`` and renamed into place."""
+    import os
+    import shutil
+    import tempfile
+
+    from pytest_agentdrift.canonical import dumps_pretty
+    from pytest_agentdrift.record.html import record_page
+    from pytest_agentdrift.record.report import markdown
+    from pytest_agentdrift.record.store import atomic_write
+    from pytest_agentdrift.vocabulary import BLOB_DIR, MANIFEST_FILE, RESULTS_FILE, SOURCE_MANIFEST_FILE
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
+    first_path = shards[0][0]
+    try:
+        for name in (MANIFEST_FILE, "instruction-bundle.json", SOURCE_MANIFEST_FILE):
+            if (first_path / name).is_file():
+                shutil.copyfile(first_path / name, tmp / name)
+        for path, results in shards:
+            for task in results["tasks"].values():
+                for run in task["runs"]:
+                    src = path / run["raw"]
+                    if src.is_dir():
+                        shutil.copytree(src, tmp / run["raw"], copy_function=_link_or_copy)
+            if (path / BLOB_DIR).is_dir():  # the final trees' bytes (content-addressed: shards share them)
+                shutil.copytree(path / BLOB_DIR, tmp / BLOB_DIR, copy_function=_link_or_copy, dirs_exist_ok=True)
+        atomic_write(tmp / "report.md", markdown(merged))
+        atomic_write(tmp / "report.html", record_page(tmp, merged))
+        atomic_write(tmp / RESULTS_FILE, dumps_pretty(merged))
+        os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Raw files of a record never change (every write replaces a file whole), so a merged
+    record can share them with its shards: a hard link, or a copy across file systems."""
+    import os
+    import shutil
+
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+__all__ = ["merge_shards", "universe", "write_merged"]
