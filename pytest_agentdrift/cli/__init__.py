@@ -102,20 +102,26 @@ COMPARE_FLAGS = (
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pytest_agentdrift.compare.outcome import compare_recorded
+    from pytest_agentdrift.cli.experiments import arm_documents, rows_gate_mode
+    from pytest_agentdrift.compare.experiment import compare_with_rows
 
     opts = resolve_cli_flags(args, "vary", *COMPARE_FLAGS)
     base, cand, cmp, accepted = _load_pair(args, opts.pop("vary"))
-    outcome = compare_recorded(base, cand, cmp, accepted=accepted.to_dict(), gate_scope=args.gate_scope, **opts)
-    from pytest_agentdrift.cli.experiments import compare_rows
-    from pytest_agentdrift.compare.experiment import drop_it_verdict
-    from pytest_agentdrift.compare.outcome import selected_baseline
-
     # the experiment rows; under --gate drop-it (or --drop-it) the drop-it gate sets the exit status
-    section, rows, mode = compare_rows(args, selected_baseline(base, cand)[0], cand, outcome.comparison)
-    verdict = drop_it_verdict(section, outcome.comparison, mode, outcome.verdict)
+    compared = compare_with_rows(
+        base,
+        cand,
+        cmp,
+        base_docs=arm_documents(args.base),
+        cand_docs=arm_documents(args.cand),
+        rows_gate_mode=rows_gate_mode(args),
+        release_notes_given=args.release_notes is not None,
+        accepted=accepted.to_dict(),
+        gate_scope=args.gate_scope,
+        **opts,
+    )
+    outcome, section, rows, verdict = compared.outcome, compared.section, compared.lines, compared.verdict
     decision = outcome.files[DECISION_FILE]
-    decision["experiment"] = section
     decision[EXIT_STATUS_KEY] = verdict.to_dict()
     if args.json:
         from pytest_agentdrift.canonical import leading

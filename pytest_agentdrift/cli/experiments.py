@@ -6,9 +6,9 @@
     agentdrift plan RUN [--delta 10pp] [--alpha 0.05] [--power 0.8] [--out F]   tasks x repetitions needed
     agentdrift null RUN_A RUN_B [RUN...]                                         false alarms of the gate on one runtime
 
-`register(sub, parser_class)` adds them to cli.py's parser; `compare_rows`
-adds the experiment rows to `agentdrift compare`. Exit codes are the
-plugin's (errors.EXIT_*).
+`register(sub, parser_class)` adds them to the CLI's parser; `arm_documents` and
+`rows_gate_mode` give `agentdrift compare` what its experiment rows read. Exit
+codes are the plugin's (errors.EXIT_*).
 """
 
 from __future__ import annotations
@@ -214,34 +214,23 @@ def cmd_null(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- compare
 
 
-def compare_rows(
-    args: argparse.Namespace, base: dict[str, Any], cand: dict[str, Any], comparison: dict[str, Any]
-) -> tuple[dict[str, Any], list[str], int | None]:
-    """The experiment rows for `agentdrift compare` (section, lines, drop-it exit code or None)."""
+def arm_documents(run: str) -> Any:
+    """The runtime manifest and instruction bundle a recorded run holds, for its experiment rows."""
     from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.compare.experiment import (
-        DROP_IT_MODE,
-        experiment_section,
-        render_experiment,
-    )
+    from pytest_agentdrift.compare.experiment import ArmDocuments
 
-    def doc(run: str, name: str) -> Any:
+    def doc(name: str) -> Any:
         path = Path(run) / name
         return load_json_file(path) if path.is_file() else None
 
-    mode = DROP_IT_MODE if getattr(args, "drop_it", False) or getattr(args, "gate", None) == DROP_IT_MODE else None
-    section = experiment_section(
-        base,
-        cand,
-        comparison,
-        base_manifest=doc(args.base, MANIFEST_FILE),
-        cand_manifest=doc(args.cand, MANIFEST_FILE),
-        base_instructions=doc(args.base, "instruction-bundle.json"),
-        cand_instructions=doc(args.cand, "instruction-bundle.json"),
-        gate_mode=mode,
-        release_notes_given=args.release_notes is not None,
-    )
-    return section, render_experiment(section), mode
+    return ArmDocuments(manifest=doc(MANIFEST_FILE), instructions=doc("instruction-bundle.json"))
+
+
+def rows_gate_mode(args: argparse.Namespace) -> str | None:
+    """drop-it under --drop-it or --gate drop-it: the experiment rows know no other gate here."""
+    from pytest_agentdrift.compare.experiment import DROP_IT_MODE
+
+    return DROP_IT_MODE if getattr(args, "drop_it", False) or getattr(args, "gate", None) == DROP_IT_MODE else None
 
 
 def add_compare_options(c: argparse.ArgumentParser) -> None:

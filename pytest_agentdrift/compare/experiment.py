@@ -16,12 +16,13 @@ with ``--agent-gate drop-it``, ``drop-it gate``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_agentdrift.compare import ablation, behaviour
 from pytest_agentdrift.compare.decision import _line, _pp  # one way a comparison row is written
-from pytest_agentdrift.compare.outcome import Verdict
-from pytest_agentdrift.vocabulary import GATE_DROP_IT
+from pytest_agentdrift.compare.outcome import ComparisonOutcome, Verdict
+from pytest_agentdrift.vocabulary import DECISION_FILE, GATE_DROP_IT
 
 DROP_IT_MODE = GATE_DROP_IT  # `--agent-gate drop-it` (vocabulary.py)
 
@@ -165,6 +166,55 @@ def _ablation_part(
         "item_gate": gate,
         "drop_it": ablation.drop_it_gate(item, gate, comparison) if gate_mode == DROP_IT_MODE else None,
     }
+
+
+@dataclass(frozen=True)
+class ArmDocuments:
+    """What the experiment rows read of one arm besides its results (None where the arm has none)."""
+
+    manifest: Mapping[str, Any] | None = None
+    instructions: Mapping[str, Any] | None = None
+
+
+@dataclass
+class ComparedWithRows:
+    outcome: ComparisonOutcome
+    section: dict[str, Any]  # comparison/experiment.json, and decision.json's ``experiment``
+    lines: list[str]  # the experiment rows, printed below the comparison's own lines
+    verdict: Verdict  # the comparison's own, or the drop-it gate's under that gate
+
+
+def compare_with_rows(
+    base: dict[str, Any],
+    cand: dict[str, Any],
+    stamps: Any,
+    *,
+    base_docs: ArmDocuments,
+    cand_docs: ArmDocuments,
+    rows_gate_mode: str | None,
+    release_notes_given: bool,
+    **compare_options: Any,
+) -> ComparedWithRows:
+    """The one comparison path of the plugin and ``agentdrift compare``: compare_recorded, then the
+    experiment rows on the baseline it paired, then the verdict the drop-it gate may set."""
+    from pytest_agentdrift.compare.outcome import compare_recorded, selected_baseline
+
+    outcome = compare_recorded(base, cand, stamps, **compare_options)
+    section = experiment_section(
+        selected_baseline(base, cand)[0],
+        cand,
+        outcome.comparison,
+        base_manifest=base_docs.manifest,
+        cand_manifest=cand_docs.manifest,
+        base_instructions=base_docs.instructions,
+        cand_instructions=cand_docs.instructions,
+        gate_mode=rows_gate_mode,
+        release_notes_given=release_notes_given,
+    )
+    if isinstance(outcome.files.get(DECISION_FILE), dict):
+        outcome.files[DECISION_FILE]["experiment"] = section
+    verdict = drop_it_verdict(section, outcome.comparison, rows_gate_mode, outcome.verdict)
+    return ComparedWithRows(outcome, section, render_experiment(section), verdict)
 
 
 def experiment_exit_code(section: Mapping[str, Any], gate_mode: str | None) -> int | None:
