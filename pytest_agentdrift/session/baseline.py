@@ -271,14 +271,23 @@ def finalize_session_manifest(info, results: dict[str, Any]) -> None:
 
 def compare_with_baseline(config, info, comparison, results: dict[str, Any], collector=None) -> None:
     """After the runs: the full comparison, decision and files, into ``comparison``."""
-    from pytest_agentdrift.compare.outcome import compare_recorded
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.compare.experiment import ArmDocuments, compare_with_rows
 
     cmp, accepted = _compare(config, info, comparison, pre_run=False)
     st = info.settings
-    outcome = compare_recorded(
+    base_instructions = Path(st.baseline) / "instruction-bundle.json"
+    compared = compare_with_rows(
         comparison.baseline_results,
         results,
         cmp,
+        base_docs=ArmDocuments(
+            comparison.baseline_manifest,
+            load_json_file(base_instructions) if base_instructions.is_file() else None,
+        ),
+        cand_docs=ArmDocuments(info.manifest, getattr(collector, "instruction_bundle", None)),
+        rows_gate_mode=st.gate,
+        release_notes_given=st.release_notes is not None,
         gate=st.gate,
         seed=st.seed,
         release_notes=st.release_notes,
@@ -288,6 +297,7 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
         max_infra_loss=st.max_infra_loss,
         gate_flakes=st.gate_flakes,
     )
+    outcome = compared.outcome
     comparison.stamps = cmp
     comparison.files = outcome.files
     comparison.lines = accepted.lines() + outcome.lines
@@ -296,15 +306,7 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
     from pytest_agentdrift.session.experiments import after_comparison
 
     # the experiment rows, ablation verdicts and the null experiment; drop-it and null set their own verdict
-    after_comparison(
-        config,
-        info,
-        collector,
-        comparison,
-        results,
-        _selected(comparison.baseline_results, results)[0],
-        outcome.comparison,
-    )
+    after_comparison(info, comparison, results, _selected(comparison.baseline_results, results)[0], compared)
 
 
 __all__ = ["check_baseline", "compare_with_baseline", "capture_for_session", "load_baseline"]

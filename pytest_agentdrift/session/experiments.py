@@ -292,52 +292,32 @@ def plan_check(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _read_json(path: Path) -> Any:
-    from pytest_agentdrift.canonical import load_json_file
-
-    return load_json_file(path) if path.is_file() else None
-
-
 def after_comparison(
-    config: Any,
     info: Any,
-    collector: Any,
     state: Any,
     results: dict[str, Any],
     baseline: dict[str, Any],
-    comparison: dict[str, Any],
+    compared: Any,
 ) -> None:
     """The experiment rows and verdicts for a session compared with a baseline.
 
     ``state`` is the session's ComparisonState (its lines, record files and verdict),
-    ``comparison`` the comparison's dict. Under ``--agent-gate drop-it`` the drop-it gate
-    sets ``state.verdict``; ``--agent-null`` sets it when it suspects drift (1) or the two
-    runs were no null experiment (6); a refusal (6) is never overridden."""
-    from pytest_agentdrift.compare.experiment import drop_it_verdict, experiment_section, render_experiment
+    ``compared`` what compare.experiment.compare_with_rows returned. Under ``--agent-gate
+    drop-it`` the drop-it gate sets ``state.verdict``; ``--agent-null`` sets it when it
+    suspects drift (1) or the two runs were no null experiment (6); a refusal (6) is never
+    overridden."""
     from pytest_agentdrift.compare.outcome import Verdict
 
     st = state_of(info)
     settings = info.settings
     base_dir = Path(settings.baseline)
-    section = experiment_section(
-        baseline,
-        results,
-        comparison,
-        base_manifest=state.baseline_manifest,
-        cand_manifest=info.manifest,
-        base_instructions=_read_json(base_dir / "instruction-bundle.json"),
-        cand_instructions=getattr(collector, "instruction_bundle", None),
-        gate_mode=settings.gate,
-        release_notes_given=settings.release_notes is not None,
-    )
-    lines = render_experiment(section)
+    section = compared.section
+    lines = list(compared.lines)
     files = state.files
     files["comparison/experiment.json"] = section
-    if isinstance(files.get(DECISION_FILE), dict):
-        files[DECISION_FILE]["experiment"] = section
     if st.plan is not None:
         files["plan.json"] = st.plan
-    verdict = drop_it_verdict(section, comparison, settings.gate, state.verdict)
+    verdict = compared.verdict
     if settings.null:
         from pytest_agentdrift.compare.null import null_exit_code, null_experiment, render_null
 
