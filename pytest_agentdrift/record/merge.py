@@ -128,21 +128,14 @@ def _check_coverage(got: set[str], expected_items: set[str]) -> None:
 
 def write_merged(out: Path, shards: list[tuple[Path, dict[str, Any]]], merged: dict[str, Any]) -> None:
     """The merged record at ``out``: the first shard's manifests, every shard's raw runs and blobs,
-    report.md, report.html and results.json, built beside ``out`` and renamed into place."""
-    import os
+    the reports and results.json (record/derived.py)."""
     import shutil
-    import tempfile
 
-    from pytest_agentdrift.canonical import dumps_pretty
-    from pytest_agentdrift.record.html import record_page
-    from pytest_agentdrift.record.report import markdown
-    from pytest_agentdrift.record.store import atomic_write
-    from pytest_agentdrift.vocabulary import BLOB_DIR, MANIFEST_FILE, RESULTS_FILE, SOURCE_MANIFEST_FILE
+    from pytest_agentdrift.record.derived import derived_record
+    from pytest_agentdrift.vocabulary import BLOB_DIR, MANIFEST_FILE, SOURCE_MANIFEST_FILE
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
     first_path = shards[0][0]
-    try:
+    with derived_record(out, merged, "merging") as tmp:
         for name in (MANIFEST_FILE, "instruction-bundle.json", SOURCE_MANIFEST_FILE):
             if (first_path / name).is_file():
                 shutil.copyfile(first_path / name, tmp / name)
@@ -154,13 +147,6 @@ def write_merged(out: Path, shards: list[tuple[Path, dict[str, Any]]], merged: d
                         shutil.copytree(src, tmp / run["raw"], copy_function=_link_or_copy)
             if (path / BLOB_DIR).is_dir():  # the final trees' bytes (content-addressed: shards share them)
                 shutil.copytree(path / BLOB_DIR, tmp / BLOB_DIR, copy_function=_link_or_copy, dirs_exist_ok=True)
-        atomic_write(tmp / "report.md", markdown(merged))
-        atomic_write(tmp / "report.html", record_page(tmp, merged))
-        atomic_write(tmp / RESULTS_FILE, dumps_pretty(merged))
-        os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _link_or_copy(src: str, dst: str) -> None:

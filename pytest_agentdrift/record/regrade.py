@@ -18,10 +18,8 @@ import copy
 import dataclasses
 import datetime as _dt
 import json
-import os
 import secrets
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +29,6 @@ from pytest_agentdrift.run import finaltree
 from pytest_agentdrift.vocabulary import (
     INFRA_OUTCOME,
     MANIFEST_FILE,
-    RESULTS_FILE,
     SOURCE_MANIFEST_FILE,
     UNDECIDED_OUTCOME,
 )
@@ -319,13 +316,10 @@ def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, s
     """NEW beside OUT in a temporary directory, renamed into place: the raw files and blobs of
     the source record (each run's checks.json and run.json from the regrade), manifests, reports,
     results.json last. The source record's comparison/ is not carried: it judged other grades."""
-    from pytest_agentdrift.record.html import record_page
-    from pytest_agentdrift.record.report import markdown
+    from pytest_agentdrift.record.derived import derived_record
     from pytest_agentdrift.record.store import atomic_write
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.regrading-", dir=out.parent))
-    try:
+    with derived_record(out, results, "regrading") as tmp:
         for name in ("raw", finaltree.BLOB_DIR):
             if (record / name).is_dir():
                 shutil.copytree(record / name, tmp / name, symlinks=True)
@@ -342,13 +336,6 @@ def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, s
         if manifest is not None:
             atomic_write(tmp / MANIFEST_FILE, dumps_pretty(manifest))
             atomic_write(tmp / SOURCE_MANIFEST_FILE, dumps_pretty(source))
-        atomic_write(tmp / "report.md", markdown(results))
-        atomic_write(tmp / "report.html", record_page(tmp, results))
-        atomic_write(tmp / RESULTS_FILE, dumps_pretty(results))
-        os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def provenance(results: dict[str, Any], grading_isolation: str, kept_tasks: list[str]) -> dict[str, Any]:
