@@ -268,27 +268,37 @@ def item_gate(
         "pass_rate_after": rate_after,
         "dropped": tally.dropped,
     }
+    verdict, why = _item_verdict(item, params, tally, rate_after, unknown, bool(tasks), fired_runs, with_runs)
+    if verdict == RECHECK:
+        out["recheck"] = {"tasks": tally.dropped, "k": max(2 * k, 3)}
+    out["verdict"], out["reason"] = verdict, why
+    return out
+
+
+def _item_verdict(
+    item: Item,
+    params: ItemGateParams,
+    tally: _ExposedTally,
+    rate_after: float | None,
+    unknown: int,
+    reached: bool,
+    fired_runs: int,
+    with_runs: int,
+) -> tuple[str, str]:
+    """The verdict: re-run what cannot be told or scored, keep what never reached the agent, else measure."""
     if unknown:
-        verdict, why = (
-            RERUN,
-            (
-                f"{unknown} run(s) of the arm with the item have no recorded trace, so whether the item "
-                "reached the agent cannot be told: re-run both arms with this version"
-            ),
+        return RERUN, (
+            f"{unknown} run(s) of the arm with the item have no recorded trace, so whether the item "
+            "reached the agent cannot be told: re-run both arms with this version"
         )
-    elif tally.unscorable:
-        verdict, why = (
+    if tally.unscorable:
+        return (
             RERUN,
             f"runs on exposed task(s) {', '.join(tally.unscorable)} could not be scored (the agent did not start)",
         )
-    elif not tasks:
-        verdict, why = UNMEASURED, f"the item never reached the agent ({fired_runs}/{with_runs} runs); keep"
-    else:
-        verdict, why = _measured_verdict(item, params, tally, rate_after)
-        if verdict == RECHECK:
-            out["recheck"] = {"tasks": tally.dropped, "k": max(2 * k, 3)}
-    out["verdict"], out["reason"] = verdict, why
-    return out
+    if not reached:
+        return UNMEASURED, f"the item never reached the agent ({fired_runs}/{with_runs} runs); keep"
+    return _measured_verdict(item, params, tally, rate_after)
 
 
 def _measured_verdict(

@@ -580,11 +580,7 @@ def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str,
     tampered = [{"task": t, "rep": rep} for t in ids for rep in c_arm[t].tampered]
     won, lost, _ = _counts(ids, rows, b_arm)
     loss_p = stats.exact_mcnemar_pvalue(lost, won)
-    strata_flagged = [
-        s
-        for s, row in (strata or {}).items()
-        if multi and row["gate"]["lost"] > row["gate"]["won"] and row["gate"]["loss_p_value"] < level
-    ]
+    strata_flagged = _flagged_strata(strata, multi, level)
     blockers = [row_line(r) for r in tests["rows"] if r["blocks"]]
     blockers += [f"tampered pass {x['task']} r{x['rep']}" for x in tampered]
     blockers += _paired_blockers(won, lost, loss_p, level, at, {s: strata[s]["gate"] for s in strata_flagged})
@@ -596,11 +592,7 @@ def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str,
         "passed": not blockers,
         "reason": reason,
         "blockers": blockers,
-        # what blocks: significant, or undecidable under the strict flakes policy (rates say which)
-        "new_critical_failures": _grouped(r for r in tests["rows"] if r["blocks"] and r["check"] != SAFETY_CHECK),
-        "standing_critical_failures": _grouped(r for r in by_verdict[STANDING] if r["check"] != SAFETY_CHECK),
-        "undecided_failures": _grouped(by_verdict[UNDECIDED]),
-        "new_safety_failures": sorted({r["task"] for r in tests["rows"] if r["blocks"] and r["check"] == SAFETY_CHECK}),
+        **_failure_groups(tests["rows"], by_verdict[STANDING], by_verdict[UNDECIDED]),
         "check_tests": tests,
         "flakes": params.flakes,
         "tampered_passes": tampered,
@@ -611,6 +603,28 @@ def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str,
         "alpha": params.alpha,
         "level": level,
         "minimum_detectable": mde,
+    }
+
+
+def _flagged_strata(strata: Mapping[str, Any] | None, multi: bool, level: float) -> list[str]:
+    """The suites whose own paired test shows a regression at the family's level (with more than one suite)."""
+    return [
+        s
+        for s, row in (strata or {}).items()
+        if multi and row["gate"]["lost"] > row["gate"]["won"] and row["gate"]["loss_p_value"] < level
+    ]
+
+
+def _failure_groups(
+    rows: list[dict[str, Any]], standing: list[dict[str, Any]], undecided: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The check-rate rows by what they mean for the gate."""
+    return {
+        # what blocks: significant, or undecidable under the strict flakes policy (rates say which)
+        "new_critical_failures": _grouped(r for r in rows if r["blocks"] and r["check"] != SAFETY_CHECK),
+        "standing_critical_failures": _grouped(r for r in standing if r["check"] != SAFETY_CHECK),
+        "undecided_failures": _grouped(undecided),
+        "new_safety_failures": sorted({r["task"] for r in rows if r["blocks"] and r["check"] == SAFETY_CHECK}),
     }
 
 

@@ -82,22 +82,7 @@ def null_experiment(
     level = alpha / max(len(compared), 1)  # every pair is one more chance to read noise as drift
     for p in compared:
         p["beyond_noise"] = p["p_two_sided"] is not None and p["p_two_sided"] < level
-    fired_pairs = sum(1 for p in compared if p["gate_fired"])
-    out: dict[str, Any] = {
-        "schema_version": 1,
-        "recordings": labels,
-        "alpha": alpha,
-        "level": level,
-        "pairs": pairs,
-        "flips": sum(p["flips"] for p in compared),
-        "gate_fired": fired_pairs,
-        "false_alarm_rate": (fired_pairs / len(compared)) if len(runs) >= 3 and compared else None,
-        "false_alarm_note": (
-            "pairs share recordings, so they are not independent trials: the rate is descriptive"
-            if len(runs) >= 3
-            else None
-        ),
-    }
+    out = _null_summary(labels, alpha, level, pairs, compared, len(runs))
     out["status"], out["because"] = _null_status(out, pairs, compared, identity_problems)
     return out
 
@@ -150,6 +135,30 @@ def _pair_row(
         "gate_reason": reg.get("reason"),
         "gate_fired": fired,
         "undecided": [x["task"] for x in reg.get("undecided_failures") or []],
+    }
+
+
+def _null_summary(
+    labels: list[str],
+    alpha: float,
+    level: float,
+    pairs: list[dict[str, Any]],
+    compared: list[dict[str, Any]],
+    runs: int,
+) -> dict[str, Any]:
+    fired_pairs = sum(1 for p in compared if p["gate_fired"])
+    return {
+        "schema_version": 1,
+        "recordings": labels,
+        "alpha": alpha,
+        "level": level,
+        "pairs": pairs,
+        "flips": sum(p["flips"] for p in compared),
+        "gate_fired": fired_pairs,
+        "false_alarm_rate": (fired_pairs / len(compared)) if runs >= 3 and compared else None,
+        "false_alarm_note": (
+            "pairs share recordings, so they are not independent trials: the rate is descriptive" if runs >= 3 else None
+        ),
     }
 
 

@@ -126,7 +126,7 @@ def compare_recorded(
 ) -> ComparisonOutcome:
     """Statistics, decision, files and lines for two recorded runs (plugin and CLI alike)."""
     from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.compare.decision import GateParams, compare_runs, render_comparison
+    from pytest_agentdrift.compare.decision import compare_runs
     from pytest_agentdrift.compare.ledger import read_release_notes
 
     reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in stamps.blocks]
@@ -139,11 +139,7 @@ def compare_recorded(
         comparable=stamps.comparable,
         reasons=reasons,
         change_class=stamps.change_class,
-        gate=GateParams(
-            scope=gate_scope,
-            **({} if max_infra_loss is None else {"max_infra_loss": max_infra_loss}),
-            **({} if gate_flakes is None else {"flakes": gate_flakes}),
-        ),
+        gate=_gate_params(gate_scope, max_infra_loss, gate_flakes),
         seed=seed,
         ledger=ledger,
         rollback_state=rollback_state,
@@ -159,11 +155,29 @@ def compare_recorded(
     if provenance:
         comparison["regraded"] = provenance  # which arm's checks are newer than its runs
         files[DECISION_FILE]["regraded"] = provenance
+    rendered = _comparison_lines(comparison, items)
+    lines = _identity_head(stamps) + ([note] if note else []) + provenance_lines(provenance) + rendered
+    return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
+
+
+def _comparison_lines(comparison: dict[str, Any], items: Any) -> list[str]:
+    from pytest_agentdrift.compare.decision import render_comparison
+
     rendered = render_comparison(comparison)
     # the item lines go just above the last line (the regression gate's, under that gate)
     rendered[-1:-1] = gate_item_lines(items)
-    lines = _identity_head(stamps) + ([note] if note else []) + provenance_lines(provenance) + rendered
-    return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
+    return rendered
+
+
+def _gate_params(gate_scope: str, max_infra_loss: float | None, gate_flakes: str | None) -> Any:
+    """The gate's parameters: its defaults where the option was not given."""
+    from pytest_agentdrift.compare.decision import GateParams
+
+    return GateParams(
+        scope=gate_scope,
+        **({} if max_infra_loss is None else {"max_infra_loss": max_infra_loss}),
+        **({} if gate_flakes is None else {"flakes": gate_flakes}),
+    )
 
 
 def _comparison_files(

@@ -178,6 +178,20 @@ def mde(rates: Sequence[float], k: int, alpha: float, target: float) -> float | 
     return hi
 
 
+def _plan_source(results: Mapping[str, Any], source: str | None, tasks: int, k_rec: int) -> dict[str, Any]:
+    """The recorded run the plan was made from."""
+    return {
+        "run": source,
+        "run_id": results.get("run_id"),
+        "runtime_id": results.get("runtime_id"),
+        "task_set_id": results.get("task_set_id"),
+        "tasks": tasks,
+        "k": k_rec,
+        "pass_rate": (results.get("summary") or {}).get("pass_rate"),
+        "run_to_run_observed": k_rec >= 2,
+    }
+
+
 def _recommended(
     k_best: int | None, rows: list[dict[str, Any]], tasks: int, feasible: list[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -225,16 +239,7 @@ def make_plan(
     doc: dict[str, Any] = {
         "schema_version": 1,
         "created_at": (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "source": {
-            "run": source,
-            "run_id": results.get("run_id"),
-            "runtime_id": results.get("runtime_id"),
-            "task_set_id": results.get("task_set_id"),
-            "tasks": len(rates),
-            "k": k_rec,
-            "pass_rate": (results.get("summary") or {}).get("pass_rate"),
-            "run_to_run_observed": k_rec >= 2,
-        },
+        "source": _plan_source(results, source, len(rates), k_rec),
         "question": {"delta": delta, "alpha": alpha, "power": target, "test": TEST, "model": MODEL},
         "inputs": {
             "tasks": {tid: {"passes": p, "runs": r, "smoothed": smoothed(p, r)} for tid, (p, r) in counts.items()},

@@ -417,6 +417,16 @@ PROMOTION_GROUPED = (
 )
 
 
+def _priced_costs(
+    base_cost: Sequence[float | None], cand_cost: Sequence[float | None]
+) -> tuple[list[float], list[float], list[float]]:
+    """(1.0 where both arms priced the task else 0.0, and each arm's costs with 0.0 where not both did)."""
+    mask = [1.0 if b is not None and c is not None else 0.0 for b, c in zip(base_cost, cand_cost, strict=False)]
+    cb = [b if m else 0.0 for b, m in zip(base_cost, mask, strict=False)]
+    cc = [c if m else 0.0 for c, m in zip(cand_cost, mask, strict=False)]
+    return mask, cb, cc
+
+
 def _promotion_means(
     columns: dict[str, Sequence[float]], n: int, draws: int, seed: int
 ) -> tuple[dict[str, Any], float | None]:
@@ -473,9 +483,7 @@ def promotion_support(
     n = len(quality_deltas)
     if not (n == len(base_cost) == len(cand_cost)) or n == 0:
         raise ValueError("need one quality delta and one cost per arm for each task, and at least one task")
-    mask = [1.0 if b is not None and c is not None else 0.0 for b, c in zip(base_cost, cand_cost, strict=False)]
-    cb = [b if m else 0.0 for b, m in zip(base_cost, mask, strict=False)]
-    cc = [c if m else 0.0 for c, m in zip(cand_cost, mask, strict=False)]
+    mask, cb, cc = _priced_costs(base_cost, cand_cost)
     priced = int(sum(mask))
     if priced == 0:
         return {"support": 0.0, "priced_tasks": 0, "note": "no task has a cost in both arms"}

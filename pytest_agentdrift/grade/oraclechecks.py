@@ -77,6 +77,12 @@ def _over_edit_limits(writes: list[dict[str, Any]], max_edits: dict[str, int]) -
     return over
 
 
+def _observation_text(mechanism: str | None, observed: bool) -> str:
+    if observed:
+        return f"harness write events ({mechanism or 'given'}) and the final tree"
+    return "final tree only (this run had no write observation)"
+
+
 def check_writes(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
     """No write outside what is allowed, at any time while the agent ran."""
     allow_none = c.params.get("allow", "allowed-paths") == "none"
@@ -116,9 +122,7 @@ def check_writes(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outc
         "observed_writes": len(writes),
         "changed_outside": still_changed,
         "undone_outside": undone,
-        "observation": f"harness write events ({mechanism or 'given'}) and the final tree"
-        if observed
-        else "final tree only (this run had no write observation)",
+        "observation": _observation_text(mechanism, observed),
     }
     if parts:
         return False, "; ".join(parts), evidence
