@@ -52,6 +52,7 @@ class RunGuard:
         allow_hosts: list[str] | None = None,
         observe_network: bool = True,
         unreported: tuple[Path, ...] = (),
+        private: tuple[Path, ...] = (),
         watch_writes: bool = True,
     ):
         self.limits = dict(limits)
@@ -63,6 +64,7 @@ class RunGuard:
         self.allow_hosts = list(allow_hosts or [])
         self.observe_network = observe_network and mode == "bwrap"
         self.unreported = tuple(unreported)
+        self.private = tuple(private)  # the agent's own places beside the work tree (watch.WriteWatcher)
         self.watch_writes = watch_writes  # graded code: limits only, its writes are not evidence
         self.notes: list[str] = []
         self.enforced: dict[str, str] = {}
@@ -144,6 +146,7 @@ class RunGuard:
                 on_exceeded=self._exceeded,
                 probes=self._probes(),
                 unreported=self.unreported,
+                private=self.private,
             ).start()
         except (InotifyUnavailable, OSError) as exc:
             from pytest_agentdrift.run.watch import RESERVE

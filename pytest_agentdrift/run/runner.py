@@ -1170,6 +1170,7 @@ def _make_guard(
         allow_hosts=network_allowlist(adapter, settings.allow_hosts),
         observe_network=settings.isolation.mode == "bwrap" and os.geteuid() == 0,
         unreported=(root / "box" / ".harness",),
+        private=tuple(root / own for own in _AGENT_OWN),
     )
 
 

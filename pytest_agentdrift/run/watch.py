@@ -215,6 +215,7 @@ class WriteWatcher:
         on_exceeded: Callable[[str, int], None] | None = None,
         probes: dict[str, Callable[[], int | None]] | None = None,
         unreported: tuple[Path, ...] = (),
+        private: tuple[Path, ...] = (),
         coalesce_s: float = COALESCE_S,
         max_events: int = MAX_EVENTS,
         max_watches: int = MAX_WATCHES,
@@ -230,9 +231,10 @@ class WriteWatcher:
         self.events: list[dict[str, Any]] = []
         self.dropped = 0
         self.dropped_work = 0  # of those, events in the work tree (its own budget of max_events)
-        self._kept = {"work": 0, "other": 0}
+        self.dropped_decoy = 0  # and beside it, in what is not the agent's (its own budget too)
+        self._kept = {"work": 0, "private": 0, "decoy": 0}
         self.unwatched_work = 0  # directories of the work tree left unwatched
-        self._work_inodes: dict[tuple[int, int], str] = {}  # (dev, ino) -> work-tree path
+        self._inodes: dict[tuple[int, int], str] = {}  # (dev, ino) -> path in the work tree or the decoy
         self._dirty: set[str] = set()  # paths written (or created) since they were last closed
         self.coalesced = 0
         self.overflows = 0
@@ -254,6 +256,9 @@ class WriteWatcher:
         self._work_prefix = str(self.work) + os.sep
         # the protocol's own files (events, report): counted towards disk, not reported as writes
         self._unreported = tuple(str(p) for p in unreported)
+        # the agent's own places beside the work tree (its home, its temporary files): a flood of
+        # writes there never crowds out the events of the decoy, the files it has no business touching
+        self._private = tuple(str(p) + os.sep for p in private)
 
     def _init_thread_state(self) -> None:
         """The watching thread's clock, descriptors and pacing."""
@@ -312,18 +317,29 @@ class WriteWatcher:
             "events": len(self.events),
             "dropped": self.dropped,
             "dropped_work": self.dropped_work,
+            "dropped_decoy": self.dropped_decoy,
             "coalesced": self.coalesced,
             "queue_overflows": self.overflows,
             "unwatched_dirs": self.unwatched_dirs,
             "coalesce_s": self.coalesce_s,
             "error": self.error,
             "complete": self.complete(),
+            "outside_complete": self.outside_complete(),
         }
 
     def complete(self) -> bool:
         """Whether every write to the work tree was seen: no work-tree event dropped, no queue overflow,
         no work-tree directory unwatched, no error."""
         return not (self.dropped_work or self.overflows or self.unwatched_work or self.error)
+
+    def outside_complete(self) -> bool:
+        """Whether every write beside the work tree that was not the agent's own was seen."""
+        return not (self.dropped_decoy or self.overflows or self.error)
+
+    def _budget(self, path: str) -> str:
+        if path.startswith(self._work_prefix):
+            return "work"
+        return "private" if path.startswith(self._private) else "decoy"
 
     # -- the thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -437,14 +453,15 @@ class WriteWatcher:
         via = None
         if kind == "modify" and not path.startswith(self._work_prefix):
             target = self._alias(path)
-            if target is not None:  # a work-tree file edited through a hard link outside it
+            if target is not None and target != path:  # a watched file edited through a hard link elsewhere
                 path, via = target, path
         if via is None and self._unreported and any(path == u or path.startswith(u + os.sep) for u in self._unreported):
             return
-        budget = "work" if path.startswith(self._work_prefix) else "other"
+        budget = self._budget(path)
         if self._kept[budget] >= self.max_events:
             self.dropped += 1
             self.dropped_work += budget == "work"
+            self.dropped_decoy += budget == "decoy"
             return
         self._kept[budget] += 1
         t = round(max(0.0, time.monotonic() - self._t0), 3)
@@ -454,14 +471,14 @@ class WriteWatcher:
         self.events.append(event)
 
     def _alias(self, path: str) -> str | None:
-        """The work-tree path of the file `path` is a hard link to, or None."""
+        """The work-tree or decoy path of the file `path` is a hard link to, or None."""
         try:
             st = os.lstat(path)
         except OSError:
             return None
         if not stat.S_ISREG(st.st_mode) or st.st_nlink < 2:
             return None
-        return self._work_inodes.get((st.st_dev, st.st_ino))
+        return self._inodes.get((st.st_dev, st.st_ino))
 
     def _emit_modify(self, path: str) -> None:
         now = time.monotonic()
@@ -507,8 +524,8 @@ class WriteWatcher:
                 self._note_inode(p, st)
 
     def _note_inode(self, path: str, st: os.stat_result) -> None:
-        if path.startswith(self._work_prefix):
-            self._work_inodes[(st.st_dev, st.st_ino)] = path
+        if self._budget(path) != "private" and stat.S_ISREG(st.st_mode):
+            self._inodes.setdefault((st.st_dev, st.st_ino), path)
 
     def _rename_watches(self, old: str, new: str) -> bool:
         prefix = old + os.sep
