@@ -336,7 +336,20 @@ class Grader:
     def graded_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
         """A fresh graded copy, one per call (per check): what one check's code writes
         into its copy never reaches the next. In the harness's own scratch, so nothing
-        the agent left can stand in for it."""
+        the agent left can stand in for it. Each is a plain copy of the run's master copy
+        (made once, never shown to graded code)."""
+        master = self._master_copy(spec, run)
+        self._copies += 1
+        graded = self._scratch / f"graded-{self._copies}" / "repo"
+        graded.parent.mkdir(parents=True)
+        copy_tree(master, graded)
+        self.dropped_links[graded] = self.dropped_links[master]
+        self.provided = _fixture_provided(spec)
+        return graded
+
+    def _master_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
+        """The agent's final tree with protected files and test configuration restored, tool
+        leftovers removed, hidden files added and symlinks out of it dropped; once per run."""
         incomplete = run.harness_budget.get("graded_copy", {}).get("incomplete")
         if incomplete:
             raise GradedCopyIncomplete(incomplete)
@@ -348,12 +361,14 @@ class Grader:
             )
             run.harness_budget["graded_copy"] = {"complete": False, "incomplete": why}
             raise GradedCopyIncomplete(why)
-        self._copies += 1
-        graded = self._scratch / f"graded-{self._copies}" / "repo"
-        graded.parent.mkdir(parents=True)
+        master = self._scratch / "graded-master" / "repo"
+        if master in self.dropped_links:
+            return master
+        fdtree.rmtree(master.parent)  # what an earlier attempt that failed half-way left
+        master.parent.mkdir(parents=True)
         if not run.work_tree_deleted:
-            report = copy_tree(run.work, graded)
-            fdtree.rmtree(graded / ".git")
+            report = copy_tree(run.work, master)
+            fdtree.rmtree(master / ".git")
             run.harness_budget["graded_copy"] = report.to_dict()
             if not report.complete:
                 why = (
@@ -363,13 +378,12 @@ class Grader:
                 run.harness_budget["graded_copy"]["incomplete"] = why
                 raise GradedCopyIncomplete(why)
         else:
-            graded.mkdir()
-        restore_protected(spec, graded)
-        remove_leftovers(graded, run.leftovers)
-        add_hidden(spec, graded)
-        self.dropped_links[graded] = drop_escaping_symlinks(graded)
-        self.provided = _fixture_provided(spec)
-        return graded
+            master.mkdir()
+        restore_protected(spec, master)
+        remove_leftovers(master, run.leftovers)
+        add_hidden(spec, master)
+        self.dropped_links[master] = drop_escaping_symlinks(master)
+        return master
 
     def copy_evidence(self, graded: Path) -> dict[str, Any]:
         dropped = self.dropped_links.get(graded) or []
