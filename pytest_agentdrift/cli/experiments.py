@@ -27,7 +27,8 @@ from pytest_agentdrift.vocabulary import MANIFEST_FILE
 
 def _store(args: argparse.Namespace) -> Path:
     """The bundles directory as the plugin finds it: --bundles, ini agent_bundles, AGENTDRIFT_BUNDLES, default."""
-    from pytest_agentdrift.manifest.bundles import find_rootdir, resolve_store
+    from pytest_agentdrift.inifile import find_rootdir
+    from pytest_agentdrift.manifest.bundles import resolve_store
 
     rootdir, ini = find_rootdir(Path.cwd())
     return resolve_store(args.bundles, ini, os.environ, rootdir)

@@ -93,59 +93,6 @@ def resolve_store(
     return Path(rootdir) / DEFAULT_STORE
 
 
-def find_rootdir(start: Path) -> tuple[Path, str | None]:
-    """(rootdir, agent_bundles ini value) as pytest would find them from ``start``.
-
-    The first ancestor holding ``pytest.ini`` / ``.pytest.ini``, a
-    ``pyproject.toml`` with ``[tool.pytest.ini_options]``, a ``tox.ini``
-    with ``[pytest]`` or a ``setup.cfg`` with ``[tool:pytest]`` is the
-    rootdir (pytest's order); without one, ``start`` itself. Only the
-    ``agent_bundles`` value is read from it.
-    """
-    import configparser
-    import tomllib
-
-    start = Path(os.path.abspath(start))
-    for d in (start, *start.parents):
-        for name in ("pytest.ini", ".pytest.ini"):
-            if (d / name).is_file():
-                return d, _ini_value(configparser, d / name, "pytest")
-        if (d / "pyproject.toml").is_file():
-            try:
-                doc = tomllib.loads((d / "pyproject.toml").read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-                raise AgentDriftError(f"cannot read the pytest configuration: {exc}", d / "pyproject.toml") from None
-            section = doc.get("tool", {}).get("pytest", {}).get("ini_options")
-            if isinstance(section, dict):
-                value = section.get("agent_bundles")
-                return d, str(value) if value is not None else None
-        if (d / "tox.ini").is_file() and _has_section(configparser, d / "tox.ini", "pytest"):
-            return d, _ini_value(configparser, d / "tox.ini", "pytest")
-        if (d / "setup.cfg").is_file() and _has_section(configparser, d / "setup.cfg", "tool:pytest"):
-            return d, _ini_value(configparser, d / "setup.cfg", "tool:pytest")
-    return start, None
-
-
-def _has_section(configparser: Any, path: Path, section: str) -> bool:
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError):
-        return False
-    return parser.has_section(section)
-
-
-def _ini_value(configparser: Any, path: Path, section: str) -> str | None:
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError) as exc:
-        raise AgentDriftError(f"cannot read the pytest configuration: {exc}", path) from None
-    if parser.has_option(section, "agent_bundles"):
-        return parser.get(section, "agent_bundles").strip() or None
-    return None
-
-
 # --------------------------------------------------------------------------- the bundle
 
 
@@ -1043,7 +990,6 @@ __all__ = [
     "BundleFile",
     "DEFAULT_STORE",
     "derive",
-    "find_rootdir",
     "list_bundles",
     "load",
     "resolve_store",
