@@ -856,13 +856,18 @@ def _outside_evidence(
     """What the agent wrote beside and above the work tree (the decoy), and how far the walk got."""
     root, decoy_before = prepared.dirs.root, prepared.decoy_before
     report = treesnap.WalkReport()
-    decoy_diff = errors.stage(
-        "evidence",
-        lambda: treesnap.diff(decoy_before, treesnap.resnapshot(root, decoy_before, skip=_DECOY_SKIP, report=report)),
-        treesnap.TreeDiff(),
+    decoy_after = errors.stage(
+        "evidence", lambda: treesnap.resnapshot(root, decoy_before, skip=_DECOY_SKIP, report=report), {}
     )
-    # the decoy as the watcher saw it too: a file edited and put back is no change of the final tree
-    return sorted({*outside_writes(decoy_diff), *decoy_writes(guard.write_events, root)}), report
+    decoy_diff = treesnap.diff(decoy_before, decoy_after) if decoy_after else treesnap.TreeDiff()
+    # the decoy as the watcher saw it too, and a file whose inode changed with its content put back
+    # (an edit through a hard link gone before the watcher could name it): neither is in the final tree
+    touched = [
+        escape_path(rel)
+        for rel, e in decoy_before.items()
+        if e.kind == "file" and rel in decoy_after and decoy_after[rel].ctime_ns != e.ctime_ns
+    ]
+    return sorted({*outside_writes(decoy_diff), *decoy_writes(guard.write_events, root), *touched}), report
 
 
 def _harness_budget(tree: TreeEvidence, outside: treesnap.WalkReport) -> dict[str, Any]:

@@ -708,3 +708,38 @@ def test_a_reserved_instance_outlasts_a_sibling_that_takes_every_other_one(tmp_p
     assert lines[0] == "sibling took 6", lines  # the other two are the reserve's (the watcher's, the canary's)
     assert lines[1:4] == ["run 0 ['f0']", "run 1 ['f1']", "run 2 ['f2']"]  # no event of an earlier run
     assert lines[4] == "unreserved: [Errno 24] inotify_init1: Too many open files", lines
+
+
+def test_an_edit_through_a_hard_link_is_the_linked_files_write(tmp_path):
+    root = tmp_path / "run"
+    work, tmp = root / "box" / "work", root / "box" / "tmp"
+    work.mkdir(parents=True)
+    tmp.mkdir()
+    (work / "a.txt").write_text("a")
+    sibling = root / "sibling.txt"  # the decoy: not the agent's
+    sibling.write_text("s")
+    w = WriteWatcher(root, work, private=(tmp,)).start()
+    w.mark_start()
+    # the links stay until the watcher has read the events: a link gone first cannot be named
+    # (the run's evidence then falls back on the file's changed inode: runner's `touched`)
+    for i, target in enumerate((work / "a.txt", sibling)):
+        with open(os.link(target, tmp / f"link{i}") or tmp / f"link{i}", "r+b") as fh:
+            fh.write(b"X")
+    _settle(w, lambda: len([e for e in w.events if e.get("via")]) >= 2)
+    w.stop()
+    via = {e["path"]: e["via"] for e in w.events if e.get("via")}
+    assert via == {"a.txt": str(tmp / "link0"), str(sibling): str(tmp / "link1")}, w.events
+
+
+def test_an_edit_through_a_shared_mapping_is_a_write(tmp_path):
+    import mmap
+
+    root, work, w = _watch(tmp_path)
+    with open(work / "a.txt", "r+b") as fh:
+        m = mmap.mmap(fh.fileno(), 0)
+        m[:1] = b"Z"
+        m.flush()
+        m.close()
+    _settle(w, lambda: any(e["path"] == "a.txt" for e in w.events))
+    w.stop()
+    assert [e["kind"] for e in w.events if e["path"] == "a.txt"] == ["modify"], w.events

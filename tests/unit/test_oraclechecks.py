@@ -18,7 +18,7 @@ import pytest
 
 from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.grade.checks import CHECKS, Grader, check_events, check_report_mentions, check_report_status
-from pytest_agentdrift.grade.oraclechecks import check_call_path, check_changed, check_writes, segments
+from pytest_agentdrift.grade.oraclechecks import CheckUndecided, check_call_path, check_changed, check_writes, segments
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import make_task, play_solution
@@ -582,3 +582,26 @@ def test_an_agents_own_agentdrift_hidden_is_replaced(demo):
         },
     )
     assert not res["hidden"].passed, "the hidden test ran, not the agent's stand-in"
+
+
+@pytest.mark.parametrize(
+    "watch, why",
+    [
+        ({"mechanism": None}, "no write watcher ran"),
+        ({"mechanism": "inotify", "dropped_work": 1, "complete": False}, "1 work-tree write event"),
+        ({"mechanism": "inotify", "unwatched_dirs": 1, "complete": False}, "1 director"),
+        ({"mechanism": "inotify", "queue_overflows": 2, "complete": False}, "2 event queue overflow"),
+    ],
+)
+def test_a_watch_that_missed_anything_leaves_the_writes_check_undecided(wtask, watch, why):
+    root, spec = wtask
+    run = play_solution(spec, _solution(root, "unwatched"), root / "runs")
+    run.isolation = {"enforced": "bwrap"}  # a real run, not a played one
+    run.observation = {"writes": watch}
+    with pytest.raises(CheckUndecided, match=why):
+        check_writes(None, spec, run, _check(spec, "read-only"))
+    # a write the harness did see is decided whatever it missed besides
+    seen = play_solution(spec, _solution(root, "seen"), root / "runs", observed=[_write("app/extra.py")])
+    seen.isolation, seen.observation = run.isolation, run.observation
+    ok, detail, _ = check_writes(None, spec, seen, _check(spec, "read-only"))
+    assert ok is False and "app/extra.py" in detail
