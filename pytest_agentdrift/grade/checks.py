@@ -117,7 +117,11 @@ class Grader:
         # ended after each run, so what one agent's code did to it never reaches another's checks
         self.server = GradingServer(isolation, self.limits, base, self._excluded())
         weakref.finalize(self, self.server.close)
-        self._own_sandbox = 0  # > 0 while untouched-fixture runs must not share a sandbox with agent code
+        # and one for the untouched fixtures' processes, which no agent's code ever reaches: only task
+        # fixtures' own code runs there, in a PID namespace of its own; it lives as long as the Grader
+        self.fixture_server = GradingServer(isolation, self.limits, base, self._excluded())
+        weakref.finalize(self, self.fixture_server.close)
+        self._untouched_fixture = 0  # > 0 while an untouched fixture runs: never in a sandbox agent code ran in
 
     # -- executing commands in a tree -------------------------------------------------
     def execute(
@@ -200,9 +204,10 @@ class Grader:
         Grader's grading sandbox (gradeserver.py) when it can, else in a sandbox of its own."""
         from pytest_agentdrift.grade.channel import HarnessEnd
 
-        if not readable and not self._own_sandbox and self.server.usable and _servable(argv):
+        server = self.fixture_server if self._untouched_fixture else self.server
+        if not readable and server.usable and _servable(argv):
             channel = HarnessEnd()
-            served = self.server.run(argv, tree, self._process_env(tree, extra_env, None), channel, timeout_s)
+            served = server.run(argv, tree, self._process_env(tree, extra_env, None), channel, timeout_s)
             received = channel.receive()
             if served is not None:
                 self.exceeded.update(served.exceeded)
@@ -315,12 +320,12 @@ class Grader:
         add_hidden(spec, tree)
         exceeded = set(self.exceeded)
         # the untouched fixture's result is kept for every later run and session: it is never computed
-        # in a sandbox graded code has run in (code can change what the server's later forks inherit)
-        self._own_sandbox += 1
+        # in a sandbox an agent's code has run in (code can change what the server's later forks inherit)
+        self._untouched_fixture += 1
         try:
             value = fn(tree)
         finally:
-            self._own_sandbox -= 1
+            self._untouched_fixture -= 1
             fdtree.rmtree(scratch)
         if self.exceeded == exceeded and _clean(kind, value):
             self.fixture_results.put(stored_key, _encode(kind, value))

@@ -23,8 +23,10 @@ killed from inside) is not judged from that attempt unless it broke a limit on
 the way: `run` returns None and the caller runs it the old way, in a sandbox
 of its own. Graded code can change what the server's later forks inherit
 (resource limits, priority: those need only the same uid), so a server lives
-for one run's checks (Grader.evaluate ends it) and never computes an untouched
-fixture's result, which is kept for every later run. Limits bind as
+for one run's checks (Grader.evaluate ends it), and an untouched fixture's
+result, which is kept for every later run, is computed by a server of its
+own that only untouched fixtures use (Grader.fixture_server): no agent's code
+runs in its sandbox, and no other sandbox shares its PID namespace. Limits bind as
 before: the sandbox's cgroups and rlimits are the run's, and a broken one
 ends the sandbox at once and is reported for the request that broke it.
 """

@@ -130,3 +130,20 @@ def test_the_resident_server_refuses_to_serve_outside_a_pid_namespace_of_its_own
     code = "import sys; sys.path.insert(0, sys.argv[1]); import forkserver; forkserver.serve(0)"
     proc = subprocess.run([sys.executable, "-c", code, str(GRADEHOOK_DIR)], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "refusing to serve" in proc.stderr
+
+
+def test_untouched_fixtures_run_in_a_server_no_agent_code_reaches(lab):
+    spec = lab.task(
+        "SRVF",
+        repo={"calc.py": "def add(a, b):\n    return a - b\n", "tests/test_calc.py": CALC_TESTS},
+        allowed=["calc.py"],
+        protected=["tests/**"],
+        checks=[
+            {"name": "tests", "kind": "pytest", "layer": "correctness", "args": ["tests"], "expect_before": "fail"}
+        ],
+    )
+    _, results = lab.go(spec, "Path('calc.py').write_text('def add(a, b):\\n    return a + b\\n')\n")
+    assert results["tests"].passed is True, results["tests"]
+    grader = lab.graders[spec.path]
+    # the untouched fixture's run went to the fixture server, the agent's tree to the run's own
+    assert (grader.fixture_server.served, grader.server.served) == (1, 1)
