@@ -23,6 +23,7 @@ from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
     DEFAULT_ACCEPT_UNOBSERVED,
     FAIL_ON_MODES,
+    GATE_DROP_IT,
     GATE_FLAKES,
     GATE_FLAKES_STRICT,
     GATE_MODES,
@@ -502,6 +503,32 @@ def resolve_cli_flags(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     decls = [OPTIONS[n] for n in names]
     ini, _ = read_ini([d.ini for d in decls], getattr(args, "config_file", None), getattr(args, "rootdir", None))
     return {d.dest: resolve_value(d, getattr(args, d.dest, None), ini[d.ini]) for d in decls}
+
+
+def check_experiment_options(st_: Any, controller: bool) -> None:
+    """The options of bundles, ablations, the null experiment and drop-it, checked together; a
+    worker is not asked for what only the controller uses (the baseline)."""
+    if (st_.without or st_.with_items) and not st_.bundle:
+        raise AgentDriftError(
+            "--agent-without / --agent-with derive B from a bundle: give --agent-bundle NAME (make one "
+            "with: agentdrift bundle snapshot NAME --agent PRESET)"
+        )
+    if st_.gate == GATE_DROP_IT and not (st_.without or st_.with_items):
+        raise AgentDriftError(
+            "--agent-gate drop-it decides on one removed or added item: give --agent-without PATH or --agent-with PATH"
+        )
+    if controller and st_.gate == GATE_DROP_IT and st_.baseline is None:
+        raise AgentDriftError(
+            "--agent-gate drop-it compares against the arm with the whole bundle: give --agent-baseline"
+        )
+    if controller and st_.null and st_.baseline is None:
+        raise AgentDriftError("--agent-null compares two recordings of one runtime: give --agent-baseline")
+    if st_.null and st_.vary:
+        raise AgentDriftError(
+            f"--agent-null: a null experiment varies nothing, but --agent-vary {', '.join(st_.vary)} was given"
+        )
+    if st_.bundle and not (st_.agent or st_.cmd):
+        raise AgentDriftError("--agent-bundle: give the agent preset the bundle belongs to (--agent PRESET)")
 
 
 def _checked(values: dict[str, Any], rootpath: Path) -> Settings:

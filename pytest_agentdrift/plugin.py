@@ -78,43 +78,38 @@ def _activate(config: pytest.Config) -> None:
     if RUNNER_KEY in config.stash:
         return
     from pytest_agentdrift.errors import AgentDriftError
-    from pytest_agentdrift.session.state import SessionInfo, TaskRunner
+    from pytest_agentdrift.record.longrun import LongRun, WorkerInput
+    from pytest_agentdrift.session.controller import ControllerPlugin, WorkerPlugin
+    from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
 
     settings = config.stash[SETTINGS_KEY]
     worker = hasattr(config, "workerinput")
+    handed = WorkerInput.from_dict(config.workerinput) if worker else None
     info = SessionInfo(settings=settings)
-    if worker:
-        info.update_from_workerinput(config.workerinput)
+    if handed is not None:
+        info.take_worker_input(handed)
+    try:
+        # long runs: infrastructure stops, retries, resume, shards, budgets, progress
+        info.longrun = LongRun(info, handed)
+    except AgentDriftError as exc:
+        raise pytest.UsageError(exc.message) from None
     runner = TaskRunner(info)
     runner.grading_cache = _grading_cache_dir(config, settings.grading_cache)
     config.stash[INFO_KEY] = info
     config.stash[RUNNER_KEY] = runner
     if settings.suite:
         _add_suite_arg(config, settings.suite)
-    from pytest_agentdrift.session.controller import ControllerPlugin, WorkerPlugin
-
-    collector = None
+    collector = None if worker else RunCollector(info, runner)
     if worker:
         config.pluginmanager.register(WorkerPlugin(config, runner), "agentdrift-role")
     else:
-        from pytest_agentdrift.session.state import ComparisonState, RunCollector
-
-        collector = RunCollector(info, runner)
         role = ControllerPlugin(config, info, runner, collector, ComparisonState())
         config.pluginmanager.register(role, "agentdrift-role")
     if settings.active:
-        # long runs: infrastructure stops, retries, resume, shards, budgets, progress
         from pytest_agentdrift.session.collect import TaskItem
-        from pytest_agentdrift.session.longrun import LongRun, LongRunPlugin
-        from pytest_agentdrift.session.state import SessionView
+        from pytest_agentdrift.session.longrun import LongRunPlugin
 
-        try:
-            info.longrun = LongRun(info, workerinput=config.workerinput if worker else None)
-        except AgentDriftError as exc:
-            raise pytest.UsageError(exc.message) from None
-        config.pluginmanager.register(
-            LongRunPlugin(config, SessionView(info, runner, collector), TaskItem), "agentdrift-longrun"
-        )
+        config.pluginmanager.register(LongRunPlugin(config, info, collector, TaskItem), "agentdrift-longrun")
     if worker:
         return
     from pytest_agentdrift.session.junit import JunitPlugin

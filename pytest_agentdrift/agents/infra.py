@@ -352,7 +352,40 @@ def describe(infra: dict[str, Any]) -> str:
     return f"{infra.get('class')} ({infra.get('source')}): {infra.get('evidence')}"
 
 
+#: the same (class, evidence) ending this many runs in a row stops the session
+SAME_INFRA_STREAK = 3
+
+
+class InfraStopRule:
+    """When a session should stop starting runs because of the infrastructure, judged as runs report.
+
+    An error that will repeat on every run stops at once; any other error stops once the same
+    (class, evidence) ended SAME_INFRA_STREAK runs in a row, since retrying the suite into a dead
+    provider spends the budget on nothing. A run that did not end in an infrastructure error
+    breaks the streak.
+    """
+
+    def __init__(self) -> None:
+        self._streak: list[tuple[Any, Any]] = []
+
+    def observe(self, key: str, result: dict[str, Any]) -> str | None:
+        """One reported run (`key` is its item key); the reason to stop, or None."""
+        infra = result.get("infra_error") if result.get("outcome") == INFRA_OUTCOME else None
+        if infra is None:
+            self._streak = []
+            return None
+        self._streak.append((infra.get("class"), infra.get("evidence")))
+        if infra.get("repeats"):
+            return f"an infrastructure error that will repeat on every run ended {key}: {describe(infra)}"
+        recent = self._streak[-SAME_INFRA_STREAK:]
+        if len(recent) == SAME_INFRA_STREAK and len(set(recent)) == 1:
+            return f"the same infrastructure error ended {SAME_INFRA_STREAK} runs in a row: {describe(infra)}"
+        return None
+
+
 __all__ = [
+    "SAME_INFRA_STREAK",
+    "InfraStopRule",
     "INFRA_OUTCOME",
     "INFRA_CLASSES",
     "REPEATING_CLASSES",

@@ -166,8 +166,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """
     from pytest_agentdrift.errors import RecordError
     from pytest_agentdrift.record.merge import merge_shards, write_merged
+    from pytest_agentdrift.record.results import new_run_id
     from pytest_agentdrift.record.store import check_record_target, schema_problems
-    from pytest_agentdrift.session.state import new_run_id
 
     out = Path(args.out)
     check_record_target(out)  # nothing there, or an empty directory (the final rename replaces it)

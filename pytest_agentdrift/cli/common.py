@@ -64,8 +64,8 @@ def load_pair(
 ):
     """Two recorded runs and their identity comparison, as `agentdrift compare` and the reports make it."""
     from pytest_agentdrift.manifest.accept import resolve_for
+    from pytest_agentdrift.manifest.baseline import load_baseline
     from pytest_agentdrift.manifest.identity import compare_manifests
-    from pytest_agentdrift.session.baseline import load_baseline
 
     base_results, base_manifest = load_baseline(base)
     cand_results, cand_manifest = load_baseline(cand)

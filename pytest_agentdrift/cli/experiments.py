@@ -188,8 +188,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_null(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.null import null_exit_code, null_experiment, render_null
+    from pytest_agentdrift.manifest.baseline import load_baseline
     from pytest_agentdrift.options import resolve_cli_flags
-    from pytest_agentdrift.session.baseline import load_baseline
 
     if len(args.runs) < 2:
         raise AgentDriftError("give at least two recorded runs of the same runtime")

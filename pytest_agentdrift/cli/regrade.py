@@ -77,9 +77,9 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.manifest.capture import validate_manifest
     from pytest_agentdrift.record import regrade as rg
+    from pytest_agentdrift.record.results import evaluator_id, new_run_id, task_set_id
     from pytest_agentdrift.record.store import check_record_target, load_run
     from pytest_agentdrift.run import sandbox
-    from pytest_agentdrift.session.state import evaluator_id, new_run_id, task_set_id
 
     started = time.monotonic()
     record, out = Path(args.run), Path(args.out)

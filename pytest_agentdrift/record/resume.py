@@ -232,7 +232,51 @@ class ResumedRecorder(RunRecorder):
                 shutil.rmtree(d)
 
 
+def _shard_text(shard: dict[str, Any] | None) -> str:
+    return "none" if not shard else f"{shard['index']}/{shard['count']}"
+
+
+def resume_refusal(
+    res: ResumeState, identity_lines: list[str], settings: dict[str, Any], shard: dict[str, Any] | None
+) -> list[str] | None:
+    """Why this session cannot continue the record (the session exits 6 with these lines), or None.
+
+    `identity_lines` are the identity comparison's BLOCK lines (the manifest stage compares, the
+    session hands them in); `settings` is this session's settings record, `shard` its shard."""
+    lines = list(identity_lines)
+    lines += [
+        f"BLOCK settings.{k}: {before!r} != {now!r}"
+        for k, before, now in settings_differences(res.state["settings"], settings)
+    ]
+    recorded = res.state.get("shard")
+    current = {"index": shard["index"], "count": shard["count"]} if shard else None
+    if (recorded and {k: recorded[k] for k in ("index", "count")}) != current:
+        lines.append(f"BLOCK shard: {_shard_text(recorded)} != {_shard_text(current)}")
+    if not lines:
+        return None
+    return [f"agentdrift: cannot resume {res.path}: this session is not the recorded run", *lines]
+
+
+def continue_record(res: ResumeState, *, at: str, argv: list[str]) -> ResumedRecorder:
+    """Take the record: its lock, the raw files of unfinished runs cleared, and this resume's note
+    (when, how many runs kept, the command, what the runs lost to infrastructure ended on) in its state."""
+    from pytest_agentdrift.agents.infra import describe
+
+    recorder = ResumedRecorder(res.path, res)
+    recorder.clear_partial(res.missing)
+    note: dict[str, Any] = {"at": at, "kept_runs": len(res.kept), "ran_runs": 0, "pytest_argv": list(argv)}
+    if res.infra_lost:
+        note["rerun_infra_errors"] = [
+            f"{k}: {describe(p['result']['infra_error'])}" for k, p in sorted(res.infra_lost.items())
+        ]
+    res.state = {**res.state, "resumed": [*res.state.get("resumed", []), note]}
+    write_state(res.path, res.state)
+    return recorder
+
+
 __all__ = [
+    "resume_refusal",
+    "continue_record",
     "ResumeState",
     "ResumedRecorder",
     "load_for_resume",

@@ -10,24 +10,28 @@ and exit codes.
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift import __version__
-from pytest_agentdrift.canonical import load_json_file
-from pytest_agentdrift.compare.outcome import selected_baseline  # noqa: F401  (re-exported)
-from pytest_agentdrift.errors import AgentDriftError, RecordError
+from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.manifest.baseline import (
+    apply_operator_facts,
+    load_baseline,
+    rebaseline_command,
+    session_isolation,
+    unobserved_hint,
+)
 from pytest_agentdrift.tasks.load import session_task_dirs
 from pytest_agentdrift.tasks.shard import item_key
-from pytest_agentdrift.vocabulary import MANIFEST_FILE, UNOBSERVED, enforces_network
+from pytest_agentdrift.vocabulary import UNOBSERVED
 
 
 def capture_for_session(config, info, runner, collector) -> None:
     """Capture the runtime manifest (hookable), then the declared and agent-reported facts."""
     from pytest_agentdrift.inifile import project_root
     from pytest_agentdrift.manifest import capture as mf
-    from pytest_agentdrift.session.state import evaluator_id, task_set_id
+    from pytest_agentdrift.record.results import evaluator_id, task_set_id
     from pytest_agentdrift.tasks.load import load_task
 
     dirs = session_task_dirs(list(config.args))
@@ -60,7 +64,7 @@ def capture_for_session(config, info, runner, collector) -> None:
                     if hasattr(adapter, "effective_options")
                     else dict(st.agent_options)
                 ),
-                **(info.longrun.identity_options() if info.longrun is not None else {}),
+                **info.longrun.identity_options(),
             },  # retry_policy, per-run budget
             task_repos={t: d / "repo" for t, d in dirs.items()},
             task_dirs=dirs,
@@ -70,7 +74,7 @@ def capture_for_session(config, info, runner, collector) -> None:
             env_allowlist=sorted(set(st.env) | set(getattr(adapter, "env_allowlist", ()))),
             task_set_id=task_set_id(specs) if specs else None,
             evaluator_id=evaluator_id(specs) if specs else None,
-            isolation=session_isolation(info.settings, runner),
+            isolation=session_isolation(info.settings, runner.isolation, runner.adapter),
             harness_version=__version__,
             pytest_argv=list(config.invocation_params.args),
             run_id=info.run_id,
@@ -103,52 +107,6 @@ def capture_for_session(config, info, runner, collector) -> None:
         info.manifest["runtime_id"] = mf.runtime_id(info.manifest["identity"])
 
 
-def apply_operator_facts(manifest: dict[str, Any], settings, rootpath: Path) -> None:
-    """--agent-declare first (the operator vouches), then --agent-describe-cmd (the agent reports)."""
-    from pytest_agentdrift.manifest.declare import apply_facts, load_declarations, run_describe
-
-    if "identity" not in manifest:
-        return
-    if settings.declare is not None:
-        path = settings.declare if settings.declare.is_absolute() else rootpath / settings.declare
-        apply_facts(manifest, load_declarations(path), "declared", str(settings.declare))
-    if settings.describe_cmd:
-        apply_facts(
-            manifest, run_describe(settings.describe_cmd, cwd=rootpath), "agent_reported", settings.describe_cmd
-        )
-
-
-def session_isolation(settings, runner) -> dict[str, Any]:
-    """The enforced isolation, with the network policy a real agent runs under."""
-    from pytest_agentdrift.run.runner import network_allowlist
-
-    iso = runner.isolation.to_dict(settings.isolation)
-    adapter = runner.adapter
-    allow = network_allowlist(adapter, settings.allow_hosts) if adapter is not None else []
-    if adapter is not None:
-        # the endpoint the product's environment names is identity of its own (model_endpoint):
-        # here it is only "the model endpoint", so a gateway change is not an isolation change
-        own = set(adapter.endpoint_hosts(dict(os.environ))) - set(adapter.api_hosts) - set(settings.allow_hosts)
-        allow = list(dict.fromkeys("model_endpoint" if h in own else h for h in allow))
-    if allow:
-        iso["network_allowlist"] = sorted(allow)
-        iso["network_policy_enforced"] = enforces_network(iso["enforced"])
-    return iso
-
-
-def load_baseline(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(results, manifest) of a complete recorded run, or RecordError (exit 4)."""
-    from pytest_agentdrift.manifest.capture import validate_manifest
-    from pytest_agentdrift.record.store import load_run
-
-    results = load_run(path, require_complete=True)
-    mpath = path / MANIFEST_FILE
-    if not mpath.is_file():
-        raise RecordError("the baseline has no runtime manifest", mpath)
-    manifest = validate_manifest(load_json_file(mpath, RecordError), mpath)
-    return results, manifest
-
-
 def _compare(config, info, comparison, pre_run: bool):
     from pytest_agentdrift.manifest.accept import resolve_for
     from pytest_agentdrift.manifest.identity import compare_manifests
@@ -166,72 +124,6 @@ def _compare(config, info, comparison, pre_run: bool):
     ), accepted
 
 
-def rebaseline_command(config) -> str:
-    args = [a for a in config.invocation_params.args]
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a in ("--agent-baseline", "--agent-record", "--agent-vary", "--agent-gate"):
-            skip = True
-            continue
-        if a.startswith(("--agent-baseline=", "--agent-record=", "--agent-vary=", "--agent-gate=")):
-            continue
-        out.append(a)
-    return "pytest " + " ".join(shlex.quote(a) for a in out + ["--agent-record", "runs/<new-baseline>"])
-
-
-def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
-    """The exact declare file, ini snippet and flags that would make the comparison possible.
-
-    Both sides hold the same unknown: a new recording helps only where the agent
-    itself can start reporting the value (the model that answered, under the
-    generic protocol); otherwise only the operator can vouch for it or accept it.
-    Declarable fields go in a declare file; the rest can only be accepted. Every
-    form printed here is tested to make the refusal go away (tests/integration/test_gate.py).
-    """
-    from pytest_agentdrift.vocabulary import DECLARABLE_FIELDS, DEFAULT_ACCEPT_UNOBSERVED, ENVELOPE_FIELDS
-
-    declarable = [f for f in fields if f in DECLARABLE_FIELDS]
-    lines = [
-        f"unobserved on both sides: {', '.join(fields)}. The harness cannot see these values itself; "
-        "only you (or, for the model that answered, the agent) can supply them."
-    ]
-    if "model_stamp" in fields:
-        lines.append(
-            "model_stamp is the model that answered: a --agent-cmd agent reports it as `model` on the `usage` "
-            'events it appends to $AGENTDRIFT_EVENTS (docs/agents.md, "The model that answered"); record a new '
-            "baseline with an agent that does, or accept its absence below."
-        )
-    if declarable:
-        target = declare_path or Path("agent-declare.toml")
-        # the baseline holds the unknown too: a declaration counts once both arms were recorded with it
-        lines.append(
-            f"Either declare what you know in {target} and record a new baseline with it (both sessions pass "
-            f"--agent-declare {target}, or ini agent_declare = {target}):"
-        )
-        lines += [f'    {f} = "..."' for f in declarable]
-    groups = []
-    rest = list(fields)
-    if set(ENVELOPE_FIELDS) <= set(fields):
-        groups.append("envelope")
-        rest = [f for f in rest if f not in ENVELOPE_FIELDS]
-    # the ini adds to the defaults (as the command line does): the snippet names only what is missing
-    tokens = list(dict.fromkeys(t for t in (*groups, *rest) if t not in DEFAULT_ACCEPT_UNOBSERVED))
-    lines.append(("or " if declarable else "") + "accept them as unknowable, in pytest.ini:")
-    lines += ["    [pytest]", "    agent_accept_unobserved ="]
-    lines += [f"        {t}" for t in tokens]
-    lines.append(
-        "  (or in pyproject.toml: [tool.pytest.ini_options] agent_accept_unobserved = ["
-        + ", ".join(f'"{t}"' for t in tokens)
-        + "])"
-    )
-    lines.append("  (or on the command line: " + " ".join(f"--agent-accept-unobserved {t}" for t in tokens) + ")")
-    lines.append("  (`unobservable` accepts every field the agent's adapter cannot observe, in one word)")
-    return lines
-
-
 def check_baseline(config, info, comparison) -> list[str] | None:
     """Before collection: load the baseline and refuse when identity stamps differ; None when comparable."""
     from pytest_agentdrift.manifest.identity import check_vary, regrade_hint, render_refusal, settle_deferred
@@ -245,7 +137,9 @@ def check_baseline(config, info, comparison) -> list[str] | None:
     if not cmp.comparable:
         both_unknown = [f for f, b, c in cmp.blocks if b == c == UNOBSERVED]
         only_unknown = all(b == c == UNOBSERVED for _, b, c in cmp.blocks)
-        lines = accepted.lines() + render_refusal(cmp, None if only_unknown else rebaseline_command(config))
+        lines = accepted.lines() + render_refusal(
+            cmp, None if only_unknown else rebaseline_command(config.invocation_params.args)
+        )
         hint = regrade_hint(cmp, str(info.settings.baseline))  # this session is the newer arm
         lines += [hint] if hint else []
         if both_unknown:
@@ -302,11 +196,12 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
     comparison.files = outcome.files
     comparison.lines = accepted.lines() + outcome.lines
     comparison.verdict = outcome.verdict
-    from pytest_agentdrift.compare.outcome import selected_baseline as _selected
+    from pytest_agentdrift.compare.outcome import selected_baseline
     from pytest_agentdrift.session.experiments import after_comparison
 
     # the experiment rows, ablation verdicts and the null experiment; drop-it and null set their own verdict
-    after_comparison(info, comparison, results, _selected(comparison.baseline_results, results)[0], compared)
+    baseline = selected_baseline(comparison.baseline_results, results)[0]
+    after_comparison(info, comparison, results, baseline, compared)
 
 
-__all__ = ["check_baseline", "compare_with_baseline", "capture_for_session", "load_baseline"]
+__all__ = ["check_baseline", "compare_with_baseline", "capture_for_session"]

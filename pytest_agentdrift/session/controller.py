@@ -92,12 +92,6 @@ class ControllerPlugin:
     def settings(self):
         return self.info.settings
 
-    def _view(self):
-        """The session's objects as session/longrun.py reads them."""
-        from pytest_agentdrift.session.state import SessionView
-
-        return SessionView(self.info, self.runner, self.collector)
-
     def _exit_now(self, verdict: Verdict, lines: list[str], *, error: bool = False) -> None:
         """Stop before collection (no worker starts); the lines and the closing line print once.
 
@@ -158,18 +152,8 @@ class ControllerPlugin:
                     self._exit_now(
                         verdict, refusal + report_refusal(self.config, s, self.comparison.stamps, verdict, refusal)
                     )
-            lr = self.info.longrun
-            if lr is not None and lr.resume is not None:
-                # --agent-resume: same runtime and settings (else exit 6), same record
-                refusal = lr.open_resumed(self.config, self._view())
-                if refusal:
-                    self._exit_now(
-                        Verdict(
-                            EXIT_REFUSED,
-                            f"refused to resume {s.record}: the runtime or settings differ from the record",
-                        ),
-                        refusal,
-                    )
+            if self.info.longrun.resume is not None:
+                self._open_resumed()  # --agent-resume: same runtime and settings (else exit 6), same record
             elif s.record is not None:
                 from pytest_agentdrift.record.store import RunRecorder, check_record_target
 
@@ -179,6 +163,32 @@ class ControllerPlugin:
                 self.collector.recorder = RunRecorder(s.record)
         except AgentDriftError as exc:
             self._exit_now(Verdict(EXIT_USAGE, exc.message), [f"ERROR: {exc.message}"], error=True)
+
+    def _open_resumed(self) -> None:
+        """The runtime and settings must be the recorded ones (else exit 6); then take the record
+        and keep its finished runs (record/resume.py)."""
+        from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS, compare_manifests, render_refusal
+        from pytest_agentdrift.record.results import utc_now
+        from pytest_agentdrift.record.resume import continue_record, resume_refusal
+
+        lr, manifest = self.info.longrun, self.info.manifest
+        identity: list[str] = []
+        if manifest is not None and "identity" in manifest:
+            # A resume continues one session: a field unobserved on both sides is as unknown as it
+            # was while the session ran, so it does not block here (it still blocks a comparison);
+            # every observed difference does.
+            cmp = compare_manifests(
+                lr.resume.manifest, manifest, [], pre_run=True, accept_unobserved=list(IDENTITY_FIELDS)
+            )
+            identity = [] if cmp.comparable else render_refusal(cmp)
+        shard = lr.shard.to_dict() if lr.shard else None
+        refusal = resume_refusal(lr.resume, identity, self.collector.settings_record(), shard)
+        if refusal:
+            why = f"refused to resume {self.settings.record}: the runtime or settings differ from the record"
+            self._exit_now(Verdict(EXIT_REFUSED, why), refusal)
+        self.collector.recorder = continue_record(lr.resume, at=utc_now(), argv=self.config.invocation_params.args)
+        for payload in lr.resume.kept.values():
+            self.collector.keep(payload["task_id"], payload["rep"], payload["meta"], payload["result"])
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         import sys
@@ -221,8 +231,7 @@ class ControllerPlugin:
         from pytest_agentdrift.session.baseline import compare_with_baseline, finalize_session_manifest
 
         results = c.build_results()
-        if self.info.longrun is not None:
-            self.info.longrun.complete_results(self._view(), results)  # shard, resume, stop and budget facts
+        self.info.longrun.complete_results(results, c)  # shard, resume, stop and budget facts
         finalize_session_manifest(self.info, results)
         self.config.hook.pytest_agentdrift_modify_report(config=self.config, results=results)
         error = None
@@ -251,8 +260,7 @@ class ControllerPlugin:
         from pytest_agentdrift.record.report import summary_lines
 
         self.final_lines = summary_lines(results) + self.comparison.lines + lines
-        if self.info.longrun is not None:
-            self.final_lines.extend(self.info.longrun.final_lines(self._view(), results))
+        self.final_lines.extend(self.info.longrun.final_lines(results, s.record))
         self.verdict = verdict
         session.exitstatus = verdict.code
 
@@ -272,9 +280,7 @@ class ControllerPlugin:
         from pytest_agentdrift.compare.exitpolicy import SessionEnd, exit_verdict
 
         s, c, lr = self.settings, self.collector, self.info.longrun
-        finishing = None
-        if lr is not None and (lr.shard is not None or lr.resume is not None):
-            finishing = "shard" if lr.resume is None else "resume"
+        finishing = "resume" if lr.resume is not None else "shard" if lr.shard is not None else None
         return exit_verdict(
             SessionEnd(
                 pytest_status=exitstatus,

@@ -15,26 +15,19 @@ Nothing here imports pytest.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
-import secrets
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agentdrift import EVALUATOR_VERSION, __version__
 from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.options import Settings
-from pytest_agentdrift.vocabulary import (
-    EXIT_STATUS_KEY,
-    MANIFEST_FILE,
-    NOT_APPLICABLE,
-    SOURCE_MANIFEST_FILE,
-    UNOBSERVED,
-)
+from pytest_agentdrift.record.results import new_run_id, utc_now
+from pytest_agentdrift.session.experiments import ExperimentState
+from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED
 
 # Every pytest run of the environment creates these objects: the modules that
 # run agents, grade and record are imported only when a session uses them.
@@ -43,52 +36,10 @@ if TYPE_CHECKING:
     from pytest_agentdrift.compare.outcome import Verdict
     from pytest_agentdrift.grade.checks import Grader
     from pytest_agentdrift.manifest.identity import StampComparison
+    from pytest_agentdrift.record.longrun import LongRun, WorkerInput
     from pytest_agentdrift.record.store import RunRecorder
     from pytest_agentdrift.run.sandbox import Isolation
     from pytest_agentdrift.tasks.load import TaskSpec
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def new_run_id() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(4)
-
-
-def _overlay_note(run: Any) -> str:
-    from pytest_agentdrift.run.overlay import patch_note
-
-    return patch_note(getattr(run, "overlay", None))
-
-
-def evaluator_id(specs: list[TaskSpec]) -> str:
-    from pytest_agentdrift.canonical import digest
-    from pytest_agentdrift.grade.evaluator import evaluator_components
-
-    # Grading code by logical component (see evaluator.py): moving a file keeps the id.
-    return digest(
-        {
-            "evaluator_version": EVALUATOR_VERSION,
-            "code": evaluator_components(),
-            "checks": {s.id: [c.to_dict() for c in s.checks] for s in sorted(specs, key=lambda s: s.id)},
-            # the grading part of each task: checks, hidden tests, golden files, solutions (tasks/load.split_task)
-            "tasks": {s.id: s.grading_digest() for s in sorted(specs, key=lambda s: s.id)},
-        }
-    )
-
-
-def _task_grading_id(spec: TaskSpec) -> str:
-    from pytest_agentdrift.grade.evaluator import task_grading_id
-
-    return task_grading_id(spec)
-
-
-def task_set_id(specs: list[TaskSpec]) -> str:
-    from pytest_agentdrift.canonical import digest
-
-    # what the agent is given only: a fixed check changes evaluator_id, never the task set
-    return digest({s.id: s.given_digest() for s in sorted(specs, key=lambda s: s.id)})
 
 
 @dataclass
@@ -99,19 +50,19 @@ class SessionInfo:
     run_id: str = field(default_factory=new_run_id)
     started_at: str = field(default_factory=utc_now)
     manifest: dict[str, Any] | None = None
-    longrun: Any = None  # session/longrun.LongRun when the session is active
+    longrun: LongRun = None  # type: ignore[assignment]  # set right after, by plugin.py (it needs the info)
+    experiment: ExperimentState = field(default_factory=ExperimentState)  # bundle and plan (session/experiments.py)
 
-    def to_workerinput(self) -> dict[str, Any]:
-        return {
-            "agentdrift_run_id": self.run_id,
-            "agentdrift_started_at": self.started_at,
-            "agentdrift_manifest": self.manifest,
-        }
+    def worker_input(self) -> WorkerInput:
+        """What every xdist worker is handed: the run's id, start and manifest, and the long-run state."""
+        from pytest_agentdrift.record.longrun import WorkerInput
 
-    def update_from_workerinput(self, workerinput: dict[str, Any]) -> None:
-        self.run_id = workerinput.get("agentdrift_run_id", self.run_id)
-        self.started_at = workerinput.get("agentdrift_started_at", self.started_at)
-        self.manifest = workerinput.get("agentdrift_manifest")
+        return WorkerInput(self.run_id, self.started_at, self.manifest, **self.longrun.worker_fields())
+
+    def take_worker_input(self, handed: WorkerInput) -> None:
+        self.run_id = handed.run_id or self.run_id
+        self.started_at = handed.started_at or self.started_at
+        self.manifest = handed.manifest
 
 
 class TaskRunner:
@@ -282,32 +233,16 @@ class TaskRunner:
 
     # -- one run --------------------------------------------------------------------------
     def run_item(self, spec: TaskSpec, rep: int) -> dict[str, Any]:
-        """One item: the run, retried while it is lost to infrastructure when long runs are on."""
-        longrun = self.info.longrun
-        return self.run_task(spec, rep) if longrun is None else longrun.run_item(self, spec, rep)
+        """One item: the run, retried while it is lost to infrastructure (record/longrun.py)."""
+        timeout = self.settings.timeout or spec.timeout_s
+        return self.info.longrun.run_item(lambda: self.run_task(spec, rep), spec.id, rep, timeout)
 
     def run_task(self, spec: TaskSpec, rep: int) -> dict[str, Any]:
         """Run the agent once on a fresh copy, grade and score it; returns the payload."""
         from pytest_agentdrift.grade.attempt import attempt
-        from pytest_agentdrift.record.redact import scrub, secret_values
-        from pytest_agentdrift.run.agentio import dump_jsonl
-        from pytest_agentdrift.run.runner import DEFAULT_ENV_ALLOWLIST, RunSettings
-        from pytest_agentdrift.safetext import json_safe
+        from pytest_agentdrift.record import payload as rp
 
-        settings = RunSettings(
-            isolation=self.isolation,
-            timeout_s=self.settings.timeout,
-            env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(self.settings.env))),
-            agent_options=self.settings.agent_options,
-            keep_workdirs=self.settings.keep_workdirs,
-            allow_hosts=self.settings.allow_hosts,
-            mounts=tuple(self.option_mounts()),
-            hidden=self.hidden_paths(),
-            limits=dict(self.settings.limits) or None,
-            harness_dir=self.base / "harness",
-            monitor=self.info.longrun.monitor(spec, rep) if self.info.longrun else None,  # budgets, progress
-            overlay=self.overlay,
-        )
+        settings = self.run_settings()
         # Whatever goes wrong while handling this one run is this run's `error`, with the
         # reason (grade/attempt.py); the session, the other repetitions and tasks go on.
         run, result = attempt(
@@ -319,79 +254,47 @@ class TaskRunner:
             self.base / "runs",
             keep_workdirs=self.settings.keep_workdirs,
         )
-        raw_dir = f"raw/{spec.id}/r{rep}"
-        result["raw"] = raw_dir
-        if self.info.longrun is not None and run is not None:
+        result["raw"] = f"raw/{spec.id}/r{rep}"
+        if run is not None:
             self.info.longrun.annotate(result, run, self.adapter)  # tokens and cost (run/budget.py)
         if run is not None and "_raw_files" not in result:
             from pytest_agentdrift.compare.behaviour import trace_of
+            from pytest_agentdrift.run.overlay import patch_note
 
             # what the agent did, step by step (its own account: behaviour rows only, never check evidence)
             result["trace"] = trace_of(run.adapter_output.events, run.agent_events)
-            result["_raw_files"] = {
-                "stdout.txt": run.stdout,
-                "stderr.txt": run.stderr,
-                "events.jsonl": dump_jsonl(run.events),
-                "diff.patch": _overlay_note(run) + run.patch,
-                "report.json": json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n"
-                if run.report
-                else "null\n",
-                "checks.json": json.dumps(json_safe(result["checks"]), indent=2, sort_keys=True) + "\n",
-                "argv.json": json.dumps(json_safe(run.argv), indent=2) + "\n",
-            }
-        meta = {
-            "title": spec.title,
-            "suite": spec.suite,
-            "behavior": spec.behavior,
-            "task_digest": self.task_digest(spec),
-            "grading_id": _task_grading_id(spec),
-            "default_checks": spec.default_checks,
-        }
-        tree = result.pop("_final_tree", None)
-        payload = json_safe({"task_id": spec.id, "rep": rep, "meta": meta, "result": result})
+            result["_raw_files"] = rp.raw_files(run, result, patch_note(getattr(run, "overlay", None)))
+        from pytest_agentdrift.grade.evaluator import task_grading_id
+
+        meta = rp.task_meta(spec, self.task_digest(spec), task_grading_id(spec))
         # The one place where run data leaves for the record: keep the session's secrets out.
-        secrets_ = secret_values(dict(os.environ), set(settings.env_allowlist) | set(self.adapter.env_allowlist))
-        secrets_ += self.host_secrets()  # what the host's credential files hold (readable outside bwrap)
-        # secrets written into a bundle's settings or MCP files travel with it into the work tree
-        secrets_ = sorted({*secrets_, *getattr(settings.overlay, "secrets", ())}, key=len, reverse=True)
-        if tree is not None:  # the final tree's bytes: secrets replaced in the bytes, before encoding
-            payload["result"]["_final_tree"] = tree.to_payload(secrets_)
-        return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets_]))
+        passed = set(settings.env_allowlist) | set(self.adapter.env_allowlist)
+        found = rp.session_secrets(os.environ, passed, self.host_secrets(), getattr(settings.overlay, "secrets", ()))
+        return rp.run_payload(spec.id, rep, meta, result, found)
 
+    def run_settings(self):
+        """What one run is given (run/runner.RunSettings): isolation, limits, what it sees and hides."""
+        from pytest_agentdrift.run.runner import DEFAULT_ENV_ALLOWLIST, RunSettings
 
-class SessionView:
-    """The session's split objects (session/state.py) under the names long runs read and set:
-    the run id, start and manifest from SessionInfo, the agent and the runs from TaskRunner, the
-    record and the reported runs from RunCollector (controller side; None on a worker)."""
-
-    _INFO = frozenset({"run_id", "started_at", "manifest", "settings", "longrun"})
-    _RUNNER = frozenset({"adapter", "run_task", "specs"})
-
-    def __init__(self, info, runner, collector=None):
-        object.__setattr__(self, "info", info)
-        object.__setattr__(self, "runner", runner)
-        object.__setattr__(self, "collector", collector)
-
-    @property
-    def is_worker(self) -> bool:
-        return self.collector is None
-
-    def _owner(self, name: str):
-        if name in self._INFO:
-            return self.info
-        if name in self._RUNNER or self.collector is None:
-            return self.runner
-        return self.collector
-
-    def __getattr__(self, name: str):
-        return getattr(self._owner(name), name)
-
-    def __setattr__(self, name: str, value) -> None:
-        setattr(self._owner(name), name, value)
+        st = self.settings
+        return RunSettings(
+            isolation=self.isolation,
+            timeout_s=st.timeout,
+            env_allowlist=tuple(sorted(set(DEFAULT_ENV_ALLOWLIST) | set(st.env))),
+            agent_options=st.agent_options,
+            keep_workdirs=st.keep_workdirs,
+            allow_hosts=st.allow_hosts,
+            mounts=tuple(self.option_mounts()),
+            hidden=self.hidden_paths(),
+            limits=dict(st.limits) or None,
+            harness_dir=self.base / "harness",
+            monitor=self.info.longrun.monitor(),  # budgets, progress
+            overlay=self.overlay,
+        )
 
 
 class RunCollector:
-    """Controller side: payloads in, results.json and the record out."""
+    """Controller side: payloads in, results.json and the record out (record/results.py)."""
 
     def __init__(self, info: SessionInfo, runner: TaskRunner):
         self.info = info
@@ -413,136 +316,80 @@ class RunCollector:
         return self.info.settings
 
     def add_payload(self, payload: dict[str, Any], nodeid: str) -> None:
+        from pytest_agentdrift.record.results import write_run
         from pytest_agentdrift.safetext import json_safe
 
         payload = json_safe(payload)  # whatever a worker sent, the record writer can encode it
         self.received_nodeids.add(nodeid)
-        tid, rep = payload["task_id"], payload["rep"]
         result = dict(payload["result"])
-        raw_files = result.pop("_raw_files", {})
-        final_tree = result.pop("_final_tree", None)
-        self.task_meta[tid] = payload["meta"]
-        self.results.setdefault(tid, {})[rep] = result
-        if self.recorder is not None:
-            try:
-                if not self.recorder.started:
-                    if self.info.longrun is not None:
-                        # session state and manifest first: resumable from here on
-                        self.info.longrun.begin_record(SessionView(self.info, self.runner, self))
-                    else:
-                        self.recorder.start(f"recording run {self.info.run_id} started {self.info.started_at}")
-                if final_tree is not None:
-                    raw_files = {**raw_files, **self.recorder.write_tree(final_tree)}
-                if raw_files:
-                    self.recorder.write_raw(result["raw"], raw_files)
-                # last: a run.json means every file of this run is on disk (record/resume.py)
-                self.recorder.write_json(
-                    f"{result['raw']}/run.json", {"task_id": tid, "rep": rep, "meta": payload["meta"], "result": result}
-                )
-            except (AgentDriftError, OSError) as exc:
-                # reported at the end of the session (exit 4); the runs go on
-                self.record_error = getattr(exc, "message", str(exc))
-                self.recorder = None
+        raw, tree = result.pop("_raw_files", {}), result.pop("_final_tree", None)
+        self.keep(payload["task_id"], payload["rep"], payload["meta"], result)
+        if self.recorder is None:
+            return
+        try:
+            if not self.recorder.started:
+                self.start_record()  # session state and manifest first: resumable from here on
+            write_run(self.recorder, payload, result, raw, tree)
+        except (AgentDriftError, OSError) as exc:
+            # reported at the end of the session (exit 4); the runs go on
+            self.record_error = getattr(exc, "message", str(exc))
+            self.recorder = None
 
-    def build_results(self) -> dict[str, Any]:
-        from pytest_agentdrift.grade.scoring import summarise
+    def keep(self, task_id: str, rep: int, meta: dict[str, Any], result: dict[str, Any]) -> None:
+        self.task_meta[task_id] = meta
+        self.results.setdefault(task_id, {})[rep] = result
 
-        tasks = {}
-        for tid in sorted(self.results):
-            meta = self.task_meta[tid]
-            tasks[tid] = {**meta, "runs": [self.results[tid][rep] for rep in sorted(self.results[tid])]}
-        reasons = []
-        missing = sorted(self.expected_nodeids - self.received_nodeids)
-        if missing:
-            reasons.append(f"{len(missing)} run(s) never reported: " + ", ".join(missing[:10]))
-        for wid, w in sorted(self.workers.items()):
-            if w.get("error"):
-                reasons.append(f"worker {wid} crashed: {w['error']}")
-        if self.interrupted:
-            reasons.append(f"session interrupted: {self.interrupted}")
-        if not self.expected_nodeids and not self.received_nodeids and not self.results:
-            reasons.append("no task was run")
-        st = self.settings
-        adapter = self.runner.adapter
-        from pytest_agentdrift.run.mountplan import not_hidden
+    def start_record(self) -> None:
+        """Create the record with the session's state and manifest, so that even a session killed
+        from now on can be resumed."""
+        from pytest_agentdrift.record.results import write_session_files
 
-        iso = self.runner.isolation.to_dict(st.isolation)
-        iso["not_hidden"] = not_hidden(self.runner.isolation.mode)
-        return {
-            "schema_version": 1,
-            "plugin_version": __version__,
-            "run_id": self.info.run_id,
-            "started_at": self.info.started_at,
-            "finished_at": utc_now(),
-            "complete": not reasons,
-            "incomplete_reasons": reasons,
-            "agent": {
-                "name": adapter.name if adapter else "none",
-                "argv": adapter.argv_template(st.agent_options) if adapter else [],
-                "version": self.agent_version,
-                "product": adapter.product if adapter else "none",
-                "surface": adapter.surface if adapter else "none",
-            },
-            "isolation": iso,
-            "settings": self.settings_record(),
-            "runtime_id": (self.info.manifest or {}).get("runtime_id"),
-            "task_set_id": self._identity_field("task_set_id", task_set_id),
-            "evaluator_id": self._identity_field("evaluator_id", evaluator_id),
-            "tasks": tasks,
-            "workers": {
-                wid: {"exitstatus": w.get("exitstatus"), "error": w.get("error")}
-                for wid, w in sorted(self.workers.items())
-            },
-            "summary": summarise(tasks),
-        }
+        info = self.info
+        state = info.longrun.state_document(info.run_id, info.started_at, self.expected_nodeids, self.settings_record())
+        self.recorder.start(json.dumps(state, indent=2, sort_keys=True))
+        write_session_files(self.recorder, info.manifest, self.instruction_bundle, self.source_manifest)
 
     def settings_record(self) -> dict[str, Any]:
-        """The session settings results.json records (a resumed session must share them)."""
-        st = self.settings
-        return {
-            "k": st.k,
-            "timeout_s": st.timeout,
-            "fail_on": st.fail_on,
-            "gate": st.gate,
-            "isolation": st.isolation,
-            "agent_options": st.agent_options,
-            "limits": self._limits(),
-        }
+        from pytest_agentdrift.record.results import settings_record
 
-    def _limits(self) -> dict[str, int | None]:
-        from pytest_agentdrift.run.limits import DEFAULT_LIMITS
+        return settings_record(self.settings)
 
-        return dict(self.settings.limits) or dict(DEFAULT_LIMITS)
+    def build_results(self) -> dict[str, Any]:
+        from pytest_agentdrift.record import results as rr
 
-    def _identity_field(self, name: str, compute) -> str | None:
-        """From the manifest when captured (it saw every selected task), else from the specs run here."""
-        value = ((self.info.manifest or {}).get("identity") or {}).get(name)
-        if isinstance(value, str) and value.startswith("sha256:"):
-            return value
-        specs = list(self.runner.specs.values())
-        return compute(specs) if specs else None
+        info, runner = self.info, self.runner
+        specs = list(runner.specs.values())
+        reasons = rr.incomplete_reasons(
+            self.expected_nodeids, self.received_nodeids, self.workers, self.interrupted, bool(self.results)
+        )
+        return rr.results_document(
+            run_id=info.run_id,
+            started_at=info.started_at,
+            reasons=reasons,
+            agent=rr.agent_record(runner.adapter, self.settings.agent_options, self.agent_version),
+            isolation=rr.isolation_record(runner.isolation, self.settings.isolation),
+            settings=self.settings_record(),
+            identity=(
+                (info.manifest or {}).get("runtime_id"),
+                rr.identity_field(info.manifest, "task_set_id", rr.task_set_id, specs),
+                rr.identity_field(info.manifest, "evaluator_id", rr.evaluator_id, specs),
+            ),
+            runs=self.results,
+            task_meta=self.task_meta,
+            workers=self.workers,
+        )
 
     def write_record(self, results: dict[str, Any], comparison: ComparisonState, closing: str) -> None:
-        """Manifest files and comparison first, results.json last (it marks completeness)."""
-        from pytest_agentdrift.record.report import markdown
+        from pytest_agentdrift.record.results import write_record
 
-        rec = self.recorder
-        if self.info.manifest is not None:
-            rec.write_json(MANIFEST_FILE, self.info.manifest)
-        if self.instruction_bundle is not None:
-            rec.write_json("instruction-bundle.json", self.instruction_bundle)
-        if self.source_manifest is not None:
-            rec.write_json(SOURCE_MANIFEST_FILE, self.source_manifest)
-        for name, doc in sorted(comparison.files.items()):
-            if isinstance(doc, str):
-                rec.write_raw(str(Path(name).parent), {Path(name).name: doc})
-            else:
-                rec.write_json(name, doc, lead=(EXIT_STATUS_KEY,))  # decision.json opens with the closing line
-        rec.write_raw(".", {"report.md": markdown(results, comparison.lines or None, closing=closing)})
-        from pytest_agentdrift.record.html import record_page
-
-        rec.write_raw(".", {"report.html": record_page(rec.path, results, closing)})
-        rec.finish(results)
+        write_record(
+            self.recorder,
+            results,
+            session_files=(self.info.manifest, self.instruction_bundle, self.source_manifest),
+            comparison_files=comparison.files,
+            comparison_lines=comparison.lines,
+            closing=closing,
+        )
 
 
 @dataclass

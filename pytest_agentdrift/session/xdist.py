@@ -21,9 +21,8 @@ class XdistHooks:
 
     def pytest_configure_node(self, node) -> None:
         # the manifest is captured once, on the controller; workers get it for `agent_manifest`
-        node.workerinput.update(self.info.to_workerinput())
-        if self.info.longrun is not None:  # control directory, shard, resumed runs (session/longrun.py)
-            node.workerinput.update(self.info.longrun.workerinput())
+        # (and the control directory, shard and resumed runs of record/longrun.py)
+        node.workerinput.update(self.info.worker_input().to_dict())
 
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         # every worker collects the same ids; the union is the expected set

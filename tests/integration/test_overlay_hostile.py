@@ -20,9 +20,9 @@ from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade.checks import Grader
 from pytest_agentdrift.grade.scoring import score
 from pytest_agentdrift.manifest import bundles
+from pytest_agentdrift.manifest.bundleuse import overlay_for
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
-from pytest_agentdrift.session.experiments import overlay_for
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 

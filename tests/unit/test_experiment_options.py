@@ -9,8 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.options import OPTIONS, add_options, resolve
-from pytest_agentdrift.session.experiments import _check_options
+from pytest_agentdrift.options import OPTIONS, add_options, check_experiment_options, resolve
 
 
 def parse(argv: list[str], ini: dict | None = None):
@@ -103,8 +102,8 @@ def settings(**kw):
 )
 def test_option_checks_are_one_clear_error(kw, message):
     with pytest.raises(AgentDriftError, match=message):
-        _check_options(settings(**kw), controller=True)
+        check_experiment_options(settings(**kw), controller=True)
 
 
 def test_workers_do_not_repeat_the_controller_only_checks():
-    _check_options(settings(null=True), controller=False)
+    check_experiment_options(settings(null=True), controller=False)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.session.state import evaluator_id, task_set_id
+from pytest_agentdrift.record.results import evaluator_id, task_set_id
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import freeze, make_task
 

@@ -1,0 +1,134 @@
+"""The baseline a session compares with, and the facts of a session's manifest that come from its
+settings rather than from capture. No pytest.
+
+`load_baseline` reads a complete recorded run and its manifest (the plugin and `agentdrift null`
+share it); `session_isolation` is the isolation the manifest records, with the network policy;
+`apply_operator_facts` adds what the operator declared and what the agent reports about itself;
+`rebaseline_command` and `unobserved_hint` are what a refused comparison tells the user to do.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from pytest_agentdrift.canonical import load_json_file
+from pytest_agentdrift.errors import RecordError
+from pytest_agentdrift.vocabulary import MANIFEST_FILE, enforces_network
+
+
+def load_baseline(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(results, manifest) of a complete recorded run, or RecordError (exit 4)."""
+    from pytest_agentdrift.manifest.capture import validate_manifest
+    from pytest_agentdrift.record.store import load_run
+
+    results = load_run(path, require_complete=True)
+    mpath = path / MANIFEST_FILE
+    if not mpath.is_file():
+        raise RecordError("the baseline has no runtime manifest", mpath)
+    manifest = validate_manifest(load_json_file(mpath, RecordError), mpath)
+    return results, manifest
+
+
+def apply_operator_facts(manifest: dict[str, Any], settings: Any, rootpath: Path) -> None:
+    """--agent-declare first (the operator vouches), then --agent-describe-cmd (the agent reports)."""
+    from pytest_agentdrift.manifest.declare import apply_facts, load_declarations, run_describe
+
+    if "identity" not in manifest:
+        return
+    if settings.declare is not None:
+        path = settings.declare if settings.declare.is_absolute() else rootpath / settings.declare
+        apply_facts(manifest, load_declarations(path), "declared", str(settings.declare))
+    if settings.describe_cmd:
+        apply_facts(
+            manifest, run_describe(settings.describe_cmd, cwd=rootpath), "agent_reported", settings.describe_cmd
+        )
+
+
+def session_isolation(settings: Any, isolation: Any, adapter: Any) -> dict[str, Any]:
+    """The enforced isolation, with the network policy a real agent runs under."""
+    from pytest_agentdrift.run.runner import network_allowlist
+
+    iso = isolation.to_dict(settings.isolation)
+    allow = network_allowlist(adapter, settings.allow_hosts) if adapter is not None else []
+    if adapter is not None:
+        # the endpoint the product's environment names is identity of its own (model_endpoint):
+        # here it is only "the model endpoint", so a gateway change is not an isolation change
+        own = set(adapter.endpoint_hosts(dict(os.environ))) - set(adapter.api_hosts) - set(settings.allow_hosts)
+        allow = list(dict.fromkeys("model_endpoint" if h in own else h for h in allow))
+    if allow:
+        iso["network_allowlist"] = sorted(allow)
+        iso["network_policy_enforced"] = enforces_network(iso["enforced"])
+    return iso
+
+
+def rebaseline_command(argv: list[str]) -> str:
+    """The command that records a new baseline: this session's, without what compared it with the old one."""
+    args = list(argv)
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in ("--agent-baseline", "--agent-record", "--agent-vary", "--agent-gate"):
+            skip = True
+            continue
+        if a.startswith(("--agent-baseline=", "--agent-record=", "--agent-vary=", "--agent-gate=")):
+            continue
+        out.append(a)
+    return "pytest " + " ".join(shlex.quote(a) for a in out + ["--agent-record", "runs/<new-baseline>"])
+
+
+def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
+    """The exact declare file, ini snippet and flags that would make the comparison possible.
+
+    Both sides hold the same unknown: a new recording helps only where the agent
+    itself can start reporting the value (the model that answered, under the
+    generic protocol); otherwise only the operator can vouch for it or accept it.
+    Declarable fields go in a declare file; the rest can only be accepted. Every
+    form printed here is tested to make the refusal go away (tests/integration/test_gate.py).
+    """
+    from pytest_agentdrift.vocabulary import DECLARABLE_FIELDS, DEFAULT_ACCEPT_UNOBSERVED, ENVELOPE_FIELDS
+
+    declarable = [f for f in fields if f in DECLARABLE_FIELDS]
+    lines = [
+        f"unobserved on both sides: {', '.join(fields)}. The harness cannot see these values itself; "
+        "only you (or, for the model that answered, the agent) can supply them."
+    ]
+    if "model_stamp" in fields:
+        lines.append(
+            "model_stamp is the model that answered: a --agent-cmd agent reports it as `model` on the `usage` "
+            'events it appends to $AGENTDRIFT_EVENTS (docs/agents.md, "The model that answered"); record a new '
+            "baseline with an agent that does, or accept its absence below."
+        )
+    if declarable:
+        target = declare_path or Path("agent-declare.toml")
+        # the baseline holds the unknown too: a declaration counts once both arms were recorded with it
+        lines.append(
+            f"Either declare what you know in {target} and record a new baseline with it (both sessions pass "
+            f"--agent-declare {target}, or ini agent_declare = {target}):"
+        )
+        lines += [f'    {f} = "..."' for f in declarable]
+    groups = []
+    rest = list(fields)
+    if set(ENVELOPE_FIELDS) <= set(fields):
+        groups.append("envelope")
+        rest = [f for f in rest if f not in ENVELOPE_FIELDS]
+    # the ini adds to the defaults (as the command line does): the snippet names only what is missing
+    tokens = list(dict.fromkeys(t for t in (*groups, *rest) if t not in DEFAULT_ACCEPT_UNOBSERVED))
+    lines.append(("or " if declarable else "") + "accept them as unknowable, in pytest.ini:")
+    lines += ["    [pytest]", "    agent_accept_unobserved ="]
+    lines += [f"        {t}" for t in tokens]
+    lines.append(
+        "  (or in pyproject.toml: [tool.pytest.ini_options] agent_accept_unobserved = ["
+        + ", ".join(f'"{t}"' for t in tokens)
+        + "])"
+    )
+    lines.append("  (or on the command line: " + " ".join(f"--agent-accept-unobserved {t}" for t in tokens) + ")")
+    lines.append("  (`unobservable` accepts every field the agent's adapter cannot observe, in one word)")
+    return lines
+
+
+__all__ = ["apply_operator_facts", "load_baseline", "rebaseline_command", "session_isolation", "unobserved_hint"]

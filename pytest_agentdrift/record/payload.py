@@ -1,0 +1,68 @@
+"""One finished run as it leaves the process that ran it: its raw files, its task's facts and the
+session's secrets scrubbed out. No pytest.
+
+The payload rides to the controller on the test report (session/collect.py puts it there) and is
+the only way run data reaches the record, so this is where the session's secrets are kept out of
+every artifact: the environment's secret values, the host's credential files, the secrets a bundle
+carries into the work tree.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from pytest_agentdrift.record.redact import scrub, secret_values
+
+
+def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, str]:
+    """The files of `raw/<task>/r<rep>/`: what the agent printed, its events, the diff (after the
+    bundle's note, when one was overlaid), the agent's report, the checks and the argv."""
+    from pytest_agentdrift.run.agentio import dump_jsonl
+    from pytest_agentdrift.safetext import json_safe
+
+    return {
+        "stdout.txt": run.stdout,
+        "stderr.txt": run.stderr,
+        "events.jsonl": dump_jsonl(run.events),
+        "diff.patch": overlay_note + run.patch,
+        "report.json": json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n" if run.report else "null\n",
+        "checks.json": json.dumps(json_safe(result["checks"]), indent=2, sort_keys=True) + "\n",
+        "argv.json": json.dumps(json_safe(run.argv), indent=2) + "\n",
+    }
+
+
+def task_meta(spec: Any, task_digest: str, grading_id: str) -> dict[str, Any]:
+    """The task's facts results.json keeps beside its runs."""
+    return {
+        "title": spec.title,
+        "suite": spec.suite,
+        "behavior": spec.behavior,
+        "task_digest": task_digest,
+        "grading_id": grading_id,
+        "default_checks": spec.default_checks,
+    }
+
+
+def session_secrets(
+    environ: dict[str, str], passed: Iterable[str], host: Iterable[str], bundle: Iterable[str]
+) -> list[str]:
+    """Every value to keep out of the record, longest first (a secret that contains another is
+    replaced whole): the environment's (`passed` are the variables the agent was given), the
+    host's credential files', and a bundle's settings and MCP files'."""
+    found = [*secret_values(dict(environ), set(passed)), *host, *bundle]
+    return sorted(set(found), key=len, reverse=True)
+
+
+def run_payload(task_id: str, rep: int, meta: dict[str, Any], result: dict[str, Any], secrets: list[str]):
+    """The payload of one run, plain JSON, every secret replaced (the final tree's bytes before encoding)."""
+    from pytest_agentdrift.safetext import json_safe
+
+    tree = result.pop("_final_tree", None)
+    payload = json_safe({"task_id": task_id, "rep": rep, "meta": meta, "result": result})
+    if tree is not None:
+        payload["result"]["_final_tree"] = tree.to_payload(secrets)
+    return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets]))
+
+
+__all__ = ["raw_files", "run_payload", "session_secrets", "task_meta"]

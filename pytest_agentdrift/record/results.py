@@ -1,0 +1,218 @@
+"""results.json as a session builds it, and the record written around it. No pytest.
+
+The controller gathers run payloads (session/state.RunCollector) and hands
+them here: each run's files as it arrives (`write_run`, its run.json last),
+the identity digests (`evaluator_id`, `task_set_id`), the document
+(`results_document`) and, at the end, everything else of the record with
+results.json last (`write_record`), which marks it complete.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import secrets
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_agentdrift import EVALUATOR_VERSION, __version__
+from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, MANIFEST_FILE, SOURCE_MANIFEST_FILE
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_run_id() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(4)
+
+
+# -- identity digests ----------------------------------------------------------------------
+def evaluator_id(specs: list[Any]) -> str:
+    """What decides how the tasks' runs are graded: the grading code, the checks, the grading files."""
+    from pytest_agentdrift.canonical import digest
+    from pytest_agentdrift.grade.evaluator import evaluator_components
+
+    ordered = sorted(specs, key=lambda s: s.id)
+    # Grading code by logical component (see evaluator.py): moving a file keeps the id.
+    return digest(
+        {
+            "evaluator_version": EVALUATOR_VERSION,
+            "code": evaluator_components(),
+            "checks": {s.id: [c.to_dict() for c in s.checks] for s in ordered},
+            # the grading part of each task: checks, hidden tests, golden files, solutions (tasks/load.split_task)
+            "tasks": {s.id: s.grading_digest() for s in ordered},
+        }
+    )
+
+
+def task_set_id(specs: list[Any]) -> str:
+    from pytest_agentdrift.canonical import digest
+
+    # what the agent is given only: a fixed check changes evaluator_id, never the task set
+    return digest({s.id: s.given_digest() for s in sorted(specs, key=lambda s: s.id)})
+
+
+def identity_field(manifest: dict[str, Any] | None, name: str, compute: Callable[[list[Any]], str], specs: list[Any]):
+    """From the manifest when captured (it saw every selected task), else from the specs run here."""
+    value = ((manifest or {}).get("identity") or {}).get(name)
+    if isinstance(value, str) and value.startswith("sha256:"):
+        return value
+    return compute(specs) if specs else None
+
+
+# -- the document --------------------------------------------------------------------------
+def incomplete_reasons(
+    expected: set[str], received: set[str], workers: dict[str, dict[str, Any]], interrupted: str | None, ran: bool
+) -> list[str]:
+    """Why the record is not complete: runs that never reported, crashed workers, an interruption."""
+    reasons = []
+    missing = sorted(expected - received)
+    if missing:
+        reasons.append(f"{len(missing)} run(s) never reported: " + ", ".join(missing[:10]))
+    reasons += [f"worker {wid} crashed: {w['error']}" for wid, w in sorted(workers.items()) if w.get("error")]
+    if interrupted:
+        reasons.append(f"session interrupted: {interrupted}")
+    if not expected and not received and not ran:
+        reasons.append("no task was run")
+    return reasons
+
+
+def settings_record(settings: Any) -> dict[str, Any]:
+    """The session settings results.json records (a resumed session must share them)."""
+    from pytest_agentdrift.run.limits import DEFAULT_LIMITS
+
+    return {
+        "k": settings.k,
+        "timeout_s": settings.timeout,
+        "fail_on": settings.fail_on,
+        "gate": settings.gate,
+        "isolation": settings.isolation,
+        "agent_options": settings.agent_options,
+        "limits": dict(settings.limits) or dict(DEFAULT_LIMITS),
+    }
+
+
+def agent_record(adapter: Any, agent_options: dict[str, Any], version: str) -> dict[str, Any]:
+    """The agent the session ran (`none` when it ran none)."""
+    return {
+        "name": adapter.name if adapter else "none",
+        "argv": adapter.argv_template(agent_options) if adapter else [],
+        "version": version,
+        "product": adapter.product if adapter else "none",
+        "surface": adapter.surface if adapter else "none",
+    }
+
+
+def isolation_record(isolation: Any, requested: str) -> dict[str, Any]:
+    """The enforced isolation and what it leaves visible."""
+    from pytest_agentdrift.run.mountplan import not_hidden
+
+    return {**isolation.to_dict(requested), "not_hidden": not_hidden(isolation.mode)}
+
+
+def results_document(
+    *,
+    run_id: str,
+    started_at: str,
+    reasons: list[str],
+    agent: dict[str, Any],
+    isolation: dict[str, Any],
+    settings: dict[str, Any],
+    identity: tuple[str | None, str | None, str | None],
+    runs: dict[str, dict[int, Any]],
+    task_meta: dict[str, dict[str, Any]],
+    workers: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """results.json. `identity` is (runtime_id, task_set_id, evaluator_id); `runs` every task's
+    results by repetition, `task_meta` its facts (record/payload.task_meta)."""
+    from pytest_agentdrift.grade.scoring import summarise
+    from pytest_agentdrift.record.store import SCHEMA_VERSION
+
+    tasks = {tid: {**task_meta[tid], "runs": [runs[tid][rep] for rep in sorted(runs[tid])]} for tid in sorted(runs)}
+    runtime_id, task_set, evaluator = identity
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "plugin_version": __version__,
+        "run_id": run_id,
+        "started_at": started_at,
+        "finished_at": utc_now(),
+        "complete": not reasons,
+        "incomplete_reasons": reasons,
+        "agent": agent,
+        "isolation": isolation,
+        "settings": settings,
+        "runtime_id": runtime_id,
+        "task_set_id": task_set,
+        "evaluator_id": evaluator,
+        "tasks": tasks,
+        "workers": {
+            wid: {"exitstatus": w.get("exitstatus"), "error": w.get("error")} for wid, w in sorted(workers.items())
+        },
+        "summary": summarise(tasks),
+    }
+
+
+# -- writing -------------------------------------------------------------------------------
+def write_session_files(rec: Any, manifest: Any, instruction_bundle: Any, source_manifest: Any) -> None:
+    """The runtime manifest, the instruction bundle and the source manifest, those the session has."""
+    for name, doc in (
+        (MANIFEST_FILE, manifest),
+        ("instruction-bundle.json", instruction_bundle),
+        (SOURCE_MANIFEST_FILE, source_manifest),
+    ):
+        if doc is not None:
+            rec.write_json(name, doc)
+
+
+def write_run(rec: Any, payload: dict[str, Any], result: dict[str, Any], raw: dict[str, str], tree: Any) -> None:
+    """One run's files as it arrives; run.json last: it means every file of this run is on disk
+    (record/resume.py)."""
+    if tree is not None:
+        raw = {**raw, **rec.write_tree(tree)}
+    if raw:
+        rec.write_raw(result["raw"], raw)
+    doc = {"task_id": payload["task_id"], "rep": payload["rep"], "meta": payload["meta"], "result": result}
+    rec.write_json(f"{result['raw']}/run.json", doc)
+
+
+def write_record(
+    rec: Any,
+    results: dict[str, Any],
+    *,
+    session_files: tuple[Any, Any, Any],
+    comparison_files: dict[str, Any],
+    comparison_lines: list[str],
+    closing: str,
+) -> None:
+    """Manifest files and comparison first, the reports, results.json last (it marks completeness).
+
+    `session_files` are the manifest, instruction bundle and source manifest (write_session_files)."""
+    from pytest_agentdrift.record.html import record_page
+    from pytest_agentdrift.record.report import markdown
+
+    write_session_files(rec, *session_files)
+    for name, doc in sorted(comparison_files.items()):
+        if isinstance(doc, str):
+            rec.write_raw(str(Path(name).parent), {Path(name).name: doc})
+        else:
+            rec.write_json(name, doc, lead=(EXIT_STATUS_KEY,))  # decision.json opens with the closing line
+    rec.write_raw(".", {"report.md": markdown(results, comparison_lines or None, closing=closing)})
+    rec.write_raw(".", {"report.html": record_page(rec.path, results, closing)})
+    rec.finish(results)
+
+
+__all__ = [
+    "agent_record",
+    "evaluator_id",
+    "identity_field",
+    "incomplete_reasons",
+    "isolation_record",
+    "new_run_id",
+    "results_document",
+    "settings_record",
+    "task_set_id",
+    "utc_now",
+    "write_record",
+    "write_run",
+    "write_session_files",
+]
