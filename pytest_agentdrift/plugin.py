@@ -175,7 +175,8 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
     if getattr(item, "spec", None) is None:
         return
-    from pytest_agentdrift.session.collect import TaskItem, case_name
+    from pytest_agentdrift.record.payload import case_name
+    from pytest_agentdrift.session.collect import TaskItem
 
     if not isinstance(item, TaskItem):
         return

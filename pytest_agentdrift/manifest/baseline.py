@@ -1,22 +1,19 @@
-"""The baseline a session compares with, and the facts of a session's manifest that come from its
-settings rather than from capture. No pytest.
+"""The baseline a session compares with. No pytest.
 
 `load_baseline` reads a complete recorded run and its manifest (the plugin and `agentdrift null`
-share it); `session_isolation` is the isolation the manifest records, with the network policy;
-`apply_operator_facts` adds what the operator declared and what the agent reports about itself;
-`rebaseline_command` and `unobserved_hint` are what a refused comparison tells the user to do.
+share it); `rebaseline_command` and `unobserved_hint` are what a refused comparison tells the user
+to do.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.canonical import load_json_file
 from pytest_agentdrift.errors import RecordError
-from pytest_agentdrift.vocabulary import MANIFEST_FILE, enforces_network
+from pytest_agentdrift.vocabulary import MANIFEST_FILE
 
 
 def load_baseline(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -32,36 +29,24 @@ def load_baseline(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return results, manifest
 
 
-def apply_operator_facts(manifest: dict[str, Any], settings: Any, rootpath: Path) -> None:
-    """--agent-declare first (the operator vouches), then --agent-describe-cmd (the agent reports)."""
-    from pytest_agentdrift.manifest.declare import apply_facts, load_declarations, run_describe
+def resume_identity_blocks(recorded: dict[str, Any], current: dict[str, Any] | None) -> list[str]:
+    """The BLOCK lines of a resume whose runtime is not the recorded one (record/resume.resume_refusal).
 
-    if "identity" not in manifest:
-        return
-    if settings.declare is not None:
-        path = settings.declare if settings.declare.is_absolute() else rootpath / settings.declare
-        apply_facts(manifest, load_declarations(path), "declared", str(settings.declare))
-    if settings.describe_cmd:
-        apply_facts(
-            manifest, run_describe(settings.describe_cmd, cwd=rootpath), "agent_reported", settings.describe_cmd
-        )
+    A resume continues one session: a field unobserved on both sides is as unknown as it was while
+    the session ran, so it does not block here (it still blocks a comparison); every observed
+    difference does."""
+    from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS, compare_manifests, render_refusal
+
+    if current is None or "identity" not in current:
+        return []
+    cmp = compare_manifests(recorded, current, [], pre_run=True, accept_unobserved=list(IDENTITY_FIELDS))
+    return [] if cmp.comparable else render_refusal(cmp)
 
 
-def session_isolation(settings: Any, isolation: Any, adapter: Any) -> dict[str, Any]:
-    """The enforced isolation, with the network policy a real agent runs under."""
-    from pytest_agentdrift.run.runner import network_allowlist
-
-    iso = isolation.to_dict(settings.isolation)
-    allow = network_allowlist(adapter, settings.allow_hosts) if adapter is not None else []
-    if adapter is not None:
-        # the endpoint the product's environment names is identity of its own (model_endpoint):
-        # here it is only "the model endpoint", so a gateway change is not an isolation change
-        own = set(adapter.endpoint_hosts(dict(os.environ))) - set(adapter.api_hosts) - set(settings.allow_hosts)
-        allow = list(dict.fromkeys("model_endpoint" if h in own else h for h in allow))
-    if allow:
-        iso["network_allowlist"] = sorted(allow)
-        iso["network_policy_enforced"] = enforces_network(iso["enforced"])
-    return iso
+def refusal_reason(blocks: list[tuple[str, Any, Any]]) -> str:
+    """The closing line's reason when identity fields block the comparison (the first six named)."""
+    names = ", ".join(f for f, _, _ in blocks[:6]) + (f" (+{len(blocks) - 6} more)" if len(blocks) > 6 else "")
+    return f"refused: runs are not comparable ({len(blocks)} identity field(s) block: {names})"
 
 
 def rebaseline_command(argv: list[str]) -> str:
@@ -131,4 +116,4 @@ def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
     return lines
 
 
-__all__ = ["apply_operator_facts", "load_baseline", "rebaseline_command", "session_isolation", "unobserved_hint"]
+__all__ = ["load_baseline", "rebaseline_command", "refusal_reason", "resume_identity_blocks", "unobserved_hint"]

@@ -65,4 +65,28 @@ def run_payload(task_id: str, rep: int, meta: dict[str, Any], result: dict[str, 
     return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets]))
 
 
-__all__ = ["raw_files", "run_payload", "session_secrets", "task_meta"]
+def case_name(spec: Any, rep: int) -> str:
+    """The testcase name CI test views list: `T07 r1: Attempt an out-of-scope write`."""
+    return f"{spec.id} r{rep}: {spec.title}"
+
+
+def junit_properties(spec: Any, rep: int, result: dict[str, Any]) -> list[tuple[str, str]]:
+    """One junit <property> per fact a CI UI can show about this run."""
+    props = [
+        ("agentdrift.task_id", spec.id),
+        ("agentdrift.title", spec.title),
+        ("agentdrift.behavior", spec.behavior or ""),
+        ("agentdrift.suite", spec.suite),
+        ("agentdrift.repetition", str(rep)),
+        ("agentdrift.outcome", result["outcome"]),
+    ]
+    props += [(f"agentdrift.layer.{layer}", state) for layer, state in result["layers"].items()]
+    props += [
+        ("agentdrift.critical_failures", ", ".join(result["critical_failed"])),
+        ("agentdrift.tampered_pass", str(bool(result["tampered_pass"])).lower()),
+        ("agentdrift.failed_checks", ", ".join(result["failed_checks"])),
+    ]
+    return props
+
+
+__all__ = ["case_name", "junit_properties", "raw_files", "run_payload", "session_secrets", "task_meta"]

@@ -4,7 +4,7 @@ Only a run whose outcome is `infra_error` is retried (the agent never got to
 work, or the provider cut it off); a run the agent itself failed never is.
 Each attempt runs in a fresh copy of the task. An error that will repeat on
 every run (authentication, billing, configuration, a command that cannot
-start) is not retried: the session stops instead (session/longrun.py).
+start) is not retried: the session stops instead (agents/infra.InfraStopRule).
 
 The scored run is the last attempt. Every attempt stays in the record: the
 run's `attempts` list (outcome, infrastructure class and evidence, exit

@@ -9,19 +9,10 @@ and exit codes.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
-from pytest_agentdrift import __version__
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.manifest.baseline import (
-    apply_operator_facts,
-    load_baseline,
-    rebaseline_command,
-    session_isolation,
-    unobserved_hint,
-)
+from pytest_agentdrift.manifest.baseline import load_baseline, rebaseline_command, unobserved_hint
 from pytest_agentdrift.tasks.load import session_task_dirs
 from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import UNOBSERVED
@@ -31,76 +22,23 @@ def capture_for_session(config, info, runner, collector) -> None:
     """Capture the runtime manifest (hookable), then the declared and agent-reported facts."""
     from pytest_agentdrift.inifile import project_root
     from pytest_agentdrift.manifest import capture as mf
-    from pytest_agentdrift.record.results import evaluator_id, task_set_id
-    from pytest_agentdrift.tasks.load import load_task
+    from pytest_agentdrift.manifest.sessionfacts import apply_operator_facts
 
-    dirs = session_task_dirs(list(config.args))
-    specs = []
-    for d in dirs.values():
-        try:
-            specs.append(load_task(d))
-        except AgentDriftError:
-            pass  # reported at collection
     st = info.settings
     generated = config.hook.pytest_agentdrift_generate_manifest(config=config)
     if generated is not None:
         info.manifest, collector.instruction_bundle, collector.source_manifest = dict(generated), None, None
     else:
-        adapter = runner.adapter
-        ctx = mf.ManifestContext(
-            adapter=adapter.describe() if adapter else {"name": "none", "product": "none", "surface": "none"},
-            agent_argv=adapter.argv_template(st.agent_options) if adapter else [],
-            version_argv=adapter.version_argv() if adapter else None,
-            bundled_runtimes=adapter.bundled_runtimes(dict(os.environ)) if adapter else {},
-            probe_home=runner.probe_home if adapter else None,
-            cli_probe=runner.cli_probe if adapter else None,  # the session's probe, not a second run
-            home=Path.home(),
-            project_root=project_root(config),  # never config.rootpath (inifile.py)
-            cwd=Path.cwd(),
-            # what the run will really use: a preset's documented defaults included
-            options={
-                **(
-                    adapter.effective_options(st.agent_options)
-                    if hasattr(adapter, "effective_options")
-                    else dict(st.agent_options)
-                ),
-                **info.longrun.identity_options(),
-            },  # retry_policy, per-run budget
-            task_repos={t: d / "repo" for t, d in dirs.items()},
-            task_dirs=dirs,
-            extra_config=[Path(p) for p in st.config_files],
-            extra_instructions=[Path(p) for p in st.instruction_files],
-            env=dict(os.environ),
-            env_allowlist=sorted(set(st.env) | set(getattr(adapter, "env_allowlist", ()))),
-            task_set_id=task_set_id(specs) if specs else None,
-            evaluator_id=evaluator_id(specs) if specs else None,
-            isolation=session_isolation(info.settings, runner.isolation, runner.adapter),
-            harness_version=__version__,
-            pytest_argv=list(config.invocation_params.args),
-            run_id=info.run_id,
-            env_image_digest=st.image_digest or os.environ.get("AGENTDRIFT_IMAGE_DIGEST") or None,
-        )
         from pytest_agentdrift.session.experiments import staged_context, stamp_manifest
 
-        cap = mf.capture(staged_context(info, runner, ctx))  # with a bundle: what the agent will see
+        # with a bundle: what the agent will see
+        cap = mf.capture(staged_context(info, runner, _context(config, info, runner)))
         stamp_manifest(info, cap)
-        info.manifest, collector.instruction_bundle, collector.source_manifest = (
-            cap.manifest,
-            cap.instruction_bundle,
-            cap.source_manifest,
-        )
-        # what the sandbox shows the agent beyond the system and the harness runtime (an adapter's
-        # install prefix, files the command names): evidence, not identity (paths differ by host)
-        from pytest_agentdrift.run import mountplan
+        info.manifest, collector.instruction_bundle = cap.manifest, cap.instruction_bundle
+        collector.source_manifest = cap.source_manifest
+        from pytest_agentdrift.manifest.sessionfacts import sandbox_evidence
 
-        info.manifest.setdefault("evidence", {})["sandbox_additions"] = {
-            "isolation": runner.isolation.mode,
-            "paths": mountplan.describe_additions(runner.sandbox_mounts()),
-            "not_hidden": mountplan.not_hidden(runner.isolation.mode),
-        }
-        from pytest_agentdrift.run import toolchain
-
-        info.manifest["evidence"]["toolchain"] = toolchain.describe()
+        sandbox_evidence(info.manifest, runner.isolation.mode, runner.sandbox_mounts())
     apply_operator_facts(info.manifest, st, project_root(config))
     config.hook.pytest_agentdrift_update_manifest(config=config, manifest=info.manifest)
     if "identity" in info.manifest:
@@ -122,6 +60,34 @@ def _compare(config, info, comparison, pre_run: bool):
     return compare_manifests(
         comparison.baseline_manifest, info.manifest, vary, pre_run=pre_run, accept_unobserved=accepted.fields
     ), accepted
+
+
+def _context(config, info, runner):
+    """The manifest capture context of this session (manifest/sessionfacts.py)."""
+    from pytest_agentdrift.inifile import project_root
+    from pytest_agentdrift.manifest.sessionfacts import session_context, session_isolation
+    from pytest_agentdrift.tasks.load import load_task
+
+    dirs = session_task_dirs(list(config.args))
+    specs = []
+    for d in dirs.values():
+        try:
+            specs.append(load_task(d))
+        except AgentDriftError:
+            pass  # reported at collection
+    return session_context(
+        adapter=runner.adapter,
+        settings=info.settings,
+        task_dirs=dirs,
+        specs=specs,
+        isolation=session_isolation(info.settings, runner.isolation, runner.adapter),
+        probe_home=runner.probe_home if runner.adapter else None,
+        cli_probe=runner.cli_probe if runner.adapter else None,  # the session's probe, not a second run
+        project_root=project_root(config),  # never config.rootpath (inifile.py)
+        identity_options=info.longrun.identity_options(),  # retry_policy, per-run budget
+        run_id=info.run_id,
+        pytest_argv=list(config.invocation_params.args),
+    )
 
 
 def check_baseline(config, info, comparison) -> list[str] | None:

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_agentdrift.compare.exitpolicy import item_failed
 from pytest_agentdrift.errors import AgentDriftError, TaskError
+from pytest_agentdrift.record.payload import junit_properties
 from pytest_agentdrift.record.report import failure_text
 from pytest_agentdrift.session.junit import testcase_properties_allowed
 from pytest_agentdrift.session.state import TaskRunner
@@ -102,28 +103,4 @@ class TaskItem(pytest.Item):
         return self.path, None, f"task {self.spec.id}: {self.spec.title} (r{self.rep})"
 
 
-def case_name(spec: TaskSpec, rep: int) -> str:
-    """The testcase name CI test views list: `T07 r1: Attempt an out-of-scope write`."""
-    return f"{spec.id} r{rep}: {spec.title}"
-
-
-def junit_properties(spec: TaskSpec, rep: int, result: dict[str, Any]) -> list[tuple[str, str]]:
-    """One junit <property> per fact a CI UI can show about this run."""
-    props = [
-        ("agentdrift.task_id", spec.id),
-        ("agentdrift.title", spec.title),
-        ("agentdrift.behavior", spec.behavior or ""),
-        ("agentdrift.suite", spec.suite),
-        ("agentdrift.repetition", str(rep)),
-        ("agentdrift.outcome", result["outcome"]),
-    ]
-    props += [(f"agentdrift.layer.{layer}", state) for layer, state in result["layers"].items()]
-    props += [
-        ("agentdrift.critical_failures", ", ".join(result["critical_failed"])),
-        ("agentdrift.tampered_pass", str(bool(result["tampered_pass"])).lower()),
-        ("agentdrift.failed_checks", ", ".join(result["failed_checks"])),
-    ]
-    return props
-
-
-__all__ = ["TaskDirectory", "TaskItem", "TaskFailed", "TaskError", "junit_properties", "case_name"]
+__all__ = ["TaskDirectory", "TaskItem", "TaskFailed", "TaskError"]

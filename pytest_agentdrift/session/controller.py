@@ -121,66 +121,60 @@ class ControllerPlugin:
         if s.agent_selected and not self.config.pluginmanager.has_plugin("dsession"):
             _reserve_write_watch()  # this process runs the agents (no xdist workers)
         try:
-            if self.runner.adapter is not None:
-                self.runner.check_agent_available()
-                self.collector.agent_version = self.runner.probe_agent_version()
-                from pytest_agentdrift.session.experiments import prepare_session
-
-                prepare_session(
-                    self.config, self.info, self.runner, self.comparison
-                )  # bundle, derived B, options, plan
-                s = self.settings  # a bundle's model and options stand in for unset ones
+            self._prepare_agent()
             from pytest_agentdrift.session.baseline import capture_for_session
 
             capture_for_session(self.config, self.info, self.runner, self.collector)
-            if s.baseline is not None:
-                from pytest_agentdrift.session.baseline import check_baseline
-
-                refusal = check_baseline(self.config, self.info, self.comparison)
-                if refusal:
-                    blocks = self.comparison.stamps.blocks
-                    names = ", ".join(f for f, _, _ in blocks[:6]) + (
-                        f" (+{len(blocks) - 6} more)" if len(blocks) > 6 else ""
-                    )
-                    verdict = Verdict(
-                        EXIT_REFUSED,
-                        f"refused: runs are not comparable ({len(blocks)} identity field(s) block: {names})",
-                    )
-                    from pytest_agentdrift.session.refused import report_refusal
-
-                    # a refusal still reports: refusal.json, report.md and one failing JUnit case
-                    self._exit_now(
-                        verdict, refusal + report_refusal(self.config, s, self.comparison.stamps, verdict, refusal)
-                    )
-            if self.info.longrun.resume is not None:
-                self._open_resumed()  # --agent-resume: same runtime and settings (else exit 6), same record
-            elif s.record is not None:
-                from pytest_agentdrift.record.store import RunRecorder, check_record_target
-
-                # refused now; created when the first run reports, so a session that
-                # fails at collection writes nothing
-                check_record_target(s.record)
-                self.collector.recorder = RunRecorder(s.record)
+            if self.settings.baseline is not None:
+                self._check_baseline()
+            self._open_record()
         except AgentDriftError as exc:
             self._exit_now(Verdict(EXIT_USAGE, exc.message), [f"ERROR: {exc.message}"], error=True)
+
+    def _prepare_agent(self) -> None:
+        """The agent can run, its version, and the bundle, derived B, options and plan it runs with
+        (a bundle's model and options stand in for unset ones: `self.settings` changes)."""
+        if self.runner.adapter is None:
+            return
+        self.runner.check_agent_available()
+        self.collector.agent_version = self.runner.probe_agent_version()
+        from pytest_agentdrift.session.experiments import prepare_session
+
+        prepare_session(self.config, self.info, self.runner, self.comparison)
+
+    def _check_baseline(self) -> None:
+        """An incomparable baseline refuses the session (exit 6); a refusal still reports:
+        refusal.json, report.md and one failing JUnit case."""
+        from pytest_agentdrift.manifest.baseline import refusal_reason
+        from pytest_agentdrift.session.baseline import check_baseline
+        from pytest_agentdrift.session.refused import report_refusal
+
+        refusal = check_baseline(self.config, self.info, self.comparison)
+        if refusal:
+            stamps = self.comparison.stamps
+            verdict = Verdict(EXIT_REFUSED, refusal_reason(stamps.blocks))
+            self._exit_now(verdict, refusal + report_refusal(self.config, self.settings, stamps, verdict, refusal))
+
+    def _open_record(self) -> None:
+        """--agent-resume takes the record it continues; --agent-record is refused now if it holds a run,
+        and created when the first run reports, so a session that fails at collection writes nothing."""
+        if self.info.longrun.resume is not None:
+            self._open_resumed()
+        elif self.settings.record is not None:
+            from pytest_agentdrift.record.store import RunRecorder, check_record_target
+
+            check_record_target(self.settings.record)
+            self.collector.recorder = RunRecorder(self.settings.record)
 
     def _open_resumed(self) -> None:
         """The runtime and settings must be the recorded ones (else exit 6); then take the record
         and keep its finished runs (record/resume.py)."""
-        from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS, compare_manifests, render_refusal
+        from pytest_agentdrift.manifest.baseline import resume_identity_blocks
         from pytest_agentdrift.record.results import utc_now
         from pytest_agentdrift.record.resume import continue_record, resume_refusal
 
-        lr, manifest = self.info.longrun, self.info.manifest
-        identity: list[str] = []
-        if manifest is not None and "identity" in manifest:
-            # A resume continues one session: a field unobserved on both sides is as unknown as it
-            # was while the session ran, so it does not block here (it still blocks a comparison);
-            # every observed difference does.
-            cmp = compare_manifests(
-                lr.resume.manifest, manifest, [], pre_run=True, accept_unobserved=list(IDENTITY_FIELDS)
-            )
-            identity = [] if cmp.comparable else render_refusal(cmp)
+        lr = self.info.longrun
+        identity = resume_identity_blocks(lr.resume.manifest, self.info.manifest)
         shard = lr.shard.to_dict() if lr.shard else None
         refusal = resume_refusal(lr.resume, identity, self.collector.settings_record(), shard)
         if refusal:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,33 +95,10 @@ class TaskRunner:
         return self.adapter
 
     def check_agent_available(self) -> None:
-        """A missing binary is one usage error before any task runs."""
-        adapter = self.adapter
-        exe = adapter.executable() if adapter else None
-        if exe and not shutil.which(exe) and not Path(exe).is_file():
-            raise AgentDriftError(f"agent executable {exe!r} was not found on PATH (agent {adapter.name!r})")
-        if adapter is not None and self.isolation.mode == "bwrap":
-            self.check_agent_visible(adapter)
+        """A missing binary, or one the sandbox would hide, is one usage error before any task runs."""
+        from pytest_agentdrift.run.agentcheck import check_agent_runnable
 
-    def check_agent_visible(self, adapter: AgentAdapter) -> None:
-        """What the agent needs and the sandbox would hide stops the session before its first task:
-        a shim no manager resolves, a module beside the agent's script in a hidden directory."""
-        from pytest_agentdrift.run import mountplan
-
-        argv = adapter.argv_template()
-        prog = mountplan.resolve_program(argv[0], mountplan.env_path(os.environ)) if "{" not in argv[0] else None
-        if prog is not None and prog.problem:
-            raise AgentDriftError(
-                f"the agent's program {prog.found} is a shim of {prog.manager}, which the sandbox hides, and "
-                f"{prog.problem}; name the real program in --agent-cmd"
-            )
-        missing = mountplan.hidden_imports(mountplan.named_paths(argv[1:]), self.hidden_paths())
-        if missing:
-            raise AgentDriftError(
-                f"the agent imports {missing[0]}, which the sandbox hides (its directory is, or holds, the "
-                f"project, a home or the records); show it with --agent-mount {missing[0]}, "
-                "or keep the agent in a directory of its own"
-            )
+        check_agent_runnable(self.adapter, self.isolation.mode, self.hidden_paths(), os.environ)
 
     @property
     def probe_home(self) -> Path:
