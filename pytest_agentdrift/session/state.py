@@ -96,9 +96,11 @@ class TaskRunner:
 
     def check_agent_available(self) -> None:
         """A missing binary, or one the sandbox would hide, is one usage error before any task runs."""
-        from pytest_agentdrift.run.agentcheck import check_agent_runnable
+        from pytest_agentdrift.run.agentcheck import check_agent_present, check_agent_visible
 
-        check_agent_runnable(self.adapter, self.isolation.mode, self.hidden_paths(), os.environ)
+        check_agent_present(self.adapter)
+        if self.adapter is not None and self.isolation.mode == "bwrap":
+            check_agent_visible(self.adapter, self.hidden_paths(), os.environ)
 
     @property
     def probe_home(self) -> Path:

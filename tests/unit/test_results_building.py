@@ -19,7 +19,7 @@ from pytest_agentdrift.record import payload as rp
 from pytest_agentdrift.record import results as rr
 from pytest_agentdrift.record.payload import case_name, junit_properties
 from pytest_agentdrift.record.store import RunRecorder, load_run, schema_problems
-from pytest_agentdrift.run.agentcheck import check_agent_runnable
+from pytest_agentdrift.run.agentcheck import check_agent_present, check_agent_visible
 from pytest_agentdrift.run.sandbox import Isolation
 
 ISOLATION = Isolation(
@@ -211,10 +211,13 @@ class Agent:
 
 def test_a_missing_agent_program_is_one_usage_error(tmp_path):
     with pytest.raises(AgentDriftError, match="agent executable 'no-such-agent-b7' was not found on PATH"):
-        check_agent_runnable(Agent(["no-such-agent-b7"]), "none", (), {"PATH": str(tmp_path)})
+        check_agent_present(Agent(["no-such-agent-b7"]))
+    program = tmp_path / "my-agent"
+    program.write_text("#!/bin/sh\n")
+    check_agent_present(Agent([str(program)]))  # a file that exists is the program itself
 
 
-def test_an_agent_importing_a_module_the_sandbox_hides_is_refused_under_bwrap_only(tmp_path):
+def test_an_agent_importing_a_module_the_sandbox_hides_is_refused(tmp_path):
     import sys
 
     project = tmp_path / "project"
@@ -222,9 +225,10 @@ def test_an_agent_importing_a_module_the_sandbox_hides_is_refused_under_bwrap_on
     (project / "helper.py").write_text("X = 1\n")
     (project / "agent.py").write_text("import helper\n")
     agent = Agent([sys.executable, str(project / "agent.py")])
-    check_agent_runnable(agent, "none", (project,), {"PATH": "/usr/bin"})  # nothing hidden without bwrap
     with pytest.raises(AgentDriftError, match=r"the agent imports .*helper\.py, which the sandbox hides"):
-        check_agent_runnable(agent, "bwrap", (project,), {"PATH": "/usr/bin"})
+        check_agent_visible(agent, (project,), {"PATH": "/usr/bin"})
+    (project / "helper.py").unlink()  # nothing beside it to import: the agent may run
+    check_agent_visible(agent, (project,), {"PATH": "/usr/bin"})
 
 
 def test_junit_facts_name_the_run_for_a_ci_view():
