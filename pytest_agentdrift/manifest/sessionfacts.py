@@ -68,6 +68,22 @@ def session_context(
     )
 
 
+def finalized(manifest: dict[str, Any] | None, results: dict[str, Any]) -> dict[str, Any] | None:
+    """The manifest after the runs: model_stamp, and what the product reported about itself, filled
+    in from them (manifest/capture.finalize_manifest); results.json takes its runtime id."""
+    from pytest_agentdrift.manifest.capture import finalize_manifest
+    from pytest_agentdrift.tasks.shard import item_key
+
+    if manifest is None or "identity" not in manifest:
+        return manifest
+    runs = [(item_key(tid, r["rep"]), r) for tid, t in results["tasks"].items() for r in t["runs"]]
+    stamps = {key: r.get("model_stamp") for key, r in runs}
+    reported = {key: (r.get("evidence") or {}).get("product_reported") or {} for key, r in runs}
+    manifest = finalize_manifest(manifest, stamps, reported=reported)
+    results["runtime_id"] = manifest["runtime_id"]
+    return manifest
+
+
 def sandbox_evidence(manifest: dict[str, Any], mode: str, mounts: list[tuple[str, str]]) -> None:
     """What the sandbox shows the agent beyond the system and the harness runtime (an adapter's
     install prefix, files the command names), and the toolchain: evidence, not identity (paths
@@ -115,4 +131,4 @@ def session_isolation(settings: Any, isolation: Any, adapter: Any) -> dict[str, 
     return iso
 
 
-__all__ = ["apply_operator_facts", "sandbox_evidence", "session_context", "session_isolation"]
+__all__ = ["apply_operator_facts", "finalized", "sandbox_evidence", "session_context", "session_isolation"]

@@ -14,7 +14,6 @@ from typing import Any
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.manifest.baseline import load_baseline, rebaseline_command, unobserved_hint
 from pytest_agentdrift.tasks.load import session_task_dirs
-from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import UNOBSERVED
 
 
@@ -113,20 +112,6 @@ def check_baseline(config, info, comparison) -> list[str] | None:
         return lines
     comparison.lines = accepted.lines() + render_refusal(cmp)
     return None
-
-
-def finalize_session_manifest(info, results: dict[str, Any]) -> None:
-    """Fill model_stamp, and what the product reported about itself, from the runs; results
-    carry the runtime id."""
-    from pytest_agentdrift.manifest.capture import finalize_manifest
-
-    if info.manifest is None or "identity" not in info.manifest:
-        return
-    runs = [(item_key(tid, r["rep"]), r) for tid, t in results["tasks"].items() for r in t["runs"]]
-    stamps = {key: r.get("model_stamp") for key, r in runs}
-    reported = {key: (r.get("evidence") or {}).get("product_reported") or {} for key, r in runs}
-    info.manifest = finalize_manifest(info.manifest, stamps, reported=reported)
-    results["runtime_id"] = info.manifest["runtime_id"]
 
 
 def compare_with_baseline(config, info, comparison, results: dict[str, Any], collector=None) -> None:

@@ -222,11 +222,12 @@ class ControllerPlugin:
             return
         if session.shouldstop:
             c.interrupted = c.interrupted or f"stopped early: {session.shouldstop}"
-        from pytest_agentdrift.session.baseline import compare_with_baseline, finalize_session_manifest
+        from pytest_agentdrift.manifest.sessionfacts import finalized
+        from pytest_agentdrift.session.baseline import compare_with_baseline
 
         results = c.build_results()
         self.info.longrun.complete_results(results, c)  # shard, resume, stop and budget facts
-        finalize_session_manifest(self.info, results)
+        self.info.manifest = finalized(self.info.manifest, results)
         self.config.hook.pytest_agentdrift_modify_report(config=self.config, results=results)
         error = None
         if s.baseline is not None and self.comparison.baseline_results is not None:

@@ -96,7 +96,7 @@ class TaskRunner:
 
     def check_agent_available(self) -> None:
         """A missing binary, or one the sandbox would hide, is one usage error before any task runs."""
-        from pytest_agentdrift.run.agentcheck import check_agent_present, check_agent_visible
+        from pytest_agentdrift.run.agentview import check_agent_present, check_agent_visible
 
         check_agent_present(self.adapter)
         if self.adapter is not None and self.isolation.mode == "bwrap":
@@ -177,11 +177,9 @@ class TaskRunner:
         return self._mounts
 
     def option_mounts(self) -> list[tuple[str, str]]:
-        return [
-            *((os.path.abspath(p), "--agent-config") for p in self.settings.config_files),
-            *((os.path.abspath(p), "--agent-instructions") for p in self.settings.instruction_files),
-            *((p, "--agent-mount") for p in self.settings.mounts),
-        ]
+        from pytest_agentdrift.run.agentview import option_mounts
+
+        return option_mounts(self.settings)
 
     def host_secrets(self) -> list[str]:
         if self._host_secrets is None:
@@ -191,11 +189,9 @@ class TaskRunner:
         return self._host_secrets
 
     def hidden_paths(self) -> tuple[Path, ...]:
-        """Never visible in a sandbox, even inside something it may read."""
-        paths = [p for p in (self.settings.record, self.settings.baseline) if p is not None]
-        paths += [spec.path for spec in self.specs.values()]
-        paths.append(Path.cwd())  # the project, should it lie inside something a sandbox shows (/usr/src/...)
-        return tuple(Path(p).absolute() for p in paths)
+        from pytest_agentdrift.run.agentview import hidden_paths
+
+        return hidden_paths(self.settings, [spec.path for spec in self.specs.values()], Path.cwd())
 
     def close(self) -> None:
         if self._base is not None and not self.settings.keep_workdirs:

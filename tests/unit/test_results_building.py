@@ -19,7 +19,7 @@ from pytest_agentdrift.record import payload as rp
 from pytest_agentdrift.record import results as rr
 from pytest_agentdrift.record.payload import case_name, junit_properties
 from pytest_agentdrift.record.store import RunRecorder, load_run, schema_problems
-from pytest_agentdrift.run.agentcheck import check_agent_present, check_agent_visible
+from pytest_agentdrift.run.agentview import check_agent_present, check_agent_visible, hidden_paths, option_mounts
 from pytest_agentdrift.run.sandbox import Isolation
 
 ISOLATION = Isolation(
@@ -239,3 +239,11 @@ def test_junit_facts_name_the_run_for_a_ci_view():
     assert facts["agentdrift.repetition"] == "2" and facts["agentdrift.outcome"] == "failed"
     assert facts["agentdrift.critical_failures"] == "no_escape" and facts["agentdrift.layer.scope"] == "pass"
     assert all(isinstance(v, str) for v in facts.values())
+
+
+def test_what_the_options_show_the_agent_and_what_it_never_sees(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = Settings(config_files=("cfg.toml",), mounts=("/opt/tool",), record=tmp_path / "runs" / "new")
+    assert option_mounts(settings) == [(str(tmp_path / "cfg.toml"), "--agent-config"), ("/opt/tool", "--agent-mount")]
+    hidden = hidden_paths(settings, [tmp_path / "tasks" / "T01"], tmp_path)
+    assert hidden == (tmp_path / "runs" / "new", tmp_path / "tasks" / "T01", tmp_path)

@@ -1,17 +1,37 @@
-"""Whether the selected agent can run at all, checked once before the session's first task. No pytest.
+"""What a session's agent sees of the machine, and whether it can run at all. No pytest.
 
-A missing binary, a shim of a version manager the sandbox hides, a module beside the agent's script
-in a directory the sandbox hides: each would fail every run the same way, as a harness problem the
-agent would be blamed for. They stop the session with one usage error instead.
+`option_mounts` is what the session's options show the agent beyond the system, `hidden_paths` what
+it never sees even inside those. `check_agent_present` and `check_agent_visible` run once before
+the session's first task: a missing binary, a shim of a version manager the sandbox hides, a module
+beside the agent's script in a directory the sandbox hides would each fail every run the same way,
+as a harness problem the agent would be blamed for; they stop the session with one usage error
+instead.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from pytest_agentdrift.errors import AgentDriftError
+
+
+def option_mounts(settings: Any) -> list[tuple[str, str]]:
+    """(path, why) the options name for the agent to read: --agent-config, -instructions, -mount."""
+    return [
+        *((os.path.abspath(p), "--agent-config") for p in settings.config_files),
+        *((os.path.abspath(p), "--agent-instructions") for p in settings.instruction_files),
+        *((p, "--agent-mount") for p in settings.mounts),
+    ]
+
+
+def hidden_paths(settings: Any, task_dirs: Iterable[Path], cwd: Path) -> tuple[Path, ...]:
+    """Never visible in a sandbox, even inside something it may read: the records, the task
+    directories and the project, should it lie inside something a sandbox shows (/usr/src/...)."""
+    paths = [p for p in (settings.record, settings.baseline) if p is not None]
+    return tuple(Path(p).absolute() for p in [*paths, *task_dirs, cwd])
 
 
 def check_agent_present(adapter: Any) -> None:
@@ -42,4 +62,4 @@ def check_agent_visible(adapter: Any, hidden: tuple[Path, ...], environ: Mapping
         )
 
 
-__all__ = ["check_agent_present", "check_agent_visible"]
+__all__ = ["check_agent_present", "check_agent_visible", "hidden_paths", "option_mounts"]
