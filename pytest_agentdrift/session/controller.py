@@ -222,42 +222,59 @@ class ControllerPlugin:
             return
         if session.shouldstop:
             c.interrupted = c.interrupted or f"stopped early: {session.shouldstop}"
-        from pytest_agentdrift.manifest.sessionfacts import finalized
-        from pytest_agentdrift.session.baseline import compare_with_baseline
-
-        results = c.build_results()
-        self.info.longrun.complete_results(results, c)  # shard, resume, stop and budget facts
-        self.info.manifest = finalized(self.info.manifest, results)
-        self.config.hook.pytest_agentdrift_modify_report(config=self.config, results=results)
-        error = None
-        if s.baseline is not None and self.comparison.baseline_results is not None:
-            try:
-                compare_with_baseline(self.config, self.info, self.comparison, results, collector=self.collector)
-            except AgentDriftError as exc:
-                error = exc.message
-            self._agree_with_gate(session)
-        verdict = self._decide(session, int(exitstatus), results, error)
-        lines: list[str] = []
-        if c.record_error:
-            verdict = Verdict(EXIT_USAGE, f"recording failed: {c.record_error}")
-        elif c.recorder is not None and not c.recorder.started:
-            lines.append(f"nothing recorded in {s.record}: no task ran")
-        elif c.recorder is not None:
-            decision = self.comparison.files.get(DECISION_FILE)
-            if isinstance(decision, dict):
-                decision[EXIT_STATUS_KEY] = verdict.to_dict()
-            try:
-                c.write_record(results, self.comparison, verdict.line)
-                state = "recorded" if results["complete"] else "recorded INCOMPLETE"
-                lines.append(f"{state}: {s.record} (read {s.record / 'report.md'})")
-            except (AgentDriftError, OSError) as exc:
-                verdict = Verdict(EXIT_USAGE, f"recording failed: {getattr(exc, 'message', exc)}")
+        results = self._results()
+        error = self._compare(session, results) if s.baseline is not None else None
+        verdict, lines = self._write_record(results, self._decide(session, int(exitstatus), results, error))
         from pytest_agentdrift.record.report import summary_lines
 
         self.final_lines = summary_lines(results) + self.comparison.lines + lines
         self.final_lines.extend(self.info.longrun.final_lines(results, s.record))
         self.verdict = verdict
         session.exitstatus = verdict.code
+
+    def _results(self) -> dict[str, Any]:
+        """results.json: the runs, the long-run facts, the runtime id, what hooks add."""
+        from pytest_agentdrift.manifest.sessionfacts import finalized
+
+        results = self.collector.build_results()
+        self.info.longrun.complete_results(results, self.collector)  # shard, resume, stop and budget facts
+        self.info.manifest = finalized(self.info.manifest, results)
+        self.config.hook.pytest_agentdrift_modify_report(config=self.config, results=results)
+        return results
+
+    def _compare(self, session: pytest.Session, results: dict[str, Any]) -> str | None:
+        """The comparison with the baseline, and pytest's outcomes made to agree with its gate;
+        the comparison's error, if it failed."""
+        if self.comparison.baseline_results is None:
+            return None
+        from pytest_agentdrift.session.baseline import compare_with_baseline
+
+        error = None
+        try:
+            compare_with_baseline(self.config, self.info, self.comparison, results, collector=self.collector)
+        except AgentDriftError as exc:
+            error = exc.message
+        self._agree_with_gate(session)
+        return error
+
+    def _write_record(self, results: dict[str, Any], verdict: Verdict) -> tuple[Verdict, list[str]]:
+        """The record, with the closing line in decision.json; a failed write is the verdict (exit 4)."""
+        c, record = self.collector, self.settings.record
+        if c.record_error:
+            return Verdict(EXIT_USAGE, f"recording failed: {c.record_error}"), []
+        if c.recorder is None:
+            return verdict, []
+        if not c.recorder.started:
+            return verdict, [f"nothing recorded in {record}: no task ran"]
+        decision = self.comparison.files.get(DECISION_FILE)
+        if isinstance(decision, dict):
+            decision[EXIT_STATUS_KEY] = verdict.to_dict()
+        try:
+            c.write_record(results, self.comparison, verdict.line)
+        except (AgentDriftError, OSError) as exc:
+            return Verdict(EXIT_USAGE, f"recording failed: {getattr(exc, 'message', exc)}"), []
+        state = "recorded" if results["complete"] else "recorded INCOMPLETE"
+        return verdict, [f"{state}: {record} (read {record / 'report.md'})"]
 
     def _agree_with_gate(self, session: pytest.Session) -> None:
         """Failures the regression gate does not hold against the candidate become xfails (itemverdicts)."""

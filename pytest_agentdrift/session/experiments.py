@@ -1,24 +1,12 @@
 """Session glue for bundles, ablations, the null experiment and pre-registered plans.
 
-The pure parts live in manifest/bundleuse.py (the overlay, the staged context,
-the stamped manifest) and compare/experimentrun.py (the plan check, the
-experiment rows and verdicts). The pytest layer calls four functions, with the
-session objects of session/state.py:
-
-* `prepare_session(config, info, runner, comparison)` at session start, in
-  the controller and in every worker (``comparison`` None there), after the
-  agent is resolved: loads the bundle (verified), derives B for
-  ``--agent-without`` / ``--agent-with`` (stored, findable again), checks
-  the options, and sets ``runner.overlay`` for the runner; in the
-  controller it also loads a ``--agent-plan`` and registers
-  `ExperimentPlugin` (the public ``pytest_agentdrift_modify_report`` hook
-  puts the bundle and the plan into results.json's settings);
-* `staged_context(info, runner, ctx)` before the manifest is captured: with a bundle,
-  discovery runs on what the agent will really see, so instruction-bundle.json describes that;
-* `stamp_manifest(info, capture)` right after: the bundle's digests folded into the identity;
-* `after_comparison(...)` at the end of a comparison with a baseline: the
-  experiment rows, the ablation verdicts, the null experiment, the plan; into
-  the terminal lines, decision.json and comparison/*.json.
+The pure parts live in manifest/bundleuse.py and compare/experimentrun.py. `prepare_session` runs
+at session start in the controller and every worker, after the agent is resolved: the bundle
+(verified; B derived for ``--agent-without`` / ``--agent-with``), the options, the runner's overlay
+and, in the controller, the plan and `ExperimentPlugin` (the public ``pytest_agentdrift_modify_report``
+hook puts the bundle and the plan into results.json's settings). `staged_context` and
+`stamp_manifest` wrap manifest capture, so that it describes what the agent will see;
+`after_comparison` adds the experiment rows and verdicts to a comparison with a baseline.
 """
 
 from __future__ import annotations

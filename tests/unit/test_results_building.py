@@ -247,3 +247,16 @@ def test_what_the_options_show_the_agent_and_what_it_never_sees(tmp_path, monkey
     assert option_mounts(settings) == [(str(tmp_path / "cfg.toml"), "--agent-config"), ("/opt/tool", "--agent-mount")]
     hidden = hidden_paths(settings, [tmp_path / "tasks" / "T01"], tmp_path)
     assert hidden == (tmp_path / "runs" / "new", tmp_path / "tasks" / "T01", tmp_path)
+
+
+def test_the_manifest_after_the_runs_takes_their_model_stamp_and_gives_results_its_runtime_id():
+    from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
+    from pytest_agentdrift.manifest.sessionfacts import finalized
+
+    manifest = {"identity": {f: "unobserved" for f in IDENTITY_FIELDS}, "runtime_id": "sha256:before"}
+    doc = {"tasks": {"T01": {"runs": [{**a_run(1), "model_stamp": "m-7"}, {**a_run(2), "model_stamp": "m-7"}]}}}
+    after = finalized(manifest, doc)
+    assert after["identity"]["model_stamp"] == "m-7" and manifest["identity"]["model_stamp"] == "unobserved"
+    assert doc["runtime_id"] == after["runtime_id"] != "sha256:before"
+    generated = {"runtime_id": "mine"}  # a hook's manifest without identity is left as it is
+    assert finalized(generated, doc) is generated and finalized(None, doc) is None
