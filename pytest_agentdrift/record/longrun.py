@@ -18,6 +18,7 @@ xdist drains its queue, and no progress is shown.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -140,8 +141,6 @@ class LongRun:
 
         `validate_manifest` checks a resumed record's manifest (manifest.capture's: this stage
         does not import the manifest stage)."""
-        import os
-
         from pytest_agentdrift.tasks.shard import resolve
 
         self.shard = resolve(self.settings.shard, os.environ)

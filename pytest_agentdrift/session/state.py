@@ -1,12 +1,13 @@
-"""The session's three jobs, as three objects (plugin.py builds them and hands them on).
+"""The session's jobs, as four objects (plugin.py builds them and hands them on).
 
 * `SessionInfo`: what the controller decides once (settings, run id, start
-  time, the captured manifest) and workers receive through workerinput.
+  time, the captured manifest) and workers receive as a record/longrun.WorkerInput;
+  the process's LongRun and bundle state.
 * `TaskRunner` (worker side, and a plain single process): picks the agent,
   runs one item (run -> grade -> score) and returns the payload that rides
-  to the controller on the test report.
+  to the controller on the test report (record/payload.py).
 * `RunCollector` (controller side): gathers payloads, builds results.json
-  and writes the record.
+  and writes the record (record/results.py).
 * `ComparisonState` (controller side): the baseline, the manifest
   comparison, the comparison's files and lines, and the session's verdict.
 
