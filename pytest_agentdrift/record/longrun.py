@@ -85,7 +85,6 @@ class LongRun:
         self.budget: Budget = parse_budget(settings.budget) if settings.budget else Budget()
         self._table = None
         self._dealt: dict[tuple[str, int], int] = {}
-        self.deselected = 0
         # controller
         self.resume = None  # record.resume.ResumeState
         self.nodeid_keys: dict[str, str] = {}

@@ -43,7 +43,6 @@ class LongRunPlugin:
         self.lr.deal([(item.spec.id, item.rep) for item in tasks])
         drop = [item for item in tasks if not self.lr.keep(item.spec.id, item.rep)]
         if drop:
-            self.lr.deselected = len(drop)
             dropped = {id(item) for item in drop}
             items[:] = [item for item in items if id(item) not in dropped]
             config.hook.pytest_deselected(items=drop)
