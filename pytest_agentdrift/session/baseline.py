@@ -9,6 +9,7 @@ and exit codes.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError
