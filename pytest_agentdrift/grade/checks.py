@@ -341,11 +341,17 @@ class Grader:
     def graded_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
         """A fresh graded copy, one per call (per check): what one check's code writes
         into its copy never reaches the next. In the harness's own scratch, so nothing
-        the agent left can stand in for it. Each is a plain copy of the run's master copy
-        (made once, never shown to graded code)."""
-        master = self._master_copy(spec, run)
+        the agent left can stand in for it. Under bubblewrap each is a plain copy of the run's
+        master copy (made once, never shown to graded code); elsewhere each is prepared afresh."""
         self._copies += 1
         graded = self._scratch / f"graded-{self._copies}" / "repo"
+        if self.isolation.mode != "bwrap":
+            # without a mount namespace a process an earlier check left behind can reach the scratch
+            # directory, a master copy included: each check's copy is prepared from the agent's tree
+            self._prepare_copy(spec, run, graded)
+            self.provided = _fixture_provided(spec)
+            return graded
+        master = self._master_copy(spec, run)
         graded.parent.mkdir(parents=True)
         copy_tree(master, graded)
         self.dropped_links[graded] = self.dropped_links[master]
@@ -353,8 +359,18 @@ class Grader:
         return graded
 
     def _master_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
-        """The agent's final tree with protected files and test configuration restored, tool
-        leftovers removed, hidden files added and symlinks out of it dropped; once per run."""
+        """The prepared copy each check's copy is made from under bubblewrap, where graded code
+        never sees it (and the grading server ends every process a check left); once per run."""
+        master = self._scratch / "graded-master" / "repo"
+        if master in self.dropped_links:
+            return master
+        fdtree.rmtree(master.parent)  # what an earlier attempt that failed half-way left
+        self._prepare_copy(spec, run, master)
+        return master
+
+    def _prepare_copy(self, spec: TaskSpec, run: RunEvidence, master: Path) -> None:
+        """The agent's final tree at `master` with protected files and test configuration restored,
+        tool leftovers removed, hidden files added and symlinks out of it dropped."""
         incomplete = run.harness_budget.get("graded_copy", {}).get("incomplete")
         if incomplete:
             raise GradedCopyIncomplete(incomplete)
@@ -366,10 +382,6 @@ class Grader:
             )
             run.harness_budget["graded_copy"] = {"complete": False, "incomplete": why}
             raise GradedCopyIncomplete(why)
-        master = self._scratch / "graded-master" / "repo"
-        if master in self.dropped_links:
-            return master
-        fdtree.rmtree(master.parent)  # what an earlier attempt that failed half-way left
         master.parent.mkdir(parents=True)
         if not run.work_tree_deleted:
             report = copy_tree(run.work, master)
@@ -388,7 +400,6 @@ class Grader:
         remove_leftovers(master, run.leftovers)
         add_hidden(spec, master)
         self.dropped_links[master] = drop_escaping_symlinks(master)
-        return master
 
     def copy_evidence(self, graded: Path) -> dict[str, Any]:
         dropped = self.dropped_links.get(graded) or []
