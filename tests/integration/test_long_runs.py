@@ -20,7 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task, normalise_results
+from pytest_agentdrift.testing import (
+    agent_cmd,
+    agent_script,
+    differing_paths,
+    load_results,
+    make_task,
+    normalise_results,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -600,7 +607,7 @@ def test_four_shards_merged_equal_an_unsharded_run(tmp_path):
     )
     assert merged.returncode == 0, merged.stdout + merged.stderr
     m, w = load_results(tmp_path / "runs" / "m"), load_results(tmp_path / "runs" / "whole")
-    assert normalise_results(m) == normalise_results(w)
+    assert normalise_results(m) == normalise_results(w), differing_paths(normalise_results(m), normalise_results(w))
     assert sorted(m["tasks"]) == ["EX01", "EX02", "M1", "M2", "M3"] and m["complete"]
     assert len(m["merged_from"]) == 4 and any(n.get("shard_run_id") for n in m.get("resumed", []))
     for task in m["tasks"].values():
