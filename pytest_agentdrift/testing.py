@@ -131,6 +131,30 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     return json.loads((Path(run_dir) / RESULTS_FILE).read_text())
 
 
+#: code under test that rewrites the grading reporter in its own process: every outcome "passed",
+#: the result's status 0, the process's exit status 0. Prepend it to a module the tests import to
+#: see which of a task's checks still hold (only those whose values the harness holds, `expected`).
+FORGED_REPORTER = """
+import os as _os, sys as _sys
+_grade = _sys.modules.get("agentdrift_grade")
+if _grade is not None:
+    class _AllPassed(dict):
+        def __setitem__(self, key, value):
+            dict.__setitem__(self, key, "passed")
+    _grade._state["outcomes"] = _AllPassed(_grade._state["outcomes"])
+    _channel = _grade._channel
+    class _Forged:
+        def send(self, kind, body):
+            if kind == "result":
+                body = {**body, "exitstatus": 0, "forged": []}
+            return _channel.send(kind, body)
+        def close(self):
+            _channel.close()
+            _os._exit(0)
+    _grade._channel = _Forged()
+"""
+
+
 def differing_paths(a: Any, b: Any, path: str = "") -> list[str]:
     """Where two JSON documents differ (`/tasks/EX01/runs[0]/evidence/...`), for an assertion's message."""
     if isinstance(a, dict) and isinstance(b, dict):

@@ -36,7 +36,7 @@ from pytest_agentdrift.run.runner import RESULT_LIST_CAP, RunEvidence, copy_tree
 from pytest_agentdrift.run.tamper import TEST_CONFIG
 from pytest_agentdrift.safetext import capped, escape_paths, escape_text
 from pytest_agentdrift.tasks import fdtree, treesnap
-from pytest_agentdrift.tasks.load import LAYERS, CheckSpec, TaskSpec, walk_files
+from pytest_agentdrift.tasks.load import LAYERS, CheckSpec, TaskSpec, read_expectations, walk_files
 from pytest_agentdrift.tasks.patterns import PathSpec
 
 EVALUATOR_COMPONENT = "checks"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
@@ -928,8 +928,6 @@ def held_expectations(spec: TaskSpec, c: CheckSpec) -> dict[str, list[list[str]]
         raise CheckUndecided(
             f"{rel} is missing from the task: record it with `agentdrift task expect {spec.path.name}` (task is broken)"
         )
-    from pytest_agentdrift.tasks.load import read_expectations
-
     return read_expectations(path)
 
 

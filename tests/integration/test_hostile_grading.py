@@ -46,7 +46,7 @@ import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
+from pytest_agentdrift.testing import FORGED_REPORTER, agent_cmd, agent_script, load_results, make_task
 
 pytestmark = pytest.mark.slow
 
@@ -108,26 +108,6 @@ _spec.loader.exec_module(_mod)
 """
 SHADOW_NAMES = ["unittest", "pdb", "cmd", "code", "difflib", "secrets", "hmac", "tomllib", "decimal"]
 
-# In-process: every outcome reads "passed", the result says status 0 and the process exits 0.
-FORGE_REPORTER = """
-import os as _os, sys as _sys
-_grade = _sys.modules.get("agentdrift_grade")
-if _grade is not None:
-    class _AllPassed(dict):
-        def __setitem__(self, key, value):
-            dict.__setitem__(self, key, "passed")
-    _grade._state["outcomes"] = _AllPassed(_grade._state["outcomes"])
-    _channel = _grade._channel
-    class _Forged:
-        def send(self, kind, body):
-            if kind == "result":
-                body = {**body, "exitstatus": 0, "forged": []}
-            return _channel.send(kind, body)
-        def close(self):
-            _channel.close()
-            _os._exit(0)
-    _grade._channel = _Forged()
-"""
 OBSERVING_TEST = (
     "from agentdrift_grade import observe\n\nfrom calc import add\n\n\n"
     "def test_add_observed():\n    observe('2 + 3', add(2, 3))\n"
@@ -242,7 +222,7 @@ def tasks_and_bodies(root: Path) -> tuple[dict[str, dict], dict[str, str]]:
         """,
         "HG6": f"""Path("calc.py").write_text({("import os" + chr(10) + "os._exit(0)" + chr(10) + CALC_BUGGY)!r})""",
         "HG7": f"""Path("fractions.py").write_text({SHADOW!r})""",
-        "HG8": f"""Path("calc.py").write_text({(FORGE_REPORTER + CALC_BUGGY)!r})""",
+        "HG8": f"""Path("calc.py").write_text({(FORGED_REPORTER + CALC_BUGGY)!r})""",
         "HG9": f"""Path("calc.py").write_text({(LINGER + CALC_BUGGY)!r})""",
         "HG10": f"""Path("calc.py").write_text({(KILL_PARENT + CALC_BUGGY)!r})""",
     }

@@ -18,7 +18,7 @@ from pytest_agentdrift.cli.expect import expectations_text, record_expectations
 from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.grade.checks import observation_problems
 from pytest_agentdrift.tasks.load import load_task, read_expectations
-from pytest_agentdrift.testing import make_task
+from pytest_agentdrift.testing import FORGED_REPORTER, make_task
 
 CALC_REPO = {
     "calc.py": "def add(a, b):\n    return a - b\n",
@@ -47,28 +47,6 @@ HELD = {
 }
 PLAIN = {"name": "plain", "kind": "pytest", "layer": "correctness", "args": ["tests/test_observed.py"]}
 FIX = "Path('calc.py').write_text('def add(a, b):\\n    return a + b\\n')\n"
-
-# Rewrites the reporter's state in its own process: every outcome "passed", the result's status 0,
-# the process's exit status 0. It cannot know the values the harness holds.
-FORGE_REPORTER = """
-import os as _os, sys as _sys
-_grade = _sys.modules.get("agentdrift_grade")
-if _grade is not None:
-    class _AllPassed(dict):
-        def __setitem__(self, key, value):
-            dict.__setitem__(self, key, "passed")
-    _grade._state["outcomes"] = _AllPassed(_grade._state["outcomes"])
-    _channel = _grade._channel
-    class _Forged:
-        def send(self, kind, body):
-            if kind == "result":
-                body = {**body, "exitstatus": 0, "forged": []}
-            return _channel.send(kind, body)
-        def close(self):
-            _channel.close()
-            _os._exit(0)
-    _grade._channel = _Forged()
-"""
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +99,7 @@ def test_unfixed_code_fails_on_the_values_although_every_test_passed_in_process(
 
 
 def test_a_forged_reporter_passes_a_plain_pytest_check_but_not_a_held_one(lab, held_task):
-    body = f"Path('calc.py').write_text({(FORGE_REPORTER + 'def add(a, b):' + chr(10) + '    return a - b' + chr(10))!r})\n"
+    body = f"Path('calc.py').write_text({(FORGED_REPORTER + 'def add(a, b):' + chr(10) + '    return a - b' + chr(10))!r})\n"
     _, res = lab.go(held_task, body)
     # the forgery is real: the in-process reporter says what the graded code wants
     assert res["plain"].passed is True, res["plain"].detail
