@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.vocabulary import ENVELOPE_FIELDS  # the sampling envelope a product CLI cannot report
+from pytest_agentdrift.vocabulary import (  # the sampling envelope a product CLI cannot report, the field groups
+    CLIENT_FIELDS,
+    ENVELOPE_FIELDS,
+    IDENTITY_FIELDS,
+    MODEL_FIELDS,
+)
 
 
 @dataclass(frozen=True)
@@ -295,22 +300,10 @@ class CommandAdapter(AgentAdapter):
     model_in_events = True
     #: a command is a black box: what model, options, tools and version it uses is only
     #: known to its operator (--agent-declare) or to itself (--agent-describe-cmd)
-    unobservable = (
-        "model_id",
-        "model_endpoint",
-        "model_stamp",
-        "server_revision",
-        "model_options",
-        "cli_version",
-        "auto_update_state",
-        "permission_mode",
-        "sandbox",
-        "built_in_tools",
-        "temperature",
-        "seed",
-        "max_output_tokens",
-        "budget_tokens_per_task",
-        "tool_timeout_s",
+    unobservable = tuple(
+        f
+        for f in IDENTITY_FIELDS
+        if f in MODEL_FIELDS | CLIENT_FIELDS | {*ENVELOPE_FIELDS, "permission_mode", "sandbox", "built_in_tools"}
     )
 
     def __init__(self, command: str):

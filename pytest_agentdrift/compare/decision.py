@@ -42,6 +42,7 @@ from pytest_agentdrift.vocabulary import (
     ROLLBACK_STATES,
     RUN_IDENTITY_KEYS,
     UNDECIDED_OUTCOME,
+    UNSCORED_OUTCOMES,
 )
 
 SHIP, HOLD, DONT_SHIP = "ship", "hold", "dont_ship"
@@ -180,7 +181,7 @@ def _read_arm(results: Mapping[str, Any], label: str) -> dict[str, _Task]:
         runs = entry.get("runs") if isinstance(entry, Mapping) else None
         if not isinstance(runs, list) or not runs:
             raise AgentDriftError(f"{label} results: task {task_id} has no runs")
-        scored = [r for r in runs if r.get("outcome") not in (INFRA_OUTCOME, UNDECIDED_OUTCOME)]
+        scored = [r for r in runs if r.get("outcome") not in UNSCORED_OUTCOMES]
         if scored:  # a task whose every run was lost is left out of the pairing (see _infra_part)
             arm[task_id] = _read_task(entry, scored)
     return arm

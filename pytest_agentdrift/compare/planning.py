@@ -38,6 +38,7 @@ from typing import Any
 
 from pytest_agentdrift.compare.stats import scored_passes
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
 K_MAX = 50
 N_MAX = 5000
@@ -264,7 +265,7 @@ def flaky_checks(results: Mapping[str, Any]) -> int:
     """(task, critical check) pairs of the recorded run that failed in some runs and passed in others."""
     count = 0
     for task in (results.get("tasks") or {}).values():
-        runs = [r for r in task.get("runs") or [] if r.get("outcome") != "infra_error"]
+        runs = [r for r in task.get("runs") or [] if r.get("outcome") != INFRA_OUTCOME]
         failed: dict[str, int] = {}
         for run in runs:
             for check in run.get("critical_failed") or []:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
-from pytest_agentdrift.vocabulary import INFRA_OUTCOME, UNDECIDED_OUTCOME
+from pytest_agentdrift.vocabulary import UNSCORED_OUTCOMES
 
 #: Resamples processed per block in the bootstrap: bounds memory at about
 #: BLOCK x n_tasks indices while keeping numpy's per-call overhead negligible.
@@ -39,7 +39,7 @@ FAILURE_CLASSES = ("bad-run", "beyond-arm", "unsolved-by-all")
 def scored_passes(runs: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
     """(passes, scored runs) of one task: a run lost to infrastructure or undecided is not scored, a tampered
     pass is a fail."""
-    scored = [r for r in runs if r.get("outcome") not in (INFRA_OUTCOME, UNDECIDED_OUTCOME)]
+    scored = [r for r in runs if r.get("outcome") not in UNSCORED_OUTCOMES]
     return sum(1 for r in scored if r.get("passed") is True and not r.get("tampered_pass")), len(scored)
 
 

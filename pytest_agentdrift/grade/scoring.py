@@ -14,7 +14,13 @@ from typing import Any
 from pytest_agentdrift.grade.checks import CheckResult
 from pytest_agentdrift.run.runner import RunEvidence
 from pytest_agentdrift.tasks.load import LAYERS
-from pytest_agentdrift.vocabulary import ERROR_LIKE_OUTCOMES, INFRA_OUTCOME, OVER_BUDGET_OUTCOME, UNDECIDED_OUTCOME
+from pytest_agentdrift.vocabulary import (
+    ERROR_LIKE_OUTCOMES,
+    INFRA_OUTCOME,
+    OVER_BUDGET_OUTCOME,
+    UNDECIDED_OUTCOME,
+    UNSCORED_OUTCOMES,
+)
 
 EVALUATOR_COMPONENT = "scoring"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
@@ -119,7 +125,7 @@ def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:
     outcome = _outcome(
         run, checks, failed=bool(failed), tampered=tampered, unsafe=unsafe, infra=infra, undecided=undecided
     )
-    if outcome in (UNDECIDED_OUTCOME, INFRA_OUTCOME):
+    if outcome in UNSCORED_OUTCOMES:
         tampered_pass = False
     return {
         "rep": run.rep,

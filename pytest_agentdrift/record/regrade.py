@@ -27,10 +27,9 @@ from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.run import finaltree
 from pytest_agentdrift.vocabulary import (
-    INFRA_OUTCOME,
     MANIFEST_FILE,
     SOURCE_MANIFEST_FILE,
-    UNDECIDED_OUTCOME,
+    UNSCORED_OUTCOMES,
 )
 
 if TYPE_CHECKING:
@@ -49,8 +48,6 @@ _NEEDS: dict[str, frozenset[str]] = {
 _DEFAULT_NEEDS = frozenset({"tree"})
 #: pytest-function checks may read anything of the run
 _FUNCTION_NEEDS = frozenset({"tree", "events", "report"})
-#: outcomes kept as recorded: lost to infrastructure, or the harness failed on the run
-_KEPT_OUTCOMES = frozenset({INFRA_OUTCOME, UNDECIDED_OUTCOME})
 #: what a regrade replaces in a run's entry; everything else is what the run did, kept
 _SCORED_KEYS = ("outcome", "passed", "tampered_pass", "critical_failed", "failed_checks", "layers", "checks")
 
@@ -261,7 +258,8 @@ def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Gr
     """The run's entry graded again by the current checks of `spec` (kept as recorded when it was not graded)."""
     from pytest_agentdrift.grade.scoring import score
 
-    if result["outcome"] in _KEPT_OUTCOMES or result["evidence"].get("harness_error"):
+    # a run never scored (lost to infrastructure, or the harness failed on it) is kept as recorded
+    if result["outcome"] in UNSCORED_OUTCOMES or result["evidence"].get("harness_error"):
         return result
     lacks, doc = _lacking(record, result)
     raw = record / result["raw"]

@@ -10,6 +10,7 @@ from typing import Any
 from pytest_agentdrift.record.provenance import regraded_line
 from pytest_agentdrift.safetext import escape_text, md_code, md_fence, md_text
 from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
 _LAYER_ABBR = {
     "safety": "safe",
@@ -192,7 +193,7 @@ def _layer_table(tasks: dict[str, Any]) -> list[str]:
     for tid in sorted(tasks):
         t = tasks[tid]
         # a run lost to infrastructure is not scored, nor one the harness could not judge
-        runs = [r for r in t["runs"] if r["outcome"] != _INFRA and not r.get("undecided")]
+        runs = [r for r in t["runs"] if r["outcome"] != INFRA_OUTCOME and not r.get("undecided")]
         lost = len(t["runs"]) - len(runs)
         npass = sum(1 for r in runs if r["passed"])
         cols = []
@@ -247,9 +248,6 @@ def limits_line(results: dict[str, Any]) -> str | None:
         f"{k} {_limit_text(k, v) if v else 'off'}" + (f" ({how[k]['enforced_by']})" if k in how and v else "")
         for k, v in asked.items()
     )
-
-
-_INFRA = "infra_error"
 
 
 def _infra_lines(tasks: dict[str, Any]) -> list[str]:

@@ -36,7 +36,7 @@ from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RunRecorder, atomic_write, lock_run_dir
 from pytest_agentdrift.tasks.shard import item_key, split_key
-from pytest_agentdrift.vocabulary import MANIFEST_FILE, RESULTS_FILE
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME, MANIFEST_FILE, RESULTS_FILE
 
 STATE_FORMAT = 1
 RUN_FILE = "run.json"
@@ -199,8 +199,8 @@ def load_for_resume(path: Path, validate_manifest: Callable[[Any, Path], dict[st
     elif not isinstance(manifest, dict):
         raise RecordError("the runtime manifest is not a JSON object", mpath)
     found, notes = read_run_files(path, set(state["expected"]))
-    kept = {k: p for k, p in found.items() if p["result"]["outcome"] != "infra_error"}
-    lost = {k: p for k, p in found.items() if p["result"]["outcome"] == "infra_error"}
+    kept = {k: p for k, p in found.items() if p["result"]["outcome"] != INFRA_OUTCOME}
+    lost = {k: p for k, p in found.items() if p["result"]["outcome"] == INFRA_OUTCOME}
     return ResumeState(path=path, state=state, manifest=manifest, kept=kept, notes=notes, infra_lost=lost)
 
 

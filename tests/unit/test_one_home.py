@@ -1,14 +1,17 @@
-"""One home for each shared fact: the record's file names are spelled only in vocabulary.py.
+"""One home for each shared fact: the record's vocabulary is defined only in vocabulary.py.
 
-A file name written as a literal in two modules is the start of two records
-that disagree; every other module imports the name. Docstrings and comments
-may mention them (they explain, they do not decide).
+A fact written out in two modules is the start of two records that disagree
+(an outcome drawn as "other" because a renderer kept its own list). Every
+other module imports the name. The package is parsed, never imported, so a
+second definition is found wherever it hides; docstrings and comments may
+mention the values (they explain, they do not decide).
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ from pytest_agentdrift import vocabulary
 
 PACKAGE = Path(vocabulary.__file__).parent
 HOME = Path(vocabulary.__file__)
-FACTS = {
+FILE_NAMES = {
     name: getattr(vocabulary, name)
     for name in (
         "RESULTS_FILE",
@@ -29,14 +32,34 @@ FACTS = {
         "FINAL_TREE_FILE",
     )
 }
+#: the outcomes the vocabulary names one by one (the others are only spelled in RUN_OUTCOMES)
+NAMED_OUTCOMES = {
+    name: getattr(vocabulary, name) for name in ("INFRA_OUTCOME", "OVER_BUDGET_OUTCOME", "UNDECIDED_OUTCOME")
+}
+
+
+def _modules() -> Iterator[Path]:
+    """Every module of the package but the home (the bundled suite is task data, not the harness)."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != HOME and "suite" not in path.relative_to(PACKAGE).parts:
+            yield path
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    return {
+        id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
 
 
 @functools.cache
 def _literals(path: Path) -> frozenset[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {
-        id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-    }
+    tree = _tree(path)
+    docstrings = _docstrings(tree)
     return frozenset(
         node.value
         for node in ast.walk(tree)
@@ -44,13 +67,134 @@ def _literals(path: Path) -> frozenset[str]:
     )
 
 
-@pytest.mark.parametrize("name", sorted(FACTS))
+def _where(path: Path, node: ast.AST) -> str:
+    shown = path.relative_to(PACKAGE).as_posix() if path.is_relative_to(PACKAGE) else path.name
+    return f"{shown}:{node.lineno}"
+
+
+def _string(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _name(node: ast.AST) -> str | None:
+    """`NAME` or `module.NAME`: how a module refers to a vocabulary constant."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _mentions_key(node: ast.AST, key: str) -> bool:
+    """`key` (a variable), `x[key]` or `x.get(key)`: an expression that reads the field `key`."""
+    if isinstance(node, ast.Name):
+        return node.id == key
+    if isinstance(node, ast.Subscript):
+        return _string(node.slice) == key
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+        return _string(node.args[0]) == key
+    return False
+
+
+def _compared_with(tree: ast.Module, key: str) -> Iterator[tuple[ast.Compare, ast.AST]]:
+    """(comparison, the side it compares against) for each comparison that reads the field `key`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_mentions_key(side, key) for side in sides):
+                yield from ((node, side) for side in sides if not _mentions_key(side, key))
+
+
+# ---------------------------------------------------------------- record file names
+
+
+@pytest.mark.parametrize("name", sorted(FILE_NAMES))
 def test_a_record_file_name_is_spelled_in_one_module(name):
-    value = FACTS[name]
+    value = FILE_NAMES[name]
     spellings = {value, value.rpartition("/")[2]}  # "comparison/decision.json" and a bare "decision.json"
-    elsewhere = sorted(
-        str(p.relative_to(PACKAGE))
-        for p in PACKAGE.rglob("*.py")
-        if p != HOME and "suite" not in p.relative_to(PACKAGE).parts and spellings & _literals(p)
-    )
+    elsewhere = [str(p.relative_to(PACKAGE)) for p in _modules() if spellings & _literals(p)]
     assert elsewhere == [], f"{name} ({value}) is spelled again in {elsewhere}: import it from vocabulary"
+
+
+# ---------------------------------------------------------------- run outcomes
+
+
+#: outcomes that are also pytest's own test outcomes and the products' event states: a module that
+#: reads a pytest report or an agent's stream says them about something else
+SHARED_WORDS = frozenset({"passed", "failed", "error"})
+#: the outcomes no other vocabulary uses: a literal of one of them is a run outcome
+OWN_OUTCOMES = frozenset(vocabulary.RUN_OUTCOMES) - SHARED_WORDS
+
+
+def _outcome_element(node: ast.AST) -> bool:
+    return _string(node) in vocabulary.RUN_OUTCOMES or _name(node) in NAMED_OUTCOMES
+
+
+def _own_outcome(node: ast.AST) -> bool:
+    return _string(node) in OWN_OUTCOMES or _name(node) in NAMED_OUTCOMES
+
+
+def outcome_definitions(path: Path) -> list[str]:
+    """Where `path` defines an outcome fact again: a name bound to an outcome, a group of outcomes
+    (error-like, unscored, ...) typed out, or a named outcome compared as a literal."""
+    found = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and _string(node.value) in OWN_OUTCOMES:
+            found.append(f"{_where(path, node)}: a name for the outcome {_string(node.value)!r}")
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) >= 2:
+            if all(_outcome_element(e) for e in node.elts) and any(_own_outcome(e) for e in node.elts):
+                found.append(f"{_where(path, node)}: a group of outcomes typed out ({ast.unparse(node)})")
+    for compare, side in _compared_with(_tree(path), "outcome"):
+        if _string(side) in NAMED_OUTCOMES.values():
+            found.append(f"{_where(path, compare)}: the outcome {_string(side)!r} spelled out (vocabulary names it)")
+    return found
+
+
+def test_run_outcomes_are_defined_in_one_module():
+    found = [line for path in _modules() for line in outcome_definitions(path)]
+    assert found == [], "outcome facts defined outside vocabulary.py (import them from there):\n" + "\n".join(found)
+
+
+def test_the_outcome_groups_are_drawn_from_the_outcomes():
+    v = vocabulary
+    assert set(NAMED_OUTCOMES.values()) <= set(v.RUN_OUTCOMES)
+    assert v.ERROR_LIKE_OUTCOMES <= set(v.RUN_OUTCOMES) and v.UNSCORED_OUTCOMES <= set(v.RUN_OUTCOMES)
+    assert not v.ERROR_LIKE_OUTCOMES & v.UNSCORED_OUTCOMES  # an error-like run is the agent's, and scored
+    assert len(set(v.RUN_OUTCOMES)) == len(v.RUN_OUTCOMES)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "second.py"
+    path.write_text(text, encoding="utf-8")
+    _tree.cache_clear()
+    return path
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        '_INFRA = "infra_error"\n',
+        'KEPT: frozenset[str] = frozenset({"infra_error", "undecided"})\n',
+        "SKIP = (INFRA_OUTCOME, UNDECIDED_OUTCOME)\n",
+        'ERRORS = ("error", "timeout", vocabulary.OVER_BUDGET_OUTCOME)\n',
+        'ERRORS = frozenset({"error", "timeout", "resource_exceeded"})\n',
+        'STOPPED = "resource_exceeded"\n',
+        'lost = [r for r in runs if r["outcome"] == "infra_error"]\n',
+        'kept = [r for r in runs if r.get("outcome") != "undecided"]\n',
+    ],
+)
+def test_a_second_outcome_definition_is_found(tmp_path, second):
+    assert outcome_definitions(_write(tmp_path, second)) != []
+
+
+def test_outcome_values_used_as_values_are_not_definitions(tmp_path):
+    # keys that share an outcome's name, pytest's own outcomes and a scorer returning an outcome define
+    # nothing twice
+    text = (
+        'infra = result.get("infra_error")\n'
+        'new = {k: v for k, v in r.items() if k != "undecided"}\n'
+        'if any(o in ("failed", "error") for o in pytest_outcomes): pass\n'
+        "def outcome(run):\n"
+        '    return "timeout"\n'
+    )
+    assert outcome_definitions(_write(tmp_path, text)) == []
