@@ -1,111 +1,216 @@
-"""The pytest ini, read two ways: without pytest (find_rootdir), and as the plugin sees it (read_ini).
+"""The pytest configuration file, found and read without pytest, each value typed as getini types it.
 
-find_rootdir is the one pure reader: the rootdir and one raw value, by
-pytest's search order, for what runs before or outside pytest (the bundle
-store of `agentdrift bundle`, the project root discovery is rooted at).
-
-`agentdrift diff`, `compare` and `merge` accept `-c FILE` and `--rootdir DIR`
-like pytest and read the same `agent_accept_unobserved` (and `agent_gate`)
-the plugin would, so the accepted list resolves the same way everywhere
-(manifest/accept.py). pytest has no public API for "find and parse my ini",
-so this builds a pytest Config the way `pytest.main` does
-(`_pytest.config._prepareconfig`, stable since pytest 6), without importing
-any conftest.py, and asks it `getini` — the very lookup the plugin uses.
+Inside a session the plugin asks `config.getini`: pytest owns the ini there.
+Before or outside one — the `agentdrift` commands that take `-c FILE` and
+`--rootdir DIR` like pytest and read the plugin's `agent_*` values, the bundle
+store, the project root that discovery is rooted at — `read_ini` finds the same
+file by pytest's own rules (`_pytest/config/findpaths.py`, `determine_setup`
+with no test paths given) and types each value by the ini type it is declared
+with, as `Config.getini` does. It imports no pytest: the same `iniconfig`
+parser pytest reads .ini and .cfg files with, and `tomllib`.
+tests/unit/test_inifile.py holds it to pytest's own answer over a matrix of files.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError
 
+#: pytest's search order in each directory, nearest directory first
+CONFIG_NAMES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+_TRUE = ("y", "yes", "t", "true", "on", "1")
+_FALSE = ("n", "no", "f", "false", "off", "0")
+
+#: {ini name: (ini type, default)}, as the names are registered with pytest's addini
+Declared = Mapping[str, tuple[str, Any]]
+#: {ini name: (raw value, "ini" | "toml")}: "ini" values are text or lists of text, "toml" ones keep TOML's types
+_Raw = dict[str, tuple[Any, str]]
+
+
+@dataclass(frozen=True)
+class PytestIni:
+    """What pytest would find: its rootdir, the configuration file (None when none) and the typed values."""
+
+    rootdir: Path
+    inipath: Path | None
+    values: dict[str, Any]
+
 
 def read_ini(
-    names: list[str], config_file: str | None = None, rootdir: str | None = None, args: list[str] | None = None
-) -> tuple[dict[str, Any], Path | None]:
-    """{ini name: value as the plugin would see it}, and the ini file found (None when none)."""
-    import pytest
-    from _pytest.config import _prepareconfig
+    declared: Declared, config_file: str | None = None, rootdir: str | None = None, start: Path | None = None
+) -> PytestIni:
+    """The declared values as pytest invoked in ``start`` (the current directory) with ``-c`` and ``--rootdir`` reads them.
 
-    argv = ["--noconftest", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    ``rootdir`` is pytest's rootpath for a run given no test paths (so that an
+    option's value that looks like a path cannot move it): ``--rootdir``, else
+    the directory of ``-c`` or of the file found, else the nearest directory
+    holding a setup.py, else ``start``.
+    """
+    invoked = Path(os.path.abspath(start if start is not None else os.getcwd()))
     if config_file:
-        argv += ["-c", config_file]
+        inipath: Path | None = Path(os.path.abspath(invoked / config_file))
+        if not inipath.is_file():
+            raise AgentDriftError("the configuration file given with -c does not exist", inipath)
+        raw = _load(inipath) or {}
+        root = inipath.parent
+    else:
+        inipath, raw = _locate(invoked)
+        root = inipath.parent if inipath else _setup_py_dir(invoked) or invoked
     if rootdir:
-        argv += ["--rootdir", rootdir]
-    argv += list(args or [])
-    try:
-        config = _prepareconfig(argv)
-    except pytest.UsageError as exc:
-        raise AgentDriftError(f"reading the pytest ini: {exc}") from None
-    try:
-        values = {name: config.getini(name) for name in names}
-        return values, config.inipath
-    finally:
-        config._ensure_unconfigure()
+        root = Path(os.path.abspath(invoked / os.path.expandvars(rootdir)))
+        if not root.is_dir():
+            raise AgentDriftError(f"--rootdir {rootdir}: no such directory")
+    base = inipath.parent if inipath else invoked  # where `paths` values are relative to
+    values = {}
+    for name, (ini_type, default) in declared.items():
+        if name not in raw:
+            values[name] = default
+            continue
+        value, mode = raw[name]
+        typed = _typed_ini if mode == "ini" else _typed_toml
+        values[name] = typed(name, ini_type, value, base, inipath)
+    return PytestIni(root, inipath, values)
 
 
 def project_root(config: Any) -> Path:
-    """Where instruction discovery and `project:` paths are rooted: --rootdir when given, else
-    the directory of the pytest configuration above where pytest was invoked, else that directory.
+    """Where instruction discovery and `project:` paths are rooted: pytest's rootdir for this invocation
+    as if it named no test paths (read_ini).
 
     Not config.rootpath: pytest looks for its rootdir before any plugin's options exist, so
     an option's value that looks like a path (`--agent-baseline /elsewhere/base`) moves it.
     """
-    given = config.getoption("rootdir", None)
-    invoked = Path(config.invocation_params.dir)
-    return (invoked / given).resolve() if given else find_rootdir(invoked)[0]
+    return read_ini(
+        {},
+        config.getoption("inifilename", None),
+        config.getoption("rootdir", None),
+        Path(config.invocation_params.dir),
+    ).rootdir
 
 
-def find_rootdir(start: Path, name: str = "agent_bundles") -> tuple[Path, str | None]:
-    """(rootdir, the ini value ``name``) as pytest would find them from ``start``, read without pytest.
+def _locate(invoked: Path) -> tuple[Path | None, _Raw]:
+    """The first file of CONFIG_NAMES holding pytest configuration, from ``invoked`` up; else the
+    nearest pyproject.toml, empty; else none."""
+    nearest_pyproject = None
+    for base in (invoked, *invoked.parents):
+        for name in CONFIG_NAMES:
+            path = base / name
+            if path.is_file():
+                if name == "pyproject.toml" and nearest_pyproject is None:
+                    nearest_pyproject = path
+                raw = _load(path)
+                if raw is not None:
+                    return path, raw
+    return nearest_pyproject, {}
 
-    The first ancestor holding ``pytest.ini`` / ``.pytest.ini``, a
-    ``pyproject.toml`` with ``[tool.pytest.ini_options]``, a ``tox.ini``
-    with ``[pytest]`` or a ``setup.cfg`` with ``[tool:pytest]`` is the
-    rootdir (pytest's order); without one, ``start`` itself. Only ``name``
-    is read from it, as text (no ini type applied).
-    """
-    import configparser
+
+def _setup_py_dir(invoked: Path) -> Path | None:
+    return next((d for d in (invoked, *invoked.parents) if (d / "setup.py").is_file()), None)
+
+
+def _load(path: Path) -> _Raw | None:
+    """The pytest section of one file, or None when it holds none (a pytest.ini or pytest.toml always does)."""
+    if path.suffix == ".toml":
+        return _load_toml(path)
+    if path.suffix not in (".ini", ".cfg"):
+        return None
+    import iniconfig
+
+    try:
+        parsed = iniconfig.IniConfig(str(path))
+    except (OSError, UnicodeDecodeError, iniconfig.ParseError) as exc:
+        raise AgentDriftError(f"cannot read the pytest configuration: {exc}", path) from None
+    if path.suffix == ".cfg" and "tool:pytest" not in parsed and "pytest" in parsed:
+        raise AgentDriftError("a [pytest] section in setup.cfg is not read by pytest: name it [tool:pytest]", path)
+    section = "pytest" if path.suffix == ".ini" else "tool:pytest"
+    if section in parsed:
+        return {k: (v, "ini") for k, v in parsed[section].items()}
+    return {} if path.name in ("pytest.ini", ".pytest.ini") else None
+
+
+def _load_toml(path: Path) -> _Raw | None:
     import tomllib
 
-    start = Path(os.path.abspath(start))
-    for d in (start, *start.parents):
-        for ini in ("pytest.ini", ".pytest.ini"):
-            if (d / ini).is_file():
-                return d, _ini_value(configparser, d / ini, "pytest", name)
-        if (d / "pyproject.toml").is_file():
-            try:
-                doc = tomllib.loads((d / "pyproject.toml").read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-                raise AgentDriftError(f"cannot read the pytest configuration: {exc}", d / "pyproject.toml") from None
-            section = doc.get("tool", {}).get("pytest", {}).get("ini_options")
-            if isinstance(section, dict):
-                value = section.get(name)
-                return d, str(value) if value is not None else None
-        if (d / "tox.ini").is_file() and _has_section(configparser, d / "tox.ini", "pytest"):
-            return d, _ini_value(configparser, d / "tox.ini", "pytest", name)
-        if (d / "setup.cfg").is_file() and _has_section(configparser, d / "setup.cfg", "tool:pytest"):
-            return d, _ini_value(configparser, d / "setup.cfg", "tool:pytest", name)
-    return start, None
-
-
-def _has_section(configparser: Any, path: Path, section: str) -> bool:
-    parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError):
-        return False
-    return parser.has_section(section)
-
-
-def _ini_value(configparser: Any, path: Path, section: str, name: str) -> str | None:
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError) as exc:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise AgentDriftError(f"cannot read the pytest configuration: {exc}", path) from None
-    if parser.has_option(section, name):
-        return parser.get(section, name).strip() or None
-    return None
+    if path.name in ("pytest.toml", ".pytest.toml"):
+        return {k: (v, "toml") for k, v in _table(doc, path, "pytest").items()}
+    tool_pytest = _table(_table(doc, path, "tool"), path, "tool.pytest")
+    native = {k: v for k, v in tool_pytest.items() if k != "ini_options"}
+    ini_options = tool_pytest.get("ini_options")
+    if native and ini_options is not None:
+        raise AgentDriftError(
+            "[tool.pytest] (native TOML types) and [tool.pytest.ini_options] (text, as in an ini file) "
+            "cannot be used together: keep one",
+            path,
+        )
+    if native:
+        return {k: (v, "toml") for k, v in native.items()}
+    if ini_options is None:
+        return None
+    # pytest reads [tool.pytest.ini_options] as an ini file: every scalar becomes its text
+    return {
+        k: (v if isinstance(v, list) else str(v), "ini") for k, v in _table(tool_pytest, path, "ini_options").items()
+    }
+
+
+def _table(doc: Any, path: Path, name: str) -> dict[str, Any]:
+    value = doc.get(name.rpartition(".")[2], {})
+    if not isinstance(value, dict):
+        raise AgentDriftError(f"[{name}] is not a table", path)
+    return value
+
+
+def _typed_ini(name: str, ini_type: str, value: Any, base: Path, inipath: Path | None) -> Any:
+    """An ini-mode value (text, or a list of text from [tool.pytest.ini_options]) as getini types it."""
+    if ini_type in ("paths", "args"):
+        items = _shlex(name, value, inipath) if isinstance(value, str) else value
+        return [base / x for x in items] if ini_type == "paths" else items
+    if ini_type == "linelist":
+        return [line.strip() for line in value.split("\n") if line.strip()] if isinstance(value, str) else value
+    if ini_type == "bool":
+        text = str(value).strip().lower()
+        if text not in _TRUE + _FALSE:
+            raise AgentDriftError(f"{name} = {value!r} is not a truth value (true or false)", inipath)
+        return text in _TRUE
+    if ini_type in ("int", "float"):
+        try:
+            return int(value) if ini_type == "int" else float(value)
+        except (TypeError, ValueError):
+            raise AgentDriftError(f"{name} = {value!r} is not a number of type {ini_type}", inipath) from None
+    return value
+
+
+def _typed_toml(name: str, ini_type: str, value: Any, base: Path, inipath: Path | None) -> Any:
+    """A native TOML value, checked against its ini type without coercion, as getini does."""
+    expected = {
+        "paths": list,
+        "args": list,
+        "linelist": list,
+        "bool": bool,
+        "int": int,
+        "float": (int, float),
+        "string": str,
+    }[ini_type]
+    if not isinstance(value, expected) or (isinstance(value, bool) and ini_type in ("int", "float")):
+        raise AgentDriftError(f"{name} must be of type {ini_type}, got {type(value).__name__}: {value!r}", inipath)
+    if isinstance(value, list):
+        bad = next((item for item in value if not isinstance(item, str)), None)
+        if bad is not None:
+            raise AgentDriftError(f"{name} must be a list of strings, holds {type(bad).__name__}: {bad!r}", inipath)
+        return [base / x for x in value] if ini_type == "paths" else list(value)
+    return value
+
+
+def _shlex(name: str, value: str, inipath: Path | None) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise AgentDriftError(f"{name}: {exc}", inipath) from None

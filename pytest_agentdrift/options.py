@@ -126,6 +126,13 @@ class Option:
     def ini_type(self) -> str:
         return {"value": "string", "list": "linelist", "flag": "bool"}[self.kind]
 
+    @property
+    def ini_default(self) -> Any:
+        """What getini answers when the ini does not set the twin."""
+        if self.kind == "list":
+            return list(self.default or ())
+        return self.default
+
     def argparse_kwargs(self) -> dict[str, Any]:
         """The argparse keywords (the default is always None: 'not given', so the ini can speak)."""
         kw: dict[str, Any] = {"default": None, "help": self.help}
@@ -448,10 +455,7 @@ def add_options(addoption: Callable[..., Any], addini: Callable[..., Any] | None
     for decl in OPTIONS.values():
         addoption(decl.flag, dest=decl.pytest_dest, **decl.argparse_kwargs())
         if addini is not None:
-            default = list(decl.default) if decl.kind == "list" and decl.default else decl.default
-            if decl.kind == "list" and default is None:
-                default = []
-            addini(decl.ini, help=decl.help, type=decl.ini_type, default=default)
+            addini(decl.ini, help=decl.help, type=decl.ini_type, default=decl.ini_default)
 
 
 def add_cli_flags(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -496,13 +500,29 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], rootp
     return _checked(values, rootpath)
 
 
-def resolve_cli_flags(args: argparse.Namespace, *names: str) -> dict[str, Any]:
-    """The CLI's shared flags resolved as the plugin would, over the pytest ini that -c / --rootdir find."""
+def ini_declared(*names: str) -> dict[str, tuple[str, Any]]:
+    """{ini twin: (ini type, default)} of the named options, as add_options registers them: what inifile.read_ini types by."""
+    return {OPTIONS[n].ini: (OPTIONS[n].ini_type, OPTIONS[n].ini_default) for n in names}
+
+
+def resolve_outside_pytest(
+    cli: dict[str, Any], config_file: str | None = None, rootdir: str | None = None
+) -> dict[str, Any]:
+    """{option: command-line value or None} resolved as the plugin would, over the pytest ini that
+    -c / --rootdir find (read without pytest)."""
     from pytest_agentdrift.inifile import read_ini
 
-    decls = [OPTIONS[n] for n in names]
-    ini, _ = read_ini([d.ini for d in decls], getattr(args, "config_file", None), getattr(args, "rootdir", None))
-    return {d.dest: resolve_value(d, getattr(args, d.dest, None), ini[d.ini]) for d in decls}
+    ini = read_ini(ini_declared(*cli), config_file, rootdir).values
+    return {name: resolve_value(OPTIONS[name], value, ini[OPTIONS[name].ini]) for name, value in cli.items()}
+
+
+def resolve_cli_flags(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The CLI's shared flags resolved as the plugin would, over the pytest ini that -c / --rootdir find."""
+    return resolve_outside_pytest(
+        {name: getattr(args, name, None) for name in names},
+        getattr(args, "config_file", None),
+        getattr(args, "rootdir", None),
+    )
 
 
 def check_experiment_options(st_: Any, controller: bool) -> None:

@@ -37,11 +37,9 @@ def add_ini_args(p: Any) -> None:
 
 def accepted_tokens(cli_values: list[str] | None, config_file: str | None, rootdir: str | None) -> list[str]:
     """The plugin's accept-unobserved resolver over the plugin's ini (-c / --rootdir as pytest), then the command line."""
-    from pytest_agentdrift.inifile import read_ini
-    from pytest_agentdrift.manifest.accept import accept_tokens
+    from pytest_agentdrift.options import resolve_outside_pytest
 
-    ini, _ = read_ini(["agent_accept_unobserved"], config_file, rootdir)
-    return accept_tokens(ini["agent_accept_unobserved"], cli_values)
+    return list(resolve_outside_pytest({"accept_unobserved": cli_values}, config_file, rootdir)["accept_unobserved"])
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,12 @@ from pytest_agentdrift.vocabulary import MANIFEST_FILE
 
 def _store(args: argparse.Namespace) -> Path:
     """The bundles directory as the plugin finds it: --bundles, ini agent_bundles, AGENTDRIFT_BUNDLES, default."""
-    from pytest_agentdrift.inifile import find_rootdir
+    from pytest_agentdrift.inifile import read_ini
     from pytest_agentdrift.manifest.bundles import resolve_store
+    from pytest_agentdrift.options import ini_declared
 
-    rootdir, ini = find_rootdir(Path.cwd())
-    return resolve_store(args.bundles, ini, os.environ, rootdir)
+    ini = read_ini(ini_declared("bundles"))
+    return resolve_store(args.bundles, ini.values["agent_bundles"] or None, os.environ, ini.rootdir)
 
 
 # --------------------------------------------------------------------------- bundle

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.inifile import find_rootdir
+from pytest_agentdrift.inifile import read_ini
 from pytest_agentdrift.manifest import bundles
 
 SECRET = "sk-ant-PLANTED-0123456789abcdef"
@@ -210,9 +210,12 @@ def test_store_resolution_order(tmp_path):
     assert bundles.resolve_store("/b/cli", "ini-dir", {"AGENTDRIFT_BUNDLES": "/b/env"}, root) == Path("/b/cli")
     write(root / "proj" / "pyproject.toml", '[tool.pytest.ini_options]\nagent_bundles = "shared/bundles"\n')
     (root / "proj" / "sub").mkdir()
-    assert find_rootdir(root / "proj" / "sub") == (root / "proj", "shared/bundles")
+    declared = {"agent_bundles": ("string", None)}
+    found = read_ini(declared, start=root / "proj" / "sub")
+    assert (found.rootdir, found.values) == (root / "proj", {"agent_bundles": "shared/bundles"})
     write(root / "other" / "pytest.ini", "[pytest]\n")
-    assert find_rootdir(root / "other") == (root / "other", None)
+    found = read_ini(declared, start=root / "other")
+    assert (found.rootdir, found.values) == (root / "other", {"agent_bundles": None})
 
 
 def test_secrets_in_the_bundles_configuration_are_found_for_scrubbing(team):
