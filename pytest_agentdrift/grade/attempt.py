@@ -42,6 +42,7 @@ def attempt(
     """
     run, checks = None, []
     try:
+        grader.prepare(spec)  # before the agent's sandbox starts: see GradingServer.launch
         run = run_agent(spec, rep, adapter, settings, runs_dir)
         tree = final_tree(run)  # kept in the record, so the run can be graded again (agentdrift regrade)
         try:

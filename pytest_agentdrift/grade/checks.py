@@ -123,6 +123,16 @@ class Grader:
         weakref.finalize(self, self.fixture_server.close)
         self._untouched_fixture = 0  # > 0 while an untouched fixture runs: never in a sandbox agent code ran in
 
+    def prepare(self, spec: TaskSpec) -> None:
+        """Before the agent's run: start the run's grading sandbox when a check of the task will use
+        it, so that it imports pytest while the agent works. A failure here is retried (and
+        reported) where the first check needs the sandbox."""
+        if any(check.kind in SERVED_KINDS for check in spec.checks):
+            try:
+                self.server.launch()
+            except Exception:  # noqa: BLE001 - the first request starts it again and says why it cannot
+                self.server.close()
+
     # -- executing commands in a tree -------------------------------------------------
     def execute(
         self,
@@ -1354,6 +1364,9 @@ def check_files(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Ou
             parts.append(f"{rel} differs from {golden}")
     return not parts, "; ".join(parts) or "files as expected", {}
 
+
+#: the check kinds whose graded processes the grading sandbox's server runs (execute_reporting)
+SERVED_KINDS = frozenset({"pytest", "command"})
 
 CHECKS: dict[str, Callable[[Grader, TaskSpec, RunEvidence, CheckSpec], Outcome]] = {
     "paths": check_paths,

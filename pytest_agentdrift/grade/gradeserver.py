@@ -73,6 +73,7 @@ class GradingServer:
         self.failed_starts = 0
         self.served = 0
         self._launched: sandbox.Launched | None = None
+        self._ready = False  # the server said it is ready (launch() does not wait for it)
         self._sock: socket.socket | None = None
         self._guard = None
         self._area: Path | None = None
@@ -83,7 +84,15 @@ class GradingServer:
         return self.isolation.mode == "bwrap" and self.failed_starts < MAX_FAILED_STARTS
 
     # -- the sandbox's life -------------------------------------------------------------------------
-    def _start(self) -> bool:
+    def launch(self) -> bool:
+        """Start the sandbox and return at once; the first request waits for it to be ready.
+
+        Called before an agent's run, the server imports pytest while the agent works. It must
+        be called before the agent's sandbox starts: a run ends every child of the harness that
+        it did not find when it started, and the server is one from then on.
+        """
+        if self._launched is not None or not self.usable:
+            return self._launched is not None
         from pytest_agentdrift.run import mountplan
         from pytest_agentdrift.run.runguard import RunGuard
 
@@ -125,9 +134,19 @@ class GradingServer:
             self._teardown()
             return False
         self._launched = launched
+        self._ready = False
+        return True
+
+    def _start(self) -> bool:
+        """A server ready for a request: launched (now or earlier) and its readiness received."""
+        if not self.launch():
+            return False
+        if self._ready:
+            return True
         if self._receive(START_TIMEOUT_S) != b"ready":
             self._teardown()
             return False
+        self._ready = True
         return True
 
     def close(self) -> None:
@@ -143,6 +162,7 @@ class GradingServer:
             self._sock.close()  # a healthy server exits on end of file
             self._sock = None
         launched, self._launched = self._launched, None
+        self._ready = False
         if launched is not None:
             if force or not sandbox._exited_within(launched.proc, 2.0):
                 self._guard.kill()
@@ -164,7 +184,7 @@ class GradingServer:
     def run(self, argv: list[str], tree: Path, env: dict[str, str], channel: Any, timeout_s: float) -> Served | None:
         """Run argv (the launch.py or run_python.py form) on a copy of tree's directory, with env and
         the result channel; None when the server could not carry it to its end (run it another way)."""
-        if self._launched is None:
+        if not self._ready:
             if not self._start():
                 self.failed_starts += 1
                 return None

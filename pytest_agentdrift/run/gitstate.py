@@ -49,12 +49,12 @@ def git_init_fixture(work: Path) -> str | None:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **_GIT_ENV}
     try:
         # one pack instead of a loose object per file: copying .git into each run stays cheap
+        # (`repack -d` also prunes the loose objects the pack holds)
         for argv in (
             ["git", "init", "-q", "-b", "main"],
             ["git", "add", "-A"],
             ["git", "commit", "-q", "--no-verify", "--no-gpg-sign", "-m", "frozen fixture"],
             ["git", "repack", "-a", "-d", "-q"],
-            ["git", "prune-packed"],
         ):
             subprocess.run(
                 argv,

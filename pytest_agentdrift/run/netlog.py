@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import tempfile
 import threading
@@ -56,7 +57,9 @@ class NetlogReceiver:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.bind(os.fspath(self.path))
         os.chmod(self.path, 0o777)  # any uid the agent runs as may send; nobody may remove it (the dir)
-        self._sock.settimeout(0.1)
+        self._sock.setblocking(False)
+        # stop() wakes the reader at once through this pipe instead of a polling timeout
+        self._wake_r, self._wake_w = os.pipe()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="agentdrift-netlog", daemon=True)
 
@@ -76,9 +79,12 @@ class NetlogReceiver:
 
     def _serve(self) -> None:
         while not self._stop.is_set():
+            ready, _, _ = select.select([self._sock, self._wake_r], [], [])
+            if self._sock not in ready:
+                continue
             try:
                 data = self._sock.recv(1 << 16)
-            except socket.timeout:
+            except BlockingIOError:
                 continue
             except OSError:
                 return
@@ -87,8 +93,10 @@ class NetlogReceiver:
     def stop(self) -> tuple[list[dict[str, Any]], list[str]]:
         """Stop, drain what is still queued, and return (records, problems)."""
         self._stop.set()
+        os.write(self._wake_w, b"x")
         self._thread.join(timeout=5)
-        self._sock.setblocking(False)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
         while True:
             try:
                 data = self._sock.recv(1 << 16)

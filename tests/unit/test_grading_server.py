@@ -147,3 +147,49 @@ def test_untouched_fixtures_run_in_a_server_no_agent_code_reaches(lab):
     grader = lab.graders[spec.path]
     # the untouched fixture's run went to the fixture server, the agent's tree to the run's own
     assert (grader.fixture_server.served, grader.server.served) == (1, 1)
+
+
+# the agent itself looks for a grading server to lower its limits (under bubblewrap it has its own PID namespace)
+AGENT_REACHES_FOR_THE_SERVER = """
+import os, resource
+found = 0
+for pid in os.listdir('/proc'):
+    if pid.isdigit():
+        try:
+            if b'--serve' in Path(f'/proc/{pid}/cmdline').read_bytes():
+                found += 1
+                resource.prlimit(int(pid), resource.RLIMIT_FSIZE, (8, 8))
+        except OSError:
+            pass
+Path('calc.py').write_text(f'x = {found}\\n')
+"""
+
+
+def test_a_server_launched_before_the_agent_runs_outlives_it_unreached_and_grades_the_run(lab):
+    spec = lab.task(
+        "SRVP",
+        repo={"calc.py": "x = 1\n"},
+        allowed=["calc.py"],
+        checks=[
+            {"name": "limit", "kind": "command", "layer": "correctness", "run": ["python", "-c", LIMIT_CHECK]},
+            {
+                "name": "none-found",
+                "kind": "command",
+                "layer": "correctness",
+                "run": ["python", "-c", "import calc, sys; sys.exit(calc.x)"],
+            },
+        ],
+    )
+    grader = lab.graders.setdefault(spec.path, Grader(lab.iso, lab.base / "grading"))
+    grader.prepare(spec)  # what attempt() does before the agent's sandbox starts
+    launched = grader.server._launched
+    assert launched is not None and grader.server._ready is False
+    served_before = grader.server.served
+    run = lab.run(spec, AGENT_REACHES_FOR_THE_SERVER)
+    # the run ended every process it left, and the server, started before it, was not one of them
+    assert launched.proc.poll() is None
+    results = lab.grade(spec, run)
+    assert grader.server.served == served_before + 2  # both checks answered by the launched server
+    assert results["none-found"].passed is True, results["none-found"]  # the agent saw no server
+    assert results["limit"].passed is True, results["limit"]
+    assert grader.server._launched is None  # ended with its run's grading
