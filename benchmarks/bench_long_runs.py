@@ -129,14 +129,15 @@ def _run(tid: str, rep: int) -> dict:
 
 def bench_merge(work: Path, n: int, shards: int = 10) -> None:
     from pytest_agentdrift.grade.scoring import summarise
-    from pytest_agentdrift.manifest.capture import MANIFEST_SCHEMA_VERSION, runtime_id
+    from pytest_agentdrift.manifest.capture import runtime_id
     from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
     from pytest_agentdrift.tasks.shard import Shard, select
+    from pytest_agentdrift.vocabulary import SCHEMA_VERSION
 
     d = work / "merge"
     tasks = [f"T{i:04d}" for i in range(n)]
     identity = {f: "x" for f in IDENTITY_FIELDS}
-    manifest = {"schema_version": MANIFEST_SCHEMA_VERSION, "identity": identity, "runtime_id": runtime_id(identity)}
+    manifest = {"schema_version": SCHEMA_VERSION, "identity": identity, "runtime_id": runtime_id(identity)}
     sizes = []
     for i in range(1, shards + 1):
         chosen = select([(t, 1) for t in tasks], Shard(i, shards, "option"))

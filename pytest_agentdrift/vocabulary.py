@@ -4,11 +4,12 @@ Field sets of the runtime manifest, change classes, the two placeholder
 values, the default accepted-unobserved list and its group names, rollback
 states, gate modes, fail-on modes, isolation modes and the exit codes. Each
 name has one meaning; every other module imports it from here (no literal
-exit code anywhere else). Pure: no pytest, no I/O, nothing imported.
+exit code anywhere else). Pure: no pytest, no I/O, only the standard library's datetime.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Final
 
 # ---------------------------------------------------------------- exit codes
@@ -261,6 +262,13 @@ def enforces_network(mode: str) -> bool:
 FINAL_TREE_FILE: Final = "tree.json"
 #: the record's content-addressed bytes of final trees: blobs/<first two hex>/<sha256>
 BLOB_DIR: Final = "blobs"
+#: the record's raw files, one directory per run: raw/<task>/r<rep> (record.store.raw_path)
+RAW_DIR: Final = "raw"
+#: a finished run's entry and its task's facts, written last into its raw directory: what
+#: --agent-resume and a regrade read back
+RUN_FILE: Final = "run.json"
+#: a run's graded checks, in its raw directory
+CHECKS_FILE: Final = "checks.json"
 #: the files of a record's top level
 RESULTS_FILE: Final = "results.json"
 MANIFEST_FILE: Final = "runtime-manifest.json"
@@ -271,5 +279,19 @@ DECISION_FILE: Final = "comparison/decision.json"
 COMPARISON_FILE: Final = "comparison/comparison.json"
 MANIFEST_DIFF_FILE: Final = "comparison/manifest-diff.json"
 
+# ---------------------------------------------------------------- record format
+#: the version of every JSON document the harness writes with a `schema_version` (results.json,
+#: runtime-manifest.json, decision.json, comparison.json, refusal.json, experiment and null
+#: sections, plans); a reader refuses any other
+SCHEMA_VERSION: Final = 1
+#: how every document writes an instant: UTC to the second (results.json's started_at, the
+#: manifest's captured_at_utc, a plan's created_at, a freeze's frozen_at, a regrade's at)
+TIMESTAMP_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
 
-__all__ = [name for name in dir() if name.isupper()] + ["enforces_network"]
+
+def utc_timestamp(now: datetime | None = None) -> str:
+    """`now` (the current time when None) as every document writes an instant."""
+    return (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime(TIMESTAMP_FORMAT)
+
+
+__all__ = [name for name in dir() if name.isupper()] + ["enforces_network", "utc_timestamp"]

@@ -41,6 +41,7 @@ from pytest_agentdrift.vocabulary import (
     INFRA_OUTCOME,
     ROLLBACK_STATES,
     RUN_IDENTITY_KEYS,
+    SCHEMA_VERSION,
     UNDECIDED_OUTCOME,
     UNSCORED_OUTCOMES,
 )
@@ -341,7 +342,7 @@ def _compare_runs(base, cand, comparable, reasons, change_class, gate, seed, rol
     rollback, rollback_notes = resolve_rollback_state(rollback_state, rollback_evidence)
 
     out: dict[str, Any] = {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "comparable": comparable,
         "reasons": reasons,
         "change_class": change_class,
@@ -1024,7 +1025,7 @@ def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
 
     base_crit = {(f["task"], f["check"]) for f in comparison["baseline"]["critical_failures"]}
     return {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "status": decision["status"],
         "status_rule": decision["rule"],
         "because": decision["because"],

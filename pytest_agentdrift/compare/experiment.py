@@ -22,7 +22,7 @@ from typing import Any
 from pytest_agentdrift.compare import ablation, behaviour
 from pytest_agentdrift.compare.decision import _line, _pp  # one way a comparison row is written
 from pytest_agentdrift.compare.outcome import ComparisonOutcome, Verdict
-from pytest_agentdrift.vocabulary import DECISION_FILE, GATE_DROP_IT
+from pytest_agentdrift.vocabulary import DECISION_FILE, GATE_DROP_IT, SCHEMA_VERSION
 
 DROP_IT_MODE = GATE_DROP_IT  # `--agent-gate drop-it` (vocabulary.py)
 
@@ -107,7 +107,7 @@ def experiment_section(
 ) -> dict[str, Any]:
     paired = comparison.get("paired") or {}
     section: dict[str, Any] = {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "agent_release": agent_release(base, cand, base_manifest, cand_manifest, release_notes_given),
         "own_tests": {"baseline": behaviour.own_tests(base), "candidate": behaviour.own_tests(cand)},
         "tampered_passes": {"baseline": behaviour.tampered_split(base), "candidate": behaviour.tampered_split(cand)},

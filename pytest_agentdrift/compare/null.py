@@ -30,7 +30,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift.compare import stats
-from pytest_agentdrift.vocabulary import DEFAULT_ACCEPT_UNOBSERVED
+from pytest_agentdrift.vocabulary import DEFAULT_ACCEPT_UNOBSERVED, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from pytest_agentdrift.compare.decision import GateParams
@@ -148,7 +148,7 @@ def _null_summary(
 ) -> dict[str, Any]:
     fired_pairs = sum(1 for p in compared if p["gate_fired"])
     return {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "recordings": labels,
         "alpha": alpha,
         "level": level,

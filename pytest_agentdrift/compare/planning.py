@@ -33,12 +33,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from pytest_agentdrift.compare.stats import scored_passes
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.vocabulary import INFRA_OUTCOME
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME, SCHEMA_VERSION, utc_timestamp
 
 K_MAX = 50
 N_MAX = 5000
@@ -238,8 +238,8 @@ def make_plan(
     budget = budget_k or k_rec
     mu, _, _ = _moments(rates, budget, delta, fixed=True)
     doc: dict[str, Any] = {
-        "schema_version": 1,
-        "created_at": (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "schema_version": SCHEMA_VERSION,
+        "created_at": utc_timestamp(now),
         "source": _plan_source(results, source, len(rates), k_rec),
         "question": {"delta": delta, "alpha": alpha, "power": target, "test": TEST, "model": MODEL},
         "inputs": {
@@ -326,7 +326,7 @@ def verify_plan(doc: Any, where: Any = None) -> dict[str, Any]:
     """A plan file that is whole and unedited, or AgentDriftError naming it."""
     from pytest_agentdrift.canonical import digest
 
-    if not isinstance(doc, dict) or doc.get("schema_version") != 1 or "digest" not in doc:
+    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION or "digest" not in doc:
         raise AgentDriftError("not a plan written by 'agentdrift plan --out'", where)
     if digest({k: v for k, v in doc.items() if k not in ("created_at", "digest")}) != doc["digest"]:
         raise AgentDriftError("the plan was edited after it was written (digest mismatch): re-plan", where)

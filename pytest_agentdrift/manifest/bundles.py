@@ -44,13 +44,14 @@ import shutil
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pytest_agentdrift.canonical import digest, dumps_pretty, hash_file, load_json_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.record.redact import SECRET_NAME, variants  # one notion of a secret, one set of its forms
+from pytest_agentdrift.vocabulary import utc_timestamp
 
 BUNDLE_VERSION = 1
 BUNDLE_FILE = "bundle.json"
@@ -467,7 +468,7 @@ def snapshot(
     payload, files = _read_collected(collected)
     identity = _identity_doc(agent, rules, model, dict(options or {}), files)
     provenance = {
-        "created_at": _now(now),
+        "created_at": utc_timestamp(now),
         "source": {"project": _private_free(project), "home": "~/", "project_only": project_only},
         "skipped": sorted(collected.skipped, key=lambda s: (s["path"], s["reason"])),
     }
@@ -516,10 +517,6 @@ def _bundle_file(scope: str, rel: str, data: bytes, executable: bool, category: 
 def _private_free(path: Path) -> str:
     """The project directory by its last component only: no private path in a bundle document."""
     return f"…/{path.name}"
-
-
-def _now(now: datetime | None) -> str:
-    return (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _check_name(name: str) -> None:
@@ -586,7 +583,7 @@ def _bind_name(store: Path, name: str, bundle: Bundle) -> None:
     """Bind a name to a digest once; an existing binding to other content is refused."""
     names = store / "names"
     path = names / f"{name}.json"
-    record = {"name": name, "digest": bundle.digest, "bound_at": _now(None)}
+    record = {"name": name, "digest": bundle.digest, "bound_at": utc_timestamp()}
     try:
         names.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
@@ -871,7 +868,7 @@ def derive(
         derivation=derivation,
     )
     provenance = {
-        "created_at": _now(None),
+        "created_at": utc_timestamp(),
         "source": {"derived_from": base.digest, "base_name": base.name},
         "skipped": [],
     }

@@ -53,10 +53,10 @@ from pytest_agentdrift.vocabulary import (
     NOT_APPLICABLE,
     POST_RUN_FIELDS,
     PROTOCOL_FIELDS,
+    SCHEMA_VERSION,
     UNOBSERVED,
+    utc_timestamp,
 )
-
-MANIFEST_SCHEMA_VERSION = 1
 
 #: envelope options taken verbatim from the options the user set
 ENVELOPE_OPTIONS = (*ENVELOPE_FIELDS, *PROTOCOL_FIELDS)
@@ -244,7 +244,7 @@ def capture(ctx: ManifestContext) -> Capture:
     evidence["instruction_bundle_entries"] = len(bundle["entries"])
     evidence["source_files"] = len(source_manifest["files"])
     manifest = {
-        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "runtime_id": digest(identity),
         "identity": identity,
         "provenance": _provenance(ctx, roots, git_info, cli, bundle, disc.config),
@@ -491,7 +491,7 @@ def _provenance(
     now = (ctx.now or (lambda: datetime.now(timezone.utc)))()
     env = ctx.env
     return {
-        "captured_at_utc": now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "captured_at_utc": utc_timestamp(now),
         "run_id": ctx.run_id or UNOBSERVED,
         "operator": env.get("AGENTDRIFT_OPERATOR") or env.get("USER") or env.get("LOGNAME") or UNOBSERVED,
         "host": _platform.node() or UNOBSERVED,
@@ -584,7 +584,7 @@ def validate_manifest(manifest: Any, where: str | os.PathLike[str] | None = None
     """A stored manifest is complete and untouched, or RecordError (exit 4)."""
     if not isinstance(manifest, dict) or not isinstance(manifest.get("identity"), dict):
         raise RecordError("not a runtime manifest (no identity object)", where)
-    if manifest.get("schema_version") != MANIFEST_SCHEMA_VERSION:
+    if manifest.get("schema_version") != SCHEMA_VERSION:
         raise RecordError(f"unsupported manifest schema_version {manifest.get('schema_version')!r}", where)
     missing = [f for f in IDENTITY_FIELDS if f not in manifest["identity"]]
     if missing:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import MANIFEST_FILE, SOURCE_MANIFEST_FILE
 
 SCHEMA_VERSION = "ATIF-v1.7"
@@ -755,7 +756,7 @@ def run_trajectory(
         "tool results and usage); the harness's evidence and the grade are in extra.agentdrift."
     )
     return build(
-        session_id=f"{results.get('run_id', 'run')}/{task_id}/r{run.get('rep')}",
+        session_id=f"{results.get('run_id', 'run')}/{item_key(task_id, run.get('rep'))}",
         agent=agent_doc,
         events=events,
         product=product,

@@ -36,7 +36,13 @@ from typing import Any
 
 from pytest_agentdrift.record.report import _LAYER_ABBR
 from pytest_agentdrift.tasks.load import LAYERS
-from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, MANIFEST_DIFF_FILE, MANIFEST_FILE
+from pytest_agentdrift.vocabulary import (
+    COMPARISON_FILE,
+    DECISION_FILE,
+    MANIFEST_DIFF_FILE,
+    MANIFEST_FILE,
+    TIMESTAMP_FORMAT,
+)
 
 #: what each layer asks (the terminal shows the same abbreviations)
 LAYER_MEANING = {
@@ -327,7 +333,7 @@ def _parse_time(text: Any) -> _dt.datetime | None:
     if not isinstance(text, str):
         return None
     try:
-        return _dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+        return _dt.datetime.strptime(text, TIMESTAMP_FORMAT)
     except ValueError:
         return None
 

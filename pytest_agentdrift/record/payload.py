@@ -13,6 +13,7 @@ import json
 from typing import Any, Iterable
 
 from pytest_agentdrift.record.redact import scrub, secret_values
+from pytest_agentdrift.vocabulary import CHECKS_FILE
 
 
 def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, str]:
@@ -27,7 +28,7 @@ def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, 
         "events.jsonl": dump_jsonl(run.events),
         "diff.patch": overlay_note + run.patch,
         "report.json": json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n" if run.report else "null\n",
-        "checks.json": json.dumps(json_safe(result["checks"]), indent=2, sort_keys=True) + "\n",
+        CHECKS_FILE: json.dumps(json_safe(result["checks"]), indent=2, sort_keys=True) + "\n",
         "argv.json": json.dumps(json_safe(run.argv), indent=2) + "\n",
     }
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY
+from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, SCHEMA_VERSION
 
 REFUSAL = "refusal.json"
 
@@ -22,7 +22,7 @@ REFUSAL = "refusal.json"
 def refusal_document(stamps: Any, closing: Mapping[str, Any], baseline: Path | None, lines: Sequence[str]) -> dict:
     """refusal.json: what blocked, both values, and the sentences the terminal printed."""
     return {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "status": "refused",
         EXIT_STATUS_KEY: dict(closing),
         "baseline": str(baseline) if baseline is not None else None,

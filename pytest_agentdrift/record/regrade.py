@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import datetime as _dt
 import json
 import secrets
 import shutil
@@ -27,9 +26,13 @@ from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.run import finaltree
 from pytest_agentdrift.vocabulary import (
+    CHECKS_FILE,
     MANIFEST_FILE,
+    RAW_DIR,
+    RUN_FILE,
     SOURCE_MANIFEST_FILE,
     UNSCORED_OUTCOMES,
+    utc_timestamp,
 )
 
 if TYPE_CHECKING:
@@ -318,17 +321,17 @@ def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, s
     from pytest_agentdrift.record.store import atomic_write
 
     with derived_record(out, results, "regrading") as tmp:
-        for name in ("raw", finaltree.BLOB_DIR):
+        for name in (RAW_DIR, finaltree.BLOB_DIR):
             if (record / name).is_dir():
                 shutil.copytree(record / name, tmp / name, symlinks=True)
         if (record / "instruction-bundle.json").is_file():
             shutil.copyfile(record / "instruction-bundle.json", tmp / "instruction-bundle.json")
         for tid, task in results["tasks"].items():
             for run in task["runs"]:
-                atomic_write(tmp / run["raw"] / "checks.json", dumps_pretty(run["checks"]))
+                atomic_write(tmp / run["raw"] / CHECKS_FILE, dumps_pretty(run["checks"]))
                 meta = {k: v for k, v in task.items() if k != "runs"}
                 atomic_write(
-                    tmp / run["raw"] / "run.json",
+                    tmp / run["raw"] / RUN_FILE,
                     dumps_pretty({"task_id": tid, "rep": run["rep"], "meta": meta, "result": run}),
                 )
         if manifest is not None:
@@ -340,7 +343,7 @@ def provenance(results: dict[str, Any], grading_isolation: str, kept_tasks: list
     return {
         "run_id": results["run_id"],
         "evaluator_id": results.get("evaluator_id"),
-        "at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "at": utc_timestamp(),
         "grading_isolation": grading_isolation,
         "kept_tasks": kept_tasks,  # graded exactly as now (same grading id): their checks stand as recorded
         "from_regraded": results.get("regraded_from"),

@@ -15,11 +15,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
-from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, MANIFEST_FILE, SOURCE_MANIFEST_FILE
+from pytest_agentdrift.vocabulary import (
+    EXIT_STATUS_KEY,
+    MANIFEST_FILE,
+    RUN_FILE,
+    SCHEMA_VERSION,
+    SOURCE_MANIFEST_FILE,
+    utc_timestamp,
+)
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_timestamp()
 
 
 def new_run_id() -> str:
@@ -126,7 +133,6 @@ def results_document(
     """results.json. `identity` is (runtime_id, task_set_id, evaluator_id); `runs` every task's
     results by repetition, `task_meta` its facts (record/payload.task_meta)."""
     from pytest_agentdrift.grade.scoring import summarise
-    from pytest_agentdrift.record.store import SCHEMA_VERSION
 
     tasks = {tid: {**task_meta[tid], "runs": [runs[tid][rep] for rep in sorted(runs[tid])]} for tid in sorted(runs)}
     runtime_id, task_set, evaluator = identity
@@ -172,7 +178,7 @@ def write_run(rec: Any, payload: dict[str, Any], result: dict[str, Any], raw: di
     if raw:
         rec.write_raw(result["raw"], raw)
     doc = {"task_id": payload["task_id"], "rep": payload["rep"], "meta": payload["meta"], "result": result}
-    rec.write_json(f"{result['raw']}/run.json", doc)
+    rec.write_json(f"{result['raw']}/{RUN_FILE}", doc)
 
 
 def write_record(

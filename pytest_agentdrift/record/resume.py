@@ -34,12 +34,11 @@ from typing import Any, Callable
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
-from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RunRecorder, atomic_write, lock_run_dir
+from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RunRecorder, atomic_write, lock_run_dir, raw_path
 from pytest_agentdrift.tasks.shard import item_key, split_key
-from pytest_agentdrift.vocabulary import INFRA_OUTCOME, MANIFEST_FILE, RESULTS_FILE
+from pytest_agentdrift.vocabulary import INFRA_OUTCOME, MANIFEST_FILE, RAW_DIR, RESULTS_FILE, RUN_FILE
 
 STATE_FORMAT = 1
-RUN_FILE = "run.json"
 
 
 def state_document(
@@ -111,7 +110,7 @@ def read_run_files(path: Path, expected: set[str]) -> tuple[dict[str, dict[str, 
     """{item key: payload} of every finished run on disk, and notes on files that could not be kept."""
     kept: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
-    raw = path / "raw"
+    raw = path / RAW_DIR
     if not raw.is_dir():
         return kept, notes
     for run_file in sorted(raw.glob(f"*/r*/{RUN_FILE}")):
@@ -130,7 +129,7 @@ def read_run_files(path: Path, expected: set[str]) -> tuple[dict[str, dict[str, 
             not isinstance(result, dict)
             or list(_run_validator().iter_errors(result))
             or not _meta_ok(doc.get("meta"))
-            or result.get("raw") != f"raw/{doc['task_id']}/r{doc['rep']}"
+            or result.get("raw") != raw_path(doc["task_id"], doc["rep"])
             or run_file.parent.relative_to(path).as_posix() != result.get("raw")
         ):
             notes.append(f"{rel}: does not match the results schema; the run is run again")
@@ -226,8 +225,7 @@ class ResumedRecorder(RunRecorder):
         """Raw files a killed session left for runs it never finished (or whose run.json is
         damaged): those runs are run again, into a clean directory."""
         for key in keys:
-            task, rep = split_key(key)
-            d = self.path / "raw" / task / f"r{rep}"
+            d = self.path / raw_path(*split_key(key))
             if d.is_dir():
                 shutil.rmtree(d)
 
@@ -285,6 +283,5 @@ __all__ = [
     "state_document",
     "read_run_files",
     "settings_differences",
-    "RUN_FILE",
     "STATE_FORMAT",
 ]

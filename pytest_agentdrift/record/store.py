@@ -17,10 +17,15 @@ from typing import Any, Sequence
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
-from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE, RESULTS_FILE
+from pytest_agentdrift.tasks.shard import item_key
+from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE, RAW_DIR, RESULTS_FILE
 
-SCHEMA_VERSION = 1
 INCOMPLETE_MARKER = "INCOMPLETE"
+
+
+def raw_path(task_id: str, rep: int) -> str:
+    """Where a run's raw files live, relative to its record (results.json's `raw`)."""
+    return f"{RAW_DIR}/{item_key(task_id, rep)}"
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:

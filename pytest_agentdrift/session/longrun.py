@@ -12,6 +12,7 @@ import os
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.tasks.shard import item_key
 
 
 class LongRunPlugin:
@@ -50,7 +51,7 @@ class LongRunPlugin:
     def pytest_collection_finish(self, session) -> None:
         for item in session.items:
             if isinstance(item, self.item_class):
-                self.lr.nodeid_keys[item.nodeid] = f"{item.spec.id}/r{item.rep}"
+                self.lr.nodeid_keys[item.nodeid] = item_key(item.spec.id, item.rep)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.options import Settings
 from pytest_agentdrift.record.results import new_run_id, utc_now
+from pytest_agentdrift.record.store import raw_path
 from pytest_agentdrift.session.experiments import ExperimentState
 from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED
 
@@ -229,7 +230,7 @@ class TaskRunner:
             self.base / "runs",
             keep_workdirs=self.settings.keep_workdirs,
         )
-        result["raw"] = f"raw/{spec.id}/r{rep}"
+        result["raw"] = raw_path(spec.id, rep)
         if run is not None:
             self.info.longrun.annotate(result, run, self.adapter)  # tokens and cost (run/budget.py)
         if run is not None and "_raw_files" not in result:

@@ -27,11 +27,12 @@ import subprocess
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.vocabulary import utc_timestamp
 
 DEFAULT_EFFECTS = {
     "network": True,
@@ -227,7 +228,7 @@ def freeze_task(spec: NewTask, *, now: datetime | None = None) -> tuple[Path, li
             title = spec.title or instruction.strip().splitlines()[0].lstrip("# ").strip()[:100] or task_id
             (tmp / "task.toml").write_text(_task_toml(spec, task_id, title, check), encoding="utf-8")
             (tmp / "task.md").write_text(instruction, encoding="utf-8")
-            frozen_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            frozen_at = utc_timestamp(now)
             _write_task_files(spec, tmp, TreeSource(_repo_name(repo), base.hexsha, frozen_at), notes)
             if spec.allow:
                 notes.append(f"allowed paths: {', '.join(spec.allow)}")

@@ -233,15 +233,14 @@ def test_settings_differences():
 
 
 def test_a_run_lost_to_infrastructure_is_run_again_on_resume(tmp_path):
-    from pytest_agentdrift.manifest.capture import MANIFEST_SCHEMA_VERSION, runtime_id
+    from pytest_agentdrift.manifest.capture import runtime_id
     from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS
+    from pytest_agentdrift.vocabulary import SCHEMA_VERSION
 
     d, rec, _ = recording(tmp_path)
     identity = {f: "x" for f in IDENTITY_FIELDS}
     (d / "runtime-manifest.json").write_text(
-        json.dumps(
-            {"schema_version": MANIFEST_SCHEMA_VERSION, "identity": identity, "runtime_id": runtime_id(identity)}
-        )
+        json.dumps({"schema_version": SCHEMA_VERSION, "identity": identity, "runtime_id": runtime_id(identity)})
     )
     write_run(d, "T1", 1)
     write_run(d, "T1", 2, outcome="infra_error")

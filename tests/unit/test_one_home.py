@@ -30,7 +30,14 @@ FILE_NAMES = {
         "COMPARISON_FILE",
         "MANIFEST_DIFF_FILE",
         "FINAL_TREE_FILE",
+        "RUN_FILE",
+        "CHECKS_FILE",
     )
+}
+#: modules that use one of those names for a file of their own, outside any record
+OTHER_FILES_OF_THE_SAME_NAME = {
+    # the function checks' scratch description of the run, in the grader's own temporary directory
+    ("RUN_FILE", "grade/checks.py"),
 }
 #: the outcomes the vocabulary names one by one (the others are only spelled in RUN_OUTCOMES)
 NAMED_OUTCOMES = {
@@ -112,8 +119,112 @@ def _compared_with(tree: ast.Module, key: str) -> Iterator[tuple[ast.Compare, as
 def test_a_record_file_name_is_spelled_in_one_module(name):
     value = FILE_NAMES[name]
     spellings = {value, value.rpartition("/")[2]}  # "comparison/decision.json" and a bare "decision.json"
-    elsewhere = [str(p.relative_to(PACKAGE)) for p in _modules() if spellings & _literals(p)]
+    elsewhere = [
+        rel
+        for p in _modules()
+        if spellings & _literals(p)
+        and (name, rel := p.relative_to(PACKAGE).as_posix()) not in OTHER_FILES_OF_THE_SAME_NAME
+    ]
     assert elsewhere == [], f"{name} ({value}) is spelled again in {elsewhere}: import it from vocabulary"
+
+
+# ---------------------------------------------------------------- item keys and raw paths
+
+#: the homes of the layout a run's key and raw directory follow: tasks.shard.item_key, record.store.raw_path
+KEY_HOMES = {PACKAGE / "tasks" / "shard.py", PACKAGE / "record" / "store.py"}
+
+
+def item_path_definitions(path: Path) -> list[str]:
+    """Where `path` spells a run's key (`<task>/r<rep>`) or its raw directory (`raw/...`) itself."""
+    found = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.JoinedStr):
+            parts = [_string(v) for v in node.values]
+            if any(p is not None and p.endswith("/r") for p in parts[:-1]):
+                found.append(f"{_where(path, node)}: a run's key spelled ({ast.unparse(node)})")
+            elif parts and parts[0] is not None and parts[0].startswith(vocabulary.RAW_DIR + "/"):
+                found.append(f"{_where(path, node)}: a raw path spelled ({ast.unparse(node)})")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _string(node.right) == vocabulary.RAW_DIR:
+            found.append(f"{_where(path, node)}: the raw directory spelled ({ast.unparse(node)})")
+    return found
+
+
+def test_item_keys_and_raw_paths_are_spelled_in_their_homes():
+    found = [line for path in _modules() if path not in KEY_HOMES for line in item_path_definitions(path)]
+    assert found == [], "use tasks.shard.item_key / record.store.raw_path / vocabulary.RAW_DIR:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        'key = f"{spec.id}/r{rep}"\n',
+        'raw = f"raw/{task}/r{rep}"\n',
+        'd = record / "raw" / task\n',
+        'sid = f"{run_id}/{task_id}/r{rep}"\n',
+    ],
+)
+def test_a_second_item_key_or_raw_path_is_found(tmp_path, second):
+    assert item_path_definitions(_write(tmp_path, second)) != []
+
+
+# ---------------------------------------------------------------- record format
+
+
+def test_the_timestamp_format_is_spelled_in_one_module():
+    elsewhere = [str(p.relative_to(PACKAGE)) for p in _modules() if vocabulary.TIMESTAMP_FORMAT in _literals(p)]
+    assert elsewhere == [], f"the timestamp format is spelled again in {elsewhere}: use vocabulary.utc_timestamp"
+
+
+def _int(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def schema_version_definitions(path: Path) -> list[str]:
+    """Where `path` writes or expects a schema version of its own: a number as the value of
+    `schema_version`, compared with one, or a name for one."""
+    tree = _tree(path)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            found += [
+                f"{_where(path, v)}: schema_version {v.value} written"
+                for k, v in zip(node.keys, node.values, strict=True)
+                if k is not None and _string(k) == "schema_version" and _int(v)
+            ]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and _int(node.value):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found += [
+                f"{_where(path, node)}: a name for a schema version" for t in targets if "SCHEMA" in (_name(t) or "")
+            ]
+    found += [
+        f"{_where(path, c)}: schema_version compared with {s.value}"
+        for c, s in _compared_with(tree, "schema_version")
+        if _int(s)
+    ]
+    return found
+
+
+def test_the_schema_version_is_defined_in_one_module():
+    found = [line for path in _modules() for line in schema_version_definitions(path)]
+    assert found == [], "schema versions outside vocabulary.py (use vocabulary.SCHEMA_VERSION):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        'doc = {"schema_version": 1, "status": "refused"}\n',
+        "MANIFEST_SCHEMA_VERSION = 1\n",
+        'ok = doc.get("schema_version") != 1\n',
+        'ok = 2 == manifest["schema_version"]\n',
+    ],
+)
+def test_a_second_schema_version_is_found(tmp_path, second):
+    assert schema_version_definitions(_write(tmp_path, second)) != []
+
+
+def test_the_schema_version_read_from_its_home_is_not_a_definition(tmp_path):
+    text = 'doc = {"schema_version": SCHEMA_VERSION}\nok = doc.get("schema_version") == vocabulary.SCHEMA_VERSION\n'
+    assert schema_version_definitions(_write(tmp_path, text)) == []
 
 
 # ---------------------------------------------------------------- run outcomes
@@ -166,7 +277,6 @@ def test_the_outcome_groups_are_drawn_from_the_outcomes():
 def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "second.py"
     path.write_text(text, encoding="utf-8")
-    _tree.cache_clear()
     return path
 
 
