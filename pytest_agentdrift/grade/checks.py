@@ -1373,7 +1373,7 @@ def check_files(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Ou
 
 
 #: the check kinds whose graded processes the grading sandbox's server runs (execute_reporting)
-SERVED_KINDS = frozenset({"pytest", "command"})
+SERVED_KINDS = frozenset({"pytest", "command", "golden"})
 
 CHECKS: dict[str, Callable[[Grader, TaskSpec, RunEvidence, CheckSpec], Outcome]] = {
     "paths": check_paths,

@@ -30,6 +30,7 @@ creates a commit.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import platform as _platform
 import re
@@ -910,8 +911,13 @@ def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery_base.Roots, ru
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         # the agent's own CLI runs in a scratch home (its state is not the user's to change);
         # interpreters and shells keep theirs (a version manager's shim finds itself there)
+        npm = _npm_package_version(ctx.env)
+        if npm is not None:
+            jobs.pop("npm")
         futures = {name: pool.submit(_probe_version, ctx, argv, cwd, name == "cli") for name, argv in jobs.items()}
         results = {name: f.result() for name, f in futures.items()}
+    if npm is not None:
+        results["npm"] = {"version": npm}
     if ctx.cli_probe is not None:
         results["cli"] = dict(ctx.cli_probe)
     runtimes: dict[str, Any] = {
@@ -934,6 +940,25 @@ def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery_base.Roots, ru
     if "path" in cli:
         cli["path"] = roots.label(cli["path"]) if cli["path"] else cli["path"]
     return {"cli": cli, "runtimes": runtimes}
+
+
+def _npm_package_version(env: Mapping[str, str]) -> str | None:
+    """npm's version as `npm --version` prints it, read from the package.json of the npm the PATH
+    resolves to, when that is npm's own npm-cli.js (a system, nvm or prefix install); None for
+    anything else (a version manager's shim), which is asked instead. Starting npm costs
+    about half a second, in every session that records a manifest."""
+    exe = _which("npm", env)
+    if exe is None:
+        return None
+    cli = Path(os.path.realpath(exe))
+    if cli.name != "npm-cli.js" or cli.parent.name != "bin" or cli.parent.parent.name != "npm":
+        return None
+    try:
+        meta = json.loads((cli.parent.parent / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    version = meta.get("version") if isinstance(meta, dict) and meta.get("name") == "npm" else None
+    return version if isinstance(version, str) and version.strip() == version and version else None
 
 
 def _clip(data: bytes, limit: int = 400) -> str:

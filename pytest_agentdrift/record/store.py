@@ -48,13 +48,15 @@ def atomic_write(path: Path, data: str | bytes) -> None:
 
 @lru_cache(maxsize=None)
 def schema_validator(name: str):
-    """One checked jsonschema validator per schema in record/schema/ (built once per process)."""
+    """One jsonschema validator per schema in record/schema/ (built once per process).
+
+    The schemas are the package's own and are checked against their metaschema by the test
+    suite (tests/unit/test_schemas.py), not here: that check costs more than the validation
+    of a whole record, in every session that writes one."""
     import jsonschema
 
     schema = json.loads((Path(__file__).parent / "schema" / name).read_text(encoding="utf-8"))
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    return jsonschema.validators.validator_for(schema)(schema)
 
 
 def results_validator():

@@ -456,3 +456,39 @@ def test_modules_import_no_pytest_and_no_gitpython_at_import():
     )
     out = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def _npm_install(root, version="10.2.4", name="npm"):
+    """npm's own layout: PATH's npm is a link to lib/node_modules/npm/bin/npm-cli.js."""
+    pkg = root / "lib" / "node_modules" / "npm"
+    (pkg / "bin").mkdir(parents=True)
+    (pkg / "bin" / "npm-cli.js").write_text("#!/usr/bin/env node\n")
+    (pkg / "bin" / "npm-cli.js").chmod(0o755)
+    (pkg / "package.json").write_text(json.dumps({"name": name, "version": version}))
+    (root / "bin").mkdir()
+    (root / "bin" / "npm").symlink_to("../lib/node_modules/npm/bin/npm-cli.js")
+    return {"PATH": str(root / "bin")}
+
+
+def test_npm_version_is_read_from_the_package_json_of_the_npm_on_path(tmp_path):
+    from pytest_agentdrift.manifest.capture import _npm_package_version
+
+    assert _npm_package_version(_npm_install(tmp_path / "a")) == "10.2.4"
+    # not npm's own package, or a shim of a version manager: asked by running it instead
+    assert _npm_package_version(_npm_install(tmp_path / "b", name="not-npm")) is None
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "npm").write_text('#!/bin/sh\nexec real-npm "$@"\n')
+    (shim / "npm").chmod(0o755)
+    assert _npm_package_version({"PATH": str(shim)}) is None
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="no npm here")
+def test_the_package_json_version_is_what_npm_version_prints():
+    from pytest_agentdrift.manifest.capture import _npm_package_version
+
+    read = _npm_package_version(os.environ)
+    if read is None:
+        pytest.skip("this npm is not npm's own npm-cli.js (a shim): it is run instead")
+    printed = subprocess.run(["npm", "--version"], capture_output=True, text=True, timeout=120).stdout.strip()
+    assert read == printed
