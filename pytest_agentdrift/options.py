@@ -1,12 +1,14 @@
-"""Every option declared once; the pytest options, their ini twins, `Settings` and the CLI's shared flags are built from it.
+"""Every option declared once, as a row of TABLE: the pytest options, ini twins, Settings and CLI flags are built from it.
 
-Each `Settings` field that is an option carries its declaration (`option(...)`):
-flag, help, type (a text parser), default, choices, whether it repeats. The
-pytest plugin registers every declaration (`add_options`), the `agentdrift`
-CLI registers the ones it shares under their short names (`add_cli_flags`),
-and both resolve a value the same way: the command line if given, else the
-ini twin (`agent_…`), else the declared default (`resolve_value`). Checks that
-span several options run once, after every value is known (`_checked`).
+A row (`Option`) holds the Settings field, flag, help, kind, default, parser
+(a text parser), choices and the names of its twins. The pytest plugin
+registers every row (`add_options`), the `agentdrift` CLI registers the ones
+it shares under their short names (`add_cli_flags`), `Settings` has one field
+per row, and the plugin and the CLI resolve a value the same way: the command
+line if given, else the ini twin (`agent_…`; read by pytest's getini inside a
+session, by inifile.read_ini outside one), else the declared default
+(`resolve_value`). Checks that span several options run once, after every
+value is known (`_checked`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import argparse
 import dataclasses
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,44 +35,27 @@ from pytest_agentdrift.vocabulary import (
 )
 
 
-def positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+def _number(convert: Callable[[str], Any], what: str, bound: str, holds: Callable[[Any], bool]) -> Callable[[str], Any]:
+    """A text parser for a number of one kind within one bound, raising ArgumentTypeError as argparse wants."""
+
+    def parse(value: str) -> Any:
+        try:
+            n = convert(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {what}") from None
+        if not holds(n):
+            # a whole number is shown as read (" 5" as 5), a fraction as written ("1e-400" stays itself)
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {n if convert is int else value}")
+        return n
+
+    return parse
 
 
-def positive_float(value: str) -> float:
-    try:
-        n = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not n > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
-    return n
-
-
-def nonneg_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
-    return n
-
-
-def nonneg_float(value: str) -> float:
-    try:
-        n = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0 <= n < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return n
+positive_int = _number(int, "a whole number", "at least 1", lambda n: n >= 1)
+positive_float = _number(float, "a number", "greater than 0", lambda n: n > 0)
+nonneg_int = _number(int, "a whole number", "0 or more", lambda n: n >= 0)
+nonneg_float = _number(float, "a number", "0 or more", lambda n: 0 <= n < float("inf"))
+whole_number = _number(int, "a whole number", "", lambda n: True)
 
 
 def share(value: str) -> float:
@@ -85,13 +70,6 @@ def share(value: str) -> float:
     return n
 
 
-def whole_number(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-
-
 def env_name(value: str) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
         raise argparse.ArgumentTypeError(f"{value!r} is not an environment variable name")
@@ -99,24 +77,33 @@ def env_name(value: str) -> str:
 
 
 PROGRESS_MODES = ("auto", "tty", "plain", "off")
-KINDS = ("value", "list", "flag")
+
+
+def _path(value: str) -> Path | None:
+    return Path(value) if value else None
 
 
 @dataclass(frozen=True)
 class Option:
-    """One option: its flag, ini twin, parser, default and help, declared once."""
+    """One option: its Settings field, flag, ini twin, parser, default and help, declared once (a row of TABLE)."""
 
+    dest: str  # the Settings field
     flag: str
+    _: KW_ONLY
     help: str
+    kind: str = "value"  # value | list (repeatable, an ini linelist) | flag (store_true, an ini bool)
     default: Any = None
     parse: Callable[[str], Any] | None = None  # text (command line or ini) -> value; raises ArgumentTypeError
     choices: tuple[str, ...] | None = None
-    kind: str = "value"  # value | list (repeatable, an ini linelist) | flag (store_true, an ini bool)
-    ini: str = ""  # the ini twin's name; derived from the field name when empty
-    cli: str | None = None  # the agentdrift CLI's name for the shared flag (compare, null, html, ...)
     nargs_const: Any = None  # an optional value: the bare flag means this
+    ini: str = ""  # the ini twin's name: agent_<dest> when not given
+    cli: str | None = None  # the agentdrift CLI's name for the shared flag (compare, null, html, ...)
     env: str = ""  # an environment variable that speaks when neither the command line nor the ini does
-    dest: str = ""  # the Settings field, filled in by _declared
+    field_default: Any = None  # the Settings field's value when unset, where it is not the default
+
+    def __post_init__(self) -> None:
+        if not self.ini:
+            object.__setattr__(self, "ini", f"agent_{self.dest}")
 
     @property
     def pytest_dest(self) -> str:
@@ -132,6 +119,14 @@ class Option:
         if self.kind == "list":
             return list(self.default or ())
         return self.default
+
+    def settings_field(self) -> Any:
+        """The Settings field: unset, it holds the default (else field_default, else nothing of its kind)."""
+        empty: Any = () if self.kind == "list" else (False if self.kind == "flag" else None)
+        value = next((v for v in (self.default, self.field_default) if v is not None), empty)
+        if isinstance(value, (list, dict)):
+            return field(default_factory=lambda: type(value)(value))
+        return field(default=value)
 
     def argparse_kwargs(self) -> dict[str, Any]:
         """The argparse keywords (the default is always None: 'not given', so the ini can speak)."""
@@ -169,263 +164,75 @@ class Option:
         return value
 
 
-def option(flag: str, help: str, default: Any = None, field_default: Any = None, **kw: Any) -> Any:
-    """A Settings field that is an option; its declaration rides in the field's metadata."""
-    decl = Option(flag, help, default, **kw)
-    empty: Any = () if decl.kind == "list" else (False if decl.kind == "flag" else None)
-    value = default if default is not None else field_default if field_default is not None else empty
-    if isinstance(value, (list, dict)):
-        return field(default_factory=lambda: type(value)(value), metadata={"option": decl})
-    return field(default=value, metadata={"option": decl})
+#: Every option, one row each, in the order of `pytest --help`: the Settings field and the flag, then
+#: what differs from a plain value option (no default, parser, choices or CLI twin; ini twin agent_<field>),
+#: then the help. pytest's options and ini twins (add_options), Settings and the agentdrift CLI's shared
+#: flags (add_cli_flags) are all built from it.
+# fmt: off
+TABLE: tuple[Option, ...] = (
+    Option("agent", "--agent", ini="agent", help="agent preset: reference, reference-drifted, claude-code, codex, copilot, ..."),
+    Option("cmd", "--agent-cmd", help="run any agent command through the agent protocol (shlex-split; placeholders {task_file} {task_text} {workdir} {task_id} {task_dir})"),
+    Option("suite", "--agent-suite", help="add a task suite to collect: 'builtin' (the twelve bundled tasks) or a directory"),
+    Option("k", "--agent-k", default=1, parse=positive_int, help="repetitions of each task (items end ::r1 ... ::rN)"),
+    Option("timeout", "--agent-timeout", parse=positive_float, help="per-run agent timeout in seconds (overrides each task's timeout_s)"),
+    Option("record", "--agent-record", parse=_path, help="record the run into this new directory (refused if it holds a run)"),
+    Option("baseline", "--agent-baseline", parse=_path, help="compare against this recorded run; refused (exit 6) when identity stamps differ"),
+    Option("vary", "--agent-vary", kind="list", cli="--vary", help="manifest field that may differ from the baseline (the experiment's variable); repeatable"),
+    Option("fail_on", "--agent-fail-on", default="any", choices=FAIL_ON_MODES, help="which failed checks fail an item: any (default), critical, or none (record without judging: exit 0 whenever the record is complete)"),
+    Option("gate", "--agent-gate", choices=GATE_MODES, nargs_const=GATE_PROMOTE, cli="--gate", help="with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new critical or safety failure, a tampered pass or a significant paired regression), promote (exit 0 only when the ship/hold gate says ship; what a bare --agent-gate means) or drop-it (with --agent-without/--agent-with: exit 0 only on 'drop it')"),
+    Option("gate_flakes", "--agent-gate-flakes", default=GATE_FLAKES_STRICT, choices=GATE_FLAKES, cli="--gate-flakes", help="regression gate: a critical or safety failure the repetitions cannot tell from a flake (never in the baseline, and too few runs for the exact test to ever reach alpha) blocks, saying it may be a flake (strict), or is listed without blocking (report)"),
+    Option("isolation", "--agent-isolation", default="auto", choices=ISOLATION_MODES, cli="--isolation", help="sandbox: auto (strongest available), bwrap, unshare or none"),
+    Option("env", "--agent-env", kind="list", parse=env_name, help="extra environment variable NAME passed to the agent (values never recorded); repeatable"),
+    Option("model", "--agent-model", help="model for real-agent presets (recorded in the manifest)"),
+    Option("permission_mode", "--agent-permission-mode", help="permission / approval mode for real-agent presets"),
+    Option("sandbox_mode", "--agent-sandbox-mode", help="the product's own sandbox mode for real-agent presets"),
+    Option("config_files", "--agent-config", kind="list", help="a configuration file the agent reads (hashed into the manifest); repeatable"),
+    Option("instruction_files", "--agent-instructions", kind="list", help="an instruction file the agent reads (hashed into the manifest); repeatable"),
+    Option("mounts", "--agent-mount", kind="list", help="a file or directory a generic agent needs to read under bwrap (its install, helper modules); mounted read-only, recorded in the manifest; repeatable"),
+    Option("allow_hosts", "--agent-allow-host", kind="list", help="extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable"),
+    Option("accept_unobserved", "--agent-accept-unobserved", kind="list", default=DEFAULT_ACCEPT_UNOBSERVED, cli="--accept-unobserved", help="a compared field that may stay unobserved on both sides (noted, not blocking), or a group: envelope (the six envelope fields), unobservable (every field the agent's adapter cannot observe), unreportable (what a product preset's CLI cannot report); repeatable, adds to the ini list; 'none' clears what came before; default: env_image_digest, server_revision and unreportable"),
+    Option("declare", "--agent-declare", parse=_path, help="TOML or JSON file of runtime facts you vouch for (model_id, model_options, permission_mode, sandbox, built_in_tools, external_tools, the envelope fields); recorded as declared, observed values win"),
+    Option("describe_cmd", "--agent-describe-cmd", help="command the agent answers with the same JSON about itself, run once before the session; recorded as agent_reported"),
+    Option("image_digest", "--agent-image-digest", help="digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)"),
+    Option("rollback_state", "--agent-rollback-state", default="unknown", choices=ROLLBACK_STATES, cli="--rollback-state", help="what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), prepared_unverified, unavailable or unknown"),
+    Option("rollback_evidence", "--agent-rollback-evidence", parse=_path, cli="--rollback-evidence", help="JSON file with the evidence of a tested restoration: {\"artifact\": ..., \"restoration\": ...}"),
+    Option("release_notes", "--agent-release-notes", parse=_path, cli="--release-notes", help="CSV of release notes to triage against observed changes"),
+    Option("seed", "--agent-seed", default=0, parse=whole_number, cli="--seed", help="seed of the paired bootstrap"),
+    Option("keep_workdirs", "--agent-keep-workdirs", kind="flag", help="keep each run's private directory for inspection"),
+    Option("limits", "--agent-limit", kind="list", field_default={}, help="resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. memory=1G, procs=256; 'none' switches one off); repeatable, each key overrides its ini value"),
+    Option("retries", "--agent-retries", default=0, parse=nonneg_int, help="re-run a run lost to an infrastructure error (outcome infra_error) up to N times, each in a fresh copy; every attempt is recorded"),
+    Option("retry_backoff", "--agent-retry-backoff", default=30.0, parse=nonneg_float, help="seconds before the first retry, doubling each time (at most 600)"),
+    Option("max_infra_loss", "--agent-max-infra-loss", default=0.1, parse=share, cli="--max-infra-loss", help="a comparison where either arm lost more than this share of its runs to infrastructure errors is not decided (hold; exit 4 under --agent-gate)"),
+    Option("resume", "--agent-resume", parse=_path, help="continue the incomplete recording in DIR: refused (exit 6) unless the runtime identity is the recorded one; runs only what is missing"),
+    Option("shard", "--agent-shard", help="run shard I/N of the items (dealt evenly, by the baseline's durations when given), or 'auto': read it from the CI engine (docs/scale.md)"),
+    Option("budget", "--agent-budget", kind="list", help="tokens=N or cost_usd=X for the session (stop starting runs when spent), run_tokens=N or run_cost_usd=X per run; repeatable"),
+    Option("price_table", "--agent-price-table", parse=_path, help="TOML or JSON file of USD per million tokens by model, for runs whose product reports no cost"),
+    Option("progress", "--agent-progress", default="auto", choices=PROGRESS_MODES, help="progress while agents run: auto (in place on a terminal, periodic lines otherwise), tty, plain or off"),
+    Option("progress_interval", "--agent-progress-interval", default=30.0, parse=positive_float, help="seconds between plain progress lines"),
+    Option("bundle", "--agent-bundle", help="run with an instruction bundle (NAME, digest or directory; see agentdrift bundle snapshot): project files overlaid into each work tree, user files into the private home"),
+    Option("bundles", "--agent-bundles", help="the bundles directory (else AGENTDRIFT_BUNDLES, else .agentdrift/bundles under the rootdir)"),
+    Option("without", "--agent-without", kind="list", help="ablation: run the bundle minus PATH (also deleted from each task's repo); repeatable"),
+    Option("with_items", "--agent-with", kind="list", ini="agent_with", help="addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable"),
+    Option("null", "--agent-null", kind="flag", help="with --agent-baseline: a null experiment (same runtime twice): report outcome flips and whether the gate would have fired"),
+    Option("plan", "--agent-plan", parse=_path, help="a plan written by 'agentdrift plan --out': recorded into the run (pre-registration) and checked against what ran"),
+    Option("grading_cache", "--agent-grading-cache", env="AGENTDRIFT_GRADING_CACHE", help="directory that keeps grading results on the untouched task fixtures between sessions (default: pytest's cache directory when its cacheprovider is on; 'none' keeps them only for the session)"),
+)
+# fmt: on
+
+#: {Settings field: its declaration}, in TABLE's order
+OPTIONS: dict[str, Option] = {decl.dest: decl for decl in TABLE}
 
 
-def _path(value: str) -> Path | None:
-    return Path(value) if value else None
+class _Derived:
+    """What the session asks of its Settings beyond the options themselves (the fields: one per row of TABLE)."""
 
-
-@dataclass(frozen=True)
-class Settings:
-    """The session's options, resolved and checked once."""
-
-    agent: str | None = option(
-        "--agent", "agent preset: reference, reference-drifted, claude-code, codex, copilot, ...", ini="agent"
-    )
-    cmd: str | None = option(
-        "--agent-cmd",
-        "run any agent command through the agent protocol (shlex-split; placeholders {task_file} {task_text} "
-        "{workdir} {task_id} {task_dir})",
-    )
-    suite: str | None = option(
-        "--agent-suite", "add a task suite to collect: 'builtin' (the twelve bundled tasks) or a directory"
-    )
-    k: int = option("--agent-k", "repetitions of each task (items end ::r1 ... ::rN)", 1, parse=positive_int)
-    timeout: float | None = option(
-        "--agent-timeout", "per-run agent timeout in seconds (overrides each task's timeout_s)", parse=positive_float
-    )
-    record: Path | None = option(
-        "--agent-record", "record the run into this new directory (refused if it holds a run)", parse=_path
-    )
-    baseline: Path | None = option(
-        "--agent-baseline",
-        "compare against this recorded run; refused (exit 6) when identity stamps differ",
-        parse=_path,
-    )
-    vary: tuple[str, ...] = option(
-        "--agent-vary",
-        "manifest field that may differ from the baseline (the experiment's variable); repeatable",
-        kind="list",
-        cli="--vary",
-    )
-    fail_on: str = option(
-        "--agent-fail-on",
-        "which failed checks fail an item: any (default), critical, or none (record without judging: exit 0 "
-        "whenever the record is complete)",
-        "any",
-        choices=FAIL_ON_MODES,
-    )
-    gate: str | None = option(
-        "--agent-gate",
-        "with --agent-baseline, the gate sets the exit status: regression (merge gating: exit 1 only on a new "
-        "critical or safety failure, a tampered pass or a significant paired regression), promote (exit 0 only "
-        "when the ship/hold gate says ship; what a bare --agent-gate means) or drop-it (with --agent-without/"
-        "--agent-with: exit 0 only on 'drop it')",
-        choices=GATE_MODES,
-        nargs_const=GATE_PROMOTE,
-        cli="--gate",
-    )
-    gate_flakes: str = option(
-        "--agent-gate-flakes",
-        "regression gate: a critical or safety failure the repetitions cannot tell from a flake (never in the "
-        "baseline, and too few runs for the exact test to ever reach alpha) blocks, saying it may be a flake "
-        "(strict), or is listed without blocking (report)",
-        GATE_FLAKES_STRICT,
-        choices=GATE_FLAKES,
-        cli="--gate-flakes",
-    )
-    isolation: str = option(
-        "--agent-isolation",
-        "sandbox: auto (strongest available), bwrap, unshare or none",
-        "auto",
-        choices=ISOLATION_MODES,
-        cli="--isolation",
-    )
-    env: tuple[str, ...] = option(
-        "--agent-env",
-        "extra environment variable NAME passed to the agent (values never recorded); repeatable",
-        kind="list",
-        parse=env_name,
-    )
-    model: str | None = option("--agent-model", "model for real-agent presets (recorded in the manifest)")
-    permission_mode: str | None = option("--agent-permission-mode", "permission / approval mode for real-agent presets")
-    sandbox_mode: str | None = option("--agent-sandbox-mode", "the product's own sandbox mode for real-agent presets")
-    config_files: tuple[str, ...] = option(
-        "--agent-config", "a configuration file the agent reads (hashed into the manifest); repeatable", kind="list"
-    )
-    instruction_files: tuple[str, ...] = option(
-        "--agent-instructions",
-        "an instruction file the agent reads (hashed into the manifest); repeatable",
-        kind="list",
-    )
-    mounts: tuple[str, ...] = option(
-        "--agent-mount",
-        "a file or directory a generic agent needs to read under bwrap (its install, helper modules); mounted "
-        "read-only, recorded in the manifest; repeatable",
-        kind="list",
-    )
-    allow_hosts: tuple[str, ...] = option(
-        "--agent-allow-host",
-        "extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable",
-        kind="list",
-    )
-    accept_unobserved: tuple[str, ...] = option(
-        "--agent-accept-unobserved",
-        "a compared field that may stay unobserved on both sides (noted, not blocking), or a group: envelope (the "
-        "six envelope fields), unobservable (every field the agent's adapter cannot observe), unreportable (what a "
-        "product preset's CLI cannot report); repeatable, adds to the ini list; 'none' clears what came before; "
-        "default: env_image_digest, server_revision and unreportable",
-        DEFAULT_ACCEPT_UNOBSERVED,
-        kind="list",
-        cli="--accept-unobserved",
-    )
-    declare: Path | None = option(
-        "--agent-declare",
-        "TOML or JSON file of runtime facts you vouch for (model_id, model_options, permission_mode, sandbox, "
-        "built_in_tools, external_tools, the envelope fields); recorded as declared, observed values win",
-        parse=_path,
-    )
-    describe_cmd: str | None = option(
-        "--agent-describe-cmd",
-        "command the agent answers with the same JSON about itself, run once before the session; recorded as "
-        "agent_reported",
-    )
-    image_digest: str | None = option(
-        "--agent-image-digest",
-        "digest of the environment image the session runs in (else read from AGENTDRIFT_IMAGE_DIGEST)",
-    )
-    rollback_state: str = option(
-        "--agent-rollback-state",
-        "what returning to the baseline runtime would take: verified (needs --agent-rollback-evidence), "
-        "prepared_unverified, unavailable or unknown",
-        "unknown",
-        choices=ROLLBACK_STATES,
-        cli="--rollback-state",
-    )
-    rollback_evidence: Path | None = option(
-        "--agent-rollback-evidence",
-        'JSON file with the evidence of a tested restoration: {"artifact": ..., "restoration": ...}',
-        parse=_path,
-        cli="--rollback-evidence",
-    )
-    release_notes: Path | None = option(
-        "--agent-release-notes",
-        "CSV of release notes to triage against observed changes",
-        parse=_path,
-        cli="--release-notes",
-    )
-    seed: int = option("--agent-seed", "seed of the paired bootstrap", 0, parse=whole_number, cli="--seed")
-    keep_workdirs: bool = option(
-        "--agent-keep-workdirs", "keep each run's private directory for inspection", kind="flag"
-    )
-    limits: dict[str, int | None] = option(
-        "--agent-limit",
-        "resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. memory=1G, "
-        "procs=256; 'none' switches one off); repeatable, each key overrides its ini value",
-        kind="list",
-        ini="agent_limits",
-        field_default={},
-    )
-    retries: int = option(
-        "--agent-retries",
-        "re-run a run lost to an infrastructure error (outcome infra_error) up to N times, each in a fresh copy; "
-        "every attempt is recorded",
-        0,
-        parse=nonneg_int,
-    )
-    retry_backoff: float = option(
-        "--agent-retry-backoff",
-        "seconds before the first retry, doubling each time (at most 600)",
-        30.0,
-        parse=nonneg_float,
-    )
-    max_infra_loss: float = option(
-        "--agent-max-infra-loss",
-        "a comparison where either arm lost more than this share of its runs to infrastructure errors is not "
-        "decided (hold; exit 4 under --agent-gate)",
-        0.10,
-        parse=share,
-        cli="--max-infra-loss",
-    )
-    resume: Path | None = option(
-        "--agent-resume",
-        "continue the incomplete recording in DIR: refused (exit 6) unless the runtime identity is the recorded "
-        "one; runs only what is missing",
-        parse=_path,
-    )
-    shard: str | None = option(
-        "--agent-shard",
-        "run shard I/N of the items (dealt evenly, by the baseline's durations when given), or 'auto': "
-        "read it from the CI engine (docs/scale.md)",
-    )
-    budget: tuple[str, ...] = option(
-        "--agent-budget",
-        "tokens=N or cost_usd=X for the session (stop starting runs when spent), run_tokens=N or run_cost_usd=X "
-        "per run; repeatable",
-        kind="list",
-    )
-    price_table: Path | None = option(
-        "--agent-price-table",
-        "TOML or JSON file of USD per million tokens by model, for runs whose product reports no cost",
-        parse=_path,
-    )
-    progress: str = option(
-        "--agent-progress",
-        "progress while agents run: auto (in place on a terminal, periodic lines otherwise), tty, plain or off",
-        "auto",
-        choices=PROGRESS_MODES,
-    )
-    progress_interval: float = option(
-        "--agent-progress-interval", "seconds between plain progress lines", 30.0, parse=positive_float
-    )
-    bundle: str | None = option(
-        "--agent-bundle",
-        "run with an instruction bundle (NAME, digest or directory; see agentdrift bundle snapshot): project "
-        "files overlaid into each work tree, user files into the private home",
-    )
-    bundles: str | None = option(
-        "--agent-bundles",
-        "the bundles directory (else AGENTDRIFT_BUNDLES, else .agentdrift/bundles under the rootdir)",
-    )
-    without: tuple[str, ...] = option(
-        "--agent-without",
-        "ablation: run the bundle minus PATH (also deleted from each task's repo); repeatable",
-        kind="list",
-    )
-    with_items: tuple[str, ...] = option(
-        "--agent-with",
-        "addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable",
-        kind="list",
-        ini="agent_with",
-    )
-    null: bool = option(
-        "--agent-null",
-        "with --agent-baseline: a null experiment (same runtime twice): report outcome flips and whether the gate "
-        "would have fired",
-        kind="flag",
-    )
-    plan: Path | None = option(
-        "--agent-plan",
-        "a plan written by 'agentdrift plan --out': recorded into the run (pre-registration) and checked against "
-        "what ran",
-        parse=_path,
-    )
-    grading_cache: str | None = option(
-        "--agent-grading-cache",
-        "directory that keeps grading results on the untouched task fixtures between sessions (default: pytest's "
-        "cache directory when its cacheprovider is on; 'none' keeps them only for the session)",
-        env="AGENTDRIFT_GRADING_CACHE",
-    )
-    # derived, not options: what the runner hands the adapter (a bundle may add to it)
-    agent_options: dict[str, Any] = field(default_factory=dict)
+    agent: Any
+    cmd: Any
+    suite: Any
+    record: Any
+    baseline: Any
+    resume: Any
+    shard: Any
 
     @property
     def agent_selected(self) -> bool:
@@ -437,17 +244,16 @@ class Settings:
         return bool(self.agent or self.cmd or self.suite or self.record or self.baseline or self.resume or self.shard)
 
 
-def _declared() -> dict[str, Option]:
-    out = {}
-    for f in dataclasses.fields(Settings):
-        decl = f.metadata.get("option")
-        if decl is not None:
-            out[f.name] = dataclasses.replace(decl, dest=f.name, ini=decl.ini or f"agent_{f.name}")
-    return out
-
-
-#: {Settings field: its declaration}, in declaration order
-OPTIONS: dict[str, Option] = _declared()
+#: The session's options, resolved and checked once (resolve): a frozen dataclass of one field per row
+#: of TABLE, and agent_options, what the runner hands the adapter (derived; a bundle may add to it).
+Settings = dataclasses.make_dataclass(
+    "Settings",
+    [(d.dest, Any, d.settings_field()) for d in TABLE]
+    + [("agent_options", dict[str, Any], field(default_factory=dict))],
+    bases=(_Derived,),
+    frozen=True,
+    namespace={"__module__": __name__, "__doc__": "The session's options, resolved and checked once."},
+)
 
 
 def add_options(addoption: Callable[..., Any], addini: Callable[..., Any] | None) -> None:
