@@ -26,6 +26,8 @@ EXIT_REFUSED: Final = 6
 #: the agent command could not be started (the shell's "command not found"); the agent's
 #: exit status as the runner sees it, never the session's
 EXIT_AGENT_NOT_STARTED: Final = 127
+#: the agent command was found but could not be executed (the shell's "permission denied")
+EXIT_AGENT_NOT_EXECUTABLE: Final = 126
 
 #: the key of decision.json and refusal.json holding the closing line ({code, reason, line}): their
 #: first key, so the verdict leads every output as it ends the terminal

@@ -21,7 +21,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pytest_agentdrift.vocabulary import INFRA_OUTCOME  # a run lost to infrastructure (beside passed, failed, error...)
+from pytest_agentdrift.vocabulary import (
+    EXIT_AGENT_NOT_EXECUTABLE,
+    EXIT_AGENT_NOT_STARTED,
+    INFRA_OUTCOME,  # a run lost to infrastructure (beside passed, failed, error...)
+)
 
 #: every class, in the order the docs list them
 INFRA_CLASSES = (
@@ -223,7 +227,7 @@ _STARTUP_FAILURE = re.compile(
 )
 
 #: exit statuses of a program the shell or `env` could not start (not executable, not found)
-NOT_STARTED_STATUSES = (126, 127)
+NOT_STARTED_STATUSES = (EXIT_AGENT_NOT_EXECUTABLE, EXIT_AGENT_NOT_STARTED)
 
 #: lines of a crashed agent's stderr shown with its result
 CRASH_TAIL_LINES = 12

@@ -308,3 +308,66 @@ def test_outcome_values_used_as_values_are_not_definitions(tmp_path):
         '    return "timeout"\n'
     )
     assert outcome_definitions(_write(tmp_path, text)) == []
+
+
+# ---------------------------------------------------------------- exit codes
+
+#: programs that run on their own, with the standard library only (`python -I -S`), so they cannot
+#: import the vocabulary: the sandbox's first process, and the reference agent (an agent, not the harness)
+STANDALONE = {"run/sandboxinit.py", "agents/reference.py"}
+EXIT_NAMES = ("exit_code", "returncode", "exitstatus", "exit_status", "status")
+
+
+def _status_read(node: ast.AST) -> bool:
+    name = _name(node) or (_string(node.slice) if isinstance(node, ast.Subscript) else None) or ""
+    return any(n in name.lower() for n in EXIT_NAMES)
+
+
+def _codes(node: ast.AST) -> bool:
+    """A number other than 0, or a group holding one."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_codes(e) for e in node.elts)
+    return _int(node) and node.value != 0
+
+
+def exit_code_definitions(path: Path) -> list[str]:
+    """Where `path` writes an exit code as a number: exiting with one, comparing a status with one,
+    or naming a group of them."""
+    found = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Call) and _name(node.func) in ("exit", "_exit", "SystemExit") and node.args:
+            if _codes(node.args[0]):
+                found.append(f"{_where(path, node)}: exits with {ast.unparse(node.args[0])}")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_status_read(s) for s in sides) and any(_codes(s) for s in sides):
+                found.append(f"{_where(path, node)}: a status compared with a number ({ast.unparse(node)})")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, (ast.Tuple, ast.Set)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if _codes(node.value) and any(_status_read(t) or "EXIT" in (_name(t) or "") for t in targets):
+                found.append(f"{_where(path, node)}: exit codes named ({ast.unparse(node)})")
+    return found
+
+
+def test_exit_codes_are_written_in_one_module():
+    found = [
+        line
+        for path in _modules()
+        if path.relative_to(PACKAGE).as_posix() not in STANDALONE
+        for line in exit_code_definitions(path)
+    ]
+    assert found == [], "exit codes outside vocabulary.py (import the EXIT_ names):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        "NOT_STARTED_STATUSES = (126, 127)\n",
+        "NOT_STARTED_STATUSES = (126, EXIT_AGENT_NOT_STARTED)\n",
+        "os._exit(127)\n",
+        "if proc.returncode == 4: pass\n",
+        'refused = result["exit_status"] in (6, 4)\n',
+    ],
+)
+def test_a_second_exit_code_is_found(tmp_path, second):
+    assert exit_code_definitions(_write(tmp_path, second)) != []
