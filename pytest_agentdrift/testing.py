@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable
 
+from pytest_agentdrift.options import OPTIONS
 from pytest_agentdrift.tasks.freeze import DEFAULT_EFFECTS, task_toml
 from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
 from pytest_agentdrift.vocabulary import RESULTS_FILE
@@ -131,28 +132,24 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     return json.loads((Path(run_dir) / RESULTS_FILE).read_text())
 
 
+#: the bundled suite's forged reporter: T02's wrong solution that makes every test read as passed
+_FORGER = (
+    Path(__file__).parent / "suite/T02-fix-localized-bug/solution/wrong/reporter-forged/files/invoicekit/discounts.py"
+)
+
+
+def _forged_reporter() -> str:
+    """The forger's code cut from that solution (from its first import to the forged channel)."""
+    text = _FORGER.read_text(encoding="utf-8")
+    end = "    _grade._channel = _Forged()\n"
+    return "\n" + text[text.index("import os as _os\n") : text.index(end) + len(end)]
+
+
 #: code under test that rewrites the grading reporter in its own process: every outcome "passed",
-#: the result's status 0, the process's exit status 0. Prepend it to a module the tests import to
-#: see which of a task's checks still hold (only those whose values the harness holds, `expected`).
-FORGED_REPORTER = """
-import os as _os, sys as _sys
-_grade = _sys.modules.get("agentdrift_grade")
-if _grade is not None:
-    class _AllPassed(dict):
-        def __setitem__(self, key, value):
-            dict.__setitem__(self, key, "passed")
-    _grade._state["outcomes"] = _AllPassed(_grade._state["outcomes"])
-    _channel = _grade._channel
-    class _Forged:
-        def send(self, kind, body):
-            if kind == "result":
-                body = {**body, "exitstatus": 0, "forged": []}
-            return _channel.send(kind, body)
-        def close(self):
-            _channel.close()
-            _os._exit(0)
-    _grade._channel = _Forged()
-"""
+#: no messages, the result's status 0, the process's exit status 0. Prepend it to a module the
+#: tests import to see which of a task's checks still hold (only those whose values the harness
+#: holds, `expected`). The one the bundled suite's T02 plays, so both prove the same defence.
+FORGED_REPORTER = _forged_reporter()
 
 
 def differing_paths(a: Any, b: Any, path: str = "") -> list[str]:
@@ -309,7 +306,7 @@ class OracleBench:
     hidden by the memo.
     """
 
-    def __init__(self, base: Path, isolation: str = "auto"):
+    def __init__(self, base: Path, isolation: str = OPTIONS["isolation"].default):
         from pytest_agentdrift.run import sandbox
 
         self.base = Path(base)

@@ -16,7 +16,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pytest_agentdrift.safetext import escape_path
@@ -181,18 +181,24 @@ class DnsStub:
             }
         )
 
-    def _serve_udp(self) -> None:
-        sock = self.udp
+    def _arrivals(self, sock: socket.socket, take: Callable[[], tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
+        """What `take` returns each time `sock` is ready, until the stub stops (the wake pipe
+        ends a wait at once); a socket error in between is skipped."""
         while not self._stop.is_set():
             try:
                 ready, _, _ = select.select([sock, self._wake_r], [], [], 0.2)
                 if sock not in ready:
                     continue
-                msg, client = sock.recvfrom(4096)
+                got = take()
             except OSError:
                 if self._stop.is_set():
                     return
                 continue
+            yield got
+
+    def _serve_udp(self) -> None:
+        sock = self.udp
+        for msg, client in self._arrivals(sock, lambda: sock.recvfrom(4096)):
             reply = self.answer(msg, "udp", client)
             if reply is not None:
                 try:
@@ -201,17 +207,7 @@ class DnsStub:
                     pass
 
     def _serve_tcp(self) -> None:
-        sock = self.tcp
-        while not self._stop.is_set():
-            try:
-                ready, _, _ = select.select([sock, self._wake_r], [], [], 0.2)
-                if sock not in ready:
-                    continue
-                conn, client = sock.accept()
-            except OSError:
-                if self._stop.is_set():
-                    return
-                continue
+        for conn, client in self._arrivals(self.tcp, self.tcp.accept):
             if not self._tcp_slots.acquire(blocking=False):
                 conn.close()
                 continue

@@ -320,53 +320,11 @@ def kill_tagged(token: str) -> int:
     return killed
 
 
-def run(
-    argv: list[str],
-    *,
-    cwd: Path,
-    env: dict[str, str],
-    isolation: Isolation,
-    writable: list[Path],
-    hidden_dirs: list[Path] = (),
-    readable: list[Path] = (),
-    masked_home: Path | None = None,
-    timeout_s: float,
-    output_limit: int = 4 << 20,
-    token: str,
-    guard=None,
-    plan: Any = None,
-    pass_fds: tuple[int, ...] = (),
-    monitor=None,
-) -> ProcessResult:
-    """Run argv under the given isolation; never raises for the command's own failures.
-
-    Under bwrap the command sees `plan` (a mountplan.MountPlan), or by default
-    the system, the harness's runtime, `readable` and cwd read-only and
-    `writable`; `hidden_dirs` never show inside them. The real home is not
-    mounted at all (`masked_home` is kept for callers; nothing of it is needed).
-    `pass_fds` stay open in the command (a harness-only channel). `guard` (a
-    runguard.RunGuard) puts limits and observers around the run and counts the
-    processes that outlived the agent.
-    `monitor` (optional) sees stdout as it arrives (`feed(chunk)`, on the
-    reader thread) and is asked about twice a second whether to stop the run
-    (`poll()` returns a reason or None); a stop ends the process tree like a
-    timeout and is recorded in `stopped`.
-    """
-    launched = start(
-        argv,
-        cwd=cwd,
-        env=env,
-        isolation=isolation,
-        writable=writable,
-        hidden_dirs=hidden_dirs,
-        readable=readable,
-        output_limit=output_limit,
-        token=token,
-        guard=guard,
-        plan=plan,
-        pass_fds=pass_fds,
-        monitor=monitor,
-    )
+def run(argv: list[str], *, timeout_s: float, masked_home: Path | None = None, **launch: Any) -> ProcessResult:
+    """Run argv under the given isolation for at most `timeout_s`; never raises for the command's
+    own failures. `launch` is what `start` takes. The real home is not mounted at all
+    (`masked_home` is kept for callers; nothing of it is needed)."""
+    launched = start(argv, **launch)
     if isinstance(launched, ProcessResult):
         return launched
     timed_out, stopped = launched.wait(timeout_s)
@@ -406,8 +364,19 @@ def start(
     pass_fds: tuple[int, ...] = (),
     monitor=None,
 ) -> Launched | ProcessResult:
-    """Start argv as `run` would and return at once: a Launched to wait for and finish, or
-    the ProcessResult of a command that could not be started."""
+    """Start argv under the given isolation and return at once: a Launched to wait for and
+    finish, or the ProcessResult of a command that could not be started.
+
+    Under bwrap the command sees `plan` (a mountplan.MountPlan), or by default
+    the system, the harness's runtime, `readable` and cwd read-only and
+    `writable`; `hidden_dirs` never show inside them. `pass_fds` stay open in
+    the command (a harness-only channel). `guard` (a runguard.RunGuard) puts
+    limits and observers around the run and counts the processes that outlived
+    the agent. `monitor` (optional) sees stdout as it arrives (`feed(chunk)`,
+    on the reader thread) and is asked about twice a second whether to stop the
+    run (`poll()` returns a reason or None); a stop ends the process tree like
+    a timeout and is recorded in `stopped`.
+    """
     env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
     become_subreaper()
     known_children = set(_children(os.getpid()))
