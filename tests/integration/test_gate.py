@@ -29,9 +29,11 @@ def last_line(result) -> str:
     return lines[-1]
 
 
-def tasks(root: Path, *, crit_fail_both: bool = False) -> None:
-    """Three small tasks: the reference agent applies solution/ (notes.txt)."""
-    for tid in ("G01", "G02", "G03"):
+def tasks(root: Path, count: int = 3, *, crit_fail_both: bool = False) -> None:
+    """`count` small tasks G01.. (three unless a test needs fewer): the reference agent applies
+    solution/ (notes.txt). A test of identity, refusal or its printed advice needs one task, not three:
+    every session it starts then costs one run instead of three."""
+    for tid in (f"G{i:02d}" for i in range(1, count + 1)):
         checks = [
             {
                 "name": "notes-written",
@@ -287,12 +289,12 @@ INI = (
 
 def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
     """Same identity, different behaviour (what a silent server-side model change looks like)."""
-    tasks(pytester.path)
+    tasks(pytester.path, 2)
     (pytester.path / "agent.toml").write_text(DECLARE)
     (pytester.path / "pytest.ini").write_text(INI)
     script = agent_script(
         pytester.path / "my_agent.py",
-        "if os.environ.get('AGENT_MODE') != 'lazy' or os.environ['AGENTDRIFT_TASK_ID'] != 'G03':\n"
+        "if os.environ.get('AGENT_MODE') != 'lazy' or os.environ['AGENTDRIFT_TASK_ID'] != 'G02':\n"
         "    Path('notes.txt').write_text('hi\\n')\nreport('complete')\n",
     )
     args = ["--agent-cmd", f"{sys.executable} {script} {{task_file}}", "--agent-env", "AGENT_MODE"]
@@ -303,17 +305,17 @@ def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
     assert result.ret == 1, result.stdout.str()
     # k = 1 on both sides cannot tell a flake from a change: blocked by the default policy, saying so
     assert last_line(result).startswith(
-        "agentdrift: exit 1 — gate regression: new critical failure G03 notes-written (may be a flake: failed 1/1"
+        "agentdrift: exit 1 — gate regression: new critical failure G02 notes-written (may be a flake: failed 1/1"
     )
     promote = run(pytester, *args, "--agent-baseline", "runs/base", "--agent-gate", "promote")
     assert promote.ret == 1 and last_line(promote).startswith("agentdrift: exit 1 — gate promote: dont_ship")
     # no gate: the failed item decides, and the line says so
     plain = run(pytester, *args, "--agent-baseline", "runs/base")
-    assert plain.ret == 1 and last_line(plain) == "agentdrift: exit 1 — 1 of 3 run(s) failed: G03 r1"
+    assert plain.ret == 1 and last_line(plain) == "agentdrift: exit 1 — 1 of 2 run(s) failed: G02 r1"
 
 
 def test_refusal_is_said_once_without_pytests_exit_banner(pytester):
-    tasks(pytester.path)
+    tasks(pytester.path, 1)
     assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
     result = run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base", "-n", "2")
     assert result.ret == 6
@@ -324,7 +326,7 @@ def test_refusal_is_said_once_without_pytests_exit_banner(pytester):
 
 
 def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytester):
-    tasks(pytester.path)
+    tasks(pytester.path, 1)
     script = agent_script(
         pytester.path / "my_agent.py",
         "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n",
@@ -352,7 +354,7 @@ def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytes
 
 
 def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_venv_comparable(pytester, tmp_path):
-    tasks(pytester.path)
+    tasks(pytester.path, 1)
     script = agent_script(
         pytester.path / "my_agent.py",
         "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n",
@@ -419,7 +421,7 @@ def test_generic_agent_without_a_model_stamp_is_refused_before_it_runs_and_every
     answered, so the refusal comes before any run, names the protocol and the ways to accept the absence;
     the ini, command-line and pyproject forms it prints each make it go away, and an agent that reports
     the model (usage events) is comparable without accepting anything."""
-    tasks(pytester.path)
+    tasks(pytester.path, 1)
     (pytester.path / "agent.toml").write_text(DECLARE)
     (pytester.path / "pytest.ini").write_text(INI_WITHOUT_MODEL)
     silent = agent_script(pytester.path / "silent.py", "Path('notes.txt').write_text('hi\\n'); report('complete')\n")
@@ -475,7 +477,7 @@ def test_generic_agent_without_a_model_stamp_is_refused_before_it_runs_and_every
 
 
 def test_describe_command_is_recorded_as_agent_reported(pytester):
-    tasks(pytester.path)
+    tasks(pytester.path, 1)
     script = agent_script(
         pytester.path / "my_agent.py",
         "if '--describe' in sys.argv:\n    print(json.dumps({'model_id': 'acme-7', 'temperature': 0}))\n"
@@ -497,7 +499,7 @@ def test_describe_command_is_recorded_as_agent_reported(pytester):
 
 
 def test_accept_groups_expand_visibly_and_the_cli_reads_the_same_ini(pytester):
-    tasks(pytester.path)
+    tasks(pytester.path, 1)
     script = agent_script(pytester.path / "my_agent.py", "Path('notes.txt').write_text('hi\\n'); report('complete')\n")
     cmd = f"{sys.executable} {script} {{task_file}}"
     (pytester.path / "pytest.ini").write_text(
@@ -542,7 +544,7 @@ def test_accept_groups_expand_visibly_and_the_cli_reads_the_same_ini(pytester):
 
 
 def test_a_gate_without_a_baseline_is_a_usage_error(pytester):
-    tasks(pytester.path)
+    tasks(pytester.path, 1)
     result = run(pytester, "--agent", "reference", "--agent-gate", "regression")
     assert result.ret == 4, result.stdout.str()
     assert "--agent-gate regression needs --agent-baseline DIR" in result.stdout.str() + result.stderr.str()
