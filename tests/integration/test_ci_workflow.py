@@ -1,4 +1,5 @@
-"""The commands of docs/examples/agentdrift-gate.yml, run as the workflow runs them, on the builtin suite."""
+"""The commands of docs/examples/agentdrift-gate.yml and docs/scale.md's workflow, run as the workflows run them,
+on builtin tasks."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ import pytest
 pytestmark = pytest.mark.slow
 
 WORKFLOW = Path(__file__).parents[2] / "docs" / "examples" / "agentdrift-gate.yml"
+SUITE = Path(__file__).parents[2] / "pytest_agentdrift" / "suite"
+#: the builtin tasks the drifted reference agent breaks, enough paired tasks for the gate to detect a
+#: regression at half the suite's cost; the whole suite's outcomes are test_builtin_suite.py's
+DRIFTED_TASKS = ("T06", "T07", "T08", "T09", "T10", "T12")
+#: four cheap builtin tasks, one per shard of docs/scale.md's four-job matrix
+SHARDED_TASKS = ("T01", "T04", "T07", "T12")
 
 
 JUNIT_XSD = Path(__file__).parents[1] / "data" / "junit-10.xsd"  # the Jenkins xUnit plugin's schema
@@ -38,6 +45,16 @@ def workflow_commands() -> tuple[str, list[str]]:
     return args, commands
 
 
+def on_tasks(args: str, cwd: Path, task_ids: tuple[str, ...]) -> str:
+    """AGENTDRIFT_ARGS (the workflows' "your agent and tasks" knob) on copies of the given builtin tasks."""
+    assert "--agent-suite builtin" in args
+    for task in SUITE.iterdir():
+        if task.name[:3] in task_ids:
+            shutil.copytree(task, cwd / "tasks" / task.name)
+    assert len(list((cwd / "tasks").iterdir())) == len(task_ids)
+    return args.replace("--agent-suite builtin", "tasks")
+
+
 def sh(cmd: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     cmd = cmd.removeprefix("run:").strip()
     cmd = cmd.replace(ARGS_ARRAY, env["AGENTDRIFT_ARGS"])
@@ -52,6 +69,7 @@ def test_the_workflow_runs_its_commands(tmp_path):
     args, commands = workflow_commands()
     record, compare, summary = commands  # the three commands the workflow runs
     assert "--agent-fail-on none" in record and "--agent-gate regression" in compare
+    args = on_tasks(args, tmp_path, DRIFTED_TASKS)
     env = {**os.environ, "AGENTDRIFT_ARGS": args, "GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md")}
 
     base = sh(record, tmp_path, env)
@@ -193,6 +211,7 @@ def test_the_scale_workflow_records_balanced_shards_merges_and_compares(tmp_path
     shards = record["strategy"]["matrix"]["shard"]
     shard_command = job_command(record, "pytest", "record the shard")
     assert shards == [1, 2, 3, 4] and "--agent-shard auto" in shard_command
+    args = on_tasks(args, tmp_path, SHARDED_TASKS)
     env = {**os.environ, "AGENTDRIFT_ARGS": args, "GITHUB_ACTIONS": "true"}
     env.pop("AGENTDRIFT_SHARD", None)
 
@@ -213,12 +232,12 @@ def test_the_scale_workflow_records_balanced_shards_merges_and_compares(tmp_path
         assert results["shard"]["index"] == shard and results["shard"]["count"] == 4
         assert results["shard"]["source"].startswith("github-actions matrix")
         sizes.append(sum(len(t["runs"]) for t in results["tasks"].values()))
-    assert sizes == [3, 3, 3, 3]  # twelve builtin tasks, k = 1, four shards
+    assert sizes == [1, 1, 1, 1]  # four tasks, k = 1, four shards
 
     merged = sh(job_command(wf["jobs"]["merge"], "agentdrift merge"), tmp_path, env)
     assert merged.returncode == 0, merged.stdout[-3000:] + merged.stderr[-2000:]
     whole = json.loads((tmp_path / "runs" / "candidate" / "results.json").read_text())
-    assert len(whole["tasks"]) == 12 and whole["complete"] is True
+    assert sorted(whole["tasks"]) == list(SHARDED_TASKS) and whole["complete"] is True
 
     compare = sh(job_command(wf["jobs"]["compare"], "agentdrift compare"), tmp_path, env)
     assert compare.returncode == 0, compare.stdout[-3000:] + compare.stderr[-2000:]
