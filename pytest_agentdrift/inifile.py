@@ -5,8 +5,8 @@ Before or outside one — the `agentdrift` commands that take `-c FILE` and
 `--rootdir DIR` like pytest and read the plugin's `agent_*` values, the bundle
 store, the project root that discovery is rooted at — `read_ini` finds the same
 file by pytest's own rules (`_pytest/config/findpaths.py`, `determine_setup`
-with no test paths given) and types each value by the ini type it is declared
-with, as `Config.getini` does. It imports no pytest: the same `iniconfig`
+with no test paths given; PYTEST_ADDOPTS's -c, --rootdir and -o included) and
+types each value by the ini type it is declared with, as `Config.getini` does. It imports no pytest: the same `iniconfig`
 parser pytest reads .ini and .cfg files with, and `tomllib`.
 tests/unit/test_inifile.py holds it to pytest's own answer over a matrix of files.
 """
@@ -43,15 +43,23 @@ class PytestIni:
 
 
 def read_ini(
-    declared: Declared, config_file: str | None = None, rootdir: str | None = None, start: Path | None = None
+    declared: Declared,
+    config_file: str | None = None,
+    rootdir: str | None = None,
+    start: Path | None = None,
+    environ: Mapping[str, str] = os.environ,
 ) -> PytestIni:
     """The declared values as pytest invoked in ``start`` (the current directory) with ``-c`` and ``--rootdir`` reads them.
 
     ``rootdir`` is pytest's rootpath for a run given no test paths (so that an
     option's value that looks like a path cannot move it): ``--rootdir``, else
     the directory of ``-c`` or of the file found, else the nearest directory
-    holding a setup.py, else ``start``.
+    holding a setup.py, else ``start``. PYTEST_ADDOPTS speaks as it does to
+    pytest: its ``-c`` and ``--rootdir`` when these are not given, and its
+    ``-o name=value`` over the file's values.
     """
+    addopts = _addopts(environ.get("PYTEST_ADDOPTS", ""))
+    config_file, rootdir = config_file or addopts.config_file, rootdir or addopts.rootdir
     invoked = Path(os.path.abspath(start if start is not None else os.getcwd()))
     if config_file:
         inipath: Path | None = Path(os.path.abspath(invoked / config_file))
@@ -66,6 +74,7 @@ def read_ini(
         root = Path(os.path.abspath(invoked / os.path.expandvars(rootdir)))
         if not root.is_dir():
             raise AgentDriftError(f"--rootdir {rootdir}: no such directory")
+    raw = {**raw, **_overrides(addopts.override_ini)}
     base = inipath.parent if inipath else invoked  # where `paths` values are relative to
     values = {}
     for name, (ini_type, default) in declared.items():
@@ -91,6 +100,31 @@ def project_root(config: Any) -> Path:
         config.getoption("rootdir", None),
         Path(config.invocation_params.dir),
     ).rootdir
+
+
+def _addopts(text: str) -> Any:
+    """What of PYTEST_ADDOPTS decides the configuration: -c, --rootdir and -o, parsed as pytest parses them."""
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    parser.add_argument("-c", "--config-file", dest="config_file")
+    parser.add_argument("--rootdir")
+    parser.add_argument("-o", "--override-ini", dest="override_ini", action="append", default=[])
+    try:
+        return parser.parse_known_args(shlex.split(text))[0]
+    except (ValueError, argparse.ArgumentError) as exc:  # an unbalanced quote; an option without its value
+        raise AgentDriftError(f"PYTEST_ADDOPTS={text!r} cannot be read: {exc}") from None
+
+
+def _overrides(pairs: list[str]) -> _Raw:
+    """-o name=value pairs (the last of one name wins), read like an ini file's text."""
+    out: _Raw = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise AgentDriftError(f"PYTEST_ADDOPTS: -o/--override-ini expects name=value, got {pair!r}")
+        out[name] = (value, "ini")
+    return out
 
 
 def _locate(invoked: Path) -> tuple[Path | None, _Raw]:

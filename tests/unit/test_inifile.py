@@ -229,6 +229,33 @@ def test_read_ini_answers_what_pytest_getini_answers(world, monkeypatch, case):
     assert read_ini(DECLARED, config_file, rootdir, start=start_dir) == ours
 
 
+#: id: (PYTEST_ADDOPTS, -c, --rootdir), over one tree
+ADDOPTS: dict[str, tuple[str, str | None, str | None]] = {
+    "-c in PYTEST_ADDOPTS": ("-x -c conf/custom.ini -p no:randomly", None, None),
+    "--config-file= and --rootdir= in PYTEST_ADDOPTS": ("--config-file=conf/custom.ini --rootdir=r", None, None),
+    "the command line's -c and --rootdir win": ("-cconf/custom.ini --rootdir r", "pytest.ini", "conf"),
+    "-o over the file's values": ("-o agent_k=9 --override-ini=x_paths='a b' -oagent_null=1 -o agent_k=10", None, None),
+    "-o with no file": ("-o agent_vary=model_id -o x_paths=here", None, None),
+}
+
+
+@pytest.mark.parametrize("case", ADDOPTS, ids=list(ADDOPTS))
+def test_pytest_addopts_speaks_to_the_reader_as_to_pytest(world, monkeypatch, case):
+    addopts, config_file, rootdir = ADDOPTS[case]
+    start = world / "a"
+    files = {"a/conf/custom.ini": "[pytest]\n" + INI_TEXT, "a/r/x": ""}
+    _tree(world, files if case == "-o with no file" else {**files, "a/pytest.ini": "[pytest]\nagent_k = 1\n"})
+    monkeypatch.chdir(start)
+    monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
+    expected = _pytest_reads(start, config_file, rootdir)
+    ours = read_ini(DECLARED, config_file, rootdir)
+    assert (ours.rootdir, ours.inipath, ours.values) == expected
+    monkeypatch.delenv("PYTEST_ADDOPTS")
+    assert read_ini(DECLARED, config_file, rootdir, environ={"PYTEST_ADDOPTS": addopts}) == ours
+    # it spoke, unless the command line said otherwise
+    assert (read_ini(DECLARED, config_file, rootdir) == ours) == (case == "the command line's -c and --rootdir win")
+
+
 def test_the_cases_read_every_type_in_every_format(world, monkeypatch):
     """The matrix would be weak if a format's values never reached the reader: each writes non-defaults."""
     monkeypatch.chdir(world)
@@ -319,3 +346,13 @@ def test_the_cli_resolves_its_shared_flags_as_the_plugin_does(world, monkeypatch
     outside = resolve_outside_pytest(dict.fromkeys(shared), "conf/custom.ini")
     assert outside == {name: getattr(settings, name) for name in shared}
     assert (outside["seed"], outside["gate_flakes"], outside["max_infra_loss"]) == (7, "report", 0.25)
+
+
+@pytest.mark.parametrize("addopts", ["-o novalue", "-c", "-k 'open"])
+def test_a_bad_pytest_addopts_is_one_error_naming_it(world, monkeypatch, addopts):
+    monkeypatch.chdir(world)
+    monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
+    with pytest.raises((Exception, SystemExit)):  # pytest refuses it too
+        _pytest_reads(world, None, None)
+    with pytest.raises(AgentDriftError, match="PYTEST_ADDOPTS"):
+        read_ini(DECLARED)
