@@ -341,9 +341,10 @@ def test_bad_bundle_options_are_one_clear_usage_error(world):
 
 def test_null_experiment_and_a_pre_registered_plan_with_the_reference_agent(tmp_path):
     world = tmp_path
-    (world / "tasks").mkdir()
-    for name in ("EX01-fix-discount", "EX02-explain-readonly"):
-        shutil.copytree(FIXTURES / name, world / "tasks" / name)
+    # two cheap tasks (a plan needs two): what the null and the plan compute is test_null_and_plan.py's
+    shutil.copytree(FIXTURES / "EX02-explain-readonly", world / "tasks" / "EX02-explain-readonly")
+    notes = {"name": "notes-written", "kind": "files", "layer": "correctness", "exist": ["notes.txt"]}
+    make_task(world / "tasks", "N01", checks=[notes], allowed=["notes.txt"], solution={"notes.txt": "hi\n"})
     (world / "bin").mkdir()
     stable_runtimes(world / "bin")
     for name in ("a", "b"):
