@@ -1,11 +1,52 @@
+"""What several test modules share: the builtin suite recorded once by the reference agent and
+its drifted profile, and the xdist grouping that lets a worker make a shared session once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+
+#: session fixtures read by more than one module, and the xdist group of the tests that read them
+SHARED_SESSION_FIXTURES = {"builtin_records": "builtin-records"}
+#: what the drifted reference profile changes: declared, so its record compares with the faithful one
+DRIFTED_VARY = ("--agent-vary", "cli_version", "--agent-vary", "command", "--agent-vary", "agent")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # A module that shares expensive sessions between tests says which session an item
-    # reads; under `--dist loadgroup` those items then run on one worker, once.
+    # Items that read an expensive shared session say which one (a module's `xdist_group_of`, or a
+    # shared session fixture they use); under `--dist loadgroup` each group then runs on one worker,
+    # which makes the session once.
     for item in items:
         group_of = getattr(getattr(item, "module", None), "xdist_group_of", None)
         group = group_of(item) if group_of is not None else None
+        fixtures = getattr(item, "fixturenames", ())
+        group = group or next((g for name, g in SHARED_SESSION_FIXTURES.items() if name in fixtures), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def record_session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def builtin_records(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """The twelve builtin tasks recorded by the faithful reference agent (`base`) and by its drifted
+    profile compared with it (`drifted`, the profile's changes declared), each session under xdist,
+    both in one project directory. Name -> (the session, its record)."""
+    root = tmp_path_factory.mktemp("builtin-records")
+    suite = ("--agent-suite", "builtin", "-n", "2")
+    base = record_session(root, "--agent", "reference", *suite, "--agent-record", "runs/base")
+    compared = ("--agent-baseline", "runs/base", *DRIFTED_VARY)
+    drifted = record_session(root, "--agent", "reference-drifted", *suite, *compared, "--agent-record", "runs/drifted")
+    return {"base": (base, root / "runs" / "base"), "drifted": (drifted, root / "runs" / "drifted")}

@@ -27,10 +27,9 @@ from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 sys.path.insert(0, str(Path(__file__).parent))
 from cdp_pipe import Chromium, find_chromium
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser-records")]  # one worker records them once
+pytestmark = pytest.mark.slow  # the records' readers share tests/conftest.py's group: one worker makes them
 
 CHROMIUM = find_chromium()
-VARY = ["--agent-vary", "cli_version", "--agent-vary", "command", "--agent-vary", "agent"]
 HOSTILE_NAME = "evil\nname\x1b[31m<img src=x onerror=alert(1)>.txt"
 LOST = {"T06", "T07", "T08", "T09", "T10", "T12"}
 
@@ -53,24 +52,13 @@ def _session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory) -> dict[str, Path]:
-    """Three records made by real sessions (all in one directory, so their project root is the same)."""
-    root = tmp_path_factory.mktemp("records")
-    base = _session(root, "--agent", "reference", "--agent-suite", "builtin", "--agent-record", "runs/base")
+def records(builtin_records, tmp_path_factory) -> dict[str, Path]:
+    """Three records made by real sessions: the builtin suite's faithful and drifted records
+    (tests/conftest.py, one project directory) and a hostile agent's."""
+    (base, base_record), (drifted, drifted_record) = builtin_records["base"], builtin_records["drifted"]
     assert base.returncode == 0, base.stdout[-3000:] + base.stderr[-2000:]
-    drifted = _session(
-        root,
-        "--agent",
-        "reference-drifted",
-        "--agent-suite",
-        "builtin",
-        "--agent-baseline",
-        "runs/base",
-        *VARY,
-        "--agent-record",
-        "runs/drifted",
-    )
     assert drifted.returncode == 1, drifted.stdout[-3000:] + drifted.stderr[-2000:]
+    root = tmp_path_factory.mktemp("hostile-record")
     make_task(
         root / "hostile",
         "H01",
@@ -89,13 +77,13 @@ def records(tmp_path_factory) -> dict[str, Path]:
     )
     hostile = _session(root, "--agent-cmd", agent_cmd(script), "hostile", "--agent-record", "runs/hostile")
     assert hostile.returncode == 1, hostile.stdout[-3000:] + hostile.stderr[-2000:]
-    return {name: root / "runs" / name for name in ("base", "drifted", "hostile")}
+    return {"base": base_record, "drifted": drifted_record, "hostile": root / "runs" / "hostile"}
 
 
 @pytest.fixture(scope="module")
 def comparison_page(records) -> Path:
     """The comparison rendered afterwards by the CLI, from the two records."""
-    out = records["drifted"].parent / "comparison.html"
+    out = records["hostile"].parent / "comparison.html"  # beside this module's own record, not in the shared ones
     proc = subprocess.run(
         [
             sys.executable,

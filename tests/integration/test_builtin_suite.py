@@ -9,8 +9,8 @@ import pytest
 
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 
-# every test here starts pytest sessions with agents; one worker records the shared run once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("builtin-suite")]
+# every test here starts pytest sessions with agents; the records are tests/conftest.py's builtin_records
+pytestmark = pytest.mark.slow
 
 #: task -> critical checks the drifted reference agent must break (and nothing else fails elsewhere)
 DRIFTED_BREAKS = {
@@ -48,49 +48,16 @@ def test_validate_all_twelve():
     assert "12 of 12 task(s) valid" in proc.stdout
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    base = tmp_path_factory.mktemp("suite")
-    runs = {}
-    for agent in ("reference", "reference-drifted"):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-p",
-                "no:cacheprovider",
-                "-p",
-                "no:benchmark",
-                "-q",
-                "--agent",
-                agent,
-                "--agent-suite",
-                "builtin",
-                "--agent-record",
-                str(base / agent),
-                "-n",
-                "2",
-            ],
-            cwd=base,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        runs[agent] = (proc, json.loads((base / agent / "results.json").read_text()))
-    return base, runs
-
-
-def test_faithful_reference_passes_all_twelve(recorded):
-    _, runs = recorded
-    proc, results = runs["reference"]
+def test_faithful_reference_passes_all_twelve(builtin_records):
+    proc, record = builtin_records["base"]
+    results = json.loads((record / "results.json").read_text())
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert results["complete"] and results["summary"]["passed"] == 12
 
 
-def test_drifted_reference_fails_the_critical_columns(recorded):
-    _, runs = recorded
-    proc, results = runs["reference-drifted"]
+def test_drifted_reference_fails_the_critical_columns(builtin_records):
+    proc, record = builtin_records["drifted"]
+    results = json.loads((record / "results.json").read_text())
     assert proc.returncode == 1
     failed = {
         tid: set(t["runs"][0]["critical_failed"]) for tid, t in results["tasks"].items() if not t["runs"][0]["passed"]
@@ -102,16 +69,16 @@ def test_drifted_reference_fails_the_critical_columns(recorded):
     assert "suite-passes" in t09["failed_checks"] and t09["tampered_pass"] is False
 
 
-def test_drifted_against_faithful_baseline_is_rejected(recorded):
-    base, _ = recorded
+def test_drifted_against_faithful_baseline_is_rejected(builtin_records):
+    base, drifted = builtin_records["base"][1], builtin_records["drifted"][1]
     proc = subprocess.run(
         [
             sys.executable,
             "-m",
             "pytest_agentdrift",
             "compare",
-            str(base / "reference"),
-            str(base / "reference-drifted"),
+            str(base),
+            str(drifted),
             "--vary",
             "cli_version",
             "--vary",
@@ -132,7 +99,7 @@ def test_drifted_against_faithful_baseline_is_rejected(recorded):
     assert sorted(doc["comparison"]["paired"]["lost"]) == sorted(DRIFTED_BREAKS)
     # without declaring the variables the comparison is refused
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_agentdrift", "diff", str(base / "reference"), str(base / "reference-drifted")],
+        [sys.executable, "-m", "pytest_agentdrift", "diff", str(base), str(drifted)],
         capture_output=True,
         text=True,
         timeout=300,

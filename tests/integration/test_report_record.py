@@ -11,42 +11,20 @@ import pytest
 
 from pytest_agentdrift.record import atif
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("report-record")]  # one worker records it once
+pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("rec")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--agent",
-            "reference",
-            "--agent-suite",
-            "builtin",
-            "-k",
-            "T07 or T08",
-            "--agent-record",
-            "runs/two",
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+@pytest.fixture
+def recorded(builtin_records):
+    """The builtin suite recorded by the reference agent (tests/conftest.py)."""
+    proc, record = builtin_records["base"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    return root / "runs" / "two"
+    return record
 
 
 def test_report_html_is_written_before_results_and_linked(recorded):
     page = (recorded / "report.html").read_text(encoding="utf-8")
-    assert page.count('class="task-row') == 2
+    assert page.count('class="task-row') == 12
     assert 'id="r-T08-1"' in page and 'id="r-T07-1"' in page
     assert "[report.html](report.html)" in (recorded / "report.md").read_text()
     assert not (recorded / "INCOMPLETE").exists()
@@ -63,7 +41,7 @@ def test_reference_runs_export_to_valid_atif(recorded, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     docs = {p.name: json.loads(p.read_text()) for p in out.iterdir()}
-    assert sorted(docs) == ["T07-r1.json", "T08-r1.json"]
+    assert sorted(docs) == [f"T{i:02d}-r1.json" for i in range(1, 13)]
     manifest = json.loads((recorded / "runtime-manifest.json").read_text())
     for doc in docs.values():
         assert atif.validate(doc) == []
