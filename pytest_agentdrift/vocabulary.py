@@ -271,10 +271,20 @@ RAW_DIR: Final = "raw"
 RUN_FILE: Final = "run.json"
 #: a run's graded checks, in its raw directory
 CHECKS_FILE: Final = "checks.json"
+#: what the agent printed, the command it was started with and its changes, in its raw directory
+STDOUT_FILE: Final = "stdout.txt"
+STDERR_FILE: Final = "stderr.txt"
+ARGV_FILE: Final = "argv.json"
+PATCH_FILE: Final = "diff.patch"
 #: the files of a record's top level
 RESULTS_FILE: Final = "results.json"
 MANIFEST_FILE: Final = "runtime-manifest.json"
 SOURCE_MANIFEST_FILE: Final = "source-manifest.json"
+#: what the agent was told (instructions and configuration), beside the manifests
+INSTRUCTION_BUNDLE_FILE: Final = "instruction-bundle.json"
+#: the record's reports for a person: Markdown, and the self-contained page
+REPORT_MD_FILE: Final = "report.md"
+REPORT_HTML_FILE: Final = "report.html"
 #: a comparison's files, relative to the record (the comparison directory's own names below)
 COMPARISON_DIR: Final = "comparison"
 DECISION_FILE: Final = "comparison/decision.json"

@@ -22,7 +22,7 @@ from typing import Any
 from pytest_agentdrift.cli.common import Argument, add_arguments
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_FAILED, EXIT_OK, AgentDriftError
-from pytest_agentdrift.vocabulary import MANIFEST_FILE
+from pytest_agentdrift.vocabulary import INSTRUCTION_BUNDLE_FILE, MANIFEST_FILE
 
 
 def _store(args: argparse.Namespace) -> Path:
@@ -225,7 +225,7 @@ def arm_documents(run: str) -> Any:
         path = Path(run) / name
         return load_json_file(path) if path.is_file() else None
 
-    return ArmDocuments(manifest=doc(MANIFEST_FILE), instructions=doc("instruction-bundle.json"))
+    return ArmDocuments(manifest=doc(MANIFEST_FILE), instructions=doc(INSTRUCTION_BUNDLE_FILE))
 
 
 def rows_gate_mode(args: argparse.Namespace) -> str | None:

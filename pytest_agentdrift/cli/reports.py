@@ -20,7 +20,7 @@ from pytest_agentdrift.cli.common import add_ini_args
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_OK, AgentDriftError
 from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
-from pytest_agentdrift.vocabulary import DECISION_FILE, MANIFEST_DIFF_FILE
+from pytest_agentdrift.vocabulary import DECISION_FILE, MANIFEST_DIFF_FILE, REPORT_HTML_FILE
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -82,7 +82,7 @@ def cmd_html(args: argparse.Namespace) -> int:
     run = Path(args.run)
     if args.base is None:
         inp = load_input(run)
-        out = Path(args.out) if args.out else run / "report.html"
+        out = Path(args.out) if args.out else run / REPORT_HTML_FILE
         if args.out is None and out.exists():
             raise AgentDriftError(
                 "already holds report.html and a record is never rewritten; give --out FILE to render another copy", run
@@ -117,7 +117,7 @@ def cmd_show(args: argparse.Namespace, plain) -> int:
         # ensure_ascii: a file name that was not UTF-8 (a lone surrogate) still prints
         _out(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=True))
         return EXIT_OK
-    page = run / "report.html"
+    page = run / REPORT_HTML_FILE
     if not page.is_file():
         from pytest_agentdrift.record.html import render_record
 

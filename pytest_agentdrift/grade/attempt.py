@@ -69,7 +69,7 @@ def error_result(rep: int, run: Any, reason: str, checks: list | None = None) ->
     """The result of a run the harness could not finish handling: `undecided`, the reason and
     whatever evidence was gathered kept (never a pass, never the agent's failure)."""
     from pytest_agentdrift.tasks.load import LAYERS
-    from pytest_agentdrift.vocabulary import UNDECIDED_OUTCOME
+    from pytest_agentdrift.vocabulary import PATCH_FILE, STDERR_FILE, STDOUT_FILE, UNDECIDED_OUTCOME
 
     evidence: dict[str, Any] = {
         "exit_code": None,
@@ -87,7 +87,7 @@ def error_result(rep: int, run: Any, reason: str, checks: list | None = None) ->
             evidence.update(run.evidence_dict())
         except Exception as exc:  # the evidence itself may be what failed
             evidence["evidence_error"] = f"{type(exc).__name__}: {exc}"
-        raw = {"stdout.txt": run.stdout, "stderr.txt": run.stderr, "diff.patch": run.patch}
+        raw = {STDOUT_FILE: run.stdout, STDERR_FILE: run.stderr, PATCH_FILE: run.patch}
     evidence["harness_error"] = reason
     return {
         "rep": rep,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.tasks.shard import item_key
-from pytest_agentdrift.vocabulary import MANIFEST_FILE, SOURCE_MANIFEST_FILE
+from pytest_agentdrift.vocabulary import MANIFEST_FILE, SOURCE_MANIFEST_FILE, STDOUT_FILE
 
 SCHEMA_VERSION = "ATIF-v1.7"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "atif.schema.json"
@@ -677,7 +677,7 @@ def _raw_events(run_dir: Path, raw_rel: Any) -> tuple[list[dict[str, Any]], str 
             continue
         if isinstance(obj, dict):
             events.append(obj)
-    stdout = _read(raw / "stdout.txt", Path(run_dir))
+    stdout = _read(raw / STDOUT_FILE, Path(run_dir))
     if text is None:
         notes.append("events.jsonl was not recorded: the steps are incomplete.")
     return events, stdout, notes

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.vocabulary import REPORT_HTML_FILE, REPORT_MD_FILE
+
 
 @contextmanager
 def derived_record(out: Path, results: dict[str, Any], purpose: str) -> Iterator[Path]:
@@ -30,8 +32,8 @@ def derived_record(out: Path, results: dict[str, Any], purpose: str) -> Iterator
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{purpose}-", dir=out.parent))
     try:
         yield tmp
-        atomic_write(tmp / "report.md", markdown(results))
-        atomic_write(tmp / "report.html", record_page(tmp, results))
+        atomic_write(tmp / REPORT_MD_FILE, markdown(results))
+        atomic_write(tmp / REPORT_HTML_FILE, record_page(tmp, results))
         atomic_write(tmp / RESULTS_FILE, dumps_pretty(results))
         os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
     except BaseException:

@@ -37,10 +37,14 @@ from typing import Any
 from pytest_agentdrift.record.report import _LAYER_ABBR
 from pytest_agentdrift.tasks.load import LAYERS
 from pytest_agentdrift.vocabulary import (
+    ARGV_FILE,
     COMPARISON_FILE,
     DECISION_FILE,
     MANIFEST_DIFF_FILE,
     MANIFEST_FILE,
+    PATCH_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
     TIMESTAMP_FORMAT,
 )
 
@@ -1209,9 +1213,9 @@ def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str)
     out.append(_patch(inp, run, unfolded))
     out.append(_events(inp, run, unfolded))
     out.append(_agent_report(inp, run))
-    for name, label, key in (("stdout.txt", "stdout", "stdout"), ("stderr.txt", "stderr", "stderr")):
+    for name, label, key in ((STDOUT_FILE, "stdout", "stdout"), (STDERR_FILE, "stderr", "stderr")):
         out.append(_head(inp, run, name, label, ev.get(f"{key}_bytes"), ev.get(f"{key}_truncated")))
-    argv = inp.raw(run, "argv.json", SMALL_LIMIT)
+    argv = inp.raw(run, ARGV_FILE, SMALL_LIMIT)
     if argv.text:
         out.append(f'<details class="ev"><summary>argv</summary><pre>{esc(argv.text, block=True)}</pre></details>')
     out.append("</details>")
@@ -1391,7 +1395,7 @@ def _network_rows(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str, Any
 
 
 def _patch(inp: ReportInput, run: Mapping[str, Any], unfolded: bool = False) -> str:
-    art = inp.raw(run, "diff.patch", PATCH_LIMIT)
+    art = inp.raw(run, PATCH_FILE, PATCH_LIMIT)
     if art.text is None:
         return f'<h4>Patch</h4><p class="mut">{esc(art.problem)}</p>'
     if not art.text:

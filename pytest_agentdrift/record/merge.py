@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.tasks.shard import item_key
+from pytest_agentdrift.vocabulary import INSTRUCTION_BUNDLE_FILE
 
 #: top-level keys that describe how one shard's session went, not the merged run
 _SESSION_ONLY = ("shard", "resumed", "budget", "merged_from")
@@ -136,7 +137,7 @@ def write_merged(out: Path, shards: list[tuple[Path, dict[str, Any]]], merged: d
 
     first_path = shards[0][0]
     with derived_record(out, merged, "merging") as tmp:
-        for name in (MANIFEST_FILE, "instruction-bundle.json", SOURCE_MANIFEST_FILE):
+        for name in (MANIFEST_FILE, INSTRUCTION_BUNDLE_FILE, SOURCE_MANIFEST_FILE):
             if (first_path / name).is_file():
                 shutil.copyfile(first_path / name, tmp / name)
         for path, results in shards:

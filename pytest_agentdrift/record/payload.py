@@ -13,7 +13,7 @@ import json
 from typing import Any, Iterable
 
 from pytest_agentdrift.record.redact import scrub, secret_values
-from pytest_agentdrift.vocabulary import CHECKS_FILE
+from pytest_agentdrift.vocabulary import ARGV_FILE, CHECKS_FILE, PATCH_FILE, STDERR_FILE, STDOUT_FILE
 
 
 def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, str]:
@@ -23,13 +23,13 @@ def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, 
     from pytest_agentdrift.safetext import json_safe
 
     return {
-        "stdout.txt": run.stdout,
-        "stderr.txt": run.stderr,
+        STDOUT_FILE: run.stdout,
+        STDERR_FILE: run.stderr,
         "events.jsonl": dump_jsonl(run.events),
-        "diff.patch": overlay_note + run.patch,
+        PATCH_FILE: overlay_note + run.patch,
         "report.json": json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n" if run.report else "null\n",
         CHECKS_FILE: json.dumps(json_safe(result["checks"]), indent=2, sort_keys=True) + "\n",
-        "argv.json": json.dumps(json_safe(run.argv), indent=2) + "\n",
+        ARGV_FILE: json.dumps(json_safe(run.argv), indent=2) + "\n",
     }
 
 

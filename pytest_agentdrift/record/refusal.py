@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, SCHEMA_VERSION
+from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, REPORT_MD_FILE, SCHEMA_VERSION
 
 REFUSAL = "refusal.json"
 
@@ -57,7 +57,7 @@ def write_refusal_record(path: Path, doc: Mapping[str, Any]) -> None:
     check_record_target(path)
     path.mkdir(parents=True, exist_ok=True)
     atomic_write(path / REFUSAL, dumps_pretty(doc, lead=(EXIT_STATUS_KEY,)))
-    atomic_write(path / "report.md", refusal_markdown(doc))
+    atomic_write(path / REPORT_MD_FILE, refusal_markdown(doc))
 
 
 def blocked_names(doc: Mapping[str, Any]) -> list[str]:

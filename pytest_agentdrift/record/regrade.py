@@ -26,11 +26,15 @@ from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.run import finaltree
 from pytest_agentdrift.vocabulary import (
+    ARGV_FILE,
     CHECKS_FILE,
+    INSTRUCTION_BUNDLE_FILE,
     MANIFEST_FILE,
     RAW_DIR,
     RUN_FILE,
     SOURCE_MANIFEST_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
     UNSCORED_OUTCOMES,
     utc_timestamp,
 )
@@ -194,13 +198,13 @@ def _tree_evidence(spec: TaskSpec, root: Path, work: Path) -> dict[str, Any]:
 def _recorded_evidence(ev: dict[str, Any], raw: Path, result: dict[str, Any]) -> dict[str, Any]:
     """What only the run could observe, as the record holds it."""
     return dict(
-        argv=json.loads((raw / "argv.json").read_text()) if (raw / "argv.json").is_file() else [],
+        argv=json.loads((raw / ARGV_FILE).read_text()) if (raw / ARGV_FILE).is_file() else [],
         exit_code=ev.get("exit_code"),
         timed_out=bool(ev.get("timed_out")),
         launch_error=ev.get("launch_error"),
         duration_s=float(ev.get("duration_s") or 0.0),
-        stdout=_text(raw / "stdout.txt"),
-        stderr=_text(raw / "stderr.txt"),
+        stdout=_text(raw / STDOUT_FILE),
+        stderr=_text(raw / STDERR_FILE),
         stdout_bytes=int(ev.get("stdout_bytes") or 0),
         stderr_bytes=int(ev.get("stderr_bytes") or 0),
         stdout_truncated=bool(ev.get("stdout_truncated")),
@@ -324,8 +328,8 @@ def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, s
         for name in (RAW_DIR, finaltree.BLOB_DIR):
             if (record / name).is_dir():
                 shutil.copytree(record / name, tmp / name, symlinks=True)
-        if (record / "instruction-bundle.json").is_file():
-            shutil.copyfile(record / "instruction-bundle.json", tmp / "instruction-bundle.json")
+        if (record / INSTRUCTION_BUNDLE_FILE).is_file():
+            shutil.copyfile(record / INSTRUCTION_BUNDLE_FILE, tmp / INSTRUCTION_BUNDLE_FILE)
         for tid, task in results["tasks"].items():
             for run in task["runs"]:
                 atomic_write(tmp / run["raw"] / CHECKS_FILE, dumps_pretty(run["checks"]))

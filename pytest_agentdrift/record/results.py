@@ -17,7 +17,10 @@ from typing import Any, Callable
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
 from pytest_agentdrift.vocabulary import (
     EXIT_STATUS_KEY,
+    INSTRUCTION_BUNDLE_FILE,
     MANIFEST_FILE,
+    REPORT_HTML_FILE,
+    REPORT_MD_FILE,
     RUN_FILE,
     SCHEMA_VERSION,
     SOURCE_MANIFEST_FILE,
@@ -163,7 +166,7 @@ def write_session_files(rec: Any, manifest: Any, instruction_bundle: Any, source
     """The runtime manifest, the instruction bundle and the source manifest, those the session has."""
     for name, doc in (
         (MANIFEST_FILE, manifest),
-        ("instruction-bundle.json", instruction_bundle),
+        (INSTRUCTION_BUNDLE_FILE, instruction_bundle),
         (SOURCE_MANIFEST_FILE, source_manifest),
     ):
         if doc is not None:
@@ -202,8 +205,8 @@ def write_record(
             rec.write_raw(str(Path(name).parent), {Path(name).name: doc})
         else:
             rec.write_json(name, doc, lead=(EXIT_STATUS_KEY,))  # decision.json opens with the closing line
-    rec.write_raw(".", {"report.md": markdown(results, comparison_lines or None, closing=closing)})
-    rec.write_raw(".", {"report.html": record_page(rec.path, results, closing)})
+    rec.write_raw(".", {REPORT_MD_FILE: markdown(results, comparison_lines or None, closing=closing)})
+    rec.write_raw(".", {REPORT_HTML_FILE: record_page(rec.path, results, closing)})
     rec.finish(results)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.safetext import md_code, md_text
-from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, RESULTS_FILE
+from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, REPORT_MD_FILE, RESULTS_FILE
 
 _CLOSING = "agentdrift: exit "
 MAX_BULLETS = 20
@@ -27,7 +27,7 @@ def closing_line(run: Path, decision: dict[str, Any] | None) -> str | None:
     if decision and isinstance(decision.get("exit_status"), dict):
         return decision["exit_status"].get("line")
     try:
-        for line in (run / "report.md").read_text(encoding="utf-8").splitlines():
+        for line in (run / REPORT_MD_FILE).read_text(encoding="utf-8").splitlines():
             # report.md ends with the closing line as a code span
             fence = len(line) - len(line.lstrip("`"))
             text = line[fence : len(line) - fence].strip() if fence and line.endswith("`" * fence) else line

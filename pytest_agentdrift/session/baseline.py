@@ -15,7 +15,7 @@ from typing import Any
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.manifest.baseline import load_baseline, rebaseline_command, unobserved_hint
 from pytest_agentdrift.tasks.load import session_task_dirs
-from pytest_agentdrift.vocabulary import UNOBSERVED
+from pytest_agentdrift.vocabulary import INSTRUCTION_BUNDLE_FILE, UNOBSERVED
 
 
 def capture_for_session(config, info, runner, collector) -> None:
@@ -122,7 +122,7 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
 
     cmp, accepted = _compare(config, info, comparison, pre_run=False)
     st = info.settings
-    base_instructions = Path(st.baseline) / "instruction-bundle.json"
+    base_instructions = Path(st.baseline) / INSTRUCTION_BUNDLE_FILE
     compared = compare_with_rows(
         comparison.baseline_results,
         results,
