@@ -15,7 +15,7 @@ Also here: pulling the agent's final report out of its last message
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,20 @@ def typed_records(stream: JsonlStream, errors: list[str]) -> Iterator[tuple[Any,
             errors.append(f"stdout line {lineno}: object without a 'type'")
             continue
         yield kind, rec
+
+
+def parse_stream(stdout: bytes, make: Callable[[list[str]], Any], no_records: str) -> Any:
+    """An adapter's output from its JSONL transcript. `make(errors)` builds the parse: each typed
+    record goes to its `record(kind, rec)`, then `end()` closes the stream; `no_records` is said
+    when stdout held something but no record. The parse's `close()` is the output."""
+    stream = read_jsonl(stdout)
+    parse = make(list(stream.errors))
+    for kind, rec in typed_records(stream, parse.errors):
+        parse.record(kind, rec)
+    parse.end()
+    if not stream.records and stdout:
+        parse.errors.append(no_records)
+    return parse.close()
 
 
 def _read_line(chunk: bytes, lineno: int, cut: bool, source: str, out: JsonlStream, errors: list[str]) -> None:

@@ -42,8 +42,7 @@ from pytest_agentdrift.agents.common import (
     extract_report,
     final_event,
     option_list,
-    read_jsonl,
-    typed_records,
+    parse_stream,
 )
 
 #: tools whose `input.file_path` (or `notebook_path`) names a file they change
@@ -140,25 +139,9 @@ class ClaudeCodeAdapter(ProductAdapter):
     # -- parsing ---------------------------------------------------------
 
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
-        stream = read_jsonl(stdout)
-        parse = _StreamParse(errors=list(stream.errors))
-        for kind, rec in typed_records(stream, parse.errors):
-            if kind == "assistant":
-                parse.assistant(rec)
-            elif kind == "user":
-                parse.tool_results(as_dict(rec.get("message")))
-            elif kind == "system":
-                _system_record(rec, parse.out, parse.retries)
-            elif kind == "result":
-                parse.result = rec
-            # other types (stream_event, compact boundaries, ...) carry nothing we map
-        if parse.result is not None:
-            parse.finish(parse.result)
-        else:
-            parse.finish_without_result()
-        if not stream.records and stdout:
-            parse.errors.append("no stream-json records on stdout (was --output-format stream-json honoured?)")
-        return parse.close()
+        return parse_stream(
+            stdout, _StreamParse, "no stream-json records on stdout (was --output-format stream-json honoured?)"
+        )
 
     @staticmethod
     def _usage(usage: dict[str, Any], cost: float | None) -> Usage:
@@ -319,6 +302,25 @@ class _StreamParse:
             )
         )
         self.out.usage = _result_usage(result, self.main_model)
+
+    def record(self, kind: Any, rec: dict[str, Any]) -> None:
+        """One typed record of the stream."""
+        if kind == "assistant":
+            self.assistant(rec)
+        elif kind == "user":
+            self.tool_results(as_dict(rec.get("message")))
+        elif kind == "system":
+            _system_record(rec, self.out, self.retries)
+        elif kind == "result":
+            self.result = rec
+        # other types (stream_event, compact boundaries, ...) carry nothing we map
+
+    def end(self) -> None:
+        """The stream is over: finish from its result record, or say it never came."""
+        if self.result is not None:
+            self.finish(self.result)
+        else:
+            self.finish_without_result()
 
     def finish_without_result(self) -> None:
         """A stream cut short: the last text, and the per-message usage seen so far (no cost; the

@@ -46,8 +46,7 @@ from pytest_agentdrift.agents.common import (
     clip,
     extract_report,
     final_event,
-    read_jsonl,
-    typed_records,
+    parse_stream,
 )
 
 #: completed item types that show the model answered (reasoning is its narration, errors are the CLI's)
@@ -139,27 +138,7 @@ class CodexAdapter(ProductAdapter):
     # -- parsing ---------------------------------------------------------
 
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
-        stream = read_jsonl(stdout)
-        parse = _ExecParse(errors=list(stream.errors))
-        for kind, rec in typed_records(stream, parse.errors):
-            if kind == "item.completed":
-                parse.completed(as_dict(rec.get("item")))
-            elif kind == "item.started":
-                parse.started_item(as_dict(rec.get("item")))
-            elif kind == "turn.completed":
-                parse.turn_completed(as_dict(rec.get("usage")))
-            elif kind == "turn.failed":
-                message = as_str(as_dict(rec.get("error")).get("message")) or "turn failed"
-                parse.out.events.append({"type": "error", "message": clip(message), "source": "turn.failed"})
-                parse.ended = "error"
-                parse.last_error = ("turn.failed", message)
-            elif kind == "error":
-                parse.error_record(as_str(rec.get("message")) or "error")
-            # thread.started, turn.started, item.updated: nothing to map
-        parse.finish()
-        if not stream.records and stdout:
-            parse.errors.append("no JSONL events on stdout (was --json honoured?)")
-        return parse.close()
+        return parse_stream(stdout, _ExecParse, "no JSONL events on stdout (was --json honoured?)")
 
     def classify_ending(
         self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
@@ -238,7 +217,24 @@ class _ExecParse:
             event["transient"] = True
         self.out.events.append(event)
 
-    def finish(self) -> None:
+    def record(self, kind: Any, rec: dict[str, Any]) -> None:
+        """One typed record of the stream."""
+        if kind == "item.completed":
+            self.completed(as_dict(rec.get("item")))
+        elif kind == "item.started":
+            self.started_item(as_dict(rec.get("item")))
+        elif kind == "turn.completed":
+            self.turn_completed(as_dict(rec.get("usage")))
+        elif kind == "turn.failed":
+            message = as_str(as_dict(rec.get("error")).get("message")) or "turn failed"
+            self.out.events.append({"type": "error", "message": clip(message), "source": "turn.failed"})
+            self.ended = "error"
+            self.last_error = ("turn.failed", message)
+        elif kind == "error":
+            self.error_record(as_str(rec.get("message")) or "error")
+        # thread.started, turn.started, item.updated: nothing to map
+
+    def end(self) -> None:
         """Commands left unfinished, the final report, and why a stream without a closed turn stopped."""
         out = self.out
         for item_id, itype in self.open_items.items():
