@@ -67,19 +67,18 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"))
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
-    return {
-        id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-    }
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of the module, walked once for all the checks."""
+    return tuple(ast.walk(_tree(path)))
 
 
 @functools.cache
 def _literals(path: Path) -> frozenset[str]:
-    tree = _tree(path)
-    docstrings = _docstrings(tree)
+    docstrings = {id(n.value) for n in _nodes(path) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
     return frozenset(
         node.value
-        for node in ast.walk(tree)
+        for node in _nodes(path)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
     )
 
@@ -113,9 +112,9 @@ def _mentions_key(node: ast.AST, key: str) -> bool:
     return False
 
 
-def _compared_with(tree: ast.Module, key: str) -> Iterator[tuple[ast.Compare, ast.AST]]:
-    """(comparison, the side it compares against) for each comparison that reads the field `key`."""
-    for node in ast.walk(tree):
+def _compared_with(path: Path, key: str) -> Iterator[tuple[ast.Compare, ast.AST]]:
+    """(comparison, the side it compares against) for each comparison in `path` that reads the field `key`."""
+    for node in _nodes(path):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(_mentions_key(side, key) for side in sides):
@@ -153,7 +152,7 @@ KEY_HOMES = {PACKAGE / "tasks" / "shard.py", PACKAGE / "record" / "store.py"}
 def item_path_definitions(path: Path) -> list[str]:
     """Where `path` spells a run's key (`<task>/r<rep>`) or its raw directory (`raw/...`) itself."""
     found = []
-    for node in ast.walk(_tree(path)):
+    for node in _nodes(path):
         if isinstance(node, ast.JoinedStr):
             parts = [_string(v) for v in node.values]
             if any(p is not None and p.endswith("/r") for p in parts[:-1]):
@@ -198,9 +197,8 @@ def _int(node: ast.AST | None) -> bool:
 def schema_version_definitions(path: Path) -> list[str]:
     """Where `path` writes or expects a schema version of its own: a number as the value of
     `schema_version`, compared with one, or a name for one."""
-    tree = _tree(path)
     found = []
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Dict):
             found += [
                 f"{_where(path, v)}: schema_version {v.value} written"
@@ -214,7 +212,7 @@ def schema_version_definitions(path: Path) -> list[str]:
             ]
     found += [
         f"{_where(path, c)}: schema_version compared with {s.value}"
-        for c, s in _compared_with(tree, "schema_version")
+        for c, s in _compared_with(path, "schema_version")
         if _int(s)
     ]
     return found
@@ -265,13 +263,13 @@ def outcome_definitions(path: Path) -> list[str]:
     """Where `path` defines an outcome fact again: a name bound to an outcome, a group of outcomes
     (error-like, unscored, ...) typed out, or a named outcome compared as a literal."""
     found = []
-    for node in ast.walk(_tree(path)):
+    for node in _nodes(path):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and _string(node.value) in OWN_OUTCOMES:
             found.append(f"{_where(path, node)}: a name for the outcome {_string(node.value)!r}")
         elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) >= 2:
             if all(_outcome_element(e) for e in node.elts) and any(_own_outcome(e) for e in node.elts):
                 found.append(f"{_where(path, node)}: a group of outcomes typed out ({ast.unparse(node)})")
-    for compare, side in _compared_with(_tree(path), "outcome"):
+    for compare, side in _compared_with(path, "outcome"):
         if _string(side) in NAMED_OUTCOMES.values():
             found.append(f"{_where(path, compare)}: the outcome {_string(side)!r} spelled out (vocabulary names it)")
     return found
@@ -350,7 +348,7 @@ def exit_code_definitions(path: Path) -> list[str]:
     """Where `path` writes an exit code as a number: exiting with one, comparing a status with one,
     or naming a group of them."""
     found = []
-    for node in ast.walk(_tree(path)):
+    for node in _nodes(path):
         if isinstance(node, ast.Call) and _name(node.func) in ("exit", "_exit", "SystemExit") and node.args:
             if _codes(node.args[0]):
                 found.append(f"{_where(path, node)}: exits with {ast.unparse(node.args[0])}")
