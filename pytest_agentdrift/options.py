@@ -24,6 +24,7 @@ from typing import Any, Callable
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
     DEFAULT_ACCEPT_UNOBSERVED,
+    DEFAULT_MAX_INFRA_LOSS,
     FAIL_ON_MODES,
     GATE_DROP_IT,
     GATE_FLAKES,
@@ -202,7 +203,7 @@ TABLE: tuple[Option, ...] = (
     Option("limits", "--agent-limit", kind="list", field_default={}, help="resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. memory=1G, procs=256; 'none' switches one off); repeatable, each key overrides its ini value"),
     Option("retries", "--agent-retries", default=0, parse=nonneg_int, help="re-run a run lost to an infrastructure error (outcome infra_error) up to N times, each in a fresh copy; every attempt is recorded"),
     Option("retry_backoff", "--agent-retry-backoff", default=30.0, parse=nonneg_float, help="seconds before the first retry, doubling each time (at most 600)"),
-    Option("max_infra_loss", "--agent-max-infra-loss", default=0.1, parse=share, cli="--max-infra-loss", help="a comparison where either arm lost more than this share of its runs to infrastructure errors is not decided (hold; exit 4 under --agent-gate)"),
+    Option("max_infra_loss", "--agent-max-infra-loss", default=DEFAULT_MAX_INFRA_LOSS, parse=share, cli="--max-infra-loss", help="a comparison where either arm lost more than this share of its runs to infrastructure errors is not decided (hold; exit 4 under --agent-gate)"),
     Option("resume", "--agent-resume", parse=_path, help="continue the incomplete recording in DIR: refused (exit 6) unless the runtime identity is the recorded one; runs only what is missing"),
     Option("shard", "--agent-shard", help="run shard I/N of the items (dealt evenly, by the baseline's durations when given), or 'auto': read it from the CI engine (docs/scale.md)"),
     Option("budget", "--agent-budget", kind="list", help="tokens=N or cost_usd=X for the session (stop starting runs when spent), run_tokens=N or run_cost_usd=X per run; repeatable"),

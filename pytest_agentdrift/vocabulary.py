@@ -240,6 +240,10 @@ GATE_FLAKES_REPORT: Final = "report"
 #: (strict, the default), or list it without blocking (report). compare/checkrates.py has the rule.
 GATE_FLAKES: tuple[str, ...] = (GATE_FLAKES_STRICT, GATE_FLAKES_REPORT)
 
+#: `--agent-max-infra-loss`'s default: a comparison where either arm lost more than this share of its
+#: runs to infrastructure errors decides nothing (compare/decision.py, compare/exitpolicy.py).
+DEFAULT_MAX_INFRA_LOSS: Final = 0.10
+
 #: `--agent-fail-on`: which failed checks fail an item and the exit status
 #: (none: a recording run exits 0 whenever its record is complete).
 FAIL_ON_MODES: tuple[str, ...] = ("any", "critical", "none")

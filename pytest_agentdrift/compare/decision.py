@@ -30,6 +30,7 @@ from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
     CHANGE_CLASS_ALIASES,
     CHANGE_CLASSES,
+    DEFAULT_MAX_INFRA_LOSS,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_REFUSED,
@@ -104,7 +105,7 @@ class GateParams:
     promote_support: float = 0.70
     draws: int = 10_000
     confidence: float = 0.95
-    max_infra_loss: float = 0.10  # share of an arm's runs lost to infrastructure above which nothing is decided
+    max_infra_loss: float = DEFAULT_MAX_INFRA_LOSS  # above this share of an arm's runs lost, nothing is decided
     flakes: str = GATE_FLAKES_STRICT  # the regression gate's policy for failures the design cannot tell from flakes
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_agentdrift.compare.outcome import Verdict
 from pytest_agentdrift.vocabulary import (
+    DEFAULT_MAX_INFRA_LOSS,
     ERROR_LIKE_OUTCOMES,
     EXIT_FAILED,
     EXIT_OK,
@@ -57,7 +58,7 @@ class SessionEnd:
     comparison_error: str | None = None
     comparison_verdict: Verdict | None = None
     finishing_only: str | None = None  # "shard" / "resume": an empty share is expected, not an error
-    max_infra_loss: float = 0.10  # share of runs lost to infrastructure above which nothing is decided
+    max_infra_loss: float = DEFAULT_MAX_INFRA_LOSS  # above this share of runs lost, nothing is decided
 
 
 def pytest_reason(code: int, tests_failed: int) -> str:
