@@ -30,7 +30,7 @@ from pytest_agentdrift.cli.common import accepted_tokens, add_arguments, add_ini
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.options import OPTIONS, add_cli_flags, resolve_cli_flags
 from pytest_agentdrift.vocabulary import (
     DECISION_FILE,
     EXIT_FAILED,
@@ -278,7 +278,7 @@ def _register_record_commands(sub: Any) -> None:
             (("tasks",), {"nargs": "+"}),
             (("--k",), {"type": _positive, "default": 1}),
             (("--agent",), {"default": "reference", "help": "the agent whose solution must pass (default: reference)"}),
-            (("--isolation",), {"choices": ISOLATION_MODES, "default": "auto"}),
+            (("--isolation",), {"choices": ISOLATION_MODES, "default": OPTIONS["isolation"].default}),
             (
                 ("--skip-wrong",),
                 {"action": "store_true", "help": "do not play the tasks' wrong solutions (solution/wrong/*/)"},

@@ -71,11 +71,12 @@ def record_expectations(spec, isolation) -> tuple[list[str], bool]:
 
 
 def register(tsub, parser_class) -> None:
+    from pytest_agentdrift.options import OPTIONS
     from pytest_agentdrift.run.sandbox import ISOLATION_MODES
 
     ex = tsub.add_parser("expect", help="record the values a task's reference solution observes (`expected` files)")
     ex.add_argument("tasks", nargs="+", help="task directories, or directories of them")
-    ex.add_argument("--isolation", choices=ISOLATION_MODES, default="auto")
+    ex.add_argument("--isolation", choices=ISOLATION_MODES, default=OPTIONS["isolation"].default)
     ex.set_defaults(fn=cmd_task_expect)
 
 

@@ -281,7 +281,7 @@ _BUNDLE_SNAPSHOT: tuple[Argument, ...] = (
 
 
 def _task_new_arguments() -> tuple[Argument, ...]:
-    from pytest_agentdrift.options import positive_float, positive_int
+    from pytest_agentdrift.options import OPTIONS, positive_float, positive_int
     from pytest_agentdrift.run.sandbox import ISOLATION_MODES
 
     return (
@@ -317,7 +317,7 @@ def _task_new_arguments() -> tuple[Argument, ...]:
         (("--timeout",), {"type": positive_float, "default": 600.0}),
         (("--k",), {"type": positive_int, "default": 3, "help": "validation repetitions (default 3)"}),
         (("--no-validate",), {"action": "store_true", "help": "write the task without validating it"}),
-        (("--isolation",), {"choices": ISOLATION_MODES, "default": "auto"}),
+        (("--isolation",), {"choices": ISOLATION_MODES, "default": OPTIONS["isolation"].default}),
     )
 
 
