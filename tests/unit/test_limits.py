@@ -337,6 +337,32 @@ def test_dns_malformed(msg):
         dnsstub.parse_query(msg)
 
 
+def test_dns_stub_answers_on_its_udp_and_tcp_sockets_until_stopped():
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    events = []
+    stub = dnsstub.DnsStub(udp, tcp, events.append).start()
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+            client.settimeout(30)
+            client.sendto(_query("udp.example", qid=7), udp.getsockname())
+            reply, _ = client.recvfrom(4096)
+        with socket.create_connection(tcp.getsockname(), timeout=30) as conn:
+            msg = _query("tcp.example", qid=8)
+            conn.sendall(struct.pack("!H", len(msg)) + msg)
+            (n,) = struct.unpack("!H", conn.recv(2))
+            reply_tcp = conn.recv(n)
+    finally:
+        stub.stop()
+    assert struct.unpack("!H", reply[:2])[0] == 7 and reply[3] & 0xF == 3  # NXDOMAIN
+    assert struct.unpack("!H", reply_tcp[:2])[0] == 8 and reply_tcp[3] & 0xF == 3
+    assert [(e["host"], e["via"]) for e in events] == [("udp.example", "dns"), ("tcp.example", "dns")]
+    assert not any(t.is_alive() for t in stub._threads)  # the wake pipe ended both waits
+
+
 def test_dns_stub_counts_a_lookup_once_and_names_the_program():
     events, now = [], [100.0]
     stub = dnsstub.DnsStub(None, None, events.append, lambda proto, addr: "curl", clock=lambda: now[0])
