@@ -1,10 +1,19 @@
-"""One home for each shared fact: the record's vocabulary is defined only in vocabulary.py.
+"""One home for each shared fact: the record's vocabulary is defined once, every other module imports it.
 
 A fact written out in two modules is the start of two records that disagree
-(an outcome drawn as "other" because a renderer kept its own list). Every
-other module imports the name. The package is parsed, never imported, so a
-second definition is found wherever it hides; docstrings and comments may
-mention the values (they explain, they do not decide).
+(an outcome drawn as "other" because a renderer kept its own list). The
+package is parsed, never imported, so a second definition is found wherever it
+hides; docstrings and comments may mention the values (they explain, they do
+not decide). The facts and their homes:
+
+* the record's file names, the timestamp format, the schema version, the run
+  outcomes (and which are error-like and unscored) and the exit codes:
+  vocabulary.py;
+* a run's key and raw directory: tasks.shard.item_key, record.store.raw_path.
+
+Each check is shown to find a planted second definition, and to pass a use of
+the home. Option defaults have their home in options.py's table; the stages
+cannot import it (it imports them), so it is not checked here.
 """
 
 from __future__ import annotations
@@ -145,9 +154,6 @@ def test_each_exception_is_still_needed(name, module):
 
 # ---------------------------------------------------------------- item keys and raw paths
 
-#: the homes of the layout a run's key and raw directory follow: tasks.shard.item_key, record.store.raw_path
-KEY_HOMES = {PACKAGE / "tasks" / "shard.py", PACKAGE / "record" / "store.py"}
-
 
 def item_path_definitions(path: Path) -> list[str]:
     """Where `path` spells a run's key (`<task>/r<rep>`) or its raw directory (`raw/...`) itself."""
@@ -162,24 +168,6 @@ def item_path_definitions(path: Path) -> list[str]:
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _string(node.right) == vocabulary.RAW_DIR:
             found.append(f"{_where(path, node)}: the raw directory spelled ({ast.unparse(node)})")
     return found
-
-
-def test_item_keys_and_raw_paths_are_spelled_in_their_homes():
-    found = [line for path in _modules() if path not in KEY_HOMES for line in item_path_definitions(path)]
-    assert found == [], "use tasks.shard.item_key / record.store.raw_path / vocabulary.RAW_DIR:\n" + "\n".join(found)
-
-
-@pytest.mark.parametrize(
-    "second",
-    [
-        'key = f"{spec.id}/r{rep}"\n',
-        'raw = f"raw/{task}/r{rep}"\n',
-        'd = record / "raw" / task\n',
-        'sid = f"{run_id}/{task_id}/r{rep}"\n',
-    ],
-)
-def test_a_second_item_key_or_raw_path_is_found(tmp_path, second):
-    assert item_path_definitions(_write(tmp_path, second)) != []
 
 
 # ---------------------------------------------------------------- record format
@@ -218,29 +206,6 @@ def schema_version_definitions(path: Path) -> list[str]:
     return found
 
 
-def test_the_schema_version_is_defined_in_one_module():
-    found = [line for path in _modules() for line in schema_version_definitions(path)]
-    assert found == [], "schema versions outside vocabulary.py (use vocabulary.SCHEMA_VERSION):\n" + "\n".join(found)
-
-
-@pytest.mark.parametrize(
-    "second",
-    [
-        'doc = {"schema_version": 1, "status": "refused"}\n',
-        "MANIFEST_SCHEMA_VERSION = 1\n",
-        'ok = doc.get("schema_version") != 1\n',
-        'ok = 2 == manifest["schema_version"]\n',
-    ],
-)
-def test_a_second_schema_version_is_found(tmp_path, second):
-    assert schema_version_definitions(_write(tmp_path, second)) != []
-
-
-def test_the_schema_version_read_from_its_home_is_not_a_definition(tmp_path):
-    text = 'doc = {"schema_version": SCHEMA_VERSION}\nok = doc.get("schema_version") == vocabulary.SCHEMA_VERSION\n'
-    assert schema_version_definitions(_write(tmp_path, text)) == []
-
-
 # ---------------------------------------------------------------- run outcomes
 
 
@@ -275,53 +240,12 @@ def outcome_definitions(path: Path) -> list[str]:
     return found
 
 
-def test_run_outcomes_are_defined_in_one_module():
-    found = [line for path in _modules() for line in outcome_definitions(path)]
-    assert found == [], "outcome facts defined outside vocabulary.py (import them from there):\n" + "\n".join(found)
-
-
 def test_the_outcome_groups_are_drawn_from_the_outcomes():
     v = vocabulary
     assert set(NAMED_OUTCOMES.values()) <= set(v.RUN_OUTCOMES)
     assert v.ERROR_LIKE_OUTCOMES <= set(v.RUN_OUTCOMES) and v.UNSCORED_OUTCOMES <= set(v.RUN_OUTCOMES)
     assert not v.ERROR_LIKE_OUTCOMES & v.UNSCORED_OUTCOMES  # an error-like run is the agent's, and scored
     assert len(set(v.RUN_OUTCOMES)) == len(v.RUN_OUTCOMES)
-
-
-def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "second.py"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-@pytest.mark.parametrize(
-    "second",
-    [
-        '_INFRA = "infra_error"\n',
-        'KEPT: frozenset[str] = frozenset({"infra_error", "undecided"})\n',
-        "SKIP = (INFRA_OUTCOME, UNDECIDED_OUTCOME)\n",
-        'ERRORS = ("error", "timeout", vocabulary.OVER_BUDGET_OUTCOME)\n',
-        'ERRORS = frozenset({"error", "timeout", "resource_exceeded"})\n',
-        'STOPPED = "resource_exceeded"\n',
-        'lost = [r for r in runs if r["outcome"] == "infra_error"]\n',
-        'kept = [r for r in runs if r.get("outcome") != "undecided"]\n',
-    ],
-)
-def test_a_second_outcome_definition_is_found(tmp_path, second):
-    assert outcome_definitions(_write(tmp_path, second)) != []
-
-
-def test_outcome_values_used_as_values_are_not_definitions(tmp_path):
-    # keys that share an outcome's name, pytest's own outcomes and a scorer returning an outcome define
-    # nothing twice
-    text = (
-        'infra = result.get("infra_error")\n'
-        'new = {k: v for k, v in r.items() if k != "undecided"}\n'
-        'if any(o in ("failed", "error") for o in pytest_outcomes): pass\n'
-        "def outcome(run):\n"
-        '    return "timeout"\n'
-    )
-    assert outcome_definitions(_write(tmp_path, text)) == []
 
 
 # ---------------------------------------------------------------- exit codes
@@ -363,25 +287,79 @@ def exit_code_definitions(path: Path) -> list[str]:
     return found
 
 
-def test_exit_codes_are_written_in_one_module():
-    found = [
-        line
-        for path in _modules()
-        if path.relative_to(PACKAGE).as_posix() not in STANDALONE
-        for line in exit_code_definitions(path)
-    ]
-    assert found == [], "exit codes outside vocabulary.py (import the EXIT_ names):\n" + "\n".join(found)
+# ---------------------------------------------------------------- each check over the package, and its proof
 
 
-@pytest.mark.parametrize(
-    "second",
-    [
-        "NOT_STARTED_STATUSES = (126, 127)\n",
-        "NOT_STARTED_STATUSES = (126, EXIT_AGENT_NOT_STARTED)\n",
-        "os._exit(127)\n",
-        "if proc.returncode == 4: pass\n",
-        'refused = result["exit_status"] in (6, 4)\n',
-    ],
-)
-def test_a_second_exit_code_is_found(tmp_path, second):
-    assert exit_code_definitions(_write(tmp_path, second)) != []
+#: each fact's finder, the modules that are its home (or cannot import it), and the home to use
+FINDERS = {
+    "item keys and raw paths": (
+        item_path_definitions,
+        {"tasks/shard.py", "record/store.py"},
+        "tasks.shard.item_key, record.store.raw_path, vocabulary.RAW_DIR",
+    ),
+    "schema versions": (schema_version_definitions, set(), "vocabulary.SCHEMA_VERSION"),
+    "run outcomes": (outcome_definitions, set(), "vocabulary's outcome names and groups"),
+    "exit codes": (exit_code_definitions, STANDALONE, "vocabulary's EXIT_ names"),
+}
+
+
+@pytest.mark.parametrize("fact", sorted(FINDERS))
+def test_a_fact_is_defined_only_in_its_home(fact):
+    find, homes, home = FINDERS[fact]
+    found = [line for path in _modules() if path.relative_to(PACKAGE).as_posix() not in homes for line in find(path)]
+    assert found == [], f"{fact} defined outside their home (use {home}):\n" + "\n".join(found)
+
+
+#: a second definition of each kind, planted in a module of its own: each must be found
+PLANTED = [
+    ("item keys and raw paths", 'key = f"{spec.id}/r{rep}"\n'),
+    ("item keys and raw paths", 'raw = f"raw/{task}/r{rep}"\n'),
+    ("item keys and raw paths", 'd = record / "raw" / task\n'),
+    ("item keys and raw paths", 'sid = f"{run_id}/{task_id}/r{rep}"\n'),
+    ("schema versions", 'doc = {"schema_version": 1, "status": "refused"}\n'),
+    ("schema versions", "MANIFEST_SCHEMA_VERSION = 1\n"),
+    ("schema versions", 'ok = doc.get("schema_version") != 1\n'),
+    ("schema versions", 'ok = 2 == manifest["schema_version"]\n'),
+    ("run outcomes", '_INFRA = "infra_error"\n'),
+    ("run outcomes", 'KEPT: frozenset[str] = frozenset({"infra_error", "undecided"})\n'),
+    ("run outcomes", "SKIP = (INFRA_OUTCOME, UNDECIDED_OUTCOME)\n"),
+    ("run outcomes", 'ERRORS = ("error", "timeout", vocabulary.OVER_BUDGET_OUTCOME)\n'),
+    ("run outcomes", 'ERRORS = frozenset({"error", "timeout", "resource_exceeded"})\n'),
+    ("run outcomes", 'STOPPED = "resource_exceeded"\n'),
+    ("run outcomes", 'lost = [r for r in runs if r["outcome"] == "infra_error"]\n'),
+    ("run outcomes", 'kept = [r for r in runs if r.get("outcome") != "undecided"]\n'),
+    ("exit codes", "NOT_STARTED_STATUSES = (126, 127)\n"),
+    ("exit codes", "NOT_STARTED_STATUSES = (126, EXIT_AGENT_NOT_STARTED)\n"),
+    ("exit codes", "os._exit(127)\n"),
+    ("exit codes", "if proc.returncode == 4: pass\n"),
+    ("exit codes", 'refused = result["exit_status"] in (6, 4)\n'),
+]
+
+#: uses that look like a definition and are not: each must pass
+USES = [
+    # the home's name, written and compared
+    ("schema versions", 'doc = {"schema_version": SCHEMA_VERSION}\n'),
+    ("schema versions", 'ok = doc.get("schema_version") == vocabulary.SCHEMA_VERSION\n'),
+    # a key that shares an outcome's name, pytest's own outcomes, a scorer returning an outcome
+    ("run outcomes", 'infra = result.get("infra_error")\n'),
+    ("run outcomes", 'new = {k: v for k, v in r.items() if k != "undecided"}\n'),
+    ("run outcomes", 'if any(o in ("failed", "error") for o in pytest_outcomes): pass\n'),
+    ("run outcomes", 'def outcome(run):\n    return "timeout"\n'),
+    ("exit codes", "if proc.returncode == EXIT_OK: pass\n"),
+]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "second.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("fact", "second"), PLANTED)
+def test_a_planted_second_definition_is_found(tmp_path, fact, second):
+    assert FINDERS[fact][0](_write(tmp_path, second)) != []
+
+
+@pytest.mark.parametrize(("fact", "use"), USES)
+def test_a_use_of_the_home_is_not_a_definition(tmp_path, fact, use):
+    assert FINDERS[fact][0](_write(tmp_path, use)) == []
