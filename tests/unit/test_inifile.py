@@ -42,7 +42,8 @@ class _OtherTypes:
             parser.addini(name, help=name, type=ini_type, default=default)
 
 
-def _pytest_reads(start: Path, config_file: str | None, rootdir: str | None) -> tuple[Path, Path | None, dict]:
+def _pytest_reads(config_file: str | None, rootdir: str | None) -> tuple[Path, Path | None, dict]:
+    """pytest's rootdir, configuration file and getini of every declared name, invoked in the current directory."""
     argv = ["--noconftest", "-p", "no:cacheprovider", "-p", "no:xdist"]
     argv += ["-c", config_file] if config_file else []
     argv += ["--rootdir", rootdir] if rootdir else []
@@ -221,7 +222,7 @@ def test_read_ini_answers_what_pytest_getini_answers(world, monkeypatch, case):
     start_dir.mkdir(parents=True, exist_ok=True)
     config_file = config_file.format(root=world) if config_file else None
     monkeypatch.chdir(start_dir)
-    expected = _pytest_reads(start_dir, config_file, rootdir)
+    expected = _pytest_reads(config_file, rootdir)
     ours = read_ini(DECLARED, config_file, rootdir)
     assert (ours.rootdir, ours.inipath, ours.values) == expected
     # and from a start directory given rather than the current one
@@ -247,7 +248,7 @@ def test_pytest_addopts_speaks_to_the_reader_as_to_pytest(world, monkeypatch, ca
     _tree(world, files if case == "-o with no file" else {**files, "a/pytest.ini": "[pytest]\nagent_k = 1\n"})
     monkeypatch.chdir(start)
     monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
-    expected = _pytest_reads(start, config_file, rootdir)
+    expected = _pytest_reads(config_file, rootdir)
     ours = read_ini(DECLARED, config_file, rootdir)
     assert (ours.rootdir, ours.inipath, ours.values) == expected
     monkeypatch.delenv("PYTEST_ADDOPTS")
@@ -297,7 +298,7 @@ def test_a_bad_configuration_is_one_error_naming_the_file(world, monkeypatch, ca
     monkeypatch.chdir(world)
     # pytest refuses it too: a UsageError, TypeError or ValueError, or a failure (not an Exception)
     with pytest.raises((Exception, pytest.fail.Exception)):
-        _pytest_reads(world, config_file, rootdir)
+        _pytest_reads(config_file, rootdir)
     with pytest.raises(AgentDriftError) as caught:
         read_ini(DECLARED, config_file, rootdir)
     assert caught.value.path == (str(world / named) if named else None)
@@ -353,6 +354,6 @@ def test_a_bad_pytest_addopts_is_one_error_naming_it(world, monkeypatch, addopts
     monkeypatch.chdir(world)
     monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
     with pytest.raises((Exception, SystemExit)):  # pytest refuses it too
-        _pytest_reads(world, None, None)
+        _pytest_reads(None, None)
     with pytest.raises(AgentDriftError, match="PYTEST_ADDOPTS"):
         read_ini(DECLARED)
