@@ -348,6 +348,30 @@ def command_line(
     return full, plan
 
 
+def _popen(full: list[str], cwd: Path, env: dict[str, str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
+    """The command in a session of its own (its process group is what a stop kills), stdin closed."""
+    return subprocess.Popen(
+        full,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        pass_fds=pass_fds,
+    )
+
+
+def _hand_to_guard(proc: subprocess.Popen, guard: Any) -> None:
+    """The guard takes the started process; when it cannot, the process tree is killed first."""
+    try:
+        guard.started(proc)
+    except BaseException:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
 def start(
     argv: list[str],
     *,
@@ -386,26 +410,12 @@ def start(
     out_buf = BoundedBuffer(output_limit) if monitor is None else _WatchedBuffer(output_limit, monitor.feed)
     err_buf = BoundedBuffer(output_limit)
     try:
-        proc = subprocess.Popen(
-            full,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            pass_fds=(*pass_fds, *(guard.pass_fds if guard is not None else ())),
-        )
+        proc = _popen(full, cwd, env, (*pass_fds, *(guard.pass_fds if guard is not None else ())))
     except OSError as exc:
         why = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
         return ProcessResult(None, False, 0.0, b"", b"", 0, 0, False, False, 0, why, full, plan)
     if guard is not None:
-        try:
-            guard.started(proc)
-        except BaseException:
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
+        _hand_to_guard(proc, guard)
     launched = Launched(proc, full, plan, token, guard, monitor, known_children, out_buf, err_buf, started_at)
     launched.start_readers()
     return launched
