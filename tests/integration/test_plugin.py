@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -17,17 +18,47 @@ pytestmark = pytest.mark.slow  # every test here starts pytest sessions with age
 PLUGIN_ARGS = [[], ["-p", "no:xdist"], ["-n", "0"], ["-n", "2"]]
 
 
+def xdist_group_of(item):
+    # the tests that read the shared EX02 record run on one worker, which records it once
+    return "plugin-ex02-record" if "ex02_recorded" in item.fixturenames else None
+
+
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 
 def copy_task(pytester, name):
-    import shutil
-
     shutil.copytree(FIXTURES / name, pytester.path / name)
 
 
 def run(pytester, *args):
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark", *args, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def ex02_recorded(tmp_path_factory) -> Path:
+    """EX02 and its record by the reference agent (runs/base), made once for the tests that compare
+    against it or record over it; each copies them into its own directory (a record travels with its
+    tasks, as a CI artifact does). Recorded as pytester runs a session: HOME is the project directory."""
+    root = tmp_path_factory.mktemp("ex02-recorded")
+    shutil.copytree(FIXTURES / "EX02-explain-readonly", root / "EX02-explain-readonly")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+    env.update(HOME=str(root), USERPROFILE=str(root), PY_COLORS="0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark"]
+        + ["--agent", "reference", "--agent-record", "runs/base"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return root
+
+
+def with_ex02_baseline(pytester, recorded: Path) -> None:
+    """EX02 and its recorded baseline runs/base, in this test's directory."""
+    shutil.copytree(recorded, pytester.path, dirs_exist_ok=True)
 
 
 def test_help_lists_the_options(pytester):
@@ -196,20 +227,18 @@ def test_builtin_suite_runs_from_any_directory(pytester):
     assert "12 tests collected" in out
 
 
-def test_refuses_to_record_over_a_complete_run(pytester):
-    copy_task(pytester, "EX02-explain-readonly")
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/r").ret == 0
-    results = (pytester.path / "runs" / "r" / "results.json").read_bytes()
-    result = run(pytester, "--agent", "reference", "--agent-record", "runs/r")
+def test_refuses_to_record_over_a_complete_run(pytester, ex02_recorded):
+    with_ex02_baseline(pytester, ex02_recorded)
+    results = (pytester.path / "runs" / "base" / "results.json").read_bytes()
+    result = run(pytester, "--agent", "reference", "--agent-record", "runs/base")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*runs/r: already holds a complete run; recorded runs are never rewritten*"])
-    assert (pytester.path / "runs" / "r" / "results.json").read_bytes() == results
+    result.stderr.fnmatch_lines(["*runs/base: already holds a complete run; recorded runs are never rewritten*"])
+    assert (pytester.path / "runs" / "base" / "results.json").read_bytes() == results
 
 
-def test_baseline_lifecycle(pytester):
+def test_baseline_lifecycle(pytester, ex02_recorded):
     """record -> compare (comparable) -> change a task -> refused (6) -> re-record -> comparable."""
-    copy_task(pytester, "EX02-explain-readonly")
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    with_ex02_baseline(pytester, ex02_recorded)
     result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/cand")
     assert result.ret == 0, result.stdout.str()
     assert (pytester.path / "runs" / "cand" / "comparison" / "decision.json").is_file()
@@ -256,9 +285,8 @@ def test_baseline_lifecycle(pytester):
     assert run(pytester, "--agent", "reference", "--agent-baseline", "runs/base2").ret == 0
 
 
-def test_refusal_under_xdist_starts_no_workers(pytester):
-    copy_task(pytester, "EX02-explain-readonly")
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+def test_refusal_under_xdist_starts_no_workers(pytester, ex02_recorded):
+    with_ex02_baseline(pytester, ex02_recorded)
     result = run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base", "-n", "2")
     assert result.ret == 6
     out = result.stdout.str() + result.stderr.str()
@@ -267,9 +295,8 @@ def test_refusal_under_xdist_starts_no_workers(pytester):
     assert "bringing up nodes" not in out and not re.search(r"(?<![\w-])gw\d+\b", out)
 
 
-def test_unknown_vary_field_is_a_usage_error(pytester):
-    copy_task(pytester, "EX02-explain-readonly")
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+def test_unknown_vary_field_is_a_usage_error(pytester, ex02_recorded):
+    with_ex02_baseline(pytester, ex02_recorded)
     result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-vary", "colour")
     assert result.ret == 4
     assert "unknown field 'colour'" in result.stderr.str()
@@ -372,9 +399,8 @@ def test_subset_selected_with_k_is_compared_on_that_subset(pytester):
     assert comparison["paired"]["tied"] == ["EX02"]
 
 
-def test_rollback_state_needs_evidence(pytester):
-    copy_task(pytester, "EX02-explain-readonly")
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+def test_rollback_state_needs_evidence(pytester, ex02_recorded):
+    with_ex02_baseline(pytester, ex02_recorded)
     assert (
         run(
             pytester,
@@ -450,9 +476,8 @@ def test_hooks_extend_manifest_relax_comparison_and_touch_report(pytester):
     assert load_results(pytester.path / "runs" / "base")["settings"]["ticket"] == "OPS-42"
 
 
-def test_compare_stamps_hook_can_relax_the_comparison(pytester):
-    copy_task(pytester, "EX02-explain-readonly")
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+def test_compare_stamps_hook_can_relax_the_comparison(pytester, ex02_recorded):
+    with_ex02_baseline(pytester, ex02_recorded)
     assert run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base").ret == 6
     pytester.makeconftest("""
         from pytest_agentdrift.manifest.identity import compare_manifests
