@@ -1,5 +1,13 @@
 """What several test modules share: the builtin suite recorded once by the reference agent and
-its drifted profile, and the xdist grouping that lets a worker make a shared session once."""
+its drifted profile, the xdist grouping that lets a worker make a shared session once, and the
+plugins the sessions the tests start load.
+
+Every session a test starts (pytester, subprocess) would otherwise import every plugin installed
+in this environment through its entry point: hypothesis, pytest-benchmark and the rest cost about
+0.8 s of CPU a session, several hundred times a suite. They load this package's plugin and xdist by
+module name instead. The tests of plugin loading itself (entry point, autoload off, no xdist) are
+marked `plugin_autoload` and see the environment as installed.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +17,34 @@ from pathlib import Path
 
 import pytest
 
+#: what a session the tests start loads (by module name, with entry-point autoloading off)
+SESSION_PLUGINS = "pytest_agentdrift.plugin,xdist.plugin"
+AUTOLOAD_ENV = ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_PLUGINS")
 #: session fixtures read by more than one module, and the xdist group of the tests that read them
 SHARED_SESSION_FIXTURES = {"builtin_records": "builtin-records"}
 #: what the drifted reference profile changes: declared, so its record compares with the faithful one
 DRIFTED_VARY = ("--agent-vary", "cli_version", "--agent-vary", "command", "--agent-vary", "agent")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "plugin_autoload: the test's sessions load plugins as installed")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sessions_load_only_their_plugins():
+    # session-scoped, so the sessions of module-scoped fixtures (shared records) get it too;
+    # set in each process after xdist started its workers, which keep the suite's own plugins
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        mp.setenv("PYTEST_PLUGINS", SESSION_PLUGINS)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _plugins_as_installed(request, monkeypatch):
+    if request.node.get_closest_marker("plugin_autoload") is not None:
+        for name in AUTOLOAD_ENV:
+            monkeypatch.delenv(name, raising=False)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# the workflow runs as CI runs it: plugins load as installed
+pytestmark = [pytest.mark.slow, pytest.mark.plugin_autoload]
 
 WORKFLOW = Path(__file__).parents[2] / "docs" / "examples" / "agentdrift-gate.yml"
 SUITE = Path(__file__).parents[2] / "pytest_agentdrift" / "suite"

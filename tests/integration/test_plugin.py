@@ -350,6 +350,7 @@ def test_pytest_function_checks(pytester):
     assert r["critical_failed"] == ["test_only_notes"]
 
 
+@pytest.mark.plugin_autoload
 @pytest.mark.parametrize("variant", ["autoload-off", "pytest-plugins-env", "no-xdist"])
 def test_loading_variants(pytester, variant):
     copy_task(pytester, "EX02-explain-readonly")

@@ -1,9 +1,14 @@
-"""A pytest run that does not use agentdrift imports only the pytest layer (issue 9, startup budget).
+"""A pytest run that does not use agentdrift imports only the pytest layer (the startup budget).
 
 Timing is measured by benchmarks/bench_plugin_overhead.py; this pins the cause of the cost: which
 of the package's modules such a run imports (each one is compiled and assert-rewritten on every run
 without a bytecode cache).
 """
+
+import pytest
+
+# a user's run: the plugin loads through its entry point, beside whatever else is installed
+pytestmark = pytest.mark.plugin_autoload
 
 PYTEST_LAYER = {
     "pytest_agentdrift",

@@ -45,6 +45,7 @@ def test_right_variant_passes(bench, variant):
     assert result["passed"], "; ".join(f"{c['name']}: {c['detail'][:300]}" for c in result["checks"] if not c["passed"])
 
 
+@pytest.mark.plugin_autoload  # the agent's pytest loads the installed plugins, pytest-benchmark's among them
 @pytest.mark.skipif(
     importlib.util.find_spec("pytest_benchmark") is None, reason="pytest-benchmark is not installed here"
 )
@@ -62,6 +63,7 @@ def test_tool_leftovers_are_evidence_not_changes(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.plugin_autoload  # the agent's pytest loads the installed plugins, pytest-benchmark's among them
 @pytest.mark.skipif(
     importlib.util.find_spec("pytest_benchmark") is None, reason="pytest-benchmark is not installed here"
 )
