@@ -892,17 +892,7 @@ def check_pytest(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> O
     after = g.run_pytest(graded, args, timeout)
     res: ExecResult = after["exec"]
     outcomes = after["outcomes"]
-    problems = _result_problems(after)
-    not_passed = {
-        n: outcomes.get(n, "deselected" if n in after["deselected"] else "missing")
-        for n in expected_nodes
-        if outcomes.get(n) != "passed"
-    }
-    if not_passed:
-        shown = ", ".join(f"{n} {o}" for n, o in list(not_passed.items())[:8])
-        problems.append(f"{len(not_passed)} of {len(expected_nodes)} frozen test(s) did not pass: {shown}")
-    if after.get("forged"):
-        problems.append("reports say passed while the test raised (forged outcome): " + ", ".join(after["forged"][:5]))
+    not_passed, problems = _not_passed(after, expected_nodes, "frozen test(s)")
     g.observed[c.name] = after.get("observed", {})
     if expected is not None:
         problems.extend(observation_problems(expected, after))
@@ -1073,6 +1063,24 @@ def check_command(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> 
     return ok, f"exit {res.exit_code}", extra if ok else {"tail": res.tail(), **extra}
 
 
+def _not_passed(after: dict[str, Any], nodes: list[str], what: str) -> tuple[dict[str, str], list[str]]:
+    """Which of `nodes` did not pass in `after` (node -> outcome), and the problems of the result:
+    the report's own, those nodes, and outcomes forged as passed."""
+    outcomes = after["outcomes"]
+    problems = _result_problems(after)
+    not_passed = {
+        n: outcomes.get(n, "deselected" if n in after["deselected"] else "missing")
+        for n in nodes
+        if outcomes.get(n) != "passed"
+    }
+    if not_passed:
+        shown = ", ".join(f"{n} {o}" for n, o in list(not_passed.items())[:8])
+        problems.append(f"{len(not_passed)} of {len(nodes)} {what} did not pass: {shown}")
+    if after.get("forged"):
+        problems.append("reports say passed while the test raised (forged outcome): " + ", ".join(after["forged"][:5]))
+    return not_passed, problems
+
+
 def _check_pytest_command(
     g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec, args: list[str], timeout: float
 ) -> Outcome:
@@ -1086,19 +1094,8 @@ def _check_pytest_command(
     graded = g.graded_copy(spec, run)
     after = g.run_pytest(graded, args, timeout)
     res: ExecResult = after["exec"]
-    problems = _result_problems(after)
     expected = [] if before.get("missing_report") else list(before["collected"])
-    outcomes = after["outcomes"]
-    not_passed = {
-        n: outcomes.get(n, "deselected" if n in after["deselected"] else "missing")
-        for n in expected
-        if outcomes.get(n) != "passed"
-    }
-    if not_passed:
-        shown = ", ".join(f"{n} {o}" for n, o in list(not_passed.items())[:8])
-        problems.append(f"{len(not_passed)} of {len(expected)} test(s) of the untouched fixture did not pass: {shown}")
-    if after.get("forged"):
-        problems.append("reports say passed while the test raised (forged outcome): " + ", ".join(after["forged"][:5]))
+    not_passed, problems = _not_passed(after, expected, "test(s) of the untouched fixture")
     if not problems and after["exitstatus"] != 0:
         problems.append(f"pytest exited {after['exitstatus']}")
     evidence = {
@@ -1112,7 +1109,7 @@ def _check_pytest_command(
         problems.append(f"timed out after {timeout:g}s")
     if problems:
         return False, "; ".join(problems), {**evidence, "tail": res.tail()}
-    return True, f"exit 0 (pytest: {sum(1 for o in outcomes.values() if o == 'passed')} passed)", evidence
+    return True, f"exit 0 (pytest: {sum(1 for o in after['outcomes'].values() if o == 'passed')} passed)", evidence
 
 
 def check_golden(g: Grader, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
