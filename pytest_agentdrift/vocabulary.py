@@ -243,6 +243,13 @@ GATE_FLAKES: tuple[str, ...] = (GATE_FLAKES_STRICT, GATE_FLAKES_REPORT)
 #: `--agent-max-infra-loss`'s default: a comparison where either arm lost more than this share of its
 #: runs to infrastructure errors decides nothing (compare/decision.py, compare/exitpolicy.py).
 DEFAULT_MAX_INFRA_LOSS: Final = 0.10
+#: the seed of the paired bootstrap and of the gate's simulations (--agent-seed)
+DEFAULT_SEED: Final = 0
+#: what returning to the baseline runtime would take, when nobody said (--agent-rollback-state)
+DEFAULT_ROLLBACK_STATE: Final = "unknown"
+#: re-runs of a run lost to infrastructure, and the seconds before the first (--agent-retries, --agent-retry-backoff)
+DEFAULT_RETRIES: Final = 0
+DEFAULT_RETRY_BACKOFF_S: Final = 30.0
 
 #: `--agent-fail-on`: which failed checks fail an item and the exit status
 #: (none: a recording run exits 0 whenever its record is complete).

@@ -30,7 +30,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift.compare import stats
-from pytest_agentdrift.vocabulary import DEFAULT_ACCEPT_UNOBSERVED, SCHEMA_VERSION
+from pytest_agentdrift.vocabulary import DEFAULT_ACCEPT_UNOBSERVED, DEFAULT_SEED, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from pytest_agentdrift.compare.decision import GateParams
@@ -54,7 +54,7 @@ def null_experiment(
     *,
     labels: Sequence[str] | None = None,
     alpha: float = 0.05,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     accept_unobserved: Sequence[str] = DEFAULT_ACCEPT_UNOBSERVED,
 ) -> dict[str, Any]:
     """Compare every pair of recordings of one runtime; see the module doc.

@@ -21,6 +21,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_agentdrift.vocabulary import DEFAULT_SEED
+
 FLAKE_CHECK = "only-allowed-paths"
 CHANGE_CHECK = "no-new-behaviour"
 
@@ -82,7 +84,7 @@ def gate_fails(design: Design, seed: int, change: float = 0.0) -> bool:
     return not comparison["regression"]["passed"]
 
 
-def gate_rates(design: Design, pairs: int, seed: int = 0) -> dict[str, Any]:
+def gate_rates(design: Design, pairs: int, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """False-alarm rate (null pairs) and power (a critical behaviour at 50 %) over ``pairs`` pairs each."""
     alarms = sum(gate_fails(design, seed * 1_000_003 + i) for i in range(pairs))
     hits = sum(gate_fails(design, seed * 1_000_003 + pairs + i, change=0.5) for i in range(pairs))

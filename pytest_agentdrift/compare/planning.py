@@ -38,7 +38,7 @@ from typing import Any
 
 from pytest_agentdrift.compare.stats import scored_passes
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.vocabulary import INFRA_OUTCOME, SCHEMA_VERSION, utc_timestamp
+from pytest_agentdrift.vocabulary import DEFAULT_SEED, INFRA_OUTCOME, SCHEMA_VERSION, utc_timestamp
 
 K_MAX = 50
 N_MAX = 5000
@@ -108,7 +108,15 @@ def power(rates: Sequence[float], n: int, k: int, delta: float, alpha: float, *,
 
 
 def simulate_power(
-    rates: Sequence[float], n: int, k: int, delta: float, alpha: float, *, fixed: bool, sims: int = 4000, seed: int = 0
+    rates: Sequence[float],
+    n: int,
+    k: int,
+    delta: float,
+    alpha: float,
+    *,
+    fixed: bool,
+    sims: int = 4000,
+    seed: int = DEFAULT_SEED,
 ) -> float:
     """The share of simulated experiments in which the planned test rejects."""
     import numpy as np

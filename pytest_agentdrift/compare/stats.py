@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
-from pytest_agentdrift.vocabulary import UNSCORED_OUTCOMES
+from pytest_agentdrift.vocabulary import DEFAULT_SEED, UNSCORED_OUTCOMES
 
 #: Resamples processed per block in the bootstrap: bounds memory at about
 #: BLOCK x n_tasks indices while keeping numpy's per-call overhead negligible.
@@ -257,7 +257,7 @@ def percentile_interval(samples: Any, confidence: float = 0.95) -> tuple[float, 
 
 
 def paired_bootstrap_delta(
-    deltas: Sequence[float], *, draws: int = 10_000, seed: int = 0, confidence: float = 0.95
+    deltas: Sequence[float], *, draws: int = 10_000, seed: int = DEFAULT_SEED, confidence: float = 0.95
 ) -> BootstrapInterval | None:
     """Mean per-task delta with a seeded paired percentile bootstrap interval.
 
@@ -462,7 +462,7 @@ def promotion_support(
     *,
     eps: float,
     draws: int = 10_000,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Bootstrap support that the candidate keeps quality at a lower cost.

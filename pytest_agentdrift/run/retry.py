@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pytest_agentdrift.agents.infra import INFRA_OUTCOME
+from pytest_agentdrift.vocabulary import DEFAULT_RETRIES, DEFAULT_RETRY_BACKOFF_S
 
 MAX_BACKOFF_S = 600.0
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    retries: int = 0
-    backoff_s: float = 30.0
+    retries: int = DEFAULT_RETRIES
+    backoff_s: float = DEFAULT_RETRY_BACKOFF_S
     factor: float = 2.0
     max_backoff_s: float = MAX_BACKOFF_S
 

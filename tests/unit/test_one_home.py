@@ -12,8 +12,10 @@ not decide). The facts and their homes:
 * a run's key and raw directory: tasks.shard.item_key, record.store.raw_path.
 
 Each check is shown to find a planted second definition, and to pass a use of
-the home. Option defaults have their home in options.py's table; the stages
-cannot import it (it imports them), so it is not checked here.
+the home. An option's default is declared in options.py's table; where a stage
+takes the same value as a parameter's default (the stages cannot import
+options.py, which imports them), both read it from vocabulary.py, and no
+parameter named after an option writes the option's default as a literal.
 """
 
 from __future__ import annotations
@@ -363,3 +365,62 @@ def test_a_planted_second_definition_is_found(tmp_path, fact, second):
 @pytest.mark.parametrize(("fact", "use"), USES)
 def test_a_use_of_the_home_is_not_a_definition(tmp_path, fact, use):
     assert FINDERS[fact][0](_write(tmp_path, use)) == []
+
+
+#: stage parameters that take an option's value under another name
+OPTION_PARAMETERS = {"backoff_s": "retry_backoff"}
+
+
+def _literal_option_defaults(path: Path, defaults: dict[str, object]) -> list[str]:
+    """`name=<literal>` parameters of path's functions, named after an option, whose literal is its default."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.ClassDef):  # dataclass fields: `name: type = <literal>`
+            pairs = [
+                (n.target.id, n.value)
+                for n in node.body
+                if isinstance(n, ast.AnnAssign) and n.value is not None and isinstance(n.target, ast.Name)
+            ]
+        else:
+            args = [*node.args.posonlyargs, *node.args.args]
+            pairs = list(
+                zip([a.arg for a in args[len(args) - len(node.args.defaults) :]], node.args.defaults, strict=True)
+            )
+            pairs += [
+                (a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True) if d is not None
+            ]
+        for name, value in pairs:
+            option = OPTION_PARAMETERS.get(name, name)
+            if option in defaults and isinstance(value, ast.Constant) and value.value == defaults[option]:
+                found.append(f"{path.relative_to(PACKAGE)}:{value.lineno} {name}={value.value!r}")
+    return found
+
+
+def _option_defaults() -> dict[str, object]:
+    from pytest_agentdrift.options import TABLE
+
+    return {o.dest: o.default for o in TABLE if o.default is not None and not isinstance(o.default, bool)}
+
+
+def test_no_stage_writes_an_option_default_again():
+    defaults = _option_defaults()
+    found = [
+        hit
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "options.py" and "suite" not in path.relative_to(PACKAGE).parts
+        for hit in _literal_option_defaults(path, defaults)
+    ]
+    assert found == [], f"option defaults written again (read them from vocabulary.py): {found}"
+
+
+def test_a_planted_option_default_is_found(tmp_path):
+    planted = PACKAGE / "compare" / "__planted_default_for_the_test__.py"
+    source = "def bootstrap(seed: int = 0):\n    pass\n\n\ndef wait(*, backoff_s: float = 30.0):\n    pass\n"
+    planted.write_text(source)
+    try:
+        hits = _literal_option_defaults(planted, _option_defaults())
+    finally:
+        planted.unlink()
+    assert [h.split(" ", 1)[1] for h in hits] == ["seed=0", "backoff_s=30.0"]
