@@ -40,12 +40,14 @@ from pytest_agentdrift.vocabulary import (
     ARGV_FILE,
     COMPARISON_FILE,
     DECISION_FILE,
+    ERROR_LIKE_OUTCOMES,
     MANIFEST_DIFF_FILE,
     MANIFEST_FILE,
     PATCH_FILE,
     STDERR_FILE,
     STDOUT_FILE,
     TIMESTAMP_FORMAT,
+    UNSCORED_OUTCOMES,
 )
 
 #: what each layer asks (the terminal shows the same abbreviations)
@@ -679,6 +681,11 @@ def _run_link(tid: str, run: Mapping[str, Any]) -> str:
     return f'<a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a>'
 
 
+#: the run states listed as "did not finish normally": every error-like and unscored outcome, and any
+#: outcome this renderer does not know
+_NOT_FINISHED_NORMALLY = ERROR_LIKE_OUTCOMES | UNSCORED_OUTCOMES | {"other"}
+
+
 def _notable_runs(tasks: Mapping[str, Any]) -> list[str]:
     """Links to the runs with critical failures, tampered passes, or that did not finish normally."""
     out = []
@@ -698,10 +705,7 @@ def _notable_runs(tasks: Mapping[str, Any]) -> list[str]:
             + "</p>"
         )
     odd = [
-        (tid, run)
-        for tid, t in tasks.items()
-        for run in t.get("runs", [])
-        if run_state(run) in ("error", "timeout", "infra_error", "resource_exceeded", "undecided", "other")
+        (tid, run) for tid, t in tasks.items() for run in t.get("runs", []) if run_state(run) in _NOT_FINISHED_NORMALLY
     ]
     if odd:
         out.append(

@@ -26,6 +26,7 @@ from pytest_agentdrift.vocabulary import (
     EXIT_REFUSED,
     EXIT_STATUS_KEY,
     EXIT_USAGE,
+    REPORT_MD_FILE,
 )
 
 
@@ -274,7 +275,7 @@ class ControllerPlugin:
         except (AgentDriftError, OSError) as exc:
             return Verdict(EXIT_USAGE, f"recording failed: {getattr(exc, 'message', exc)}"), []
         state = "recorded" if results["complete"] else "recorded INCOMPLETE"
-        return verdict, [f"{state}: {record} (read {record / 'report.md'})"]
+        return verdict, [f"{state}: {record} (read {record / REPORT_MD_FILE})"]
 
     def _agree_with_gate(self, session: pytest.Session) -> None:
         """Failures the regression gate does not hold against the candidate become xfails (itemverdicts)."""

@@ -375,3 +375,21 @@ def test_limits_in_human_units_and_the_smallest_detectable_regression_in_prose()
     assert "memory 4 GiB" in page and "4294967296" not in page and "procs 64" in page
     assert "50 pp at power 0.8, alpha 0.05, 12 tasks, k = 1" in page
     assert "{" not in re.search(r"smallest detectable regression.*?</dd>", page, re.S).group(0)
+
+
+def test_every_run_that_did_not_end_in_a_grade_is_listed_as_not_finished_normally():
+    from pytest_agentdrift.vocabulary import ERROR_LIKE_OUTCOMES, RUN_OUTCOMES, UNSCORED_OUTCOMES
+
+    odd = sorted(ERROR_LIKE_OUTCOMES | UNSCORED_OUTCOMES)
+    graded = sorted(set(RUN_OUTCOMES) - set(odd))
+    r = results(1, len(odd) + len(graded) + 1)
+    runs = r["tasks"]["S0000"]["runs"]
+    for i, (run, outcome) in enumerate(zip(runs, [*odd, *graded, "quantum_flux"], strict=True), 1):
+        run.update({"outcome": outcome, "passed": outcome == "passed", "tampered_pass": False, "rep": i})
+        run["critical_failed"] = []
+    page = hr.render(hr.ReportInput(results=r))
+    listed = re.search(r"<h3>Runs that did not finish normally</h3><p>(.*?)</p>", page, re.S).group(1)
+    for outcome in [*odd, "quantum_flux"]:
+        assert f"({outcome})" in listed, f"a run that ended {outcome} is not listed"
+    for outcome in graded:
+        assert f"({outcome})" not in listed

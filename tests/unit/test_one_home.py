@@ -56,9 +56,6 @@ FILE_NAMES = {
 OTHER_FILES_OF_THE_SAME_NAME = {
     # the function checks' scratch description of the run, in the grader's own temporary directory
     ("RUN_FILE", "grade/checks.py"),
-    # not a second file but a second spelling, in a module whose rewrite was under way when the name got
-    # its home: the one entry here that is a debt (import REPORT_MD_FILE there, then drop this line)
-    ("REPORT_MD_FILE", "session/controller.py"),
 }
 #: the outcomes the vocabulary names one by one (the others are only spelled in RUN_OUTCOMES)
 NAMED_OUTCOMES = {
