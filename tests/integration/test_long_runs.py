@@ -470,7 +470,12 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
         "2",
     ]
     proc = subprocess.Popen(
-        [*args, "--agent-record", "runs/k"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*args, "--agent-record", "runs/k"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        # SIGINT reaches the session even when this suite runs as a background job (SIGINT ignored, inherited)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     record = tmp_path / "runs" / "k"

@@ -534,6 +534,9 @@ def test_an_interrupted_session_is_recorded_incomplete(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # the session hears the SIGINT below even when this suite runs as a background job, whose
+        # children inherit SIGINT ignored (Python then installs no KeyboardInterrupt handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while not (tmp_path / "agent.pid").exists():  # I1 is done, I2's agent sleeps
