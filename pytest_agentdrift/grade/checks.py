@@ -473,28 +473,20 @@ class Grader:
         """Run the task's test_*.py checks in their own pytest process against this run."""
         from pytest_agentdrift.grade.function_checks import RUN_JSON_ENV, AgentRun
 
-        # Everything the checks' process reads is in its own directory, as a pytest check's tree is,
-        # so the grading sandbox's server runs it on a copy of that directory like any other request.
         scratch = self._scratch / "functions"
         scratch.mkdir()
         (scratch / "cwd").mkdir()
         run_json = scratch / "run.json"
         # the checks read a copy of the agent's final tree, without symlinks out of it
-        workdir = scratch / "inspect" / "repo"
+        workdir = self._scratch / "inspect" / "repo"
         workdir.parent.mkdir()
         if not run.work_tree_deleted:
             copy_tree(run.work, workdir)
             drop_escaping_symlinks(workdir)
-        # and a copy of the task directory they live in (the agent_task fixture loads it)
-        task_copy = scratch / "task" / spec.path.name
-        task_copy.parent.mkdir()
-        copied = copy_tree(spec.path, task_copy)
-        if not copied.complete:
-            raise GradedCopyIncomplete(f"the copy of the task directory for its checks: {copied.truncated}")
         agent_run = AgentRun(
             task_id=spec.id,
             rep=run.rep,
-            workdir=workdir.relative_to(scratch),  # beside run.json, wherever the copy runs
+            workdir=workdir,
             changed=run.diff.to_dict(),
             patch=run.patch,
             events=run.events,
@@ -520,12 +512,13 @@ class Grader:
                 "-c",
                 str(ini),
                 "--rootdir",
-                str(task_copy),
-                *[str(task_copy / p.relative_to(spec.path)) for p in spec.function_files],
+                str(spec.path),
+                *[str(p) for p in spec.function_files],
             ],
             scratch / "cwd",
             120,
             {RUN_JSON_ENV: str(run_json), "AGENTDRIFT_NO_CWD_ON_PATH": "1"},
+            readable=(spec.path, workdir.parent),
         )
         res = data["exec"]
         if data.get("missing_report"):

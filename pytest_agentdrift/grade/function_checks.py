@@ -26,7 +26,7 @@ class AgentRun:
 
     task_id: str
     rep: int
-    workdir: Path  # the agent's final tree (read it, do not change it); in run.json, relative to that file
+    workdir: Path  # the agent's final tree (read it, do not change it)
     changed: dict[str, list[str]]  # added / modified / deleted / mode
     patch: str
     events: list[dict[str, Any]]
@@ -63,9 +63,8 @@ class AgentRun:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], base: Path | None = None) -> "AgentRun":
-        """`base`: the directory a relative workdir is under (run.json's own)."""
-        return cls(**{**d, "workdir": (base or Path()) / d["workdir"]})
+    def from_dict(cls, d: dict[str, Any]) -> "AgentRun":
+        return cls(**{**d, "workdir": Path(d["workdir"])})
 
 
 def run_for_request(request) -> AgentRun:
@@ -76,7 +75,7 @@ def run_for_request(request) -> AgentRun:
         pytest.skip(
             "agent_run is provided when the harness grades a task (run the task directory with --agent or --agent-cmd)"
         )
-    return AgentRun.from_dict(json.loads(Path(path).read_text(encoding="utf-8")), Path(path).parent)
+    return AgentRun.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 def task_for_request(request):

@@ -193,25 +193,3 @@ def test_a_server_launched_before_the_agent_runs_outlives_it_unreached_and_grade
     assert results["none-found"].passed is True, results["none-found"]  # the agent saw no server
     assert results["limit"].passed is True, results["limit"]
     assert grader.server._launched is None  # ended with its run's grading
-
-
-FUNCTION_CHECKS = """
-def test_reads_the_final_tree(agent_run):
-    assert (agent_run.workdir / "calc.py").read_text() == "x = 2\\n"
-
-
-def test_knows_its_task(agent_task, agent_run):
-    assert agent_task.id == agent_run.task_id == "SRVFN"
-"""
-
-
-def test_function_checks_are_served_with_the_final_tree_and_their_task_directory_in_the_request(lab):
-    spec = lab.task(
-        "SRVFN", files={"test_claims.py": FUNCTION_CHECKS}, repo={"calc.py": "x = 1\n"}, allowed=["calc.py"]
-    )
-    grader = lab.graders.setdefault(spec.path, Grader(lab.iso, lab.base / "functions"))
-    served_before = grader.server.served
-    _, results = lab.go(spec, "Path('calc.py').write_text('x = 2\\n')\n")
-    assert results["test_reads_the_final_tree"].passed is True, results
-    assert results["test_knows_its_task"].passed is True, results
-    assert grader.server.served == served_before + 1  # one pytest process for the task's functions
