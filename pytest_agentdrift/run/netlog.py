@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import selectors
 import socket
 import tempfile
 import threading
@@ -78,17 +78,21 @@ class NetlogReceiver:
             self.records.append(rec)
 
     def _serve(self) -> None:
-        while not self._stop.is_set():
-            ready, _, _ = select.select([self._sock, self._wake_r], [], [])
-            if self._sock not in ready:
-                continue
-            try:
-                data = self._sock.recv(1 << 16)
-            except BlockingIOError:
-                continue
-            except OSError:
-                return
-            self._take(data)
+        # a selector (epoll), not select(): the socket's fd number may be past select's 1024
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._sock, selectors.EVENT_READ)
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            while not self._stop.is_set():
+                if not any(key.fileobj is self._sock for key, _ in sel.select()):
+                    continue
+                try:
+                    data = self._sock.recv(1 << 16)
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    self.dropped[f"the receiver stopped: {exc}"] += 1
+                    return
+                self._take(data)
 
     def stop(self) -> tuple[list[dict[str, Any]], list[str]]:
         """Stop, drain what is still queued, and return (records, problems)."""

@@ -363,3 +363,27 @@ def test_observer_dir_is_short_enough_for_a_unix_socket(tmp_path):
     d = netlog.observer_dir(deep, "run")
     assert len(os.fsencode(d / "proxy.sock")) <= 107
     fdtree.rmtree(d)
+
+
+def test_netlog_receives_when_its_socket_is_past_selects_fd_limit(tmp_path):
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if min(hard, 4096) < 1200:
+        pytest.skip(f"cannot open 1,100 files here (limit {hard})")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # the session's own open files
+    try:
+        rx = netlog.NetlogReceiver(netlog.observer_dir(tmp_path, "run")).start()
+        assert rx._sock.fileno() >= 1024
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.settimeout(10)  # a receiver that stopped reading fills the queue: the send times out
+        for port in range(1, 31):  # more than a datagram socket's queue holds unread
+            s.sendto(json.dumps({"host": "10.0.0.1", "port": port, "via": "socket.connect"}).encode(), str(rx.path))
+        s.close()
+        records, problems = rx.stop()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert [r["port"] for r in records] == list(range(1, 31)) and problems == []

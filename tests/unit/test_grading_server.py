@@ -193,3 +193,63 @@ def test_a_server_launched_before_the_agent_runs_outlives_it_unreached_and_grade
     assert results["none-found"].passed is True, results["none-found"]  # the agent saw no server
     assert results["limit"].passed is True, results["limit"]
     assert grader.server._launched is None  # ended with its run's grading
+
+
+# the task's check functions read the final tree; the agent's code, once a check imports it, erases
+# what a later check would find there
+ERASING_CALC = """
+import os
+try:
+    os.remove(os.path.join(os.path.dirname(os.path.abspath(__file__)), "forbidden.txt"))
+except OSError:
+    pass
+x = 2
+"""
+FUNCTION_CHECKS = """
+import sys
+
+
+def test_a_imports_the_agents_code(agent_run):
+    sys.path.insert(0, str(agent_run.workdir))
+    import calc
+
+    assert calc.x == 2
+
+
+def test_b_no_forbidden_file(agent_run):
+    assert not (agent_run.workdir / "forbidden.txt").exists(), "the agent wrote forbidden.txt"
+"""
+
+
+def test_the_agents_code_in_one_check_function_cannot_change_what_the_next_one_reads(lab):
+    spec = lab.task(
+        "SRVFN", files={"test_claims.py": FUNCTION_CHECKS}, repo={"calc.py": "x = 1\n"}, allowed=["calc.py"]
+    )
+    body = f"Path('calc.py').write_text({ERASING_CALC!r})\nPath('forbidden.txt').write_text('x')\n"
+    _, results = lab.go(spec, body)
+    assert results["test_a_imports_the_agents_code"].passed is True, results
+    # the final tree the checks read is mounted read-only: the erasure fails and the next check sees the file
+    assert results["test_b_no_forbidden_file"].passed is False, results["test_b_no_forbidden_file"]
+
+
+def test_a_run_that_ends_before_grading_ends_the_server_launched_for_it(lab):
+    from pytest_agentdrift.agents.base import CommandAdapter
+    from pytest_agentdrift.grade.attempt import attempt
+    from pytest_agentdrift.run.runner import RunSettings
+
+    class Broken(CommandAdapter):
+        def build_argv(self, ctx):
+            raise RuntimeError("the adapter broke before the agent started")
+
+    spec = lab.task(
+        "SRVB",
+        repo={"calc.py": "x = 1\n"},
+        allowed=["calc.py"],
+        checks=[{"name": "imports", "kind": "command", "layer": "correctness", "run": ["python", "-c", "import calc"]}],
+    )
+    grader = Grader(lab.iso, lab.base / "broken")
+    launched = []
+    grader.prepare = lambda s: launched.append(grader.server.launch())  # as attempt() calls it, observed
+    _, result = attempt(spec, 1, Broken("true"), RunSettings(isolation=lab.iso), grader, lab.base / "runs-broken")
+    assert launched == [True] and result["outcome"] == "undecided"
+    assert grader.server._launched is None  # not left running for the next run's checks
