@@ -13,7 +13,9 @@ reach the next one is taken away between requests:
   of the request dead);
 * processes: the server kills and reaps every process of the sandbox but
   init and itself before it answers;
-* the sandbox's tmpfs mounts: the server empties them before it answers;
+* the sandbox's tmpfs mounts and its IPC namespace (System V shared memory,
+  message queues and semaphores, POSIX message queues): the server empties them
+  before it answers;
 * the server itself: not dumpable, no control socket in graded code; a
   server that dies, stops answering, leaves something behind or sees a
   limit broken is torn down, and the next request gets a new sandbox.
@@ -53,6 +55,8 @@ START_TIMEOUT_S = 120.0
 #: consecutive failed starts after which a Grader stops trying and runs every process in its own sandbox
 MAX_FAILED_STARTS = 2
 OUTPUT_LIMIT = 256 << 10
+#: where the grading sandbox mounts its IPC namespace's message queues
+MQUEUE_DIR = "/dev/mqueue"
 
 
 @dataclass
@@ -112,6 +116,8 @@ class GradingServer:
             watch_writes=False,
         )
         plan = mountplan.build(writable=[self._area], readable=list(mountplan.harness_runtime()), exclude=self.exclude)
+        # the sandbox's POSIX message queues, listed there so the server can empty them between requests
+        plan = plan.with_mounts([mountplan.Mount("mqueue", None, MQUEUE_DIR)])
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours
         try:
@@ -200,7 +206,7 @@ class GradingServer:
             "cwd": moved.path(str(tree)),
             "env": {k: moved.path(v) for k, v in env.items() if k not in channel.env},
             "channel_env": next(iter(channel.env)),
-            "wipe": self._guard.tmpfs_mounts,
+            "wipe": [*self._guard.tmpfs_mounts, MQUEUE_DIR],
         }
         try:
             socket.send_fds(self._sock, [json.dumps(request).encode()], [*outputs.child_ends, *channel.child_fds])

@@ -101,7 +101,7 @@ EMPTY_DIRS = ("/tmp", "/var", "/var/tmp", "/home", "/root", "/run", "/srv", "/mn
 
 #: kinds of Mount, in the words of the record; `ro-data` is a file bubblewrap writes from a
 #: descriptor onto its own tmpfs (the source is the descriptor, never recorded)
-KINDS = ("ro", "rw", "dir", "symlink", "tmpfs", "proc", "dev", "remount-ro", "ro-data")
+KINDS = ("ro", "rw", "dir", "symlink", "tmpfs", "proc", "dev", "mqueue", "remount-ro", "ro-data")
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,8 @@ class MountPlan:
                 argv += ["--proc", m.dest]
             elif m.kind == "dev":
                 argv += ["--dev", m.dest]
+            elif m.kind == "mqueue":
+                argv += ["--mqueue", m.dest]
             elif m.kind == "remount-ro":
                 argv += ["--remount-ro", m.dest]
             elif m.kind == "ro-data":

@@ -253,3 +253,38 @@ def test_a_run_that_ends_before_grading_ends_the_server_launched_for_it(lab):
     _, result = attempt(spec, 1, Broken("true"), RunSettings(isolation=lab.iso), grader, lab.base / "runs-broken")
     assert launched == [True] and result["outcome"] == "undecided"
     assert grader.server._launched is None  # not left running for the next run's checks
+
+
+# imported by each check: counts what earlier checks left in the IPC namespace, then leaves its own
+IPC_CALC = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def _count(kind):
+    with open(f"/proc/sysvipc/{kind}") as fh:
+        return len([line for line in fh.read().splitlines()[1:] if line.strip()])
+seen = {kind: _count(kind) for kind in ("shm", "msg", "sem")}
+seen["mqueue"] = len(os.listdir("/dev/mqueue")) if os.path.isdir("/dev/mqueue") else 0
+IPC_CREAT = 0o1000
+libc.shmget(0x5EED, 4096, IPC_CREAT | 0o600)
+libc.msgget(0x5EED, IPC_CREAT | 0o600)
+libc.semget(0x5EED, 1, IPC_CREAT | 0o600)
+libc.mq_open(b"/agentdrift-left", os.O_CREAT | os.O_RDWR, 0o600, None)
+rc = 0 if not any(seen.values()) else 3
+print("left by earlier checks:", seen)
+"""
+
+
+def test_what_one_check_leaves_in_the_ipc_namespace_never_reaches_the_next(lab):
+    run_calc = ["python", "-c", "import calc, sys; sys.exit(calc.rc)"]
+    spec = lab.task(
+        "SRVIPC",
+        repo={"calc.py": "rc = 0\n"},
+        allowed=["calc.py"],
+        checks=[{"name": f"check{i}", "kind": "command", "layer": "correctness", "run": run_calc} for i in (1, 2, 3)],
+    )
+    grader = lab.graders.setdefault(spec.path, Grader(lab.iso, lab.base / "ipc"))
+    served_before = grader.server.served
+    _, results = lab.go(spec, f"Path('calc.py').write_text({IPC_CALC!r})\n")
+    assert grader.server.served == served_before + 3  # one server answered all three
+    for name in ("check1", "check2", "check3"):
+        assert results[name].passed is True, results[name]

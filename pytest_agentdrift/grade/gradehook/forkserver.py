@@ -88,7 +88,7 @@ def serve(ctl_fd):
         for fd in fds:
             os.close(fd)
         reply = _reap(pid)
-        reply["clean"] = reply["clean"] and _empty(request.get("wipe", []))
+        reply["clean"] = reply["clean"] and _empty(request.get("wipe", [])) and _no_sysv_ipc()
         sock.send(json.dumps(reply).encode())
 
 
@@ -157,6 +157,30 @@ def _reap(pid):
             _reaped(st, signals)
     code = os.waitstatus_to_exitcode(status)
     return {"exit_code": 128 - code if code < 0 else code, "signals": signals, "clean": clean}
+
+
+#: /proc/sysvipc/<kind> -> how an object of that kind is removed (libc call, its arguments after the id)
+_SYSV_IPC = {"shm": ("shmctl", (0, None)), "msg": ("msgctl", (0, None)), "sem": ("semctl", (0, 0))}  # IPC_RMID = 0
+
+
+def _sysv_ids(kind):
+    with open(f"/proc/sysvipc/{kind}") as fh:
+        return [int(line.split()[1]) for line in fh.read().splitlines()[1:] if line.strip()]
+
+
+def _no_sysv_ipc():
+    """Remove what the request left in the sandbox's System V IPC namespace (shared memory, message
+    queues, semaphores): the namespace outlives the request's processes. False when something stays."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        for kind, (call, rest) in _SYSV_IPC.items():
+            for ipc_id in _sysv_ids(kind):
+                getattr(libc, call)(ipc_id, *rest)
+        return not any(_sysv_ids(kind) for kind in _SYSV_IPC)
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _empty(mounts):
