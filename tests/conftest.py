@@ -5,12 +5,15 @@ plugins the sessions the tests start load.
 Every session a test starts (pytester, subprocess) would otherwise import every plugin installed
 in this environment through its entry point: hypothesis, pytest-benchmark and the rest cost about
 0.8 s of CPU a session, several hundred times a suite. They load this package's plugin and xdist by
-module name instead. The tests of plugin loading itself (entry point, autoload off, no xdist) are
-marked `plugin_autoload` and see the environment as installed.
+module name instead, and keep the untouched fixtures' grading results for the whole suite in one
+directory (`AGENTDRIFT_GRADING_CACHE`), as a user's second session does. The tests of plugin
+loading itself (entry point, autoload off, no xdist) are marked `plugin_autoload` and see the
+environment as installed.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,13 +34,26 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _sessions_load_only_their_plugins():
+def _sessions_load_only_their_plugins(tmp_path_factory):
     # session-scoped, so the sessions of module-scoped fixtures (shared records) get it too;
     # set in each process after xdist started its workers, which keep the suite's own plugins
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
         mp.setenv("PYTEST_PLUGINS", SESSION_PLUGINS)
+        # and the untouched fixtures' grading results are kept for the whole suite, as a user's
+        # second session keeps them (the sessions run without pytest's cache provider); a test
+        # that names its own --agent-grading-cache (or none) still has it
+        mp.setenv("AGENTDRIFT_GRADING_CACHE", str(_suite_grading_cache(tmp_path_factory)))
         yield
+
+
+def _suite_grading_cache(tmp_path_factory) -> Path:
+    """One directory for the suite's run, shared by its xdist workers (entries are written atomically)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = shared / "agentdrift-grading-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
 
 
 @pytest.fixture(autouse=True)
