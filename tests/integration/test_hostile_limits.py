@@ -110,6 +110,7 @@ HOGS = {
     # 3000 entries in the work tree, against files=500; then it waits to be stopped, so how
     # fast the watcher is beside the writer (a loaded machine) never decides the outcome
     "HF1": """
+        import time
         os.mkdir("many")
         for i in range(3000):
             Path("many/f%d" % i).write_text("")
