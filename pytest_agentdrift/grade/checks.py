@@ -363,7 +363,9 @@ class Grader:
             return graded
         master = self._master_copy(spec, run)
         graded.parent.mkdir(parents=True)
-        copy_tree(master, graded)
+        copied = copy_tree(master, graded)
+        if not copied.complete:  # a partial tree is never graded as if it were the agent's
+            raise GradedCopyIncomplete(f"the check's copy: {copied.truncated or copied.skipped[:5]}")
         self.dropped_links[graded] = self.dropped_links[master]
         self.provided = _fixture_provided(spec)
         return graded

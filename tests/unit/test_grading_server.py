@@ -288,3 +288,27 @@ def test_what_one_check_leaves_in_the_ipc_namespace_never_reaches_the_next(lab):
     assert grader.server.served == served_before + 3  # one server answered all three
     for name in ("check1", "check2", "check3"):
         assert results[name].passed is True, results[name]
+
+
+def test_a_checks_copy_that_comes_out_incomplete_is_not_graded(lab, monkeypatch):
+    from pytest_agentdrift.grade import checks as checks_mod
+
+    spec = lab.task(
+        "SRVCP",
+        repo={"calc.py": "x = 1\n"},
+        allowed=["calc.py"],
+        checks=[{"name": "imports", "kind": "command", "layer": "correctness", "run": ["python", "-c", "import calc"]}],
+    )
+    run = lab.run(spec, "Path('calc.py').write_text('x = 2\\n')\n")
+    real = checks_mod.copy_tree
+
+    def partial(src, dst, *a, **kw):
+        report = real(src, dst, *a, **kw)
+        if src.parent.name == "graded-master":  # the plain copy of the prepared tree, per check
+            report.skip("calc.py", "over the copy budget")
+        return report
+
+    monkeypatch.setattr(checks_mod, "copy_tree", partial)
+    results = lab.grade(spec, run)
+    assert results["imports"].passed is False and results["imports"].undecided is False
+    assert "not evaluated" in results["imports"].detail and "calc.py" in results["imports"].detail
