@@ -40,13 +40,12 @@ def attempt(
     initial-tree check is still refused as a task error): nothing the agent left may cost
     the session or the other runs, and no harness error may pass or fail the agent.
     """
-    run, checks, graded = None, [], False
+    run, checks = None, []
     try:
         grader.prepare(spec)  # before the agent's sandbox starts: see GradingServer.launch
         run = run_agent(spec, rep, adapter, settings, runs_dir)
         tree = final_tree(run)  # kept in the record, so the run can be graded again (agentdrift regrade)
         try:
-            graded = True  # evaluate ends the run's grading sandbox, whatever happens in it
             checks = grader.evaluate(spec, run)
         except AgentDriftError:
             raise
@@ -62,8 +61,7 @@ def attempt(
         reason = f"the harness failed on this run: {type(exc).__name__}: {exc}"
         return run, error_result(rep, run, reason, checks)
     finally:
-        if not graded:  # launched for this run (Grader.prepare): never the next run's
-            grader.server.close()
+        grader.server.close()  # launched for this run (Grader.prepare), never the next run's; idempotent
         if run is not None and not keep_workdirs:
             cleanup(run)
 

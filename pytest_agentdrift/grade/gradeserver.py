@@ -140,7 +140,6 @@ class GradingServer:
             self._teardown()
             return False
         self._launched = launched
-        self._ready = False
         return True
 
     def _start(self) -> bool:
