@@ -15,25 +15,60 @@ imported, so computing the id costs one sha256 per component file.
 from __future__ import annotations
 
 import functools
+import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_agentdrift.canonical import digest, hash_file
+from pytest_agentdrift.canonical import digest, sha256_hex
 
 if TYPE_CHECKING:
     from pytest_agentdrift.tasks.load import TaskSpec
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
+#: folders of the package that hold no code of its own
+_NOT_CODE = frozenset({"suite", "__pycache__"})
+
 _DECLARATION = re.compile(rb'^EVALUATOR_COMPONENT\s*=\s*"([a-z0-9_.-]+)"', re.MULTILINE)
 
 
 def _package_sources(root: Path) -> list[Path]:
-    # The bundled suite is task data (it has its own digest), never evaluator code.
-    return sorted(
-        p for p in root.rglob("*.py") if "__pycache__" not in p.parts and "suite" not in p.relative_to(root).parts
-    )
+    # The bundled suite is task data (it has its own digest), never evaluator code: its tree is
+    # not walked at all (it holds most of the package's files).
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _NOT_CODE]
+        found.extend(Path(folder, name) for name in files if name.endswith(".py"))
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class _Source:
+    path: Path
+    sha256: str
+    component: str | None  # the EVALUATOR_COMPONENT it declares, if any
+
+
+def _read_sources(root: Path) -> tuple[_Source, ...]:
+    sources = []
+    for path in _package_sources(root):
+        data = path.read_bytes()
+        match = _DECLARATION.search(data)
+        sources.append(_Source(path, sha256_hex(data), match.group(1).decode() if match else None))
+    return tuple(sources)
+
+
+@functools.cache
+def _installed_sources() -> tuple[_Source, ...]:
+    # The running package's files do not change under a process; a session asks for its
+    # evaluator id and code digest several times (records, manifest, grading cache).
+    return _read_sources(PACKAGE_ROOT)
+
+
+def _sources(root: Path) -> tuple[_Source, ...]:
+    return _installed_sources() if root == PACKAGE_ROOT else _read_sources(root)
 
 
 @functools.cache
@@ -60,17 +95,15 @@ def task_grading_id(spec: TaskSpec) -> str:
 def evaluator_components(root: Path = PACKAGE_ROOT) -> dict[str, str]:
     """{component name: sha256 of its file} for every file that declares one."""
     components: dict[str, str] = {}
-    for path in _package_sources(root):
-        match = _DECLARATION.search(path.read_bytes())
-        if match is None:
+    for source in _sources(root):
+        if source.component is None:
             continue
-        name = match.group(1).decode()
-        if name in components:
-            raise ValueError(f"{path}: evaluator component {name!r} is declared twice")
-        components[name] = hash_file(path)
+        if source.component in components:
+            raise ValueError(f"{source.path}: evaluator component {source.component!r} is declared twice")
+        components[source.component] = source.sha256
     return dict(sorted(components.items()))
 
 
 def code_digest(root: Path = PACKAGE_ROOT) -> str:
     """Digest of the package's code by content only: a moved file keeps it, an edited one changes it."""
-    return digest(sorted(hash_file(p) for p in _package_sources(root)))
+    return digest(sorted(source.sha256 for source in _sources(root)))
