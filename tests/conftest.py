@@ -31,6 +31,22 @@ DRIFTED_VARY = ("--agent-vary", "cli_version", "--agent-vary", "command", "--age
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "plugin_autoload: the test's sessions load plugins as installed")
+    if not hasattr(config, "workerinput"):
+        _compile_the_package()
+
+
+def _compile_the_package() -> None:
+    # An installed wheel ships its bytecode; an editable checkout under PYTHONDONTWRITEBYTECODE=1
+    # has none, and then each of the suite's several hundred sessions (and each grading sandbox)
+    # compiles the package from source again, about half a second of CPU each. The bundled
+    # suite is task data copied into the agents' trees: no bytecode is written there.
+    import compileall
+    import re
+
+    import pytest_agentdrift
+
+    package = Path(pytest_agentdrift.__file__).parent
+    compileall.compile_dir(package, quiet=1, rx=re.compile(r"[/\\]suite[/\\]"))
 
 
 @pytest.fixture(scope="session", autouse=True)
