@@ -66,6 +66,33 @@ UNOBSERVED: Final = "unobserved"
 NOT_APPLICABLE: Final = "not_applicable"
 
 # ---------------------------------------------------------------- runtime-manifest fields
+#: The run envelope: sampling and budget settings around the model.
+ENVELOPE_FIELDS: tuple[str, ...] = (
+    "temperature",
+    "seed",
+    "max_output_tokens",
+    "budget_tokens_per_task",
+    "tool_timeout_s",
+)
+
+#: The harness's own run protocol that changes which runs are scored: its retries of
+#: runs lost to infrastructure (--agent-retries). Always observed, never declared.
+PROTOCOL_FIELDS: tuple[str, ...] = ("retry_policy",)
+
+#: How the agent is set up and run, in report order: the configuration change class but `agent`.
+_AGENT_SETUP_FIELDS: tuple[str, ...] = (
+    "permission_mode",
+    "sandbox",
+    "isolation",
+    "built_in_tools",
+    "external_tools",
+    "config_hash",
+    "command",
+    "agent_files_hash",
+    *ENVELOPE_FIELDS,
+    *PROTOCOL_FIELDS,
+)
+
 #: The manifest's compared identity fields, in report order (their digest is runtime_id).
 IDENTITY_FIELDS: tuple[str, ...] = (
     "surface",
@@ -81,20 +108,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "model_options",
     "cli_version",
     "auto_update_state",
-    "permission_mode",
-    "sandbox",
-    "isolation",
-    "built_in_tools",
-    "external_tools",
-    "config_hash",
-    "command",
-    "agent_files_hash",
-    "temperature",
-    "seed",
-    "max_output_tokens",
-    "budget_tokens_per_task",
-    "tool_timeout_s",
-    "retry_policy",
+    *_AGENT_SETUP_FIELDS,
     "instruction_hash",
     "lockfile_hash",
     "os",
@@ -127,19 +141,6 @@ PROVENANCE_FIELDS: tuple[str, ...] = (
 #: Identity fields only known once the agent has answered (filled after the runs).
 POST_RUN_FIELDS: tuple[str, ...] = ("model_stamp", "server_revision")
 
-#: The run envelope: sampling and budget settings around the model.
-ENVELOPE_FIELDS: tuple[str, ...] = (
-    "temperature",
-    "seed",
-    "max_output_tokens",
-    "budget_tokens_per_task",
-    "tool_timeout_s",
-)
-
-#: The harness's own run protocol that changes which runs are scored: its retries of
-#: runs lost to infrastructure (--agent-retries). Always observed, never declared.
-PROTOCOL_FIELDS: tuple[str, ...] = ("retry_policy",)
-
 #: Identity fields an operator may vouch for (`--agent-declare`) or an agent may
 #: report about itself (`--agent-describe-cmd`): runtime facts outside the harness's sight.
 DECLARABLE_FIELDS: tuple[str, ...] = (
@@ -161,21 +162,7 @@ SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id
 REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})
 MODEL_FIELDS = frozenset({"model_id", "model_endpoint", "model_stamp", "server_revision", "model_options"})
 CLIENT_FIELDS = frozenset({"cli_version", "auto_update_state"})
-CONFIGURATION_FIELDS = frozenset(
-    {
-        "agent",
-        "permission_mode",
-        "sandbox",
-        "isolation",
-        "built_in_tools",
-        "external_tools",
-        "config_hash",
-        "command",
-        "agent_files_hash",
-        *ENVELOPE_FIELDS,
-        *PROTOCOL_FIELDS,
-    }
-)
+CONFIGURATION_FIELDS = frozenset({"agent", *_AGENT_SETUP_FIELDS})
 INSTRUCTION_FIELDS = frozenset({"instruction_hash"})
 ENVIRONMENT_FIELDS = frozenset(
     {"lockfile_hash", "os", "runtime_versions", "environment_allowlist", "env_image_digest", "working_directory"}

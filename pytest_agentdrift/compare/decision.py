@@ -27,6 +27,7 @@ from pytest_agentdrift.compare import stats
 from pytest_agentdrift.compare.checkrates import SAFETY_CHECK
 from pytest_agentdrift.compare.ledger import DOCUMENTED, UNCONFIRMED, ReleaseNote, mark_changes
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.record.spend import spend_text
 from pytest_agentdrift.vocabulary import (
     CHANGE_CLASS_ALIASES,
     CHANGE_CLASSES,
@@ -1230,7 +1231,7 @@ def _arm_lines(c: Mapping[str, Any]) -> list[str]:
         lines.append(_line("", "left out of the pairing (every run lost in one arm): " + _ids(infra["excluded_tasks"])))
     spends = [(label, c[label].get("spend") or {}) for label in ("baseline", "candidate")]
     if any(sp.get("tokens") is not None or sp.get("cost_usd") is not None for _, sp in spends):
-        lines.append(_line("spend", "  ".join(f"{label} {_spend(sp)}" for label, sp in spends)))
+        lines.append(_line("spend", "  ".join(f"{label} {spend_text(sp, ' ', 'n/a')}" for label, sp in spends)))
     return lines
 
 
@@ -1291,15 +1292,6 @@ def _verdict_lines(c: Mapping[str, Any]) -> list[str]:
     if regression_line and secondary:
         lines.append(regression_line)
     return lines
-
-
-def _spend(spend: Mapping[str, Any]) -> str:
-    parts = []
-    if spend.get("tokens") is not None:
-        parts.append(f"{spend['tokens']:,} tokens")
-    if spend.get("cost_usd") is not None:
-        parts.append(f"${spend['cost_usd']:,.2f}")
-    return " ".join(parts) or "n/a"
 
 
 def _ids(items: Sequence[str], limit: int = 12) -> str:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift.agents.infra import InfraStopRule
-from pytest_agentdrift.run.budget import Budget, add_spend, parse_budget, run_spend, session_exhausted, spend_text
+from pytest_agentdrift.record.spend import spend_text
+from pytest_agentdrift.run.budget import Budget, add_spend, parse_budget, run_spend, session_exhausted
 from pytest_agentdrift.run.progress import StatusBoard, TimeLedger
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
 from pytest_agentdrift.tasks.shard import Shard, item_key

@@ -227,17 +227,6 @@ def add_spend(*spends: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"tokens": tokens, "cost_usd": cost, "cost_source": source}
 
 
-def spend_text(spend: Mapping[str, Any] | None) -> str:
-    """`1,234,567 tokens, $3.41` (or what is known)."""
-    spend = spend or {}
-    parts = []
-    if spend.get("tokens") is not None:
-        parts.append(f"{spend['tokens']:,} tokens")
-    if spend.get("cost_usd") is not None:
-        parts.append(f"${spend['cost_usd']:,.2f}")
-    return ", ".join(parts) or "no usage reported"
-
-
 def session_exhausted(budget: Budget, spent: Mapping[str, Any]) -> str | None:
     """Why the session budget is spent, or None."""
     if budget.tokens is not None and (spent.get("tokens") or 0) >= budget.tokens:
@@ -469,7 +458,6 @@ __all__ = [
     "price",
     "run_spend",
     "add_spend",
-    "spend_text",
     "session_exhausted",
     "run_exceeded",
     "usage_from_events",
