@@ -29,7 +29,7 @@ import csv
 import io
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -72,14 +72,7 @@ class ReleaseNote:
     url: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "line": self.line,
-            "version": self.version,
-            "tag": self.tag,
-            "tasks": list(self.tasks),
-            "text": self.text,
-            "url": self.url,
-        }
+        return {**asdict(self), "tasks": list(self.tasks)}
 
 
 def read_release_notes(path: str | os.PathLike[str]) -> list[ReleaseNote]:

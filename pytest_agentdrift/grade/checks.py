@@ -24,7 +24,7 @@ import secrets
 import shutil
 import sys
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -58,16 +58,11 @@ class CheckResult:
     undecided: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "layer": self.layer,
-            "critical": self.critical,
-            "passed": self.passed,
-            "detail": self.detail,
-            "evidence": self.evidence,
-            **({"undecided": True} if self.undecided else {}),
-        }
+        # shallow: the evidence is the check's own, handed on as it is (often large)
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if not self.undecided:
+            del out["undecided"]
+        return out
 
 
 @dataclass

@@ -43,7 +43,7 @@ import secrets
 import shutil
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -109,29 +109,12 @@ class BundleFile:
     kind: str  # memory, rules, skill, subagent, command, settings, mcp, hook, ...
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "scope": self.scope,
-            "path": self.path,
-            "size": self.size,
-            "sha256": self.sha256,
-            "normalised_sha256": self.normalised_sha256,
-            "executable": self.executable,
-            "category": self.category,
-            "kind": self.kind,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BundleFile:
-        return cls(
-            scope=d["scope"],
-            path=d["path"],
-            size=int(d["size"]),
-            sha256=d["sha256"],
-            normalised_sha256=d["normalised_sha256"],
-            executable=bool(d["executable"]),
-            category=d["category"],
-            kind=d["kind"],
-        )
+        given = {f.name: d[f.name] for f in fields(cls)}
+        return cls(**{**given, "size": int(d["size"]), "executable": bool(d["executable"])})
 
 
 @dataclass(frozen=True)

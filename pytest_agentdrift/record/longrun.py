@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,6 +34,8 @@ from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
 from pytest_agentdrift.tasks.shard import Shard, item_key
 
 STOP_FILE = "STOP"
+#: the WorkerInput's keys in xdist's workerinput, which every plugin of the session shares
+WORKER_KEY_PREFIX = "agentdrift_"
 
 
 @dataclass(frozen=True)
@@ -50,28 +52,24 @@ class WorkerInput:
     worker_id: str = "main"  # xdist's own `workerid`, never sent by us
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "agentdrift_run_id": self.run_id,
-            "agentdrift_started_at": self.started_at,
-            "agentdrift_manifest": self.manifest,
-            "agentdrift_control_dir": self.control_dir,
-            "agentdrift_shard": self.shard,
-            "agentdrift_resume_skip": sorted(self.resume_skip),
-            "agentdrift_resume_only": sorted(self.resume_only) if self.resume_only is not None else None,
-        }
+        sent = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "worker_id"}
+        sent["resume_skip"] = sorted(self.resume_skip)
+        sent["resume_only"] = sorted(self.resume_only) if self.resume_only is not None else None
+        return {WORKER_KEY_PREFIX + name: value for name, value in sent.items()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WorkerInput:
         """A worker's view of xdist's workerinput (keys the controller did not send keep their defaults)."""
-        only = data.get("agentdrift_resume_only")
+        got = {f.name: data.get(WORKER_KEY_PREFIX + f.name) for f in fields(cls) if f.name != "worker_id"}
+        only = got["resume_only"]
         return cls(
-            run_id=data.get("agentdrift_run_id"),
-            started_at=data.get("agentdrift_started_at"),
-            manifest=data.get("agentdrift_manifest"),
-            control_dir=data.get("agentdrift_control_dir") or None,
-            shard=data.get("agentdrift_shard") or None,
-            resume_skip=tuple(data.get("agentdrift_resume_skip") or ()),
-            resume_only=tuple(only) if only is not None else None,
+            **{
+                **got,
+                "control_dir": got["control_dir"] or None,
+                "shard": got["shard"] or None,
+                "resume_skip": tuple(got["resume_skip"] or ()),
+                "resume_only": tuple(only) if only is not None else None,
+            },
             worker_id=str(data.get("workerid", "gw?")),
         )
 

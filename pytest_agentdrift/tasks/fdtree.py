@@ -24,7 +24,7 @@ import errno
 import hashlib
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Generator, Iterator
 
 EVALUATOR_COMPONENT = "fdtree"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
@@ -320,16 +320,7 @@ class CopyReport:
             self.special.append(escape_path(rel))
 
     def to_dict(self) -> dict:
-        return {
-            "complete": self.complete,
-            "entries": self.entries,
-            "data_bytes": self.data_bytes,
-            "apparent_bytes": self.apparent_bytes,
-            "skipped": self.skipped,
-            "skipped_count": self.skipped_count,
-            "truncated": self.truncated,
-            "special": self.special,
-        }
+        return {"complete": self.complete, **asdict(self)}
 
 
 def _data_segments(fd: int, size: int) -> Iterator[tuple[int, int]]:

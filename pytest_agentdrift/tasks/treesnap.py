@@ -13,7 +13,7 @@ import os
 import re
 import stat
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -94,21 +94,7 @@ class WalkReport:
         return self.not_examined == 0 and self.truncated is None and not self.unreadable_dirs
 
     def to_dict(self) -> dict:
-        return {
-            "complete": self.complete,
-            "entries": self.entries,
-            "new_examined": self.new_examined,
-            "not_examined": self.not_examined,
-            "not_examined_sample": self.not_examined_sample,
-            "unhashed": self.unhashed,
-            "unhashed_count": self.unhashed_count,
-            "long_paths": self.long_paths,
-            "long_paths_count": self.long_paths_count,
-            "hashed_bytes": self.hashed_bytes,
-            "max_depth": self.max_depth,
-            "truncated": self.truncated,
-            "unreadable_dirs": self.unreadable_dirs,
-        }
+        return {"complete": self.complete, **asdict(self)}
 
     def describe(self) -> str | None:
         """One sentence for a person, or None when nothing was left out."""
