@@ -15,7 +15,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from pytest_agentdrift.errors import AgentDriftError
 
@@ -40,6 +40,27 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def loads_json_strict(text: str, **hooks: Any) -> Any:
     """Parse JSON, raising DuplicateKeyError / json.JSONDecodeError (`hooks`: json.loads's parse_* hooks)."""
     return json.loads(text, object_pairs_hook=_reject_duplicates, **hooks)
+
+
+def json_lines_objects(text: str) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of a JSON-lines text (json.loads per line, as written), and how many of its
+    non-blank lines were something else: readers of a stream that may have been cut or tampered with
+    keep what parses and count the rest."""
+    objects: list[dict[str, Any]] = []
+    others = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            others += 1
+            continue
+        if isinstance(obj, dict):
+            objects.append(obj)
+        else:
+            others += 1
+    return objects, others
 
 
 def read_text_utf8(path: Path, error: type[AgentDriftError] = AgentDriftError) -> str:
@@ -107,6 +128,16 @@ def open_regular(path: str | os.PathLike[str]) -> int:
         os.close(fd)
         raise OSError(f"{os.fspath(path)}: not a regular file")
     return fd
+
+
+def close_fds(fds: Iterable[int]) -> None:
+    """Close each descriptor; one already closed (or never valid) is no error: callers close on
+    every path, some of them twice."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:

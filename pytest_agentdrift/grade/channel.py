@@ -89,11 +89,9 @@ class HarnessEnd:
 
     def close_child_ends(self) -> None:
         """After the child started (or failed to): only the child may hold the writing end."""
-        for fd in self.child_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        from pytest_agentdrift.canonical import close_fds  # harness side only: graded processes import this module
+
+        close_fds(self.child_fds)
         self.child_fds = ()
 
     def receive(self, timeout_s: float = 5.0) -> Received:

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.canonical import close_fds
 from pytest_agentdrift.run import sandbox
 
 GRADEHOOK_DIR = Path(__file__).parent / "gradehook"
@@ -322,11 +323,7 @@ class _Outputs:
             t.start()
 
     def close_child_ends(self) -> None:
-        for fd in self.child_ends:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_fds(self.child_ends)
         self.child_ends = ()
 
     def collect(self) -> tuple[str, str]:

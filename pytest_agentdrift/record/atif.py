@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.canonical import json_lines_objects
 from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import MANIFEST_FILE, SOURCE_MANIFEST_FILE, STDOUT_FILE
 
@@ -667,16 +668,9 @@ def _raw_events(run_dir: Path, raw_rel: Any) -> tuple[list[dict[str, Any]], str 
     )
     if raw is None:
         return [], None, ["the run has no raw artifacts: only the instruction and the outcome are known."]
-    events: list[dict[str, Any]] = []
     notes: list[str] = []
     text = _read(raw / "events.jsonl", Path(run_dir))
-    for line in (text or "").splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            events.append(obj)
+    events = json_lines_objects(text or "")[0]
     stdout = _read(raw / STDOUT_FILE, Path(run_dir))
     if text is None:
         notes.append("events.jsonl was not recorded: the steps are incomplete.")

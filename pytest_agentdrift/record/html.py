@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.canonical import json_lines_objects
 from pytest_agentdrift.record.report import _LAYER_ABBR
 from pytest_agentdrift.tasks.load import LAYERS
 from pytest_agentdrift.vocabulary import (
@@ -1481,20 +1482,7 @@ def _event_list(inp: ReportInput, run: Mapping[str, Any]) -> tuple[list[dict[str
     if key in cache:
         return cache[key]
     art = inp.raw(run, "events.jsonl", 4 << 20)
-    events: list[dict[str, Any]] = []
-    bad = 0
-    for line in (art.text or "").splitlines():
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(obj, dict):
-            events.append(obj)
-        else:
-            bad += 1
+    events, bad = json_lines_objects(art.text or "")
     cache[key] = (events, art, bad)
     return cache[key]
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.canonical import close_fds
 from pytest_agentdrift.run.dnsstub import DnsStub
 from pytest_agentdrift.run.netproxy import RecordingProxy
 
@@ -189,11 +190,7 @@ class _ListenerServer:
 
     def server_close(self) -> None:
         self.proxy._listener.close()
-        for fd in (self.proxy._wake_r, self.proxy._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_fds((self.proxy._wake_r, self.proxy._wake_w))
 
 
 class AttributingProxy(RecordingProxy):

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from pytest_agentdrift.canonical import close_fds, json_lines_objects
 from pytest_agentdrift.run import limits as lim
 from pytest_agentdrift.run.sandbox import _state, descendants
 from pytest_agentdrift.run.sandbox import proc_stat as _stat
@@ -398,13 +399,8 @@ class RunGuard:
         finally:
             os.close(fd)
         status: dict[str, Any] = {}
-        for line in buf.decode("utf-8", "replace").splitlines():
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict):
-                status.update(doc)
+        for doc in json_lines_objects(buf.decode("utf-8", "replace"))[0]:
+            status.update(doc)
         if isinstance(status.get("launch_error"), str):
             self.launch_error = status["launch_error"]
         try:
@@ -458,11 +454,7 @@ class RunGuard:
             self.net.stop()
         stats = self.cgroups.stats()
         self.cgroups.remove()
-        for fd in self._fds.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_fds(self._fds.values())
         self._fds.clear()
         self._stats = stats
         mem, pids = stats.get("memory", {}), stats.get("pids", {})
