@@ -518,19 +518,18 @@ class Grader:
             readable=(spec.path, workdir.parent),
         )
         res = data["exec"]
-        if data.get("missing_report"):
-            why = "; ".join(data["channel_problems"]) or "no result (killed, timed out or exited early)"
+
+        def no_checks(detail: str) -> list[CheckResult]:
+            """The whole set failed as one critical check: the process gave nothing to grade."""
             return [
                 CheckResult(
-                    "pytest-functions",
-                    "pytest_function",
-                    "correctness",
-                    True,
-                    False,
-                    f"the task's pytest checks produced no trustworthy result: {why}",
-                    {"tail": res.tail()},
+                    "pytest-functions", "pytest_function", "correctness", True, False, detail, {"tail": res.tail()}
                 )
             ]
+
+        if data.get("missing_report"):
+            why = "; ".join(data["channel_problems"]) or "no result (killed, timed out or exited early)"
+            return no_checks(f"the task's pytest checks produced no trustworthy result: {why}")
         results = []
         for nodeid in data["collected"]:
             marks = data["marks"].get(nodeid, {})
@@ -562,19 +561,7 @@ class Grader:
                 )
             )
             results.append(CheckResult(name, "pytest_function", layer, bool(marks.get("critical")), passed, detail, {}))
-        if not results:
-            results.append(
-                CheckResult(
-                    "pytest-functions",
-                    "pytest_function",
-                    "correctness",
-                    True,
-                    False,
-                    "no check function was collected",
-                    {"tail": res.tail()},
-                )
-            )
-        return results
+        return results or no_checks("no check function was collected")
 
 
 def _clean(kind: str, value: Any) -> bool:
