@@ -23,7 +23,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -297,6 +297,7 @@ def model_from_events(events: Iterable[Mapping[str, Any]]) -> str | None:
 # --------------------------------------------------------------------------- one run, live
 
 
+@dataclass(eq=False)
 class RunWatch:
     """A sandbox monitor: reads the run's output as it arrives.
 
@@ -306,26 +307,19 @@ class RunWatch:
     run went over its per-run budget.
     """
 
-    def __init__(
-        self,
-        adapter,
-        events_path: Path,
-        *,
-        budget: Budget | None = None,
-        table: PriceTable | None = None,
-        model: str | None = None,
-        on_update: Callable[[dict[str, Any]], None] | None = None,
-        input_includes_cached: bool = False,
-        clock: Callable[[], float] = time.monotonic,
-    ):
-        self.adapter = adapter
-        self.events_path = Path(events_path)
-        self.budget = budget or Budget()
-        self.table = table
-        self.model = model
-        self.on_update = on_update
-        self.input_includes_cached = input_includes_cached
-        self.clock = clock
+    adapter: Any
+    events_path: Path
+    _: KW_ONLY
+    budget: Budget | None = None
+    table: PriceTable | None = None
+    model: str | None = None
+    on_update: Callable[[dict[str, Any]], None] | None = None
+    input_includes_cached: bool = False
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        self.events_path = Path(self.events_path)
+        self.budget = self.budget or Budget()
         self._lock = threading.Lock()
         self._partial = b""
         self._keyed: dict[str, tuple[int | None, int | None]] = {}

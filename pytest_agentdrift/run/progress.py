@@ -28,7 +28,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -196,34 +196,26 @@ class TimeLedger:
         return text
 
 
+@dataclass(eq=False)
 class ProgressDisplay:
     """The controller's progress thread (see the module docstring)."""
 
-    def __init__(
-        self,
-        control_dir: Path,
-        fd: int,
-        *,
-        tty: bool,
-        interval: float,
-        counts: Callable[[], tuple[int, int, str | None]],
-        current_column: Callable[[], int],
-        width: Callable[[], int],
-        clock: Callable[[], float] = time.time,
-    ):
-        self.control_dir = control_dir
-        self.fd = fd
-        self.tty = tty
-        self.interval = interval
-        self.counts = counts
-        self.current_column = current_column
-        self.width = width
-        self.clock = clock
+    control_dir: Path
+    fd: int
+    _: KW_ONLY
+    tty: bool
+    interval: float
+    counts: Callable[[], tuple[int, int, str | None]]
+    current_column: Callable[[], int]
+    width: Callable[[], int]
+    clock: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
         self.lock = threading.RLock()
         self._drawn = 0  # lines of ours on screen (tty)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_plain = clock()
+        self._last_plain = self.clock()
 
     # -- terminal writes (under self.lock)
     def _write(self, text: str) -> None:
