@@ -42,6 +42,21 @@ KEY_BYTES = 32
 MAX_BYTES = 32 << 20
 
 
+def empty_test_report() -> dict[str, Any]:
+    """The grade plugin's report (gradehook/agentdrift_grade.py) before any test: the plugin starts
+    from it, and the harness stands it in for a report that never arrived or was forged."""
+    return {
+        "collected": [],
+        "deselected": [],
+        "outcomes": {},
+        "forged": [],
+        "marks": {},
+        "messages": {},
+        "exc_types": {},
+        "observed": {},
+    }
+
+
 def _sign(key: bytes, seq: int, body: bytes) -> str:
     return hmac.new(key, str(seq).encode() + b" " + body, hashlib.sha256).hexdigest()
 

@@ -278,17 +278,9 @@ class Grader:
         result = received.last("result")
         data: dict[str, Any]
         if received.problems or result is None:
-            data = {
-                "collected": [],
-                "deselected": [],
-                "outcomes": {},
-                "forged": [],
-                "marks": {},
-                "messages": {},
-                "observed": {},
-                "exitstatus": None,
-                "missing_report": True,
-            }
+            from pytest_agentdrift.grade.channel import empty_test_report
+
+            data = {**empty_test_report(), "exitstatus": None, "missing_report": True}
         else:
             data = {k: v for k, v in result.items() if k != "kind"}
         data["channel_problems"] = received.problems

@@ -16,18 +16,12 @@ the right answer was.
 
 import pytest
 
+# launch.py imported the channel before anything of the graded tree was importable
+from pytest_agentdrift.grade.channel import empty_test_report
+
 EVALUATOR_COMPONENT = "grade_plugin"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
-_state = {
-    "collected": [],
-    "deselected": [],
-    "outcomes": {},
-    "forged": [],
-    "marks": {},
-    "messages": {},
-    "exc_types": {},
-    "observed": {},
-}
+_state = empty_test_report()
 _channel = None
 _current = None  # the node id whose setup, call or teardown is running
 
