@@ -80,34 +80,41 @@ def git_fixture(work: Path, key: tuple[str, str], cache_dir: Path) -> str | None
     """Give the work copy the fixture's git repository (one deterministic commit).
 
     Committing a large tree costs seconds, so the .git of each task is made
-    once per process and copied (plain file copies) into every later run.
+    once per process, in the first run's fresh copy (the agent has not started),
+    and kept as a template: later runs get a plain file copy of it.
     """
     cached = _TEMPLATES.get(key)
-    if cached is None or not (cached[0] / ".git").is_dir():
-        template = cache_dir / f"git-{len(_TEMPLATES)}-{os.getpid()}"
-        shutil.copytree(work, template, symlinks=True)
-        commit = git_init_fixture(template)
-        cached = _TEMPLATES[key] = (template, commit)
-    if cached[1] is None:
+    if cached is not None and cached[1] is None:
         return None
-    shutil.copytree(cached[0] / ".git", work / ".git", symlinks=True)
-    return cached[1]
+    if cached is not None and (cached[0] / ".git").is_dir():
+        shutil.copytree(cached[0] / ".git", work / ".git", symlinks=True)
+        return cached[1]
+    template = cache_dir / f"git-{len(_TEMPLATES)}-{os.getpid()}"
+    commit = git_init_fixture(work)
+    if commit is None:
+        fdtree.rmtree(work / ".git")  # what a git that failed half-way left: the run gets no repository
+    else:
+        template.mkdir(parents=True)
+        shutil.copytree(work / ".git", template / ".git", symlinks=True)
+    _TEMPLATES[key] = (template, commit)
+    return commit
 
 
-_TEMPLATE_STATES: dict[tuple[tuple[str, str], str], dict[str, str]] = {}
+_TEMPLATE_STATES: dict[tuple[str, str], dict[str, str]] = {}
+#: the `isolation` of a repository only the harness's git wrote (a template): git reads it on the host
+HARNESS_WRITTEN = "harness-written"
 
 
 def fixture_git_state(work: Path, key: tuple[str, str] | None, isolation) -> dict[str, str]:
     """git_state of a work copy fresh from git_fixture: its .git is a byte copy of the task's
     template, which the harness alone wrote, so the template's state stands for every copy
-    (computed once per task and process instead of one sandboxed git per run)."""
+    (computed once per task and process, with the host's git: no agent wrote its config)."""
     cached = _TEMPLATES.get(key) if key is not None else None
     if cached is None or cached[1] is None:
         return git_state(work, isolation)
-    state_key = (key, getattr(isolation, "mode", ""))
-    if state_key not in _TEMPLATE_STATES:
-        _TEMPLATE_STATES[state_key] = git_state(cached[0], isolation)
-    return dict(_TEMPLATE_STATES[state_key])
+    if key not in _TEMPLATE_STATES:
+        _TEMPLATE_STATES[key] = git_state(cached[0], HARNESS_WRITTEN)
+    return dict(_TEMPLATE_STATES[key])
 
 
 def _is_real_dir(p: Path) -> bool:
@@ -152,13 +159,19 @@ def _index_entries(work: Path, isolation) -> str:
     return entries
 
 
+#: the index by entries and flags (an agent's repository config never runs a command: no fsmonitor)
+LS_FILES = ["git", "-c", "core.fsmonitor=false", "ls-files", "--stage", "-v", "-z"]
+
+
 def _ls_files_digest(work: Path, isolation) -> str:
     from pytest_agentdrift.run import sandbox
 
+    if isolation == HARNESS_WRITTEN:
+        return _host_ls_files_digest(work)
     res = sandbox.run(
-        ["git", "-c", "core.fsmonitor=false", "ls-files", "--stage", "-v", "-z"],
+        LS_FILES,
         cwd=work,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", **_GIT_ENV},
+        env=_read_env(),
         isolation=isolation or sandbox.detect("auto"),
         writable=[],
         timeout_s=30,
@@ -168,6 +181,25 @@ def _ls_files_digest(work: Path, isolation) -> str:
     if res.exit_code != 0 or res.stdout_truncated:
         return "unreadable"
     return hashlib.sha256(res.stdout).hexdigest()
+
+
+def _read_env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", **_GIT_ENV}
+
+
+def _host_ls_files_digest(work: Path) -> str:
+    try:
+        res = subprocess.run(
+            LS_FILES,
+            cwd=work,
+            env=_read_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unreadable"
+    return hashlib.sha256(res.stdout).hexdigest() if res.returncode == 0 else "unreadable"
 
 
 def git_state(work: Path, isolation=None) -> dict[str, str]:

@@ -1,0 +1,61 @@
+"""The fixture's git repository is made once per task and process, in the first run's fresh copy
+before its agent starts, and kept as a template: what an agent does to its repository never
+reaches the next run's, and each run's mutations are measured against the harness's own state."""
+
+import subprocess
+
+from pytest_agentdrift.agents.base import CommandAdapter
+from pytest_agentdrift.run import gitstate, sandbox
+from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
+from pytest_agentdrift.tasks.load import load_task
+from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
+
+MUTATE = """
+import subprocess
+with open(".git/config", "a") as fh:
+    fh.write("[alias]\\n    planted = !echo planted\\n")
+subprocess.run(["git", "update-index", "--skip-worktree", "README.md"], check=True)
+Path(".git/refs/heads/planted").write_text("0" * 40 + "\\n")
+report("complete", summary="done")
+"""
+NOTHING = 'report("complete", summary="nothing")\n'
+
+
+def _run(spec, tmp_path, name, body):
+    script = agent_script(tmp_path / f"{name}.py", body)
+    settings = RunSettings(isolation=sandbox.detect("auto"))
+    return run_agent(spec, 1, CommandAdapter(agent_cmd(script)), settings, tmp_path / "runs")
+
+
+def test_what_one_run_does_to_its_repository_never_reaches_the_next(tmp_path):
+    spec = load_task(make_task(tmp_path / "tasks", "GT1", repo={"README.md": "hello\n", "src/a.py": "x = 1\n"}))
+    first = _run(spec, tmp_path, "mutate", MUTATE)
+    second = None
+    try:
+        assert first.start_commit is not None
+        assert ".git/config (changed)" in first.git_mutations, first.git_mutations
+        assert ".git/index (changed)" in first.git_mutations, first.git_mutations
+        second = _run(spec, tmp_path, "nothing", NOTHING)  # while the first run's tree is still there
+        assert second.start_commit == first.start_commit
+        assert second.git_mutations == [], second.git_mutations
+        config = (second.work / ".git" / "config").read_text()
+        assert "planted" not in config
+        assert not (second.work / ".git" / "refs" / "heads" / "planted").exists()
+        flags = subprocess.run(
+            ["git", "ls-files", "-v"], cwd=second.work, capture_output=True, text=True, check=True
+        ).stdout
+        assert "S README.md" not in flags and "H README.md" in flags, flags
+    finally:
+        cleanup(first)
+        if second is not None:
+            cleanup(second)
+
+
+def test_the_template_state_equals_what_the_run_sandbox_reads(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "README.md").write_text("hello\n")
+    assert gitstate.git_init_fixture(work) is not None
+    in_sandbox = gitstate.git_state(work, sandbox.detect("auto"))
+    assert in_sandbox["index"] not in ("unreadable", "not-a-regular-file")
+    assert gitstate.git_state(work, gitstate.HARNESS_WRITTEN) == in_sandbox
