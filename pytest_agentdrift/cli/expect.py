@@ -42,6 +42,7 @@ def record_expectations(spec, isolation) -> tuple[list[str], bool]:
     from pytest_agentdrift.grade.checks import Grader
     from pytest_agentdrift.record.store import atomic_write
     from pytest_agentdrift.run.runner import RunSettings
+    from pytest_agentdrift.tasks.fdtree import drain_removals
 
     wanted = [c for c in spec.checks if c.kind == "pytest" and "expected" in c.params]
     if not wanted:
@@ -51,6 +52,7 @@ def record_expectations(spec, isolation) -> tuple[list[str], bool]:
         grader = Grader(isolation, base / "grading", hide=base / "runs")
         grader.recording_expectations = True
         _, result = attempt(spec, 1, ReferenceAdapter(), RunSettings(isolation=isolation), grader, base / "runs")
+        drain_removals()  # the scratch trees under base the background remover still holds
     by_name = {c["name"]: c for c in result["checks"]}
     lines, ok = [], True
     for c in wanted:

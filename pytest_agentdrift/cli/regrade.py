@@ -42,7 +42,7 @@ def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation
     Returns (runs by task, the tasks kept)."""
     from pytest_agentdrift.grade.checks import Grader
     from pytest_agentdrift.record import regrade as rg
-    from pytest_agentdrift.tasks.fdtree import rmtree
+    from pytest_agentdrift.tasks.fdtree import drain_removals, rmtree
 
     scratch = Path(tempfile.mkdtemp(prefix="agentdrift-regrade-"))
     limits = (results.get("settings") or {}).get("limits")  # graded code runs under the recorded run's limits
@@ -70,6 +70,7 @@ def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation
             ]
         return runs, kept
     finally:
+        drain_removals()
         rmtree(scratch)
 
 

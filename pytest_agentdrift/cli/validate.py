@@ -17,6 +17,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from pytest_agentdrift.grade.checks import Grader
     from pytest_agentdrift.run import sandbox
     from pytest_agentdrift.run.runner import RunSettings
+    from pytest_agentdrift.tasks import fdtree
     from pytest_agentdrift.tasks.load import find_task_dirs, load_task
 
     dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
@@ -31,6 +32,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for d in dirs:
             spec = load_task(d)  # every file validated; initial-tree verified on each copy
             failures += not _validate_task(args, spec, noop, ref, settings, grader, base)
+        fdtree.drain_removals()  # the scratch trees under base the background remover still holds
     _out(f"{len(dirs) - failures} of {len(dirs)} task(s) valid")
     return EXIT_FAILED if failures else EXIT_OK
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift.grade import fixturecache
-from pytest_agentdrift.grade.gradeserver import GRADEHOOK_DIR, GradingServer, server_env
+from pytest_agentdrift.grade.gradeserver import GRADEHOOK_DIR, GradingServer, Relocation, server_env
 from pytest_agentdrift.run import sandbox, tamper
 from pytest_agentdrift.run.mountplan import harness_pythonpath
 from pytest_agentdrift.run.runner import RESULT_LIST_CAP, RunEvidence, copy_tree
@@ -104,6 +104,8 @@ class Grader:
         self._task_digests: dict[Path, str] = {}
         self._scratch: Path | None = None
         self._copies = 0
+        #: prepared trees no graded process ever runs in: each process gets a fresh copy of its directory
+        self._pristine: set[Path] = set()
         self.dropped_links: dict[Path, list[str]] = {}
         self.provided: frozenset[str] = frozenset()  # stdlib/pytest names the fixture provides itself
         self.observed: dict[str, dict[str, list[list[str]]]] = {}  # check name -> node id -> observe() calls
@@ -141,6 +143,8 @@ class Grader:
         """Run argv in tree, sandboxed like the agent: only tree's own directory (tree and
         a private home beside it) is writable; under bwrap nothing else of the harness,
         the task directory or other runs exists."""
+        if tree in self._pristine:
+            argv, tree, extra_env = self._on_fresh_copy(argv, tree, extra_env)
         argv = [sys.executable if i == 0 and a in ("python", "python3") else a for i, a in enumerate(argv)]
         scratch = tree.parent
         env = self._process_env(tree, extra_env, channel)
@@ -182,6 +186,16 @@ class Grader:
             proc.stderr.decode("utf-8", "replace"),
         )
 
+    def _on_fresh_copy(
+        self, argv: list[str], tree: Path, extra_env: dict[str, str] | None
+    ) -> tuple[list[str], Path, dict[str, str]]:
+        """argv, tree and extra_env moved to a fresh copy of a pristine tree's directory."""
+        copy_dir = self._scratch / f"graded-{self._next_copy()}"
+        self._request_copy(tree, copy_dir)
+        moved = Relocation(tree.parent, copy_dir)
+        env = {k: moved.path(v) for k, v in (extra_env or {}).items()}
+        return [moved.path(a) for a in argv], Path(moved.path(str(tree))), env
+
     def _excluded(self) -> list[Path]:
         return [self.base, *([self.hide] if self.hide else []), *self.hidden]
 
@@ -212,7 +226,8 @@ class Grader:
         server = self.fixture_server if self._untouched_fixture else self.server
         if not readable and server.usable and _servable(argv):
             channel = HarnessEnd()
-            served = server.run(argv, tree, self._process_env(tree, extra_env, None), channel, timeout_s)
+            env = self._process_env(tree, extra_env, None)
+            served = server.run(argv, tree, env, channel, timeout_s, copy=self._request_copy)
             received = channel.receive()
             if served is not None:
                 self.exceeded.update(served.exceeded)
@@ -323,7 +338,7 @@ class Grader:
             value = fn(tree)
         finally:
             self._untouched_fixture -= 1
-            fdtree.rmtree(scratch)
+            fdtree.remove_later(scratch)  # its processes have ended
         if self.exceeded == exceeded and _clean(kind, value):
             self.fixture_results.put(stored_key, _encode(kind, value))
         return value
@@ -336,12 +351,12 @@ class Grader:
 
     # -- the graded copy --------------------------------------------------------------
     def graded_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
-        """A fresh graded copy, one per call (per check): what one check's code writes
-        into its copy never reaches the next. In the harness's own scratch, so nothing
-        the agent left can stand in for it. Under bubblewrap each is a plain copy of the run's
-        master copy (made once, never shown to graded code); elsewhere each is prepared afresh."""
-        self._copies += 1
-        graded = self._scratch / f"graded-{self._copies}" / "repo"
+        """The graded tree of one check: what one check's code writes never reaches the next. In
+        the harness's own scratch, so nothing the agent left can stand in for it. Under bubblewrap
+        it is the run's master copy (prepared once, never shown to graded code): each graded process
+        run on it gets a plain copy of its own (`_request_copy`); elsewhere each call prepares a
+        fresh copy."""
+        graded = self._scratch / f"graded-{self._next_copy()}" / "repo"
         if self.isolation.mode != "bwrap":
             # without a mount namespace a process an earlier check left behind can reach the scratch
             # directory, a master copy included: each check's copy is prepared from the agent's tree
@@ -349,13 +364,25 @@ class Grader:
             self.provided = _fixture_provided(spec)
             return graded
         master = self._master_copy(spec, run)
-        graded.parent.mkdir(parents=True)
-        copied = copy_tree(master, graded)
-        if not copied.complete:  # a partial tree is never graded as if it were the agent's
-            raise GradedCopyIncomplete(f"the check's copy: {copied.truncated or copied.skipped[:5]}")
-        self.dropped_links[graded] = self.dropped_links[master]
         self.provided = _fixture_provided(spec)
-        return graded
+        return master  # pristine: every process run on it gets a copy of its own (_request_copy)
+
+    def _next_copy(self) -> int:
+        self._copies += 1
+        return self._copies
+
+    def _request_copy(self, tree: Path, dest: Path) -> None:
+        """A fresh copy of tree's directory at dest for one graded process: tree by its name, and what
+        the harness put beside it (the process's home, an empty pytest configuration)."""
+        dest.mkdir()
+        copied = copy_tree(tree, dest / tree.name)
+        if not copied.complete and tree in self._pristine:  # a partial tree is never graded as the agent's
+            raise GradedCopyIncomplete(f"the check's copy: {copied.truncated or copied.skipped[:5]}")
+        if not copied.complete:
+            raise OSError(f"the grading copy of {tree.name} is incomplete: {copied.truncated or copied.skipped[:5]}")
+        for entry in os.scandir(tree.parent):
+            if entry.name != tree.name:
+                (copy_tree if entry.is_dir(follow_symlinks=False) else shutil.copyfile)(entry.path, dest / entry.name)
 
     def _master_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
         """The prepared copy each check's copy is made from under bubblewrap, where graded code
@@ -365,6 +392,7 @@ class Grader:
             return master
         fdtree.rmtree(master.parent)  # what an earlier attempt that failed half-way left
         self._prepare_copy(spec, run, master)
+        self._pristine.add(master)
         return master
 
     def _prepare_copy(self, spec: TaskSpec, run: RunEvidence, master: Path) -> None:
@@ -412,7 +440,7 @@ class Grader:
             return self._evaluate(spec, run)
         finally:
             self.server.close()
-            fdtree.rmtree(self._scratch)
+            fdtree.remove_later(self._scratch)  # every graded process has ended
             self._scratch = None
 
     def _evaluate(self, spec: TaskSpec, run: RunEvidence) -> list[CheckResult]:

@@ -45,10 +45,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pytest_agentdrift.canonical import close_fds
 from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.tasks import fdtree
 
 GRADEHOOK_DIR = Path(__file__).parent / "gradehook"
 #: how long a new server may take to import pytest before the sandbox is given up (a loaded machine is slow)
@@ -83,6 +84,7 @@ class GradingServer:
         self._guard = None
         self._area: Path | None = None
         self._home: Path | None = None
+        self._trash: Path | None = None  # where a request's copy goes once answered: never mounted
 
     @property
     def usable(self) -> bool:
@@ -104,7 +106,9 @@ class GradingServer:
         tag = secrets.token_hex(6)
         self._area = self.base / f"grading-{tag}"
         self._home = self.base / f"grading-{tag}-harness"  # the guard's own files: never mounted
+        self._trash = self.base / f"grading-{tag}-trash"
         self._area.mkdir(parents=True)
+        self._trash.mkdir()
         token = secrets.token_hex(16)
         self._guard = RunGuard(
             limits=self.limits,
@@ -162,8 +166,6 @@ class GradingServer:
     def _teardown(self, force: bool = False) -> None:
         """End the sandbox and everything in it (at once when `force`, else the server may exit
         on its own); remove its cgroups and directories."""
-        from pytest_agentdrift.tasks import fdtree
-
         if self._sock is not None:
             self._sock.close()  # a healthy server exits on end of file
             self._sock = None
@@ -181,15 +183,24 @@ class GradingServer:
         if self._guard is not None:
             self._guard.close()
             self._guard = None
-        for d in (self._area, self._home):
+        for d in (self._area, self._home, self._trash):
             if d is not None:
-                fdtree.rmtree(d)
-        self._area = self._home = None
+                fdtree.remove_later(d)  # every process of the sandbox has ended
+        self._area = self._home = self._trash = None
 
     # -- one request -------------------------------------------------------------------------------
-    def run(self, argv: list[str], tree: Path, env: dict[str, str], channel: Any, timeout_s: float) -> Served | None:
+    def run(
+        self,
+        argv: list[str],
+        tree: Path,
+        env: dict[str, str],
+        channel: Any,
+        timeout_s: float,
+        copy: Callable[[Path, Path], None] | None = None,
+    ) -> Served | None:
         """Run argv (the launch.py or run_python.py form) on a copy of tree's directory, with env and
-        the result channel; None when the server could not carry it to its end (run it another way)."""
+        the result channel; None when the server could not carry it to its end (run it another way).
+        `copy(tree, dest)` makes the copy (tree's directory at dest, tree itself by its name there)."""
         if not self._ready:
             if not self._start():
                 self.failed_starts += 1
@@ -197,8 +208,12 @@ class GradingServer:
             self.failed_starts = 0
         kind = "pytest" if Path(argv[2]).name == "launch.py" else "python"
         dest = self._area / secrets.token_hex(8)
-        _copy_dir(tree.parent, dest)
-        moved = _Relocation(tree.parent, dest)
+        try:
+            (copy or copy_request_dir)(tree, dest)
+        except BaseException:
+            fdtree.rmtree(dest)  # a copy that failed half-way never reaches the next request
+            raise
+        moved = Relocation(tree.parent, dest)
         outputs = _Outputs()
         request = {
             "kind": kind,
@@ -251,15 +266,15 @@ class GradingServer:
         return None
 
     def _answered(self, reply: dict[str, Any], outputs: _Outputs) -> Served:
-        from pytest_agentdrift.tasks import fdtree
-
         out, err = outputs.collect()
         self.served += 1
         self._guard.poll()  # counters read at the end of the request, not only at the last poll
         exceeded = set(self._guard.exceeded())
         if reply.get("signals", {}).get("SIGXFSZ") and self.limits.get("disk"):
             exceeded.add("disk")  # a write past the file-size cap killed a process of the request
-        left = [p for e in os.scandir(self._area) for p in fdtree.rmtree(e.path)]
+        # every process of the request has ended: its copy leaves the sandbox's writable directory at
+        # once (moved beside it, where nothing of the sandbox reaches) and is removed in the background
+        left = [p for e in os.scandir(self._area) for p in fdtree.remove_later(e.path, trash=self._trash)]
         if exceeded or left or not reply.get("clean"):
             self._teardown(force=True)  # never reused when anything of this request may remain
         return Served(reply.get("exit_code"), False, out, err, sorted(exceeded))
@@ -294,8 +309,8 @@ def server_env(home: Path) -> dict[str, str]:
     }
 
 
-class _Relocation:
-    """Paths under the request's own directory, moved to its copy in the sandbox."""
+class Relocation:
+    """Paths under a request's own directory, moved to its copy."""
 
     def __init__(self, old: Path, new: Path):
         self.old, self.new = str(old), str(new)
@@ -343,10 +358,10 @@ class _Outputs:
                 pass
 
 
-def _copy_dir(src: Path, dst: Path) -> None:
+def copy_request_dir(tree: Path, dst: Path) -> None:
     """A private copy of a request's directory (the harness made it: its own checks already ran)."""
     from pytest_agentdrift.run.runner import copy_tree
 
-    report = copy_tree(src, dst)
+    report = copy_tree(tree.parent, dst)
     if not report.complete:
-        raise OSError(f"the grading copy of {src.name} is incomplete: {report.truncated or report.skipped[:5]}")
+        raise OSError(f"the grading copy of {tree.parent.name} is incomplete: {report.truncated or report.skipped[:5]}")

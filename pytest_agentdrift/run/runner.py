@@ -1315,10 +1315,11 @@ def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
 
 
 def cleanup(run: RunEvidence) -> None:
-    """Remove the run's directories, iteratively (any depth) and without following links."""
-    fdtree.rmtree(run.root)
+    """Have the run's directories removed (on the background remover: nothing reads them again),
+    iteratively (any depth) and without following links. Every process of the run has ended."""
+    fdtree.remove_later(run.root)
     if run.harness_dir is not None:
-        fdtree.rmtree(run.harness_dir)
+        fdtree.remove_later(run.harness_dir)
 
 
 __all__ = ["RunSettings", "RunEvidence", "run_agent", "cleanup", "TaskError"]

@@ -196,9 +196,10 @@ class TaskRunner:
         return hidden_paths(self.settings, [spec.path for spec in self.specs.values()], Path.cwd())
 
     def close(self) -> None:
-        if self._base is not None and not self.settings.keep_workdirs:
-            from pytest_agentdrift.tasks.fdtree import rmtree
+        from pytest_agentdrift.tasks.fdtree import drain_removals, rmtree
 
+        drain_removals()  # the runs' and grading's scratch trees handed to the background remover
+        if self._base is not None and not self.settings.keep_workdirs:
             rmtree(self._base)  # iterative: a 5,000-deep chain an agent left is no RecursionError
 
     def task_digest(self, spec: TaskSpec) -> str:

@@ -15,15 +15,19 @@ must never pay more than a bounded price for it. So:
 * copies are sparse-aware (SEEK_DATA / SEEK_HOLE: only data is copied, holes
   stay holes) and bounded by a byte and an entry budget; what did not fit is
   counted and named, never silently missing;
-* removal is iterative, post-order, by fd.
+* removal is iterative, post-order, by fd; scratch trees nothing reads again
+  are removed on a background thread (`remove_later`).
 """
 
 from __future__ import annotations
 
+import atexit
 import errno
 import hashlib
 import os
+import secrets
 import stat
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Generator, Iterator
 
@@ -571,3 +575,84 @@ def _unlink_all_but_dirs(dir_fd: int, problems: list[str]) -> list[str]:
         except OSError as exc:
             problems.append(f"{e.name}: {exc}")
     return subdirs
+
+
+# ---- removing later ------------------------------------------------------------------------------
+#: how long a process that exits waits for the trees it handed over to be removed
+DRAIN_AT_EXIT_S = 120.0
+
+
+class _Remover:
+    """Removes trees on one background thread, in the order they were handed over.
+
+    Removing a tree waits on the file system (its journal) far longer than it uses the CPU:
+    measured here about 20 ms of waiting and 2 ms of CPU for a bundled task's tree. The
+    harness never reads a scratch tree again once it is done with it, so nothing needs to
+    wait for it to go, but the session's end (`drain`)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: list[str] = []
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    def put(self, path: str) -> None:
+        with self._cond:
+            self._queue.append(path)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._work, name="agentdrift-remover", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._queue))
+                path = self._queue.pop(0)
+                self._busy = True
+            try:
+                rmtree(path)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every tree handed over is removed (or tried); False if `timeout` ran out."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+
+_remover = _Remover()
+
+
+def _new_remover_in_child() -> None:
+    global _remover
+    _remover = _Remover()  # a forked child has no remover thread; the parent's queue is the parent's
+
+
+os.register_at_fork(after_in_child=_new_remover_in_child)
+atexit.register(lambda: _remover.drain(DRAIN_AT_EXIT_S))
+
+
+def remove_later(path: str | os.PathLike[str], trash: str | os.PathLike[str] | None = None) -> list[str]:
+    """Have the tree at `path` removed on the background thread (as `rmtree` does).
+
+    With `trash` (a directory on the same file system that nothing but the harness sees),
+    `path` is first renamed into it, so it is gone from where it was when this returns: what
+    could not be moved is removed at once, and what could not be removed is returned."""
+    path = os.fspath(path)
+    if trash is not None:
+        moved = os.path.join(os.fspath(trash), secrets.token_hex(8))
+        try:
+            os.rename(path, moved)
+        except OSError:
+            return rmtree(path)  # nothing at `path` is nothing to remove
+        path = moved
+    _remover.put(path)
+    return []
+
+
+def drain_removals(timeout: float | None = None) -> bool:
+    """Wait until the trees handed to `remove_later` are removed; False if `timeout` ran out."""
+    return _remover.drain(timeout)

@@ -1,0 +1,54 @@
+"""Under bubblewrap the run's prepared graded tree is never run in: every graded process, served by
+the grading sandbox or in a sandbox of its own, Python or not, gets a fresh copy of it, so what one
+check writes never reaches the next (grade/checks.py `_request_copy`)."""
+
+import shutil
+
+import pytest
+from test_checks import Lab
+
+from pytest_agentdrift.grade.checks import Grader
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the graded copies under bubblewrap")
+
+# imported by each Python check: fails when an earlier check's writes are in its tree, then writes
+POISON_NEXT = """
+import os
+rc = 1 if os.path.exists('poisoned.txt') else 0
+with open('poisoned.txt', 'w') as fh:
+    fh.write('x')
+with open(__file__, 'a') as fh:
+    fh.write('\\nrc = 1\\n')
+"""
+PY_CHECK = ["python", "-c", "import calc, sys; sys.exit(calc.rc)"]
+SH_CHECK = [
+    "sh",
+    "-c",
+    "test ! -e poisoned.txt && ! grep -qx 'rc = 1' calc.py && echo 'rc = 1' | tee poisoned.txt >> calc.py",
+]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    lab = Lab(tmp_path_factory.mktemp("copies"))
+    if lab.iso.mode != "bwrap":
+        pytest.skip(f"isolation here is {lab.iso.mode}, not bwrap")
+    return lab
+
+
+@pytest.mark.parametrize("served", [True, False], ids=["grading-sandbox", "sandbox-of-its-own"])
+def test_no_check_sees_what_an_earlier_check_wrote(lab, served):
+    checks = [
+        {"name": f"{kind}{i}", "kind": "command", "layer": "correctness", "run": run}
+        for i in (1, 2)
+        for kind, run in (("py", PY_CHECK), ("sh", SH_CHECK))
+    ]
+    spec = lab.task(f"CP{int(served)}", repo={"calc.py": "rc = 0\n"}, allowed=["calc.py"], checks=checks)
+    grader = Grader(lab.iso, lab.base / f"copies-{served}")
+    if not served:
+        grader.server.failed_starts = 99  # never starts one: every process in a sandbox of its own
+    run = lab.run(spec, f"Path('calc.py').write_text({POISON_NEXT!r})\n")
+    results = {c.name: c for c in grader.evaluate(spec, run)}
+    for name in ("py1", "sh1", "py2", "sh2"):
+        assert results[name].passed is True, results[name]
+    assert grader.server.served == (2 if served else 0)
