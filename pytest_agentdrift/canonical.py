@@ -6,6 +6,9 @@
   whitespace, explicit null kept distinct from an absent key, array order kept.
 * File hashing streams in 1 MiB blocks with `hashlib.file_digest`, which runs
   at the sha256 speed of one core.
+* Files an agent may have planted are opened by descriptor (never through a
+  link, never blocking on a FIFO); JSON-lines streams are read leniently, what
+  does not parse counted, never raised.
 """
 
 from __future__ import annotations
