@@ -79,10 +79,13 @@ def _plugins_as_installed(request, monkeypatch):
             monkeypatch.delenv(name, raising=False)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Items that read an expensive shared session say which one (a module's `xdist_group_of`, or a
     # shared session fixture they use); under `--dist loadgroup` each group then runs on one worker,
-    # which makes the session once.
+    # which makes the session once. First among the hooks: xdist's worker reads the group markers in
+    # its own collection hook, and a marker added after it is ignored (the items spread over both
+    # workers, and each makes the session).
     for item in items:
         group_of = getattr(getattr(item, "module", None), "xdist_group_of", None)
         group = group_of(item) if group_of is not None else None
