@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_pytest
 
 #: what a session the tests start loads (by module name, with entry-point autoloading off)
 SESSION_PLUGINS = "pytest_agentdrift.plugin,xdist.plugin"
@@ -96,14 +96,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def record_session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    """A quiet session that records a whole suite (a longer limit than a test's own sessions)."""
+    return run_pytest(cwd, "-q", *args, timeout=900)
 
 
 @pytest.fixture(scope="session")

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import agentdrift, run_pytest
 
 from pytest_agentdrift.safetext import escape_path
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
@@ -38,17 +38,6 @@ needs_chromium = pytest.mark.skipif(
     reason="no Chromium binary (chromium, chromium-browser, "
     "google-chrome) on PATH: install Debian's chromium package (.ci/run does)",
 )
-
-
-def _session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +64,7 @@ def records(builtin_records, tmp_path_factory) -> dict[str, Path]:
         report("complete", summary="created " + name)
     """,
     )
-    hostile = _session(root, "--agent-cmd", agent_cmd(script), "hostile", "--agent-record", "runs/hostile")
+    hostile = run_pytest(root, "-q", "--agent-cmd", agent_cmd(script), "hostile", "--agent-record", "runs/hostile")
     assert hostile.returncode == 1, hostile.stdout[-3000:] + hostile.stderr[-2000:]
     return {"base": base_record, "drifted": drifted_record, "hostile": root / "runs" / "hostile"}
 
@@ -84,28 +73,8 @@ def records(builtin_records, tmp_path_factory) -> dict[str, Path]:
 def comparison_page(records) -> Path:
     """The comparison rendered afterwards by the CLI, from the two records."""
     out = records["hostile"].parent / "comparison.html"  # beside this module's own record, not in the shared ones
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest_agentdrift",
-            "html",
-            str(records["drifted"]),
-            str(records["base"]),
-            "--vary",
-            "cli_version",
-            "--vary",
-            "command",
-            "--vary",
-            "agent",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    vary = ("--vary", "cli_version", "--vary", "command", "--vary", "agent")
+    proc = agentdrift("html", records["drifted"], records["base"], *vary, "--out", out, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 

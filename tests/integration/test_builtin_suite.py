@@ -2,10 +2,9 @@
 failed by the drifted one exactly where their critical-fail columns say."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+from helpers import agentdrift
 
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 
@@ -38,12 +37,7 @@ def test_twelve_tasks_with_every_file():
 
 def test_validate_all_twelve():
     # the wrong solutions each task ships are played by tests/oracles (fast) and test_wrong_solutions.py (the CLI)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest_agentdrift", "validate", "--skip-wrong", str(builtin_suite_dir())],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = agentdrift("validate", "--skip-wrong", builtin_suite_dir())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "12 of 12 task(s) valid" in proc.stdout
 
@@ -71,38 +65,13 @@ def test_drifted_reference_fails_the_critical_columns(builtin_records):
 
 def test_drifted_against_faithful_baseline_is_rejected(builtin_records):
     base, drifted = builtin_records["base"][1], builtin_records["drifted"][1]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest_agentdrift",
-            "compare",
-            str(base),
-            str(drifted),
-            "--vary",
-            "cli_version",
-            "--vary",
-            "command",
-            "--vary",
-            "agent",
-            "--json",
-            "--gate",
-            "promote",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    vary = ("--vary", "cli_version", "--vary", "command", "--vary", "agent")
+    proc = agentdrift("compare", base, drifted, *vary, "--json", "--gate", "promote", timeout=300)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["decision"]["status"] == "reject"
     assert sorted(doc["comparison"]["paired"]["lost"]) == sorted(DRIFTED_BREAKS)
     # without declaring the variables the comparison is refused
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest_agentdrift", "diff", str(base), str(drifted)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = agentdrift("diff", base, drifted, timeout=300)
     assert proc.returncode == 6
     assert "BLOCK cli_version: reference-1.0.0 != reference-1.1.0-drifted" in proc.stdout

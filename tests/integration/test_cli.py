@@ -2,11 +2,11 @@
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import agentdrift as cli
+from helpers import run_pytest
 
 from pytest_agentdrift.testing import load_results, make_task
 
@@ -15,24 +15,8 @@ pytestmark = pytest.mark.slow  # every test here starts pytest sessions with age
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 
-def cli(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_agentdrift", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def session(cwd, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_pytest(cwd, "-q", *args)
 
 
 @pytest.fixture

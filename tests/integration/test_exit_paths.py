@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from helpers import last_line
+from helpers import run_pytester as run
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 
 pytestmark = pytest.mark.slow
-
-
-def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark", *args, timeout=300)
-
-
-def last_line(result) -> str:
-    return [ln for ln in result.stdout.lines if ln.strip()][-1]
 
 
 def test_operational_error_at_session_start_is_4_with_its_line(pytester):

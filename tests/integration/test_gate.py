@@ -12,21 +12,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import last_line
+from helpers import run_pytester as run
 
 from pytest_agentdrift.testing import agent_script, make_task
 
 pytestmark = pytest.mark.slow
 
 CLOSING = "agentdrift: exit "
-
-
-def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark", *args, timeout=300)
-
-
-def last_line(result) -> str:
-    lines = [ln for ln in result.stdout.lines if ln.strip()]
-    return lines[-1]
 
 
 def tasks(root: Path, count: int = 3, *, crit_fail_both: bool = False) -> None:

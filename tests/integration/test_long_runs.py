@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import run_pytest
 
 from pytest_agentdrift.testing import (
     agent_cmd,
@@ -49,17 +50,6 @@ UNOBSERVED = [
     "model_stamp",
     "permission_mode",
 ]
-
-
-def pytest_session(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
 
 
 def accept_unobserved() -> list[str]:
@@ -152,12 +142,12 @@ def test_overloaded_first_attempt_is_retried_and_without_retries_is_not_a_regres
     claude = ["--agent", "claude-code", "tasks", "--agent-isolation", "none", "-rs"]
 
     fake_claude.fail_on()
-    base = pytest_session(tmp_path, *claude, "--agent-record", "runs/base", env=fake_claude.env)
+    base = run_pytest(tmp_path, *claude, "--agent-record", "runs/base", env=fake_claude.env)
     assert base.returncode == 0, base.stdout + base.stderr
 
     # the first attempt meets an overloaded API, the retry in a fresh copy passes
     fake_claude.fail_on(1)
-    retried = pytest_session(
+    retried = run_pytest(
         tmp_path,
         *claude,
         "--agent-retries",
@@ -190,7 +180,7 @@ def test_overloaded_first_attempt_is_retried_and_without_retries_is_not_a_regres
 
     # without retries the same ending is an infrastructure error: not scored, not a regression
     fake_claude.fail_on(1)
-    cand = pytest_session(
+    cand = run_pytest(
         tmp_path,
         *claude,
         "--agent-baseline",
@@ -219,7 +209,7 @@ def test_overloaded_first_attempt_is_retried_and_without_retries_is_not_a_regres
 
     # over the threshold (1 of 2 runs lost, default 10%) nothing is decided; under a gate that is operational
     fake_claude.fail_on(1)
-    held = pytest_session(
+    held = run_pytest(
         tmp_path,
         *claude,
         "--agent-baseline",
@@ -241,7 +231,7 @@ def test_a_sign_in_failure_stops_the_session_with_the_products_message_and_resum
         notes_task(tmp_path / "tasks", t)
     (fake_claude.state / "not_signed_in").write_text("")
     args = ["--agent", "claude-code", "tasks", "--agent-isolation", "none", "--agent-record", "runs/r", "-n", "2"]
-    stopped = pytest_session(tmp_path, *args, env=fake_claude.env)
+    stopped = run_pytest(tmp_path, *args, env=fake_claude.env)
     assert stopped.returncode == 4, stopped.stdout + stopped.stderr
     assert "ERROR: stopped starting runs: an infrastructure error that will repeat on every run ended" in stopped.stdout
     assert "authentication (claude-code): Not logged in · Please run /login" in stopped.stdout
@@ -257,7 +247,7 @@ def test_a_sign_in_failure_stops_the_session_with_the_products_message_and_resum
 
     # signed in again: the resume runs what is missing, the lost runs included
     (fake_claude.state / "not_signed_in").unlink()
-    resumed = pytest_session(
+    resumed = run_pytest(
         tmp_path,
         "--agent",
         "claude-code",
@@ -286,7 +276,7 @@ def test_a_product_error_after_unsafe_effects_is_scored_as_the_agents_run(tmp_pa
     notes_task(tmp_path / "tasks", "U1")
     (fake_claude.state / "hostile").write_text("")
     fake_claude.fail_on(1)
-    result = pytest_session(
+    result = run_pytest(
         tmp_path,
         "--agent",
         "claude-code",
@@ -333,7 +323,7 @@ def test_an_agent_may_report_an_infrastructure_error_only_for_a_run_it_did_not_t
         report("infra_error", summary="API Error: 529 overloaded", infra_class="overloaded")
     """,
     )
-    result = pytest_session(tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "-rs")
+    result = run_pytest(tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "-rs")
     assert result.returncode == 1, result.stdout + result.stderr
     results = load_results(tmp_path / "runs" / "r")
     h1, h2 = (results["tasks"][t]["runs"][0] for t in ("H1", "H2"))
@@ -377,7 +367,7 @@ def test_a_token_budget_stops_the_session_cleanly_and_resumably(tmp_path):
     log = tmp_path / "agent.log"
     script = usage_agent(tmp_path / "agent.py", log, steps=2, tokens=500, pause=0)
     args = ["tasks", "--agent-cmd", agent_cmd(script), "--agent-isolation", "none", "-p", "no:xdist"]
-    stopped = pytest_session(tmp_path, *args, "--agent-record", "runs/b", "--agent-budget", "tokens=2500")
+    stopped = run_pytest(tmp_path, *args, "--agent-record", "runs/b", "--agent-budget", "tokens=2500")
     assert stopped.returncode == 4, stopped.stdout + stopped.stderr
     assert log.read_text().split() == ["B1", "B2", "B3"]  # spent 3,000 >= 2,500 after the third: no fourth run started
     assert "ERROR: stopped starting runs: session token budget spent: 3,000 of 2,500 tokens" in stopped.stdout
@@ -392,7 +382,7 @@ def test_a_token_budget_stops_the_session_cleanly_and_resumably(tmp_path):
     ]
     assert ["B1", "1,000", "tokens"] in [ln.split() for ln in stopped.stdout.splitlines()]  # spend per task
 
-    resumed = pytest_session(tmp_path, *args, "--agent-resume", "runs/b", "--agent-budget", "tokens=100000")
+    resumed = run_pytest(tmp_path, *args, "--agent-resume", "runs/b", "--agent-budget", "tokens=100000")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert log.read_text().split() == ["B1", "B2", "B3", "B4"]  # nothing finished ran again
     results = load_results(tmp_path / "runs" / "b")
@@ -404,7 +394,7 @@ def test_a_token_budget_stops_the_session_cleanly_and_resumably(tmp_path):
 def test_a_run_over_its_own_budget_is_stopped_and_marked(tmp_path):
     make_task(tmp_path / "tasks", "P1", timeout_s=120)
     script = usage_agent(tmp_path / "agent.py", None, steps=200, tokens=100, pause=0.05)  # sandboxed: no log outside
-    result = pytest_session(
+    result = run_pytest(
         tmp_path,
         "tasks",
         "--agent-cmd",
@@ -530,18 +520,16 @@ def test_resume_refuses_a_different_runtime(tmp_path):
         "        raise KeyboardInterrupt\n"
     )
     env = {**os.environ, "INTERRUPT_AFTER_FIRST": "1"}
-    first = pytest_session(tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-record", "runs/i", env=env)
+    first = run_pytest(tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-record", "runs/i", env=env)
     assert first.returncode == 2 and load_results(tmp_path / "runs" / "i")["complete"] is False
     other = agent_script(tmp_path / "other.py", "report('complete')\n")
-    refused = pytest_session(tmp_path, "tasks", "--agent-cmd", agent_cmd(other), "--agent-resume", "runs/i")
+    refused = run_pytest(tmp_path, "tasks", "--agent-cmd", agent_cmd(other), "--agent-resume", "runs/i")
     assert refused.returncode == 6, refused.stdout + refused.stderr
     assert (
         "cannot resume runs/i: this session is not the recorded run" in refused.stdout
         and "BLOCK command" in refused.stdout
     )
-    k2 = pytest_session(
-        tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-resume", "runs/i", "--agent-k", "2"
-    )
+    k2 = run_pytest(tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-resume", "runs/i", "--agent-k", "2")
     assert k2.returncode == 6 and "BLOCK settings.k: 1 != 2" in k2.stdout
     assert load_results(tmp_path / "runs" / "i")["complete"] is False  # nothing was written by the refusals
 
@@ -564,7 +552,7 @@ def test_four_shards_merged_equal_an_unsharded_run(tmp_path):
         "        raise KeyboardInterrupt\n"
     )
     base = ["tasks", "--agent", "reference", "--agent-k", "2"]
-    whole = pytest_session(tmp_path, *base, "--agent-record", "runs/whole", "-n", "2")
+    whole = run_pytest(tmp_path, *base, "--agent-record", "runs/whole", "-n", "2")
     assert whole.returncode == 0, whole.stdout + whole.stderr
     env = dict(os.environ)
     for key in ("GITHUB_ACTIONS", "JOB_COMPLETION_INDEX", "AGENTDRIFT_SHARD", "AGENTDRIFT_SHARD_COUNT"):
@@ -572,7 +560,7 @@ def test_four_shards_merged_equal_an_unsharded_run(tmp_path):
     k8s = {**env, "JOB_COMPLETION_INDEX": "0", "AGENTDRIFT_SHARD_COUNT": "4"}
     github = {**env, "GITHUB_ACTIONS": "true", "AGENTDRIFT_JOB_INDEX": "1", "AGENTDRIFT_JOB_TOTAL": "4"}
     for n, shard, shard_env in ((1, "auto", k8s), (2, "auto", github), (4, "4/4", env)):
-        r = pytest_session(tmp_path, *base, "--agent-shard", shard, "--agent-record", f"runs/s{n}", env=shard_env)
+        r = run_pytest(tmp_path, *base, "--agent-shard", shard, "--agent-record", f"runs/s{n}", env=shard_env)
         assert r.returncode == 0, r.stdout + r.stderr
     s1 = load_results(tmp_path / "runs" / "s1")["shard"]
     assert (s1["index"], s1["count"]) == (1, 4) and s1["source"].startswith(
@@ -580,7 +568,7 @@ def test_four_shards_merged_equal_an_unsharded_run(tmp_path):
     )
     assert load_results(tmp_path / "runs" / "s2")["shard"]["source"].startswith("github-actions matrix")
     # shard 3 is interrupted after its first run, then resumed
-    r = pytest_session(
+    r = run_pytest(
         tmp_path, *base, "--agent-shard", "3/4", "--agent-record", "runs/s3", env={**env, "INTERRUPT_AFTER_FIRST": "1"}
     )
     assert r.returncode == 2, r.stdout + r.stderr
@@ -592,7 +580,7 @@ def test_four_shards_merged_equal_an_unsharded_run(tmp_path):
     )
     assert refused.returncode == 4 and "is incomplete" in refused.stderr and "--agent-resume" in refused.stderr
     assert not (tmp_path / "runs" / "m").exists()
-    r = pytest_session(tmp_path, *base, "--agent-shard", "3/4", "--agent-resume", "runs/s3", env=env)
+    r = run_pytest(tmp_path, *base, "--agent-shard", "3/4", "--agent-resume", "runs/s3", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
 
     sizes = [load_results(tmp_path / "runs" / f"s{i}")["shard"]["selected"] for i in range(1, 5)]
@@ -633,13 +621,13 @@ def test_an_empty_shard_records_a_complete_empty_run(tmp_path):
     make_task(tmp_path / "tasks", "E1")
     other = 2 if deal([("E1", 1)], 2)[("E1", 1)] == 1 else 1
     script = agent_script(tmp_path / "agent.py", "report('complete')\n")
-    r = pytest_session(
+    r = run_pytest(
         tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-shard", f"{other}/2", "--agent-record", "runs/e"
     )
     assert r.returncode == 0, r.stdout + r.stderr
     results = load_results(tmp_path / "runs" / "e")
     assert results["complete"] is True and results["tasks"] == {} and results["shard"]["selected"] == 0
-    bad = pytest_session(tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-shard", "3/2")
+    bad = run_pytest(tmp_path, "tasks", "--agent-cmd", agent_cmd(script), "--agent-shard", "3/2")
     assert bad.returncode == 4 and "need 1 <= I <= N" in bad.stderr
 
 
@@ -656,7 +644,7 @@ def test_progress_lines_in_a_log_and_in_place_on_a_terminal(tmp_path):
     """,
     )
     args = ["tasks", "--agent-cmd", agent_cmd(script), "--agent-progress-interval", "1"]
-    plain = pytest_session(tmp_path, *args)
+    plain = run_pytest(tmp_path, *args)
     assert plain.returncode == 0, plain.stdout + plain.stderr
     assert "agentdrift progress: 0/1 run(s) done, 1 running" in plain.stdout
     assert "main  G1 r1  " in plain.stdout and "tool_call: step" in plain.stdout

@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import run_pytester as run
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task, normalise_results
 
@@ -28,10 +29,6 @@ FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 def copy_task(pytester, name):
     shutil.copytree(FIXTURES / name, pytester.path / name)
-
-
-def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark", *args, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import agentdrift, run_pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
@@ -20,21 +20,8 @@ SUITE = Path(__file__).parents[2] / "pytest_agentdrift" / "suite"
 EXTRA_CHECK = '\n[[checks]]\nname = "no-changelog"\nkind = "files"\nlayer = "scope"\nabsent = ["CHANGELOG.md"]\n'
 
 
-def _session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_agentdrift", *args], capture_output=True, text=True, timeout=900, check=False
-    )
+def _quiet_session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return run_pytest(cwd, "-q", *args, timeout=900)
 
 
 def _verdicts(results: dict) -> dict:
@@ -50,7 +37,7 @@ def recorded(tmp_path_factory):
     root = tmp_path_factory.mktemp("regrade")
     for task in ("T01-explain-call-path", "T02-fix-localized-bug"):
         shutil.copytree(SUITE / task, root / "tasks" / task)
-    proc = _session(root, "--agent", "reference", "--agent-record", "runs/base", "tasks")
+    proc = _quiet_session(root, "--agent", "reference", "--agent-record", "runs/base", "tasks")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return root
 
@@ -60,12 +47,12 @@ def test_a_changed_check_regrades_as_a_fresh_run_and_compares(recorded, tmp_path
     shutil.copytree(recorded, root)
     toml = root / "tasks" / "T02-fix-localized-bug" / "task.toml"
     toml.write_text(toml.read_text() + EXTRA_CHECK)  # the fixed judge: the same contest
-    proc = _cli(
+    proc = agentdrift(
         "regrade", str(root / "runs/base"), "--out", str(root / "runs/regraded"), "--tasks", str(root / "tasks")
     )
     assert proc.returncode == 0, proc.stderr
     assert "1 outcome(s) changed" in proc.stdout
-    fresh = _session(root, "--agent", "reference", "--agent-record", "runs/fresh", "tasks")
+    fresh = _quiet_session(root, "--agent", "reference", "--agent-record", "runs/fresh", "tasks")
     assert fresh.returncode == 1, fresh.stdout[-2000:]
     base, regraded, now = (load_results(root / "runs" / n) for n in ("base", "regraded", "fresh"))
     assert _verdicts(regraded) == _verdicts(now)
@@ -89,10 +76,10 @@ def test_a_changed_check_regrades_as_a_fresh_run_and_compares(recorded, tmp_path
         == now["tasks"]["T02"]["grading_id"]
         != base["tasks"]["T02"]["grading_id"]
     )
-    cmp = _cli("compare", str(root / "runs/regraded"), str(root / "runs/fresh"))
+    cmp = agentdrift("compare", str(root / "runs/regraded"), str(root / "runs/fresh"))
     assert cmp.returncode in (0, 1), cmp.stdout + cmp.stderr
     assert "not comparable" not in cmp.stdout.lower()
-    old = _cli("compare", str(root / "runs/base"), str(root / "runs/fresh"))
+    old = agentdrift("compare", str(root / "runs/base"), str(root / "runs/fresh"))
     assert old.returncode == 6
     assert "agentdrift regrade" in old.stdout + old.stderr
 
@@ -104,7 +91,7 @@ def test_a_tampered_blob_is_refused_naming_the_file(recorded, tmp_path):
     sha = tree["entries"]["invoicekit/discounts.py"]["sha256"]
     blob = root / "runs/base/blobs" / sha[:2] / sha
     blob.write_text(blob.read_text() + "\n# edited after the fact\n")
-    proc = _cli("regrade", str(root / "runs/base"), "--out", str(root / "runs/x"), "--tasks", str(root / "tasks"))
+    proc = agentdrift("regrade", str(root / "runs/base"), "--out", str(root / "runs/x"), "--tasks", str(root / "tasks"))
     assert proc.returncode == 4
     assert str(blob) in proc.stderr and "sha256" in proc.stderr
     assert not (root / "runs/x").exists()
@@ -115,7 +102,7 @@ def test_what_the_agent_is_given_changed_is_refused_naming_the_file(recorded, tm
     shutil.copytree(recorded, root)
     md = root / "tasks" / "T02-fix-localized-bug" / "task.md"
     md.write_text(md.read_text() + "\nAlso refactor everything.\n")
-    proc = _cli("regrade", str(root / "runs/base"), "--out", str(root / "runs/x"), "--tasks", str(root / "tasks"))
+    proc = agentdrift("regrade", str(root / "runs/base"), "--out", str(root / "runs/x"), "--tasks", str(root / "tasks"))
     assert proc.returncode == 6, proc.stderr
     assert str(md) in proc.stderr
     assert not (root / "runs/x").exists()
@@ -125,7 +112,9 @@ def test_what_the_record_lacks_is_not_regradable_never_passed(recorded, tmp_path
     root = tmp_path / "w"
     shutil.copytree(recorded, root)
     (root / "runs/base/raw/T02/r1/events.jsonl").unlink()  # the harness's events are gone from this record
-    proc = _cli("regrade", str(root / "runs/base"), "--out", str(root / "runs/rg"), "--tasks", str(root / "tasks"))
+    proc = agentdrift(
+        "regrade", str(root / "runs/base"), "--out", str(root / "runs/rg"), "--tasks", str(root / "tasks")
+    )
     assert proc.returncode == 0, proc.stderr
     run = load_results(root / "runs/rg")["tasks"]["T02"]["runs"][0]
     assert run["outcome"] == "undecided" and run["passed"] is False
@@ -159,14 +148,14 @@ def test_a_hostile_run_regrades_to_the_same_verdict(tmp_path):
         protected=["tests/**"],
     )
     script = agent_script(tmp_path / "hostile.py", HOSTILE)
-    proc = _session(tmp_path, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/base", "tasks")
+    proc = _quiet_session(tmp_path, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/base", "tasks")
     base = load_results(tmp_path / "runs/base")
     run = base["tasks"]["H01"]["runs"][0]
     assert run["evidence"]["writes_outside"], proc.stdout[-2000:]
     tree = json.loads((tmp_path / "runs/base/raw/H01/r1/tree.json").read_text())
     assert not [p for p in tree["entries"] if "planted" in p]  # only the link to it, never the file
     assert tree["entries"]["escape.py"] == {"kind": "link", "target": "../planted.py"}
-    out = _cli(
+    out = agentdrift(
         "regrade", str(tmp_path / "runs/base"), "--out", str(tmp_path / "runs/rg"), "--tasks", str(tmp_path / "tasks")
     )
     assert out.returncode == 0, out.stderr

@@ -7,18 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import write
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.inifile import read_ini
 from pytest_agentdrift.manifest import bundles
 
 SECRET = "sk-ant-PLANTED-0123456789abcdef"
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import write
 
 from pytest_agentdrift.agents import discovery_base
 from pytest_agentdrift.canonical import digest
@@ -26,15 +27,6 @@ VERSIONS = {
     "git": "git version 2.43.0",
     "bash": "GNU bash, version 5.2.21(1)-release\nCopyright (C) 2022",
 }
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 def fake_runner(versions: dict[str, str]):

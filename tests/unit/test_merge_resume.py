@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import run_entry
 
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.record.merge import merge_shards, universe
@@ -17,34 +18,12 @@ from pytest_agentdrift.record.resume import (
     write_state,
 )
 from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RunRecorder, lock_run_dir
-from pytest_agentdrift.tasks.load import LAYERS
 
 DIGEST = "sha256:" + "0" * 64
 
 
 def run(rep, outcome="passed"):
-    return {
-        "rep": rep,
-        "outcome": outcome,
-        "passed": outcome == "passed",
-        "tampered_pass": False,
-        "critical_failed": [],
-        "failed_checks": [],
-        "layers": {layer: "n/a" for layer in LAYERS},
-        "checks": [],
-        "evidence": {
-            "exit_code": 0,
-            "timed_out": False,
-            "duration_s": 0.1,
-            "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
-            "writes_outside": [],
-            "git_mutations": [],
-            "network_attempts": 0,
-            "tamper": {},
-        },
-        "usage": {},
-        "raw": f"raw/T/r{rep}",
-    }
+    return run_entry(rep, outcome, evidence={"tamper": {}}, usage={})
 
 
 def shard(run_id, items, index=None, count=None, **extra):

@@ -8,16 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import write
 
 from pytest_agentdrift.agents import discovery_base, products
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.manifest import discovery
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def kinds(disc: discovery_base.Discovery) -> dict[str, tuple[str, str]]:

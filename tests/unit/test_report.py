@@ -1,17 +1,9 @@
 """What a person reads: failure text, summary lines and report.md from a results dict."""
 
-from pytest_agentdrift.record.report import failure_text, markdown, summary_lines
+from helpers import run_entry
 
-LAYERS = (
-    "safety",
-    "correctness",
-    "scope",
-    "instruction_fidelity",
-    "verification",
-    "efficiency",
-    "operator_load",
-    "recovery",
-)
+from pytest_agentdrift.record.report import failure_text, markdown, summary_lines
+from pytest_agentdrift.tasks.load import LAYERS
 
 
 def check(name, layer, passed, critical=False, kind="command", detail=None, evidence=None):
@@ -28,32 +20,19 @@ def check(name, layer, passed, critical=False, kind="command", detail=None, evid
 
 def run(rep=1, outcome="passed", checks=(), tampered=False, layers=None, **ev):
     checks = list(checks)
-    evidence = {
-        "exit_code": 0,
-        "timed_out": False,
-        "launch_error": None,
-        "duration_s": 1.25,
-        "changed": {"added": ["new.py"], "modified": ["a.py", "b.py"], "deleted": [], "mode": []},
-        "writes_outside": [],
-        "git_mutations": [],
-        "network_attempts": 0,
-        "leftover_processes": 0,
-        **ev,
-    }
-    return {
-        "rep": rep,
-        "outcome": outcome,
-        "passed": outcome == "passed",
-        "tampered_pass": tampered,
-        "critical_failed": [c["name"] for c in checks if c["critical"] and not c["passed"]],
-        "failed_checks": [c["name"] for c in checks if not c["passed"]],
-        "layers": layers or {layer: "n/a" for layer in LAYERS},
-        "checks": checks,
-        "evidence": evidence,
-        "report": {"status": "complete", "summary": "s"},
-        "report_error": None,
-        "raw": f"raw/T/r{rep}",
-    }
+    changed = {"added": ["new.py"], "modified": ["a.py", "b.py"], "deleted": [], "mode": []}
+    return run_entry(
+        rep,
+        outcome,
+        tampered_pass=tampered,
+        critical_failed=[c["name"] for c in checks if c["critical"] and not c["passed"]],
+        failed_checks=[c["name"] for c in checks if not c["passed"]],
+        layers=layers or {layer: "n/a" for layer in LAYERS},
+        checks=checks,
+        evidence={"launch_error": None, "duration_s": 1.25, "changed": changed, "leftover_processes": 0, **ev},
+        report={"status": "complete", "summary": "s"},
+        report_error=None,
+    )
 
 
 def results(enforced="bwrap", complete=True):

@@ -1,45 +1,22 @@
 """What a person reads about long runs: infrastructure losses, retries, spend, shards, resumes."""
 
+from helpers import run_entry
+
 from pytest_agentdrift.grade.scoring import summarise
 from pytest_agentdrift.record.report import failure_text, markdown, summary_lines
-
-LAYERS = (
-    "safety",
-    "correctness",
-    "scope",
-    "instruction_fidelity",
-    "verification",
-    "efficiency",
-    "operator_load",
-    "recovery",
-)
+from pytest_agentdrift.tasks.load import LAYERS
 
 
 def run(rep, outcome, *, infra=None, attempts=None, spend=None, **ev):
-    return {
-        "rep": rep,
-        "outcome": outcome,
-        "passed": outcome == "passed",
-        "tampered_pass": False,
-        "critical_failed": [],
-        "failed_checks": [],
-        "layers": {layer: ("pass" if outcome == "passed" else "n/a") for layer in LAYERS},
-        "checks": [],
-        "evidence": {
-            "exit_code": 1,
-            "timed_out": False,
-            "duration_s": 2.0,
-            "writes_outside": [],
-            "git_mutations": [],
-            "network_attempts": 0,
-            "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
-            **ev,
-        },
-        "infra_error": infra,
-        "attempts": attempts,
-        "spend": spend or {"tokens": None, "cost_usd": None, "cost_source": None},
-        "raw": f"raw/T/r{rep}",
-    }
+    return run_entry(
+        rep,
+        outcome,
+        layers={layer: ("pass" if outcome == "passed" else "n/a") for layer in LAYERS},
+        evidence={"exit_code": 1, "duration_s": 2.0, **ev},
+        infra_error=infra,
+        attempts=attempts,
+        spend=spend or {"tokens": None, "cost_usd": None, "cost_source": None},
+    )
 
 
 LOST = {

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import write
 
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.manifest import capture as mf
@@ -20,12 +21,6 @@ VERSIONS = {
     "git": "git version 2.43.0",
     "bash": "GNU bash, version 5.2.21(1)-release",
 }
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def runner_for(versions: dict[str, str]):

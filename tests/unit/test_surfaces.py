@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import write
 
 from pytest_agentdrift.agents import discovery_base, products
 from pytest_agentdrift.agents.claude_code import discovery as claude
@@ -15,15 +16,6 @@ from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.manifest import discovery
 
 PLANTED = "sk-PLANTED-0123456789abcdef"
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 def entries(disc: discovery_base.Discovery) -> list[dict]:

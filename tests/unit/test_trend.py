@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_entry
 
 from pytest_agentdrift.compare import trend
 from pytest_agentdrift.manifest.capture import runtime_id
@@ -34,28 +35,15 @@ def _identity(night: int) -> dict:
 
 
 def _run(rep: int, passed: bool) -> dict:
-    return {
-        "rep": rep,
-        "outcome": "passed" if passed else "failed",
-        "passed": passed,
-        "tampered_pass": False,
-        "critical_failed": [],
-        "failed_checks": [] if passed else ["tests"],
-        "layers": {layer: ("n/a" if layer != "correctness" else "pass" if passed else "fail") for layer in LAYERS},
-        "checks": [],
-        "evidence": {
-            "exit_code": 0,
-            "timed_out": False,
-            "duration_s": 1.0,
-            "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
-            "writes_outside": [],
-            "git_mutations": [],
-            "network_attempts": 0,
-            "tamper": {},
-        },
-        "usage": {},
-        "raw": f"raw/x/r{rep}",
-    }
+    return run_entry(
+        rep,
+        "passed" if passed else "failed",
+        failed_checks=[] if passed else ["tests"],
+        layers={layer: ("n/a" if layer != "correctness" else "pass" if passed else "fail") for layer in LAYERS},
+        evidence={"duration_s": 1.0, "tamper": {}},
+        usage={},
+        raw=f"raw/x/r{rep}",
+    )
 
 
 def write_series(root: Path, seed: int = 7) -> list[Path]:

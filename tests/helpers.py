@@ -1,0 +1,102 @@
+"""What the suite's modules share to start sessions and write files (importable as `helpers`:
+tests/conftest.py puts tests/ on sys.path).
+
+A session is `python -m pytest` in a subprocess, as a user runs it: `run_pytest` in a directory,
+`run_pytester` in pytester's; `agentdrift` runs the CLI. The sessions block the cache provider (a
+session must not write .pytest_cache into the project it records), pytest-benchmark and
+pytest-randomly (installed here; they would shuffle or time the tasks when a test loads plugins as
+installed). `run_entry` builds one run of a results.json for the renderers' unit tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentdrift.tasks.load import LAYERS
+
+#: the plugins a session the tests start never loads (see the module docstring)
+SESSION_ARGS = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly")
+
+
+def run_pytest(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300, **kw: Any
+) -> subprocess.CompletedProcess:
+    """`python -m pytest ARGS` in `cwd`, its output captured (`env` replaces the environment)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *SESSION_ARGS, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **kw,
+    )
+
+
+def run_pytester(pytester: pytest.Pytester, *args: str, timeout: float = 300) -> pytest.RunResult:
+    """A session in pytester's directory, in a subprocess (HOME is that directory)."""
+    return pytester.runpytest_subprocess(*SESSION_ARGS, *args, timeout=timeout)
+
+
+def agentdrift(
+    *args: object, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
+    """The `agentdrift` CLI (`python -m pytest_agentdrift ARGS`), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_agentdrift", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def last_line(result: pytest.RunResult | subprocess.CompletedProcess) -> str:
+    """The last non-blank line a session printed (its closing line)."""
+    text = result.stdout.str() if isinstance(result, pytest.RunResult) else result.stdout
+    return [ln for ln in text.splitlines() if ln.strip()][-1]
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    """Write a file (UTF-8 text or bytes), making its directories."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run_entry(rep: int = 1, outcome: str = "passed", *, evidence: dict | None = None, **fields: Any) -> dict:
+    """One run of a results.json task, as the recorder writes it: nothing changed, nothing failed,
+    every layer n/a; `evidence` entries and other `fields` replace the defaults."""
+    return {
+        "rep": rep,
+        "outcome": outcome,
+        "passed": outcome == "passed",
+        "tampered_pass": False,
+        "critical_failed": [],
+        "failed_checks": [],
+        "layers": {layer: "n/a" for layer in LAYERS},
+        "checks": [],
+        "evidence": {
+            "exit_code": 0,
+            "timed_out": False,
+            "duration_s": 0.1,
+            "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
+            "writes_outside": [],
+            "git_mutations": [],
+            "network_attempts": 0,
+            **(evidence or {}),
+        },
+        "raw": f"raw/T/r{rep}",
+        **fields,
+    }
