@@ -95,4 +95,10 @@ _allowed = [n for n in os.environ.pop("AGENTDRIFT_GRADE_PROVIDED", "").split(","
 gradeguard.install(list(sys.path), _allowed)
 if not os.environ.get("AGENTDRIFT_NO_CWD_ON_PATH"):
     sys.path.insert(0, os.getcwd())
-sys.exit(int(pytest.main(sys.argv[1:], plugins=[agentdrift_grade])))
+if not _SERVING:
+    sys.exit(int(pytest.main(sys.argv[1:], plugins=[agentdrift_grade])))
+try:
+    _status = int(pytest.main(sys.argv[1:], plugins=[agentdrift_grade]))
+except SystemExit as _exc:
+    _status = _exc.code
+forkserver.finish(_status)  # a forked child of the server ends as a fresh launch would, but at once
