@@ -5,13 +5,15 @@ one in a session like any agent."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import agentdrift, run_pytest
 
+from pytest_agentdrift.errors import TaskError
+from pytest_agentdrift.tasks.load import load_task
+from pytest_agentdrift.tasks.wrongsolutions import wrong_solutions
 from pytest_agentdrift.testing import make_task
 
 pytestmark = pytest.mark.slow
@@ -84,12 +86,7 @@ def task(tmp_path):
 
 
 def _validate(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_agentdrift", "validate", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return agentdrift("validate", *args, timeout=600)
 
 
 def test_validate_plays_the_wrong_solutions(task):
@@ -142,50 +139,53 @@ def test_skip_wrong(task):
     assert proc.returncode == 0 and "wrong solution" not in proc.stdout
 
 
-@pytest.mark.parametrize(
-    "toml, problem",
-    [
-        ('description = "x"\nkind = "mistake"\nexpect = "maybe"\n', "'expect' must be one of critical, fail"),
-        (
-            'description = "x"\nkind = "mistake"\nexpect = "fail"\nchecks = ["nope"]\n',
-            "names check(s) the task does not have: nope",
-        ),
-        ('kind = "mistake"\nexpect = "fail"\n', "'description'"),
-        ('description = "x"\nkind = "mistake"\nexpect = "fail"\ncolour = 1\n', "unknown key(s): colour"),
-    ],
-)
-def test_a_malformed_wrong_toml_is_one_error_naming_the_file(task, toml, problem):
+MALFORMED = [
+    ('description = "x"\nkind = "mistake"\nexpect = "maybe"\n', "'expect' must be one of critical, fail"),
+    (
+        'description = "x"\nkind = "mistake"\nexpect = "fail"\nchecks = ["nope"]\n',
+        "names check(s) the task does not have: nope",
+    ),
+    ('kind = "mistake"\nexpect = "fail"\n', "'description'"),
+    ('description = "x"\nkind = "mistake"\nexpect = "fail"\ncolour = 1\n', "unknown key(s): colour"),
+]
+
+
+def _malformed(task: Path, toml: str) -> Path:
     bad = task / "solution" / "wrong" / "bad"
     bad.mkdir()
     (bad / "wrong.toml").write_text(toml)
     (bad / "report.json").write_text("{}")
+    return bad / "wrong.toml"
+
+
+@pytest.mark.parametrize("toml, problem", MALFORMED)
+def test_a_malformed_wrong_toml_is_an_error_naming_the_file_and_problem(task, toml, problem):
+    # what validate reads each wrong solution with; the CLI says the same in one line (below)
+    bad = _malformed(task, toml)
+    with pytest.raises(TaskError) as err:
+        wrong_solutions(load_task(task))
+    assert err.value.path == str(bad) and problem in err.value.problem
+
+
+def test_a_malformed_wrong_toml_is_one_validate_error_naming_the_file(task):
+    toml, problem = MALFORMED[0]
+    bad = _malformed(task, toml)
     proc = _validate(task)
     assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert f"{bad / 'wrong.toml'}: " in proc.stderr and problem in proc.stderr
+    assert f"{bad}: " in proc.stderr and problem in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_the_reference_agent_plays_a_wrong_solution_in_a_session(task, tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            "-q",
-            "--agent",
-            "reference:wrong/readme-too",
-            "--agent-suite",
-            str(task.parent),
-            "--agent-record",
-            str(tmp_path / "run"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
+    proc = run_pytest(
+        tmp_path,
+        "-q",
+        "--agent",
+        "reference:wrong/readme-too",
+        "--agent-suite",
+        str(task.parent),
+        "--agent-record",
+        str(tmp_path / "run"),
         timeout=600,
     )
     assert proc.returncode == 1, proc.stdout[-3000:]
@@ -197,23 +197,6 @@ def test_the_reference_agent_plays_a_wrong_solution_in_a_session(task, tmp_path)
 
 @pytest.mark.parametrize("name", ["reference:../escape", "reference:/etc", "reference:wrong/../../x", "reference:"])
 def test_a_play_outside_solution_is_a_usage_error(task, tmp_path, name):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--agent",
-            name,
-            "--agent-suite",
-            str(task.parent),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_pytest(tmp_path, "-q", "--agent", name, "--agent-suite", str(task.parent))
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "name a directory below solution/" in proc.stdout + proc.stderr
