@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import run_pytest
 from helpers import run_pytester as run
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task, normalise_results
@@ -20,37 +21,52 @@ PLUGIN_ARGS = [[], ["-p", "no:xdist"], ["-n", "0"], ["-n", "2"]]
 
 
 def xdist_group_of(item):
-    # the tests that read the shared EX02 record run on one worker, which records it once
-    return "plugin-ex02-record" if "ex02_recorded" in item.fixturenames else None
+    # the tests that read a shared record run on one worker, which records it once
+    if "ex02_recorded" in item.fixturenames:
+        return "plugin-ex02-record"
+    return "plugin-xdist-records" if "xdist_records" in item.fixturenames else None
 
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 
-def copy_task(pytester, name):
-    shutil.copytree(FIXTURES / name, pytester.path / name)
+def copy_task(project: pytest.Pytester | Path, name: str) -> None:
+    root = project.path if isinstance(project, pytest.Pytester) else project
+    shutil.copytree(FIXTURES / name, root / name)
+
+
+def session_as_pytester_runs_it(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """A session in `root` with HOME there, as pytester runs one (for records made once per module)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+    env.update(HOME=str(root), USERPROFILE=str(root), PY_COLORS="0")
+    return run_pytest(root, *args, env=env)
 
 
 @pytest.fixture(scope="module")
 def ex02_recorded(tmp_path_factory) -> Path:
     """EX02 and its record by the reference agent (runs/base), made once for the tests that compare
     against it or record over it; each copies them into its own directory (a record travels with its
-    tasks, as a CI artifact does). Recorded as pytester runs a session: HOME is the project directory."""
+    tasks, as a CI artifact does)."""
     root = tmp_path_factory.mktemp("ex02-recorded")
     shutil.copytree(FIXTURES / "EX02-explain-readonly", root / "EX02-explain-readonly")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
-    env.update(HOME=str(root), USERPROFILE=str(root), PY_COLORS="0")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark"]
-        + ["--agent", "reference", "--agent-record", "runs/base"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = session_as_pytester_runs_it(root, "--agent", "reference", "--agent-record", "runs/base")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return root
+
+
+@pytest.fixture(scope="module")
+def xdist_records(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """EX01 and EX02 recorded by the reference agent, k = 2, once per way of running xdist (plain,
+    -p no:xdist, -n 0, -n 2), all in one project directory. Name -> (the session, its record)."""
+    root = tmp_path_factory.mktemp("xdist-records")
+    copy_task(root, "EX01-fix-discount")
+    copy_task(root, "EX02-explain-readonly")
+    out = {}
+    for name, extra in zip(["plain", "no-xdist", "n0", "n2"], PLUGIN_ARGS, strict=True):
+        record = ("--agent-record", f"runs/{name}")
+        proc = session_as_pytester_runs_it(root, "--agent", "reference", "--agent-k", "2", *record, *extra)
+        out[name] = (proc, root / "runs" / name)
+    return out
 
 
 def with_ex02_baseline(pytester, recorded: Path) -> None:
@@ -89,17 +105,13 @@ def test_markers_are_described(pytester):
         assert f"@pytest.mark.{tid}: bundled agent task {tid} (pytest-agentdrift)" in out
 
 
-def test_records_the_same_results_with_and_without_xdist(pytester):
-    copy_task(pytester, "EX01-fix-discount")
-    copy_task(pytester, "EX02-explain-readonly")
+def test_records_the_same_results_with_and_without_xdist(xdist_records):
     recorded = {}
-    for name, extra in zip(["plain", "no-xdist", "n0", "n2"], PLUGIN_ARGS, strict=False):
-        result = run(pytester, "--agent", "reference", "--agent-k", "2", "--agent-record", f"runs/{name}", *extra)
-        assert result.ret == 0, result.stdout.str()
-        result.stdout.fnmatch_lines(
-            ["*EX01 * 2/2 *Fix a discount bug*", "*EX02 * 2/2 *Explain a call path*", "*4 passed*"]
-        )
-        results = load_results(pytester.path / "runs" / name)
+    for name, (proc, record) in xdist_records.items():
+        assert proc.returncode == 0, proc.stdout
+        lines = pytest.LineMatcher(proc.stdout.splitlines())
+        lines.fnmatch_lines(["*EX01 * 2/2 *Fix a discount bug*", "*EX02 * 2/2 *Explain a call path*", "*4 passed*"])
+        results = load_results(record)
         assert results["complete"] is True
         assert sorted(results["tasks"]) == ["EX01", "EX02"]
         assert [r["rep"] for r in results["tasks"]["EX01"]["runs"]] == [1, 2]
@@ -113,11 +125,10 @@ def test_records_the_same_results_with_and_without_xdist(pytester):
     assert normalised["n2"] == normalised["plain"]
 
 
-def test_raw_artifacts_are_recorded(pytester):
-    copy_task(pytester, "EX01-fix-discount")
-    result = run(pytester, "--agent", "reference", "--agent-record", "runs/r")
-    assert result.ret == 0
-    raw = pytester.path / "runs" / "r" / "raw" / "EX01" / "r1"
+def test_raw_artifacts_are_recorded(xdist_records):
+    proc, run_dir = xdist_records["plain"]
+    assert proc.returncode == 0
+    raw = run_dir / "raw" / "EX01" / "r1"
     assert sorted(p.name for p in raw.iterdir()) == [
         "argv.json",
         "checks.json",
@@ -131,7 +142,6 @@ def test_raw_artifacts_are_recorded(pytester):
     ]
     assert "+    return total - total * percent // 100" in (raw / "diff.patch").read_text()
     assert json.loads((raw / "report.json").read_text())["status"] == "complete"
-    run_dir = pytester.path / "runs" / "r"
     for name in ("runtime-manifest.json", "instruction-bundle.json", "source-manifest.json", "report.md"):
         assert (run_dir / name).is_file(), name
     assert not (run_dir / "INCOMPLETE").exists()
