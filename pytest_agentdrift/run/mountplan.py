@@ -201,6 +201,15 @@ def _within(path: str, top: str) -> bool:
     return path == top or top == "/" or path.startswith(top.rstrip("/") + "/")
 
 
+def _ancestors(path: str) -> list[str]:
+    """The directories above an absolute, normalised path, nearest first ("/a/b/c": "/a/b", "/a", "/")."""
+    found = []
+    while path != "/":
+        path = os.path.dirname(path.rstrip("/")) or "/"
+        found.append(path)
+    return found
+
+
 def _key(path: str) -> tuple[str, ...]:
     # parents sort before their children, whatever the characters in the names
     return tuple(p for p in path.split("/") if p)
@@ -293,12 +302,12 @@ class _Shown:
 
 def _mount_roots(allowed: dict[str, str], hidden: list[str], ops: list[Mount], excluded: list[str]) -> None:
     """Mount each allowed path not already visible through an enclosing one of the same mode."""
-    roots = sorted(allowed, key=_key)
-    for root in roots:
+    for root in sorted(allowed, key=_key):
         mode = allowed[root]
-        enclosing = [r for r in roots if r != root and _within(root, r)]
-        if enclosing:
-            parent = max(enclosing, key=len)
+        # the nearest allowed directory above root (a lookup per ancestor, not a scan of every root:
+        # a plan has about a hundred roots and is built for every sandbox)
+        parent = next((a for a in _ancestors(root) if a in allowed), None)
+        if parent is not None:
             cut = any(_within(x, parent) and _within(root, x) for x in hidden)
             if allowed[parent] == mode and not cut:
                 continue  # already visible through its parent
