@@ -167,9 +167,19 @@ class TaskSpec:
     def solution(self) -> Path:
         return self.path / "solution"
 
+    def listing(self) -> list[list[str]]:
+        """directory_listing of the task directory, read once per spec: a session takes the task's
+        digests four or five times (identity, record, grading cache, evaluator), and each read
+        hashes every file of the task."""
+        listed = self.__dict__.get("_listing")
+        if listed is None:
+            listed = directory_listing(self.path)
+            object.__setattr__(self, "_listing", listed)  # a cache, not a field: equality is unchanged
+        return listed
+
     def content_digest(self) -> str:
         """Digest of every file of the task directory (names, modes, bytes)."""
-        return digest(directory_listing(self.path))
+        return digest(self.listing())
 
     def given_digest(self) -> str:
         """The task's identity: what the agent is given (task_set_id; docs/task-format.md)."""
@@ -204,7 +214,7 @@ def split_task(spec: TaskSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     forbidden effects only judge it. A fixed check must not make it another task."""
     given: list[list[str]] = []
     grading: list[list[str]] = []
-    for entry in directory_listing(spec.path):
+    for entry in spec.listing():
         if entry[0] not in DERIVED_FILES:
             (given if given_path(spec, entry[0]) else grading).append(entry)
     meta = load_toml_file(spec.path / "task.toml", TaskError)
