@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import run_pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, freeze, make_task
 
@@ -124,25 +125,38 @@ MALFORMED = {
 }
 
 
+@pytest.fixture(scope="module")
+def malformed_session(tmp_path_factory) -> dict:
+    """Every malformed case as a task of its own (B01.. in the cases' order) beside the good Z99, in
+    one session: each case's test reads its task's error from it."""
+    root = tmp_path_factory.mktemp("malformed")
+    tasks = {}
+    for i, case in enumerate(sorted(MALFORMED), start=1):
+        tasks[case] = make_task(root / "tasks", f"B{i:02d}")
+        MALFORMED[case][0](tasks[case])
+    make_task(root / "tasks", GOOD)
+    before = snapshot(root / "tasks")
+    args = ("tasks", "--agent-cmd", f"{sys.executable} -c pass", "--agent-record", "runs/r")
+    proc = run_pytest(root, *args, timeout=60, stdin=subprocess.DEVNULL)
+    return {"root": root, "tasks": tasks, "before": before, "ret": proc.returncode, "out": proc.stdout + proc.stderr}
+
+
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_malformed_task_is_one_collection_error_naming_the_file(pytester, case):
-    mutate, rel, problem = MALFORMED[case]
-    task = make_tasks(pytester.path)
-    mutate(task)
-    fixture_before = snapshot(pytester.path / "tasks")
-    result, out = run(pytester)
-    assert result.ret == 2, out  # pytest's "interrupted: errors during collection"
-    assert "error during collection" in out, out
-    assert out.count("ERROR collecting") == 1, out  # one error, for the broken task only
+def test_malformed_task_is_one_collection_error_naming_the_file(malformed_session, case):
+    _, rel, problem = MALFORMED[case]
+    root, out, task = malformed_session["root"], malformed_session["out"], malformed_session["tasks"][case]
+    assert malformed_session["ret"] == 2, out  # pytest's "interrupted: errors during collection"
+    assert f"{len(MALFORMED)} errors during collection" in out, out
+    assert out.count(f"ERROR collecting tasks/{task.name} ") == 1, out  # one error for this task
+    assert out.count("ERROR collecting") == len(MALFORMED), out  # and one for each broken task only
     path = str(task / rel)
     lines = [line for line in out.splitlines() if path in line]
     assert lines, f"no error names {path}:\n{out}"
     assert any(problem in line for line in lines), f"the error naming {path} does not say {problem!r}:\n{out}"
     assert_clean_error(out)
-    assert snapshot(pytester.path / "tasks") == fixture_before, "the task directory was modified"
-    assert not (pytester.path / "runs").exists(), (
-        "a record was written for a session refused at collection: "
-        + ", ".join(sorted(snapshot(pytester.path / "runs")))
+    assert snapshot(root / "tasks") == malformed_session["before"], "the task directories were modified"
+    assert not (root / "runs").exists(), "a record was written for a session refused at collection: " + ", ".join(
+        sorted(snapshot(root / "runs"))
     )
 
 
