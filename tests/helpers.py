@@ -65,6 +65,19 @@ def last_line(result: pytest.RunResult | subprocess.CompletedProcess) -> str:
     return [ln for ln in text.splitlines() if ln.strip()][-1]
 
 
+def fixture_group(item: pytest.Item, module: str, *fixtures: str) -> str | None:
+    """The xdist group of an item that reads one of its module's expensive module-scoped fixtures
+    (one group per fixture, and per parameter of a parametrized one), for a module's
+    `xdist_group_of`: one worker then makes each fixture once, instead of each worker that runs
+    one of its readers making it again."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    for name in fixtures:
+        if name in item.fixturenames:
+            return f"{module}-{name}" + (f"-{params[name]}" if name in params else "")
+    return None
+
+
 def write(path: Path, text: str | bytes) -> Path:
     """Write a file (UTF-8 text or bytes), making its directories."""
     path.parent.mkdir(parents=True, exist_ok=True)

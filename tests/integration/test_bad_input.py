@@ -19,11 +19,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import run_pytest
+from helpers import fixture_group, run_pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, freeze, make_task
 
 pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    # the module's shared sessions are made once, by the worker that runs their readers
+    return fixture_group(item, "bad-input", "malformed_session", "recorded_run")
+
 
 BAD = "B01"
 GOOD = "Z99"

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import fixture_group
 
 import pytest_agentdrift
 from pytest_agentdrift.errors import AgentDriftError
@@ -38,6 +39,12 @@ from pytest_agentdrift.tasks.load import builtin_suite_dir
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
 pytestmark = pytest.mark.slow
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    # each isolation mode's session is made once, by the worker that runs its readers
+    return fixture_group(item, "hostile-allowlist", "probed")
+
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
 MARKER = "AGENTDRIFT-HIDDEN-MARKER-5b1f"

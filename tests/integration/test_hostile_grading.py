@@ -43,12 +43,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import fixture_group
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.testing import FORGED_REPORTER, agent_cmd, agent_script, load_results, make_task
 
 pytestmark = pytest.mark.slow
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    # each isolation mode's session is made once, by the worker that runs its readers
+    return fixture_group(item, "hostile-grading", "graded")
+
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
 

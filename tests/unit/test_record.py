@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import fixture_group
 
 from pytest_agentdrift.errors import EXIT_USAGE, RecordError
 from pytest_agentdrift.record import store as record
@@ -23,6 +24,13 @@ from pytest_agentdrift.record.store import (
 )
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    # the recorded session is made once, by the worker that runs its readers
+    return fixture_group(item, "record", "recorded_run")
+
+
 LAYERS = (
     "safety",
     "correctness",

@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+from helpers import fixture_group
 
 from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade.checks import CheckResult, Grader
@@ -11,6 +12,12 @@ from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.run.runner import RunSettings, run_agent
 from pytest_agentdrift.tasks.load import LAYERS, load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    # the agent's run is made once, by the worker that runs its readers
+    return fixture_group(item, "scoring", "noop")
+
 
 NO_TAMPER = {"protected_changed": [], "test_config_changed": []}
 
