@@ -59,3 +59,30 @@ def test_the_template_state_equals_what_the_run_sandbox_reads(tmp_path):
     in_sandbox = gitstate.git_state(work, sandbox.detect("auto"))
     assert in_sandbox["index"] not in ("unreadable", "not-a-regular-file")
     assert gitstate.git_state(work, gitstate.HARNESS_WRITTEN) == in_sandbox
+
+
+def _packs(work):
+    return sorted(p.name for p in (work / ".git" / "objects" / "pack").glob("*.pack"))
+
+
+def test_a_small_fixture_keeps_loose_objects_a_large_one_is_packed_and_the_commit_is_the_same(tmp_path, monkeypatch):
+    def fixture(name):
+        work = tmp_path / name
+        work.mkdir()
+        for i in range(30):
+            (work / f"m{i}.py").write_text(f"x = {i}\n")
+        return work
+
+    small = fixture("small")
+    loose_commit = gitstate.git_init_fixture(small)
+    assert _packs(small) == [] and gitstate._loose_objects(small / ".git" / "objects") == 32  # 30 blobs, tree, commit
+    monkeypatch.setattr(gitstate, "REPACK_FROM_OBJECTS", 10)
+    packed = fixture("packed")
+    assert gitstate.git_init_fixture(packed) == loose_commit
+    assert len(_packs(packed)) == 1 and gitstate._loose_objects(packed / ".git" / "objects") == 0
+    for work in (small, packed):
+        fsck = subprocess.run(["git", "fsck", "--strict"], cwd=work, capture_output=True, text=True)
+        assert fsck.returncode == 0, fsck.stderr
+    states = [gitstate.git_state(w, gitstate.HARNESS_WRITTEN) for w in (small, packed)]
+    for key in ("index", "HEAD", "refs/heads/main", "config"):
+        assert states[0][key] == states[1][key], key
