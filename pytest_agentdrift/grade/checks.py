@@ -411,8 +411,8 @@ class Grader:
             raise GradedCopyIncomplete(why)
         master.parent.mkdir(parents=True)
         if not run.work_tree_deleted:
-            report = copy_tree(run.work, master)
-            fdtree.rmtree(master / ".git")
+            # without the fixture's repository (.git at the top; a nested one is the agent's content)
+            report = fdtree.copy_tree(run.work, master, skip=treesnap.IGNORED_NAMES)
             run.harness_budget["graded_copy"] = report.to_dict()
             if not report.complete:
                 why = (

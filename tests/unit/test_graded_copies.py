@@ -52,3 +52,19 @@ def test_no_check_sees_what_an_earlier_check_wrote(lab, served):
     for name in ("py1", "sh1", "py2", "sh2"):
         assert results[name].passed is True, results[name]
     assert grader.server.served == (2 if served else 0)
+
+
+def test_the_graded_tree_has_no_fixture_repository_but_keeps_a_nested_one(lab):
+    look = "import os, sys; sys.exit(0 if os.path.isfile('sub/.git/kept') and not os.path.lexists('.git') else 1)"
+    spec = lab.task(
+        "CPGIT",
+        repo={"calc.py": "rc = 0\n"},
+        allowed=["calc.py", "sub/**"],
+        checks=[{"name": "look", "kind": "command", "layer": "correctness", "run": ["python", "-c", look]}],
+    )
+    assert spec.git
+    grader = Grader(lab.iso, lab.base / "copies-git")
+    run = lab.run(spec, "Path('sub/.git').mkdir(parents=True)\nPath('sub/.git/kept').write_text('x')\n")
+    assert (run.work / ".git").is_dir()  # the fixture's repository is there for the agent
+    results = {c.name: c for c in grader.evaluate(spec, run)}
+    assert results["look"].passed is True, results["look"]
