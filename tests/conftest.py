@@ -18,13 +18,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import run_pytest
+from helpers import BUILTIN_RECORDS_GROUP, run_pytest
 
 #: what a session the tests start loads (by module name, with entry-point autoloading off)
 SESSION_PLUGINS = "pytest_agentdrift.plugin,xdist.plugin"
 AUTOLOAD_ENV = ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_PLUGINS")
 #: session fixtures read by more than one module, and the xdist group of the tests that read them
-SHARED_SESSION_FIXTURES = {"builtin_records": "builtin-records"}
+SHARED_SESSION_FIXTURES = {"builtin_records": BUILTIN_RECORDS_GROUP}
 #: what the drifted reference profile changes: declared, so its record compares with the faithful one
 DRIFTED_VARY = ("--agent-vary", "cli_version", "--agent-vary", "command", "--agent-vary", "agent")
 

@@ -19,6 +19,8 @@ import pytest
 
 from pytest_agentdrift.tasks.load import LAYERS
 
+#: the xdist group of the tests that read tests/conftest.py's builtin_records (one worker makes them)
+BUILTIN_RECORDS_GROUP = "builtin-records"
 #: the plugins a session the tests start never loads (see the module docstring)
 SESSION_ARGS = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly")
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import agentdrift, run_pytest
+from helpers import BUILTIN_RECORDS_GROUP, agentdrift, run_pytest
 
 from pytest_agentdrift.safetext import escape_path
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
@@ -28,6 +28,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from cdp_pipe import Chromium, find_chromium
 
 pytestmark = pytest.mark.slow  # the records' readers share tests/conftest.py's group: one worker makes them
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    # the tests that read no record still share the module's browser: the records' group, one Chromium
+    return BUILTIN_RECORDS_GROUP
+
 
 CHROMIUM = find_chromium()
 HOSTILE_NAME = "evil\nname\x1b[31m<img src=x onerror=alert(1)>.txt"

@@ -17,11 +17,18 @@ import socket
 import textwrap
 
 import pytest
+from helpers import fixture_group
 from hostile_helpers import CALC_TASK, HAS_BWRAP, Session, assert_session_went_on, modes, run_session, shared
 
 from pytest_agentdrift.safetext import unescape_path
 
 pytestmark = pytest.mark.slow
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    # one worker makes each shared session; the other does not wait on its lock
+    sessions = ("patch_session", "event_session", "netlog_session", "canary_session", "git_session")
+    return fixture_group(item, "hostile-evidence", *sessions)
 
 
 def _closed_port() -> int:

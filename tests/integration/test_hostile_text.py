@@ -28,7 +28,8 @@ import sys
 import pytest
 from hostile_helpers import CALC_TASK, SAFETY_CHECKS, Session, needs_bwrap, run_session, shared
 
-pytestmark = [pytest.mark.slow, needs_bwrap()]
+# its tests read two shared sessions: one worker makes them, the other does not wait for it
+pytestmark = [pytest.mark.slow, needs_bwrap(), pytest.mark.xdist_group("hostile-text")]
 
 #: what each agent writes: cursor up, erase line, a forged PASSED, conceal (SGR 8), Markdown and HTML
 PAYLOAD = (
