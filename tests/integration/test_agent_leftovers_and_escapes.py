@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import run_pytest, run_pytester
 
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
@@ -35,29 +36,8 @@ def session(tmp, body, *extra, checks=TESTS, repo=CALC, timeout_s=20, **task):
         **task,
     )
     agent = agent_script(tmp / "agent.py", body)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:benchmark",
-            "-q",
-            str(tmp / "tasks"),
-            "--agent-cmd",
-            agent_cmd(agent),
-            "--agent-record",
-            str(tmp / "run"),
-            *extra,
-        ],
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return proc
+    tasks, record = str(tmp / "tasks"), str(tmp / "run")
+    return run_pytest(tmp, "-q", tasks, "--agent-cmd", agent_cmd(agent), "--agent-record", record, *extra, timeout=120)
 
 
 def assert_written_outside(run, files):
@@ -298,7 +278,7 @@ def test_solution_files_are_not_readable_by_a_real_agent(tmp_path):
 def test_a_project_with_a_task_toml_is_left_alone(pytester):
     pytester.makefile(".toml", task='[tool]\nname = "not an agent task"\n')
     pytester.makepyfile(test_x="def test_x():\n    assert True\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = run_pytester(pytester)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*1 passed*"])
 
@@ -306,26 +286,9 @@ def test_a_project_with_a_task_toml_is_left_alone(pytester):
 def test_duplicate_task_ids_are_a_collection_error(tmp_path):
     make_task(tmp_path / "a", "D1")
     make_task(tmp_path / "b", "D1")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            str(tmp_path / "a"),
-            str(tmp_path / "b"),
-            "--agent-cmd",
-            f"{sys.executable} -c pass",
-            "--agent-record",
-            str(tmp_path / "run"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    dirs = (str(tmp_path / "a"), str(tmp_path / "b"))
+    noop = f"{sys.executable} -c pass"
+    proc = run_pytest(tmp_path, "-q", *dirs, "--agent-cmd", noop, "--agent-record", str(tmp_path / "run"), timeout=120)
     assert proc.returncode == 2
     assert "task id 'D1' is also used by" in proc.stdout
     assert not (tmp_path / "run").exists()
@@ -333,28 +296,16 @@ def test_duplicate_task_ids_are_a_collection_error(tmp_path):
 
 def test_collect_only_with_a_baseline_compares_nothing(pytester):
     make_task(pytester.path, "C1", solution={})
-    assert (
-        pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", "--agent", "reference", "--agent-record", "runs/base"
-        ).ret
-        == 0
-    )
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--agent", "reference", "--agent-baseline", "runs/base", "--collect-only"
-    )
+    assert run_pytester(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    result = run_pytester(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--collect-only")
     assert result.ret == 0
 
 
 def test_a_generic_agent_is_told_how_to_make_its_runs_comparable(pytester):
     make_task(pytester.path, "C2")
     cmd = f"{sys.executable} -c pass"
-    assert (
-        pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agent-cmd", cmd, "--agent-record", "runs/base").ret
-        == 0
-    )
-    refused = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--agent-cmd", cmd, "--agent-baseline", "runs/base"
-    )
+    assert run_pytester(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
+    refused = run_pytester(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
     assert refused.ret == 6
     out = refused.stdout.str()
     assert "BLOCK model_id: unobserved != unobserved" in out
@@ -363,9 +314,7 @@ def test_a_generic_agent_is_told_how_to_make_its_runs_comparable(pytester):
     fields = hint.split(": ", 1)[1].split(". ", 1)[0].split(", ")
     assert "model_stamp" in fields  # known only after the run, and never observed in the baseline
     accept = [a for f in fields for a in ("--agent-accept-unobserved", f)]
-    ok = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--agent-cmd", cmd, "--agent-baseline", "runs/base", *accept
-    )
+    ok = run_pytester(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", *accept)
     assert ok.ret == 0, ok.stdout.str()
 
 
@@ -381,23 +330,7 @@ def test_a_generic_agent_is_told_how_to_make_its_runs_comparable(pytester):
 def test_odd_values_in_task_toml_are_one_error(tmp_path, toml, problem):
     d = make_task(tmp_path, "B1")
     (d / "task.toml").write_text(f'id = "B1"\ntitle = "b"\n\n[[checks]]\nname = "c"\nlayer = "scope"\n{toml}\n')
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            str(d),
-            "--agent-cmd",
-            f"{sys.executable} -c pass",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_pytest(tmp_path, "-q", str(d), "--agent-cmd", f"{sys.executable} -c pass", timeout=120)
     assert proc.returncode == 2
     assert "INTERNALERROR" not in proc.stdout + proc.stderr and "Traceback" not in proc.stdout
     assert problem in proc.stdout
