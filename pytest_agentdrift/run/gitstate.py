@@ -87,7 +87,7 @@ def _loose_objects(objects: Path) -> int:
     return count
 
 
-_TEMPLATES: dict[tuple[str, str], tuple[Path, str | None]] = {}
+_TEMPLATES: dict[tuple[str, str], tuple[Path, str]] = {}
 
 
 def git_fixture(work: Path, key: tuple[str, str], cache_dir: Path) -> str | None:
@@ -95,21 +95,21 @@ def git_fixture(work: Path, key: tuple[str, str], cache_dir: Path) -> str | None
 
     Committing a large tree costs seconds, so the .git of each task is made
     once per process, in the first run's fresh copy (the agent has not started),
-    and kept as a template: later runs get a plain file copy of it.
+    and kept as a template: later runs get a plain file copy of it. A failure
+    is not kept: git that could not run for a moment (a full disk) is tried
+    again by the next run instead of leaving every later run without a repository.
     """
     cached = _TEMPLATES.get(key)
-    if cached is not None and cached[1] is None:
-        return None
     if cached is not None and (cached[0] / ".git").is_dir():
         shutil.copytree(cached[0] / ".git", work / ".git", symlinks=True)
         return cached[1]
-    template = cache_dir / f"git-{len(_TEMPLATES)}-{os.getpid()}"
     commit = git_init_fixture(work)
     if commit is None:
         fdtree.rmtree(work / ".git")  # what a git that failed half-way left: the run gets no repository
-    else:
-        template.mkdir(parents=True)
-        shutil.copytree(work / ".git", template / ".git", symlinks=True)
+        return None
+    template = cache_dir / f"git-{secrets.token_hex(8)}"
+    template.mkdir(parents=True)
+    shutil.copytree(work / ".git", template / ".git", symlinks=True)
     _TEMPLATES[key] = (template, commit)
     return commit
 
@@ -124,7 +124,7 @@ def fixture_git_state(work: Path, key: tuple[str, str] | None, isolation) -> dic
     template, which the harness alone wrote, so the template's state stands for every copy
     (computed once per task and process, with the host's git: no agent wrote its config)."""
     cached = _TEMPLATES.get(key) if key is not None else None
-    if cached is None or cached[1] is None:
+    if cached is None:
         return git_state(work, isolation)
     if key not in _TEMPLATE_STATES:
         _TEMPLATE_STATES[key] = git_state(cached[0], HARNESS_WRITTEN)

@@ -86,3 +86,24 @@ def test_a_small_fixture_keeps_loose_objects_a_large_one_is_packed_and_the_commi
     states = [gitstate.git_state(w, gitstate.HARNESS_WRITTEN) for w in (small, packed)]
     for key in ("index", "HEAD", "refs/heads/main", "config"):
         assert states[0][key] == states[1][key], key
+
+
+def test_a_git_that_failed_once_is_tried_again_by_the_next_run(tmp_path, monkeypatch):
+    # git that could not run for a moment (not started, a full disk) is no reason for every later
+    # run of the task to get no repository
+    key = ("GT-retry", "digest")
+    cache = tmp_path / "cache"
+    first, second = tmp_path / "w1", tmp_path / "w2"
+    for work in (first, second):
+        work.mkdir()
+        (work / "a.txt").write_text("a\n")
+    with monkeypatch.context() as m:
+        m.setenv("PATH", str(tmp_path / "no-git-here"))
+        assert gitstate.git_fixture(first, key, cache) is None
+    assert not (first / ".git").exists()
+    commit = gitstate.git_fixture(second, key, cache)
+    assert commit is not None and (second / ".git").is_dir()
+    third = tmp_path / "w3"
+    third.mkdir()
+    (third / "a.txt").write_text("a\n")
+    assert gitstate.git_fixture(third, key, cache) == commit  # and kept once it was made
