@@ -78,6 +78,19 @@ class ExecResult:
         return escape_text("\n".join(lines[-n:]))
 
 
+def _copy_beside(entry: os.DirEntry, target: Path) -> None:
+    """One entry the harness put beside a graded tree, copied as it is: a link stays a link
+    (never the bytes of what it points at), a directory is copied whole or not at all."""
+    if entry.is_symlink():
+        os.symlink(os.readlink(entry.path), target)
+    elif entry.is_dir(follow_symlinks=False):
+        copied = copy_tree(entry.path, target)
+        if not copied.complete:
+            raise OSError(f"the grading copy of {entry.name} is incomplete: {copied.truncated or copied.skipped[:5]}")
+    elif entry.is_file(follow_symlinks=False):
+        shutil.copyfile(entry.path, target, follow_symlinks=False)
+
+
 class Grader:
     """Evaluates checks; owns the per-process cache of untouched-fixture runs."""
 
@@ -382,7 +395,7 @@ class Grader:
             raise OSError(f"the grading copy of {tree.name} is incomplete: {copied.truncated or copied.skipped[:5]}")
         for entry in os.scandir(tree.parent):
             if entry.name != tree.name:
-                (copy_tree if entry.is_dir(follow_symlinks=False) else shutil.copyfile)(entry.path, dest / entry.name)
+                _copy_beside(entry, dest / entry.name)
 
     def _master_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
         """The prepared copy each check's copy is made from under bubblewrap, where graded code

@@ -68,3 +68,28 @@ def test_the_graded_tree_has_no_fixture_repository_but_keeps_a_nested_one(lab):
     assert (run.work / ".git").is_dir()  # the fixture's repository is there for the agent
     results = {c.name: c for c in grader.evaluate(spec, run)}
     assert results["look"].passed is True, results["look"]
+
+
+def test_what_sits_beside_a_graded_tree_is_copied_as_it_is_never_through_a_link(tmp_path):
+    # a link beside the tree stays a link in the graded process's directory: following it would put
+    # the bytes of what it names (a hidden solution, a host file) where graded code reads
+    import os
+
+    from pytest_agentdrift.run import sandbox
+
+    grader = Grader(sandbox.detect("auto"), tmp_path / "grading")
+    secret = tmp_path / "task" / "hidden" / "solution.py"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("THE HIDDEN SOLUTION\n")
+    beside = tmp_path / "request"
+    (beside / "repo").mkdir(parents=True)
+    (beside / "repo" / "calc.py").write_text("x = 1\n")
+    (beside / "home").mkdir()
+    (beside / "home" / ".profile").write_text("# the process's home\n")
+    (beside / "empty.ini").write_text("[pytest]\n")
+    os.symlink(secret, beside / "leak")
+    grader._request_copy(beside / "repo", tmp_path / "dest")
+    dest = tmp_path / "dest"
+    assert (dest / "leak").is_symlink() and os.readlink(dest / "leak") == str(secret)
+    assert (dest / "home" / ".profile").read_text() == "# the process's home\n"
+    assert (dest / "empty.ini").read_text() == "[pytest]\n" and (dest / "repo" / "calc.py").is_file()
