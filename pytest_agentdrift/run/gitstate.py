@@ -5,9 +5,10 @@ A repository is more than HEAD and refs: index flags (`skip-worktree`,
 `info/attributes` change what git sees and how it diffs, and
 `objects/info/alternates` borrows objects from another repository. So the
 state compared before and after a run is every file under `.git` (refs,
-packed-refs, logs, config, hooks, info/*, objects/info/*, ...) except the
-content-addressed object store itself, plus the index by its entries *and*
-their flags; any difference is a git mutation.
+packed-refs, logs, config, hooks, info/*, objects/info/*, the fixture's own
+objects and packs, ...) plus the index by its entries *and* their flags; any
+difference is a git mutation, except objects added to the content-addressed
+store (they change nothing a ref or the index does not show).
 """
 
 from __future__ import annotations
@@ -228,24 +229,14 @@ def git_state(work: Path, isolation=None) -> dict[str, str]:
     if not _is_real_dir(gitdir):
         return state
     stats = fdtree.WalkStats()
-    # the object store is content-addressed: adding objects changes nothing a ref or
-    # the index does not show; objects/info (alternates, http-alternates) is config
-    walks = [("", frozenset({"./objects"})), ("objects/info", frozenset())]
-    for sub, skip in walks:
-        root = gitdir / sub if sub else gitdir
-        if not _is_real_dir(root):
-            continue
-        try:
-            for item in fdtree.walk(root, skip, max_names=GIT_ENTRY_BUDGET, stats=stats):
-                rel = f"{sub}/{item.rel}" if sub else item.rel
-                if rel == "index":
-                    continue
-                state[rel] = _mark(item)
-        except OSError as exc:
-            state[f"({sub or '.git'} unreadable)"] = str(exc)
-        if stats.truncated:
-            state["(more entries than the harness reads)"] = stats.truncated
-            break
+    try:
+        for item in fdtree.walk(gitdir, frozenset(), max_names=GIT_ENTRY_BUDGET, stats=stats):
+            if item.rel != "index":
+                state[item.rel] = _mark(item)
+    except OSError as exc:
+        state["(.git unreadable)"] = str(exc)
+    if stats.truncated:
+        state["(more entries than the harness reads)"] = stats.truncated
     if os.path.lexists(gitdir / "index"):
         state["index"] = (
             _index_entries(work, isolation)
@@ -255,10 +246,13 @@ def git_state(work: Path, isolation=None) -> dict[str, str]:
     return state
 
 
+EMPTY_DIRECTORY = "empty-directory"
+
+
 def _mark(item: fdtree.Item) -> str:
     """The hash of a regular file; anything else (a planted symlink or FIFO) is its own mark."""
     if item.entry is None:
-        return "empty-directory"
+        return EMPTY_DIRECTORY
     try:
         st = item.stat()
     except OSError:
@@ -282,7 +276,21 @@ def git_mutations(before: dict[str, str], after: dict[str, str], had_git: bool, 
     if had_git and not has_git:
         return [".git (removed)"]
     for key in sorted(set(before) | set(after)):
-        if before.get(key) != after.get(key):
+        if before.get(key) != after.get(key) and not _object_added(key, before):
             what = "added" if key not in before else "removed" if key not in after else "changed"
             out.append(f".git/{escape_path(key)} ({what})")
     return out
+
+
+def _object_added(key: str, before: dict[str, str]) -> bool:
+    """An object the fixture's store did not hold, or a directory of the store that was empty.
+
+    The object store is content-addressed: adding objects changes nothing a ref or the
+    index does not show. Rewriting or removing one of the fixture's own objects changes
+    what every git command shows as its history, so that is a mutation; objects/info
+    (alternates, http-alternates) is configuration, compared as any other file."""
+    if not key.startswith("objects/"):
+        return False
+    if key.startswith("objects/info/") and key != "objects/info/":
+        return False
+    return before.get(key, EMPTY_DIRECTORY) == EMPTY_DIRECTORY

@@ -107,3 +107,41 @@ def test_a_git_that_failed_once_is_tried_again_by_the_next_run(tmp_path, monkeyp
     third.mkdir()
     (third / "a.txt").write_text("a\n")
     assert gitstate.git_fixture(third, key, cache) == commit  # and kept once it was made
+
+
+REWRITE_OBJECT = """
+import subprocess, zlib
+fixed = b"def add(a, b):\\n    return a + b\\n"
+oid = subprocess.run(["git", "rev-parse", "HEAD:calc.py"], capture_output=True, text=True, check=True).stdout.strip()
+obj = Path(".git/objects") / oid[:2] / oid[2:]
+obj.chmod(0o644)
+obj.write_bytes(zlib.compress(b"blob %d\\0" % len(fixed) + fixed))  # the fixture's own object, new bytes
+shown = subprocess.run(["git", "show", "HEAD:calc.py"], capture_output=True, check=False).stdout
+report("complete", summary=f"history_shows_fixed={shown == fixed}")
+"""
+ADD_OBJECTS = """
+import subprocess
+for i in range(3):
+    subprocess.run(["git", "hash-object", "-w", "--stdin"], input=f"scratch {i}\\n".encode(), check=True)
+subprocess.run(["git", "status", "--porcelain"], check=True, capture_output=True)
+report("complete", summary="added")
+"""
+
+
+def test_rewriting_one_of_the_fixtures_objects_is_a_git_mutation_adding_one_is_not(tmp_path):
+    # a rewritten blob behind HEAD:calc.py makes every git command show the fix as the fixture's
+    # history while refs, config and index stay as they were
+    spec = load_task(make_task(tmp_path / "tasks", "GT3", repo={"calc.py": "def add(a, b):\n    return a - b\n"}))
+    rewrote = _run(spec, tmp_path, "rewrite", REWRITE_OBJECT)
+    added = None
+    try:
+        assert rewrote.report["summary"] == "history_shows_fixed=True", rewrote.report
+        assert any(m.startswith(".git/objects/") and m.endswith("(changed)") for m in rewrote.git_mutations), (
+            rewrote.git_mutations
+        )
+        added = _run(spec, tmp_path, "add", ADD_OBJECTS)
+        assert added.report["summary"] == "added" and added.git_mutations == [], added.git_mutations
+    finally:
+        cleanup(rewrote)
+        if added is not None:
+            cleanup(added)
