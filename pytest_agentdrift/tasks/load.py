@@ -168,14 +168,16 @@ class TaskSpec:
         return self.path / "solution"
 
     def listing(self) -> list[list[str]]:
-        """directory_listing of the task directory, read once per spec: a session takes the task's
-        digests four or five times (identity, record, grading cache, evaluator), and each read
-        hashes every file of the task."""
-        listed = self.__dict__.get("_listing")
-        if listed is None:
-            listed = directory_listing(self.path)
-            object.__setattr__(self, "_listing", listed)  # a cache, not a field: equality is unchanged
-        return listed
+        """directory_listing of the task directory, hashed again only when an entry's metadata
+        changed: a session takes the task's digests four or five times (identity, record, grading
+        cache, evaluator), and each hash reads every file of the task. The change time is in the
+        comparison, so a file rewritten to its old size and modification time is hashed again."""
+        signature = _stat_signature(self.path)
+        cached = self.__dict__.get("_listing")
+        if cached is None or cached[0] != signature:
+            cached = (signature, directory_listing(self.path))
+            object.__setattr__(self, "_listing", cached)  # a cache, not a field: equality is unchanged
+        return cached[1]
 
     def content_digest(self) -> str:
         """Digest of every file of the task directory (names, modes, bytes)."""
@@ -221,6 +223,15 @@ def split_task(spec: TaskSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     given_meta = {k: meta[k] for k in GIVEN_TOML_KEYS if k in meta}
     grading_meta = {k: v for k, v in meta.items() if k not in GIVEN_TOML_KEYS}
     return {"files": given, "task.toml": given_meta}, {"files": grading, "task.toml": grading_meta}
+
+
+def _stat_signature(root: Path) -> list[tuple]:
+    """What says a directory's entries are unchanged without reading them (inode, size, mode,
+    modification and change times; nobody but the kernel sets a change time)."""
+    return [
+        (rel, st.st_ino, st.st_size, st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
+        for rel, _, st in scan(os.fspath(root), CACHE_NAMES)
+    ]
 
 
 def directory_listing(root: Path) -> list[list[str]]:

@@ -1,5 +1,6 @@
-"""A task directory is read once per loaded spec for all of its digests; a spec loaded again reads
-it again, so an edited task is a new identity."""
+"""A task directory is hashed once per loaded spec for all of its digests while it is unchanged;
+an edited task is a new identity, for the spec loaded before the edit too (the record says what the
+task held when it was graded, not only when it was loaded)."""
 
 import dataclasses
 
@@ -27,4 +28,17 @@ def test_a_spec_loaded_again_sees_an_edited_task(tmp_path):
     again = load.load_task(d)
     assert again.given_digest() == given  # the solution is not what the agent is given
     assert again.grading_digest() != grading
-    assert first.grading_digest() == grading  # the first spec keeps what it read
+    assert first.grading_digest() == again.grading_digest()  # the spec loaded before sees the edit too
+
+
+def test_a_file_rewritten_to_its_old_size_and_time_is_hashed_again(tmp_path):
+    import os
+
+    d = make_task(tmp_path, "LS3", repo={"a.py": "x = 1\n"})
+    (d / "golden.txt").write_text("expected output\n")
+    spec = load.load_task(d)
+    loaded = spec.grading_digest()
+    st = os.stat(d / "golden.txt")
+    (d / "golden.txt").write_text("EXPECTED OUTPUT\n")  # same size
+    os.utime(d / "golden.txt", ns=(st.st_atime_ns, st.st_mtime_ns))  # and the old modification time
+    assert spec.grading_digest() != loaded
