@@ -29,16 +29,7 @@ def run_pytest(
     cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300, **kw: Any
 ) -> subprocess.CompletedProcess:
     """`python -m pytest ARGS` in `cwd`, its output captured (`env` replaces the environment)."""
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", *SESSION_ARGS, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        **kw,
-    )
+    return _captured(["pytest", *SESSION_ARGS, *args], cwd, env, timeout, **kw)
 
 
 def run_pytester(pytester: pytest.Pytester, *args: str, timeout: float = 300) -> pytest.RunResult:
@@ -50,14 +41,20 @@ def agentdrift(
     *args: object, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess:
     """The `agentdrift` CLI (`python -m pytest_agentdrift ARGS`), its output captured."""
+    return _captured(["pytest_agentdrift", *map(str, args)], cwd, env, timeout)
+
+
+def _captured(module_argv: list[str], cwd, env, timeout: float, **kw: Any) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS`, its output captured as text; its exit status is the caller's to check."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest_agentdrift", *map(str, args)],
+        [sys.executable, "-m", *module_argv],
         cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        **kw,
     )
 
 

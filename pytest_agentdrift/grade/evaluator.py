@@ -71,11 +71,6 @@ def _sources(root: Path) -> tuple[_Source, ...]:
     return _installed_sources() if root == PACKAGE_ROOT else _read_sources(root)
 
 
-@functools.cache
-def _components_now() -> tuple[tuple[str, str], ...]:
-    return tuple(evaluator_components().items())
-
-
 def task_grading_id(spec: TaskSpec) -> str:
     """Everything that decides how one task's runs are graded: the grading code, the task's
     checks and its grading files. Equal ids grade the same final tree the same way, so a
@@ -85,7 +80,7 @@ def task_grading_id(spec: TaskSpec) -> str:
     return digest(
         {
             "evaluator_version": EVALUATOR_VERSION,
-            "code": dict(_components_now()),
+            "code": evaluator_components(),
             "checks": [c.to_dict() for c in spec.checks],
             "task": spec.grading_digest(),
         }

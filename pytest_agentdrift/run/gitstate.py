@@ -68,8 +68,8 @@ def git_init_fixture(work: Path) -> str | None:
     return out.stdout.strip()
 
 
-#: loose objects from which a fixture's repository is packed: below it copying them into a run
-#: costs less than a repack (about 0.1 s here), and the harness's own reads skip the object store
+#: loose objects from which a fixture's repository is packed: below it copying them (and hashing
+#: them for the compared state) costs less than a repack (about 0.1 s here)
 REPACK_FROM_OBJECTS = 256
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import fixture_group
+from helpers import fixture_group, run_entry
 
 from pytest_agentdrift.errors import EXIT_USAGE, RecordError
 from pytest_agentdrift.record import store as record
@@ -31,51 +31,18 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return fixture_group(item, "record", "recorded_run")
 
 
-LAYERS = (
-    "safety",
-    "correctness",
-    "scope",
-    "instruction_fidelity",
-    "verification",
-    "efficiency",
-    "operator_load",
-    "recovery",
-)
-
-
 def minimal_results(complete: bool = True) -> dict:
-    run = {
-        "rep": 1,
-        "outcome": "passed",
+    check = {
+        "name": "c",
+        "kind": "unchanged",
+        "layer": "scope",
+        "critical": False,
         "passed": True,
-        "tampered_pass": False,
-        "critical_failed": [],
-        "failed_checks": [],
-        "layers": {layer: "n/a" for layer in LAYERS},
-        "checks": [
-            {
-                "name": "c",
-                "kind": "unchanged",
-                "layer": "scope",
-                "critical": False,
-                "passed": True,
-                "detail": "no file changed",
-                "evidence": {},
-            }
-        ],
-        "evidence": {
-            "exit_code": 0,
-            "timed_out": False,
-            "duration_s": 0.1,
-            "changed": {"added": [], "modified": [], "deleted": [], "mode": []},
-            "writes_outside": [],
-            "git_mutations": [],
-            "network_attempts": 0,
-            "tamper": {},
-        },
-        "usage": {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None},
-        "raw": "raw/X01/r1",
+        "detail": "no file changed",
+        "evidence": {},
     }
+    usage = {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None}
+    run = run_entry(checks=[check], evidence={"tamper": {}}, usage=usage, raw="raw/X01/r1")
     run["layers"]["scope"] = "pass"
     return {
         "schema_version": 1,
