@@ -21,6 +21,11 @@ opened through /proc. Outside a PID namespace it simply becomes the agent
 (exec) and the harness counts survivors itself. In both cases a command
 that cannot be started is reported on S as `{"launch_error": ...}`; S is
 close-on-exec, so the agent never holds it.
+
+The grading sandbox's resident server (grade/gradehook/forkserver.py) reaps
+the same way, so it imports its prctl and reaping helpers from here: run as a
+script this file imports nothing beyond the standard library (it cannot:
+`-I -S`), imported as a module it is a plain one.
 """
 
 import json
@@ -49,13 +54,19 @@ def _parse(argv):
     return go_fd, status_fd, measure, cmd
 
 
-def _not_dumpable():
+#: prctl(2) options (linux/prctl.h)
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def prctl(option, value):
+    """prctl(2) through libc: True when it took effect."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
-        pass
+        return False
 
 
 def _report(status_fd, doc):
@@ -120,15 +131,46 @@ def _measure(paths):
     return out
 
 
-def _reaped(st, signals):
+def count_reaped(st, signals):
     """Count a reaped process the file-size limit killed (RLIMIT_FSIZE's SIGXFSZ)."""
     if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGXFSZ:
         signals["SIGXFSZ"] = signals.get("SIGXFSZ", 0) + 1
 
 
+def wait_reaping(pid, signals):
+    """The wait status of child `pid` (0 when there is no child left to wait for), reaping and
+    counting every other child that ends before it."""
+    while True:
+        try:
+            got, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 0
+        count_reaped(st, signals)
+        if got == pid:
+            return st
+
+
+def reap_ended(signals, flags=0):
+    """Reap and count children until none is left; with os.WNOHANG only those already ended."""
+    while True:
+        try:
+            pid, st = os.waitpid(-1, flags)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return  # WNOHANG: the others are still running
+        count_reaped(st, signals)
+
+
+def exit_code(status):
+    """A wait status as a shell reports it: the exit code, or 128 + the signal that ended the process."""
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
 def main(argv):
     go_fd, status_fd, measure, cmd = _parse(argv)
-    _not_dumpable()
+    prctl(PR_SET_DUMPABLE, 0)
     if os.read(go_fd, 1) != b"x":
         os._exit(125)  # the harness gave up before the agent started
     os.close(go_fd)
@@ -144,27 +186,10 @@ def main(argv):
         except OSError:
             pass
         _exec(cmd, status_fd)
-    status = 0
     signals = {}
-    while True:
-        try:
-            pid, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        _reaped(st, signals)
-        if pid == agent:
-            status = st
-            break
-    while True:  # orphans that already died are not survivors
-        try:
-            pid, st = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        _reaped(st, signals)
-    code = os.waitstatus_to_exitcode(status)
-    code = 128 - code if code < 0 else code
+    status = wait_reaping(agent, signals)
+    reap_ended(signals, os.WNOHANG)  # orphans that already died are not survivors
+    code = exit_code(status)
     n, programs = _survivors()
     doc = {"exit_code": code, "survivors": n, "programs": programs, "measured": _measure(measure), "signals": signals}
     _report(status_fd, doc)

@@ -30,20 +30,21 @@ import signal
 import socket
 import sys
 
+# the init's own reaping (this server is its child in the same sandbox); launch.py has the package on its path
+from pytest_agentdrift.run.sandboxinit import (
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_DUMPABLE,
+    exit_code,
+    prctl,
+    reap_ended,
+    wait_reaping,
+)
+
 EVALUATOR_COMPONENT = "grade_server"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 READY = b"ready"
 #: rounds of kill(-1) + reap after a request before the sandbox is declared unclean
 SWEEP_ROUNDS = 50
-
-
-def _prctl(option, value):
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def _in_own_pid_namespace():
@@ -64,8 +65,8 @@ def serve(ctl_fd):
     is to run pytest (launch.py continues it). Any other request kind is run here, in the child."""
     if not _in_own_pid_namespace():
         raise SystemExit("agentdrift forkserver: not inside a PID namespace of its own; refusing to serve")
-    _prctl(4, 0)  # PR_SET_DUMPABLE 0: graded code cannot trace the server or read its memory
-    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: what graded code orphans is ours to reap and count
+    prctl(PR_SET_DUMPABLE, 0)  # graded code cannot trace the server or read its memory
+    prctl(PR_SET_CHILD_SUBREAPER, 1)  # what graded code orphans is ours to reap and count
     sock = socket.socket(fileno=ctl_fd)
     sock.send(READY)
     while True:
@@ -94,7 +95,7 @@ def serve(ctl_fd):
 
 def _become(request, fds):
     """This child as a fresh launch of the request would be: its stdio, environment, directory, argv."""
-    _prctl(4, 1)  # dumpable again, as any freshly started process is
+    prctl(PR_SET_DUMPABLE, 1)  # dumpable again, as any freshly started process is
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -169,24 +170,10 @@ def _flush_open_files():
             pass
 
 
-def _reaped(st, signals):
-    if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGXFSZ:
-        signals["SIGXFSZ"] = signals.get("SIGXFSZ", 0) + 1
-
-
 def _reap(pid):
     """Wait for the request's process, then end and reap everything else in the sandbox but init and us."""
     signals = {}
-    status = None
-    while status is None:
-        try:
-            got, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            status = 0
-            break
-        _reaped(st, signals)
-        if got == pid:
-            status = st
+    status = wait_reaping(pid, signals)
     clean = False
     for _ in range(SWEEP_ROUNDS):
         try:
@@ -194,14 +181,8 @@ def _reap(pid):
         except ProcessLookupError:
             clean = True
             break
-        while True:
-            try:
-                _, st = os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
-            _reaped(st, signals)
-    code = os.waitstatus_to_exitcode(status)
-    return {"exit_code": 128 - code if code < 0 else code, "signals": signals, "clean": clean}
+        reap_ended(signals)
+    return {"exit_code": exit_code(status), "signals": signals, "clean": clean}
 
 
 #: /proc/sysvipc/<kind> -> how an object of that kind is removed (libc call, its arguments after the id)
