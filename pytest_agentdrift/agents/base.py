@@ -40,6 +40,19 @@ class RunContext:
     scratch: Path | None = None
 
 
+def add_counts(a: int | None, b: int | None) -> int | None:
+    """Sum two optional counts: None means "not reported", so None + n is n."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+#: the token figures of a Usage that parts add up to
+_SUMMED_TOKENS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
 @dataclass
 class Usage:
     input_tokens: int | None = None
@@ -72,6 +85,12 @@ class Usage:
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
+
+    def add_tokens(self, part: Usage) -> None:
+        """Add a part's token figures (one call, one turn, one model) to these; cost and the split
+        are the product's own totals, never summed."""
+        for name in _SUMMED_TOKENS:
+            setattr(self, name, add_counts(getattr(self, name), getattr(part, name)))
 
     def tokens(self) -> dict[str, int | None]:
         """The token figures alone (one part of a split)."""

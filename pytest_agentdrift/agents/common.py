@@ -17,9 +17,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift.tasks.load import REPORT_STATUSES  # the statuses a final report may carry (the agent protocol)
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.base import AdapterOutput
 
 #: at most this many parse errors are listed one by one; the rest are counted
 MAX_LISTED_ERRORS = 20
@@ -84,7 +87,8 @@ def typed_records(stream: JsonlStream, errors: list[str]) -> Iterator[tuple[Any,
 def parse_stream(stdout: bytes, make: Callable[[list[str]], Any], no_records: str) -> Any:
     """An adapter's output from its JSONL transcript. `make(errors)` builds the parse: each typed
     record goes to its `record(kind, rec)`, then `end()` closes the stream; `no_records` is said
-    when stdout held something but no record. The parse's `close()` is the output."""
+    when stdout held something but no record. The parse's `close()` is the output, with the
+    parse's errors (capped) as its parse_errors."""
     stream = read_jsonl(stdout)
     parse = make(list(stream.errors))
     for kind, rec in typed_records(stream, parse.errors):
@@ -92,7 +96,9 @@ def parse_stream(stdout: bytes, make: Callable[[list[str]], Any], no_records: st
     parse.end()
     if not stream.records and stdout:
         parse.errors.append(no_records)
-    return parse.close()
+    out = parse.close()
+    out.parse_errors = cap_errors(parse.errors)
+    return out
 
 
 def _read_line(chunk: bytes, lineno: int, cut: bool, source: str, out: JsonlStream, errors: list[str]) -> None:
@@ -192,15 +198,6 @@ def as_float(value: Any) -> float | None:
     return float(value)
 
 
-def add_counts(a: int | None, b: int | None) -> int | None:
-    """Sum two optional counts: None means "not reported", so None + n is n."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a + b
-
-
 def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -256,6 +253,14 @@ def final_event(report: dict[str, Any] | None, outcome: str, **extra: Any) -> di
     event: dict[str, Any] = {"type": "final", "status": report.get("status") if report else None, "outcome": outcome}
     event.update({k: v for k, v in extra.items() if v is not None})
     return event
+
+
+def close_report(out: AdapterOutput, text: str | None, outcome: str | None, **extra: Any) -> None:
+    """The final report the agent's last message holds (`text`), into `out`; and when the product
+    said how the run ended (`outcome`), the `final` event (a stream cut short has none)."""
+    out.final_report = extract_report(text)
+    if outcome is not None:
+        out.events.append(final_event(out.final_report, outcome, **extra))
 
 
 def option_list(value: Any) -> list[str]:

@@ -29,18 +29,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
+from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage, add_counts
 from pytest_agentdrift.agents.common import (
-    add_counts,
     as_dict,
     as_float,
     as_int,
     as_list,
     as_str,
-    cap_errors,
     clip,
-    extract_report,
-    final_event,
+    close_report,
     option_list,
     parse_stream,
 )
@@ -292,14 +289,12 @@ class _StreamParse:
             events.append(
                 {"type": "error", "message": f"claude-code result {result.get('subtype') or 'error'}{detail}"}
             )
-        self.out.final_report = extract_report(final_text)
-        events.append(
-            final_event(
-                self.out.final_report,
-                "error" if is_error else "success",
-                subtype=as_str(result.get("subtype")),
-                num_turns=as_int(result.get("num_turns")),
-            )
+        close_report(
+            self.out,
+            final_text,
+            "error" if is_error else "success",
+            subtype=as_str(result.get("subtype")),
+            num_turns=as_int(result.get("num_turns")),
         )
         self.out.usage = _result_usage(result, self.main_model)
 
@@ -326,14 +321,10 @@ class _StreamParse:
         """A stream cut short: the last text, and the per-message usage seen so far (no cost; the
         total is only in the result message)."""
         self.errors.append("stream ended without a 'result' message: the agent exited or was killed mid-stream")
-        self.out.final_report = extract_report(self.last_text)
+        close_report(self.out, self.last_text, None)
         usage = Usage()
         for part in self.usage_by_message.values():
-            u = ClaudeCodeAdapter._usage(as_dict(part), None)
-            usage.input_tokens = add_counts(usage.input_tokens, u.input_tokens)
-            usage.output_tokens = add_counts(usage.output_tokens, u.output_tokens)
-            usage.cached_tokens = add_counts(usage.cached_tokens, u.cached_tokens)
-            usage.cache_write_tokens = add_counts(usage.cache_write_tokens, u.cache_write_tokens)
+            usage.add_tokens(ClaudeCodeAdapter._usage(as_dict(part), None))
         self.out.usage = usage
         if self.infra_signal is None and self.retries:
             # the CLI was still retrying a provider error when its stream stopped
@@ -350,7 +341,6 @@ class _StreamParse:
         # only what the API answered with is a stamp; the init record names the
         # model the client asked for, which the host may route elsewhere
         out.model_stamp = self.main_model
-        out.parse_errors = cap_errors(self.errors)
         return out
 
 

@@ -36,18 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
-from pytest_agentdrift.agents.common import (
-    add_counts,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    cap_errors,
-    clip,
-    extract_report,
-    final_event,
-    parse_stream,
-)
+from pytest_agentdrift.agents.common import as_dict, as_int, as_list, as_str, clip, close_report, parse_stream
 
 #: completed item types that show the model answered (reasoning is its narration, errors are the CLI's)
 _ANSWER_ITEMS = frozenset(
@@ -201,11 +190,14 @@ class _ExecParse:
             self.started[item_id] = item
 
     def turn_completed(self, u: dict[str, Any]) -> None:
-        usage = self.usage
-        usage.input_tokens = add_counts(usage.input_tokens, as_int(u.get("input_tokens")))
-        usage.cached_tokens = add_counts(usage.cached_tokens, as_int(u.get("cached_input_tokens")))
-        usage.output_tokens = add_counts(usage.output_tokens, as_int(u.get("output_tokens")))
-        usage.reasoning_tokens = add_counts(usage.reasoning_tokens, as_int(u.get("reasoning_output_tokens")))
+        self.usage.add_tokens(
+            Usage(
+                input_tokens=as_int(u.get("input_tokens")),
+                cached_tokens=as_int(u.get("cached_input_tokens")),
+                output_tokens=as_int(u.get("output_tokens")),
+                reasoning_tokens=as_int(u.get("reasoning_output_tokens")),
+            )
+        )
         self.ended = self.ended or "success"
         self.answered = True
 
@@ -243,7 +235,7 @@ class _ExecParse:
                 # with a command that failed): the command ran, its exit code was never reported
                 _item_events({**self.started[item_id], "status": "unfinished", "exit_code": None}, out.events)
         out.usage = self.usage
-        out.final_report = extract_report(self.last_message)
+        close_report(out, self.last_message, self.ended)
         if self.ended is None:
             self.errors.append(
                 "stream ended without turn.completed or turn.failed: the agent exited or was killed mid-stream"
@@ -251,8 +243,6 @@ class _ExecParse:
             if self.open_items:
                 kinds = ", ".join(f"{i} ({t})" for i, t in sorted(self.open_items.items()))
                 self.errors.append(f"items started but never completed: {kinds}")
-        else:
-            out.events.append(final_event(out.final_report, self.ended))
 
     def close(self) -> AdapterOutput:
         out = self.out
@@ -266,7 +256,6 @@ class _ExecParse:
                 out.infra_error = infra_error(cls, self.last_error[1], "codex", signal=self.last_error[0])
         out.answered = self.answered
         out.model_stamp = None  # codex exec --json does not report the model
-        out.parse_errors = cap_errors(self.errors)
         return out
 
 

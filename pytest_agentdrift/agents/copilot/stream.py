@@ -32,18 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_agentdrift.agents.base import AdapterOutput, Usage
-from pytest_agentdrift.agents.common import (
-    add_counts,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    cap_errors,
-    clip,
-    extract_report,
-    final_event,
-)
+from pytest_agentdrift.agents.base import AdapterOutput, Usage, add_counts
+from pytest_agentdrift.agents.common import as_dict, as_int, as_list, as_str, cap_errors, clip, close_report
 
 #: the file the harness asks the CLI to write its usage summary to (in RunContext.scratch)
 USAGE_FILE = "usage.json"
@@ -93,17 +83,12 @@ def _usage_of(u: dict[str, Any]) -> Usage:
     )
 
 
-def _add(total: Usage, u: Usage) -> None:
-    for name in ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens"):
-        setattr(total, name, add_counts(getattr(total, name), getattr(u, name)))
-
-
 def metrics_usage(metrics: dict[str, Any]) -> tuple[Usage, int | None]:
     """Tokens and model requests summed over `modelMetrics` ({model: {requests, usage}})."""
     total, requests = Usage(), None
     for metric in metrics.values():
         metric = as_dict(metric)
-        _add(total, _usage_of(as_dict(metric.get("usage"))))
+        total.add_tokens(_usage_of(as_dict(metric.get("usage"))))
         requests = add_counts(requests, as_int(as_dict(metric.get("requests")).get("count")))
     return total, requests
 
@@ -256,7 +241,7 @@ class StreamParser:
     def on_usage(self, data: dict[str, Any]) -> None:
         if not data.get("parentToolCallId"):
             self.stamp = as_str(data.get("model")) or self.stamp
-        _add(self.usage_stream, _usage_of(data))
+        self.usage_stream.add_tokens(_usage_of(data))
         self.out.usage_from_stream = True
 
     def on_shutdown(self, data: dict[str, Any]) -> None:
@@ -303,10 +288,9 @@ class StreamParser:
             errors.append("stdout JSON records carry no 'type': not the documented session-event shape")
         # the shutdown totals are authoritative; per-call usage is the fallback (the SDK's shapes)
         out.usage = self.usage_shutdown or self.usage_stream
-        out.final_report = extract_report(self.last_text)
-        if self.terminal or self.failed:
-            self.events.append(final_event(out.final_report, "error" if self.failed else "success"))
-        elif stream.records:
+        ended = "error" if self.failed else "success" if self.terminal else None
+        close_report(out, self.last_text, ended)
+        if ended is None and stream.records:
             errors.append(
                 "stream ended without assistant.idle or result (or the SDK's session.idle / shutdown): "
                 "the agent exited or was killed mid-run"
