@@ -372,12 +372,12 @@ def _memo_grader(*args, **kwargs):
                 self._memo[key] = super().run_python(argv, tree, timeout_s)
             return self._memo[key]
 
-        def execute(self, argv, tree, timeout_s, extra_env=None, readable=(), **kw):
-            if extra_env or readable or kw:  # runs that report elsewhere (a file, the signed channel) are not memoised
-                return super().execute(argv, tree, timeout_s, extra_env, readable, **kw)
-            key = ("exec", _tree_digest(tree), tuple(argv), timeout_s)
+        def execute(self, cmd, channel=None):
+            if cmd.extra_env or cmd.readable or channel is not None:
+                return super().execute(cmd, channel)  # runs that report elsewhere (a file, the signed channel)
+            key = ("exec", _tree_digest(cmd.tree), tuple(cmd.argv), cmd.timeout_s)
             if key not in self._memo:
-                self._memo[key] = super().execute(argv, tree, timeout_s)
+                self._memo[key] = super().execute(cmd)
             return self._memo[key]
 
     return MemoGrader(*args, **kwargs)

@@ -24,7 +24,7 @@ import secrets
 import shutil
 import sys
 import weakref
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -91,6 +91,18 @@ def _copy_beside(entry: os.DirEntry, target: Path) -> None:
         shutil.copyfile(entry.path, target, follow_symlinks=False)
 
 
+@dataclass(frozen=True)
+class GradedCommand:
+    """One graded process: what it runs, in which tree, for how long, what is added to its
+    environment, and which of the harness's paths it may read besides its own directory."""
+
+    argv: list[str]
+    tree: Path
+    timeout_s: float
+    extra_env: dict[str, str] | None = None
+    readable: tuple[Path, ...] = ()
+
+
 class Grader:
     """Evaluates checks; owns the per-process cache of untouched-fixture runs."""
 
@@ -144,29 +156,22 @@ class Grader:
                 self.server.close()
 
     # -- executing commands in a tree -------------------------------------------------
-    def execute(
-        self,
-        argv: list[str],
-        tree: Path,
-        timeout_s: float,
-        extra_env: dict[str, str] | None = None,
-        readable: tuple[Path, ...] = (),
-        channel: Any = None,
-    ) -> ExecResult:
-        """Run argv in tree, sandboxed like the agent: only tree's own directory (tree and
-        a private home beside it) is writable; under bwrap nothing else of the harness,
-        the task directory or other runs exists."""
-        if tree in self._pristine:
-            argv, tree, extra_env = self._on_fresh_copy(argv, tree, extra_env)
-        argv = [sys.executable if i == 0 and a in ("python", "python3") else a for i, a in enumerate(argv)]
+    def execute(self, cmd: GradedCommand, channel: Any = None) -> ExecResult:
+        """Run the command in its tree, sandboxed like the agent: only the tree's own directory
+        (the tree and a private home beside it) is writable; under bwrap nothing else of the
+        harness, the task directory or other runs exists."""
+        if cmd.tree in self._pristine:
+            cmd = self._on_fresh_copy(cmd)
+        argv = [sys.executable if i == 0 and a in ("python", "python3") else a for i, a in enumerate(cmd.argv)]
+        tree = cmd.tree
         scratch = tree.parent
-        env = self._process_env(tree, extra_env, channel)
+        env = self._process_env(tree, cmd.extra_env, channel)
         plan = None
         if self.isolation.mode == "bwrap":
             from pytest_agentdrift.run import mountplan
 
             plan = mountplan.build(
-                writable=[scratch], readable=[*mountplan.harness_runtime(), *readable], exclude=self._excluded()
+                writable=[scratch], readable=[*mountplan.harness_runtime(), *cmd.readable], exclude=self._excluded()
             )
         token = secrets.token_hex(16)
         guard = self._guard(scratch, tree, token)
@@ -179,7 +184,7 @@ class Grader:
                 isolation=self.isolation,
                 writable=[scratch],
                 plan=plan,
-                timeout_s=timeout_s,
+                timeout_s=cmd.timeout_s,
                 output_limit=256 << 10,
                 token=token,
                 pass_fds=channel.child_fds if channel is not None else (),
@@ -199,15 +204,18 @@ class Grader:
             proc.stderr.decode("utf-8", "replace"),
         )
 
-    def _on_fresh_copy(
-        self, argv: list[str], tree: Path, extra_env: dict[str, str] | None
-    ) -> tuple[list[str], Path, dict[str, str]]:
-        """argv, tree and extra_env moved to a fresh copy of a pristine tree's directory."""
+    def _on_fresh_copy(self, cmd: GradedCommand) -> GradedCommand:
+        """The command moved to a fresh copy of a pristine tree's directory: its argv, tree and
+        added environment name the copy."""
         copy_dir = self._scratch / f"graded-{self._next_copy()}"
-        self._request_copy(tree, copy_dir)
-        moved = Relocation(tree.parent, copy_dir)
-        env = {k: moved.path(v) for k, v in (extra_env or {}).items()}
-        return [moved.path(a) for a in argv], Path(moved.path(str(tree))), env
+        self._request_copy(cmd.tree, copy_dir)
+        moved = Relocation(cmd.tree.parent, copy_dir)
+        return replace(
+            cmd,
+            argv=[moved.path(a) for a in cmd.argv],
+            tree=Path(moved.path(str(cmd.tree))),
+            extra_env={k: moved.path(v) for k, v in (cmd.extra_env or {}).items()},
+        )
 
     def _excluded(self) -> list[Path]:
         return [self.base, *([self.hide] if self.hide else []), *self.hidden]
@@ -223,30 +231,23 @@ class Grader:
             **(channel.env if channel is not None else {}),
         }
 
-    def execute_reporting(
-        self,
-        argv: list[str],
-        tree: Path,
-        timeout_s: float,
-        extra_env: dict[str, str] | None = None,
-        readable: tuple[Path, ...] = (),
-    ) -> tuple[ExecResult, Any]:
+    def execute_reporting(self, cmd: GradedCommand) -> tuple[ExecResult, Any]:
         """`execute` for a harness-wrapped process (launch.py, run_python.py) that reports over the
         signed channel: its result and what the channel carried. Under bubblewrap it runs in the
         Grader's grading sandbox (gradeserver.py) when it can, else in a sandbox of its own."""
         from pytest_agentdrift.grade.channel import HarnessEnd
 
         server = self.fixture_server if self._untouched_fixture else self.server
-        if not readable and server.usable and _servable(argv):
+        if not cmd.readable and server.usable and _servable(cmd.argv):
             channel = HarnessEnd()
-            env = self._process_env(tree, extra_env, None)
-            served = server.run(argv, tree, env, channel, timeout_s, copy=self._request_copy)
+            env = self._process_env(cmd.tree, cmd.extra_env, None)
+            served = server.run(cmd.argv, cmd.tree, env, channel, cmd.timeout_s, copy=self._request_copy)
             received = channel.receive()
             if served is not None:
                 self.exceeded.update(served.exceeded)
                 return ExecResult(served.exit_code, served.timed_out, served.stdout, served.stderr), received
         channel = HarnessEnd()
-        res = self.execute(argv, tree, timeout_s, extra_env, readable=readable, channel=channel)
+        res = self.execute(cmd, channel)
         return res, channel.receive()
 
     def _guard(self, scratch: Path, tree: Path, token: str):
@@ -270,11 +271,11 @@ class Grader:
         trusted (empty when it can, or when argv is not Python and only its exit status exists)."""
         parsed = python_command(argv)
         if parsed is None:
-            return self.execute(argv, tree, timeout_s), []
+            return self.execute(GradedCommand(argv, tree, timeout_s)), []
         opts, rest = parsed
         wrapped = [sys.executable, *opts, "-P", str(GRADEHOOK_DIR / "run_python.py"), *rest]
         provided = {"AGENTDRIFT_GRADE_PROVIDED": ",".join(sorted(self.provided))}
-        res, received = self.execute_reporting(wrapped, tree, timeout_s, provided)
+        res, received = self.execute_reporting(GradedCommand(wrapped, tree, timeout_s, provided))
         ended = received.last("exit")
         if received.problems:
             return res, ["forged result: " + "; ".join(received.problems)]
@@ -302,7 +303,7 @@ class Grader:
             "AGENTDRIFT_GRADE_PROVIDED": ",".join(sorted(self.provided)),
             **(extra_env or {}),
         }
-        res, received = self.execute_reporting(argv, tree, timeout_s, env, readable=readable)
+        res, received = self.execute_reporting(GradedCommand(argv, tree, timeout_s, env, readable))
         result = received.last("result")
         data: dict[str, Any]
         if received.problems or result is None:
