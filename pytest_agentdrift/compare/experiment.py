@@ -92,23 +92,30 @@ def _bundle_info(results: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return (results.get("settings") or {}).get("agent_bundle")
 
 
+@dataclass(frozen=True)
+class ArmDocuments:
+    """What the experiment rows read of one arm besides its results (None where the arm has none)."""
+
+    manifest: Mapping[str, Any] | None = None
+    instructions: Mapping[str, Any] | None = None
+
+
 def experiment_section(
     base: Mapping[str, Any],
     cand: Mapping[str, Any],
     comparison: Mapping[str, Any],
     *,
-    base_manifest: Mapping[str, Any] | None = None,
-    cand_manifest: Mapping[str, Any] | None = None,
-    base_instructions: Mapping[str, Any] | None = None,
-    cand_instructions: Mapping[str, Any] | None = None,
+    base_docs: ArmDocuments = ArmDocuments(),
+    cand_docs: ArmDocuments = ArmDocuments(),
     gate_mode: str | None = None,
     release_notes_given: bool = False,
     item_params: ablation.ItemGateParams | None = None,
 ) -> dict[str, Any]:
     paired = comparison.get("paired") or {}
+    base_instructions, cand_instructions = base_docs.instructions, cand_docs.instructions
     section: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "agent_release": agent_release(base, cand, base_manifest, cand_manifest, release_notes_given),
+        "agent_release": agent_release(base, cand, base_docs.manifest, cand_docs.manifest, release_notes_given),
         "own_tests": {"baseline": behaviour.own_tests(base), "candidate": behaviour.own_tests(cand)},
         "tampered_passes": {"baseline": behaviour.tampered_split(base), "candidate": behaviour.tampered_split(cand)},
         "surface": behaviour.surface_row(base_instructions, cand_instructions, paired.get("delta_ci")),
@@ -168,14 +175,6 @@ def _ablation_part(
     }
 
 
-@dataclass(frozen=True)
-class ArmDocuments:
-    """What the experiment rows read of one arm besides its results (None where the arm has none)."""
-
-    manifest: Mapping[str, Any] | None = None
-    instructions: Mapping[str, Any] | None = None
-
-
 @dataclass
 class ComparedWithRows:
     outcome: ComparisonOutcome
@@ -204,10 +203,8 @@ def compare_with_rows(
         selected_baseline(base, cand)[0],
         cand,
         outcome.comparison,
-        base_manifest=base_docs.manifest,
-        cand_manifest=cand_docs.manifest,
-        base_instructions=base_docs.instructions,
-        cand_instructions=cand_docs.instructions,
+        base_docs=base_docs,
+        cand_docs=cand_docs,
         gate_mode=rows_gate_mode,
         release_notes_given=release_notes_given,
     )
