@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentdrift.grade import fixturecache
-from pytest_agentdrift.grade.gradeserver import GRADEHOOK_DIR, GradingServer, Relocation, server_env
+from pytest_agentdrift.grade.gradeserver import GRADEHOOK_DIR, GradingServer, Relocation, grading_guard, server_env
 from pytest_agentdrift.run import sandbox, tamper
 from pytest_agentdrift.run.mountplan import harness_pythonpath
 from pytest_agentdrift.run.runner import RESULT_LIST_CAP, RunEvidence, copy_tree
@@ -174,7 +174,9 @@ class Grader:
                 writable=[scratch], readable=[*mountplan.harness_runtime(), *cmd.readable], exclude=self._excluded()
             )
         token = secrets.token_hex(16)
-        guard = self._guard(scratch, tree, token)
+        guard = grading_guard(
+            self.limits, self.isolation.mode, root=scratch, work=tree, harness_dir=scratch, token=token
+        )
         try:
             guard.prepare()
             proc = sandbox.run(
@@ -249,21 +251,6 @@ class Grader:
         channel = HarnessEnd()
         res = self.execute(cmd, channel)
         return res, channel.receive()
-
-    def _guard(self, scratch: Path, tree: Path, token: str):
-        """The run's limits around one grading process (runguard.py): cgroups, rlimits, tmpfs sizes."""
-        from pytest_agentdrift.run.runguard import RunGuard
-
-        return RunGuard(
-            limits=self.limits,
-            mode=self.isolation.mode,
-            root=scratch,
-            work=tree,
-            harness_dir=scratch,
-            token=token,
-            observe_network=False,
-            watch_writes=False,
-        )
 
     def run_python(self, argv: list[str], tree: Path, timeout_s: float) -> tuple[ExecResult, list[str]]:
         """Run a command; a Python one through gradehook/run_python.py, which reports over the

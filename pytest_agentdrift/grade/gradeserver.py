@@ -101,7 +101,6 @@ class GradingServer:
         if self._launched is not None or not self.usable:
             return self._launched is not None
         from pytest_agentdrift.run import mountplan
-        from pytest_agentdrift.run.runguard import RunGuard
 
         tag = secrets.token_hex(6)
         self._area = self.base / f"grading-{tag}"
@@ -110,15 +109,8 @@ class GradingServer:
         self._area.mkdir(parents=True)
         self._trash.mkdir()
         token = secrets.token_hex(16)
-        self._guard = RunGuard(
-            limits=self.limits,
-            mode=self.isolation.mode,
-            root=self._area,
-            work=self._area,
-            harness_dir=self._home,
-            token=token,
-            observe_network=False,
-            watch_writes=False,
+        self._guard = grading_guard(
+            self.limits, self.isolation.mode, root=self._area, work=self._area, harness_dir=self._home, token=token
         )
         plan = mountplan.build(writable=[self._area], readable=list(mountplan.harness_runtime()), exclude=self.exclude)
         # the sandbox's POSIX message queues, listed there so the server can empty them between requests
@@ -290,6 +282,23 @@ class GradingServer:
             return self._sock.recv(1 << 16)
         except OSError:
             return b""
+
+
+def grading_guard(limits: dict[str, int | None], mode: str, *, root: Path, work: Path, harness_dir: Path, token: str):
+    """The run's limits around graded code (runguard.py): cgroups, rlimits, tmpfs sizes; none of an
+    agent run's observers (its network, its writes: graded code's are not evidence)."""
+    from pytest_agentdrift.run.runguard import RunGuard
+
+    return RunGuard(
+        limits=limits,
+        mode=mode,
+        root=root,
+        work=work,
+        harness_dir=harness_dir,
+        token=token,
+        observe_network=False,
+        watch_writes=False,
+    )
 
 
 def server_env(home: Path) -> dict[str, str]:
