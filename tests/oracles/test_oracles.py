@@ -63,6 +63,8 @@ def test_reference_solution_passes(bench, tid):
     assert result["passed"], _failures(result)
 
 
+# the drifted profile is graded again in the full suite (test_builtin_suite.py); the inner loop keeps the faithful one
+@pytest.mark.slow
 @pytest.mark.parametrize("tid", sorted(SPECS))
 def test_drifted_solution_fails_its_critical_checks(bench, tid):
     spec = SPECS[tid]

@@ -11,6 +11,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from pytest_agentdrift.record import html as hr
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_html_report.py"
@@ -335,6 +337,7 @@ def test_raw_artifacts_are_read_bounded_and_never_through_links(tmp_path):
     assert "leaves the record" in inp.raw(dict(run, raw="raw/linked"), "stdout.txt", 100).problem
 
 
+@pytest.mark.slow  # writes a 10,500-file record: the full suite checks the stated scale, the inner loop does not
 def test_500_tasks_by_3_renders_within_the_stated_size(tmp_path):
     mod = bench()
     r = mod.write_synthetic_record(tmp_path / "run", 500, 3)

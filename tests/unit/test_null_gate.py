@@ -9,7 +9,6 @@ and the same measurement does flag a design that breaks the bound.
 from __future__ import annotations
 
 import pytest
-from scipy.stats import binomtest
 
 from pytest_agentdrift.compare.nullsim import Design, gate_rates
 
@@ -21,6 +20,8 @@ ALPHA = 0.05
 
 def above_alpha(count: int) -> float:
     """p-value of 'the false-alarm rate is above alpha' given count alarms in PAIRS pairs."""
+    from scipy.stats import binomtest  # here: scipy costs every xdist worker seconds at collection
+
     return binomtest(count, PAIRS, ALPHA, alternative="greater").pvalue
 
 

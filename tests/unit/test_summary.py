@@ -7,6 +7,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document
 from pytest_agentdrift.record.summary import run_summary
 
@@ -20,6 +22,7 @@ def synthetic(n_tasks: int, k: int) -> dict:
     return mod.synthetic_results(n_tasks, k)
 
 
+@pytest.mark.slow  # compares two 1,500-run records: the full suite checks the stated scale, the inner loop does not
 def test_hundreds_of_tasks_stay_under_the_budget_and_say_what_was_left_out(tmp_path):
     cand = synthetic(500, 3)
     base = copy.deepcopy(cand)
