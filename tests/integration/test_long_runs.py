@@ -432,13 +432,16 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
     for i in range(1, 7):
         make_task(tmp_path / "tasks", f"R{i}")
     log = tmp_path / "agent.log"
+    slow = tmp_path / "slow"  # while it exists the agent takes its time: the session is killed with runs in flight
+    slow.touch()
     script = agent_script(
         tmp_path / "agent.py",
         f"""
         import time
         with open({str(log)!r}, "a") as fh:
             fh.write("start " + os.environ["AGENTDRIFT_TASK_ID"] + "\\n")
-        time.sleep(1.5)
+        if os.path.exists({str(slow)!r}):
+            time.sleep(1.5)
         report("complete", summary="nothing to change")
     """,
     )
@@ -482,6 +485,7 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
     kept = sorted(p.parent.parent.name for p in record.glob("raw/*/r1/run.json"))
     assert len(kept) >= 3
     started_before = log.read_text().split("\n")
+    slow.unlink()  # the resumed and the uninterrupted sessions need no runs in flight
 
     resumed = subprocess.run(
         [*args, "--agent-resume", "runs/k"], cwd=tmp_path, capture_output=True, text=True, timeout=300
