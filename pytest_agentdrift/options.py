@@ -220,7 +220,7 @@ TABLE: tuple[Option, ...] = (
     Option("with_items", "--agent-with", kind="list", ini="agent_with", help="addition: run the bundle plus PATH (from the current directory, ~/ for home) or plugin:DIR; repeatable"),
     Option("null", "--agent-null", kind="flag", help="with --agent-baseline: a null experiment (same runtime twice): report outcome flips and whether the gate would have fired"),
     Option("plan", "--agent-plan", parse=_path, help="a plan written by 'agentdrift plan --out': recorded into the run (pre-registration) and checked against what ran"),
-    Option("grading_cache", "--agent-grading-cache", env="AGENTDRIFT_GRADING_CACHE", help="directory that keeps grading results on the untouched task fixtures between sessions (default: pytest's cache directory when its cacheprovider is on; 'none' keeps them only for the session)"),
+    Option("grading_cache", "--agent-grading-cache", env="AGENTDRIFT_GRADING_CACHE", cli="--grading-cache", help="directory that keeps grading results on the untouched task fixtures between sessions (default: pytest's cache directory when its cacheprovider is on, none for agentdrift validate; 'none' keeps them only for the session)"),
 )
 # fmt: on
 

@@ -285,6 +285,8 @@ def _register_record_commands(sub: Any) -> None:
             ),
         ),
     )
+    add_cli_flags(v, "grading_cache")
+    add_ini_args(v)
     v.set_defaults(fn=cmd_validate)
     f = sub.add_parser("freeze", help="(re)write initial-tree.sha256 from repo/")
     f.add_argument("tasks", nargs="+")

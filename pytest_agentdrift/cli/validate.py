@@ -25,7 +25,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failures = 0
     with tempfile.TemporaryDirectory(prefix="agentdrift-validate-") as tmp:
         base = Path(tmp)
-        grader = Grader(iso, base / "grading", hide=base / "runs")
+        grader = Grader(iso, base / "grading", hide=base / "runs", cache_dir=_grading_cache(args))
         settings = RunSettings(isolation=iso)
         noop = CommandAdapter(f"{sys.executable} -c pass")
         ref = get_adapter(args.agent)
@@ -35,6 +35,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
         fdtree.drain_removals()  # the scratch trees under base the background remover still holds
     _out(f"{len(dirs) - failures} of {len(dirs)} task(s) valid")
     return EXIT_FAILED if failures else EXIT_OK
+
+
+def _grading_cache(args: argparse.Namespace) -> Path | None:
+    """The session's grading cache (the plugin's option, resolved as the plugin resolves it, from
+    the ini on): validating again does not grade the untouched fixtures again. None without one."""
+    from pytest_agentdrift.options import resolve_cli_flags
+
+    chosen = resolve_cli_flags(args, "grading_cache")["grading_cache"]
+    return None if not chosen or chosen.lower() == "none" else Path(chosen)
 
 
 def _validate_task(args: argparse.Namespace, spec, noop, ref, settings, grader, base: Path) -> bool:

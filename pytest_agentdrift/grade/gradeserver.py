@@ -51,6 +51,8 @@ from pytest_agentdrift.canonical import close_fds
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.tasks import fdtree
 
+EVALUATOR_COMPONENT = "grade_server_host"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
+
 GRADEHOOK_DIR = Path(__file__).parent / "gradehook"
 #: how long a new server may take to import pytest before the sandbox is given up (a loaded machine is slow)
 START_TIMEOUT_S = 120.0

@@ -33,6 +33,9 @@ import os
 import signal
 import sys
 
+# what a process ended with, and which limits stopped it, are read here for the agent and for every graded process
+EVALUATOR_COMPONENT = "sandbox_init"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
+
 
 def _parse(argv):
     go_fd = status_fd = None

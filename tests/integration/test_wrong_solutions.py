@@ -5,6 +5,7 @@ one in a session like any agent."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -137,6 +138,24 @@ def test_a_critical_failure_where_an_ordinary_one_is_expected_is_reported(task):
 def test_skip_wrong(task):
     proc = _validate("--skip-wrong", task)
     assert proc.returncode == 0 and "wrong solution" not in proc.stdout
+
+
+def test_validate_keeps_the_untouched_fixture_results_only_where_it_is_told(task, tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENTDRIFT_GRADING_CACHE")  # the suite's own cache, set for every test
+    told = tmp_path / "told"
+    first = _validate("--skip-wrong", "--grading-cache", told, task)
+    assert first.returncode == 0, first.stdout + first.stderr
+    kept = {p: p.read_bytes() for p in told.rglob("*") if p.is_file()}
+    assert kept  # the untouched fixture's results of the task's pytest and command checks
+    again = _validate("--skip-wrong", "--grading-cache", told, task)
+    assert again.stdout == first.stdout
+    assert {p: p.read_bytes() for p in told.rglob("*") if p.is_file()} == kept  # read, not graded again
+    # the plugin's variable speaks when the command line does not; 'none' keeps nothing
+    by_env = tmp_path / "by-env"
+    env = {**os.environ, "AGENTDRIFT_GRADING_CACHE": str(by_env)}
+    assert agentdrift("validate", "--skip-wrong", task, env=env).returncode == 0 and any(by_env.rglob("*"))
+    off = agentdrift("validate", "--skip-wrong", "--grading-cache", "none", task, env=env, cwd=tmp_path)
+    assert off.returncode == 0 and not (tmp_path / "none").exists()
 
 
 MALFORMED = [

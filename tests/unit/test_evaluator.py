@@ -23,7 +23,16 @@ def _declaring_file(root: Path, component: str) -> Path:
 
 
 def test_the_grading_components_are_declared():
-    assert {"checks", "scoring", "grade_plugin", "grade_launcher"} <= set(evaluator_components())
+    # the sandbox init and the grading server's host side decide exit codes, limits and guards of graded processes
+    assert {
+        "checks",
+        "scoring",
+        "grade_plugin",
+        "grade_launcher",
+        "grade_server",
+        "grade_server_host",
+        "sandbox_init",
+    } <= set(evaluator_components())
 
 
 def test_moving_a_module_keeps_the_evaluator_identity(package_copy: Path):

@@ -1,4 +1,5 @@
-"""The grading sandbox's resident process: one fork per graded process. Standard library only.
+"""The grading sandbox's resident process: one fork per graded process. It imports the standard
+library and the sandbox init's reaping helpers (run/sandboxinit.py, itself standard library only).
 
 launch.py, started as `python -P launch.py --serve CTL_FD` inside the grading
 sandbox (bubblewrap, under the run's limits), imports pytest and everything
