@@ -141,7 +141,7 @@ def test_skip_wrong(task):
 
 
 def test_validate_keeps_the_untouched_fixture_results_only_where_it_is_told(task, tmp_path, monkeypatch):
-    monkeypatch.delenv("AGENTDRIFT_GRADING_CACHE")  # the suite's own cache, set for every test
+    monkeypatch.delenv("AGENTDRIFT_GRADING_CACHE", raising=False)  # the suite's own cache, set for every test
     told = tmp_path / "told"
     first = _validate("--skip-wrong", "--grading-cache", told, task)
     assert first.returncode == 0, first.stdout + first.stderr
