@@ -8,9 +8,12 @@ later inherits them. So a server serves one run's checks and never an untouched
 fixture's run, whose result is kept for every later run (grade/gradeserver.py).
 """
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from test_checks import Lab
@@ -122,6 +125,34 @@ def test_a_timeout_ends_the_sandbox_and_the_next_process_gets_a_new_one(tmp_path
         "tests/test_calc.py::test_add": "passed",
         "tests/test_calc.py::test_zero": "passed",
     }
+
+
+def test_a_tmpdir_in_dev_shm_keeps_one_server_and_what_a_check_leaves_there_never_reaches_the_next(tmp_path):
+    # With TMPDIR in /dev/shm the Grader's directory is bound onto the sandbox's own /dev/shm: the
+    # server empties that tmpfs after each request without entering the bind (the harness's files)
+    # and removes what graded code wrote beside it, and is used again instead of started anew.
+    iso = sandbox.detect("auto")
+    if iso.mode != "bwrap" or not os.path.isdir("/dev/shm"):
+        pytest.skip("needs bubblewrap and a /dev/shm")
+    shm = Path(tempfile.mkdtemp(prefix="agentdrift-test-", dir="/dev/shm"))
+    grader = Grader(iso, shm / "grading")
+    try:
+        beside = shm / "left-by-a-check.txt"
+        # each prints when the server that forked it started (clock ticks since boot): one server, one time
+        server_start = "import os; print(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[19])"
+        top = "/dev/shm/left-at-the-top.txt"
+        leave = f"{server_start}; import pathlib; [pathlib.Path(p).write_text('for the next') for p in {[str(beside), top]!r}]"
+        look = f"{server_start}; import sys; sys.exit(3 if os.path.exists({str(beside)!r}) or os.path.exists({top!r}) else 0)"
+        tree = _tree(tmp_path / "t", "def add(a, b):\n    return a + b\n")
+        first, _ = grader.run_python(["python", "-c", leave], tree, 60)
+        second, _ = grader.run_python(["python", "-c", look], tree, 60)
+        assert (first.exit_code, second.exit_code) == (0, 0), (first, second)
+        assert first.stdout == second.stdout != ""  # the first request's server answered the second
+        assert not beside.exists()  # written on the sandbox's tmpfs, never the host's
+        assert (shm / "grading").is_dir()  # the harness's directory, untouched by the emptying
+    finally:
+        grader.server.close()
+        shutil.rmtree(shm, ignore_errors=True)
 
 
 def test_the_resident_server_refuses_to_serve_outside_a_pid_namespace_of_its_own():

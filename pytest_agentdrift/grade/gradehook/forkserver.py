@@ -212,19 +212,34 @@ def _no_sysv_ipc():
 
 def _empty(mounts):
     """Remove what the request left in the sandbox's own tmpfs mounts; False when something stays."""
-    import shutil
-
     for mount in mounts:
         try:
-            entries = list(os.scandir(mount))
-        except OSError:
+            if not _clear(mount, os.lstat(mount).st_dev):
+                return False
+        except (OSError, RecursionError):
             return False
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
+    return True
+
+
+def _clear(directory, device):
+    """Remove everything in directory that lives on its file system (device), depth first. A
+    mount of another file system inside it is the sandbox's own making (a harness directory under
+    a TMPDIR in /dev/shm is bound onto the sandbox's /dev/shm): never entered, and the directories
+    that lead to it stay, emptied of everything else. Graded code cannot mount (bubblewrap drops
+    every capability), so no request makes such a mount. True when nothing of the request stays."""
+    import errno
+
+    for entry in list(os.scandir(directory)):
+        if entry.stat(follow_symlinks=False).st_dev != device:
+            continue
+        if not entry.is_dir(follow_symlinks=False):
+            os.unlink(entry.path)
+            continue
+        if not _clear(entry.path, device):
+            return False
+        try:
+            os.rmdir(entry.path)
+        except OSError as exc:  # left standing only when all it holds is the way to a mount
+            if exc.errno not in (errno.ENOTEMPTY, errno.EBUSY):
                 return False
     return True
