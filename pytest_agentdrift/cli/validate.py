@@ -38,8 +38,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _grading_cache(args: argparse.Namespace) -> Path | None:
-    """The session's grading cache (the plugin's option, resolved as the plugin resolves it, from
-    the ini on): validating again does not grade the untouched fixtures again. None without one."""
+    """The grading cache the plugin's option names (flag, ini or variable, resolved as the plugin
+    resolves them): validating again does not grade the untouched fixtures again. None without one."""
     from pytest_agentdrift.options import resolve_cli_flags
 
     chosen = resolve_cli_flags(args, "grading_cache")["grading_cache"]
