@@ -113,6 +113,13 @@ class RealSession:
     def check(self, task_id: str, name: str) -> dict:
         return next(c for c in self.run(task_id)["checks"] if c["name"] == name)
 
+    def closing_event(self, task_id: str) -> dict:
+        """The run's one `final` event (how the product said the run ended), carrying the status of
+        the report the agent's last message held."""
+        (final,) = self.events(task_id, "final")
+        assert final["status"] == self.run(task_id)["report"]["status"], final
+        return final
+
 
 def run_session(
     tmp: Path,

@@ -139,6 +139,9 @@ def assert_matches_endpoint(session, task_id: str) -> None:
     }
     # the requested model is the one every request named
     assert len({c["model"] for c in calls}) == 1
+    # the result message closed the stream: a clean end, whatever the agent reported
+    final = session.closing_event(task_id)
+    assert (final["outcome"], final["subtype"]) == ("success", "success"), final
 
 
 def test_right_fix_runs_the_tests_and_passes(session):

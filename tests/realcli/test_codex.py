@@ -125,6 +125,8 @@ def assert_matches_endpoint(session, task_id: str) -> None:
     sent = exit_codes_sent_back(session, script)
     recorded = [e["exit_code"] for e in session.events(task_id, "command")]
     assert all(code in sent for code in recorded), (recorded, sent)
+    # turn.completed closed the stream: a clean end, whatever the agent reported
+    assert session.closing_event(task_id)["outcome"] == "success"
 
 
 def test_right_fix_under_codex_own_sandbox(session):

@@ -149,6 +149,8 @@ def assert_matches_endpoint(session, task_id: str) -> None:
     commands = session.events(task_id, "command")
     assert [c["exit_code"] for c in commands] == exit_codes_sent_back(session, script) == EXPECTED_EXITS[task_id]
     assert [c["ok"] for c in commands] == [code == 0 for code in EXPECTED_EXITS[task_id]]
+    # the CLI went idle at its end: a clean end, whatever the agent reported
+    assert session.closing_event(task_id)["outcome"] == "success"
 
 
 def test_right_fix(session):
