@@ -123,10 +123,10 @@ def _activate(config: pytest.Config) -> None:
 
 def _grading_cache_dir(config: pytest.Config, chosen: str | None) -> Path | None:
     """--agent-grading-cache, else pytest's own cache directory when its cacheprovider is on."""
-    from pytest_agentdrift.grade.fixturecache import PYTEST_CACHE_SUBDIR
+    from pytest_agentdrift.grade.fixturecache import PYTEST_CACHE_SUBDIR, named_directory
 
     if chosen:
-        return None if chosen.lower() == "none" else config.invocation_params.dir / chosen
+        return named_directory(chosen, config.invocation_params.dir)
     cache = getattr(config, "cache", None)
     return Path(cache.mkdir(PYTEST_CACHE_SUBDIR)) if cache is not None else None
 

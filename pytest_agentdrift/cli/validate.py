@@ -40,10 +40,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _grading_cache(args: argparse.Namespace) -> Path | None:
     """The grading cache the plugin's option names (flag, ini or variable, resolved as the plugin
     resolves them): validating again does not grade the untouched fixtures again. None without one."""
+    from pytest_agentdrift.grade.fixturecache import named_directory
     from pytest_agentdrift.options import resolve_cli_flags
 
     chosen = resolve_cli_flags(args, "grading_cache")["grading_cache"]
-    return None if not chosen or chosen.lower() == "none" else Path(chosen)
+    return named_directory(chosen, Path.cwd()) if chosen else None
 
 
 def _validate_task(args: argparse.Namespace, spec, noop, ref, settings, grader, base: Path) -> bool:

@@ -36,6 +36,12 @@ PYTEST_CACHE_SUBDIR = "agentdrift-grading"
 MAX_ENTRY_BYTES = 8 << 20
 
 
+def named_directory(chosen: str, base: Path) -> Path | None:
+    """The directory a grading-cache option names (relative to base), or None for 'none': the
+    results are then kept for the process only."""
+    return None if chosen.lower() == "none" else base / chosen
+
+
 @functools.cache
 def _harness_code() -> str:
     from pytest_agentdrift.grade.evaluator import code_digest

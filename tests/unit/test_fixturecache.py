@@ -112,3 +112,10 @@ def test_a_result_of_the_moment_is_never_kept(graded, tmp_path, monkeypatch):
     kept = [json.loads(p.read_text()) for p in (tmp_path / "cache").glob("*.json")]
     assert all("problems" in k for k in kept)  # only the command check's clean result
     assert len(kept) == 1
+
+
+def test_a_named_directory_is_relative_to_where_it_was_named_and_none_keeps_nothing(tmp_path):
+    # the plugin (from the invocation directory) and `agentdrift validate` (from its own) read it so
+    assert fixturecache.named_directory("cache", tmp_path) == tmp_path / "cache"
+    assert fixturecache.named_directory(str(tmp_path / "abs"), tmp_path / "elsewhere") == tmp_path / "abs"
+    assert fixturecache.named_directory("None", tmp_path) is None
