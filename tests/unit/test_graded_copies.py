@@ -2,12 +2,14 @@
 the grading sandbox or in a sandbox of its own, Python or not, gets a fresh copy of it, so what one
 check writes never reaches the next (grade/checks.py `_request_copy`)."""
 
+import os
 import shutil
 
 import pytest
 from test_checks import Lab
 
 from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.run import sandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the graded copies under bubblewrap")
 
@@ -73,10 +75,6 @@ def test_the_graded_tree_has_no_fixture_repository_but_keeps_a_nested_one(lab):
 def test_what_sits_beside_a_graded_tree_is_copied_as_it_is_never_through_a_link(tmp_path):
     # a link beside the tree stays a link in the graded process's directory: following it would put
     # the bytes of what it names (a hidden solution, a host file) where graded code reads
-    import os
-
-    from pytest_agentdrift.run import sandbox
-
     grader = Grader(sandbox.detect("auto"), tmp_path / "grading")
     secret = tmp_path / "task" / "hidden" / "solution.py"
     secret.parent.mkdir(parents=True)

@@ -3,6 +3,7 @@ an edited task is a new identity, for the spec loaded before the edit too (the r
 task held when it was graded, not only when it was loaded)."""
 
 import dataclasses
+import os
 
 from pytest_agentdrift.tasks import load
 from pytest_agentdrift.testing import make_task
@@ -32,8 +33,6 @@ def test_a_spec_loaded_again_sees_an_edited_task(tmp_path):
 
 
 def test_a_file_rewritten_to_its_old_size_and_time_is_hashed_again(tmp_path):
-    import os
-
     d = make_task(tmp_path, "LS3", repo={"a.py": "x = 1\n"})
     (d / "golden.txt").write_text("expected output\n")
     spec = load.load_task(d)
