@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ from pytest_agentdrift.cli.common import add_ini_args
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.run import scratch as scratch_dirs
 from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_REFUSED
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation
     from pytest_agentdrift.record import regrade as rg
     from pytest_agentdrift.tasks.fdtree import drain_removals, rmtree
 
-    scratch = Path(tempfile.mkdtemp(prefix="agentdrift-regrade-"))
+    scratch = scratch_dirs.make("regrade")
     limits = (results.get("settings") or {}).get("limits")  # graded code runs under the recorded run's limits
     grader = Grader(
         isolation,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any, Callable
 
 from pytest_agentdrift.agents.infra import InfraStopRule
 from pytest_agentdrift.record.spend import spend_text
+from pytest_agentdrift.run import scratch
 from pytest_agentdrift.run.budget import Budget, add_spend, parse_budget, run_spend, session_exhausted
 from pytest_agentdrift.run.progress import StatusBoard, TimeLedger
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
@@ -145,7 +145,7 @@ class LongRun:
         self.table()  # a bad price table is one usage error now, not a failure mid-session
         self._rootpath = Path(rootpath)
         self._args = list(args)
-        self.control_dir = Path(tempfile.mkdtemp(prefix="agentdrift-control-"))
+        self.control_dir = scratch.make("control")
         self._own_control_dir = True
         self.board = StatusBoard(self.control_dir, self.worker_id)
         if self.settings.resume is not None:

@@ -48,6 +48,13 @@ def _reserve_write_watch() -> None:
     reserve_instances()
 
 
+def _sweep_killed_sessions_scratch() -> None:
+    """Remove, in the background, the scratch directories that killed sessions left (run/scratch.py)."""
+    from pytest_agentdrift.run import scratch
+
+    scratch.sweep()
+
+
 class WorkerPlugin:
     def __init__(self, config: pytest.Config, runner: TaskRunner):
         self.config = config
@@ -119,6 +126,8 @@ class ControllerPlugin:
         if not s.active:
             return
         _resolve_agent(self.config, self.runner)
+        if s.agent_selected:
+            _sweep_killed_sessions_scratch()
         if s.agent_selected and not self.config.pluginmanager.has_plugin("dsession"):
             _reserve_write_watch()  # this process runs the agents (no xdist workers)
         try:

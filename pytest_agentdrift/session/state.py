@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,7 +149,9 @@ class TaskRunner:
     @property
     def base(self) -> Path:
         if self._base is None:
-            self._base = Path(tempfile.mkdtemp(prefix="agentdrift-"))
+            from pytest_agentdrift.run import scratch
+
+            self._base = scratch.make(keep=self.settings.keep_workdirs)
         return self._base
 
     @property

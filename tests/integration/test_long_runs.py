@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from helpers import run_pytest
 
+from pytest_agentdrift.run import scratch as scratch_dirs
+from pytest_agentdrift.run.scratch import OWNER_FILE
 from pytest_agentdrift.testing import (
     agent_cmd,
     agent_script,
@@ -427,6 +429,15 @@ def _processes_in(cwd: Path) -> list[int]:
     return found
 
 
+def _maker_running(directory: Path) -> bool:
+    """Whether the process that made a scratch directory (run/scratch.py's marker) is still running."""
+    try:
+        owner = json.loads((directory / OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return scratch_dirs._started(owner["pid"]) == owner["start"]
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
 def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs(tmp_path, sig):
     for i in range(1, 7):
@@ -462,9 +473,14 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
         "-n",
         "2",
     ]
+    # the sessions' own temporary directory: what the killed one leaves there is visible, and swept
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
     proc = subprocess.Popen(
         [*args, "--agent-record", "runs/k"],
         cwd=tmp_path,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         # SIGINT reaches the session even when this suite runs as a background job (SIGINT ignored, inherited)
@@ -486,11 +502,19 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
     assert len(kept) >= 3
     started_before = log.read_text().split("\n")
     slow.unlink()  # the resumed and the uninterrupted sessions need no runs in flight
+    left = sorted(scratch.glob("agentdrift-*"))
+    if sig == "SIGKILL":
+        assert left  # a killed controller cannot remove its control directory
+    deadline = time.monotonic() + 60
+    while any(_maker_running(p) for p in left):  # a worker may outlive its killed controller a while
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
 
     resumed = subprocess.run(
-        [*args, "--agent-resume", "runs/k"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        [*args, "--agent-resume", "runs/k"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert not [p for p in left if p.exists()]  # the next session removed what the killed one left
     starts = [ln.split()[1] for ln in log.read_text().splitlines() if ln.startswith("start ")]
     for tid in kept:
         assert starts.count(tid) == 1, (tid, starts)  # a finished run is never run again
