@@ -30,7 +30,7 @@ from pytest_agentdrift.cli.common import accepted_tokens, add_arguments, add_ini
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.options import OPTIONS, add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
 from pytest_agentdrift.vocabulary import (
     DECISION_FILE,
     EXIT_FAILED,
@@ -269,8 +269,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_record_commands(sub: Any) -> None:
     """validate, freeze, show, merge and summary."""
-    from pytest_agentdrift.run.sandbox import ISOLATION_MODES
-
     v = sub.add_parser("validate", help="check that tasks decide: fail untouched, pass the reference solution k of k")
     add_arguments(
         v,
@@ -278,14 +276,13 @@ def _register_record_commands(sub: Any) -> None:
             (("tasks",), {"nargs": "+"}),
             (("--k",), {"type": _positive, "default": 1}),
             (("--agent",), {"default": "reference", "help": "the agent whose solution must pass (default: reference)"}),
-            (("--isolation",), {"choices": ISOLATION_MODES, "default": OPTIONS["isolation"].default}),
             (
                 ("--skip-wrong",),
                 {"action": "store_true", "help": "do not play the tasks' wrong solutions (solution/wrong/*/)"},
             ),
         ),
     )
-    add_cli_flags(v, "grading_cache")
+    add_cli_flags(v, "isolation", "grading_cache")
     add_ini_args(v)
     v.set_defaults(fn=cmd_validate)
     f = sub.add_parser("freeze", help="(re)write initial-tree.sha256 from repo/")
@@ -302,7 +299,7 @@ def _register_record_commands(sub: Any) -> None:
     )
     m.add_argument("out")
     m.add_argument("shards", nargs="+")
-    m.add_argument("--accept-unobserved", action="append", default=None)
+    add_cli_flags(m, "accept_unobserved")
     add_ini_args(m)
     m.set_defaults(fn=cmd_merge)
     su = sub.add_parser(

@@ -19,11 +19,12 @@ from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK
 
 
 def cmd_task_expect(args: argparse.Namespace) -> int:
+    from pytest_agentdrift.options import resolve_cli_flags
     from pytest_agentdrift.run import sandbox
     from pytest_agentdrift.tasks.load import find_task_dirs, load_task
 
     dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
-    iso = sandbox.detect(args.isolation)
+    iso = sandbox.detect(resolve_cli_flags(args, "isolation")["isolation"])
     failures = 0
     for d in dirs:
         spec = load_task(d, recording_expectations=True)
@@ -73,12 +74,11 @@ def record_expectations(spec, isolation) -> tuple[list[str], bool]:
 
 
 def register(tsub, parser_class) -> None:
-    from pytest_agentdrift.options import OPTIONS
-    from pytest_agentdrift.run.sandbox import ISOLATION_MODES
+    from pytest_agentdrift.options import add_cli_flags
 
     ex = tsub.add_parser("expect", help="record the values a task's reference solution observes (`expected` files)")
     ex.add_argument("tasks", nargs="+", help="task directories, or directories of them")
-    ex.add_argument("--isolation", choices=ISOLATION_MODES, default=OPTIONS["isolation"].default)
+    add_cli_flags(ex, "isolation")
     ex.set_defaults(fn=cmd_task_expect)
 
 

@@ -281,8 +281,7 @@ _BUNDLE_SNAPSHOT: tuple[Argument, ...] = (
 
 
 def _task_new_arguments() -> tuple[Argument, ...]:
-    from pytest_agentdrift.options import OPTIONS, positive_float, positive_int
-    from pytest_agentdrift.run.sandbox import ISOLATION_MODES
+    from pytest_agentdrift.options import positive_float, positive_int
 
     return (
         (("dir",), {"help": "the task directory to write (must not exist, or be empty)"}),
@@ -317,7 +316,6 @@ def _task_new_arguments() -> tuple[Argument, ...]:
         (("--timeout",), {"type": positive_float, "default": 600.0}),
         (("--k",), {"type": positive_int, "default": 3, "help": "validation repetitions (default 3)"}),
         (("--no-validate",), {"action": "store_true", "help": "write the task without validating it"}),
-        (("--isolation",), {"choices": ISOLATION_MODES, "default": OPTIONS["isolation"].default}),
     )
 
 
@@ -339,6 +337,8 @@ def _plan_arguments() -> tuple[Argument, ...]:
 
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    from pytest_agentdrift.options import add_cli_flags
+
     _register_bundle(sub, parser_class)
     t = sub.add_parser("task", help="make tasks")
     tsub = t.add_subparsers(dest="task_command", required=True, parser_class=parser_class)
@@ -346,6 +346,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "new", help="freeze a task from a git repository and validate it (fails untouched, solution passes k of k)"
     )
     add_arguments(new, _task_new_arguments())
+    add_cli_flags(new, "isolation")
     new.set_defaults(fn=cmd_task_new)
     from pytest_agentdrift.cli.expect import register as register_task_expect
 

@@ -15,13 +15,14 @@ from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK
 def cmd_validate(args: argparse.Namespace) -> int:
     from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
     from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.options import resolve_cli_flags
     from pytest_agentdrift.run import sandbox
     from pytest_agentdrift.run.runner import RunSettings
     from pytest_agentdrift.tasks import fdtree
     from pytest_agentdrift.tasks.load import find_task_dirs, load_task
 
     dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
-    iso = sandbox.detect(args.isolation)
+    iso = sandbox.detect(resolve_cli_flags(args, "isolation")["isolation"])
     failures = 0
     with tempfile.TemporaryDirectory(prefix="agentdrift-validate-") as tmp:
         base = Path(tmp)

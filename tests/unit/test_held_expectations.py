@@ -19,6 +19,7 @@ from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.grade.checks import observation_problems
 from pytest_agentdrift.tasks.load import load_task, read_expectations
 from pytest_agentdrift.testing import FORGED_REPORTER, make_task
+from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_USAGE
 
 CALC_REPO = {
     "calc.py": "def add(a, b):\n    return a - b\n",
@@ -204,3 +205,25 @@ def test_added_lines_naming_the_grading_plugins_are_tamper_evidence():
         "pkg/env.py: key = os.environ['AGENTDRIFT_GRADE_CHANNEL']",
         "pkg/mod.py: g = sys.modules['agentdrift_grade']",
     ]
+
+
+def test_the_cli_reads_isolation_as_sessions_do(tmp_path, monkeypatch, capsys):
+    """`agentdrift task expect` takes --isolation from the flag, else from the ini's agent_isolation."""
+    from pytest_agentdrift.cli import main
+
+    task = make_task(
+        tmp_path / "tasks",
+        "HELD",
+        repo=CALC_REPO,
+        allowed=["calc.py"],
+        protected=["tests/**"],
+        checks=[HELD],
+        solution={"calc.py": "def add(a, b):\n    return a + b\n"},
+    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\nagent_isolation = bogus\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["task", "expect", str(task)]) == EXIT_USAGE
+    assert "agent_isolation" in capsys.readouterr().err
+    assert not (task / "expected").exists()
+    assert main(["task", "expect", str(task), "--isolation", "none"]) == EXIT_OK
+    assert json.loads((task / "expected" / "held.json").read_text())["check"] == "held"

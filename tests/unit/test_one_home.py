@@ -421,3 +421,34 @@ def test_a_planted_option_default_is_found(tmp_path):
     finally:
         planted.unlink()
     assert [h.split(" ", 1)[1] for h in hits] == ["seed=0", "backoff_s=30.0"]
+
+
+def _cli_actions() -> Iterator[tuple[str, object]]:
+    """(subcommand, argparse action) of every option of the agentdrift CLI."""
+    import argparse
+
+    from pytest_agentdrift.cli import build_parser
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, object]]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, f"{path} {name}".strip())
+            elif action.option_strings:
+                yield path, action
+
+    yield from walk(build_parser(), "")
+
+
+def test_every_cli_twin_of_a_plugin_option_is_built_from_its_declaration():
+    from pytest_agentdrift.options import TABLE
+
+    by_flag = {o.cli: o for o in TABLE if o.cli}
+    hand_made = [
+        f"agentdrift {name} {flag}"
+        for name, action in _cli_actions()
+        for flag in action.option_strings
+        if flag in by_flag and (action.dest != by_flag[flag].dest or action.help != by_flag[flag].help)
+    ]
+    assert hand_made == [], f"declared again by hand (use options.add_cli_flags): {hand_made}"
+    assert any(flag in by_flag for _, action in _cli_actions() for flag in action.option_strings)
