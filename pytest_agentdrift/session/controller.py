@@ -18,6 +18,7 @@ import pytest
 from pytest_agentdrift.compare.exitpolicy import pytest_reason
 from pytest_agentdrift.compare.outcome import Verdict
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.run import scratch
 from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
 from pytest_agentdrift.vocabulary import (
     COMPARISON_FILE,
@@ -46,13 +47,6 @@ def _reserve_write_watch() -> None:
     from pytest_agentdrift.run.watch import reserve_instances
 
     reserve_instances()
-
-
-def _sweep_killed_sessions_scratch() -> None:
-    """Remove, in the background, the scratch directories that killed sessions left (run/scratch.py)."""
-    from pytest_agentdrift.run import scratch
-
-    scratch.sweep()
 
 
 class WorkerPlugin:
@@ -127,7 +121,7 @@ class ControllerPlugin:
             return
         _resolve_agent(self.config, self.runner)
         if s.agent_selected:
-            _sweep_killed_sessions_scratch()
+            scratch.sweep()  # in the background: the scratch directories killed sessions left
         if s.agent_selected and not self.config.pluginmanager.has_plugin("dsession"):
             _reserve_write_watch()  # this process runs the agents (no xdist workers)
         try:
@@ -237,8 +231,8 @@ class ControllerPlugin:
         verdict, lines = self._write_record(results, self._decide(session, int(exitstatus), results, error))
         from pytest_agentdrift.record.report import summary_lines
 
-        self.final_lines = summary_lines(results) + self.comparison.lines + lines
-        self.final_lines.extend(self.info.longrun.final_lines(results, s.record))
+        closing = self.info.longrun.final_lines(results, s.record)
+        self.final_lines = [*summary_lines(results), *self.comparison.lines, *lines, *closing]
         self.verdict = verdict
         session.exitstatus = verdict.code
 
@@ -331,10 +325,8 @@ class ControllerPlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """The closing line, last: after pytest's own summary, whatever ended the session."""
-        if self.verdict is None:
-            return
         tr = config.pluginmanager.get_plugin("terminalreporter")
-        if tr is None:
+        if self.verdict is None or tr is None:
             return
         if self._exited_early and getattr(tr, "_keyboardinterrupt_memo", None) is not None:
             # our own pytest.exit already explained itself: no "!!! _pytest.outcomes.Exit" banner

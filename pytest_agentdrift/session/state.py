@@ -26,6 +26,7 @@ from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.options import Settings
 from pytest_agentdrift.record.results import new_run_id, utc_now
 from pytest_agentdrift.record.store import raw_path
+from pytest_agentdrift.run import scratch
 from pytest_agentdrift.session.experiments import ExperimentState
 from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED
 
@@ -88,10 +89,10 @@ class TaskRunner:
 
     # -- setup ------------------------------------------------------------------------
     def resolve_adapter(self, extra: dict[str, type[AgentAdapter]] | None = None) -> AgentAdapter | None:
-        if self.adapter is None and self.settings.agent_selected:
+        s = self.settings
+        if self.adapter is None and s.agent_selected:
             from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
 
-            s = self.settings
             self.adapter = CommandAdapter(s.cmd) if s.cmd else get_adapter(s.agent, extra)
         return self.adapter
 
@@ -149,8 +150,6 @@ class TaskRunner:
     @property
     def base(self) -> Path:
         if self._base is None:
-            from pytest_agentdrift.run import scratch
-
             self._base = scratch.make(keep=self.settings.keep_workdirs)
         return self._base
 
@@ -221,8 +220,7 @@ class TaskRunner:
         from pytest_agentdrift.record import payload as rp
 
         settings = self.run_settings()
-        # Whatever goes wrong while handling this one run is this run's `error`, with the
-        # reason (grade/attempt.py); the session, the other repetitions and tasks go on.
+        # what goes wrong while the harness handles this run makes it `undecided` (grade/attempt.py), nothing more
         run, result = attempt(
             spec,
             rep,
