@@ -3,13 +3,16 @@ control directory, regrade's), and the removal of those a killed process left be
 
 A process that ends normally removes its scratch directories itself. One that is killed (SIGKILL,
 a CI job's timeout, the OOM killer) cannot, and they hold copies of task trees and agents' private
-homes. So each is made with a marker naming its maker (PID, the process's start time, the boot and
-the PID namespace), and `sweep` removes a directory only when its marker shows, from this same boot
-and PID namespace, that no process with that PID and start time exists any more. Everything else is
-left alone: a directory without a readable marker (being made right now, kept on purpose with
---agent-keep-workdirs, or made by another version), one from another boot or PID namespace (a
-temporary directory shared with a container or another machine), one another user owns, and
-anything that is not a directory. Without /proc (not Linux) no marker is written and nothing is swept.
+homes. So each is made with a marker naming its maker (PID, the process's start time, the boot, the
+PID and time namespaces), and `sweep` removes a directory only when its marker shows, from this same
+boot and these namespaces, that no process with that PID and start time exists any more. Everything
+else is left alone: a directory without a readable marker (being made right now, kept on purpose
+with --agent-keep-workdirs, made by another version, or a marker that is a FIFO, a link or no
+JSON), one from another boot or namespace (a temporary directory shared with a container or
+another machine), one another user owns, one with a file system mounted inside, and anything that
+is not a directory. Each is checked again just before it is removed, on a thread of the sweep's own,
+its marker last: a removal cut short is finished by the next sweep. Without /proc, or with a /proc
+that is not this PID namespace's own, no marker is written and nothing is swept.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import os
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 PREFIX = "agentdrift-"
@@ -25,6 +29,7 @@ PREFIX = "agentdrift-"
 OWNER_FILE = ".agentdrift-owner"
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _PID_NS = "/proc/self/ns/pid"
+_TIME_NS = "/proc/self/ns/time"
 
 
 def make(kind: str = "", *, keep: bool = False) -> Path:
@@ -33,10 +38,12 @@ def make(kind: str = "", *, keep: bool = False) -> Path:
     path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-" if kind else PREFIX))
     owner = None if keep else _this_process()
     if owner is not None:
-        marker = path / OWNER_FILE
         part = path / f"{OWNER_FILE}.part"
-        part.write_text(json.dumps(owner), encoding="utf-8")
-        os.replace(part, marker)  # a sweeper reads a whole marker or none
+        try:
+            part.write_text(json.dumps(owner), encoding="utf-8")
+            os.replace(part, path / OWNER_FILE)  # a sweeper reads a whole marker or none
+        except OSError:
+            part.unlink(missing_ok=True)  # a full disk: the directory works, unmarked (never swept)
     return path
 
 
@@ -50,76 +57,124 @@ def stale(directory: str | None = None) -> list[Path]:
         entries = list(os.scandir(root))
     except OSError:
         return []
-    found = []
-    for entry in entries:
-        if not entry.name.startswith(PREFIX):
-            continue
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-            continue
-        owner = _read_marker(Path(entry.path) / OWNER_FILE)
-        if owner is None or (owner["boot"], owner["pidns"]) != here:
-            continue
-        if _started(owner["pid"]) != owner["start"]:
-            found.append(Path(entry.path))
-    return found
+    return [Path(e.path) for e in entries if e.name.startswith(PREFIX) and _maker_ended(Path(e.path), here)]
 
 
 def sweep(directory: str | None = None) -> list[Path]:
-    """Hand the stale scratch directories to the background remover; returns them."""
-    from pytest_agentdrift.tasks.fdtree import remove_later
+    """Remove the stale scratch directories on a thread of their own (a session's close never waits
+    for them; what an exit cuts short keeps its marker, removed last, for the next sweep). Returns them."""
+    try:
+        found = [(path, os.lstat(path)) for path in stale(directory)]
+    except OSError:
+        return []
+    if found:
+        threading.Thread(target=_remove_all, args=(found,), name="agentdrift-sweep", daemon=True).start()
+    return [path for path, _ in found]
 
-    found = stale(directory)
-    for path in found:
-        remove_later(path)
-    return found
+
+def _remove_all(found: list[tuple[Path, os.stat_result]]) -> None:
+    for path, seen in found:
+        try:
+            _remove(path, seen)
+        except Exception:  # noqa: BLE001 - housekeeping: what is left is tried again by the next sweep
+            pass
+
+
+def _remove(path: Path, seen: os.stat_result) -> None:
+    """Remove a stale directory, its marker last, if it is still the one found stale and holds no mount."""
+    from pytest_agentdrift.tasks.fdtree import rmtree
+
+    here = _here()
+    st = os.lstat(path)
+    if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) or here is None or not _maker_ended(path, here):
+        return
+    if _holds_a_mount(path):
+        return  # someone's file system is mounted in it: never removed through
+    for name in os.listdir(path):
+        if name != OWNER_FILE:
+            rmtree(path / name)
+    (path / OWNER_FILE).unlink(missing_ok=True)
+    os.rmdir(path)
+
+
+def _maker_ended(path: Path, here: tuple[str, int, int]) -> bool:
+    """Whether `path` is this user's directory whose marker names, from this boot and these
+    PID and time namespaces, a process that no longer exists. Anything unreadable: no."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            return False
+        owner = _read_marker(path / OWNER_FILE)
+        if owner is None or (owner["boot"], owner["pidns"], owner["timens"]) != here:
+            return False
+        return _started(owner["pid"]) != owner["start"]
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _read_marker(path: Path) -> dict | None:
+    """The marker, if it is a small regular file holding one; never blocks (a FIFO planted there)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as fh:
-            doc = json.loads(fh.read(4096))
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
         return None
-    if not isinstance(doc, dict):
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        doc = json.loads(os.read(fd, 4096))
+    except (OSError, ValueError, RecursionError):
         return None
-    fields = {"pid": int, "start": int, "boot": str, "pidns": int}
-    if any(type(doc.get(name)) is not kind for name, kind in fields.items()):
+    finally:
+        os.close(fd)
+    fields = {"pid": int, "start": int, "boot": str, "pidns": int, "timens": int}
+    if not isinstance(doc, dict) or any(type(doc.get(name)) is not kind for name, kind in fields.items()):
         return None
     return doc
 
 
+def _holds_a_mount(path: Path) -> bool:
+    inside = os.fsencode(os.path.join(path, ""))
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            points = [line.split(b" ")[4] for line in fh if line.count(b" ") > 4]
+    except OSError:
+        return True  # cannot tell: leave it
+    # mountinfo escapes space, tab, newline and backslash as octal
+    return any(p.replace(b"\\040", b" ").startswith(inside) for p in points)
+
+
 def _this_process() -> dict | None:
     here = _here()
-    start = _started(os.getpid())
+    try:
+        start = _started(os.getpid())
+    except (OSError, ValueError, IndexError):
+        return None
     if here is None or start is None:
         return None
-    return {"pid": os.getpid(), "start": start, "boot": here[0], "pidns": here[1]}
+    return {"pid": os.getpid(), "start": start, "boot": here[0], "pidns": here[1], "timens": here[2]}
 
 
-def _here() -> tuple[str, int] | None:
-    """This boot's id and this process's PID namespace."""
+def _here() -> tuple[str, int, int] | None:
+    """This boot's id and this process's PID and time namespaces; None when /proc is not this PID
+    namespace's own (a PID read there would name another process)."""
     try:
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return None
         with open(_BOOT_ID, encoding="ascii") as fh:
             boot = fh.read().strip()
-        return boot, os.stat(_PID_NS).st_ino
+        timens = os.stat(_TIME_NS).st_ino if os.path.exists(_TIME_NS) else 0
+        return boot, os.stat(_PID_NS).st_ino, timens
     except OSError:
         return None
 
 
 def _started(pid: int) -> int | None:
-    """When process `pid` started (clock ticks after boot, field 22 of /proc/PID/stat); None if there is none."""
+    """When process `pid` started (clock ticks after boot, field 22 of /proc/PID/stat); None when
+    there is no such process. Any other error is raised: an unreadable process is not an ended one."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             line = fh.read()
-    except OSError:
+    except (FileNotFoundError, ProcessLookupError):
         return None
     fields = line[line.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[19])  # fields after the command name start at field 3
-    except (IndexError, ValueError):
-        return None
+    return int(fields[19])  # fields after the command name start at field 3

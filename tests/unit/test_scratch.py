@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from pytest_agentdrift.run import scratch
-from pytest_agentdrift.tasks.fdtree import drain_removals
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times come from /proc")
 
@@ -36,9 +38,19 @@ def ended() -> tuple[int, int]:
 
 def marked_by(path, pid: int, start: int, **other) -> None:
     path.mkdir()
-    boot, pidns = scratch._here()
-    owner = {"pid": pid, "start": start, "boot": boot, "pidns": pidns, **other}
+    boot, pidns, timens = scratch._here()
+    owner = {"pid": pid, "start": start, "boot": boot, "pidns": pidns, "timens": timens, **other}
     (path / scratch.OWNER_FILE).write_text(json.dumps(owner))
+
+
+def gone(*paths, timeout: float = 30) -> bool:
+    """Whether the sweep's thread removed `paths` within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while any(os.path.lexists(p) for p in paths):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_a_scratch_directory_is_private_and_names_its_maker(tmpdir_here):
@@ -68,6 +80,8 @@ def test_what_an_ended_process_left_is_swept_and_nothing_else(tmpdir_here, ended
     marked_by(other_boot, pid, start, boot="another-boot")
     other_ns = tmpdir_here / "agentdrift-other-pidns"
     marked_by(other_ns, pid, start, pidns=1)
+    other_time = tmpdir_here / "agentdrift-other-timens"
+    marked_by(other_time, pid, start, timens=1)
     bad = tmpdir_here / "agentdrift-bad-marker"
     bad.mkdir()
     (bad / scratch.OWNER_FILE).write_text('{"pid": "1"}')
@@ -78,10 +92,9 @@ def test_what_an_ended_process_left_is_swept_and_nothing_else(tmpdir_here, ended
 
     assert sorted(p.name for p in scratch.stale()) == ["agentdrift-left", "agentdrift-reused"]
     assert sorted(p.name for p in scratch.sweep()) == ["agentdrift-left", "agentdrift-reused"]
-    assert drain_removals(timeout=30)
-    assert not left.exists() and not reused.exists()
+    assert gone(left, reused)
     assert (precious / "keep.txt").is_file()  # a link in a swept directory is removed, never followed
-    for path in (live, kept, other_boot, other_ns, bad, not_ours):
+    for path in (live, kept, other_boot, other_ns, other_time, bad, not_ours):
         assert path.is_dir(), path
     assert linked.is_symlink()
     assert not list(kept.iterdir())
@@ -90,9 +103,67 @@ def test_what_an_ended_process_left_is_swept_and_nothing_else(tmpdir_here, ended
 def test_a_marker_that_is_a_symlink_is_not_read(tmpdir_here, ended):
     pid, start = ended
     elsewhere = tmpdir_here / "owner.json"
-    boot, pidns = scratch._here()
-    elsewhere.write_text(json.dumps({"pid": pid, "start": start, "boot": boot, "pidns": pidns}))
+    boot, pidns, timens = scratch._here()
+    elsewhere.write_text(json.dumps({"pid": pid, "start": start, "boot": boot, "pidns": pidns, "timens": timens}))
     planted = tmpdir_here / "agentdrift-planted"
     planted.mkdir()
     (planted / scratch.OWNER_FILE).symlink_to(elsewhere)
     assert scratch.stale() == []
+
+
+@pytest.mark.parametrize("plant", ["fifo", "deep-json", "directory"])
+def test_a_planted_marker_neither_hangs_nor_breaks_the_sweep(tmpdir_here, plant):
+    planted = tmpdir_here / "agentdrift-planted"
+    planted.mkdir()
+    marker = planted / scratch.OWNER_FILE
+    if plant == "fifo":
+        os.mkfifo(marker)  # an open for reading would wait for a writer forever
+    elif plant == "deep-json":
+        marker.write_text("[" * 5000)  # RecursionError in json, not ValueError
+    else:
+        marker.mkdir()
+    swept = []
+    worker = threading.Thread(target=lambda: swept.append(scratch.sweep()), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "the sweep hangs on the planted marker"
+    assert swept == [[]] and planted.is_dir()
+
+
+def test_a_removal_cut_short_keeps_the_marker_for_the_next_sweep(tmpdir_here, ended, monkeypatch):
+    from pytest_agentdrift.tasks import fdtree
+
+    pid, start = ended
+    left = tmpdir_here / "agentdrift-left"
+    marked_by(left, pid, start)
+    for name in ("a", "b"):
+        (left / name).mkdir()
+        (left / name / "f").write_text("x")
+    real = fdtree.rmtree
+    removed = []
+
+    def cut_short(path):
+        removed.append(Path(path).name)
+        real(path)
+        if len(removed) == 2:
+            raise KeyboardInterrupt  # the process ends before the marker's turn
+
+    monkeypatch.setattr(fdtree, "rmtree", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        scratch._remove(left, os.lstat(left))
+    assert sorted(removed) == ["a", "b"] and (left / scratch.OWNER_FILE).is_file()  # the marker goes last
+    monkeypatch.setattr(fdtree, "rmtree", real)
+    assert scratch.sweep() == [left] and gone(left)
+
+
+def test_a_directory_holding_a_mount_is_never_removed_through():
+    assert scratch._holds_a_mount(Path("/"))  # /proc, at least, is mounted below it
+    assert not scratch._holds_a_mount(Path("/proc/self/fd"))
+
+
+def test_nothing_is_marked_or_swept_where_proc_is_another_namespaces(tmpdir_here, ended, monkeypatch):
+    pid, start = ended
+    marked_by(tmpdir_here / "agentdrift-left", pid, start)
+    monkeypatch.setattr(scratch.os, "getpid", lambda: 1)  # /proc/self names a different PID here
+    assert scratch._here() is None and scratch.stale() == []
+    assert not (scratch.make() / scratch.OWNER_FILE).exists()
