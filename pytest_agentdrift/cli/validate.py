@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 from pytest_agentdrift.cli.common import out as _out
@@ -16,7 +15,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
     from pytest_agentdrift.grade.checks import Grader
     from pytest_agentdrift.options import resolve_cli_flags
-    from pytest_agentdrift.run import sandbox
+    from pytest_agentdrift.run import sandbox, scratch
     from pytest_agentdrift.run.runner import RunSettings
     from pytest_agentdrift.tasks import fdtree
     from pytest_agentdrift.tasks.load import find_task_dirs, load_task
@@ -24,8 +23,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
     iso = sandbox.detect(resolve_cli_flags(args, "isolation")["isolation"])
     failures = 0
-    with tempfile.TemporaryDirectory(prefix="agentdrift-validate-") as tmp:
-        base = Path(tmp)
+    base = scratch.make("validate")  # marked: what a killed validation leaves, the next session removes
+    try:
         grader = Grader(iso, base / "grading", hide=base / "runs", cache_dir=_grading_cache(args))
         settings = RunSettings(isolation=iso)
         noop = CommandAdapter(f"{sys.executable} -c pass")
@@ -33,7 +32,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for d in dirs:
             spec = load_task(d)  # every file validated; initial-tree verified on each copy
             failures += not _validate_task(args, spec, noop, ref, settings, grader, base)
+    finally:
         fdtree.drain_removals()  # the scratch trees under base the background remover still holds
+        fdtree.rmtree(base)
     _out(f"{len(dirs) - failures} of {len(dirs)} task(s) valid")
     return EXIT_FAILED if failures else EXIT_OK
 

@@ -152,8 +152,11 @@ def test_validate_keeps_the_untouched_fixture_results_only_where_it_is_told(task
     assert {p: p.read_bytes() for p in told.rglob("*") if p.is_file()} == kept  # read, not graded again
     # the plugin's variable speaks when the command line does not; 'none' keeps nothing
     by_env = tmp_path / "by-env"
-    env = {**os.environ, "AGENTDRIFT_GRADING_CACHE": str(by_env)}
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    env = {**os.environ, "AGENTDRIFT_GRADING_CACHE": str(by_env), "TMPDIR": str(own_tmp)}
     assert agentdrift("validate", "--skip-wrong", task, env=env).returncode == 0 and any(by_env.rglob("*"))
+    assert list(own_tmp.iterdir()) == []  # its scratch directory removed
     off = agentdrift("validate", "--skip-wrong", "--grading-cache", "none", task, env=env, cwd=tmp_path)
     assert off.returncode == 0 and not (tmp_path / "none").exists()
 
