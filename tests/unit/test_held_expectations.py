@@ -55,17 +55,22 @@ def lab(tmp_path_factory):
     return Lab(tmp_path_factory.mktemp("held"))
 
 
-@pytest.fixture(scope="module")
-def held_task(lab):
-    d = make_task(
-        lab.root / "tasks",
+def calc_task(root: Path, checks: list[dict]) -> Path:
+    """The task HELD: calc.py's add subtracts, its reference solution adds."""
+    return make_task(
+        root,
         "HELD",
         repo=CALC_REPO,
         allowed=["calc.py"],
         protected=["tests/**"],
-        checks=[HELD, PLAIN],
+        checks=checks,
         solution={"calc.py": "def add(a, b):\n    return a + b\n"},
     )
+
+
+@pytest.fixture(scope="module")
+def held_task(lab):
+    d = calc_task(lab.root / "tasks", [HELD, PLAIN])
     lines, ok = record_expectations(load_task(d, recording_expectations=True), lab.iso)
     assert ok, lines
     return load_task(d)
@@ -211,15 +216,7 @@ def test_the_cli_reads_isolation_as_sessions_do(tmp_path, monkeypatch, capsys):
     """`agentdrift task expect` takes --isolation from the flag, else from the ini's agent_isolation."""
     from pytest_agentdrift.cli import main
 
-    task = make_task(
-        tmp_path / "tasks",
-        "HELD",
-        repo=CALC_REPO,
-        allowed=["calc.py"],
-        protected=["tests/**"],
-        checks=[HELD],
-        solution={"calc.py": "def add(a, b):\n    return a + b\n"},
-    )
+    task = calc_task(tmp_path / "tasks", [HELD])
     (tmp_path / "pytest.ini").write_text("[pytest]\nagent_isolation = bogus\n")
     monkeypatch.chdir(tmp_path)
     assert main(["task", "expect", str(task)]) == EXIT_USAGE
