@@ -176,7 +176,7 @@ class CgroupLayout:
             fields, rfields = left.split(), right.split()
             if len(fields) < 5 or len(rfields) < 3:
                 continue
-            mnt_root, point, fstype = fields[3], _unescape(fields[4]), rfields[0]
+            mnt_root, point, fstype = fields[3], unescape_mount_path(fields[4]), rfields[0]
             if mnt_root != "/":
                 continue  # a bind of part of a hierarchy: our path inside it is not knowable
             if fstype == "cgroup2" and v2_mount is None:
@@ -204,7 +204,8 @@ class CgroupLayout:
         return cls(controllers, tuple(notes))
 
 
-def _unescape(path: str) -> str:
+def unescape_mount_path(path: str) -> str:
+    """A mount point as /proc/PID/mountinfo spells it (space, tab, newline, backslash as octal), unescaped."""
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 

@@ -49,27 +49,28 @@ def make(kind: str = "", *, keep: bool = False) -> Path:
 
 def stale(directory: str | None = None) -> list[Path]:
     """This user's scratch directories in `directory` (the temporary directory) whose maker has ended."""
-    here = _here()
-    if here is None:
-        return []
-    root = directory or tempfile.gettempdir()
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return []
-    return [Path(e.path) for e in entries if e.name.startswith(PREFIX) and _maker_ended(Path(e.path), here)]
+    return [path for path, _ in _stale_entries(directory)]
 
 
 def sweep(directory: str | None = None) -> list[Path]:
     """Remove the stale scratch directories on a thread of their own (a session's close never waits
     for them; what an exit cuts short keeps its marker, removed last, for the next sweep). Returns them."""
-    try:
-        found = [(path, os.lstat(path)) for path in stale(directory)]
-    except OSError:
-        return []
+    found = _stale_entries(directory)
     if found:
         threading.Thread(target=_remove_all, args=(found,), name="agentdrift-sweep", daemon=True).start()
     return [path for path, _ in found]
+
+
+def _stale_entries(directory: str | None) -> list[tuple[Path, os.stat_result]]:
+    here = _here()
+    if here is None:
+        return []
+    try:
+        entries = list(os.scandir(directory or tempfile.gettempdir()))
+    except OSError:
+        return []
+    found = ((Path(e.path), e.name) for e in entries)
+    return [(path, st) for path, name in found if name.startswith(PREFIX) and (st := _stale_stat(path, here))]
 
 
 def _remove_all(found: list[tuple[Path, os.stat_result]]) -> None:
@@ -85,8 +86,8 @@ def _remove(path: Path, seen: os.stat_result) -> None:
     from pytest_agentdrift.tasks.fdtree import rmtree
 
     here = _here()
-    st = os.lstat(path)
-    if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) or here is None or not _maker_ended(path, here):
+    st = _stale_stat(path, here) if here is not None else None
+    if st is None or (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino):
         return
     if _holds_a_mount(path):
         return  # someone's file system is mounted in it: never removed through
@@ -97,30 +98,30 @@ def _remove(path: Path, seen: os.stat_result) -> None:
     os.rmdir(path)
 
 
-def _maker_ended(path: Path, here: tuple[str, int, int]) -> bool:
-    """Whether `path` is this user's directory whose marker names, from this boot and these
-    PID and time namespaces, a process that no longer exists. Anything unreadable: no."""
+def _stale_stat(path: Path, here: tuple[str, int, int]) -> os.stat_result | None:
+    """`path`'s lstat if it is this user's directory whose marker names, from this boot and these
+    PID and time namespaces, a process that no longer exists; else None (anything unreadable too)."""
     try:
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-            return False
+            return None
         owner = _read_marker(path / OWNER_FILE)
         if owner is None or (owner["boot"], owner["pidns"], owner["timens"]) != here:
-            return False
-        return _started(owner["pid"]) != owner["start"]
+            return None
+        return st if _started(owner["pid"]) != owner["start"] else None
     except (OSError, ValueError, IndexError):
-        return False
+        return None
 
 
 def _read_marker(path: Path) -> dict | None:
-    """The marker, if it is a small regular file holding one; never blocks (a FIFO planted there)."""
+    """The marker, if it is a small regular file holding one (canonical.open_regular: never a FIFO or a link)."""
+    from pytest_agentdrift.canonical import open_regular
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = open_regular(path)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         doc = json.loads(os.read(fd, 4096))
     except (OSError, ValueError, RecursionError):
         return None
@@ -133,14 +134,15 @@ def _read_marker(path: Path) -> dict | None:
 
 
 def _holds_a_mount(path: Path) -> bool:
-    inside = os.fsencode(os.path.join(path, ""))
+    from pytest_agentdrift.run.limits import unescape_mount_path
+
+    inside = os.path.join(path, "")
     try:
-        with open("/proc/self/mountinfo", "rb") as fh:
-            points = [line.split(b" ")[4] for line in fh if line.count(b" ") > 4]
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+            points = [unescape_mount_path(line.split(" ")[4]) for line in fh if line.count(" ") > 4]
     except OSError:
         return True  # cannot tell: leave it
-    # mountinfo escapes space, tab, newline and backslash as octal
-    return any(p.replace(b"\\040", b" ").startswith(inside) for p in points)
+    return any(p.startswith(inside) for p in points)
 
 
 def _this_process() -> dict | None:
@@ -170,11 +172,13 @@ def _here() -> tuple[str, int, int] | None:
 
 def _started(pid: int) -> int | None:
     """When process `pid` started (clock ticks after boot, field 22 of /proc/PID/stat); None when
-    there is no such process. Any other error is raised: an unreadable process is not an ended one."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            line = fh.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = line[line.rfind(b")") + 2 :].split()
-    return int(fields[19])  # fields after the command name start at field 3
+    there is no such process, or it has ended and only its exit status waits to be read (a zombie:
+    an orphan of a killed session whose reaper never waits). An unreadable one raises: not ended."""
+    from pytest_agentdrift.run.sandbox import proc_stat
+
+    fields = proc_stat(pid)  # the fields after the command name: the state first, field 22 the 20th
+    if len(fields) > 19:
+        return int(fields[19]) if fields[0] != b"Z" else None
+    if os.path.lexists(f"/proc/{pid}"):
+        raise OSError(f"/proc/{pid}/stat cannot be read")
+    return None

@@ -167,3 +167,19 @@ def test_nothing_is_marked_or_swept_where_proc_is_another_namespaces(tmpdir_here
     monkeypatch.setattr(scratch.os, "getpid", lambda: 1)  # /proc/self names a different PID here
     assert scratch._here() is None and scratch.stale() == []
     assert not (scratch.make() / scratch.OWNER_FILE).exists()
+
+
+def test_a_maker_that_ended_unreaped_is_ended(tmpdir_here):
+    """An orphan of a killed session is a zombie under a reaper that never waits: it has ended."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    start = scratch._started(proc.pid)
+    left = tmpdir_here / "agentdrift-zombie"
+    marked_by(left, proc.pid, start)
+    assert scratch.stale() == []  # running
+    proc.stdin.close()
+    deadline = time.monotonic() + 30
+    while scratch.stale() == []:  # exited, not yet waited for
+        assert time.monotonic() < deadline and os.path.exists(f"/proc/{proc.pid}")
+        time.sleep(0.02)
+    assert scratch.stale() == [left]
+    proc.wait()
