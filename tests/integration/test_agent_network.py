@@ -91,6 +91,7 @@ report("complete", summary=json.dumps(results), answer=json.dumps({
 """
 
 
+@pytest.mark.slow  # starts agent sessions
 @pytest.mark.parametrize("isolation", ["bwrap", "none"])
 def test_api_through_proxy_rest_refused(pytester, api_server, isolation, monkeypatch):
     if isolation == "bwrap" and detect("auto").mode != "bwrap":

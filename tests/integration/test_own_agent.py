@@ -127,7 +127,9 @@ def _tls_server(tmp: Path):
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(cert, key)
     srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(
+        target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    ).start()  # a prompt shutdown()
     return srv, cert.read_text(), seen
 
 

@@ -201,7 +201,10 @@ class ScriptedEndpoint:
             server.socket = self._tls_context().wrap_socket(server.socket, server_side=True)
         self._server = server
         self._port = server.server_address[1]
-        self._thread = threading.Thread(target=server.serve_forever, name="scripted-endpoint", daemon=True)
+        # stop() waits for the loop to look at its flag again: a short poll, not the default half second
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="scripted-endpoint", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

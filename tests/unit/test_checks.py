@@ -18,6 +18,9 @@ from pytest_agentdrift.run.runner import RunEvidence, RunSettings, run_agent
 from pytest_agentdrift.tasks.load import TaskSpec, load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 
+# every test plays an agent's change and grades it (a sandboxed run, a grading sandbox): the full suite's
+pytestmark = pytest.mark.slow
+
 ALL_EFFECTS = {
     "network": True,
     "writes_outside": True,

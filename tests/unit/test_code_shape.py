@@ -7,7 +7,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).parents[2] / "pytest_agentdrift"
+import pytest
+from package_source import GROUP, PACKAGE, modules, nodes
+
+pytestmark = pytest.mark.xdist_group(GROUP)
 #: session/ is wiring: policy, results and records live in the stage folders
 SESSION_LINES_BELOW = 1500
 LONGEST_FUNCTION = 120
@@ -15,17 +18,12 @@ LONG_FUNCTION = 50
 LONG_FUNCTIONS_AT_MOST = 20
 
 
-def _package_sources() -> list[Path]:
-    return [p for p in sorted(PACKAGE.rglob("*.py")) if "suite" not in p.relative_to(PACKAGE).parts]
-
-
 def function_lengths(path: Path) -> list[tuple[int, str]]:
     """(lines, name) of every function and method in the file, decorators not counted."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
     where = path.relative_to(PACKAGE) if path.is_relative_to(PACKAGE) else path.name
     return [
         (node.end_lineno - node.lineno + 1, f"{where}:{node.name}")
-        for node in ast.walk(tree)
+        for node in nodes(path)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     ]
 
@@ -36,7 +34,7 @@ def test_the_pytest_layer_stays_wiring():
 
 
 def test_functions_do_one_job():
-    lengths = [row for path in _package_sources() for row in function_lengths(path)]
+    lengths = [row for path in modules() for row in function_lengths(path)]
     assert len(lengths) > 1000  # the whole package was read
     too_long = [row for row in lengths if row[0] > LONGEST_FUNCTION]
     long = sorted((row for row in lengths if row[0] > LONG_FUNCTION), reverse=True)

@@ -86,6 +86,7 @@ def _grade(root: Path, spec, iso, run, cache: Path | None) -> tuple[dict, int]:
     return results, before_runs
 
 
+@pytest.mark.slow  # sandboxed runs and grading
 def test_a_second_session_reads_the_untouched_fixture_results_and_grades_the_same(graded, tmp_path):
     root, spec, iso, run = graded
     first, first_runs = _grade(root, spec, iso, run, tmp_path / "cache")
@@ -99,6 +100,7 @@ def test_a_second_session_reads_the_untouched_fixture_results_and_grades_the_sam
     assert without_runs == 2 and without == first
 
 
+@pytest.mark.slow
 def test_a_result_of_the_moment_is_never_kept(graded, tmp_path, monkeypatch):
     root, spec, iso, run = graded
     real = Grader.run_grading_pytest

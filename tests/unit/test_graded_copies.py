@@ -38,6 +38,7 @@ def lab(tmp_path_factory):
     return lab
 
 
+@pytest.mark.slow  # grading sandboxes
 @pytest.mark.parametrize("served", [True, False], ids=["grading-sandbox", "sandbox-of-its-own"])
 def test_no_check_sees_what_an_earlier_check_wrote(lab, served):
     checks = [
@@ -56,6 +57,7 @@ def test_no_check_sees_what_an_earlier_check_wrote(lab, served):
     assert grader.server.served == (2 if served else 0)
 
 
+@pytest.mark.slow
 def test_the_graded_tree_has_no_fixture_repository_but_keeps_a_nested_one(lab):
     look = "import os, sys; sys.exit(0 if os.path.isfile('sub/.git/kept') and not os.path.lexists('.git') else 1)"
     spec = lab.task(

@@ -21,7 +21,10 @@ from test_checks import Lab
 from pytest_agentdrift.grade.checks import Grader
 from pytest_agentdrift.run import sandbox
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the grading server runs under bubblewrap")
+pytestmark = [
+    pytest.mark.slow,  # each test starts grading sandboxes
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="the grading server runs under bubblewrap"),
+]
 
 # lowers the file-size limit of the server that forked it (only when served: elsewhere the parent
 # may be the harness itself)

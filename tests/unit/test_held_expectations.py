@@ -76,6 +76,7 @@ def held_task(lab):
     return load_task(d)
 
 
+@pytest.mark.slow  # records and grades in sandboxes
 def test_recorded_from_the_reference_solution(held_task):
     doc = json.loads((held_task.path / "expected" / "held.json").read_text())
     assert doc == {
@@ -87,12 +88,14 @@ def test_recorded_from_the_reference_solution(held_task):
     }
 
 
+@pytest.mark.slow
 def test_honest_fix_passes_and_says_what_the_harness_compared(lab, held_task):
     _, res = lab.go(held_task, FIX)
     assert res["held"].passed is True, res["held"].detail
     assert res["held"].detail == "2 frozen test(s) passed; 2 test(s) observed the values the harness holds"
 
 
+@pytest.mark.slow
 def test_unfixed_code_fails_on_the_values_although_every_test_passed_in_process(lab, held_task):
     _, res = lab.go(held_task, "pass\n")
     assert res["plain"].passed is True  # the tests only observe: in-process nothing fails
@@ -104,6 +107,7 @@ def test_unfixed_code_fails_on_the_values_although_every_test_passed_in_process(
     )
 
 
+@pytest.mark.slow
 def test_a_forged_reporter_passes_a_plain_pytest_check_but_not_a_held_one(lab, held_task):
     body = f"Path('calc.py').write_text({(FORGED_REPORTER + 'def add(a, b):' + chr(10) + '    return a - b' + chr(10))!r})\n"
     _, res = lab.go(held_task, body)
@@ -180,6 +184,7 @@ def test_recorded_text_is_one_test_per_line_and_reads_back(tmp_path):
     assert read_expectations(path) == {"t::a": [["x", "1"]], "t::b": [["y", "'2'"]]}
 
 
+@pytest.mark.slow
 def test_recording_refuses_when_the_reference_solution_observes_wrongly(lab):
     d = make_task(
         lab.root / "tasks",
@@ -212,6 +217,7 @@ def test_added_lines_naming_the_grading_plugins_are_tamper_evidence():
     ]
 
 
+@pytest.mark.slow
 def test_the_cli_reads_isolation_as_sessions_do(tmp_path, monkeypatch, capsys):
     """`agentdrift task expect` takes --isolation from the flag, else from the ini's agent_isolation."""
     from pytest_agentdrift.cli import main

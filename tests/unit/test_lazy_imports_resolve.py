@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import ast
 import importlib
-from pathlib import Path
 
-import pytest_agentdrift
+import pytest
+from package_source import GROUP, PACKAGE, modules, nodes
 
-PACKAGE = Path(pytest_agentdrift.__file__).parent
+pytestmark = pytest.mark.xdist_group(GROUP)
 
 
 def _package_imports():
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE).parts
-        if "suite" in parts or "gradehook" in parts:  # task data; the grading plugins run in their own process
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for path in modules(skip=("gradehook",)):  # the grading plugins run in their own process
+        for node in nodes(path):
             if (
                 isinstance(node, ast.ImportFrom)
                 and node.level == 0

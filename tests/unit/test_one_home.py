@@ -26,10 +26,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from package_source import GROUP, PACKAGE, modules, nodes
 
 from pytest_agentdrift import vocabulary
 
-PACKAGE = Path(vocabulary.__file__).parent
+pytestmark = pytest.mark.xdist_group(GROUP)
+
 HOME = Path(vocabulary.__file__)
 FILE_NAMES = {
     name: getattr(vocabulary, name)
@@ -65,28 +67,15 @@ NAMED_OUTCOMES = {
 
 def _modules() -> Iterator[Path]:
     """Every module of the package but the home (the bundled suite is task data, not the harness)."""
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path != HOME and "suite" not in path.relative_to(PACKAGE).parts:
-            yield path
-
-
-@functools.cache
-def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"))
-
-
-@functools.cache
-def _nodes(path: Path) -> tuple[ast.AST, ...]:
-    """Every node of the module, walked once for all the checks."""
-    return tuple(ast.walk(_tree(path)))
+    return (path for path in modules() if path != HOME)
 
 
 @functools.cache
 def _literals(path: Path) -> frozenset[str]:
-    docstrings = {id(n.value) for n in _nodes(path) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    docstrings = {id(n.value) for n in nodes(path) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
     return frozenset(
         node.value
-        for node in _nodes(path)
+        for node in nodes(path)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
     )
 
@@ -122,7 +111,7 @@ def _mentions_key(node: ast.AST, key: str) -> bool:
 
 def _compared_with(path: Path, key: str) -> Iterator[tuple[ast.Compare, ast.AST]]:
     """(comparison, the side it compares against) for each comparison in `path` that reads the field `key`."""
-    for node in _nodes(path):
+    for node in nodes(path):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(_mentions_key(side, key) for side in sides):
@@ -157,7 +146,7 @@ def test_each_exception_is_still_needed(name, module):
 def item_path_definitions(path: Path) -> list[str]:
     """Where `path` spells a run's key (`<task>/r<rep>`) or its raw directory (`raw/...`) itself."""
     found = []
-    for node in _nodes(path):
+    for node in nodes(path):
         if isinstance(node, ast.JoinedStr):
             parts = [_string(v) for v in node.values]
             if any(p is not None and p.endswith("/r") for p in parts[:-1]):
@@ -185,7 +174,7 @@ def schema_version_definitions(path: Path) -> list[str]:
     """Where `path` writes or expects a schema version of its own: a number as the value of
     `schema_version`, compared with one, or a name for one."""
     found = []
-    for node in _nodes(path):
+    for node in nodes(path):
         if isinstance(node, ast.Dict):
             found += [
                 f"{_where(path, v)}: schema_version {v.value} written"
@@ -227,7 +216,7 @@ def outcome_definitions(path: Path) -> list[str]:
     """Where `path` defines an outcome fact again: a name bound to an outcome, a group of outcomes
     (error-like, unscored, ...) typed out, or a named outcome compared as a literal."""
     found = []
-    for node in _nodes(path):
+    for node in nodes(path):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and _string(node.value) in OWN_OUTCOMES:
             found.append(f"{_where(path, node)}: a name for the outcome {_string(node.value)!r}")
         elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) >= 2:
@@ -271,7 +260,7 @@ def exit_code_definitions(path: Path) -> list[str]:
     """Where `path` writes an exit code as a number: exiting with one, comparing a status with one,
     or naming a group of them."""
     found = []
-    for node in _nodes(path):
+    for node in nodes(path):
         if isinstance(node, ast.Call) and _name(node.func) in ("exit", "_exit", "SystemExit") and node.args:
             if _codes(node.args[0]):
                 found.append(f"{_where(path, node)}: exits with {ast.unparse(node.args[0])}")
@@ -371,7 +360,7 @@ OPTION_PARAMETERS = {"backoff_s": "retry_backoff"}
 def _literal_option_defaults(path: Path, defaults: dict[str, object]) -> list[str]:
     """`name=<literal>` parameters of path's functions, named after an option, whose literal is its default."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in nodes(path):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         if isinstance(node, ast.ClassDef):  # dataclass fields: `name: type = <literal>`
@@ -403,12 +392,7 @@ def _option_defaults() -> dict[str, object]:
 
 def test_no_stage_writes_an_option_default_again():
     defaults = _option_defaults()
-    found = [
-        hit
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if path.name != "options.py" and "suite" not in path.relative_to(PACKAGE).parts
-        for hit in _literal_option_defaults(path, defaults)
-    ]
+    found = [hit for path in modules() if path.name != "options.py" for hit in _literal_option_defaults(path, defaults)]
     assert found == [], f"option defaults written again (read them from vocabulary.py): {found}"
 
 

@@ -349,6 +349,7 @@ def recorded_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # a real session records
 def test_real_recorded_run_matches_the_schema(recorded_run):
     results = json.loads((recorded_run / "results.json").read_text())
     assert schema_problems(results) == []
@@ -385,6 +386,7 @@ def test_real_recorded_run_matches_the_schema(recorded_run):
     assert load_run(recorded_run) == results
 
 
+@pytest.mark.slow
 def test_schema_catches_a_damaged_real_run(recorded_run):
     results = json.loads((recorded_run / "results.json").read_text())
     broken = copy.deepcopy(results)
@@ -396,6 +398,7 @@ def test_schema_catches_a_damaged_real_run(recorded_run):
     ]
 
 
+@pytest.mark.slow
 def test_recording_into_a_complete_run_is_refused_and_untouched(recorded_run, tmp_path):
     before = {p.relative_to(recorded_run).as_posix(): p.read_bytes() for p in recorded_run.rglob("*") if p.is_file()}
     shutil.copytree(FIXTURES / "EX01-fix-discount", tmp_path / "EX01-fix-discount")
