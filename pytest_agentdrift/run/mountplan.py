@@ -700,10 +700,32 @@ def named_paths(argv: Iterable[str]) -> list[tuple[str, str]]:
     return out
 
 
+#: where the harness's scratch goes when the temporary directory lies under /dev
+OUTSIDE_DEV = ("/tmp", "/var/tmp")
+
+
+def work_root(tmp: str) -> str:
+    """Where the harness makes its scratch (work trees, private homes): `tmp`, unless it lies under
+    /dev (TMPDIR=/dev/shm/...). An agent's own sandbox may mount a /dev of its own over the one it
+    is shown (Codex's bubblewrap does): a work tree there vanishes from the agent's tools, every
+    edit fails, and the run would be scored as the agent's failure. The first writable of
+    OUTSIDE_DEV then (tmp itself when there is none)."""
+    if not _under_dev(tmp):
+        return tmp
+    usable = (d for d in OUTSIDE_DEV if os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK) and not _under_dev(d))
+    return next(usable, tmp)
+
+
+def _under_dev(path: str) -> bool:
+    real = _real(path)
+    return real == "/dev" or real.startswith("/dev/")
+
+
 def code_dirs(named: Iterable[tuple[str, str]], hidden: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]]:
     """The directory of each file the command names, where it may be shown: never a hidden path
     or a directory above one (the project itself, the records), a home or above, the temporary
-    directory or the root; those stay hidden and `hidden_imports` says what the agent misses."""
+    directory or the scratch directories' own (run/scratch.py) or the root; those stay hidden and
+    `hidden_imports` says what the agent misses."""
     out = []
     for path, _ in named:
         if os.path.isfile(path) and code_dir_shown(os.path.dirname(_real(path)), hidden):
@@ -714,7 +736,8 @@ def code_dirs(named: Iterable[tuple[str, str]], hidden: Iterable[str | os.PathLi
 def code_dir_shown(directory: str, hidden: Iterable[str | os.PathLike[str]]) -> bool:
     import tempfile
 
-    tops = [_real(h) for h in hidden if h] + [_real(tempfile.gettempdir())]
+    tmp = tempfile.gettempdir()
+    tops = [_real(h) for h in hidden if h] + [_real(tmp), _real(work_root(tmp))]
     return (
         directory not in ("/", "/usr", "/usr/local")
         and not _is_home_or_above(directory)

@@ -1,5 +1,6 @@
 """The harness's own scratch directories in the system's temporary directory (a session's base, its
-control directory, regrade's), and the removal of those a killed process left behind.
+control directory, regrade's), and the removal of those a killed process left behind. A temporary
+directory under /dev is not used for them (`base`).
 
 A process that ends normally removes its scratch directories itself. One that is killed (SIGKILL,
 a CI job's timeout, the OOM killer) cannot, and they hold copies of task trees and agents' private
@@ -32,10 +33,24 @@ _PID_NS = "/proc/self/ns/pid"
 _TIME_NS = "/proc/self/ns/time"
 
 
+def base() -> str:
+    """The directory scratch directories are made in: the temporary directory, or somewhere else
+    when it lies under /dev (mountplan.work_root says why)."""
+    from pytest_agentdrift.run.mountplan import work_root
+
+    return work_root(tempfile.gettempdir())
+
+
+def moved_from() -> str | None:
+    """The temporary directory, when scratch goes elsewhere (see `base`)."""
+    tmp = tempfile.gettempdir()
+    return tmp if base() != tmp else None
+
+
 def make(kind: str = "", *, keep: bool = False) -> Path:
-    """A new private directory `agentdrift-[KIND-]XXXXXXXX` in the temporary directory, marked as this
-    process's unless it is to be kept (--agent-keep-workdirs: what a killed session left is the user's to read)."""
-    path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-" if kind else PREFIX))
+    """A new private directory `agentdrift-[KIND-]XXXXXXXX` in `base()`, marked as this process's
+    unless it is to be kept (--agent-keep-workdirs: what a killed session left is the user's to read)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-" if kind else PREFIX, dir=base()))
     owner = None if keep else _this_process()
     if owner is not None:
         part = path / f"{OWNER_FILE}.part"
@@ -48,7 +63,7 @@ def make(kind: str = "", *, keep: bool = False) -> Path:
 
 
 def stale(directory: str | None = None) -> list[Path]:
-    """This user's scratch directories in `directory` (the temporary directory) whose maker has ended."""
+    """This user's scratch directories in `directory` (`base()`) whose maker has ended."""
     return [path for path, _ in _stale_entries(directory)]
 
 
@@ -66,7 +81,7 @@ def _stale_entries(directory: str | None) -> list[tuple[Path, os.stat_result]]:
     if here is None:
         return []
     try:
-        entries = list(os.scandir(directory or tempfile.gettempdir()))
+        entries = list(os.scandir(directory or base()))
     except OSError:
         return []
     found = ((Path(e.path), e.name) for e in entries)

@@ -17,7 +17,9 @@ model calls one tool, `exec` (JavaScript that calls nested tools such as
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 
 import pytest
 from realcli_helpers import assert_no_planted_key, needs_cli, run_session
@@ -216,3 +218,18 @@ def test_capacity_server_and_sign_in_errors_after_one_request_each(error_session
         assert "stdin" not in run_["infra_error"]["evidence"]
     assert "-c" in error_session.manifest["identity"]["command"]
     assert error_session.out.strip().splitlines()[-1].startswith("agentdrift: exit 4")
+
+
+@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="needs a writable /dev/shm")
+def test_a_temporary_directory_under_dev_does_not_hide_the_work_tree_from_codex_own_sandbox(tmp_path_factory):
+    # Codex's bubblewrap mounts a /dev of its own: a work tree in TMPDIR=/dev/shm/... vanishes from
+    # its tools ("Failed to write file"), and the run would be scored as Codex's failure
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        env = {**ENV, "TMPDIR": shm}
+        scripts = {"volume-discount test": SCRIPTS["volume-discount test"]}
+        session = run_session(
+            tmp_path_factory.mktemp("realcli-shm"), "codex", scripts, env, ("T02",), home_files=CONFIG
+        )
+    assert session.ret == 0, session.out
+    assert session.run("T02")["outcome"] == "passed"
+    assert f"agentdrift: work trees in /tmp, not {shm}" in session.out

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import scratch
+from pytest_agentdrift.run import mountplan, scratch
+from pytest_agentdrift.tasks.fdtree import rmtree as fdtree_rmtree
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times come from /proc")
 
@@ -183,3 +184,26 @@ def test_a_maker_that_ended_unreaped_is_ended(tmpdir_here):
         time.sleep(0.02)
     assert scratch.stale() == [left]
     proc.wait()
+
+
+@pytest.mark.skipif(
+    not os.access("/dev/shm", os.W_OK) or not os.access("/tmp", os.W_OK), reason="needs /dev/shm and /tmp"
+)
+def test_a_temporary_directory_under_dev_is_not_where_work_trees_go(monkeypatch):
+    # an agent's own sandbox (Codex's bubblewrap) mounts a /dev of its own: a tree there vanishes
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        monkeypatch.setattr(tempfile, "tempdir", shm)
+        assert (scratch.base(), scratch.moved_from()) == ("/tmp", shm)
+        made = scratch.make("test")
+        try:
+            assert made.parent == Path("/tmp") and (made / scratch.OWNER_FILE).is_file()
+        finally:
+            fdtree_rmtree(made)
+        # the scratch's own directory is never shown as an agent's code directory
+        assert not mountplan.code_dir_shown("/tmp", [])
+        assert mountplan.code_dir_shown("/opt/my-agent", [])
+
+
+def test_a_temporary_directory_elsewhere_is_used_as_it_is(tmpdir_here):
+    assert (scratch.base(), scratch.moved_from()) == (str(tmpdir_here), None)
+    assert scratch.make("test").parent == tmpdir_here
