@@ -63,7 +63,7 @@ def make(kind: str = "", *, keep: bool = False) -> Path:
 
 
 def stale(directory: str | None = None) -> list[Path]:
-    """This user's scratch directories in `directory` (`base()`) whose maker has ended."""
+    """This user's scratch directories in `directory` (`base()` and the temporary directory) whose maker has ended."""
     return [path for path, _ in _stale_entries(directory)]
 
 
@@ -80,12 +80,17 @@ def _stale_entries(directory: str | None) -> list[tuple[Path, os.stat_result]]:
     here = _here()
     if here is None:
         return []
+    # and the temporary directory when scratch goes elsewhere: what a killed session made there before
+    places = [directory] if directory else list(dict.fromkeys([base(), tempfile.gettempdir()]))
+    found = ((Path(e.path), e.name) for place in places for e in _entries(place))
+    return [(path, st) for path, name in found if name.startswith(PREFIX) and (st := _stale_stat(path, here))]
+
+
+def _entries(directory: str) -> list[os.DirEntry]:
     try:
-        entries = list(os.scandir(directory or base()))
+        return list(os.scandir(directory))
     except OSError:
         return []
-    found = ((Path(e.path), e.name) for e in entries)
-    return [(path, st) for path, name in found if name.startswith(PREFIX) and (st := _stale_stat(path, here))]
 
 
 def _remove_all(found: list[tuple[Path, os.stat_result]]) -> None:

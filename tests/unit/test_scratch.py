@@ -207,3 +207,14 @@ def test_a_temporary_directory_under_dev_is_not_where_work_trees_go(monkeypatch)
 def test_a_temporary_directory_elsewhere_is_used_as_it_is(tmpdir_here):
     assert (scratch.base(), scratch.moved_from()) == (str(tmpdir_here), None)
     assert scratch.make("test").parent == tmpdir_here
+
+
+@pytest.mark.skipif(
+    not os.access("/dev/shm", os.W_OK) or not os.access("/tmp", os.W_OK), reason="needs /dev/shm and /tmp"
+)
+def test_what_a_killed_session_left_in_a_temporary_directory_under_dev_is_still_found(monkeypatch, ended):
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        monkeypatch.setattr(tempfile, "tempdir", shm)
+        left = Path(shm) / f"{scratch.PREFIX}before-the-move"
+        marked_by(left, *ended)
+        assert left in scratch.stale()
