@@ -220,10 +220,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         lines.append("agentdrift: limits per run: " + describe(dict(st.limits) or dict(DEFAULT_LIMITS)))
         from pytest_agentdrift.run import scratch
 
-        if moved := scratch.moved_from():
-            lines.append(
-                f"agentdrift: work trees in {scratch.base()}, not {moved}: an agent's own sandbox may replace /dev"
-            )
+        if note := scratch.placement_note():
+            lines.append(f"agentdrift: {note}")
     if info.manifest is not None:
         lines.append(f"agentdrift: runtime_id={info.manifest.get('runtime_id')}")
         if config.option.verbose > 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,21 @@ DRIFTED_VARY = ("--agent-vary", "cli_version", "--agent-vary", "command", "--age
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "plugin_autoload: the test's sessions load plugins as installed")
+    _temporary_directory_outside_dev()
     if not hasattr(config, "workerinput"):
         _compile_the_package()
+
+
+def _temporary_directory_outside_dev() -> None:
+    # The harness makes its scratch outside /dev (run/mountplan.work_root), and tests that give a
+    # session a TMPDIR in their tmp_path look for its scratch there: so the suite's own temporary
+    # directory follows the same rule. The tests of that rule set a TMPDIR under /dev themselves.
+    from pytest_agentdrift.run.mountplan import work_root
+
+    tmp = tempfile.gettempdir()
+    if (where := work_root(tmp)) != tmp:
+        os.environ["TMPDIR"] = where
+        tempfile.tempdir = None
 
 
 def _compile_the_package() -> None:

@@ -710,15 +710,15 @@ def work_root(tmp: str) -> str:
     is shown (Codex's bubblewrap does): a work tree there vanishes from the agent's tools, every
     edit fails, and the run would be scored as the agent's failure. The first writable of
     OUTSIDE_DEV then (tmp itself when there is none)."""
-    if not _under_dev(tmp):
+    if not under_dev(tmp):
         return tmp
-    usable = (d for d in OUTSIDE_DEV if os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK) and not _under_dev(d))
+    usable = (d for d in OUTSIDE_DEV if os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK) and not under_dev(d))
     return next(usable, tmp)
 
 
-def _under_dev(path: str) -> bool:
-    real = _real(path)
-    return real == "/dev" or real.startswith("/dev/")
+def under_dev(path: str) -> bool:
+    """`path` lies under /dev, as written or once its links are resolved."""
+    return any(p == "/dev" or p.startswith("/dev/") for p in (os.path.abspath(path), _real(path)))
 
 
 def code_dirs(named: Iterable[tuple[str, str]], hidden: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]]:
@@ -805,7 +805,8 @@ def not_hidden(mode: str) -> list[str]:
         "nothing of the host file system is hidden: the agent and graded code run with the host's view",
         "readable: the task directory (solution/, golden files, checks), the installed package's bundled suite, "
         "source checkouts and other virtual environments, the project and its records",
-        "readable: other runs' and sessions' trees under the temporary directory (agentdrift-*)",
+        "readable: other runs' and sessions' trees in the scratch directory (agentdrift-* in the temporary directory, "
+        "or in /tmp when that lies under /dev)",
         "readable to the uid the session runs as: host files such as /etc/shadow (when root) and the real home (~/.gitconfig, ...)",
         "reachable: host unix sockets on the file system (/run, /tmp, ...); " + net,
     ]

@@ -41,10 +41,18 @@ def base() -> str:
     return work_root(tempfile.gettempdir())
 
 
-def moved_from() -> str | None:
-    """The temporary directory, when scratch goes elsewhere (see `base`)."""
-    tmp = tempfile.gettempdir()
-    return tmp if base() != tmp else None
+def placement_note() -> str | None:
+    """What the session's header says when scratch is not simply the temporary directory."""
+    from pytest_agentdrift.run.mountplan import under_dev
+
+    tmp, where = tempfile.gettempdir(), base()
+    if where != tmp:
+        return f"work trees in {where}, not {tmp}: an agent's own sandbox may replace /dev"
+    if under_dev(tmp):
+        return (
+            f"work trees in {tmp}, under /dev, which an agent's own sandbox may replace (no writable /tmp or /var/tmp)"
+        )
+    return None
 
 
 def make(kind: str = "", *, keep: bool = False) -> Path:

@@ -186,14 +186,20 @@ def test_a_maker_that_ended_unreaped_is_ended(tmpdir_here):
     proc.wait()
 
 
-@pytest.mark.skipif(
-    not os.access("/dev/shm", os.W_OK) or not os.access("/tmp", os.W_OK), reason="needs /dev/shm and /tmp"
+#: /dev/shm to make a temporary directory in, and a writable /tmp outside /dev for scratch to move to
+DEV_SHM_AND_TMP = pytest.mark.skipif(
+    not os.access("/dev/shm", os.W_OK) or not os.access("/tmp", os.W_OK) or mountplan.under_dev("/tmp"),
+    reason="needs a writable /dev/shm and a writable /tmp outside /dev",
 )
+
+
+@DEV_SHM_AND_TMP
 def test_a_temporary_directory_under_dev_is_not_where_work_trees_go(monkeypatch):
     # an agent's own sandbox (Codex's bubblewrap) mounts a /dev of its own: a tree there vanishes
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         monkeypatch.setattr(tempfile, "tempdir", shm)
-        assert (scratch.base(), scratch.moved_from()) == ("/tmp", shm)
+        assert scratch.base() == "/tmp"
+        assert scratch.placement_note() == f"work trees in /tmp, not {shm}: an agent's own sandbox may replace /dev"
         made = scratch.make("test")
         try:
             assert made.parent == Path("/tmp") and (made / scratch.OWNER_FILE).is_file()
@@ -204,14 +210,21 @@ def test_a_temporary_directory_under_dev_is_not_where_work_trees_go(monkeypatch)
         assert mountplan.code_dir_shown("/opt/my-agent", [])
 
 
+@DEV_SHM_AND_TMP
+def test_nowhere_outside_dev_to_go_is_said_not_passed_over(monkeypatch):
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        monkeypatch.setattr(tempfile, "tempdir", shm)
+        monkeypatch.setattr(mountplan, "OUTSIDE_DEV", ("/nonexistent-agentdrift-test",))
+        assert scratch.base() == shm
+        assert "under /dev, which an agent's own sandbox may replace" in scratch.placement_note()
+
+
 def test_a_temporary_directory_elsewhere_is_used_as_it_is(tmpdir_here):
-    assert (scratch.base(), scratch.moved_from()) == (str(tmpdir_here), None)
+    assert (scratch.base(), scratch.placement_note()) == (str(tmpdir_here), None)
     assert scratch.make("test").parent == tmpdir_here
 
 
-@pytest.mark.skipif(
-    not os.access("/dev/shm", os.W_OK) or not os.access("/tmp", os.W_OK), reason="needs /dev/shm and /tmp"
-)
+@DEV_SHM_AND_TMP
 def test_what_a_killed_session_left_in_a_temporary_directory_under_dev_is_still_found(monkeypatch, ended):
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         monkeypatch.setattr(tempfile, "tempdir", shm)
