@@ -245,7 +245,7 @@ def build(
         shown.allow(p, "ro")
     for p in writable:
         shown.allow(p, "rw")
-    hidden = sorted({_real(x) for x in exclude if x} | set(bundled_suite_copies()), key=_key)
+    hidden = sorted({_real(x) for x in exclude if x} | set(bundled_suite_copies()) | set(scratch_dirs()), key=_key)
     shown.drop_read_only_inside_writable()
     excluded: list[str] = []
     _mount_roots(shown.modes, hidden, ops, excluded)
@@ -702,6 +702,27 @@ def named_paths(argv: Iterable[str]) -> list[tuple[str, str]]:
 
 #: where the harness's scratch goes when the temporary directory lies under /dev
 OUTSIDE_DEV = ("/tmp", "/var/tmp")
+#: the names of the harness's scratch directories (run/scratch.py) and observer logs (run/netlog.py)
+SCRATCH_PREFIX = "agentdrift-"
+
+
+def scratch_dirs() -> list[str]:
+    """Every scratch directory of the harness in the places it makes them (the scratch root, the
+    temporary directory, /tmp for observer logs): other sessions' and runs' trees, homes and logs.
+    Hidden from every sandbox, even inside a directory shown whole (an --agent-mount of /tmp or a
+    path the agent's argv names): the directory is then recreated from the entries listed when
+    the plan is built, so one made later is not in it either."""
+    import tempfile
+
+    tmp = tempfile.gettempdir()
+    found = []
+    for place in dict.fromkeys(_real(p) for p in (work_root(tmp), tmp, "/tmp")):
+        try:
+            names = os.listdir(place)
+        except OSError:
+            continue
+        found += [os.path.join(place, n) for n in names if n.startswith(SCRATCH_PREFIX)]
+    return found
 
 
 def work_root(tmp: str) -> str:

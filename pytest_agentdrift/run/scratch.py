@@ -25,7 +25,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-PREFIX = "agentdrift-"
+from pytest_agentdrift.run.mountplan import SCRATCH_PREFIX
+
+PREFIX = SCRATCH_PREFIX
 #: the marker in each scratch directory (none in one kept on purpose)
 OWNER_FILE = ".agentdrift-owner"
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"

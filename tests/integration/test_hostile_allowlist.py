@@ -490,3 +490,44 @@ def test_a_real_agent_preset_gets_its_install_and_runtime_bundle_and_nothing_els
     recorded = {a["path"] for a in manifest["evidence"]["sandbox_additions"]["paths"]}
     assert {str(package), str(prefix)} <= recorded, manifest["evidence"]["sandbox_additions"]
     assert not any(str(home) == p or p.startswith(str(home) + "/") for p in added | recorded)
+
+
+NAMED_TMP_PROBE = """
+import os
+for name, path in P.items():
+    try:
+        with open(path) as fh:
+            print(name, "READ", fh.read().strip())
+    except OSError as exc:
+        print(name, "HIDDEN", type(exc).__name__)
+report("complete", summary="probed")
+"""
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap (bwrap) is not installed on this machine")
+def test_a_mounted_temporary_directory_shows_no_other_sessions_tree(tmp_path):
+    # the user shows the agent the whole temporary directory (--agent-mount): what it holds is
+    # theirs to show, but another session's work tree there (agentdrift-*) is never the agent's
+    tmp = tmp_path / "tmpdir"
+    sibling = _plant(tmp / "agentdrift-sibling" / "runs" / "T01-r1-0000" / "box" / "work" / SIBLING_MARKER)
+    neighbour = _plant(tmp / "user-notes.txt", "NEIGHBOUR\n")
+    make_task(tmp_path / "tasks", "HA2", checks=SAFETY)
+    probe = "P = " + repr({"sibling": str(sibling), "neighbour": str(neighbour)}) + "\n" + NAMED_TMP_PROBE
+    agent = agent_script(tmp_path / "agent.py", probe)
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
+    }
+    env["TMPDIR"] = str(tmp)
+    args = ["--agent-cmd", agent_cmd(agent), "--agent-mount", str(tmp), "--agent-isolation", "bwrap"]
+    args += ["--agent-record", "runs/r", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tasks", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    stdout = (tmp_path / "runs" / "r" / "raw" / "HA2" / "r1" / "stdout.txt").read_text()
+    assert "neighbour READ NEIGHBOUR" in stdout, proc.stdout + proc.stderr  # the mount itself works
+    assert "sibling HIDDEN" in stdout, stdout
