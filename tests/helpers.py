@@ -10,6 +10,7 @@ installed). `run_entry` builds one run of a results.json for the renderers' unit
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,16 @@ from pytest_agentdrift.tasks.load import LAYERS
 BUILTIN_RECORDS_GROUP = "builtin-records"
 #: the plugins a session the tests start never loads (see the module docstring)
 SESSION_ARGS = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly")
+
+
+def nested_session_env(**extra: str) -> dict[str, str]:
+    """This environment for a session a test starts, without what would make it think it is part
+    of the suite's own run (an xdist worker's variables, the suite's addopts, its current test)."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
+    }
+    env.update(extra)
+    return env
 
 
 def run_pytest(

@@ -706,17 +706,23 @@ OUTSIDE_DEV = ("/tmp", "/var/tmp")
 SCRATCH_PREFIX = "agentdrift-"
 
 
-def scratch_dirs() -> list[str]:
-    """Every scratch directory of the harness in the places it makes them (the scratch root, the
-    temporary directory, /tmp for observer logs): other sessions' and runs' trees, homes and logs.
-    Hidden from every sandbox, even inside a directory shown whole (an --agent-mount of /tmp or a
-    path the agent's argv names): the directory is then recreated from the entries listed when
-    the plan is built, so one made later is not in it either."""
+def scratch_places() -> list[str]:
+    """Where run/scratch.py makes scratch directories: the scratch root (`work_root`) and the
+    temporary directory (the root before a move)."""
     import tempfile
 
     tmp = tempfile.gettempdir()
+    return list(dict.fromkeys(_real(p) for p in (work_root(tmp), tmp)))
+
+
+def scratch_dirs() -> list[str]:
+    """Every scratch directory of the harness in `scratch_places` and /tmp (observer logs,
+    run/netlog.py): other sessions' and runs' trees, homes and logs. Hidden from every sandbox,
+    even inside a directory shown whole (an --agent-mount of /tmp or a path the agent's argv
+    names): the directory is then recreated from the entries listed when the plan is built, so
+    one made later is not in it either."""
     found = []
-    for place in dict.fromkeys(_real(p) for p in (work_root(tmp), tmp, "/tmp")):
+    for place in dict.fromkeys([*scratch_places(), _real("/tmp")]):
         try:
             names = os.listdir(place)
         except OSError:
@@ -755,10 +761,7 @@ def code_dirs(named: Iterable[tuple[str, str]], hidden: Iterable[str | os.PathLi
 
 
 def code_dir_shown(directory: str, hidden: Iterable[str | os.PathLike[str]]) -> bool:
-    import tempfile
-
-    tmp = tempfile.gettempdir()
-    tops = [_real(h) for h in hidden if h] + [_real(tmp), _real(work_root(tmp))]
+    tops = [_real(h) for h in hidden if h] + scratch_places()
     return (
         directory not in ("/", "/usr", "/usr/local")
         and not _is_home_or_above(directory)

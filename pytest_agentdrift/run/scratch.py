@@ -25,9 +25,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from pytest_agentdrift.run.mountplan import SCRATCH_PREFIX
+from pytest_agentdrift.run.mountplan import SCRATCH_PREFIX, scratch_places, under_dev, work_root
 
-PREFIX = SCRATCH_PREFIX
 #: the marker in each scratch directory (none in one kept on purpose)
 OWNER_FILE = ".agentdrift-owner"
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -38,15 +37,11 @@ _TIME_NS = "/proc/self/ns/time"
 def base() -> str:
     """The directory scratch directories are made in: the temporary directory, or somewhere else
     when it lies under /dev (mountplan.work_root says why)."""
-    from pytest_agentdrift.run.mountplan import work_root
-
     return work_root(tempfile.gettempdir())
 
 
 def placement_note() -> str | None:
     """What the session's header says when scratch is not simply the temporary directory."""
-    from pytest_agentdrift.run.mountplan import under_dev
-
     tmp, where = tempfile.gettempdir(), base()
     if where != tmp:
         return f"work trees in {where}, not {tmp}: an agent's own sandbox may replace /dev"
@@ -60,7 +55,7 @@ def placement_note() -> str | None:
 def make(kind: str = "", *, keep: bool = False) -> Path:
     """A new private directory `agentdrift-[KIND-]XXXXXXXX` in `base()`, marked as this process's
     unless it is to be kept (--agent-keep-workdirs: what a killed session left is the user's to read)."""
-    path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-" if kind else PREFIX, dir=base()))
+    path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{kind}-" if kind else SCRATCH_PREFIX, dir=base()))
     owner = None if keep else _this_process()
     if owner is not None:
         part = path / f"{OWNER_FILE}.part"
@@ -73,7 +68,7 @@ def make(kind: str = "", *, keep: bool = False) -> Path:
 
 
 def stale(directory: str | None = None) -> list[Path]:
-    """This user's scratch directories in `directory` (`base()` and the temporary directory) whose maker has ended."""
+    """This user's scratch directories in `directory` (mountplan.scratch_places) whose maker has ended."""
     return [path for path, _ in _stale_entries(directory)]
 
 
@@ -90,10 +85,10 @@ def _stale_entries(directory: str | None) -> list[tuple[Path, os.stat_result]]:
     here = _here()
     if here is None:
         return []
-    # and the temporary directory when scratch goes elsewhere: what a killed session made there before
-    places = [directory] if directory else list(dict.fromkeys([base(), tempfile.gettempdir()]))
+    # every place scratch is made: what a killed session made in the temporary directory before a move too
+    places = [directory] if directory else scratch_places()
     found = ((Path(e.path), e.name) for place in places for e in _entries(place))
-    return [(path, st) for path, name in found if name.startswith(PREFIX) and (st := _stale_stat(path, here))]
+    return [(path, st) for path, name in found if name.startswith(SCRATCH_PREFIX) and (st := _stale_stat(path, here))]
 
 
 def _entries(directory: str) -> list[os.DirEntry]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers import nested_session_env
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run import sandbox
@@ -164,9 +165,7 @@ def run_session(
         *(["--agent-isolation", isolation] if isolation != "auto" else []),
         *extra_args,
     ]
-    full_env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
-    }
+    full_env = nested_session_env()
     full_env.update(env or {})
     started = time.monotonic()
     proc = subprocess.run(

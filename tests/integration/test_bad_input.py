@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import fixture_group, run_pytest
+from helpers import fixture_group, nested_session_env, run_pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, freeze, make_task
 
@@ -212,9 +212,7 @@ def recorded_run(tmp_path_factory) -> Path:
     """One complete recorded run (of the same two tasks), made once."""
     root = tmp_path_factory.mktemp("recorded")
     make_tasks(root)
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
-    }
+    env = nested_session_env()
     proc = subprocess.run(
         [
             sys.executable,

@@ -17,7 +17,6 @@ and prints one `LEAK <class> <what>` line per success.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import fixture_group
+from helpers import fixture_group, nested_session_env, run_pytest
 
 import pytest_agentdrift
 from pytest_agentdrift.errors import AgentDriftError
@@ -281,9 +280,7 @@ def _probe_session(root: Path, mode: str) -> Probed:
         "-rf",
         "--color=no",
     ]
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
-    }
+    env = nested_session_env()
     env["HOME"] = str(home)
     try:
         proc = subprocess.run(
@@ -446,9 +443,7 @@ def test_a_real_agent_preset_gets_its_install_and_runtime_bundle_and_nothing_els
     (home / ".claude" / "settings.json").write_text('{"model": "bundle-model"}\n')
     (home / "private.txt").write_text("not for the agent\n")
     make_task(tmp_path / "tasks", "P01", checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}])
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
-    }
+    env = nested_session_env()
     env.update(HOME=str(home), PATH=f"{prefix / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}")
     proc = subprocess.run(
         [
@@ -514,20 +509,8 @@ def test_a_mounted_temporary_directory_shows_no_other_sessions_tree(tmp_path):
     make_task(tmp_path / "tasks", "HA2", checks=SAFETY)
     probe = "P = " + repr({"sibling": str(sibling), "neighbour": str(neighbour)}) + "\n" + NAMED_TMP_PROBE
     agent = agent_script(tmp_path / "agent.py", probe)
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
-    }
-    env["TMPDIR"] = str(tmp)
     args = ["--agent-cmd", agent_cmd(agent), "--agent-mount", str(tmp), "--agent-isolation", "bwrap"]
-    args += ["--agent-record", "runs/r", "-p", "no:cacheprovider", "-p", "no:randomly"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tasks", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_pytest(tmp_path, "tasks", *args, "--agent-record", "runs/r", env=nested_session_env(TMPDIR=str(tmp)))
     stdout = (tmp_path / "runs" / "r" / "raw" / "HA2" / "r1" / "stdout.txt").read_text()
     assert "neighbour READ NEIGHBOUR" in stdout, proc.stdout + proc.stderr  # the mount itself works
     assert "sibling HIDDEN" in stdout, stdout

@@ -37,7 +37,6 @@ adds is that the task directory is not even mounted while grading; under
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -46,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import fixture_group
+from helpers import fixture_group, nested_session_env
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run import sandbox
@@ -323,9 +322,7 @@ def _session(root: Path, mode: str) -> Session:
         "-rf",
         "--color=no",
     ]
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
-    }
+    env = nested_session_env()
     proc = subprocess.run(
         args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600
     )

@@ -12,13 +12,13 @@ of processes, every loop bounded.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import nested_session_env
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run import sandbox
@@ -157,9 +157,7 @@ def _session(
         args += ["--agent-isolation", isolation]
     for entry in limits:
         args += ["--agent-limit", entry]
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
-    }
+    env = nested_session_env()
     proc = subprocess.run(
         args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False
     )

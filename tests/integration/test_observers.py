@@ -26,6 +26,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import nested_session_env
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run import sandbox
@@ -165,9 +166,7 @@ def _session(root: Path) -> tuple[int, str, dict, Path]:
         "--agent-timeout",
         "60",
     ]
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT"))
-    }
+    env = nested_session_env()
     proc = subprocess.run(
         args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300, check=False
     )

@@ -228,6 +228,6 @@ def test_a_temporary_directory_elsewhere_is_used_as_it_is(tmpdir_here):
 def test_what_a_killed_session_left_in_a_temporary_directory_under_dev_is_still_found(monkeypatch, ended):
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         monkeypatch.setattr(tempfile, "tempdir", shm)
-        left = Path(shm) / f"{scratch.PREFIX}before-the-move"
+        left = Path(shm) / f"{scratch.SCRATCH_PREFIX}before-the-move"
         marked_by(left, *ended)
         assert left in scratch.stale()
