@@ -101,9 +101,9 @@ def _no_control(text: str, where: str) -> None:
 
 
 def _rendered(markdown: str) -> str:
-    md = pytest.importorskip("markdown_it", reason="markdown-it-py (the test extra) renders the Markdown")
-    pytest.importorskip("linkify_it", reason="linkify-it-py (the test extra) finds bare URLs as GitHub does")
-    renderer = md.MarkdownIt("gfm-like")
+    import markdown_it
+
+    renderer = markdown_it.MarkdownIt("gfm-like")
     # GitHub autolinks http(s)://, www. and e-mail addresses, not bare names such as calc.py
     renderer.linkify.set({"fuzzy_link": False})
     return renderer.render(markdown)

@@ -11,9 +11,8 @@ import json
 import ssl
 
 import pytest
+import trustme  # noqa: F401
 from scripted_endpoint import ScriptedEndpoint, call_id, cwd_of, load_script, turn_of
-
-pytest.importorskip("trustme", reason="the scripted endpoint's test-time CA needs trustme (the test extra)")
 
 TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]
 SCRIPT = [

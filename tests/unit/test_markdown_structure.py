@@ -7,15 +7,13 @@ from __future__ import annotations
 import copy
 import json
 
-import pytest
+import markdown_it
 from test_report import check, results, run
 from test_summary import synthetic
 
 from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document
 from pytest_agentdrift.record.report import markdown
 from pytest_agentdrift.record.summary import run_summary
-
-markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py (the test extra) parses the Markdown")
 
 #: what pytest prints for a failed assertion: the message, then `+  where` lines
 PYTEST_DETAIL = (
