@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.canonical import hash_file
-from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import runner, sandbox
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import make_task

@@ -353,7 +353,7 @@ def _tree_digest(tree: Path) -> str:
 
 def _memo_grader(*args, **kwargs):
     """A checks.Grader that answers a repeated execution on the same tree bytes from memory."""
-    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.grade.grader import Grader
 
     class MemoGrader(Grader):
         def __init__(self, *a, **kw):

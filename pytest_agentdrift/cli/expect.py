@@ -40,7 +40,7 @@ def record_expectations(spec, isolation) -> tuple[list[str], bool]:
     Nothing is written for a check whose tests did not all pass or observed nothing."""
     from pytest_agentdrift.agents.base import ReferenceAdapter
     from pytest_agentdrift.grade.attempt import attempt
-    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.record.store import atomic_write
     from pytest_agentdrift.run.runner import RunSettings
     from pytest_agentdrift.tasks.fdtree import drain_removals

@@ -40,7 +40,7 @@ def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation
     """Every run of the record graded again, in a scratch directory removed at the end; a task
     graded exactly as it would be now keeps its recorded checks (its blobs still verified).
     Returns (runs by task, the tasks kept)."""
-    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.record import regrade as rg
     from pytest_agentdrift.tasks.fdtree import drain_removals, rmtree
 

@@ -13,7 +13,7 @@ from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
-    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.options import resolve_cli_flags
     from pytest_agentdrift.run import sandbox, scratch
     from pytest_agentdrift.run.runner import RunSettings

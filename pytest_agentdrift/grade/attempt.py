@@ -19,7 +19,7 @@ EVALUATOR_COMPONENT = "attempt"  # names this file in evaluator_id (pytest_agent
 
 if TYPE_CHECKING:
     from pytest_agentdrift.agents.base import AgentAdapter
-    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.tasks.load import TaskSpec
 
 

@@ -20,7 +20,7 @@ reporter's state before it reports) can make the report say what it wants.
 A check that must hold against that does not take the report's word: its
 tests observe values and the harness compares them with values it holds
 outside every graded process (a pytest check's `expected` file,
-grade/checks.observation_problems).
+grade/kinds/commands.observation_problems).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_agentdrift.grade.checks import CheckResult
+from pytest_agentdrift.grade.results import CheckResult
 from pytest_agentdrift.run.runner import RunEvidence
 from pytest_agentdrift.tasks.load import LAYERS
 from pytest_agentdrift.vocabulary import (

@@ -40,7 +40,7 @@ from pytest_agentdrift.vocabulary import (
 )
 
 if TYPE_CHECKING:
-    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.tasks.load import TaskSpec
 
 #: what a check kind reads besides the task: the final tree, the harness's and agent's events, the report
@@ -304,7 +304,7 @@ def _why(lacks: dict[str, str], needs: frozenset[str]) -> str:
 
 
 def _not_regradable(check: Any, why: str, report: Any):
-    from pytest_agentdrift.grade.checks import CheckResult
+    from pytest_agentdrift.grade.results import CheckResult
 
     name, kind, layer, critical = (
         (check.name, check.kind, check.layer, check.critical_for(report))

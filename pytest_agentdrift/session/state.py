@@ -35,7 +35,7 @@ from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED
 if TYPE_CHECKING:
     from pytest_agentdrift.agents.base import AgentAdapter
     from pytest_agentdrift.compare.outcome import Verdict
-    from pytest_agentdrift.grade.checks import Grader
+    from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.manifest.identity import StampComparison
     from pytest_agentdrift.record.longrun import LongRun, WorkerInput
     from pytest_agentdrift.record.store import RunRecorder
@@ -156,7 +156,7 @@ class TaskRunner:
     @property
     def grader(self) -> Grader:
         if self._grader is None:
-            from pytest_agentdrift.grade.checks import Grader
+            from pytest_agentdrift.grade.grader import Grader
 
             self._grader = Grader(
                 self.isolation,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.agents.base import CommandAdapter
-from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.grade.scoring import score
 from pytest_agentdrift.manifest import bundles
 from pytest_agentdrift.manifest.bundleuse import overlay_for

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_agentdrift.agents.base import ReferenceAdapter
-from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.grade.scoring import score
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent

@@ -1,4 +1,4 @@
-"""Every check kind of checks.CHECKS, passing and failing, on real agent runs.
+"""Every check kind of grade/kinds (KINDS), passing and failing, on real agent runs.
 
 Tasks are built with make_task, agents are small Python programs run through
 the agent protocol by runner.run_agent under the strongest isolation this
@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.agents.base import CommandAdapter
-from pytest_agentdrift.grade.checks import CHECKS, CheckResult, Grader
+from pytest_agentdrift.grade.grader import Grader
+from pytest_agentdrift.grade.kinds import KINDS
+from pytest_agentdrift.grade.results import CheckResult
 from pytest_agentdrift.run import canary, sandbox
 from pytest_agentdrift.run.runner import RunEvidence, RunSettings, run_agent
 from pytest_agentdrift.tasks.load import TaskSpec, load_task
@@ -71,7 +73,7 @@ def lab(tmp_path_factory):
 
 def test_every_check_kind_is_covered():
     # writes, changed and call_path are covered in test_oraclechecks.py
-    assert sorted(CHECKS) == [
+    assert sorted(KINDS) == [
         "call_path",
         "changed",
         "command",

@@ -9,7 +9,7 @@ from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.compare.decision import GateParams, compare_runs, comparison_exit_code, decision_document
 from pytest_agentdrift.compare.outcome import comparison_verdict
 from pytest_agentdrift.grade import attempt as attempt_mod
-from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.grade.scoring import summarise
 from pytest_agentdrift.run import agentio, runner, sandbox
 from pytest_agentdrift.run import canary as canary_mod
@@ -166,8 +166,8 @@ def _effects_run(writes_outside, watch):
 def test_effects_are_undecided_when_writes_beside_the_tree_were_not_all_seen():
     from types import SimpleNamespace
 
-    from pytest_agentdrift.grade.checks import check_effects
-    from pytest_agentdrift.grade.oraclechecks import CheckUndecided
+    from pytest_agentdrift.grade.kinds.events import check_effects
+    from pytest_agentdrift.grade.results import CheckUndecided
 
     spec = SimpleNamespace(forbidden_effects={"writes_outside": True})
     lost = {"mechanism": "inotify", "dropped_decoy": 3, "queue_overflows": 0, "outside_complete": False}

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade import fixturecache
-from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.run.runner import RunSettings, run_agent
 from pytest_agentdrift.tasks.load import load_task

@@ -1,6 +1,6 @@
 """Under bubblewrap the run's prepared graded tree is never run in: every graded process, served by
 the grading sandbox or in a sandbox of its own, Python or not, gets a fresh copy of it, so what one
-check writes never reaches the next (grade/checks.py `_request_copy`)."""
+check writes never reaches the next (grade/grader.py `_request_copy`)."""
 
 import os
 import shutil
@@ -8,7 +8,7 @@ import shutil
 import pytest
 from test_checks import Lab
 
-from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import sandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the graded copies under bubblewrap")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_checks import Lab
 
-from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import sandbox
 
 pytestmark = [
@@ -325,7 +325,7 @@ def test_what_one_check_leaves_in_the_ipc_namespace_never_reaches_the_next(lab):
 
 
 def test_a_checks_copy_that_comes_out_incomplete_is_not_graded(lab, monkeypatch):
-    from pytest_agentdrift.grade import checks as checks_mod
+    from pytest_agentdrift.grade import grader as grader_mod
 
     spec = lab.task(
         "SRVCP",
@@ -334,7 +334,7 @@ def test_a_checks_copy_that_comes_out_incomplete_is_not_graded(lab, monkeypatch)
         checks=[{"name": "imports", "kind": "command", "layer": "correctness", "run": ["python", "-c", "import calc"]}],
     )
     run = lab.run(spec, "Path('calc.py').write_text('x = 2\\n')\n")
-    real = checks_mod.copy_tree
+    real = grader_mod.copy_tree
 
     def partial(src, dst, *a, **kw):
         report = real(src, dst, *a, **kw)
@@ -342,7 +342,7 @@ def test_a_checks_copy_that_comes_out_incomplete_is_not_graded(lab, monkeypatch)
             report.skip("calc.py", "over the copy budget")
         return report
 
-    monkeypatch.setattr(checks_mod, "copy_tree", partial)
+    monkeypatch.setattr(grader_mod, "copy_tree", partial)
     results = lab.grade(spec, run)
     assert results["imports"].passed is False and results["imports"].undecided is False
     assert "not evaluated" in results["imports"].detail and "calc.py" in results["imports"].detail

@@ -14,7 +14,8 @@ import pytest
 
 from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade.channel import GradedEnd, HarnessEnd
-from pytest_agentdrift.grade.checks import drop_escaping_symlinks, pytest_args
+from pytest_agentdrift.grade.commandline import pytest_args
+from pytest_agentdrift.grade.gradedcopy import drop_escaping_symlinks
 from pytest_agentdrift.run import mountplan, sandbox
 from pytest_agentdrift.run import stdlib_guard as gradeguard
 

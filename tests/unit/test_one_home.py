@@ -57,7 +57,7 @@ FILE_NAMES = {
 #: modules that use one of those names for a file of their own, outside any record
 OTHER_FILES_OF_THE_SAME_NAME = {
     # the function checks' scratch description of the run, in the grader's own temporary directory
-    ("RUN_FILE", "grade/checks.py"),
+    ("RUN_FILE", "grade/grader.py"),
 }
 #: the outcomes the vocabulary names one by one (the others are only spelled in RUN_OUTCOMES)
 NAMED_OUTCOMES = {

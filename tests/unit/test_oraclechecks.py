@@ -17,8 +17,12 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.errors import TaskError
-from pytest_agentdrift.grade.checks import CHECKS, Grader, check_events, check_report_mentions, check_report_status
-from pytest_agentdrift.grade.oraclechecks import CheckUndecided, check_call_path, check_changed, check_writes, segments
+from pytest_agentdrift.grade.grader import Grader
+from pytest_agentdrift.grade.kinds import KINDS
+from pytest_agentdrift.grade.kinds.events import check_events
+from pytest_agentdrift.grade.kinds.report import check_call_path, check_report_mentions, check_report_status, segments
+from pytest_agentdrift.grade.kinds.tree import check_changed, check_writes
+from pytest_agentdrift.grade.results import CheckUndecided
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import make_task, play_solution
@@ -84,7 +88,7 @@ def _writes(wtask, name, files=None, observed=(), **kw):
 
 
 def test_writes_kind_is_registered():
-    assert {"writes", "changed", "call_path"} <= set(CHECKS)
+    assert {"writes", "changed", "call_path"} <= set(KINDS)
 
 
 def test_no_write_observed_and_a_clean_tree_passes_and_says_what_it_saw(wtask):

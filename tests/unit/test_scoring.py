@@ -6,7 +6,8 @@ import pytest
 from helpers import fixture_group
 
 from pytest_agentdrift.agents.base import CommandAdapter
-from pytest_agentdrift.grade.checks import CheckResult, Grader
+from pytest_agentdrift.grade.grader import Grader
+from pytest_agentdrift.grade.results import CheckResult
 from pytest_agentdrift.grade.scoring import is_tampered, score, summarise
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.run.runner import RunSettings, run_agent

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from test_checks import Lab
 
-from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.tasks import fdtree
 
 

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from pytest_agentdrift.grade.checks import Grader
+from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import sandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the grading server runs under bubblewrap")
