@@ -127,7 +127,8 @@ def cmd_regrade(args: argparse.Namespace) -> int:
 
 def _regraded_manifest(manifest: dict[str, Any], specs: list[TaskSpec], evaluator: str, task_set: str) -> tuple:
     """(manifest with the current evaluator, task set and source ids, source-manifest.json)."""
-    from pytest_agentdrift.manifest.capture import build_source_manifest, runtime_id
+    from pytest_agentdrift.manifest.capture import runtime_id
+    from pytest_agentdrift.manifest.source import build_source_manifest
 
     source, _lockfiles = build_source_manifest({s.id: s.path for s in specs})
     out = json.loads(json.dumps(manifest))

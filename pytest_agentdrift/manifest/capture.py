@@ -30,14 +30,11 @@ creates a commit.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import platform as _platform
-import re
-import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,9 +42,13 @@ from typing import Any
 
 from pytest_agentdrift.agents import discovery_base, products
 from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
-from pytest_agentdrift.errors import AgentDriftError, RecordError
+from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.manifest import discovery
-from pytest_agentdrift.record.redact import SECRET_NAME as _SECRET_NAME  # one notion of a secret-looking name
+from pytest_agentdrift.manifest.agentcmd import agent_files_hash, argv_value, identity_argv, label_argv
+from pytest_agentdrift.manifest.environment import environment_allowlist, os_identity, region
+from pytest_agentdrift.manifest.model import model_endpoint
+from pytest_agentdrift.manifest.probes import VERSION_TIMEOUT_S, run_probes
+from pytest_agentdrift.manifest.source import build_source_manifest, git_checkout
 from pytest_agentdrift.vocabulary import (
     ENVELOPE_FIELDS,
     IDENTITY_FIELDS,
@@ -61,90 +62,6 @@ from pytest_agentdrift.vocabulary import (
 
 #: envelope options taken verbatim from the options the user set
 ENVELOPE_OPTIONS = (*ENVELOPE_FIELDS, *PROTOCOL_FIELDS)
-
-#: Environment variables whose VALUES may be recorded (when they are also on
-#: the session's allowlist, or always for the ones in ALWAYS_RECORDED_ENV):
-#: locale, timezone, terminal and CI switches select behaviour and carry no
-#: credential. Everything else contributes its name only.
-NON_SECRET_ENV_VALUES = (
-    frozenset(
-        {
-            "LANG",
-            "LANGUAGE",
-            "LC_ALL",
-            "LC_CTYPE",
-            "LC_MESSAGES",
-            "TZ",
-            "TERM",
-            "CI",
-            "NO_COLOR",
-            "FORCE_COLOR",
-            "PYTHONHASHSEED",
-            "PYTHONUTF8",
-            "PYTHONDONTWRITEBYTECODE",
-            "NODE_ENV",
-            "DISABLE_AUTOUPDATER",
-            "GIT_OPTIONAL_LOCKS",
-            "SOURCE_DATE_EPOCH",
-        }
-    )
-    | products.non_secret_env_values()
-)  # each product lists its own behaviour switches
-#: Names recorded with their value whenever set, allowlisted or not: they
-#: change how the products and tools behave and are never secret.
-ALWAYS_RECORDED_ENV = ("LANG", "LC_ALL", "TZ", "CI")
-#: Even on the value list, a name that looks like a credential is names-only.
-
-#: Names whose value is a private path or changes every session: names only.
-_PATHLIKE_ENV = (
-    frozenset(
-        {
-            "HOME",
-            "PATH",
-            "TMPDIR",
-            "TEMP",
-            "TMP",
-            "PWD",
-            "OLDPWD",
-            "USER",
-            "LOGNAME",
-            "SHELL",
-            "XDG_CONFIG_HOME",
-            "XDG_CACHE_HOME",
-        }
-    )
-    | products.pathlike_env()
-)
-
-#: names never counted in the source manifest: written by running tests
-SOURCE_EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache"})
-
-LOCKFILE_NAMES = {
-    "uv.lock": "uv",
-    "poetry.lock": "poetry",
-    "Pipfile.lock": "pipenv",
-    "pdm.lock": "pdm",
-    "pylock.toml": "pylock",
-    "package-lock.json": "npm",
-    "npm-shrinkwrap.json": "npm-shrinkwrap",
-    "yarn.lock": "yarn",
-    "pnpm-lock.yaml": "pnpm",
-    "bun.lock": "bun",
-    "bun.lockb": "bun-binary",
-    "Cargo.lock": "cargo",
-    "go.sum": "go",
-    "Gemfile.lock": "bundler",
-    "composer.lock": "composer",
-    "conda-lock.yml": "conda-lock",
-    "packages.lock.json": "nuget",
-    "mix.lock": "mix",
-    "Package.resolved": "swiftpm",
-}
-_REQUIREMENTS = re.compile(r"^(requirements|constraints)([-_.\w]*)\.(txt|in)$")
-
-#: generous: a version display that is merely slow (a loaded CI machine) must not turn a
-#: runtime version into "unobserved" and refuse the comparison
-VERSION_TIMEOUT_S = 10.0
 
 
 # --------------------------------------------------------------------------- context
@@ -216,8 +133,8 @@ def capture(ctx: ManifestContext) -> Capture:
     disc = _discover(ctx, cwd, rules, fields)
     bundle = discovery_base.instruction_bundle(disc)
     source_manifest, lockfiles = build_source_manifest(ctx.task_dirs or ctx.task_repos, ctx.project_root)
-    git_info = _git_info(ctx.project_root, ctx.env)
-    probes = _run_probes(ctx, cwd, roots, rules)
+    git_info = git_checkout(ctx.project_root, ctx.env)
+    probes = run_probes(ctx, cwd, roots, rules)
     cli = probes.pop("cli")
     fields.evidence["probes"] = probes | {"cli": cli}
     identity = {
@@ -281,7 +198,7 @@ def _discover(ctx: ManifestContext, cwd: Path, rules: str, fields: _Fields) -> d
         platform=ctx.platform,
         config_paths=ctx.extra_config,
         instruction_paths=ctx.extra_instructions,
-        profile=_argv_value(ctx.agent_argv, ("--profile", "-p")) if rules == "codex" else None,
+        profile=argv_value(ctx.agent_argv, ("--profile", "-p")) if rules == "codex" else None,
     )
     reasons = fields.reasons
     if ctx.system_root is None and rules != "generic":
@@ -425,7 +342,7 @@ class _Fields:
         """Where and how the agent runs: system, runtimes, working directory, command, environment."""
         ctx, roots = self.ctx, self.roots
         return {
-            "os": _os_identity(ctx.system_root),
+            "os": os_identity(ctx.system_root),
             "runtime_versions": runtimes,
             "working_directory": roots.label(cwd)
             if not ctx.task_repos
@@ -496,9 +413,9 @@ def _provenance(
         "run_id": ctx.run_id or UNOBSERVED,
         "operator": env.get("AGENTDRIFT_OPERATOR") or env.get("USER") or env.get("LOGNAME") or UNOBSERVED,
         "host": _platform.node() or UNOBSERVED,
-        "region": _region(env),
+        "region": region(env),
         "kernel": f"{_platform.system()} {_platform.release()} {_platform.version()}",
-        "pytest_argv": _label_argv(ctx.pytest_argv, roots),
+        "pytest_argv": label_argv(ctx.pytest_argv, roots),
         "source_git": git_info,
         "cli_executable": {k: cli.get(k) for k in ("path", "sha256", "exit_code", "stderr")},
         "instruction_sources_raw": {f"{e['context']}|{e['path']}": e["raw_sha256"] for e in bundle["entries"]},
@@ -595,515 +512,7 @@ def validate_manifest(manifest: Any, where: str | os.PathLike[str] | None = None
     return manifest
 
 
-# --------------------------------------------------------------------------- source manifest
-
-
-def build_source_manifest(
-    task_dirs: Mapping[str, Path], project_root: Path | None = None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(source-manifest.json document, lockfiles) for the selected task directories.
-
-    Paths are ``<task id>/<posix path relative to the task directory>``,
-    sorted; symlinks are recorded with their target (never followed); cache
-    directories written by running tests are left out. Lockfiles are found
-    in the same walk, plus the top level of the project root.
-    """
-    files: list[dict[str, Any]] = []
-    lockfiles: list[dict[str, Any]] = []
-    listing: list[tuple[str, str, str, str]] = []  # (task id, rel, full, kind)
-    for tid, top in sorted(task_dirs.items()):
-        listing.extend((tid, rel, full, kind) for rel, full, kind in _walk(Path(top)))
-    hashed = _hash_files([full for _, _, full, kind in listing if kind == "file"])
-    for tid, rel, full, kind in listing:
-        path = f"{tid}/{rel}"
-        if kind == "symlink":
-            # recorded with its target, never followed; an absolute target by its name only
-            target = os.readlink(full)
-            target = target if not os.path.isabs(target) else "absolute:" + os.path.basename(target)
-            files.append({"path": path, "type": "symlink", "target": target})
-            continue
-        size, sha = hashed[full]
-        files.append({"path": path, "size": size, "sha256": sha})
-        fmt = _lockfile_format(os.path.basename(full))
-        if fmt is not None:
-            lockfiles.append(_lockfile(f"task:{tid}:{rel}", full, fmt, sha))
-    if project_root is not None and Path(project_root).is_dir():
-        for entry in sorted(os.scandir(project_root), key=lambda e: e.name):
-            fmt = _lockfile_format(entry.name)
-            if fmt is not None and entry.is_file(follow_symlinks=False):
-                lockfiles.append(_lockfile(f"project:{entry.name}", entry.path, fmt, hash_file(entry.path)))
-    doc = {
-        "manifest_version": 1,
-        "excluded_names": sorted(SOURCE_EXCLUDED_NAMES),
-        "tasks": sorted(task_dirs),
-        "files": files,
-    }
-    # The digest covers [path, size, sha256] (symlinks: [path, "symlink",
-    # target]) in path order: the same facts as `files`, in a compact form
-    # that canonicalises about twice as fast as the list of objects.
-    doc["digest"] = digest(
-        [[f["path"], f["size"], f["sha256"]] if "sha256" in f else [f["path"], "symlink", f["target"]] for f in files]
-    )
-    return doc, sorted(lockfiles, key=lambda x: x["path"])
-
-
-def _lockfile(label: str, full: str, fmt: str, sha: str) -> dict[str, Any]:
-    return {"path": label, "format": fmt, "format_version": _lockfile_version(Path(full), fmt), "sha256": sha}
-
-
-def _hash_files(regular: list[str]) -> dict[str, tuple[int, str]]:
-    """{path: (size, sha256)}.
-
-    Hash in a small thread pool: open/read/sha256 release the GIL, and a
-    tree of many small files is bound by per-file system calls, not by
-    one core's sha256 speed.
-    """
-    workers = min(4, (os.cpu_count() or 1)) if len(regular) > 64 and (os.cpu_count() or 1) > 2 else 1
-    if workers == 1:
-        return {full: _size_and_sha256(full) for full in regular}
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return dict(zip(regular, pool.map(_size_and_sha256, regular, chunksize=64), strict=False))
-
-
-_SMALL = 1 << 20
-
-
-def _size_and_sha256(full: str) -> tuple[int, str]:
-    """(size, hex sha256) with one open; small files in one read."""
-    import hashlib
-
-    with open(full, "rb", buffering=0) as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size <= _SMALL:
-            return size, hashlib.sha256(fh.read()).hexdigest()
-        return size, hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def _walk(top: Path) -> Iterable[tuple[str, str, str]]:
-    """(posix rel, full path, file|symlink) below top, sorted by rel; no symlink is followed."""
-    out: list[tuple[str, str, str]] = []
-    stack = [(os.fspath(top), "")]
-    while stack:
-        d, prefix = stack.pop()
-        try:
-            it = list(os.scandir(d))
-        except OSError as exc:
-            raise AgentDriftError(f"cannot list task directory: {exc.strerror or exc}", d) from None
-        for e in it:
-            if e.name in SOURCE_EXCLUDED_NAMES:
-                continue
-            rel = prefix + e.name
-            if e.is_symlink():
-                out.append((rel, e.path, "symlink"))
-            elif e.is_dir(follow_symlinks=False):
-                stack.append((e.path, rel + "/"))
-            elif e.is_file(follow_symlinks=False):
-                out.append((rel, e.path, "file"))
-    out.sort(key=lambda t: t[0])
-    return out
-
-
-def _lockfile_format(name: str) -> str | None:
-    if name in LOCKFILE_NAMES:
-        return LOCKFILE_NAMES[name]
-    if _REQUIREMENTS.match(name):
-        return "pip-requirements"
-    return None
-
-
-def _lockfile_version(path: Path, fmt: str) -> str:
-    """The lockfile's own format version where the format declares one in its head."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(8192).decode("utf-8", errors="replace")
-    except OSError:
-        return UNOBSERVED
-    patterns = {
-        "uv": r"^version\s*=\s*(\d+)",
-        "pylock": r"^lock-version\s*=\s*\"?([\d.]+)",
-        "poetry": r"lock-version\s*=\s*\"([\d.]+)\"",
-        "npm": r"\"lockfileVersion\"\s*:\s*(\d+)",
-        "npm-shrinkwrap": r"\"lockfileVersion\"\s*:\s*(\d+)",
-        "pnpm": r"^lockfileVersion:\s*'?([\d.]+)",
-        "pipenv": r"\"pipfile-spec\"\s*:\s*(\d+)",
-        "cargo": r"^version\s*=\s*(\d+)",
-        "yarn": r"^# yarn lockfile (v\d+)|^__metadata:",
-        "bun": r"\"lockfileVersion\"\s*:\s*(\d+)",
-        "composer": r"\"plugin-api-version\"\s*:\s*\"([\d.]+)\"",
-    }
-    pat = patterns.get(fmt)
-    if pat is None:
-        return NOT_APPLICABLE
-    m = re.search(pat, head, re.MULTILINE)
-    if not m:
-        return UNOBSERVED
-    if fmt == "yarn":
-        return m.group(1) or "berry"
-    return m.group(1)
-
-
-# --------------------------------------------------------------------------- git
-
-
-def _git_info(project_root: Path, env: Mapping[str, str]) -> dict[str, Any] | str:
-    """Commit and dirty flag of the project checkout (GitPython, imported here only).
-
-    GIT_OPTIONAL_LOCKS=0 keeps `git status`-style commands from refreshing
-    and rewriting the index: capture must leave every file as it found it.
-    Remotes are not read (their URLs can hold tokens).
-    """
-    if not _find_git_dir(Path(project_root)):
-        return NOT_APPLICABLE
-    try:
-        import git  # GitPython
-    except ImportError:
-        return UNOBSERVED
-    try:
-        repo = git.Repo(os.fspath(project_root), search_parent_directories=True)
-        with repo.git.custom_environment(GIT_OPTIONAL_LOCKS="0"):
-            try:
-                commit = repo.head.commit.hexsha
-            except ValueError:
-                commit = UNOBSERVED  # no commit yet
-            dirty = repo.is_dirty(untracked_files=True)
-        return {"commit": commit, "dirty": bool(dirty)}
-    except Exception as exc:  # noqa: BLE001 - any git failure leaves the field unobserved, never aborts capture
-        return {"commit": UNOBSERVED, "dirty": UNOBSERVED, "error": type(exc).__name__}
-    finally:
-        try:
-            repo.close()  # type: ignore[possibly-undefined]
-        except Exception:  # noqa: BLE001
-            pass
-
-
-def _find_git_dir(start: Path) -> bool:
-    cur = Path(os.path.abspath(start))
-    while True:
-        if (cur / ".git").exists():
-            return True
-        if cur.parent == cur:
-            return False
-        cur = cur.parent
-
-
-# --------------------------------------------------------------------------- probes
-
-
-def _run(
-    ctx: ManifestContext | _ProbeSetting, argv: Sequence[str], cwd: Path, scratch_home: bool = False
-) -> tuple[int | None, bytes, bytes, str | None]:
-    """Run one read-only display; (exit code, stdout, stderr, error). With `scratch_home`, in a
-    scratch HOME and XDG directories of its own."""
-    import tempfile
-
-    runner = ctx.runner or subprocess.run
-    # Documented switches that keep a version display from updating itself.
-    env = {**ctx.env, "DISABLE_AUTOUPDATER": "1", "NO_UPDATE_NOTIFIER": "1"}
-    # A display may still write where it keeps its state (Copilot unpacks its whole package into
-    # the cache dir on first use): it gets a scratch home of its own, so capture writes nothing
-    # of the user's, and the scratch is gone when it returns.
-    if not scratch_home:
-        return _run_in(runner, ctx, argv, cwd, env)
-    if ctx.probe_home is not None:
-        env.update({name: str(ctx.probe_home) for name in PROBE_HOME_ENV})
-        return _run_in(runner, ctx, argv, cwd, env)
-    with tempfile.TemporaryDirectory(prefix="agentdrift-probe-", ignore_cleanup_errors=True) as scratch:
-        env.update({name: scratch for name in PROBE_HOME_ENV})
-        return _run_in(runner, ctx, argv, cwd, env)
-
-
-#: where programs keep per-user state: a version probe gets a scratch directory for each
-PROBE_HOME_ENV = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
-
-
-def _run_in(runner, ctx: ManifestContext | _ProbeSetting, argv: Sequence[str], cwd: Path, env: dict[str, str]):
-    try:
-        proc = runner(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            timeout=ctx.version_timeout_s,
-            cwd=os.fspath(cwd) if Path(cwd).is_dir() else None,
-            env=env,
-            check=False,
-        )
-    except FileNotFoundError:
-        return None, b"", b"", "executable not found"
-    except subprocess.TimeoutExpired:
-        return None, b"", b"", f"timed out after {ctx.version_timeout_s:g} s"
-    except OSError as exc:
-        return None, b"", b"", f"could not run: {exc.strerror or exc}"
-    return proc.returncode, proc.stdout or b"", proc.stderr or b"", None
-
-
-def _which(name: str, env: Mapping[str, str]) -> str | None:
-    if os.sep in name:
-        return name if os.access(name, os.X_OK) else None
-    return shutil.which(name, path=env.get("PATH", ""))
-
-
-@dataclass(frozen=True)
-class _ProbeSetting:
-    """What a version display runs with (ManifestContext has the same fields)."""
-
-    env: Mapping[str, str]
-    probe_home: Path | None
-    version_timeout_s: float = VERSION_TIMEOUT_S
-    runner: Callable[..., subprocess.CompletedProcess[bytes]] | None = None
-
-
-def probe_cli_version(
-    argv: Sequence[str] | None, env: Mapping[str, str], cwd: Path, probe_home: Path | None
-) -> dict[str, Any]:
-    """The agent CLI's version display, run once a session in a scratch home: ``version`` (its exact
-    stdout, or unobserved / not_applicable with a ``reason``), and the executable's path, sha256,
-    exit code and stderr. The session shows its first line and capture records it whole
-    (ManifestContext.cli_probe), so both say what one run of the display said."""
-    return _probe_version(_ProbeSetting(dict(env), probe_home), argv, cwd, scratch_home=True)
-
-
-def _probe_version(
-    ctx: ManifestContext | _ProbeSetting, argv: Sequence[str] | None, cwd: Path, scratch_home: bool = False
-) -> dict[str, Any]:
-    if not argv:
-        return {"version": NOT_APPLICABLE, "reason": "the adapter documents no version display"}
-    exe = _which(argv[0], ctx.env)
-    if exe is None:
-        return {"version": UNOBSERVED, "reason": f"{argv[0]!r} not found on PATH"}
-    code, out, err, error = _run(ctx, [exe, *argv[1:]], cwd, scratch_home)
-    result: dict[str, Any] = {"path": exe, "exit_code": code, "stderr": _clip(err)}
-    try:
-        result["sha256"] = hash_file(exe)
-    except OSError:
-        result["sha256"] = UNOBSERVED
-    if error is not None or code != 0:
-        result["version"] = UNOBSERVED
-        result["reason"] = error or f"version display exited {code}"
-        return result
-    text = out.decode("utf-8", errors="replace").strip()
-    # exact stdout, never normalised (1.2.3-beta.1 stays 1.2.3-beta.1)
-    result["version"] = text if text else UNOBSERVED
-    if not text:
-        result["reason"] = "version display printed nothing"
-    return result
-
-
-_RUNTIMES: dict[str, Sequence[str]] = {
-    "node": ("node", "--version"),
-    "npm": ("npm", "--version"),
-    "git": ("git", "--version"),
-}
-
-
-def _run_probes(ctx: ManifestContext, cwd: Path, roots: discovery_base.Roots, rules: str) -> dict[str, Any]:
-    """Version displays, run concurrently (each bounded by the timeout)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    shell = ctx.env.get("SHELL")
-    jobs: dict[str, Sequence[str] | None] = dict(_RUNTIMES)
-    if ctx.cli_probe is None:
-        jobs["cli"] = list(ctx.version_argv) if ctx.version_argv else None
-    if shell:
-        jobs["shell"] = (shell, "--version")
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        # the agent's own CLI runs in a scratch home (its state is not the user's to change);
-        # interpreters and shells keep theirs (a version manager's shim finds itself there)
-        npm = _npm_package_version(ctx.env)
-        if npm is not None:
-            jobs.pop("npm")
-        futures = {name: pool.submit(_probe_version, ctx, argv, cwd, name == "cli") for name, argv in jobs.items()}
-        results = {name: f.result() for name, f in futures.items()}
-    if npm is not None:
-        results["npm"] = {"version": npm}
-    if ctx.cli_probe is not None:
-        results["cli"] = dict(ctx.cli_probe)
-    runtimes: dict[str, Any] = {
-        "python": f"{_platform.python_implementation()} {_platform.python_version()}",
-    }
-    for name in ("node", "npm", "git", "shell"):
-        if name == "shell" and not shell:
-            runtimes[name] = UNOBSERVED
-            continue
-        res = results[name]
-        v = res["version"]
-        # first line only: bash prints a licence after its version line
-        runtimes[name] = (
-            v.splitlines()[0].strip() if isinstance(v, str) and v not in (UNOBSERVED, NOT_APPLICABLE) else v
-        )
-        if name == "shell" and v not in (UNOBSERVED, NOT_APPLICABLE):
-            runtimes[name] = f"{os.path.basename(shell or '')}: {runtimes[name]}"
-    runtimes.update(ctx.bundled_runtimes)
-    cli = results["cli"]
-    if "path" in cli:
-        cli["path"] = roots.label(cli["path"]) if cli["path"] else cli["path"]
-    return {"cli": cli, "runtimes": runtimes}
-
-
-def _npm_package_version(env: Mapping[str, str]) -> str | None:
-    """npm's version as `npm --version` prints it, read from the package.json of the npm the PATH
-    resolves to, when that is npm's own npm-cli.js (a system, nvm or prefix install); None for
-    anything else (a version manager's shim), which is asked instead. Starting npm costs
-    about half a second, in every session that records a manifest."""
-    exe = _which("npm", env)
-    if exe is None:
-        return None
-    cli = Path(os.path.realpath(exe))
-    if cli.name != "npm-cli.js" or cli.parent.name != "bin" or cli.parent.parent.name != "npm":
-        return None
-    try:
-        meta = json.loads((cli.parent.parent / "package.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    version = meta.get("version") if isinstance(meta, dict) and meta.get("name") == "npm" else None
-    return version if isinstance(version, str) and version.strip() == version and version else None
-
-
-def _clip(data: bytes, limit: int = 400) -> str:
-    text = data.decode("utf-8", errors="replace")
-    return text if len(text) <= limit else text[:limit] + "…[truncated]"
-
-
 # --------------------------------------------------------------------------- pieces
-
-
-def environment_allowlist(env: Mapping[str, str], allowlist: Iterable[str]) -> dict[str, Any]:
-    """Names always; values only for non-secret names (see NON_SECRET_ENV_VALUES).
-
-    For each allowlisted name: ``{"set": bool, "value": ...}`` where value
-    is present only when the name is on the non-secret list and does not
-    look like a credential name. A few behaviour switches (locale, TZ, CI)
-    are recorded whenever set.
-    """
-    names = sorted(set(allowlist) | {n for n in ALWAYS_RECORDED_ENV if n in env})
-    out: dict[str, Any] = {}
-    for name in names:
-        item: dict[str, Any] = {"set": name in env}
-        if (
-            name in env
-            and name in NON_SECRET_ENV_VALUES
-            and not _SECRET_NAME.search(name)
-            and name not in _PATHLIKE_ENV
-        ):
-            item["value"] = env[name]
-        out[name] = item
-    return out
-
-
-def _label_argv(argv: Sequence[str], roots: discovery_base.Roots) -> list[str]:
-    """argv with absolute paths under a named root relabelled, so identity holds no private path."""
-    out = []
-    for arg in argv:
-        s = str(arg)
-        if os.path.isabs(s) and not any(c in s for c in "{}"):
-            label = roots.label(s)
-            out.append(label if not label.startswith("outside:") else s)
-        else:
-            out.append(s)
-    return out
-
-
-_INTERPRETER = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?(\.exe)?$")
-
-
-def _interpreter_label(path: str) -> str | None:
-    """An interpreter by implementation and version, never by where it is installed."""
-    if not _INTERPRETER.match(os.path.basename(path)):
-        return None
-    if os.path.realpath(path) == os.path.realpath(sys.executable) or os.path.abspath(path) == os.path.abspath(
-        sys.executable
-    ):
-        return f"interpreter:{_platform.python_implementation()} {_platform.python_version()}"
-    try:
-        out = subprocess.run(
-            [path, "-c", "import platform; print(platform.python_implementation(), platform.python_version())"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "interpreter:unobserved"
-    text = out.stdout.strip()
-    return f"interpreter:{text}" if out.returncode == 0 and text else "interpreter:unobserved"
-
-
-def _identity_label(path: str, roots: discovery_base.Roots) -> str:
-    label = _interpreter_label(path) or roots.label(path)
-    # the system root is "/": a label under it would still spell out this machine's directories
-    if label.startswith(("outside:", "system:")):
-        return "outside:" + os.path.basename(path)
-    return label
-
-
-def identity_argv(argv: Sequence[str], roots: discovery_base.Roots) -> list[str]:
-    """argv for the identity: no absolute path of this machine.
-
-    Interpreters become their implementation and version; paths under a named
-    root (project, home, task) are relabelled; any other absolute path keeps
-    only its file name (what the file holds is in agent_files_hash).
-    """
-    out = []
-    for arg in argv:
-        text = str(arg)
-        if os.path.isabs(text) and not any(c in text for c in "{}"):
-            out.append(_identity_label(text, roots))
-        else:
-            out.append(text)
-    return out
-
-
-def agent_files_hash(
-    argv: Sequence[str], config_files: Sequence[Path], roots: discovery_base.Roots, reasons: dict[str, str]
-) -> Any:
-    """sha256 of each file the agent command names (its script, --agent-config files), by label.
-
-    Interpreters are identified by version, not bytes; a file under a named root is
-    labelled relative to it, any other by its name. Editing the agent's own script
-    changes this field. An --agent-config file is hashed in its canonical form (the
-    parsed value, as config_hash reads it): reordered keys or CRLF are no change.
-    """
-    files: dict[str, str] = {}
-    candidates = [str(a) for a in argv[1:] if os.path.isabs(str(a)) and not any(c in str(a) for c in "{}")]
-    if argv and os.path.isabs(str(argv[0])) and _interpreter_label(str(argv[0])) is None:
-        candidates.insert(0, str(argv[0]))  # a script run directly is the agent itself
-    configs = {os.path.abspath(os.fspath(p)) for p in config_files}
-    candidates += sorted(configs)
-    for path in candidates:
-        if not os.path.isfile(path) or _interpreter_label(path):
-            continue
-        label = _identity_label(path, roots)
-        try:
-            files[label] = _config_digest(Path(path), roots) if path in configs else "sha256:" + hash_file(path)
-        except OSError as exc:
-            files[label] = UNOBSERVED
-            reasons["agent_files_hash"] = f"{label}: {exc.strerror or exc}"
-    if not files:
-        reasons["agent_files_hash"] = "the agent command names no file of its own"
-        return NOT_APPLICABLE
-    return dict(sorted(files.items()))
-
-
-def _config_digest(path: Path, roots: discovery_base.Roots) -> str:
-    """The canonical digest of a configuration file, the one config_hash is built from."""
-    source = discovery_base.config_source(
-        path, roots, surface="generic", scope="user-named", precedence=0, fmt=discovery_base.format_for(path), spec=None
-    )
-    if source.get("status") != "present":
-        raise OSError(f"{source.get('status')}: {path.name}")
-    return str(source["canonical_sha256"])
-
-
-def _argv_value(argv: Sequence[str], flags: Sequence[str]) -> str | None:
-    for i, a in enumerate(argv):
-        for f in flags:
-            if a == f and i + 1 < len(argv):
-                return str(argv[i + 1])
-            if a.startswith(f + "="):
-                return a.split("=", 1)[1]
-    return None
 
 
 def _external_tools(sources: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -1167,85 +576,6 @@ def _merged_facts(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def model_endpoint(
-    adapter: Mapping[str, Any],
-    env: Mapping[str, str],
-    facts: Mapping[str, Any],
-    reasons: dict[str, str],
-    evidence: dict[str, Any],
-) -> str:
-    """The base URL the product sends its model requests to, as identity (never a credential:
-    agents.base.endpoint_label drops user, password, query and fragment).
-
-    The product's configuration first (Codex's selected provider; a Claude Code settings file
-    whose `env` block sets its base URL, which the CLI applies over its environment), then its
-    environment (ANTHROPIC_BASE_URL, ...), then the product's built-in endpoint."""
-    from pytest_agentdrift.agents.base import endpoint_label
-
-    candidates: list[tuple[str, Any]] = []
-    fact = facts.get("model_endpoint")
-    if isinstance(fact, Mapping):
-        per = fact.get("configured_per_context")
-        values = {digest(v): v for v in per.values()} if isinstance(per, Mapping) else {"": fact.get("configured")}
-        value = next(iter(values.values())) if len(values) == 1 else None
-        candidates.append((f"configuration ({fact.get('source', 'config')})", value or fact))
-    candidates += [(name, env.get(name)) for name in adapter.get("endpoint_env", ())]
-    candidates.append(("the product's built-in endpoint", adapter.get("default_endpoint")))
-    for source, value in candidates:
-        if not value:
-            continue
-        label = endpoint_label(value) if isinstance(value, str) else None
-        if label is None:
-            why = "sets it in an env block, recorded by name only" if "settings_env" in str(value) else None
-            return _unobserved(reasons, "model_endpoint", f"{source} {why or 'does not name one http(s) URL'}")
-        evidence["model_endpoint"] = {"source": source}
-        return label
-    return _unobserved(reasons, "model_endpoint", "the agent names no model endpoint the harness can read")
-
-
-def _os_identity(system_root: Path | None) -> dict[str, Any]:
-    """Edition, release, build and architecture; the kernel build is provenance.
-
-    On Linux the distribution (os-release ID, VERSION_ID, BUILD_ID) names the
-    image; the kernel belongs to the host a container runs on and changes
-    under CI without the image changing, so it is recorded in provenance.
-    """
-    info: dict[str, Any] = {"system": _platform.system() or UNOBSERVED, "machine": _platform.machine() or UNOBSERVED}
-    if sys.platform.startswith("linux"):
-        rel = _os_release(system_root)
-        info["distribution"] = rel.get("ID", UNOBSERVED) if rel else UNOBSERVED
-        info["release"] = rel.get("VERSION_ID", UNOBSERVED) if rel else UNOBSERVED
-        info["build"] = rel.get("BUILD_ID", NOT_APPLICABLE) if rel else UNOBSERVED
-        libc = _platform.libc_ver()
-        info["libc"] = " ".join(x for x in libc if x) or UNOBSERVED
-    elif sys.platform == "darwin":
-        ver = _platform.mac_ver()[0]
-        info["distribution"] = "macos"
-        info["release"] = ver or UNOBSERVED
-        info["build"] = UNOBSERVED
-    else:
-        info["distribution"] = _platform.system()
-        info["release"] = _platform.release() or UNOBSERVED
-        info["build"] = _platform.version() or UNOBSERVED
-    return info
-
-
-def _os_release(system_root: Path | None) -> dict[str, str] | None:
-    root = Path(system_root) if system_root is not None else Path("/")
-    for rel in ("etc/os-release", "usr/lib/os-release"):
-        try:
-            text = (root / rel).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        out = {}
-        for line in text.splitlines():
-            k, sep, v = line.partition("=")
-            if sep:
-                out[k.strip()] = v.strip().strip('"')
-        return out
-    return None
-
-
 def _image_digest(ctx: ManifestContext, reasons: dict[str, str]) -> str:
     if ctx.env_image_digest:
         return ctx.env_image_digest
@@ -1278,20 +608,6 @@ def _scoring_digest(ctx: ManifestContext, reasons: dict[str, str]) -> str:
     return digest(sorted(hash_file(Path(p)) for p in files))
 
 
-def _region(env: Mapping[str, str]) -> str:
-    for name in (
-        "AGENTDRIFT_REGION",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "GOOGLE_CLOUD_REGION",
-        "AZURE_REGION",
-        "RUNNER_REGION",
-    ):
-        if env.get(name):
-            return env[name]
-    return UNOBSERVED
-
-
 def _is_reference(adapter: Mapping[str, Any]) -> bool:
     """The bundled reference agents run no model: model fields are not_applicable."""
     return str(adapter.get("product", "")).startswith("pytest-agentdrift/")
@@ -1312,12 +628,9 @@ __all__ = [
     "NOT_APPLICABLE",
     "POST_RUN_FIELDS",
     "UNOBSERVED",
-    "build_source_manifest",
     "capture",
     "capture_manifest",
-    "environment_allowlist",
     "finalize_manifest",
-    "probe_cli_version",
     "runtime_id",
     "sha256_hex",
     "validate_manifest",

@@ -117,7 +117,7 @@ class TaskRunner:
     def probe_agent_version(self) -> str:
         """The first line of the agent CLI's version display; the whole probe is kept for manifest
         capture (cli_probe), so the display runs once a session."""
-        from pytest_agentdrift.manifest.capture import probe_cli_version
+        from pytest_agentdrift.manifest.probes import probe_cli_version
 
         argv = self.adapter.version_argv() if self.adapter else None
         if not argv:

@@ -11,7 +11,7 @@ import pytest
 from pytest_agentdrift.agents import discovery_base
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.manifest.accept import accept_tokens, expand, resolve_for
-from pytest_agentdrift.manifest.capture import agent_files_hash, identity_argv
+from pytest_agentdrift.manifest.agentcmd import agent_files_hash, identity_argv
 from pytest_agentdrift.manifest.declare import apply_facts, load_declarations
 from pytest_agentdrift.testing import make_task
 from pytest_agentdrift.vocabulary import DEFAULT_ACCEPT_UNOBSERVED, ENVELOPE_FIELDS

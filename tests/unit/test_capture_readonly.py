@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from pytest_agentdrift.manifest import capture as mf
+from pytest_agentdrift.manifest import probes
 
 CLI = """#!/bin/sh
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/copilot"
@@ -62,7 +63,7 @@ def probe_copilot(home: Path, bindir: Path, cwd: Path) -> dict:
         env={"PATH": f"{bindir}{os.pathsep}/usr/bin:/bin", "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")},
         runner=subprocess.run,
     )
-    return mf._probe_version(ctx, ctx.version_argv, cwd, scratch_home=True)
+    return probes._probe_version(ctx, ctx.version_argv, cwd, scratch_home=True)
 
 
 def test_version_probe_writes_into_a_scratch_home_that_is_then_gone(tmp_path):
@@ -74,10 +75,10 @@ def test_version_probe_writes_into_a_scratch_home_that_is_then_gone(tmp_path):
     seen = []
 
     def spy(argv, **kw):
-        seen.append({k: kw["env"][k] for k in mf.PROBE_HOME_ENV})
+        seen.append({k: kw["env"][k] for k in probes.PROBE_HOME_ENV})
         return subprocess.run(argv, **kw)
 
-    probe = mf._probe_version(
+    probe = probes._probe_version(
         mf.ManifestContext(
             adapter={"name": "copilot"},
             agent_argv=["copilot"],
@@ -107,7 +108,7 @@ def test_the_session_probe_is_reused_by_capture(tmp_path):
     (bindir / "copilot").write_text(CLI)
     (bindir / "copilot").chmod(0o755)
     env = {"PATH": f"{bindir}{os.pathsep}/usr/bin:/bin", "HOME": str(home)}
-    probe = mf.probe_cli_version(["copilot", "--version"], env, tmp_path, scratch)
+    probe = probes.probe_cli_version(["copilot", "--version"], env, tmp_path, scratch)
     assert probe["version"] == "1.0.102" and probe["exit_code"] == 0
     assert (scratch / ".copilot-state").is_file() and list(home.iterdir()) == []
     ran = []

@@ -15,6 +15,7 @@ from pytest_agentdrift.agents import discovery_base
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.manifest import capture as mf
+from pytest_agentdrift.manifest import probes
 from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS, PROVENANCE_FIELDS
 
 PLANTED = "sk-PLANTED-9f8e7d6c5b4a39281706"
@@ -35,7 +36,7 @@ def fake_runner(versions: dict[str, str]):
 
     def run(argv, **kw):
         calls.append(list(argv))
-        assert kw.get("timeout") and kw["timeout"] <= mf.VERSION_TIMEOUT_S  # bounded
+        assert kw.get("timeout") and kw["timeout"] <= probes.VERSION_TIMEOUT_S  # bounded
         assert kw.get("stdin") == subprocess.DEVNULL
         out = versions.get(os.path.basename(argv[0]))
         if out is None:
@@ -463,7 +464,7 @@ def _npm_install(root, version="10.2.4", name="npm"):
 
 
 def test_npm_version_is_read_from_the_package_json_of_the_npm_on_path(tmp_path):
-    from pytest_agentdrift.manifest.capture import _npm_package_version
+    from pytest_agentdrift.manifest.probes import _npm_package_version
 
     assert _npm_package_version(_npm_install(tmp_path / "a")) == "10.2.4"
     # not npm's own package, or a shim of a version manager: asked by running it instead
@@ -477,7 +478,7 @@ def test_npm_version_is_read_from_the_package_json_of_the_npm_on_path(tmp_path):
 
 @pytest.mark.skipif(shutil.which("npm") is None, reason="no npm here")
 def test_the_package_json_version_is_what_npm_version_prints():
-    from pytest_agentdrift.manifest.capture import _npm_package_version
+    from pytest_agentdrift.manifest.probes import _npm_package_version
 
     read = _npm_package_version(os.environ)
     if read is None:

@@ -32,7 +32,7 @@ def test_every_product_module_has_the_same_interface():
 
 def test_product_knowledge_reaches_the_manifest_from_the_product_folders():
     # (the sandbox never mounts the real home, so no product lists home entries to mask)
-    from pytest_agentdrift.manifest.capture import NON_SECRET_ENV_VALUES
+    from pytest_agentdrift.manifest.environment import NON_SECRET_ENV_VALUES
 
     assert {"CLAUDE_CODE_MAX_OUTPUT_TOKENS", "CODEX_SANDBOX", "COPILOT_MODEL"} <= NON_SECRET_ENV_VALUES
     assert {"CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME"} <= products.pathlike_env()
