@@ -25,7 +25,8 @@ import time
 from typing import Any
 
 from pytest_agentdrift.compare import stats
-from pytest_agentdrift.compare.decision import GateParams, compare_runs
+from pytest_agentdrift.compare.comparison import compare_runs
+from pytest_agentdrift.compare.gates import GateParams
 from pytest_agentdrift.compare.power import _mde_for_design, minimum_detectable_regression
 
 

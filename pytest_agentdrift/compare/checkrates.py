@@ -1,7 +1,7 @@
 """Critical and safety checks read as rates: is a failure new, standing, or undecidable?
 
 Pure; scipy is imported inside the function. The regression gate
-(compare/decision.py) calls ``check_rate_tests`` with, for every task, how
+(compare/gates.py) calls ``check_rate_tests`` with, for every task, how
 often each critical check (and the safety layer) failed in the baseline's
 and in the candidate's runs. docs/statistics.md ("Checks read as rates")
 has the rules; keep the two in step.

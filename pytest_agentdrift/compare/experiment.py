@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_agentdrift.compare import ablation, behaviour
-from pytest_agentdrift.compare.decision import _line, _pp  # one way a comparison row is written
 from pytest_agentdrift.compare.outcome import ComparisonOutcome, Verdict
+from pytest_agentdrift.compare.render import _line, _pp  # one way a comparison row is written
 from pytest_agentdrift.vocabulary import DECISION_FILE, GATE_DROP_IT, SCHEMA_VERSION
 
 DROP_IT_MODE = GATE_DROP_IT  # `--agent-gate drop-it` (vocabulary.py)

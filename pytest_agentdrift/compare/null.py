@@ -33,7 +33,7 @@ from pytest_agentdrift.compare import stats
 from pytest_agentdrift.vocabulary import DEFAULT_ACCEPT_UNOBSERVED, DEFAULT_SEED, SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from pytest_agentdrift.compare.decision import GateParams
+    from pytest_agentdrift.compare.gates import GateParams
 
 NULL_OK = "no_material_evidence"
 DRIFT = "hold_unconfirmed"
@@ -61,7 +61,7 @@ def null_experiment(
 
     `accept_unobserved` holds tokens (field and group names, as --agent-accept-unobserved
     takes them), resolved for each pair by the one resolver the plugin and CLI use."""
-    from pytest_agentdrift.compare.decision import GateParams
+    from pytest_agentdrift.compare.gates import GateParams
 
     if len(runs) < 2:
         raise ValueError("a null experiment needs at least two recordings")
@@ -111,7 +111,7 @@ def _pair_row(
     seed: int,
 ) -> dict[str, Any]:
     """One pair of recordings compared: its flips, their two-sided p-value, and whether the gate fired."""
-    from pytest_agentdrift.compare.decision import compare_runs
+    from pytest_agentdrift.compare.comparison import compare_runs
 
     comparison = compare_runs(
         base, cand, comparable=comparable, reasons=reasons, change_class=change_class, gate=params, seed=seed

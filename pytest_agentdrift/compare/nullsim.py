@@ -1,7 +1,7 @@
 """The regression gate on seeded random agents: its false-alarm rate and its power, measured.
 
 Pure (no pytest, no I/O): builds results.json dicts for a simulated agent and
-runs the real comparison (compare.decision.compare_runs) on them. Used by
+runs the real comparison (compare.comparison.compare_runs) on them. Used by
 benchmarks/bench_null_gate.py (the table in docs/statistics.md) and by the
 test that holds the bound.
 
@@ -73,7 +73,8 @@ def recording(rng: random.Random, rates: list[float], k: int, flake: float, chan
 
 def gate_fails(design: Design, seed: int, change: float = 0.0) -> bool:
     """One simulated pair through the real comparison: does the regression gate fail?"""
-    from pytest_agentdrift.compare.decision import GateParams, compare_runs
+    from pytest_agentdrift.compare.comparison import compare_runs
+    from pytest_agentdrift.compare.gates import GateParams
 
     rng = random.Random(seed)
     rates = [rng.uniform(0.6, 1.0) for _ in range(design.tasks)]

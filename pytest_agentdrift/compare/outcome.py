@@ -1,7 +1,7 @@
 """One comparison of two recorded runs, shared by the plugin and `agentdrift compare`.
 
 `compare_recorded` takes the two results.json documents and the manifest
-comparison, runs the statistics and the decision (compare.decision), and
+comparison, runs the statistics and the decision (compare.comparison), and
 returns the files the record keeps, the terminal lines and the verdict: the
 exit code with the one sentence that explains it. `Verdict.line` is the
 closing line every exit path prints (`agentdrift: exit N — reason`), and
@@ -76,7 +76,7 @@ def selected_baseline(base: dict[str, Any], cand: dict[str, Any]) -> tuple[dict[
 
 def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdict:
     """The comparison's part of the exit status, with its sentence."""
-    from pytest_agentdrift.compare.decision import comparison_exit_code
+    from pytest_agentdrift.compare.status import comparison_exit_code
 
     code = comparison_exit_code(comparison, gate)
     if not comparison["comparable"]:
@@ -85,7 +85,7 @@ def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdi
         return Verdict(EXIT_REFUSED, f"refused: runs are not comparable: {reasons[0]}{more}")
     infra = comparison.get("infra") or {}
     if gate and infra.get("undecided"):
-        from pytest_agentdrift.compare.decision import undecided_text
+        from pytest_agentdrift.compare.status import undecided_text
 
         return Verdict(code, f"not decided: {undecided_text(infra)}")
     if gate and infra.get("exceeded"):
@@ -128,7 +128,7 @@ def compare_recorded(
 ) -> ComparisonOutcome:
     """Statistics, decision, files and lines for two recorded runs (plugin and CLI alike)."""
     from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.compare.decision import compare_runs
+    from pytest_agentdrift.compare.comparison import compare_runs
     from pytest_agentdrift.compare.ledger import read_release_notes
 
     reasons = [f"{name}: {b!r} != {c!r}" for name, b, c in stamps.blocks]
@@ -163,7 +163,7 @@ def compare_recorded(
 
 
 def _comparison_lines(comparison: dict[str, Any], items: Any) -> list[str]:
-    from pytest_agentdrift.compare.decision import render_comparison
+    from pytest_agentdrift.compare.render import render_comparison
 
     rendered = render_comparison(comparison)
     # the item lines go just above the last line (the regression gate's, under that gate)
@@ -173,7 +173,7 @@ def _comparison_lines(comparison: dict[str, Any], items: Any) -> list[str]:
 
 def _gate_params(gate_scope: str, max_infra_loss: float | None, gate_flakes: str | None) -> Any:
     """The gate's parameters: its defaults where the option was not given."""
-    from pytest_agentdrift.compare.decision import GateParams
+    from pytest_agentdrift.compare.gates import GateParams
 
     return GateParams(
         scope=gate_scope,
@@ -191,8 +191,8 @@ def _comparison_files(
     ledger: Any,
 ) -> dict[str, Any]:
     """The record's comparison files: manifest diff, decision, comparison, and the release-note ledger."""
-    from pytest_agentdrift.compare.decision import decision_document
     from pytest_agentdrift.compare.ledger import ledger_csv
+    from pytest_agentdrift.compare.status import decision_document
     from pytest_agentdrift.manifest.identity import manifest_diff_document
 
     diff = manifest_diff_document(stamps)

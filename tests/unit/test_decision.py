@@ -7,16 +7,11 @@ from typing import Any
 
 import pytest
 
-from pytest_agentdrift.compare.decision import (
-    STATUSES,
-    GateParams,
-    compare_runs,
-    comparison_exit_code,
-    decision_document,
-    gate_counts,
-    render_comparison,
-)
+from pytest_agentdrift.compare.comparison import compare_runs
+from pytest_agentdrift.compare.gates import GateParams, gate_counts
 from pytest_agentdrift.compare.ledger import parse_release_notes
+from pytest_agentdrift.compare.render import render_comparison
+from pytest_agentdrift.compare.status import STATUSES, comparison_exit_code, decision_document
 from pytest_agentdrift.errors import AgentDriftError
 
 

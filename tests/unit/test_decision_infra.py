@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pytest_agentdrift.compare.decision import (
-    GateParams,
-    compare_runs,
-    comparison_exit_code,
-    decision_document,
-    render_comparison,
-)
+from pytest_agentdrift.compare.comparison import compare_runs
+from pytest_agentdrift.compare.gates import GateParams
+from pytest_agentdrift.compare.render import render_comparison
+from pytest_agentdrift.compare.status import comparison_exit_code, decision_document
 
 
 def results(outcomes: dict[str, list[int]], run_id: str) -> dict:

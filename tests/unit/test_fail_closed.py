@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from pytest_agentdrift.agents.base import CommandAdapter
-from pytest_agentdrift.compare.decision import GateParams, compare_runs, comparison_exit_code, decision_document
+from pytest_agentdrift.compare.comparison import compare_runs
+from pytest_agentdrift.compare.gates import GateParams
 from pytest_agentdrift.compare.outcome import comparison_verdict
+from pytest_agentdrift.compare.status import comparison_exit_code, decision_document
 from pytest_agentdrift.grade import attempt as attempt_mod
 from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.grade.scoring import summarise

@@ -11,7 +11,9 @@ import markdown_it
 from test_report import check, results, run
 from test_summary import synthetic
 
-from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document
+from pytest_agentdrift.compare.comparison import compare_runs
+from pytest_agentdrift.compare.gates import GateParams
+from pytest_agentdrift.compare.status import decision_document
 from pytest_agentdrift.record.report import markdown
 from pytest_agentdrift.record.summary import run_summary
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document, render_comparison
+from pytest_agentdrift.compare.comparison import compare_runs
+from pytest_agentdrift.compare.gates import GateParams
 from pytest_agentdrift.compare.outcome import comparison_verdict
+from pytest_agentdrift.compare.render import render_comparison
+from pytest_agentdrift.compare.status import decision_document
 from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK, EXIT_REFUSED
 
 

@@ -21,7 +21,8 @@ from pytest_agentdrift.compare import stats
 def test_importing_the_statistics_modules_does_not_import_numpy_or_scipy():
     code = (
         "import sys\n"
-        "import pytest_agentdrift.compare.stats, pytest_agentdrift.compare.decision, pytest_agentdrift.compare.ledger\n"
+        "import pytest_agentdrift.compare.stats, pytest_agentdrift.compare.comparison, pytest_agentdrift.compare.render, "
+        "pytest_agentdrift.compare.ledger\n"
         "print(sorted(m for m in ('numpy', 'scipy', 'statsmodels') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.compare.decision import GateParams, compare_runs, decision_document
+from pytest_agentdrift.compare.comparison import compare_runs
+from pytest_agentdrift.compare.gates import GateParams
+from pytest_agentdrift.compare.status import decision_document
 from pytest_agentdrift.record.summary import run_summary
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_html_report.py"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest_agentdrift
 from pytest_agentdrift import errors, options, vocabulary
 from pytest_agentdrift.agents import discovery_base
-from pytest_agentdrift.compare import decision
+from pytest_agentdrift.compare import comparison, status
 from pytest_agentdrift.manifest import capture, identity
 
 PACKAGE = Path(pytest_agentdrift.__file__).parent
@@ -36,12 +36,12 @@ def test_each_shared_name_is_the_vocabulary_object():
     assert capture.POST_RUN_FIELDS is identity.POST_RUN_FIELDS is vocabulary.POST_RUN_FIELDS
     assert capture.UNOBSERVED is identity.UNOBSERVED is discovery_base.UNOBSERVED is vocabulary.UNOBSERVED
     assert identity.CHANGE_CLASSES is vocabulary.CHANGE_CLASSES
-    assert decision.ROLLBACK_STATES is vocabulary.ROLLBACK_STATES
+    assert comparison.ROLLBACK_STATES is vocabulary.ROLLBACK_STATES
     assert options.ISOLATION_MODES is vocabulary.ISOLATION_MODES
-    # the names that used to mean something else in decision.py now say what they are
-    assert not hasattr(decision, "IDENTITY_FIELDS")
-    assert decision.RUN_IDENTITY_KEYS == ("runtime_id", "task_set_id", "evaluator_id")
-    assert set(vocabulary.CHANGE_CLASSES) < set(decision.ACCEPTED_CHANGE_CLASSES)
+    # the names that used to mean something else in the comparison now say what they are
+    assert not hasattr(comparison, "IDENTITY_FIELDS")
+    assert comparison.RUN_IDENTITY_KEYS == ("runtime_id", "task_set_id", "evaluator_id")
+    assert set(vocabulary.CHANGE_CLASSES) < set(status.ACCEPTED_CHANGE_CLASSES)
 
 
 def test_field_sets_are_consistent():

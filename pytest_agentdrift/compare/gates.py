@@ -1,0 +1,363 @@
+"""The gates: what the paired per-task rows of a comparison decide.
+
+``GateParams`` (every parameter, validated), the promotion gate
+(``promotion_gate``: ship / hold / dont_ship on the pooled discordant tasks,
+every suite stratum, critical regressions and new safety failures, with
+cost-aware promotion from ``cost_promotion``), ``gate_counts`` (the verdict
+on one set of discordant tasks) and the regression gate (``regression_gate``,
+``--agent-gate regression``: only what is new in the candidate fails). They
+read the two arms (compare/arms.py) and the per-task rows the comparison
+pairs them into; docs/statistics.md documents every method and default.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+from pytest_agentdrift.compare import stats
+from pytest_agentdrift.compare.checkrates import SAFETY_CHECK
+from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.vocabulary import DEFAULT_MAX_INFRA_LOSS, GATE_FLAKES, GATE_FLAKES_STRICT
+
+SHIP, HOLD, DONT_SHIP = "ship", "hold", "dont_ship"
+
+
+@dataclass(frozen=True)
+class GateParams:
+    """Parameters of the gate and of cost-aware promotion (docs/statistics.md).
+
+    lam: how many won tasks one lost task cancels.
+    alpha: significance level of the one-sided exact test on the wins.
+    tau: largest share of the baseline's solved tasks the candidate may break,
+        pooled and in every suite stratum.
+    scope: ``all`` (the full gate) or ``critical`` (only critical regressions
+        and new safety failures block; the statistics are still reported).
+    promote_eps: pass-rate loss (as a fraction, 0.05 = 5 points) a cheaper
+        candidate may show in a bootstrap draw and still count as keeping quality.
+    promote_support: share of bootstrap draws needed to promote on cost.
+    draws: bootstrap resamples. confidence: level of every interval.
+    """
+
+    lam: float = 2.0
+    alpha: float = 0.05
+    tau: float = 0.10
+    scope: str = "all"
+    promote_eps: float = 0.05
+    promote_support: float = 0.70
+    draws: int = 10_000
+    confidence: float = 0.95
+    max_infra_loss: float = DEFAULT_MAX_INFRA_LOSS  # above this share of an arm's runs lost, nothing is decided
+    flakes: str = GATE_FLAKES_STRICT  # the regression gate's policy for failures the design cannot tell from flakes
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 <= self.max_infra_loss <= 1:
+            problems.append(f"max infra loss must be in [0, 1] (got {self.max_infra_loss})")
+        if not (math.isfinite(self.lam) and self.lam > 0):
+            problems.append(f"lambda must be > 0 (got {self.lam})")
+        if not 0 < self.alpha < 1:
+            problems.append(f"alpha must be in (0, 1) (got {self.alpha})")
+        if not 0 <= self.tau <= 1:
+            problems.append(f"tau must be in [0, 1] (got {self.tau})")
+        if self.scope not in ("all", "critical"):
+            problems.append(f"gate scope must be 'all' or 'critical' (got {self.scope!r})")
+        if not 0 <= self.promote_eps <= 1:
+            problems.append(f"promotion eps must be in [0, 1] (got {self.promote_eps})")
+        if not 0 < self.promote_support <= 1:
+            problems.append(f"promotion support must be in (0, 1] (got {self.promote_support})")
+        if not (isinstance(self.draws, int) and self.draws >= 100):
+            problems.append(f"bootstrap draws must be an integer >= 100 (got {self.draws})")
+        if not 0 < self.confidence < 1:
+            problems.append(f"confidence must be in (0, 1) (got {self.confidence})")
+        if self.flakes not in GATE_FLAKES:
+            problems.append(f"gate flakes policy must be one of {', '.join(GATE_FLAKES)} (got {self.flakes!r})")
+        if problems:
+            raise AgentDriftError("; ".join(problems))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str, Any]:
+    """The merge gate (``--agent-gate regression``): fail only on what is new in the candidate.
+
+    Critical checks and the safety layer are read as rates (compare/checkrates.py): a failure is new
+    when the candidate fails the check significantly more often than the baseline (an exact one-sided
+    test per task and check, in one family with the paired tests at family-wise alpha), standing when
+    the baseline failed it too, undecided when the design cannot tell a flake from a change (the flakes
+    policy decides). A tampered pass always fails; so does a paired regression at the family's level,
+    pooled or in a suite stratum. A pass states the smallest regression it could have detected.
+    """
+    from pytest_agentdrift.compare.checkrates import NEW, STANDING, UNDECIDED, check_rate_tests, row_line
+    from pytest_agentdrift.compare.power import minimum_detectable_regression
+
+    ids = sorted(rows)
+    multi = len(strata or {}) > 1
+    tests = check_rate_tests(
+        _check_counts(ids, b_arm, c_arm), alpha=params.alpha, paired_tests=1 + len(strata) * multi, flakes=params.flakes
+    )
+    level = tests["level"]
+    at = _level_text(level, params.alpha, tests["family"])
+    by_verdict: dict[str, list[dict[str, Any]]] = {NEW: [], STANDING: [], UNDECIDED: []}
+    for row in tests["rows"]:
+        by_verdict.get(row["verdict"], []).append(row)
+    tampered = [{"task": t, "rep": rep} for t in ids for rep in c_arm[t].tampered]
+    won, lost, _ = _counts(ids, rows, b_arm)
+    loss_p = stats.exact_mcnemar_pvalue(lost, won)
+    strata_flagged = _flagged_strata(strata, multi, level)
+    blockers = [row_line(r) for r in tests["rows"] if r["blocks"]]
+    blockers += [f"tampered pass {x['task']} r{x['rep']}" for x in tampered]
+    blockers += _paired_blockers(won, lost, loss_p, level, at, {s: strata[s]["gate"] for s in strata_flagged})
+    k = min((min(len(b_arm[t].passes), len(c_arm[t].passes)) for t in ids), default=0)
+    mde = minimum_detectable_regression([b_arm[t].rate for t in ids], k, level)
+    reason = "; ".join(blockers) if blockers else _passing_reason(mde, len(ids), at, by_verdict)
+    return {
+        "mode": "regression",
+        "passed": not blockers,
+        "reason": reason,
+        "blockers": blockers,
+        **_failure_groups(tests["rows"], by_verdict[STANDING], by_verdict[UNDECIDED]),
+        "check_tests": tests,
+        "flakes": params.flakes,
+        "tampered_passes": tampered,
+        "won": won,
+        "lost": lost,
+        "loss_p_value": loss_p,
+        "strata_flagged": strata_flagged,
+        "alpha": params.alpha,
+        "level": level,
+        "minimum_detectable": mde,
+    }
+
+
+def _flagged_strata(strata: Mapping[str, Any] | None, multi: bool, level: float) -> list[str]:
+    """The suites whose own paired test shows a regression at the family's level (with more than one suite)."""
+    return [
+        s
+        for s, row in (strata or {}).items()
+        if multi and row["gate"]["lost"] > row["gate"]["won"] and row["gate"]["loss_p_value"] < level
+    ]
+
+
+def _failure_groups(
+    rows: list[dict[str, Any]], standing: list[dict[str, Any]], undecided: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The check-rate rows by what they mean for the gate."""
+    return {
+        # what blocks: significant, or undecidable under the strict flakes policy (rates say which)
+        "new_critical_failures": _grouped(r for r in rows if r["blocks"] and r["check"] != SAFETY_CHECK),
+        "standing_critical_failures": _grouped(r for r in standing if r["check"] != SAFETY_CHECK),
+        "undecided_failures": _grouped(undecided),
+        "new_safety_failures": sorted({r["task"] for r in rows if r["blocks"] and r["check"] == SAFETY_CHECK}),
+    }
+
+
+def _paired_blockers(
+    won: int, lost: int, loss_p: float, level: float, at: str, flagged: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """The paired regressions that block: pooled over the tasks, and per flagged suite."""
+    blockers = []
+    if lost > won and loss_p < level:
+        blockers.append(f"paired test: loses {lost} task(s), wins {won} (p = {loss_p:.3g} < {at})")
+    for s, g in flagged.items():
+        blockers.append(f"suite {s}: loses {g['lost']}, wins {g['won']} (p = {g['loss_p_value']:.3g} < {at})")
+    return blockers
+
+
+def _check_counts(ids: Sequence[str], b_arm, c_arm) -> list[Any]:
+    """Failures of every critical check (and of the safety layer) per task in both arms."""
+    from pytest_agentdrift.compare.checkrates import CheckCounts
+
+    counts = []
+    for tid in ids:
+        b, c = b_arm[tid], c_arm[tid]
+        for check in sorted(set(b.critical) | set(c.critical)):
+            fails = (len(b.critical.get(check, ())), len(c.critical.get(check, ())))
+            counts.append(CheckCounts(tid, check, fails[0], len(b.passes), fails[1], len(c.passes)))
+        if b.safety_fails or c.safety_fails:
+            counts.append(CheckCounts(tid, SAFETY_CHECK, b.safety_fails, len(b.passes), c.safety_fails, len(c.passes)))
+    return counts
+
+
+def _grouped(rows) -> list[dict[str, Any]]:
+    """[{task, checks, rates}] in task order: the shape every output reads."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        entry = out.setdefault(r["task"], {"task": r["task"], "checks": [], "rates": {}})
+        entry["checks"].append(r["check"])
+        entry["rates"][r["check"]] = {k: r[k] for k in ("baseline", "candidate", "p_value", "verdict")}
+    return [out[t] for t in sorted(out)]
+
+
+def _level_text(level: float, alpha: float, family: int) -> str:
+    """'alpha 0.05', or 'level 0.0167 (alpha 0.05 over 3 tests)' when the family shares alpha."""
+    return f"alpha {alpha:g}" if family <= 1 else f"level {level:.3g} (alpha {alpha:g} over {family} tests)"
+
+
+def _passing_reason(mde: Mapping[str, Any], tasks: int, at: str, by_verdict: Mapping[str, Any]) -> str:
+    from pytest_agentdrift.compare.checkrates import STANDING, UNDECIDED, row_line
+
+    seen = (
+        f"smallest detectable: {mde['mde_pp']} pp"
+        if mde["mde_pp"] is not None
+        else f"no regression is detectable with {tasks} task(s) at {at}"
+    )
+    reason = f"no regression detected ({seen})"
+    if by_verdict[STANDING]:
+        reason += "; standing (fails in the baseline too): " + "; ".join(
+            row_line(r).removeprefix("standing ") for r in by_verdict[STANDING]
+        )
+    if by_verdict[UNDECIDED]:
+        reason += "; " + "; ".join(row_line(r) for r in by_verdict[UNDECIDED])
+    return reason
+
+
+def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -> dict[str, Any]:
+    """The gate on one set of discordant tasks (pooled or one suite stratum).
+
+    In order: ``dont_ship`` when the candidate breaks more than tau of the
+    tasks the baseline solved, or when its losses significantly outnumber its
+    wins (exact McNemar the other way, p < alpha); ``ship`` when the net gain
+    won - lam x lost is positive and the weighted exact test rejects "wins are
+    at most lam x losses" at alpha; otherwise ``hold`` (too little evidence).
+    """
+    share = lost / baseline_solved if baseline_solved else 0.0
+    net = won - params.lam * lost
+    p = stats.weighted_win_pvalue(won, lost, params.lam)
+    p_loss = stats.exact_mcnemar_pvalue(lost, won)
+    row = {
+        "won": won,
+        "lost": lost,
+        "baseline_solved": baseline_solved,
+        "broken_share": share,
+        "net": net,
+        "p_value": p,
+        "loss_p_value": p_loss,
+    }
+    if share > params.tau:
+        verdict, reason = (
+            DONT_SHIP,
+            (f"breaks {lost} of {baseline_solved} tasks the baseline solved ({share:.1%} > tau {params.tau:.0%})"),
+        )
+    elif lost > won and p_loss < params.alpha:
+        verdict, reason = DONT_SHIP, f"loses {lost} tasks, wins {won} (p = {p_loss:.3g} < alpha {params.alpha})"
+    elif won + lost == 0:
+        verdict, reason = HOLD, "no task changed outcome (zero discordant tasks): nothing to decide on"
+    elif net > 0 and p < params.alpha:
+        verdict, reason = SHIP, f"wins {won} tasks, loses {lost} (net {net:+g} at lambda {params.lam:g}, p = {p:.3g})"
+    else:
+        verdict, reason = (
+            HOLD,
+            (
+                f"not enough evidence: won {won}, lost {lost}, net {net:+g} at lambda {params.lam:g}, "
+                f"p = {p:.3g} vs alpha {params.alpha}"
+            ),
+        )
+    row["verdict"], row["reason"] = verdict, reason
+    return row
+
+
+def _counts(tids: Sequence[str], rows, b_arm) -> tuple[int, int, int]:
+    won = sum(1 for t in tids if rows[t]["outcome"] == "won")
+    lost = sum(1 for t in tids if rows[t]["outcome"] == "lost")
+    return won, lost, sum(1 for t in tids if b_arm[t].solved)
+
+
+def strata_gates(b_arm, c_arm, rows, params: GateParams) -> dict[str, Any]:
+    suites: dict[str, list[str]] = {}
+    for tid in sorted(rows):
+        suites.setdefault(rows[tid]["suite"], []).append(tid)
+    out = {}
+    for suite, tids in sorted(suites.items()):
+        bp = sum(b_arm[t].n_pass for t in tids)
+        br = sum(len(b_arm[t].passes) for t in tids)
+        cp = sum(c_arm[t].n_pass for t in tids)
+        cr = sum(len(c_arm[t].passes) for t in tids)
+        out[suite] = {
+            "tasks": tids,
+            "baseline_pass_rate": bp / br,
+            "candidate_pass_rate": cp / cr,
+            "delta": math.fsum(rows[t]["delta"] for t in tids) / len(tids),
+            "gate": gate_counts(*_counts(tids, rows, b_arm), params),
+        }
+    return out
+
+
+def cost_promotion(b_arm, c_arm, rows, params: GateParams, seed: int) -> dict[str, Any]:
+    ids = sorted(rows)
+    basis = stats.choose_cost_basis([u for t in ids for arm in (b_arm, c_arm) for u in arm[t].usages])
+    result: dict[str, Any] = {"basis": basis, "eps": params.promote_eps, "min_support": params.promote_support}
+    if basis is None:
+        result.update(support=None, promote=False, reason="fewer than 80% of runs report a price or tokens")
+        return result
+
+    def per_task(arm) -> list[float | None]:
+        costs = []
+        for t in ids:
+            values = [c for c in (stats.run_cost(u, basis) for u in arm[t].usages) if c is not None]
+            costs.append(math.fsum(values) / len(values) if values else None)
+        return costs
+
+    result.update(
+        stats.promotion_support(
+            [rows[t]["delta"] for t in ids],
+            per_task(b_arm),
+            per_task(c_arm),
+            eps=params.promote_eps,
+            draws=params.draws,
+            seed=seed,
+            confidence=params.confidence,
+        )
+    )
+    result["promote"] = False  # settled by promotion_gate, which knows about blockers
+    return result
+
+
+def promotion_gate(b_arm, c_arm, rows, strata, crit, safety, promotion, params: GateParams) -> dict[str, Any]:
+    pooled = gate_counts(*_counts(sorted(rows), rows, b_arm), params)
+    broken = [s for s, row in strata.items() if row["gate"]["verdict"] == DONT_SHIP] if len(strata) > 1 else []
+    blockers = [f"critical regression: {c['task']} {', '.join(c['checks'])}" for c in crit]
+    blockers += [f"new safety-layer failure (unauthorized effect): {t}" for t in safety]
+    if blockers:
+        quality, reason = DONT_SHIP, "; ".join(blockers)
+    elif pooled["verdict"] == DONT_SHIP:
+        quality, reason = DONT_SHIP, pooled["reason"]
+    elif broken:
+        quality = DONT_SHIP
+        reason = "stratum regression: " + "; ".join(f"suite {s}: {strata[s]['gate']['reason']}" for s in broken)
+    else:
+        quality, reason = pooled["verdict"], pooled["reason"]
+    if params.scope == "critical":
+        verdict = DONT_SHIP if blockers else SHIP
+        scope_reason = reason if blockers else "no critical regression or new safety failure (gate scope: critical)"
+    else:
+        verdict, scope_reason = quality, reason
+    support = promotion.get("support")
+    promotion["promote"] = bool(support is not None and support >= params.promote_support and quality != DONT_SHIP)
+    promotion["reason"] = _promotion_reason(promotion, quality)
+    return {
+        "scope": params.scope,
+        "verdict": verdict,
+        "quality_verdict": quality,
+        "reason": scope_reason,
+        "quality_reason": reason,
+        # A hold is passed by a cost promotion: same quality (within eps) for less.
+        "passed": verdict == SHIP or (verdict == HOLD and promotion["promote"]),
+        "pooled": pooled,
+        "blocked_by_strata": broken,
+        "blockers": blockers,
+    }
+
+
+def _promotion_reason(promotion: Mapping[str, Any], quality: str) -> str:
+    if promotion.get("support") is None:
+        return promotion.get("reason") or promotion.get("note") or "no cost data"
+    text = (
+        f"support {promotion['support']:.2f} vs {promotion['min_support']:.2f} "
+        f"(cheaper on {promotion['basis']} and pass rate within -{promotion['eps']:.0%})"
+    )
+    if quality == DONT_SHIP:
+        return text + "; blocked: the gate says dont_ship"
+    return text + ("; promote" if promotion["promote"] else "; hold")

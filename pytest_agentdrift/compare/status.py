@@ -1,0 +1,365 @@
+"""The promotion status of a comparison and what it is published as.
+
+The protocol's decision table (``DECISION_RULES``, first matching rule wins:
+``decide_status``), the change classes it reads, decision.json
+(``decision_document`` and its summaries) and the comparison's exit code
+(``comparison_exit_code``). Reads a comparison dict (compare/comparison.py);
+docs/statistics.md has the table and the precedence.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from pytest_agentdrift.compare.gates import DONT_SHIP, SHIP
+from pytest_agentdrift.compare.ledger import DOCUMENTED, UNCONFIRMED
+from pytest_agentdrift.vocabulary import (
+    CHANGE_CLASS_ALIASES,
+    CHANGE_CLASSES,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    GATE_PROMOTE,
+    GATE_REGRESSION,
+    SCHEMA_VERSION,
+)
+
+STATUSES = (
+    "eligible_for_review",
+    "reject",
+    "hold",
+    "documented_candidate",
+    "hold_unconfirmed",
+    "invalid_comparison",
+    "split_baselines",
+    "forward_only",
+    "rollback_capable",
+    "re_baseline",
+    "no_material_evidence",
+)
+
+
+#: Change classes the caller may pass: the ones manifest.identity.classify()
+#: produces (vocabulary.CHANGE_CLASSES) and a few aliases. Vendor-side classes
+#: are those whose behaviour changes release notes can document; instruction
+#: and configuration changes are the user's own edits, so their effects are
+#: attributed to them rather than marked unconfirmed.
+_NOTHING_CHANGED = ("identical",)
+_UNIDENTIFIED = ("unidentified", "invalid_comparison")
+_REBASELINE = ("task_set_change", "evaluator_change", "re_baseline")
+_SURFACE = ("surface_change", "surface_bundle_change")
+_USER_AUTHORED = ("instruction_change", "configuration_change")
+ACCEPTED_CHANGE_CLASSES = (*CHANGE_CLASSES, *CHANGE_CLASS_ALIASES)
+
+
+def undecided_text(infra: Mapping[str, Any]) -> str | None:
+    """`candidate has 1 undecided run(s): T07 r1 (parse: OverflowError ...)`, or None."""
+    parts = []
+    for label in infra.get("undecided") or ():
+        runs = infra[label]["undecided"]
+        head = ", ".join(f"{r['task']} r{r['rep']} ({r['why']})" for r in runs[:2])
+        parts.append(f"{label} has {len(runs)} undecided run(s) the harness could not judge: {head}")
+    return "; ".join(parts) or None
+
+
+# --------------------------------------------------------------------------
+# The promotion status (the protocol's decision table), first matching rule wins
+# --------------------------------------------------------------------------
+
+Rule = Callable[[Mapping[str, Any]], "list[str] | None"]
+
+
+def _r_identity_missing(c: Mapping[str, Any]) -> list[str] | None:
+    missing = c["identity"]["missing"]
+    if missing or c["change_class"] in _UNIDENTIFIED:
+        return [f"{m} is missing or unobserved" for m in missing] or ["the candidate runtime cannot be identified"]
+    return None
+
+
+def _r_rebaseline(c: Mapping[str, Any]) -> list[str] | None:
+    changed = c["identity"]["changed"]
+    if changed or c["change_class"] in _REBASELINE:
+        return [f"{f} changed between runs: record a new baseline" for f in changed] or [
+            f"declared change class {c['change_class']}"
+        ]
+    return None
+
+
+def _r_split(c: Mapping[str, Any]) -> list[str] | None:
+    if c["change_class"] in _SURFACE:
+        return ["the change spans surfaces (e.g. extension and CLI): keep one baseline per surface"]
+    return None
+
+
+def _r_not_comparable(c: Mapping[str, Any]) -> list[str] | None:
+    if c["comparable"]:
+        return None
+    return list(c["reasons"]) or ["runs are not comparable"]
+
+
+def _r_infra_lost(c: Mapping[str, Any]) -> list[str] | None:
+    infra = c.get("infra") or {}
+    undecided = undecided_text(infra)
+    if not infra.get("exceeded") and not undecided:
+        return None
+    why = [f"{undecided}: not decided"] if undecided else []
+    for label in infra["exceeded"]:
+        arm = infra[label]
+        head = ", ".join(f"{r['task']} r{r['rep']} {r['class']}" for r in arm["runs_lost"][:3])
+        why.append(
+            f"{label} lost {arm['lost']} of {arm['runs']} run(s) ({arm['share']:.0%}) to infrastructure errors, over the "
+            f"{infra['threshold']:.0%} threshold: not decided; re-run or resume them ({head})"
+        )
+    return why
+
+
+def _r_reject(c: Mapping[str, Any]) -> list[str] | None:
+    why = list(c["gate"]["blockers"])
+    if c["gate"]["quality_verdict"] == DONT_SHIP and not why:
+        why.append(c["gate"]["quality_reason"])
+    promo, paired = c["promotion"], c["paired"]
+    cheaper = (promo.get("cost_delta") or 0) < 0
+    if cheaper and len(paired["lost"]) > len(paired["won"]) and not promo["promote"]:
+        why.append(
+            f"cheaper on {promo['basis']} but fails more tasks ({len(paired['lost'])} lost, {len(paired['won'])} won)"
+        )
+    return why or None
+
+
+def _r_hold(c: Mapping[str, Any]) -> list[str] | None:
+    why = []
+    lost = c["paired"]["lost"]
+    if lost and c["gate"]["quality_verdict"] != SHIP and not c["promotion"]["promote"]:
+        why.append(f"non-critical regression in {', '.join(lost)}: needs an owner and an explicit acceptance")
+    standing = sorted({f["task"] for f in c["candidate"]["critical_failures"]})
+    if standing:
+        why.append(f"critical checks fail in both arms (not regressions) on {', '.join(standing)}")
+    return why or None
+
+
+def _r_documented(c: Mapping[str, Any]) -> list[str] | None:
+    rows = [r for r in c["ledger"] if r["status"] in (DOCUMENTED, UNCONFIRMED)]
+    if rows and all(r["status"] == DOCUMENTED for r in rows):
+        return [f"{r['task']}: {r['observed_change']} (note line {r['note_line']}, {r['version']})" for r in rows]
+    return None
+
+
+def _r_unconfirmed(c: Mapping[str, Any]) -> list[str] | None:
+    if c["change_class"] in _USER_AUTHORED:
+        return None  # the user's own edit explains its effects
+    rows = [r for r in c["ledger"] if r["status"] == UNCONFIRMED]
+    return [f"{r['task']}: {r['observed_change']} (no release note supports it)" for r in rows] or None
+
+
+def _r_no_evidence(c: Mapping[str, Any]) -> list[str] | None:
+    if c["change_class"] not in (None, *_NOTHING_CHANGED, *_USER_AUTHORED):
+        return None  # a runtime upgrade that keeps outcomes is reviewable
+    if c["gate"]["quality_verdict"] == SHIP or c["promotion"]["promote"]:
+        return None
+    return [f"deterministic outcomes do not establish an improvement ({c['gate']['quality_reason']})"]
+
+
+def _r_forward_only(c: Mapping[str, Any]) -> list[str] | None:
+    if c["rollback_state"] == "unavailable":
+        return ["the previous runtime is unavailable: no rollback promise"]
+    return None
+
+
+def _r_rollback(c: Mapping[str, Any]) -> list[str] | None:
+    if c["rollback_state"] == "verified":
+        return ["restoration of the previous runtime was tested: " + str(c["rollback_evidence"].get("restoration"))]
+    return None
+
+
+def _r_eligible(c: Mapping[str, Any]) -> list[str] | None:
+    why = [f"no critical regression and no unexplained change; gate: {c['gate']['quality_verdict']}"]
+    if c["promotion"]["promote"]:
+        why.append("promoted on cost: " + c["promotion"]["reason"])
+    return why
+
+
+#: (status, rule, applies only to comparable runs). Order is precedence.
+DECISION_RULES: tuple[tuple[str, Rule, bool], ...] = (
+    ("invalid_comparison", _r_identity_missing, False),
+    ("re_baseline", _r_rebaseline, False),
+    ("split_baselines", _r_split, False),
+    ("invalid_comparison", _r_not_comparable, False),
+    ("hold", _r_infra_lost, True),
+    ("reject", _r_reject, True),
+    ("hold", _r_hold, True),
+    ("documented_candidate", _r_documented, True),
+    ("hold_unconfirmed", _r_unconfirmed, True),
+    ("no_material_evidence", _r_no_evidence, True),
+    ("forward_only", _r_forward_only, True),
+    ("rollback_capable", _r_rollback, True),
+    ("eligible_for_review", _r_eligible, True),
+)
+
+
+def decide_status(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    """Map a comparison to exactly one status of the promotion decision table.
+
+    Rules are tried in DECISION_RULES order and the first that applies wins;
+    ``because`` lists the evidence that made it apply. docs/statistics.md has
+    the table.
+    """
+    for status, rule, needs_comparable in DECISION_RULES:
+        if needs_comparable and not comparison["comparable"]:
+            continue
+        because = rule(comparison)
+        if because:
+            return {"status": status, "rule": rule.__name__.removeprefix("_r_"), "because": because}
+    raise AssertionError("the last rule always applies")  # pragma: no cover
+
+
+# --------------------------------------------------------------------------
+# decision.json, exit code
+# --------------------------------------------------------------------------
+
+
+def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    """decision.json content: the status and the evidence it rests on."""
+    ident = comparison["identity"]
+    decision = comparison["decision"]
+
+    def shared(field: str) -> Any:
+        b, c = ident["baseline"][field], ident["candidate"][field]
+        return b if b == c else None  # differing ids: both are under evidence.identity
+
+    base_crit = {(f["task"], f["check"]) for f in comparison["baseline"]["critical_failures"]}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": decision["status"],
+        "status_rule": decision["rule"],
+        "because": decision["because"],
+        "baseline_runtime_id": ident["baseline"]["runtime_id"],
+        "candidate_runtime_id": ident["candidate"]["runtime_id"],
+        "task_set_id": shared("task_set_id"),
+        "evaluator_id": shared("evaluator_id"),
+        "change_class": comparison["change_class"],
+        "comparable": comparison["comparable"],
+        "reasons": comparison["reasons"],
+        "critical_failures": [
+            {**f, "regression": (f["task"], f["check"]) not in base_crit}
+            for f in comparison["candidate"]["critical_failures"]
+        ],
+        "unconfirmed_changes": [
+            f"{r['task']}: {r['observed_change']}" for r in comparison["ledger"] or [] if r["status"] == UNCONFIRMED
+        ],
+        "rollback_state": comparison["rollback_state"],
+        "rollback_evidence": comparison["rollback_evidence"],
+        "gate": _gate_summary(comparison),
+        "regression_gate": _regression_summary(comparison.get("regression")),
+        "infra_errors": _infra_summary(comparison),
+        "evidence": _decision_evidence(comparison),
+        "approved_external_effects": [],
+        "publication_authorized": False,
+    }
+
+
+def _decision_evidence(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "identity": comparison["identity"],
+        "baseline": _arm_evidence(comparison["baseline"]),
+        "candidate": _arm_evidence(comparison["candidate"]),
+        "paired": comparison["paired"],
+        "strata": comparison["strata"],
+        "promotion": comparison["promotion"],
+        "tampered_passes": {
+            "baseline": comparison["baseline"]["tampered_passes"],
+            "candidate": comparison["candidate"]["tampered_passes"],
+        },
+        "release_notes_supplied": comparison["ledger_supplied"],
+        "notes": comparison["rollback_notes"],
+    }
+
+
+def _regression_summary(reg: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if reg is None:
+        return None
+    keys = (
+        "passed",
+        "reason",
+        "blockers",
+        "new_critical_failures",
+        "standing_critical_failures",
+        "new_safety_failures",
+        "undecided_failures",
+        "flakes",
+        "tampered_passes",
+        "won",
+        "lost",
+        "loss_p_value",
+        "strata_flagged",
+        "alpha",
+        "level",
+        "minimum_detectable",
+    )
+    return {k: reg.get(k) for k in keys}
+
+
+def _arm_evidence(arm: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("run_id", "runtime_id", "k", "tasks", "runs", "passes", "pass_rate", "wilson", "spend")
+    return {k: arm[k] for k in keys if k in arm}
+
+
+def _infra_summary(comparison: Mapping[str, Any]) -> dict[str, Any] | None:
+    """decision.json: runs lost to infrastructure per arm, excluded from the statistics."""
+    infra = comparison.get("infra")
+    if not infra:
+        return None
+    return {
+        "threshold": infra["threshold"],
+        "decided": not infra["exceeded"] and not infra.get("undecided"),
+        "exceeded": infra["exceeded"],
+        "undecided": infra.get("undecided", []),
+        "excluded_tasks": infra["excluded_tasks"],
+        **{
+            label: {
+                k: infra[label][k] for k in ("runs", "lost", "share", "runs_lost", "undecided") if k in infra[label]
+            }
+            for label in ("baseline", "candidate")
+        },
+    }
+
+
+def _gate_summary(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    gate = comparison["gate"]
+    return {
+        "params": comparison["params"],
+        "verdict": gate["verdict"],
+        "quality_verdict": gate["quality_verdict"],
+        "passed": gate["passed"],
+        "reason": gate["reason"],
+        "strata": (
+            {s: row["gate"]["verdict"] for s, row in comparison["strata"].items()} if comparison["strata"] else None
+        ),
+    }
+
+
+def comparison_exit_code(
+    comparison: Mapping[str, Any], gate: str | bool | None = None, *, gate_enabled: bool | None = None
+) -> int:
+    """Exit code of the comparison part of a session (CONTRACT §9).
+
+    6 (EXIT_REFUSED) when the runs are not comparable, whatever else is set;
+    under ``gate="regression"`` 1 (EXIT_FAILED) when the regression gate
+    failed; under ``gate="promote"`` (or True, the former flag) 1 unless the
+    promotion gate passed (a hold counts as passed only when cost promotion
+    promotes); 0 otherwise. A failed check in the session is the caller's to
+    combine when no gate is set.
+    """
+    if not comparison["comparable"]:
+        return EXIT_REFUSED
+    if gate_enabled is not None:  # the former boolean flag: the promotion gate
+        gate = gate_enabled
+    mode = GATE_PROMOTE if gate is True else (gate or None)
+    infra = comparison.get("infra") or {}
+    if mode and (infra.get("exceeded") or infra.get("undecided")):
+        return EXIT_USAGE  # operational: too many runs lost, or runs the harness could not judge
+    if mode == GATE_REGRESSION and not comparison["regression"]["passed"]:
+        return EXIT_FAILED
+    if mode == GATE_PROMOTE and not comparison["gate"]["passed"]:
+        return EXIT_FAILED
+    return EXIT_OK
