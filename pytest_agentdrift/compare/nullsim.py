@@ -90,3 +90,132 @@ def gate_rates(design: Design, pairs: int, seed: int = DEFAULT_SEED) -> dict[str
     alarms = sum(gate_fails(design, seed * 1_000_003 + i) for i in range(pairs))
     hits = sum(gate_fails(design, seed * 1_000_003 + pairs + i, change=0.5) for i in range(pairs))
     return {"design": design, "pairs": pairs, "false_alarms": alarms, "detected": hits}
+
+
+# --- a pooled baseline (nightly records) against a pull request that confirms on suspicion --------------
+
+PASS_CHECK = "pass rate"  # compare/sequential.PASS_RATE
+
+
+@dataclass(frozen=True)
+class PoolDesign:
+    """A nightly pool and a pull-request design, and the change to detect.
+
+    ``pool``: baseline runs per task (``pool // night_k`` records of ``night_k`` runs each); ``icc``: the
+    night-to-night variation of the flake rate (the intra-night correlation of its failures, 0 for none);
+    ``change``: "" (none), "new" (a check that never failed fails in half of one task's runs) or "flake"
+    (the flaking check rises to half of one task's runs); ``cap``: 0 for a fixed design of ``k`` runs."""
+
+    tasks: int
+    flake: float
+    pool: int
+    k: int = 3
+    cap: int = 0
+    icc: float = 0.0
+    night_k: int = 3
+    alpha: float = 0.05
+    change: str = ""
+
+
+def _night_rate(rng: random.Random, mean: float, icc: float) -> float:
+    """One night's flake rate: Beta with the given mean and intra-night correlation (1 / (a + b + 1))."""
+    if icc <= 0 or mean <= 0:
+        return mean
+    total = 1.0 / icc - 1.0
+    return rng.betavariate(mean * total, (1.0 - mean) * total)
+
+
+def _sim_run(rng: random.Random, q: float, flake: float, change: str, changed: bool) -> list[str]:
+    """The hypotheses one simulated run fails: the flaking check, the new one, the pass rate."""
+    failed = []
+    if rng.random() < (0.5 if changed and change == "flake" else flake):
+        failed.append(FLAKE_CHECK)
+    if changed and change == "new" and rng.random() < 0.5:
+        failed.append(CHANGE_CHECK)
+    if failed or rng.random() >= q:
+        failed.append(PASS_CHECK)
+    return failed
+
+
+def pool_pr(design: PoolDesign, seed: int) -> dict[str, Any]:
+    """One simulated pull request against its pool: blocked?, on the changed task and check?, agent runs."""
+    from pytest_agentdrift.compare import sequential as seq
+
+    rng = random.Random(seed)
+    rates = [rng.uniform(0.6, 1.0) for _ in range(design.tasks)]
+    nights = max(1, design.pool // design.night_k)
+    pools: list[list[list[str]]] = []  # per task, per night, the failed hypotheses of each run
+    groups: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for t, q in enumerate(rates):
+        per_night = []
+        for _ in range(nights):
+            f = _night_rate(rng, design.flake, design.icc)
+            runs = [_sim_run(rng, q, f, "", False) for _ in range(design.night_k)]
+            per_night.append(runs)
+            for check in (FLAKE_CHECK, PASS_CHECK):
+                groups.setdefault((t, check), []).append((sum(check in r for r in runs), len(runs)))
+        pools.append(per_night)
+    disp = seq.dispersion(list(groups.values()))
+    cand_flake = [_night_rate(rng, design.flake, design.icc) for _ in rates]
+    runs_cap = design.cap or design.k
+    cand = [[_sim_run(rng, q, cand_flake[t], design.change, t == 0) for _ in range(runs_cap)] for t, q in enumerate(rates)]
+    if design.cap:
+        return _sequential_pr(design, pools, cand, disp)
+    return _fixed_pr(design, pools, cand)
+
+
+def _pool_counts(per_night: list[list[list[str]]]) -> tuple[dict[str, int], int]:
+    fails: dict[str, int] = {}
+    runs = 0
+    for night in per_night:
+        for failed in night:
+            runs += 1
+            for check in failed:
+                fails[check] = fails.get(check, 0) + 1
+    return fails, runs
+
+
+def _named(blocked: dict[int, tuple[str, ...]], change: str) -> bool:
+    want = CHANGE_CHECK if change == "new" else FLAKE_CHECK
+    return want in blocked.get(0, ())
+
+
+def _sequential_pr(design: PoolDesign, pools, cand, disp) -> dict[str, Any]:
+    from pytest_agentdrift.compare import sequential as seq
+
+    plan = seq.ConfirmPlan(seq.plan_looks(design.k, design.cap), design.alpha, design.tasks)
+    blocked: dict[int, tuple[str, ...]] = {}
+    spent = 0
+    for t, runs in enumerate(cand):
+        base_fails, base_runs = _pool_counts(pools[t])
+        looks = seq.sequence(plan, runs, base_fails, base_runs, base_effect=disp.base_effect, rho=disp.rho)
+        spent += looks[-1].runs
+        if looks[-1].state == seq.NEW:
+            blocked[t] = looks[-1].new
+    return {"blocked": bool(blocked), "named": _named(blocked, design.change), "runs": spent}
+
+
+def _fixed_pr(design: PoolDesign, pools, cand) -> dict[str, Any]:
+    """Today's fixed design: every task k times, the gate's check-rate tests (Tarone over the family)."""
+    from pytest_agentdrift.compare.checkrates import NEW, CheckCounts, check_rate_tests
+
+    counts = []
+    for t, runs in enumerate(cand):
+        base_fails, base_runs = _pool_counts(pools[t])
+        for check in (FLAKE_CHECK, CHANGE_CHECK):
+            cf = sum(check in r for r in runs)
+            counts.append(CheckCounts(f"T{t:03d}", check, base_fails.get(check, 0), base_runs, cf, len(runs)))
+    tests = check_rate_tests(counts, alpha=design.alpha, paired_tests=1, flakes="report")
+    blocked: dict[int, tuple[str, ...]] = {}
+    for row in tests["rows"]:
+        if row["verdict"] == NEW:
+            t = int(row["task"][1:])
+            blocked[t] = (*blocked.get(t, ()), row["check"])
+    return {"blocked": bool(blocked), "named": _named(blocked, design.change), "runs": design.k * design.tasks}
+
+
+def pool_rates(design: PoolDesign, prs: int, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+    """False alarms (no change) or power (the change named), and the mean agent runs, over ``prs`` PRs."""
+    out = [pool_pr(design, seed * 1_000_003 + i) for i in range(prs)]
+    hit = sum(r["named"] for r in out) if design.change else sum(r["blocked"] for r in out)
+    return {"design": design, "prs": prs, "rate": hit / prs, "runs": sum(r["runs"] for r in out) / prs}

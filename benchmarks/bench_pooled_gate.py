@@ -1,0 +1,67 @@
+"""Benchmark: a nightly pooled baseline and a pull request that confirms on suspicion, against today's
+fixed designs, on seeded random agents (compare/nullsim.py, compare/sequential.py).
+
+For 12 and 50 tasks, flake rates 0, 5 and 20 %, pools of 5, 30 and 60 runs per task (nightly records of
+3 runs) with and without night-to-night variation of the flake rate (intra-night correlation 0.1), it
+prints, per design: false alarms on unchanged PRs, power against (a) a check that never failed starting
+to fail in half of one task's runs and (b) the flaking check rising to half of one task's runs (a PR
+counts only when the block names that task and check), and the mean agent runs per unchanged and per
+changed PR. The fixed designs run every task k times and apply the gate's check-rate tests; the
+sequential one starts at k = 3 and confirms up to the cap. Everything is measured in the same run; this
+script prints and asserts nothing.
+
+    python benchmarks/bench_pooled_gate.py [--prs 1000] [--tasks 12 50] [--flakes 0 0.05 0.2] [--pools 5 30 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pytest_agentdrift.compare.nullsim import PoolDesign, pool_rates
+
+
+def _cells(base: PoolDesign, prs: int, seed: int) -> list[str]:
+    null = pool_rates(base, prs, seed)
+    a = pool_rates(PoolDesign(**{**base.__dict__, "change": "new"}), prs, seed)
+    b = pool_rates(PoolDesign(**{**base.__dict__, "change": "flake"}), prs, seed)
+    return [
+        f"{100 * null['rate']:.1f} %",
+        f"{100 * a['rate']:.0f} %",
+        f"{100 * b['rate']:.0f} %",
+        f"{null['runs']:.0f}",
+        f"{(a['runs'] + b['runs']) / 2:.0f}",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prs", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cap", type=int, default=24)
+    parser.add_argument("--tasks", type=int, nargs="+", default=[12, 50])
+    parser.add_argument("--flakes", type=float, nargs="+", default=[0.0, 0.05, 0.2])
+    parser.add_argument("--pools", type=int, nargs="+", default=[5, 30, 60])
+    parser.add_argument("--icc", type=float, nargs="+", default=[0.0, 0.1])
+    parser.add_argument("--fixed-k", type=int, nargs="+", default=[3, 8])
+    args = parser.parse_args()
+    print(f"alpha 0.05, {args.prs} PRs per cell, nightly records of 3 runs; sequential: k 3 to a cap of {args.cap}")
+    print()
+    print(
+        "| tasks | flake | pool | night var. | design | false alarms | power (a) | power (b) | runs unchanged | runs changed |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for tasks in args.tasks:
+        for flake in args.flakes:
+            for pool in args.pools:
+                for icc in args.icc:
+                    designs = [(f"fixed k {k}", PoolDesign(tasks, flake, pool, k=k, icc=icc)) for k in args.fixed_k]
+                    designs.append(
+                        (f"confirm 3..{args.cap}", PoolDesign(tasks, flake, pool, k=3, cap=args.cap, icc=icc))
+                    )
+                    for name, design in designs:
+                        row = [str(tasks), f"{100 * flake:.0f} %", str(pool), f"{icc:g}", name]
+                        print("| " + " | ".join(row + _cells(design, args.prs, args.seed)) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
