@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import runner, sandbox
+from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import make_task
 
@@ -92,7 +93,7 @@ def time_reference(repo: Path, script: Path, scratch: Path) -> float:
 def time_harness(spec, script: Path, iso: sandbox.Isolation, base: Path, limits: dict) -> tuple[float, dict]:
     adapter = CommandAdapter(f"{sys.executable} {script}")
     start = time.perf_counter()
-    run = runner.run_agent(spec, 1, adapter, runner.RunSettings(isolation=iso, limits=limits), base)
+    run = runner.run_agent(spec, 1, adapter, RunSettings(isolation=iso, limits=limits), base)
     Grader(iso, base).evaluate(spec, run)
     runner.cleanup(run)
     elapsed = time.perf_counter() - start

@@ -36,6 +36,7 @@ from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.canonical import hash_file
 from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import runner, sandbox
+from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import make_task
 
@@ -73,7 +74,7 @@ def ex01(root: Path):
 def time_harness(spec, iso: sandbox.Isolation, base: Path) -> float:
     adapter = CommandAdapter(shutil.which("true") or "/bin/true")
     start = time.perf_counter()
-    run = runner.run_agent(spec, 1, adapter, runner.RunSettings(isolation=iso), base)
+    run = runner.run_agent(spec, 1, adapter, RunSettings(isolation=iso), base)
     results = Grader(iso, base).evaluate(spec, run)
     elapsed = time.perf_counter() - start
     assert run.exit_code == 0, (run.exit_code, run.stderr)

@@ -211,12 +211,12 @@ def play_solution(
     it (tree diff with tool leftovers apart, patch, tamper, lockfile changes,
     writes beside the work tree). `observed` stands in for the harness's live
     observation (write / network_attempt events): give the events the
-    observation would report. Returns a runner.RunEvidence.
+    observation would report. Returns a run.evidence.RunEvidence.
     """
     import secrets
 
     from pytest_agentdrift.run import agentio, tamper
-    from pytest_agentdrift.run.runner import AgentWord, RunEvidence
+    from pytest_agentdrift.run.evidence import AgentWord, RunEvidence
 
     root = Path(base) / f"{spec.id}-{solution.name}-{secrets.token_hex(4)}"
     harness = root / "box" / ".harness"
@@ -268,9 +268,11 @@ _PLAYED_PROCESS = {
 
 def _play_on_copy(spec, solution: Path, root: Path, run_actions: bool):
     """Apply the solution to a fresh copy of repo/ under `root` (laid out like a run directory):
-    (runner.TreeEvidence of the work tree, escaped paths written beside it)."""
+    (run.evidence.TreeEvidence of the work tree, escaped paths written beside it)."""
     from pytest_agentdrift.agents.reference import apply_solution
-    from pytest_agentdrift.run.runner import TreeEvidence, copy_tree, outside_writes
+    from pytest_agentdrift.run.evidence import TreeEvidence
+    from pytest_agentdrift.run.runner import copy_tree
+    from pytest_agentdrift.run.treeseen import outside_writes
     from pytest_agentdrift.tasks import treesnap
     from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
     from pytest_agentdrift.tasks.load import tree_hashes, verify_tree

@@ -42,7 +42,7 @@ def record_expectations(spec, isolation) -> tuple[list[str], bool]:
     from pytest_agentdrift.grade.attempt import attempt
     from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.record.store import atomic_write
-    from pytest_agentdrift.run.runner import RunSettings
+    from pytest_agentdrift.run.runsettings import RunSettings
     from pytest_agentdrift.tasks.fdtree import drain_removals
 
     wanted = [c for c in spec.checks if c.kind == "pytest" and "expected" in c.params]

@@ -16,7 +16,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.options import resolve_cli_flags
     from pytest_agentdrift.run import sandbox, scratch
-    from pytest_agentdrift.run.runner import RunSettings
+    from pytest_agentdrift.run.runsettings import RunSettings
     from pytest_agentdrift.tasks import fdtree
     from pytest_agentdrift.tasks.load import find_task_dirs, load_task
 

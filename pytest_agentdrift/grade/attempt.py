@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift.agents.base import Usage
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.grade.scoring import score
+from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.run.finaltree import capture as final_tree
-from pytest_agentdrift.run.runner import RunEvidence, RunSettings, cleanup, run_agent
+from pytest_agentdrift.run.runner import cleanup, run_agent
+from pytest_agentdrift.run.runsettings import RunSettings
 
 EVALUATOR_COMPONENT = "attempt"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 

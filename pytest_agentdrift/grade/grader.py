@@ -41,8 +41,9 @@ from pytest_agentdrift.grade.gradeserver import GRADEHOOK_DIR, GradingServer, Re
 from pytest_agentdrift.grade.kinds import KINDS
 from pytest_agentdrift.grade.results import CheckResult, CheckUndecided, ExecResult
 from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.run.mountplan import harness_pythonpath
-from pytest_agentdrift.run.runner import RunEvidence, copy_tree
+from pytest_agentdrift.run.runner import copy_tree
 from pytest_agentdrift.tasks import fdtree, treesnap
 from pytest_agentdrift.tasks.load import LAYERS, TaskSpec
 from pytest_agentdrift.tasks.patterns import PathSpec

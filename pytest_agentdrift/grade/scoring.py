@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_agentdrift.grade.results import CheckResult
-from pytest_agentdrift.run.runner import RunEvidence
+from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.tasks.load import LAYERS
 from pytest_agentdrift.vocabulary import (
     ERROR_LIKE_OUTCOMES,

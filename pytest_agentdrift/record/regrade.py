@@ -143,7 +143,7 @@ def _lacking(record: Path, result: dict[str, Any]) -> tuple[dict[str, str], dict
 def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, root: Path, events):
     """A RunEvidence of the rebuilt tree, with what only the run could observe taken from the record."""
     from pytest_agentdrift.agents.base import AdapterOutput
-    from pytest_agentdrift.run.runner import RunEvidence
+    from pytest_agentdrift.run.evidence import RunEvidence
 
     ev = copy.deepcopy(result["evidence"])  # grading adds to the budget it is given: the record's stays as recorded
     harness = [e for e in events if e.get("source") == "harness"]

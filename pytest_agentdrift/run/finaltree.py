@@ -32,7 +32,7 @@ from pytest_agentdrift.tasks import fdtree
 from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE
 
 if TYPE_CHECKING:
-    from pytest_agentdrift.run.runner import RunEvidence
+    from pytest_agentdrift.run.evidence import RunEvidence
     from pytest_agentdrift.tasks.load import TaskSpec
 
 TREE_FORMAT = 1

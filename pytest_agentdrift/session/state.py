@@ -249,8 +249,8 @@ class TaskRunner:
         return rp.run_payload(spec.id, rep, meta, result, found)
 
     def run_settings(self):
-        """What one run is given (run/runner.RunSettings): isolation, limits, what it sees and hides."""
-        from pytest_agentdrift.run.runner import DEFAULT_ENV_ALLOWLIST, RunSettings
+        """What one run is given (run/runsettings.RunSettings): isolation, limits, what it sees and hides."""
+        from pytest_agentdrift.run.runsettings import DEFAULT_ENV_ALLOWLIST, RunSettings
 
         st = self.settings
         return RunSettings(

@@ -22,7 +22,8 @@ from pytest_agentdrift.grade.scoring import score
 from pytest_agentdrift.manifest import bundles
 from pytest_agentdrift.manifest.bundleuse import overlay_for
 from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
+from pytest_agentdrift.run.runner import cleanup, run_agent
+from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 

@@ -20,7 +20,8 @@ from pytest_agentdrift.agents.base import ReferenceAdapter
 from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.grade.scoring import score
 from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.run.runner import RunSettings, cleanup, run_agent
+from pytest_agentdrift.run.runner import cleanup, run_agent
+from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 from pytest_agentdrift.tasks.wrongsolutions import judge, wrong_solutions
 

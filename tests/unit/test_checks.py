@@ -16,7 +16,9 @@ from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.grade.kinds import KINDS
 from pytest_agentdrift.grade.results import CheckResult
 from pytest_agentdrift.run import canary, sandbox
-from pytest_agentdrift.run.runner import RunEvidence, RunSettings, run_agent
+from pytest_agentdrift.run.evidence import RunEvidence
+from pytest_agentdrift.run.runner import run_agent
+from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.tasks.load import TaskSpec, load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 

@@ -15,7 +15,7 @@ from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.grade.scoring import summarise
 from pytest_agentdrift.run import agentio, runner, sandbox
 from pytest_agentdrift.run import canary as canary_mod
-from pytest_agentdrift.run.runner import RunSettings
+from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 from pytest_agentdrift.vocabulary import EXIT_USAGE, GATE_REGRESSION, UNDECIDED_OUTCOME

@@ -11,7 +11,8 @@ from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade import fixturecache
 from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.run.runner import RunSettings, run_agent
+from pytest_agentdrift.run.runner import run_agent
+from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 

@@ -269,7 +269,7 @@ def test_the_agents_code_in_one_check_function_cannot_change_what_the_next_one_r
 def test_a_run_that_ends_before_grading_ends_the_server_launched_for_it(lab):
     from pytest_agentdrift.agents.base import CommandAdapter
     from pytest_agentdrift.grade.attempt import attempt
-    from pytest_agentdrift.run.runner import RunSettings
+    from pytest_agentdrift.run.runsettings import RunSettings
 
     class Broken(CommandAdapter):
         def build_argv(self, ctx):

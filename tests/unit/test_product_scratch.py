@@ -1,11 +1,11 @@
-"""A product's side outputs (run/runner.py): a directory of the harness's beside the run, read
+"""A product's side outputs (run/agentword.py): a directory of the harness's beside the run, read
 after the run only as regular files of bounded size."""
 
 from __future__ import annotations
 
 import os
 
-from pytest_agentdrift.run.runner import SCRATCH_FILE_LIMIT, product_scratch, read_scratch
+from pytest_agentdrift.run.agentword import SCRATCH_FILE_LIMIT, product_scratch, read_scratch
 
 
 def test_the_scratch_lies_beside_the_run_and_is_the_harness_s(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from pytest_agentdrift.agents import infra
 from pytest_agentdrift.agents.claude_code import ClaudeCodeAdapter
 from pytest_agentdrift.agents.codex import CodexAdapter
-from pytest_agentdrift.run.runner import request_unit
+from pytest_agentdrift.run.evidence import request_unit
 
 
 def lines(*records) -> bytes:

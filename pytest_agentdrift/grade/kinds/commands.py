@@ -12,7 +12,8 @@ from typing import Any
 from pytest_agentdrift.grade.commandline import pytest_args
 from pytest_agentdrift.grade.gradedcopy import real_parents
 from pytest_agentdrift.grade.results import CheckUndecided, ExecResult, Outcome
-from pytest_agentdrift.run.runner import RunEvidence, copy_tree
+from pytest_agentdrift.run.evidence import RunEvidence
+from pytest_agentdrift.run.runner import copy_tree
 from pytest_agentdrift.safetext import escape_text
 from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec, read_expectations, walk_files
 

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from pytest_agentdrift.grade.results import CheckUndecided, Outcome
-from pytest_agentdrift.run.runner import RunEvidence
+from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.safetext import escape_paths
 from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
 from pytest_agentdrift.tasks.patterns import PathSpec

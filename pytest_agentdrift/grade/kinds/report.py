@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from pytest_agentdrift.grade.results import Outcome
-from pytest_agentdrift.run.runner import RunEvidence
+from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
 
 EVALUATOR_COMPONENT = "kinds.report"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)

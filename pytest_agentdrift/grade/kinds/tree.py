@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_agentdrift.grade.results import CheckUndecided, Outcome
 from pytest_agentdrift.run import tamper
-from pytest_agentdrift.run.runner import RESULT_LIST_CAP, RunEvidence
+from pytest_agentdrift.run.evidence import RESULT_LIST_CAP, RunEvidence
 from pytest_agentdrift.safetext import capped, escape_paths
 from pytest_agentdrift.tasks import fdtree
 from pytest_agentdrift.tasks.leftovers import LeftoverRules
