@@ -228,7 +228,7 @@ GATE_FLAKES_REPORT: Final = "report"
 GATE_FLAKES: tuple[str, ...] = (GATE_FLAKES_STRICT, GATE_FLAKES_REPORT)
 
 #: `--agent-max-infra-loss`'s default: a comparison where either arm lost more than this share of its
-#: runs to infrastructure errors decides nothing (compare/decision.py, compare/exitpolicy.py).
+#: runs to infrastructure errors decides nothing (compare/status.py, compare/exitpolicy.py).
 DEFAULT_MAX_INFRA_LOSS: Final = 0.10
 #: the seed of the paired bootstrap and of the gate's simulations (--agent-seed)
 DEFAULT_SEED: Final = 0

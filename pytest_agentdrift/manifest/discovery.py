@@ -27,7 +27,7 @@ Two outputs per surface:
   Copilot ``config.json``) are never opened.
 
 Discovery is only reading: files are opened read-only, nothing is created,
-and no product binary is run here (version probes live in capture.py).
+and no product binary is run here (version probes live in probes.py).
 
 Normalisation of instruction text (``normalised_sha256``), applied to bytes
 so that a file that is not valid UTF-8 still gets one: a leading UTF-8 BOM
