@@ -38,6 +38,7 @@ from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import runner, sandbox
 from pytest_agentdrift.run.runsettings import RunSettings
+from pytest_agentdrift.tasks import fdtree
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import make_task
 
@@ -118,29 +119,37 @@ def main() -> None:
         f"python {sys.version.split()[0]}, isolation auto = {iso.mode}, {os.cpu_count()} CPU(s), "
         f"file system {fs.stdout.strip() or '?'}, {args.n} runs each, alternating"
     )
-    with tempfile.TemporaryDirectory(prefix="agentdrift-bench-", dir=args.tmp) as tmp:
-        work = Path(tmp)
-        task = make_task(
-            work / "tasks", "LEFT", repo={"calc.py": "def add(a, b):\n    return a + b\n"}, checks=CHECKS, timeout_s=900
+    # the 5,000-deep chain outlives a run's own cleanup where an agent left it: removed by the package's
+    # iterative remover (shutil.rmtree recurses once per level and runs out of stack)
+    tmp = tempfile.mkdtemp(prefix="agentdrift-bench-", dir=args.tmp)
+    try:
+        _measure(args, Path(tmp), iso, limits)
+    finally:
+        fdtree.rmtree(tmp)
+
+
+def _measure(args: argparse.Namespace, work: Path, iso, limits) -> None:
+    task = make_task(
+        work / "tasks", "LEFT", repo={"calc.py": "def add(a, b):\n    return a + b\n"}, checks=CHECKS, timeout_s=900
+    )
+    spec = load_task(task)
+    for name, body in agents(args.files).items():
+        script = write_agent(work / f"agent-{len(name)}.py", body)
+        ref, harn, notes = [], [], {}
+        for _ in range(args.n):
+            ref.append(time_reference(spec.repo, script, work))
+            t, notes = time_harness(spec, script, iso, work / "runs", limits)
+            harn.append(t)
+        r, h = statistics.median(ref), statistics.median(harn)
+        print(f"{name}")
+        print(f"  reference (cp -a + agent alone + rm -rf)  median {r:7.2f} s   min {min(ref):7.2f} s")
+        print(
+            f"  harness ({iso.mode}, watched, graded, cleaned)   median {h:7.2f} s   min {min(harn):7.2f} s"
+            f"   ratio {h / r:5.2f}x   harness's share {h - r:+.2f} s"
         )
-        spec = load_task(task)
-        for name, body in agents(args.files).items():
-            script = write_agent(work / f"agent-{len(name)}.py", body)
-            ref, harn, notes = [], [], {}
-            for _ in range(args.n):
-                ref.append(time_reference(spec.repo, script, work))
-                t, notes = time_harness(spec, script, iso, work / "runs", limits)
-                harn.append(t)
-            r, h = statistics.median(ref), statistics.median(harn)
-            print(f"{name}")
-            print(f"  reference (cp -a + agent alone + rm -rf)  median {r:7.2f} s   min {min(ref):7.2f} s")
-            print(
-                f"  harness ({iso.mode}, watched, graded, cleaned)   median {h:7.2f} s   min {min(harn):7.2f} s"
-                f"   ratio {h / r:5.2f}x   harness's share {h - r:+.2f} s"
-            )
-            print(
-                f"  last run: exit {notes['exit']}, limits hit {notes['outcome_limits'] or 'none'}, tree examined whole: {notes['complete']}"
-            )
+        print(
+            f"  last run: exit {notes['exit']}, limits hit {notes['outcome_limits'] or 'none'}, tree examined whole: {notes['complete']}"
+        )
 
 
 if __name__ == "__main__":

