@@ -72,7 +72,7 @@ def loads_untrusted(text: str) -> Any:
     return loads_json_strict(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
 
 
-def _check_value(value: Any, depth: int) -> None:
+def _check_value(value: Any, depth: int) -> None:  # noqa: C901 (known debt: split by job when next touched)
     if depth > EVENT_MAX_DEPTH:
         raise InvalidEvent("nested too deeply", f"more than {EVENT_MAX_DEPTH} levels")
     if isinstance(value, str):

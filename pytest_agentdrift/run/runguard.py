@@ -91,7 +91,7 @@ class RunGuard:
         self.resolv_conf = self.harness_dir / "resolv.conf"
 
     # -- before the launch -------------------------------------------------------------------------
-    def prepare(self) -> None:
+    def prepare(self) -> None:  # noqa: C901 (known debt: split by job when next touched)
         lay = lim.layout()
         wanted = {k: v for k, v in self.limits.items() if v}
         if wanted.get("memory") or wanted.get("procs"):
@@ -229,7 +229,7 @@ class RunGuard:
         return tuple(self._fds[k] for k in ("go_r", "st_w", "info_w") if k in self._fds)
 
     # -- after the launch --------------------------------------------------------------------------
-    def started(self, proc) -> None:
+    def started(self, proc) -> None:  # noqa: C901 (known debt: split by job when next touched)
         """The first process waits for us: guard it, then let the agent start."""
         self._proc = proc
         for k in ("go_r", "st_w", "info_w"):

@@ -1,49 +1,38 @@
-"""The package keeps the shape it was simplified to: the pytest layer (session/) wires hooks and
-fixtures and stays small, and functions do one job each. The bounds are the maintainers' (the
-package's own task data under suite/ is not code of the package)."""
+"""Functions do one job: cyclomatic complexity is checked in CI by ruff (C901, pyproject.toml), and
+reviewed; there is no line count for code to stand under. The functions over the bound are listed where
+they stand, each with a noqa that names it as known debt, so the list is visible and can only shrink
+deliberately."""
 
 from __future__ import annotations
 
-import ast
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
-from package_source import GROUP, PACKAGE, modules, nodes
+from package_source import GROUP, PACKAGE, modules
 
 pytestmark = pytest.mark.xdist_group(GROUP)
-#: session/ is wiring: policy, results and records live in the stage folders
-SESSION_LINES_BELOW = 1500
-LONGEST_FUNCTION = 120
-LONG_FUNCTION = 50
-LONG_FUNCTIONS_AT_MOST = 20
+ROOT = PACKAGE.parent
+DEBT = "# noqa: C901 (known debt: split by job when next touched)"
 
 
-def function_lengths(path: Path) -> list[tuple[int, str]]:
-    """(lines, name) of every function and method in the file, decorators not counted."""
-    where = path.relative_to(PACKAGE) if path.is_relative_to(PACKAGE) else path.name
-    return [
-        (node.end_lineno - node.lineno + 1, f"{where}:{node.name}")
-        for node in nodes(path)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
+def test_ci_checks_complexity():
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]["lint"]
+    assert "C901" in lint["select"]
+    assert lint["mccabe"]["max-complexity"] == 10
 
 
-def test_the_pytest_layer_stays_wiring():
-    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in (PACKAGE / "session").glob("*.py"))
-    assert lines < SESSION_LINES_BELOW, f"session/ has {lines} lines: move policy into its stage folder"
+def test_every_complexity_exception_is_named_as_debt():
+    loose = []
+    for path in modules():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"noqa:[^#]*\bC901\b", line) and DEBT not in line:
+                loose.append(f"{path.relative_to(PACKAGE)}:{n}")
+    assert not loose, f"a C901 exception without its reason: {loose}"
 
 
-def test_functions_do_one_job():
-    lengths = [row for path in modules() for row in function_lengths(path)]
-    assert len(lengths) > 1000  # the whole package was read
-    too_long = [row for row in lengths if row[0] > LONGEST_FUNCTION]
-    long = sorted((row for row in lengths if row[0] > LONG_FUNCTION), reverse=True)
-    assert too_long == [], f"over {LONGEST_FUNCTION} lines: {too_long}"
-    assert len(long) <= LONG_FUNCTIONS_AT_MOST, f"{len(long)} functions over {LONG_FUNCTION} lines: {long}"
-
-
-def test_a_long_function_is_measured(tmp_path):
-    planted = tmp_path / "planted.py"
-    body = "".join(f"        x{i} = {i}\n" for i in range(130))
-    planted.write_text(f"class C:\n    @staticmethod\n    def m():\n{body}\n\ndef f():\n    pass\n")
-    assert sorted(function_lengths(planted)) == [(2, "planted.py:f"), (131, "planted.py:m")]
+def test_the_debt_list_is_short(tmp_path: Path):
+    debt = sum(p.read_text(encoding="utf-8").count(DEBT) for p in modules())
+    # not a bound to stand under: the figure the list had when the check came in, so that it only shrinks
+    assert debt <= 25, f"{debt} functions over complexity 10: split one rather than excuse another"

@@ -61,7 +61,7 @@ def check_events(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outc
     return not parts, "; ".join(parts) or "events as expected", {"counts": counts}
 
 
-def check_effects(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
+def check_effects(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:  # noqa: C901 (known debt: split by job when next touched)
     fx = spec.forbidden_effects
     parts = []
     if (fx.get("network") or fx.get("publication") or fx.get("deployment")) and run.network_attempts:
