@@ -99,12 +99,16 @@ def _fence_for(text: str, char: str, least: int) -> str:
     return char * max(least, longest + 1)
 
 
-def md_code(s: Any) -> str:
-    """A one-line code span that its content cannot close (nothing inside a code span is a link or an image)."""
+def md_code(s: Any, in_table: bool = False) -> str:
+    """A one-line code span that its content cannot close (nothing inside a code span is a link or an image).
+
+    In a GFM table cell a `|` ends the cell even inside a code span: `in_table` escapes it (`\\|`
+    there renders as `|`)."""
     text = escape_path(str(s))
     fence = _fence_for(text, "`", 1)
     pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    span = f"{fence}{pad}{text}{pad}{fence}"
+    return span.replace("|", "\\|") if in_table else span
 
 
 def md_fence(text: Any, indent: str = "") -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from pytest_agentdrift.canonical import load_json_file
 from pytest_agentdrift.compare.stats import scored_passes, wilson_interval
 from pytest_agentdrift.errors import RecordError
+from pytest_agentdrift.safetext import md_code, md_text
 from pytest_agentdrift.vocabulary import IDENTITY_FIELDS, INFRA_OUTCOME, MANIFEST_FILE
 
 #: family-wise false-flag rate of a series
@@ -274,22 +275,31 @@ def terminal(doc: Mapping[str, Any]) -> list[str]:
 
 
 def markdown(doc: Mapping[str, Any]) -> str:
+    """The series as Markdown (docs/ci.md appends it to a job summary). Every value a record or
+    its manifest gives (a model stamp is the agent's own word) is escaped as report.md escapes
+    it: no image, link or HTML from it, and no `|` ending a table cell early."""
     recs = doc["records"]
     md = [f"# agentdrift trend: {len(recs)} record(s)", ""]
     md.append("| # | started | run | identity changed since the previous |")
     md.append("|---|---|---|---|")
     for rec in recs:
-        changed = "; ".join(f"`{c['field']}` {_short(c['from'])} \u2192 {_short(c['to'])}" for c in rec["changes"])
-        md.append(f"| {rec['index']} | {rec['started_at']} | `{rec['run_id']}` | {changed} |")
+        changed = "; ".join(
+            f"{md_code(c['field'], in_table=True)} {md_text(_short(c['from']))} \u2192 {md_text(_short(c['to']))}"
+            for c in rec["changes"]
+        )
+        run = md_code(rec["run_id"], in_table=True)
+        md.append(f"| {rec['index']} | {md_text(rec['started_at'])} | {run} | {changed} |")
     md += ["", "| task | layer | " + " | ".join(f"#{r['index']}" for r in recs) + " |"]
     md.append("|---|---|" + "---|" * len(recs))
     for row in doc["rows"]:
         marks = {i: (" \u25bc" if s == "v" else " \u25b2") for i, s in _marks(row).items()}
         cells = " | ".join(_cell(p) + marks.get(i, "") for i, p in enumerate(row["points"]))
-        md.append(f"| {row['task'] if row['layer'] == 'overall' else ''} | {row['layer']} | {cells} |")
+        task = md_text(row["task"]) if row["layer"] == "overall" else ""
+        md.append(f"| {task} | {md_text(row['layer'])} | {cells} |")
     t = doc["test"]
     md += ["", f"Moves ({t['name']}, p \u2264 {t['threshold']:.2g}, {t['alpha']} over {t['tests']} tests):", ""]
-    md += [f"- {x}" for x in move_lines(doc) or ["none"]]
+    md += [f"- {md_text(x)}" for x in move_lines(doc)] or ["- none"]
     if doc["apart"]:
-        md += ["", "Not in the series (never pooled):", ""] + [f"- `{a['path']}`: {a['why']}" for a in doc["apart"]]
+        md += ["", "Not in the series (never pooled):", ""]
+        md += [f"- {md_code(a['path'])}: {md_text(a['why'])}" for a in doc["apart"]]
     return "\n".join(md) + "\n"
