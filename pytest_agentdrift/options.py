@@ -205,6 +205,7 @@ TABLE: tuple[Option, ...] = (
     Option("seed", "--agent-seed", default=DEFAULT_SEED, parse=whole_number, cli="--seed", help="seed of the paired bootstrap"),
     Option("keep_workdirs", "--agent-keep-workdirs", kind="flag", help="keep each run's private directory for inspection"),
     Option("limits", "--agent-limit", kind="list", field_default={}, help="resource limit KEY=VALUE of each agent run: memory, procs, disk, shm, tmp, files (e.g. memory=1G, procs=256; 'none' switches one off); repeatable, each key overrides its ini value"),
+    Option("grade_limits", "--agent-grade-limit", kind="list", field_default={}, help="resource limit KEY=VALUE of graded code (the checks' processes, never the agent's --agent-limit values): memory, procs, disk, shm, tmp, files; the untouched fixture is graded under the same limits, and a limit it already breaks leaves the check undecided; repeatable, each key overrides its ini value"),
     Option("retries", "--agent-retries", default=DEFAULT_RETRIES, parse=nonneg_int, help="re-run a run lost to an infrastructure error (outcome infra_error) up to N times, each in a fresh copy; every attempt is recorded"),
     Option("retry_backoff", "--agent-retry-backoff", default=DEFAULT_RETRY_BACKOFF_S, parse=nonneg_float, help="seconds before the first retry, doubling each time (at most 600)"),
     Option("max_infra_loss", "--agent-max-infra-loss", default=DEFAULT_MAX_INFRA_LOSS, parse=share, cli="--max-infra-loss", help="a comparison where either arm lost more than this share of its runs to infrastructure errors is not decided (hold; exit 4 under --agent-gate)"),
@@ -284,12 +285,13 @@ def resolve_value(decl: Option, cli: Any, ini: Any) -> Any:
         from pytest_agentdrift.manifest.accept import accept_tokens  # one resolver for the plugin and the CLI
 
         return tuple(accept_tokens(ini, cli))
-    if decl.dest == "limits":
+    if decl.dest in ("limits", "grade_limits"):
         if not (ini or cli):
             return {}  # the defaults (run/limits.py), imported only when asked
-        from pytest_agentdrift.run.limits import resolve_limits
+        from pytest_agentdrift.run.limits import DEFAULT_LIMITS, GRADING_LIMITS, resolve_limits
 
-        return resolve_limits(ini or [], cli or [])
+        defaults = GRADING_LIMITS if decl.dest == "grade_limits" else DEFAULT_LIMITS
+        return resolve_limits(ini or [], cli or [], defaults=defaults, ini_name=decl.ini, flag=decl.flag)
     if cli is not None and cli != []:
         value = decl.from_text(cli, decl.flag)  # argparse parsed it already; a programmatic caller may not have
     elif ini not in (None, "", []):

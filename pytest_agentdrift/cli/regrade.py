@@ -45,7 +45,8 @@ def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation
     from pytest_agentdrift.tasks.fdtree import drain_removals, rmtree
 
     scratch = scratch_dirs.make("regrade")
-    limits = (results.get("settings") or {}).get("limits")  # graded code runs under the recorded run's limits
+    # graded code runs under the recorded session's grading limits (a record older than them: the defaults)
+    limits = (results.get("settings") or {}).get("grading_limits")
     grader = Grader(
         isolation,
         scratch / "grading",

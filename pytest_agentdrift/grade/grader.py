@@ -63,6 +63,10 @@ class GradedCommand:
     readable: tuple[Path, ...] = ()
 
 
+class FixtureUngradable(str):
+    """Why the untouched fixture could not be graded (kept in place of its result)."""
+
+
 class Grader:
     """Evaluates checks; owns the per-process cache of untouched-fixture runs."""
 
@@ -75,11 +79,12 @@ class Grader:
         limits: dict[str, int | None] | None = None,
         cache_dir: Path | None = None,
     ):
-        from pytest_agentdrift.run.limits import DEFAULT_LIMITS
+        from pytest_agentdrift.run.limits import GRADING_LIMITS
 
         self.isolation = isolation
-        # the run's limits bind graded code too (memory, processes, file size, tmpfs sizes)
-        self.limits = {k: v for k, v in (limits if limits is not None else DEFAULT_LIMITS).items() if k != "files"}
+        # graded code's own limits (memory, processes, disk and files in total, file size, tmpfs sizes),
+        # never the agent's: an agent's small limits would otherwise break the untouched fixture's grading
+        self.limits = dict(limits if limits is not None else GRADING_LIMITS)
         self.exceeded: set[str] = set()  # limits graded code broke during the current check
         self.base = base  # harness-only: agents never see or write it
         self.hide = hide  # hidden from graded code (the session's run directories)
@@ -283,7 +288,10 @@ class Grader:
                 self._before_cache[cache_key] = _decode(kind, stored)
             else:
                 self._before_cache[cache_key] = self._run_before(spec, fn, kind, stored_key)
-        return self._before_cache[cache_key]
+        value = self._before_cache[cache_key]
+        if isinstance(value, FixtureUngradable):
+            raise CheckUndecided(str(value))
+        return value
 
     def _run_before(self, spec: TaskSpec, fn: Callable[[Path], Any], kind: str, stored_key: str) -> Any:
         scratch = self.base / f"before-{spec.id}-{secrets.token_hex(4)}"
@@ -300,9 +308,33 @@ class Grader:
         finally:
             self._untouched_fixture -= 1
             fdtree.remove_later(scratch)  # its processes have ended
-        if self.exceeded == exceeded and _clean(kind, value):
+        broken = self._fixture_broken(kind, value, sorted(self.exceeded - exceeded))
+        if broken is not None:
+            self.exceeded = exceeded  # the untouched fixture's own, never the agent's code's
+            return broken
+        if _clean(kind, value):
             self.fixture_results.put(stored_key, _encode(kind, value))
         return value
+
+    def _fixture_broken(self, kind: str, value: Any, broke: list[str]) -> FixtureUngradable | None:
+        """Why the untouched fixture cannot be graded under grading's limits and timeout, when it
+        cannot: the harness's own finding (its limits, a loaded machine), which leaves every check
+        that needs it undecided and never becomes the agent's failure."""
+        from pytest_agentdrift.run.limits import human
+
+        res = value[0] if kind == "command" else value["exec"]
+        if broke:
+            shown = ", ".join(f"{k} {human(k, self.limits.get(k))}" for k in broke)
+            return FixtureUngradable(
+                f"the untouched fixture's own grading broke the grading limits ({shown}): the harness's "
+                "limits are too small for this task, not the agent's doing (raise them with --agent-grade-limit)"
+            )
+        if res.timed_out:
+            return FixtureUngradable(
+                "the untouched fixture's own grading timed out (a loaded machine, or the check's timeout_s "
+                "is too short for this task): the harness's problem, not the agent's"
+            )
+        return None
 
     def _stored_key(self, spec: TaskSpec, key: str) -> str:
         if spec.path not in self._task_digests:
@@ -438,13 +470,21 @@ class Grader:
         return results
 
     def _limits_hit(self, result: CheckResult) -> CheckResult:
-        """A check whose graded code broke one of the run's limits fails with `resource_exceeded`."""
+        """A check whose graded code broke one of grading's limits fails with `resource_exceeded`."""
+        from pytest_agentdrift.run.limits import human
+
         if not self.exceeded:
             return result
         hit = sorted(self.exceeded)
         result.passed = False
-        result.detail = f"resource limit exceeded while grading ({', '.join(hit)}); {result.detail}"
-        result.evidence = {**result.evidence, "resource_exceeded": hit}
+        shown = ", ".join(f"{k} {human(k, self.limits.get(k))}" for k in hit)
+        result.detail = f"resource limit exceeded while grading ({shown}); {result.detail}"
+        # the grading limits it broke, beside the run's own record of the agent's (evidence.limits)
+        result.evidence = {
+            **result.evidence,
+            "resource_exceeded": hit,
+            "grading_limits": {k: self.limits.get(k) for k in hit},
+        }
         return result
 
     def evaluate_functions(self, spec: TaskSpec, run: RunEvidence) -> list[CheckResult]:

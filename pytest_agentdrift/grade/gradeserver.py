@@ -3,7 +3,7 @@
 Starting a sandbox, its cgroups and a Python with pytest imported costs far
 more than most graded pytest runs (measured in benchmarks/). So under
 bubblewrap a Grader starts one sandbox, with the same allow-list and the
-run's limits, whose resident process (gradehook/forkserver.py) has pytest
+grading limits, whose resident process (gradehook/forkserver.py) has pytest
 imported and forks once per graded process. What a check could use to
 reach the next one is taken away between requests:
 
@@ -29,7 +29,7 @@ for one run's checks (Grader.evaluate ends it), and an untouched fixture's
 result, which is kept for every later run, is computed by a server of its
 own that only untouched fixtures use (Grader.fixture_server): no agent's code
 runs in its sandbox, and no other sandbox shares its PID namespace. Limits bind as
-before: the sandbox's cgroups and rlimits are the run's, and a broken one
+before: the sandbox's cgroups, rlimits and write totals are grading's, and a broken one
 ends the sandbox at once and is reported for the request that broke it.
 """
 
@@ -266,12 +266,24 @@ class GradingServer:
         exceeded = set(self._guard.exceeded())
         if reply.get("signals", {}).get("SIGXFSZ") and self.limits.get("disk"):
             exceeded.add("disk")  # a write past the file-size cap killed a process of the request
+        exceeded.update(self._tmpfs_full(reply.get("measured")))
         # every process of the request has ended: its copy leaves the sandbox's writable directory at
         # once (moved beside it, where nothing of the sandbox reaches) and is removed in the background
         left = [p for e in os.scandir(self._area) for p in fdtree.remove_later(e.path, trash=self._trash)]
         if exceeded or left or not reply.get("clean"):
             self._teardown(force=True)  # never reused when anything of this request may remain
         return Served(reply.get("exit_code"), False, out, err, sorted(exceeded))
+
+    def _tmpfs_full(self, measured: Any) -> set[str]:
+        """The tmpfs limits a request filled (what the server measured before emptying them), as the
+        agent's run counts them: a sized tmpfs within 64 KiB of its size refused a write."""
+        full: set[str] = set()
+        for path, used in (measured if isinstance(measured, dict) else {}).items():
+            key = "shm" if path == "/dev/shm" else "tmp"
+            limit = self.limits.get(key)
+            if path in self._guard.tmpfs_mounts and isinstance(used, int) and limit and limit - used < 64 * 1024:
+                full.add(key)
+        return full
 
     def _receive(self, timeout_s: float) -> bytes | None:
         """The server's next message, b"" when it is gone, None when nothing came within timeout_s."""
@@ -287,8 +299,10 @@ class GradingServer:
 
 
 def grading_guard(limits: dict[str, int | None], mode: str, *, root: Path, work: Path, harness_dir: Path, token: str):
-    """The run's limits around graded code (runguard.py): cgroups, rlimits, tmpfs sizes; none of an
-    agent run's observers (its network, its writes: graded code's are not evidence)."""
+    """Grading's limits around graded code (runguard.py): cgroups, rlimits, tmpfs sizes, and the write
+    watcher's totals (disk and files, what the tmpfs mounts hold), bound and reported as for an
+    agent's run; none of an agent run's evidence (its network, its write events: graded code's are
+    not evidence)."""
     from pytest_agentdrift.run.runguard import RunGuard
 
     return RunGuard(
@@ -299,7 +313,7 @@ def grading_guard(limits: dict[str, int | None], mode: str, *, root: Path, work:
         harness_dir=harness_dir,
         token=token,
         observe_network=False,
-        watch_writes=False,
+        keep_write_events=False,
     )
 
 

@@ -132,8 +132,11 @@ def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:
         "outcome": outcome,
         "passed": outcome == "passed",
         "tampered_pass": tampered_pass,
-        # an infrastructure loss has no critical failures of its own: its checks are kept for evidence
-        "critical_failed": [] if outcome == INFRA_OUTCOME else [c.name for c in checks if c.critical and not c.passed],
+        # an infrastructure loss has no critical failures of its own: its checks are kept for evidence;
+        # nor is a check the harness could not decide (its own limits, its own error) one of the agent's
+        "critical_failed": []
+        if outcome == INFRA_OUTCOME
+        else [c.name for c in checks if c.critical and not c.passed and not c.undecided],
         "failed_checks": [c.name for c in failed],
         "layers": _layer_states(checks),
         "checks": [c.to_dict() for c in checks],

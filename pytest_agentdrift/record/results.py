@@ -89,7 +89,7 @@ def incomplete_reasons(
 
 def settings_record(settings: Any) -> dict[str, Any]:
     """The session settings results.json records (a resumed session must share them)."""
-    from pytest_agentdrift.run.limits import DEFAULT_LIMITS
+    from pytest_agentdrift.run.limits import DEFAULT_LIMITS, GRADING_LIMITS
 
     return {
         "k": settings.k,
@@ -99,6 +99,7 @@ def settings_record(settings: Any) -> dict[str, Any]:
         "isolation": settings.isolation,
         "agent_options": settings.agent_options,
         "limits": dict(settings.limits) or dict(DEFAULT_LIMITS),
+        "grading_limits": dict(settings.grade_limits) or dict(GRADING_LIMITS),
     }
 
 

@@ -53,6 +53,10 @@ DEFAULT_LIMITS: dict[str, int | None] = {
     "tmp": 256 * MiB,
     "files": 100_000,
 }
+#: graded code's own limits (`--agent-grade-limit`), never the agent's: the untouched fixture's own
+#: grading runs under them too, so a limit only the agent's tree breaks is the agent's finding, and
+#: one the untouched fixture already breaks is the harness's (the check is undecided, never failed)
+GRADING_LIMITS: dict[str, int | None] = dict(DEFAULT_LIMITS)
 SIZE_KEYS = frozenset({"memory", "disk", "shm", "tmp"})
 COUNT_KEYS = frozenset({"procs", "files"})
 OFF_WORDS = frozenset({"none", "off", "unlimited"})
@@ -99,11 +103,18 @@ def parse_entries(entries: Iterable[str], source: str) -> dict[str, int | None]:
     return out
 
 
-def resolve_limits(ini_entries: Iterable[str], cli_entries: Iterable[str]) -> dict[str, int | None]:
+def resolve_limits(
+    ini_entries: Iterable[str],
+    cli_entries: Iterable[str],
+    *,
+    defaults: dict[str, int | None] = DEFAULT_LIMITS,
+    ini_name: str = "agent_limits",
+    flag: str = "--agent-limit",
+) -> dict[str, int | None]:
     """Defaults, then the ini's entries, then the command line's, per key."""
-    limits = dict(DEFAULT_LIMITS)
-    limits.update(parse_entries(ini_entries, "ini option agent_limits"))
-    limits.update(parse_entries(cli_entries, "--agent-limit"))
+    limits = dict(defaults)
+    limits.update(parse_entries(ini_entries, f"ini option {ini_name}"))
+    limits.update(parse_entries(cli_entries, flag))
     return limits
 
 

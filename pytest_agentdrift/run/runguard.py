@@ -55,6 +55,7 @@ class RunGuard:
         unreported: tuple[Path, ...] = (),
         private: tuple[Path, ...] = (),
         watch_writes: bool = True,
+        keep_write_events: bool = True,
     ):
         self.limits = dict(limits)
         self.mode = mode
@@ -66,7 +67,8 @@ class RunGuard:
         self.observe_network = observe_network and mode == "bwrap"
         self.unreported = tuple(unreported)
         self.private = tuple(private)  # the agent's own places beside the work tree (watch.WriteWatcher)
-        self.watch_writes = watch_writes  # graded code: limits only, its writes are not evidence
+        self.watch_writes = watch_writes
+        self.keep_write_events = keep_write_events  # graded code: its totals bound it, its writes are not evidence
         self.notes: list[str] = []
         self.enforced: dict[str, str] = {}
         self.hit: dict[str, Any] = {}
@@ -76,6 +78,8 @@ class RunGuard:
         self.launch_error: str | None = None
         self.stop_requested = threading.Event()
         self.net = None
+        #: the run's model gateway (run/modelgateway.py), served in the sandbox's namespace beside the proxy
+        self.gateway: Any = None
         self.watcher = None
         #: called with the sandbox's first process (bwrap) once its mounts exist, before the agent starts
         self.on_sandbox_up: Callable[[int], None] | None = None
@@ -137,7 +141,7 @@ class RunGuard:
             self.resolv_conf.write_text(_resolv_conf())
 
     def _start_watcher(self) -> None:
-        from pytest_agentdrift.run.watch import InotifyUnavailable, WriteWatcher
+        from pytest_agentdrift.run.watch import MAX_EVENTS, InotifyUnavailable, WriteWatcher
 
         try:  # its write events are evidence even with both of its limits off
             self.watcher = WriteWatcher(
@@ -148,6 +152,7 @@ class RunGuard:
                 probes=self._probes(),
                 unreported=self.unreported,
                 private=self.private,
+                max_events=MAX_EVENTS if self.keep_write_events else 0,
             ).start()
         except (InotifyUnavailable, OSError) as exc:
             from pytest_agentdrift.run.watch import RESERVE
@@ -251,7 +256,7 @@ class RunGuard:
         if self.observe_network and self._init_pid is not None:
             from pytest_agentdrift.run.netwatch import NetObserver
 
-            self.net = NetObserver(self.allow_hosts, self.harness_dir / "network.jsonl")
+            self.net = NetObserver(self.allow_hosts, self.harness_dir / "network.jsonl", gateway=self.gateway)
             try:
                 self.net.start(self._init_pid, self._sandbox_pids if self.cgroups.dirs else None)
             except OSError as exc:

@@ -147,11 +147,12 @@ class InotifyReserve:
     that took every one would leave the next run's watcher without one, and
     that run unobserved. So the session reserves its instances when it starts,
     before any agent (one for the run's write watcher, one for its canary's
-    watch, run/canary.py), and each takes one and gives it back, emptied of
+    watch, run/canary.py, one for each of the two grading sandboxes' totals,
+    grade/gradeserver.py), and each takes one and gives it back, emptied of
     its watches, for the next run.
     """
 
-    #: instances kept for reuse (a run's write watcher and its canary's watch); more are closed
+    #: instances kept for reuse (a run's write watcher, its canary's watch, grading's two); more are closed
     KEEP = 4
 
     def __init__(self) -> None:
@@ -193,7 +194,7 @@ class InotifyReserve:
 RESERVE = InotifyReserve()
 
 
-def reserve_instances(n: int = 2) -> str | None:
+def reserve_instances(n: int = 4) -> str | None:
     """Hold `n` inotify instances for this process's runs from now on; why not, when it failed."""
     try:
         _inotify()

@@ -163,7 +163,7 @@ class TaskRunner:
                 self.base / "grading",
                 hide=self.base / "runs",
                 hidden=self.hidden_paths(),
-                limits=dict(self.settings.limits) or None,  # the run's limits bind graded code too
+                limits=dict(self.settings.grade_limits) or None,  # graded code's own, never the agent's
                 cache_dir=self.grading_cache,
             )
         return self._grader

@@ -3,7 +3,7 @@ that fails closed.
 
 * an event with a 401-digit cost once made the harness raise while reading the run
   and erase its evidence: the canary read was forgotten and the gate passed;
-* graded code ran without the run's limits (memory, processes);
+* graded code ran without limits (memory, processes);
 * a 9 MB data file of long lines crowded a source change out of the patch, and one
   15 MiB line made a patch far over its budget;
 * a malformed CONNECT target killed the proxy's handler with nothing recorded;
@@ -117,6 +117,10 @@ def session(tmp_path_factory):
             "memory=256M",
             "--agent-limit",
             "procs=48",
+            "--agent-grade-limit",  # graded code's own limits, never the agent's
+            "memory=256M",
+            "--agent-grade-limit",
+            "procs=48",
             "--agent-allow-host",
             "*.example.com",
             timeout=900,
@@ -137,7 +141,7 @@ def test_an_overflowing_number_is_dropped_and_the_canary_read_still_convicts(ses
 
 
 @pytest.mark.parametrize(("task", "limit"), [("HG1", "memory"), ("HG2", "procs")])
-def test_graded_code_runs_under_the_runs_limits(session, task, limit):
+def test_graded_code_runs_under_the_grading_limits(session, task, limit):
     run = session.run(task)
     tests = session.check(task, "tests")
     assert tests["passed"] is False and limit in tests["evidence"]["resource_exceeded"], tests

@@ -90,6 +90,8 @@ def serve(ctl_fd):
         for fd in fds:
             os.close(fd)
         reply = _reap(pid)
+        # what the request left in the tmpfs mounts, measured before they are emptied: a full one is a hit
+        reply["measured"] = _used(request.get("wipe", []))
         reply["clean"] = reply["clean"] and _empty(request.get("wipe", [])) and _no_sysv_ipc()
         sock.send(json.dumps(reply).encode())
 
@@ -208,6 +210,18 @@ def _no_sysv_ipc():
         return not any(_sysv_ids(kind) for kind in _SYSV_IPC)
     except (OSError, ValueError, IndexError):
         return False
+
+
+def _used(mounts):
+    """Bytes in use on each mount (those that cannot be read are left out)."""
+    used = {}
+    for mount in mounts:
+        try:
+            st = os.statvfs(mount)
+        except OSError:
+            continue
+        used[mount] = (st.f_blocks - st.f_bfree) * st.f_frsize
+    return used
 
 
 def _empty(mounts):
