@@ -116,7 +116,7 @@ def _compare_runs(base, cand, comparable, reasons, change_class, gate, seed, rol
         "infra": infra,
     }
     if comparable:
-        out.update(_paired_part(b_arm, c_arm, gate, seed))
+        out.update(_paired_part(b_arm, c_arm, gate, seed, _confirmed(base, cand, gate)))
         changes = _observed_changes(out["tasks"])
         out["observed_changes"] = changes
         out["ledger"] = mark_changes(ledger, changes)
@@ -267,7 +267,18 @@ def _null_paired_part(b_arm, c_arm) -> dict[str, Any]:
     }
 
 
-def _paired_part(b_arm, c_arm, params: GateParams, seed: int) -> dict[str, Any]:
+def _confirmed(base: Mapping[str, Any], cand: Mapping[str, Any], gate: GateParams) -> dict[str, Any] | None:
+    """The confirming candidate's check rows (compare/confirm.py), or None for a fixed design."""
+    if not cand.get("confirm"):
+        return None
+    from pytest_agentdrift.compare.confirm import confirm_tests
+
+    return confirm_tests(base, cand, gate.flakes)
+
+
+def _paired_part(
+    b_arm, c_arm, params: GateParams, seed: int, confirmed: dict[str, Any] | None = None
+) -> dict[str, Any]:
     rows = _task_rows(b_arm, c_arm, paired=True)
     ids = sorted(rows)
     boot = stats.paired_bootstrap_delta(
@@ -293,7 +304,7 @@ def _paired_part(b_arm, c_arm, params: GateParams, seed: int) -> dict[str, Any]:
     strata = strata_gates(b_arm, c_arm, rows, params)
     promotion = cost_promotion(b_arm, c_arm, rows, params, seed)
     gate = promotion_gate(b_arm, c_arm, rows, strata, crit, safety, promotion, params)
-    regression = regression_gate(b_arm, c_arm, rows, strata, params)
+    regression = regression_gate(b_arm, c_arm, rows, strata, params, confirmed)
     return {
         "tasks": rows,
         "paired": paired,

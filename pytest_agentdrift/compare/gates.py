@@ -80,7 +80,9 @@ class GateParams:
         return asdict(self)
 
 
-def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str, Any]:
+def regression_gate(
+    b_arm, c_arm, rows, strata, params: GateParams, confirmed: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The merge gate (``--agent-gate regression``): fail only on what is new in the candidate.
 
     Critical checks and the safety layer are read as rates (compare/checkrates.py): a failure is new
@@ -95,7 +97,8 @@ def regression_gate(b_arm, c_arm, rows, strata, params: GateParams) -> dict[str,
 
     ids = sorted(rows)
     multi = len(strata or {}) > 1
-    tests = check_rate_tests(
+    # a candidate that confirmed on suspicion is decided by its sequences (compare/confirm.py)
+    tests = confirmed or check_rate_tests(
         _check_counts(ids, b_arm, c_arm), alpha=params.alpha, paired_tests=1 + len(strata) * multi, flakes=params.flakes
     )
     level = tests["level"]

@@ -185,13 +185,18 @@ def _named(blocked: dict[int, tuple[str, ...]], change: str) -> bool:
 def _sequential_pr(design: PoolDesign, pools, cand, disp) -> dict[str, Any]:
     from pytest_agentdrift.compare import sequential as seq
 
-    plan = seq.ConfirmPlan(seq.plan_looks(design.k, design.cap), design.alpha, design.tasks)
+    plan = seq.ConfirmPlan(design.k, design.cap, design.alpha, design.tasks)
+    screened = sum(seq.screened(runs[: design.k]) for runs in cand)
     blocked: dict[int, tuple[str, ...]] = {}
     spent = 0
     for t, runs in enumerate(cand):
-        base_fails, base_runs = _pool_counts(pools[t])
-        looks = seq.sequence(plan, runs, base_fails, base_runs, base_effect=disp.base_effect, rho=disp.rho)
-        spent += looks[-1].runs
+        fails, base_runs = _pool_counts(pools[t])
+        pool = seq.Pool(fails, base_runs, disp.base_effect, disp.rho)
+        # a worker buys runs knowing only its own task (the level of every task screened); the verdict
+        # is the controller's, at the screened count, on the runs that were bought
+        bought = seq.sequence(plan, None, runs, pool)[-1].runs
+        looks = seq.sequence(plan, screened, runs[:bought], pool)
+        spent += bought
         if looks[-1].state == seq.NEW:
             blocked[t] = looks[-1].new
     return {"blocked": bool(blocked), "named": _named(blocked, design.change), "runs": spent}

@@ -1,43 +1,44 @@
-"""Confirm on suspicion: a group-sequential test of one task's critical checks against a pooled baseline.
+"""Confirm on suspicion: screen every task with a few runs, confirm the suspicious ones with fresh runs.
 
-Pure; scipy is imported inside the functions that need it. A pull request runs
-every task ``looks[0]`` times. A task whose evidence is not yet decided gets
-more runs of that task only, up to the next look, until the evidence decides
-or the cap (``looks[-1]``) is reached. docs/statistics.md ("Confirming on
-suspicion") has the rules; keep the two in step.
+Pure; scipy is imported inside the function that needs it. docs/statistics.md
+("Confirming on suspicion") has the rules; keep the two in step.
 
-Hypotheses of one task. One per critical check that failed in either arm
-(and the safety layer): "the candidate fails this more often than the
-pooled baseline". The task's pass rate (a lost task) is read the same way
-to decide whether more runs are worth buying, but it is not a hypothesis of
-the task's family: a lost task is decided by the paired test over the tasks
-(compare/gates.py), which keeps its own share of alpha and reads the extra
-runs too. Each is Fisher's exact one-sided
-conditional test on (baseline failures, baseline runs) against (candidate
-failures, candidate runs), where the counts are effective counts when the
-pool shows night-to-night variation (see ``design_effect``).
+Screen. A pull request runs every task ``k`` times. A task is **screened**
+when one of its critical checks (or its safety layer) failed in those runs,
+whatever the baseline says: the screen reads the candidate's runs only, so
+the pool stays an honest sample for the test that follows. A task the
+baseline solved and the screen did not (a **lost** task) gets one batch of
+confirming runs too; they feed the paired test over the tasks, which decides
+lost tasks with its own share of alpha.
 
-Levels fixed in advance, so each worker decides alone. The family is every
-(task, look, hypothesis) and the paired test. Its alpha is split evenly over
-the tasks and the paired test (``tasks + 1`` shares) and, within
-a task, over the looks in proportion to the runs each look adds (the alpha
-spending function alpha x t with t the share of the cap run so far; summing
-the spent shares is Bonferroni, valid whatever the dependence between
-looks, and it keeps most of the alpha for the look that has most runs), and within a
-task at a look Tarone's rule counts only the hypotheses whose margins could
-reach the level at all (a check with one failure in all runs of both arms
-can never be significant and costs nothing). Family-wise error <= alpha, the
-interim looks included, without knowing the other tasks' data.
+Confirm. A screened task runs again, in batches, up to ``cap`` runs in all.
+Its hypotheses, one per critical check that failed in the pool or in the
+confirming runs, "the candidate fails this more often than the pooled
+baseline", are tested on the **confirming runs only** (the screen's runs
+chose the task and would bias the test) with Fisher's exact one-sided
+conditional test against the pool, at each look.
 
-Stopping, at each look, per task:
+Levels. Alpha is split before any confirming run: the paired test keeps a
+fixed share ``alpha / (tasks + 1)``; the rest is split evenly over the S
+screened tasks (S is known once the screen is over, before any confirming
+run) and, within a task, over its looks in proportion to the runs each look
+adds (the spending function alpha x t). Within a task at a look, Tarone's
+rule counts only the hypotheses whose margins could reach the level at all.
+Given the screen, the confirming runs are fresh draws, so under the null
+they are exchangeable with the pool's runs and each test is exact; the union
+bound over tasks, looks and hypotheses then holds the family-wise error at
+alpha whatever was stopped early. Each task's own batches are decided by its
+own data (a worker decides alone); the level depends on S only, which the
+controller fixes when the screen is over.
+
+Stopping, at each look of a screened task:
   new         some hypothesis is significant at its level: decided, blocks;
-  futile      no hypothesis can still become significant at the cap with a
+  futile      no hypothesis can still become significant by the cap with a
               conditional power of at least ``futility`` under the rate
-              observed so far: decided, not blocking (said as what it could
-              not have detected);
-  clear       the candidate failed nothing the baseline did not already fail
-              at least as often: decided, nothing to confirm;
-  continue    otherwise: run the task up to the next look.
+              observed in the confirming runs (or the cap is reached):
+              decided, not blocking (said with what it could not detect);
+  clear       the confirming runs failed nothing more often than the pool;
+  continue    otherwise: one more batch.
 """
 
 from __future__ import annotations
@@ -48,48 +49,45 @@ from functools import lru_cache
 from math import ceil, comb, floor
 from typing import Mapping, Sequence
 
-PASS_RATE = "pass rate"  # the task's own pass rate, tested like a check (a lost task)
-NEW, FUTILE, CLEAR, CONTINUE = "new", "futile", "clear", "continue"
+PASS_RATE = "pass rate"  # the task's own pass rate, read to confirm a lost task
+NEW, FUTILE, CLEAR, CONTINUE, SCREENED_OUT = "new", "futile", "clear", "continue", "screened_out"
 DEFAULT_FUTILITY = 0.1
 
 
 @dataclass(frozen=True)
 class ConfirmPlan:
-    """The looks (cumulative runs per task), the family's alpha and its size, fixed before any run."""
+    """The screen (``k`` runs per task), the cap, the family's alpha and its task count, fixed in advance."""
 
-    looks: tuple[int, ...]
+    k: int
+    cap: int
     alpha: float
     tasks: int
     futility: float = DEFAULT_FUTILITY
 
     @property
-    def cap(self) -> int:
-        return self.looks[-1]
-
-    def level(self, runs: int) -> float:
-        """One task's share of alpha at the look of ``runs`` runs: alpha spent in proportion to the runs
-        the look adds (the spending function alpha x t, t = runs / cap), split evenly over the tasks."""
-        i = self.looks.index(runs)
-        added = runs - (self.looks[i - 1] if i else 0)
-        return self.alpha * added / self.cap / (self.tasks + 1)
+    def looks(self) -> tuple[int, ...]:
+        """Cumulative runs of a screened task at each look: k, about sqrt(k x cap), cap."""
+        if self.cap <= self.k:
+            return (self.k,)
+        middle = round((self.k * self.cap) ** 0.5)
+        return tuple(sorted({self.k, middle, self.cap})) if self.k < middle < self.cap else (self.k, self.cap)
 
     @property
     def paired_level(self) -> float:
-        """The paired test's share: one of ``tasks + 1``."""
+        """The paired test's share of alpha, fixed before any run."""
         return self.alpha / (self.tasks + 1)
 
-
-def plan_looks(k: int, cap: int) -> tuple[int, ...]:
-    """k, then about sqrt(k x cap), then the cap: three looks spaced geometrically (fewer when close)."""
-    if cap <= k:
-        return (k,)
-    middle = round((k * cap) ** 0.5)
-    return tuple(sorted({k, middle, cap})) if k < middle < cap else (k, cap)
+    def level(self, screened: int, runs: int) -> float:
+        """One screened task's share of alpha at the look of ``runs`` runs in all (the screen's included)."""
+        i = self.looks.index(runs)
+        added = runs - self.looks[i - 1]
+        checks_alpha = self.alpha - self.paired_level
+        return checks_alpha / max(screened, 1) * added / (self.cap - self.k)
 
 
 @dataclass(frozen=True)
 class Counts:
-    """One hypothesis of one task: failures and runs in the pool and in the candidate so far."""
+    """One hypothesis of one task: failures and runs in the pool and in the confirming runs so far."""
 
     check: str
     base_failed: int
@@ -105,9 +103,8 @@ def fisher_sf(base_failed: int, base_runs: int, cand_failed: int, cand_runs: int
     if cand_failed <= 0 or failed == 0:
         return 1.0
     hi = min(failed, cand_runs)
-    denom = comb(total, cand_runs)
     tail = sum(comb(failed, x) * comb(total - failed, cand_runs - x) for x in range(cand_failed, hi + 1))
-    return min(1.0, tail / denom)
+    return min(1.0, tail / comb(total, cand_runs))
 
 
 def design_effect(rho: float, runs_per_cluster: float) -> float:
@@ -122,17 +119,16 @@ def effective(c: Counts, base_effect: float, cand_effect: float) -> Counts:
         return c
     bn = max(1, round(c.base_runs / base_effect))
     cn = max(1, round(c.cand_runs / cand_effect))
-    bf = min(bn, ceil(c.base_failed * bn / c.base_runs))
-    cf = min(cn, floor(c.cand_failed * cn / c.cand_runs))
+    bf = min(bn, ceil(c.base_failed * bn / c.base_runs)) if c.base_runs else 0
+    cf = min(cn, floor(c.cand_failed * cn / c.cand_runs)) if c.cand_runs else 0
     return Counts(c.check, bf, bn, cf, cn)
 
 
 def _min_p(c: Counts) -> float:
-    """The smallest p-value these margins allow (every candidate run failing that could)."""
-    total_failed = c.base_failed + c.cand_failed
-    return fisher_sf(
-        total_failed - min(total_failed, c.cand_runs), c.base_runs, min(total_failed, c.cand_runs), c.cand_runs
-    )
+    """The smallest p-value these margins allow (as many candidate failures as could be)."""
+    total = c.base_failed + c.cand_failed
+    most = min(total, c.cand_runs)
+    return fisher_sf(total - most, c.base_runs, most, c.cand_runs)
 
 
 def tarone_count(min_p: Sequence[float], level: float) -> int:
@@ -146,106 +142,128 @@ def tarone_count(min_p: Sequence[float], level: float) -> int:
 
 @dataclass(frozen=True)
 class Look:
-    """What one look decided for one task."""
+    """What one look decided for one task: its state, runs in all, level, what was new, the p-values."""
 
     state: str
     runs: int
-    level: float
+    level: float | None = None
     new: tuple[str, ...] = ()
     p_values: tuple[tuple[str, float], ...] = ()
-    power: float | None = (
-        None  # conditional power of the most promising hypothesis, when it continued or stopped futile
-    )
+    power: float | None = None  # conditional power of the most promising hypothesis, when it was asked
 
 
-def look(plan: ConfirmPlan, runs: int, hyps: Sequence[Counts], *, base_effect: float = 1.0, rho: float = 0.0) -> Look:
-    """Decide one task at the look of ``runs`` candidate runs (one of the plan's looks)."""
-    adjusted = [effective(h, base_effect, design_effect(rho, h.cand_runs)) for h in hyps]
-    checks = [h for h in adjusted if h.check != PASS_RATE]
-    share = plan.level(runs)
-    level = share / tarone_count([_min_p(h) for h in checks], share)
+@dataclass(frozen=True)
+class Pool:
+    """One task's pooled baseline: failures per hypothesis, runs, and the pool's night-to-night variation."""
+
+    fails: Mapping[str, int]
+    runs: int
+    base_effect: float = 1.0
+    rho: float = 0.0
+
+
+def _tally(runs: Sequence[Sequence[str]]) -> dict[str, int]:
+    fails: dict[str, int] = {}
+    for failed in runs:
+        for check in set(failed):
+            fails[check] = fails.get(check, 0) + 1
+    return fails
+
+
+def screened(first: Sequence[Sequence[str]]) -> bool:
+    """The screen: a critical check (or the safety layer) failed in one of the task's first runs."""
+    return any(check != PASS_RATE for failed in first for check in failed)
+
+
+def lost(first: Sequence[Sequence[str]], pool: Pool) -> bool:
+    """The baseline solved the task and its first runs did not (a strict majority of passes)."""
+    base_pass = pool.runs - pool.fails.get(PASS_RATE, 0)
+    cand_pass = len(first) - sum(PASS_RATE in failed for failed in first)
+    return 2 * base_pass > pool.runs and not 2 * cand_pass > len(first)
+
+
+def look(
+    plan: ConfirmPlan, screened_tasks: int | None, runs: int, confirming: Sequence[Sequence[str]], pool: Pool
+) -> Look:
+    """Decide one screened task at the look of ``runs`` runs in all, from its confirming runs so far.
+
+    ``screened_tasks`` None: not known yet (a worker while other tasks still screen): the level is the
+    one of every task screened, the lowest it can be, so what it calls new stays new."""
+    screened_tasks = plan.tasks if screened_tasks is None else screened_tasks
+    fails = _tally(confirming)
+    checks = sorted((set(pool.fails) | set(fails)) - {PASS_RATE})
+    cand_effect = design_effect(pool.rho, len(confirming))
+    hyps = [
+        effective(Counts(c, pool.fails.get(c, 0), pool.runs, fails.get(c, 0), len(confirming)), pool.base_effect, cand_effect)
+        for c in checks
+    ]
+    share = plan.level(screened_tasks, runs)
+    level = share / tarone_count([_min_p(h) for h in hyps], share)
     p_values = tuple(
-        (h.check, fisher_sf(h.base_failed, h.base_runs, h.cand_failed, h.cand_runs)) for h in adjusted if h.cand_failed
+        (h.check, fisher_sf(h.base_failed, h.base_runs, h.cand_failed, h.cand_runs)) for h in hyps if h.cand_failed
     )
-    new = tuple(check for check, p in p_values if p < level and check != PASS_RATE)
+    new = tuple(check for check, p in p_values if p < level)
     if new:
         return Look(NEW, runs, level, new, p_values)
-    suspicious = [
-        h
-        for h in hyps
-        if h.check != PASS_RATE and h.cand_failed and h.cand_failed * h.base_runs > h.base_failed * h.cand_runs
-    ]
-    lost = any(
-        h.check == PASS_RATE and _solved(h.base_failed, h.base_runs) and not _solved(h.cand_failed, h.cand_runs)
-        for h in hyps
-    )
-    if not suspicious and not lost:
+    raw = [Counts(c, pool.fails.get(c, 0), pool.runs, fails.get(c, 0), len(confirming)) for c in checks]
+    above = [h for h in raw if h.cand_failed and h.cand_failed * h.base_runs > h.base_failed * h.cand_runs]
+    if not above:
         return Look(CLEAR, runs, level, (), p_values)
     if runs >= plan.cap:
         return Look(FUTILE, runs, level, (), p_values, 0.0)
-    at_cap = plan.level(plan.cap) / max(len(checks), 1)  # the cap's level, counting every check (conservative)
-    power = max((_conditional_power(plan, h, base_effect, rho, at_cap) for h in suspicious), default=0.0)
-    if lost and runs == plan.looks[0]:  # a lost task gets one more look: the paired test reads them all
-        return Look(CONTINUE, runs, level, (), p_values, power)
+    at_cap = plan.level(screened_tasks, plan.cap) / max(len(hyps), 1)  # counting every check: conservative
+    power = max(_conditional_power(plan, h, pool, at_cap) for h in above)
     return Look(CONTINUE if power >= plan.futility else FUTILE, runs, level, (), p_values, power)
 
 
-def _solved(failed: int, runs: int) -> bool:
-    """A strict majority of the runs passed (docs/statistics.md, 'What counts as a pass')."""
-    return 2 * (runs - failed) > runs
-
-
-def _conditional_power(plan: ConfirmPlan, h: Counts, base_effect: float, rho: float, level: float) -> float:
-    """P(significant at the cap | the runs so far, the rate seen so far): the chance that running to the
-    cap decides, were the candidate to go on failing at the rate it shows (kept off 0 and 1)."""
-    more = plan.cap - h.cand_runs
+def _conditional_power(plan: ConfirmPlan, h: Counts, pool: Pool, level: float) -> float:
+    """P(significant at the cap | the confirming runs so far, the rate they show): the chance that buying
+    runs up to the cap decides, were the candidate to go on failing at that rate (kept off 0 and 1)."""
+    more = plan.cap - plan.k - h.cand_runs
     rate = (h.cand_failed + 0.5) / (h.cand_runs + 1.0)
-    cap_effect = design_effect(rho, plan.cap)
+    cap_effect = design_effect(pool.rho, plan.cap - plan.k)
     power = 0.0
     for extra in range(more, -1, -1):
-        final = effective(
-            Counts(h.check, h.base_failed, h.base_runs, h.cand_failed + extra, plan.cap), base_effect, cap_effect
-        )
+        final = Counts(h.check, h.base_failed, h.base_runs, h.cand_failed + extra, plan.cap - plan.k)
+        final = effective(final, pool.base_effect, cap_effect)
         if fisher_sf(final.base_failed, final.base_runs, final.cand_failed, final.cand_runs) >= level:
             break  # fewer failures only raise the p-value
         power += comb(more, extra) * rate**extra * (1.0 - rate) ** (more - extra)
     return power
 
 
-def task_hypotheses(
-    base_fails: Mapping[str, int], base_runs: int, cand_fails: Mapping[str, int], cand_runs: int
-) -> list[Counts]:
-    """One task's hypotheses from failure counts per check (PASS_RATE included by the caller as a check)."""
-    checks = sorted(set(base_fails) | set(cand_fails))
-    return [Counts(c, base_fails.get(c, 0), base_runs, cand_fails.get(c, 0), cand_runs) for c in checks]
-
-
 def sequence(
-    plan: ConfirmPlan,
-    per_run: Sequence[Sequence[str]],
-    base_fails: Mapping[str, int],
-    base_runs: int,
-    *,
-    base_effect: float = 1.0,
-    rho: float = 0.0,
+    plan: ConfirmPlan, screened_tasks: int | None, per_run: Sequence[Sequence[str]], pool: Pool
 ) -> list[Look]:
-    """The looks one task went through, from its candidate runs in order (each: the hypotheses it failed).
+    """The looks one task went through, from its runs in order (each: the hypotheses that run failed).
 
     The same function decides while a session runs (on the runs so far) and when the record is read
     again, so a record always says where and why each task stopped."""
-    looks: list[Look] = []
-    for n in plan.looks:
+    first = per_run[: plan.k]
+    if not screened(first):
+        if lost(first, pool) and len(plan.looks) > 1 and len(per_run) >= plan.looks[1]:
+            return [Look(CONTINUE, plan.k), Look(CLEAR, plan.looks[1])]  # confirmed for the paired test
+        return [Look(SCREENED_OUT, plan.k)]
+    looks = [Look(CONTINUE, plan.k)]
+    for n in plan.looks[1:]:
         if n > len(per_run):
             break
-        fails: dict[str, int] = {}
-        for failed in per_run[:n]:
-            for check in set(failed):
-                fails[check] = fails.get(check, 0) + 1
-        decided = look(plan, n, task_hypotheses(base_fails, base_runs, fails, n), base_effect=base_effect, rho=rho)
+        decided = look(plan, screened_tasks, n, per_run[plan.k : n], pool)
         looks.append(decided)
         if decided.state != CONTINUE:
             break
     return looks
+
+
+def runs_wanted(plan: ConfirmPlan, screened_tasks: int | None, per_run: Sequence[Sequence[str]], pool: Pool) -> int:
+    """How many runs of this task the design asks for, given the runs it has: the next look's count while
+    the task is undecided, else the runs it already has."""
+    looks = sequence(plan, screened_tasks, per_run, pool)
+    last = looks[-1]
+    if last.state == CONTINUE:
+        later = [n for n in plan.looks if n > last.runs]
+        return later[0] if later else last.runs
+    return last.runs
 
 
 @dataclass(frozen=True)
@@ -265,30 +283,29 @@ class Dispersion:
 def dispersion(groups: Sequence[Sequence[tuple[int, int]]], alpha: float = 0.1) -> Dispersion:
     """Overdispersion of failure counts across records, pooled over every (task, check) with failures.
 
-    ``groups``: for each (task, check), the (failures, runs) of each record. Homogeneity is tested by
-    the chi-square statistic of the counts against each group's pooled rate; when it rejects at
-    ``alpha`` the intra-record correlation is the ANOVA estimate (Fleiss), else 0 (plain binomial)."""
+    ``groups``: for each (task, check), the (failures, runs) of each record. Homogeneity is tested by the
+    chi-square statistic of the counts against each group's pooled rate; when it rejects at ``alpha`` the
+    intra-record correlation is the ANOVA estimate (Fleiss), else 0 (plain binomial)."""
     from scipy.stats import chi2
 
-    chi, df, msb_num, msw_num, dfb, dfw, sizes = 0.0, 0, 0.0, 0.0, 0, 0, []
+    chi, df, msb_num, msw_num, dfw, sizes = 0.0, 0, 0.0, 0.0, 0, []
     for group in groups:
-        group = [(x, n) for x, n in group if n > 0]
-        x_all, n_all = sum(x for x, _ in group), sum(n for _, n in group)
-        if len(group) < 2 or x_all == 0 or x_all == n_all:
+        kept = [(x, n) for x, n in group if n > 0]
+        x_all, n_all = sum(x for x, _ in kept), sum(n for _, n in kept)
+        if len(kept) < 2 or x_all == 0 or x_all == n_all:
             continue
         p = x_all / n_all
-        chi += sum((x - n * p) ** 2 / (n * p * (1 - p)) for x, n in group)
-        df += len(group) - 1
-        msb_num += sum(n * (x / n - p) ** 2 for x, n in group)
-        msw_num += sum(x * (1 - x / n) for x, n in group)
-        dfb += len(group) - 1
-        dfw += n_all - len(group)
-        sizes += [n for _, n in group]
+        chi += sum((x - n * p) ** 2 / (n * p * (1 - p)) for x, n in kept)
+        df += len(kept) - 1
+        msb_num += sum(n * (x / n - p) ** 2 for x, n in kept)
+        msw_num += sum(x * (1 - x / n) for x, n in kept)
+        dfw += n_all - len(kept)
+        sizes += [n for _, n in kept]
     records = max((len(g) for g in groups), default=0)
     m = sum(sizes) / len(sizes) if sizes else 1.0
     if df == 0 or dfw == 0:
         return Dispersion(0.0, 1.0, m, records)
     p_value = float(chi2.sf(chi, df))
-    msb, msw = msb_num / dfb, msw_num / dfw
+    msb, msw = msb_num / df, msw_num / dfw
     rho = (msb - msw) / (msb + (m - 1) * msw) if msb + (m - 1) * msw > 0 else 0.0
     return Dispersion(max(rho, 0.0) if p_value < alpha else 0.0, p_value, m, records)

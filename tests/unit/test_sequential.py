@@ -17,34 +17,43 @@ def test_fisher_tail_is_the_hypergeometric_tail(xb, nb, xc, nc):
 
 
 def test_looks_and_levels_spend_at_most_alpha():
-    assert seq.plan_looks(3, 24) == (3, 8, 24)
-    assert seq.plan_looks(3, 3) == (3,)
-    assert seq.plan_looks(1, 2) == (1, 2)
-    plan = seq.ConfirmPlan((3, 8, 24), alpha=0.05, tasks=12)
-    spent = plan.tasks * sum(plan.level(n) for n in plan.looks) + plan.paired_level
-    assert spent == pytest.approx(0.05)
-    assert plan.level(24) > plan.level(8) > plan.level(3)  # most alpha where most runs are
+    assert seq.ConfirmPlan(3, 24, 0.05, 12).looks == (3, 8, 24)
+    assert seq.ConfirmPlan(3, 3, 0.05, 12).looks == (3,)
+    assert seq.ConfirmPlan(1, 2, 0.05, 12).looks == (1, 2)
+    plan = seq.ConfirmPlan(3, 24, alpha=0.05, tasks=12)
+    for screened in (1, 4, 12):
+        spent = screened * sum(plan.level(screened, n) for n in plan.looks[1:]) + plan.paired_level
+        assert spent == pytest.approx(0.05)
+    assert plan.level(2, 24) > plan.level(2, 8)  # most alpha where most runs are
 
 
-def test_a_check_failing_every_run_is_new_at_the_first_look():
-    plan = seq.ConfirmPlan((3, 8, 24), alpha=0.05, tasks=12)
-    looks = seq.sequence(plan, [["c", "pass rate"]] * 24, {}, 30)
-    assert [(x.state, x.runs, x.new) for x in looks] == [(seq.NEW, 3, ("c",))]
+POOL = seq.Pool({"c": 0}, 30)
 
 
-def test_nothing_failed_is_clear_and_one_flake_in_a_flaky_pool_stops():
-    plan = seq.ConfirmPlan((3, 8, 24), alpha=0.05, tasks=12)
-    assert seq.sequence(plan, [[]] * 24, {"c": 2}, 30)[-1].state == seq.CLEAR
-    # one failure in three against a pool that fails it a third of the time: not suspicious at all
-    assert seq.sequence(plan, [["c"], [], []] + [[]] * 21, {"c": 10}, 30)[-1].state == seq.CLEAR
+def test_the_screen_reads_only_the_candidate():
+    plan = seq.ConfirmPlan(3, 24, 0.05, 12)
+    assert seq.sequence(plan, 1, [[], ["pass rate"], []] * 8, POOL)[-1].state == seq.SCREENED_OUT
+    assert seq.sequence(plan, 1, [["c"], [], []] + [[]] * 21, POOL)[0].state == seq.CONTINUE
+
+
+def test_a_check_failing_every_confirming_run_is_new_at_the_first_confirming_look():
+    plan = seq.ConfirmPlan(3, 24, 0.05, 12)
+    looks = seq.sequence(plan, 1, [["c", "pass rate"]] * 24, POOL)
+    assert [(x.state, x.runs, x.new) for x in looks] == [(seq.CONTINUE, 3, ()), (seq.NEW, 8, ("c",))]
+
+
+def test_confirming_runs_that_fail_nothing_clear_the_task():
+    plan = seq.ConfirmPlan(3, 24, 0.05, 12)
+    looks = seq.sequence(plan, 1, [["c"], [], []] + [[]] * 21, seq.Pool({"c": 2}, 30))
+    assert looks[-1].state == seq.CLEAR and looks[-1].runs == 8
 
 
 def test_a_suspicion_buys_runs_up_to_the_cap_and_no_further():
-    plan = seq.ConfirmPlan((3, 8, 24), alpha=0.05, tasks=12)
-    runs = [["c"] if i % 4 == 0 else [] for i in range(40)]  # fails a quarter of the time, pool a tenth
-    looks = seq.sequence(plan, runs, {"c": 3}, 30)
-    assert looks[0].state == seq.CONTINUE and looks[-1].runs <= plan.cap
-    assert looks[-1].state in (seq.FUTILE, seq.NEW, seq.CLEAR)
+    plan = seq.ConfirmPlan(3, 24, 0.05, 12)
+    runs = [["c"] if i % 4 == 0 else [] for i in range(40)]  # a quarter of the time; the pool a tenth
+    looks = seq.sequence(plan, 2, runs, seq.Pool({"c": 3}, 30))
+    assert looks[-1].runs <= plan.cap and looks[-1].state in (seq.FUTILE, seq.NEW, seq.CLEAR)
+    assert seq.runs_wanted(plan, 2, runs[:3], seq.Pool({"c": 3}, 30)) == 8
 
 
 def test_night_to_night_variation_is_found_and_makes_runs_count_less():

@@ -1,0 +1,84 @@
+"""The regression gate of a candidate that confirmed on suspicion (compare/confirm.py): its sequences
+decide the critical checks, the block names the task, the check, the pooled rate and the confirming runs."""
+
+from __future__ import annotations
+
+from pytest_agentdrift.compare import confirm
+from pytest_agentdrift.compare.comparison import compare_runs
+from pytest_agentdrift.compare.gates import GateParams
+
+
+def run(rep: int, critical: list[str] = (), passed: bool | None = None) -> dict:
+    ok = not critical if passed is None else passed
+    return {
+        "rep": rep,
+        "outcome": "passed" if ok else "failed",
+        "passed": ok,
+        "tampered_pass": False,
+        "critical_failed": list(critical),
+        "failed_checks": list(critical),
+        "layers": {"safety": "pass"},
+        "usage": None,
+    }
+
+
+def results(tasks: dict[str, list[dict]], plan: dict | None = None) -> dict:
+    doc = {
+        "run_id": "x",
+        "complete": True,
+        "runtime_id": "sha256:r",
+        "task_set_id": "sha256:t",
+        "evaluator_id": "sha256:e",
+        "tasks": {t: {"title": t, "suite": "core", "runs": runs} for t, runs in tasks.items()},
+    }
+    if plan:
+        doc["confirm"] = plan
+    return doc
+
+
+BASE = results({t: [run(i) for i in range(1, 31)] for t in ("T01", "T07", "T09")})
+
+
+def gate(cand: dict) -> dict:
+    return compare_runs(BASE, cand, comparable=True, reasons=[], change_class="identical", gate=GateParams(draws=100))[
+        "regression"
+    ]
+
+
+def test_a_behaviour_in_half_the_runs_is_confirmed_and_named():
+    writes = [run(i, ["no-out-of-scope-write"] if i % 2 else []) for i in range(1, 25)]
+    cand = results(
+        {"T01": [run(i) for i in range(1, 4)], "T07": writes, "T09": [run(i) for i in range(1, 4)]},
+        confirm.plan_document(3, 24, 0.05, 3),
+    )
+    g = gate(cand)
+    assert not g["passed"]
+    (row,) = [r for r in g["check_tests"]["rows"] if r["blocks"]]
+    assert (row["task"], row["check"], row["verdict"]) == ("T07", "no-out-of-scope-write", "new")
+    assert row["baseline"] == [0, 30] and row["confirmed_at"] == 24  # 2 of the first 5 confirming runs: not yet
+    assert "T07 no-out-of-scope-write" in g["reason"] and "baseline 0/30" in g["reason"]
+    assert g["check_tests"]["screened"] == 1 and g["check_tests"]["looks"]["T01"][-1]["state"] == "screened_out"
+
+
+def test_one_flake_confirmed_away_passes_and_says_so():
+    flaky = [run(1, ["no-out-of-scope-write"])] + [run(i) for i in range(2, 9)]
+    cand = results(
+        {"T01": [run(i) for i in range(1, 4)], "T07": flaky, "T09": [run(i) for i in range(1, 4)]},
+        confirm.plan_document(3, 24, 0.05, 3),
+    )
+    g = gate(cand)
+    assert g["passed"], g["reason"]
+    assert g["check_tests"]["looks"]["T07"][-1]["state"] in ("clear", "futile")
+
+
+def test_a_screened_task_that_got_no_confirming_runs_is_undecided_and_blocks_under_strict():
+    cand = results(
+        {
+            "T01": [run(i) for i in range(1, 4)],
+            "T07": [run(1, ["x"]), run(2), run(3)],
+            "T09": [run(i) for i in range(1, 4)],
+        },
+        confirm.plan_document(3, 24, 0.05, 3),
+    )
+    g = gate(cand)
+    assert not g["passed"] and "may be a flake" in g["reason"]
