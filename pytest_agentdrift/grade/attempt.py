@@ -46,6 +46,8 @@ def attempt(
     try:
         grader.prepare(spec)  # before the agent's sandbox starts: see GradingServer.launch
         run = run_agent(spec, rep, adapter, settings, runs_dir)
+        if run.stopped is None and settings.overspent is not None:
+            run.stopped = settings.overspent(run)  # the final spend, held against the per-run budget
         tree = final_tree(run)  # kept in the record, so the run can be graded again (agentdrift regrade)
         try:
             checks = grader.evaluate(spec, run)

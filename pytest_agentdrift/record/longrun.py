@@ -28,7 +28,15 @@ from typing import Any, Callable
 from pytest_agentdrift.agents.infra import InfraStopRule
 from pytest_agentdrift.record.spend import spend_text
 from pytest_agentdrift.run import scratch
-from pytest_agentdrift.run.budget import Budget, add_spend, parse_budget, run_spend, session_exhausted
+from pytest_agentdrift.run.budget import (
+    USAGE_SOURCE_AGENT,
+    Budget,
+    add_spend,
+    parse_budget,
+    run_exceeded,
+    run_spend,
+    session_exhausted,
+)
 from pytest_agentdrift.run.progress import StatusBoard, TimeLedger
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
 from pytest_agentdrift.tasks.shard import Shard, item_key
@@ -214,13 +222,32 @@ class LongRun:
 
     def annotate(self, result: dict[str, Any], run, adapter) -> None:
         """What the run spent (run/budget.py), from the usage its adapter parsed."""
+        result["spend"] = self._final_spend(result.get("usage"), run, adapter)
+
+    def _final_spend(self, usage: Any, run, adapter) -> dict[str, Any]:
         model = run.adapter_output.model_stamp or self.settings.agent_options.get("model")
-        result["spend"] = run_spend(
-            result.get("usage"),
+        spend = run_spend(
+            usage,
             model=model,
             table=self.table(),
             input_includes_cached=bool(getattr(adapter, "usage_input_includes_cached", False)),
         )
+        # where the counts came from: the agent's own usage reports (its usage events, its product's
+        # output) are all there is until the harness counts the model traffic it relays itself
+        spend["usage_source"] = USAGE_SOURCE_AGENT
+        return spend
+
+    def overspent(self, adapter) -> Callable[[Any], str | None] | None:
+        """The final-spend check of one run against the per-run budget (RunSettings.overspent), or None."""
+        if not self.budget.run_limited:
+            return None
+
+        def check(run) -> str | None:
+            spend = self._final_spend(run.adapter_output.usage.to_dict(), run, adapter)
+            why = run_exceeded(self.budget, spend)
+            return f"{why} (the run's final spend, reported by the agent)" if why else None
+
+        return check
 
     def run_item(self, once: Callable[[], dict[str, Any]], task_id: str, rep: int, timeout_s: float | None):
         """One item: `once()` (one run's payload), retried while it is lost to infrastructure; the

@@ -247,6 +247,11 @@ def run_exceeded(budget: Budget, spent: Mapping[str, Any]) -> str | None:
 
 # --------------------------------------------------------------------------- the generic protocol's usage
 
+#: a spend's `usage_source`: the agent's own usage reports (its usage events, its product's output)
+USAGE_SOURCE_AGENT = "agent"
+#: the longest events line the live reader takes; a longer one is skipped, never waited on
+MAX_EVENT_LINE = 1 << 20
+
 
 #: the largest cost one usage event may report (anything larger is not a cost, and overflows a float)
 MAX_COST_USD = 1e12
@@ -327,6 +332,8 @@ class RunWatch:
         self._total: dict[str, Any] | None = None  # a final total (Claude's result) replaces the rest
         self._cost: float | None = None
         self._events_offset = 0
+        self._skipping = False  # inside an events line too long to read: skipped to its end
+        self.long_lines = 0
         self._event_usage = {"input_tokens": None, "output_tokens": None, "cost_usd": None}
         self.last_event: str | None = None
         self._last_sent = -1.0
@@ -370,7 +377,9 @@ class RunWatch:
             self._added = [(self._added[0] or 0) + (inp or 0), (self._added[1] or 0) + (out or 0)]
 
     def _read_events(self) -> None:
-        """New lines of the agent's events file (usage and the last event)."""
+        """New lines of the agent's events file (usage and the last event), up to 16 MiB a poll. A
+        line longer than MAX_EVENT_LINE is skipped to its end: it never holds the reader at its start
+        (which left every later usage line unread for the rest of the run)."""
         from pytest_agentdrift.canonical import open_regular
 
         try:
@@ -378,15 +387,35 @@ class RunWatch:
         except OSError:
             return
         with os.fdopen(fd, "rb") as fh:
-            fh.seek(self._events_offset)
-            data = fh.read(1 << 20)
+            for _ in range(16):
+                fh.seek(self._events_offset)
+                data = fh.read(MAX_EVENT_LINE)
+                self._events_offset += self._take_lines(data)
+                if len(data) < MAX_EVENT_LINE:
+                    return
+
+    def _take_lines(self, data: bytes) -> int:
+        """Read the whole lines at the start of `data`; how many bytes were consumed."""
+        start = 0
+        if self._skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return len(data)
+            start, self._skipping = nl + 1, False
         end = data.rfind(b"\n")
-        if end < 0:
-            return
-        self._events_offset += end + 1
+        if end < start:
+            if len(data) - start >= MAX_EVENT_LINE:  # no end in sight: skip the line, count it
+                self._skipping = True
+                self.long_lines += 1
+                return len(data)
+            return start
+        self._lines(data[start : end + 1])
+        return end + 1
+
+    def _lines(self, data: bytes) -> None:
         from pytest_agentdrift.run.agentio import loads_untrusted
 
-        for line in data[: end + 1].splitlines():
+        for line in data.splitlines():
             try:
                 e = loads_untrusted(line.decode("utf-8", "replace"))
             except (ValueError, RecursionError):

@@ -43,4 +43,7 @@ class RunSettings:
     harness_dir: Path | None = None  # harness-only scratch (observer logs); None: beside the runs' base
     # long runs: monitor(adapter, harness_dir) -> a sandbox monitor (run/budget.RunWatch) or None
     monitor: Any = None
+    # long runs: overspent(run) -> why the run's final spend is over its per-run budget, or None: what a
+    # run reports just before it exits is held against the budget too, not only what was seen live
+    overspent: Any = None
     overlay: Any = None  # run.overlay.Overlay: a bundle put in front of the agent (--agent-bundle)

@@ -265,6 +265,7 @@ class TaskRunner:
             limits=dict(st.limits) or None,
             harness_dir=self.base / "harness",
             monitor=self.info.longrun.monitor(),  # budgets, progress
+            overspent=self.info.longrun.overspent(self.adapter),
             overlay=self.overlay,
         )
 

@@ -154,3 +154,16 @@ def test_run_watch_reads_the_generic_events_file(tmp_path):
     with events.open("a") as fh:
         fh.write('"x": 1}\n' + json.dumps({"type": "usage", "output_tokens": 50}) + "\n")
     assert watch.poll() == "per-run token budget exceeded: 110 > 100 tokens"
+
+
+@pytest.mark.parametrize("size", [500_000, 1 << 20, 3 << 20])
+def test_run_watch_skips_a_line_too_long_to_read(tmp_path, size):
+    """A line of 1 MiB or more once held the reader at its start for the rest of the run."""
+    events = tmp_path / "events.jsonl"
+    watch = RunWatch(CommandAdapter("true"), events, budget=Budget(run_tokens=100))
+    events.write_text('{"type": "note", "text": "' + "z" * size + '"}\n')
+    watch.poll()
+    with events.open("a") as fh:
+        fh.write(json.dumps({"type": "usage", "input_tokens": 60, "output_tokens": 50}) + "\n")
+    assert watch.poll() == "per-run token budget exceeded: 110 > 100 tokens"
+    assert watch.long_lines == (size + 30 > (1 << 20))
