@@ -471,6 +471,7 @@ def builtin_adapters() -> dict[str, type[AgentAdapter]]:
         ("claude_code", "ClaudeCodeAdapter"),
         ("codex", "CodexAdapter"),
         ("copilot", "CopilotAdapter"),
+        ("gemini", "GeminiAdapter"),
     ):
         try:
             mod = __import__(f"{__package__}.{module}", fromlist=[cls_name])

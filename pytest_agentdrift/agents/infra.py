@@ -172,6 +172,42 @@ def classify_message(text: Any) -> str | None:
     return None
 
 
+#: Google's API error `status` (google.rpc codes, as the Gemini API and Vertex AI send them)
+GOOGLE_RPC_CLASSES = {
+    "RESOURCE_EXHAUSTED": "rate_limited",
+    "UNAVAILABLE": "overloaded",
+    "INTERNAL": "server_error",
+    "DEADLINE_EXCEEDED": "server_error",
+    "UNAUTHENTICATED": "authentication",
+    "PERMISSION_DENIED": "authentication",
+    "NOT_FOUND": "configuration",
+}
+_GOOGLE_CODE = re.compile(r'"code"\s*:\s*(\d{3})\b')
+_GOOGLE_STATUS = re.compile(r'(?:"status"\s*:\s*"|\(Status: )([A-Z_]+)')
+#: the Gemini API answers a bad key with 400 INVALID_ARGUMENT and these words; Gemini CLI adds
+#: its own advice to every 429 it reports
+_GOOGLE_WORDS = (
+    ("authentication", re.compile(r"API key not valid|API_KEY_INVALID", re.I)),
+    ("rate_limited", re.compile(r"Please wait and try again later|Possible quota limitations", re.I)),
+)
+
+
+def classify_google_error(text: Any) -> str | None:
+    """The class of an error a Google client reported (`[API Error: {"error": {"code": 500,
+    "status": "INTERNAL", ...}}]`, `[API Error: ... (Status: RESOURCE_EXHAUSTED)]`): the
+    HTTP code, else the google.rpc status, else the client's own words, else the generic rules."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    m = _GOOGLE_CODE.search(text)
+    cls = classify_status(int(m.group(1))) if m else None
+    if cls is None and (s := _GOOGLE_STATUS.search(text)):
+        cls = GOOGLE_RPC_CLASSES.get(s.group(1))
+    for word_cls, pattern in _GOOGLE_WORDS:
+        if cls is None and pattern.search(text):
+            cls = word_cls
+    return cls or classify_message(text)
+
+
 def last_line(data: bytes | str | None, limit: int = 64_000, skip_json: bool = False) -> str:
     """The last non-empty line of captured output (for a crash's evidence)."""
     if not data:
@@ -397,6 +433,7 @@ __all__ = [
     "infra_error",
     "classify_status",
     "classify_message",
+    "classify_google_error",
     "crashed_before_answer",
     "configuration_refusal",
     "launch_failed",

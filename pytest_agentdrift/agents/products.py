@@ -24,6 +24,7 @@ PRODUCT_PACKAGES: dict[str, str] = {
     "claude-code": "pytest_agentdrift.agents.claude_code",
     "codex": "pytest_agentdrift.agents.codex",
     "copilot": "pytest_agentdrift.agents.copilot",
+    "gemini": "pytest_agentdrift.agents.gemini",
 }
 #: the rules of an agent whose product we do not know (--agent-cmd): only user-named files
 GENERIC = "generic"
@@ -48,6 +49,8 @@ def surface_rules_for(adapter: Mapping[str, Any]) -> str:
         return "codex"
     if "copilot" in text:
         return "copilot"
+    if "gemini" in text:
+        return "gemini"
     return GENERIC
 
 

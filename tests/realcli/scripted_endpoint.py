@@ -1,11 +1,14 @@
 """A scripted model endpoint on loopback: the real CLI talks to it as to its provider.
 
-One stdlib HTTPS server speaks three wire formats, chosen by the request path:
+One stdlib HTTPS server speaks four wire formats, chosen by the request path:
 
 - Anthropic Messages (`POST /v1/messages`), streaming SSE or one JSON message;
 - OpenAI Responses (`POST .../responses`), SSE;
 - OpenAI Chat Completions (`POST .../chat/completions`), SSE chunks (tool calls
-  as `delta.tool_calls`) or one JSON completion.
+  as `delta.tool_calls`) or one JSON completion;
+- Gemini (`POST .../models/MODEL:generateContent` and `:streamGenerateContent`, SSE
+  with `?alt=sse`): the model is named by the path, tool calls are `functionCall` parts
+  carrying the endpoint's ids, which the client sends back in its `functionResponse` parts.
 
 It plays a script: a list of turns, one per model call of the agent's main
 conversation. A turn is a dict with any of
@@ -64,6 +67,18 @@ _ANTHROPIC_ERROR_TYPES = {
     529: "overloaded_error",
 }
 SIDE_TEXT = "ok"
+#: a Gemini model call: `/v1beta/models/<model>:<method>`
+_GEMINI_PATH = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
+#: the Gemini API's error `status` per HTTP status (google.rpc codes)
+_GEMINI_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
 
 
 def load_script(path: str | Path) -> list[dict[str, Any]]:
@@ -104,13 +119,10 @@ def fill_cwd(value: Any, cwd: str | None) -> Any:
 
 def tool_results(wire: str, request: dict[str, Any]) -> list[dict[str, Any]]:
     """The tool results a request sends back: {"id", "is_error" (Anthropic only, else None), "text"}."""
+    if wire == "gemini":
+        return _gemini_results(request)
     out = []
-
-    def text_of(content: Any) -> str:
-        if isinstance(content, list):
-            return " ".join(str(c.get("text", "")) if isinstance(c, dict) else str(c) for c in content)
-        return content if isinstance(content, str) else json.dumps(content)
-
+    text_of = _text_of
     for item in request.get("messages") or request.get("input") or []:
         if not isinstance(item, dict):
             continue
@@ -123,6 +135,23 @@ def tool_results(wire: str, request: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({"id": item.get("call_id"), "is_error": None, "text": text_of(item.get("output"))})
         elif wire == "chat" and item.get("role") == "tool":
             out.append({"id": item.get("tool_call_id"), "is_error": None, "text": text_of(item.get("content"))})
+    return out
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return " ".join(str(c.get("text", "")) if isinstance(c, dict) else str(c) for c in content)
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def _gemini_results(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Gemini: the `functionResponse` parts of the request's contents."""
+    out = []
+    for content in request.get("contents") or []:
+        for part in (content.get("parts") or []) if isinstance(content, dict) else []:
+            response = part.get("functionResponse") if isinstance(part, dict) else None
+            if isinstance(response, dict):
+                out.append({"id": response.get("id"), "is_error": None, "text": _text_of(response.get("response"))})
     return out
 
 
@@ -359,6 +388,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._record({"kind": "count_tokens", "status": 200, "model": request.get("model")})
             self._json(200, {"input_tokens": 100})
             return
+        gemini = _GEMINI_PATH.search(path)
+        if gemini is not None and gemini.group(2) == "countTokens":
+            self._record({"kind": "count_tokens", "status": 200, "model": gemini.group(1)})
+            self._json(200, {"totalTokens": 100})
+            return
         wire = (
             "anthropic"
             if path.endswith("/messages")
@@ -366,6 +400,8 @@ class _Handler(BaseHTTPRequestHandler):
             if path.endswith("/responses")
             else "chat"
             if path.endswith("/chat/completions")
+            else "gemini"
+            if gemini is not None
             else None
         )
         if wire is None:
@@ -374,6 +410,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         requested = request.get("model") if isinstance(request.get("model"), str) else None
         stream = bool(request.get("stream"))
+        if gemini is not None:
+            requested, stream = gemini.group(1), gemini.group(2) == "streamGenerateContent"
         self.ep.keep_body(body)
         kind, script, turn, spec = self.ep.decide(body, bool(declared_tools(request)))
         entry = {
@@ -404,6 +442,8 @@ class _Handler(BaseHTTPRequestHandler):
             _send_anthropic(self, reply, stream)
         elif wire == "responses":
             _send_responses(self, reply, request)
+        elif wire == "gemini":
+            _send_gemini(self, reply, stream)
         else:
             _send_chat(self, reply, stream, request)
 
@@ -456,6 +496,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "type": "error",
                 "error": {"type": _ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": message},
             }
+        elif wire == "gemini":
+            body = {"error": {"code": status, "message": message, "status": _GEMINI_STATUS.get(status, "INTERNAL")}}
         else:
             code = {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(status, "server_error")
             body = {"error": {"message": message, "type": code, "code": code}}
@@ -574,6 +616,8 @@ def declared_tools(request: dict[str, Any]) -> dict[str, str]:
             name = tool.get("name") or (tool.get("function") or tool.get("custom") or {}).get("name")
             if name:
                 out[name] = tool.get("type", "function")
+            # Gemini: {"functionDeclarations": [{"name"}, ...]}
+            walk(tool.get("functionDeclarations"))
 
     walk(request.get("tools"))
     for item in request.get("input") if isinstance(request.get("input"), list) else []:
@@ -716,3 +760,40 @@ def _send_chat(h: _Handler, reply: Reply, stream: bool, request: dict[str, Any])
     if (request.get("stream_options") or {}).get("include_usage", True):
         h.sse(None, {**base, "choices": [], "usage": _chat_usage(reply.usage)})
     h.sse(None, "[DONE]")
+
+
+# -- Gemini generateContent ----------------------------------------------------------
+
+
+def _gemini_usage(u: Usage) -> dict[str, int]:
+    # promptTokenCount counts the cached part too; thoughts are counted apart from the candidates
+    usage = {
+        "promptTokenCount": u.input + u.cache_read,
+        "candidatesTokenCount": u.output,
+        "totalTokenCount": u.input + u.cache_read + u.output + u.reasoning,
+    }
+    if u.cache_read:
+        usage["cachedContentTokenCount"] = u.cache_read
+    if u.reasoning:
+        usage["thoughtsTokenCount"] = u.reasoning
+    return usage
+
+
+def _send_gemini(h: _Handler, reply: Reply, stream: bool) -> None:
+    parts: list[dict[str, Any]] = []
+    if reply.text:
+        parts.append({"text": reply.text})
+    for t in reply.tools:
+        parts.append({"functionCall": {"id": t["id"], "name": t["name"], "args": t["input"]}})
+    candidate = {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+    body = {
+        "candidates": [candidate],
+        "usageMetadata": _gemini_usage(reply.usage),
+        "modelVersion": reply.model,
+        "responseId": f"resp_agd{len(h.ep.log)}",
+    }
+    if not stream:
+        h._json(200, body)
+        return
+    h.sse_start()
+    h.sse(None, body)

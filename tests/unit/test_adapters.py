@@ -1,4 +1,4 @@
-"""The Claude Code, Codex and Copilot adapters: argv, attributes, parsing.
+"""The Claude Code, Codex, Copilot and Gemini CLI adapters: argv, attributes, parsing.
 
 Parsing is tested on transcripts under tests/data/transcripts/, written to
 each product's documented event format (see the adapter module docstrings),
@@ -20,11 +20,12 @@ from pytest_agentdrift.agents.claude_code import ClaudeCodeAdapter
 from pytest_agentdrift.agents.codex import CodexAdapter
 from pytest_agentdrift.agents.common import clip, extract_report, read_jsonl
 from pytest_agentdrift.agents.copilot import CopilotAdapter
+from pytest_agentdrift.agents.gemini import GeminiAdapter
 from pytest_agentdrift.errors import AgentDriftError
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "data" / "transcripts"
-ADAPTERS: list[type[AgentAdapter]] = [ClaudeCodeAdapter, CodexAdapter, CopilotAdapter]
-DIRS = {ClaudeCodeAdapter: "claude_code", CodexAdapter: "codex", CopilotAdapter: "copilot"}
+ADAPTERS: list[type[AgentAdapter]] = [ClaudeCodeAdapter, CodexAdapter, CopilotAdapter, GeminiAdapter]
+DIRS = {ClaudeCodeAdapter: "claude_code", CodexAdapter: "codex", CopilotAdapter: "copilot", GeminiAdapter: "gemini"}
 
 # A task text that would break any naive quoting or option parsing.
 NASTY_TASK = (
@@ -81,7 +82,8 @@ def test_class_attributes_are_consistent(cls: type[AgentAdapter]) -> None:
 def test_task_text_is_one_verbatim_argv_element(cls: type[AgentAdapter]) -> None:
     argv = cls().build_argv(ctx())
     assert argv[0] == cls().executable()
-    assert argv.count(NASTY_TASK) == 1
+    # or as the value of one `--option=TEXT` element (a value starting with '-' is never a flag)
+    assert sum(a == NASTY_TASK or a.endswith("=" + NASTY_TASK) for a in argv) == 1
     assert all(isinstance(a, str) for a in argv)
 
 
