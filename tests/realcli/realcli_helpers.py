@@ -153,7 +153,9 @@ def run_session(
             (home / rel).parent.mkdir(parents=True, exist_ok=True)
             (home / rel).write_text(text.replace("{url}", ep.base_url))
         env = {
-            k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ANTHROPIC_", "OPENAI_", "COPILOT_", "GEMINI_", "GOOGLE_"))
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PYTEST_", "ANTHROPIC_", "OPENAI_", "COPILOT_", "GEMINI_", "GOOGLE_"))
         }
         env.update(
             HOME=str(home),
