@@ -40,3 +40,14 @@ class TaskError(AgentDriftError):
 
 class RecordError(AgentDriftError):
     """A recorded run cannot be read or written."""
+
+
+class PoolRefused(AgentDriftError):
+    """A directory of records given as the baseline of which no record can be pooled (exit 6, refused):
+    ``left_out`` says, record by record, why."""
+
+    exit_code = EXIT_REFUSED
+
+    def __init__(self, problem: str, path: str | os.PathLike[str] | None, left_out: list[dict]):
+        self.left_out = left_out
+        super().__init__(problem, path)

@@ -29,7 +29,7 @@ from typing import Any
 from pytest_agentdrift.cli.common import accepted_tokens, add_arguments, add_ini_args, load_pair
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
-from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.errors import AgentDriftError, PoolRefused
 from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
 from pytest_agentdrift.vocabulary import (
     DECISION_FILE,
@@ -71,7 +71,10 @@ def _accepted_tokens(args: argparse.Namespace) -> list[str]:
 
 
 def _load_pair(args: argparse.Namespace, vary: tuple[str, ...]):
-    p = load_pair(Path(args.base), Path(args.cand), list(vary), args.accept_unobserved, args.config_file, args.rootdir)
+    window = resolve_cli_flags(args, "baseline_window")["baseline_window"]
+    p = load_pair(
+        Path(args.base), Path(args.cand), list(vary), args.accept_unobserved, args.config_file, args.rootdir, window
+    )
     return p.base, p.cand, p.cmp, p.accepted
 
 
@@ -106,13 +109,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.experiment import compare_with_rows
 
     opts = resolve_cli_flags(args, "vary", *COMPARE_FLAGS)
-    base, cand, cmp, accepted = _load_pair(args, opts.pop("vary"))
+    try:
+        base, cand, cmp, accepted = _load_pair(args, opts.pop("vary"))
+    except PoolRefused as exc:
+        return _pool_refused(exc)
     # the experiment rows; under --gate drop-it (or --drop-it) the drop-it gate sets the exit status
     compared = compare_with_rows(
         base,
         cand,
         cmp,
-        base_docs=arm_documents(args.base),
+        base_docs=arm_documents(((base.get("pool") or {}).get("records") or [{"path": args.base}])[0]["path"]),
         cand_docs=arm_documents(args.cand),
         rows_gate_mode=rows_gate_mode(args),
         release_notes_given=args.release_notes is not None,
@@ -133,6 +139,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for line in accepted.lines() + outcome.lines + rows + _regrade_hint(args, base, cand, cmp):
             _out(line)
         _out(verdict.line)
+    return verdict.code
+
+
+def _pool_refused(exc: PoolRefused) -> int:
+    """A directory of records none of which can be pooled: the refusal, each record's reason, the closing line."""
+    from pytest_agentdrift.compare.outcome import Verdict
+
+    _out(f"REFUSED  {exc.message}")
+    for x in exc.left_out:
+        _out(f"  left out {x['path']}: {x['reason']}")
+    verdict = Verdict(EXIT_REFUSED, f"refused: {exc.message}")
+    _out(verdict.line)
     return verdict.code
 
 
@@ -325,7 +343,7 @@ def _register_comparison_commands(sub: Any) -> None:
         c = sub.add_parser(name, help=help_)
         c.add_argument("base")
         c.add_argument("cand")
-        add_cli_flags(c, "vary", "accept_unobserved")
+        add_cli_flags(c, "vary", "accept_unobserved", "baseline_window")
         c.add_argument("--json", action="store_true")
         add_ini_args(c)
         c.set_defaults(fn=fn)

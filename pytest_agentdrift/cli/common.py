@@ -59,13 +59,16 @@ def load_pair(
     cli_accept: list[str] | None,
     config_file: str | None = None,
     rootdir: str | None = None,
+    window: int | None = None,
 ):
-    """Two recorded runs and their identity comparison, as `agentdrift compare` and the reports make it."""
+    """Two recorded runs and their identity comparison, as `agentdrift compare` and the reports make it;
+    the baseline may be a directory of records, pooled (compare/pool.py, the ``window`` newest)."""
+    from pytest_agentdrift.compare.pool import load_any_baseline
     from pytest_agentdrift.manifest.accept import resolve_for
     from pytest_agentdrift.manifest.baseline import load_baseline
     from pytest_agentdrift.manifest.identity import compare_manifests
 
-    base_results, base_manifest = load_baseline(base)
+    base_results, base_manifest = load_any_baseline(base, load_baseline, window)
     cand_results, cand_manifest = load_baseline(cand)
     accepted = resolve_for(accepted_tokens(cli_accept, config_file, rootdir), base_manifest, cand_manifest)
     cmp = compare_manifests(base_manifest, cand_manifest, vary, pre_run=False, accept_unobserved=accepted.fields)

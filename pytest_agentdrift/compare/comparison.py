@@ -116,7 +116,7 @@ def _compare_runs(base, cand, comparable, reasons, change_class, gate, seed, rol
         "infra": infra,
     }
     if comparable:
-        out.update(_paired_part(b_arm, c_arm, gate, seed, _confirmed(base, cand, gate)))
+        out.update(_paired_part(b_arm, c_arm, gate, seed, _confirmed(base, cand, gate), base.get("pool")))
         changes = _observed_changes(out["tasks"])
         out["observed_changes"] = changes
         out["ledger"] = mark_changes(ledger, changes)
@@ -277,7 +277,12 @@ def _confirmed(base: Mapping[str, Any], cand: Mapping[str, Any], gate: GateParam
 
 
 def _paired_part(
-    b_arm, c_arm, params: GateParams, seed: int, confirmed: dict[str, Any] | None = None
+    b_arm,
+    c_arm,
+    params: GateParams,
+    seed: int,
+    confirmed: dict[str, Any] | None = None,
+    pool: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     rows = _task_rows(b_arm, c_arm, paired=True)
     ids = sorted(rows)
@@ -304,7 +309,7 @@ def _paired_part(
     strata = strata_gates(b_arm, c_arm, rows, params)
     promotion = cost_promotion(b_arm, c_arm, rows, params, seed)
     gate = promotion_gate(b_arm, c_arm, rows, strata, crit, safety, promotion, params)
-    regression = regression_gate(b_arm, c_arm, rows, strata, params, confirmed)
+    regression = regression_gate(b_arm, c_arm, rows, strata, params, confirmed, pool)
     return {
         "tasks": rows,
         "paired": paired,

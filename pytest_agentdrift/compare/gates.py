@@ -81,7 +81,13 @@ class GateParams:
 
 
 def regression_gate(
-    b_arm, c_arm, rows, strata, params: GateParams, confirmed: dict[str, Any] | None = None
+    b_arm,
+    c_arm,
+    rows,
+    strata,
+    params: GateParams,
+    confirmed: dict[str, Any] | None = None,
+    pool: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The merge gate (``--agent-gate regression``): fail only on what is new in the candidate.
 
@@ -91,6 +97,8 @@ def regression_gate(
     the baseline failed it too, undecided when the design cannot tell a flake from a change (the flakes
     policy decides). A tampered pass always fails; so does a paired regression at the family's level,
     pooled or in a suite stratum. A pass states the smallest regression it could have detected.
+    A pooled baseline (compare/pool.py) whose nights vary more than chance allows is counted as fewer,
+    independent runs (``_effective_counts``), so one bad night is not read as a regression.
     """
     from pytest_agentdrift.compare.checkrates import NEW, STANDING, UNDECIDED, check_rate_tests, row_line
     from pytest_agentdrift.compare.power import minimum_detectable_regression
@@ -99,8 +107,13 @@ def regression_gate(
     multi = len(strata or {}) > 1
     # a candidate that confirmed on suspicion is decided by its sequences (compare/confirm.py)
     tests = confirmed or check_rate_tests(
-        _check_counts(ids, b_arm, c_arm), alpha=params.alpha, paired_tests=1 + len(strata) * multi, flakes=params.flakes
+        _effective_counts(_check_counts(ids, b_arm, c_arm), pool),
+        alpha=params.alpha,
+        paired_tests=1 + len(strata) * multi,
+        flakes=params.flakes,
     )
+    if pool is not None and not confirmed:
+        _raw_rates(tests["rows"], _check_counts(ids, b_arm, c_arm))
     level = tests["level"]
     at = _level_text(level, params.alpha, tests["family"])
     by_verdict: dict[str, list[dict[str, Any]]] = {NEW: [], STANDING: [], UNDECIDED: []}
@@ -182,6 +195,38 @@ def _check_counts(ids: Sequence[str], b_arm, c_arm) -> list[Any]:
         if b.safety_fails or c.safety_fails:
             counts.append(CheckCounts(tid, SAFETY_CHECK, b.safety_fails, len(b.passes), c.safety_fails, len(c.passes)))
     return counts
+
+
+def _effective_counts(counts: list[Any], pool: Mapping[str, Any] | None) -> list[Any]:
+    """With a pooled baseline whose records vary night to night (rho > 0), each (task, check) as
+    effective independent runs: the pool's by the design effect of its runs per record, the
+    candidate's by that of its own runs of the task (one session is one night). Unchanged otherwise."""
+    rho = float(((pool or {}).get("dispersion") or {}).get("rho") or 0.0)
+    if rho <= 0:
+        return counts
+    from pytest_agentdrift.compare.checkrates import CheckCounts
+    from pytest_agentdrift.compare.pool import runs_per_record
+    from pytest_agentdrift.compare.sequential import Counts, design_effect, effective
+
+    out = []
+    for c in counts:
+        e = effective(
+            Counts(c.check, c.base_failed, c.base_runs, c.cand_failed, c.cand_runs),
+            design_effect(rho, runs_per_record(pool or {}, c.task)),
+            design_effect(rho, c.cand_runs),
+        )
+        out.append(CheckCounts(c.task, c.check, e.base_failed, e.base_runs, e.cand_failed, e.cand_runs))
+    return out
+
+
+def _raw_rates(rows: list[dict[str, Any]], raw: list[Any]) -> None:
+    """Where the gate tested effective counts, each row keeps the runs as counted ('raw')."""
+    by_key = {(c.task, c.check): c for c in raw}
+    for row in rows:
+        c = by_key.get((row["task"], row["check"]))
+        counted = ([c.base_failed, c.base_runs], [c.cand_failed, c.cand_runs]) if c is not None else None
+        if counted is not None and (row["baseline"], row["candidate"]) != counted:
+            row["raw"] = {"baseline": counted[0], "candidate": counted[1]}
 
 
 def _grouped(rows) -> list[dict[str, Any]]:

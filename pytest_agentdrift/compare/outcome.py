@@ -148,7 +148,10 @@ def compare_recorded(
         rollback_evidence=evidence,
     )
     comparison["gate_mode"] = gate
-    verdict = comparison_verdict(comparison, gate)
+    pool = _selected_pool(base)
+    if pool is not None:
+        comparison["baseline_pool"] = pool
+    verdict = _with_pool(comparison_verdict(comparison, gate), pool)
     items = gate_items(comparison, gate)
     if items is not None:
         comparison["regression"]["items"] = items  # what pytest's items say, for every output to repeat
@@ -158,8 +161,38 @@ def compare_recorded(
         comparison["regraded"] = provenance  # which arm's checks are newer than its runs
         files[DECISION_FILE]["regraded"] = provenance
     rendered = _comparison_lines(comparison, items)
-    lines = _identity_head(stamps) + ([note] if note else []) + provenance_lines(provenance) + rendered
+    lines = _identity_head(stamps) + ([note] if note else []) + _pool_lines(pool) + provenance_lines(provenance)
+    lines += rendered
     return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
+
+
+def _selected_pool(base: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A pooled baseline's pool section (compare/pool.py), its counts kept to the tasks compared."""
+    pool = base.get("pool")
+    if not isinstance(pool, Mapping):
+        return None
+    tasks = set(base.get("tasks") or {})
+    return {
+        **pool,
+        **{key: {t: v for t, v in (pool.get(key) or {}).items() if t in tasks} for key in ("k", "records_per_task")},
+    }
+
+
+def _with_pool(verdict: Verdict, pool: Mapping[str, Any] | None) -> Verdict:
+    """The closing line also says what the baseline was when it was a pool of records."""
+    if pool is None:
+        return verdict
+    from pytest_agentdrift.compare.pool import pool_text
+
+    return Verdict(verdict.code, f"{verdict.reason}; {pool_text(pool)}")
+
+
+def _pool_lines(pool: Mapping[str, Any] | None) -> list[str]:
+    if pool is None:
+        return []
+    from pytest_agentdrift.compare.pool import pool_lines
+
+    return pool_lines(pool)
 
 
 def _comparison_lines(comparison: dict[str, Any], items: Any) -> list[str]:

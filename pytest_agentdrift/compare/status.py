@@ -255,7 +255,19 @@ def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
         "evidence": _decision_evidence(comparison),
         "approved_external_effects": [],
         "publication_authorized": False,
+        **_pool_summary(comparison.get("baseline_pool")),
     }
+
+
+def _pool_summary(pool: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A pooled baseline, in decision.json: its records, the pooled k per task, what was left out and
+    why, and the night-to-night variation the gate accounted for (absent for a one-record baseline)."""
+    if not pool:
+        return {}
+    from pytest_agentdrift.compare.pool import pool_text
+
+    keys = ("path", "records", "left_out", "runs_left_out", "k", "records_per_task", "dispersion")
+    return {"baseline_pool": {"text": pool_text(pool), **{key: pool.get(key) for key in keys}}}
 
 
 def _decision_evidence(comparison: Mapping[str, Any]) -> dict[str, Any]:

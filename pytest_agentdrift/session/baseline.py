@@ -92,10 +92,14 @@ def _context(config, info, runner):
 
 def check_baseline(config, info, comparison) -> list[str] | None:
     """Before collection: load the baseline and refuse when identity stamps differ; None when comparable."""
+    from pytest_agentdrift.compare.pool import load_any_baseline
     from pytest_agentdrift.manifest.identity import check_vary, regrade_hint, render_refusal, settle_deferred
 
     check_vary(info.settings.vary)
-    comparison.baseline_results, comparison.baseline_manifest = load_baseline(info.settings.baseline)
+    # one record, or a directory of records pooled (compare/pool.py; PoolRefused when none can be)
+    comparison.baseline_results, comparison.baseline_manifest = load_any_baseline(
+        info.settings.baseline, load_baseline, info.settings.baseline_window
+    )
     cmp, accepted = _compare(config, info, comparison, pre_run=True)
     # fields only known after the runs that the recorded baseline never observed would block then: now
     settle_deferred(cmp, comparison.baseline_manifest, accepted.fields)
@@ -115,6 +119,12 @@ def check_baseline(config, info, comparison) -> list[str] | None:
     return None
 
 
+def _baseline_record(baseline: dict[str, Any], given: Path) -> Path:
+    """The record whose documents speak for the baseline: the one given, or a pool's newest record."""
+    pool = baseline.get("pool")
+    return Path(pool["records"][0]["path"]) if isinstance(pool, dict) else given
+
+
 def compare_with_baseline(config, info, comparison, results: dict[str, Any], collector=None) -> None:
     """After the runs: the full comparison, decision and files, into ``comparison``."""
     from pytest_agentdrift.canonical import load_json_file
@@ -122,7 +132,7 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
 
     cmp, accepted = _compare(config, info, comparison, pre_run=False)
     st = info.settings
-    base_instructions = Path(st.baseline) / INSTRUCTION_BUNDLE_FILE
+    base_instructions = _baseline_record(comparison.baseline_results, Path(st.baseline)) / INSTRUCTION_BUNDLE_FILE
     compared = compare_with_rows(
         comparison.baseline_results,
         results,

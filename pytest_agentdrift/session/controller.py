@@ -17,7 +17,7 @@ import pytest
 
 from pytest_agentdrift.compare.exitpolicy import pytest_reason
 from pytest_agentdrift.compare.outcome import Verdict
-from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.errors import AgentDriftError, PoolRefused
 from pytest_agentdrift.run import scratch
 from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
 from pytest_agentdrift.vocabulary import (
@@ -153,11 +153,26 @@ class ControllerPlugin:
         from pytest_agentdrift.session.baseline import check_baseline
         from pytest_agentdrift.session.refused import report_refusal
 
-        refusal = check_baseline(self.config, self.info, self.comparison)
+        try:
+            refusal = check_baseline(self.config, self.info, self.comparison)
+        except PoolRefused as exc:
+            self._refuse_pool(exc)
+            return
         if refusal:
             stamps = self.comparison.stamps
             verdict = Verdict(EXIT_REFUSED, refusal_reason(stamps.blocks))
             self._exit_now(verdict, refusal + report_refusal(self.config, self.settings, stamps, verdict, refusal))
+
+    def _refuse_pool(self, exc: PoolRefused) -> None:
+        """A directory of records none of which can be pooled: refused (exit 6), reported as a refusal is."""
+        from pytest_agentdrift.manifest.identity import StampComparison
+        from pytest_agentdrift.session.refused import report_refusal
+
+        stamps = StampComparison(comparable=False, change_class="invalid_comparison", explanation=exc.problem)
+        lines = [f"REFUSED  {exc.message}"]
+        lines += [f"  left out {x['path']}: {x['reason']}" for x in exc.left_out]
+        verdict = Verdict(EXIT_REFUSED, f"refused: {exc.message}")
+        self._exit_now(verdict, lines + report_refusal(self.config, self.settings, stamps, verdict, lines))
 
     def _open_record(self) -> None:
         """--agent-resume takes the record it continues; --agent-record is refused now if it holds a run,

@@ -1,0 +1,326 @@
+"""A baseline made of the history: a directory of records pooled per task (compare/pool.py), and the
+regression gate counting a pool whose nights vary as fewer, independent runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import run_entry
+
+from pytest_agentdrift.compare import pool as pooling
+from pytest_agentdrift.compare.comparison import compare_runs
+from pytest_agentdrift.compare.gates import GateParams
+from pytest_agentdrift.compare.pool import pool_text
+from pytest_agentdrift.errors import EXIT_REFUSED, EXIT_USAGE, PoolRefused, RecordError
+from pytest_agentdrift.manifest.baseline import load_baseline
+from pytest_agentdrift.manifest.capture import runtime_id
+from pytest_agentdrift.record.store import schema_problems
+from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.vocabulary import IDENTITY_FIELDS
+
+TASK_SET, EVALUATOR = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+
+
+def _identity(**changed: str) -> dict:
+    ident = {f: "same" for f in IDENTITY_FIELDS}
+    ident.update(surface="cli", product="reference", task_set_id=TASK_SET, evaluator_id=EVALUATOR)
+    ident.update(changed)
+    return ident
+
+
+def _run(rep: int, critical: bool) -> dict:
+    return run_entry(
+        rep,
+        "failed" if critical else "passed",
+        critical_failed=["scope"] if critical else [],
+        failed_checks=["scope"] if critical else [],
+        layers={layer: ("n/a" if layer != "scope" else "fail" if critical else "pass") for layer in LAYERS},
+        evidence={"duration_s": 1.0, "tamper": {}},
+        usage={},
+        raw=f"raw/x/r{rep}",
+    )
+
+
+def write_record(
+    root: Path,
+    night: int,
+    *,
+    k: int = 3,
+    fails: dict[str, int] | None = None,
+    complete: bool = True,
+    runs: dict[str, list[dict]] | None = None,
+    **identity: str,
+) -> Path:
+    """One nightly record: tasks T01 and T02, ``k`` runs each, ``fails[task]`` of them failing the
+    critical check ``scope``; its manifest's identity is the pool's unless ``identity`` changes it."""
+    fails = fails or {}
+    tasks = {}
+    for tid in ("T01", "T02"):
+        task_runs = (runs or {}).get(tid) or [_run(rep, rep <= fails.get(tid, 0)) for rep in range(1, k + 1)]
+        tasks[tid] = {
+            "title": tid,
+            "suite": "s",
+            "behavior": "b",
+            "task_digest": "sha256:" + "0" * 64,
+            "runs": task_runs,
+        }
+    n = sum(len(t["runs"]) for t in tasks.values())
+    passed = sum(r["passed"] for t in tasks.values() for r in t["runs"])
+    ident = _identity(**identity)
+    results = {
+        "schema_version": 1,
+        "plugin_version": "0.1.0",
+        "run_id": f"202611{night:02d}T020000Z-night{night:02d}",
+        "started_at": f"2026-11-{night:02d}T02:00:00Z",
+        "finished_at": f"2026-11-{night:02d}T03:00:00Z",
+        "complete": complete,
+        "incomplete_reasons": [] if complete else ["interrupted by KeyboardInterrupt"],
+        "agent": {"name": "reference", "argv": [], "version": "x"},
+        "isolation": {"requested": "auto", "enforced": "bwrap", "network": "denied", "filesystem": "isolated"},
+        "settings": {"k": k},
+        "runtime_id": runtime_id(ident),
+        "task_set_id": ident["task_set_id"],
+        "evaluator_id": ident["evaluator_id"],
+        "tasks": tasks,
+        "workers": {},
+        "summary": {
+            "runs": n,
+            "passed": passed,
+            "failed": n - passed,
+            "errors": 0,
+            "tampered_passes": 0,
+            "critical_failures": n - passed,
+            "pass_rate": passed / n,
+        },
+    }
+    assert schema_problems(results) == []
+    d = root / f"night-{night:02d}"
+    d.mkdir(parents=True)
+    (d / "results.json").write_text(json.dumps(results))
+    (d / "runtime-manifest.json").write_text(
+        json.dumps({"schema_version": 1, "identity": ident, "runtime_id": runtime_id(ident)})
+    )
+    return d
+
+
+def load_any_baseline(path: Path, window: int | None = None):
+    return pooling.load_any_baseline(path, load_baseline, window)
+
+
+def load_pool(path: Path):
+    return pooling.load_pool(path, load_baseline)
+
+
+def _reasons(pool: dict) -> dict[str, str]:
+    return {Path(x["path"]).name: x["reason"] for x in pool["left_out"]}
+
+
+def test_records_of_one_identity_pool_per_task_newest_first(tmp_path):
+    for night in (3, 1, 2):
+        write_record(tmp_path, night, fails={"T01": 1})
+    results, manifest = load_any_baseline(tmp_path)
+    pool = results["pool"]
+    assert [r["run_id"][-7:] for r in pool["records"]] == ["night03", "night02", "night01"]
+    assert pool["k"] == {"T01": 9, "T02": 9} and pool["records_per_task"] == {"T01": 3, "T02": 3}
+    runs = results["tasks"]["T01"]["runs"]
+    assert [r["rep"] for r in runs] == list(range(1, 10))
+    assert [(r["record"][-7:], r["record_rep"]) for r in runs[:4]] == [
+        ("night03", 1),
+        ("night03", 2),
+        ("night03", 3),
+        ("night02", 1),
+    ]
+    # the newest record speaks for the pool's identity; failures per record feed the dispersion test
+    assert results["run_id"].endswith("night03") and manifest["runtime_id"] == results["runtime_id"]
+    assert pool["failures"]["T01"]["scope"] == [[r["run_id"], 1, 3] for r in pool["records"]]
+    assert set(pool["dispersion"]) == {"rho", "p_value", "runs_per_record", "records"}
+    assert pool_text(pool) == "baseline: pool of 3 record(s), 9 runs per task"
+    assert "summary" not in results and pool["left_out"] == []
+
+
+def test_a_record_of_another_identity_is_left_out_naming_the_first_field(tmp_path):
+    write_record(tmp_path, 1, cli_version="0.9")
+    write_record(tmp_path, 2, task_set_id="sha256:" + "9" * 64)
+    write_record(tmp_path, 3)
+    write_record(tmp_path, 4)
+    results, _ = load_pool(tmp_path)
+    reasons = _reasons(results["pool"])
+    assert set(reasons) == {"night-01", "night-02"}
+    assert reasons["night-01"].endswith(": cli_version") and "newest record's" in reasons["night-01"]
+    assert reasons["night-02"].endswith(": task_set_id")
+    assert [x["field"] for x in results["pool"]["left_out"]] == ["task_set_id", "cli_version"]
+    assert results["pool"]["k"] == {"T01": 6, "T02": 6}
+    assert pool_text(results["pool"]).endswith("6 runs per task, 2 record(s) left out")
+
+
+def test_an_identity_change_resets_the_pool_to_the_newest_identity(tmp_path):
+    for night in (1, 2, 3):
+        write_record(tmp_path, night)
+    write_record(tmp_path, 4, cli_version="2.0")  # upgraded: the newest record's identity wins
+    results, manifest = load_pool(tmp_path)
+    assert manifest["identity"]["cli_version"] == "2.0"
+    assert len(results["pool"]["records"]) == 1 and len(results["pool"]["left_out"]) == 3
+    assert all(x["field"] == "cli_version" for x in results["pool"]["left_out"])
+
+
+def test_incomplete_unreadable_and_edited_records_are_left_out_with_the_reason(tmp_path):
+    write_record(tmp_path, 1, complete=False)
+    edited = write_record(tmp_path, 2)
+    m = json.loads((edited / "runtime-manifest.json").read_text())
+    m["identity"]["cli_version"] = "edited"  # runtime_id no longer matches
+    (edited / "runtime-manifest.json").write_text(json.dumps(m))
+    broken = write_record(tmp_path, 3)
+    (broken / "results.json").write_text("{not json")
+    interrupted = tmp_path / "night-00"
+    interrupted.mkdir()
+    (interrupted / "INCOMPLETE").write_text("recording\n")
+    write_record(tmp_path, 4)
+    (tmp_path / "notes").mkdir()  # not a record: not an entry of the pool
+    results, _ = load_pool(tmp_path)
+    reasons = _reasons(results["pool"])
+    assert set(reasons) == {"night-00", "night-01", "night-02", "night-03"}
+    assert "interrupted" in reasons["night-00"]
+    assert "incomplete" in reasons["night-01"]
+    assert "runtime_id does not match" in reasons["night-02"]
+    assert "results.json" in reasons["night-03"] or "JSON" in reasons["night-03"]
+    assert [r["run_id"][-7:] for r in results["pool"]["records"]] == ["night04"]
+
+
+def test_an_empty_or_non_record_directory_is_a_usage_error_naming_it(tmp_path):
+    with pytest.raises(RecordError) as exc:
+        load_any_baseline(tmp_path)
+    assert exc.value.exit_code == EXIT_USAGE and str(tmp_path) in exc.value.message
+    assert "directory of records" in exc.value.message
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.txt").write_text("x")
+    with pytest.raises(RecordError):
+        load_any_baseline(tmp_path)
+
+
+def test_no_record_left_refuses_with_exit_6(tmp_path):
+    write_record(tmp_path, 1, complete=False)
+    write_record(tmp_path, 2, complete=False)
+    with pytest.raises(PoolRefused) as exc:
+        load_any_baseline(tmp_path)
+    assert exc.value.exit_code == EXIT_REFUSED
+    assert len(exc.value.left_out) == 2 and "no record of the pool can be used" in exc.value.message
+
+
+def test_the_window_keeps_the_newest_records(tmp_path):
+    for night in range(1, 6):
+        write_record(tmp_path, night)
+    results, _ = load_any_baseline(tmp_path, window=2)
+    assert [r["run_id"][-7:] for r in results["pool"]["records"]] == ["night05", "night04"]
+    reasons = _reasons(results["pool"])
+    assert set(reasons) == {"night-01", "night-02", "night-03"}
+    assert all("outside the window" in r for r in reasons.values())
+
+
+def test_a_copied_record_counts_once(tmp_path):
+    src = write_record(tmp_path, 1)
+    write_record(tmp_path, 2)
+    shutil.copytree(src, tmp_path / "night-01-copy")
+    results, _ = load_pool(tmp_path)
+    assert results["pool"]["k"]["T01"] == 6
+    assert "same agent runs" in _reasons(results["pool"])["night-01-copy"]
+
+
+def test_a_regraded_record_pools_with_fresh_ones_but_not_with_its_source(tmp_path):
+    src = write_record(tmp_path, 1)
+    write_record(tmp_path, 2)
+    regraded = tmp_path / "night-01-regraded"
+    shutil.copytree(src, regraded)
+    r = json.loads((regraded / "results.json").read_text())
+    r["regraded_from"] = {"run_id": r["run_id"], "evaluator_id": EVALUATOR, "at": "x", "grading_isolation": "bwrap"}
+    r["run_id"] += "-regraded"
+    (regraded / "results.json").write_text(json.dumps(r))
+    results, _ = load_pool(tmp_path)
+    assert results["pool"]["k"]["T01"] == 6  # the regrade or its source, once
+    shutil.rmtree(src)
+    results, _ = load_pool(tmp_path)
+    assert results["pool"]["k"]["T01"] == 6 and results["pool"]["left_out"] == []
+
+
+def test_a_check_not_regradable_in_one_record_leaves_those_runs_out_said_so(tmp_path):
+    undecided = run_entry(
+        2,
+        "undecided",
+        checks=[
+            {
+                "name": "scope",
+                "kind": "writes",
+                "layer": "scope",
+                "critical": True,
+                "passed": False,
+                "detail": "not regradable: no events",
+                "evidence": {},
+                "not_regradable": "no events",
+                "undecided": True,
+            }
+        ],
+        undecided=["grading: scope: not regradable: no events"],
+        evidence={"tamper": {}},
+        usage={},
+        raw="raw/x/r2",
+    )
+    write_record(tmp_path, 1, runs={"T01": [_run(1, False), undecided, _run(3, False)]})
+    write_record(tmp_path, 2)
+    results, _ = load_pool(tmp_path)
+    pool = results["pool"]
+    assert pool["k"] == {"T01": 5, "T02": 6}
+    (left,) = pool["runs_left_out"]
+    assert left["task"] == "T01" and left["rep"] == 2 and left["checks"] == ["scope"]
+    assert left["reason"] == "not regradable in this record: scope"
+    assert all(r["outcome"] != "undecided" for r in results["tasks"]["T01"]["runs"])
+    assert (
+        pool_text(pool) == "baseline: pool of 2 record(s), 5-6 runs per task (fewest: 5 runs of T01 from 2 record(s))"
+    )
+
+
+def _candidate(fails: int, k: int = 3) -> dict:
+    runs = [_run(rep, rep <= fails) for rep in range(1, k + 1)]
+    ident = _identity()
+    return {
+        "run_id": "cand",
+        "runtime_id": runtime_id(ident),
+        "task_set_id": TASK_SET,
+        "evaluator_id": EVALUATOR,
+        "complete": True,
+        "tasks": {
+            t: {"suite": "s", "runs": runs if t == "T01" else [_run(r, False) for r in range(1, k + 1)]}
+            for t in ("T01", "T02")
+        },
+    }
+
+
+def _gate(base: dict, cand: dict) -> dict:
+    out = compare_runs(base, cand, comparable=True, reasons=[], change_class="identical", gate=GateParams(draws=200))
+    return out["regression"]
+
+
+def test_the_gate_counts_a_pool_whose_nights_vary_as_fewer_runs(tmp_path):
+    # ten nights of T01: the check fails on two bad nights in every run, never otherwise
+    for night in range(1, 11):
+        write_record(tmp_path, night, fails={"T01": 3 if night in (4, 8) else 0})
+    base, _ = load_pool(tmp_path)
+    spread = base["pool"]["dispersion"]
+    assert spread["rho"] > 0.5 and spread["p_value"] < 0.01 and spread["records"] == 10
+    cand = _candidate(fails=3)  # tonight is a bad night like those
+    naive = {**base, "pool": {**base["pool"], "dispersion": {**spread, "rho": 0.0}}}
+    (row_naive,) = _gate(naive, cand)["check_tests"]["rows"]
+    (row,) = _gate(base, cand)["check_tests"]["rows"]
+    # as 30 independent runs, 3/3 against 6/30 is a new failure; as nights, one bad night in ten is not
+    assert row_naive["verdict"] == "new" and row_naive["blocks"]
+    assert not row["blocks"] and row["raw"] == {"baseline": [6, 30], "candidate": [3, 3]}
+    assert row["baseline"][1] < 30 and row["candidate"] == [1, 1]
+
+
+def test_without_a_pool_the_gate_is_unchanged(tmp_path):
+    write_record(tmp_path, 1, fails={"T01": 1})
+    one = json.loads((tmp_path / "night-01" / "results.json").read_text())
+    cand = _candidate(fails=1)
+    plain = compare_runs(one, cand, comparable=True, reasons=[], change_class="identical", gate=GateParams(draws=200))
+    assert "baseline_pool" not in plain and "raw" not in json.dumps(plain["regression"]["check_tests"])
