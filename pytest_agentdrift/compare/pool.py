@@ -33,7 +33,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pytest_agentdrift.errors import AgentDriftError, PoolRefused, RecordError
 from pytest_agentdrift.vocabulary import (
+    ERROR_LIKE_OUTCOMES,
     IDENTITY_FIELDS,
+    INFRA_OUTCOME,
     RESULTS_FILE,
     RUN_IDENTITY_KEYS,
     UNDECIDED_OUTCOME,
@@ -186,7 +188,24 @@ def pooled_results(path: Path, used: Sequence[Member], left: list[dict[str, Any]
             per_record.setdefault(tid, []).append((m.run_id, kept))
     pool = pool_section(path, used, left, runs_left, tasks, per_record)
     out = {k: v for k, v in newest.results.items() if k not in ("tasks", "summary")}
-    return {**out, "tasks": tasks, POOL_KEY: pool}
+    return {**out, "tasks": tasks, "summary": pooled_summary(tasks), POOL_KEY: pool}
+
+
+def pooled_summary(tasks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The pool's whole-run counts, over the pooled runs (as results.json's summary counts a session's)."""
+    runs = [r for t in tasks.values() for r in t["runs"]]
+    passed = sum(1 for r in runs if r.get("passed"))
+    scored = sum(1 for r in runs if r.get("outcome") not in UNSCORED_OUTCOMES)
+    return {
+        "runs": len(runs),
+        "passed": passed,
+        "failed": sum(1 for r in runs if r.get("outcome") == "failed"),
+        "errors": sum(1 for r in runs if r.get("outcome") in ERROR_LIKE_OUTCOMES),
+        "tampered_passes": sum(1 for r in runs if r.get("tampered_pass")),
+        "critical_failures": sum(1 for r in runs if r.get("critical_failed")),
+        "pass_rate": round(passed / scored, 6) if scored else None,
+        "infra_errors": sum(1 for r in runs if r.get("outcome") == INFRA_OUTCOME),
+    }
 
 
 def _run_left_out(m: Member, tid: str, run: Mapping[str, Any]) -> dict[str, Any]:
@@ -302,7 +321,7 @@ def pool_lines(pool: Mapping[str, Any]) -> list[str]:
     k = pool.get("k") or {}
     per_task = pool.get("records_per_task") or {}
     spread = pool.get("dispersion") or {}
-    lines = [f"{'baseline':<11} {pool_text(pool)} ({pool.get('path')})"]
+    lines = [f"{'baseline':<11} {pool_text(pool).removeprefix('baseline: ')} ({pool.get('path')})"]
     lines.append(
         f"{'':<11} k per task: "
         + ", ".join(f"{k[t]} runs of {t} from {per_task.get(t, 0)} record(s)" for t in sorted(k))

@@ -807,6 +807,7 @@ def _comparison_rows(d: Mapping[str, Any], c: Mapping[str, Any]) -> list[tuple[s
         rows.append(("not comparable because", esc(reason)))
     if d.get("rollback_state"):
         rows.append(("rollback state", _code(d["rollback_state"])))
+    rows.extend(_pool_rows(d.get("baseline_pool")))
     secondary = _regression_is_primary(d, c)
     regression = d.get("regression_gate") or c.get("regression") or {}
     if secondary and regression:
@@ -819,6 +820,35 @@ def _comparison_rows(d: Mapping[str, Any], c: Mapping[str, Any]) -> list[tuple[s
         rows.extend(_gate_item_rows(regression.get("items")))
     rows.extend(_promotion_gate_rows(d.get("gate") or c.get("gate") or {}, secondary))
     rows.append(_detectable_row(d, c))
+    return rows
+
+
+def _pool_rows(pool: Any) -> list[tuple[str, str]]:
+    """A pooled baseline (decision.json's baseline_pool): the records, k per task, what was left out and why."""
+    if not isinstance(pool, Mapping):
+        return []
+    k, per = pool.get("k") or {}, pool.get("records_per_task") or {}
+    spread = pool.get("dispersion") or {}
+    rows = [
+        ("baseline pool", esc(pool.get("text", ""))),
+        (
+            "pooled k per task",
+            ", ".join(f"{esc(k[t])} runs of {esc(t)} from {esc(per.get(t, 0))} record(s)" for t in sorted(k)),
+        ),
+        (
+            "night-to-night variation",
+            f"rho {esc(spread.get('rho'))}, p = {esc(spread.get('p_value'))} over {esc(spread.get('records'))} record(s)",
+        ),
+    ]
+    for x in pool.get("left_out") or []:
+        rows.append(("record left out", f"{_code(x.get('path'))}: {esc(x.get('reason'))}"))
+    for x in pool.get("runs_left_out") or []:
+        rows.append(
+            (
+                "run left out",
+                f"{esc(x.get('task'))} r{esc(x.get('rep'))} of {_code(x.get('record'))}: {esc(x.get('reason'))}",
+            )
+        )
     return rows
 
 

@@ -138,7 +138,8 @@ def test_records_of_one_identity_pool_per_task_newest_first(tmp_path):
     assert pool["failures"]["T01"]["scope"] == [[r["run_id"], 1, 3] for r in pool["records"]]
     assert set(pool["dispersion"]) == {"rho", "p_value", "runs_per_record", "records"}
     assert pool_text(pool) == "baseline: pool of 3 record(s), 9 runs per task"
-    assert "summary" not in results and pool["left_out"] == []
+    assert results["summary"]["runs"] == 18 and results["summary"]["critical_failures"] == 3
+    assert pool["left_out"] == []
 
 
 def test_a_record_of_another_identity_is_left_out_naming_the_first_field(tmp_path):

@@ -1,0 +1,121 @@
+"""A baseline made of the history, end to end: nightly records of the reference agent in one directory
+are the baseline of a gated session; a record of another identity is left out, named, with the field
+that differs; a directory none of whose records can be pooled refuses the session (exit 6)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import agentdrift, last_line
+from helpers import run_pytester as run
+
+from pytest_agentdrift.testing import make_task
+
+pytestmark = pytest.mark.slow
+
+
+def _tasks(root: Path) -> None:
+    for tid in ("G01", "G02"):
+        check = {
+            "name": "notes-written",
+            "kind": "command",
+            "layer": "correctness",
+            "critical": True,
+            "run": [
+                sys.executable,
+                "-c",
+                "import pathlib,sys; sys.exit(0 if pathlib.Path('notes.txt').is_file() else 1)",
+            ],
+        }
+        make_task(root, tid, checks=[check], solution={"notes.txt": "hi\n"}, allowed=["notes.txt"])
+
+
+@pytest.fixture
+def nightly(pytester):
+    """runs/nightly: the oldest record ran one task only (another task set), then three nights of both."""
+    _tasks(pytester.path)
+    night = run(pytester, "G01-task", "--agent", "reference", "--agent-k", "2", "--agent-record", "runs/nightly/n0")
+    assert night.ret == 0, night.stdout.str()
+    for n in (1, 2, 3):
+        night = run(pytester, "--agent", "reference", "--agent-k", "2", "--agent-record", f"runs/nightly/n{n}")
+        assert night.ret == 0, night.stdout.str()
+    return pytester.path / "runs" / "nightly"
+
+
+def test_a_gated_session_compares_against_the_pool_and_says_what_it_pooled(pytester, nightly):
+    pr = run(
+        pytester,
+        "--agent", "reference",
+        "--agent-baseline", "runs/nightly",
+        "--agent-gate", "regression",
+        "--agent-record", "runs/pr",
+    )  # fmt: skip
+    out = pr.stdout.str()
+    assert pr.ret == 0, out
+    closing = last_line(pr)
+    assert closing.startswith("agentdrift: exit 0 — gate regression: ")
+    assert closing.endswith("baseline: pool of 3 record(s), 6 runs per task, 1 record(s) left out")
+    # the record of another task set is left out, named, with the first identity field that differs
+    assert "left out runs/nightly/n0: identity differs from the newest record's" in out
+    assert "runs of G01 from 3 record(s)" in out
+    rec = pytester.path / "runs" / "pr"
+    decision = json.loads((rec / "comparison" / "decision.json").read_text())
+    pool = decision["baseline_pool"]
+    assert pool["k"] == {"G01": 6, "G02": 6} and pool["records_per_task"] == {"G01": 3, "G02": 3}
+    assert [Path(r["path"]).name for r in pool["records"]] == ["n3", "n2", "n1"]
+    (left,) = pool["left_out"]
+    assert Path(left["path"]).name == "n0" and left["field"] in left["reason"]
+    assert decision["exit_status"]["line"] == closing
+    report = (rec / "report.md").read_text()
+    assert "6 runs of G02 from 3 record(s)" in report and closing in report
+    html = (rec / "report.html").read_text()
+    assert "baseline pool" in html and "record left out" in html and "n0" in html
+    # agentdrift compare reads the same pool, the window keeping the newest record only
+    cli = agentdrift("compare", nightly, rec, "--gate", "regression", "--baseline-window", "1", cwd=pytester.path)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert (
+        cli.stdout.strip()
+        .splitlines()[-1]
+        .endswith("baseline: pool of 1 record(s), 2 runs per task, 3 record(s) left out")
+    )
+    assert "outside the window: only the 1 newest record(s) are pooled" in cli.stdout
+
+
+def test_no_record_that_can_be_pooled_refuses_with_exit_6(pytester, nightly):
+    bad = pytester.path / "runs" / "bad"
+    for n in (1, 2):
+        shutil.copytree(nightly / f"n{n}", bad / f"n{n}")
+    # one edited after it was written, one interrupted before its results.json
+    results = json.loads((bad / "n1" / "results.json").read_text())
+    results.update(complete=False, incomplete_reasons=["interrupted by KeyboardInterrupt"])
+    (bad / "n1" / "results.json").write_text(json.dumps(results))
+    (bad / "n2" / "results.json").unlink()
+    (bad / "n2" / "INCOMPLETE").write_text("recording\n")
+    pr = run(
+        pytester,
+        "--agent", "reference",
+        "--agent-baseline", "runs/bad",
+        "--agent-gate", "regression",
+        "--agent-record", "runs/refused",
+    )  # fmt: skip
+    out = pr.stdout.str()
+    assert pr.ret == 6, out
+    assert last_line(pr).startswith("agentdrift: exit 6 — refused: runs/bad: no record of the pool can be used")
+    assert "left out runs/bad/n1: " in out
+    assert "left out runs/bad/n2: the run was interrupted before it finished" in out
+    refusal = json.loads((pytester.path / "runs" / "refused" / "refusal.json").read_text())
+    assert refusal["exit_status"]["code"] == 6
+    cli = agentdrift("compare", bad, nightly / "n1", cwd=pytester.path)
+    assert cli.returncode == 6 and "no record of the pool can be used" in cli.stdout
+
+
+def test_an_empty_directory_as_the_baseline_is_a_usage_error_naming_it(pytester):
+    _tasks(pytester.path)
+    (pytester.path / "runs" / "empty").mkdir(parents=True)
+    pr = run(pytester, "--agent", "reference", "--agent-baseline", "runs/empty", "--agent-gate", "regression")
+    assert pr.ret == 4
+    assert "runs/empty: neither a recorded run nor a directory of records" in pr.stdout.str() + pr.stderr.str()
