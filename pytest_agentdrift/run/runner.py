@@ -293,6 +293,8 @@ def _launch(
             guard=guard,
             monitor=monitor,
             pass_fds=(canary_fd,) if canary_fd is not None else (),
+            # under unshare the task directories, records and project are read-only where that can be made
+            readonly=sandbox.protected_dirs(settings.hidden, dirs.base) if settings.isolation.mode == "unshare" else (),
         )
     finally:
         if canary_fd is not None:

@@ -6,8 +6,12 @@ Isolation, strongest first:
   directory writable; nothing else exists), no network, a PID namespace (a
   child that escaped with setsid dies with the sandbox), ``--cap-drop ALL``
   when we are root (a root process inside could otherwise remount read-write).
-* ``unshare``: a private network namespace only; nothing of the file system
-  is hidden, which the run records (`mountplan.not_hidden`).
+* ``unshare``: a private network namespace; nothing of the file system
+  is hidden, which the run records (`mountplan.not_hidden`). Where a mount
+  namespace can be made too, the directories the caller names `readonly` (the
+  task directories, the records, the project) are bound read-only in it and the
+  command runs in a user namespace nested below, which cannot undo those mounts
+  (the kernel locks mounts a less privileged namespace inherits).
 * ``none``: unisolated, recorded and shown plainly in the report.
 
 Whatever the mode, every process carries a per-run token in its environment,
@@ -21,6 +25,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -84,6 +89,57 @@ def _probe(argv: list[str]) -> bool:
 
 def _unshare_prefix() -> list[str]:
     return ["unshare", "--net"] if _is_root() else ["unshare", "--net", "--map-root-user"]
+
+
+#: binds each directory before `--` read-only onto itself, then runs the rest (a nested user namespace)
+_READONLY_SCRIPT = (
+    'while [ "$1" != -- ]; do mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 125; shift; done; '
+    'shift; exec "$@"'
+)
+
+
+def _unshare_readonly(readonly: list[Path]) -> list[str]:
+    """The unshare prefix that makes `readonly` read-only for the command (ending in `--`)."""
+    nested = (
+        ["unshare", "--user", "--map-root-user"]
+        if _is_root()
+        else ["unshare", "--user", f"--map-user={os.getuid()}", f"--map-group={os.getgid()}"]
+    )
+    dirs = [os.fspath(d) for d in readonly]
+    return [*_unshare_prefix(), "--mount", "--", "sh", "-c", _READONLY_SCRIPT, "sh", *dirs, "--", *nested, "--"]
+
+
+@lru_cache(maxsize=None)
+def readonly_problem() -> str | None:
+    """Why directories cannot be made read-only under unshare here (None when they can): probed once,
+    a write into a directory bound read-only must fail."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="agentdrift-ro-") as d:
+        probe = [sys.executable, "-c", f"open({os.path.join(d, 'x')!r}, 'w')"]
+        try:
+            r = subprocess.run(_unshare_readonly([Path(d)]) + probe, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"cannot run unshare: {exc}"
+        if os.path.exists(os.path.join(d, "x")) or b"Read-only file system" not in r.stderr:
+            why = r.stderr.decode("utf-8", "replace").strip()[-200:]
+            return "a mount namespace with read-only binds cannot be made here" + (f": {why}" if why else "")
+    return None
+
+
+def protected_dirs(paths, writable_root: Path) -> list[Path]:
+    """Of `paths` (the task directories, the records, the project), the existing directories that
+    may be bound read-only for an agent under unshare: none that holds `writable_root` (the runs'
+    own directories), when that mode can do it here."""
+    if readonly_problem() is not None:
+        return []
+    root = Path(writable_root).absolute()
+    out = []
+    for p in paths:
+        p = Path(p).absolute()
+        if p.is_dir() and not root.is_relative_to(p):
+            out.append(p)
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -332,7 +388,7 @@ def run(argv: list[str], *, timeout_s: float, masked_home: Path | None = None, *
 
 
 def command_line(
-    argv: list[str], *, cwd: Path, isolation: Isolation, writable, hidden_dirs, readable, plan, guard
+    argv: list[str], *, cwd: Path, isolation: Isolation, writable, hidden_dirs, readable, plan, guard, readonly=()
 ) -> tuple[list[str], Any]:
     """The full command (isolation prefix, the guard's first process) and the plan it runs under."""
     if isolation.mode == "bwrap":
@@ -340,7 +396,7 @@ def command_line(
             plan = default_plan(writable, [*readable, cwd], hidden_dirs)
         full = _bwrap_argv(plan) + ["--chdir", os.fspath(cwd), "--"] + argv
     elif isolation.mode == "unshare":
-        full = _unshare_prefix() + ["--"] + argv
+        full = (_unshare_readonly(readonly) if readonly else _unshare_prefix() + ["--"]) + argv
     else:
         full = list(argv)
     if guard is not None:
@@ -387,6 +443,7 @@ def start(
     plan: Any = None,
     pass_fds: tuple[int, ...] = (),
     monitor=None,
+    readonly: list[Path] = (),
 ) -> Launched | ProcessResult:
     """Start argv under the given isolation and return at once: a Launched to wait for and
     finish, or the ProcessResult of a command that could not be started.
@@ -396,7 +453,8 @@ def start(
     `writable`; `hidden_dirs` never show inside them. `pass_fds` stay open in
     the command (a harness-only channel). `guard` (a runguard.RunGuard) puts
     limits and observers around the run and counts the processes that outlived
-    the agent. `monitor` (optional) sees stdout as it arrives (`feed(chunk)`,
+    the agent. Under unshare, `readonly` directories are read-only for the command (see the
+    module's text). `monitor` (optional) sees stdout as it arrives (`feed(chunk)`,
     on the reader thread) and is asked about twice a second whether to stop the
     run (`poll()` returns a reason or None); a stop ends the process tree like
     a timeout and is recorded in `stopped`.
@@ -404,7 +462,7 @@ def start(
     env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
     become_subreaper()
     known_children = set(_children(os.getpid()))
-    where = {"cwd": cwd, "writable": writable, "hidden_dirs": hidden_dirs, "readable": readable}
+    where = {"cwd": cwd, "writable": writable, "hidden_dirs": hidden_dirs, "readable": readable, "readonly": readonly}
     full, plan = command_line(argv, isolation=isolation, plan=plan, guard=guard, **where)
     started_at = time.monotonic()
     out_buf = BoundedBuffer(output_limit) if monitor is None else _WatchedBuffer(output_limit, monitor.feed)
