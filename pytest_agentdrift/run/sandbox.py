@@ -127,6 +127,13 @@ def readonly_problem() -> str | None:
     return None
 
 
+def _ro_note() -> str:
+    problem = readonly_problem()
+    if problem is None:
+        return "the task directories, the records and the project are read-only for the agent"
+    return f"the task directories are writable by the agent (a change to one is only detected): {problem}"
+
+
 def protected_dirs(paths, writable_root: Path) -> list[Path]:
     """Of `paths` (the task directories, the records, the project), the existing directories that
     may be bound read-only for an agent under unshare: none that holds `writable_root` (the runs'
@@ -163,7 +170,7 @@ def detect(requested: str = "auto") -> Isolation:
                 "not_enforced",
                 False,
                 False,
-                tuple(notes + ["file system not isolated: writes outside the work tree are only detected"]),
+                tuple(notes + ["file system not isolated: writes outside the work tree are only detected", _ro_note()]),
             )
         why = "unshare cannot create a network namespace here"
         if requested == "unshare":

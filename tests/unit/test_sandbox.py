@@ -124,6 +124,41 @@ def test_detect_unshare():
         False,
     )
     assert "file system not isolated: writes outside the work tree are only detected" in iso.notes
+    ro = sandbox.readonly_problem()
+    assert iso.notes[-1] == (
+        "the task directories, the records and the project are read-only for the agent"
+        if ro is None
+        else f"the task directories are writable by the agent (a change to one is only detected): {ro}"
+    )
+
+
+def test_unshare_binds_what_it_protects_read_only_for_good(tmp_path):
+    """The command can neither write a protected directory nor undo the bind (unmount, remount
+    read-write, a mount namespace of its own); it writes elsewhere as before."""
+    if not shutil.which("unshare") or sandbox.readonly_problem() is not None:
+        pytest.skip(f"no read-only binds under unshare here: {sandbox.readonly_problem()}")
+    task, work = tmp_path / "task", tmp_path / "work"
+    task.mkdir()
+    work.mkdir()
+    attack = (
+        f"umount {task}; mount -o remount,rw,bind {task}; unshare -m sh -c 'umount {task}; touch {task}/a'; "
+        f"touch {task}/b; touch {work}/ok"
+    )
+    iso = detect("unshare")
+    res = sandbox.run(
+        ["sh", "-c", attack],
+        cwd=work,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        isolation=iso,
+        writable=[work],
+        timeout_s=60,
+        token="t" * 32,
+        readonly=sandbox.protected_dirs([task], work),
+    )
+    assert list(task.iterdir()) == [], res.stderr
+    assert (work / "ok").exists()
+    assert b"Read-only file system" in res.stderr
+    assert sandbox.protected_dirs([tmp_path], work) == []  # never a directory the command must write in
 
 
 @needs_bwrap
