@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from pytest_agentdrift.record.redact import scrub, secret_values
+from pytest_agentdrift.record.redact import REDACTED, scrub, scrub_record, secret_values
 from pytest_agentdrift.vocabulary import ARGV_FILE, CHECKS_FILE, PATCH_FILE, STDERR_FILE, STDOUT_FILE
 
 
@@ -46,24 +46,52 @@ def task_meta(spec: Any, task_digest: str, grading_id: str) -> dict[str, Any]:
 
 
 def session_secrets(
-    environ: dict[str, str], passed: Iterable[str], host: Iterable[str], bundle: Iterable[str]
+    environ: dict[str, str], given: Iterable[str], host: Iterable[str], bundle: Iterable[str]
 ) -> list[str]:
     """Every value to keep out of the record, longest first (a secret that contains another is
-    replaced whole): the environment's (`passed` are the variables the agent was given), the
-    host's credential files', and a bundle's settings and MCP files'."""
-    found = [*secret_values(dict(environ), set(passed)), *host, *bundle]
+    replaced whole): the environment's (`given` are the variables --agent-env gave the agent),
+    the host's credential files', and a bundle's settings and MCP files'."""
+    found = [*secret_values(dict(environ), set(given)), *host, *bundle]
     return sorted(set(found), key=len, reverse=True)
 
 
 def run_payload(task_id: str, rep: int, meta: dict[str, Any], result: dict[str, Any], secrets: list[str]):
-    """The payload of one run, plain JSON, every secret replaced (the final tree's bytes before encoding)."""
+    """The payload of one run, plain JSON, every secret replaced (the final tree's bytes before
+    encoding, its paths with them), never a name or word of the record itself (scrub_record)."""
     from pytest_agentdrift.safetext import json_safe
 
     tree = result.pop("_final_tree", None)
-    payload = json_safe({"task_id": task_id, "rep": rep, "meta": meta, "result": result})
+    raw = json_safe({"task_id": task_id, "rep": rep, "meta": meta, "result": result})
+    payload = scrub_record(raw, secrets)
+    patch = (raw["result"].get("_raw_files") or {}).get(PATCH_FILE)
+    if isinstance(patch, str):
+        files = payload["result"]["_raw_files"]
+        files[PATCH_FILE] = redaction_note(patch, files[PATCH_FILE], secrets) + files[PATCH_FILE]
     if tree is not None:
         payload["result"]["_final_tree"] = tree.to_payload(secrets)
-    return json.loads(scrub(json.dumps(payload, allow_nan=False), [json.dumps(v)[1:-1] for v in secrets]))
+    json.dumps(payload, allow_nan=False)  # plain JSON, as it travels
+    return payload
+
+
+def redaction_note(patch: str, scrubbed: str, secrets: list[str]) -> str:
+    """The line before a diff that says which of its lines had a secret replaced (numbered as in
+    the file, this line first): those lines are not what the agent wrote, nor is the kept file they come
+    from (tree.json says so per file). Empty when nothing was replaced."""
+    if patch == scrubbed:
+        return ""
+    where: dict[str, list[int]] = {}
+    current = "?"
+    for number, line in enumerate(patch.splitlines(), 2):
+        if line.startswith("diff --"):  # the harness's own header: `diff --agentdrift a/P b/P`
+            current = scrub(line.split(" b/", 1)[-1], secrets)
+        elif scrub(line, secrets) != line:
+            where.setdefault(current, []).append(number)
+    files = "; ".join(f"{name} (line {', '.join(map(str, lines))})" for name, lines in where.items())
+    return (
+        f"# agentdrift: redacted: a secret the session knows was replaced by {REDACTED} in this diff"
+        + (f", at {files}" if files else "")
+        + ": what the agent wrote there is not shown, and its kept file is not the agent's\n"
+    )
 
 
 def case_name(spec: Any, rep: int) -> str:

@@ -1,17 +1,25 @@
 """Keeping secrets out of every artifact. No pytest.
 
-The values of the session's environment that look secret are replaced by
-`[REDACTED]` wherever run data leaves for the record (session.run_task),
-also in hex and base64, the usual ways of smuggling a value out. So is the
-content of the host's credential files (host_file_secrets).
+What is secret in the session's environment (secret_values: the variables given
+to the agent with --agent-env, names that say key/token/secret/password, values
+shaped like a credential) is replaced by `[REDACTED]` wherever run data leaves
+for the record (session.run_task), also in hex and base64, the usual ways of
+smuggling a value out. So is the content of the host's credential files
+(host_file_secrets). Only what is secret: an ordinary value of the environment
+(`GITHUB_EVENT_NAME=pull_request`, `LANG=en_US.UTF-8`, a model name) may well be
+a word of the record, and replacing it there corrupts the record, never a
+secret kept. The record's own names and vocabulary are never replaced
+(scrub_record).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import json
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 #: environment variable names whose values are secrets (shared with the manifest)
 SECRET_NAME = re.compile(
@@ -19,7 +27,21 @@ SECRET_NAME = re.compile(
 )
 
 
-_NOT_SECRET = frozenset({"PWD", "OLDPWD", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "SSH_AUTH_SOCK"})
+#: names SECRET_NAME matches that hold no secret: paths, a socket, a desktop session, a commit's author
+_NOT_SECRET = re.compile(
+    r"(PWD|OLDPWD|SSL_CERT_FILE|SSL_CERT_DIR|REQUESTS_CA_BUNDLE|SSH_AUTH_SOCK|DBUS_SESSION_BUS_ADDRESS"
+    r"|XDG_SESSION_\w+|GIT_(AUTHOR|COMMITTER)_\w+)"
+)
+#: a value shaped like a credential, whatever its variable is called: a provider's key prefix
+SECRET_SHAPE = re.compile(
+    r"(?<![A-Za-z0-9_])(?:sk-[A-Za-z0-9_-]{12,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|AIza[0-9A-Za-z_-]{30,}|AKIA[0-9A-Z]{16}|xox[abposr]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{16,})"
+)
+#: a URL's `user:password@`: the password, and the pair
+URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(([^\s/@:]*):([^\s/@]+))@")
+#: a shorter value of a secret variable is not scrubbed (it would match all over ordinary text)
+MIN_SECRET = 6
+REDACTED = "[REDACTED]"
 
 
 def variants(value: str) -> set[str]:
@@ -28,25 +50,36 @@ def variants(value: str) -> set[str]:
     return {value, raw.hex(), base64.b64encode(raw).decode().rstrip("=")}
 
 
-def secret_values(environ: dict[str, str], allow: set[str]) -> list[str]:
-    """Values of the session's environment to keep out of every artifact.
+def _secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name)) and not _NOT_SECRET.fullmatch(name)
 
-    The agent never receives most of them, but without a PID namespace it can read
-    its parent's /proc/PID/environ. Secret-looking names always; other long
-    values unless they are paths (scrubbing those only mangles output); each
-    also in hex and base64, the usual ways of smuggling a value out.
+
+def shaped_secrets(value: str) -> list[str]:
+    """The parts of a value shaped like a credential: a provider's key, a URL's password."""
+    found = [m.group(0) for m in SECRET_SHAPE.finditer(value)]
+    for m in URL_CREDENTIALS.finditer(value):
+        found.append(m.group(1))  # user:password, whatever the password's length
+        if len(m.group(3)) >= MIN_SECRET:
+            found.append(m.group(3))
+    return found
+
+
+def secret_values(environ: dict[str, str], given: set[str]) -> list[str]:
+    """Values of the session's environment to keep out of every artifact, each also in hex and base64.
+
+    What is secret: the values of the variables given to the agent with --agent-env (`given`: the
+    user said they are never recorded), of every variable whose name says key, token, secret,
+    password or credential (without a PID namespace an agent can read its parent's
+    /proc/PID/environ), and what is shaped like a credential in any value. Nothing else: an
+    ordinary value is no secret, and replacing it corrupts the record (its words, a model's name).
     """
     out = set()
     for name, value in environ.items():
-        if len(value) < 6:
-            continue
-        pathlike = value.startswith(("/", "~")) or all(part.startswith("/") for part in value.split(":") if part)
-        # a credential the agent is given (ANTHROPIC_API_KEY, --agent-env MY_TOKEN) is still a secret;
-        # other values from 8 characters, unless they are paths (scrubbing those mangles output)
-        if (SECRET_NAME.search(name) and name not in _NOT_SECRET) or (
-            name not in allow and len(value) >= 8 and not pathlike
-        ):
-            out.update(variants(value))
+        found = shaped_secrets(value)
+        if (name in given or _secret_name(name)) and len(value) >= MIN_SECRET:
+            found.append(value)
+        for secret in found:
+            out.update(variants(secret))
     return sorted(out, key=len, reverse=True)
 
 
@@ -54,8 +87,55 @@ def scrub(text: str, secrets_: list[str]) -> str:
     """Replace any secret value that slipped into a text artifact."""
     for s in secrets_:
         if s and s in text:
-            text = text.replace(s, "[REDACTED]")
+            text = text.replace(s, REDACTED)
     return text
+
+
+@functools.lru_cache(maxsize=1)
+def record_words() -> frozenset[str]:
+    """The record's own names and vocabulary: every property name, enum value and constant of
+    the record's schemas. A secret never replaces one (the record would no longer be itself)."""
+    words: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "properties" and isinstance(value, dict):
+                    words.update(value)
+                elif key == "enum" and isinstance(value, list):
+                    words.update(v for v in value if isinstance(v, str))
+                elif key == "const" and isinstance(value, str):
+                    words.add(value)
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for schema in sorted((Path(__file__).parent / "schema").glob("*.schema.json")):
+        walk(json.loads(schema.read_text(encoding="utf-8")))
+    return frozenset(words)
+
+
+def scrub_record(obj: Any, secrets_: list[str]) -> Any:
+    """A JSON value with every secret replaced in its strings and in the keys that are data (a
+    path, a file's name), never in a key or value that is one of the record's own words."""
+    if not secrets_:
+        return obj
+    words = record_words()
+
+    def one(text: str) -> str:
+        return text if text in words else scrub(text, secrets_)
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            return one(node)
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if isinstance(node, dict):
+            return {one(k) if isinstance(k, str) else k: walk(v) for k, v in node.items()}
+        return node
+
+    return walk(obj)
 
 
 #: Host files that hold credentials and that the session's uid may read. Under bwrap the

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.run import finaltree
+from pytest_agentdrift.safetext import unescape_path
 from pytest_agentdrift.vocabulary import (
     ARGV_FILE,
     CHECKS_FILE,
@@ -35,6 +36,7 @@ from pytest_agentdrift.vocabulary import (
     SOURCE_MANIFEST_FILE,
     STDERR_FILE,
     STDOUT_FILE,
+    UNDECIDED_OUTCOME,
     UNSCORED_OUTCOMES,
     utc_timestamp,
 )
@@ -43,14 +45,19 @@ if TYPE_CHECKING:
     from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.tasks.load import TaskSpec
 
-#: what a check kind reads besides the task: the final tree, the harness's and agent's events, the report
+#: what a check kind reads besides the task: the final tree (its content), which paths changed
+#: (the kept tree lists them even when an entry's content was not kept), the harness's and
+#: agent's events, the report
 _NEEDS: dict[str, frozenset[str]] = {
     "report_status": frozenset({"report"}),
     "report_mentions": frozenset({"report"}),
     "call_path": frozenset({"report"}),
     "events": frozenset({"events"}),
-    "writes": frozenset({"events", "tree"}),
-    "effects": frozenset({"events", "tree"}),
+    "paths": frozenset({"paths"}),
+    "unchanged": frozenset({"paths"}),
+    "changed": frozenset({"paths"}),
+    "writes": frozenset({"events", "paths"}),
+    "effects": frozenset({"events", "paths"}),
 }
 _DEFAULT_NEEDS = frozenset({"tree"})
 #: pytest-function checks may read anything of the run
@@ -130,9 +137,14 @@ def _lacking(record: Path, result: dict[str, Any]) -> tuple[dict[str, str], dict
     tree_path = raw / finaltree.TREE_FILE
     doc = load_json_file(tree_path, RecordError) if tree_path.is_file() else None
     if doc is None:
-        lacks["tree"] = "the record holds no final tree for this run (recorded before final trees were kept)"
-    elif why := finaltree.missing_for_grading(doc):
-        lacks["tree"] = why
+        lacks["tree"] = lacks["paths"] = (
+            "the record holds no final tree for this run (recorded before final trees were kept)"
+        )
+    else:
+        if why := finaltree.missing_for_grading(doc):
+            lacks["tree"] = why
+        if why := finaltree.missing_paths(doc):
+            lacks["paths"] = why
     if not (raw / "events.jsonl").is_file():
         lacks["events"] = "the record holds no events.jsonl for this run"
     if "report" not in result:
@@ -140,8 +152,9 @@ def _lacking(record: Path, result: dict[str, Any]) -> tuple[dict[str, str], dict
     return lacks, doc
 
 
-def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, root: Path, events):
-    """A RunEvidence of the rebuilt tree, with what only the run could observe taken from the record."""
+def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, root: Path, events, unkept=()):
+    """A RunEvidence of the rebuilt tree, with what only the run could observe taken from the record
+    (`unkept`: listed paths whose content the record does not hold, changed all the same)."""
     from pytest_agentdrift.agents.base import AdapterOutput
     from pytest_agentdrift.run.evidence import RunEvidence
 
@@ -152,7 +165,7 @@ def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, roo
         rep=result["rep"],
         root=root,
         work=work,
-        **_tree_evidence(spec, root, work),
+        **_tree_evidence(spec, root, work, unkept),
         **_recorded_evidence(ev, raw, result),
         network_attempts=[e for e in harness if e.get("type") == "network_attempt"],
         agent_events=[e for e in events if e.get("source") != "harness"],
@@ -162,8 +175,10 @@ def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, roo
     )
 
 
-def _tree_evidence(spec: TaskSpec, root: Path, work: Path) -> dict[str, Any]:
-    """What the rebuilt final tree shows against the task's starting tree: changes, patch, tampering, leftovers."""
+def _tree_evidence(spec: TaskSpec, root: Path, work: Path, unkept=()) -> dict[str, Any]:
+    """What the rebuilt final tree shows against the task's starting tree: changes, patch, tampering,
+    leftovers. A path the tree lists but could not keep (a FIFO) is not in the rebuilt tree, and
+    changed all the same: it counts as changed (added, or modified when the start had it)."""
     from pytest_agentdrift.run import stdlib_guard, tamper
     from pytest_agentdrift.run.runner import copy_tree
     from pytest_agentdrift.tasks import treesnap
@@ -175,6 +190,12 @@ def _tree_evidence(spec: TaskSpec, root: Path, work: Path) -> dict[str, Any]:
         (start / rel).unlink()
     before, after = treesnap.snapshot(start), treesnap.snapshot(work)
     d = treesnap.diff(before, after)
+    for rel in map(unescape_path, unkept):
+        if rel in d.deleted:
+            d.deleted.remove(rel)
+        (d.modified if rel in before else d.added).append(rel)
+    d.added.sort()
+    d.modified.sort()
     d.added, leftovers = split_leftovers(
         d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree)
     )
@@ -279,14 +300,18 @@ def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Gr
     work = root / "work"
     root.mkdir(parents=True)
     try:
-        # without a kept tree the frozen copy stands in, for the checks that do not read the tree
-        kept = doc if doc is not None and "tree" not in lacks else {"entries": {}}
+        # without the list of changed paths the frozen copy stands in, for the checks that read neither
+        kept = doc if doc is not None and "paths" not in lacks else {"entries": {}}
         finaltree.rebuild(spec, kept, lambda sha: finaltree.read_blob(record, sha), work, raw / finaltree.TREE_FILE)
         events = _read_events(raw / "events.jsonl") if "events" not in lacks else []
-        run = _evidence(spec, result, raw, work, root, events)
+        unkept = [p for p in finaltree.lost_entries(kept) if kept["entries"][p].get("kept") is False]
+        run = _evidence(spec, result, raw, work, root, events, unkept)
         checks = grader.evaluate(dataclasses.replace(spec, checks=tuple(judged), function_files=functions), run)
-        # a check the record cannot decide leaves the run undecided: never a pass, never the agent's failure
-        scored = score(run, [*checks, *(_not_regradable(c, why, run.report) for c, why in skipped)])
+        # a check the record cannot decide leaves the run undecided: never a pass, never the agent's
+        # failure; but a failure the record holds stands (what is lost now cannot undo it)
+        recorded = {(c.get("name"), c.get("kind")): c for c in result.get("checks") or ()}
+        rest = [_as_recorded(recorded, c, why) or _not_regradable(c, why, run.report) for c, why in skipped]
+        scored = _score_regraded(run, [*checks, *rest], score)
     finally:
         from pytest_agentdrift.tasks.fdtree import rmtree
 
@@ -294,9 +319,42 @@ def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Gr
     new = {k: v for k, v in result.items() if k != "undecided"}
     new.update({k: scored[k] for k in (*_SCORED_KEYS, "undecided") if k in scored})
     for c in new["checks"]:
-        if c.get("undecided") and "not_regradable" in (c.get("evidence") or {}):
+        if "not_regradable" in (c.get("evidence") or {}):
             c["not_regradable"] = c["evidence"]["not_regradable"]
     return new
+
+
+def _score_regraded(run: Any, checks: list[Any], score: Any) -> dict[str, Any]:
+    """The run scored on what the regrade could decide. A check it could not decide never counts
+    as a failure of the agent (critical or not), and never hides one it could decide: a run with a
+    decided failure is scored on its decided checks (failed, or what its evidence says: timeout,
+    ...); one without stays undecided, never a pass."""
+    scored = score(run, checks)
+    decided = [c for c in checks if not c.undecided]
+    scored["critical_failed"] = [c.name for c in decided if c.critical and not c.passed]
+    if scored["outcome"] == UNDECIDED_OUTCOME and len(decided) < len(checks) and not all(c.passed for c in decided):
+        without = score(run, decided)
+        if not without["passed"] and without["outcome"] != UNDECIDED_OUTCOME:
+            scored.pop("undecided", None)
+            scored.update({k: without[k] for k in ("outcome", "passed", "tampered_pass")})
+    return scored
+
+
+def _as_recorded(recorded: dict[tuple[Any, Any], dict[str, Any]], check: Any, why: str):
+    """The check's recorded failure, when the record holds one decided at run time: it stands as
+    recorded (the regrade cannot judge it again, and what is lost cannot undo a failure)."""
+    from pytest_agentdrift.grade.results import CheckResult
+
+    was = recorded.get((check.name, check.kind)) if check else None
+    if not was or was.get("passed") is not False or was.get("undecided"):
+        return None
+    if was.get("not_regradable") and not (was.get("evidence") or {}).get("as_recorded"):
+        return None  # undecided by an earlier regrade: nothing decided to keep
+    evidence = {**(was.get("evidence") or {}), "not_regradable": why, "as_recorded": True}
+    detail = str(was.get("detail", ""))
+    if not (was.get("evidence") or {}).get("as_recorded"):
+        detail = f"as recorded (not regradable: {why}): {detail}"
+    return CheckResult(check.name, check.kind, check.layer, bool(was.get("critical")), False, detail, evidence)
 
 
 def _why(lacks: dict[str, str], needs: frozenset[str]) -> str:

@@ -43,6 +43,9 @@ FILE_CAP = 1 << 20
 RUN_CAP = 8 << 20
 #: at most this many changed paths of one run are listed
 ENTRY_CAP = 20000
+#: why a kept file that held a secret is not the agent's file (its bytes are the redacted ones)
+REDACTED_FILE = "a secret the session knows was replaced in it: not the agent's file, not regradable"
+REDACTED_PATH = "its path held a secret the session knows (listed redacted): not kept"
 
 
 @dataclass
@@ -55,17 +58,27 @@ class FinalTree:
     def to_payload(self, secrets_: list[str]) -> dict[str, Any]:
         """JSON-safe form for the way to the record, every known secret replaced in the bytes first.
 
-        A file that held a secret is kept redacted (its sha256 is the redacted bytes', `redacted: true`)."""
+        A file that held a secret is kept redacted (its sha256 is the redacted bytes',
+        `redacted: true`, with why): it is not the agent's file, and grading it again would grade
+        what the agent never wrote (missing_for_grading). A path that held one is listed under
+        its redacted name, not kept."""
         blobs: dict[str, str] = {}
-        entries = dict(self.doc["entries"])
-        for path, e in entries.items():
+        entries: dict[str, Any] = {}
+        for path, e in self.doc["entries"].items():
+            clean_path = _scrub_bytes(path.encode("utf-8", "surrogateescape"), secrets_).decode(
+                "utf-8", "surrogateescape"
+            )
+            if clean_path != path:
+                entries[clean_path] = _not_kept(REDACTED_PATH, kind=e.get("kind", "file"))
+                continue
+            entries[path] = e
             if e.get("kind") != "file" or not e.get("kept"):
                 continue
             data = self.blobs[e["sha256"]]
             clean = _scrub_bytes(data, secrets_)
             if clean != data:
                 e = {**e, "sha256": hashlib.sha256(clean).hexdigest(), "size": len(clean), "redacted": True}
-                entries[path] = e
+                entries[path] = {**e, "why": REDACTED_FILE}
             blobs[e["sha256"]] = base64.b64encode(clean).decode("ascii")
         return {"tree": {**self.doc, "entries": entries}, "blobs": blobs}
 
@@ -107,6 +120,7 @@ def capture(run: RunEvidence) -> FinalTree:
         "base": "repo/ without the hidden files" + (" and with a bundle overlaid" if run.overlay else ""),
         "overlay": bool(run.overlay),
         "work_tree_deleted": run.work_tree_deleted,
+        "seen_whole": bool(run.tree_complete),  # what `complete` says apart from the entries not kept
         "complete": run.tree_complete
         and listed <= ENTRY_CAP
         and all(e.get("kept", True) or e.get("leftover") for e in entries.values()),
@@ -151,17 +165,39 @@ def _readlink_at(root: Path, rel: str) -> str:
 
 
 # ---- putting a tree back ---------------------------------------------------------------------
-def missing_for_grading(doc: dict[str, Any]) -> str | None:
-    """Why the kept tree is not the run's whole final tree (what grading needs of it), or None."""
+def missing_paths(doc: dict[str, Any]) -> str | None:
+    """Why the kept tree does not say which paths the run changed, or None: then what reads only
+    that (paths, effects) can be graded again, even when some entry's content was not kept."""
     if doc.get("overlay"):
         return "the run had a bundle overlaid on its work tree, which the record does not keep"
     if doc.get("not_listed"):
         return f"{doc['not_listed']} changed path(s) were not listed (over {ENTRY_CAP})"
-    lost = [p for p, e in doc.get("entries", {}).items() if e.get("kept") is False and not e.get("leftover")]
+    # a record from before `seen_whole` says only `complete`, which a lost entry also clears
+    if doc.get("seen_whole", doc.get("complete")) is False:
+        return "the harness did not see the whole work tree when the run ended"
+    return None
+
+
+def lost_entries(doc: dict[str, Any]) -> list[str]:
+    """The listed paths whose final content the record does not hold as the agent left it: not
+    kept (a FIFO, a file over a cap) or kept redacted (a secret replaced in it)."""
+    return [
+        p
+        for p, e in doc.get("entries", {}).items()
+        if (e.get("kept") is False or e.get("redacted")) and not e.get("leftover")
+    ]
+
+
+def missing_for_grading(doc: dict[str, Any]) -> str | None:
+    """Why the kept tree is not the run's whole final tree (what grading needs of it), or None."""
+    if why := missing_paths(doc):
+        return why
+    lost = lost_entries(doc)
     if lost:
         e = doc["entries"][lost[0]]
         more = f" (+{len(lost) - 1} more)" if len(lost) > 1 else ""
-        return f"{lost[0]} was not kept: {e.get('why')}{more}"
+        what = "is not the agent's file" if e.get("kept") is not False else "was not kept"
+        return f"{lost[0]} {what}: {e.get('why')}{more}"
     if doc.get("complete") is False:
         return "the harness did not see the whole work tree when the run ended"
     return None

@@ -166,7 +166,6 @@ class TaskRunner:
                 limits=dict(self.settings.grade_limits) or None,  # graded code's own, never the agent's
                 cache_dir=self.grading_cache,
             )
-            self._grader.note_tasks(self.specs.values())  # before any run: grading refuses a task changed since
         return self._grader
 
     def sandbox_mounts(self) -> list[tuple[str, str]]:
@@ -245,8 +244,8 @@ class TaskRunner:
 
         meta = rp.task_meta(spec, self.task_digest(spec), task_grading_id(spec))
         # The one place where run data leaves for the record: keep the session's secrets out.
-        passed = set(settings.env_allowlist) | set(self.adapter.env_allowlist)
-        found = rp.session_secrets(os.environ, passed, self.host_secrets(), getattr(settings.overlay, "secrets", ()))
+        given = set(self.settings.env)  # --agent-env: values the user gives the agent, never recorded
+        found = rp.session_secrets(os.environ, given, self.host_secrets(), getattr(settings.overlay, "secrets", ()))
         return rp.run_payload(spec.id, rep, meta, result, found)
 
     def run_settings(self):

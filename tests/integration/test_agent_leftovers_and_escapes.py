@@ -156,7 +156,8 @@ def test_writes_into_decoy_subdirectories_named_like_run_dirs_are_seen(tmp_path)
 
 def test_short_secrets_are_scrubbed_under_no_isolation(tmp_path, monkeypatch):
     monkeypatch.setenv("DB_PASS", "hunter2-Xq9")
-    monkeypatch.setenv("SOMETHING_ELSE", "s3cr3t-pg-77")
+    monkeypatch.setenv("SOMETHING_ELSE", "xoxb-s3cr3t-pg-77")  # a Slack token's shape, whatever its name
+    monkeypatch.setenv("ORDINARY_VALUE", "pull_request")  # no secret: kept as it is
     proc = session(
         tmp_path,
         """
@@ -169,7 +170,8 @@ def test_short_secrets_are_scrubbed_under_no_isolation(tmp_path, monkeypatch):
     )
     assert proc.returncode == 0, proc.stdout
     # the dump was recorded (so the scan below reads it), its values scrubbed
-    assert b"SOMETHING_ELSE=[REDACTED]" in next((tmp_path / "run" / "raw").rglob("stdout.txt")).read_bytes()
+    stdout = next((tmp_path / "run" / "raw").rglob("stdout.txt")).read_bytes()
+    assert b"SOMETHING_ELSE=[REDACTED]" in stdout and b"ORDINARY_VALUE=pull_request" in stdout
     for path in (tmp_path / "run").rglob("*"):
         if path.is_file():
             data = path.read_bytes()
