@@ -20,6 +20,7 @@ from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (  # the sampling envelope a product CLI cannot report, the field groups
     CLIENT_FIELDS,
     ENVELOPE_FIELDS,
+    GATEWAY_FIELDS,
     IDENTITY_FIELDS,
     MODEL_FIELDS,
 )
@@ -317,13 +318,24 @@ class CommandAdapter(AgentAdapter):
 
     name = "cmd"
     model_in_events = True
-    #: a command is a black box: what model, options, tools and version it uses is only
-    #: known to its operator (--agent-declare) or to itself (--agent-describe-cmd)
+    #: a command is a black box: what options, tools and version it uses is only known to its
+    #: operator (--agent-declare) or to itself (--agent-describe-cmd). Its model traffic is not:
+    #: through the harness's model gateway the harness sees the model asked for, the endpoint and
+    #: the model that answered (GATEWAY_FIELDS), so no word that accepts the unobservable hides them
     unobservable = tuple(
         f
         for f in IDENTITY_FIELDS
-        if f in MODEL_FIELDS | CLIENT_FIELDS | {*ENVELOPE_FIELDS, "permission_mode", "sandbox", "built_in_tools"}
+        if f
+        in (MODEL_FIELDS - GATEWAY_FIELDS)
+        | CLIENT_FIELDS
+        | {*ENVELOPE_FIELDS, "permission_mode", "sandbox", "built_in_tools"}
     )
+    #: of those, what neither the harness nor any gateway can see of a black box (its sampling
+    #: envelope, model options, permission and sandbox settings, tools, update setting): accepted
+    #: by default, as a preset's unreportable fields are; its version is not (it identifies it)
+    unreportable = tuple(f for f in unobservable if f != "cli_version")
+    #: reported at run time by the harness's model gateway, compared on the finished run
+    run_reported = ("model_id", "model_endpoint")
 
     def __init__(self, command: str):
         try:

@@ -66,27 +66,47 @@ def rebaseline_command(argv: list[str]) -> str:
     return "pytest " + " ".join(shlex.quote(a) for a in out + ["--agent-record", "runs/<new-baseline>"])
 
 
-def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
+def unobserved_hint(
+    fields: list[str], declare_path: Path | None, unobservable: list[str] | tuple[str, ...] | None = None
+) -> list[str]:
     """The exact declare file, ini snippet and flags that would make the comparison possible.
 
-    Both sides hold the same unknown: a new recording helps only where the agent
-    itself can start reporting the value (the model that answered, under the
-    generic protocol); otherwise only the operator can vouch for it or accept it.
-    Declarable fields go in a declare file; the rest can only be accepted. Every
-    form printed here is tested to make the refusal go away (tests/integration/test_gate.py).
+    Both sides hold the same unknown: a new recording helps only where the harness can start
+    seeing the value (the model traffic, through its model gateway) or the agent can start
+    reporting it (the model that answered, under the generic protocol); otherwise only the
+    operator can vouch for it or accept it. Declarable fields go in a declare file; the rest can
+    only be accepted. Only what cannot be observed for this agent is offered for acceptance
+    (`unobservable`: the adapter's list): a model field the gateway could see is explained
+    instead, and no one word that accepts a whole group is suggested, since it would hide a
+    model swap the harness can see. Every form printed here is tested to make the refusal go
+    away (tests/integration/test_gate.py).
     """
-    from pytest_agentdrift.vocabulary import DECLARABLE_FIELDS, DEFAULT_ACCEPT_UNOBSERVED, ENVELOPE_FIELDS
+    from pytest_agentdrift.vocabulary import (
+        DECLARABLE_FIELDS,
+        DEFAULT_ACCEPT_UNOBSERVED,
+        ENVELOPE_FIELDS,
+        GATEWAY_FIELDS,
+    )
 
+    observable = [f for f in fields if f in GATEWAY_FIELDS and f not in (unobservable or ())]
+    # the operator may still vouch for an observable field (a declaration an observation contradicts
+    # is an error), but accepting it as unknowable is never offered
     declarable = [f for f in fields if f in DECLARABLE_FIELDS]
-    lines = [
-        f"unobserved on both sides: {', '.join(fields)}. The harness cannot see these values itself; "
-        "only you (or, for the model that answered, the agent) can supply them."
-    ]
-    if "model_stamp" in fields:
+    fields = [f for f in fields if f not in observable]
+    lines = []
+    if observable:
         lines.append(
-            "model_stamp is the model that answered: a --agent-cmd agent reports it as `model` on the `usage` "
-            'events it appends to $AGENTDRIFT_EVENTS (docs/agents.md, "The model that answered"); record a new '
-            "baseline with an agent that does, or accept its absence below."
+            f"observable by the harness, unobserved on both sides: {', '.join(observable)}. The harness reads the "
+            "model asked for, the endpoint and the model that answered from the agent's model traffic when it "
+            "reaches its model API through a base URL the harness knows (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, "
+            "GOOGLE_GEMINI_BASE_URL) on a host it may reach (--agent-allow-host HOST:PORT): record a new baseline "
+            'that way (docs/agents.md, "The model traffic the harness observes"). An agent may also report the '
+            "model that answered as `model` on the `usage` events it appends to $AGENTDRIFT_EVENTS."
+        )
+    if fields:
+        lines.append(
+            f"unobserved on both sides: {', '.join(fields)}. The harness cannot see these values itself; "
+            "only you can supply them."
         )
     if declarable:
         target = declare_path or Path("agent-declare.toml")
@@ -103,6 +123,8 @@ def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
         rest = [f for f in rest if f not in ENVELOPE_FIELDS]
     # the ini adds to the defaults (as the command line does): the snippet names only what is missing
     tokens = list(dict.fromkeys(t for t in (*groups, *rest) if t not in DEFAULT_ACCEPT_UNOBSERVED))
+    if not tokens:
+        return lines
     lines.append(("or " if declarable else "") + "accept them as unknowable, in pytest.ini:")
     lines += ["    [pytest]", "    agent_accept_unobserved ="]
     lines += [f"        {t}" for t in tokens]
@@ -112,7 +134,6 @@ def unobserved_hint(fields: list[str], declare_path: Path | None) -> list[str]:
         + "])"
     )
     lines.append("  (or on the command line: " + " ".join(f"--agent-accept-unobserved {t}" for t in tokens) + ")")
-    lines.append("  (`unobservable` accepts every field the agent's adapter cannot observe, in one word)")
     return lines
 
 

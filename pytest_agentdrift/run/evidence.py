@@ -89,6 +89,10 @@ class RunEvidence:
     #: the agent ended on its own with a non-zero status and no final report: its exit code and
     #: the last lines of its stderr (the traceback's end, the provider's error)
     crash: dict[str, Any] | None = None
+    #: each model call the harness's gateway forwarded (run/modelgateway.py), and what they add up
+    #: to (agents/modelcalls.summarise, with the agent's own word beside it); None: no gateway
+    model_calls: list[dict[str, Any]] = field(default_factory=list)
+    model_traffic: dict[str, Any] | None = None
 
     @property
     def tree_complete(self) -> bool:
@@ -174,6 +178,8 @@ class RunEvidence:
             "overlay": self.overlay,
             "harness_errors": self.harness_errors,
             "crash": self.crash,
+            "model_traffic": self.model_traffic,
+            "model_calls": cap("model_calls", self.model_calls),
         }
 
 
@@ -229,9 +235,10 @@ class NetworkSeen:
     proxy_events: list[dict[str, Any]]
     dns: list[dict[str, Any]]
     policy: dict[str, Any] | None  # the proxy's allow-list and whether the sandbox enforced it
+    gateway: Any = None  # run/modelgateway.ModelGateway: the model calls it forwarded; None: none ran
 
     @classmethod
-    def gather(cls, guard: Any, proxy: Any, settings: RunSettings) -> NetworkSeen:
+    def gather(cls, guard: Any, proxy: Any, settings: RunSettings, gateway: Any = None) -> NetworkSeen:
         if guard.net is not None and guard.net.proxy is not None:
             proxy = guard.net.proxy
         proxy_events = guard.net.proxy_events if guard.net is not None else (proxy.events if proxy else [])
@@ -239,7 +246,11 @@ class NetworkSeen:
         if proxy is not None and proxy.allowlist.entries:
             policy = {**proxy.describe(), "enforced": enforces_network(settings.isolation.mode)}
         dns = guard.net.dns_events if guard.net is not None else []
-        return cls(proxy, proxy_events, dns, policy)
+        return cls(proxy, proxy_events, dns, policy, gateway)
+
+    @property
+    def model_calls(self) -> list[dict[str, Any]]:
+        return [dict(c) for c in self.gateway.calls] if self.gateway is not None else []
 
     @property
     def api_requests(self) -> list[dict[str, Any]]:

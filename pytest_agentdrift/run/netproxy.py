@@ -165,8 +165,12 @@ class RecordingProxy:
         connect_timeout: float = 10.0,
         idle_timeout: float = 120.0,
         stop_timeout: float = 5.0,
+        covered: Iterable[tuple[str, int]] = (),
     ):
         self.allowlist = Allowlist(allow, default_ports)
+        #: (host, port) the harness's model gateway covers (run/modelgateway.py): a tunnel to one
+        #: would carry model calls the harness cannot see, so it is refused
+        self.covered = frozenset((normalise_host(h), p) for h, p in covered)
         if unix_path is None and not _is_loopback(host):
             raise ValueError(
                 f"proxy host {host!r} is not a loopback address: the proxy must never listen beyond this machine"
@@ -375,6 +379,12 @@ class RecordingProxy:
         if host is None or port is None or not valid_host(host):
             self._record(target[:200], 0, False, method=method, reason="unreadable CONNECT target")
             _reply(client, 400, "Bad Request")
+            return None
+        if (host, port) in self.covered:
+            self._record(
+                host, port, False, method=method, reason="covered by the harness's model gateway (use the base URL)"
+            )
+            _reply(client, 403, "Forbidden")
             return None
         if not self.allowlist.allows(host, port):
             self._record(host, port, False, method=method, reason="not in allowlist")

@@ -242,9 +242,11 @@ class AttributingProxy(RecordingProxy):
 class NetObserver:
     """The DNS stub and the proxy of one run, bound in the sandbox's namespace."""
 
-    def __init__(self, allow: Iterable[str], log_path: Path | None):
+    def __init__(self, allow: Iterable[str], log_path: Path | None, gateway: Any = None):
         self.allow = list(allow)
         self.log_path = log_path
+        #: the run's model gateway (run/modelgateway.ModelGateway), served on GATEWAY_PORT onwards
+        self.gateway = gateway
         self.dns_events: list[dict[str, Any]] = []
         self.dropped = 0
         self.proxy: AttributingProxy | None = None
@@ -253,8 +255,17 @@ class NetObserver:
 
     def start(self, ns_pid: int, candidates: Callable[[], Iterable[int]] | None = None) -> dict[str, str]:
         """Bind and serve; returns the proxy variables for the agent's environment."""
-        udp, tcp, proxy_sock = bind_in_netns(
-            ns_pid, [(socket.SOCK_DGRAM, DNS_PORT), (socket.SOCK_STREAM, DNS_PORT), (socket.SOCK_STREAM, PROXY_PORT)]
+        from pytest_agentdrift.run.modelgateway import GATEWAY_PORT, covered
+
+        routes = self.gateway.routes if self.gateway is not None else []
+        udp, tcp, proxy_sock, *gateway_socks = bind_in_netns(
+            ns_pid,
+            [
+                (socket.SOCK_DGRAM, DNS_PORT),
+                (socket.SOCK_STREAM, DNS_PORT),
+                (socket.SOCK_STREAM, PROXY_PORT),
+                *((socket.SOCK_STREAM, GATEWAY_PORT + i) for i in range(len(routes))),
+            ],
         )
         cands = candidates or (lambda: pids_in_netns(ns_pid))
 
@@ -265,7 +276,11 @@ class NetObserver:
                 return None
 
         self.dns = DnsStub(udp, tcp, self._record_dns, attribute).start()
-        self.proxy = AttributingProxy(self.allow, proxy_sock, attribute, events_path=self.log_path).start()
+        self.proxy = AttributingProxy(
+            self.allow, proxy_sock, attribute, events_path=self.log_path, covered=covered(routes)
+        ).start()
+        if self.gateway is not None:
+            self.gateway.serve(gateway_socks)
         return proxy_env(f"127.0.0.1:{PROXY_PORT}")
 
     def _record_dns(self, event: dict[str, Any]) -> None:
@@ -283,6 +298,8 @@ class NetObserver:
             self.dns.stop()
         if self.proxy is not None:
             self.proxy.stop()
+        if self.gateway is not None:
+            self.gateway.stop()
 
     @property
     def proxy_events(self) -> list[dict[str, Any]]:

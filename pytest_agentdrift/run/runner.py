@@ -252,6 +252,7 @@ class LaunchResult:
     hook_events: list[dict[str, Any]]  # the network log of the harness's Python hook
     hook_problems: list[str]
     side_files: dict[str, bytes | None]  # the product's side outputs as written
+    gateway: Any = None  # the run's model gateway (run/modelgateway.ModelGateway), else None
 
 
 def _launch(
@@ -265,14 +266,17 @@ def _launch(
     """Run the agent in its sandbox; whatever happens, stop the observers and take the side outputs."""
     dirs, guard, canary = prepared.dirs, launch.guard, prepared.canary
     monitor = GuardedMonitor(settings.monitor(adapter, dirs.harness), errors) if settings.monitor is not None else None
-    netrx = proxy = canary_fd = None
+    netrx = proxy = canary_fd = gateway = None
     try:
         netrx = netlog.NetlogReceiver(launch.observers).start()
+        gateway, gateway_env, relays = _start_gateway(adapter, settings, guard, launch.observers, dirs.box)
         if guard.observe_network:  # the proxy is bound in the sandbox's own namespace (netwatch.py)
             proxy_env, wrap = netwatch_env(), None
         else:
-            proxy, proxy_env, wrap = _start_proxy(adapter, settings, launch.observers)
-        env = _private_env(settings, adapter, dirs.box, {**proxy_env, **_protocol_env(spec, prepared, netrx.path)})
+            proxy, proxy_env, wrap = _start_proxy(adapter, settings, launch.observers, gateway, relays)
+        env = _private_env(
+            settings, adapter, dirs.box, {**proxy_env, **_protocol_env(spec, prepared, netrx.path), **gateway_env}
+        )
         plan = None
         if settings.isolation.mode == "bwrap":
             canary_fd = canary_mod.data_fd(canary)
@@ -302,10 +306,12 @@ def _launch(
         if proxy is not None:
             proxy.stop()
         guard.close()
+        if gateway is not None:
+            gateway.stop()
         hook_events, hook_problems = netrx.stop() if netrx is not None else ([], [])
         fdtree.rmtree(launch.observers)
         side_files = _side_outputs(adapter, launch.scratch, errors)
-    return LaunchResult(proc, env, proxy, hook_events, hook_problems, side_files)
+    return LaunchResult(proc, env, proxy, hook_events, hook_problems, side_files, gateway)
 
 
 class GuardedMonitor:
@@ -377,19 +383,56 @@ def _protocol_env(spec: TaskSpec, prepared: PreparedRun, netlog_path: Path) -> d
 PROXY_PORT = 3128
 
 
-def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
+def _start_gateway(
+    adapter: AgentAdapter, settings: RunSettings, guard: Any, harness: Path, box: Path
+) -> tuple[Any, dict[str, str], list[str]]:
+    """The run's model gateway (run/modelgateway.py) for each base-URL variable whose endpoint the
+    run may reach: (gateway or None, the variables pointing the agent at it, the `PORT=SOCK`
+    relays the sandbox's forwarder adds). In the sandbox's own namespace it is served by the
+    network observer; behind the forwarder on Unix sockets; else on the host's loopback."""
+    from pytest_agentdrift.run import modelgateway as mg
+    from pytest_agentdrift.run.netproxy import Allowlist
+
+    allow = network_allowlist(adapter, settings.allow_hosts)
+    if not allow:
+        return None, {}, []
+    # the base URLs the agent's environment names, else the host's (the agent is given the
+    # gateway's address, never the host's value), and the CA files either was told to trust
+    base_env = {**mg.host_base_urls(os.environ), **_private_env(settings, adapter, box, {})}
+    routes = mg.plan_routes(base_env, Allowlist(allow).allows)
+    if not routes:
+        return None, {}, []
+    gateway = mg.ModelGateway(routes, {**os.environ, **base_env})
+    relays: list[str] = []
+    fixed = [f"127.0.0.1:{mg.GATEWAY_PORT + i}" for i in range(len(routes))]
+    if guard.observe_network:
+        guard.gateway, addresses = gateway, fixed
+    elif enforces_network(settings.isolation.mode):
+        paths = gateway.start_unix(harness)
+        relays, addresses = [f"{mg.GATEWAY_PORT + i}={p}" for i, p in enumerate(paths)], fixed
+    else:
+        addresses = gateway.start_local()
+    return gateway, mg.agent_env(routes, addresses), relays
+
+
+def _start_proxy(
+    adapter: AgentAdapter, settings: RunSettings, harness: Path, gateway: Any = None, relays: list[str] | None = None
+):
     """Start the recording proxy for an agent that needs an API (a product's own, or hosts
     --agent-allow-host names, for any agent); else None.
 
-    `harness` is the run's harness-only observer directory (read-only in the sandbox)."""
+    `harness` is the run's harness-only observer directory (read-only in the sandbox); a tunnel
+    to an endpoint `gateway` covers is refused, and `relays` are its ports for the forwarder."""
     allow = network_allowlist(adapter, settings.allow_hosts)
     if not allow:
         return None, {}, None
+    from pytest_agentdrift.run.modelgateway import covered
     from pytest_agentdrift.run.netproxy import RecordingProxy
 
+    gone = covered(gateway.routes) if gateway is not None else ()
     if enforces_network(settings.isolation.mode):
         sock = harness / "proxy.sock"
-        proxy = RecordingProxy(allow, unix_path=sock).start()
+        proxy = RecordingProxy(allow, unix_path=sock, covered=gone).start()
         addr = f"127.0.0.1:{PROXY_PORT}"
         wrap = [
             sys.executable,
@@ -399,10 +442,11 @@ def _start_proxy(adapter: AgentAdapter, settings: RunSettings, harness: Path):
             str(PROXY_PORT),
             "--unix",
             str(sock),
+            *(arg for relay in relays or () for arg in ("--relay", relay)),
             "--",
         ]
     else:
-        proxy = RecordingProxy(allow).start()
+        proxy = RecordingProxy(allow, covered=gone).start()
         host, port = proxy.address
         addr = f"{host}:{port}"
         wrap = None
@@ -482,13 +526,15 @@ def _observe(
     dirs, proc, canary = prepared.dirs, launched.proc, prepared.canary
     # the canary first, before the harness itself reads anything near it
     atime_works, cred, cred_how = _canary_seen(canary, dirs.base, errors)
-    network = NetworkSeen.gather(launch.guard, launched.proxy, settings)
+    network = NetworkSeen.gather(launch.guard, launched.proxy, settings, launched.gateway)
+    model_calls = network.model_calls
     tree = treeseen.work_tree_seen(spec, adapter, settings, prepared, errors)
     mutations = treeseen.git_mutations(spec, settings, prepared, tree, errors)
     writes_outside, outside_report = treeseen.outside_evidence(prepared, launch.guard, errors)
     # what the harness saw the agent do: a program that exited before any of it never started
-    acted = bool(network.api_requests or tree.diff or writes_outside or mutations)
+    acted = bool(network.api_requests or model_calls or tree.diff or writes_outside or mutations)
     word = _agent_word(adapter, dirs, launched, network, acted, errors)
+    traffic = errors.stage("evidence", lambda: _model_traffic(launched.gateway, model_calls, word), None)
     cred = errors.stage("evidence", lambda: agentword.token_search(word, tree, proc, canary.token) or cred, cred)
     return RunEvidence(
         task_id=spec.id,
@@ -517,6 +563,8 @@ def _observe(
         **_guard_fields(launch.guard),
         harness_budget=treeseen.harness_budget(tree, outside_report),
         harness_errors=list(errors),
+        model_calls=model_calls,
+        model_traffic=traffic,
     )
 
 
@@ -539,6 +587,18 @@ def _agent_word(
     # the agent's own word that its provider failed, beside what the harness saw fail (agents/infra.py)
     word.infra_error = infra_mod.corroborate(word.infra_error, [*network.proxy_events, *network.dns])
     return word
+
+
+def _model_traffic(gateway: Any, calls: list[dict[str, Any]], word: AgentWord) -> dict[str, Any] | None:
+    """What the run's model gateway saw, made the run's model evidence (run/modelgateway.py
+    `observed`): it fills the model stamp, tokens and identity facts and names a provider error
+    the run ended on; the agent's own word is kept beside it as a second witness."""
+    if gateway is None:
+        return None
+    from pytest_agentdrift.run.modelgateway import observed
+
+    traffic, word.infra_error = observed(gateway, calls, word.output, word.infra_error)
+    return traffic
 
 
 def _isolation(settings: RunSettings, dirs: RunDirs, launch: LaunchPlan, launched: LaunchResult) -> dict[str, Any]:

@@ -113,7 +113,8 @@ def check_baseline(config, info, comparison) -> list[str] | None:
         hint = regrade_hint(cmp, str(info.settings.baseline))  # this session is the newer arm
         lines += [hint] if hint else []
         if both_unknown:
-            lines += unobserved_hint(both_unknown, info.settings.declare)
+            unobservable = (info.manifest or {}).get("evidence", {}).get("unobservable_fields")
+            lines += unobserved_hint(both_unknown, info.settings.declare, unobservable)
         return lines
     comparison.lines = accepted.lines() + render_refusal(cmp)
     return None

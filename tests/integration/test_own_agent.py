@@ -326,8 +326,10 @@ def test_a_baseline_outside_the_project_compares_with_the_same_agent(pytester, t
     agent_script(pytester.path / "my_agent" / "main.py", "report('complete', summary='nothing to do')\n")
     make_task(pytester.path, "S01")
     elsewhere = tmp_path_factory.mktemp("elsewhere") / "base"
-    # a command agent's model and options are its own: accepted as unobservable, as its operator would
-    cmd = ["--agent-cmd", "python3 my_agent/main.py", "--agent-accept-unobserved", "unobservable"]
+    # this command agent calls no model: its model fields stay unobserved and are accepted by name
+    # (no group word accepts what the harness's model gateway can see)
+    cmd = ["--agent-cmd", "python3 my_agent/main.py"]
+    cmd += [f"--agent-accept-unobserved={f}" for f in ("model_id", "model_endpoint", "model_stamp")]
     first = _session(pytester, *cmd, "--agent-record", str(elsewhere))
     assert first.ret == 0, first.stdout.str()[-2000:]
     # the baseline's path as its own argument: pytest takes it for a path when it looks for its rootdir

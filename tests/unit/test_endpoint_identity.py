@@ -185,12 +185,18 @@ def test_an_option_wins_over_what_the_product_reports(tmp_path):
     assert done["evidence"]["post_run"]["model_id"] == {"reported": ["claude-opus-5-5"], "kept": "opus"}
 
 
-def test_a_command_agents_endpoint_is_unobservable_not_accepted_by_default(tmp_path):
+def test_a_command_agents_endpoint_is_observed_at_run_time_never_accepted_as_unobservable(tmp_path):
+    """The harness's model gateway sees a command agent's endpoint, the model it asks for and the
+    model that answered: none of them is in a group that accepts the unobservable, so no word hides
+    a model swap; what a black box never shows (its envelope, options, tools) is accepted by default."""
     from pytest_agentdrift.agents.base import CommandAdapter
 
     m = manifest_for(CommandAdapter("python agent.py"), tmp_path)
     assert m["identity"]["model_endpoint"] == UNOBSERVED
-    assert "model_endpoint" in m["evidence"]["unobservable_fields"]
+    assert {"model_id", "model_endpoint"} <= set(m["evidence"]["run_reported_fields"])
+    assert not {"model_id", "model_endpoint", "model_stamp"} & set(m["evidence"]["unobservable_fields"])
     accepted = resolve_for(accept_tokens(None, None), m, m)
-    assert "model_endpoint" not in accepted.fields and accepted.groups["unreportable"] == []
-    assert not any("unreportable" in line for line in accepted.lines())
+    assert not {"model_id", "model_endpoint", "model_stamp"} & set(accepted.fields)
+    assert "temperature" in accepted.groups["unreportable"] and "cli_version" not in accepted.groups["unreportable"]
+    everything = resolve_for(["unobservable", "unreportable"], m, m)
+    assert not {"model_id", "model_endpoint", "model_stamp"} & set(everything.fields)

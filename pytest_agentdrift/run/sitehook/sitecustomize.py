@@ -16,8 +16,13 @@ import sys
 import threading
 
 _LOG = os.environ.get("AGENTDRIFT_NETLOG")
-# the harness's own relay to its recording proxy is not an attempt of the agent's
-_PROXY = os.environ.get("AGENTDRIFT_PROXY_ADDR", "")
+# the harness's own relay to its recording proxy, and its model gateways (whose calls it records
+# itself), are not attempts of the agent's
+_HARNESS = {
+    a
+    for a in [os.environ.get("AGENTDRIFT_PROXY_ADDR", ""), *os.environ.get("AGENTDRIFT_GATEWAY_ADDRS", "").split(",")]
+    if a
+}
 _busy = threading.local()
 
 
@@ -42,7 +47,7 @@ def _hook(event, args):
             host, port = str(addr[0]), addr[1] if len(addr) > 1 else None
         else:
             host, port = str(args[0]), args[1]
-        if _PROXY and f"{host}:{port}" == _PROXY:
+        if f"{host}:{port}" in _HARNESS:
             return
         _send({"type": "network_attempt", "host": host, "port": port, "via": event})
     except Exception:
