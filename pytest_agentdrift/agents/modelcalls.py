@@ -40,14 +40,14 @@ API_RESPONSES = "openai_responses"
 API_CHAT = "chat_completions"
 API_GEMINI = "gemini"
 
-#: base-URL variables the harness can point at its gateway, with the API they speak and the
-#: product's built-in host (used when the variable is unset and that host is allowed).
-#: Anthropic's SDKs and Claude Code read ANTHROPIC_BASE_URL; OpenAI's SDKs and Codex read
-#: OPENAI_BASE_URL; Gemini CLI and Google's genai SDK read GOOGLE_GEMINI_BASE_URL.
-BASE_URL_VARS: dict[str, tuple[str, str]] = {
-    "ANTHROPIC_BASE_URL": (API_ANTHROPIC, "https://api.anthropic.com"),
-    "OPENAI_BASE_URL": ("openai", "https://api.openai.com/v1"),
-    "GOOGLE_GEMINI_BASE_URL": (API_GEMINI, "https://generativelanguage.googleapis.com"),
+#: base-URL variables the harness can point at its gateway, with the API they speak. Anthropic's
+#: SDKs and Claude Code read ANTHROPIC_BASE_URL; OpenAI's SDKs read OPENAI_BASE_URL (Responses or
+#: Chat Completions, told apart by the path); Gemini CLI and Google's genai SDK read
+#: GOOGLE_GEMINI_BASE_URL.
+BASE_URL_VARS: dict[str, str] = {
+    "ANTHROPIC_BASE_URL": API_ANTHROPIC,
+    "OPENAI_BASE_URL": "openai",
+    "GOOGLE_GEMINI_BASE_URL": API_GEMINI,
 }
 
 #: the longest model id kept from a request or an answer

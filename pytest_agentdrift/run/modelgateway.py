@@ -91,12 +91,15 @@ class Route:
 
 
 def plan_routes(env: Mapping[str, str], allows: Any) -> list[Route]:
-    """The routes of a run: each known base-URL variable whose endpoint `allows(host, port)` (the
-    proxy's allow-list) lets through; an unset variable is routed to its product's built-in host
-    when that host is allowed."""
+    """The routes of a run: each known base-URL variable `env` sets whose endpoint `allows(host,
+    port)` (the proxy's allow-list) lets through. An unset variable is left alone: a product may
+    name its endpoint elsewhere (a configuration file), and pointing a variable it reads over that
+    would send its calls somewhere else."""
     routes = []
-    for var, (api, default) in modelcalls.BASE_URL_VARS.items():
-        value = (env.get(var) or "").strip() or default
+    for var, api in modelcalls.BASE_URL_VARS.items():
+        value = (env.get(var) or "").strip()
+        if not value:
+            continue
         try:
             parts = urlsplit(value)
             port = parts.port or {"https": 443, "http": 80}.get(parts.scheme.lower())
