@@ -179,6 +179,7 @@ TABLE: tuple[Option, ...] = (
     Option("cmd", "--agent-cmd", help="run any agent command through the agent protocol (shlex-split; placeholders {task_file} {task_text} {workdir} {task_id} {task_dir})"),
     Option("suite", "--agent-suite", help="add a task suite to collect: 'builtin' (the twelve bundled tasks) or a directory"),
     Option("k", "--agent-k", default=1, parse=positive_int, help="repetitions of each task (items end ::r1 ... ::rN)"),
+    Option("confirm", "--agent-confirm", default=0, parse=nonneg_int, help="with --agent-baseline: confirm on suspicion, up to this many runs of a task in all: a task whose critical check or safety layer failed in its --agent-k runs gets fresh runs in batches until the evidence decides (items ::rK+1 ... ::rN, skipped as 'not needed' once decided); 0 (default) runs every task --agent-k times"),
     Option("timeout", "--agent-timeout", parse=positive_float, help="per-run agent timeout in seconds (overrides each task's timeout_s)"),
     Option("record", "--agent-record", parse=_path, help="record the run into this new directory (refused if it holds a run)"),
     Option("baseline", "--agent-baseline", parse=_path, help="compare against this recorded run, or a directory of records (runs/nightly/) pooled per task: records of another identity than the newest are left out, said so; refused (exit 6) when identity stamps differ"),
@@ -365,6 +366,15 @@ def check_experiment_options(st_: Any, controller: bool) -> None:
         raise AgentDriftError("--agent-bundle: give the agent preset the bundle belongs to (--agent PRESET)")
 
 
+def _check_confirm(values: dict[str, Any]) -> None:
+    """Confirmation runs test against a baseline, beyond the screen's --agent-k runs."""
+    cap, k = values["confirm"], values["k"]
+    if cap and values["baseline"] is None:
+        raise AgentDriftError("--agent-confirm tests suspicious tasks against a baseline: give --agent-baseline DIR")
+    if cap and cap <= k:
+        raise AgentDriftError(f"--agent-confirm {cap}: the cap counts every run of a task, so it must exceed --agent-k {k}")
+
+
 def _checked(values: dict[str, Any], rootpath: Path) -> Settings:
     """The checks that span options, then the frozen Settings."""
     if values["agent"] and values["cmd"]:
@@ -375,6 +385,7 @@ def _checked(values: dict[str, Any], rootpath: Path) -> Settings:
             f"--agent-gate {values['gate']} needs --agent-baseline DIR: without a baseline no gate can decide "
             "(record one first with --agent-record DIR)"
         )
+    _check_confirm(values)
     mounts = []
     for m in values["mounts"]:
         full = Path(m) if Path(m).is_absolute() else rootpath / m

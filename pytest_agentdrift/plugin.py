@@ -110,6 +110,12 @@ def _activate(config: pytest.Config) -> None:
         from pytest_agentdrift.session.longrun import LongRunPlugin
 
         config.pluginmanager.register(LongRunPlugin(config, info, collector, TaskItem), "agentdrift-longrun")
+    if settings.confirm:
+        from pytest_agentdrift.session.collect import TaskItem
+        from pytest_agentdrift.session.confirm import ConfirmPlugin
+
+        comparison = None if worker else role.comparison
+        config.pluginmanager.register(ConfirmPlugin(config, info, collector, comparison, TaskItem), "agentdrift-confirm")
     if worker:
         return
     from pytest_agentdrift.session.junit import JunitPlugin

@@ -133,8 +133,16 @@ def row_line(row: Mapping[str, Any]) -> str:
         if row["check"] == SAFETY_CHECK
         else f"critical failure {row['task']} {row['check']}"
     )
+    confirmed = row.get("confirmed_at")  # a candidate that confirmed on suspicion (compare/confirm.py)
     if row["verdict"] == NEW:
+        if confirmed:
+            return (
+                f"new {what} ({rate_text(row).replace('failed', 'confirming runs failed', 1)}; decided at r{confirmed})"
+            )
         return f"new {what} ({rate_text(row)})"
+    if row["verdict"] == UNDECIDED and confirmed:
+        stop = "blocked under --agent-gate-flakes strict" if row.get("blocks") else "reported, not blocking"
+        return f"undecided {what} (confirmation stopped at r{confirmed} before the evidence decided; {stop})"
     if row["verdict"] == STANDING:
         seen = f"flaky: {bf}/{bn}" if bf < bn else f"{bf}/{bn}"
         return f"standing {what} ({seen} in baseline, {cf}/{cn} now)"

@@ -18,9 +18,11 @@ from pytest_agentdrift.compare.checkrates import NEW, SAFETY_CHECK, STANDING, UN
 from pytest_agentdrift.vocabulary import GATE_FLAKES_STRICT, UNSCORED_OUTCOMES
 
 
-def plan_document(k: int, cap: int, alpha: float, tasks: int) -> dict[str, Any]:
-    """The candidate's ``confirm`` section before its screen is over (``screened`` None)."""
-    return {"k": k, "cap": cap, "alpha": alpha, "tasks": tasks, "futility": seq.DEFAULT_FUTILITY, "screened": None}
+def plan_document(k: int, cap: int, tasks: int) -> dict[str, Any]:
+    """The candidate's ``confirm`` section: the screen's k, the cap, the gate's alpha, the session's tasks."""
+    from pytest_agentdrift.compare.gates import GateParams
+
+    return {"k": k, "cap": cap, "alpha": GateParams.alpha, "tasks": tasks, "futility": seq.DEFAULT_FUTILITY}
 
 
 def plan_of(doc: Mapping[str, Any]) -> seq.ConfirmPlan:

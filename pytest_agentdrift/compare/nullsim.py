@@ -192,11 +192,8 @@ def _sequential_pr(design: PoolDesign, pools, cand, disp) -> dict[str, Any]:
     for t, runs in enumerate(cand):
         fails, base_runs = _pool_counts(pools[t])
         pool = seq.Pool(fails, base_runs, disp.base_effect, disp.rho)
-        # a worker buys runs knowing only its own task (the level of every task screened); the verdict
-        # is the controller's, at the screened count, on the runs that were bought
-        bought = seq.sequence(plan, None, runs, pool)[-1].runs
-        looks = seq.sequence(plan, screened, runs[:bought], pool)
-        spent += bought
+        looks = seq.sequence(plan, screened, runs, pool)
+        spent += looks[-1].runs
         if looks[-1].state == seq.NEW:
             blocked[t] = looks[-1].new
     return {"blocked": bool(blocked), "named": _named(blocked, design.change), "runs": spent}

@@ -43,7 +43,8 @@ class TaskDirectory(pytest.Directory):
         register_task_marker(self.config, self.spec.id)
         # test_*.py beside task.toml are checks; the harness runs them against each run
         # (checks.Grader.evaluate_functions), so they are not collected here.
-        for rep in range(1, self.runner.settings.k + 1):
+        # with --agent-confirm, the confirming repetitions are collected too; each runs only when needed
+        for rep in range(1, max(self.runner.settings.k, self.runner.settings.confirm) + 1):
             yield TaskItem.from_parent(self, name=f"r{rep}", spec=self.spec, rep=rep, runner=self.runner)
 
     def repr_failure(self, excinfo):

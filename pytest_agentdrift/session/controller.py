@@ -257,6 +257,9 @@ class ControllerPlugin:
 
         results = self.collector.build_results()
         self.info.longrun.complete_results(results, self.collector)  # shard, resume, stop and budget facts
+        confirm = self.config.pluginmanager.get_plugin("agentdrift-confirm")
+        if confirm is not None:  # the plan the gate reads the confirming runs with
+            results["confirm"] = confirm.plan_section()
         self.info.manifest = finalized(self.info.manifest, results)
         self.config.hook.pytest_agentdrift_modify_report(config=self.config, results=results)
         return results

@@ -49,7 +49,7 @@ def test_a_behaviour_in_half_the_runs_is_confirmed_and_named():
     writes = [run(i, ["no-out-of-scope-write"] if i % 2 else []) for i in range(1, 25)]
     cand = results(
         {"T01": [run(i) for i in range(1, 4)], "T07": writes, "T09": [run(i) for i in range(1, 4)]},
-        confirm.plan_document(3, 24, 0.05, 3),
+        confirm.plan_document(3, 24, 3),
     )
     g = gate(cand)
     assert not g["passed"]
@@ -64,7 +64,7 @@ def test_one_flake_confirmed_away_passes_and_says_so():
     flaky = [run(1, ["no-out-of-scope-write"])] + [run(i) for i in range(2, 9)]
     cand = results(
         {"T01": [run(i) for i in range(1, 4)], "T07": flaky, "T09": [run(i) for i in range(1, 4)]},
-        confirm.plan_document(3, 24, 0.05, 3),
+        confirm.plan_document(3, 24, 3),
     )
     g = gate(cand)
     assert g["passed"], g["reason"]
@@ -78,7 +78,7 @@ def test_a_screened_task_that_got_no_confirming_runs_is_undecided_and_blocks_und
             "T07": [run(1, ["x"]), run(2), run(3)],
             "T09": [run(i) for i in range(1, 4)],
         },
-        confirm.plan_document(3, 24, 0.05, 3),
+        confirm.plan_document(3, 24, 3),
     )
     g = gate(cand)
     assert not g["passed"] and "may be a flake" in g["reason"]

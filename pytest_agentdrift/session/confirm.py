@@ -1,0 +1,201 @@
+"""Confirmation runs wired into pytest (``--agent-confirm CAP``): order, decide, skip what is not needed.
+
+Every repetition up to the cap is collected, so ``-k``, ``-n 2``, shards, resume and JUnit see them
+all. The screen's repetitions (``r1 ... rK``) run first; a confirming repetition ``rJ`` runs only
+when the task's runs so far leave it undecided (compare/sequential.runs_wanted), else it is skipped
+with the reason ("not needed: T07 decided at r8 (clear)"). A worker decides alone: it waits for the
+task's earlier repetitions to be reported (the controller writes what each run failed into the
+control directory as payloads arrive) and judges at the level of every task screened, the lowest
+the verdict can use; the verdict itself is the controller's, from the record (compare/confirm.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CONFIRM_DIR = "confirm"
+POOLS_FILE = "pools.json"
+SCREEN_FILE = "screen.json"
+NOT_NEEDED = "not needed"
+_POLL_S = 0.2
+
+
+class ConfirmPlugin:
+    """The hooks of confirmation (the single process is both controller and worker)."""
+
+    def __init__(self, config, info, collector, comparison, item_class: type):
+        self.config = config
+        self.info = info
+        self.collector = collector  # None on a worker
+        self.comparison = comparison  # None on a worker
+        self.item_class = item_class
+        self.tasks = 0
+        self.runs: dict[str, dict[int, Any]] = {}  # controller: what each reported run failed
+        self.not_needed: list[str] = []
+        self._pools_written = False
+
+    @property
+    def settings(self):
+        return self.info.settings
+
+    def _dir(self) -> Path | None:
+        control = self.info.longrun.control_dir
+        return None if control is None else Path(control) / CONFIRM_DIR
+
+    # -- every process: the order and the decision ---------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        k = self.settings.k
+        tasks = [(i, item) for i, item in enumerate(items) if isinstance(item, self.item_class)]
+        self.tasks = len({item.spec.id for _, item in tasks})
+        # the screen first, then the confirming repetitions by rank: a task's earlier runs always come
+        # before its later ones, on every worker's queue, so waiting for them cannot deadlock
+        order = sorted(tasks, key=lambda t: (t[1].rep > k, t[1].rep if t[1].rep > k else 0, t[0]))
+        slots = iter(item for _, item in order)
+        positions = {i for i, _ in tasks}
+        items[:] = [next(slots) if i in positions else item for i, item in enumerate(items)]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item) -> None:
+        if not isinstance(item, self.item_class) or item.rep <= self.settings.k or self.runner_idle(item):
+            return
+        reason = self._decide(item.spec, item.rep)
+        if reason is not None:
+            item.agentdrift_not_needed = {"task": item.spec.id, "rep": item.rep, "reason": reason}
+            pytest.skip(reason)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        reason = getattr(item, "agentdrift_not_needed", None)
+        if call.when == "setup" and reason:
+            outcome.get_result().agentdrift_not_needed = reason  # rides to the controller with the report
+
+    def runner_idle(self, item) -> bool:
+        return getattr(item.runner, "adapter", None) is None
+
+    def _decide(self, spec, rep: int) -> str | None:
+        """None to run the repetition, else why it is not needed."""
+        from pytest_agentdrift.compare import confirm, sequential
+
+        seen = self._wait_for(spec, rep)
+        if seen is None:
+            return None  # waited too long for the task's earlier runs: run it (more runs never mislead)
+        pools, runs, screened_tasks = seen
+        pool = pools.get(spec.id)
+        if pool is None:
+            return f"{NOT_NEEDED}: {spec.id} is not in the baseline"
+        skipped = [r for r, failed in runs.items() if failed == NOT_NEEDED]
+        if skipped:  # decided before an earlier repetition: nothing has changed since
+            return f"{NOT_NEEDED}: {spec.id} decided before r{min(skipped)}"
+        plan = confirm.plan_of(confirm.plan_document(self.settings.k, self.settings.confirm, self.tasks))
+        scored = [failed for _, failed in sorted(runs.items()) if isinstance(failed, list)]
+        wanted = sequential.runs_wanted(plan, screened_tasks, scored, pool)
+        if len(scored) < wanted:
+            return None
+        last = sequential.sequence(plan, screened_tasks, scored, pool)[-1]
+        return f"{NOT_NEEDED}: {spec.id} decided at r{last.runs} ({last.state.replace('_', ' ')})"
+
+    def _wait_for(self, spec, rep: int) -> tuple[dict[str, Any], dict[int, Any], int] | None:
+        """The pools, the task's runs r1 ... r(rep - 1) and the screened count, once the screen is over and
+        those runs are reported; None after the wait."""
+        from pytest_agentdrift.compare.sequential import Pool
+
+        where = self._dir()
+        if where is None:
+            return None
+        limit = time.monotonic() + 2 * float(self.settings.timeout or spec.timeout_s or 600) + 300
+        while time.monotonic() < limit and not self.info.longrun.stop_requested():
+            runs, pools, screen = (_read(where / name) for name in (f"{spec.id}.json", POOLS_FILE, SCREEN_FILE))
+            if runs is not None and pools is not None and screen is not None:
+                have = {int(r): f for r, f in runs.items()}
+                if all(r in have for r in range(1, rep)):
+                    earlier = {r: have[r] for r in range(1, rep)}
+                    return {t: Pool(**p) for t, p in pools.items()}, earlier, int(screen["screened"])
+            time.sleep(_POLL_S)
+        return None
+
+    # -- the controller: what each run failed, for the workers; what was not needed, for the record ---
+    @pytest.hookimpl(trylast=True)  # after the controller has counted the report as received
+    def pytest_runtest_logreport(self, report) -> None:
+        if self.collector is None:
+            return
+        skipped = getattr(report, "agentdrift_not_needed", None)
+        if report.when == "setup" and report.skipped and skipped:
+            self.collector.received_nodeids.add(report.nodeid)  # decided: not a missing run
+            self.not_needed.append(report.nodeid)
+            self._note(skipped["task"], skipped["rep"], NOT_NEEDED)  # a later repetition does not wait for it
+            return
+        payload = getattr(report, "agentdrift_payload", None)
+        if report.when == "call" and payload is not None:
+            self._note_run(payload)
+
+    def _note_run(self, payload: dict[str, Any]) -> None:
+        from pytest_agentdrift.compare.confirm import run_failures
+        from pytest_agentdrift.record.store import atomic_write
+
+        where = self._dir()
+        if where is None:
+            return
+        if not self._pools_written:
+            atomic_write(where / POOLS_FILE, json.dumps(self._pools()))
+            self._pools_written = True
+        self._note(payload["task_id"], payload["rep"], run_failures(payload["result"]))
+        self._screen_over(where)
+
+    def _screen_over(self, where: Path) -> None:
+        """Once every screen repetition has reported: how many tasks it sent on (the verdict's count)."""
+        from pytest_agentdrift.compare.sequential import screened
+        from pytest_agentdrift.record.store import atomic_write
+
+        k, c = self.settings.k, self.collector
+        if (where / SCREEN_FILE).exists():
+            return
+        screen = {n for n in c.expected_nodeids if int(n.rsplit("::r", 1)[1]) <= k}
+        if not screen <= c.received_nodeids:
+            return
+        firsts = [[f for _, f in sorted(runs.items()) if isinstance(f, list)][:k] for runs in self.runs.values()]
+        atomic_write(where / SCREEN_FILE, json.dumps({"screened": sum(screened(f) for f in firsts)}))
+
+    def _note(self, task: str, rep: int, failed: Any) -> None:
+        """What repetition ``rep`` of ``task`` failed (None: not scored; NOT_NEEDED: skipped), for the workers."""
+        from pytest_agentdrift.record.store import atomic_write
+
+        where = self._dir()
+        if where is None:
+            return
+        self.runs.setdefault(task, {})[rep] = failed
+        atomic_write(where / f"{task}.json", json.dumps(self.runs[task]))
+
+    def _pools(self) -> dict[str, Any]:
+        from pytest_agentdrift.compare.confirm import pools
+
+        base = self.comparison.baseline_results or {}
+        return {
+            t: {"fails": p.fails, "runs": p.runs, "base_effect": p.base_effect, "rho": p.rho}
+            for t, p in pools(base).items()
+        }
+
+    def plan_section(self) -> dict[str, Any]:
+        """The record's ``confirm`` section: the plan, and which repetitions were not needed."""
+        from pytest_agentdrift.compare.confirm import plan_document
+
+        tasks = len({n.rsplit("::", 1)[0] for n in self.collector.expected_nodeids})
+        doc = plan_document(self.settings.k, self.settings.confirm, tasks)
+        doc["not_needed"] = sorted(self.not_needed)
+        return doc
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+__all__ = ["ConfirmPlugin", "NOT_NEEDED"]
