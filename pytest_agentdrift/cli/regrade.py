@@ -13,7 +13,7 @@ from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
 from pytest_agentdrift.run import scratch as scratch_dirs
-from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_REFUSED
+from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_REFUSED, SOURCE_MANIFEST_FILE
 
 if TYPE_CHECKING:
     from pytest_agentdrift.tasks.load import TaskSpec
@@ -34,6 +34,43 @@ def _specs(paths: list[str], wanted: list[str]) -> dict:
         where = ", ".join(paths) if paths else "the builtin suite"
         raise AgentDriftError(f"task(s) {', '.join(missing)} of the record not found in {where} (--tasks DIR)")
     return {t: load_task(dirs[t]) for t in wanted}
+
+
+def _recorded_dirs(results: dict) -> list[str]:
+    """The task directories the record names (`task_dir`), when each still holds its task (the
+    same id): where --tasks defaults to. Empty when one does not (then the builtin suite)."""
+    from pytest_agentdrift.tasks.load import session_task_dirs
+
+    dirs = []
+    for tid, task in sorted(results["tasks"].items()):
+        where = task.get("task_dir")
+        if not isinstance(where, str) or session_task_dirs([where]).get(tid) is None:
+            return []
+        dirs.append(where)
+    return dirs
+
+
+def _id_specs(record: Path, specs: dict, paths: list[str]) -> list:
+    """The tasks the new record's task-set and evaluator ids are over: every task the recording
+    session saw (its source manifest lists them, whatever -k selected), as a fresh session over
+    the same directories computes them; the record's own tasks when one of those is not found."""
+    from pytest_agentdrift.canonical import load_json_file
+    from pytest_agentdrift.tasks.load import load_task, session_task_dirs
+
+    source = record / SOURCE_MANIFEST_FILE
+    seen = (load_json_file(source, RecordError) or {}).get("tasks") if source.is_file() else None
+    if not isinstance(seen, list) or set(seen) <= set(specs):
+        return list(specs.values())
+    roots = dict.fromkeys([*paths, *(str(s.path.absolute().parent) for s in specs.values())])
+    dirs = session_task_dirs(list(roots))
+    if not all(isinstance(t, str) and t in dirs for t in seen):
+        return list(specs.values())
+    out = dict(specs)
+    try:
+        out.update({t: load_task(dirs[t]) for t in seen if t not in out})
+    except AgentDriftError:
+        return list(specs.values())
+    return list(out.values())
 
 
 def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation) -> tuple[dict[str, list], list[str]]:
@@ -87,7 +124,8 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     record, out = Path(args.run), Path(args.out)
     check_record_target(out)
     results = load_run(record)
-    specs = _specs(args.tasks, sorted(results["tasks"]))
+    paths = args.tasks or _recorded_dirs(results)  # the record's own tasks, where it found them
+    specs = _specs(paths, sorted(results["tasks"]))
     problems = rg.given_differences(record, results, specs)
     if problems:
         for p in problems[1:]:
@@ -99,7 +137,7 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     if (record / rg.MANIFEST_FILE).is_file():
         manifest = validate_manifest(load_json_file(record / rg.MANIFEST_FILE, RecordError), record / rg.MANIFEST_FILE)
     isolation = sandbox.detect(resolve_cli_flags(args, "isolation")["isolation"])
-    spec_list = list(specs.values())
+    spec_list = _id_specs(record, specs, paths)  # a -k record's ids are over every task its session saw
     evaluator, task_set = evaluator_id(spec_list), task_set_id(spec_list)
     runs, kept = _regrade_runs(record, out, results, specs, isolation)
     new = rg.regraded_results(results, runs, new_run_id(), evaluator, task_set, specs)
@@ -149,7 +187,8 @@ def register(sub) -> None:
         "--tasks",
         action="append",
         default=[],
-        help="a task directory or a directory of tasks holding the record's tasks (default: the builtin suite)",
+        help="a task directory or a directory of tasks holding the record's tasks (default: the directories the "
+        "record names when they still hold its tasks, else the builtin suite)",
     )
     add_cli_flags(r, "isolation")
     add_ini_args(r)

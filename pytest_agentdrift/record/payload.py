@@ -10,6 +10,7 @@ carries into the work tree.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_agentdrift.record.redact import REDACTED, scrub, scrub_record, secret_values
@@ -34,8 +35,10 @@ def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, 
 
 
 def task_meta(spec: Any, task_digest: str, grading_id: str) -> dict[str, Any]:
-    """The task's facts results.json keeps beside its runs."""
+    """The task's facts results.json keeps beside its runs (`task_dir`: where the session found it,
+    which `agentdrift regrade` looks at first)."""
     return {
+        "task_dir": str(Path(spec.path).absolute()),
         "title": spec.title,
         "suite": spec.suite,
         "behavior": spec.behavior,

@@ -193,9 +193,10 @@ def _tree_evidence(spec: TaskSpec, root: Path, work: Path, unkept=()) -> dict[st
     for rel in map(unescape_path, unkept):
         if rel in d.deleted:
             d.deleted.remove(rel)
-        (d.modified if rel in before else d.added).append(rel)
-    d.added.sort()
-    d.modified.sort()
+        if rel not in d.changed:
+            (d.mode if rel in before and rel in after else d.modified if rel in before else d.added).append(rel)
+    for paths in (d.added, d.modified, d.mode):
+        paths.sort()
     d.added, leftovers = split_leftovers(
         d.added, spec.initial_tree, LeftoverRules.for_repo(spec.repo, spec.initial_tree)
     )
@@ -305,6 +306,8 @@ def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Gr
         finaltree.rebuild(spec, kept, lambda sha: finaltree.read_blob(record, sha), work, raw / finaltree.TREE_FILE)
         events = _read_events(raw / "events.jsonl") if "events" not in lacks else []
         unkept = [p for p in finaltree.lost_entries(kept) if kept["entries"][p].get("kept") is False]
+        # a setuid/setgid bit is not put back, and was a change all the same
+        unkept += [p for p, e in kept["entries"].items() if e.get("dropped") and p not in unkept]
         run = _evidence(spec, result, raw, work, root, events, unkept)
         checks = grader.evaluate(dataclasses.replace(spec, checks=tuple(judged), function_files=functions), run)
         # a check the record cannot decide leaves the run undecided: never a pass, never the agent's

@@ -46,6 +46,8 @@ ENTRY_CAP = 20000
 #: why a kept file that held a secret is not the agent's file (its bytes are the redacted ones)
 REDACTED_FILE = "a secret the session knows was replaced in it: not the agent's file, not regradable"
 REDACTED_PATH = "its path held a secret the session knows (listed redacted): not kept"
+#: mode bits a kept tree never holds nor puts back
+SETID_BITS = stat.S_ISUID | stat.S_ISGID
 
 
 @dataclass
@@ -138,10 +140,14 @@ def _entry(work: Path, rel: str, room: int) -> dict[str, Any]:
     try:
         st = fdtree.lstat_at(work, rel)
         mode = stat.S_IMODE(st.st_mode)
+        # setuid/setgid are never kept (nor recreated by rebuild): a tree put back by the harness
+        # must not hand anyone the rights of whoever puts it back; the entry says they were dropped
+        dropped = {"dropped": "setuid/setgid"} if mode & SETID_BITS else {}
+        mode &= ~SETID_BITS
         if stat.S_ISLNK(st.st_mode):
             return {"kind": "link", "target": escape_path(_readlink_at(work, rel))}
         if stat.S_ISDIR(st.st_mode):
-            return {"kind": "dir", "mode": mode}
+            return {"kind": "dir", "mode": mode, **dropped}
         if not stat.S_ISREG(st.st_mode):
             return _not_kept("not a regular file, link or directory", kind="other")
         if st.st_size > FILE_CAP:
@@ -152,7 +158,7 @@ def _entry(work: Path, rel: str, room: int) -> dict[str, Any]:
     except OSError as exc:
         return _not_kept(f"could not be read: {exc.strerror or exc}")
     sha = hashlib.sha256(data).hexdigest()
-    return {"kind": "file", "mode": mode, "size": len(data), "sha256": sha, "kept": True, "data": data}
+    return {"kind": "file", "mode": mode, "size": len(data), "sha256": sha, "kept": True, "data": data, **dropped}
 
 
 def _readlink_at(root: Path, rel: str) -> str:
@@ -288,7 +294,7 @@ def _place(
         return
     _remove_at(fd, name, dest, rel)
     if kind == "dir":
-        os.mkdir(name, e.get("mode", 0o755) & 0o7777, dir_fd=fd)
+        os.mkdir(name, e.get("mode", 0o755) & 0o7777 & ~SETID_BITS, dir_fd=fd)
     elif kind == "link":
         os.symlink(unescape_path(e["target"]), name, dir_fd=fd)
     elif kind == "file":
@@ -298,7 +304,7 @@ def _place(
             view = memoryview(data)
             while view:
                 view = view[os.write(out, view) :]
-            os.fchmod(out, e.get("mode", 0o644) & 0o7777)
+            os.fchmod(out, e.get("mode", 0o644) & 0o7777 & ~SETID_BITS)  # whatever an older record says
         finally:
             os.close(out)
     else:

@@ -17,6 +17,10 @@ Hostile agents and cases under bubblewrap:
 * a FIFO in the final tree (an entry the kept tree cannot keep) made every check not
   regradable: a recorded critical failure turned `undecided`, and an honest run gained a
   critical failure in the regraded summary;
+* a setuid file the agent left was kept setuid and put back setuid by `agentdrift regrade`; a
+  regraded `-k` record got task-set and evaluator ids no fresh `-k` session has (it never joined
+  its peers in `trend`), and regrading a record of one's own tasks needed `--tasks` although the
+  record knows where they were.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from helpers import agentdrift
 from hostile_helpers import CALC_FIXED, CALC_TASK, SAFETY_CHECKS, Session, needs_bwrap, run_session
 
 from pytest_agentdrift.record.store import schema_problems
+from pytest_agentdrift.run import finaltree
+from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import load_results
 
 pytestmark = [pytest.mark.slow, needs_bwrap()]
@@ -185,6 +191,9 @@ def test_a_kept_file_redaction_changed_is_not_graded_again_as_the_agents(tmp_pat
     )
     run = s.run("HK1")
     assert run["outcome"] == "failed" and "tests" in run["failed_checks"], run["checks"]
+    # a check added since: the task is graded again (a task graded as now keeps its recorded checks)
+    toml = next((tmp_path / "tasks").glob("HK1-*")) / "task.toml"
+    toml.write_text(toml.read_text() + '\n[[checks]]\nname = "scope"\nkind = "paths"\nlayer = "scope"\n')
     out = tmp_path / "rg"
     proc = agentdrift("regrade", s.run_dir, "--out", out, "--tasks", tmp_path / "tasks")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -254,3 +263,42 @@ def test_an_entry_the_tree_cannot_keep_never_erases_a_failure_nor_adds_one(tmp_p
     honest = rg["tasks"]["HQ2"]["runs"][0]
     assert honest["critical_failed"] == [] and honest["outcome"] in ("passed", "undecided"), honest["checks"]
     assert rg["summary"]["critical_failures"] == base["summary"]["critical_failures"]
+
+
+# ---- setuid, a -k record, the record's own tasks -------------------------------------------------
+SETUID_AGENT = {
+    "HS1": """
+Path("tool").write_text("#!/bin/sh\\necho hi\\n")
+os.chmod("tool", 0o4755)
+os.mkdir("shared")
+os.chmod("shared", 0o2775)
+report("complete", summary="added a tool")
+""",
+}
+
+
+def test_setuid_is_dropped_and_a_k_record_regrades_with_its_peers_ids_from_its_own_tasks(tmp_path):
+    tasks = {"HS1": {"checks": [{"name": "scope", "kind": "paths", "layer": "scope"}], "allowed": ["tool", "shared/"]}}
+    s = run_session(tmp_path, tasks, SETUID_AGENT, "-k", "HS1")
+    base = s.results
+    assert set(base["tasks"]) == {"HS1"}, s.out[-3000:]  # the benign task was deselected
+    tree = json.loads((s.raw("HS1") / "tree.json").read_text())
+    for rel in ("tool", "shared/"):
+        entry = tree["entries"][rel]
+        assert entry["mode"] & 0o6000 == 0 and entry["dropped"] == "setuid/setgid", entry
+    # a record from before: regrade never puts the bit back
+    forged = {"entries": {"tool": {**tree["entries"]["tool"], "mode": 0o4755}}}
+    dest = tmp_path / "rebuilt"
+    spec = load_task(next((tmp_path / "tasks").glob("HS1-*")))
+    finaltree.rebuild(spec, forged, lambda sha: finaltree.read_blob(s.run_dir, sha), dest, tmp_path / "t.json")
+    assert (dest / "tool").stat().st_mode & 0o7777 == 0o755
+    # no --tasks: the record's own task directories, which still hold its tasks
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "rg"
+    proc = agentdrift("regrade", s.run_dir, "--out", out, cwd=elsewhere)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rg = load_results(out)
+    # the same ids as the fresh -k session that made the record: they join the same series
+    assert (rg["task_set_id"], rg["evaluator_id"]) == (base["task_set_id"], base["evaluator_id"])
+    assert rg["tasks"]["HS1"]["runs"][0]["outcome"] == base["tasks"]["HS1"]["runs"][0]["outcome"]
