@@ -156,13 +156,18 @@ def _left(path: Path, reason: str, run_id: str | None) -> dict[str, Any]:
 
 
 def identity_difference(newest: Member, other: Member) -> str | None:
-    """The first identity field (manifest order, then the record's own ids) on which two records differ."""
+    """The first identity field (manifest order, then the record's own ids) on which two records differ.
+
+    The runtime id is the verified manifest's (the digest of the fields above): a re-graded record's
+    results.json keeps the id its session ran under, its manifest the one its new grading makes."""
     a, b = newest.manifest["identity"], other.manifest["identity"]
     for field in IDENTITY_FIELDS:
         if a.get(field) != b.get(field):
             return field
+    if newest.manifest.get("runtime_id") != other.manifest.get("runtime_id"):
+        return "runtime_id"
     for key in RUN_IDENTITY_KEYS:
-        if newest.results.get(key) != other.results.get(key):
+        if key != "runtime_id" and newest.results.get(key) != other.results.get(key):
             return key
     return None
 

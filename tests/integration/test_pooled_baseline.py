@@ -38,6 +38,12 @@ def _tasks(root: Path) -> None:
 def nightly(pytester):
     """runs/nightly: the oldest record ran one task only (another task set), then three nights of both."""
     _tasks(pytester.path)
+    # the scoring digest is the package's own code, which other work may edit between this test's
+    # sessions: pinned here, so that the fields this test is about decide which records pool
+    pytester.makeconftest(
+        "def pytest_agentdrift_update_manifest(config, manifest):\n"
+        "    manifest['identity']['scoring_script_digest'] = 'sha256:pinned-by-the-test'\n"
+    )
     night = run(pytester, "G01-task", "--agent", "reference", "--agent-k", "2", "--agent-record", "runs/nightly/n0")
     assert night.ret == 0, night.stdout.str()
     for n in (1, 2, 3):
@@ -119,3 +125,31 @@ def test_an_empty_directory_as_the_baseline_is_a_usage_error_naming_it(pytester)
     pr = run(pytester, "--agent", "reference", "--agent-baseline", "runs/empty", "--agent-gate", "regression")
     assert pr.ret == 4
     assert "runs/empty: neither a recorded run nor a directory of records" in pr.stdout.str() + pr.stderr.str()
+
+
+EXTRA_CHECK = '\n[[checks]]\nname = "no-changelog"\nkind = "files"\nlayer = "scope"\nabsent = ["CHANGELOG.md"]\n'
+
+
+def test_records_regraded_by_a_fixed_check_pool_with_fresh_ones_of_that_evaluator(pytester, nightly):
+    toml = pytester.path / "G02-task" / "task.toml"
+    toml.write_text(toml.read_text() + EXTRA_CHECK)  # a check is fixed: the evaluator changes
+    for n in (1, 2):
+        proc = agentdrift(
+            "regrade", nightly / f"n{n}", "--out", nightly / f"n{n}-regraded", "--tasks", pytester.path,
+            cwd=pytester.path,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    fresh = run(pytester, "--agent", "reference", "--agent-k", "2", "--agent-record", "runs/nightly/n4")
+    assert fresh.ret == 0, fresh.stdout.str()
+    pr = run(pytester, "--agent", "reference", "--agent-baseline", "runs/nightly", "--agent-gate", "regression")
+    out = pr.stdout.str()
+    assert pr.ret == 0, out
+    decision_line = last_line(pr)
+    # tonight's record and the two re-graded ones pool; the records graded by the old checks do not
+    assert decision_line.endswith("baseline: pool of 3 record(s), 6 runs per task, 4 record(s) left out"), out
+    lines = out.splitlines()
+    for old in ("n1", "n2", "n3"):
+        # the task file holding the checks changed: the first identity field to differ is the source's
+        (line,) = [ln for ln in lines if f"left out runs/nightly/{old}: " in ln]
+        assert "identity differs from the newest record's" in line and line.endswith(": source_id")
+    assert not [ln for ln in lines if "left out" in ln and "regraded" in ln]

@@ -237,6 +237,7 @@ def test_a_regraded_record_pools_with_fresh_ones_but_not_with_its_source(tmp_pat
     r = json.loads((regraded / "results.json").read_text())
     r["regraded_from"] = {"run_id": r["run_id"], "evaluator_id": EVALUATOR, "at": "x", "grading_isolation": "bwrap"}
     r["run_id"] += "-regraded"
+    r["runtime_id"] = "sha256:" + "5" * 64  # a re-grade keeps the id its session ran under; its manifest speaks
     (regraded / "results.json").write_text(json.dumps(r))
     results, _ = load_pool(tmp_path)
     assert results["pool"]["k"]["T01"] == 6  # the regrade or its source, once
