@@ -1,0 +1,74 @@
+"""Confirm on suspicion end to end (--agent-confirm): real sessions under xdist, a generic agent that
+stops writing on one task, and the same agent unchanged."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+from helpers import last_line
+from helpers import run_pytester as run
+from test_gate import DECLARE, INI, tasks
+
+from pytest_agentdrift.testing import agent_script
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def gated(pytester, monkeypatch):
+    """Three tasks, a home-made agent and a six-run baseline of it; the session's arguments."""
+    tasks(pytester.path, 3)
+    (pytester.path / "agent.toml").write_text(DECLARE)
+    (pytester.path / "pytest.ini").write_text(INI)
+    script = agent_script(
+        pytester.path / "my_agent.py",
+        "if os.environ.get('AGENT_MODE') != 'lazy' or os.environ['AGENTDRIFT_TASK_ID'] != 'G02':\n"
+        "    Path('notes.txt').write_text('hi\\n')\nreport('complete')\n",
+    )
+    args = ["--agent-cmd", f"{sys.executable} {script} {{task_file}}", "--agent-env", "AGENT_MODE"]
+    monkeypatch.setenv("AGENT_MODE", "good")
+    assert run(pytester, *args, "--agent-k", "6", "--agent-record", "runs/base", "-n", "2").ret == 0
+    return [*args, "--agent-baseline", "runs/base", "--agent-gate", "regression", "--agent-k", "3"]
+
+
+def test_an_unchanged_agent_runs_only_the_screen_and_passes(pytester, gated):
+    result = run(pytester, *gated, "--agent-confirm", "12", "--agent-record", "runs/pr", "-n", "2", "-rs")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert last_line(result).startswith("agentdrift: exit 0 — gate regression: no regression detected")
+    result.assert_outcomes(passed=9, skipped=27)
+    assert "not needed: G01 decided at r3 (screened out)" in result.stdout.str()
+    doc = json.loads((pytester.path / "runs/pr/results.json").read_text())
+    assert doc["complete"] is True and len(doc["confirm"]["not_needed"]) == 27
+    assert all(len(t["runs"]) == 3 for t in doc["tasks"].values())
+
+
+def test_a_task_that_starts_failing_is_confirmed_and_named_in_every_output(pytester, gated, monkeypatch):
+    monkeypatch.setenv("AGENT_MODE", "lazy")
+    result = run(
+        pytester, *gated, "--agent-confirm", "12", "--agent-record", "runs/pr", "--junitxml", "junit.xml", "-n", "2"
+    )
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    closing = last_line(result)
+    assert closing.startswith("agentdrift: exit 1 — gate regression: new critical failure G02 notes-written")
+    assert "confirming runs failed" in closing and "baseline 0/6" in closing and "decided at r" in closing
+    doc = json.loads((pytester.path / "runs/pr/results.json").read_text())
+    runs = {t: len(e["runs"]) for t, e in doc["tasks"].items()}
+    assert runs["G01"] == runs["G03"] == 3 and 3 < runs["G02"] <= 12
+    decision = json.loads((pytester.path / "runs/pr/comparison/decision.json").read_text())
+    assert decision["regression_gate"]["passed"] is False
+    assert "G02 notes-written" in decision["regression_gate"]["reason"]
+    report = (pytester.path / "runs/pr/report.md").read_text()
+    assert closing in report
+    skipped = ET.parse(pytester.path / "junit.xml").getroot().iter("skipped")
+    assert any("not needed: G01" in (s.get("message") or "") for s in skipped)
+
+
+def test_the_cap_must_exceed_the_screen_and_needs_a_baseline(pytester):
+    tasks(pytester.path, 1)
+    result = run(pytester, "--agent", "reference", "--agent-k", "3", "--agent-confirm", "3", "--agent-baseline", ".")
+    assert result.ret == 4 and "must exceed --agent-k 3" in result.stdout.str() + result.stderr.str()
+    result = run(pytester, "--agent", "reference", "--agent-confirm", "5")
+    assert result.ret == 4 and "give --agent-baseline" in result.stdout.str() + result.stderr.str()
