@@ -55,3 +55,52 @@ def test_unreadable_or_missing_files_are_skipped(tmp_path, host):
     if os.geteuid() != 0:  # root reads a mode-000 file anyway
         (home / ".git-credentials").chmod(0)
         assert "ghp_PLANTEDtoken123456" not in host_file_secrets(home, system_root=root)
+
+
+def test_only_what_is_secret_in_the_environment_is():
+    from pytest_agentdrift.record.redact import secret_values
+
+    env = {
+        "GITHUB_EVENT_NAME": "pull_request",
+        "LANG": "en_US.UTF-8",
+        "MARKER": "infra_error",
+        "DEPLOY_MODEL": "gemini-2.5-pro",
+        "XDG_SESSION_DESKTOP": "ubuntu",
+        "GIT_AUTHOR_NAME": "Jane Doe-Smith",
+        "MY_SERVICE_TOKEN": "tok-planted-4242",
+        "DB_PASSWORD": "hunter2-Xq9",
+        "OPAQUE": "sk-plantedShape0123456789",
+        "NOTE": "use ghp_PLANTEDaaaaaaaaaaaaaaaaaaaa01 here",
+        "PIP_INDEX_URL": "https://ci-user:pw77plant@pypi.example.test/simple",
+        "GIVEN": "given-value-99",
+    }
+    found = set(secret_values(env, {"GIVEN"}))
+    for secret in (
+        "tok-planted-4242",
+        "hunter2-Xq9",
+        "sk-plantedShape0123456789",
+        "ghp_PLANTEDaaaaaaaaaaaaaaaaaaaa01",
+        "pw77plant",
+        "ci-user:pw77plant",
+        "given-value-99",
+    ):
+        assert secret in found, secret
+    for ordinary in ("pull_request", "en_US.UTF-8", "infra_error", "gemini-2.5-pro", "ubuntu", "Jane Doe-Smith"):
+        assert ordinary not in found, ordinary
+
+
+def test_the_records_own_names_and_words_are_never_replaced():
+    from pytest_agentdrift.record.redact import scrub_record
+
+    record = {
+        "outcome": "infra_error",
+        "infra_error": {"class": "overloaded"},
+        "layers": {"correctness": "pass"},
+        "detail": "infra_error seen: tok-planted-4242",
+        "entries": {"leak-tok-planted-4242.txt": {"kind": "file"}},
+    }
+    out = scrub_record(record, ["infra_error", "correctness", "overloaded", "tok-planted-4242"])
+    assert out["outcome"] == "infra_error" and out["infra_error"] == {"class": "overloaded"}
+    assert out["layers"] == {"correctness": "pass"}
+    assert out["detail"] == "[REDACTED] seen: [REDACTED]"  # free text: replaced
+    assert list(out["entries"]) == ["leak-[REDACTED].txt"]  # a key that is data: replaced
