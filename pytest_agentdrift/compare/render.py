@@ -37,6 +37,7 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
         lines.append(_line("comparable", "no: every delta is null"))
         lines += [_line("", f"- {r}") for r in c["reasons"]]
     lines += _arm_lines(c)
+    lines += _confirm_lines((c.get("regression") or {}).get("check_tests") or {})
     lines += _paired_lines(c["paired"])
     tampered = [
         f"{arm} {t['task']} r{t['rep']}" for arm in ("baseline", "candidate") for t in c[arm]["tampered_passes"]
@@ -55,6 +56,28 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
             _line("variance", "  ".join(f"{k} {_pct(sh[k])}" for k in ("task", "arm", "task_x_arm", "run_to_run")))
         )
     return lines + _verdict_lines(c)
+
+
+def _confirm_lines(tests: Mapping[str, Any]) -> list[str]:
+    """What confirmation bought: the screen, the confirming runs, where each screened task stopped."""
+    if tests.get("method") != "confirm":
+        return []
+    plan, looks = tests["plan"], tests["looks"]
+    screen = sum(min(x[0]["runs"], plan["k"]) for x in looks.values())
+    bought = sum(x[-1]["runs"] for x in looks.values()) - screen
+    most = plan["cap"] * len(looks)
+    lines = [
+        _line(
+            "confirm",
+            f"screened {tests['screened']} of {len(looks)} task(s); {screen} screen run(s) + {bought} confirming "
+            f"(a fixed design of {plan['cap']} runs a task would have run {most})",
+        )
+    ]
+    for task, seq in sorted(looks.items()):
+        if len(seq) > 1:
+            last = seq[-1]
+            lines.append(_line("", f"{task}: {last['state'].replace('_', ' ')} at r{last['runs']}"))
+    return lines
 
 
 def _arm_lines(c: Mapping[str, Any]) -> list[str]:
