@@ -174,16 +174,23 @@ def test_honest_give_up(session):
     assert command["command"] == "python -m pytest -q tests/test_cli.py" and command["exit_code"] == 1
 
 
-def test_endpoint_reached_only_through_the_proxy_and_no_key_recorded(session):
+def test_endpoint_reached_only_through_the_gateway_and_no_key_recorded(session):
     manifest = session.manifest
     assert manifest["identity"]["model_endpoint"] == session.ep.base_url
     assert "model_endpoint" in manifest["identity"]["isolation"]["network_allowlist"]
+    recorded = []
     for task_id in TASK_SCRIPT:
-        tunnels = [e for e in session.events(task_id, "api_request") if e["host"] == "127.0.0.1"]
-        assert tunnels and all(e["port"] == session.ep.port for e in tunnels)
-        # HTTPS through the proxy: the harness sees tunnels, not the requests inside them
+        # ANTHROPIC_BASE_URL points the CLI at the harness's model gateway: no tunnel goes round it
+        assert not [e for e in session.events(task_id, "api_request") if e["port"] == session.ep.port]
         evidence = session.run(task_id)["evidence"]
-        assert evidence["api_requests_unit"] == "tunnels" and evidence["api_requests"] >= len(tunnels)
+        assert evidence["model_traffic"]["routes"] == [
+            {"variable": "ANTHROPIC_BASE_URL", "api": "anthropic_messages", "endpoint": session.ep.base_url}
+        ]
+        assert evidence["model_traffic"]["disagreement"] == []  # the CLI's stream says what the harness saw
+        recorded += evidence["model_calls"]
+    # every request the endpoint logged, the gateway recorded with the status it served
+    logged = sorted((e["method"], e["path"].split("?")[0], e["status"]) for e in session.ep.log)
+    assert sorted((c["method"], c["path"], c["status"]) for c in recorded) == logged
     # the side calls of all runs are what the endpoint served outside the conversations
     side = session.ep.served_usage(("side",))
     runs = [session.run(t)["usage"]["side_calls"] for t in TASK_SCRIPT]

@@ -213,3 +213,65 @@ def test_the_refusal_hint_offers_to_accept_only_what_cannot_be_observed():
     # a product whose adapter cannot observe its model stamp (no gateway covers it) is offered it
     product = "\n".join(unobserved_hint(["model_stamp"], None, ["model_stamp", "server_revision"]))
     assert "--agent-accept-unobserved model_stamp" in product
+
+
+def test_the_sandbox_relay_forwards_each_gateway_port_to_its_socket(tmp_path):
+    """Without root the sandbox's relay (run/forwarder.py) is the agent's only way out: each
+    `--relay PORT=SOCK` is one more loopback port to one of the harness's Unix sockets."""
+    import subprocess
+    import sys
+
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    sockets = []
+    for name in ("proxy.sock", "gateway-0.sock"):
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(tmp_path / name))
+        server.listen(1)
+        sockets.append(server)
+
+    def answer(server: socket.socket, word: bytes) -> None:
+        conn, _ = server.accept()
+        conn.recv(100)
+        conn.sendall(word)
+        conn.close()
+
+    for server, word in zip(sockets, (b"proxy", b"gateway"), strict=True):
+        threading.Thread(target=answer, args=(server, word), daemon=True).start()
+    proxy_port, gateway_port = free_port(), free_port()
+    client = (
+        "import socket, time, sys\n"
+        "out = []\n"
+        f"for port in ({proxy_port}, {gateway_port}):\n"
+        "    for _ in range(100):\n"
+        "        try:\n"
+        "            s = socket.create_connection(('127.0.0.1', port), timeout=5); break\n"
+        "        except OSError:\n"
+        "            time.sleep(0.05)\n"
+        "    s.sendall(b'hi'); out.append(s.recv(100).decode())\n"
+        "print(' '.join(out))\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_agentdrift.run.forwarder",
+            "--port",
+            str(proxy_port),
+            "--unix",
+            str(tmp_path / "proxy.sock"),
+            "--relay",
+            f"{gateway_port}={tmp_path / 'gateway-0.sock'}",
+            "--",
+            sys.executable,
+            "-c",
+            client,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.split() == ["proxy", "gateway"], done.stderr
