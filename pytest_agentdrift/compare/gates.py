@@ -106,14 +106,15 @@ def regression_gate(
     ids = sorted(rows)
     multi = len(strata or {}) > 1
     # a candidate that confirmed on suspicion is decided by its sequences (compare/confirm.py)
+    counts = _check_counts(ids, b_arm, c_arm, pool)
     tests = confirmed or check_rate_tests(
-        _effective_counts(_check_counts(ids, b_arm, c_arm), pool),
+        _effective_counts(counts, pool),
         alpha=params.alpha,
         paired_tests=1 + len(strata) * multi,
         flakes=params.flakes,
     )
     if pool is not None and not confirmed:
-        _raw_rates(tests["rows"], _check_counts(ids, b_arm, c_arm))
+        _raw_rates(tests["rows"], counts)
     level = tests["level"]
     at = _level_text(level, params.alpha, tests["family"])
     by_verdict: dict[str, list[dict[str, Any]]] = {NEW: [], STANDING: [], UNDECIDED: []}
@@ -182,19 +183,52 @@ def _paired_blockers(
     return blockers
 
 
-def _check_counts(ids: Sequence[str], b_arm, c_arm) -> list[Any]:
-    """Failures of every critical check (and of the safety layer) per task in both arms."""
+def _check_counts(ids: Sequence[str], b_arm, c_arm, pool: Mapping[str, Any] | None = None) -> list[Any]:
+    """Failures of every critical check (and of the safety layer) per task in both arms; a pooled
+    baseline adds, check by check, the runs it left out of the pass rate whose record graded that check."""
     from pytest_agentdrift.compare.checkrates import CheckCounts
 
+    left = [e for e in (pool or {}).get("runs_left_out") or () if e.get("counted")]
     counts = []
     for tid in ids:
         b, c = b_arm[tid], c_arm[tid]
-        for check in sorted(set(b.critical) | set(c.critical)):
+        add = _left_out_adds([e for e in left if e["task"] == tid])
+        for check in sorted(set(b.critical) | set(c.critical) | (add.checks - {SAFETY_CHECK})):
+            f, n = add(check)
             fails = (len(b.critical.get(check, ())), len(c.critical.get(check, ())))
-            counts.append(CheckCounts(tid, check, fails[0], len(b.passes), fails[1], len(c.passes)))
-        if b.safety_fails or c.safety_fails:
-            counts.append(CheckCounts(tid, SAFETY_CHECK, b.safety_fails, len(b.passes), c.safety_fails, len(c.passes)))
+            counts.append(CheckCounts(tid, check, fails[0] + f, len(b.passes) + n, fails[1], len(c.passes)))
+        f, n = add(SAFETY_CHECK)
+        if b.safety_fails or c.safety_fails or f:
+            counts.append(
+                CheckCounts(tid, SAFETY_CHECK, b.safety_fails + f, len(b.passes) + n, c.safety_fails, len(c.passes))
+            )
     return counts
+
+
+@dataclass(frozen=True)
+class _LeftOutAdds:
+    """What a pooled baseline's runs left out of the pass rate add to one task's checks."""
+
+    entries: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def checks(self) -> set[str]:
+        if not self.entries:
+            return set()
+        from pytest_agentdrift.compare.pool import counted_checks
+
+        return counted_checks(self.entries)
+
+    def __call__(self, check: str) -> tuple[int, int]:
+        if not self.entries:
+            return 0, 0
+        from pytest_agentdrift.compare.pool import counted_for
+
+        return counted_for(self.entries, check)
+
+
+def _left_out_adds(entries: list[Mapping[str, Any]]) -> _LeftOutAdds:
+    return _LeftOutAdds(tuple(entries))
 
 
 def _effective_counts(counts: list[Any], pool: Mapping[str, Any] | None) -> list[Any]:
@@ -220,13 +254,36 @@ def _effective_counts(counts: list[Any], pool: Mapping[str, Any] | None) -> list
 
 
 def _raw_rates(rows: list[dict[str, Any]], raw: list[Any]) -> None:
-    """Where the gate tested effective counts, each row keeps the runs as counted ('raw')."""
+    """Where the gate tested effective counts, each row keeps the runs as counted ('raw'); a check the
+    candidate failed whose effective failures rounded down to none is still listed, not blocking."""
+    from pytest_agentdrift.compare.checkrates import STANDING, WITHIN_NOISE
+
     by_key = {(c.task, c.check): c for c in raw}
+    seen = set()
     for row in rows:
+        seen.add((row["task"], row["check"]))
         c = by_key.get((row["task"], row["check"]))
         counted = ([c.base_failed, c.base_runs], [c.cand_failed, c.cand_runs]) if c is not None else None
         if counted is not None and (row["baseline"], row["candidate"]) != counted:
             row["raw"] = {"baseline": counted[0], "candidate": counted[1]}
+    for c in raw:
+        if c.cand_failed and (c.task, c.check) not in seen:
+            counted = [[c.base_failed, c.base_runs], [c.cand_failed, c.cand_runs]]
+            rows.append(
+                {
+                    "task": c.task,
+                    "check": c.check,
+                    "baseline": counted[0],
+                    "candidate": counted[1],
+                    "p_value": 1.0,
+                    "min_p_value": None,
+                    "verdict": STANDING if c.base_failed else WITHIN_NOISE,
+                    "blocks": False,
+                    "raw": {"baseline": counted[0], "candidate": counted[1]},
+                    "effective": "no failure left once the nights' variation is counted",
+                }
+            )
+    rows.sort(key=lambda r: (r["task"], r["check"]))
 
 
 def _grouped(rows) -> list[dict[str, Any]]:

@@ -214,23 +214,73 @@ def pooled_summary(tasks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _run_left_out(m: Member, tid: str, run: Mapping[str, Any]) -> dict[str, Any]:
-    """A run the harness could not judge, left out of the pool: which checks, and why."""
-    unregradable = [
-        str(c.get("name")) for c in run.get("checks") or [] if isinstance(c, Mapping) and c.get("not_regradable")
-    ]
-    why = (
-        "not regradable in this record: " + ", ".join(unregradable)
-        if unregradable
-        else "the harness could not judge it: " + "; ".join(str(u) for u in run.get("undecided") or ())[:300]
-    )
-    return {
+    """A run the harness could not judge, left out of the pooled runs: which checks, and why.
+
+    When all it lacks is checks not regradable in this record (a re-grade whose record does not hold
+    what they read), its pass or fail is unknown and it leaves the pass rate, and those checks; its
+    other checks were graded, so it still counts for them (``counted``: what the gate adds)."""
+    checks = [c for c in run.get("checks") or [] if isinstance(c, Mapping)]
+    unknown = {str(c.get("name")): c.get("layer") for c in checks if c.get("not_regradable")}
+    entry: dict[str, Any] = {
         "record": m.run_id,
         "path": str(m.path),
         "task": tid,
         "rep": run.get("rep"),
-        "checks": unregradable,
-        "reason": why,
+        "checks": sorted(unknown),
     }
+    reasons = [str(u) for u in run.get("undecided") or ()]
+    only_regrade = bool(unknown) and all(
+        any(r.startswith(f"grading: {name}: not regradable") for name in unknown) for r in reasons
+    )
+    if not only_regrade:
+        if unknown:
+            why = (
+                "not regradable in this record: " + ", ".join(sorted(unknown)) + "; and the harness could not judge it"
+            )
+        else:
+            why = "the harness could not judge it: " + "; ".join(reasons)[:300]
+        return {**entry, "reason": why}
+    safety_known = "safety" not in unknown.values()
+    entry["counted"] = {
+        "critical_failed": sorted(str(c) for c in run.get("critical_failed") or ()),
+        "safety_failed": ((run.get("layers") or {}).get("safety") == "fail") if safety_known else None,
+    }
+    entry["reason"] = (
+        f"not regradable in this record: {', '.join(sorted(unknown))}; left out of the pass rate and of "
+        "those checks, counted for its other checks"
+    )
+    return entry
+
+
+def counted_for(entries: Sequence[Mapping[str, Any]], check: str) -> tuple[int, int]:
+    """(failures, runs) that runs left out of the pass rate still give one check (or the safety layer):
+    those whose record could grade it."""
+    from pytest_agentdrift.compare.checkrates import SAFETY_CHECK
+
+    fails = runs = 0
+    for e in entries:
+        counted = e.get("counted")
+        if not counted:
+            continue
+        if check == SAFETY_CHECK:
+            if counted["safety_failed"] is not None:
+                runs, fails = runs + 1, fails + bool(counted["safety_failed"])
+        elif check not in e["checks"]:
+            runs, fails = runs + 1, fails + (check in counted["critical_failed"])
+    return fails, runs
+
+
+def counted_checks(entries: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The critical checks (and the safety layer) that runs left out of the pass rate failed."""
+    from pytest_agentdrift.compare.checkrates import SAFETY_CHECK
+
+    out: set[str] = set()
+    for e in entries:
+        counted = e.get("counted") or {}
+        out |= set(counted.get("critical_failed") or ())
+        if counted.get("safety_failed"):
+            out.add(SAFETY_CHECK)
+    return out
 
 
 def pool_section(
@@ -244,7 +294,7 @@ def pool_section(
     """What the pool is made of: records used and left out, runs per task, night-to-night variation."""
     from pytest_agentdrift.compare import sequential
 
-    failures = record_failures(per_record)
+    failures = record_failures(per_record, runs_left)
     spread = sequential.dispersion(
         [list(counts.values()) for checks in failures.values() for counts in checks.values()]
     )
@@ -274,26 +324,46 @@ def _scored(runs: Sequence[Mapping[str, Any]]) -> int:
 
 def record_failures(
     per_record: Mapping[str, list[tuple[str, list[Mapping[str, Any]]]]],
+    runs_left: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, dict[str, dict[str, tuple[int, int]]]]:
-    """{task: {critical check or safety layer: {record run id: (failures, scored runs)}}}, for every
-    check that failed in some record (a record that never failed it counts its zero)."""
+    """{task: {critical check or safety layer: {record run id: (failures, runs)}}}, for every check that
+    failed in some record (a record that never failed it counts its zero); the runs left out of the
+    pass rate count for the checks their record could grade."""
     from pytest_agentdrift.compare.arms import read_task
     from pytest_agentdrift.compare.checkrates import SAFETY_CHECK
 
     out: dict[str, dict[str, dict[str, tuple[int, int]]]] = {}
     for tid, records in per_record.items():
+        partial = [e for e in runs_left if e["task"] == tid and e.get("counted")]
         read = {}
         for rid, runs in records:
             scored = [r for r in runs if r.get("outcome") not in UNSCORED_OUTCOMES]
             if scored:
                 read[rid] = read_task({}, scored)
-        checks = sorted({c for t in read.values() for c in t.critical})
-        rows = {c: {rid: (len(t.critical.get(c, ())), len(t.passes)) for rid, t in read.items()} for c in checks}
+        failed = {c for t in read.values() for c in t.critical} | counted_checks(partial)
         if any(t.safety_fails for t in read.values()):
-            rows[SAFETY_CHECK] = {rid: (t.safety_fails, len(t.passes)) for rid, t in read.items()}
+            failed.add(SAFETY_CHECK)
+        rows = {}
+        for check in sorted(failed):
+            counts = {}
+            for rid, _ in records:
+                t = read.get(rid)
+                own = (0, 0) if t is None else _own_counts(t, check)
+                extra = counted_for([e for e in partial if e["record"] == rid], check)
+                if own[1] + extra[1]:
+                    counts[rid] = (own[0] + extra[0], own[1] + extra[1])
+            rows[check] = counts
         if rows:
             out[tid] = rows
     return out
+
+
+def _own_counts(t: Any, check: str) -> tuple[int, int]:
+    from pytest_agentdrift.compare.checkrates import SAFETY_CHECK
+
+    if check == SAFETY_CHECK:
+        return t.safety_fails, len(t.passes)
+    return len(t.critical.get(check, ())), len(t.passes)
 
 
 def runs_per_record(pool: Mapping[str, Any], task: str) -> float:

@@ -246,40 +246,78 @@ def test_a_regraded_record_pools_with_fresh_ones_but_not_with_its_source(tmp_pat
     assert results["pool"]["k"]["T01"] == 6 and results["pool"]["left_out"] == []
 
 
-def test_a_check_not_regradable_in_one_record_leaves_those_runs_out_said_so(tmp_path):
-    undecided = run_entry(
-        2,
-        "undecided",
-        checks=[
+def _not_regradable(rep: int, *, also_failed: str | None = None, harness_error: bool = False) -> dict:
+    """A re-graded run whose record could not grade ``scope`` (no events kept); ``also_failed``: a
+    critical check it was graded on and failed; ``harness_error``: the harness failed on it too."""
+    checks = [
+        {
+            "name": "scope",
+            "kind": "writes",
+            "layer": "scope",
+            "critical": True,
+            "passed": False,
+            "detail": "not regradable: no events",
+            "evidence": {},
+            "not_regradable": "no events",
+            "undecided": True,
+        },
+    ]
+    if also_failed:
+        checks.append(
             {
-                "name": "scope",
-                "kind": "writes",
-                "layer": "scope",
+                "name": also_failed,
+                "kind": "command",
+                "layer": "correctness",
                 "critical": True,
                 "passed": False,
-                "detail": "not regradable: no events",
+                "detail": "exit 1",
                 "evidence": {},
-                "not_regradable": "no events",
-                "undecided": True,
             }
-        ],
-        undecided=["grading: scope: not regradable: no events"],
+        )
+    undecided = ["grading: scope: not regradable: no events"] + (["the grading server died"] if harness_error else [])
+    return run_entry(
+        rep,
+        "undecided",
+        checks=checks,
+        critical_failed=[also_failed] if also_failed else [],
+        undecided=undecided,
+        layers={layer: "fail" if layer in ("scope", "correctness") else "n/a" for layer in LAYERS},
         evidence={"tamper": {}},
         usage={},
-        raw="raw/x/r2",
-    )
-    write_record(tmp_path, 1, runs={"T01": [_run(1, False), undecided, _run(3, False)]})
+        raw=f"raw/x/r{rep}",
+    )  # fmt: skip
+
+
+def test_a_check_not_regradable_in_one_record_leaves_those_runs_out_of_it_said_so(tmp_path):
+    runs = {"T01": [_run(1, True), _not_regradable(2, also_failed="tests"), _not_regradable(3, harness_error=True)]}
+    write_record(tmp_path, 1, runs=runs)
     write_record(tmp_path, 2)
     results, _ = load_pool(tmp_path)
     pool = results["pool"]
-    assert pool["k"] == {"T01": 5, "T02": 6}
-    (left,) = pool["runs_left_out"]
-    assert left["task"] == "T01" and left["rep"] == 2 and left["checks"] == ["scope"]
-    assert left["reason"] == "not regradable in this record: scope"
+    # the pass rate reads the runs whose pass or fail is known
+    assert pool["k"] == {"T01": 4, "T02": 6}
     assert all(r["outcome"] != "undecided" for r in results["tasks"]["T01"]["runs"])
+    graded, broken = pool["runs_left_out"]
+    assert graded["rep"] == 2 and graded["checks"] == ["scope"]
+    assert graded["reason"].startswith("not regradable in this record: scope; left out of the pass rate")
+    assert graded["counted"] == {"critical_failed": ["tests"], "safety_failed": False}
+    assert broken["rep"] == 3 and "counted" not in broken and "the harness could not judge it" in broken["reason"]
+    # per record and check: run 2 counts for `tests` (graded) and the safety layer, not for `scope`
+    fails = {check: {rid[-7:]: (f, n) for rid, f, n in rows} for check, rows in pool["failures"]["T01"].items()}
+    assert fails == {"scope": {"night02": (0, 3), "night01": (1, 1)}, "tests": {"night02": (0, 3), "night01": (1, 2)}}
     assert (
-        pool_text(pool) == "baseline: pool of 2 record(s), 5-6 runs per task (fewest: 5 runs of T01 from 2 record(s))"
+        pool_text(pool) == "baseline: pool of 2 record(s), 4-6 runs per task (fewest: 4 runs of T01 from 2 record(s))"
     )
+    # the gate tests each check on the runs that decide it
+    assert _check_rows(results) == {"scope": (1, 4), "tests": (1, 5)}
+
+
+def _check_rows(base: dict) -> dict:
+    from pytest_agentdrift.compare.arms import read_arm
+    from pytest_agentdrift.compare.gates import _check_counts
+
+    b, c = read_arm(base, "baseline"), read_arm(_candidate(fails=0), "candidate")
+    return {x.check: (x.base_failed, x.base_runs) for x in _check_counts(["T01"], b, c, base["pool"])}
 
 
 def _candidate(fails: int, k: int = 3) -> dict:
@@ -318,6 +356,9 @@ def test_the_gate_counts_a_pool_whose_nights_vary_as_fewer_runs(tmp_path):
     assert row_naive["verdict"] == "new" and row_naive["blocks"]
     assert not row["blocks"] and row["raw"] == {"baseline": [6, 30], "candidate": [3, 3]}
     assert row["baseline"][1] < 30 and row["candidate"] == [1, 1]
+    # one failure in three is none once the nights are counted: still listed, never silently dropped
+    (row,) = _gate(base, _candidate(fails=1))["check_tests"]["rows"]
+    assert row["verdict"] == "standing" and not row["blocks"] and row["raw"]["candidate"] == [1, 3]
 
 
 def test_without_a_pool_the_gate_is_unchanged(tmp_path):
