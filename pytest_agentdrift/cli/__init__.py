@@ -145,10 +145,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _pool_refused(exc: PoolRefused) -> int:
     """A directory of records none of which can be pooled: the refusal, each record's reason, the closing line."""
     from pytest_agentdrift.compare.outcome import Verdict
+    from pytest_agentdrift.compare.pool import refusal_lines
 
-    _out(f"REFUSED  {exc.message}")
-    for x in exc.left_out:
-        _out(f"  left out {x['path']}: {x['reason']}")
+    for line in refusal_lines(exc):
+        _out(line)
     verdict = Verdict(EXIT_REFUSED, f"refused: {exc.message}")
     _out(verdict.line)
     return verdict.code

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pytest_agentdrift.errors import AgentDriftError, PoolRefused, RecordError
+from pytest_agentdrift.safetext import escape_path
 from pytest_agentdrift.vocabulary import (
     ERROR_LIKE_OUTCOMES,
     IDENTITY_FIELDS,
@@ -415,7 +416,13 @@ def pool_lines(pool: Mapping[str, Any]) -> list[str]:
         lines.append(f"{'':<11} left out {x['path']}: {x['reason']}")
     for x in pool.get("runs_left_out") or []:
         lines.append(f"{'':<11} left out {x['task']} r{x['rep']} of {x['record']}: {x['reason']}")
-    return lines
+    return [escape_path(line) for line in lines]  # directory names and reasons: one printable line each
+
+
+def refusal_lines(exc: PoolRefused) -> list[str]:
+    """What a refused pool prints, record by record (the plugin and `agentdrift compare` alike)."""
+    lines = [f"REFUSED  {exc.message}", *(f"  left out {x['path']}: {x['reason']}" for x in exc.left_out)]
+    return [escape_path(line) for line in lines]
 
 
 __all__ = [

@@ -165,12 +165,12 @@ class ControllerPlugin:
 
     def _refuse_pool(self, exc: PoolRefused) -> None:
         """A directory of records none of which can be pooled: refused (exit 6), reported as a refusal is."""
+        from pytest_agentdrift.compare.pool import refusal_lines
         from pytest_agentdrift.manifest.identity import StampComparison
         from pytest_agentdrift.session.refused import report_refusal
 
         stamps = StampComparison(comparable=False, change_class="invalid_comparison", explanation=exc.problem)
-        lines = [f"REFUSED  {exc.message}"]
-        lines += [f"  left out {x['path']}: {x['reason']}" for x in exc.left_out]
+        lines = refusal_lines(exc)
         verdict = Verdict(EXIT_REFUSED, f"refused: {exc.message}")
         self._exit_now(verdict, lines + report_refusal(self.config, self.settings, stamps, verdict, lines))
 

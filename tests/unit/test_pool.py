@@ -367,3 +367,12 @@ def test_without_a_pool_the_gate_is_unchanged(tmp_path):
     cand = _candidate(fails=1)
     plain = compare_runs(one, cand, comparable=True, reasons=[], change_class="identical", gate=GateParams(draws=200))
     assert "baseline_pool" not in plain and "raw" not in json.dumps(plain["regression"]["check_tests"])
+
+
+def test_what_the_pool_prints_is_one_printable_line_per_fact(tmp_path):
+    src = write_record(tmp_path, 1)
+    shutil.copytree(src, tmp_path / "night\n\x1b[2Jforged")  # a hostile directory name, left out as a copy
+    results, _ = load_pool(tmp_path)
+    lines = pooling.pool_lines(results["pool"])
+    assert any("forged" in line for line in lines)
+    assert all(line.isprintable() for line in lines)
