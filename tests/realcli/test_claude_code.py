@@ -223,3 +223,48 @@ def test_529_429_401_are_infrastructure_each_after_one_request(error_session):
         assert run["outcome"] == "infra_error" and run["infra_error"]["class"] == cls, run["infra_error"]
     # nothing was scored: the session's one closing line says exit 4
     assert error_session.out.strip().splitlines()[-1].startswith("agentdrift: exit 4")
+
+
+def test_a_gated_session_confirms_a_suspicious_task_up_to_the_cap(tmp_path_factory):
+    """--agent-confirm with the real CLI: T07's scripted critical failure is in the baseline too, so the
+    screen sends T07 on and its confirming run clears it (it fails no more often than the baseline);
+    T02 stops at its screen. The extra run is in the record and in the endpoint's log, and no task runs
+    more often than the cap."""
+    from scripted_endpoint import ScriptedEndpoint
+
+    tmp = tmp_path_factory.mktemp("realcli-confirm")
+    tasks = ("T02", "T07")
+    with ScriptedEndpoint(SCRIPTS, tmp / "endpoint") as ep:
+        base = run_session(
+            tmp / "base", "claude-code", SCRIPTS, ENV, tasks, "--agent-k", "3", "--agent-fail-on", "none", endpoint=ep
+        )
+        assert base.ret == 0, base.out
+        t07_base = len(ep.main_calls("Swedish VAT rate"))
+        pr = run_session(
+            tmp / "pr",
+            "claude-code",
+            SCRIPTS,
+            ENV,
+            tasks,
+            "--agent-k",
+            "2",
+            "--agent-confirm",
+            "5",
+            "--agent-baseline",
+            str(base.run_dir),
+            "--agent-gate",
+            "regression",
+            endpoint=ep,
+        )
+        t07_pr = len(ep.main_calls("Swedish VAT rate")) - t07_base
+    assert pr.ret == 0, pr.out
+    runs = {t: len(e["runs"]) for t, e in pr.results["tasks"].items()}
+    assert runs == {"T02": 2, "T07": 3}, runs  # the screen's two, and one confirming run of T07
+    assert t07_pr == 3 * len(SCRIPTS["Swedish VAT rate"])  # each run is one conversation at the endpoint
+    assert all(n <= 5 for n in runs.values())
+    skipped = sorted(n.rsplit("/", 1)[-1] for n in pr.results["confirm"]["not_needed"])
+    assert [n.split("-", 1)[0] + n.rsplit("::", 1)[1] for n in skipped] == ["T02r3", "T02r4", "T02r5", "T07r4", "T07r5"]
+    looks = json.loads((pr.run_dir / "comparison" / "comparison.json").read_text())["regression"]["check_tests"][
+        "looks"
+    ]
+    assert [x["state"] for x in looks["T07"]] == ["continue", "clear"]
