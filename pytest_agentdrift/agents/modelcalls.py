@@ -32,6 +32,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from http import HTTPStatus
 from typing import Any
 
 #: the wire formats, by the end of the request path
@@ -255,9 +256,11 @@ def _merge_usage(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, A
 # --------------------------------------------------------------------------- a run's calls
 
 
-def provider_failure(status: Any) -> bool:
+def provider_failure(http_code: Any) -> bool:
     """An HTTP status that is the provider's failure, not the request's (rate limit, overload, 5xx)."""
-    return isinstance(status, int) and (status == 429 or 500 <= status <= 599)
+    return isinstance(http_code, int) and (
+        http_code == HTTPStatus.TOO_MANY_REQUESTS or HTTPStatus.INTERNAL_SERVER_ERROR <= http_code <= 599
+    )
 
 
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens")

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -379,7 +380,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, call: dict[str, Any], resp: http.client.HTTPResponse) -> None:
         reader = modelcalls.AnswerReader(
-            call["api"] if resp.status == 200 else None, resp.getheader("Content-Type", "")
+            call["api"] if resp.status == HTTPStatus.OK else None, resp.getheader("Content-Type", "")
         )
         self.send_response_only(resp.status, resp.reason)
         for name, value in resp.getheaders():
@@ -392,7 +393,7 @@ class _Handler(BaseHTTPRequestHandler):
         complete = self._pass_body(call, resp, reader)
         reader.finish()
         call["stream"] = reader.stream
-        if call["api"] is not None and resp.status == 200:
+        if call["api"] is not None and resp.status == HTTPStatus.OK:
             call["answered_model"] = reader.model
             call.update(reader.usage or dict.fromkeys(modelcalls.TOKEN_FIELDS))
             if reader.usage is None:
