@@ -161,9 +161,6 @@ DECLARABLE_FIELDS: tuple[str, ...] = (
 SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id", "extension_version"})
 REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})
 MODEL_FIELDS = frozenset({"model_id", "model_endpoint", "model_stamp", "server_revision", "model_options"})
-#: the model fields the harness reads from an agent's model traffic itself (run/modelgateway.py:
-#: the model asked for, the endpoint, the model that answered), whatever the agent is
-GATEWAY_FIELDS = frozenset({"model_id", "model_endpoint", "model_stamp"})
 CLIENT_FIELDS = frozenset({"cli_version", "auto_update_state"})
 CONFIGURATION_FIELDS = frozenset({"agent", *_AGENT_SETUP_FIELDS})
 INSTRUCTION_FIELDS = frozenset({"instruction_hash"})
@@ -279,6 +276,8 @@ ARGV_FILE: Final = "argv.json"
 PATCH_FILE: Final = "diff.patch"
 #: the files of a record's top level
 RESULTS_FILE: Final = "results.json"
+#: results.json's SHA-256 (sha256sum's format), written after it: a changed results.json is refused
+SEAL_FILE: Final = "results.json.sha256"
 MANIFEST_FILE: Final = "runtime-manifest.json"
 SOURCE_MANIFEST_FILE: Final = "source-manifest.json"
 #: what the agent was told (instructions and configuration), beside the manifests

@@ -46,6 +46,7 @@ ENTRY_CAP = 20000
 #: why a kept file that held a secret is not the agent's file (its bytes are the redacted ones)
 REDACTED_FILE = "a secret the session knows was replaced in it: not the agent's file, not regradable"
 REDACTED_PATH = "its path held a secret the session knows (listed redacted): not kept"
+REDACTED_TARGET = "its link target held a secret the session knows: not kept"
 #: mode bits a kept tree never holds nor puts back
 SETID_BITS = stat.S_ISUID | stat.S_ISGID
 
@@ -67,11 +68,12 @@ class FinalTree:
         blobs: dict[str, str] = {}
         entries: dict[str, Any] = {}
         for path, e in self.doc["entries"].items():
-            clean_path = _scrub_bytes(path.encode("utf-8", "surrogateescape"), secrets_).decode(
-                "utf-8", "surrogateescape"
-            )
+            clean_path = _scrub_text(path, secrets_)
             if clean_path != path:
                 entries[clean_path] = _not_kept(REDACTED_PATH, kind=e.get("kind", "file"))
+                continue
+            if _scrub_text(e.get("target", ""), secrets_) != e.get("target", ""):
+                entries[path] = _not_kept(REDACTED_TARGET, kind="link")
                 continue
             entries[path] = e
             if e.get("kind") != "file" or not e.get("kept"):
@@ -83,6 +85,10 @@ class FinalTree:
                 entries[path] = {**e, "why": REDACTED_FILE}
             blobs[e["sha256"]] = base64.b64encode(clean).decode("ascii")
         return {"tree": {**self.doc, "entries": entries}, "blobs": blobs}
+
+
+def _scrub_text(text: str, secrets_: list[str]) -> str:
+    return _scrub_bytes(text.encode("utf-8", "surrogateescape"), secrets_).decode("utf-8", "surrogateescape")
 
 
 def _scrub_bytes(data: bytes, secrets_: list[str]) -> bytes:
@@ -178,6 +184,9 @@ def missing_paths(doc: dict[str, Any]) -> str | None:
         return "the run had a bundle overlaid on its work tree, which the record does not keep"
     if doc.get("not_listed"):
         return f"{doc['not_listed']} changed path(s) were not listed (over {ENTRY_CAP})"
+    redacted = [p for p, e in doc.get("entries", {}).items() if e.get("why") == REDACTED_PATH]
+    if redacted:
+        return f"{redacted[0]}: {REDACTED_PATH}"
     # a record from before `seen_whole` says only `complete`, which a lost entry also clears
     if doc.get("seen_whole", doc.get("complete")) is False:
         return "the harness did not see the whole work tree when the run ended"

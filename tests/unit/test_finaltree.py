@@ -112,3 +112,27 @@ def test_caps_and_secrets(tmp_path, monkeypatch):
     assert doc["entries"]["big.bin"]["kept"] is False and "cap" in doc["entries"]["big.bin"]["why"]
     assert doc["complete"] is False
     assert "big.bin was not kept" in finaltree.missing_for_grading(doc)
+
+
+def test_a_secret_in_a_path_or_link_target_is_listed_redacted_and_not_kept(tmp_path):
+    spec, work, before = _agent_edits(tmp_path)
+    (work / "leak-s3cr3t-value-123.txt").write_text("x\n")
+    os.symlink("../s3cr3t-value-123", work / "pointer")
+    payload = finaltree.capture(_run(work, before)).to_payload(["s3cr3t-value-123"])
+    doc = payload["tree"]
+    assert "s3cr3t" not in str(payload)
+    assert doc["entries"]["leak-[REDACTED].txt"]["kept"] is False
+    assert doc["entries"]["pointer"] == {"kind": "link", "kept": False, "why": finaltree.REDACTED_TARGET}
+    # the list of changed paths is no longer the run's: what reads only it is not regradable either
+    assert "leak-[REDACTED].txt" in finaltree.missing_paths(doc)
+
+
+def test_setuid_and_setgid_are_dropped_and_never_put_back(tmp_path):
+    spec, work, before = _agent_edits(tmp_path)
+    os.chmod(work / "new.sh", 0o4755)
+    doc = _store(finaltree.capture(_run(work, before)), tmp_path / "rec")
+    assert doc["entries"]["new.sh"]["mode"] == 0o755 and doc["entries"]["new.sh"]["dropped"] == "setuid/setgid"
+    doc["entries"]["new.sh"]["mode"] = 0o6755  # as an older record may say
+    dest = tmp_path / "rebuilt"
+    finaltree.rebuild(spec, doc, lambda s: finaltree.read_blob(tmp_path / "rec", s), dest, tmp_path / "t.json")
+    assert (dest / "new.sh").stat().st_mode & 0o7777 == 0o755
