@@ -95,6 +95,8 @@ def gate_rates(design: Design, pairs: int, seed: int = DEFAULT_SEED) -> dict[str
 # --- a pooled baseline (nightly records) against a pull request that confirms on suspicion --------------
 
 PASS_CHECK = "pass rate"  # compare/sequential.PASS_RATE
+Runs = list[list[str]]  # each run: the hypotheses it failed
+Nights = list[Runs]  # a task's pool: each night's runs
 
 
 @dataclass(frozen=True)
@@ -144,10 +146,10 @@ def pool_pr(design: PoolDesign, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     rates = [rng.uniform(0.6, 1.0) for _ in range(design.tasks)]
     nights = max(1, round(design.pool / design.night_k))  # whole nights: a pool of 5 is two nights of 3
-    pools: list[list[list[str]]] = []  # per task, per night, the failed hypotheses of each run
+    pools: list[Nights] = []  # per task, per night, the failed hypotheses of each run
     groups: dict[tuple[int, str], list[tuple[int, int]]] = {}
     for t, q in enumerate(rates):
-        per_night = []
+        per_night: Nights = []
         for _ in range(nights):
             f = _night_rate(rng, design.flake, design.icc)
             runs = [_sim_run(rng, q, f, "", False) for _ in range(design.night_k)]
@@ -166,7 +168,7 @@ def pool_pr(design: PoolDesign, seed: int) -> dict[str, Any]:
     return _fixed_pr(design, pools, cand)
 
 
-def _pool_counts(per_night: list[list[list[str]]]) -> tuple[dict[str, int], int]:
+def _pool_counts(per_night: Nights) -> tuple[dict[str, int], int]:
     fails: dict[str, int] = {}
     runs = 0
     for night in per_night:
@@ -182,7 +184,7 @@ def _named(blocked: dict[int, tuple[str, ...]], change: str) -> bool:
     return want in blocked.get(0, ())
 
 
-def _sequential_pr(design: PoolDesign, pools, cand, disp) -> dict[str, Any]:
+def _sequential_pr(design: PoolDesign, pools: list[Nights], cand: list[Runs], disp: Any) -> dict[str, Any]:
     from pytest_agentdrift.compare import sequential as seq
 
     plan = seq.ConfirmPlan(design.k, design.cap, design.alpha, design.tasks)
@@ -199,7 +201,7 @@ def _sequential_pr(design: PoolDesign, pools, cand, disp) -> dict[str, Any]:
     return {"blocked": bool(blocked), "named": _named(blocked, design.change), "runs": spent}
 
 
-def _fixed_pr(design: PoolDesign, pools, cand) -> dict[str, Any]:
+def _fixed_pr(design: PoolDesign, pools: list[Nights], cand: list[Runs]) -> dict[str, Any]:
     """Today's fixed design: every task k times, the gate's check-rate tests (Tarone over the family)."""
     from pytest_agentdrift.compare.checkrates import NEW, CheckCounts, check_rate_tests
 
