@@ -161,6 +161,9 @@ DECLARABLE_FIELDS: tuple[str, ...] = (
 SURFACE_FIELDS = frozenset({"surface", "product", "surface_rules", "extension_id", "extension_version"})
 REBASELINE_FIELDS = frozenset({"task_set_id", "evaluator_id", "source_id", "scoring_script_digest", "harness_version"})
 MODEL_FIELDS = frozenset({"model_id", "model_endpoint", "model_stamp", "server_revision", "model_options"})
+#: the model fields the harness reads from an agent's model traffic itself (run/modelgateway.py:
+#: the model asked for, the endpoint, the model that answered), whatever the agent is
+GATEWAY_FIELDS = frozenset({"model_id", "model_endpoint", "model_stamp"})
 CLIENT_FIELDS = frozenset({"cli_version", "auto_update_state"})
 CONFIGURATION_FIELDS = frozenset({"agent", *_AGENT_SETUP_FIELDS})
 INSTRUCTION_FIELDS = frozenset({"instruction_hash"})

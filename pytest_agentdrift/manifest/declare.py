@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,8 +48,13 @@ def load_declarations(path: Path) -> dict[str, Any]:
     return _check(facts, str(path))
 
 
-def run_describe(command: str, cwd: Path | None = None) -> dict[str, Any]:
-    """Run the agent's describe command once (stdin closed, bounded), parse the JSON it prints."""
+def run_describe(command: str, cwd: Path, settings: Any, hidden: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Run the agent's describe command once, as the agent runs (run/describe.py: its sandbox, its
+    environment only, its limits, every process it started ended), parse the JSON it prints.
+    Nothing the agent gave the harness runs as the harness itself."""
+    from pytest_agentdrift.run import describe, sandbox
+    from pytest_agentdrift.run.agentview import option_mounts
+
     where = f"--agent-describe-cmd {command!r}"
     try:
         argv = shlex.split(command)
@@ -59,15 +62,23 @@ def run_describe(command: str, cwd: Path | None = None) -> dict[str, Any]:
         raise AgentDriftError(f"cannot split the command: {exc}", where) from None
     if not argv:
         raise AgentDriftError("the command is empty", where)
-    with tempfile.TemporaryDirectory(prefix="agentdrift-describe-") as scratch:
-        try:
-            out = subprocess.run(
-                argv, cwd=cwd or scratch, capture_output=True, timeout=DESCRIBE_TIMEOUT_S, stdin=subprocess.DEVNULL
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise AgentDriftError(f"could not run: {exc}", where) from None
-    if out.returncode != 0:
-        raise AgentDriftError(f"exited {out.returncode}: {out.stderr.decode(errors='replace').strip()[:300]}", where)
+    out = describe.run_describe_command(
+        describe.absolute_argv(argv, cwd),
+        isolation=sandbox.detect(settings.isolation),
+        env_names=settings.env,
+        limits=describe.describe_limits(settings.limits),
+        hidden=hidden,
+        mounts=option_mounts(settings),
+        timeout_s=DESCRIBE_TIMEOUT_S,
+    )
+    if out.launch_error:
+        raise AgentDriftError(f"could not run: {out.launch_error}", where)
+    if out.timed_out:
+        raise AgentDriftError(
+            f"did not finish within {DESCRIBE_TIMEOUT_S:g} s (every process it started was ended)", where
+        )
+    if out.exit_code != 0:
+        raise AgentDriftError(f"exited {out.exit_code}: {out.stderr.decode(errors='replace').strip()[:300]}", where)
     try:
         facts = json.loads(out.stdout.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:

@@ -109,9 +109,11 @@ def apply_operator_facts(manifest: dict[str, Any], settings: Any, rootpath: Path
         path = settings.declare if settings.declare.is_absolute() else rootpath / settings.declare
         apply_facts(manifest, load_declarations(path), "declared", str(settings.declare))
     if settings.describe_cmd:
-        apply_facts(
-            manifest, run_describe(settings.describe_cmd, cwd=rootpath), "agent_reported", settings.describe_cmd
-        )
+        from pytest_agentdrift.run.agentview import hidden_paths
+
+        hidden = hidden_paths(settings, (), rootpath)  # the records and the project; task dirs are not known yet
+        facts = run_describe(settings.describe_cmd, rootpath, settings, hidden)
+        apply_facts(manifest, facts, "agent_reported", settings.describe_cmd)
 
 
 def session_isolation(settings: Any, isolation: Any, adapter: Any) -> dict[str, Any]:

@@ -25,8 +25,7 @@ def derived_record(out: Path, results: dict[str, Any], purpose: str) -> Iterator
     from pytest_agentdrift.canonical import dumps_pretty
     from pytest_agentdrift.record.html import record_page
     from pytest_agentdrift.record.report import markdown
-    from pytest_agentdrift.record.store import atomic_write
-    from pytest_agentdrift.vocabulary import RESULTS_FILE
+    from pytest_agentdrift.record.store import atomic_write, write_sealed
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{purpose}-", dir=out.parent))
@@ -34,7 +33,7 @@ def derived_record(out: Path, results: dict[str, Any], purpose: str) -> Iterator
         yield tmp
         atomic_write(tmp / REPORT_MD_FILE, markdown(results))
         atomic_write(tmp / REPORT_HTML_FILE, record_page(tmp, results))
-        atomic_write(tmp / RESULTS_FILE, dumps_pretty(results))
+        write_sealed(tmp, dumps_pretty(results))
         os.rename(tmp, out)  # fails if OUT appeared meanwhile: never over another record
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

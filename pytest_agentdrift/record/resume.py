@@ -172,6 +172,9 @@ def load_for_resume(path: Path, validate_manifest: Callable[[Any, Path], dict[st
         raise RecordError("no such record to resume (record with --agent-record first)", path)
     results_path = path / RESULTS_FILE
     if results_path.exists():
+        from pytest_agentdrift.record.store import check_seal
+
+        check_seal(path)
         try:
             done = json.loads(results_path.read_text(encoding="utf-8")).get("complete") is True
         except (OSError, ValueError, AttributeError):

@@ -3,7 +3,12 @@
 Only the controller process writes here. Every file is written to a temp
 file in the same directory and renamed into place, so a reader sees either
 the old bytes or the new, never half. While a session records, the run
-directory holds an `INCOMPLETE` marker; `results.json` is written last.
+directory holds an `INCOMPLETE` marker; `results.json` is written last, and
+after it its seal (`results.json.sha256`, its digest): every reader (`load_run`)
+refuses a results.json that no longer matches its seal. The seal catches a
+partial or accidental rewrite; it cannot stop a forger who runs as the
+harness's user (who could write a new seal too), which is why nothing the
+agent gave the harness runs as that user after the session (docs/security.md).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any, Sequence
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.tasks.shard import item_key
-from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE, RAW_DIR, RESULTS_FILE
+from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE, RAW_DIR, RESULTS_FILE, SEAL_FILE
 
 INCOMPLETE_MARKER = "INCOMPLETE"
 
@@ -174,12 +179,42 @@ class RunRecorder:
                 "complete": False,
                 "incomplete_reasons": [*results.get("incomplete_reasons", []), *("schema: " + p for p in problems)],
             }
-        atomic_write(self.path / RESULTS_FILE, dumps_pretty(results))
+        write_sealed(self.path, dumps_pretty(results))
         if results["complete"]:
             try:
                 (self.path / INCOMPLETE_MARKER).unlink()
             except FileNotFoundError:
                 pass
+
+
+def write_sealed(path: Path, text: str) -> None:
+    """results.json, then its seal (the digest of exactly those bytes), each written atomically."""
+    import hashlib
+
+    data = text.encode("utf-8")
+    atomic_write(path / RESULTS_FILE, data)
+    atomic_write(path / SEAL_FILE, f"{hashlib.sha256(data).hexdigest()}  {RESULTS_FILE}\n")
+
+
+def check_seal(path: Path) -> None:
+    """RecordError when results.json no longer matches its seal. A record without a seal (made
+    before seals, or by hand) has nothing to check against."""
+    import hashlib
+
+    seal = path / SEAL_FILE
+    if not seal.exists() and not seal.is_symlink():
+        return
+    try:
+        recorded = seal.read_text(encoding="ascii").split()[0]
+        actual = hashlib.sha256((path / RESULTS_FILE).read_bytes()).hexdigest()
+    except (OSError, UnicodeDecodeError, IndexError) as exc:
+        raise RecordError(f"the record's seal cannot be checked: {exc}", seal) from None
+    if recorded != actual:
+        raise RecordError(
+            f"results.json was changed after the record was written: it no longer matches its seal ({SEAL_FILE}); "
+            "refused",
+            path / RESULTS_FILE,
+        )
 
 
 def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
@@ -191,6 +226,7 @@ def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
         if (path / INCOMPLETE_MARKER).exists():
             raise RecordError("the run was interrupted before it finished (INCOMPLETE marker, no results.json)", path)
         raise RecordError("not a recorded run (no results.json)", path)
+    check_seal(path)
     results = load_json_file(results_path, RecordError)
     if not isinstance(results, dict):
         raise RecordError("results.json is not a JSON object", results_path)

@@ -166,6 +166,7 @@ class TaskRunner:
                 limits=dict(self.settings.grade_limits) or None,  # graded code's own, never the agent's
                 cache_dir=self.grading_cache,
             )
+            self._grader.note_tasks(self.specs.values())  # before any run: grading refuses a task changed since
         return self._grader
 
     def sandbox_mounts(self) -> list[tuple[str, str]]:
