@@ -154,8 +154,8 @@ def pool_pr(design: PoolDesign, seed: int) -> dict[str, Any]:
             f = _night_rate(rng, design.flake, design.icc)
             runs = [_sim_run(rng, q, f, "", False) for _ in range(design.night_k)]
             per_night.append(runs)
-            for check in (FLAKE_CHECK, PASS_CHECK):
-                groups.setdefault((t, check), []).append((sum(check in r for r in runs), len(runs)))
+            # the critical checks, as the pool does (compare/pool.py): not the pass rate
+            groups.setdefault((t, FLAKE_CHECK), []).append((sum(FLAKE_CHECK in r for r in runs), len(runs)))
         pools.append(per_night)
     disp = seq.dispersion(list(groups.values()))
     cand_flake = [_night_rate(rng, design.flake, design.icc) for _ in rates]
