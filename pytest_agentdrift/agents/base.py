@@ -147,6 +147,9 @@ class AgentAdapter:
     #: directories the product's own sandbox creates in the work tree as mount points; left empty,
     #: they are listed as leftovers, not as the agent's changes
     sandbox_dirs: ClassVar[tuple[str, ...]] = ()
+    #: paths under the work tree's .git where the product keeps state of its own (a project id):
+    #: listed as leftovers, never as the agent's git mutations; git itself must not read them
+    product_state: ClassVar[tuple[str, ...]] = ()
     #: under bubblewrap, the uid the agent runs as in a user namespace of its own (mapped to the
     #: harness's uid; recorded in the mount plan); None: the harness's own uid
     sandbox_user: ClassVar[int | None] = None
@@ -484,6 +487,7 @@ def builtin_adapters() -> dict[str, type[AgentAdapter]]:
         ("codex", "CodexAdapter"),
         ("copilot", "CopilotAdapter"),
         ("gemini", "GeminiAdapter"),
+        ("opencode", "OpenCodeAdapter"),
     ):
         try:
             mod = __import__(f"{__package__}.{module}", fromlist=[cls_name])

@@ -25,6 +25,7 @@ PRODUCT_PACKAGES: dict[str, str] = {
     "codex": "pytest_agentdrift.agents.codex",
     "copilot": "pytest_agentdrift.agents.copilot",
     "gemini": "pytest_agentdrift.agents.gemini",
+    "opencode": "pytest_agentdrift.agents.opencode",
 }
 #: the rules of an agent whose product we do not know (--agent-cmd): only user-named files
 GENERIC = "generic"
@@ -51,6 +52,8 @@ def surface_rules_for(adapter: Mapping[str, Any]) -> str:
         return "copilot"
     if "gemini" in text:
         return "gemini"
+    if "opencode" in text:
+        return "opencode"
     return GENERIC
 
 

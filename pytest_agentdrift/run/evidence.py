@@ -211,6 +211,8 @@ class TreeEvidence:
     changes: treesnap.Changes = field(default_factory=treesnap.Changes)
     file_hits: dict[str, list[str]] = field(default_factory=dict)
     searched: list[int] = field(default_factory=lambda: [0, 0])  # bytes searched, bytes waiting in the batch
+    #: paths under .git the product keeps its own state in (AgentAdapter.product_state)
+    product_state: tuple[str, ...] = ()
 
     def evidence_fields(self) -> dict[str, Any]:
         """RunEvidence's fields of the work tree (the tamper evidence is a guarded stage of its own)."""

@@ -31,7 +31,7 @@ def work_tree_seen(
     spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, prepared: PreparedRun, errors: HarnessErrors
 ) -> TreeEvidence:
     """The work tree the agent left, as far as the harness read it (a failure keeps what was read)."""
-    tree = TreeEvidence(before=prepared.before)
+    tree = TreeEvidence(before=prepared.before, product_state=tuple(getattr(adapter, "product_state", ())))
     work, token, product_dirs = prepared.dirs.work, prepared.canary.token, getattr(adapter, "sandbox_dirs", ())
     errors.stage(
         "evidence", lambda: _tree_evidence(tree, spec, settings, work, prepared.overlaid, token, product_dirs), None
@@ -125,9 +125,21 @@ def git_mutations(
     work = prepared.dirs.work
     has_git = not tree.work_deleted and (work / ".git").is_dir() and not (work / ".git").is_symlink()
     git_after = errors.stage("evidence", lambda: gitstate.git_state(work, settings.isolation) if has_git else {}, {})
-    return (
+    found = (
         gitstate.git_mutations(prepared.git_before, git_after, bool(prepared.git_before), has_git) if spec.git else []
     )
+    mutations, own = split_product_state(found, tree.product_state)
+    # the product's own state is recorded beside what the agent left, never as its git mutation
+    tree.leftovers.extend(f"{m} (product state)" for m in own)
+    return mutations
+
+
+def split_product_state(mutations: list[str], product_state: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(the agent's git mutations, the product's own state) of `.git/<path> (what)` lines: a path
+    the product declares (`.git/opencode`, a file git itself never reads) or below it is the
+    product's; anything else under .git, its config, hooks, refs or index, stays the agent's."""
+    own = [m for m in mutations if any(m.rsplit(" (", 1)[0] == p or m.startswith(p + "/") for p in product_state)]
+    return [m for m in mutations if m not in own], own
 
 
 def outside_evidence(prepared: PreparedRun, guard: Any, errors: HarnessErrors) -> tuple[list[str], treesnap.WalkReport]:

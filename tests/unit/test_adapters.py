@@ -1,4 +1,4 @@
-"""The Claude Code, Codex, Copilot and Gemini CLI adapters: argv, attributes, parsing.
+"""The Claude Code, Codex, Copilot, Gemini CLI and OpenCode adapters: argv, attributes, parsing.
 
 Parsing is tested on transcripts under tests/data/transcripts/, written to
 each product's documented event format (see the adapter module docstrings),
@@ -21,11 +21,18 @@ from pytest_agentdrift.agents.codex import CodexAdapter
 from pytest_agentdrift.agents.common import clip, extract_report, read_jsonl
 from pytest_agentdrift.agents.copilot import CopilotAdapter
 from pytest_agentdrift.agents.gemini import GeminiAdapter
+from pytest_agentdrift.agents.opencode import OpenCodeAdapter
 from pytest_agentdrift.errors import AgentDriftError
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "data" / "transcripts"
-ADAPTERS: list[type[AgentAdapter]] = [ClaudeCodeAdapter, CodexAdapter, CopilotAdapter, GeminiAdapter]
-DIRS = {ClaudeCodeAdapter: "claude_code", CodexAdapter: "codex", CopilotAdapter: "copilot", GeminiAdapter: "gemini"}
+ADAPTERS: list[type[AgentAdapter]] = [ClaudeCodeAdapter, CodexAdapter, CopilotAdapter, GeminiAdapter, OpenCodeAdapter]
+DIRS = {
+    ClaudeCodeAdapter: "claude_code",
+    CodexAdapter: "codex",
+    CopilotAdapter: "copilot",
+    GeminiAdapter: "gemini",
+    OpenCodeAdapter: "opencode",
+}
 
 # A task text that would break any naive quoting or option parsing.
 NASTY_TASK = (
