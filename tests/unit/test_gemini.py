@@ -44,6 +44,7 @@ def test_argv_runs_headless_trusted_in_yolo_with_the_prompt_in_one_element():
     assert argv[:5] == ["gemini", "--output-format", "stream-json", "--skip-trust", "--debug"]
     assert argv[argv.index("--approval-mode") + 1] == "yolo"
     assert argv[-1] == "--prompt=-y fix it" and "--model" not in argv
+    assert "--sandbox=false" in argv  # its own container sandbox: off, and said so
     argv = GeminiAdapter().build_argv(ctx(model="gemini-2.5-pro", permission_mode="auto_edit"))
     assert argv[argv.index("--model") + 1] == "gemini-2.5-pro"
     assert argv[argv.index("--approval-mode") + 1] == "auto_edit"

@@ -101,7 +101,11 @@ class GeminiAdapter(ProductAdapter):
         ".gemini/agents",
         ".gemini/policies",
     )
-    defaults: ClassVar[dict[str, Any]] = {"permission_mode": "yolo"}
+    # the CLI's own sandbox (a container) stays off unless asked for: said by flag, so it is known
+    defaults: ClassVar[dict[str, Any]] = {"permission_mode": "yolo", "sandbox": False}
+    # the headless stream names no tool set (0.61's init record has the model only)
+    unreportable: ClassVar[tuple[str, ...]] = (*ProductAdapter.unreportable, "built_in_tools")
+    unobservable: ClassVar[tuple[str, ...]] = ("server_revision", *unreportable)
     fixed_env: ClassVar[dict[str, str]] = {
         "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(DEFAULTS_FILE),
         "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(SYSTEM_FILE),
@@ -114,7 +118,7 @@ class GeminiAdapter(ProductAdapter):
     run_reported = ("model_id",)
     usage_input_includes_cached = True  # stats input_tokens count the cached input too
 
-    option_keys = ("model", "permission_mode")
+    option_keys = ("model", "permission_mode", "sandbox")
     output_format = "stream-json"
 
     def sandbox_paths(self, env: dict[str, str]) -> list[tuple[str, str]]:
@@ -131,6 +135,8 @@ class GeminiAdapter(ProductAdapter):
             argv += ["--approval-mode", str(opts["permission_mode"])]
         if opts.get("model"):
             argv += ["--model", str(opts["model"])]
+        if "sandbox" in opts:
+            argv.append(f"--sandbox={'true' if _truthy(opts['sandbox']) else 'false'}")
         # one argument with `=`: a task text starting with '-' is never read as a flag
         argv.append(f"--prompt={ctx.task_text}")
         return argv
@@ -177,6 +183,10 @@ class GeminiAdapter(ProductAdapter):
         if kind == "init":
             return {"event": "started"}
         return None
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "1", "yes", "on", "docker", "podman")
 
 
 #: exit statuses the CLI documents for what stops it before any model answer (FatalError classes)

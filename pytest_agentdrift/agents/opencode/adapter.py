@@ -95,6 +95,9 @@ class OpenCodeAdapter(ProductAdapter):
         ".config/opencode/plugins",
     )
     defaults: ClassVar[dict[str, Any]] = {"permission_mode": "auto"}
+    # no record of the JSON stream names the tool set, and OpenCode has no sandbox of its own
+    unreportable: ClassVar[tuple[str, ...]] = (*ProductAdapter.unreportable, "built_in_tools", "sandbox")
+    unobservable: ClassVar[tuple[str, ...]] = ("server_revision", *unreportable)
     # what the product would fetch on its own in every run, off: the agent's network is the agent's
     fixed_env: ClassVar[dict[str, str]] = {
         "OPENCODE_DISABLE_AUTOUPDATE": "true",
