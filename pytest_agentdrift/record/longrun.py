@@ -29,13 +29,13 @@ from pytest_agentdrift.agents.infra import InfraStopRule
 from pytest_agentdrift.record.spend import spend_text
 from pytest_agentdrift.run import scratch
 from pytest_agentdrift.run.budget import (
-    USAGE_SOURCE_AGENT,
     Budget,
     add_spend,
     parse_budget,
     run_exceeded,
     run_spend,
     session_exhausted,
+    usage_source,
 )
 from pytest_agentdrift.run.progress import StatusBoard, TimeLedger
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
@@ -232,9 +232,9 @@ class LongRun:
             table=self.table(),
             input_includes_cached=bool(getattr(adapter, "usage_input_includes_cached", False)),
         )
-        # where the counts came from: the agent's own usage reports (its usage events, its product's
-        # output) are all there is until the harness counts the model traffic it relays itself
-        spend["usage_source"] = USAGE_SOURCE_AGENT
+        # where the counts came from: the harness's count of the model calls it relayed where it has
+        # one, else the agent's own usage reports (its usage events, its product's output)
+        spend["usage_source"] = usage_source(run)
         return spend
 
     def overspent(self, adapter) -> Callable[[Any], str | None] | None:
@@ -245,7 +245,8 @@ class LongRun:
         def check(run) -> str | None:
             spend = self._final_spend(run.adapter_output.usage.to_dict(), run, adapter)
             why = run_exceeded(self.budget, spend)
-            return f"{why} (the run's final spend, reported by the agent)" if why else None
+            told = "counted by the harness" if spend["usage_source"] == "harness" else "reported by the agent"
+            return f"{why} (the run's final spend, {told})" if why else None
 
         return check
 

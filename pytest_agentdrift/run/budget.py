@@ -247,8 +247,22 @@ def run_exceeded(budget: Budget, spent: Mapping[str, Any]) -> str | None:
 
 # --------------------------------------------------------------------------- the generic protocol's usage
 
-#: a spend's `usage_source`: the agent's own usage reports (its usage events, its product's output)
+#: a spend's `usage_source`: the agent's own usage reports (its usage events, its product's output),
+#: or the harness's own count of the model calls its gateway relayed (run/modelgateway.py)
 USAGE_SOURCE_AGENT = "agent"
+USAGE_SOURCE_HARNESS = "harness"
+
+
+def usage_source(run: Any) -> str:
+    """Where a finished run's token counts come from: the harness's, when its model gateway saw
+    the run's calls and counted their usage (which then replaced the agent's word), else the agent's."""
+    traffic = getattr(run, "model_traffic", None) or {}
+    counted = traffic.get("usage") if isinstance(traffic.get("usage"), dict) else {}
+    if traffic.get("calls") and any(v is not None for v in counted.values()):
+        return USAGE_SOURCE_HARNESS
+    return USAGE_SOURCE_AGENT
+
+
 #: the longest events line the live reader takes; a longer one is skipped, never waited on
 MAX_EVENT_LINE = 1 << 20
 
