@@ -19,6 +19,7 @@ from pytest_agentdrift.run.budget import (
     run_spend,
     session_exhausted,
     usage_from_events,
+    usage_source,
 )
 
 
@@ -167,3 +168,15 @@ def test_run_watch_skips_a_line_too_long_to_read(tmp_path, size):
         fh.write(json.dumps({"type": "usage", "input_tokens": 60, "output_tokens": 50}) + "\n")
     assert watch.poll() == "per-run token budget exceeded: 110 > 100 tokens"
     assert watch.long_lines == (size + 30 > (1 << 20))
+
+
+def test_the_usage_source_is_the_harness_only_where_its_gateway_counted_the_calls():
+    class Run:
+        def __init__(self, traffic):
+            self.model_traffic = traffic
+
+    assert usage_source(Run(None)) == "agent"  # no gateway: the agent's own reports
+    assert usage_source(Run({"calls": 0})) == "agent"
+    # calls seen, but streams without usage: nothing counted, the agent's word stands
+    assert usage_source(Run({"calls": 2, "usage": {"input_tokens": None, "output_tokens": None}})) == "agent"
+    assert usage_source(Run({"calls": 2, "usage": {"input_tokens": 500, "output_tokens": None}})) == "harness"
