@@ -42,6 +42,10 @@ GATEWAY_PORT = 3130
 MAX_REQUEST_BYTES = 64 << 20
 #: calls kept per gateway; the rest are counted in `dropped`
 MAX_CALLS = 10_000
+#: how long a run's model calls may fail with provider errors (429, 5xx, unreachable), with no
+#: answer in between, before the harness stops it as infrastructure; and how many such calls at least
+PROVIDER_PATIENCE_S = 60.0
+PROVIDER_ATTEMPTS = 3
 #: CA files the agent's environment may name: the gateway trusts what the agent was told to trust
 CA_ENV = ("SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 #: loopback names the agent reaches the gateway by without its proxy
@@ -163,6 +167,8 @@ class ModelGateway:
         self.idle_timeout = idle_timeout
         self.calls: list[dict[str, Any]] = []
         self.dropped = 0
+        self._failing_since: float | None = None  # when the current streak of provider errors began
+        self._failures = 0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._servers: list[socketserver.BaseServer] = []
@@ -221,8 +227,17 @@ class ModelGateway:
 
     # -- recording ---------------------------------------------------------------------
 
-    def record(self, call: dict[str, Any]) -> None:
+    def record(self, call: dict[str, Any], started: float | None = None) -> None:
+        """Keep one call; `started` (monotonic) times a streak of provider errors (`give_up`)."""
         with self._lock:
+            if call.get("api"):
+                failed = modelcalls.provider_failure(call.get("status")) or call.get("status") is None
+                if not failed:
+                    self._failing_since, self._failures = None, 0
+                else:
+                    self._failures += 1
+                    if self._failing_since is None:
+                        self._failing_since = started if started is not None else time.monotonic()
             if len(self.calls) >= MAX_CALLS:
                 self.dropped += 1
                 return
@@ -230,6 +245,23 @@ class ModelGateway:
             if self.log_path is not None:
                 with open(self.log_path, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(call, sort_keys=True) + "\n")
+
+    def give_up(self) -> str | None:
+        """Why the run should stop: every model call for PROVIDER_PATIENCE_S (at least
+        PROVIDER_ATTEMPTS of them) was a provider error or found no endpoint, and none was
+        answered since. A product's own retries can last minutes; the run is infrastructure's
+        either way, so the harness ends it in bounded time."""
+        with self._lock:
+            since, failures = self._failing_since, self._failures
+        if since is None or failures < PROVIDER_ATTEMPTS:
+            return None
+        waited = time.monotonic() - since
+        if waited < PROVIDER_PATIENCE_S:
+            return None
+        return (
+            f"the model endpoint answered {failures} model call(s) in a row with provider errors over "
+            f"{waited:.0f} s: stopped as infrastructure (the product was still retrying)"
+        )
 
     def describe(self) -> list[dict[str, Any]]:
         """What the manifest and the record say of the routes (never a credential)."""
@@ -314,7 +346,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._relay(call, path, body)
         finally:
             call["duration_s"] = round(time.monotonic() - started, 3)
-            gw.record(call)
+            gw.record(call, started)
 
     def _body(self) -> bytes:
         length = self.headers.get("Content-Length")
@@ -369,6 +401,11 @@ class _Handler(BaseHTTPRequestHandler):
                 if conn.sock is not None:
                     conn.sock.settimeout(gw.idle_timeout)
                 resp = conn.getresponse()
+            except ssl.SSLCertVerificationError as exc:
+                # the same on every run: the endpoint's certificate is not one the agent was told to trust
+                call.update(status=None, error=f"upstream certificate not trusted: {exc.verify_message}")
+                _reply(self, 502, "the harness's model gateway does not trust the model endpoint's certificate")
+                return
             except (OSError, http.client.HTTPException) as exc:
                 call.update(status=None, error=f"upstream unreachable: {type(exc).__name__}")
                 _reply(self, 502, "the harness's model gateway could not reach the model endpoint")
@@ -416,6 +453,22 @@ class _Handler(BaseHTTPRequestHandler):
         except (OSError, http.client.HTTPException) as exc:
             call["error"] = f"answer cut: {type(exc).__name__}"
             return False
+
+
+class ProviderWatch:
+    """A run's monitor (run/sandbox.py: `feed`, `poll`) that also stops the run when its gateway
+    gives up on the provider (`ModelGateway.give_up`); `inner`: the run's other monitor, or None."""
+
+    def __init__(self, inner: Any, gateway: ModelGateway):
+        self.inner = inner
+        self.gateway = gateway
+
+    def feed(self, chunk: bytes) -> None:
+        if self.inner is not None:
+            self.inner.feed(chunk)
+
+    def poll(self) -> str | None:
+        return (self.inner.poll() if self.inner is not None else None) or self.gateway.give_up()
 
 
 def _path_label(path: str) -> str:
@@ -493,15 +546,21 @@ def _provider_ending(summary: dict[str, Any], infra: dict[str, Any] | None) -> d
     last = summary.get("final_failure")
     if last is None:
         return infra
-    if infra is not None and infra.get("source") != "agent report" and infra.get("class") != "crashed":
-        return infra  # the product's own structured word, or the harness's launch failure
     status = last["status"]
-    cls = classify_status(status) if status is not None else "network"
-    answer = f"HTTP {status}" if status is not None else (last.get("error") or "no answer")
-    evidence = (
-        f"the model endpoint answered {answer} to the agent's last model call"
-        f" ({last['attempts']} failed attempt(s) in a row, {last['retries']} retries)"
-    )
+    # the gateway's own failure (no answer from the endpoint) is known only to the harness: the
+    # product saw the gateway's stand-in answer, so its word about it outranks nothing
+    own = infra is not None and infra.get("source") != "agent report" and infra.get("class") != "crashed"
+    if own and (status is not None or infra.get("class") == "launch_failed"):
+        return infra  # the product's own structured word, or the harness's launch failure
+    if status is not None:
+        cls = classify_status(status)
+    else:
+        cls = "configuration" if "certificate" in str(last.get("error")) else "network"
+    attempts = f"({last['attempts']} failed attempt(s) in a row, {last['retries']} retries)"
+    if status is not None:
+        evidence = f"the model endpoint answered HTTP {status} to the agent's last model call {attempts}"
+    else:
+        evidence = f"no answer to the agent's last model call: {last.get('error') or 'unknown'} {attempts}"
     return infra_error(
         cls or "server_error",
         evidence,

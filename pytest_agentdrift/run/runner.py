@@ -270,6 +270,10 @@ def _launch(
     try:
         netrx = netlog.NetlogReceiver(launch.observers).start()
         gateway, gateway_env, relays = _start_gateway(adapter, settings, guard, launch.observers, dirs.box)
+        if gateway is not None:  # a provider failing for minutes ends the run in bounded time
+            from pytest_agentdrift.run.modelgateway import ProviderWatch
+
+            monitor = ProviderWatch(monitor, gateway)
         if guard.observe_network:  # the proxy is bound in the sandbox's own namespace (netwatch.py)
             proxy_env, wrap = netwatch_env(), None
         else:

@@ -79,7 +79,7 @@ def session(root: Path, ep: ScriptedEndpoint, *args: str, agent_env: dict[str, s
     )
     env.update({"AGENT_CLAIM_MODEL": "0", **(agent_env or {})})
     # the base URL and the CA stay the host's: the harness routes an allowed endpoint itself
-    passed = ["--agent-env=ANTHROPIC_API_KEY", "--agent-env=AGENT_CLAIM_MODEL"]
+    passed = [f"--agent-env={name}" for name in sorted({"ANTHROPIC_API_KEY", "AGENT_CLAIM_MODEL", *(agent_env or {})})]
     argv = [
         sys.executable,
         "-m",
@@ -143,8 +143,15 @@ def baseline(tmp_path_factory):
         # the provider rate-limits every attempt of the first call
         ep.scripts = turns(errors_on_first=[{"status": 429, "message": "slow down"}])
         ret4, out4, took4 = session(root, ep, "--agent-record", "runs/limited")
+        # a product that would retry for an hour: the harness stops it once the provider failed long enough
+        ret5, out5, took5 = session(
+            root, ep, "--agent-record", "runs/forever", agent_env={"AGENT_ATTEMPTS": "1000", "AGENT_BACKOFF_S": "2"}
+        )
         label = ep.base_url
     return {
+        "ret5": ret5,
+        "out5": out5,
+        "took5": took5,
         "root": root,
         "ret": ret,
         "out": out,
@@ -231,3 +238,15 @@ def test_a_provider_429_is_infrastructure_in_bounded_time(baseline):
     assert [c["status"] for c in run["evidence"]["model_calls"]] == [429, 429, 429]
     assert run["evidence"]["model_traffic"]["usage"]["input_tokens"] == 0  # nothing was answered
     assert_no_planted_key(baseline["root"] / "runs", out=out4)
+
+
+def test_a_product_retrying_a_failing_provider_is_stopped_as_infrastructure_in_bounded_time(baseline):
+    from pytest_agentdrift.run.modelgateway import PROVIDER_PATIENCE_S
+
+    out5 = baseline["out5"]
+    assert baseline["ret5"] == 4, out5[-4000:]
+    assert baseline["took5"] < PROVIDER_PATIENCE_S + 60  # its own retries would take over half an hour
+    run = only_run(baseline["root"] / "runs" / "forever")
+    assert run["outcome"] == "infra_error", out5[-3000:]
+    assert run["infra_error"]["class"] == "rate_limited" and run["infra_error"]["retries"] >= 2
+    assert "stopped as infrastructure" in run["evidence"]["stopped"]

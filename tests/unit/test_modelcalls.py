@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -275,3 +276,41 @@ def test_the_sandbox_relay_forwards_each_gateway_port_to_its_socket(tmp_path):
         timeout=60,
     )
     assert done.stdout.split() == ["proxy", "gateway"], done.stderr
+
+
+def test_an_endpoint_certificate_the_agent_was_not_told_to_trust_is_a_configuration_error(tmp_path):
+    """The gateway's TLS handshake fails the same way on every run: `configuration` (the session stops),
+    from the harness's own seeing, whatever the product made of the gateway's stand-in answer."""
+    import ssl
+
+    import trustme
+
+    from pytest_agentdrift.agents.base import AdapterOutput
+    from pytest_agentdrift.run.modelgateway import observed
+
+    ca = trustme.CA()
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Gemini)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(ctx)
+    upstream.socket = ctx.wrap_socket(upstream.socket, server_side=True)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    port = upstream.server_address[1]
+    env = {"ANTHROPIC_BASE_URL": f"https://127.0.0.1:{port}"}  # no CA file named: not trusted
+    routes = plan_routes(env, lambda h, p: True)
+    gateway = ModelGateway(routes, env)
+    try:
+        base = agent_env(routes, gateway.start_local())["ANTHROPIC_BASE_URL"]
+        req = urllib.request.Request(f"{base}/v1/messages", data=b'{"model": "m"}')
+        try:
+            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 502
+    finally:
+        gateway.stop()
+        upstream.shutdown()
+    (rec,) = gateway.calls
+    assert rec["status"] is None and rec["error"].startswith("upstream certificate not trusted")
+    product_word = {"class": "server_error", "source": "claude-code", "evidence": "API Error: 502"}
+    _, infra = observed(gateway, [dict(c) for c in gateway.calls], AdapterOutput(), product_word)
+    assert infra["class"] == "configuration" and infra["repeats"] is True
+    assert infra["source"] == "harness model gateway" and "certificate" in infra["evidence"]

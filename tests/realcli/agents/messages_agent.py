@@ -3,7 +3,8 @@
 It reads its base URL and key from its environment (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY), the
 task from $AGENTDRIFT_TASK_FILE, and runs one tool, `Bash`, in its working directory until the
 model stops calling tools; the last answer's JSON block is its report. A 429 or 5xx is retried
-twice (a product's own retries), then it gives up with exit 3. It reports the model that answered
+twice (a product's own retries; AGENT_ATTEMPTS and AGENT_BACKOFF_S make them more and slower),
+then it gives up with exit 3. It reports the model that answered
 on a `usage` event (the generic protocol), so the harness has the agent's word beside its own;
 AGENT_CLAIM_MODEL=1 makes it claim another model (a witness that disagrees).
 """
@@ -71,7 +72,7 @@ def call(messages):
     body = json.dumps(
         {"model": MODEL, "max_tokens": 1024, "stream": STREAM, "tools": TOOLS, "messages": messages}
     ).encode()
-    for attempt in range(3):
+    for attempt in range(int(os.environ.get("AGENT_ATTEMPTS") or 3)):
         req = urllib.request.Request(
             BASE + "/v1/messages",
             data=body,
@@ -85,7 +86,7 @@ def call(messages):
             if exc.code != 429 and exc.code < 500:
                 raise
             print(f"provider answered {exc.code} (attempt {attempt + 1})", file=sys.stderr)
-            time.sleep(0.2)
+            time.sleep(float(os.environ.get("AGENT_BACKOFF_S") or 0.2))
     sys.exit(3)
 
 
