@@ -283,12 +283,8 @@ def keeps_all_it_needs(record: Path, result: dict[str, Any]) -> bool:
     return not lacks
 
 
-def regrade_run(
-    record: Path, spec: TaskSpec, result: dict[str, Any], grader: Grader, scratch: Path, as_graded: bool = False
-) -> dict[str, Any]:
-    """The run's entry graded again by the current checks of `spec` (kept as recorded when it was not graded).
-    `as_graded`: the task is graded exactly as when it was recorded (grading_unchanged), so a check
-    the record cannot judge again keeps its recorded verdict, a pass as well as a failure."""
+def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Grader, scratch: Path) -> dict[str, Any]:
+    """The run's entry graded again by the current checks of `spec` (kept as recorded when it was not graded)."""
     from pytest_agentdrift.grade.scoring import score
 
     # a run never scored (lost to infrastructure, or the harness failed on it) is kept as recorded
@@ -317,7 +313,7 @@ def regrade_run(
         # a check the record cannot decide leaves the run undecided: never a pass, never the agent's
         # failure; but a failure the record holds stands (what is lost now cannot undo it)
         recorded = {(c.get("name"), c.get("kind")): c for c in result.get("checks") or ()}
-        rest = [_as_recorded(recorded, c, why, as_graded) or _not_regradable(c, why, run.report) for c, why in skipped]
+        rest = [_as_recorded(recorded, c, why) or _not_regradable(c, why, run.report) for c, why in skipped]
         scored = _score_regraded(run, [*checks, *rest], score)
     finally:
         from pytest_agentdrift.tasks.fdtree import rmtree
@@ -347,16 +343,14 @@ def _score_regraded(run: Any, checks: list[Any], score: Any) -> dict[str, Any]:
     return scored
 
 
-def _as_recorded(recorded: dict[tuple[Any, Any], dict[str, Any]], check: Any, why: str, passes: bool = False):
+def _as_recorded(recorded: dict[tuple[Any, Any], dict[str, Any]], check: Any, why: str):
     """The check's recorded failure, when the record holds one decided at run time: it stands as
-    recorded (the regrade cannot judge it again, and what is lost cannot undo a failure). With
-    `passes` (the same grading as recorded) a recorded pass stands too: it was judged on the whole tree."""
+    recorded (the regrade cannot judge it again, and what is lost cannot undo a failure). A
+    recorded pass does not: what the record no longer holds cannot be shown to pass."""
     from pytest_agentdrift.grade.results import CheckResult
 
     was = recorded.get((check.name, check.kind)) if check else None
-    if not was or was.get("undecided") or not isinstance(was.get("passed"), bool):
-        return None
-    if was["passed"] and not passes:
+    if not was or was.get("passed") is not False or was.get("undecided"):
         return None
     if was.get("not_regradable") and not (was.get("evidence") or {}).get("as_recorded"):
         return None  # undecided by an earlier regrade: nothing decided to keep
@@ -364,7 +358,7 @@ def _as_recorded(recorded: dict[tuple[Any, Any], dict[str, Any]], check: Any, wh
     detail = str(was.get("detail", ""))
     if not (was.get("evidence") or {}).get("as_recorded"):
         detail = f"as recorded (not regradable: {why}): {detail}"
-    return CheckResult(check.name, check.kind, check.layer, bool(was.get("critical")), was["passed"], detail, evidence)
+    return CheckResult(check.name, check.kind, check.layer, bool(was.get("critical")), False, detail, evidence)
 
 
 def _why(lacks: dict[str, str], needs: frozenset[str]) -> str:

@@ -237,12 +237,6 @@ report("complete", summary="fixed add")
 }
 
 
-def _outcomes(results: dict) -> dict:
-    return {
-        tid: [(r["outcome"], sorted(r["critical_failed"])) for r in t["runs"]] for tid, t in results["tasks"].items()
-    }
-
-
 def test_an_entry_the_tree_cannot_keep_never_erases_a_failure_nor_adds_one(tmp_path):
     tasks = {tid: {**FIFO_TASK, "allowed": ["calc.py", "pipe"]} for tid in FIFO_BODIES}
     for t in tasks.values():
@@ -253,11 +247,6 @@ def test_an_entry_the_tree_cannot_keep_never_erases_a_failure_nor_adds_one(tmp_p
     assert tampered["outcome"] == "failed" and tampered["critical_failed"], tampered["checks"]
     tree = json.loads((s.raw("HQ1") / "tree.json").read_text())
     assert tree["entries"]["pipe"]["kept"] is False
-    # graded as when it was recorded: every verdict stands, the paths' and effects' judged again
-    same = tmp_path / "same"
-    proc = agentdrift("regrade", s.run_dir, "--out", same, "--tasks", tmp_path / "tasks")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _outcomes(load_results(same)) == _outcomes(base)
     # a check added since: the tasks are graded again (a task graded as now keeps its recorded verdicts)
     for toml in (tmp_path / "tasks").glob("HQ*/task.toml"):
         toml.write_text(
