@@ -91,15 +91,18 @@ def _merged_tasks(shards: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     overlap: list[str] = []
     for sh in shards:
         for tid, task in sh["tasks"].items():
-            meta = {k: v for k, v in task.items() if k != "runs"}
+            # where a shard found the task (task_dir) is its machine's, not the task's: it may differ
+            meta = {k: v for k, v in task.items() if k not in ("runs", "task_dir")}
             if tid in tasks:
-                known = {k: v for k, v in tasks[tid].items() if k != "runs"}
+                known = {k: v for k, v in tasks[tid].items() if k not in ("runs", "task_dir")}
                 if known != meta:
                     raise RecordError(
                         f"task {tid} differs between shards ({owner.get(tid)} and {sh['run_id']}): task_digest or title"
                     )
+                if tasks[tid].get("task_dir") != task.get("task_dir"):
+                    tasks[tid].pop("task_dir", None)  # no one place: regrade then needs --tasks
             else:
-                tasks[tid] = {**meta, "runs": []}
+                tasks[tid] = {**meta, **({"task_dir": task["task_dir"]} if "task_dir" in task else {}), "runs": []}
                 owner[tid] = sh["run_id"]
             have = {r["rep"] for r in tasks[tid]["runs"]}
             for run in task["runs"]:

@@ -68,6 +68,16 @@ def test_merge_splits_a_task_across_shards_by_repetition():
     assert merged["started_at"] == min(a["started_at"], b["started_at"])
 
 
+def test_shards_from_other_machines_merge_whatever_their_task_dirs():
+    a = shard("a", [("T1", 1)], 1, 2)
+    b = shard("bb", [("T1", 2)], 2, 2)
+    a["tasks"]["T1"]["task_dir"], b["tasks"]["T1"]["task_dir"] = "/ci/one/tasks/T1-x", "/ci/two/tasks/T1-x"
+    merged = merge_shards([a, b], "m", universe(["T1"], 2))
+    assert "task_dir" not in merged["tasks"]["T1"]  # no one place (regrade then asks for --tasks)
+    b["tasks"]["T1"]["task_dir"] = a["tasks"]["T1"]["task_dir"]
+    assert merge_shards([a, b], "m", universe(["T1"], 2))["tasks"]["T1"]["task_dir"] == "/ci/one/tasks/T1-x"
+
+
 @pytest.mark.parametrize(
     "shards, expected, match",
     [
