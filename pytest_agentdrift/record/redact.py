@@ -58,7 +58,8 @@ def shaped_secrets(value: str) -> list[str]:
     """The parts of a value shaped like a credential: a provider's key, a URL's password."""
     found = [m.group(0) for m in SECRET_SHAPE.finditer(value)]
     for m in URL_CREDENTIALS.finditer(value):
-        found.append(m.group(1))  # user:password, whatever the password's length
+        if len(m.group(3)) >= 4:  # `user:password@` as it stands in a URL: specific enough whatever its length
+            found.append(m.group(1) + "@")
         if len(m.group(3)) >= MIN_SECRET:
             found.append(m.group(3))
     return found

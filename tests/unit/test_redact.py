@@ -81,7 +81,7 @@ def test_only_what_is_secret_in_the_environment_is():
         "sk-plantedShape0123456789",
         "ghp_PLANTEDaaaaaaaaaaaaaaaaaaaa01",
         "pw77plant",
-        "ci-user:pw77plant",
+        "ci-user:pw77plant@",
         "given-value-99",
     ):
         assert secret in found, secret
