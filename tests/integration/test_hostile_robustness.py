@@ -75,9 +75,11 @@ def test_12_gb_sparse_file_is_never_materialised(tmp_path_factory):
     tasks = {
         "HS1": {**CALC_TASK, "checks": [*CALC_TASK["checks"], {"name": "scope", "kind": "paths", "layer": "scope"}]}
     }
-    # the default disk limit (RLIMIT_FSIZE) would refuse the 12 GB file at creation: switched off
-    # here, so that the harness's own budget is what is tested
-    s = _session(tmp_path_factory, "robust-sparse", tasks, bodies, "--agent-limit", "disk=off")
+    # the default disk limit (RLIMIT_FSIZE) would refuse the 12 GB file at creation, and grading's
+    # (its apparent size in the graded copy): both switched off here, so that the harness's own
+    # budget is what is tested
+    limits = ("--agent-limit", "disk=off", "--agent-grade-limit", "disk=off")
+    s = _session(tmp_path_factory, "robust-sparse", tasks, bodies, *limits)
     _timed(s, "12 GB sparse file")
     assert_session_went_on(s, ["HS1"])
     assert s.extra["leftover_tmp"] == []
