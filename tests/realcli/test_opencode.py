@@ -1,8 +1,8 @@
 """The real OpenCode (npm `opencode-ai`, pinned) through the opencode preset with its defaults.
 
-OpenCode 1.18.33 is pointed at the scripted endpoint the way its docs show
-for a gateway: the user's own `~/.config/opencode/opencode.json` gives its
-built-in `anthropic` provider a `baseURL` and selects the model; the key is
+OpenCode 1.18.33 is pointed at the scripted endpoint through its built-in
+`anthropic` provider, whose SDK reads ANTHROPIC_BASE_URL; the user's own
+`~/.config/opencode/opencode.json` selects the model; the key is
 ANTHROPIC_API_KEY and Bun trusts the test CA through NODE_EXTRA_CA_CERTS.
 The scripts call OpenCode's own tools (`bash`, `read`, `edit`, `write`).
 
@@ -25,13 +25,9 @@ from realcli_helpers import assert_no_planted_key, needs_cli, run_session
 
 pytestmark = [pytest.mark.slow, needs_cli("opencode"), pytest.mark.xdist_group("realcli-opencode")]
 
-ENV = {"ANTHROPIC_API_KEY": "{key}", "NODE_EXTRA_CA_CERTS": "{ca}"}
+ENV = {"ANTHROPIC_API_KEY": "{key}", "ANTHROPIC_BASE_URL": "{url}/v1", "NODE_EXTRA_CA_CERTS": "{ca}"}
 MODEL = "claude-sonnet-4-5"
-CONFIG = {
-    ".config/opencode/opencode.json": json.dumps(
-        {"provider": {"anthropic": {"options": {"baseURL": "{url}/v1"}}}, "model": f"anthropic/{MODEL}"}
-    )
-}
+CONFIG = {".config/opencode/opencode.json": json.dumps({"model": f"anthropic/{MODEL}"})}
 
 
 def bash(command: str) -> dict:
@@ -170,8 +166,9 @@ def test_product_state_and_background_traffic_are_not_the_agents(session):
         assert run_["evidence"]["git_mutations"] == []
         assert ".git/opencode (added) (product state)" in run_["evidence"]["leftovers"]
         assert not [c for c in run_["checks"] if "git state" in str(c.get("detail"))]
-        # the answering model is in no record of OpenCode's stream: unobserved unless the harness saw it
+        # the answering model is in no record of OpenCode's stream; the harness's gateway saw it
         assert cli_word(run_)["model_stamp"] is None
+        assert run_["model_stamp"] == MODEL
     assert_no_planted_key(session)
 
 

@@ -7,9 +7,11 @@ configuration does not deny (a headless run cannot answer a question); the
 preset's default. The product is one compiled binary (Bun) in the npm
 package `opencode-ai`.
 
-The model endpoint is the user's own: a provider in `opencode.json`
-(`provider.<id>.options.baseURL`, its key in the provider's variable such as
-ANTHROPIC_API_KEY or OPENAI_API_KEY) and the model (`model` or `--model`).
+The model endpoint is the user's own: ANTHROPIC_BASE_URL or OPENAI_BASE_URL
+for the built-in providers (their SDKs read them), or a provider in
+`opencode.json` (`provider.<id>.options.baseURL`), its key in the provider's
+variable such as ANTHROPIC_API_KEY or OPENAI_API_KEY, and the model (`model`
+or `--model`).
 The preset turns off what the product would fetch on its own in every run:
 its model catalogue (models.opencode.ai; the catalogue built into the binary
 is used), its auto-update, session sharing and language-server downloads
@@ -115,12 +117,17 @@ class OpenCodeAdapter(ProductAdapter):
     option_keys = ("model", "permission_mode")
     output_format = "json"
 
+    # the built-in Anthropic and OpenAI providers read their SDK's base-URL variable when the
+    # config names no baseURL: a gateway set so is one the harness's model gateway can see through
+    endpoint_env = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
+
     def endpoint_hosts(self, environ: dict[str, str]) -> list[str]:
-        """The model endpoint the user's opencode.json points the selected provider at."""
+        """The model endpoint the user's opencode.json points the selected provider at, and the
+        base-URL variables set."""
         from pytest_agentdrift.agents.base import url_host_port
 
         hp = url_host_port(opencode_base_url(environ))
-        return [hp] if hp else []
+        return list(dict.fromkeys([*([hp] if hp else []), *super().endpoint_hosts(environ)]))
 
     def build_argv(self, ctx: RunContext) -> list[str]:
         opts = self.effective_options(ctx.options)
