@@ -103,7 +103,7 @@ def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation
             runs[tid] = [
                 r
                 if tid in kept and rg.keeps_all_it_needs(record, r)
-                else rg.regrade_run(record, specs[tid], r, grader, scratch / "runs", as_graded=tid in kept)
+                else rg.regrade_run(record, specs[tid], r, grader, scratch / "runs")
                 for r in task["runs"]
             ]
         return runs, kept
