@@ -69,12 +69,14 @@ def test_night_to_night_variation_is_found_and_makes_runs_count_less():
 
 
 def test_the_design_holds_alpha_and_sees_the_change_at_200_prs():
-    """The figures docs/statistics.md reports for 12 tasks, flake 5 %, a pool of 30 runs, k 3 to a cap of 24
-    (1,000 PRs each there); at 200 PRs a binomial standard error is about 3 points, so the bounds are the
-    measured figures less about two of them."""
+    """docs/statistics.md's figures for 12 tasks, flake 5 %, a pool of 30 runs, k 3 to a cap of 24, nights
+    independent (1,000 PRs each there): false alarms 0.1 %, power 82 % (a) and 66 % (b), 54 runs per unchanged
+    and 64 per changed PR. At 200 PRs a binomial standard error is about 3 points: the bounds are the
+    measured figures less about 2.5 of them, and the runs within 10 % of the measured means."""
     null = pool_rates(PoolDesign(tasks=12, flake=0.05, pool=30, k=3, cap=24), 200)
     new = pool_rates(PoolDesign(tasks=12, flake=0.05, pool=30, k=3, cap=24, change="new"), 200)
+    flake = pool_rates(PoolDesign(tasks=12, flake=0.05, pool=30, k=3, cap=24, change="flake"), 200)
     assert null["rate"] <= 0.05
-    assert new["rate"] >= 0.75
-    assert null["runs"] <= 1.6 * 36 and new["runs"] <= 2.0 * 36
+    assert new["rate"] >= 0.75 and flake["rate"] >= 0.58
+    assert null["runs"] <= 1.1 * 54 and max(new["runs"], flake["runs"]) <= 1.1 * 64
     assert FLAKE_CHECK  # the flaking check is the one change (b) raises
