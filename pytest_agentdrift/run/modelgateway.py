@@ -64,6 +64,7 @@ _HOP = frozenset(
         "host",
         "content-length",
         "accept-encoding",
+        "expect",  # answered here (100 Continue); the body goes upstream whole
     }
 )
 _CHUNK = 64 * 1024
