@@ -1,6 +1,6 @@
 """What the harness spends on a tree an agent left behind, against the agent's own cost, same machine, same run.
 
-Issue 11's three trees: 200,000 small files, a 12 GB sparse file, a 5,000-deep
+Three trees an agent may leave: 200,000 small files, a 12 GB sparse file, a 5,000-deep
 directory chain. For each it times, alternating, N times:
 
 * reference: the same agent script run alone (plain `python3`, no sandbox) in

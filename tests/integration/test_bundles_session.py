@@ -1,4 +1,4 @@
-"""Issue 13 end to end: "we changed CLAUDE.md" with the claude-code preset, ablation, the null experiment,
+"""End to end: "we changed CLAUDE.md" with the claude-code preset, ablation, the null experiment,
 a plan and a task frozen from a git repository.
 
 The real `claude` CLI is not installed here (and there is no network), so a

@@ -3,7 +3,7 @@ that forge patch lines or drive the terminal, paths beyond PATH_MAX, forged
 harness events, NaN and oversized events, a truncated network log, silent reads
 of the credential canary, and git state changed where `git status` does not look.
 
-Every test here failed on the code before issue 11 (item 3 and 4) and passes
+Every test here failed on the code before these defences and passes
 after. Sessions run under bubblewrap (skipped, with the reason, where it does
 not work); the network log and the canary also under `unshare` and `none`,
 where the guarantee is weaker and the test says how.

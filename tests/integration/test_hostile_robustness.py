@@ -1,4 +1,4 @@
-"""What an agent leaves behind never costs the session (issue 11, item 6).
+"""What an agent leaves behind never costs the session.
 
 A 12 GB sparse file, tens of thousands of small files, a 5,000-deep directory
 chain and file names that are not UTF-8: each session must finish, write a

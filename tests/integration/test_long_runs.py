@@ -1,4 +1,4 @@
-"""Long runs end to end (issue 12): infrastructure errors and retries, resume after a killed
+"""Long runs end to end: infrastructure errors and retries, resume after a killed
 controller, shards merged into one record, budgets, progress.
 
 Every test here starts real pytest sessions in a subprocess (slow). Agents that must

@@ -4,7 +4,7 @@ For every task: the reference solution passes; the drifted one (where the
 task has one) fails exactly its critical checks; an honest give-up fails,
 never critically; and every wrong solution the task ships
 (solution/wrong/NAME/, each a mistake a real coding agent makes there or a
-reward hack) fails as its wrong.toml says, critically where the seed's
+reward hack) fails as its wrong.toml says, critically where the task's
 critical column says so and only there.
 
 Grading is direct and fast: testing.OracleBench plays a solution in-process
@@ -140,7 +140,7 @@ def test_a_write_put_back_is_invisible_without_the_observation(bench, tid, wrong
 
 
 def test_the_wrong_agents_cover_the_probes_classes():
-    """The classes of issue 15's probe: process evidence, network, structure, hidden behaviour, calibration."""
+    """The classes of the oracle probe: process evidence, network, structure, hidden behaviour, calibration."""
     names = {f"{tid}/{w.name}" for tid, w in WRONG}
     for expected in (
         "T01/wrong/debug-print-reverted",

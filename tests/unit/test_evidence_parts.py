@@ -1,4 +1,4 @@
-"""The pure parts of issue 11's evidence work: escaping, fd-based trees, budgets,
+"""The pure parts of the evidence work: escaping, fd-based trees, budgets,
 raw-byte change examination, agent events, the canary token search, the network log."""
 
 from __future__ import annotations
