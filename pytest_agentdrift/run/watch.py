@@ -16,7 +16,7 @@ entries (the work tree's, and every one the run made elsewhere in the run
 directory: $TMPDIR, the private home, the protocol's directory), plus what the
 sandbox's own tmpfs mounts hold (`extra`, read by the guard).
 
-What it cannot see is documented in docs/usage.md ("What the write
+What it cannot see is documented in docs/security.md ("What the write
 observation sees"): a queue overflow loses events (it is recorded, the totals
 are recounted, and `complete()` is then false: the `writes` checks are
 undecided); writes through a shared memory mapping raise no IN_MODIFY, so a

@@ -251,7 +251,7 @@ def test_disk_filler_is_caught_and_the_run_fails(hogs):
     peak = ev["limits"]["disk"]["peak"]
     # The disk watcher polls: it always catches and records the breach (never a silent pass), but a
     # writer at disk speed can finish within one poll (on a quiet machine 200 MB took 0.4 s), so the
-    # test asserts the verdict, not how much was written before the stop (docs/usage.md).
+    # test asserts the verdict, not how much was written before the stop (docs/security.md).
     assert ev["limits"]["disk"]["hit"] is True and peak > 50 * MiB, peak
     assert run["outcome"] == "resource_exceeded" and run["passed"] is False
 
