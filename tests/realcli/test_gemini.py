@@ -189,7 +189,7 @@ def test_endpoint_background_traffic_and_no_key_recorded(session):
         # the CLI's own background connections are refused and recorded apart: not the agent's
         assert run_["evidence"]["network_attempts"] == 0, session.events(task_id, "network_attempt")
         hosts = {e["host"] for e in session.events(task_id, "background_request")}
-        assert hosts <= {"play.googleapis.com", "registry.npmjs.org"}
+        assert hosts <= {"play.googleapis.com"}
         # the model traffic went to the endpoint only: through the proxy's tunnels, or the
         # harness's own gateway where it reads the calls
         tunnels = [e for e in session.events(task_id, "api_request") if e["host"] == "127.0.0.1"]

@@ -220,3 +220,15 @@ def test_gemini_cli_home_moves_the_home_that_holds_dot_gemini(tmp_path):
     write(other / ".gemini" / "GEMINI.md", "moved\n")
     disc = discovery.discover("gemini", home, repo, repo, {"GEMINI_CLI_HOME": str(other)})
     assert [e.kind for e in disc.entries] == ["context"]
+
+
+def test_an_agents_npm_reaching_the_registry_is_its_own_network_use():
+    from pytest_agentdrift.run.evidence import split_background
+
+    attempts = [
+        {"host": "play.googleapis.com", "port": 443, "program": "node", "allowed": False},
+        {"host": "registry.npmjs.org", "port": 443, "program": "node", "allowed": False},
+    ]
+    net, background = split_background(attempts, GeminiAdapter())
+    assert [a["host"] for a in background] == ["play.googleapis.com"]
+    assert [a["host"] for a in net] == ["registry.npmjs.org"]

@@ -190,3 +190,21 @@ def test_only_the_declared_product_state_leaves_the_agents_git_mutations():
     assert own == [".git/opencode (added)"]
     assert mutations == [".git/config (changed)", ".git/hooks/pre-commit (added)", ".git/opencode-evil (added)"]
     assert split_product_state(found, ()) == (found, [])
+
+
+def test_the_products_plugin_fetch_is_background_but_the_agents_npm_is_not():
+    """A hostile agent reaching the npm registry with its own npm is not excused as the product's traffic."""
+    from pytest_agentdrift.run.evidence import split_background
+
+    def attempt(program: str) -> dict:
+        return {
+            "type": "network_attempt",
+            "host": "registry.npmjs.org",
+            "port": 443,
+            "program": program,
+            "allowed": False,
+        }
+
+    net, background = split_background([attempt("opencode.exe"), attempt("npm"), attempt("node")], OpenCodeAdapter())
+    assert [a["program"] for a in background] == ["opencode.exe"]
+    assert [a["program"] for a in net] == ["npm", "node"]

@@ -110,9 +110,10 @@ class GeminiAdapter(ProductAdapter):
         "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(DEFAULTS_FILE),
         "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(SYSTEM_FILE),
     }
-    # what the CLI reaches for on its own: usage statistics (off by the preset's defaults, on
-    # again by a user's settings) and the npm registry (its update check)
-    background_hosts = ("play.googleapis.com", "registry.npmjs.org")
+    # what the CLI reaches for on its own in headless mode: usage statistics (off by the preset's
+    # defaults, on again by a user's settings). Its update check (the npm registry) runs only in
+    # interactive mode: an agent's own npm reaching the registry stays the agent's network use
+    background_hosts = ("play.googleapis.com",)
     background_programs = ("gemini", "node")
     # the init record names the model the CLI asks for
     run_reported = ("model_id",)

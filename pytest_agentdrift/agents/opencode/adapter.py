@@ -109,7 +109,9 @@ class OpenCodeAdapter(ProductAdapter):
     }
     # its plugin installs (npm), its model catalogue and its own service: refused, recorded apart
     background_hosts = ("registry.npmjs.org", "models.opencode.ai", "models.dev", "opencode.ai")
-    background_programs = ("opencode", "opencode.exe", "bun", "npm", "node")
+    # the binary itself installs them (measured: `opencode.exe`); an npm or node the agent runs
+    # reaching the registry is the agent's own network use
+    background_programs = ("opencode", "opencode.exe")
     #: the product's own state in the work tree: the project id it caches in the repository
     product_state: ClassVar[tuple[str, ...]] = (".git/opencode",)
     usage_input_includes_cached = False  # step_finish input excludes cache reads and writes
