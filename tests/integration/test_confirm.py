@@ -4,15 +4,12 @@ stops writing on one task, and the same agent unchanged."""
 from __future__ import annotations
 
 import json
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 from helpers import last_line
 from helpers import run_pytester as run
-from test_gate import DECLARE, INI, tasks
-
-from pytest_agentdrift.testing import agent_script
+from test_gate import lazy_on_g02, tasks
 
 pytestmark = pytest.mark.slow
 
@@ -20,15 +17,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def gated(pytester, monkeypatch):
     """Three tasks, a home-made agent and a six-run baseline of it; the session's arguments."""
-    tasks(pytester.path, 3)
-    (pytester.path / "agent.toml").write_text(DECLARE)
-    (pytester.path / "pytest.ini").write_text(INI)
-    script = agent_script(
-        pytester.path / "my_agent.py",
-        "if os.environ.get('AGENT_MODE') != 'lazy' or os.environ['AGENTDRIFT_TASK_ID'] != 'G02':\n"
-        "    Path('notes.txt').write_text('hi\\n')\nreport('complete')\n",
-    )
-    args = ["--agent-cmd", f"{sys.executable} {script} {{task_file}}", "--agent-env", "AGENT_MODE"]
+    args = lazy_on_g02(pytester, 3)
     monkeypatch.setenv("AGENT_MODE", "good")
     assert run(pytester, *args, "--agent-k", "6", "--agent-record", "runs/base", "-n", "2").ret == 0
     return [*args, "--agent-baseline", "runs/base", "--agent-gate", "regression", "--agent-k", "3"]

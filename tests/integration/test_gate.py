@@ -281,9 +281,10 @@ INI = (
 )
 
 
-def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
-    """Same identity, different behaviour (what a silent server-side model change looks like)."""
-    tasks(pytester.path, 2)
+def lazy_on_g02(pytester: pytest.Pytester, count: int) -> list[str]:
+    """`count` tasks and a home-made agent (declared, with the ini) that writes its notes everywhere,
+    except on G02 when AGENT_MODE is 'lazy' (a behaviour that changed); its session arguments."""
+    tasks(pytester.path, count)
     (pytester.path / "agent.toml").write_text(DECLARE)
     (pytester.path / "pytest.ini").write_text(INI)
     script = agent_script(
@@ -291,7 +292,12 @@ def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
         "if os.environ.get('AGENT_MODE') != 'lazy' or os.environ['AGENTDRIFT_TASK_ID'] != 'G02':\n"
         "    Path('notes.txt').write_text('hi\\n')\nreport('complete')\n",
     )
-    args = ["--agent-cmd", f"{sys.executable} {script} {{task_file}}", "--agent-env", "AGENT_MODE"]
+    return ["--agent-cmd", f"{sys.executable} {script} {{task_file}}", "--agent-env", "AGENT_MODE"]
+
+
+def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
+    """Same identity, different behaviour (what a silent server-side model change looks like)."""
+    args = lazy_on_g02(pytester, 2)
     monkeypatch.setenv("AGENT_MODE", "good")
     assert run(pytester, *args, "--agent-record", "runs/base").ret == 0
     monkeypatch.setenv("AGENT_MODE", "lazy")
