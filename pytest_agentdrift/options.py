@@ -372,7 +372,9 @@ def _check_confirm(values: dict[str, Any]) -> None:
     if cap and values["baseline"] is None:
         raise AgentDriftError("--agent-confirm tests suspicious tasks against a baseline: give --agent-baseline DIR")
     if cap and cap <= k:
-        raise AgentDriftError(f"--agent-confirm {cap}: the cap counts every run of a task, so it must exceed --agent-k {k}")
+        raise AgentDriftError(
+            f"--agent-confirm {cap}: the cap counts every run of a task, so it must exceed --agent-k {k}"
+        )
 
 
 def _checked(values: dict[str, Any], rootpath: Path) -> Settings:

@@ -115,7 +115,9 @@ def _activate(config: pytest.Config) -> None:
         from pytest_agentdrift.session.confirm import ConfirmPlugin
 
         comparison = None if worker else role.comparison
-        config.pluginmanager.register(ConfirmPlugin(config, info, collector, comparison, TaskItem), "agentdrift-confirm")
+        config.pluginmanager.register(
+            ConfirmPlugin(config, info, collector, comparison, TaskItem), "agentdrift-confirm"
+        )
     if worker:
         return
     from pytest_agentdrift.session.junit import JunitPlugin
