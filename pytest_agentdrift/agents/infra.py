@@ -286,11 +286,27 @@ def failed_to_start(exit_code: int | None, stderr: bytes | str | None, acted: bo
     tail = stderr_tail(stderr, 40)
     if exit_code not in NOT_STARTED_STATUSES and not _STARTUP_FAILURE.search("\n".join(tail)):
         return None
+    last = tail[-1] if tail else "no message"
     return infra_error(
         "launch_failed",
-        f"the agent's program could not start (exit {exit_code}): {tail[-1] if tail else 'no message'}",
+        f"the agent's program could not start (exit {exit_code}{_missing_file_hint(last)}): {last}",
         "harness",
         exit_code=exit_code,
+    )
+
+
+#: a shell's or the kernel's words for a file a program tried to run that is not there
+_MISSING_FILE = re.compile(r"(/[^\s:'\"]+)'?: (?:No such file or directory|not found)$")
+
+
+def _missing_file_hint(line: str) -> str:
+    """What to do about a file the agent's program runs that the sandbox does not show (a version
+    manager's install under the home the harness does not know): the way to show it read-only."""
+    m = _MISSING_FILE.search(line)
+    if m is None:
+        return ""
+    return (
+        "; a file it runs is not in the sandbox, which hides the home and the project: show it with --agent-mount=PATH"
     )
 
 

@@ -17,14 +17,57 @@ from typing import Any, Iterable, Mapping
 
 from pytest_agentdrift.errors import AgentDriftError
 
+#: variables that name CA certificates a TLS client trusts (OpenSSL, Node, requests, curl, git):
+#: a gateway's or a proxy's own CA, which the agent cannot verify its endpoint without
+CA_ENV = (
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH",
+    "PIP_CERT",
+    "AWS_CA_BUNDLE",
+    "CODEX_CA_CERTIFICATE",
+)
 
-def option_mounts(settings: Any) -> list[tuple[str, str]]:
-    """(path, why) the options name for the agent to read: --agent-config, -instructions, -mount."""
+
+def option_mounts(settings: Any, environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """(path, why) the options name for the agent to read: --agent-config, -instructions, -mount,
+    and the CA files named by the variables the agent is passed."""
     return [
         *((os.path.abspath(p), "--agent-config") for p in settings.config_files),
         *((os.path.abspath(p), "--agent-instructions") for p in settings.instruction_files),
         *((p, "--agent-mount") for p in settings.mounts),
+        *ca_mounts(settings.env, os.environ if environ is None else environ),
     ]
+
+
+def ca_mounts(passed: Iterable[str], environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(path, why) of the CA files or directories named by the CA variables the agent is passed
+    (the default allow-list's and --agent-env's): shown read-only, else the agent's TLS fails on
+    every run and is scored as its own failure. Only an absolute path that exists is shown."""
+    from pytest_agentdrift.run.runsettings import DEFAULT_ENV_ALLOWLIST
+
+    names = set(passed) | set(DEFAULT_ENV_ALLOWLIST)
+    out = []
+    for name in CA_ENV:
+        value = environ.get(name, "")
+        if name in names and os.path.isabs(value) and os.path.exists(value):
+            out.append((value, f"{name}: CA certificates the agent is passed"))
+    return out
+
+
+def check_agent_env(names: Iterable[str], environ: Mapping[str, str]) -> None:
+    """An --agent-env NAME that is not set would pass nothing: the agent would run without what
+    its user meant to give it (a key, a base URL) and fail as if by its own doing."""
+    unset = [n for n in names if n not in environ]
+    if unset:
+        raise AgentDriftError(
+            f"--agent-env {unset[0]}: the variable is not set in this environment "
+            f"(export {unset[0]}=... before the session, or drop the option)"
+        )
 
 
 def hidden_paths(settings: Any, task_dirs: Iterable[Path], cwd: Path) -> tuple[Path, ...]:
@@ -62,4 +105,11 @@ def check_agent_visible(adapter: Any, hidden: tuple[Path, ...], environ: Mapping
         )
 
 
-__all__ = ["check_agent_present", "check_agent_visible", "hidden_paths", "option_mounts"]
+__all__ = [
+    "ca_mounts",
+    "check_agent_env",
+    "check_agent_present",
+    "check_agent_visible",
+    "hidden_paths",
+    "option_mounts",
+]

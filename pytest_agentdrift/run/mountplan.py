@@ -659,21 +659,48 @@ def executable_paths(  # noqa: C901 (known debt: split by job when next touched)
         p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
     real = _real(prog.found)
     out.append((real, f"executable {name}"))
+    venv = venv_of(prog.found)
+    if venv is not None and venv != install_prefix(real):
+        # a venv's interpreter is a link out of it: without the venv its packages are gone
+        out.append((venv, f"virtual environment of {name}"))
+        out += _venv_base(venv)
     prefix = install_prefix(real)
     if prefix:
         out.append((prefix, f"install prefix of {name}"))
         out += npm_dependencies(prefix)
-        cfg = os.path.join(prefix, "pyvenv.cfg")
-        if os.path.isfile(cfg):
-            for line in Path(cfg).read_text(encoding="utf-8", errors="replace").splitlines():
-                key, _, value = line.partition("=")
-                if key.strip() == "home" and value.strip():
-                    base = os.path.dirname(_real(value.strip()))
-                    if base not in ("/", "/usr") and not _is_home_or_above(base):
-                        out.append((base, f"base installation of {prefix}"))
+        out += _venv_base(prefix)
     interp = _shebang(real)
     if interp and os.path.basename(interp) not in ("sh", "bash", "dash"):
         out += executable_paths(interp, path_env, _depth + 1)
+    return out
+
+
+def venv_of(found: str) -> str | None:
+    """The virtual environment a program's name lies in (`<venv>/bin/python`, pyvenv.cfg beside
+    bin/), before its links are followed: a venv's interpreter links to the base Python, and the
+    venv is only found from the name the command used. Never a home directory or above."""
+    parent = os.path.dirname(os.path.abspath(found))
+    if os.path.basename(parent) not in ("bin", "Scripts"):
+        return None
+    venv = os.path.dirname(parent)
+    if not os.path.isfile(os.path.join(venv, "pyvenv.cfg")) or venv in ("/", "/usr", "/usr/local"):
+        return None
+    return None if _is_home_or_above(_real(venv)) else venv
+
+
+def _venv_base(prefix: str) -> list[tuple[str, str]]:
+    """The base installation a virtual environment at `prefix` was made from (its pyvenv.cfg
+    `home`), where that is not the system's own."""
+    cfg = os.path.join(prefix, "pyvenv.cfg")
+    if not os.path.isfile(cfg):
+        return []
+    out = []
+    for line in Path(cfg).read_text(encoding="utf-8", errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            base = os.path.dirname(_real(value.strip()))
+            if base not in ("/", "/usr") and not _is_home_or_above(base):
+                out.append((base, f"base installation of {prefix}"))
     return out
 
 

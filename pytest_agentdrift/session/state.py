@@ -98,9 +98,10 @@ class TaskRunner:
 
     def check_agent_available(self) -> None:
         """A missing binary, or one the sandbox would hide, is one usage error before any task runs."""
-        from pytest_agentdrift.run.agentview import check_agent_present, check_agent_visible
+        from pytest_agentdrift.run.agentview import check_agent_env, check_agent_present, check_agent_visible
 
         check_agent_present(self.adapter)
+        check_agent_env(self.settings.env, os.environ)
         if self.adapter is not None and self.isolation.mode == "bwrap":
             check_agent_visible(self.adapter, self.hidden_paths(), os.environ)
 
