@@ -5,14 +5,18 @@ A session is `python -m pytest` in a subprocess, as a user runs it: `run_pytest`
 `run_pytester` in pytester's; `agentdrift` runs the CLI. The sessions block the cache provider (a
 session must not write .pytest_cache into the project it records), pytest-benchmark and
 pytest-randomly (installed here; they would shuffle or time the tasks when a test loads plugins as
-installed). `run_entry` builds one run of a results.json for the renderers' unit tests.
+installed). `run_entry` builds one run of a results.json for the renderers' unit tests;
+`tiny_agent_wheel` and `pip_install` put a versioned package with a console script into a venv.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +127,39 @@ def run_entry(rep: int = 1, outcome: str = "passed", *, evidence: dict | None = 
         "raw": f"raw/T/r{rep}",
         **fields,
     }
+
+
+def tiny_agent_wheel(tmp: Path, version: str) -> Path:
+    """A wheel of `tinyagent` built here, by hand (no index, no build backend): a package whose
+    import leaves a marker file (so a test sees whether anything imported it) and a console script."""
+    name = f"tinyagent-{version}"
+    files = {
+        "tinyagent/__init__.py": (
+            "import os, pathlib\n"
+            "pathlib.Path(os.environ.get('TINYAGENT_MARKER', '/nonexistent/x')).write_text('imported')\n"
+            "def main():\n    print('agent')\n"
+        ),
+        f"{name}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: tinyagent\nVersion: {version}\n",
+        f"{name}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{name}.dist-info/entry_points.txt": "[console_scripts]\ntinyagent = tinyagent:main\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{name}.dist-info/RECORD,,")
+    out = tmp / f"{name}-py3-none-any.whl"
+    with zipfile.ZipFile(out, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+        zf.writestr(f"{name}.dist-info/RECORD", "\n".join(record) + "\n")
+    return out
+
+
+def pip_install(venv: Path, whl: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-index"]
+        + ["--no-deps", "--disable-pip-version-check", "--force-reinstall", str(whl)],
+        check=True,
+        capture_output=True,
+    )

@@ -321,22 +321,24 @@ class CommandAdapter(AgentAdapter):
 
     name = "cmd"
     model_in_events = True
-    #: a command is a black box: what options, tools and version it uses is only known to its
-    #: operator (--agent-declare) or to itself (--agent-describe-cmd). Its model traffic is not:
-    #: through the harness's model gateway the harness sees the model asked for, the endpoint and
-    #: the model that answered (GATEWAY_FIELDS), so no word that accepts the unobservable hides them
+    #: a command is a black box: what options and tools it uses is only known to its operator
+    #: (--agent-declare) or to itself (--agent-describe-cmd). Its model traffic is not: through
+    #: the harness's model gateway the harness sees the model asked for, the endpoint and the
+    #: model that answered (GATEWAY_FIELDS); nor is the program it runs, identified by capture
+    #: (manifest/agentcmd.py: its package's version, or its bytes and its venv's distributions)
+    #: as its cli_version. So no word that accepts the unobservable hides them
     unobservable = tuple(
         f
         for f in IDENTITY_FIELDS
         if f
         in (MODEL_FIELDS - GATEWAY_FIELDS)
-        | CLIENT_FIELDS
+        | (CLIENT_FIELDS - {"cli_version"})
         | {*ENVELOPE_FIELDS, "permission_mode", "sandbox", "built_in_tools"}
     )
-    #: of those, what neither the harness nor any gateway can see of a black box (its sampling
-    #: envelope, model options, permission and sandbox settings, tools, update setting): accepted
-    #: by default, as a preset's unreportable fields are; its version is not (it identifies it)
-    unreportable = tuple(f for f in unobservable if f != "cli_version")
+    #: what neither the harness nor any gateway can see of a black box (its sampling envelope,
+    #: model options, permission and sandbox settings, tools, update setting): accepted by
+    #: default, as a preset's unreportable fields are
+    unreportable = unobservable
     #: reported at run time by the harness's model gateway, compared on the finished run
     run_reported = ("model_id", "model_endpoint")
 

@@ -44,7 +44,13 @@ from pytest_agentdrift.agents import discovery_base, products
 from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.manifest import discovery
-from pytest_agentdrift.manifest.agentcmd import agent_files_hash, argv_value, identity_argv, label_argv
+from pytest_agentdrift.manifest.agentcmd import (
+    agent_files_hash,
+    argv_value,
+    identity_argv,
+    label_argv,
+    program_identity,
+)
 from pytest_agentdrift.manifest.environment import environment_allowlist, os_identity, region
 from pytest_agentdrift.manifest.model import model_endpoint
 from pytest_agentdrift.manifest.probes import VERSION_TIMEOUT_S, run_probes
@@ -136,6 +142,8 @@ def capture(ctx: ManifestContext) -> Capture:
     git_info = git_checkout(ctx.project_root, ctx.env)
     probes = run_probes(ctx, cwd, roots, rules)
     cli = probes.pop("cli")
+    if "command" in adapter and not ctx.version_argv and ctx.cli_probe is None:
+        cli, fields.program_file = _command_program(ctx, cwd, roots)
     fields.evidence["probes"] = probes | {"cli": cli}
     identity = {
         **fields.agent(rules),
@@ -170,6 +178,24 @@ def capture(ctx: ManifestContext) -> Capture:
         "reasons": dict(sorted(fields.reasons.items())),
     }
     return Capture(manifest=manifest, instruction_bundle=bundle, source_manifest=source_manifest)
+
+
+def _command_program(ctx: ManifestContext, cwd: Path, roots: discovery_base.Roots) -> tuple[dict[str, Any], str | None]:
+    """An agent command has no documented version display: the program it runs is identified
+    instead (manifest/agentcmd.py), and that identification is its cli_version. Also the file
+    that identification was read from, when it was: its bytes are then cli_version's alone, not
+    agent_files_hash's too (one change, one field)."""
+    found = program_identity(ctx.agent_argv, ctx.env, cwd, ctx.probe_home, ctx.runner)
+    cli: dict[str, Any] = {"exit_code": None, "stderr": "", **found}
+    path = cli.get("path")
+    observed = path if cli["version"] not in (UNOBSERVED, NOT_APPLICABLE) else None
+    if path:
+        try:
+            cli["sha256"] = hash_file(path)
+        except OSError:
+            cli["sha256"] = UNOBSERVED
+        cli["path"] = roots.label(path)
+    return cli, observed
 
 
 def _capture_roots(ctx: ManifestContext) -> discovery_base.Roots:
@@ -247,6 +273,8 @@ class _Fields:
         self.evidence: dict[str, Any] = {}
         self.facts: dict[str, Any] = {}
         self.config_hash: str = UNOBSERVED
+        #: the agent command's program file whose identification is cli_version (None: none)
+        self.program_file: str | None = None
 
     def _opt_or_fact(self, name: str) -> Any:
         if self.opts.get(name) is not None:
@@ -348,7 +376,9 @@ class _Fields:
             if not ctx.task_repos
             else {t: f"task:{t}:" for t in sorted(ctx.task_repos)},
             "command": identity_argv(ctx.agent_argv, roots),
-            "agent_files_hash": agent_files_hash(ctx.agent_argv, ctx.extra_config, roots, self.reasons),
+            "agent_files_hash": agent_files_hash(
+                ctx.agent_argv, ctx.extra_config, roots, self.reasons, program=self.program_file
+            ),
             "environment_allowlist": environment_allowlist(ctx.env, ctx.env_allowlist),
         }
 

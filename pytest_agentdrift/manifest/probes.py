@@ -3,7 +3,8 @@
 `probe_cli_version` runs the agent CLI's display once a session (in a scratch home, so the display
 writes nothing of the user's); `run_probes` runs the runtimes' displays (node, npm, git, the shell)
 concurrently for a capture and returns what they printed, each bounded by VERSION_TIMEOUT_S with
-stdin closed. What a program the agent command names is, and how it is labelled, is
+stdin closed; `probe_python_metadata` has an interpreter read its own installed-package metadata
+(which distributions it sees, which one owns a console script or a module). What a program the agent command names is, and how it is labelled, is
 manifest/agentcmd.py's; this module only runs and reads displays.
 """
 
@@ -199,6 +200,59 @@ def _npm_package_version(env: Mapping[str, str]) -> str | None:
         return None
     version = meta.get("version") if isinstance(meta, dict) and meta.get("name") == "npm" else None
     return version if isinstance(version, str) and version.strip() == version and version else None
+
+
+#: run by the interpreter that will run the agent, never by the harness (no code of the agent's is
+#: imported here): the distributions it sees (normalised name: version), the one whose console or
+#: GUI script is named `script`, and the one that owns the top-level package of `module`.
+#: Reading metadata imports nothing of the distributions it reads.
+_PYTHON_METADATA = r"""
+import json, re, sys
+import importlib.metadata as md
+q = json.loads(sys.argv[1])
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+dists, owner = {}, None
+for d in md.distributions():
+    name = d.metadata["Name"]
+    if not name:
+        continue
+    dists.setdefault(norm(name), d.version)
+    if q.get("script") and owner is None:
+        for ep in d.entry_points:
+            if ep.group in ("console_scripts", "gui_scripts") and ep.name == q["script"]:
+                owner = [norm(name), d.version]
+                break
+mod = None
+if q.get("module"):
+    names = md.packages_distributions().get(q["module"].split(".")[0]) or []
+    mod = [norm(names[0]), dists.get(norm(names[0]))] if names else None
+print(json.dumps({"distributions": dict(sorted(dists.items())), "script_owner": owner, "module_owner": mod}))
+"""
+
+
+def probe_python_metadata(
+    interpreter: str,
+    query: Mapping[str, Any],
+    env: Mapping[str, str],
+    cwd: Path,
+    probe_home: Path | None,
+    runner: Callable[..., subprocess.CompletedProcess[bytes]] | None = None,
+) -> dict[str, Any]:
+    """What `interpreter` reads from its own installed-package metadata (_PYTHON_METADATA), run in
+    a scratch home, isolated (-I: no user site, no PYTHON* variables) and writing no bytecode (-B);
+    ``{"error": why}`` when it cannot say."""
+    ctx = _ProbeSetting(dict(env), probe_home, runner=runner)
+    code, out, err, error = _run(
+        ctx, [interpreter, "-I", "-B", "-c", _PYTHON_METADATA, json.dumps(dict(query))], cwd, scratch_home=True
+    )
+    if error is not None or code != 0:
+        last = err.decode("utf-8", errors="replace").strip().splitlines()[-1:] or [""]
+        return {"error": error or f"its metadata read exited {code}: {last[0][:200]}"}
+    try:
+        found = json.loads(out.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return {"error": "its metadata read printed no JSON"}
+    return found if isinstance(found, dict) else {"error": "its metadata read printed no JSON object"}
 
 
 def _clip(data: bytes, limit: int = 400) -> str:
