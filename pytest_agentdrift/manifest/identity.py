@@ -331,6 +331,17 @@ def _render(value: Any, limit: int = 160) -> str:
 def _render_pair(b: Any, c: Any) -> tuple[str, str]:
     """Show only the differing keys when both sides are objects, so the line says what changed."""
     if isinstance(b, dict) and isinstance(c, dict):
-        keys = sorted(k for k in set(b) | set(c) if b.get(k, "<absent>") != c.get(k, "<absent>"))
-        return (_render({k: b.get(k, "<absent>") for k in keys}), _render({k: c.get(k, "<absent>") for k in keys}))
+        return _render(_differing(b, c)), _render(_differing(c, b))
     return _render(b), _render(c)
+
+
+def _differing(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """`one`'s keys whose value differs from `other`'s, nested objects narrowed the same way (one
+    package bumped among a venv's hundred distributions is that package)."""
+    out: dict[str, Any] = {}
+    for k in sorted(set(one) | set(other)):
+        mine, theirs = one.get(k, "<absent>"), other.get(k, "<absent>")
+        if mine != theirs:
+            both = isinstance(mine, dict) and isinstance(theirs, dict)
+            out[k] = _differing(mine, theirs) if both else mine
+    return out

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import last_line
+from helpers import last_line, pip_install, tiny_agent_wheel
 from helpers import run_pytester as run
 
 from pytest_agentdrift.testing import agent_script, make_task
@@ -380,9 +380,10 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
     assert same.ret == 0, same.stdout.str()
     assert "no regression detected" in last_line(same)
 
-    # the same agent from a second virtualenv: an interpreter is its implementation and version
+    # the same agent from a second virtualenv seeing the same distributions: an interpreter is its
+    # implementation and version, wherever it is installed
     venv = tmp_path / "venv2"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
     other = run(
         pytester,
         "--agent-cmd",
@@ -394,14 +395,12 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
     )
     assert other.ret == 0, other.stdout.str()
 
-    # editing the agent's own script is a change, refused unless declared
+    # editing the agent's own script is a new version of the agent, refused unless declared
     script.write_text(script.read_text() + "\n# tuned\n")
     edited = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
     assert edited.ret == 6
-    assert "BLOCK agent_files_hash:" in edited.stdout.str()
-    assert (
-        run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-vary", "agent_files_hash").ret == 0
-    )
+    assert "BLOCK cli_version:" in edited.stdout.str() and "BLOCK agent_files_hash" not in edited.stdout.str()
+    assert run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-vary", "cli_version").ret == 0
     # the other way out, as printed: record a new baseline with the command the refusal names, then compare
     printed = re.search(r"^if it is not, record a new baseline for this runtime: (.*)$", edited.stdout.str(), re.M)
     rebaseline = [a.replace("runs/<new-baseline>", "runs/rebased") for a in shlex.split(printed.group(1))]
@@ -416,6 +415,34 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
         'model_id: declared value "x" contradicts the value observed by the harness: "not_applicable"'
         in bad.stderr.str()
     )
+
+
+def test_a_package_bumped_in_the_agents_venv_is_a_new_version_refused_unless_varied(pytester, tmp_path):
+    """`venv/bin/python agent.py`: the distributions of the venv are the agent's version. A package
+    upgraded (or downgraded) in place is refused naming cli_version, with the versions; declared as
+    the experiment's variable it compares."""
+    tasks(pytester.path, 1)
+    script = agent_script(pytester.path / "my_agent.py", "Path('notes.txt').write_text('hi\\n'); report('complete')\n")
+    (pytester.path / "agent.toml").write_text(DECLARE)
+    (pytester.path / "pytest.ini").write_text(INI)
+    venv = tmp_path / "agent-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    pip_install(venv, tiny_agent_wheel(tmp_path, "0.24.3"))
+    cmd = ["--agent-cmd", f"{venv / 'bin' / 'python'} {script} {{task_file}}"]
+    assert run(pytester, *cmd, "--agent-record", "runs/base").ret == 0
+    manifest = json.loads((pytester.path / "runs" / "base" / "runtime-manifest.json").read_text())
+    assert manifest["identity"]["cli_version"]["distributions"]["tinyagent"] == "0.24.3"
+    base = ["--agent-baseline", "runs/base", "--agent-gate", "regression"]
+    same = run(pytester, *cmd, *base)
+    assert same.ret == 0 and "no regression detected" in last_line(same), same.stdout.str()
+    pip_install(venv, tiny_agent_wheel(tmp_path, "0.24.4"))
+    bumped = run(pytester, *cmd, *base)
+    out = bumped.stdout.str()
+    assert bumped.ret == 6, out
+    assert "BLOCK cli_version:" in out and "0.24.3" in out and "0.24.4" in out
+    assert last_line(bumped).startswith("agentdrift: exit 6")
+    varied = run(pytester, *cmd, *base, "--agent-vary", "cli_version")
+    assert varied.ret == 0, varied.stdout.str()
 
 
 INI_WITHOUT_MODEL = (
