@@ -144,8 +144,9 @@ def _config_digest(path: Path, roots: discovery_base.Roots) -> str:
 # --------------------------------------------------------------------------- the program's version
 
 #: interpreters whose first non-option argument is the program they run (what follows `-c` is inline
-#: code, already in the identity's command)
+#: code: what program that code starts is not known before it runs)
 _SCRIPT_RUNNERS = re.compile(r"^(node|nodejs|bash|sh|dash|zsh|ksh|ruby|perl)(\d+(\.\d+)*)?$")
+_DECLARE = "the program it starts is not identified; declare its version as cli_version (--agent-declare)"
 #: programs that fetch or choose the program they run: what they start is not known before it runs
 _LAUNCHERS = frozenset(
     {"npx", "pnpx", "bunx", "uvx", "uv", "pipx", "pnpm", "yarn", "bun", "poetry", "pdm", "hatch", "env"}
@@ -170,7 +171,8 @@ def program_identity(
       interpreter's own version is runtime_versions' and the command's, not the program's.
 
     Also ``kind`` and ``path`` (absolute, for provenance to label); when the program cannot be
-    identified ``version`` is unobserved (not_applicable for inline code) with a ``reason``.
+    identified (a launcher such as npx, inline code such as `sh -c`) ``version`` is unobserved with
+    a ``reason`` naming the way out: the operator declares it.
     """
     if not argv:
         return {"version": NOT_APPLICABLE, "reason": "no agent command"}
@@ -178,7 +180,10 @@ def program_identity(
     if exe is None:
         return {"version": UNOBSERVED, "reason": f"{argv[0]!r} not found on PATH"}
     if os.path.basename(exe) in _LAUNCHERS:
-        return {"version": UNOBSERVED, "reason": f"{os.path.basename(exe)} fetches or picks the program it runs"}
+        return {
+            "version": UNOBSERVED,
+            "reason": f"{os.path.basename(exe)} fetches or picks the program it runs: {_DECLARE}",
+        }
     probe = _PythonProbe(env, cwd, probe_home, runner)
     if _interpreter_label(exe) is not None:
         return _python_program(exe, [str(a) for a in argv[1:]], probe)
@@ -203,7 +208,7 @@ def _runner_script(exe: str, args: list[str], env: Mapping[str, str]) -> dict[st
     """`node cli.js`, `bash agent.sh`: the script (an npm package's when it is one)."""
     runner = os.path.basename(exe)
     if any(a in ("-c", "-e", "--eval") for a in args):
-        return {"version": NOT_APPLICABLE, "reason": f"{runner} runs inline code (in the command)"}
+        return {"version": UNOBSERVED, "reason": f"{runner} runs inline code: {_DECLARE}"}
     script = next((a for a in args if not a.startswith("-")), None)
     path = _resolve(script, env) if script is not None and os.sep in script else None
     if path is None:
@@ -227,7 +232,7 @@ def _python_program(interpreter: str, args: list[str], probe: _PythonProbe) -> d
     while i < len(args) and args[i].startswith("-") and args[i] not in ("-m", "-c", "-"):
         i += 2 if args[i] in _PYTHON_VALUE_OPTS else 1
     if i >= len(args) or args[i] in ("-c", "-"):
-        return {"version": NOT_APPLICABLE, "reason": "the interpreter runs inline code (in the command)"}
+        return {"version": UNOBSERVED, "reason": f"the interpreter runs inline code: {_DECLARE}"}
     if args[i] == "-m":
         module = args[i + 1] if i + 1 < len(args) else ""
         found = probe(interpreter, module=module)

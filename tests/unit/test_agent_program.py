@@ -140,9 +140,10 @@ def test_a_bare_script_inline_code_and_launchers(tmp_path):
     found = identify([script], tmp_path)
     assert found["version"]["program"] == "agent.sh" and "distributions" not in found["version"]
     assert identify(["sh", script], tmp_path, ["/bin", "/usr/bin"])["version"] == found["version"]
-    inline = identify(["sh", "-c", "echo hi"], tmp_path, ["/bin", "/usr/bin"])
-    assert inline["version"] == "not_applicable" and "inline" in inline["reason"]
-    assert identify([sys.executable, "-c", "pass"], tmp_path)["version"] == "not_applicable"
+    # inline code may start any program: not identified, and the reason says how to declare it
+    inline = identify(["sh", "-c", "exec aider"], tmp_path, ["/bin", "/usr/bin"])
+    assert inline["version"] == "unobserved" and "inline" in inline["reason"] and "--agent-declare" in inline["reason"]
+    assert identify([sys.executable, "-c", "pass"], tmp_path)["version"] == "unobserved"
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "npx").write_text("#!/bin/sh\n")
@@ -187,3 +188,33 @@ def test_capture_records_it_as_cli_version_and_the_script_only_there(tmp_path):
     assert "cli_version" in man["reasons"]["agent_files_hash"]
     assert man["provenance"]["cli_executable"]["path"] == "project:agent.py"
     assert str(proj) not in json.dumps(man["identity"])
+
+
+def test_a_declaration_fills_what_cannot_be_identified_and_never_overrides_what_was(tmp_path):
+    from pytest_agentdrift.errors import AgentDriftError
+    from pytest_agentdrift.manifest.declare import apply_facts
+
+    def manifest(argv):
+        (tmp_path / "home").mkdir(exist_ok=True)
+        ctx = mf.ManifestContext(
+            adapter={"name": "cmd", "product": "generic", "surface": "cli", "command": argv},
+            agent_argv=argv,
+            version_argv=None,
+            home=tmp_path / "home",
+            project_root=tmp_path,
+            env={"PATH": "/bin:/usr/bin"},
+            system_root=None,
+            scoring_files=[],
+        )
+        return mf.capture_manifest(ctx)
+
+    hidden = manifest(["sh", "-c", "exec aider --yes"])
+    assert hidden["identity"]["cli_version"] == "unobserved"
+    assert "--agent-declare" in hidden["reasons"]["cli_version"]
+    assert apply_facts(hidden, {"cli_version": "aider 0.86.1"}, "declared", "agent.toml") == ["cli_version"]
+    assert hidden["identity"]["cli_version"] == "aider 0.86.1"
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\n")
+    seen = manifest([str(script)])
+    with pytest.raises(AgentDriftError, match="cli_version: declared value .* contradicts the value observed"):
+        apply_facts(seen, {"cli_version": "1.0"}, "declared", "agent.toml")
