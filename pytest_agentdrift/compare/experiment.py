@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.compare import ablation, behaviour
 from pytest_agentdrift.compare.outcome import ComparisonOutcome, Verdict
 from pytest_agentdrift.compare.render import _line, _pp  # one way a comparison row is written
@@ -32,6 +33,10 @@ def _version(results: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> 
     value = ident.get("cli_version")
     if isinstance(value, str) and value not in ("unobserved", "not_applicable"):
         return value
+    if isinstance(value, dict):
+        # an agent command's script: its name and a short digest of its bytes and distributions,
+        # so two releases differ here exactly when the identity's value does
+        return f"{value.get('program', 'program')} ({digest(value).removeprefix('sha256:')[:12]})"
     return str((results.get("agent") or {}).get("version") or "unobserved")
 
 

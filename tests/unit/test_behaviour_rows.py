@@ -170,6 +170,18 @@ def test_first_divergence_is_shown_with_both_steps():
     assert no_trace[0]["note"] == "a run has no recorded trace"
 
 
+def test_an_agent_commands_script_release_is_its_name_and_a_digest_of_its_version():
+    """cli_version of `python agent.py` is an object (bytes and distributions): one package bumped
+    is another release, named by the script and a short digest."""
+    a, b = results({"T1": [run()]}, version="unobserved"), results({"T1": [run()]}, version="unobserved")
+    old = {"program": "agent.py", "sha256": "sha256:aa", "distributions": {"tinyagent": "0.24.3"}}
+    new = {**old, "distributions": {"tinyagent": "0.24.4"}}
+    same = agent_release(a, b, {"identity": {"cli_version": old}}, {"identity": {"cli_version": dict(old)}}, False)
+    assert not same["differs"] and same["baseline"]["version"].startswith("agent.py (")
+    row = agent_release(a, b, {"identity": {"cli_version": old}}, {"identity": {"cli_version": new}}, False)
+    assert row["differs"] and row["baseline"]["version"] != row["candidate"]["version"]
+
+
 def test_agent_release_differs_warns_unless_release_notes_were_given():
     a, b = results({"T1": [run()]}, version="2.1.316"), results({"T1": [run()]}, version="2.1.319")
     row = agent_release(a, b, None, None, release_notes_given=False)
