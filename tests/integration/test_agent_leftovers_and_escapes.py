@@ -312,9 +312,12 @@ def test_a_generic_agent_is_told_how_to_make_its_runs_comparable(pytester):
     out = refused.stdout.str()
     assert "BLOCK model_id: unobserved != unobserved" in out
     assert "--agent-declare agent-declare.toml" in out and "to record a new baseline" not in out
-    hint = next(line for line in out.splitlines() if line.startswith("unobserved on both sides: "))
+    # the model fields are the harness's to observe (its model gateway): the hint says how, and offers
+    # no word that would accept them wholesale; naming them one by one stays the operator's choice
+    hint = next(line for line in out.splitlines() if line.startswith("observable by the harness, unobserved on both"))
     fields = hint.split(": ", 1)[1].split(". ", 1)[0].split(", ")
     assert "model_stamp" in fields  # known only after the run, and never observed in the baseline
+    assert "--agent-allow-host" in hint and "--agent-accept-unobserved" not in hint
     accept = [a for f in fields for a in ("--agent-accept-unobserved", f)]
     ok = run_pytester(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", *accept)
     assert ok.ret == 0, ok.stdout.str()

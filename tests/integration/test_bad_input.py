@@ -22,6 +22,7 @@ import pytest
 from helpers import fixture_group, nested_session_env, run_pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, freeze, make_task
+from pytest_agentdrift.vocabulary import SEAL_FILE
 
 pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
 
@@ -261,9 +262,18 @@ def test_recording_into_a_complete_run_is_refused_and_leaves_it_untouched(pytest
 
 
 def _truncate(run_dir: Path) -> str:
+    """A record without a seal (older, or made by hand) is read, and its JSON found broken."""
+    (run_dir / SEAL_FILE).unlink()
     data = (run_dir / "results.json").read_bytes()
     (run_dir / "results.json").write_bytes(data[: len(data) // 2])
     return "results.json: invalid JSON"
+
+
+def _changed_after_sealing(run_dir: Path) -> str:
+    """A sealed record whose results.json changed is refused before it is read at all."""
+    data = (run_dir / "results.json").read_bytes()
+    (run_dir / "results.json").write_bytes(data.replace(b'"passed"', b'"failed"', 1))
+    return "no longer matches its seal"
 
 
 def _interrupted(run_dir: Path) -> str:
@@ -273,6 +283,7 @@ def _interrupted(run_dir: Path) -> str:
 
 
 def _marked_incomplete(run_dir: Path) -> str:
+    (run_dir / SEAL_FILE).unlink()  # made by hand: a closed record is never rewritten
     p = run_dir / "results.json"
     doc = json.loads(p.read_text())
     doc["complete"] = False
@@ -284,6 +295,7 @@ def _marked_incomplete(run_dir: Path) -> str:
 BASELINES = {
     "missing-dir": None,
     "truncated-results": _truncate,
+    "changed-after-sealing": _changed_after_sealing,
     "interrupted-run": _interrupted,
     "incomplete-run": _marked_incomplete,
 }
