@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
@@ -262,6 +262,24 @@ Settings = dataclasses.make_dataclass(
     frozen=True,
     namespace={"__module__": __name__, "__doc__": "The session's options, resolved and checked once."},
 )
+
+
+#: the options naming a path the agent reads (shown to it read-only): one outside the project
+#: given with a space moves pytest's rootdir to a common ancestor (`/` in the worst case)
+READ_PATH_OPTIONS = ("mounts", "config_files", "instruction_files")
+
+
+def spaced_path_values(args: Iterable[str], cwd: Path) -> list[tuple[str, str]]:
+    """(flag, value) of each option written `--agent-mount PATH` (a space, not `=`) whose value is
+    an existing path: pytest settles its rootdir before plugins load, when the flag is still
+    unknown to it, so it reads PATH as a test path, and the rootdir (and every item id) can move."""
+    args = list(args)
+    flags = {OPTIONS[name].flag for name in READ_PATH_OPTIONS}
+    return [
+        (flag, value)
+        for flag, value in zip(args, args[1:], strict=False)
+        if flag in flags and not value.startswith("-") and (cwd / value).exists()
+    ]
 
 
 def add_options(addoption: Callable[..., Any], addini: Callable[..., Any] | None) -> None:

@@ -60,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     for task_id in _bundled_task_ids():
         config.addinivalue_line("markers", f"{task_id}: bundled agent task {task_id} (pytest-agentdrift)")
+    _refuse_moved_rootdir(config)
     try:
         settings = resolve(config.getoption, config.getini, config.rootpath)
     except AgentDriftError as exc:
@@ -71,6 +72,40 @@ def pytest_configure(config: pytest.Config) -> None:
     # without a bytecode cache). They are built on the first task directory instead.
     if settings.active or (worker and "agentdrift_run_id" in config.workerinput):
         _activate(config)
+
+
+def _refuse_moved_rootdir(config: pytest.Config) -> None:
+    """A rootdir moved by an option's path (`--agent-mount PATH`, read as a test path before this
+    plugin loaded) changes every item id with an unrelated flag: one usage error naming the `=` form."""
+    from pytest_agentdrift.options import spaced_path_values
+
+    args = [str(a) for a in config.invocation_params.args]
+    spaced = spaced_path_values(args, config.invocation_params.dir)
+    if not spaced or config.option.rootdir:
+        return
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        def root(paths: list[str]) -> Path:
+            return determine_setup(
+                inifile=config.option.inifilename,
+                override_ini=config.option.override_ini,
+                args=paths,
+                rootdir_cmd_arg=None,
+                invocation_dir=config.invocation_params.dir,
+            )[0]
+
+        words = [a for a in args if not a.startswith("-")]
+        values = {v for _, v in spaced}
+        with_them, without = root(words), root([a for a in words if a not in values])
+    except (ImportError, TypeError, pytest.UsageError):
+        return  # another pytest's internals: the rootdir is shown in the header all the same
+    if with_them != without and Path(with_them) == Path(config.rootpath):
+        flag, value = next((f, v) for f, v in spaced if root([a for a in words if a != v]) != with_them)
+        raise pytest.UsageError(
+            f"{flag} {value} moved pytest's rootdir to {with_them} (pytest reads a path after a space as a test "
+            f"path before plugins load; item ids would change): write {flag}={value}"
+        )
 
 
 def _activate(config: pytest.Config) -> None:

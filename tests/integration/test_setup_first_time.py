@@ -118,3 +118,23 @@ def test_ca_files_named_by_the_agents_variables_are_shown_read_only(pytester, mo
     assert "REQUESTS_CA_BUNDLE: CA certificates the agent is passed" in whys, whys
     assert not any("unpassed.pem" in m for m in mounts) and not any(w.startswith("CURL_CA_BUNDLE") for w in whys)
     assert result.ret == 0
+
+
+def test_an_option_path_that_moves_the_rootdir_is_refused_naming_the_equals_form(pytester, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("agent-install")  # outside the project: the common ancestor is above it
+    agent_script(pytester.path / "agent.py", 'report("complete", summary="ran")\n')
+    make_task(pytester.path, "S01")
+    result = _session(pytester, "--agent-cmd", "python3 agent.py", "--agent-mount", str(elsewhere))
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, out[-3000:]
+    lines = [ln for ln in out.splitlines() if "rootdir" in ln]
+    assert lines and f"--agent-mount={elsewhere}" in lines[0], out[-3000:]
+    assert "Traceback" not in out
+    # the = form leaves the rootdir where it was, and the session runs
+    result = _session(pytester, "--agent-cmd", "python3 agent.py", f"--agent-mount={elsewhere}")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert f"rootdir: {pytester.path}" in result.stdout.str()
+    # a space-form path inside the project moves nothing: no refusal
+    (pytester.path / "extra").mkdir()
+    result = _session(pytester, "--agent-cmd", "python3 agent.py", "--agent-mount", str(pytester.path / "extra"))
+    assert result.ret == 0, result.stdout.str()[-3000:]
