@@ -14,7 +14,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterable
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (  # the sampling envelope a product CLI cannot report, the field groups
@@ -342,7 +342,12 @@ class CommandAdapter(AgentAdapter):
     #: reported at run time by the harness's model gateway, compared on the finished run
     run_reported = ("model_id", "model_endpoint")
 
-    def __init__(self, command: str):
+    def __init__(self, command: str, product_paths: Iterable[str] = (), background_hosts: Iterable[str] = ()):
+        # what the operator declares of the product behind the command (--agent-product-path,
+        # --agent-background-host), as a preset declares its product_state and background_hosts
+        self.product_paths = tuple(dict.fromkeys(p.strip().strip("/") for p in product_paths if p.strip("/ ")))
+        self.product_state = tuple(p for p in self.product_paths if p.startswith(".git/"))
+        self.background_hosts = tuple(dict.fromkeys(h.strip().lower() for h in background_hosts if h.strip()))
         try:
             self.template = shlex.split(command)
         except ValueError as exc:
@@ -367,8 +372,17 @@ class CommandAdapter(AgentAdapter):
     def executable(self) -> str | None:
         return self.template[0]
 
+    #: a command has no program of its own the harness could name: a declared background host is
+    #: the product's whichever of its processes calls it (it is refused all the same)
+    background_any_program = True
+
+    def declared_product(self) -> dict[str, list[str]]:
+        """What the operator declared of the product (recorded in the manifest and identity)."""
+        out = {"product_paths": list(self.product_paths), "background_hosts": list(self.background_hosts)}
+        return {k: v for k, v in out.items() if v}
+
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "command": self.template}
+        return {**super().describe(), "command": self.template, **self.declared_product()}
 
 
 class ProductAdapter(AgentAdapter):

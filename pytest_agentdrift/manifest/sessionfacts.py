@@ -130,6 +130,9 @@ def session_isolation(settings: Any, isolation: Any, adapter: Any) -> dict[str, 
     if allow:
         iso["network_allowlist"] = sorted(allow)
         iso["network_policy_enforced"] = enforces_network(iso["enforced"])
+    # what the operator declared the product's own (an --agent-cmd agent): what is excused is identity
+    declared = adapter.declared_product() if hasattr(adapter, "declared_product") else {}
+    iso.update({k: sorted(v) for k, v in declared.items()})
     return iso
 
 

@@ -59,6 +59,18 @@ def ca_mounts(passed: Iterable[str], environ: Mapping[str, str]) -> list[tuple[s
     return out
 
 
+def check_background_hosts(adapter: Any, allow_hosts: Iterable[str]) -> None:
+    """A declared background host is answered locally, never opened: one the proxy also lets through
+    would be open to the agent's own tools as well, so the two are one usage error together."""
+    declared = set(getattr(adapter, "background_hosts", ()) if hasattr(adapter, "declared_product") else ())
+    both = sorted(h for h in declared if h in {a.lower().rsplit(":", 1)[0] for a in allow_hosts})
+    if both:
+        raise AgentDriftError(
+            f"--agent-background-host {both[0]} is also an --agent-allow-host: a background host is refused "
+            "and recorded, never opened (an allowed host is open to the agent's tools too); drop one of the two"
+        )
+
+
 def check_agent_env(names: Iterable[str], environ: Mapping[str, str]) -> None:
     """An --agent-env NAME that is not set would pass nothing: the agent would run without what
     its user meant to give it (a key, a base URL) and fail as if by its own doing."""
@@ -108,6 +120,7 @@ def check_agent_visible(adapter: Any, hidden: tuple[Path, ...], environ: Mapping
 __all__ = [
     "ca_mounts",
     "check_agent_env",
+    "check_background_hosts",
     "check_agent_present",
     "check_agent_visible",
     "hidden_paths",

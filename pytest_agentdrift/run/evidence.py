@@ -287,10 +287,12 @@ def split_background(
     refused all the same and stays in the record as a `background_request`."""
     hosts = set(getattr(adapter, "background_hosts", ()))
     programs = set(getattr(adapter, "background_programs", ()))
+    any_program = getattr(adapter, "background_any_program", False)
     net: list[dict[str, Any]] = []
     background: list[dict[str, Any]] = []
     for a in attempts:
-        if hosts and a.get("host") in hosts and a.get("program") in programs and not a.get("allowed"):
+        ours = any_program or a.get("program") in programs
+        if hosts and a.get("host") in hosts and ours and not a.get("allowed"):
             background.append({**a, "type": "background_request", "reason": "product background traffic"})
         else:
             net.append(a)

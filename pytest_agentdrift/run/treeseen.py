@@ -6,6 +6,7 @@ out (the harness budget). Every stage is guarded by the run's HarnessErrors."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,11 @@ def work_tree_seen(
     """The work tree the agent left, as far as the harness read it (a failure keeps what was read)."""
     tree = TreeEvidence(before=prepared.before, product_state=tuple(getattr(adapter, "product_state", ())))
     work, token, product_dirs = prepared.dirs.work, prepared.canary.token, getattr(adapter, "sandbox_dirs", ())
+    declared = tuple(p for p in getattr(adapter, "product_paths", ()) if not p.startswith(".git/"))
     errors.stage(
-        "evidence", lambda: _tree_evidence(tree, spec, settings, work, prepared.overlaid, token, product_dirs), None
+        "evidence",
+        lambda: _tree_evidence(tree, spec, settings, work, prepared.overlaid, token, product_dirs, declared),
+        None,
     )
     return tree
 
@@ -47,11 +51,12 @@ def _tree_evidence(
     overlaid: dict | None,
     token: str,
     product_dirs: tuple[str, ...] = (),
+    product_paths: tuple[str, ...] = (),
 ) -> None:
     # a work tree replaced by a symlink is gone too: never read through it
     tree.work_deleted = work.is_symlink() or not work.is_dir()
     tree.after = treesnap.resnapshot(work, tree.before, report=tree.report) if not tree.work_deleted else {}
-    tree.diff = _agent_diff(tree, spec, work, product_dirs)
+    tree.diff = _agent_diff(tree, spec, work, product_dirs, product_paths)
     changed = set(tree.diff.changed)
     # a file whose inode changed (written, hard-linked, re-moded) but whose content is back: the
     # kernel's ctime tells, whatever path or mapping the edit went through and however fast
@@ -75,7 +80,9 @@ def _tree_evidence(
     search.flush()
 
 
-def _agent_diff(tree: TreeEvidence, spec: TaskSpec, work: Path, product_dirs: tuple[str, ...]) -> treesnap.TreeDiff:
+def _agent_diff(
+    tree: TreeEvidence, spec: TaskSpec, work: Path, product_dirs: tuple[str, ...], product_paths: tuple[str, ...] = ()
+) -> treesnap.TreeDiff:
     """The work tree's changes that are the agent's (what is not is kept in tree.leftovers)."""
     d = treesnap.diff(tree.before, tree.after)
     # tool leftovers (caches, paths the frozen .gitignore ignores) are evidence, not the agent's changes
@@ -88,7 +95,20 @@ def _agent_diff(tree: TreeEvidence, spec: TaskSpec, work: Path, product_dirs: tu
     emptied = [a for a in d.added if a in made and not any(work.joinpath(a).iterdir())]
     d.added = [a for a in d.added if a not in emptied]
     tree.leftovers = [*tree.leftovers, *emptied]
+    if product_paths:
+        # what the operator declared the product's own state (--agent-product-path): its, not the agent's
+        own = [p for p in [*d.added, *d.modified] if declared_path(p, product_paths)]
+        d.added = [a for a in d.added if a not in own]
+        d.modified = [m for m in d.modified if m not in own]
+        tree.leftovers = [*tree.leftovers, *(f"{p} (product state)" for p in own)]
     return d
+
+
+def declared_path(rel: str, globs: tuple[str, ...]) -> bool:
+    """`rel` (a work-tree path, a directory ending in /) is a declared glob or lies below one."""
+    parts = rel.rstrip("/").split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    return any(fnmatch.fnmatchcase(p, g) for p in prefixes for g in globs)
 
 
 class _TokenSearch:
@@ -138,7 +158,7 @@ def split_product_state(mutations: list[str], product_state: tuple[str, ...]) ->
     """(the agent's git mutations, the product's own state) of `.git/<path> (what)` lines: a path
     the product declares (`.git/opencode`, a file git itself never reads) or below it is the
     product's; anything else under .git, its config, hooks, refs or index, stays the agent's."""
-    own = [m for m in mutations if any(m.rsplit(" (", 1)[0] == p or m.startswith(p + "/") for p in product_state)]
+    own = [m for m in mutations if declared_path(m.rsplit(" (", 1)[0], product_state)]
     return [m for m in mutations if m not in own], own
 
 

@@ -93,17 +93,21 @@ class TaskRunner:
         if self.adapter is None and s.agent_selected:
             from pytest_agentdrift.agents.base import CommandAdapter, get_adapter
 
-            self.adapter = CommandAdapter(s.cmd) if s.cmd else get_adapter(s.agent, extra)
+            if s.cmd:
+                self.adapter = CommandAdapter(s.cmd, s.product_paths, s.background_hosts)
+            else:
+                self.adapter = get_adapter(s.agent, extra)
         return self.adapter
 
     def check_agent_available(self) -> None:
         """A missing binary, or one the sandbox would hide, is one usage error before any task runs."""
-        from pytest_agentdrift.run.agentview import check_agent_env, check_agent_present, check_agent_visible
+        from pytest_agentdrift.run import agentview
 
-        check_agent_present(self.adapter)
-        check_agent_env(self.settings.env, os.environ)
+        agentview.check_agent_present(self.adapter)
+        agentview.check_agent_env(self.settings.env, os.environ)
+        agentview.check_background_hosts(self.adapter, self.settings.allow_hosts)
         if self.adapter is not None and self.isolation.mode == "bwrap":
-            check_agent_visible(self.adapter, self.hidden_paths(), os.environ)
+            agentview.check_agent_visible(self.adapter, self.hidden_paths(), os.environ)
 
     @property
     def probe_home(self) -> Path:
