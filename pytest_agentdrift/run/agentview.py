@@ -48,13 +48,19 @@ def ca_mounts(passed: Iterable[str], environ: Mapping[str, str]) -> list[tuple[s
     """(path, why) of the CA files or directories named by the CA variables the agent is passed
     (the default allow-list's and --agent-env's): shown read-only, else the agent's TLS fails on
     every run and is scored as its own failure. Only an absolute path that exists is shown."""
+    from pytest_agentdrift.run.mountplan import ETC_ALLOW, SYSTEM_DIRS
     from pytest_agentdrift.run.runsettings import DEFAULT_ENV_ALLOWLIST
 
     names = set(passed) | set(DEFAULT_ENV_ALLOWLIST)
+    # the system's own trust store is shown anyway: not an addition of the agent's
+    shown = [*SYSTEM_DIRS, *(f"/etc/{e}" for e in ETC_ALLOW)]
     out = []
     for name in CA_ENV:
         value = environ.get(name, "")
-        if name in names and os.path.isabs(value) and os.path.exists(value):
+        if name not in names or not os.path.isabs(value) or not os.path.exists(value):
+            continue
+        real = os.path.realpath(value)
+        if not any(real == d or real.startswith(d + "/") for d in shown):
             out.append((value, f"{name}: CA certificates the agent is passed"))
     return out
 

@@ -45,3 +45,19 @@ def test_what_is_declared_is_described_and_nothing_when_nothing_is():
     declared = CommandAdapter("python3 agent.py", product_paths=["/.aider*/"], background_hosts=["a.example"])
     assert declared.describe()["product_paths"] == [".aider*"]
     assert declared.describe()["background_hosts"] == ["a.example"]
+
+
+def test_ca_files_of_passed_variables_are_shown_and_the_systems_own_store_is_not_an_addition(tmp_path):
+    from pytest_agentdrift.run.agentview import ca_mounts
+
+    ca = tmp_path / "gateway.pem"
+    ca.write_text("CA\n")
+    env = {
+        "SSL_CERT_FILE": str(ca),  # passed by default
+        "NODE_EXTRA_CA_CERTS": str(ca),  # passed only with --agent-env
+        "CURL_CA_BUNDLE": "/etc/ssl/certs",  # the system's store: shown anyway
+        "GIT_SSL_CAINFO": "relative.pem",  # not a path the harness can show
+    }
+    assert ca_mounts((), env) == [(str(ca), "SSL_CERT_FILE: CA certificates the agent is passed")]
+    shown = ca_mounts(("NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"), env)
+    assert [why.split(":")[0] for _, why in shown] == ["SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"]
