@@ -318,7 +318,10 @@ def test_a_generic_agent_is_told_how_to_make_its_runs_comparable(pytester):
     fields = hint.split(": ", 1)[1].split(". ", 1)[0].split(", ")
     assert "model_stamp" in fields  # known only after the run, and never observed in the baseline
     assert "--agent-allow-host" in hint and "--agent-accept-unobserved" not in hint
-    accept = [a for f in fields for a in ("--agent-accept-unobserved", f)]
+    # inline code names no program whose version the harness could read: only the operator knows it
+    unknowable = next(line for line in out.splitlines() if line.startswith("unobserved on both sides: "))
+    assert unknowable.startswith("unobserved on both sides: cli_version.")
+    accept = [a for f in [*fields, "cli_version"] for a in ("--agent-accept-unobserved", f)]
     ok = run_pytester(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", *accept)
     assert ok.ret == 0, ok.stdout.str()
 
