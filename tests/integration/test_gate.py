@@ -360,6 +360,20 @@ def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytes
     assert cleared.ret == 0 and "no regression detected" in last_line(cleared), cleared.stdout.str()
 
 
+def second_venv_seeing_these_distributions(venv: Path) -> Path:
+    """A new virtualenv whose interpreter sees the distributions this one sees: the site directories of
+    this environment are added to it (--system-site-packages would add the base interpreter's instead,
+    which differ when this suite itself runs in a virtualenv, as CI's does)."""
+    import site
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    target = venv / Path(sysconfig.get_path("purelib")).relative_to(sysconfig.get_path("data"))
+    lines = [f"import site; site.addsitedir({d!r})" for d in site.getsitepackages()]
+    (target / "same-distributions.pth").write_text("\n".join(lines) + "\n")
+    return venv
+
+
 def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_venv_comparable(pytester, tmp_path):
     tasks(pytester.path, 1)
     script = agent_script(
@@ -382,8 +396,7 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
 
     # the same agent from a second virtualenv seeing the same distributions: an interpreter is its
     # implementation and version, wherever it is installed
-    venv = tmp_path / "venv2"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    venv = second_venv_seeing_these_distributions(tmp_path / "venv2")
     other = run(
         pytester,
         "--agent-cmd",
