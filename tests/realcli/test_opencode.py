@@ -189,11 +189,15 @@ def error_session(tmp_path_factory):
 def test_429_500_401_are_infrastructure(error_session):
     assert error_session.ret == 4, error_session.out
     classes = {"T02": "rate_limited", "T07": "server_error", "T12": "authentication"}
-    attempts = {"T02": 6, "T07": 6, "T12": 1}  # OpenCode's five retries of a retryable error; none of a 401
+    # OpenCode retries a retryable error up to five times, backing off; the harness's model gateway may
+    # end the run first (every call failing for its bound), so fewer attempts reach the endpoint on a
+    # slow machine: at most six, never one for a 401
+    attempts = {"T02": range(2, 7), "T07": range(2, 7), "T12": range(1, 2)}
     for task_id, cls in classes.items():
         script = TASK_SCRIPT[task_id]
         answered = [r["status"] for r in error_session.ep.log if r.get("script") == script]
-        assert answered == [ERRORS[script][0]["error"]["status"]] * attempts[task_id], (task_id, answered)
+        assert set(answered) == {ERRORS[script][0]["error"]["status"]}, (task_id, answered)
+        assert len(answered) in attempts[task_id], (task_id, answered)
         run_ = error_session.run(task_id)
         assert run_["outcome"] == "infra_error" and run_["infra_error"]["class"] == cls, run_["infra_error"]
     # bounded: OpenCode's backoff (2, 4, 8, 16, 30 s at most) twice, and the set-up
