@@ -6,38 +6,20 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import agentdrift, last_line
 from helpers import run_pytester as run
-
-from pytest_agentdrift.testing import make_task
+from test_gate import tasks
 
 pytestmark = pytest.mark.slow
-
-
-def _tasks(root: Path) -> None:
-    for tid in ("G01", "G02"):
-        check = {
-            "name": "notes-written",
-            "kind": "command",
-            "layer": "correctness",
-            "critical": True,
-            "run": [
-                sys.executable,
-                "-c",
-                "import pathlib,sys; sys.exit(0 if pathlib.Path('notes.txt').is_file() else 1)",
-            ],
-        }
-        make_task(root, tid, checks=[check], solution={"notes.txt": "hi\n"}, allowed=["notes.txt"])
 
 
 @pytest.fixture
 def nightly(pytester):
     """runs/nightly: the oldest record ran one task only (another task set), then three nights of both."""
-    _tasks(pytester.path)
+    tasks(pytester.path, 2)
     # the scoring digest is the package's own code, which other work may edit between this test's
     # sessions: pinned here, so that the fields this test is about decide which records pool
     pytester.makeconftest(
@@ -120,7 +102,7 @@ def test_no_record_that_can_be_pooled_refuses_with_exit_6(pytester, nightly):
 
 
 def test_an_empty_directory_as_the_baseline_is_a_usage_error_naming_it(pytester):
-    _tasks(pytester.path)
+    tasks(pytester.path, 2)
     (pytester.path / "runs" / "empty").mkdir(parents=True)
     pr = run(pytester, "--agent", "reference", "--agent-baseline", "runs/empty", "--agent-gate", "regression")
     assert pr.ret == 4
