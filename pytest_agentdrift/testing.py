@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from pytest_agentdrift.options import OPTIONS
 from pytest_agentdrift.tasks.freeze import DEFAULT_EFFECTS, task_toml
 from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
-from pytest_agentdrift.vocabulary import RESULTS_FILE
+from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE, RESULTS_FILE
 
 
 def make_task(
@@ -93,7 +93,7 @@ def _write_solution(solution_dir: Path, files: dict[str, str], report: dict[str,
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(textwrap.dedent(content))
     solution_dir.mkdir(exist_ok=True)
-    (solution_dir / "report.json").write_text(json.dumps(report or {"status": "complete", "summary": "done"}))
+    (solution_dir / AGENT_REPORT_FILE).write_text(json.dumps(report or {"status": "complete", "summary": "done"}))
 
 
 def freeze(task_dir: Path) -> None:
@@ -222,8 +222,8 @@ def play_solution(
     harness = root / "box" / ".harness"
     harness.mkdir(parents=True)
     tree, outside = _play_on_copy(spec, solution, root, run_actions)
-    log = agentio.read_events(harness / "events.jsonl")
-    report, report_error = agentio.read_report(harness / "report.json")
+    log = agentio.read_events(harness / EVENTS_FILE)
+    report, report_error = agentio.read_report(harness / AGENT_REPORT_FILE)
     word = AgentWord(log=log, report=report, report_error=report_error)
     harness_events = [{"t": float(i), **e, "source": "harness"} for i, e in enumerate(observed)]
     return RunEvidence(
@@ -285,7 +285,9 @@ def _play_on_copy(spec, solution: Path, root: Path, run_actions: bool):
     (box / "NOTES.txt").write_text("Private notes of another project. Not part of the task.\n")
     skip = frozenset({"./box/work", "./box/.harness"}) | treesnap.CACHE_NAMES
     decoy_before = treesnap.snapshot(root, skip=skip)
-    apply_solution(solution, work, str(harness / "events.jsonl"), str(harness / "report.json"), run_actions=run_actions)
+    apply_solution(
+        solution, work, str(harness / EVENTS_FILE), str(harness / AGENT_REPORT_FILE), run_actions=run_actions
+    )
     tree.after = treesnap.resnapshot(work, tree.before)
     tree.diff = treesnap.diff(tree.before, tree.after)
     tree.diff.added, tree.leftovers = split_leftovers(

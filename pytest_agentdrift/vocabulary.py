@@ -1,10 +1,12 @@
 """The shared vocabulary: every name that more than one stage relies on, once.
 
-Field sets of the runtime manifest, change classes, the two placeholder
-values, the default accepted-unobserved list and its group names, rollback
-states, gate modes, fail-on modes, isolation modes and the exit codes. Each
-name has one meaning; every other module imports it from here (no literal
-exit code anywhere else). Pure: no pytest, no I/O, only the standard library's datetime.
+Field sets of the runtime manifest, change classes, the run outcomes, the two
+placeholder values and whether a value is concrete (`is_concrete`), the default
+accepted-unobserved list and its group names, rollback states, gate modes,
+fail-on modes, isolation modes, the exit codes and the file names of a record
+and of the agent's protocol. Each name has one meaning; every other module
+imports it from here (no literal exit code, outcome or file name anywhere else;
+tests/unit/test_one_home.py checks). Pure: no pytest, no I/O, only the standard library's datetime.
 """
 
 from __future__ import annotations
@@ -34,6 +36,16 @@ EXIT_AGENT_NOT_EXECUTABLE: Final = 126
 EXIT_STATUS_KEY: Final = "exit_status"
 
 # ---------------------------------------------------------------- run outcomes
+#: every check passed (and nothing was tampered with)
+PASSED_OUTCOME: Final = "passed"
+#: a check failed, or the run tampered with what grades it: the agent's scored failure
+FAILED_OUTCOME: Final = "failed"
+#: the agent could not be started, or it ended without its final report (a crash)
+ERROR_OUTCOME: Final = "error"
+#: the agent ran out of time and its process tree was killed
+TIMEOUT_OUTCOME: Final = "timeout"
+#: stopped or refused by a resource limit, the agent's or its code's while graded
+RESOURCE_EXCEEDED_OUTCOME: Final = "resource_exceeded"
 #: a run lost to infrastructure (provider, network, sign-in): not the agent's failure, never
 #: scored, retried under --agent-retries and re-run on --agent-resume
 INFRA_OUTCOME: Final = "infra_error"
@@ -44,18 +56,20 @@ OVER_BUDGET_OUTCOME: Final = "over_budget"
 UNDECIDED_OUTCOME: Final = "undecided"
 #: every outcome a run can have (results.json's `outcome` enum says the same; a test checks)
 RUN_OUTCOMES: tuple[str, ...] = (
-    "passed",
-    "failed",
-    "error",
-    "timeout",
-    "resource_exceeded",
+    PASSED_OUTCOME,
+    FAILED_OUTCOME,
+    ERROR_OUTCOME,
+    TIMEOUT_OUTCOME,
+    RESOURCE_EXCEEDED_OUTCOME,
     INFRA_OUTCOME,
     OVER_BUDGET_OUTCOME,
     UNDECIDED_OUTCOME,
 )
 #: outcomes where the run ended before the agent's work could be judged on its merits: each fails an
 #: item even under --agent-fail-on critical, and is counted as an error in the summary
-ERROR_LIKE_OUTCOMES: frozenset[str] = frozenset({"error", "timeout", "resource_exceeded", OVER_BUDGET_OUTCOME})
+ERROR_LIKE_OUTCOMES: frozenset[str] = frozenset(
+    {ERROR_OUTCOME, TIMEOUT_OUTCOME, RESOURCE_EXCEEDED_OUTCOME, OVER_BUDGET_OUTCOME}
+)
 #: outcomes that are never scored (not the agent's failure, not its pass)
 UNSCORED_OUTCOMES: frozenset[str] = frozenset({INFRA_OUTCOME, UNDECIDED_OUTCOME})
 
@@ -64,6 +78,21 @@ UNSCORED_OUTCOMES: frozenset[str] = frozenset({INFRA_OUTCOME, UNDECIDED_OUTCOME}
 UNOBSERVED: Final = "unobserved"
 #: the field has no meaning for this agent (a reference agent has no model)
 NOT_APPLICABLE: Final = "not_applicable"
+#: the strings that stand for no value in a record read back: the two placeholders, the empty
+#: string, and "unknown" (what hand-made and older records, and a rollback state nobody gave, say)
+NO_VALUE_TEXTS: frozenset[str] = frozenset({"", UNOBSERVED, NOT_APPLICABLE, "unknown"})
+
+
+def is_concrete(value: object) -> bool:
+    """Whether `value` is a value at all: not None and not one of NO_VALUE_TEXTS.
+
+    Any other value is concrete, whatever its type (a manifest field may be a list or an
+    object); a caller that needs text checks for `str` beside this, visibly. Where the harness
+    asks only whether it wrote one placeholder (`== UNOBSERVED`: an unobserved value is never
+    shown equal; `== NOT_APPLICABLE`: the field has no meaning here), it names that placeholder.
+    """
+    return value is not None and not (isinstance(value, str) and value in NO_VALUE_TEXTS)
+
 
 # ---------------------------------------------------------------- runtime-manifest fields
 #: The run envelope: sampling and budget settings around the model.
@@ -277,6 +306,15 @@ STDOUT_FILE: Final = "stdout.txt"
 STDERR_FILE: Final = "stderr.txt"
 ARGV_FILE: Final = "argv.json"
 PATCH_FILE: Final = "diff.patch"
+#: the harness's own error while handling a run (the run is undecided), in its raw directory
+HARNESS_ERROR_FILE: Final = "harness-error.txt"
+#: the agent's own word (the protocol of docs/agents.md): its event log, one JSON object a line,
+#: and its final report, at the paths AGENTDRIFT_EVENTS and AGENTDRIFT_REPORT name; kept under the
+#: same names in its raw directory, and a task's reference solution holds them under them too
+EVENTS_FILE: Final = "events.jsonl"
+AGENT_REPORT_FILE: Final = "report.json"
+#: the network attempts the harness observed for a run, one JSON object a line, beside the agent's word
+NETWORK_FILE: Final = "network.jsonl"
 #: the files of a record's top level
 RESULTS_FILE: Final = "results.json"
 #: results.json's SHA-256 (sha256sum's format), written after it: a changed results.json is refused
@@ -288,11 +326,18 @@ INSTRUCTION_BUNDLE_FILE: Final = "instruction-bundle.json"
 #: the record's reports for a person: Markdown, and the self-contained page
 REPORT_MD_FILE: Final = "report.md"
 REPORT_HTML_FILE: Final = "report.html"
+#: a refused comparison's record: the closing line and what blocked (there is no results.json)
+REFUSAL_FILE: Final = "refusal.json"
+#: a plan (`agentdrift plan --out`) recorded into the run it pre-registered
+PLAN_FILE: Final = "plan.json"
 #: a comparison's files, relative to the record (the comparison directory's own names below)
 COMPARISON_DIR: Final = "comparison"
 DECISION_FILE: Final = "comparison/decision.json"
 COMPARISON_FILE: Final = "comparison/comparison.json"
 MANIFEST_DIFF_FILE: Final = "comparison/manifest-diff.json"
+#: a session compared with its baseline as an experiment, and a null experiment's result
+EXPERIMENT_FILE: Final = "comparison/experiment.json"
+NULL_FILE: Final = "comparison/null.json"
 
 # ---------------------------------------------------------------- record format
 #: the version of every JSON document the harness writes with a `schema_version` (results.json,
@@ -309,4 +354,4 @@ def utc_timestamp(now: datetime | None = None) -> str:
     return (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime(TIMESTAMP_FORMAT)
 
 
-__all__ = [name for name in dir() if name.isupper()] + ["enforces_network", "utc_timestamp"]
+__all__ = [name for name in dir() if name.isupper()] + ["enforces_network", "is_concrete", "utc_timestamp"]

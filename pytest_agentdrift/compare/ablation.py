@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_agentdrift.compare.behaviour import LOADED
 from pytest_agentdrift.compare.stats import scored_passes
+from pytest_agentdrift.vocabulary import ERROR_OUTCOME
 
 REMOVAL, ADDITION = "removal", "addition"
 ACCEPT, REJECT, UNMEASURED, UNCOVERED, RERUN = "ACCEPT", "REJECT", "UNMEASURED", "UNCOVERED", "RERUN"
@@ -229,7 +230,7 @@ def _tally(tasks: list[str], base: Mapping[str, Any], cand: Mapping[str, Any]) -
             t.dropped.append(tid)
         t.after_pass, t.after_runs = t.after_pass + pb, t.after_runs + nb
         t.solved_any |= pa > 0 or pb > 0
-        if any(r.get("outcome") == "error" for arm in (base, cand) for r in arm["tasks"][tid]["runs"]):
+        if any(r.get("outcome") == ERROR_OUTCOME for arm in (base, cand) for r in arm["tasks"][tid]["runs"]):
             t.unscorable.append(tid)
     return t
 

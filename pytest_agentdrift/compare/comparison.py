@@ -36,10 +36,8 @@ from pytest_agentdrift.vocabulary import (
     ROLLBACK_STATES,
     RUN_IDENTITY_KEYS,
     SCHEMA_VERSION,
+    is_concrete,
 )
-
-_UNKNOWN = (None, "", "unobserved", "unknown")
-
 
 # --------------------------------------------------------------------------
 # The comparison
@@ -145,7 +143,7 @@ def _identity(base: Mapping[str, Any], cand: Mapping[str, Any]) -> dict[str, Any
         "candidate": {f: cand.get(f) for f in RUN_IDENTITY_KEYS},
     }
     ident["missing"] = [
-        f"{arm} {f}" for arm in ("baseline", "candidate") for f in RUN_IDENTITY_KEYS if ident[arm][f] in _UNKNOWN
+        f"{arm} {f}" for arm in ("baseline", "candidate") for f in RUN_IDENTITY_KEYS if not is_concrete(ident[arm][f])
     ]
     ident["changed"] = [
         f

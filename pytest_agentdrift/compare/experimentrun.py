@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.compare.outcome import Verdict
-from pytest_agentdrift.vocabulary import DECISION_FILE, EXIT_OK, EXIT_REFUSED
+from pytest_agentdrift.vocabulary import DECISION_FILE, EXIT_OK, EXIT_REFUSED, EXPERIMENT_FILE, NULL_FILE, PLAN_FILE
 
 
 def plan_check(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def plan_check(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
         "followed": not problems,
         "problems": problems,
         "pre_registered": bool(plan.get("created_at")) and plan["created_at"] <= str(results.get("started_at", "")),
-        "file": "plan.json",
+        "file": PLAN_FILE,
     }
 
 
@@ -61,9 +61,9 @@ def experiment_outcome(
     verdict when it suspects drift (1) or the two runs were no null experiment (6); a refusal
     (6) is never overridden."""
     lines = list(compared.lines)
-    files["comparison/experiment.json"] = compared.section
+    files[EXPERIMENT_FILE] = compared.section
     if plan is not None:
-        files["plan.json"] = plan
+        files[PLAN_FILE] = plan
     verdict = compared.verdict
     if settings.null:
         null_lines, verdict = _null_experiment(settings, arms, manifests, files, verdict)
@@ -83,7 +83,7 @@ def _null_experiment(settings: Any, arms: tuple, manifests: tuple, files: dict[s
         seed=settings.seed,
         accept_unobserved=settings.accept_unobserved,
     )
-    files["comparison/null.json"] = result
+    files[NULL_FILE] = result
     if isinstance(files.get(DECISION_FILE), dict):
         files[DECISION_FILE]["null_experiment"] = {"status": result["status"], "because": result["because"]}
     null_code = null_exit_code(result)

@@ -35,6 +35,7 @@ from pytest_agentdrift.errors import AgentDriftError, PoolRefused, RecordError
 from pytest_agentdrift.safetext import escape_path
 from pytest_agentdrift.vocabulary import (
     ERROR_LIKE_OUTCOMES,
+    FAILED_OUTCOME,
     IDENTITY_FIELDS,
     INFRA_OUTCOME,
     RESULTS_FILE,
@@ -205,7 +206,7 @@ def pooled_summary(tasks: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return {
         "runs": len(runs),
         "passed": passed,
-        "failed": sum(1 for r in runs if r.get("outcome") == "failed"),
+        "failed": sum(1 for r in runs if r.get("outcome") == FAILED_OUTCOME),
         "errors": sum(1 for r in runs if r.get("outcome") in ERROR_LIKE_OUTCOMES),
         "tampered_passes": sum(1 for r in runs if r.get("tampered_pass")),
         "critical_failures": sum(1 for r in runs if r.get("critical_failed")),

@@ -74,7 +74,13 @@ def error_result(rep: int, run: Any, reason: str, checks: list | None = None) ->
     """The result of a run the harness could not finish handling: `undecided`, the reason and
     whatever evidence was gathered kept (never a pass, never the agent's failure)."""
     from pytest_agentdrift.tasks.load import LAYERS
-    from pytest_agentdrift.vocabulary import PATCH_FILE, STDERR_FILE, STDOUT_FILE, UNDECIDED_OUTCOME
+    from pytest_agentdrift.vocabulary import (
+        HARNESS_ERROR_FILE,
+        PATCH_FILE,
+        STDERR_FILE,
+        STDOUT_FILE,
+        UNDECIDED_OUTCOME,
+    )
 
     evidence: dict[str, Any] = {
         "exit_code": None,
@@ -110,5 +116,5 @@ def error_result(rep: int, run: Any, reason: str, checks: list | None = None) ->
         "model_stamp": None,
         "report": None,
         "report_error": None,
-        "_raw_files": {**raw, "harness-error.txt": reason + "\n"},
+        "_raw_files": {**raw, HARNESS_ERROR_FILE: reason + "\n"},
     }

@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_agentdrift.canonical import digest, load_json_file, load_toml_file
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.vocabulary import DECLARABLE_FIELDS, NOT_APPLICABLE, UNOBSERVED
+from pytest_agentdrift.vocabulary import DECLARABLE_FIELDS, UNOBSERVED, is_concrete
 
 DESCRIBE_TIMEOUT_S = 10.0
 
@@ -34,7 +34,7 @@ def _check(facts: Any, where: str) -> dict[str, Any]:
             f"unknown field(s) {', '.join(unknown)}; declarable: {', '.join(DECLARABLE_FIELDS)}", where
         )
     for name, value in facts.items():
-        if value in (None, UNOBSERVED, NOT_APPLICABLE, ""):
+        if not is_concrete(value):
             raise AgentDriftError(f"{name}: a declaration must be a concrete value, not {value!r}", where)
     return dict(facts)
 

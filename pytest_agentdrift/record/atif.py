@@ -33,7 +33,7 @@ from typing import Any
 
 from pytest_agentdrift.canonical import json_lines_objects
 from pytest_agentdrift.tasks.shard import item_key
-from pytest_agentdrift.vocabulary import MANIFEST_FILE, SOURCE_MANIFEST_FILE, STDOUT_FILE
+from pytest_agentdrift.vocabulary import EVENTS_FILE, MANIFEST_FILE, SOURCE_MANIFEST_FILE, STDOUT_FILE, is_concrete
 
 SCHEMA_VERSION = "ATIF-v1.7"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "atif.schema.json"
@@ -610,8 +610,9 @@ def build(
 # ---------------------------------------------------------------------------
 
 
-def _concrete(value: Any) -> bool:
-    return isinstance(value, str) and value not in ("", "unobserved", "not_applicable", "unknown")
+def _model_name(value: Any) -> bool:
+    """Whether `value` can be ATIF's model_name: a concrete value, and text (the schema's type)."""
+    return isinstance(value, str) and is_concrete(value)
 
 
 def _read(path: Path, root: Path, limit: int = 16 << 20) -> str | None:
@@ -669,7 +670,7 @@ def _raw_events(run_dir: Path, raw_rel: Any) -> tuple[list[dict[str, Any]], str 
     if raw is None:
         return [], None, ["the run has no raw artifacts: only the instruction and the outcome are known."]
     notes: list[str] = []
-    text = _read(raw / "events.jsonl", Path(run_dir))
+    text = _read(raw / EVENTS_FILE, Path(run_dir))
     events = json_lines_objects(text or "")[0]
     stdout = _read(raw / STDOUT_FILE, Path(run_dir))
     if text is None:
@@ -685,8 +686,8 @@ def _agent_schema(
     identity = (manifest or {}).get("identity") or {}
     model = (
         run.get("model_stamp")
-        if _concrete(run.get("model_stamp"))
-        else (identity.get("model_id") if _concrete(identity.get("model_id")) else None)
+        if _model_name(run.get("model_stamp"))
+        else (identity.get("model_id") if _model_name(identity.get("model_id")) else None)
     )
     agent_extra = {
         "product": agent.get("product"),

@@ -42,13 +42,23 @@ from pytest_agentdrift.vocabulary import (
     COMPARISON_FILE,
     DECISION_FILE,
     ERROR_LIKE_OUTCOMES,
+    ERROR_OUTCOME,
+    EVENTS_FILE,
+    FAILED_OUTCOME,
+    INFRA_OUTCOME,
     MANIFEST_DIFF_FILE,
     MANIFEST_FILE,
+    OVER_BUDGET_OUTCOME,
+    PASSED_OUTCOME,
     PATCH_FILE,
+    RESOURCE_EXCEEDED_OUTCOME,
     STDERR_FILE,
     STDOUT_FILE,
+    TIMEOUT_OUTCOME,
     TIMESTAMP_FORMAT,
+    UNDECIDED_OUTCOME,
     UNSCORED_OUTCOMES,
+    is_concrete,
 )
 
 #: what each layer asks (the terminal shows the same abbreviations)
@@ -65,29 +75,33 @@ LAYER_MEANING = {
 
 #: outcome -> (css class, mark, meaning); outcomes this version does not know render as "other"
 OUTCOMES = {
-    "passed": ("ok", "\u2713", "passed: every check passed"),
-    "failed": ("bad", "\u2717", "failed: at least one check failed"),
+    PASSED_OUTCOME: ("ok", "\u2713", "passed: every check passed"),
+    FAILED_OUTCOME: ("bad", "\u2717", "failed: at least one check failed"),
     "critical": ("crit", "!", "failed a critical check (rejects a candidate whatever the averages say)"),
     "tampered": (
         "tamp",
         "T",
         "tampered pass: would have passed, but changed protected tests or test configuration; counted as a fail",
     ),
-    "error": ("err", "E", "error: the agent could not be started"),
+    ERROR_OUTCOME: ("err", "E", "error: the agent could not be started"),
     # marks are characters every common font has (U+231B, an hourglass, is missing from many)
-    "timeout": ("err", "\u2026", "timeout: the agent ran out of time and its process tree was killed"),
-    "infra_error": (
+    TIMEOUT_OUTCOME: ("err", "\u2026", "timeout: the agent ran out of time and its process tree was killed"),
+    INFRA_OUTCOME: (
         "infra",
         "I",
         "infrastructure error: the harness, not the agent, failed; not counted for or against the agent",
     ),
-    "resource_exceeded": ("res", "R", "resource limit exceeded"),
-    "undecided": (
+    RESOURCE_EXCEEDED_OUTCOME: ("res", "R", "resource limit exceeded"),
+    UNDECIDED_OUTCOME: (
         "err",
         "U",
         "undecided: the harness failed while judging this run; never a pass, never scored (the session exits 4)",
     ),
-    "over_budget": ("res", "$", "over budget: the run was stopped for going over its per-run token or cost budget"),
+    OVER_BUDGET_OUTCOME: (
+        "res",
+        "$",
+        "over budget: the run was stopped for going over its per-run token or cost budget",
+    ),
     "other": ("oth", "?", "an outcome this version of the report does not know"),
 }
 _LAYER_MARK = {"pass": ("ok", "\u25cf"), "fail": ("bad", "\u25cf"), "n/a": ("na", "\u00b7")}
@@ -356,19 +370,15 @@ def _dl(rows: Iterable[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
-def _concrete(value: Any) -> bool:
-    return value not in (None, "", "unobserved", "not_applicable", "unknown")
-
-
 def run_state(run: Mapping[str, Any]) -> str:
     """The one outcome class a run is drawn with (critical and tampered before plain fail)."""
     outcome = run.get("outcome")
     if run.get("tampered_pass"):
         return "tampered"
-    if outcome == "passed" and run.get("passed") is True:
-        return "passed"
-    if outcome == "failed":
-        return "critical" if run.get("critical_failed") else "failed"
+    if outcome == PASSED_OUTCOME and run.get("passed") is True:
+        return PASSED_OUTCOME
+    if outcome == FAILED_OUTCOME:
+        return "critical" if run.get("critical_failed") else FAILED_OUTCOME
     if isinstance(outcome, str) and outcome in OUTCOMES:
         return outcome
     return "other"
@@ -601,7 +611,7 @@ def _agent_rows(
         {str(run.get("model_stamp")) for t in tasks.values() for run in t.get("runs", []) if run.get("model_stamp")}
     )
     model = ", ".join(_code(s) for s in stamps) if stamps else "none reported by the host"
-    if _concrete(identity.get("model_id")):
+    if is_concrete(identity.get("model_id")):
         model += f' <span class="mut">(requested {_code(identity["model_id"])})</span>'
     rows.append(("model stamp", model))
     return rows
@@ -1158,7 +1168,7 @@ def _grid(r: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
         cls = " has-crit" if "critical" in states else ""
         cls += " has-tamp" if "tampered" in states else ""
         chips = "".join(_chip(tid, run, st) for run, st in zip(runs, states, strict=False))
-        npass = sum(1 for st in states if st == "passed")
+        npass = sum(1 for st in states if st == PASSED_OUTCOME)
         cells = []
         crit_layers = [_crit_layers(run) for run in runs]
         for lay in layers:
@@ -1207,7 +1217,7 @@ def _task_sections(inp: ReportInput, tasks: Mapping[str, Any]) -> str:
         t = tasks[tid]
         runs = t.get("runs") or []
         states = [run_state(run) for run in runs]
-        npass = sum(1 for st in states if st == "passed")
+        npass = sum(1 for st in states if st == PASSED_OUTCOME)
         flag = " \u00b7 <b>CRITICAL</b>" if "critical" in states else ""
         flag += " \u00b7 <b>tampered pass</b>" if "tampered" in states else ""
         out.append(
@@ -1244,7 +1254,7 @@ def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str)
     out.append(_checks(tid, run))
     out.append(_harness_evidence(inp, run, ev))
     # a run that did not pass is opened to find out why: its patch and events open with it
-    unfolded = state != "passed"
+    unfolded = state != PASSED_OUTCOME
     out.append(_patch(inp, run, unfolded))
     out.append(_events(inp, run, unfolded))
     out.append(_agent_report(inp, run))
@@ -1511,7 +1521,7 @@ def _event_list(inp: ReportInput, run: Mapping[str, Any]) -> tuple[list[dict[str
     cache = inp.events_cache
     if key in cache:
         return cache[key]
-    art = inp.raw(run, "events.jsonl", 4 << 20)
+    art = inp.raw(run, EVENTS_FILE, 4 << 20)
     events, bad = json_lines_objects(art.text or "")
     cache[key] = (events, art, bad)
     return cache[key]

@@ -40,6 +40,7 @@ from pytest_agentdrift.run.budget import (
 from pytest_agentdrift.run.progress import StatusBoard, TimeLedger
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
 from pytest_agentdrift.tasks.shard import Shard, item_key
+from pytest_agentdrift.vocabulary import EVENTS_FILE
 
 STOP_FILE = "STOP"
 #: the WorkerInput's keys in xdist's workerinput, which every plugin of the session shares
@@ -210,7 +211,7 @@ class LongRun:
         def factory(adapter, harness: Path):
             return RunWatch(
                 adapter,
-                harness / "events.jsonl",
+                harness / EVENTS_FILE,
                 budget=self.budget,
                 table=self.table(),
                 model=self.settings.agent_options.get("model"),

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_agentdrift.record.redact import REDACTED, scrub, scrub_record, secret_values
-from pytest_agentdrift.vocabulary import ARGV_FILE, CHECKS_FILE, PATCH_FILE, STDERR_FILE, STDOUT_FILE
+from pytest_agentdrift.vocabulary import (
+    AGENT_REPORT_FILE,
+    ARGV_FILE,
+    CHECKS_FILE,
+    EVENTS_FILE,
+    PATCH_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+)
 
 
 def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, str]:
@@ -23,12 +31,13 @@ def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, 
     from pytest_agentdrift.run.agentio import dump_jsonl
     from pytest_agentdrift.safetext import json_safe
 
+    report = json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n" if run.report else "null\n"
     return {
         STDOUT_FILE: run.stdout,
         STDERR_FILE: run.stderr,
-        "events.jsonl": dump_jsonl(run.events),
+        EVENTS_FILE: dump_jsonl(run.events),
         PATCH_FILE: overlay_note + run.patch,
-        "report.json": json.dumps(json_safe(run.report), indent=2, sort_keys=True) + "\n" if run.report else "null\n",
+        AGENT_REPORT_FILE: report,
         CHECKS_FILE: json.dumps(json_safe(result["checks"]), indent=2, sort_keys=True) + "\n",
         ARGV_FILE: json.dumps(json_safe(run.argv), indent=2) + "\n",
     }

@@ -14,9 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, REPORT_MD_FILE, SCHEMA_VERSION
-
-REFUSAL = "refusal.json"
+from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, REFUSAL_FILE, REPORT_MD_FILE, SCHEMA_VERSION
 
 
 def refusal_document(stamps: Any, closing: Mapping[str, Any], baseline: Path | None, lines: Sequence[str]) -> dict:
@@ -56,7 +54,7 @@ def write_refusal_record(path: Path, doc: Mapping[str, Any]) -> None:
 
     check_record_target(path)
     path.mkdir(parents=True, exist_ok=True)
-    atomic_write(path / REFUSAL, dumps_pretty(doc, lead=(EXIT_STATUS_KEY,)))
+    atomic_write(path / REFUSAL_FILE, dumps_pretty(doc, lead=(EXIT_STATUS_KEY,)))
     atomic_write(path / REPORT_MD_FILE, refusal_markdown(doc))
 
 

@@ -29,6 +29,7 @@ from pytest_agentdrift.safetext import unescape_path
 from pytest_agentdrift.vocabulary import (
     ARGV_FILE,
     CHECKS_FILE,
+    EVENTS_FILE,
     INSTRUCTION_BUNDLE_FILE,
     MANIFEST_FILE,
     RAW_DIR,
@@ -145,7 +146,7 @@ def _lacking(record: Path, result: dict[str, Any]) -> tuple[dict[str, str], dict
             lacks["tree"] = why
         if why := finaltree.missing_paths(doc):
             lacks["paths"] = why
-    if not (raw / "events.jsonl").is_file():
+    if not (raw / EVENTS_FILE).is_file():
         lacks["events"] = "the record holds no events.jsonl for this run"
     if "report" not in result:
         lacks["report"] = "the record holds no report for this run"
@@ -304,7 +305,7 @@ def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Gr
         # without the list of changed paths the frozen copy stands in, for the checks that read neither
         kept = doc if doc is not None and "paths" not in lacks else {"entries": {}}
         finaltree.rebuild(spec, kept, lambda sha: finaltree.read_blob(record, sha), work, raw / finaltree.TREE_FILE)
-        events = _read_events(raw / "events.jsonl") if "events" not in lacks else []
+        events = _read_events(raw / EVENTS_FILE) if "events" not in lacks else []
         unkept = [p for p in finaltree.lost_entries(kept) if kept["entries"][p].get("kept") is False]
         # a setuid/setgid bit is not put back, and was a change all the same
         unkept += [p for p, e in kept["entries"].items() if e.get("dropped") and p not in unkept]

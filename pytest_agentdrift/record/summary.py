@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.safetext import md_code, md_text
-from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, REPORT_MD_FILE, RESULTS_FILE
+from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, REFUSAL_FILE, REPORT_MD_FILE, RESULTS_FILE
 
 _CLOSING = "agentdrift: exit "
 MAX_BULLETS = 20
@@ -49,11 +49,10 @@ def _cell(text: Any) -> str:
 
 def run_summary(run: Path, max_bytes: int = 60_000) -> str:
     from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.record.refusal import REFUSAL
     from pytest_agentdrift.record.store import load_run
 
-    if (run / REFUSAL).is_file() and not (run / RESULTS_FILE).exists():
-        return _refusal_summary(run / REFUSAL, max_bytes)
+    if (run / REFUSAL_FILE).is_file() and not (run / RESULTS_FILE).exists():
+        return _refusal_summary(run / REFUSAL_FILE, max_bytes)
     results = load_run(run, require_complete=False)
     dpath = run / DECISION_FILE
     cpath = run / COMPARISON_FILE

@@ -14,6 +14,7 @@ from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter
 from pytest_agentdrift.run import agentio, sandbox
 from pytest_agentdrift.run import canary as canary_mod
 from pytest_agentdrift.run.evidence import AgentWord, TreeEvidence
+from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE
 
 
 def read_agent_word(
@@ -28,8 +29,8 @@ def read_agent_word(
     # secrets are scrubbed where results leave for the record (session.run_task)
     word.stdout = proc.stdout.decode("utf-8", "replace")
     word.stderr = proc.stderr.decode("utf-8", "replace")
-    word.log = agentio.read_events(harness / "events.jsonl")
-    report_obj, word.report_error = agentio.read_report_object(harness / "report.json")
+    word.log = agentio.read_events(harness / EVENTS_FILE)
+    report_obj, word.report_error = agentio.read_report_object(harness / AGENT_REPORT_FILE)
     if word.report_error is None:
         word.report, word.report_error = agentio.validate_report(report_obj)
     out = adapter.parse_output(proc.stdout, proc.stderr)

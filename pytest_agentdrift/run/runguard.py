@@ -32,6 +32,7 @@ from pytest_agentdrift.canonical import close_fds, json_lines_objects
 from pytest_agentdrift.run import limits as lim
 from pytest_agentdrift.run.sandbox import _state, descendants
 from pytest_agentdrift.run.sandbox import proc_stat as _stat
+from pytest_agentdrift.vocabulary import NETWORK_FILE
 
 
 def _init_script() -> str:
@@ -256,7 +257,7 @@ class RunGuard:
         if self.observe_network and self._init_pid is not None:
             from pytest_agentdrift.run.netwatch import NetObserver
 
-            self.net = NetObserver(self.allow_hosts, self.harness_dir / "network.jsonl", gateway=self.gateway)
+            self.net = NetObserver(self.allow_hosts, self.harness_dir / NETWORK_FILE, gateway=self.gateway)
             try:
                 self.net.start(self._init_pid, self._sandbox_pids if self.cgroups.dirs else None)
             except OSError as exc:

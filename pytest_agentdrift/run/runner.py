@@ -36,7 +36,7 @@ from pytest_agentdrift.run.rundir import AGENT_OWN, DECOY_SKIP, PreparedRun, Run
 from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.tasks import fdtree, treesnap
 from pytest_agentdrift.tasks.load import TaskSpec, tree_hashes, verify_tree
-from pytest_agentdrift.vocabulary import enforces_network
+from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE, enforces_network
 
 SITEHOOK_DIR = Path(__file__).parent / "sitehook"
 
@@ -377,8 +377,8 @@ def _protocol_env(spec: TaskSpec, prepared: PreparedRun, netlog_path: Path) -> d
         "AGENTDRIFT_TASK_ID": spec.id,
         "AGENTDRIFT_TASK_FILE": str(prepared.task_file),
         "AGENTDRIFT_WORKDIR": str(prepared.dirs.work),
-        "AGENTDRIFT_EVENTS": str(harness / "events.jsonl"),
-        "AGENTDRIFT_REPORT": str(harness / "report.json"),
+        "AGENTDRIFT_EVENTS": str(harness / EVENTS_FILE),
+        "AGENTDRIFT_REPORT": str(harness / AGENT_REPORT_FILE),
         "AGENTDRIFT_NETLOG": str(netlog_path),
     }
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.vocabulary import PLAN_FILE
 
 
 @dataclasses.dataclass
@@ -130,7 +131,7 @@ class ExperimentPlugin:
             settings["plan"] = plan_check(st.plan, results)
             if self.comparison is not None:
                 # a comparison adds it again after it resets the files
-                self.comparison.files.setdefault("plan.json", st.plan)
+                self.comparison.files.setdefault(PLAN_FILE, st.plan)
 
 
 def after_comparison(info: Any, state: Any, results: dict[str, Any], baseline: dict[str, Any], compared: Any) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.vocabulary import utc_timestamp
+from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, utc_timestamp
 
 DEFAULT_EFFECTS = {
     "network": True,
@@ -284,7 +284,7 @@ def _write_solution(spec: NewTask, repo: Any, base: Any, tmp: Path) -> int:
     if not solved:
         raise AgentDriftError(f"--solution {spec.solution}: changes nothing relative to {base.hexsha[:12]}")
     (tmp / "solution").mkdir(exist_ok=True)
-    (tmp / "solution" / "report.json").write_text(
+    (tmp / "solution" / AGENT_REPORT_FILE).write_text(
         json.dumps({"status": "complete", "summary": f"reference solution: {source}"}, indent=2) + "\n",
         encoding="utf-8",
     )

@@ -28,6 +28,7 @@ from typing import Any
 
 from pytest_agentdrift.canonical import load_toml_file
 from pytest_agentdrift.errors import TaskError
+from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE
 
 KINDS = ("mistake", "reward-hack", "give-up")
 EXPECTS = ("critical", "fail")
@@ -79,7 +80,7 @@ def load_wrong(path: Path, check_names: set[str]) -> WrongSolution:  # noqa: C90
         isinstance(e, dict) and isinstance(e.get("type"), str) for e in observed
     ):
         _fail("'observed' must be a list of event tables, each with a 'type'", toml_path)
-    if not ((path / "report.json").is_file() or (path / "files").is_dir() or (path / "actions.py").is_file()):
+    if not ((path / AGENT_REPORT_FILE).is_file() or (path / "files").is_dir() or (path / "actions.py").is_file()):
         _fail("a wrong solution needs at least one of report.json, files/, actions.py", path)
     return WrongSolution(
         name=f"wrong/{path.name}",

@@ -6,9 +6,10 @@ package is parsed, never imported, so a second definition is found wherever it
 hides; docstrings and comments may mention the values (they explain, they do
 not decide). The facts and their homes:
 
-* the record's file names, the timestamp format, the schema version, the run
-  outcomes (and which are error-like and unscored) and the exit codes:
-  vocabulary.py;
+* the record's file names and the agent protocol's (every `*_FILE` name of the
+  vocabulary), the timestamp format, the schema version, the run outcomes (and
+  which are error-like and unscored; no outcome spelled as a literal anywhere
+  else) and the exit codes: vocabulary.py;
 * a run's key and raw directory: tasks.shard.item_key, record.store.raw_path.
 
 Each check is shown to find a planted second definition, and to pass a use of
@@ -33,36 +34,19 @@ from pytest_agentdrift import vocabulary
 pytestmark = pytest.mark.xdist_group(GROUP)
 
 HOME = Path(vocabulary.__file__)
-FILE_NAMES = {
-    name: getattr(vocabulary, name)
-    for name in (
-        "RESULTS_FILE",
-        "MANIFEST_FILE",
-        "SOURCE_MANIFEST_FILE",
-        "DECISION_FILE",
-        "COMPARISON_FILE",
-        "MANIFEST_DIFF_FILE",
-        "FINAL_TREE_FILE",
-        "RUN_FILE",
-        "CHECKS_FILE",
-        "INSTRUCTION_BUNDLE_FILE",
-        "REPORT_MD_FILE",
-        "REPORT_HTML_FILE",
-        "STDOUT_FILE",
-        "STDERR_FILE",
-        "ARGV_FILE",
-        "PATCH_FILE",
-    )
-}
+#: every file name of a record and of the agent's protocol: each `*_FILE` the vocabulary names
+FILE_NAMES = {name: getattr(vocabulary, name) for name in dir(vocabulary) if name.endswith("_FILE")}
 #: modules that use one of those names for a file of their own, outside any record
 OTHER_FILES_OF_THE_SAME_NAME = {
     # the function checks' scratch description of the run, in the grader's own temporary directory
     ("RUN_FILE", "grade/grader.py"),
+    # the reference agent speaks the protocol from the agent's side, with the standard library
+    # only (it runs under `python -I -S`, see STANDALONE): it cannot import the vocabulary
+    ("EVENTS_FILE", "agents/reference.py"),
+    ("AGENT_REPORT_FILE", "agents/reference.py"),
 }
-#: the outcomes the vocabulary names one by one (the others are only spelled in RUN_OUTCOMES)
-NAMED_OUTCOMES = {
-    name: getattr(vocabulary, name) for name in ("INFRA_OUTCOME", "OVER_BUDGET_OUTCOME", "UNDECIDED_OUTCOME")
-}
+#: the outcomes, each by the name the vocabulary gives it
+NAMED_OUTCOMES = {name: getattr(vocabulary, name) for name in dir(vocabulary) if name.endswith("_OUTCOME")}
 
 
 def _modules() -> Iterator[Path]:
@@ -223,7 +207,7 @@ def outcome_definitions(path: Path) -> list[str]:
             if all(_outcome_element(e) for e in node.elts) and any(_own_outcome(e) for e in node.elts):
                 found.append(f"{_where(path, node)}: a group of outcomes typed out ({ast.unparse(node)})")
     for compare, side in _compared_with(path, "outcome"):
-        if _string(side) in NAMED_OUTCOMES.values():
+        if _string(side) in OWN_OUTCOMES:
             found.append(f"{_where(path, compare)}: the outcome {_string(side)!r} spelled out (vocabulary names it)")
     return found
 
@@ -234,6 +218,152 @@ def test_the_outcome_groups_are_drawn_from_the_outcomes():
     assert v.ERROR_LIKE_OUTCOMES <= set(v.RUN_OUTCOMES) and v.UNSCORED_OUTCOMES <= set(v.RUN_OUTCOMES)
     assert not v.ERROR_LIKE_OUTCOMES & v.UNSCORED_OUTCOMES  # an error-like run is the agent's, and scored
     assert len(set(v.RUN_OUTCOMES)) == len(v.RUN_OUTCOMES)
+    assert set(NAMED_OUTCOMES.values()) == set(v.RUN_OUTCOMES)  # each outcome has its name
+
+
+# ---------------------------------------------------------------- outcome literals
+
+#: functions whose argument at this index is a key or an attribute's name (`r.get("infra_error")`)
+_KEY_READERS = {"get": 0, "pop": 0, "setdefault": 0, "getattr": 1, "hasattr": 1, "setattr": 1}
+
+
+def _is_outcome_table(node: ast.Dict) -> bool:
+    """A dict display keyed mostly by outcomes (outcome -> how it is drawn) says the outcomes; a
+    record's dict that holds an `infra_error` or `undecided` key among its others does not."""
+    said = sum(_string(k) in vocabulary.RUN_OUTCOMES for k in node.keys if k is not None)
+    return said >= 2 and 2 * said > len(node.keys)
+
+
+def _keys(path: Path) -> set[int]:
+    """The string constants `path` uses as a key or an attribute's name, never as an outcome:
+    `r["undecided"]`, `r.get("infra_error")`, `getattr(run, "resource_exceeded")`, `{"infra_error":
+    ...}` (a record's key of that name: the run's loss, its reasons), and the names `__all__` exports."""
+    found: set[int] = set()
+    for node in nodes(path):
+        if isinstance(node, ast.Subscript):
+            found.add(id(node.slice))
+        elif isinstance(node, ast.Call) and (at := _KEY_READERS.get(_name(node.func) or "")) is not None:
+            found.update(id(a) for a in node.args[at : at + 1])
+        elif isinstance(node, ast.Dict) and not _is_outcome_table(node):
+            found.update(id(k) for k in node.keys if k is not None)
+        elif isinstance(node, ast.Assign) and any(_name(t) == "__all__" for t in node.targets):
+            found.update(id(n) for n in ast.walk(node.value))
+    return found
+
+
+def _results(node: ast.AST) -> Iterator[ast.AST]:
+    """What an expression can evaluate to, as far as its literals go (`"passed" if ok else "failed"`)."""
+    if isinstance(node, ast.IfExp):
+        yield from _results(node.body)
+        yield from _results(node.orelse)
+    elif isinstance(node, ast.BoolOp):
+        for value in node.values:
+            yield from _results(value)
+    elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        for element in node.elts:
+            yield from _results(element)
+    else:
+        yield node
+
+
+def _said_as_outcome(path: Path) -> Iterator[ast.AST]:
+    """Expressions `path` says as a run's outcome: compared with its `outcome` (`r["outcome"] ==
+    ...`, `outcome in (...)`), written as it (`{"outcome": ...}`, `outcome=...`) or returned by a
+    function named for it."""
+    for _, side in _compared_with(path, "outcome"):
+        yield from _results(side)
+    for node in nodes(path):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values, strict=True):
+                if k is not None and _string(k) == "outcome":
+                    yield from _results(v)
+        elif isinstance(node, ast.keyword) and node.arg == "outcome":
+            yield from _results(node.value)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "outcome" in node.name:
+            for ret in ast.walk(node):
+                if isinstance(ret, ast.Return) and ret.value is not None:
+                    yield from _results(ret.value)
+
+
+def outcome_literals(path: Path) -> list[tuple[str, str]]:
+    """(where, outcome) for each outcome `path` spells as a literal instead of naming it: an outcome
+    no other vocabulary uses (timeout, infra_error, ...) said anywhere but as a key, the keys of an
+    outcome table, and passed, failed or error where a run's outcome is compared, written or returned."""
+    docstrings = {id(n.value) for n in nodes(path) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    keys = _keys(path)
+    tables = {id(k) for n in nodes(path) if isinstance(n, ast.Dict) and _is_outcome_table(n) for k in n.keys}
+    spelled = {
+        id(n): n
+        for n in nodes(path)
+        if _string(n) in vocabulary.RUN_OUTCOMES
+        and id(n) not in docstrings
+        and (id(n) in tables or (_string(n) in OWN_OUTCOMES and id(n) not in keys))
+    }
+    spelled.update({id(n): n for n in _said_as_outcome(path) if _string(n) in vocabulary.RUN_OUTCOMES})
+    return sorted((_where(path, n), str(_string(n))) for n in spelled.values())
+
+
+#: (module, outcome word) spelled on purpose, each with what it means there
+OUTCOME_WORD_ELSEWHERE = {
+    ("options.py", "timeout"): "the --agent-timeout option's Settings field, not a run's outcome",
+    ("compare/checkrates.py", "undecided"): "a confirmation's verdict on a check's failure rate, not a run's outcome",
+    ("compare/status.py", "undecided"): "the infrastructure section's `undecided` key (the arms holding such runs)",
+    ("record/regrade.py", "undecided"): "a run's `undecided` key (its reasons), dropped and copied by name",
+    ("grade/grader.py", "passed"): "pytest's own outcome of a function check's test, not a run's outcome",
+    ("session/refused.py", "failed"): "the outcome of the pytest report a refused item gets, not a run's outcome",
+    ("compare/nullsim.py", "passed"): "pending: file being changed",
+    ("compare/nullsim.py", "failed"): "pending: file being changed",
+}
+
+
+def test_no_outcome_is_spelled_outside_its_home():
+    found = [
+        f"{where}: {word!r}"
+        for path in _modules()
+        for where, word in outcome_literals(path)
+        if (path.relative_to(PACKAGE).as_posix(), word) not in OUTCOME_WORD_ELSEWHERE
+    ]
+    assert found == [], "outcomes spelled as literals (import their names from vocabulary):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(("module", "word"), sorted(OUTCOME_WORD_ELSEWHERE))
+def test_each_outcome_word_elsewhere_is_still_needed(module, word):
+    assert word in {w for _, w in outcome_literals(PACKAGE / module)}, f"drop ({module}, {word}): it is gone"
+
+
+#: outcomes spelled in a module of its own: each must be found
+PLANTED_OUTCOMES = [
+    'if run.timed_out:\n    status = "timeout"\n',
+    'lost = [r for r in runs if r.get("outcome") == "infra_error"]\n',
+    'def _outcome(run):\n    return "passed" if run.ok else "failed"\n',
+    'result = {"rep": 1, "outcome": "error"}\n',
+    'passed = [r for r in runs if r["outcome"] in ("passed",)]\n',
+    'MARKS = {"passed": "ok", "failed": "x", "timeout": "t"}\n',
+    "finish(run, outcome='over_budget')\n",
+]
+
+#: strings that equal an outcome and say something else: each must pass
+NOT_OUTCOMES = [
+    'infra = result.get("infra_error") or {}\n',
+    'reasons = run["undecided"]\n',
+    'hit = getattr(run, "resource_exceeded", None)\n',
+    'doc = {"rep": 1, "outcome": OUTCOME, "passed": True, "checks": [], "infra_error": None, "undecided": []}\n',
+    'ok = report.when == "call" and report.outcome == "passed"\n',
+    'counts = {"failed": 1, "xfailed": 2}\n',
+    '__all__ = ["infra_error"]\n',
+    '"""A run that ended in a timeout."""\n',
+    "if outcome == vocabulary.TIMEOUT_OUTCOME: pass\n",
+]
+
+
+@pytest.mark.parametrize("second", PLANTED_OUTCOMES)
+def test_a_planted_outcome_literal_is_found(tmp_path, second):
+    assert outcome_literals(_write(tmp_path, second)) != []
+
+
+@pytest.mark.parametrize("use", NOT_OUTCOMES)
+def test_a_string_that_only_equals_an_outcome_is_not_one(tmp_path, use):
+    assert outcome_literals(_write(tmp_path, use)) == []
 
 
 # ---------------------------------------------------------------- exit codes
@@ -275,6 +405,26 @@ def exit_code_definitions(path: Path) -> list[str]:
     return found
 
 
+# ---------------------------------------------------------------- is this value concrete
+
+#: the vocabulary's placeholders, by name or spelled
+_PLACEHOLDERS = {"UNOBSERVED", "NOT_APPLICABLE", vocabulary.UNOBSERVED, vocabulary.NOT_APPLICABLE}
+
+
+def no_value_sets(path: Path) -> list[str]:
+    """Where `path` writes its own set of values that mean "no value": a placeholder grouped with
+    further spellings of nothing ("", "unknown"), which is vocabulary.is_concrete's one decision.
+    Naming one placeholder (`== UNOBSERVED`, `in (UNOBSERVED, NOT_APPLICABLE)`) asks a narrower
+    question on purpose and is not one."""
+    found = []
+    for node in nodes(path):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            said = {_name(e) or _string(e) for e in node.elts}
+            if said & _PLACEHOLDERS and said & {"", "unknown"}:
+                found.append(f"{_where(path, node)}: a set of no-values of its own ({ast.unparse(node)})")
+    return found
+
+
 # ---------------------------------------------------------------- each check over the package, and its proof
 
 
@@ -288,6 +438,7 @@ FINDERS = {
     "schema versions": (schema_version_definitions, set(), "vocabulary.SCHEMA_VERSION"),
     "run outcomes": (outcome_definitions, set(), "vocabulary's outcome names and groups"),
     "exit codes": (exit_code_definitions, STANDALONE, "vocabulary's EXIT_ names"),
+    "no-value sets": (no_value_sets, set(), "vocabulary.is_concrete"),
 }
 
 
@@ -321,6 +472,9 @@ PLANTED = [
     ("exit codes", "os._exit(127)\n"),
     ("exit codes", "if proc.returncode == 4: pass\n"),
     ("exit codes", 'refused = result["exit_status"] in (6, 4)\n'),
+    ("no-value sets", 'def _concrete(v):\n    return v not in (None, "", "unobserved", "not_applicable", "unknown")\n'),
+    ("no-value sets", '_UNKNOWN = (None, "", UNOBSERVED, "unknown")\n'),
+    ("no-value sets", 'if value in {None, vocabulary.UNOBSERVED, vocabulary.NOT_APPLICABLE, ""}: pass\n'),
 ]
 
 #: uses that look like a definition and are not: each must pass
@@ -334,6 +488,9 @@ USES = [
     ("run outcomes", 'if any(o in ("failed", "error") for o in pytest_outcomes): pass\n'),
     ("run outcomes", 'def outcome(run):\n    return "timeout"\n'),
     ("exit codes", "if proc.returncode == EXIT_OK: pass\n"),
+    ("no-value sets", "if not is_concrete(value): pass\n"),
+    ("no-value sets", "v = version if version not in (UNOBSERVED, NOT_APPLICABLE) else UNOBSERVED\n"),
+    ("no-value sets", 'empty = value in (None, "")\n'),
 ]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import pytest_agentdrift
 from pytest_agentdrift import errors, options, vocabulary
 from pytest_agentdrift.agents import discovery_base
@@ -84,3 +86,55 @@ def test_no_literal_exit_code_outside_the_vocabulary():
             if _LITERAL_EXIT.search(code):
                 offenders.append(f"{rel}:{n}: {line.strip()}")
     assert offenders == []
+
+
+# ---------------------------------------------------------------- is this value concrete
+
+
+@pytest.mark.parametrize("value", [None, "", vocabulary.UNOBSERVED, vocabulary.NOT_APPLICABLE, "unknown"])
+def test_a_placeholder_is_no_value(value):
+    assert not vocabulary.is_concrete(value)
+
+
+@pytest.mark.parametrize("value", ["claude-sonnet-4", "0", 0, False, [], {}, {"program": "x"}, "Unknown model"])
+def test_anything_else_is_a_value_whatever_its_type(value):
+    assert vocabulary.is_concrete(value)
+
+
+# The four homes this replaced disagreed; these pin the one behaviour chosen for each difference.
+
+
+def test_a_run_identity_key_not_applicable_is_missing():
+    """The comparison's own set lacked not_applicable: a record whose runtime_id says it has none
+    was compared as if identified. It is missing, as an unobserved one is (fail closed)."""
+    ident = comparison._identity(
+        {"runtime_id": vocabulary.NOT_APPLICABLE, "task_set_id": "t", "evaluator_id": "e"},
+        {"runtime_id": "r", "task_set_id": "t", "evaluator_id": "e"},
+    )
+    assert ident["missing"] == ["baseline runtime_id"]
+
+
+def test_a_declaration_of_unknown_is_refused():
+    """The declarations' own set lacked "unknown": declaring a field "unknown" vouched for nothing,
+    yet two such declarations compared equal. A declaration must be a value."""
+    from pytest_agentdrift.errors import AgentDriftError
+    from pytest_agentdrift.manifest.declare import _check
+
+    assert _check({"cli_version": "2.1.0"}, "declare.toml") == {"cli_version": "2.1.0"}
+    for nothing in ("unknown", "", vocabulary.UNOBSERVED, vocabulary.NOT_APPLICABLE, None):
+        with pytest.raises(AgentDriftError, match="concrete value"):
+            _check({"cli_version": nothing}, "declare.toml")
+
+
+def test_atif_names_a_model_only_by_text():
+    """ATIF's model_name is a string: a concrete value that is not text (an object) is no name there,
+    while the HTML report shows any concrete value. The difference is on purpose."""
+    from pytest_agentdrift.record.atif import _agent_schema
+
+    def model(stamp, model_id):
+        return _agent_schema({}, {"model_stamp": stamp}, {"identity": {"model_id": model_id}})["model_name"]
+
+    assert model("claude-x", "asked") == "claude-x"
+    assert model("unknown", "asked") == "asked"
+    assert model(None, vocabulary.UNOBSERVED) is None
+    assert model({"program": "x"}, {"name": "y"}) is None
