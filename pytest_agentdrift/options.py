@@ -4,17 +4,17 @@ A row (`Option`) holds the Settings field, flag, help, kind, default, parser
 (a text parser), choices and the names of its twins. The pytest plugin
 registers every row (`add_options`), the `agentdrift` CLI registers the ones
 it shares under their short names (`add_cli_flags`), `Settings` has one field
-per row, and the plugin and the CLI resolve a value the same way: the command
-line if given, else the ini twin (`agent_…`; read by pytest's getini inside a
-session, by inifile.read_ini outside one), else the declared default
-(`resolve_value`). Checks that span several options run once, after every
+per row (written out, typed as the row's parser gives it, defaulting to the row's
+default; tests/unit/test_options_table.py holds the two equal), and the plugin
+and the CLI resolve a value the same way: the command line if given, else the
+ini twin (`agent_…`; read by pytest's getini inside a session, by
+inifile.read_ini outside one), else the declared default (`resolve_value`). Checks that span several options run once, after every
 value is known (`_checked`).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import re
 from dataclasses import KW_ONLY, dataclass, field
@@ -233,16 +233,72 @@ TABLE: tuple[Option, ...] = (
 OPTIONS: dict[str, Option] = {decl.dest: decl for decl in TABLE}
 
 
-class _Derived:
-    """What the session asks of its Settings beyond the options themselves (the fields: one per row of TABLE)."""
+def _declared(dest: str) -> Any:
+    """The Settings field of the option `dest`: its default is the one its row declares."""
+    return OPTIONS[dest].settings_field()
 
-    agent: Any
-    cmd: Any
-    suite: Any
-    record: Any
-    baseline: Any
-    resume: Any
-    shard: Any
+
+@dataclass(frozen=True)
+class Settings:
+    """The session's options, resolved and checked once (resolve).
+
+    One field per row of TABLE, in its order, typed as the row's parser and kind give it and
+    defaulting to what the row declares (tests/unit/test_options_table.py holds the two equal),
+    then agent_options: what the runner hands the adapter (derived; a bundle may add to it).
+    """
+
+    agent: str | None = _declared("agent")
+    cmd: str | None = _declared("cmd")
+    suite: str | None = _declared("suite")
+    k: int = _declared("k")
+    confirm: int = _declared("confirm")
+    timeout: float | None = _declared("timeout")
+    record: Path | None = _declared("record")
+    baseline: Path | None = _declared("baseline")
+    baseline_window: int | None = _declared("baseline_window")
+    vary: tuple[str, ...] = _declared("vary")
+    fail_on: str = _declared("fail_on")
+    gate: str | None = _declared("gate")
+    gate_flakes: str = _declared("gate_flakes")
+    isolation: str = _declared("isolation")
+    env: tuple[str, ...] = _declared("env")
+    model: str | None = _declared("model")
+    permission_mode: str | None = _declared("permission_mode")
+    sandbox_mode: str | None = _declared("sandbox_mode")
+    config_files: tuple[str, ...] = _declared("config_files")
+    instruction_files: tuple[str, ...] = _declared("instruction_files")
+    mounts: tuple[str, ...] = _declared("mounts")
+    product_paths: tuple[str, ...] = _declared("product_paths")
+    background_hosts: tuple[str, ...] = _declared("background_hosts")
+    allow_hosts: tuple[str, ...] = _declared("allow_hosts")
+    accept_unobserved: tuple[str, ...] = _declared("accept_unobserved")
+    declare: Path | None = _declared("declare")
+    describe_cmd: str | None = _declared("describe_cmd")
+    image_digest: str | None = _declared("image_digest")
+    rollback_state: str = _declared("rollback_state")
+    rollback_evidence: Path | None = _declared("rollback_evidence")
+    release_notes: Path | None = _declared("release_notes")
+    seed: int = _declared("seed")
+    keep_workdirs: bool = _declared("keep_workdirs")
+    limits: dict[str, int | None] = _declared("limits")
+    grade_limits: dict[str, int | None] = _declared("grade_limits")
+    retries: int = _declared("retries")
+    retry_backoff: float = _declared("retry_backoff")
+    max_infra_loss: float = _declared("max_infra_loss")
+    resume: Path | None = _declared("resume")
+    shard: str | None = _declared("shard")
+    budget: tuple[str, ...] = _declared("budget")
+    price_table: Path | None = _declared("price_table")
+    progress: str = _declared("progress")
+    progress_interval: float = _declared("progress_interval")
+    bundle: str | None = _declared("bundle")
+    bundles: str | None = _declared("bundles")
+    without: tuple[str, ...] = _declared("without")
+    with_items: tuple[str, ...] = _declared("with_items")
+    null: bool = _declared("null")
+    plan: Path | None = _declared("plan")
+    grading_cache: str | None = _declared("grading_cache")
+    agent_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def agent_selected(self) -> bool:
@@ -252,18 +308,6 @@ class _Derived:
     def active(self) -> bool:
         """Whether the session asked for anything agentdrift does."""
         return bool(self.agent or self.cmd or self.suite or self.record or self.baseline or self.resume or self.shard)
-
-
-#: The session's options, resolved and checked once (resolve): a frozen dataclass of one field per row
-#: of TABLE, and agent_options, what the runner hands the adapter (derived; a bundle may add to it).
-Settings = dataclasses.make_dataclass(
-    "Settings",
-    [(d.dest, Any, d.settings_field()) for d in TABLE]
-    + [("agent_options", dict[str, Any], field(default_factory=dict))],
-    bases=(_Derived,),
-    frozen=True,
-    namespace={"__module__": __name__, "__doc__": "The session's options, resolved and checked once."},
-)
 
 
 #: the options naming a path the agent reads (shown to it read-only): one outside the project
