@@ -62,6 +62,46 @@ def missing_reason(binary: str) -> str | None:
     return bwrap_reason()
 
 
+PYPI_FILE = Path(__file__).with_name("pypi-clis.txt")
+
+
+def pypi_pinned() -> dict[str, tuple[str, str, str]]:
+    """venv name -> (distribution, version, program), from pypi-clis.txt."""
+    out = {}
+    for line in PYPI_FILE.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, requirement, program = line.split()
+            dist, _, version = requirement.partition("==")
+            out[name] = (dist, version, program)
+    return out
+
+
+def venv_program(name: str) -> Path:
+    """The program of the pinned PyPI agent `name`, in its own virtualenv under the prefix."""
+    return PREFIX / "venvs" / name / "bin" / pypi_pinned()[name][2]
+
+
+def venv_missing_reason(name: str) -> str | None:
+    """Why the pinned PyPI agent `name` cannot be driven here, or None when it can."""
+    dist, version, program = pypi_pinned()[name]
+    python = PREFIX / "venvs" / name / "bin" / "python"
+    if not python.exists():
+        return f"{dist} {version} has no virtualenv at {python.parent.parent} (run .ci/install-agent-clis)"
+    probe = f"import importlib.metadata as m; print(m.version({dist!r}))"
+    have = subprocess.run([str(python), "-c", probe], capture_output=True, text=True).stdout.strip()
+    if have != version:
+        found = f"{dist} {have}" if have else f"no {dist}"
+        return f"{found} in {python.parent.parent}, the tests pin {version} (run .ci/install-agent-clis)"
+    if not venv_program(name).exists():
+        return f"{dist} installed no {program} in {python.parent}"
+    return bwrap_reason()
+
+
+def needs_venv(name: str) -> pytest.MarkDecorator:
+    reason = venv_missing_reason(name)
+    return pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
 def bwrap_reason() -> str | None:
     from pytest_agentdrift.errors import AgentDriftError
     from pytest_agentdrift.run import sandbox
@@ -132,13 +172,20 @@ def run_session(
     home: Path | None = None,
     home_files: dict[str, str] | None = None,
     endpoint: ScriptedEndpoint | None = None,
+    command: str | None = None,
 ) -> RealSession:
     """One session of `agent` on the builtin `tasks`, its model played by `scripts`.
 
     `endpoint_env` maps the product's environment names to "{url}" / "{ca}" / "{key}"
     templates (the endpoint's base URL, its CA file, the planted key); `home_files` are written
     into the scratch HOME with the same templates (a product's own config file). `endpoint`: an
-    endpoint already serving (several sessions against the same one), else a new one."""
+    endpoint already serving (several sessions against the same one), else a new one.
+
+    `command`: the agent is this `--agent-cmd` instead of the preset `agent` (then only a label):
+    the generic path, as a user runs a product without a preset. The endpoint's host is allowed,
+    so the harness's model gateway stands between them: the base-URL variable stays the host's
+    (the gateway gives the agent its own), and what the agent is passed is named in `args`
+    (`--agent-env`)."""
     root = tmp / agent
     root.mkdir(parents=True)
     home = home or root / "home"
@@ -173,8 +220,11 @@ def run_session(
             "no:cacheprovider",
             "-p",
             "no:randomly",
-            "--agent",
-            agent,
+            *(
+                ("--agent", agent)
+                if command is None
+                else ("--agent-cmd", command, f"--agent-allow-host={ep.host_port}")
+            ),
             "--agent-suite",
             "builtin",
             "--agent-isolation",

@@ -27,6 +27,12 @@ holds ids up to turn k is at turn k+1. A retried request therefore gets the
 same turn again, and the CLI's side calls (titles, summaries: requests that
 declare no tools) are answered with a short text without using up a turn.
 
+An agent that declares no tools at all (Aider: its edits are text in its
+answers, applied by the CLI) is played with `toolless=True`: a request that
+holds a script's marker is at the turn its history says, one past the number
+of assistant messages after the first message that holds the marker (the
+task), so a retry gets the same turn again here too.
+
 Every request is logged (`log`): method, path, the model asked for, whether
 it streamed, which turn and kind it was, the status served, the usage served,
 and the header names (never values: a gateway key must not reach a test's
@@ -53,6 +59,8 @@ _CWD = (
     re.compile(r"Primary working directory: (/[^\s\\]+)"),
     re.compile(r"<cwd>(/[^<\\]+)</cwd>"),
     re.compile(r"[Cc]urrent working directory(?: is|:)\s*(/[^\s\\<]+?)[.]?(?:\s|\\|<)"),
+    # Qwen Code's environment context
+    re.compile(r"currently working in the directory: (/[^\s\\]+)"),
 )
 
 #: Anthropic error `type` per HTTP status (the Messages API's error shapes)
@@ -94,6 +102,17 @@ def turn_of(body: bytes) -> int:
     """The turn a request is at: one past the newest turn whose tool call ids its history holds."""
     seen = [int(m.group(1)) for m in _TURN_ID.finditer(body)]
     return max(seen) + 1 if seen else 0
+
+
+def toolless_turn_of(body: bytes, marker: str) -> int:
+    """The turn of a conversation without tools: the assistant messages after the task (the first
+    message holding `marker`) in the request's history."""
+    try:
+        messages = json.loads(body).get("messages") or []
+    except (ValueError, AttributeError):
+        return 0
+    start = next((i for i, m in enumerate(messages) if marker in json.dumps(m)), len(messages))
+    return sum(1 for m in messages[start:] if isinstance(m, dict) and m.get("role") == "assistant")
 
 
 def cwd_of(body: bytes) -> str | None:
@@ -193,11 +212,13 @@ class ScriptedEndpoint:
         *,
         tls: bool = True,
         model: str | None = None,
+        toolless: bool = False,
     ):
         # several scripts at once (one per task of a session): {marker: turns}, the script whose
         # marker the request's text holds (the task's own words) is played
         self.scripts = turns if isinstance(turns, dict) else {"": turns}
         self.model = model
+        self.toolless = toolless
         self.log: list[dict[str, Any]] = []
         self.bodies: list[Path] = []
         self._attempts: dict[tuple[str, int], int] = {}
@@ -310,12 +331,12 @@ class ScriptedEndpoint:
 
     def decide(self, body: bytes, declares_tools: bool) -> tuple[str, str | None, int, Any]:
         """(kind, script, turn, spec): kind 'turn', 'side', 'error', 'exhausted' or 'unscripted'."""
-        if not declares_tools:
+        if not declares_tools and not self.toolless:
             return "side", None, -1, None
         script = self.script_for(body)
         if script is None:
-            return "unscripted", None, -1, None
-        turn = turn_of(body)
+            return ("side" if not declares_tools else "unscripted"), None, -1, None
+        turn = toolless_turn_of(body, script) if self.toolless else turn_of(body)
         with self._lock:
             attempt = self._attempts.get((script, turn), 0)
             self._attempts[(script, turn)] = attempt + 1
