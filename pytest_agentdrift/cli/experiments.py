@@ -3,7 +3,7 @@
     agentdrift bundle snapshot NAME --agent PRESET [--dir PROJECT] [--model M]   record what the agent reads
     agentdrift bundle list | show REF                                            the bundles directory
     agentdrift task new DIR --repo PATH --instruction FILE --verifier CMD ...    a validated task from a git repo
-    agentdrift plan RUN [--delta 10pp] [--alpha 0.05] [--power 0.8] [--out F]   tasks x repetitions needed
+    agentdrift plan RUN|DIR [--delta 10pp] [--alpha 0.05] [--power 0.8] [--out F]   designs and their price
     agentdrift null RUN_A RUN_B [RUN...]                                         false alarms of the gate on one runtime
 
 `register(sub, parser_class)` adds them to the CLI's parser; `arm_documents` and
@@ -154,9 +154,13 @@ def cmd_task_new(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.planning import make_plan, parse_delta, render_plan
+    from pytest_agentdrift.compare.pool import is_pool, load_pool
+    from pytest_agentdrift.manifest.baseline import load_baseline
     from pytest_agentdrift.record.store import atomic_write, load_run
 
-    results = load_run(Path(args.run), require_complete=True)
+    run = Path(args.run)
+    # a directory of records is pooled as --agent-baseline pools it (the records of one identity)
+    results = load_pool(run, load_baseline)[0] if is_pool(run) else load_run(run, require_complete=True)
     doc = make_plan(
         results,
         delta=parse_delta(args.delta),
@@ -352,7 +356,11 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
 
     register_task_expect(tsub, parser_class)
 
-    pl = sub.add_parser("plan", help="tasks x repetitions needed to detect a regression, from a recorded run")
+    pl = sub.add_parser(
+        "plan",
+        help="tasks x repetitions needed to detect a regression, and the gate's design (pool, PR k, confirmation "
+        "cap) priced in runs and dollars, from a recorded run or a directory of records",
+    )
     add_arguments(pl, _plan_arguments())
     pl.set_defaults(fn=cmd_plan)
 

@@ -151,7 +151,10 @@ def compare_recorded(
     pool = _selected_pool(base)
     if pool is not None:
         comparison["baseline_pool"] = pool
-    verdict = _with_pool(comparison_verdict(comparison, gate), pool)
+    cost = _gated_cost(base, cand, comparison, gate)
+    if cost is not None:
+        comparison["cost"] = cost
+    verdict = _with_pool(_with_cost(comparison_verdict(comparison, gate), cost), pool)
     items = gate_items(comparison, gate)
     if items is not None:
         comparison["regression"]["items"] = items  # what pytest's items say, for every output to repeat
@@ -176,6 +179,24 @@ def _selected_pool(base: Mapping[str, Any]) -> dict[str, Any] | None:
         **pool,
         **{key: {t: v for t, v in (pool.get(key) or {}).items() if t in tasks} for key in ("k", "records_per_task")},
     }
+
+
+def _gated_cost(
+    base: Mapping[str, Any], cand: Mapping[str, Any], comparison: Mapping[str, Any], gate: str | None
+) -> dict[str, Any] | None:
+    """What a gated comparison spent and bought (compare/cost.py); None without a gate or a decision.
+    The power is the regression gate's (its check tests); other gates state what was spent."""
+    if not gate or not comparison["comparable"]:
+        return None
+    from pytest_agentdrift.compare.cost import decision_cost
+
+    alpha = float(comparison["params"]["alpha"])
+    return decision_cost(base, cand, comparison, alpha, with_power=gate == GATE_REGRESSION)
+
+
+def _with_cost(verdict: Verdict, cost: Mapping[str, Any] | None) -> Verdict:
+    """The closing line also says what the decision cost and what it bought."""
+    return verdict if cost is None else Verdict(verdict.code, f"{verdict.reason}; {cost['text']}")
 
 
 def _with_pool(verdict: Verdict, pool: Mapping[str, Any] | None) -> Verdict:

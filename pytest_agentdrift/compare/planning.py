@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from pytest_agentdrift.compare.cost import FIXED_K_MAX, NEW_BEHAVIOUR_RATE, plan_designs
 from pytest_agentdrift.compare.stats import scored_passes
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import DEFAULT_SEED, INFRA_OUTCOME, SCHEMA_VERSION, utc_timestamp
@@ -259,6 +260,7 @@ def make_plan(
         "fewest_tasks": fewest_tasks,
         "mde": {"tasks": len(rates), "k": budget, "power": target, "delta": mde(rates, budget, alpha, target)},
         "gate": gate_design(results, alpha=alpha, target=target),
+        "confirm": plan_designs(results, alpha=alpha, target=target),
     }
     doc["digest"] = digest({k: v for k, v in doc.items() if k != "created_at"})
     return doc
@@ -266,7 +268,6 @@ def make_plan(
 
 GATE_BASE_K = (5, 10, 15, 20, 30)
 GATE_PR_K = tuple(range(1, 11))
-NEW_BEHAVIOUR_RATE = 0.5
 
 
 def flaky_checks(results: Mapping[str, Any]) -> int:
@@ -384,6 +385,7 @@ def render_plan(doc: Mapping[str, Any]) -> list[str]:
         f"{m['power']:.2f} is {mde_text}"
     )
     lines += _gate_lines(doc.get("gate"), q["power"])
+    lines += confirm_lines(doc.get("confirm"))
     lines.append(f"{'digest':<11} {doc['digest']}")
     return lines
 
@@ -405,3 +407,37 @@ def _gate_lines(gate: Mapping[str, Any] | None, target: float) -> list[str]:
         f"behaviour, {gate['flaky_checks']} check(s) already flaky); smallest detectable pass-rate regression "
         f"{mde_text}",
     ]
+
+
+def _priced_text(priced: Mapping[str, Any]) -> str:
+    usd = priced.get("cost_usd")
+    return f"{priced['runs']:g} runs" + ("" if usd is None else f" (${usd:,.2f})")
+
+
+def confirm_lines(doc: Mapping[str, Any] | None) -> list[str]:
+    """The confirming design a team's records call for, priced, beside the cheapest fixed design."""
+    if not doc:
+        return []
+    rec, fixed = doc["recommended"], doc["fixed"]
+    pool = f"a pool of {rec['pool']} runs per task" + (
+        " (the records' own)" if not rec["runs_to_add"] else f" ({rec['runs_to_add']} more per task than recorded)"
+    )
+    reached = "" if doc["reaches_target"] else f" (below {doc['target']:.2f}: no design tried reaches it)"
+    lines = [
+        f"{'confirm':<11} against a critical behaviour in half the runs of one task, at power {doc['target']:.2f}: "
+        f"{pool}, pull requests with --agent-k {rec['k']} --agent-confirm {rec['cap']}: power {rec['power']:.2f} "
+        f"(weakest task {rec['task']}){reached}",
+        f"{'':<11} expected agent runs per pull request: {_priced_text(rec['unchanged'])} unchanged, "
+        f"{_priced_text(rec['changed'])} changed",
+    ]
+    if fixed["k"] is None:
+        lines.append(f"{'':<11} no fixed design up to k {FIXED_K_MAX} reaches that power on this pool")
+    else:
+        lines.append(
+            f"{'':<11} the cheapest fixed design of that power on this pool: --agent-k {fixed['k']}, "
+            f"{_priced_text(fixed['per_pr'])} per pull request, changed or not"
+        )
+    price = doc["price_per_run"]
+    if price.get("cost_usd") is None:
+        lines.append(f"{'':<11} no run of the records reports a cost: priced in runs only")
+    return lines

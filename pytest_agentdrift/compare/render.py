@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.compare.gates import HOLD
-from pytest_agentdrift.record.spend import spend_text
+from pytest_agentdrift.record.spend import arm_text, power_text, spend_text
 from pytest_agentdrift.vocabulary import GATE_REGRESSION
 
 
@@ -104,10 +104,19 @@ def _arm_lines(c: Mapping[str, Any]) -> list[str]:
             )
     if infra.get("excluded_tasks"):
         lines.append(_line("", "left out of the pairing (every run lost in one arm): " + _ids(infra["excluded_tasks"])))
+    if c.get("cost"):
+        return lines + _cost_lines(c["cost"])
     spends = [(label, c[label].get("spend") or {}) for label in ("baseline", "candidate")]
     if any(sp.get("tokens") is not None or sp.get("cost_usd") is not None for _, sp in spends):
         lines.append(_line("spend", "  ".join(f"{label} {spend_text(sp, ' ', 'n/a')}" for label, sp in spends)))
     return lines
+
+
+def _cost_lines(cost: Mapping[str, Any]) -> list[str]:
+    """A gated comparison's spend per arm (runs always) and the power it bought (compare/cost.py)."""
+    lines = [_line("spend", "  ".join(f"{label} {arm_text(cost[label])}" for label in ("baseline", "candidate")))]
+    power = power_text(cost.get("power"))
+    return lines + ([_line("power", power)] if power else [])
 
 
 def _paired_lines(paired: Mapping[str, Any] | None) -> list[str]:

@@ -256,6 +256,7 @@ def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
         "approved_external_effects": [],
         "publication_authorized": False,
         **_pool_summary(comparison.get("baseline_pool")),
+        **({"cost": comparison["cost"]} if comparison.get("cost") else {}),
     }
 
 

@@ -818,6 +818,7 @@ def _comparison_rows(d: Mapping[str, Any], c: Mapping[str, Any]) -> list[tuple[s
     if d.get("rollback_state"):
         rows.append(("rollback state", _code(d["rollback_state"])))
     rows.extend(_pool_rows(d.get("baseline_pool")))
+    rows.extend(_cost_rows(d.get("cost")))
     secondary = _regression_is_primary(d, c)
     regression = d.get("regression_gate") or c.get("regression") or {}
     if secondary and regression:
@@ -831,6 +832,17 @@ def _comparison_rows(d: Mapping[str, Any], c: Mapping[str, Any]) -> list[tuple[s
     rows.extend(_promotion_gate_rows(d.get("gate") or c.get("gate") or {}, secondary))
     rows.append(_detectable_row(d, c))
     return rows
+
+
+def _cost_rows(cost: Any) -> list[tuple[str, str]]:
+    """What a gated comparison spent and bought (decision.json's cost), in the terminal's words."""
+    if not isinstance(cost, Mapping):
+        return []
+    from pytest_agentdrift.record.spend import arm_text, power_text
+
+    rows = [(f"spend: {label}", esc(arm_text(cost[label]))) for label in ("baseline", "candidate")]
+    power = power_text(cost.get("power"))
+    return rows + ([("power", esc(power))] if power else [])
 
 
 def _pool_rows(pool: Any) -> list[tuple[str, str]]:
