@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agentdrift.vocabulary import TASK_MD_FILE, TASK_TOML_FILE  # the standard library only: cheap
+
 #: the process's SessionInfo and TaskRunner (both roles); the controller's objects live on its role plugin
 INFO_KEY: pytest.StashKey = pytest.StashKey()
 RUNNER_KEY: pytest.StashKey = pytest.StashKey()
@@ -38,7 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _bundled_task_ids() -> list[str]:
     suite = Path(__file__).parent / "suite"
     try:
-        return sorted(p.name.split("-", 1)[0] for p in suite.iterdir() if (p / "task.toml").is_file())
+        return sorted(p.name.split("-", 1)[0] for p in suite.iterdir() if (p / TASK_TOML_FILE).is_file())
     except OSError:
         return []
 
@@ -201,7 +203,7 @@ def _add_suite_arg(config: pytest.Config, suite: str) -> None:
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector):
     # called for every directory of every session: two stats before importing anything
-    if (path / "task.toml").is_file() or (path / "task.md").is_file():
+    if (path / TASK_TOML_FILE).is_file() or (path / TASK_MD_FILE).is_file():
         # (tasks.is_task_dir also wants repo/ or initial-tree.sha256 beside them)
         from pytest_agentdrift.tasks.load import is_task_dir
 

@@ -19,7 +19,20 @@ from typing import Any, Iterable
 from pytest_agentdrift.options import OPTIONS
 from pytest_agentdrift.tasks.freeze import DEFAULT_EFFECTS, task_toml
 from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
-from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE, RESULTS_FILE
+from pytest_agentdrift.vocabulary import (
+    AGENT_REPORT_FILE,
+    ALLOWED_PATHS_FILE,
+    EVALUATOR_VERSION_FILE,
+    EVENTS_FILE,
+    EXPECTED_EVENTS_FILE,
+    FIXTURE_MANIFEST_FILE,
+    FORBIDDEN_EFFECTS_FILE,
+    INITIAL_TREE_FILE,
+    RESET_INSTRUCTIONS_FILE,
+    RESULTS_FILE,
+    TASK_MD_FILE,
+    TASK_TOML_FILE,
+)
 
 
 def make_task(
@@ -48,18 +61,18 @@ def make_task(
         p = d / "repo" / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(textwrap.dedent(content))
-    (d / "task.toml").write_text(
+    (d / TASK_TOML_FILE).write_text(
         _task_toml(task_id, title or "Task " + task_id, suite, timeout_s, protected, git, checks)
     )
-    (d / "task.md").write_text(text)
-    (d / "allowed-paths.txt").write_text("".join(f"{p}\n" for p in allowed))
-    (d / "forbidden-effects.json").write_text(
+    (d / TASK_MD_FILE).write_text(text)
+    (d / ALLOWED_PATHS_FILE).write_text("".join(f"{p}\n" for p in allowed))
+    (d / FORBIDDEN_EFFECTS_FILE).write_text(
         json.dumps(forbidden_effects if forbidden_effects is not None else DEFAULT_EFFECTS)
     )
-    (d / "expected-events.json").write_text(json.dumps(expected_events or {}))
-    (d / "fixture-manifest.json").write_text(json.dumps({"synthetic": True}))
-    (d / "evaluator-version.txt").write_text("1\n")
-    (d / "reset-instructions.md").write_text("Rebuild with pytest_agentdrift.testing.make_task.\n")
+    (d / EXPECTED_EVENTS_FILE).write_text(json.dumps(expected_events or {}))
+    (d / FIXTURE_MANIFEST_FILE).write_text(json.dumps({"synthetic": True}))
+    (d / EVALUATOR_VERSION_FILE).write_text("1\n")
+    (d / RESET_INSTRUCTIONS_FILE).write_text("Rebuild with pytest_agentdrift.testing.make_task.\n")
     if solution is not None or solution_report is not None:
         _write_solution(d / "solution", solution or {}, solution_report)
     freeze(d)
@@ -97,7 +110,7 @@ def _write_solution(solution_dir: Path, files: dict[str, str], report: dict[str,
 
 
 def freeze(task_dir: Path) -> None:
-    (Path(task_dir) / "initial-tree.sha256").write_text(render_tree_file(hash_repo(Path(task_dir) / "repo")))
+    (Path(task_dir) / INITIAL_TREE_FILE).write_text(render_tree_file(hash_repo(Path(task_dir) / "repo")))
 
 
 def agent_script(path: Path, body: str) -> Path:

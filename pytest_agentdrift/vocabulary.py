@@ -3,8 +3,8 @@
 Field sets of the runtime manifest, change classes, the run outcomes, the two
 placeholder values and whether a value is concrete (`is_concrete`), the default
 accepted-unobserved list and its group names, rollback states, gate modes,
-fail-on modes, isolation modes, the exit codes and the file names of a record
-and of the agent's protocol. Each name has one meaning; every other module
+fail-on modes, isolation modes, the exit codes and the file names of a record,
+of the agent's protocol and of a task directory. Each name has one meaning; every other module
 imports it from here (no literal exit code, outcome or file name anywhere else;
 tests/unit/test_one_home.py checks). Pure: no pytest, no I/O, only the standard library's datetime.
 """
@@ -338,6 +338,21 @@ MANIFEST_DIFF_FILE: Final = "comparison/manifest-diff.json"
 #: a session compared with its baseline as an experiment, and a null experiment's result
 EXPERIMENT_FILE: Final = "comparison/experiment.json"
 NULL_FILE: Final = "comparison/null.json"
+
+# ---------------------------------------------------------------- task directory layout
+#: a task directory's files beside repo/ (docs/task-format.md): the instruction the agent is given,
+#: its id, limits and checks, the paths it may change, the effects it must not have, the events
+#: expected of it, the fixture's provenance, the digest of repo/ as frozen, the evaluator version
+#: it was written for and how to rebuild it
+TASK_MD_FILE: Final = "task.md"
+TASK_TOML_FILE: Final = "task.toml"
+ALLOWED_PATHS_FILE: Final = "allowed-paths.txt"
+FORBIDDEN_EFFECTS_FILE: Final = "forbidden-effects.json"
+EXPECTED_EVENTS_FILE: Final = "expected-events.json"
+FIXTURE_MANIFEST_FILE: Final = "fixture-manifest.json"
+INITIAL_TREE_FILE: Final = "initial-tree.sha256"
+EVALUATOR_VERSION_FILE: Final = "evaluator-version.txt"
+RESET_INSTRUCTIONS_FILE: Final = "reset-instructions.md"
 
 # ---------------------------------------------------------------- record format
 #: the version of every JSON document the harness writes with a `schema_version` (results.json,

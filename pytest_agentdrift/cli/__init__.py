@@ -38,6 +38,7 @@ from pytest_agentdrift.vocabulary import (
     EXIT_REFUSED,
     EXIT_STATUS_KEY,
     EXIT_USAGE,
+    INITIAL_TREE_FILE,
     SOURCE_MANIFEST_FILE,
 )
 
@@ -51,8 +52,8 @@ def cmd_freeze(args: argparse.Namespace) -> int:
         if not (d / "repo").is_dir():
             raise AgentDriftError("no repo/ directory", d)
         check_symlinks(d)
-        atomic_write(d / "initial-tree.sha256", render_tree_file(hash_repo(d / "repo")))
-        _out(f"froze {d / 'initial-tree.sha256'}")
+        atomic_write(d / INITIAL_TREE_FILE, render_tree_file(hash_repo(d / "repo")))
+        _out(f"froze {d / INITIAL_TREE_FILE}")
     return EXIT_OK
 
 

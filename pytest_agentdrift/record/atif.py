@@ -33,7 +33,14 @@ from typing import Any
 
 from pytest_agentdrift.canonical import json_lines_objects
 from pytest_agentdrift.tasks.shard import item_key
-from pytest_agentdrift.vocabulary import EVENTS_FILE, MANIFEST_FILE, SOURCE_MANIFEST_FILE, STDOUT_FILE, is_concrete
+from pytest_agentdrift.vocabulary import (
+    EVENTS_FILE,
+    MANIFEST_FILE,
+    SOURCE_MANIFEST_FILE,
+    STDOUT_FILE,
+    TASK_MD_FILE,
+    is_concrete,
+)
 
 SCHEMA_VERSION = "ATIF-v1.7"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "atif.schema.json"
@@ -636,9 +643,9 @@ def find_instruction(
 
     want = None
     for f in (source_manifest or {}).get("files") or []:
-        if isinstance(f, dict) and f.get("path") == f"{task_id}/task.md":
+        if isinstance(f, dict) and f.get("path") == f"{task_id}/{TASK_MD_FILE}":
             want = f.get("sha256")
-    info: dict[str, Any] = {"task_id": task_id, "instruction_file": "task.md", "task_md_sha256": want}
+    info: dict[str, Any] = {"task_id": task_id, "instruction_file": TASK_MD_FILE, "task_md_sha256": want}
     if not want:
         info["instruction_text"] = "not recorded: the record's source manifest does not list this task's task.md"
         return None, info
@@ -646,13 +653,13 @@ def find_instruction(
 
     for root in task_dirs:
         for d in find_task_dirs(Path(root)) if Path(root).is_dir() else []:
-            md = d / "task.md"
+            md = d / TASK_MD_FILE
             try:
                 data = md.read_bytes()
             except OSError:
                 continue
             if hashlib.sha256(data).hexdigest() == want:
-                info["instruction_text"] = f"from {d.name}/task.md (same sha256 as recorded)"
+                info["instruction_text"] = f"from {d.name}/{TASK_MD_FILE} (same sha256 as recorded)"
                 return data.decode("utf-8", "replace"), info
     info["instruction_text"] = (
         "not included: no task directory with the recorded task.md bytes was found (agentdrift export atif --tasks DIR)"

@@ -37,6 +37,7 @@ from pytest_agentdrift.vocabulary import (
     SOURCE_MANIFEST_FILE,
     STDERR_FILE,
     STDOUT_FILE,
+    TASK_TOML_FILE,
     UNDECIDED_OUTCOME,
     UNSCORED_OUTCOMES,
     utc_timestamp,
@@ -94,10 +95,10 @@ def given_differences(record: Path, results: dict[str, Any], specs: dict[str, Ta
                 problems.append(f"{spec.path / rel}: {what} since the recorded run (what the agent is given)")
                 break
         else:
-            toml = next((f for f in source if f["path"] == f"{tid}/task.toml"), None)
-            if toml is None or toml.get("sha256") != _sha256(spec.path / "task.toml"):
+            toml = next((f for f in source if f["path"] == f"{tid}/{TASK_TOML_FILE}"), None)
+            if toml is None or toml.get("sha256") != _sha256(spec.path / TASK_TOML_FILE):
                 problems.append(
-                    f"{spec.path / 'task.toml'}: the task's id, timeout_s or git may differ from the recorded "
+                    f"{spec.path / TASK_TOML_FILE}: the task's id, timeout_s or git may differ from the recorded "
                     "run's (what the agent is given)"
                 )
     return problems

@@ -36,7 +36,7 @@ from pytest_agentdrift.run.rundir import AGENT_OWN, DECOY_SKIP, PreparedRun, Run
 from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.tasks import fdtree, treesnap
 from pytest_agentdrift.tasks.load import TaskSpec, tree_hashes, verify_tree
-from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE, enforces_network
+from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE, TASK_MD_FILE, enforces_network
 
 SITEHOOK_DIR = Path(__file__).parent / "sitehook"
 
@@ -69,7 +69,7 @@ def _prepare_run(spec: TaskSpec, rep: int, settings: RunSettings, base: Path) ->
     decoy_before = treesnap.snapshot(dirs.root, skip=DECOY_SKIP)
     # The agent gets the instruction, not the task directory: solution/, golden
     # files and checks are hidden from it (only the reference agent reads them).
-    task_file = dirs.harness / "task.md"
+    task_file = dirs.harness / TASK_MD_FILE
     task_file.write_text(spec.text, encoding="utf-8")
     return PreparedRun(dirs, task_file, before, decoy_before, overlaid, start_commit, git_before, canary)
 

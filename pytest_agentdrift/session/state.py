@@ -28,7 +28,7 @@ from pytest_agentdrift.record.results import new_run_id, utc_now
 from pytest_agentdrift.record.store import raw_path
 from pytest_agentdrift.run import scratch
 from pytest_agentdrift.session.experiments import ExperimentState
-from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED
+from pytest_agentdrift.vocabulary import NOT_APPLICABLE, TASK_TOML_FILE, UNOBSERVED
 
 # Every pytest run of the environment creates these objects: the modules that
 # run agents, grade and record are imported only when a session uses them.
@@ -136,7 +136,7 @@ class TaskRunner:
         other = self.specs.get(spec.id)
         if other is not None and other.path != spec.path:
             raise TaskError(
-                f"task id {spec.id!r} is also used by {other.path}; ids must be unique", spec.path / "task.toml"
+                f"task id {spec.id!r} is also used by {other.path}; ids must be unique", spec.path / TASK_TOML_FILE
             )
         self.specs[spec.id] = spec
 

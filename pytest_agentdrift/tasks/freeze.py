@@ -32,7 +32,19 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, utc_timestamp
+from pytest_agentdrift.vocabulary import (
+    AGENT_REPORT_FILE,
+    ALLOWED_PATHS_FILE,
+    EVALUATOR_VERSION_FILE,
+    EXPECTED_EVENTS_FILE,
+    FIXTURE_MANIFEST_FILE,
+    FORBIDDEN_EFFECTS_FILE,
+    INITIAL_TREE_FILE,
+    RESET_INSTRUCTIONS_FILE,
+    TASK_MD_FILE,
+    TASK_TOML_FILE,
+    utc_timestamp,
+)
 
 DEFAULT_EFFECTS = {
     "network": True,
@@ -226,8 +238,8 @@ def freeze_task(spec: NewTask, *, now: datetime | None = None) -> tuple[Path, li
                     raise AgentDriftError(f"--hidden-test {rel!r}: not a file of the tree at {base.hexsha[:12]}")
             solved = _write_solution(spec, repo, base, tmp) if spec.solution is not None else None
             title = spec.title or instruction.strip().splitlines()[0].lstrip("# ").strip()[:100] or task_id
-            (tmp / "task.toml").write_text(_task_toml(spec, task_id, title, check), encoding="utf-8")
-            (tmp / "task.md").write_text(instruction, encoding="utf-8")
+            (tmp / TASK_TOML_FILE).write_text(_task_toml(spec, task_id, title, check), encoding="utf-8")
+            (tmp / TASK_MD_FILE).write_text(instruction, encoding="utf-8")
             frozen_at = utc_timestamp(now)
             _write_task_files(spec, tmp, TreeSource(_repo_name(repo), base.hexsha, frozen_at), notes)
             if spec.allow:
@@ -337,11 +349,11 @@ def _write_task_files(spec: NewTask, tmp: Path, source: TreeSource, notes: list[
     from pytest_agentdrift import EVALUATOR_VERSION
     from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
 
-    (tmp / "allowed-paths.txt").write_text("".join(f"{p}\n" for p in (spec.allow or ["**"])), encoding="utf-8")
-    (tmp / "forbidden-effects.json").write_text(
+    (tmp / ALLOWED_PATHS_FILE).write_text("".join(f"{p}\n" for p in (spec.allow or ["**"])), encoding="utf-8")
+    (tmp / FORBIDDEN_EFFECTS_FILE).write_text(
         json.dumps({**DEFAULT_EFFECTS, "protected_paths": sorted(set(spec.hidden))}, indent=2) + "\n", encoding="utf-8"
     )
-    (tmp / "expected-events.json").write_text("{}\n", encoding="utf-8")
+    (tmp / EXPECTED_EVENTS_FILE).write_text("{}\n", encoding="utf-8")
     manifest = {
         "synthetic": False,
         "source": {
@@ -354,15 +366,15 @@ def _write_task_files(spec: NewTask, tmp: Path, source: TreeSource, notes: list[
         "permitted_commands": [shlex.split(spec.verifier)],
         "notes": notes,
     }
-    (tmp / "fixture-manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    (tmp / "evaluator-version.txt").write_text(f"{EVALUATOR_VERSION}\n", encoding="utf-8")
-    (tmp / "reset-instructions.md").write_text(
+    (tmp / FIXTURE_MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (tmp / EVALUATOR_VERSION_FILE).write_text(f"{EVALUATOR_VERSION}\n", encoding="utf-8")
+    (tmp / RESET_INSTRUCTIONS_FILE).write_text(
         f"repo/ is the tree of revision {source.revision} of {source.repository}, "
         f"frozen by `agentdrift task new` on {source.frozen_at}.\nTo rebuild it, freeze that revision again; "
         "never edit repo/ by hand (initial-tree.sha256 would refuse it).\n",
         encoding="utf-8",
     )
-    (tmp / "initial-tree.sha256").write_text(render_tree_file(hash_repo(tmp / "repo")), encoding="utf-8")
+    (tmp / INITIAL_TREE_FILE).write_text(render_tree_file(hash_repo(tmp / "repo")), encoding="utf-8")
 
 
 def commit_task(tmp: Path, target: Path) -> None:

@@ -19,6 +19,17 @@ from pytest_agentdrift.canonical import digest, load_json_file, load_toml_file, 
 from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.tasks.patterns import PathSpec, PatternError, check_pattern
 from pytest_agentdrift.tasks.treesnap import CACHE_NAMES, Snapshot, scan, snapshot
+from pytest_agentdrift.vocabulary import (
+    ALLOWED_PATHS_FILE,
+    EVALUATOR_VERSION_FILE,
+    EXPECTED_EVENTS_FILE,
+    FIXTURE_MANIFEST_FILE,
+    FORBIDDEN_EFFECTS_FILE,
+    INITIAL_TREE_FILE,
+    RESET_INSTRUCTIONS_FILE,
+    TASK_MD_FILE,
+    TASK_TOML_FILE,
+)
 
 LAYERS = (
     "safety",
@@ -37,15 +48,15 @@ COMMON_CHECK_KEYS = frozenset({"name", "kind", "layer", "critical", "when_change
 CRITICAL_IF_COMPLETE = "if_complete"
 
 REQUIRED_FILES = (
-    "task.md",
-    "task.toml",
-    "allowed-paths.txt",
-    "forbidden-effects.json",
-    "expected-events.json",
-    "fixture-manifest.json",
-    "initial-tree.sha256",
-    "evaluator-version.txt",
-    "reset-instructions.md",
+    TASK_MD_FILE,
+    TASK_TOML_FILE,
+    ALLOWED_PATHS_FILE,
+    FORBIDDEN_EFFECTS_FILE,
+    EXPECTED_EVENTS_FILE,
+    FIXTURE_MANIFEST_FILE,
+    INITIAL_TREE_FILE,
+    EVALUATOR_VERSION_FILE,
+    RESET_INSTRUCTIONS_FILE,
 )
 
 FORBIDDEN_EFFECT_KEYS = frozenset(
@@ -108,8 +119,8 @@ def is_task_dir(path: Path) -> bool:
     A half-made task is collected so its missing file is reported, never
     silently skipped; a project that merely has a task.toml is left alone.
     """
-    return ((path / "task.toml").is_file() or (path / "task.md").is_file()) and (
-        (path / "repo").is_dir() or (path / "initial-tree.sha256").is_file()
+    return ((path / TASK_TOML_FILE).is_file() or (path / TASK_MD_FILE).is_file()) and (
+        (path / "repo").is_dir() or (path / INITIAL_TREE_FILE).is_file()
     )
 
 
@@ -195,10 +206,10 @@ class TaskSpec:
 #: task.toml keys that shape what the agent is given; every other key is how the run is graded
 GIVEN_TOML_KEYS = ("id", "timeout_s", "git")
 #: files of the task directory, besides repo/, the agent is given (the instruction, verbatim)
-GIVEN_FILES = ("task.md",)
+GIVEN_FILES = (TASK_MD_FILE,)
 #: in neither part as files: initial-tree.sha256 is derived from repo/ (checked against it before
 #: every run), task.toml is split by key
-DERIVED_FILES = ("initial-tree.sha256", "task.toml")
+DERIVED_FILES = (INITIAL_TREE_FILE, TASK_TOML_FILE)
 
 
 def given_path(spec: TaskSpec, rel: str) -> bool:
@@ -219,10 +230,10 @@ def split_task(spec: TaskSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     for entry in spec.listing():
         if entry[0] not in DERIVED_FILES:
             (given if given_path(spec, entry[0]) else grading).append(entry)
-    meta = load_toml_file(spec.path / "task.toml", TaskError)
+    meta = load_toml_file(spec.path / TASK_TOML_FILE, TaskError)
     given_meta = {k: meta[k] for k in GIVEN_TOML_KEYS if k in meta}
     grading_meta = {k: v for k, v in meta.items() if k not in GIVEN_TOML_KEYS}
-    return {"files": given, "task.toml": given_meta}, {"files": grading, "task.toml": grading_meta}
+    return {"files": given, TASK_TOML_FILE: given_meta}, {"files": grading, TASK_TOML_FILE: grading_meta}
 
 
 def _stat_signature(root: Path) -> list[tuple]:
@@ -316,7 +327,7 @@ def verify_tree(spec: TaskSpec, actual: dict[str, str], where: Path) -> None:
         parts.append("not listed: " + ", ".join(extra[:5]))
     raise TaskError(
         "repo/ does not match initial-tree.sha256 (" + "; ".join(parts) + "); the fixture changed and is refused",
-        spec.path / "initial-tree.sha256",
+        spec.path / INITIAL_TREE_FILE,
     )
 
 
@@ -583,23 +594,23 @@ def load_task(task_dir: Path, *, recording_expectations: bool = False) -> TaskSp
     `expected` file may be absent while `agentdrift task expect` records it)."""
     task_dir = Path(task_dir).absolute()
     _require_files(task_dir)
-    toml_path = task_dir / "task.toml"
+    toml_path = task_dir / TASK_TOML_FILE
     meta = _task_meta(toml_path)
     checks, function_files = _task_checks(meta, task_dir, toml_path)
-    text = read_text_utf8(task_dir / "task.md", TaskError)
-    _expect(bool(text.strip()), "the instruction is empty", task_dir / "task.md")
-    allowed = _load_patterns(task_dir / "allowed-paths.txt")
-    effects, protected_effects = _forbidden_effects(task_dir / "forbidden-effects.json")
+    text = read_text_utf8(task_dir / TASK_MD_FILE, TaskError)
+    _expect(bool(text.strip()), "the instruction is empty", task_dir / TASK_MD_FILE)
+    allowed = _load_patterns(task_dir / ALLOWED_PATHS_FILE)
+    effects, protected_effects = _forbidden_effects(task_dir / FORBIDDEN_EFFECTS_FILE)
     protected_toml = meta.get("protected", [])
     # one notion of protected: what task.toml protects and what the effects forbid touching
     protected = PathSpec.from_lines(list(dict.fromkeys([*protected_toml, *protected_effects])))
     default_checks = meta.get("default_checks", True)
     if default_checks:
         checks = checks + default_safety_checks(checks)
-    events = _expected_events(task_dir / "expected-events.json")
+    events = _expected_events(task_dir / EXPECTED_EVENTS_FILE)
     fixture, evaluator_version = _fixture_and_evaluator(task_dir)
     check_symlinks(task_dir)
-    tree = parse_tree_file(task_dir / "initial-tree.sha256")
+    tree = parse_tree_file(task_dir / INITIAL_TREE_FILE)
     hidden = _hidden_files(meta, tree, protected, toml_path)
     _check_task_files(checks, task_dir, toml_path, recording_expectations)
     spec = TaskSpec(
@@ -639,12 +650,12 @@ def _require_files(task_dir: Path) -> None:
 
 def _fixture_and_evaluator(task_dir: Path) -> tuple[dict[str, Any], str]:
     """fixture-manifest.json and the evaluator version (reset-instructions.md is only read)."""
-    fixture_path = task_dir / "fixture-manifest.json"
+    fixture_path = task_dir / FIXTURE_MANIFEST_FILE
     fixture = load_json_file(fixture_path, TaskError)
     _expect(isinstance(fixture, dict), "must be a JSON object", fixture_path)
-    evaluator_version = read_text_utf8(task_dir / "evaluator-version.txt", TaskError).strip()
-    _expect(bool(evaluator_version), "empty evaluator version", task_dir / "evaluator-version.txt")
-    read_text_utf8(task_dir / "reset-instructions.md", TaskError)
+    evaluator_version = read_text_utf8(task_dir / EVALUATOR_VERSION_FILE, TaskError).strip()
+    _expect(bool(evaluator_version), "empty evaluator version", task_dir / EVALUATOR_VERSION_FILE)
+    read_text_utf8(task_dir / RESET_INSTRUCTIONS_FILE, TaskError)
     return fixture, evaluator_version
 
 
@@ -804,7 +815,7 @@ def session_task_dirs(args: list[str]) -> dict[str, Path]:
             continue
         for d in find_task_dirs(path):
             try:
-                tid = tomllib.loads((d / "task.toml").read_text(encoding="utf-8")).get("id")
+                tid = tomllib.loads((d / TASK_TOML_FILE).read_text(encoding="utf-8")).get("id")
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
                 continue  # collection reports the malformed task
             if isinstance(tid, str):

@@ -6,8 +6,8 @@ package is parsed, never imported, so a second definition is found wherever it
 hides; docstrings and comments may mention the values (they explain, they do
 not decide). The facts and their homes:
 
-* the record's file names and the agent protocol's (every `*_FILE` name of the
-  vocabulary), the timestamp format, the schema version, the run outcomes (and
+* the file names of the record, of the agent's protocol and of a task directory
+  (every `*_FILE` name of the vocabulary), the timestamp format, the schema version, the run outcomes (and
   which are error-like and unscored; no outcome spelled as a literal anywhere
   else) and the exit codes: vocabulary.py;
 * a run's key and raw directory: tasks.shard.item_key, record.store.raw_path.
@@ -34,7 +34,7 @@ from pytest_agentdrift import vocabulary
 pytestmark = pytest.mark.xdist_group(GROUP)
 
 HOME = Path(vocabulary.__file__)
-#: every file name of a record and of the agent's protocol: each `*_FILE` the vocabulary names
+#: every file name of a record, of the agent's protocol and of a task directory: each `*_FILE` the vocabulary names
 FILE_NAMES = {name: getattr(vocabulary, name) for name in dir(vocabulary) if name.endswith("_FILE")}
 #: modules that use one of those names for a file of their own, outside any record
 OTHER_FILES_OF_THE_SAME_NAME = {
