@@ -199,7 +199,17 @@ def _plan_source(results: Mapping[str, Any], source: str | None, tasks: int, k_r
         "k": k_rec,
         "pass_rate": (results.get("summary") or {}).get("pass_rate"),
         "run_to_run_observed": k_rec >= 2,
+        **_pooled(results.get("pool")),
     }
+
+
+def _pooled(pool: Any) -> dict[str, Any]:
+    """A directory of records pooled as --agent-baseline pools it: which records, and which were left out."""
+    if not isinstance(pool, Mapping):
+        return {}
+    from pytest_agentdrift.compare.pool import pool_text
+
+    return {"pool": pool_text(pool), "left_out": [dict(x) for x in pool.get("left_out") or []]}
 
 
 def _recommended(
@@ -352,6 +362,8 @@ def render_plan(doc: Mapping[str, Any]) -> list[str]:
             if src["run_to_run_observed"]
             else "run-to-run variance NOT observed (k = 1): the smoothed rates stand in for it"
         ),
+        *([f"{'':<11} {src['pool']}"] if src.get("pool") else []),
+        *[f"{'':<11} left out {x.get('path')}: {x.get('reason')}" for x in src.get("left_out") or []],
         f"{'question':<11} detect a regression of {100 * q['delta']:.1f} pp at alpha {q['alpha']:g} with power {q['power']:.2f}",
         f"{'test':<11} {q['test']}",
         f"{'model':<11} {q['model']} (effective shift {100 * doc['inputs']['effective_delta']:.1f} pp)",

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from helpers import last_line
 from helpers import run_pytester as run
-from test_gate import lazy_on_g02, tasks
+from test_gate import assert_cost_said_alike, lazy_on_g02, tasks
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +53,16 @@ def test_a_task_that_starts_failing_is_confirmed_and_named_in_every_output(pytes
     assert closing in report
     skipped = ET.parse(pytester.path / "junit.xml").getroot().iter("skipped")
     assert any("not needed: G01" in (s.get("message") or "") for s in skipped)
+    # what it cost and bought, alike in the closing line, the terminal, report.md and report.html
+    cost = assert_cost_said_alike(pytester.path / "runs/pr", result.stdout.str(), closing)
+    assert cost["candidate"]["runs"] == sum(runs.values()) and cost["baseline"]["runs"] == 18
+    assert cost["candidate"]["not_needed"] == len(doc["confirm"]["not_needed"]) == 36 - sum(runs.values())
+    assert cost["candidate"]["wall_s"] > 0 and cost["power"]["design"] == "confirm"
+    assert 0 < cost["power"]["power"] <= 1 and cost["power"]["cap"] == 12
+    # JUnit's testcases that ran (those not skipped as not needed) are the runs the cost counts
+    cases = list(ET.parse(pytester.path / "junit.xml").getroot().iter("testcase"))
+    ran = [c for c in cases if not any((s.get("message") or "").startswith("not needed") for s in c.iter("skipped"))]
+    assert len(ran) == cost["candidate"]["runs"]
 
 
 def test_the_cap_must_exceed_the_screen_and_needs_a_baseline(pytester):

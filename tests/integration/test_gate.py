@@ -137,6 +137,27 @@ def assert_outputs_lead_with(record: Path, closing: str) -> None:
     assert lines[0] == "## agentdrift" and unmd(lines[1]) == f"**{closing}**", lines[:3]
 
 
+def assert_cost_said_alike(record: Path, out: str, closing: str) -> dict:
+    """What the decision spent and bought (decision.json's cost) is said in the same words by the closing
+    line, pytest's terminal summary, report.md and report.html; the cost document, for more checks."""
+    import html
+
+    from pytest_agentdrift.record.spend import arm_text, power_text
+
+    cost = json.loads((record / "comparison" / "decision.json").read_text())["cost"]
+    assert cost["text"] in closing
+    spend = f"spend       baseline {arm_text(cost['baseline'])}  candidate {arm_text(cost['candidate'])}"
+    md = (record / "report.md").read_text()
+    assert spend in out and spend in md
+    page = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", (record / "report.html").read_text())).split())
+    assert f"spend: candidate {arm_text(cost['candidate'])}" in page
+    assert f"spend: baseline {arm_text(cost['baseline'])}" in page
+    power = power_text(cost["power"])
+    if power:
+        assert f"power       {power}" in out and f"power       {power}" in md and power in page
+    return cost
+
+
 def test_a_gate_failing_only_on_the_paired_test_says_the_same_in_all_four_outputs(pytester, monkeypatch):
     """Five tasks lost (p = 1/32) and one failing in both arms: exit 1; the lost tasks fail in pytest's
     summary, in JUnit, report.md and report.html, named the same way; the standing one is an xfail
@@ -213,6 +234,10 @@ def test_a_gate_failing_only_on_the_paired_test_says_the_same_in_all_four_output
     assert "xfailed (not held): H07: fails in baseline too" in md and "xfailed (not held): H07: fails" in out
     assert "xfailed (not held)" in text and "H07 : fails in baseline too" in text
     assert "failed (held against the candidate)" in text
+    # what the decision cost: seven runs a side, a fixed design, in every output alike
+    cost = assert_cost_said_alike(record, out, closing)
+    assert cost["candidate"]["runs"] == cost["baseline"]["runs"] == 7 and cost["candidate"]["wall_s"] > 0
+    assert cost["power"]["design"] == "fixed" and cost["power"]["k"] == 1
 
 
 JUNIT_XSD = Path(__file__).parents[1] / "data" / "junit-10.xsd"  # the Jenkins xUnit plugin's schema

@@ -135,3 +135,23 @@ def test_records_regraded_by_a_fixed_check_pool_with_fresh_ones_of_that_evaluato
         (line,) = [ln for ln in lines if f"left out runs/nightly/{old}: " in ln]
         assert "identity differs from the newest record's" in line and line.endswith(": source_id")
     assert not [ln for ln in lines if "left out" in ln and "regraded" in ln]
+
+
+def test_plan_prices_a_confirming_design_from_the_pool_a_gate_would_use(pytester, nightly):
+    """`agentdrift plan DIR` pools the directory as --agent-baseline does (the record of another task set
+    left out, said so) and recommends a pool, PR k and cap, priced per pull request beside the cheapest
+    fixed design; the reference agent reports no cost, so the price is in runs only."""
+    out = agentdrift("plan", nightly, "--json", cwd=pytester.path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["source"]["k"] == 6 and doc["source"]["pool"].startswith("baseline: pool of 3 record(s), 6 runs")
+    confirm = doc["confirm"]
+    rec, fixed = confirm["recommended"], confirm["fixed"]
+    assert confirm["pool_now"] == 6 and confirm["tasks"] == 2 and rec["pool"] >= 6
+    assert rec["unchanged"]["cost_usd"] is None and rec["unchanged"]["runs"] >= 2 * rec["k"]
+    text = agentdrift("plan", nightly, cwd=pytester.path).stdout
+    assert "left out " in text and "n0" in text
+    assert f"--agent-k {rec['k']} --agent-confirm {rec['cap']}: power {rec['power']:.2f}" in text
+    assert "expected agent runs per pull request:" in text and "priced in runs only" in text
+    if fixed["k"] is not None:
+        assert f"the cheapest fixed design of that power on this pool: --agent-k {fixed['k']}" in text
