@@ -340,6 +340,8 @@ def add_cli_flags(parser: argparse.ArgumentParser, *names: str) -> None:
     """The agentdrift CLI's twins of the named options: same parser, choices and help; the ini still speaks."""
     for name in names:
         decl = OPTIONS[name]
+        if decl.cli is None:  # the CLI's code asked for a twin its row does not declare
+            raise ValueError(f"{decl.flag} has no agentdrift CLI twin (declare cli= in its row of TABLE)")
         kw = decl.argparse_kwargs()
         kw.pop("nargs", None), kw.pop("const", None)  # the CLI takes the value explicitly
         parser.add_argument(decl.cli, dest=name, **kw)

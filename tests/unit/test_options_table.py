@@ -104,3 +104,10 @@ def test_a_resolved_session_holds_values_of_the_declared_types(tmp_path):
     wrong = [(d.dest, getattr(settings, d.dest)) for d in TABLE if not _holds(getattr(settings, d.dest), hints[d.dest])]
     assert wrong == []
     assert (settings.k, settings.timeout, settings.max_infra_loss, settings.limits["memory"]) == (3, 2.5, 0.1, 1 << 30)
+
+
+def test_a_cli_twin_the_row_does_not_declare_is_refused_by_name():
+    import argparse
+
+    with pytest.raises(ValueError, match="--agent-k has no agentdrift CLI twin"):
+        options.add_cli_flags(argparse.ArgumentParser(), "k")
