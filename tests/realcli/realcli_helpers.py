@@ -247,3 +247,88 @@ def assert_no_planted_key(session: RealSession) -> None:
         if path.is_file():
             assert PLANTED_KEY.encode() not in path.read_bytes(), path
     assert PLANTED_KEY not in session.out
+
+
+@dataclass
+class Recipe:
+    """A product run through the generic path as docs/agents.md's recipes write it: the command,
+    the harness flags beside it, and the host environment its endpoint is named by ("{url}",
+    "{ca}", "{key}" templates, as run_session's `endpoint_env`)."""
+
+    label: str
+    command: str
+    env: dict[str, str]
+    args: tuple[str, ...] = ()
+    #: the product declares no tools: its turns are text (ScriptedEndpoint's toolless mode)
+    toolless: bool = False
+
+
+#: what an endpoint that rate-limits every attempt answers
+RATE_LIMITED = {"error": {"status": 429, "message": "rate limit reached, slow down"}}
+
+
+def recipe_sessions(
+    tmp: Path, recipe: Recipe, marker: str, turns: list[dict[str, Any]], task: str, swapped: str
+) -> dict[str, RealSession]:
+    """The sessions that show what the generic path records of `recipe` on `task`, against one
+    scripted endpoint: `base` (recorded), `same` (compared with it, nothing changed), `swapped`
+    (the endpoint answers with the model `swapped` instead, compared with `base`) and `limited`
+    (the endpoint answers every attempt 429). `turns` name no model: the endpoint answers with
+    the one asked for until it is swapped."""
+    out: dict[str, RealSession] = {}
+    with ScriptedEndpoint({marker: turns}, tmp / "endpoint", toolless=recipe.toolless) as ep:
+
+        def session(name: str, *args: str) -> RealSession:
+            return run_session(
+                tmp / name,
+                recipe.label,
+                ep.scripts,
+                recipe.env,
+                (task,),
+                *recipe.args,
+                *args,
+                home=tmp / "home",
+                endpoint=ep,
+                command=recipe.command,
+            )
+
+        out["base"] = session("base")
+        out["base"].extra["log"] = list(ep.log)
+        baseline = str(out["base"].run_dir)
+        out["same"] = session("same", "--agent-baseline", baseline)
+        ep.model = swapped
+        out["swapped"] = session("swapped", "--agent-baseline", baseline)
+        ep.model = None
+        ep.scripts = {marker: [RATE_LIMITED]}
+        start = len(ep.log)
+        out["limited"] = session("limited")
+        out["limited"].extra["log"] = ep.log[start:]
+    return out
+
+
+def closing_line(session: RealSession) -> str:
+    """The session's one closing line (`agentdrift: exit N — why`)."""
+    return next(ln for ln in session.out.splitlines() if ln.startswith("agentdrift: exit"))
+
+
+def assert_record_holds_what_the_endpoint_served(session: RealSession, task: str) -> None:
+    """Call by call, the record's model calls are the requests the endpoint logged (path, status,
+    the model asked for and the one that answered, the tokens), and their sums are the run's."""
+    served = [e for e in session.extra["log"] if e["kind"] in ("turn", "side", "exhausted", "error")]
+    run = session.run(task)
+    calls = run["evidence"]["model_calls"]
+    assert [(c["path"], c["status"], c["requested_model"]) for c in calls] == [
+        (e["path"].split("?", 1)[0], e["status"], e["model"]) for e in served
+    ], (calls, served)
+    # (the recipes' scripts serve no cached or reasoning tokens: input and output are the whole of it)
+    answered = [(c["answered_model"], c["input_tokens"], c["output_tokens"]) for c in calls if c["status"] == 200]
+    assert answered == [
+        (e["answered_model"], e["usage"]["input"], e["usage"]["output"]) for e in served if e["status"] == 200
+    ]
+    assert all(c["source"] == "harness" for c in calls)
+    traffic = run["evidence"]["model_traffic"]
+    assert traffic["statuses"] == {
+        str(s): sum(1 for e in served if e["status"] == s) for s in {e["status"] for e in served}
+    }
+    assert run["usage"]["input_tokens"] == sum(a[1] for a in answered)
+    assert run["usage"]["output_tokens"] == sum(a[2] for a in answered)

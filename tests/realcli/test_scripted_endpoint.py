@@ -231,3 +231,23 @@ def test_one_script_per_task_chosen_by_the_request_text(tmp_path):
         (None, "unscripted", 200),
     ]
     assert [r["script"] for r in ep.main_calls("Explain it")] == ["Explain it"]
+
+
+def test_a_toolless_conversation_is_at_the_turn_its_history_says(tmp_path):
+    """Aider declares no tools: its turns are read from the assistant messages after the task,
+    examples before the task do not count, a retry gets its turn again, other text is a side call."""
+    scripts = {"Fix the bug": [{"text": "look at a.py", "errors": [{"status": 429}]}, {"text": "edit a.py"}]}
+    examples = [{"role": "user", "content": "example"}, {"role": "assistant", "content": "example answer"}]
+    task = [*examples, {"role": "user", "content": "Fix the bug"}]
+    with ScriptedEndpoint(scripts, tmp_path, toolless=True) as ep:
+        answers = []
+        for messages in (
+            task,  # 429
+            task,  # the retry: the first turn
+            [*task, {"role": "assistant", "content": "look at a.py"}, {"role": "user", "content": "a.py added"}],
+            [{"role": "user", "content": "summarise this chat"}],
+        ):
+            status, _, data = post(ep, "/chat/completions", {"model": "m", "messages": messages})
+            answers.append((status, json.loads(data)["choices"][0]["message"]["content"] if status == 200 else None))
+    assert answers == [(429, None), (200, "look at a.py"), (200, "edit a.py"), (200, "ok")]
+    assert [(r["kind"], r["turn"]) for r in ep.log] == [("error", 0), ("turn", 0), ("turn", 1), ("side", -1)]
