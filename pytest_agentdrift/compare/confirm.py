@@ -106,7 +106,7 @@ def confirm_tests(base: Mapping[str, Any], cand: Mapping[str, Any], flakes: str)
 
 
 def _look_dict(x: seq.Look) -> dict[str, Any]:
-    return {"state": x.state, "runs": x.runs, "level": x.level, "new": list(x.new), "power": x.power}
+    return {"state": x.state, "runs": x.runs, "level": x.level, "new": list(x.new), "odds": x.odds}
 
 
 def _task_rows(

@@ -11,12 +11,14 @@ baseline solved and the screen did not (a **lost** task) gets one batch of
 confirming runs too; they feed the paired test over the tasks, which decides
 lost tasks with its own share of alpha.
 
-Confirm. A screened task runs again, in batches, up to ``cap`` runs in all.
-Its hypotheses, one per critical check that failed in the pool or in the
-confirming runs, "the candidate fails this more often than the pooled
-baseline", are tested on the **confirming runs only** (the screen's runs
-chose the task and would bias the test) with Fisher's exact one-sided
-conditional test against the pool, at each look.
+Confirm. A screened task runs again, in batches that grow its runs by half
+(k, 1.5k, 2.25k, ... rounded up, then the cap), up to ``cap`` runs in all. Its hypotheses, one per
+critical check that failed in the pool or in the confirming runs, "the
+candidate fails this more often than the pooled baseline", are tested on the
+**confirming runs only** (the screen's runs chose the task and would bias the
+test) against the pool at each look, with Boschloo's exact unconditional
+one-sided test (scipy): exact like Fisher's, and uniformly more powerful,
+since it does not condition on the total failures of both arms.
 
 Levels. Alpha is split before any confirming run: the paired test keeps a
 fixed share ``alpha / (tasks + 1)``; the rest is split evenly over the S
@@ -33,12 +35,21 @@ controller fixes when the screen is over.
 
 Stopping, at each look of a screened task:
   new         some hypothesis is significant at its level: decided, blocks;
-  futile      no hypothesis can still become significant by the cap with a
-              conditional power of at least ``futility`` under the rate
-              observed in the confirming runs (or the cap is reached):
-              decided, not blocking (said with what it could not detect);
-  clear       the confirming runs failed nothing more often than the pool;
+  clear       every hypothesis's confirming runs are at least 1 / ``futility``
+  / futile    times likelier under the pool's rate p0 than under the
+              behaviour the design is powered for (a new failure in half the
+              runs: p1 = p0 + (1 - p0) / 2); "clear" when they also failed
+              nothing more often than the pool, "futile" when they did
+              (decided, not blocking, said with what it could not detect).
+              The cap reached without significance is futile too;
   continue    otherwise: one more batch.
+
+Why the futility rule costs at most ``futility`` of the power: under the
+alternative the likelihood ratio p(runs | p0) / p(runs | p1) is a
+nonnegative martingale with mean 1, so by Ville's inequality it ever reaches
+1 / futility with probability at most ``futility``, however often it is
+looked at. It never raises the false-alarm rate: it only stops a task
+without blocking.
 """
 
 from __future__ import annotations
@@ -51,7 +62,8 @@ from typing import Mapping, Sequence
 
 PASS_RATE = "pass rate"  # the task's own pass rate, read to confirm a lost task
 NEW, FUTILE, CLEAR, CONTINUE, SCREENED_OUT = "new", "futile", "clear", "continue", "screened_out"
-DEFAULT_FUTILITY = 0.1
+DEFAULT_FUTILITY = 0.05  # the most power the futility stop may cost against the design's alternative
+HALF = 0.5  # the design's alternative: a new failure in half the runs
 #: a pool of a few nights has little power to see night-to-night variation, and variation it misses
 #: raises false alarms (docs/statistics.md measures both): the test that decides whether to account
 #: for it is run at a lenient level, which costs a few points of power where nights do not vary
@@ -70,11 +82,17 @@ class ConfirmPlan:
 
     @property
     def looks(self) -> tuple[int, ...]:
-        """Cumulative runs of a screened task at each look: k, about sqrt(k x cap), cap."""
-        if self.cap <= self.k:
-            return (self.k,)
-        middle = round((self.k * self.cap) ** 0.5)
-        return tuple(sorted({self.k, middle, self.cap})) if self.k < middle < self.cap else (self.k, self.cap)
+        """Cumulative runs of a screened task at each look: k, then half as many again each time
+        (rounded up), below the cap, then the cap: 3, 5, 8, 12, 18, 24 for k = 3 and a cap of 24.
+
+        Small early batches let a task without a change stop after a few runs (a flake seen once more
+        costs one batch, not the cap) while a changed task reaches the cap in a handful of looks."""
+        looks = [self.k]
+        while ceil(looks[-1] * 1.5) < self.cap:
+            looks.append(ceil(looks[-1] * 1.5))
+        if self.cap > self.k:
+            looks.append(self.cap)
+        return tuple(looks)
 
     @property
     def paired_level(self) -> float:
@@ -111,6 +129,23 @@ def fisher_sf(base_failed: int, base_runs: int, cand_failed: int, cand_runs: int
     return min(1.0, tail / comb(total, cand_runs))
 
 
+@lru_cache(maxsize=65536)
+def exceed_p(base_failed: int, base_runs: int, cand_failed: int, cand_runs: int) -> float:
+    """One-sided p-value that the candidate fails more often than the baseline: Boschloo's exact test.
+
+    It orders the tables by Fisher's p-value and takes the largest tail probability over the common
+    failure rate (the nuisance parameter), so it holds its level whatever that rate is and rejects
+    at least whenever Fisher's test does."""
+    failed, total = base_failed + cand_failed, base_runs + cand_runs
+    if cand_failed <= 0 or failed == 0 or failed == total:
+        return 1.0
+    from scipy.stats import boschloo_exact
+
+    table = [[cand_failed, base_failed], [cand_runs - cand_failed, base_runs - base_failed]]
+    p = float(boschloo_exact(table, alternative="greater", n=64).pvalue)
+    return min(1.0, p) if p == p else 1.0  # nan (a degenerate table) decides nothing
+
+
 def design_effect(rho: float, runs_per_cluster: float) -> float:
     """Kish's design effect 1 + (m - 1) rho: how many runs of one night count as one independent run."""
     return max(1.0, 1.0 + (runs_per_cluster - 1.0) * max(rho, 0.0))
@@ -132,7 +167,7 @@ def _min_p(c: Counts) -> float:
     """The smallest p-value these margins allow (as many candidate failures as could be)."""
     total = c.base_failed + c.cand_failed
     most = min(total, c.cand_runs)
-    return fisher_sf(total - most, c.base_runs, most, c.cand_runs)
+    return exceed_p(total - most, c.base_runs, most, c.cand_runs)
 
 
 def tarone_count(min_p: Sequence[float], level: float) -> int:
@@ -153,7 +188,7 @@ class Look:
     level: float | None = None
     new: tuple[str, ...] = ()
     p_values: tuple[tuple[str, float], ...] = ()
-    power: float | None = None  # conditional power of the most promising hypothesis, when it was asked
+    odds: float | None = None  # the smallest null-to-alternative likelihood ratio, when futility was asked
 
 
 @dataclass(frozen=True)
@@ -187,55 +222,61 @@ def lost(first: Sequence[Sequence[str]], pool: Pool) -> bool:
 
 
 def look(
-    plan: ConfirmPlan, screened_tasks: int | None, runs: int, confirming: Sequence[Sequence[str]], pool: Pool
+    plan: ConfirmPlan,
+    screened_tasks: int | None,
+    runs: int,
+    confirming: Sequence[Sequence[str]],
+    pool: Pool,
+    suspected: Sequence[str] = (),
 ) -> Look:
     """Decide one screened task at the look of ``runs`` runs in all, from its confirming runs so far.
 
+    ``suspected``: the checks the screen's runs failed, the reason for confirming: each stays a
+    hypothesis even while the confirming runs have not failed it (clean confirming runs of a
+    check that never failed in the pool are evidence for the null, not the absence of a question).
     ``screened_tasks`` None: not known yet (a worker while other tasks still screen): the level is the
     one of every task screened, the lowest it can be, so what it calls new stays new."""
     screened_tasks = plan.tasks if screened_tasks is None else screened_tasks
     fails = _tally(confirming)
-    checks = sorted((set(pool.fails) | set(fails)) - {PASS_RATE})
+    checks = sorted((set(pool.fails) | set(fails) | set(suspected)) - {PASS_RATE})
     cand_effect = design_effect(pool.rho, len(confirming))
-    hyps = [
-        effective(
-            Counts(c, pool.fails.get(c, 0), pool.runs, fails.get(c, 0), len(confirming)), pool.base_effect, cand_effect
-        )
-        for c in checks
-    ]
+    raw = [Counts(c, pool.fails.get(c, 0), pool.runs, fails.get(c, 0), len(confirming)) for c in checks]
+    hyps = [effective(h, pool.base_effect, cand_effect) for h in raw]
     share = plan.level(screened_tasks, runs)
     level = share / tarone_count([_min_p(h) for h in hyps], share)
     p_values = tuple(
-        (h.check, fisher_sf(h.base_failed, h.base_runs, h.cand_failed, h.cand_runs)) for h in hyps if h.cand_failed
+        (h.check, exceed_p(h.base_failed, h.base_runs, h.cand_failed, h.cand_runs)) for h in hyps if h.cand_failed
     )
     new = tuple(check for check, p in p_values if p < level)
     if new:
         return Look(NEW, runs, level, new, p_values)
-    raw = [Counts(c, pool.fails.get(c, 0), pool.runs, fails.get(c, 0), len(confirming)) for c in checks]
-    above = [h for h in raw if h.cand_failed and h.cand_failed * h.base_runs > h.base_failed * h.cand_runs]
-    if not above:
-        return Look(CLEAR, runs, level, (), p_values)
+    above = any(h.cand_failed * h.base_runs > h.base_failed * h.cand_runs for h in hyps)
     if runs >= plan.cap:
-        return Look(FUTILE, runs, level, (), p_values, 0.0)
-    at_cap = plan.level(screened_tasks, plan.cap) / max(len(hyps), 1)  # counting every check: conservative
-    power = max(_conditional_power(plan, h, pool, at_cap) for h in above)
-    return Look(CONTINUE if power >= plan.futility else FUTILE, runs, level, (), p_values, power)
+        return Look(FUTILE if above else CLEAR, runs, level, (), p_values)
+    open_hyps = [h for h in raw if _reachable(plan, screened_tasks, h, pool)]
+    odds = min((null_odds(effective(h, pool.base_effect, cand_effect)) for h in open_hyps), default=float("inf"))
+    if odds * plan.futility < 1.0:
+        return Look(CONTINUE, runs, level, (), p_values, odds)
+    return Look(FUTILE if above else CLEAR, runs, level, (), p_values, odds)
 
 
-def _conditional_power(plan: ConfirmPlan, h: Counts, pool: Pool, level: float) -> float:
-    """P(significant at the cap | the confirming runs so far, the rate they show): the chance that buying
-    runs up to the cap decides, were the candidate to go on failing at that rate (kept off 0 and 1)."""
-    more = plan.cap - plan.k - h.cand_runs
-    rate = (h.cand_failed + 0.5) / (h.cand_runs + 1.0)
-    cap_effect = design_effect(pool.rho, plan.cap - plan.k)
-    power = 0.0
-    for extra in range(more, -1, -1):
-        final = Counts(h.check, h.base_failed, h.base_runs, h.cand_failed + extra, plan.cap - plan.k)
-        final = effective(final, pool.base_effect, cap_effect)
-        if fisher_sf(final.base_failed, final.base_runs, final.cand_failed, final.cand_runs) >= level:
-            break  # fewer failures only raise the p-value
-        power += comb(more, extra) * rate**extra * (1.0 - rate) ** (more - extra)
-    return power
+def _reachable(plan: ConfirmPlan, screened_tasks: int, h: Counts, pool: Pool) -> bool:
+    """Could this hypothesis still be significant at the cap, were every run left to fail it? (A check
+    the baseline fails in nearly every run leaves no room: more runs cannot show it failing more.)"""
+    left = plan.cap - plan.k - h.cand_runs
+    final = Counts(h.check, h.base_failed, h.base_runs, h.cand_failed + left, h.cand_runs + left)
+    final = effective(final, pool.base_effect, design_effect(pool.rho, final.cand_runs))
+    return exceed_p(final.base_failed, final.base_runs, final.cand_failed, final.cand_runs) < plan.level(
+        screened_tasks, plan.cap
+    )
+
+
+def null_odds(h: Counts) -> float:
+    """How much likelier the confirming runs are under the pool's rate p0 than under the design's
+    alternative p1 = p0 + (1 - p0) / 2 (a new failure in half the runs); p0 kept off 0 and 1."""
+    p0 = (h.base_failed + 0.5) / (h.base_runs + 1.0)
+    p1 = p0 + (1.0 - p0) * HALF
+    return float((p0 / p1) ** h.cand_failed * ((1.0 - p0) / (1.0 - p1)) ** (h.cand_runs - h.cand_failed))
 
 
 def sequence(plan: ConfirmPlan, screened_tasks: int | None, per_run: Sequence[Sequence[str]], pool: Pool) -> list[Look]:
@@ -249,10 +290,11 @@ def sequence(plan: ConfirmPlan, screened_tasks: int | None, per_run: Sequence[Se
             return [Look(CONTINUE, plan.k), Look(CLEAR, plan.looks[1])]  # confirmed for the paired test
         return [Look(SCREENED_OUT, plan.k)]
     looks = [Look(CONTINUE, plan.k)]
+    suspected = sorted(_tally(first))
     for n in plan.looks[1:]:
         if n > len(per_run):
             break
-        decided = look(plan, screened_tasks, n, per_run[plan.k : n], pool)
+        decided = look(plan, screened_tasks, n, per_run[plan.k : n], pool, suspected)
         looks.append(decided)
         if decided.state != CONTINUE:
             break

@@ -3,7 +3,7 @@
 Every repetition up to the cap is collected, so ``-k``, ``-n 2``, shards, resume and JUnit see them
 all. The screen's repetitions (``r1 ... rK``) run first; a confirming repetition ``rJ`` runs only
 when the task's runs so far leave it undecided (compare/sequential.runs_wanted), else it is skipped
-with the reason ("not needed: T07 decided at r8 (clear)"). A worker decides alone: it waits for the
+with the reason ("not needed: T07 decided at r12 (clear)"). A worker decides alone: it waits for the
 task's earlier repetitions to be reported (the controller writes what each run failed into the
 control directory as payloads arrive) and judges at the level of every task screened, the lowest
 the verdict can use; the verdict itself is the controller's, from the record (compare/confirm.py).

@@ -55,7 +55,8 @@ def test_a_behaviour_in_half_the_runs_is_confirmed_and_named():
     assert not g["passed"]
     (row,) = [r for r in g["check_tests"]["rows"] if r["blocks"]]
     assert (row["task"], row["check"], row["verdict"]) == ("T07", "no-out-of-scope-write", "new")
-    assert row["baseline"] == [0, 30] and row["confirmed_at"] == 24  # 2 of the first 5 confirming runs: not yet
+    # 2 of the first 5 confirming runs (p = 0.007) are not yet below that look's level (0.005); 4 of 9 are
+    assert row["baseline"] == [0, 30] and row["confirmed_at"] == 12
     assert "T07 no-out-of-scope-write" in g["reason"] and "baseline 0/30" in g["reason"]
     assert g["check_tests"]["screened"] == 1 and g["check_tests"]["looks"]["T01"][-1]["state"] == "screened_out"
 
