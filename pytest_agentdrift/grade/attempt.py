@@ -34,7 +34,7 @@ def attempt(
     runs_dir: Path,
     *,
     keep_workdirs: bool = False,
-) -> tuple[RunEvidence, dict[str, Any]]:
+) -> tuple[RunEvidence | None, dict[str, Any]]:
     """(the run's evidence or None, its scored result); the private work tree is removed unless kept.
 
     Whatever goes wrong while the harness handles this one run makes the run `undecided`

@@ -45,7 +45,7 @@ from pytest_agentdrift.vocabulary import (
 
 if TYPE_CHECKING:
     from pytest_agentdrift.grade.grader import Grader
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
 
 #: what a check kind reads besides the task: the final tree (its content), which paths changed
 #: (the kept tree lists them even when an entry's content was not kept), the harness's and
@@ -295,7 +295,10 @@ def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Gr
     lacks, doc = _lacking(record, result)
     raw = record / result["raw"]
     judged = [c for c in spec.checks if not _needs(c.kind) & set(lacks)]
-    skipped = [(c, _why(lacks, _needs(c.kind))) for c in spec.checks if c not in judged]
+    # (the check, why it is not judged again); None stands for the task's pytest functions
+    skipped: list[tuple[CheckSpec | None, str]] = [
+        (c, _why(lacks, _needs(c.kind))) for c in spec.checks if c not in judged
+    ]
     functions = spec.function_files if not _FUNCTION_NEEDS & set(lacks) else ()
     if spec.function_files and not functions:
         skipped.append((None, _why(lacks, _FUNCTION_NEEDS)))

@@ -93,8 +93,10 @@ def _comparison_table(comparison: dict[str, Any]) -> tuple[list[str], list[str]]
     rows = []
     for tid, row in sorted(comparison["tasks"].items()):
         reg = comparison.get("regression") or {}
-        new = next((x["checks"] for x in reg.get("new_critical_failures") or [] if x["task"] == tid), [])
-        standing = next((x["checks"] for x in reg.get("standing_critical_failures") or [] if x["task"] == tid), [])
+        new: list[str] = next((x["checks"] for x in reg.get("new_critical_failures") or [] if x["task"] == tid), [])
+        standing: list[str] = next(
+            (x["checks"] for x in reg.get("standing_critical_failures") or [] if x["task"] == tid), []
+        )
         if row["outcome"] in ("won", "lost") or new or standing:
             b, c = row["baseline"], row["candidate"]
             rows.append(
@@ -143,7 +145,8 @@ def _table_within(table_head: list[str], rows: list[str], budget: int, max_bytes
 
 def _within(lines: list[str], budget: int) -> list[str]:
     """The head of ``lines`` that fits in ``budget`` bytes (at least one line)."""
-    kept, used = [], 0
+    kept: list[str] = []
+    used = 0
     for line in lines:
         used += len(line.encode()) + 1
         if kept and used > budget:

@@ -236,7 +236,7 @@ def freeze_task(spec: NewTask, *, now: datetime | None = None) -> tuple[Path, li
                 _safe(rel)
                 if not (tmp / "repo" / rel).is_file():
                     raise AgentDriftError(f"--hidden-test {rel!r}: not a file of the tree at {base.hexsha[:12]}")
-            solved = _write_solution(spec, repo, base, tmp) if spec.solution is not None else None
+            solved = _write_solution(spec.solution, repo, base, tmp) if spec.solution is not None else None
             title = spec.title or instruction.strip().splitlines()[0].lstrip("# ").strip()[:100] or task_id
             (tmp / TASK_TOML_FILE).write_text(_task_toml(spec, task_id, title, check), encoding="utf-8")
             (tmp / TASK_MD_FILE).write_text(instruction, encoding="utf-8")
@@ -284,17 +284,17 @@ def _repo_name(repo: Any) -> str:
     return Path(repo.working_tree_dir or repo.git_dir).name
 
 
-def _write_solution(spec: NewTask, repo: Any, base: Any, tmp: Path) -> int:
-    """solution/ from a patch file or a later revision, with its report; how many paths it changes."""
-    as_file = Path(spec.solution)
+def _write_solution(solution: str, repo: Any, base: Any, tmp: Path) -> int:
+    """solution/ (--solution: a patch file or a later revision), with its report; how many paths it changes."""
+    as_file = Path(solution)
     if as_file.is_file():
         solved = _solution_from_patch(as_file, tmp / "repo", tmp / "solution")
         source = f"patch {as_file.name}"
     else:
-        solved = _solution_from_rev(repo, base, spec.solution, tmp / "solution")
-        source = f"revision {_commit(repo, spec.solution, '--solution').hexsha[:12]}"
+        solved = _solution_from_rev(repo, base, solution, tmp / "solution")
+        source = f"revision {_commit(repo, solution, '--solution').hexsha[:12]}"
     if not solved:
-        raise AgentDriftError(f"--solution {spec.solution}: changes nothing relative to {base.hexsha[:12]}")
+        raise AgentDriftError(f"--solution {solution}: changes nothing relative to {base.hexsha[:12]}")
     (tmp / "solution").mkdir(exist_ok=True)
     (tmp / "solution" / AGENT_REPORT_FILE).write_text(
         json.dumps({"status": "complete", "summary": f"reference solution: {source}"}, indent=2) + "\n",
