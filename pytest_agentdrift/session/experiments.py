@@ -14,21 +14,28 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import PLAN_FILE
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_agentdrift.agents.base import AgentAdapter
+    from pytest_agentdrift.manifest.bundles import Bundle
+    from pytest_agentdrift.options import Settings
 
 
 @dataclasses.dataclass
 class ExperimentState:
     """On the SessionInfo (`info.experiment`): the bundle the runs use and the plan, one per process."""
 
-    bundle: Any = None  # manifest.bundles.Bundle (derived when --agent-without / --agent-with)
+    bundle: Bundle | None = None  # derived when --agent-without / --agent-with
     plan: dict[str, Any] | None = None
 
 
-def bundles_dir(config: Any) -> Path:
+def bundles_dir(config: pytest.Config) -> Path:
     """The plugin's bundles directory: --agent-bundles, the agent_bundles ini value, AGENTDRIFT_BUNDLES, default."""
     from pytest_agentdrift.inifile import project_root
     from pytest_agentdrift.manifest.bundles import resolve_store
@@ -41,7 +48,7 @@ def bundles_dir(config: Any) -> Path:
     )
 
 
-def prepare_session(config: Any, info: Any, runner: Any, comparison: Any = None) -> None:
+def prepare_session(config: pytest.Config, info: Any, runner: Any, comparison: Any = None) -> None:
     """See the module doc. Raises AgentDriftError (a usage error) on bad options or a bad bundle."""
     from pytest_agentdrift.options import check_experiment_options
 
@@ -55,7 +62,7 @@ def prepare_session(config: Any, info: Any, runner: Any, comparison: Any = None)
 
         st.plan = verify_plan(load_json_file(settings.plan), settings.plan)
     if settings.bundle:
-        st.bundle = _load_bundle(config, settings, runner.adapter)
+        st.bundle = _load_bundle(config, settings, settings.bundle, runner.adapter)
         # the bundle's model and options stand in for the ones the session did not set
         bundle = st.bundle
         opts = {**({"model": bundle.model} if bundle.model else {}), **bundle.options, **settings.agent_options}
@@ -71,18 +78,18 @@ def prepare_session(config: Any, info: Any, runner: Any, comparison: Any = None)
         config.pluginmanager.register(ExperimentPlugin(info, comparison), "agentdrift-experiments")
 
 
-def _load_bundle(config: Any, settings: Any, adapter: Any) -> Any:
-    """The bundle the runs use: --agent-bundle, verified, for this agent; derived when
+def _load_bundle(config: pytest.Config, settings: Settings, name: str, adapter: AgentAdapter | None) -> Bundle:
+    """The bundle the runs use: --agent-bundle `name`, verified, for this agent; derived when
     --agent-without / --agent-with ask for B."""
     from pytest_agentdrift.manifest import bundles
     from pytest_agentdrift.manifest.bundleuse import check_without
     from pytest_agentdrift.tasks.load import session_task_dirs
 
     store = bundles_dir(config)
-    bundle = bundles.load(store, settings.bundle)
+    bundle = bundles.load(store, name)
     if adapter is None or adapter.name != bundle.agent:
         raise AgentDriftError(
-            f"--agent-bundle {settings.bundle}: the bundle is a {bundle.agent} setup, but the "
+            f"--agent-bundle {name}: the bundle is a {bundle.agent} setup, but the "
             f"session runs {adapter.name if adapter else 'no agent'}"
         )
     if not (settings.without or settings.with_items):
