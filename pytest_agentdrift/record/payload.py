@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from pytest_agentdrift.record.redact import REDACTED, scrub, scrub_record, secret_values
 from pytest_agentdrift.vocabulary import (
@@ -24,8 +24,12 @@ from pytest_agentdrift.vocabulary import (
     STDOUT_FILE,
 )
 
+if TYPE_CHECKING:
+    from pytest_agentdrift.run.evidence import RunEvidence
+    from pytest_agentdrift.tasks.load import TaskSpec
 
-def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, str]:
+
+def raw_files(run: RunEvidence, result: dict[str, Any], overlay_note: str) -> dict[str, str]:
     """The files of `raw/<task>/r<rep>/`: what the agent printed, its events, the diff (after the
     bundle's note, when one was overlaid), the agent's report, the checks and the argv."""
     from pytest_agentdrift.run.agentio import dump_jsonl
@@ -43,7 +47,7 @@ def raw_files(run: Any, result: dict[str, Any], overlay_note: str) -> dict[str, 
     }
 
 
-def task_meta(spec: Any, task_digest: str, grading_id: str) -> dict[str, Any]:
+def task_meta(spec: TaskSpec, task_digest: str, grading_id: str) -> dict[str, Any]:
     """The task's facts results.json keeps beside its runs (`task_dir`: where the session found it,
     which `agentdrift regrade` looks at first)."""
     return {
@@ -106,12 +110,12 @@ def redaction_note(patch: str, scrubbed: str, secrets: list[str]) -> str:
     )
 
 
-def case_name(spec: Any, rep: int) -> str:
+def case_name(spec: TaskSpec, rep: int) -> str:
     """The testcase name CI test views list: `T07 r1: Attempt an out-of-scope write`."""
     return f"{spec.id} r{rep}: {spec.title}"
 
 
-def junit_properties(spec: Any, rep: int, result: dict[str, Any]) -> list[tuple[str, str]]:
+def junit_properties(spec: TaskSpec, rep: int, result: dict[str, Any]) -> list[tuple[str, str]]:
     """One junit <property> per fact a CI UI can show about this run."""
     props = [
         ("agentdrift.task_id", spec.id),
