@@ -22,6 +22,7 @@ EVALUATOR_COMPONENT = "attempt"  # names this file in evaluator_id (pytest_agent
 if TYPE_CHECKING:
     from pytest_agentdrift.agents.base import AgentAdapter
     from pytest_agentdrift.grade.grader import Grader
+    from pytest_agentdrift.grade.results import CheckResult
     from pytest_agentdrift.tasks.load import TaskSpec
 
 
@@ -70,7 +71,9 @@ def attempt(
             cleanup(run)
 
 
-def error_result(rep: int, run: Any, reason: str, checks: list | None = None) -> dict[str, Any]:
+def error_result(
+    rep: int, run: RunEvidence | None, reason: str, checks: list[CheckResult] | None = None
+) -> dict[str, Any]:
     """The result of a run the harness could not finish handling: `undecided`, the reason and
     whatever evidence was gathered kept (never a pass, never the agent's failure)."""
     from pytest_agentdrift.tasks.load import LAYERS
