@@ -174,7 +174,7 @@ def test_the_plugin_installs_from_a_wheel_without_an_index(tmp_path):
     assert out.returncode == 0, out.stderr
     pkg, entry, tasks, schemas = out.stdout.splitlines()
     assert pkg.startswith(str(venv)) and entry == "['pytest_agentdrift.plugin']"
-    assert tasks == "12" and schemas == "['atif.schema.json', 'results.schema.json']"
+    assert tasks == "12" and schemas == "['atif.schema.json', 'decision.schema.json', 'results.schema.json']"
     assert (venv / "bin" / "agentdrift").is_file()
 
 
