@@ -11,8 +11,8 @@ stands between them and records each call. Per product, against one endpoint:
 - when the endpoint starts answering with another model, the session is refused (exit 6)
   naming `model_stamp`;
 - an endpoint that answers 429 to every attempt makes the run infrastructure (never the
-  agent's failure), in bounded time: the product's own retries (Qwen Code's seven attempts
-  with backoff, Aider's minute of them) are cut short by the gateway.
+  agent's failure), in bounded time: the product's own retries (Qwen Code's have no end,
+  Aider's last a minute) are cut short by the gateway.
 
 Qwen Code (npm) is pinned in clis.txt, Aider and the SDK agent's `openai` in pypi-clis.txt,
 each in its own virtualenv; a product that is not installed skips with the reason.
