@@ -4,9 +4,10 @@ Every repetition up to the cap is collected, so ``-k``, ``-n 2``, shards, resume
 all. The screen's repetitions (``r1 ... rK``) run first; a confirming repetition ``rJ`` runs only
 when the task's runs so far leave it undecided (compare/sequential.runs_wanted), else it is skipped
 with the reason ("not needed: T07 decided at r12 (clear)"). A worker decides alone: it waits for the
-task's earlier repetitions to be reported (the controller writes what each run failed into the
-control directory as payloads arrive) and judges at the level of every task screened, the lowest
-the verdict can use; the verdict itself is the controller's, from the record (compare/confirm.py).
+task's repetitions up to the look before its own to be reported (the controller writes what each
+run failed into the control directory as payloads arrive), so the repetitions of one batch (r9 ...
+r12 between the looks at 8 and 12) run side by side on as many workers as there are; the verdict
+itself is the controller's, from the record (compare/confirm.py).
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ class ConfirmPlugin:
         """None to run the repetition, else why it is not needed."""
         from pytest_agentdrift.compare import confirm, sequential
 
-        seen = self._wait_for(spec, rep)
+        plan = confirm.plan_of(confirm.plan_document(self.settings.k, self.settings.confirm, self.tasks))
+        seen = self._wait_for(spec, max(n for n in plan.looks if n < rep))
         if seen is None:
             return None  # waited too long for the task's earlier runs: run it (more runs never mislead)
         pools, runs, screened_tasks = seen
@@ -93,7 +95,6 @@ class ConfirmPlugin:
         skipped = [r for r, failed in runs.items() if failed == NOT_NEEDED]
         if skipped:  # decided before an earlier repetition: nothing has changed since
             return f"{NOT_NEEDED}: {spec.id} decided before r{min(skipped)}"
-        plan = confirm.plan_of(confirm.plan_document(self.settings.k, self.settings.confirm, self.tasks))
         scored = [failed for _, failed in sorted(runs.items()) if isinstance(failed, list)]
         wanted = sequential.runs_wanted(plan, screened_tasks, scored, pool)
         if len(scored) < wanted:
@@ -101,9 +102,10 @@ class ConfirmPlugin:
         last = sequential.sequence(plan, screened_tasks, scored, pool)[-1]
         return f"{NOT_NEEDED}: {spec.id} decided at r{last.runs} ({last.state.replace('_', ' ')})"
 
-    def _wait_for(self, spec, rep: int) -> tuple[dict[str, Any], dict[int, Any], int] | None:
-        """The pools, the task's runs r1 ... r(rep - 1) and the screened count, once the screen is over and
-        those runs are reported; None after the wait."""
+    def _wait_for(self, spec, through: int) -> tuple[dict[str, Any], dict[int, Any], int] | None:
+        """The pools, the task's runs r1 ... r``through`` (the look before the batch of the repetition
+        asking) and the screened count, once the screen is over and those runs are reported; None after
+        the wait."""
         from pytest_agentdrift.compare.sequential import Pool
 
         where = self._dir()
@@ -114,8 +116,8 @@ class ConfirmPlugin:
             runs, pools, screen = (_read(where / name) for name in (f"{spec.id}.json", POOLS_FILE, SCREEN_FILE))
             if runs is not None and pools is not None and screen is not None:
                 have = {int(r): f for r, f in runs.items()}
-                if all(r in have for r in range(1, rep)):
-                    earlier = {r: have[r] for r in range(1, rep)}
+                if all(r in have for r in range(1, through + 1)):
+                    earlier = {r: have[r] for r in range(1, through + 1)}
                     return {t: Pool(**p) for t, p in pools.items()}, earlier, int(screen["screened"])
             time.sleep(_POLL_S)
         return None

@@ -1,0 +1,48 @@
+"""A worker's decision for one confirming repetition (session/confirm.py): it waits only for its task's
+runs up to the look before its own, so the repetitions of one batch run side by side."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from pytest_agentdrift.session.confirm import CONFIRM_DIR, NOT_NEEDED, POOLS_FILE, SCREEN_FILE, ConfirmPlugin
+
+
+def plugin(control, stop):
+    settings = SimpleNamespace(k=3, confirm=24, timeout=1)
+    longrun = SimpleNamespace(control_dir=str(control), stop_requested=stop)
+    p = ConfirmPlugin(None, SimpleNamespace(settings=settings, longrun=longrun), None, None, object)
+    p.tasks = 12
+    return p
+
+
+def write(control, runs: dict[int, list[str]]):
+    where = control / CONFIRM_DIR
+    where.mkdir(parents=True, exist_ok=True)
+    (where / POOLS_FILE).write_text(json.dumps({"T07": {"fails": {"c": 2}, "runs": 30}}))
+    (where / SCREEN_FILE).write_text(json.dumps({"screened": 1}))
+    (where / "T07.json").write_text(json.dumps(runs))
+
+
+def test_a_repetition_of_the_batch_after_a_look_waits_for_that_look_only(tmp_path):
+    # r1 failed c (the screen sent T07 on); r4 ... r8 clean: 32 times likelier under the pool's rate than
+    # under half the runs, so the look at r8 clears the task. r9 has not reported: r10 does not wait for it.
+    write(tmp_path, {1: ["c"], 2: [], 3: [], 4: [], 5: [], 6: [], 7: [], 8: []})
+    asked = []
+    p = plugin(tmp_path, lambda: asked.append(1) or len(asked) > 1)  # one look at the files, no waiting
+    assert p._decide(SimpleNamespace(id="T07", timeout_s=1), 10) == f"{NOT_NEEDED}: T07 decided at r8 (clear)"
+
+
+def test_a_repetition_waits_for_the_look_before_its_batch(tmp_path):
+    write(tmp_path, {1: ["c"], 2: [], 3: [], 4: [], 5: [], 6: [], 7: []})  # r8 missing: the look at 8 is not in
+    asked = []
+    p = plugin(tmp_path, lambda: asked.append(1) or len(asked) > 1)
+    assert p._decide(SimpleNamespace(id="T07", timeout_s=1), 10) is None  # stopped waiting: runs it
+    assert len(asked) == 2  # it did wait
+
+
+def test_an_undecided_task_runs_its_whole_next_batch(tmp_path):
+    write(tmp_path, {1: ["c"], 2: [], 3: [], 4: ["c"], 5: [], 6: [], 7: [], 8: []})  # one more failure: undecided
+    p = plugin(tmp_path, lambda: False)
+    assert all(p._decide(SimpleNamespace(id="T07", timeout_s=1), r) is None for r in (9, 10, 11, 12))
