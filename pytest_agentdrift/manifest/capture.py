@@ -22,7 +22,7 @@ only for allowlisted non-secret names, and configuration content only for
 allowlisted keys (see manifest/discovery.py and agents/<product>/discovery.py).
 
 Capture is read-only: it opens files for reading, runs only documented
-version displays (10 s timeout, stdin closed), runs git with
+version displays (30 s timeout, stdin closed), runs git with
 ``GIT_OPTIONAL_LOCKS=0`` so not even the index is refreshed, and never
 creates a commit.
 """

@@ -26,7 +26,7 @@ from pytest_agentdrift.vocabulary import NOT_APPLICABLE, UNOBSERVED
 
 #: generous: a version display that is merely slow (a loaded CI machine) must not turn a
 #: runtime version into "unobserved" and refuse the comparison
-VERSION_TIMEOUT_S = 10.0
+VERSION_TIMEOUT_S = 30.0
 
 
 def _run(
