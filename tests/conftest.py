@@ -26,6 +26,8 @@ SESSION_PLUGINS = "pytest_agentdrift.plugin,xdist.plugin"
 AUTOLOAD_ENV = ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_PLUGINS")
 #: session fixtures read by more than one module, and the xdist group of the tests that read them
 SHARED_SESSION_FIXTURES = {"builtin_records": BUILTIN_RECORDS_GROUP}
+#: the real agent CLIs' tests: a tier of their own, by cost
+REALCLI_DIR = Path(__file__).parent / "realcli"
 #: what the drifted reference profile changes: declared, so its record compares with the faithful one
 DRIFTED_VARY = ("--agent-vary", "cli_version", "--agent-vary", "command", "--agent-vary", "agent")
 
@@ -101,6 +103,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # its own collection hook, and a marker added after it is ignored (the items spread over both
     # workers, and each makes the session).
     for item in items:
+        if REALCLI_DIR in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.realcli)  # the tier of its own (pyproject.toml's markers)
         group_of = getattr(getattr(item, "module", None), "xdist_group_of", None)
         group = group_of(item) if group_of is not None else None
         fixtures = getattr(item, "fixturenames", ())
