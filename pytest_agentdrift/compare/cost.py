@@ -98,7 +98,8 @@ def screened_paths(
     with the same count, each having continued at every look before, go on alike: they are carried as
     one state, and ``sequence`` is asked once per look and count (tests/unit/test_cost.py holds this
     against every path followed separately)."""
-    hit, miss = [check, seq.PASS_RATE], []
+    hit: list[str] = [check, seq.PASS_RATE]
+    miss: list[str] = []
     screen = [hit] + [miss] * (plan.k - 1)  # screened: the check failed in a screen run
     named, runs_spent = 0.0, 0.0
     states: dict[int, tuple[list[list[str]], float]] = {0: (screen, 1.0)}  # count -> (a path, probability)
@@ -132,7 +133,8 @@ def every_path(
 ) -> tuple[float, float]:
     """screened_paths without carrying paths as counts: every path of batch outcomes followed on its
     own (exponential in the looks; the reference the carried states are checked against)."""
-    hit, miss = [check, seq.PASS_RATE], []
+    hit: list[str] = [check, seq.PASS_RATE]
+    miss: list[str] = []
     named, runs_spent = 0.0, 0.0
     paths = [([hit] + [miss] * (plan.k - 1), 1.0)]
     looks = plan.looks
@@ -281,7 +283,7 @@ def decision_cost(
     tests = reg.get("check_tests") or {}
     candidate = _arm_cost(cand, (comparison.get("candidate") or {}).get("spend"))
     candidate["not_needed"] = len((cand.get("confirm") or {}).get("not_needed") or [])
-    doc = {
+    doc: dict[str, Any] = {
         "baseline": _arm_cost(base, (comparison.get("baseline") or {}).get("spend")),
         "candidate": candidate,
         "power": session_power(base, cand, tests, alpha) if reg and with_power else None,

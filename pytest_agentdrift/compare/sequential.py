@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from math import ceil, comb, floor
 from typing import Mapping, Sequence
 
@@ -80,7 +80,7 @@ class ConfirmPlan:
     tasks: int
     futility: float = DEFAULT_FUTILITY
 
-    @property
+    @cached_property  # read at every look of every task; the plan is frozen, so computed once
     def looks(self) -> tuple[int, ...]:
         """Cumulative runs of a screened task at each look: k, then half as many again each time
         (rounded up), below the cap, then the cap: 3, 5, 8, 12, 18, 24 for k = 3 and a cap of 24.
