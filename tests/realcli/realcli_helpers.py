@@ -36,14 +36,31 @@ PREFIX = Path(os.environ.get("AGENTDRIFT_REALCLI_PREFIX") or Path.home() / ".cac
 PLANTED_KEY = "sk-agentdrift-PLANTED-0123456789abcdef"
 
 
-def pinned() -> dict[str, tuple[str, str]]:
-    """binary -> (npm package, version), from clis.txt."""
+def pinned(where: str = "") -> dict[str, tuple[str, str]]:
+    """binary -> (npm package, version), from clis.txt; where="previous": the previous releases
+    installed apart ($prefix/previous/BINARY)."""
     out = {}
     for line in CLIS_FILE.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            pkg, version, binary = line.split()
-            out[binary] = (pkg, version)
+            pkg, version, binary, *rest = line.split()
+            if (rest[0] if rest else "") == where:
+                out[binary] = (pkg, version)
     return out
+
+
+def previous_program(binary: str) -> Path:
+    """The previous release of the pinned CLI `binary` (clis.txt's `previous` line)."""
+    return PREFIX / "previous" / binary / "node_modules" / ".bin" / binary
+
+
+def previous_missing_reason(binary: str) -> str | None:
+    """Why the previous release of `binary` cannot be driven here, or None when it can."""
+    pkg, version = pinned("previous")[binary]
+    meta = PREFIX / "previous" / binary / "node_modules" / pkg / "package.json"
+    have = json.loads(meta.read_text()).get("version") if meta.is_file() else None
+    if have != version:
+        return f"{pkg} {version} (the previous release) is not installed in {meta.parent} (run .ci/install-agent-clis)"
+    return missing_reason(binary)
 
 
 def missing_reason(binary: str) -> str | None:

@@ -20,11 +20,14 @@ each in its own virtualenv; a product that is not installed skips with the reaso
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 from realcli_helpers import (
+    PREFIX,
+    RealSession,
     Recipe,
     assert_no_planted_key,
     assert_record_holds_what_the_endpoint_served,
@@ -32,11 +35,15 @@ from realcli_helpers import (
     needs_cli,
     needs_venv,
     pinned,
+    previous_missing_reason,
+    previous_program,
     pypi_pinned,
     recipe_sessions,
     run_session,
+    venv_missing_reason,
     venv_program,
 )
+from scripted_endpoint import ScriptedEndpoint
 
 from pytest_agentdrift.run.modelgateway import PROVIDER_PATIENCE_S
 
@@ -150,11 +157,33 @@ def sdk_agent(tmp: Path) -> tuple[Recipe, list[dict]]:
     return recipe, turns
 
 
+def versions(name: str, recipe: Recipe, tmp: Path) -> tuple[str, str] | str:
+    """(the command at an older version, the same command at the pinned one), or why there is
+    no older version here. Qwen Code and Aider: the previous release, installed apart; the SDK
+    agent: its script before and after its team edits it. Both commands name their program by
+    an absolute path, so only the version differs between them."""
+    if name == "qwen":
+        reason = previous_missing_reason("qwen")
+        current = PREFIX / "node_modules" / ".bin" / "qwen"
+        return reason or tuple(recipe.command.replace("qwen ", f"{p} ", 1) for p in (previous_program("qwen"), current))
+    if name == "aider":
+        return venv_missing_reason(OLDER_AIDER) or (
+            recipe.command.replace(str(venv_program("aider")), str(venv_program(OLDER_AIDER))),
+            recipe.command,
+        )
+    edited = tmp / "edited-agent" / "agent.py"
+    edited.parent.mkdir()
+    edited.write_text(SDK_AGENT.read_text().replace("MAX_TURNS = 40", "MAX_TURNS = 30"))
+    return recipe.command, recipe.command.replace(str(SDK_AGENT), str(edited))
+
+
 PRODUCTS = {
     "qwen": (qwen, "qwen3-coder-plus", [needs_cli("qwen")]),
     "aider": (aider, "qwen3-coder-plus", [needs_venv("aider")]),
     "sdk-agent": (sdk_agent, "gpt-5.1-mini", [needs_venv("sdk-agent")]),
 }
+#: Aider's previous release (pypi-clis.txt), in a virtualenv of its own
+OLDER_AIDER = "aider-0.86.1"
 
 
 def expected_version(product: str) -> str:
@@ -163,6 +192,29 @@ def expected_version(product: str) -> str:
         return f"npm:{pkg}@{version}"
     dist, version, _ = pypi_pinned()[product]
     return f"pip:{dist}=={version}"
+
+
+def version_sessions(tmp: Path, recipe: Recipe, turns: list[dict], older: str, newer: str) -> dict:
+    """`older` recorded on T02, then `newer` compared with it, against one endpoint."""
+    with ScriptedEndpoint({MARKER: turns}, tmp / "endpoint-versions", toolless=recipe.toolless) as ep:
+
+        def session(name: str, command: str, *args: str) -> RealSession:
+            return run_session(
+                tmp / name,
+                recipe.label,
+                ep.scripts,
+                recipe.env,
+                ("T02",),
+                *recipe.args,
+                *args,
+                home=tmp / "home",
+                endpoint=ep,
+                command=command,
+            )
+
+        out = {"older": session("older", older)}
+        out["newer"] = session("newer", newer, "--agent-baseline", str(out["older"].run_dir))
+    return out
 
 
 @pytest.fixture(
@@ -178,23 +230,11 @@ def product(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"recipe-{name}")
     recipe, turns = make(tmp)
     sessions = recipe_sessions(tmp, recipe, MARKER, turns, "T02", swapped=f"{model}-swapped-in")
-    if name == "sdk-agent":
-        # the team edits its agent: the same command on a changed script
-        edited = tmp / "edited-agent" / "agent.py"
-        edited.parent.mkdir()
-        edited.write_text(SDK_AGENT.read_text().replace("MAX_TURNS = 40", "MAX_TURNS = 30"))
-        sessions["edited"] = run_session(
-            tmp / "edited",
-            recipe.label,
-            {MARKER: turns},
-            recipe.env,
-            ("T02",),
-            *recipe.args,
-            "--agent-baseline",
-            str(sessions["base"].run_dir),
-            home=tmp / "home",
-            command=recipe.command.replace(str(SDK_AGENT), str(edited)),
-        )
+    commands = versions(name, recipe, tmp)
+    if isinstance(commands, str):
+        sessions["no_versions"] = commands
+    else:
+        sessions.update(version_sessions(tmp, recipe, turns, *commands))
     return {"name": name, "model": model, "recipe": recipe, "tmp": tmp, **sessions}
 
 
@@ -257,13 +297,23 @@ def test_a_provider_429_is_infrastructure_in_bounded_time(product):
 
 
 def test_a_new_version_of_the_agent_is_refused_naming_it(product):
-    """The SDK agent's version is its script's bytes (and its virtualenv's distributions): an
-    edited script against the recorded baseline is refused before anything runs."""
-    if "edited" not in product:
-        pytest.skip(f"no other release of {product['name']} is installed here to run against its baseline")
-    edited = product["edited"]
-    assert edited.ret == 6, edited.out[-4000:]
-    line = closing_line(edited)
+    """Against a baseline of the older version (Qwen Code 0.24.3, Aider 0.86.1, the SDK agent's
+    script before an edit), the pinned one is refused before anything runs, naming cli_version
+    and both versions."""
+    if "no_versions" in product:
+        pytest.skip(product["no_versions"])
+    older, newer = product["older"], product["newer"]
+    assert older.ret == 0, older.out[-4000:]
+    assert newer.ret == 6, newer.out[-4000:]
+    line = closing_line(newer)
     assert line.startswith("agentdrift: exit 6") and "cli_version" in line, line
-    assert "BLOCK cli_version:" in edited.out
-    assert not (edited.run_dir / "raw" / "T02").exists()  # refused before the run
+    assert "BLOCK cli_version:" in newer.out
+    was = older.manifest["identity"]["cli_version"]
+    if product["name"] == "sdk-agent":
+        # the script's digest before and after the edit
+        now = "sha256:" + hashlib.sha256((product["tmp"] / "edited-agent" / "agent.py").read_bytes()).hexdigest()
+        assert was["sha256"] != now and was["sha256"] in newer.out and now in newer.out, newer.out[-3000:]
+    else:
+        now = product["base"].manifest["identity"]["cli_version"]
+        assert was != now and was in newer.out and now in newer.out, newer.out[-3000:]
+    assert not (newer.run_dir / "raw" / "T02").exists()  # refused before the run
