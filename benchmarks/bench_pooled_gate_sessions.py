@@ -80,13 +80,14 @@ def project(root: Path, tasks: list[str]) -> list[str]:
     return ["tasks", "--agent-cmd", agent, "--agent-env", "AGENT_FLAKE", "--agent-env", "AGENT_MODE", "-n", "2"]
 
 
-def session(root: Path, args: list[str], mode: str, flake: float) -> tuple[int, str, float]:
+def session(root: Path, args: list[str], mode: str, flake: float) -> tuple[int, str, float, str]:
     env = {**os.environ, "AGENT_FLAKE": str(flake), "AGENT_MODE": mode}
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", *args]
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
     lines = done.stdout.strip().splitlines()
-    return done.returncode, lines[-1] if lines else done.stderr[-500:], time.perf_counter() - t0
+    variation = next((x.strip() for x in lines if "night-to-night variation" in x), "")
+    return done.returncode, lines[-1] if lines else done.stderr[-500:], time.perf_counter() - t0, variation
 
 
 def runs_in(record: Path) -> int:
@@ -110,18 +111,20 @@ def main() -> None:
         t0 = time.perf_counter()
         for night in range(args.nights):
             rec = ["--agent-k", str(args.k), "--agent-fail-on", "none", "--agent-record", f"runs/nightly/n{night:02d}"]
-            code, line, _ = session(root, common + rec, "same", args.flake)
+            code, line, _, _ = session(root, common + rec, "same", args.flake)
             if code != 0:
                 raise SystemExit(f"night {night}: exit {code}: {line}")
         nights_s = time.perf_counter() - t0
         gate = ["--agent-baseline", "runs/nightly", "--agent-gate", "regression", "--agent-k", str(args.k)]
         gate += ["--agent-confirm", str(args.cap)]
-        rows = {}
+        rows, variation = {}, ""
         for mode in ("same", "changed"):
             blocked, named, runs, wall, lines = 0, 0, 0, 0.0, []
             for i in range(args.prs):
                 record = root / "runs" / f"pr-{mode}-{i:02d}"
-                code, line, secs = session(root, common + gate + ["--agent-record", str(record)], mode, args.flake)
+                code, line, secs, variation = session(
+                    root, common + gate + ["--agent-record", str(record)], mode, args.flake
+                )
                 if code not in (0, 1):
                     raise SystemExit(f"{mode} PR {i}: exit {code}: {line}")
                 blocked += code == 1
@@ -134,7 +137,8 @@ def main() -> None:
         f"{len(args.tasks)} tasks ({', '.join(args.tasks)}), flake {args.flake:g}, {args.nights} nights of k {args.k}"
     )
     print(f"(a pool of {args.nights * args.k} runs per task, recorded in {nights_s:.0f} s), PRs: k {args.k} to a cap")
-    print(f"of {args.cap}, -n 2, {args.prs} unchanged and {args.prs} changed")
+    print(f"of {args.cap}, -n 2, {args.prs} unchanged and {args.prs} changed; every PR faces the same pool:")
+    print(f"  {variation}")
     print()
     from pytest_agentdrift.compare.nullsim import PoolDesign, pool_rates
 
