@@ -52,6 +52,14 @@ def run_pytester(pytester: pytest.Pytester, *args: str, timeout: float = 300) ->
     return pytester.runpytest_subprocess(*SESSION_ARGS, *args, timeout=timeout)
 
 
+def run_pytest_at_home(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`run_pytest` in `root` with HOME there, as `run_pytester` runs a session: for a record a
+    module-scoped fixture makes once (pytester is per test) and its tests copy into pytester's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+    env.update(HOME=str(root), USERPROFILE=str(root), PY_COLORS="0")
+    return run_pytest(root, *args, env=env, timeout=timeout)
+
+
 def agentdrift(
     *args: object, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import run_pytest
+from helpers import run_pytest_at_home
 from helpers import run_pytester as run
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task, normalise_results
@@ -35,13 +35,6 @@ def copy_task(project: pytest.Pytester | Path, name: str) -> None:
     shutil.copytree(FIXTURES / name, root / name)
 
 
-def session_as_pytester_runs_it(root: Path, *args: str) -> subprocess.CompletedProcess:
-    """A session in `root` with HOME there, as pytester runs one (for records made once per module)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
-    env.update(HOME=str(root), USERPROFILE=str(root), PY_COLORS="0")
-    return run_pytest(root, *args, env=env)
-
-
 @pytest.fixture(scope="module")
 def ex02_recorded(tmp_path_factory) -> Path:
     """EX02 and its record by the reference agent (runs/base), made once for the tests that compare
@@ -49,7 +42,7 @@ def ex02_recorded(tmp_path_factory) -> Path:
     tasks, as a CI artifact does)."""
     root = tmp_path_factory.mktemp("ex02-recorded")
     shutil.copytree(FIXTURES / "EX02-explain-readonly", root / "EX02-explain-readonly")
-    proc = session_as_pytester_runs_it(root, "--agent", "reference", "--agent-record", "runs/base")
+    proc = run_pytest_at_home(root, "--agent", "reference", "--agent-record", "runs/base")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return root
 
@@ -64,7 +57,7 @@ def xdist_records(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProce
     out = {}
     for name, extra in zip(["plain", "no-xdist", "n0", "n2"], PLUGIN_ARGS, strict=True):
         record = ("--agent-record", f"runs/{name}")
-        proc = session_as_pytester_runs_it(root, "--agent", "reference", "--agent-k", "2", *record, *extra)
+        proc = run_pytest_at_home(root, "--agent", "reference", "--agent-k", "2", *record, *extra)
         out[name] = (proc, root / "runs" / name)
     return out
 

@@ -9,28 +9,40 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import agentdrift, last_line
+from helpers import agentdrift, fixture_group, last_line, run_pytest_at_home
 from helpers import run_pytester as run
 from test_gate import tasks
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def nightly(pytester):
-    """runs/nightly: the oldest record ran one task only (another task set), then three nights of both."""
-    tasks(pytester.path, 2)
+def xdist_group_of(item: pytest.Item) -> str | None:
+    return fixture_group(item, "pooled", "nightly_project")  # one worker records the nights once
+
+
+@pytest.fixture(scope="module")
+def nightly_project(tmp_path_factory) -> Path:
+    """Two tasks and runs/nightly: the oldest record ran one task only (another task set), then three
+    nights of both; recorded once for the module (each test copies it: some edit the tasks or add nights)."""
+    root = tmp_path_factory.mktemp("nightly")
+    tasks(root, 2)
     # the scoring digest is the package's own code, which other work may edit between this test's
     # sessions: pinned here, so that the fields this test is about decide which records pool
-    pytester.makeconftest(
+    (root / "conftest.py").write_text(
         "def pytest_agentdrift_update_manifest(config, manifest):\n"
         "    manifest['identity']['scoring_script_digest'] = 'sha256:pinned-by-the-test'\n"
     )
-    night = run(pytester, "G01-task", "--agent", "reference", "--agent-k", "2", "--agent-record", "runs/nightly/n0")
-    assert night.ret == 0, night.stdout.str()
-    for n in (1, 2, 3):
-        night = run(pytester, "--agent", "reference", "--agent-k", "2", "--agent-record", f"runs/nightly/n{n}")
-        assert night.ret == 0, night.stdout.str()
+    for n, only in ((0, ["G01-task"]), (1, []), (2, []), (3, [])):
+        record = ("--agent-record", f"runs/nightly/n{n}")
+        night = run_pytest_at_home(root, *only, "--agent", "reference", "--agent-k", "2", *record)
+        assert night.returncode == 0, night.stdout[-3000:] + night.stderr[-2000:]
+    return root
+
+
+@pytest.fixture
+def nightly(pytester, nightly_project):
+    """The module's nights and their tasks, copied into this test's project (runs/nightly)."""
+    shutil.copytree(nightly_project, pytester.path, dirs_exist_ok=True)
     return pytester.path / "runs" / "nightly"
 
 
