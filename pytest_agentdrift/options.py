@@ -25,6 +25,7 @@ from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
     DEFAULT_ACCEPT_UNOBSERVED,
     DEFAULT_MAX_INFRA_LOSS,
+    DEFAULT_PROVIDER_PATIENCE_S,
     DEFAULT_RETRIES,
     DEFAULT_RETRY_BACKOFF_S,
     DEFAULT_ROLLBACK_STATE,
@@ -198,6 +199,7 @@ TABLE: tuple[Option, ...] = (
     Option("mounts", "--agent-mount", kind="list", help="a file or directory a generic agent needs to read under bwrap (its install, helper modules); mounted read-only, recorded in the manifest; repeatable"),
     Option("product_paths", "--agent-product-path", kind="list", help="with --agent-cmd: a work-tree path or glob (.aider*, .git/mystate) the agent's product writes as its own state, not the agent's work: listed as the product's, never as the agent's change or git mutation; recorded in the manifest and identity; repeatable"),
     Option("background_hosts", "--agent-background-host", kind="list", help="with --agent-cmd: a host the agent's product calls in the background (telemetry, update checks), not the agent's network use: refused locally, never opened, recorded as background traffic instead of a network attempt; recorded in the manifest and identity; repeatable"),
+    Option("provider_patience", "--agent-provider-patience", default=DEFAULT_PROVIDER_PATIENCE_S, parse=positive_float, help="seconds a run's model calls may fail with provider errors (429, 5xx, unreachable), at least three calls and none answered in between, before the harness stops the run as infrastructure (a product's own retries can last minutes)"),
     Option("allow_hosts", "--agent-allow-host", kind="list", help="extra host (host, host:port or *.suffix) a real agent may reach through the recording proxy; repeatable"),
     Option("accept_unobserved", "--agent-accept-unobserved", kind="list", default=DEFAULT_ACCEPT_UNOBSERVED, cli="--accept-unobserved", help="a compared field that may stay unobserved on both sides (noted, not blocking), or a group: envelope (the six envelope fields), unobservable (every field the agent's adapter cannot observe), unreportable (what a product preset's CLI cannot report); repeatable, adds to the ini list; 'none' clears what came before; default: env_image_digest, server_revision and unreportable"),
     Option("declare", "--agent-declare", parse=_path, help="TOML or JSON file of runtime facts you vouch for (model_id, model_options, permission_mode, sandbox, built_in_tools, external_tools, the envelope fields); recorded as declared, observed values win"),
@@ -270,6 +272,7 @@ class Settings:
     mounts: tuple[str, ...] = _declared("mounts")
     product_paths: tuple[str, ...] = _declared("product_paths")
     background_hosts: tuple[str, ...] = _declared("background_hosts")
+    provider_patience: float = _declared("provider_patience")
     allow_hosts: tuple[str, ...] = _declared("allow_hosts")
     accept_unobserved: tuple[str, ...] = _declared("accept_unobserved")
     declare: Path | None = _declared("declare")

@@ -264,6 +264,9 @@ GATE_FLAKES: tuple[str, ...] = (GATE_FLAKES_STRICT, GATE_FLAKES_REPORT)
 DEFAULT_MAX_INFRA_LOSS: Final = 0.10
 #: the seed of the paired bootstrap and of the gate's simulations (--agent-seed)
 DEFAULT_SEED: Final = 0
+#: how long a run's model calls may all fail with provider errors (429, 5xx, unreachable) before the
+#: harness stops the run as infrastructure (--agent-provider-patience; run/modelgateway.py)
+DEFAULT_PROVIDER_PATIENCE_S: Final = 60.0
 #: what returning to the baseline runtime would take, when nobody said (--agent-rollback-state)
 DEFAULT_ROLLBACK_STATE: Final = "unknown"
 #: re-runs of a run lost to infrastructure, and the seconds before the first (--agent-retries, --agent-retry-backoff)

@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_agentdrift.agents import modelcalls
+from pytest_agentdrift.vocabulary import DEFAULT_PROVIDER_PATIENCE_S
 
 #: the first port a gateway listens on inside the sandbox (the proxy has 3128, the DNS stub 53)
 GATEWAY_PORT = 3130
@@ -43,8 +44,9 @@ MAX_REQUEST_BYTES = 64 << 20
 #: calls kept per gateway; the rest are counted in `dropped`
 MAX_CALLS = 10_000
 #: how long a run's model calls may fail with provider errors (429, 5xx, unreachable), with no
-#: answer in between, before the harness stops it as infrastructure; and how many such calls at least
-PROVIDER_PATIENCE_S = 60.0
+#: answer in between, before the harness stops it as infrastructure (--agent-provider-patience's
+#: default); and how many such calls at least
+PROVIDER_PATIENCE_S = DEFAULT_PROVIDER_PATIENCE_S
 PROVIDER_ATTEMPTS = 3
 #: CA files the agent's environment may name: the gateway trusts what the agent was told to trust
 CA_ENV = ("SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
@@ -160,12 +162,14 @@ class ModelGateway:
         log_path: str | os.PathLike[str] | None = None,
         connect_timeout: float = 15.0,
         idle_timeout: float = 300.0,
+        patience_s: float = PROVIDER_PATIENCE_S,
     ):
         self.routes = list(routes)
         self.context = trust_context(env)
         self.log_path = Path(log_path) if log_path is not None else None
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
+        self.patience_s = patience_s
         self.calls: list[dict[str, Any]] = []
         self.dropped = 0
         self._failing_since: float | None = None  # when the current streak of provider errors began
@@ -248,7 +252,7 @@ class ModelGateway:
                     fh.write(json.dumps(call, sort_keys=True) + "\n")
 
     def give_up(self) -> str | None:
-        """Why the run should stop: every model call for PROVIDER_PATIENCE_S (at least
+        """Why the run should stop: every model call for ``patience_s`` (at least
         PROVIDER_ATTEMPTS of them) was a provider error or found no endpoint, and none was
         answered since. A product's own retries can last minutes; the run is infrastructure's
         either way, so the harness ends it in bounded time."""
@@ -257,7 +261,7 @@ class ModelGateway:
         if since is None or failures < PROVIDER_ATTEMPTS:
             return None
         waited = time.monotonic() - since
-        if waited < PROVIDER_PATIENCE_S:
+        if waited < self.patience_s:
             return None
         return (
             f"the model endpoint answered {failures} model call(s) in a row with provider errors over "

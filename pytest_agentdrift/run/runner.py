@@ -406,7 +406,7 @@ def _start_gateway(
     routes = mg.plan_routes(base_env, Allowlist(allow).allows)
     if not routes:
         return None, {}, []
-    gateway = mg.ModelGateway(routes, {**os.environ, **base_env})
+    gateway = mg.ModelGateway(routes, {**os.environ, **base_env}, patience_s=settings.provider_patience_s)
     relays: list[str] = []
     fixed = [f"127.0.0.1:{mg.GATEWAY_PORT + i}" for i in range(len(routes))]
     if guard.observe_network:

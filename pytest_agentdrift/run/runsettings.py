@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.run import sandbox
+from pytest_agentdrift.vocabulary import DEFAULT_PROVIDER_PATIENCE_S
 
 #: environment variables passed through to agents by default (never secrets)
 DEFAULT_ENV_ALLOWLIST = (
@@ -34,6 +35,8 @@ class RunSettings:
     agent_options: dict[str, Any] = field(default_factory=dict)
     keep_workdirs: bool = False
     allow_hosts: tuple[str, ...] = ()  # extends the adapter's API-host allowlist
+    #: how long a run's model calls may all fail with provider errors before it is stopped as infrastructure
+    provider_patience_s: float = DEFAULT_PROVIDER_PATIENCE_S
     #: (path, why) the agent may read under bwrap beyond the system, the harness runtime and
     #: what its adapter names (`sandbox_paths`): --agent-config / --agent-instructions / --agent-mount
     mounts: tuple[tuple[str, str], ...] = ()

@@ -266,6 +266,7 @@ class TaskRunner:
             agent_options=st.agent_options,
             keep_workdirs=st.keep_workdirs,
             allow_hosts=st.allow_hosts,
+            provider_patience_s=st.provider_patience,
             mounts=tuple(self.option_mounts()),
             hidden=self.hidden_paths(),
             limits=dict(st.limits) or None,

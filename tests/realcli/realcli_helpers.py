@@ -282,6 +282,10 @@ class Recipe:
 
 #: what an endpoint that rate-limits every attempt answers
 RATE_LIMITED = {"error": {"status": 429, "message": "rate limit reached, slow down"}}
+#: the tests' --agent-provider-patience: a product that retries a failing provider for minutes is
+#: stopped after this many seconds (the default is a minute; what is shown is the same, sooner)
+PATIENCE_S = 10.0
+PATIENCE = ("--agent-provider-patience", str(PATIENCE_S))
 
 
 def recipe_sessions(
@@ -318,7 +322,7 @@ def recipe_sessions(
         ep.model = None
         ep.scripts = {marker: [RATE_LIMITED]}
         start = len(ep.log)
-        out["limited"] = session("limited")
+        out["limited"] = session("limited", *PATIENCE)
         out["limited"].extra["log"] = ep.log[start:]
     return out
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from realcli_helpers import PLANTED_KEY, bwrap_reason
+from realcli_helpers import PATIENCE, PATIENCE_S, PLANTED_KEY, bwrap_reason
 from scripted_endpoint import ScriptedEndpoint
 
 from pytest_agentdrift.testing import load_results
@@ -142,10 +142,15 @@ def baseline(tmp_path_factory):
         ret3, out3, _ = session(root, ep, "--agent-record", "runs/swapped", "--agent-baseline", "runs/base")
         # the provider rate-limits every attempt of the first call
         ep.scripts = turns(errors_on_first=[{"status": 429, "message": "slow down"}])
-        ret4, out4, took4 = session(root, ep, "--agent-record", "runs/limited")
+        ret4, out4, took4 = session(root, ep, "--agent-record", "runs/limited", *PATIENCE)
         # a product that would retry for an hour: the harness stops it once the provider failed long enough
         ret5, out5, took5 = session(
-            root, ep, "--agent-record", "runs/forever", agent_env={"AGENT_ATTEMPTS": "1000", "AGENT_BACKOFF_S": "2"}
+            root,
+            ep,
+            "--agent-record",
+            "runs/forever",
+            *PATIENCE,
+            agent_env={"AGENT_ATTEMPTS": "1000", "AGENT_BACKOFF_S": "2"},
         )
         label = ep.base_url
     return {
@@ -241,11 +246,9 @@ def test_a_provider_429_is_infrastructure_in_bounded_time(baseline):
 
 
 def test_a_product_retrying_a_failing_provider_is_stopped_as_infrastructure_in_bounded_time(baseline):
-    from pytest_agentdrift.run.modelgateway import PROVIDER_PATIENCE_S
-
     out5 = baseline["out5"]
     assert baseline["ret5"] == 4, out5[-4000:]
-    assert baseline["took5"] < PROVIDER_PATIENCE_S + 60  # its own retries would take over half an hour
+    assert baseline["took5"] < PATIENCE_S + 60  # its own retries would take over half an hour
     run = only_run(baseline["root"] / "runs" / "forever")
     assert run["outcome"] == "infra_error", out5[-3000:]
     assert run["infra_error"]["class"] == "rate_limited" and run["infra_error"]["retries"] >= 2

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from realcli_helpers import assert_no_planted_key, needs_cli, run_session
+from realcli_helpers import PATIENCE, assert_no_planted_key, needs_cli, run_session
 
 pytestmark = [pytest.mark.slow, needs_cli("opencode"), pytest.mark.xdist_group("realcli-opencode")]
 
@@ -182,7 +182,13 @@ ERRORS = {
 @pytest.fixture(scope="module")
 def error_session(tmp_path_factory):
     return run_session(
-        tmp_path_factory.mktemp("realcli-errors"), "opencode", ERRORS, ENV, ("T02", "T07", "T12"), home_files=CONFIG
+        tmp_path_factory.mktemp("realcli-errors"),
+        "opencode",
+        ERRORS,
+        ENV,
+        ("T02", "T07", "T12"),
+        *PATIENCE,
+        home_files=CONFIG,
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -314,3 +315,19 @@ def test_an_endpoint_certificate_the_agent_was_not_told_to_trust_is_a_configurat
     _, infra = observed(gateway, [dict(c) for c in gateway.calls], AdapterOutput(), product_word)
     assert infra["class"] == "configuration" and infra["repeats"] is True
     assert infra["source"] == "harness model gateway" and "certificate" in infra["evidence"]
+
+
+def test_the_gateway_gives_up_after_its_patience_with_provider_errors_only():
+    """--agent-provider-patience: a streak of provider errors (at least three calls) lasting the patience
+    ends the run as infrastructure; an answer in between starts the streak again."""
+    gateway = ModelGateway([], {}, patience_s=5.0)
+    t0 = time.monotonic()
+    for i in range(3):
+        gateway.record({"api": "anthropic-messages", "status": 429}, started=t0 - 6 + i)
+    assert "3 model call(s) in a row with provider errors" in gateway.give_up()
+    gateway.record({"api": "anthropic-messages", "status": 200})
+    assert gateway.give_up() is None
+    patient = ModelGateway([], {})  # the default: a minute
+    for _ in range(3):
+        patient.record({"api": "anthropic-messages", "status": 429}, started=t0 - 6)
+    assert patient.give_up() is None
