@@ -339,17 +339,6 @@ def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
     assert plain.ret == 1 and last_line(plain) == "agentdrift: exit 1 — 1 of 2 run(s) failed: G02 r1"
 
 
-def test_refusal_is_said_once_without_pytests_exit_banner(pytester):
-    tasks(pytester.path, 1)
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
-    result = run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base", "-n", "2")
-    assert result.ret == 6
-    out = result.stdout.str() + result.stderr.str()
-    assert "!!!" not in out and "_pytest.outcomes.Exit" not in out
-    assert out.count("agentdrift: exit 6") == 1
-    assert last_line(result).startswith("agentdrift: exit 6 — refused: runs are not comparable")
-
-
 def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytester):
     tasks(pytester.path, 1)
     script = agent_script(

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import run_pytest_at_home
+from helpers import last_line, run_pytest_at_home
 from helpers import run_pytester as run
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task, normalise_results
@@ -293,6 +293,10 @@ def test_refusal_under_xdist_starts_no_workers(pytester, ex02_recorded):
     assert "BLOCK cli_version: reference-1.0.0 != reference-1.1.0-drifted" in out
     # no worker was started: no xdist banner, no `gw0` node (a path such as .../popen-gw0/... is the test's own)
     assert "bringing up nodes" not in out and not re.search(r"(?<![\w-])gw\d+\b", out)
+    # the refusal is said once, as the closing line, without pytest's exit banner or traceback
+    assert "!!!" not in out and "_pytest.outcomes.Exit" not in out
+    assert out.count("agentdrift: exit 6") == 1
+    assert last_line(result).startswith("agentdrift: exit 6 — refused: runs are not comparable")
 
 
 def test_unknown_vary_field_is_a_usage_error(pytester, ex02_recorded):
