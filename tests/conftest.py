@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import BUILTIN_RECORDS_GROUP, run_pytest
+from helpers import BUILTIN_RECORDS_GROUP, record_session
 
 #: what a session the tests start loads (by module name, with entry-point autoloading off)
 SESSION_PLUGINS = "pytest_agentdrift.plugin,xdist.plugin"
@@ -111,11 +111,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = group or next((g for name, g in SHARED_SESSION_FIXTURES.items() if name in fixtures), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-
-
-def record_session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """A quiet session that records a whole suite (a longer limit than a test's own sessions)."""
-    return run_pytest(cwd, "-q", *args, timeout=900)
 
 
 @pytest.fixture(scope="session")

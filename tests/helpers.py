@@ -1,8 +1,9 @@
 """What the suite's modules share to start sessions and write files (importable as `helpers`:
 tests/conftest.py puts tests/ on sys.path).
 
-A session is `python -m pytest` in a subprocess, as a user runs it: `run_pytest` in a directory,
-`run_pytester` in pytester's; `agentdrift` runs the CLI. The sessions block the cache provider (a
+A session is `python -m pytest` in a subprocess, as a user runs it: `run_pytest` in a directory
+(`record_session` for a whole suite, `run_pytest_at_home` with HOME there, for a record a
+module-scoped fixture makes once), `run_pytester` in pytester's; `agentdrift` runs the CLI. The sessions block the cache provider (a
 session must not write .pytest_cache into the project it records), pytest-benchmark and
 pytest-randomly (installed here; they would shuffle or time the tasks when a test loads plugins as
 installed). `run_entry` builds one run of a results.json for the renderers' unit tests;
@@ -50,6 +51,11 @@ def run_pytest(
 def run_pytester(pytester: pytest.Pytester, *args: str, timeout: float = 300) -> pytest.RunResult:
     """A session in pytester's directory, in a subprocess (HOME is that directory)."""
     return pytester.runpytest_subprocess(*SESSION_ARGS, *args, timeout=timeout)
+
+
+def record_session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """A quiet `run_pytest` that records a whole suite (a longer limit than a test's own sessions)."""
+    return run_pytest(cwd, "-q", *args, timeout=900)
 
 
 def run_pytest_at_home(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

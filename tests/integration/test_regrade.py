@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import agentdrift, run_pytest
+from helpers import agentdrift, record_session
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
@@ -18,10 +17,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("regrade-record")]  # on
 
 SUITE = Path(__file__).parents[2] / "pytest_agentdrift" / "suite"
 EXTRA_CHECK = '\n[[checks]]\nname = "no-changelog"\nkind = "files"\nlayer = "scope"\nabsent = ["CHANGELOG.md"]\n'
-
-
-def _quiet_session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_pytest(cwd, "-q", *args, timeout=900)
 
 
 def _verdicts(results: dict) -> dict:
@@ -37,7 +32,7 @@ def recorded(tmp_path_factory):
     root = tmp_path_factory.mktemp("regrade")
     for task in ("T01-explain-call-path", "T02-fix-localized-bug"):
         shutil.copytree(SUITE / task, root / "tasks" / task)
-    proc = _quiet_session(root, "--agent", "reference", "--agent-record", "runs/base", "tasks")
+    proc = record_session(root, "--agent", "reference", "--agent-record", "runs/base", "tasks")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return root
 
@@ -52,7 +47,7 @@ def test_a_changed_check_regrades_as_a_fresh_run_and_compares(recorded, tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     assert "1 outcome(s) changed" in proc.stdout
-    fresh = _quiet_session(root, "--agent", "reference", "--agent-record", "runs/fresh", "tasks")
+    fresh = record_session(root, "--agent", "reference", "--agent-record", "runs/fresh", "tasks")
     assert fresh.returncode == 1, fresh.stdout[-2000:]
     base, regraded, now = (load_results(root / "runs" / n) for n in ("base", "regraded", "fresh"))
     assert _verdicts(regraded) == _verdicts(now)
@@ -148,7 +143,7 @@ def test_a_hostile_run_regrades_to_the_same_verdict(tmp_path):
         protected=["tests/**"],
     )
     script = agent_script(tmp_path / "hostile.py", HOSTILE)
-    proc = _quiet_session(tmp_path, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/base", "tasks")
+    proc = record_session(tmp_path, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/base", "tasks")
     base = load_results(tmp_path / "runs/base")
     run = base["tasks"]["H01"]["runs"][0]
     assert run["evidence"]["writes_outside"], proc.stdout[-2000:]
