@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_agentdrift.agents import modelcalls
+from pytest_agentdrift.run.agentview import CA_ENV
 from pytest_agentdrift.vocabulary import DEFAULT_PROVIDER_PATIENCE_S
 
 #: the first port a gateway listens on inside the sandbox (the proxy has 3128, the DNS stub 53)
@@ -48,8 +49,6 @@ MAX_CALLS = 10_000
 #: default); and how many such calls at least
 PROVIDER_PATIENCE_S = DEFAULT_PROVIDER_PATIENCE_S
 PROVIDER_ATTEMPTS = 3
-#: CA files the agent's environment may name: the gateway trusts what the agent was told to trust
-CA_ENV = ("SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 #: loopback names the agent reaches the gateway by without its proxy
 NO_PROXY = "127.0.0.1,localhost,::1"
 _HOP = frozenset(
@@ -139,15 +138,17 @@ def agent_env(routes: list[Route], addresses: list[str]) -> dict[str, str]:
 
 def trust_context(env: Mapping[str, str]) -> ssl.SSLContext:
     """TLS towards the real endpoint: the system's trust plus the CA files the agent's environment
-    names (a private gateway's CA the operator gave the agent)."""
+    names (a private gateway's CA the operator gave the agent): the same variables whose files the
+    sandbox shows the agent (run/agentview.CA_ENV), a file or a directory of certificates."""
     ctx = ssl.create_default_context()
     for name in CA_ENV:
         path = env.get(name)
-        if path and os.path.isfile(path):
-            try:
-                ctx.load_verify_locations(cafile=path)
-            except (ssl.SSLError, OSError):
-                continue
+        if not path or not os.path.exists(path):
+            continue
+        try:
+            ctx.load_verify_locations(**({"capath": path} if os.path.isdir(path) else {"cafile": path}))
+        except (ssl.SSLError, OSError):
+            continue
     return ctx
 
 
