@@ -41,7 +41,9 @@ Stopping, at each look of a screened task:
               runs: p1 = p0 + (1 - p0) / 2); "clear" when they also failed
               nothing more often than the pool, "futile" when they did
               (decided, not blocking, said with what it could not detect).
-              The cap reached without significance is futile too;
+              A hypothesis that could not become significant by the cap even
+              if every run left failed it asks for no runs. The cap reached
+              without significance is futile too;
   continue    otherwise: one more batch.
 
 Why the futility rule costs at most ``futility`` of the power: under the
@@ -253,8 +255,9 @@ def look(
     above = any(h.cand_failed * h.base_runs > h.base_failed * h.cand_runs for h in hyps)
     if runs >= plan.cap:
         return Look(FUTILE if above else CLEAR, runs, level, (), p_values)
-    open_hyps = [h for h in raw if _reachable(plan, screened_tasks, h, pool)]
-    odds = min((null_odds(effective(h, pool.base_effect, cand_effect)) for h in open_hyps), default=float("inf"))
+    # a hypothesis that could not be significant by the cap, whatever the runs left do, asks for none
+    open_hyps = [e for h, e in zip(raw, hyps, strict=True) if _reachable(plan, screened_tasks, h, pool)]
+    odds = min((null_odds(h) for h in open_hyps), default=float("inf"))
     if odds * plan.futility < 1.0:
         return Look(CONTINUE, runs, level, (), p_values, odds)
     return Look(FUTILE if above else CLEAR, runs, level, (), p_values, odds)
