@@ -3,14 +3,470 @@ free-form JSON it parses (agent streams, model traffic, tool payloads).
 
 `JsonValue` is what `json.loads` can return; code that reads a value of it narrows it (isinstance) before
 use, so a record or a stream that is not what we expect is found where it is read, not three calls later.
-The record types (results.json, a run, a check, decision.json) are TypedDicts below: read a record
-through them rather than by string keys into `dict[str, Any]`.
+The record types (results.json, a task's entry, a run, a check, decision.json) are TypedDicts below: read a
+record through them rather than by string keys into `dict[str, Any]`. Each one's keys are the properties
+its schema (record/schema/*.schema.json) declares, held equal by tests/unit/test_shapes.py; a key that is
+not always written is `NotRequired`.
+
+A record read from disk is only checked against its schema where the reader validates it (record/store.py):
+a TypedDict states what the writer promises, not what a hand-edited file holds.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: on Python 3.11 a TypedDict's NotRequired is only seen in an
+# annotation that is evaluated, and tests/unit/test_shapes.py reads the required keys at run time
+from typing import NotRequired, TypeAlias, TypedDict, Union
 
-from typing import TypeAlias
+JsonScalar: TypeAlias = None | bool | int | float | str
+JsonValue: TypeAlias = Union[JsonScalar, list["JsonValue"], dict[str, "JsonValue"]]
+JsonObject: TypeAlias = dict[str, JsonValue]
 
-JsonScalar: TypeAlias = "None | bool | int | float | str"
-JsonValue: TypeAlias = "JsonScalar | list[JsonValue] | dict[str, JsonValue]"
-JsonObject: TypeAlias = "dict[str, JsonValue]"
+
+# -- results.json: the parts of one run -------------------------------------------------------------
+class CheckRecord(TypedDict):
+    """One check's result in a run (grade/results.CheckResult.to_dict)."""
+
+    name: str
+    kind: str
+    layer: str
+    critical: bool
+    passed: bool
+    detail: str
+    evidence: NotRequired[JsonObject]
+    #: written only when true: the harness could not decide the check, so the run is undecided
+    undecided: NotRequired[bool]
+
+
+class ChangedRecord(TypedDict):
+    """What the run changed in the work tree, by kind of change (escaped paths)."""
+
+    added: list[str]
+    modified: list[str]
+    deleted: list[str]
+    mode: list[str]
+
+
+class LimitRecord(TypedDict):
+    """One resource limit of a run: its value, what enforced it, whether the run hit it, the peak seen."""
+
+    limit: int | None
+    enforced_by: str
+    hit: bool | None
+    peak: int | None
+
+
+class WalkRecord(TypedDict):
+    """How much of one tree the harness examined (`harness_budget.work_tree` / `.outside`)."""
+
+    complete: bool
+    entries: int
+    new_examined: NotRequired[int]
+    not_examined: int
+    not_examined_sample: NotRequired[list[str]]
+    unhashed: NotRequired[list[str]]
+    unhashed_count: NotRequired[int]
+    long_paths: NotRequired[list[str]]
+    long_paths_count: NotRequired[int]
+    hashed_bytes: NotRequired[int]
+    max_depth: NotRequired[int]
+    truncated: NotRequired[str | None]
+    unreadable_dirs: NotRequired[list[str]]
+
+
+class HarnessBudgetRecord(TypedDict, total=False):
+    """What the harness examined of the trees the agent left, and what it left out."""
+
+    complete: bool
+    notes: list[str]
+    work_tree: WalkRecord
+    outside: WalkRecord
+    changes: JsonObject
+    graded_copy: JsonObject
+
+
+class CredentialCanaryRecord(TypedDict, total=False):
+    """Whether the planted credential was read, and by whom."""
+
+    observed_by: list[str]
+    owner: str
+    seen: list[str]
+    token_found: list[str]
+
+
+class CrashRecord(TypedDict):
+    """An agent that ended on its own, non-zero and without a report: its status and stderr's end."""
+
+    exit_code: int
+    stderr_tail: list[str]
+
+
+class UndisplayableChange(TypedDict):
+    """A change the patch cannot show as text: its escaped path, why, and both sides' facts."""
+
+    path: str
+    reason: str
+    source: bool
+    before: JsonObject | None
+    after: JsonObject | None
+
+
+class EvidenceRecord(TypedDict):
+    """What the harness saw of one run (run/evidence.RunEvidence.evidence_dict)."""
+
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    changed: ChangedRecord
+    writes_outside: list[str]
+    git_mutations: list[str]
+    network_attempts: int
+    tamper: dict[str, list[str]]
+    launch_error: NotRequired[str | None]
+    work_tree_deleted: NotRequired[bool]
+    lockfile_changes: NotRequired[list[str]]
+    writes_observed: NotRequired[int]
+    limits: NotRequired[dict[str, LimitRecord]]
+    resource_exceeded: NotRequired[list[str]]
+    observation: NotRequired[JsonObject]
+    omitted: NotRequired[dict[str, int]]
+    undisplayable_changes: NotRequired[list[UndisplayableChange]]
+    unexamined_changes: NotRequired[list[str]]
+    harness_budget: NotRequired[HarnessBudgetRecord]
+    events_dropped: NotRequired[dict[str, int]]
+    credential_access: NotRequired[bool | None]
+    credential_canary: NotRequired[CredentialCanaryRecord]
+    #: a record written before `harness_errors` became a list
+    harness_error: NotRequired[str]
+    harness_errors: NotRequired[list[str]]
+    crash: NotRequired[CrashRecord | None]
+    stdout_bytes: NotRequired[int]
+    stdout_truncated: NotRequired[bool]
+    stderr_bytes: NotRequired[int]
+    stderr_truncated: NotRequired[bool]
+    leftover_processes: NotRequired[JsonValue]
+    event_problems: NotRequired[list[str]]
+    start_commit: NotRequired[str | None]
+    api_requests: NotRequired[int]
+    api_requests_unit: NotRequired[str]
+    product_reported: NotRequired[JsonObject]
+    background_requests: NotRequired[int]
+    network_policy: NotRequired[JsonObject | None]
+    runtime_bundle: NotRequired[list[JsonObject]]
+    leftovers: NotRequired[list[str]]
+    touched: NotRequired[list[str]]
+    isolation: NotRequired[JsonObject]
+    stopped: NotRequired[str | None]
+    overlay: NotRequired[JsonObject | None]
+    model_traffic: NotRequired[JsonObject | None]
+    model_calls: NotRequired[list[JsonObject]]
+
+
+class UsageRecord(TypedDict, total=False):
+    """The tokens and cost the agent reported for a run (None: not reported)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    cost_usd: float | None
+    cache_write_tokens: int | None
+    reasoning_tokens: int | None
+
+
+class SpendRecord(TypedDict, total=False):
+    """What a run (or a session) spent, and where the figures come from."""
+
+    tokens: int | None
+    cost_usd: float | None
+    cost_source: str | None
+    usage_source: str
+
+
+# `class` is a keyword: the functional form
+InfraErrorRecord = TypedDict(
+    "InfraErrorRecord",
+    {
+        "class": str,
+        "evidence": str,
+        "source": str,
+        "believed": bool,
+        "repeats": NotRequired[bool],
+        "exit_code": NotRequired[int | None],
+        "signal": NotRequired[str],
+    },
+)
+InfraErrorRecord.__doc__ = "Why a run ended on the provider or the machine rather than on the agent (agents/infra.py)."
+
+
+class AttemptRecord(TypedDict):
+    """One attempt of a retried run, kept beside the attempt that counts."""
+
+    attempt: int
+    outcome: str
+    infra_error: NotRequired[InfraErrorRecord | None]
+    exit_code: NotRequired[int | None]
+    duration_s: NotRequired[float | None]
+    usage: NotRequired[UsageRecord | None]
+    spend: NotRequired[SpendRecord | None]
+    raw: str
+
+
+class RunRecord(TypedDict):
+    """One repetition of a task: its outcome, layers, checks, evidence and spend (grade/scoring.score,
+    completed by the session: `raw`, `trace`, `attempts`, `spend`)."""
+
+    rep: int
+    outcome: str
+    undecided: NotRequired[list[str]]
+    passed: bool
+    tampered_pass: bool
+    critical_failed: list[str]
+    failed_checks: list[str]
+    layers: dict[str, str]
+    checks: list[CheckRecord]
+    evidence: EvidenceRecord
+    usage: UsageRecord
+    model_stamp: NotRequired[str | None]
+    report: NotRequired[JsonObject | None]
+    report_error: NotRequired[str | None]
+    raw: str
+    infra_error: NotRequired[InfraErrorRecord | None]
+    attempts: NotRequired[list[AttemptRecord]]
+    spend: NotRequired[SpendRecord]
+    #: what the product did, step by step, as compare/behaviour.py reads it
+    trace: NotRequired[JsonObject | None]
+
+
+class TaskEntry(TypedDict):
+    """A task in results.json: its facts (record/payload.task_meta) and its runs by repetition."""
+
+    title: str
+    suite: str
+    behavior: str
+    task_digest: str
+    grading_id: NotRequired[str]
+    task_dir: NotRequired[str]
+    default_checks: NotRequired[bool]
+    runs: list[RunRecord]
+
+
+# -- results.json: the session ----------------------------------------------------------------------
+class AgentRecord(TypedDict):
+    """The agent the session ran (`none` when it ran none)."""
+
+    name: str
+    argv: list[str]
+    version: str
+    product: NotRequired[str]
+    surface: NotRequired[str]
+
+
+class IsolationRecord(TypedDict):
+    """The isolation the session enforced and what it leaves visible."""
+
+    requested: str
+    enforced: str
+    network: str
+    filesystem: str
+    pid_namespace: NotRequired[bool]
+    cap_drop: NotRequired[bool]
+    network_observation: NotRequired[str]
+    notes: NotRequired[list[str]]
+    not_hidden: NotRequired[list[str]]
+
+
+class SettingsRecord(TypedDict, total=False):
+    """The session settings results.json records (record/results.settings_record); an experiment adds
+    the bundle and the plan it ran."""
+
+    k: int
+    timeout_s: float | None
+    fail_on: str
+    gate: str | None
+    isolation: str
+    agent_options: JsonObject
+    limits: dict[str, int | None]
+    grading_limits: dict[str, int | None]
+    agent_bundle: JsonObject
+    plan: JsonObject
+
+
+class WorkerRecord(TypedDict, total=False):
+    """An xdist worker's end: its exit status, or the error it crashed with."""
+
+    exitstatus: int | None
+    error: str | None
+
+
+class SummaryRecord(TypedDict):
+    """The session's counts (grade/scoring.summarise)."""
+
+    runs: int
+    passed: int
+    failed: int
+    errors: int
+    tampered_passes: int
+    critical_failures: int
+    pass_rate: float | None
+    undecided: NotRequired[int]
+    infra_errors: NotRequired[int]
+    retried_runs: NotRequired[int]
+    tokens: NotRequired[int | None]
+    cost_usd: NotRequired[float | None]
+
+
+class RegradedFrom(TypedDict):
+    """The record a regraded record was graded again from (record/regrade.py)."""
+
+    run_id: str
+    evaluator_id: str | None
+    at: str
+    kept_tasks: NotRequired[list[str]]
+    grading_isolation: NotRequired[str]
+    #: the record's own `regraded_from` when it was itself a regraded record
+    from_regraded: NotRequired["RegradedFrom | None"]
+
+
+class ShardRecord(TypedDict):
+    """Which share of the items this session ran (tasks/shard.py)."""
+
+    index: int
+    count: int
+    source: NotRequired[str]
+    selected: NotRequired[int]
+
+
+class ResumeNote(TypedDict):
+    """One resumption of the record: when, how many runs it kept and how many it ran."""
+
+    at: str
+    kept_runs: int
+    ran_runs: int
+    pytest_argv: NotRequired[list[str]]
+
+
+class BudgetRecord(TypedDict):
+    """The session's budget and what it spent (record/longrun.py)."""
+
+    limits: dict[str, float]
+    spent: SpendRecord
+
+
+class ConfirmPlan(TypedDict):
+    """The confirming design a session ran under (session/confirm.py)."""
+
+    k: int
+    cap: int
+    alpha: float
+    tasks: int
+    futility: float
+    not_needed: NotRequired[list[str]]
+
+
+class Results(TypedDict):
+    """results.json: one session's record."""
+
+    schema_version: int
+    plugin_version: str
+    run_id: str
+    started_at: str
+    finished_at: str
+    complete: bool
+    incomplete_reasons: list[str]
+    agent: AgentRecord
+    isolation: IsolationRecord
+    settings: SettingsRecord
+    runtime_id: NotRequired[str | None]
+    merged_from: NotRequired[list[str]]
+    regraded_from: NotRequired[RegradedFrom]
+    shard: NotRequired[ShardRecord]
+    resumed: NotRequired[list[ResumeNote]]
+    budget: NotRequired[BudgetRecord]
+    confirm: NotRequired[ConfirmPlan]
+    task_set_id: NotRequired[str | None]
+    evaluator_id: NotRequired[str | None]
+    tasks: dict[str, TaskEntry]
+    workers: dict[str, WorkerRecord]
+    summary: SummaryRecord
+
+
+# -- decision.json ----------------------------------------------------------------------------------
+class CostArm(TypedDict):
+    """What one arm of a gated comparison spent (compare/cost.py)."""
+
+    runs: int
+    records: int
+    tokens: int | None
+    cost_usd: float | None
+    wall_s: float | None
+    not_needed: NotRequired[int]
+
+
+class FixedEquivalent(TypedDict):
+    """The fixed design of the same power as a confirming one."""
+
+    k: int | None
+    runs: int | None
+    power: float | None
+    level: float
+    k_max: int
+
+
+class CostPower(TypedDict):
+    """What the comparison could see: its power against a given rate."""
+
+    rate: float
+    level: float
+    design: str
+    k: int | None
+    cap: int | None
+    power: float | None
+    task: str | None
+    fixed_equivalent: FixedEquivalent | None
+
+
+class DecisionCost(TypedDict):
+    """decision.json's cost: what each arm spent and what it bought (compare/cost.decision_cost)."""
+
+    baseline: CostArm
+    candidate: CostArm
+    power: CostPower | None
+    text: str
+
+
+class ExitStatusRecord(TypedDict):
+    """The exit code a record's session closed with, and the sentence that says why."""
+
+    code: int
+    reason: str
+    line: str
+
+
+class Decision(TypedDict):
+    """decision.json: the status of a comparison and the evidence it rests on (compare/status.py
+    decision_document; the session adds `gate_mode`, `exit_status` and an experiment's section)."""
+
+    schema_version: int
+    exit_status: NotRequired[ExitStatusRecord]
+    status: str
+    status_rule: str | None
+    because: list[str]
+    baseline_runtime_id: NotRequired[str | None]
+    candidate_runtime_id: NotRequired[str | None]
+    task_set_id: NotRequired[str | None]
+    evaluator_id: NotRequired[str | None]
+    change_class: NotRequired[str]
+    comparable: bool
+    reasons: NotRequired[list[str]]
+    critical_failures: NotRequired[list[JsonObject]]
+    unconfirmed_changes: NotRequired[list[str]]
+    rollback_state: NotRequired[str]
+    rollback_evidence: NotRequired[JsonObject | None]
+    gate: NotRequired[JsonObject]
+    gate_mode: NotRequired[str | None]
+    regression_gate: NotRequired[JsonObject | None]
+    infra_errors: NotRequired[JsonObject | None]
+    evidence: NotRequired[JsonObject]
+    approved_external_effects: NotRequired[list[JsonValue]]
+    publication_authorized: NotRequired[bool]
+    baseline_pool: NotRequired[JsonObject]
+    cost: NotRequired[DecisionCost]
+    experiment: NotRequired[JsonObject]
