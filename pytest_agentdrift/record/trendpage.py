@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pytest_agentdrift.record.html import _csp_hash as csp_hash
-from pytest_agentdrift.record.html import esc
+from pytest_agentdrift.record.html import csp_hash, esc
 
 _CSS = """
 body{font:14px system-ui,sans-serif;color:#1f2328;margin:16px 24px;max-width:1400px}

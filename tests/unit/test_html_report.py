@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.record import html as hr
+from pytest_agentdrift.tasks.load import LAYERS
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_html_report.py"
 HOSTILE = "evil\nname\x1b[31m<script>alert(1)</script>\udcff\u202e.txt"
@@ -162,7 +163,7 @@ def test_sections_links_and_no_external_reference(tmp_path):
     assert hr.check_anchor(tid, 1, 0) in parsed.ids
     assert hr.evidence_anchor(tid, 1, 0) in parsed.ids
     assert page.count('class="task-row') == 6
-    for layer in hr.LAYERS:
+    for layer in LAYERS:
         assert f"<code>{layer}</code>" in page  # every abbreviation explained
 
 
