@@ -129,10 +129,10 @@ def test_a_declaration_of_unknown_is_refused():
 def test_atif_names_a_model_only_by_text():
     """ATIF's model_name is a string: a concrete value that is not text (an object) is no name there,
     while the HTML report shows any concrete value. The difference is on purpose."""
-    from pytest_agentdrift.record.atif import _agent_schema
+    from pytest_agentdrift.record.atif.fromrecord import agent_schema
 
     def model(stamp, model_id):
-        return _agent_schema({}, {"model_stamp": stamp}, {"identity": {"model_id": model_id}})["model_name"]
+        return agent_schema({}, {"model_stamp": stamp}, {"identity": {"model_id": model_id}})["model_name"]
 
     assert model("claude-x", "asked") == "claude-x"
     assert model("unknown", "asked") == "asked"
