@@ -4,15 +4,43 @@ undecided rather than failed (`CheckUndecided`). No pytest."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pytest_agentdrift.safetext import escape_text
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.run.evidence import RunEvidence
+    from pytest_agentdrift.tasks.load import TaskSpec
+
+_T = TypeVar("_T")
 
 EVALUATOR_COMPONENT = "check_results"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 #: what a check kind returns: (passed, detail, evidence)
 Outcome = tuple[bool, str, dict[str, Any]]
+
+
+class Grading(Protocol):
+    """What a check kind uses of the grader (grade/grader.Grader, which imports the kinds' table,
+    so the kinds name it by this protocol)."""
+
+    #: check name -> node id -> the observe() calls of `agentdrift task expect`
+    observed: dict[str, dict[str, list[list[str]]]]
+    recording_expectations: bool
+    _scratch: Path | None
+
+    def run_python(self, argv: list[str], tree: Path, timeout_s: float) -> tuple[ExecResult, list[str]]: ...
+
+    def run_pytest(self, tree: Path, args: list[str], timeout_s: float) -> dict[str, Any]: ...
+
+    def before(self, spec: TaskSpec, key: str, fn: Callable[[Path], _T], kind: str = ...) -> _T: ...
+
+    def graded_copy(self, spec: TaskSpec, run: RunEvidence) -> Path: ...
+
+    def copy_evidence(self, graded: Path) -> dict[str, list[str]]: ...
 
 
 class CheckUndecided(Exception):

@@ -23,10 +23,11 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import NoReturn, TypedDict
 
 from pytest_agentdrift.canonical import loads_json_strict, read_regular
 from pytest_agentdrift.safetext import json_safe
+from pytest_agentdrift.shapes import JsonObject, JsonValue
 from pytest_agentdrift.tasks.load import REPORT_STATUSES
 
 EVALUATOR_COMPONENT = "agentio"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
@@ -50,7 +51,7 @@ class InvalidEvent(ValueError):
         self.reason = reason
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise InvalidEvent("non-finite number", name)
 
 
@@ -67,12 +68,12 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def loads_untrusted(text: str) -> Any:
+def loads_untrusted(text: str) -> JsonValue:
     """Strict JSON: duplicate keys, NaN, Infinity, overflowing and over-long numbers refused."""
     return loads_json_strict(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
 
 
-def _check_value(value: Any, depth: int) -> None:  # noqa: C901 (known debt: split by job when next touched)
+def _check_value(value: object, depth: int) -> None:  # noqa: C901 (known debt: split by job when next touched)
     if depth > EVENT_MAX_DEPTH:
         raise InvalidEvent("nested too deeply", f"more than {EVENT_MAX_DEPTH} levels")
     if isinstance(value, str):
@@ -96,7 +97,7 @@ def _check_value(value: Any, depth: int) -> None:  # noqa: C901 (known debt: spl
         raise InvalidEvent("not a JSON value", type(value).__name__)
 
 
-def validate_event(obj: Any) -> dict[str, Any]:
+def validate_event(obj: object) -> JsonObject:
     """The event, checked (InvalidEvent otherwise); not yet stamped."""
     if not isinstance(obj, dict):
         raise InvalidEvent("not an object")
@@ -112,7 +113,7 @@ def validate_event(obj: Any) -> dict[str, Any]:
     return obj
 
 
-def stamp_agent(event: dict[str, Any]) -> dict[str, Any]:
+def stamp_agent(event: JsonObject) -> JsonObject:
     """An agent-reported event as the harness records it: `source: agent`, always."""
     out = {k: v for k, v in event.items() if k not in ("source", "claimed_source")}
     claimed = event.get("source")
@@ -126,7 +127,7 @@ class EventLog:
     """Events read from the agent, with every problem counted by reason."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
+        self.events: list[JsonObject] = []
         self.dropped: Counter[str] = Counter()
         self.problems: list[str] = []
         self._unlisted = 0
@@ -138,7 +139,7 @@ class EventLog:
         else:
             self._unlisted += 1
 
-    def add(self, obj: Any, where: str, into: list[dict[str, Any]] | None = None) -> None:
+    def add(self, obj: object, where: str, into: list[JsonObject] | None = None) -> None:
         into = self.events if into is None else into
         if len(into) >= EVENTS_MAX:
             self.problem("over the event limit", f"{where}: more than {EVENTS_MAX} events; the rest ignored")
@@ -185,21 +186,21 @@ def read_events(path: Path, log: EventLog | None = None) -> EventLog:
     return log
 
 
-def adapter_events(events: list[Any], log: EventLog) -> list[dict[str, Any]]:
+def adapter_events(events: list[JsonObject], log: EventLog) -> list[JsonObject]:
     """Events an adapter parsed from the agent's output: the agent's word too."""
-    out: list[dict[str, Any]] = []
+    out: list[JsonObject] = []
     for i, e in enumerate(events):
         log.add(json_safe(e), f"agent output event {i + 1}", into=out)
     return out
 
 
-def read_report(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+def read_report(path: Path) -> tuple[AgentReport | None, str | None]:
     """The agent's final report, or (None, why it is unusable)."""
     obj, problem = read_report_object(path)
     return (None, problem) if problem is not None else validate_report(obj)
 
 
-def read_report_object(path: Path) -> tuple[Any, str | None]:
+def read_report_object(path: Path) -> tuple[JsonValue, str | None]:
     """The report file parsed strictly, not yet validated (its `infra_error` status is read
     from this too), or (None, why it is unusable). Read once per run."""
     if not os.path.lexists(path):
@@ -217,20 +218,41 @@ def read_report_object(path: Path) -> tuple[Any, str | None]:
         return None, f"report is not valid JSON: {str(exc)[:200]}"
 
 
-def validate_report(obj: Any) -> tuple[dict[str, Any] | None, str | None]:
+class AgentReport(TypedDict):
+    """The agent's final report as validate_report keeps it: its status, two texts, two lists of check names."""
+
+    status: str
+    summary: str
+    answer: str
+    checks_run: list[str]
+    checks_skipped: list[str]
+
+
+def _safe_text(value: object) -> str:
+    """A string of the report, its unpaired surrogates escaped (safetext.json_safe); anything else is empty."""
+    return str(json_safe(value)) if isinstance(value, str) else ""
+
+
+def _safe_names(value: object) -> list[str]:
+    return [_safe_text(str(v)) for v in value] if isinstance(value, list) else []
+
+
+def validate_report(obj: object) -> tuple[AgentReport | None, str | None]:
     if not isinstance(obj, dict):
         return None, "report is not a JSON object"
-    if obj.get("status") not in REPORT_STATUSES:
+    status = obj.get("status")
+    if not isinstance(status, str) or status not in REPORT_STATUSES:
         return None, f"report status {str(obj.get('status'))[:40]!r} is not one of {', '.join(REPORT_STATUSES)}"
-    clean: dict[str, Any] = {"status": obj["status"]}
-    for key in ("summary", "answer"):
-        clean[key] = obj.get(key) if isinstance(obj.get(key), str) else ""
-    for key in ("checks_run", "checks_skipped"):
-        value = obj.get(key, [])
-        clean[key] = [str(v) for v in value] if isinstance(value, list) else []
-    return json_safe(clean), None
+    clean: AgentReport = {
+        "status": status,
+        "summary": _safe_text(obj.get("summary")),
+        "answer": _safe_text(obj.get("answer")),
+        "checks_run": _safe_names(obj.get("checks_run", [])),
+        "checks_skipped": _safe_names(obj.get("checks_skipped", [])),
+    }
+    return clean, None
 
 
-def dump_jsonl(events: list[dict[str, Any]]) -> str:
+def dump_jsonl(events: list[JsonObject]) -> str:
     """One event per line, always valid JSON (ASCII, no NaN)."""
     return "".join(json.dumps(json_safe(e), sort_keys=True, allow_nan=False) + "\n" for e in events)

@@ -11,14 +11,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
 from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter
 from pytest_agentdrift.run import agentio, tamper
 from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.safetext import capped, escape_path, json_safe
+from pytest_agentdrift.shapes import JsonObject
 from pytest_agentdrift.tasks import treesnap
 from pytest_agentdrift.vocabulary import enforces_network
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.run.modelgateway import ModelGateway
+    from pytest_agentdrift.run.netproxy import RecordingProxy
+    from pytest_agentdrift.run.runguard import RunGuard
+
+_T = TypeVar("_T")
+
+
+class _Cap(Protocol):
+    """Caps one list of the record at RESULT_LIST_CAP, counting what it leaves out under `name`."""
+
+    def __call__(self, name: str, items: list[_T]) -> list[_T]: ...
 
 
 @dataclass
@@ -48,24 +62,24 @@ class RunEvidence:
     work_tree_deleted: bool
     tamper: dict[str, list[str]]
     lockfile_changes: list[str]
-    network_attempts: list[dict[str, Any]]
+    network_attempts: list[JsonObject]
     credential_access: bool | None  # None: unobservable on this file system
-    agent_events: list[dict[str, Any]]
+    agent_events: list[JsonObject]
     event_problems: list[str]
-    report: dict[str, Any] | None
+    report: agentio.AgentReport | None
     report_error: str | None
     adapter_output: AdapterOutput
-    isolation: dict[str, Any]
+    isolation: JsonObject
     start_commit: str | None
-    api_requests: list[dict[str, Any]] = field(default_factory=list)  # allowlisted tunnels through the proxy
+    api_requests: list[JsonObject] = field(default_factory=list)  # allowlisted tunnels through the proxy
     #: refused attempts of the product itself to its known background hosts (adapter.background_hosts)
-    background_requests: list[dict[str, Any]] = field(default_factory=list)
-    network_policy: dict[str, Any] | None = None
-    runtime_bundle: list[dict[str, Any]] = field(default_factory=list)
-    write_events: list[dict[str, Any]] = field(default_factory=list)  # seen while the agent ran (watch.py)
-    limits: dict[str, Any] = field(default_factory=dict)  # per limit: value, mechanism, hit, peak
+    background_requests: list[JsonObject] = field(default_factory=list)
+    network_policy: JsonObject | None = None
+    runtime_bundle: list[JsonObject] = field(default_factory=list)
+    write_events: list[JsonObject] = field(default_factory=list)  # seen while the agent ran (watch.py)
+    limits: JsonObject = field(default_factory=dict)  # per limit: value, mechanism, hit, peak
     resource_exceeded: list[str] = field(default_factory=list)  # the limits this run broke
-    observation: dict[str, Any] = field(default_factory=dict)  # how writes and network were observed
+    observation: JsonObject = field(default_factory=dict)  # how writes and network were observed
     harness_dir: Path | None = None  # the run's harness-only directory (observer logs)
     #: added paths that are tool leftovers (caches, paths the frozen .gitignore ignores): evidence, not changes
     leftovers: list[str] = field(default_factory=list)
@@ -76,51 +90,55 @@ class RunEvidence:
     #: raw paths of changed files whose content was too large to read in full
     unexamined: list[str] = field(default_factory=list)
     #: changes the patch cannot show as plain text (escaped paths, sizes, sha256)
-    undisplayable: list[dict[str, Any]] = field(default_factory=list)
+    undisplayable: list[JsonObject] = field(default_factory=list)
     #: what the harness examined of the trees the agent left, and what it left out
-    harness_budget: dict[str, Any] = field(default_factory=dict)
+    harness_budget: JsonObject = field(default_factory=dict)
     events_dropped: dict[str, int] = field(default_factory=dict)
-    credential_canary: dict[str, Any] = field(default_factory=dict)
-    infra_error: dict[str, Any] | None = None  # agents/infra.py: the run ended on the provider or the machine
+    credential_canary: JsonObject = field(default_factory=dict)
+    infra_error: JsonObject | None = None  # agents/infra.py: the run ended on the provider or the machine
     stopped: str | None = None  # a monitor stopped the run (per-run budget)
-    overlay: dict[str, Any] | None = None  # what the harness placed from a bundle (never the agent's changes)
+    overlay: JsonObject | None = None  # what the harness placed from a bundle (never the agent's changes)
     #: what failed in the harness while it handled this run (`stage: error`): the run is undecided
     harness_errors: list[str] = field(default_factory=list)
     #: the agent ended on its own with a non-zero status and no final report: its exit code and
     #: the last lines of its stderr (the traceback's end, the provider's error)
-    crash: dict[str, Any] | None = None
+    crash: JsonObject | None = None
     #: each model call the harness's gateway forwarded (run/modelgateway.py), and what they add up
     #: to (agents/modelcalls.summarise, with the agent's own word beside it); None: no gateway
-    model_calls: list[dict[str, Any]] = field(default_factory=list)
-    model_traffic: dict[str, Any] | None = None
+    model_calls: list[JsonObject] = field(default_factory=list)
+    model_traffic: JsonObject | None = None
 
     @property
     def tree_complete(self) -> bool:
         """Whether the snapshot of the work tree saw every entry (else the change set is partial)."""
-        return bool(self.harness_budget.get("work_tree", {}).get("complete", True))
+        work_tree = self.harness_budget.get("work_tree")
+        return not isinstance(work_tree, dict) or bool(work_tree.get("complete", True))
 
     @property
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[JsonObject]:
         """Agent-reported events plus what the harness observed itself."""
+        outside: list[JsonObject] = [
+            {"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside
+        ]
         observed = [
             *self.network_attempts,
             *self.api_requests,
             *self.background_requests,
-            *({"type": "write_outside", "path": p, "source": "harness"} for p in self.writes_outside),
+            *outside,
             *self.write_events,
         ]
         return [*self.agent_events, *self.adapter_output.events, *observed]
 
-    def observed_writes(self) -> list[dict[str, Any]]:
+    def observed_writes(self) -> list[JsonObject]:
         """The harness's own `write` events (never the agent's word)."""
         return [e for e in self.write_events if e.get("type") == "write" and e.get("source") == "harness"]
 
-    def evidence_dict(self) -> dict[str, Any]:
+    def evidence_dict(self) -> dict[str, object]:
         """The recorded evidence: every path escaped, every list capped at RESULT_LIST_CAP
         with the count of what was left out in `omitted`."""
         omitted: dict[str, int] = self.diff.omitted(RESULT_LIST_CAP)
 
-        def cap(name: str, items: list[Any]) -> list[Any]:
+        def cap(name: str, items: list[_T]) -> list[_T]:
             kept, n = capped(items, RESULT_LIST_CAP)
             if n:
                 omitted[name] = n
@@ -128,7 +146,7 @@ class RunEvidence:
 
         return {**self._effects_record(cap), "omitted": omitted, **self._run_record(cap)}
 
-    def _effects_record(self, cap: Callable[[str, list[Any]], list[Any]]) -> dict[str, Any]:
+    def _effects_record(self, cap: _Cap) -> dict[str, object]:
         """How the process ended, what it changed, and how much of that the harness examined."""
         return {
             "exit_code": self.exit_code,
@@ -150,7 +168,7 @@ class RunEvidence:
             "events_dropped": self.events_dropped,
         }
 
-    def _run_record(self, cap: Callable[[str, list[Any]], list[Any]]) -> dict[str, Any]:
+    def _run_record(self, cap: _Cap) -> dict[str, object]:
         """The process's output, what the product reported, and how the run was isolated and observed."""
         return {
             "stdout_bytes": self.stdout_bytes,
@@ -183,7 +201,7 @@ class RunEvidence:
         }
 
 
-def request_unit(proxied: list[dict[str, Any]]) -> str:
+def request_unit(proxied: list[JsonObject]) -> str:
     """What one counted API request is: of HTTPS the proxy sees only the CONNECT tunnel, which may
     carry any number of requests (run/netproxy.py lets nothing else through); a plain-HTTP request
     it passed would be one request."""
@@ -195,6 +213,20 @@ def request_unit(proxied: list[dict[str, Any]]) -> str:
 
 #: at most this many paths per list in results.json and checks.json (the rest are counted)
 RESULT_LIST_CAP = 200
+
+
+class TreeFields(TypedDict):
+    """RunEvidence's fields that TreeEvidence fills."""
+
+    diff: treesnap.TreeDiff
+    patch: str
+    work_tree_deleted: bool
+    lockfile_changes: list[str]
+    leftovers: list[str]
+    touched: list[str]
+    added_lines: dict[str, list[str]]
+    unexamined: list[str]
+    undisplayable: list[JsonObject]
 
 
 @dataclass
@@ -214,7 +246,7 @@ class TreeEvidence:
     #: paths under .git the product keeps its own state in (AgentAdapter.product_state)
     product_state: tuple[str, ...] = ()
 
-    def evidence_fields(self) -> dict[str, Any]:
+    def evidence_fields(self) -> TreeFields:
         """RunEvidence's fields of the work tree (the tamper evidence is a guarded stage of its own)."""
         return {
             "diff": self.diff,
@@ -229,18 +261,29 @@ class TreeEvidence:
         }
 
 
+class NetworkFields(TypedDict):
+    """RunEvidence's fields that NetworkSeen fills."""
+
+    network_attempts: list[JsonObject]
+    background_requests: list[JsonObject]
+    api_requests: list[JsonObject]
+    network_policy: JsonObject | None
+
+
 @dataclass
 class NetworkSeen:
     """What the harness's own proxy and DNS stub saw of the run (never the agent's word)."""
 
-    proxy: Any  # run/netproxy.RecordingProxy, in the sandbox or outside it; None: no proxy ran
-    proxy_events: list[dict[str, Any]]
-    dns: list[dict[str, Any]]
-    policy: dict[str, Any] | None  # the proxy's allow-list and whether the sandbox enforced it
-    gateway: Any = None  # run/modelgateway.ModelGateway: the model calls it forwarded; None: none ran
+    proxy: RecordingProxy | None  # in the sandbox or outside it; None: no proxy ran
+    proxy_events: list[JsonObject]
+    dns: list[JsonObject]
+    policy: JsonObject | None  # the proxy's allow-list and whether the sandbox enforced it
+    gateway: ModelGateway | None = None  # the model calls it forwarded; None: none ran
 
     @classmethod
-    def gather(cls, guard: Any, proxy: Any, settings: RunSettings, gateway: Any = None) -> NetworkSeen:
+    def gather(
+        cls, guard: RunGuard, proxy: RecordingProxy | None, settings: RunSettings, gateway: ModelGateway | None = None
+    ) -> NetworkSeen:
         if guard.net is not None and guard.net.proxy is not None:
             proxy = guard.net.proxy
         proxy_events = guard.net.proxy_events if guard.net is not None else (proxy.events if proxy else [])
@@ -251,22 +294,22 @@ class NetworkSeen:
         return cls(proxy, proxy_events, dns, policy, gateway)
 
     @property
-    def model_calls(self) -> list[dict[str, Any]]:
+    def model_calls(self) -> list[JsonObject]:
         return [dict(c) for c in self.gateway.calls] if self.gateway is not None else []
 
     @property
-    def api_requests(self) -> list[dict[str, Any]]:
+    def api_requests(self) -> list[JsonObject]:
         return [e for e in self.proxy_events if e.get("allowed")]
 
     @property
-    def refused(self) -> list[dict[str, Any]]:
+    def refused(self) -> list[JsonObject]:
         return [e for e in self.proxy_events if not e.get("allowed")]
 
     def dropped_events(self) -> dict[str, int]:
         dropped = getattr(self.proxy, "dropped", 0) if self.proxy is not None else 0
         return {"proxy events over the cap": dropped} if dropped else {}
 
-    def evidence_fields(self, hook_events: list[dict[str, Any]], adapter: AgentAdapter) -> dict[str, Any]:
+    def evidence_fields(self, hook_events: list[JsonObject], adapter: AgentAdapter) -> NetworkFields:
         """RunEvidence's network fields; `hook_events`: the network log of the harness's Python hook."""
         attempts = [*merge_python_hook_events(hook_events, self.dns), *self.dns, *self.refused]
         attempts, background = split_background(attempts, adapter)
@@ -278,9 +321,7 @@ class NetworkSeen:
         }
 
 
-def split_background(
-    attempts: list[dict[str, Any]], adapter: AgentAdapter
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_background(attempts: list[JsonObject], adapter: AgentAdapter) -> tuple[list[JsonObject], list[JsonObject]]:
     """(network attempts, the product's background traffic): a refused attempt by one of the
     product's own programs to one of its known background hosts (telemetry, experiments, update
     checks, the git remotes it probes) is the product's, not the agent's network effect. It was
@@ -288,8 +329,8 @@ def split_background(
     hosts = set(getattr(adapter, "background_hosts", ()))
     programs = set(getattr(adapter, "background_programs", ()))
     any_program = getattr(adapter, "background_any_program", False)
-    net: list[dict[str, Any]] = []
-    background: list[dict[str, Any]] = []
+    net: list[JsonObject] = []
+    background: list[JsonObject] = []
     for a in attempts:
         ours = any_program or a.get("program") in programs
         if hosts and a.get("host") in hosts and ours and not a.get("allowed"):
@@ -299,12 +340,24 @@ def split_background(
     return net, background
 
 
-def merge_python_hook_events(hook: list[dict[str, Any]], dns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_python_hook_events(hook: list[JsonObject], dns: list[JsonObject]) -> list[JsonObject]:
     if not dns:
         return hook
     from pytest_agentdrift.run.netwatch import merge_python_hook_events as merge
 
     return merge(hook, dns)
+
+
+class WordFields(TypedDict):
+    """RunEvidence's fields that AgentWord fills."""
+
+    stdout: str
+    stderr: str
+    agent_events: list[JsonObject]
+    report: agentio.AgentReport | None
+    report_error: str | None
+    adapter_output: AdapterOutput
+    infra_error: JsonObject | None
 
 
 @dataclass
@@ -315,13 +368,13 @@ class AgentWord:
     stdout: str = ""
     stderr: str = ""
     log: agentio.EventLog = field(default_factory=agentio.EventLog)
-    report: dict[str, Any] | None = None
+    report: agentio.AgentReport | None = None
     report_error: str | None = "not read: the harness failed before reading the report"
     output: AdapterOutput = field(default_factory=AdapterOutput)
-    infra_error: dict[str, Any] | None = None
+    infra_error: JsonObject | None = None
     token_hits: dict[str, list[str]] = field(default_factory=dict)
 
-    def evidence_fields(self) -> dict[str, Any]:
+    def evidence_fields(self) -> WordFields:
         """RunEvidence's fields of the agent's own word (its event problems are merged by the caller)."""
         return {
             "stdout": self.stdout,
@@ -334,10 +387,10 @@ class AgentWord:
         }
 
 
-class HarnessErrors(list):
+class HarnessErrors(list[str]):
     """What failed in the harness while it handled one run, each as `stage: error`."""
 
-    def stage(self, name: str, fn: Callable[[], Any], default: Any) -> Any:
+    def stage(self, name: str, fn: Callable[[], _T], default: _T) -> _T:
         """fn(), or `default` with the error kept: what the other stages gathered stays."""
         try:
             return fn()

@@ -26,13 +26,17 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_agentdrift.canonical import close_fds, json_lines_objects
 from pytest_agentdrift.run import limits as lim
 from pytest_agentdrift.run.sandbox import _state, descendants
 from pytest_agentdrift.run.sandbox import proc_stat as _stat
 from pytest_agentdrift.vocabulary import NETWORK_FILE
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.run.modelgateway import ModelGateway
+    from pytest_agentdrift.run.netwatch import NetObserver
 
 
 def _init_script() -> str:
@@ -78,9 +82,9 @@ class RunGuard:
         self.agent_exit_code: int | None = None
         self.launch_error: str | None = None
         self.stop_requested = threading.Event()
-        self.net = None
+        self.net: NetObserver | None = None
         #: the run's model gateway (run/modelgateway.py), served in the sandbox's namespace beside the proxy
-        self.gateway: Any = None
+        self.gateway: ModelGateway | None = None
         self.watcher = None
         #: called with the sandbox's first process (bwrap) once its mounts exist, before the agent starts
         self.on_sandbox_up: Callable[[int], None] | None = None
@@ -262,7 +266,7 @@ class RunGuard:
                 self.net.start(self._init_pid, self._sandbox_pids if self.cgroups.dirs else None)
             except OSError as exc:
                 self.notes.append(f"network observer unavailable: {exc.strerror or exc}")
-                self.net = None
+                self.net: NetObserver | None = None
         if self.watcher is not None:
             self.watcher.mark_start()
         if self.on_sandbox_up is not None and self._init_pid is not None and self._init_started():

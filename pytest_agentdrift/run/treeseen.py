@@ -144,7 +144,9 @@ def git_mutations(
     """What the agent did to the fixture's git state (a task without git: none)."""
     work = prepared.dirs.work
     has_git = not tree.work_deleted and (work / ".git").is_dir() and not (work / ".git").is_symlink()
-    git_after = errors.stage("evidence", lambda: gitstate.git_state(work, settings.isolation) if has_git else {}, {})
+    git_after: dict[str, str] = errors.stage(
+        "evidence", lambda: gitstate.git_state(work, settings.isolation) if has_git else {}, {}
+    )
     found = (
         gitstate.git_mutations(prepared.git_before, git_after, bool(prepared.git_before), has_git) if spec.git else []
     )
@@ -166,7 +168,7 @@ def outside_evidence(prepared: PreparedRun, guard: Any, errors: HarnessErrors) -
     """What the agent wrote beside and above the work tree (the decoy), and how far the walk got."""
     root, decoy_before = prepared.dirs.root, prepared.decoy_before
     report = treesnap.WalkReport()
-    decoy_after = errors.stage(
+    decoy_after: treesnap.Snapshot = errors.stage(
         "evidence", lambda: treesnap.resnapshot(root, decoy_before, skip=DECOY_SKIP, report=report), {}
     )
     decoy_diff = treesnap.diff(decoy_before, decoy_after) if decoy_after else treesnap.TreeDiff()

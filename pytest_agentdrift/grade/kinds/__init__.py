@@ -5,18 +5,18 @@ grading sandbox's server. No pytest.
 The kinds live beside this table, one module for what they read: `tree.py` (what changed in the
 work tree), `commands.py` (code run in a graded copy), `report.py` (the agent's final report),
 `events.py` (what the agent did while it ran, beyond its tree). Each is called as
-`check(grader, spec, run, check_spec) -> Outcome`; the grader is grade/grader.Grader, typed Any
-in the kinds because the Grader imports this table (siblings import one way).
+`check(grader, spec, run, check_spec) -> Outcome`; the grader is grade/grader.Grader, named
+in the kinds by the protocol grade/results.Grading because the Grader imports this table
+(siblings import one way).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_agentdrift.grade.kinds import commands, events, report, tree
-from pytest_agentdrift.grade.results import Outcome
+from pytest_agentdrift.grade.results import Grading, Outcome
 from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
 
@@ -27,7 +27,7 @@ EVALUATOR_COMPONENT = "checks"  # names this file in evaluator_id (pytest_agentd
 class Kind:
     """One check kind: the function that decides it, and how the Grader runs it."""
 
-    check: Callable[[Any, TaskSpec, RunEvidence, CheckSpec], Outcome]
+    check: Callable[[Grading, TaskSpec, RunEvidence, CheckSpec], Outcome]
     #: its graded processes are run by the grading sandbox's server (Grader.execute_reporting),
     #: which Grader.prepare starts while the agent works
     served: bool = False

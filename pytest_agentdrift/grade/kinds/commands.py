@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_agentdrift.grade.commandline import pytest_args
 from pytest_agentdrift.grade.gradedcopy import real_parents
-from pytest_agentdrift.grade.results import CheckUndecided, ExecResult, Outcome
+from pytest_agentdrift.grade.results import CheckUndecided, ExecResult, Grading, Outcome
 from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.run.runner import copy_tree
 from pytest_agentdrift.safetext import escape_text
@@ -27,7 +27,7 @@ def _summarise(data: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def check_pytest(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
+def check_pytest(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
     args = list(c.params.get("args", []))
     timeout = float(c.params.get("timeout_s", 120))
     before = g.before(spec, f"pytest:{c.name}", lambda tree: g.run_pytest(tree, args, timeout))
@@ -123,7 +123,7 @@ def observation_problems(expected: dict[str, list[list[str]]], data: dict[str, A
 
 
 def _new_tests_demonstrate(  # noqa: C901 (known debt: split by job when next touched)
-    g: Any,
+    g: Grading,
     spec: TaskSpec,
     run: RunEvidence,
     new_nodes: list[str],
@@ -150,9 +150,12 @@ def _new_tests_demonstrate(  # noqa: C901 (known debt: split by job when next to
     dirs = {f.rpartition("/")[0] for f in files}
     files = sorted(set(files) | {p for p in run.diff.added if p.rpartition("/")[0] in dirs})
     graded = g.graded_copy(spec, run)
+    scratch = g._scratch
+    if scratch is None:  # Grader.evaluate sets it for the run it grades
+        raise RuntimeError("a check graded outside Grader.evaluate")
 
     def with_new_tests(name: str, overlay: Path | None) -> Path:
-        tree = g._scratch / name / "repo"
+        tree = scratch / name / "repo"
         tree.parent.mkdir()
         copy_tree(spec.repo, tree)
         if overlay is not None:
@@ -202,7 +205,7 @@ def _new_tests_demonstrate(  # noqa: C901 (known debt: split by job when next to
     return "no new test fails on the untouched code because of the bug: " + "; ".join(reasons[:3])
 
 
-def check_command(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
+def check_command(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
     argv, timeout = list(c.params["run"]), float(c.params.get("timeout_s", 60))
     args = pytest_args(argv)
     if args is not None:
@@ -241,7 +244,7 @@ def _not_passed(after: dict[str, Any], nodes: list[str], what: str) -> tuple[dic
 
 
 def _check_pytest_command(
-    g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec, args: list[str], timeout: float
+    g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec, args: list[str], timeout: float
 ) -> Outcome:
     """A `command` that runs pytest passes only as the harness's own pytest does: on the
     graded copy (tests and configuration restored), every node the untouched fixture
@@ -271,7 +274,7 @@ def _check_pytest_command(
     return True, f"exit 0 (pytest: {sum(1 for o in after['outcomes'].values() if o == 'passed')} passed)", evidence
 
 
-def check_golden(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
+def check_golden(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
     argv, timeout = list(c.params["run"]), float(c.params.get("timeout_s", 60))
     expected = (spec.path / c.params["expected"]).read_text(encoding="utf-8")
     graded = g.graded_copy(spec, run)

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
 
-from pytest_agentdrift.grade.results import Outcome
+from pytest_agentdrift.grade.results import Grading, Outcome
 from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
 
 EVALUATOR_COMPONENT = "kinds.report"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
 
-def check_report_status(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
+def check_report_status(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
     if run.report is None:
         return False, run.report_error or "no final report", {}
     status = run.report["status"]
@@ -50,7 +49,7 @@ _PATH_TOKEN = re.compile(
 )
 
 
-def check_report_mentions(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
+def check_report_mentions(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
     if run.report is None:
         return False, run.report_error or "no final report", {}
     text = (run.report.get("answer") or "") + "\n" + (run.report.get("summary") or "")
@@ -124,7 +123,7 @@ def _paired(segment: str, names: list[str], path: str, files: list[str]) -> bool
     return False
 
 
-def check_call_path(g: Any, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
+def check_call_path(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
     """Each (function, file) step of the reference call path named together, in the path's order."""
     if run.report is None:
         return False, run.report_error or "no final report", {}
