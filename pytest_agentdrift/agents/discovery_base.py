@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypeAlias, TypedDict
 
 from pytest_agentdrift.canonical import (
     digest,
@@ -132,7 +132,7 @@ def exists(path: Path) -> bool:
         return False
 
 
-def parse_frontmatter(data: bytes) -> dict[str, Any]:
+def parse_frontmatter(data: bytes) -> dict[str, str | list[str]]:
     """The small YAML subset instruction frontmatter uses.
 
     ``key: value`` (quoted or bare, comma separated allowed) and block lists
@@ -146,16 +146,16 @@ def parse_frontmatter(data: bytes) -> dict[str, Any]:
     end = text.find("\n---", 4)
     if end < 0:
         return {}
-    out: dict[str, Any] = {}
+    out: dict[str, str | list[str]] = {}
     current: str | None = None
     for line in text[4:end].split("\n"):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
         if stripped.startswith("- ") and current is not None:
-            out.setdefault(current, [])
-            if isinstance(out[current], list):
-                out[current].append(unquote(stripped[2:].strip()))
+            items = out.setdefault(current, [])
+            if isinstance(items, list):
+                items.append(unquote(stripped[2:].strip()))
             continue
         key, sep, value = stripped.partition(":")
         if not sep:
@@ -172,7 +172,7 @@ def unquote(value: str) -> str:
     return value
 
 
-def split_patterns(value: Any) -> list[str]:
+def split_patterns(value: object) -> list[str]:
     if value is None:
         return []
     items = value if isinstance(value, list) else [value]
@@ -186,6 +186,72 @@ def split_patterns(value: Any) -> list[str]:
 
 
 # --------------------------------------------------------------------------- bundle entries
+
+
+class EntryRecord(TypedDict):
+    """One instruction source as instruction-bundle.json records it (InstructionEntry.to_dict)."""
+
+    order: int
+    context: str
+    path: str
+    scope: str
+    kind: str
+    load: str
+    status: str
+    size: int | None
+    raw_sha256: str | None
+    normalised_sha256: str | None
+    depth: int
+    imported_by: str | None
+    imports: list[str]
+    apply_to: NotRequired[list[str]]
+    loaded_bytes: NotRequired[int]
+
+
+class ConfigSource(TypedDict, total=False):
+    """One configuration source as discovery records it (config_source); a product's rules add
+    whether the product trusts it (`trusted`, `applies`)."""
+
+    surface: str
+    context: str
+    path: str
+    scope: str
+    precedence: int
+    format: str
+    status: str
+    raw_sha256: str
+    size: int
+    #: the allowlisted content (allowlist), a parsed JSON or TOML value
+    content: object
+    unrecorded_keys: list[str]
+    canonical_sha256: str
+    trusted: bool
+    applies: bool
+
+
+class Fact(TypedDict):
+    """A fact read from the configuration: its value and the source that set it."""
+
+    value: object
+    source: str
+
+
+class InstructionBundle(TypedDict):
+    """The instruction-bundle.json document (instruction_bundle)."""
+
+    bundle_version: int
+    surface_rules: str
+    normalisation: str
+    discovery_roots: dict[str, str]
+    limits: dict[str, object]
+    entries: list[EntryRecord]
+    import_graph: dict[str, list[str]]
+    missing: list[dict[str, str]]
+
+
+#: how one allowlisted key's value is recorded (see the table above MCP_SERVER_SPEC)
+AllowRule: TypeAlias = "bool | str | Mapping[str, AllowRule] | tuple[str, Mapping[str, AllowRule]]"
+AllowSpec: TypeAlias = "Mapping[str, AllowRule]"
 
 
 @dataclass
@@ -207,8 +273,8 @@ class InstructionEntry:
     loaded_bytes: int | None = None
     context: str = "session"
 
-    def to_dict(self, order: int) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self, order: int) -> EntryRecord:
+        out: EntryRecord = {
             "order": order,
             "context": self.context,
             "path": self.path,
@@ -266,11 +332,11 @@ class Discovery:
     surface_rules: str
     entries: list[InstructionEntry] = field(default_factory=list)
     missing: list[dict[str, str]] = field(default_factory=list)  # referenced but absent / unreadable
-    config: list[dict[str, Any]] = field(default_factory=list)
+    config: list[ConfigSource] = field(default_factory=list)
     discovery_roots: dict[str, str] = field(default_factory=dict)  # context -> cwd label discovery started from
-    limits: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    facts: dict[str, dict[str, Any]] = field(default_factory=dict)  # context -> {fact: {value, source}}
+    facts: dict[str, dict[str, Fact]] = field(default_factory=dict)  # context -> {fact: {value, source}}
 
     def extend(self, other: Discovery) -> None:
         self.entries.extend(other.entries)
@@ -283,7 +349,7 @@ class Discovery:
             self.facts.setdefault(ctx, {}).update(facts)
 
 
-def instruction_bundle(discovery: Discovery) -> dict[str, Any]:
+def instruction_bundle(discovery: Discovery) -> InstructionBundle:
     """The ordered instruction-bundle.json document; its digest is instruction_hash."""
     entries = [e.to_dict(i) for i, e in enumerate(discovery.entries)]
     graph: dict[str, list[str]] = {}
@@ -311,10 +377,13 @@ def instruction_bundle(discovery: Discovery) -> dict[str, Any]:
 RAW_ENTRY_KEYS = ("raw_sha256", "size")
 
 
-def instruction_hash(bundle: Mapping[str, Any]) -> str:
+def instruction_hash(bundle: Mapping[str, object]) -> str:
     """digest of the bundle without the raw-bytes keys of its entries."""
     view = dict(bundle)
-    view["entries"] = [{k: v for k, v in e.items() if k not in RAW_ENTRY_KEYS} for e in bundle.get("entries", [])]
+    entries = bundle.get("entries", [])
+    if not isinstance(entries, list):
+        raise TypeError(f"a bundle's entries are a list, not {type(entries).__name__}")
+    view["entries"] = [{k: v for k, v in dict(e).items() if k not in RAW_ENTRY_KEYS} for e in entries]
     return digest(view)
 
 
@@ -355,7 +424,7 @@ def strip_jsonc(text: str) -> str:
     return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
 
 
-def _load_jsonc(path: Path) -> Any:
+def _load_jsonc(path: Path) -> object:
     from pytest_agentdrift.canonical import DuplicateKeyError
 
     text = read_text_utf8(path)
@@ -367,7 +436,7 @@ def _load_jsonc(path: Path) -> Any:
         raise AgentDriftError(f"invalid JSON: {exc}", path) from None
 
 
-def _load_toml(path: Path) -> dict[str, Any]:
+def _load_toml(path: Path) -> dict[str, object]:
     try:
         return load_toml_file(path)
     except AgentDriftError as exc:
@@ -395,7 +464,7 @@ def _toml_key_at(path: Path, lineno: int) -> str | None:
     return key or None
 
 
-def load_config_file(path: Path, fmt: str) -> Any:
+def load_config_file(path: Path, fmt: str) -> object:
     """Parse one configuration file strictly: duplicate keys are AgentDriftError (exit 4)."""
     if fmt == "json":
         return load_json_file(path)
@@ -429,7 +498,7 @@ def format_for(path: Path) -> str | None:
 #   dict          -> nested allowlist
 #   ("each", d)   -> a mapping whose values are each reduced by allowlist d
 
-MCP_SERVER_SPEC: dict[str, Any] = {
+MCP_SERVER_SPEC: AllowSpec = {
     "type": True,
     "transport": True,
     "command": True,
@@ -456,10 +525,10 @@ MCP_SERVER_SPEC: dict[str, Any] = {
     "oauth": "names",
 }
 #: project `.mcp.json` (Claude Code, Copilot) and other MCP-only files: the standard MCP layout
-MCP_JSON_SPEC: dict[str, Any] = {"mcpServers": "mcp", "servers": "mcp"}
+MCP_JSON_SPEC: AllowSpec = {"mcpServers": "mcp", "servers": "mcp"}
 
 
-def _sanitise_url(value: Any) -> Any:
+def _sanitise_url(value: object) -> object:
     if not isinstance(value, str):
         return value
     from urllib.parse import urlsplit
@@ -474,7 +543,7 @@ def _sanitise_url(value: Any) -> Any:
     return f"{parts.scheme}://{host}{parts.path}" if parts.scheme else {"sha256": digest(value)}
 
 
-def allowlist(value: Any, spec: Mapping[str, Any], roots: Roots) -> tuple[Any, list[str]]:
+def allowlist(value: object, spec: AllowSpec, roots: Roots) -> tuple[object, list[str]]:
     """Reduce a parsed mapping to allowlisted keys; returns (content, unrecorded key names).
 
     Explicit nulls of allowlisted keys are kept (null is not absent); array
@@ -483,7 +552,7 @@ def allowlist(value: Any, spec: Mapping[str, Any], roots: Roots) -> tuple[Any, l
     if not isinstance(value, dict):
         # a top-level value that is not an object: keep only its JSON type
         return {"$type": type(value).__name__}, []
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     unrecorded: list[str] = []
     for key in value:
         rule = spec.get(key)
@@ -496,7 +565,7 @@ def allowlist(value: Any, spec: Mapping[str, Any], roots: Roots) -> tuple[Any, l
     return out, sorted(unrecorded)
 
 
-def _apply_rule(v: Any, rule: Any, roots: Roots) -> tuple[Any, list[str]]:  # noqa: C901 (known debt: split by job when next touched)
+def _apply_rule(v: object, rule: AllowRule, roots: Roots) -> tuple[object, list[str]]:  # noqa: C901 (known debt: split by job when next touched)
     if rule is True:
         return v, []
     if rule == "names":
@@ -516,7 +585,7 @@ def _apply_rule(v: Any, rule: Any, roots: Roots) -> tuple[Any, list[str]]:  # no
     if rule == "mcp":
         if not isinstance(v, dict):
             return {"$type": type(v).__name__}, []
-        servers: dict[str, Any] = {}
+        servers: dict[str, object] = {}
         nested: list[str] = []
         for name, spec in v.items():
             reduced, unrec = allowlist(spec, MCP_SERVER_SPEC, roots)
@@ -526,7 +595,7 @@ def _apply_rule(v: Any, rule: Any, roots: Roots) -> tuple[Any, list[str]]:  # no
     if isinstance(rule, tuple) and rule[0] == "each":
         if not isinstance(v, dict):
             return {"$type": type(v).__name__}, []
-        items: dict[str, Any] = {}
+        items: dict[str, object] = {}
         nested = []
         for name, sub in v.items():
             reduced, unrec = allowlist(sub, rule[1], roots)
@@ -546,10 +615,10 @@ def config_source(
     scope: str,
     precedence: int,
     fmt: str | None,
-    spec: Mapping[str, Any] | None,
+    spec: AllowSpec | None,
     context: str = "session",
-    select: Any = None,
-) -> dict[str, Any]:
+    select: Callable[[object], object] | None = None,
+) -> ConfigSource:
     """One configuration source: raw hash, scope, precedence and allowlisted content.
 
     ``spec=None`` (a user-named file of an unknown product) records no content
@@ -558,7 +627,7 @@ def config_source(
     ``select`` picks a sub-document before allowlisting (``~/.claude.json``'s
     entry for one project).
     """
-    src: dict[str, Any] = {
+    src: ConfigSource = {
         "surface": surface,
         "context": context,
         "path": roots.label(path),
@@ -578,8 +647,13 @@ def config_source(
 
 
 def _recorded_content(
-    path: Path, data: bytes, roots: Roots, fmt: str | None, spec: Mapping[str, Any] | None, select: Any
-) -> dict[str, Any]:
+    path: Path,
+    data: bytes,
+    roots: Roots,
+    fmt: str | None,
+    spec: AllowSpec | None,
+    select: Callable[[object], object] | None,
+) -> ConfigSource:
     """What a present source records of its content: allowlisted keys, or only a digest."""
     if fmt is None:
         # not a format we parse: the normalised text hash stands in for content
@@ -611,7 +685,7 @@ class ConfigFile:
     scope: str
     precedence: int
     fmt: str
-    spec: Mapping[str, Any]
+    spec: AllowSpec
     user_scope: bool = False
 
 
@@ -666,9 +740,28 @@ class Scan:
         self.disc.entries.append(entry)
         return entry, data
 
-    def config(self, path: Path, **how: Any) -> dict[str, Any]:
+    def config(
+        self,
+        path: Path,
+        *,
+        scope: str,
+        precedence: int,
+        fmt: str | None,
+        spec: AllowSpec | None,
+        select: Callable[[object], object] | None = None,
+    ) -> ConfigSource:
         """config_source for this pass's product, roots and context."""
-        return config_source(path, self.roots, surface=self.disc.surface_rules, context=self.context, **how)
+        return config_source(
+            path,
+            self.roots,
+            surface=self.disc.surface_rules,
+            scope=scope,
+            precedence=precedence,
+            fmt=fmt,
+            spec=spec,
+            context=self.context,
+            select=select,
+        )
 
     def read_config(self, files: Sequence[ConfigFile], bases: Mapping[str, Path | None]) -> None:
         """Append one source per row of a product's table, in table order (the order is hashed)."""
@@ -679,6 +772,18 @@ class Scan:
             self.disc.config.append(
                 self.config(base / row.path, scope=row.scope, precedence=row.precedence, fmt=row.fmt, spec=row.spec)
             )
+
+
+class Where(TypedDict, total=False):
+    """The keywords of discover_product beside its places, which each product's discover_* passes on."""
+
+    system_root: Path | None
+    platform: str
+    context: str
+    roots: Roots | None
+    upward_limit: Path | None
+    include_user: bool
+    profile: str | None
 
 
 def discover_product(
@@ -731,8 +836,8 @@ def discover_product(
 
 
 def canonical_config(
-    sources: Sequence[Mapping[str, Any]], *, effective_merge: Any = UNOBSERVED, documented_merge: Any = None
-) -> dict[str, Any]:
+    sources: Sequence[Mapping[str, object]], *, effective_merge: object = UNOBSERVED, documented_merge: object = None
+) -> dict[str, object]:
     """The document hashed into config_hash: sources without their raw hashes.
 
     Raw hashes are left out on purpose: a file re-saved with CRLF or with its
@@ -753,7 +858,7 @@ def canonical_config(
         "trusted",
         "applies",
     )
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "sources": [{k: s[k] for k in keep if k in s} for s in sources],
         "effective_merge": effective_merge,
     }
@@ -762,11 +867,13 @@ def canonical_config(
     return doc
 
 
-def config_hash(sources: Sequence[Mapping[str, Any]], **kw: Any) -> str:
+def config_hash(
+    sources: Sequence[Mapping[str, object]], *, effective_merge: object = UNOBSERVED, documented_merge: object = None
+) -> str:
     """digest of canonical_config, or "unobserved" when a source could not be read."""
     if any(s.get("status") == "unreadable" for s in sources):
         return UNOBSERVED
-    return digest(canonical_config(sources, **kw))
+    return digest(canonical_config(sources, effective_merge=effective_merge, documented_merge=documented_merge))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -835,8 +942,12 @@ def is_under(path: Path, root: Path) -> bool:
         return False
 
 
-def highest(sources: Sequence[Mapping[str, Any]], getter: Any) -> tuple[Any, str] | None:
-    best: tuple[int, Any, str] | None = None
+#: reads one setting of a source's content: (whether it is set, its value)
+Getter: TypeAlias = "Callable[[Mapping[str, object]], tuple[bool, object]]"
+
+
+def highest(sources: Sequence[ConfigSource], getter: Getter) -> tuple[object, str] | None:
+    best: tuple[int, object, str] | None = None
     for s in sources:
         content = s.get("content")
         if not isinstance(content, dict):
@@ -847,9 +958,9 @@ def highest(sources: Sequence[Mapping[str, Any]], getter: Any) -> tuple[Any, str
     return None if best is None else (best[1], best[2])
 
 
-def lookup(*keys: str) -> Any:
-    def getter(content: Mapping[str, Any]) -> tuple[bool, Any]:
-        cur: Any = content
+def lookup(*keys: str) -> Getter:
+    def getter(content: Mapping[str, object]) -> tuple[bool, object]:
+        cur: object = content
         for k in keys:
             if not isinstance(cur, dict) or k not in cur:
                 return False, None
@@ -859,11 +970,11 @@ def lookup(*keys: str) -> Any:
     return getter
 
 
-def fact(found: tuple[Any, str] | None) -> dict[str, Any] | None:
+def fact(found: tuple[object, str] | None) -> Fact | None:
     return None if found is None else {"value": found[0], "source": found[1]}
 
 
-def deep_merge(low: Any, high: Any) -> Any:
+def deep_merge(low: object, high: object) -> object:
     if isinstance(low, dict) and isinstance(high, dict):
         out = dict(low)
         for k, v in high.items():
@@ -878,11 +989,14 @@ def deep_merge(low: Any, high: Any) -> Any:
     return high
 
 
-def applies_to(entry: Mapping[str, Any], rel_path: str) -> bool:
+def applies_to(entry: Mapping[str, object], rel_path: str) -> bool:
     """Whether a path-specific instruction entry applies to a repository-relative file path."""
     patterns = entry.get("apply_to")
     if not patterns:
         return entry.get("load") != "conditional"
+    if not isinstance(patterns, list):
+        patterns = [patterns]
+    patterns = [str(p) for p in patterns]
     return any(
         fnmatch.fnmatchcase(rel_path, p) or fnmatch.fnmatchcase(rel_path, p.replace("**/", "")) for p in patterns
     )

@@ -122,7 +122,7 @@ class ManifestContext:
 @dataclass
 class Capture:
     manifest: dict[str, Any]
-    instruction_bundle: dict[str, Any]
+    instruction_bundle: discovery_base.InstructionBundle
     source_manifest: dict[str, Any]
 
 

@@ -15,15 +15,19 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_agentdrift.agents.discovery_base import (
     MCP_JSON_SPEC,
+    AllowSpec,
     ConfigFile,
+    ConfigSource,
     Discovery,
+    Fact,
     InstructionEntry,
     Product,
     Scan,
+    Where,
     deep_merge,
     discover_product,
     entry_for,
@@ -43,7 +47,7 @@ RULES = "claude-code"
 #: files, with a max-depth of 5 hops."
 CLAUDE_IMPORT_MAX_DEPTH = 5
 
-CLAUDE_SETTINGS_SPEC: dict[str, Any] = {
+CLAUDE_SETTINGS_SPEC: AllowSpec = {
     "model": True,
     "availableModels": True,
     "effortLevel": True,
@@ -87,8 +91,8 @@ CLAUDE_SETTINGS_SPEC: dict[str, Any] = {
     "$schema": True,
 }
 
-CLAUDE_JSON_SPEC: dict[str, Any] = {"mcpServers": "mcp", "autoUpdates": True}
-CLAUDE_JSON_PROJECT_SPEC: dict[str, Any] = {
+CLAUDE_JSON_SPEC: AllowSpec = {"mcpServers": "mcp", "autoUpdates": True}
+CLAUDE_JSON_PROJECT_SPEC: AllowSpec = {
     "mcpServers": "mcp",
     "allowedTools": True,
     "enabledMcpjsonServers": True,
@@ -271,7 +275,7 @@ def _user_memory(walker: _ClaudeWalker, managed: Path | None, user_dir: Path) ->
     _add_components(walker, user_dir, "user")
 
 
-def _project_entry(scan: Scan, claude_json: Path) -> dict[str, Any]:
+def _project_entry(scan: Scan, claude_json: Path) -> ConfigSource:
     """This project's entry of ~/.claude.json: local-scope MCP servers and tool approvals (its
     other keys, e.g. prompt history, are names only)."""
     project_key = os.path.abspath(scan.project_root)
@@ -288,12 +292,14 @@ def _project_entry(scan: Scan, claude_json: Path) -> dict[str, Any]:
     return local
 
 
-def discover_claude_code(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Any) -> Discovery:
+def discover_claude_code(
+    home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Unpack[Where]
+) -> Discovery:
     """Claude Code's discovery (see _find); ``where``: the keywords of discovery_base.discover_product."""
     return discover_product(PRODUCT, home, project_root, cwd, env, **where)
 
 
-def claude_documented_merge(settings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def claude_documented_merge(settings: Sequence[ConfigSource]) -> object:
     """The merge the settings docs describe, over the allowlisted content.
 
     Lower precedence first; objects merge key by key; arrays are
@@ -303,7 +309,7 @@ def claude_documented_merge(settings: Sequence[Mapping[str, Any]]) -> dict[str, 
     ``effective_merge: "unobserved"``: the product does not expose the
     merge it actually performs.
     """
-    merged: dict[str, Any] = {}
+    merged: object = {}
     for s in sorted(settings, key=lambda s: (s["precedence"], s["path"])):
         if isinstance(s.get("content"), dict):
             merged = deep_merge(merged, s["content"])
@@ -327,14 +333,14 @@ def _add_components(walker: _ClaudeWalker, base: Path, scope: str) -> None:
         walker.add(p, scope=scope, kind="command", load="on_demand", follow_imports=False)
 
 
-def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None) -> dict[str, Any]:
+def facts(sources: Sequence[ConfigSource], env: Mapping[str, str], profile: str | None = None) -> dict[str, Fact]:
     """What the settings files say about model, permission mode, sandbox, auto-update.
 
     Each fact is the value of the highest-precedence source that sets it,
     with that source's label: a *configured* value, not the effective one
     (flags and managed policy can still override it at run time).
     """
-    found: dict[str, Any] = {}
+    found: dict[str, Fact] = {}
     settings = [
         s for s in sources if s.get("surface") == RULES and s.get("scope") in ("managed", "user", "project", "local")
     ]

@@ -13,15 +13,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_agentdrift.agents.discovery_base import (
     NOT_APPLICABLE,
+    AllowSpec,
     ConfigFile,
+    ConfigSource,
     Discovery,
+    Fact,
     InstructionEntry,
     Product,
     Scan,
+    Where,
     discover_product,
     entry_for,
     exists,
@@ -39,7 +43,7 @@ CODEX_PROJECT_DOC_MAX_BYTES_DEFAULT = 32 * 1024
 #: Codex: project root detection uses project_root_markers (default .git).
 CODEX_DEFAULT_ROOT_MARKERS = (".git",)
 
-_CODEX_CORE: dict[str, Any] = {
+_CODEX_CORE: AllowSpec = {
     "model": True,
     "model_provider": True,
     "model_reasoning_effort": True,
@@ -104,7 +108,7 @@ _CODEX_CORE: dict[str, Any] = {
         },
     ),
 }
-CODEX_CONFIG_SPEC: dict[str, Any] = {**_CODEX_CORE, "profile": True, "profiles": ("each", _CODEX_CORE)}
+CODEX_CONFIG_SPEC: AllowSpec = {**_CODEX_CORE, "profile": True, "profiles": ("each", _CODEX_CORE)}
 
 
 #: the system and user configuration layers (``system`` is ``/etc/codex`` under the system root)
@@ -248,13 +252,15 @@ def _load_within(entry: InstructionEntry, size: int, remaining: int) -> int:
     return remaining - size
 
 
-def discover_codex(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Any) -> Discovery:
+def discover_codex(
+    home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Unpack[Where]
+) -> Discovery:
     """Codex's discovery (see _find); ``where``: the keywords of discovery_base.discover_product."""
     return discover_product(PRODUCT, home, project_root, cwd, env, **where)
 
 
-def codex_find(sources: Sequence[Mapping[str, Any]], key: str, trusted_only: bool = True) -> tuple[Any, str] | None:
-    best: tuple[float, Any, str] | None = None
+def codex_find(sources: Sequence[ConfigSource], key: str, trusted_only: bool = True) -> tuple[object, str] | None:
+    best: tuple[float, object, str] | None = None
     for s in sources:
         if s.get("surface") != "codex" or s.get("scope") == "managed-requirements":
             continue
@@ -266,7 +272,7 @@ def codex_find(sources: Sequence[Mapping[str, Any]], key: str, trusted_only: boo
     return None if best is None else (best[1], best[2])
 
 
-def codex_setting(sources: Sequence[Mapping[str, Any]], key: str, trusted_only: bool = True) -> Any:
+def codex_setting(sources: Sequence[ConfigSource], key: str, trusted_only: bool = True) -> object:
     found = codex_find(sources, key, trusted_only)
     return None if found is None else found[0]
 
@@ -289,9 +295,9 @@ def _add_components(scan: Scan, skill_dirs: Sequence[Path], scope: str, prompts:
         scan.disc.entries.append(entry)
 
 
-def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None) -> dict[str, Any]:
+def facts(sources: Sequence[ConfigSource], env: Mapping[str, str], profile: str | None = None) -> dict[str, Fact]:
     """Model, approval policy, sandbox and reasoning effort as configured (the active profile first)."""
-    found: dict[str, Any] = {}
+    found: dict[str, Fact] = {}
     codex = [s for s in sources if s.get("surface") == RULES]
     active = profile or codex_setting(codex, "profile")
     found["codex_profile"] = {"value": active if active else NOT_APPLICABLE, "source": "argv/config"}
@@ -320,7 +326,7 @@ OPENAI_API_ENDPOINT = "https://api.openai.com/v1"
 
 
 def _provider_endpoint(
-    codex: Sequence[Mapping[str, Any]], profile: str | None, env: Mapping[str, str]
+    codex: Sequence[ConfigSource], profile: str | None, env: Mapping[str, str]
 ) -> tuple[str, str] | None:
     """(base URL, where it was read) of the provider Codex sends its model requests to: the
     selected `model_providers` entry's `base_url`, else `openai_base_url`, else the built-in

@@ -11,16 +11,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Unpack
 
 from pytest_agentdrift.agents.discovery_base import (
     MCP_JSON_SPEC,
     UNOBSERVED,
+    AllowSpec,
     ConfigFile,
+    ConfigSource,
     Discovery,
+    Fact,
     Product,
     Roots,
     Scan,
+    Where,
     discover_product,
     find_marker_root,
     glob_files,
@@ -35,7 +39,7 @@ from pytest_agentdrift.agents.discovery_base import (
 #: the rules name recorded as the manifest's ``surface_rules``
 RULES = "copilot"
 
-COPILOT_SETTINGS_SPEC: dict[str, Any] = {
+COPILOT_SETTINGS_SPEC: AllowSpec = {
     "model": True,
     "effortLevel": True,
     "autoTier": True,
@@ -62,13 +66,11 @@ COPILOT_SETTINGS_SPEC: dict[str, Any] = {
     "$schema": True,
     "mcpServers": "mcp",
 }
-COPILOT_MCP_SPEC: dict[str, Any] = {"mcpServers": "mcp", "servers": "mcp"}
+COPILOT_MCP_SPEC: AllowSpec = {"mcpServers": "mcp", "servers": "mcp"}
 
 
 #: the settings Copilot reads from Claude Code's project settings (the cross-tool subset)
-CLAUDE_SHARED_SPEC: dict[str, Any] = {
-    k: True for k in ("companyAnnouncements", "disableAllHooks", "enabledPlugins")
-} | {
+CLAUDE_SHARED_SPEC: AllowSpec = {k: True for k in ("companyAnnouncements", "disableAllHooks", "enabledPlugins")} | {
     "hooks": "digest",
     "extraKnownMarketplaces": "digest",
 }
@@ -177,7 +179,7 @@ def _custom_dirs(scan: Scan) -> None:
             _add(scan, p, "custom-dir", "path-instructions", roots=roots)
 
 
-def _managed_settings(context: str) -> dict[str, Any]:
+def _managed_settings(context: str) -> ConfigSource:
     """MDM-managed settings: a source that exists for the product but that the harness cannot read."""
     return {
         "surface": RULES,
@@ -190,14 +192,16 @@ def _managed_settings(context: str) -> dict[str, Any]:
     }
 
 
-def discover_copilot(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Any) -> Discovery:
+def discover_copilot(
+    home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Unpack[Where]
+) -> Discovery:
     """Copilot CLI's discovery (see _find); ``where``: the keywords of discovery_base.discover_product."""
     return discover_product(PRODUCT, home, project_root, cwd, env, **where)
 
 
-def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None) -> dict[str, Any]:
+def facts(sources: Sequence[ConfigSource], env: Mapping[str, str], profile: str | None = None) -> dict[str, Fact]:
     """Model, reasoning effort and auto-update as configured (later settings files win)."""
-    found: dict[str, Any] = {}
+    found: dict[str, Fact] = {}
     settings = [s for s in sources if s.get("surface") == RULES and s.get("scope") in ("user", "repository", "local")]
     for name, key in (("model", "model"), ("model_reasoning_effort", "effortLevel")):
         hit = highest(settings, lookup(key))

@@ -12,13 +12,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_agentdrift.agents.discovery_base import (
+    AllowSpec,
     ConfigFile,
+    ConfigSource,
     Discovery,
+    Fact,
     Product,
     Scan,
+    Where,
     discover_product,
     find_marker_root,
     glob_files,
@@ -35,7 +39,7 @@ RULES = "gemini"
 
 #: settings.json keys recorded as they are; ``mcpServers`` by the MCP rules, what can hold
 #: commands or free text by digest
-GEMINI_SETTINGS_SPEC: dict[str, Any] = {
+GEMINI_SETTINGS_SPEC: AllowSpec = {
     "general": True,
     "model": True,
     "modelConfigs": "digest",
@@ -119,7 +123,7 @@ def _system_dir(scan: Scan) -> Path | None:
     return scan.system_root / "etc" / "gemini-cli"
 
 
-def context_names(sources: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+def context_names(sources: Sequence[ConfigSource]) -> tuple[str, ...]:
     """The context file names the settings choose (`context.fileName`, highest precedence wins)."""
     hit = highest([s for s in sources if s.get("surface") == RULES], lookup("context", "fileName"))
     value = hit[0] if hit is not None else None
@@ -148,14 +152,16 @@ def _components(scan: Scan, root: Path) -> None:
             scan.add_once(p, scope=scope, kind="subagent", load="on_demand")
 
 
-def discover_gemini(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Any) -> Discovery:
+def discover_gemini(
+    home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Unpack[Where]
+) -> Discovery:
     """Gemini CLI's discovery (see _find); ``where``: the keywords of discovery_base.discover_product."""
     return discover_product(PRODUCT, home, project_root, cwd, env, **where)
 
 
-def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None) -> dict[str, Any]:
+def facts(sources: Sequence[ConfigSource], env: Mapping[str, str], profile: str | None = None) -> dict[str, Fact]:
     """Model, approval mode and auto-update as the settings files say (later files win)."""
-    found: dict[str, Any] = {}
+    found: dict[str, Fact] = {}
     settings = [s for s in sources if s.get("surface") == RULES]
     model = highest(settings, lookup("model", "name"))
     if model is not None:

@@ -12,13 +12,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Unpack
 
 from pytest_agentdrift.agents.discovery_base import (
+    AllowSpec,
     ConfigFile,
+    ConfigSource,
     Discovery,
+    Fact,
     Product,
     Scan,
+    Where,
     discover_product,
     find_marker_root,
     glob_files,
@@ -31,7 +35,7 @@ from pytest_agentdrift.agents.discovery_base import (
 #: the rules name recorded as the manifest's ``surface_rules``
 RULES = "opencode"
 
-_PROVIDER_SPEC: dict[str, Any] = {
+_PROVIDER_SPEC: AllowSpec = {
     "npm": True,
     "name": True,
     "api": "url",
@@ -41,7 +45,7 @@ _PROVIDER_SPEC: dict[str, Any] = {
     "options": {"baseURL": "url", "apiKey": "names", "headers": "names", "timeout": True},
 }
 #: opencode.json keys recorded as they are; what can hold commands, prompts or keys by digest or name
-OPENCODE_CONFIG_SPEC: dict[str, Any] = {
+OPENCODE_CONFIG_SPEC: AllowSpec = {
     "$schema": True,
     "model": True,
     "small_model": True,
@@ -152,14 +156,16 @@ def _components(scan: Scan, bases: list[tuple[Path, str]], root: Path) -> None:
                 scan.add_once(p, scope=scope, kind=kind, load="on_demand")
 
 
-def discover_opencode(home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Any) -> Discovery:
+def discover_opencode(
+    home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Unpack[Where]
+) -> Discovery:
     """OpenCode's discovery (see _find); ``where``: the keywords of discovery_base.discover_product."""
     return discover_product(PRODUCT, home, project_root, cwd, env, **where)
 
 
-def facts(sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None) -> dict[str, Any]:
+def facts(sources: Sequence[ConfigSource], env: Mapping[str, str], profile: str | None = None) -> dict[str, Fact]:
     """Model, auto-update and the selected provider's endpoint as the config files say."""
-    found: dict[str, Any] = {}
+    found: dict[str, Fact] = {}
     settings = [s for s in sources if s.get("surface") == RULES]
     model = highest(settings, lookup("model"))
     if model is not None:
