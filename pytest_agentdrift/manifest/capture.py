@@ -38,7 +38,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from pytest_agentdrift.agents import discovery_base, products
 from pytest_agentdrift.canonical import digest, hash_file, sha256_hex
@@ -55,6 +54,7 @@ from pytest_agentdrift.manifest.environment import environment_allowlist, os_ide
 from pytest_agentdrift.manifest.model import model_endpoint
 from pytest_agentdrift.manifest.probes import VERSION_TIMEOUT_S, run_probes
 from pytest_agentdrift.manifest.source import build_source_manifest, git_checkout
+from pytest_agentdrift.shapes import JsonObject
 from pytest_agentdrift.vocabulary import (
     ENVELOPE_FIELDS,
     IDENTITY_FIELDS,
@@ -82,13 +82,13 @@ class ManifestContext:
     never falls back to ``Path.home()`` or ``os.environ``.
     """
 
-    adapter: Mapping[str, Any]  # AgentAdapter.describe(): name, product, surface (+ command)
+    adapter: Mapping[str, object]  # AgentAdapter.describe(): name, product, surface (+ command)
     agent_argv: Sequence[str]  # argv template of one run, placeholders unexpanded
     version_argv: Sequence[str] | None  # the documented read-only version display, or None
     home: Path
     project_root: Path
     cwd: Path | None = None  # defaults to project_root
-    options: Mapping[str, Any] = field(default_factory=dict)  # model, model_options, permission_mode, sandbox,
+    options: Mapping[str, object] = field(default_factory=dict)  # model, model_options, permission_mode, sandbox,
     #   tools, temperature, seed, max_output_tokens, budget_tokens_per_task, tool_timeout_s, retry_policy
     task_repos: Mapping[str, Path] = field(default_factory=dict)  # task id -> repo/ (project-scope discovery)
     task_dirs: Mapping[str, Path] = field(default_factory=dict)  # task id -> task directory (source manifest)
@@ -98,7 +98,7 @@ class ManifestContext:
     env_allowlist: Sequence[str] = ()  # names passed through to the agent
     task_set_id: str | None = None
     evaluator_id: str | None = None
-    isolation: Mapping[str, Any] | None = None  # {"requested", "enforced", "network", ...}
+    isolation: Mapping[str, object] | None = None  # {"requested", "enforced", "network", ...}
     harness_version: str | None = None
     pytest_argv: Sequence[str] = ()
     run_id: str | None = None
@@ -114,16 +114,16 @@ class ManifestContext:
     probe_home: Path | None = None
     #: the agent CLI's version display as the session already ran it (probe_cli_version): reused, not
     #: run again (None: capture runs it)
-    cli_probe: Mapping[str, Any] | None = None
+    cli_probe: Mapping[str, object] | None = None
     now: Callable[[], datetime] | None = None  # injectable clock (provenance only)
     runner: Callable[..., subprocess.CompletedProcess[bytes]] | None = None  # injectable subprocess.run
 
 
 @dataclass
 class Capture:
-    manifest: dict[str, Any]
+    manifest: dict[str, object]
     instruction_bundle: discovery_base.InstructionBundle
-    source_manifest: dict[str, Any]
+    source_manifest: dict[str, object]
 
 
 # --------------------------------------------------------------------------- public API
@@ -166,7 +166,8 @@ def capture(ctx: ManifestContext) -> Capture:
         ("unreportable_fields", "unreportable"),
         ("run_reported_fields", "run_reported"),
     ):
-        evidence[key] = [f for f in adapter.get(name, []) if f in IDENTITY_FIELDS]
+        declared = adapter.get(name, [])
+        evidence[key] = [f for f in declared if f in IDENTITY_FIELDS] if isinstance(declared, list) else []
     evidence["instruction_bundle_entries"] = len(bundle["entries"])
     evidence["source_files"] = len(source_manifest["files"])
     manifest = {
@@ -180,14 +181,17 @@ def capture(ctx: ManifestContext) -> Capture:
     return Capture(manifest=manifest, instruction_bundle=bundle, source_manifest=source_manifest)
 
 
-def _command_program(ctx: ManifestContext, cwd: Path, roots: discovery_base.Roots) -> tuple[dict[str, Any], str | None]:
+def _command_program(
+    ctx: ManifestContext, cwd: Path, roots: discovery_base.Roots
+) -> tuple[dict[str, object], str | None]:
     """An agent command has no documented version display: the program it runs is identified
     instead (manifest/agentcmd.py), and that identification is its cli_version. Also the file
     that identification was read from, when it was: its bytes are then cli_version's alone, not
     agent_files_hash's too (one change, one field)."""
     found = program_identity(ctx.agent_argv, ctx.env, cwd, ctx.probe_home, ctx.runner)
-    cli: dict[str, Any] = {"exit_code": None, "stderr": "", **found}
+    cli: dict[str, object] = {"exit_code": None, "stderr": "", **found}
     path = cli.get("path")
+    path = path if isinstance(path, str) else None  # program_identity's absolute path, when it found one
     observed = path if cli["version"] not in (UNOBSERVED, NOT_APPLICABLE) else None
     if path:
         try:
@@ -263,20 +267,22 @@ class _Fields:
     reason given for a field is the one kept.
     """
 
-    def __init__(self, ctx: ManifestContext, adapter: dict[str, Any], *, has_model: bool, roots: Any):
+    def __init__(
+        self, ctx: ManifestContext, adapter: dict[str, object], *, has_model: bool, roots: discovery_base.Roots
+    ):
         self.ctx = ctx
         self.adapter = adapter
         self.has_model = has_model
         self.roots = roots
         self.opts = dict(ctx.options)
         self.reasons: dict[str, str] = {}
-        self.evidence: dict[str, Any] = {}
-        self.facts: dict[str, Any] = {}
+        self.evidence: dict[str, object] = {}
+        self.facts: dict[str, object] = {}
         self.config_hash: str = UNOBSERVED
         #: the agent command's program file whose identification is cli_version (None: none)
         self.program_file: str | None = None
 
-    def _opt_or_fact(self, name: str) -> Any:
+    def _opt_or_fact(self, name: str) -> object:
         if self.opts.get(name) is not None:
             return self.opts[name]
         found = self.facts.get(name)
@@ -285,7 +291,7 @@ class _Fields:
         self.reasons.setdefault(name, "not set in the options and not configured in any discovered file")
         return UNOBSERVED
 
-    def agent(self, rules: str) -> dict[str, Any]:
+    def agent(self, rules: str) -> dict[str, object]:
         adapter = self.adapter
         return {
             "surface": adapter.get("surface", UNOBSERVED),
@@ -294,7 +300,7 @@ class _Fields:
             "surface_rules": rules,
         }
 
-    def model(self) -> dict[str, Any]:
+    def model(self) -> dict[str, object]:
         if not self.has_model:
             return dict.fromkeys(
                 ("model_id", "model_endpoint", "model_stamp", "server_revision", "model_options"), NOT_APPLICABLE
@@ -313,11 +319,11 @@ class _Fields:
             ),
         }
 
-    def client(self, cli: Mapping[str, Any]) -> dict[str, Any]:
+    def client(self, cli: Mapping[str, object]) -> dict[str, object]:
         """The product client as run here: its version, settings and the isolation around it."""
         has_model, opts, reasons = self.has_model, self.opts, self.reasons
         on_cli = self.adapter.get("surface", "cli") == "cli"
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "cli_version": cli["version"],
             "extension_id": NOT_APPLICABLE if on_cli else UNOBSERVED,
             "extension_version": NOT_APPLICABLE if on_cli else UNOBSERVED,
@@ -341,7 +347,7 @@ class _Fields:
         out["built_in_tools"] = self._built_in_tools()
         return out
 
-    def _built_in_tools(self) -> Any:
+    def _built_in_tools(self) -> object:
         tools = self.opts.get("tools")
         if tools is not None:
             return sorted(tools) if isinstance(tools, (list, tuple)) else tools
@@ -351,7 +357,7 @@ class _Fields:
             self.reasons, "built_in_tools", "the enabled tool set is reported by the product only at run time"
         )
 
-    def source_id(self, source_manifest: Mapping[str, Any], git_info: Any) -> Any:
+    def source_id(self, source_manifest: Mapping[str, object], git_info: object) -> object:
         if source_manifest["files"]:
             return source_manifest["digest"]
         if isinstance(git_info, dict) and git_info.get("commit"):
@@ -360,13 +366,13 @@ class _Fields:
         self.reasons["source_id"] = "no task directory selected and the project is not a git checkout"
         return UNOBSERVED
 
-    def lockfile_hash(self, lockfiles: Sequence[Mapping[str, Any]]) -> Any:
+    def lockfile_hash(self, lockfiles: Sequence[Mapping[str, object]]) -> str:
         if lockfiles:
             return digest(lockfiles)
         self.reasons["lockfile_hash"] = "no lockfile in the project root or the selected tasks"
         return NOT_APPLICABLE
 
-    def environment(self, cwd: Path, runtimes: Mapping[str, Any]) -> dict[str, Any]:
+    def environment(self, cwd: Path, runtimes: object) -> dict[str, object]:
         """Where and how the agent runs: system, runtimes, working directory, command, environment."""
         ctx, roots = self.ctx, self.roots
         return {
@@ -382,7 +388,7 @@ class _Fields:
             "environment_allowlist": environment_allowlist(ctx.env, ctx.env_allowlist),
         }
 
-    def protocol(self) -> dict[str, Any]:
+    def protocol(self) -> dict[str, object]:
         """What the agent is measured on and by: tasks, evaluator, image, scoring code, harness."""
         ctx, reasons = self.ctx, self.reasons
         return {
@@ -395,7 +401,7 @@ class _Fields:
             or _unobserved(reasons, "harness_version", "the caller passed no harness version"),
         }
 
-    def envelope(self, identity: dict[str, Any]) -> None:
+    def envelope(self, identity: dict[str, object]) -> None:
         """The envelope options taken verbatim from the options the user set."""
         for name in ENVELOPE_OPTIONS:
             if self.opts.get(name) is not None:
@@ -406,7 +412,7 @@ class _Fields:
             else:
                 identity[name] = NOT_APPLICABLE
 
-    def explain(self, identity: Mapping[str, Any], cli: Mapping[str, Any]) -> None:
+    def explain(self, identity: Mapping[str, object], cli: Mapping[str, object]) -> None:
         """Why each field without a value has none (fields no earlier step explained)."""
         reasons = self.reasons
         if identity["extension_id"] == NOT_APPLICABLE:
@@ -421,7 +427,7 @@ class _Fields:
                 if identity.get(name) == NOT_APPLICABLE:
                     reasons[name] = "the reference agent has no permission, sandbox or tool settings of its own"
         if cli["version"] in (UNOBSERVED, NOT_APPLICABLE):
-            reasons["cli_version"] = cli.get("reason", "version display not run")
+            reasons["cli_version"] = str(cli.get("reason", "version display not run"))
         if self.has_model:
             reasons.setdefault("model_stamp", "reported by the host only in the agent's output; filled after the runs")
             reasons.setdefault("server_revision", "the host does not report a server revision to the client")
@@ -430,11 +436,11 @@ class _Fields:
 def _provenance(
     ctx: ManifestContext,
     roots: discovery_base.Roots,
-    git_info: Any,
-    cli: Mapping[str, Any],
-    bundle: Mapping[str, Any],
-    config: Sequence[Mapping[str, Any]],
-) -> dict[str, Any]:
+    git_info: object,
+    cli: Mapping[str, object],
+    bundle: discovery_base.InstructionBundle,
+    config: Sequence[discovery_base.ConfigSource],
+) -> dict[str, object]:
     """Recorded and noted, never compared as identity: when, where, by whom, from which files."""
     now = (ctx.now or (lambda: datetime.now(timezone.utc)))()
     env = ctx.env
@@ -453,21 +459,21 @@ def _provenance(
     }
 
 
-def capture_manifest(ctx: ManifestContext) -> dict[str, Any]:
+def capture_manifest(ctx: ManifestContext) -> dict[str, object]:
     """The runtime manifest alone (see `capture` for the bundle and source manifest)."""
     return capture(ctx).manifest
 
 
-def runtime_id(identity: Mapping[str, Any]) -> str:
+def runtime_id(identity: Mapping[str, object]) -> str:
     return digest(dict(identity))
 
 
 def finalize_manifest(
-    manifest: Mapping[str, Any],
+    manifest: Mapping[str, object],
     model_stamps: Mapping[str, str | None] | None = None,
     server_revisions: Mapping[str, str | None] | None = None,
-    reported: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
+    reported: Mapping[str, Mapping[str, object]] | None = None,
+) -> dict[str, object]:
     """Fill the post-run fields from what the host reported, and recompute runtime_id.
 
     ``model_stamps`` maps a run key (``T02/r1``) to the model id that run's
@@ -484,7 +490,7 @@ def finalize_manifest(
     Returns a new manifest.
     """
     out = copy.deepcopy(dict(manifest))
-    ident = out["identity"]
+    ident = _child(out, "identity")
     for name, values in _reported_per_field(model_stamps, server_revisions, reported).items():
         if ident.get(name) == NOT_APPLICABLE or not values:
             continue
@@ -497,27 +503,37 @@ def finalize_manifest(
             continue
         if name not in POST_RUN_FIELDS and ident.get(name) != UNOBSERVED:
             # an option or a file named it: that value stays, what the product asked for is evidence
-            out.setdefault("evidence", {}).setdefault("post_run", {})[name] = {"reported": seen, "kept": ident[name]}
+            _child(_child(out, "evidence"), "post_run")[name] = {"reported": seen, "kept": ident[name]}
             continue
         ident[name] = seen[0] if len(seen) == 1 else seen
         source = "the host's answers" if name in POST_RUN_FIELDS else "the product's own report at run time"
-        out.setdefault("evidence", {}).setdefault("post_run", {})[name] = {
+        _child(_child(out, "evidence"), "post_run")[name] = {
             "runs_without_value": missing,
             "source": source,
         }
-        out.get("reasons", {}).pop(name, None)
+        reasons = out.get("reasons", {})
+        if isinstance(reasons, dict):
+            reasons.pop(name, None)
     out["runtime_id"] = runtime_id(ident)
     return out
+
+
+def _child(doc: dict[str, object], key: str) -> dict[str, object]:
+    """The object under `key` of a manifest's part, made empty when absent."""
+    child = doc.setdefault(key, {})
+    if not isinstance(child, dict):
+        raise RecordError(f"the manifest's {key!r} is not an object")
+    return child
 
 
 def _reported_per_field(
     model_stamps: Mapping[str, str | None] | None,
     server_revisions: Mapping[str, str | None] | None,
-    reported: Mapping[str, Mapping[str, Any]] | None,
-) -> dict[str, dict[str, Any]]:
+    reported: Mapping[str, Mapping[str, object]] | None,
+) -> dict[str, dict[str, object]]:
     """{identity field: {run key: value or None}}; a run that reported some fields and not
     another counts as a run without a value for it."""
-    per_field: dict[str, dict[str, Any]] = {"model_stamp": dict(model_stamps or {})}
+    per_field: dict[str, dict[str, object]] = {"model_stamp": dict(model_stamps or {})}
     per_field["server_revision"] = dict(server_revisions or {})
     for key, facts in (reported or {}).items():
         for name, value in (facts or {}).items():
@@ -528,7 +544,7 @@ def _reported_per_field(
     return per_field
 
 
-def validate_manifest(manifest: Any, where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+def validate_manifest(manifest: object, where: str | os.PathLike[str] | None = None) -> JsonObject:
     """A stored manifest is complete and untouched, or RecordError (exit 4)."""
     if not isinstance(manifest, dict) or not isinstance(manifest.get("identity"), dict):
         raise RecordError("not a runtime manifest (no identity object)", where)
@@ -545,7 +561,7 @@ def validate_manifest(manifest: Any, where: str | os.PathLike[str] | None = None
 # --------------------------------------------------------------------------- pieces
 
 
-def _external_tools(sources: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _external_tools(sources: Sequence[discovery_base.ConfigSource]) -> list[dict[str, object]]:
     """MCP inventory from every configuration source, sorted by (name, source)."""
     tools = []
     for s in sources:
@@ -586,10 +602,10 @@ def _external_tools(sources: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
     return sorted(tools, key=lambda t: (t["name"], t["context"], t["source"]))
 
 
-def _merged_facts(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _merged_facts(facts: Mapping[str, Mapping[str, discovery_base.Fact]]) -> dict[str, object]:
     """One value per fact over all contexts; differing values are kept per context."""
     names = sorted({n for f in facts.values() for n in f})
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for n in names:
         if n == "documented_merge":
             continue
@@ -638,7 +654,7 @@ def _scoring_digest(ctx: ManifestContext, reasons: dict[str, str]) -> str:
     return digest(sorted(hash_file(Path(p)) for p in files))
 
 
-def _is_reference(adapter: Mapping[str, Any]) -> bool:
+def _is_reference(adapter: Mapping[str, object]) -> bool:
     """The bundled reference agents run no model: model fields are not_applicable."""
     return str(adapter.get("product", "")).startswith("pytest-agentdrift/")
 
@@ -648,7 +664,7 @@ def _unobserved(reasons: dict[str, str], name: str, why: str) -> str:
     return UNOBSERVED
 
 
-def _opt_na(opts: Mapping[str, Any], name: str) -> Any:
+def _opt_na(opts: Mapping[str, object], name: str) -> object:
     return opts[name] if opts.get(name) is not None else NOT_APPLICABLE
 
 
