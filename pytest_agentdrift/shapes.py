@@ -34,6 +34,8 @@ class CheckRecord(TypedDict):
     evidence: NotRequired[JsonObject]
     #: written only when true: the harness could not decide the check, so the run is undecided
     undecided: NotRequired[bool]
+    #: a regraded record: why the record no longer holds what this check reads (record/regrade.py)
+    not_regradable: NotRequired[str]
 
 
 class ChangedRecord(TypedDict):
@@ -109,6 +111,18 @@ class UndisplayableChange(TypedDict):
     after: JsonObject | None
 
 
+class OverlayRecord(TypedDict):
+    """What the harness placed in the work tree from a bundle before the run (run/overlay.py)."""
+
+    bundle: str | None
+    digest: str
+    placed: list[str]
+    replaced: list[str]
+    removed: list[str]
+    not_placed: NotRequired[list[JsonObject]]
+    note: NotRequired[str]
+
+
 class EvidenceRecord(TypedDict):
     """What the harness saw of one run (run/evidence.RunEvidence.evidence_dict)."""
 
@@ -142,7 +156,7 @@ class EvidenceRecord(TypedDict):
     stdout_truncated: NotRequired[bool]
     stderr_bytes: NotRequired[int]
     stderr_truncated: NotRequired[bool]
-    leftover_processes: NotRequired[JsonValue]
+    leftover_processes: NotRequired[int]
     event_problems: NotRequired[list[str]]
     start_commit: NotRequired[str | None]
     api_requests: NotRequired[int]
@@ -155,7 +169,7 @@ class EvidenceRecord(TypedDict):
     touched: NotRequired[list[str]]
     isolation: NotRequired[JsonObject]
     stopped: NotRequired[str | None]
-    overlay: NotRequired[JsonObject | None]
+    overlay: NotRequired[OverlayRecord | None]
     model_traffic: NotRequired[JsonObject | None]
     model_calls: NotRequired[list[JsonObject]]
 
@@ -191,6 +205,8 @@ InfraErrorRecord = TypedDict(
         "repeats": NotRequired[bool],
         "exit_code": NotRequired[int | None],
         "signal": NotRequired[str],
+        # a claim the harness did not believe: why it scored the run as the agent's
+        "why": NotRequired[str],
     },
 )
 InfraErrorRecord.__doc__ = "Why a run ended on the provider or the machine rather than on the agent (agents/infra.py)."
@@ -235,8 +251,8 @@ class RunRecord(TypedDict):
     trace: NotRequired[JsonObject | None]
 
 
-class TaskEntry(TypedDict):
-    """A task in results.json: its facts (record/payload.task_meta) and its runs by repetition."""
+class TaskMeta(TypedDict):
+    """A task's facts, which results.json keeps beside its runs (record/payload.task_meta)."""
 
     title: str
     suite: str
@@ -245,6 +261,11 @@ class TaskEntry(TypedDict):
     grading_id: NotRequired[str]
     task_dir: NotRequired[str]
     default_checks: NotRequired[bool]
+
+
+class TaskEntry(TaskMeta):
+    """A task in results.json: its facts and its runs by repetition."""
+
     runs: list[RunRecord]
 
 
@@ -273,6 +294,53 @@ class IsolationRecord(TypedDict):
     not_hidden: NotRequired[list[str]]
 
 
+class BundleOverlayNote(TypedDict):
+    """How many files a bundle's overlay puts in front of the agent (manifest/bundleuse.settings_entry)."""
+
+    project_files: int
+    user_files: int
+    removed: list[str]
+    note: str
+
+
+class BundleEntry(TypedDict):
+    """The instruction bundle an experiment's runs used (manifest/bundles.Bundle.describe, and its overlay)."""
+
+    name: str | None
+    digest: str
+    agent: str
+    model: NotRequired[str | None]
+    options: NotRequired[JsonObject]
+    derived_from: NotRequired[str | None]
+    derivation: NotRequired[JsonValue]
+    digests: NotRequired[JsonObject]
+    files: NotRequired[list[JsonObject]]
+    overlay: NotRequired[BundleOverlayNote]
+
+
+class PlanRan(TypedDict):
+    """The design a session ran: its tasks and the fewest repetitions of any of them."""
+
+    tasks: int
+    k: int
+
+
+class PlanCheck(TypedDict):
+    """Whether a session followed its pre-registered plan (compare/experimentrun.plan_check)."""
+
+    digest: str
+    created_at: str | None
+    delta: float
+    alpha: float
+    power: float
+    planned: JsonObject
+    ran: PlanRan
+    followed: bool
+    problems: list[str]
+    pre_registered: bool
+    file: str
+
+
 class SettingsRecord(TypedDict, total=False):
     """The session settings results.json records (record/results.settings_record); an experiment adds
     the bundle and the plan it ran."""
@@ -285,8 +353,8 @@ class SettingsRecord(TypedDict, total=False):
     agent_options: JsonObject
     limits: dict[str, int | None]
     grading_limits: dict[str, int | None]
-    agent_bundle: JsonObject
-    plan: JsonObject
+    agent_bundle: BundleEntry
+    plan: PlanCheck
 
 
 class WorkerRecord(TypedDict, total=False):
@@ -341,6 +409,8 @@ class ResumeNote(TypedDict):
     kept_runs: int
     ran_runs: int
     pytest_argv: NotRequired[list[str]]
+    #: in a merged record: the shard whose session was resumed
+    shard_run_id: NotRequired[str]
 
 
 class BudgetRecord(TypedDict):

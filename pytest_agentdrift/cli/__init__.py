@@ -31,6 +31,7 @@ from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.cli.validate import cmd_validate, protected_disagreement  # noqa: F401  (protected_disagreement: public)
 from pytest_agentdrift.errors import AgentDriftError, PoolRefused
 from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
+from pytest_agentdrift.shapes import Results
 from pytest_agentdrift.vocabulary import (
     DECISION_FILE,
     EXIT_FAILED,
@@ -59,9 +60,9 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from pytest_agentdrift.record.report import summary_lines
-    from pytest_agentdrift.record.store import load_run
+    from pytest_agentdrift.record.store import load_results
 
-    results = load_run(Path(args.run), require_complete=False)
+    results = load_results(Path(args.run), require_complete=False)
     for line in summary_lines(results):
         _out(line)
     return EXIT_OK
@@ -203,22 +204,22 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _load_shard(path: Path) -> tuple[Path, dict, dict]:
+def _load_shard(path: Path) -> tuple[Path, Results, dict[str, Any]]:
     """(directory, results, validated runtime manifest) of one shard."""
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.errors import RecordError
     from pytest_agentdrift.manifest.capture import validate_manifest
-    from pytest_agentdrift.record.store import load_run
+    from pytest_agentdrift.record.store import load_results
     from pytest_agentdrift.vocabulary import MANIFEST_FILE
 
-    results = load_run(path, require_complete=False)
+    results = load_results(path, require_complete=False)
     mpath = path / MANIFEST_FILE
     if not mpath.is_file():
         raise RecordError("the shard has no runtime manifest", mpath)
     return path, results, validate_manifest(load_json_file(mpath, RecordError), mpath)
 
 
-def _one_runtime(shards: list[tuple[Path, dict, dict]], tokens: list[str]) -> bool:
+def _one_runtime(shards: list[tuple[Path, Results, dict[str, Any]]], tokens: list[str]) -> bool:
     """Every shard's manifest is the first one's runtime; else the refusal on stderr and False."""
     from pytest_agentdrift.manifest.accept import resolve_for
     from pytest_agentdrift.manifest.identity import compare_manifests, render_refusal
@@ -235,7 +236,7 @@ def _one_runtime(shards: list[tuple[Path, dict, dict]], tokens: list[str]) -> bo
     return True
 
 
-def _expected_items(shards: list[tuple[Path, dict, dict]]) -> set[str] | None:
+def _expected_items(shards: list[tuple[Path, Results, dict[str, Any]]]) -> set[str] | None:
     """The task set every shard was drawn from: the tasks its source manifest lists, k times each
     (None when a shard has no source manifest)."""
     from pytest_agentdrift.canonical import load_json_file

@@ -156,11 +156,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from pytest_agentdrift.compare.planning import make_plan, parse_delta, render_plan
     from pytest_agentdrift.compare.pool import is_pool, load_pool
     from pytest_agentdrift.manifest.baseline import load_baseline
-    from pytest_agentdrift.record.store import atomic_write, load_run
+    from pytest_agentdrift.record.store import atomic_write, load_results
 
     run = Path(args.run)
     # a directory of records is pooled as --agent-baseline pools it (the records of one identity)
-    results = load_pool(run, load_baseline)[0] if is_pool(run) else load_run(run, require_complete=True)
+    results = load_pool(run, load_baseline)[0] if is_pool(run) else load_results(run, require_complete=True)
     doc = make_plan(
         results,
         delta=parse_delta(args.delta),

@@ -13,6 +13,7 @@ from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
 from pytest_agentdrift.run import scratch as scratch_dirs
+from pytest_agentdrift.shapes import Results, RunRecord
 from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_REFUSED, SOURCE_MANIFEST_FILE
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def _specs(paths: list[str], wanted: list[str]) -> dict:
     return {t: load_task(dirs[t]) for t in wanted}
 
 
-def _recorded_dirs(results: dict) -> list[str]:
+def _recorded_dirs(results: Results) -> list[str]:
     """The task directories the record names (`task_dir`), when each still holds its task (the
     same id): where --tasks defaults to. Empty when one does not (then the builtin suite)."""
     from pytest_agentdrift.tasks.load import session_task_dirs
@@ -73,7 +74,9 @@ def _id_specs(record: Path, specs: dict, paths: list[str]) -> list:
     return list(out.values())
 
 
-def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation) -> tuple[dict[str, list], list[str]]:
+def _regrade_runs(
+    record: Path, out: Path, results: Results, specs: dict, isolation
+) -> tuple[dict[str, list[RunRecord]], list[str]]:
     """Every run of the record graded again, in a scratch directory removed at the end; a task
     graded exactly as it would be now keeps its recorded checks (its blobs still verified).
     Returns (runs by task, the tasks kept)."""
@@ -83,7 +86,7 @@ def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation
 
     scratch = scratch_dirs.make("regrade")
     # graded code runs under the recorded session's grading limits (a record older than them: the defaults)
-    limits = (results.get("settings") or {}).get("grading_limits")
+    limits = results["settings"].get("grading_limits")
     grader = Grader(
         isolation,
         scratch / "grading",
@@ -91,13 +94,13 @@ def _regrade_runs(record: Path, out: Path, results: dict, specs: dict, isolation
         hidden=(record.absolute(), out.absolute()),
         limits=dict(limits) if isinstance(limits, dict) else None,
     )
-    recorded_isolation = (results.get("isolation") or {}).get("enforced")
+    recorded_isolation = results["isolation"]["enforced"]
     kept = [
         tid
         for tid, task in sorted(results["tasks"].items())
         if rg.grading_unchanged(task, specs[tid], recorded_isolation, isolation.mode)
     ]
-    runs: dict[str, list] = {}
+    runs: dict[str, list[RunRecord]] = {}
     try:
         for tid, task in sorted(results["tasks"].items()):
             runs[tid] = [
@@ -117,13 +120,13 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     from pytest_agentdrift.manifest.capture import validate_manifest
     from pytest_agentdrift.record import regrade as rg
     from pytest_agentdrift.record.results import evaluator_id, new_run_id, task_set_id
-    from pytest_agentdrift.record.store import check_record_target, load_run
+    from pytest_agentdrift.record.store import check_record_target, load_results
     from pytest_agentdrift.run import sandbox
 
     started = time.monotonic()
     record, out = Path(args.run), Path(args.out)
     check_record_target(out)
-    results = load_run(record)
+    results = load_results(record)
     paths = args.tasks or _recorded_dirs(results)  # the record's own tasks, where it found them
     specs = _specs(paths, sorted(results["tasks"]))
     problems = rg.given_differences(record, results, specs)

@@ -109,10 +109,10 @@ def cmd_html(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace, plain) -> int:
     if not (args.html or args.json):
         return plain(args)
-    from pytest_agentdrift.record.store import load_run
+    from pytest_agentdrift.record.store import load_results
 
     run = Path(args.run)
-    results = load_run(run, require_complete=False)
+    results = load_results(run, require_complete=False)
     if args.json:
         # ensure_ascii: a file name that was not UTF-8 (a lone surrogate) still prints
         _out(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=True))

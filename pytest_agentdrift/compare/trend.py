@@ -27,6 +27,7 @@ from pytest_agentdrift.canonical import load_json_file
 from pytest_agentdrift.compare.stats import scored_passes, wilson_interval
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.safetext import md_code, md_text
+from pytest_agentdrift.shapes import Results, RunRecord
 from pytest_agentdrift.vocabulary import IDENTITY_FIELDS, INFRA_OUTCOME, MANIFEST_FILE
 
 #: family-wise false-flag rate of a series
@@ -41,7 +42,7 @@ _NOT_MARKED = frozenset({"task_set_id", "evaluator_id", "source_id"})
 @dataclass
 class Record:
     path: Path
-    results: dict[str, Any]
+    results: Results
     identity: dict[str, Any]
 
     @property
@@ -57,9 +58,9 @@ def _text(value: Any) -> str:
 
 
 def load_record(path: Path) -> Record:
-    from pytest_agentdrift.record.store import load_run
+    from pytest_agentdrift.record.store import load_results
 
-    results = load_run(path, require_complete=False)
+    results = load_results(path, require_complete=False)
     mpath = path / MANIFEST_FILE
     manifest = load_json_file(mpath, RecordError) if mpath.is_file() else {}
     identity = manifest.get("identity") if isinstance(manifest, dict) else None
@@ -81,9 +82,9 @@ def fisher_exact(a: int, n1: int, c: int, n2: int) -> float:
     return min(1.0, sum(p for x in range(lo, hi + 1) if (p := prob(x)) <= seen * (1 + 1e-9)))
 
 
-def _layer_counts(runs: list[Mapping[str, Any]], layer: str) -> tuple[int, int]:
-    scored = [r for r in runs if r.get("outcome") != INFRA_OUTCOME and (r.get("layers") or {}).get(layer) != "n/a"]
-    judged = [r for r in scored if (r.get("layers") or {}).get(layer) in ("pass", "fail")]
+def _layer_counts(runs: list[RunRecord], layer: str) -> tuple[int, int]:
+    scored = [r for r in runs if r["outcome"] != INFRA_OUTCOME and r["layers"].get(layer) != "n/a"]
+    judged = [r for r in scored if r["layers"].get(layer) in ("pass", "fail")]
     return sum(1 for r in judged if r["layers"][layer] == "pass"), len(judged)
 
 
@@ -150,7 +151,8 @@ def _trend_rows(kept: list[Record]) -> list[dict[str, Any]]:
         for layer in ("overall", *LAYERS):
             points = []
             for r in kept:
-                runs = (r.results["tasks"].get(tid) or {}).get("runs") or []
+                task = r.results["tasks"].get(tid)
+                runs = task["runs"] if task else []
                 passes, n = scored_passes(runs) if layer == "overall" else _layer_counts(runs, layer)
                 points.append(_point(passes, n) if runs else None)
             if layer != "overall" and not any(p and p["n"] for p in points):
@@ -200,7 +202,7 @@ def analyse(records: list[Record], alpha: float = ALPHA) -> dict[str, Any]:
                 "path": str(r.path),
                 "run_id": r.results.get("run_id"),
                 "started_at": r.results.get("started_at"),
-                "regraded_from": (r.results.get("regraded_from") or {}).get("run_id"),
+                "regraded_from": regraded["run_id"] if (regraded := r.results.get("regraded_from")) else None,
                 "changes": _identity_changes(kept[i - 1], r) if i else [],
             }
             for i, r in enumerate(kept)

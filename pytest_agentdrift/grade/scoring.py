@@ -9,10 +9,11 @@ flagged.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_agentdrift.grade.results import CheckResult
 from pytest_agentdrift.run.evidence import RunEvidence
+from pytest_agentdrift.shapes import SummaryRecord, TaskEntry
 from pytest_agentdrift.tasks.load import LAYERS
 from pytest_agentdrift.vocabulary import (
     ERROR_LIKE_OUTCOMES,
@@ -155,7 +156,7 @@ def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:
     }
 
 
-def summarise(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def summarise(tasks: Mapping[str, TaskEntry]) -> SummaryRecord:
     from pytest_agentdrift.run.budget import add_spend
 
     runs = [r for t in tasks.values() for r in t["runs"]]

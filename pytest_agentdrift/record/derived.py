@@ -13,13 +13,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
+from pytest_agentdrift.shapes import Results
 from pytest_agentdrift.vocabulary import REPORT_HTML_FILE, REPORT_MD_FILE
 
 
 @contextmanager
-def derived_record(out: Path, results: dict[str, Any], purpose: str) -> Iterator[Path]:
+def derived_record(out: Path, results: Results, purpose: str) -> Iterator[Path]:
     """The temporary directory to fill; on leaving, report.md, report.html and results.json are
     written into it and it is renamed to ``out``. On any failure nothing is left behind."""
     from pytest_agentdrift.canonical import dumps_pretty

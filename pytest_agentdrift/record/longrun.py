@@ -194,11 +194,11 @@ class LongRun:
         if not self.settings.baseline:
             return None
         from pytest_agentdrift.errors import RecordError
-        from pytest_agentdrift.record.store import load_run
+        from pytest_agentdrift.record.store import load_results
         from pytest_agentdrift.tasks.shard import durations_from
 
         try:
-            return durations_from(load_run(Path(self.settings.baseline)))
+            return durations_from(load_results(Path(self.settings.baseline)))
         except RecordError:
             return None  # the comparison reports a bad baseline; the shards are then dealt by count
 

@@ -13,9 +13,10 @@ as provenance (`merged_from`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from pytest_agentdrift.errors import RecordError
+from pytest_agentdrift.shapes import Results, ShardRecord, TaskEntry
 from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import INSTRUCTION_BUNDLE_FILE
 
@@ -28,7 +29,7 @@ def universe(tasks: Iterable[str], k: int) -> set[str]:
     return {item_key(t, rep) for t in tasks for rep in range(1, k + 1)}
 
 
-def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[str] | None = None) -> dict[str, Any]:
+def merge_shards(shards: list[Results], run_id: str, expected_items: set[str] | None = None) -> Results:
     """Merge complete shard results; RecordError (exit 4) names what does not fit."""
     from pytest_agentdrift.grade.scoring import summarise
 
@@ -36,26 +37,29 @@ def merge_shards(shards: list[dict[str, Any]], run_id: str, expected_items: set[
     tasks = _merged_tasks(shards)
     if expected_items is not None:
         _check_coverage({item_key(tid, r["rep"]) for tid, t in tasks.items() for r in t["runs"]}, expected_items)
-    first = shards[0]
-    merged = {k: v for k, v in first.items() if k not in _SESSION_ONLY}
+    merged: Results = {
+        **shards[0],
+        "run_id": run_id,
+        "started_at": min(sh["started_at"] for sh in shards),
+        "finished_at": max(sh["finished_at"] for sh in shards),
+        "complete": True,
+        "incomplete_reasons": [],
+        "tasks": tasks,
+        "workers": {f"{sh['run_id']}/{wid}": w for sh in shards for wid, w in sh["workers"].items()},
+        "summary": summarise(tasks),
+    }
+    # the keys of _SESSION_ONLY
+    merged.pop("shard", None)
+    merged.pop("resumed", None)
+    merged.pop("budget", None)
+    merged["merged_from"] = [sh["run_id"] for sh in shards]
     resumed = [{**note, "shard_run_id": sh["run_id"]} for sh in shards for note in sh.get("resumed") or []]
-    merged.update(
-        run_id=run_id,
-        started_at=min(sh["started_at"] for sh in shards),
-        finished_at=max(sh["finished_at"] for sh in shards),
-        complete=True,
-        incomplete_reasons=[],
-        tasks=tasks,
-        workers={f"{sh['run_id']}/{wid}": w for sh in shards for wid, w in sh["workers"].items()},
-        summary=summarise(tasks),
-        merged_from=[sh["run_id"] for sh in shards],
-    )
     if resumed:
         merged["resumed"] = resumed
     return merged
 
 
-def _check_shards_fit(shards: list[dict[str, Any]]) -> None:
+def _check_shards_fit(shards: list[Results]) -> None:
     """Complete shards of one task set, evaluator, runtime and settings, from one split, each given once."""
     if not shards:
         raise RecordError("nothing to merge")
@@ -69,10 +73,11 @@ def _check_shards_fit(shards: list[dict[str, Any]]) -> None:
         values = {repr(sh.get(key)) for sh in shards}
         if len(values) > 1:
             raise RecordError(f"shards differ in {key}: {', '.join(sorted(values))}")
-    sharded = [sh.get("shard") for sh in shards]
-    if not any(sharded):
+    given = [sh.get("shard") for sh in shards]
+    if not any(given):
         return
-    if not all(sharded):
+    sharded: list[ShardRecord] = [s for s in given if s]
+    if len(sharded) < len(given):
         raise RecordError("some shards were recorded with --agent-shard and some without: merge shards of one split")
     counts = {s["count"] for s in sharded}
     if len(counts) > 1:
@@ -84,9 +89,9 @@ def _check_shards_fit(shards: list[dict[str, Any]]) -> None:
         raise RecordError(f"the same shard given twice: {', '.join(f'{i}/{count}' for i in dupes)}")
 
 
-def _merged_tasks(shards: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _merged_tasks(shards: list[Results]) -> dict[str, TaskEntry]:
     """The shards' tasks in one mapping, each task's runs from every shard in repetition order; no overlap."""
-    tasks: dict[str, dict[str, Any]] = {}
+    tasks: dict[str, TaskEntry] = {}
     owner: dict[str, str] = {}
     overlap: list[str] = []
     for sh in shards:
@@ -102,7 +107,7 @@ def _merged_tasks(shards: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 if tasks[tid].get("task_dir") != task.get("task_dir"):
                     tasks[tid].pop("task_dir", None)  # no one place: regrade then needs --tasks
             else:
-                tasks[tid] = {**meta, **({"task_dir": task["task_dir"]} if "task_dir" in task else {}), "runs": []}
+                tasks[tid] = {**task, "runs": []}
                 owner[tid] = sh["run_id"]
             have = {r["rep"] for r in tasks[tid]["runs"]}
             for run in task["runs"]:
@@ -130,7 +135,7 @@ def _check_coverage(got: set[str], expected_items: set[str]) -> None:
         raise RecordError(f"the shards hold item(s) outside the task set: {', '.join(extra[:10])}")
 
 
-def write_merged(out: Path, shards: list[tuple[Path, dict[str, Any]]], merged: dict[str, Any]) -> None:
+def write_merged(out: Path, shards: list[tuple[Path, Results]], merged: Results) -> None:
     """The merged record at ``out``: the first shard's manifests, every shard's raw runs and blobs,
     the reports and results.json (record/derived.py)."""
     import shutil

@@ -26,6 +26,7 @@ from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.run import finaltree
 from pytest_agentdrift.safetext import unescape_path
+from pytest_agentdrift.shapes import CheckRecord, EvidenceRecord, RegradedFrom, Results, RunRecord, TaskEntry
 from pytest_agentdrift.vocabulary import (
     ARGV_FILE,
     CHECKS_FILE,
@@ -64,11 +65,9 @@ _NEEDS: dict[str, frozenset[str]] = {
 _DEFAULT_NEEDS = frozenset({"tree"})
 #: pytest-function checks may read anything of the run
 _FUNCTION_NEEDS = frozenset({"tree", "events", "report"})
-#: what a regrade replaces in a run's entry; everything else is what the run did, kept
-_SCORED_KEYS = ("outcome", "passed", "tampered_pass", "critical_failed", "failed_checks", "layers", "checks")
 
 
-def given_differences(record: Path, results: dict[str, Any], specs: dict[str, TaskSpec]) -> list[str]:
+def given_differences(record: Path, results: Results, specs: dict[str, TaskSpec]) -> list[str]:
     """What the agent would be given now that differs from what the record says it was given, per file."""
     from pytest_agentdrift.tasks.load import DERIVED_FILES, directory_listing, given_path
 
@@ -132,7 +131,7 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
     return events
 
 
-def _lacking(record: Path, result: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any] | None]:
+def _lacking(record: Path, result: RunRecord) -> tuple[dict[str, str], dict[str, Any] | None]:
     """(part -> why the record lacks it, tree.json or None)."""
     raw = record / result["raw"]
     lacks: dict[str, str] = {}
@@ -154,7 +153,7 @@ def _lacking(record: Path, result: dict[str, Any]) -> tuple[dict[str, str], dict
     return lacks, doc
 
 
-def _evidence(spec: TaskSpec, result: dict[str, Any], raw: Path, work: Path, root: Path, events, unkept=()):
+def _evidence(spec: TaskSpec, result: RunRecord, raw: Path, work: Path, root: Path, events, unkept=()):
     """A RunEvidence of the rebuilt tree, with what only the run could observe taken from the record
     (`unkept`: listed paths whose content the record does not hold, changed all the same)."""
     from pytest_agentdrift.agents.base import AdapterOutput
@@ -219,7 +218,7 @@ def _tree_evidence(spec: TaskSpec, root: Path, work: Path, unkept=()) -> dict[st
     )
 
 
-def _recorded_evidence(ev: dict[str, Any], raw: Path, result: dict[str, Any]) -> dict[str, Any]:
+def _recorded_evidence(ev: EvidenceRecord, raw: Path, result: RunRecord) -> dict[str, Any]:
     """What only the run could observe, as the record holds it."""
     return dict(
         argv=json.loads((raw / ARGV_FILE).read_text()) if (raw / ARGV_FILE).is_file() else [],
@@ -263,7 +262,7 @@ def _needs(check_kind: str) -> frozenset[str]:
     return _NEEDS.get(check_kind, _DEFAULT_NEEDS)
 
 
-def grading_unchanged(task: dict[str, Any], spec: TaskSpec, record_isolation: Any, isolation_mode: str) -> bool:
+def grading_unchanged(task: TaskEntry, spec: TaskSpec, record_isolation: str | None, isolation_mode: str) -> bool:
     """Whether the record's task was graded exactly as it would be now: the same grading code,
     checks and grading files (the task's grading id) in the same isolation. Its runs' checks
     then stand as recorded, and regrading pays only for the tasks that changed."""
@@ -273,7 +272,7 @@ def grading_unchanged(task: dict[str, Any], spec: TaskSpec, record_isolation: An
     return bool(recorded) and recorded == task_grading_id(spec) and record_isolation == isolation_mode
 
 
-def keeps_all_it_needs(record: Path, result: dict[str, Any]) -> bool:
+def keeps_all_it_needs(record: Path, result: RunRecord) -> bool:
     """Whether the run's entry can stand as recorded: the record still holds everything its
     checks read (else the run is graded again and says per check what is missing), and every
     blob of its kept tree is what its name says (a record edited after the fact is refused,
@@ -285,7 +284,7 @@ def keeps_all_it_needs(record: Path, result: dict[str, Any]) -> bool:
     return not lacks
 
 
-def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Grader, scratch: Path) -> dict[str, Any]:
+def regrade_run(record: Path, spec: TaskSpec, result: RunRecord, grader: Grader, scratch: Path) -> RunRecord:
     """The run's entry graded again by the current checks of `spec` (kept as recorded when it was not graded)."""
     from pytest_agentdrift.grade.scoring import score
 
@@ -324,11 +323,28 @@ def regrade_run(record: Path, spec: TaskSpec, result: dict[str, Any], grader: Gr
         from pytest_agentdrift.tasks.fdtree import rmtree
 
         rmtree(root)
-    new = {k: v for k, v in result.items() if k != "undecided"}
-    new.update({k: scored[k] for k in (*_SCORED_KEYS, "undecided") if k in scored})
+    return _rescored(result, scored)
+
+
+def _rescored(result: RunRecord, scored: dict[str, Any]) -> RunRecord:
+    """The run's entry with what the regrade scored in place of what the record scored (outcome, passed,
+    tampered pass, critical and failed checks, layers, checks, and `undecided` when it is); everything
+    else is what the run did, kept. A check the regrade could not decide says so in its own entry."""
+    new: RunRecord = {**result}
+    new.pop("undecided", None)
+    new["outcome"] = scored["outcome"]
+    new["passed"] = scored["passed"]
+    new["tampered_pass"] = scored["tampered_pass"]
+    new["critical_failed"] = scored["critical_failed"]
+    new["failed_checks"] = scored["failed_checks"]
+    new["layers"] = scored["layers"]
+    new["checks"] = scored["checks"]
+    if "undecided" in scored:
+        new["undecided"] = scored["undecided"]
     for c in new["checks"]:
+        why = (c.get("evidence") or {}).get("not_regradable")
         if "not_regradable" in (c.get("evidence") or {}):
-            c["not_regradable"] = c["evidence"]["not_regradable"]
+            c["not_regradable"] = str(why)
     return new
 
 
@@ -348,7 +364,7 @@ def _score_regraded(run: Any, checks: list[Any], score: Any) -> dict[str, Any]:
     return scored
 
 
-def _as_recorded(recorded: dict[tuple[Any, Any], dict[str, Any]], check: Any, why: str):
+def _as_recorded(recorded: dict[tuple[str, str], CheckRecord], check: Any, why: str):
     """The check's recorded failure, when the record holds one decided at run time: it stands as
     recorded (the regrade cannot judge it again, and what is lost cannot undo a failure). A
     recorded pass does not: what the record no longer holds cannot be shown to pass."""
@@ -384,7 +400,7 @@ def _not_regradable(check: Any, why: str, report: Any):
 
 
 # ---- a whole record ---------------------------------------------------------------------------
-def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, source) -> None:
+def write_regraded(record: Path, out: Path, results: Results, manifest, source) -> None:
     """NEW beside OUT in a temporary directory, renamed into place: the raw files and blobs of
     the source record (each run's checks.json and run.json from the regrade), manifests, reports,
     results.json last. The source record's comparison/ is not carried: it judged other grades."""
@@ -410,7 +426,7 @@ def write_regraded(record: Path, out: Path, results: dict[str, Any], manifest, s
             atomic_write(tmp / SOURCE_MANIFEST_FILE, dumps_pretty(source))
 
 
-def provenance(results: dict[str, Any], grading_isolation: str, kept_tasks: list[str]) -> dict[str, Any]:
+def provenance(results: Results, grading_isolation: str, kept_tasks: list[str]) -> RegradedFrom:
     return {
         "run_id": results["run_id"],
         "evaluator_id": results.get("evaluator_id"),
@@ -422,17 +438,17 @@ def provenance(results: dict[str, Any], grading_isolation: str, kept_tasks: list
 
 
 def regraded_results(
-    results: dict[str, Any],
-    runs: dict[str, list[dict[str, Any]]],
+    results: Results,
+    runs: dict[str, list[RunRecord]],
     run_id: str,
     evaluator: str,
     task_set: str,
     specs: dict[str, TaskSpec],
-) -> dict[str, Any]:
+) -> Results:
     from pytest_agentdrift.grade.evaluator import task_grading_id
     from pytest_agentdrift.grade.scoring import summarise
 
-    tasks = {tid: {**t, "runs": runs[tid]} for tid, t in results["tasks"].items()}
+    tasks: dict[str, TaskEntry] = {tid: {**t, "runs": runs[tid]} for tid, t in results["tasks"].items()}
     for tid, task in tasks.items():
         if tid in specs:
             task["grading_id"] = task_grading_id(specs[tid])

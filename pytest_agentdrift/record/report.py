@@ -5,10 +5,24 @@ Pure functions over the results dict; no pytest, no I/O.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from pytest_agentdrift.record.provenance import regraded_line
 from pytest_agentdrift.safetext import escape_text, md_code, md_fence, md_text
+from pytest_agentdrift.shapes import (
+    AgentRecord,
+    ChangedRecord,
+    CheckRecord,
+    CrashRecord,
+    EvidenceRecord,
+    IsolationRecord,
+    Results,
+    RunRecord,
+    SettingsRecord,
+    SpendRecord,
+    SummaryRecord,
+    TaskEntry,
+)
 from pytest_agentdrift.tasks.load import LAYERS
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
@@ -25,7 +39,7 @@ _LAYER_ABBR = {
 _MARK = {"pass": "ok", "fail": "FAIL", "n/a": "-"}
 
 
-def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
+def failure_text(task_id: str, title: str, result: RunRecord) -> str:
     """The domain text shown for a failed item: which checks failed and why."""
     lines = [f"task {task_id} ({title}), repetition {result['rep']}: {result['outcome'].upper()}"]
     ev = result["evidence"]
@@ -36,22 +50,24 @@ def failure_text(task_id: str, title: str, result: dict[str, Any]) -> str:
     return escape_text("\n".join(lines))
 
 
-def _how_it_ended(result: dict[str, Any], ev: dict[str, Any]) -> list[str]:
+def _how_it_ended(result: RunRecord, ev: EvidenceRecord) -> list[str]:
     """Why the run was not an ordinary pass or fail: undecided, not started, crashed, stopped, tampered."""
     lines = []
     for reason in result.get("undecided") or ():
         lines.append(f"  UNDECIDED (the harness could not judge this run; never a pass): {reason}")
     if ev.get("launch_error"):
         lines.append(f"  the agent could not be started: {ev['launch_error']}")
-    if ev.get("crash"):
-        lines.extend(crash_lines(ev["crash"]))
+    crash = ev.get("crash")
+    if crash:
+        lines.extend(crash_lines(crash))
     if ev.get("timed_out"):
         lines.append(f"  the agent timed out after {ev['duration_s']:.1f}s; its process tree was killed")
     for key in ev.get("resource_exceeded") or ():
-        lim = (ev.get("limits") or {}).get(key, {})
+        lim = (ev.get("limits") or {}).get(key)
+        limit, peak = (lim.get("limit"), lim.get("peak")) if lim else (None, None)
         lines.append(
-            f"  RESOURCE LIMIT HIT: {key} (limit {_limit_text(key, lim.get('limit'))}, enforced by {lim.get('enforced_by', '?')}"
-            f", peak {_limit_text(key, lim.get('peak'))}); the run was stopped or refused"
+            f"  RESOURCE LIMIT HIT: {key} (limit {_limit_text(key, limit)}, enforced by {lim.get('enforced_by', '?') if lim else '?'}"
+            f", peak {_limit_text(key, peak)}); the run was stopped or refused"
         )
     if ev.get("stopped"):
         lines.append(f"  the run was stopped: {ev['stopped']}; its process tree was killed")
@@ -65,7 +81,7 @@ def _how_it_ended(result: dict[str, Any], ev: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _failed_check_lines(checks: list[dict[str, Any]]) -> list[str]:
+def _failed_check_lines(checks: list[CheckRecord]) -> list[str]:
     """The failed checks, critical first, each with the last lines of its output."""
     lines = []
     for check in sorted(checks, key=lambda c: (not c["critical"], c["passed"])):
@@ -79,10 +95,10 @@ def _failed_check_lines(checks: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _evidence_lines(result: dict[str, Any], ev: dict[str, Any]) -> list[str]:
+def _evidence_lines(result: RunRecord, ev: EvidenceRecord) -> list[str]:
     """What the harness observed, the final report, and where the raw artifacts are."""
     changed = ev["changed"]
-    n = sum(len(v) for v in changed.values()) + sum(
+    n = sum(len(v) for v in _change_lists(changed)) + sum(
         v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed.")
     )
     lines = _budget_lines(ev)
@@ -100,13 +116,17 @@ def _evidence_lines(result: dict[str, Any], ev: dict[str, Any]) -> list[str]:
         lines.append(f"  tool leftovers, not counted as changes: {shown}")
     if result.get("report_error"):
         lines.append(f"  final report: {result['report_error']}")
-    elif result.get("report"):
-        lines.append(f"  final report: status {result['report']['status']!r}")
+    elif report := result.get("report"):
+        lines.append(f"  final report: status {report['status']!r}")
     lines.append(f"  raw artifacts: {result.get('raw', '(not recorded)')}")
     return lines
 
 
-def crash_lines(crash: dict[str, Any]) -> list[str]:
+def _change_lists(changed: ChangedRecord) -> tuple[list[str], ...]:
+    return changed["added"], changed["modified"], changed["deleted"], changed["mode"]
+
+
+def crash_lines(crash: CrashRecord) -> list[str]:
     """A crashed agent: its exit status and the last lines of its stderr, as they were."""
     tail = crash.get("stderr_tail") or []
     head = f"  the agent crashed: exit {crash.get('exit_code')}, no final report"
@@ -115,7 +135,7 @@ def crash_lines(crash: dict[str, Any]) -> list[str]:
     ]
 
 
-def _budget_lines(ev: dict[str, Any]) -> list[str]:
+def _budget_lines(ev: EvidenceRecord) -> list[str]:
     """What the harness did not examine, and changes the patch cannot show plainly."""
     out = []
     for note in (ev.get("harness_budget") or {}).get("notes", []):
@@ -130,7 +150,7 @@ def _budget_lines(ev: dict[str, Any]) -> list[str]:
     return out
 
 
-def summary_lines(results: dict[str, Any]) -> list[str]:
+def summary_lines(results: Results) -> list[str]:
     """Per task and per layer, critical failures first."""
     tasks = results["tasks"]
     out = _isolation_lines(results["agent"], results["isolation"])
@@ -155,7 +175,7 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     return [escape_text(line) for line in out]  # infrastructure evidence is the agent's words
 
 
-def _isolation_lines(agent: dict[str, Any], iso: dict[str, Any]) -> list[str]:
+def _isolation_lines(agent: AgentRecord, iso: IsolationRecord) -> list[str]:
     out = [
         f"agent {agent['name']} ({agent['version']}), isolation {iso['enforced']}"
         f" (network {iso['network']}, file system {iso['filesystem']})"
@@ -168,7 +188,7 @@ def _isolation_lines(agent: dict[str, Any], iso: dict[str, Any]) -> list[str]:
     return out
 
 
-def _notable_run_lines(tasks: dict[str, Any]) -> list[str]:
+def _notable_run_lines(tasks: Mapping[str, TaskEntry]) -> list[str]:
     """Critical failures, tampered passes, infrastructure errors and undecided runs, by run."""
     out = []
     crit = [(tid, r) for tid, t in tasks.items() for r in t["runs"] if r["critical_failed"]]
@@ -187,7 +207,7 @@ def _notable_run_lines(tasks: dict[str, Any]) -> list[str]:
     return out
 
 
-def _layer_table(tasks: dict[str, Any]) -> list[str]:
+def _layer_table(tasks: Mapping[str, TaskEntry]) -> list[str]:
     """One row per task: scored passes and each layer's worst state."""
     out = [f"{'task':<10} {'pass':>5}  " + " ".join(f"{_LAYER_ABBR[layer]:>4}" for layer in LAYERS) + "  title"]
     for tid in sorted(tasks):
@@ -215,7 +235,7 @@ def _layer_table(tasks: dict[str, Any]) -> list[str]:
     return out
 
 
-def _totals_line(s: dict[str, Any]) -> str:
+def _totals_line(s: SummaryRecord) -> str:
     rate = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.0f}%"
     scored = s["runs"] - (s.get("infra_errors") or 0) - (s.get("undecided") or 0)
     line = (
@@ -231,26 +251,26 @@ def _totals_line(s: dict[str, Any]) -> str:
     return line
 
 
-def _limit_text(key: str, value: Any) -> str:
+def _limit_text(key: str, value: int | None) -> str:
     from pytest_agentdrift.run.limits import human
 
     return "n/a" if value is None else human(key, value)
 
 
-def limits_line(results: dict[str, Any]) -> str | None:
+def limits_line(results: Results) -> str | None:
     """The limits the session asked for, and how the first run enforced each."""
     asked = (results.get("settings") or {}).get("limits")
     if not asked:
         return None
     first = next((r for t in results["tasks"].values() for r in t["runs"]), None)
-    how = (first or {}).get("evidence", {}).get("limits") or {}
+    how = (first["evidence"].get("limits") if first else None) or {}
     return ", ".join(
         f"{k} {_limit_text(k, v) if v else 'off'}" + (f" ({how[k]['enforced_by']})" if k in how and v else "")
         for k, v in asked.items()
     )
 
 
-def _infra_lines(tasks: dict[str, Any]) -> list[str]:
+def _infra_lines(tasks: Mapping[str, TaskEntry]) -> list[str]:
     """Runs lost to infrastructure (not scored), and claims that were not believed."""
     lost, doubted = [], []
     for tid, t in tasks.items():
@@ -272,30 +292,33 @@ def _infra_lines(tasks: dict[str, Any]) -> list[str]:
     return out
 
 
-def _spend_text(spend: dict[str, Any]) -> str:
+def _spend_text(spend: SpendRecord | SummaryRecord) -> str:
     parts = []
-    if spend.get("tokens") is not None:
-        parts.append(f"{spend['tokens']:>12,} tokens")
-    if spend.get("cost_usd") is not None:
-        parts.append(f"{'$' + format(spend['cost_usd'], ',.4f'):>11}")
+    tokens, cost = spend.get("tokens"), spend.get("cost_usd")
+    if tokens is not None:
+        parts.append(f"{tokens:>12,} tokens")
+    if cost is not None:
+        parts.append(f"{'$' + format(cost, ',.4f'):>11}")
     return "  ".join(parts)
 
 
-def _spend_lines(tasks: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+def _spend_lines(tasks: Mapping[str, TaskEntry], summary: SummaryRecord) -> list[str]:
     """Tokens and cost per task and in total (every attempt counts), when any run reported usage."""
     if summary.get("tokens") is None and summary.get("cost_usd") is None:
         return []
     out = ["spend (all attempts):"]
     for tid in sorted(tasks):
-        total: dict[str, Any] = {"tokens": None, "cost_usd": None}
+        total: SpendRecord = {"tokens": None, "cost_usd": None}
         sources = set()
         for r in tasks[tid]["runs"]:
-            sp = r.get("spend") or {}
-            for key in ("tokens", "cost_usd"):
-                if sp.get(key) is not None:
-                    total[key] = (total[key] or 0) + sp[key]
+            sp: SpendRecord = r.get("spend") or {}
+            tokens, cost = sp.get("tokens"), sp.get("cost_usd")
+            if tokens is not None:
+                total["tokens"] = (total.get("tokens") or 0) + tokens
+            if cost is not None:
+                total["cost_usd"] = (total.get("cost_usd") or 0) + cost
             if sp.get("cost_source"):
-                sources.add(str(sp["cost_source"]).split(":")[0])
+                sources.add(str(sp.get("cost_source")).split(":")[0])
         out.append(
             f"  {tid:<10} {_spend_text(total) or 'no usage reported'}"
             + (f"  ({', '.join(sorted(sources))})" if sources else "")
@@ -304,18 +327,19 @@ def _spend_lines(tasks: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def _experiment_lines(settings: dict[str, Any]) -> list[str]:
+def _experiment_lines(settings: SettingsRecord) -> list[str]:
     """The bundle the runs used and the plan they were registered under (session/experiments.py)."""
     out = []
     bundle = settings.get("agent_bundle")
     if bundle:
-        ov = bundle.get("overlay") or {}
-        derived = f", derived from {bundle['derived_from'][:19]}…" if bundle.get("derived_from") else ""
+        ov = bundle.get("overlay")
+        derived_from = bundle.get("derived_from")
+        derived = f", derived from {derived_from[:19]}…" if derived_from else ""
         out.append(
             f"bundle {bundle.get('name') or '(unnamed)'} ({bundle['digest'][:19]}…{derived}): "
-            f"{ov.get('project_files', 0)} project file(s) overlaid into each work tree, {ov.get('user_files', 0)} "
-            f"into the private home"
-            + (f", {', '.join(ov['removed'])} removed" if ov.get("removed") else "")
+            f"{ov['project_files'] if ov else 0} project file(s) overlaid into each work tree, "
+            f"{ov['user_files'] if ov else 0} into the private home"
+            + (f", {', '.join(ov['removed'])} removed" if ov and ov["removed"] else "")
             + "; harness-placed files are never counted as changes"
         )
     plan = settings.get("plan")
@@ -323,14 +347,14 @@ def _experiment_lines(settings: dict[str, Any]) -> list[str]:
         planned = plan["planned"]
         state = "followed" if plan["followed"] else "NOT followed (" + "; ".join(plan["problems"]) + ")"
         out.append(
-            f"plan {plan['digest'][:19]}… ({'pre-registered ' + plan['created_at'] if plan['pre_registered'] else 'not older than the run'}): "
+            f"plan {plan['digest'][:19]}… ({'pre-registered ' + str(plan['created_at']) if plan['pre_registered'] else 'not older than the run'}): "
             f"{planned.get('tasks')} task(s) × k={planned.get('k')} for {100 * plan['delta']:.1f} pp at alpha "
             f"{plan['alpha']:g}, power {plan['power']:.2f}; this run {plan['ran']['tasks']} × k={plan['ran']['k']}: {state}"
         )
     return out
 
 
-def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None, closing: str | None = None) -> str:
+def markdown(results: Results, comparison_lines: list[str] | None = None, closing: str | None = None) -> str:
     """report.md: the same facts as the terminal, with every failed check's evidence."""
     md = [f"# pytest-agentdrift run {results['run_id']}", ""]
     if closing:
@@ -353,7 +377,7 @@ def markdown(results: dict[str, Any], comparison_lines: list[str] | None = None,
     return "\n".join(md) + "\n"
 
 
-def _md_facts(results: dict[str, Any], closing: str | None) -> list[str]:
+def _md_facts(results: Results, closing: str | None) -> list[str]:
     """The bullet list under the title: agent, times, isolation, ids, shard, resume, merge, budget."""
     md = [f"- agent: {md_code(results['agent']['name'])} version {md_code(results['agent']['version'])}"]
     md.append(
@@ -364,9 +388,13 @@ def _md_facts(results: dict[str, Any], closing: str | None) -> list[str]:
     limits = limits_line(results)
     if limits:
         md.append(f"- resource limits per run: {limits}")
-    for key in ("runtime_id", "task_set_id", "evaluator_id"):
-        if results.get(key):
-            md.append(f"- {key}: `{results[key]}`")
+    for key, value in (
+        ("runtime_id", results.get("runtime_id")),
+        ("task_set_id", results.get("task_set_id")),
+        ("evaluator_id", results.get("evaluator_id")),
+    ):
+        if value:
+            md.append(f"- {key}: `{value}`")
     md.append("- the same run as a page (grid, plots, patches, events; self-contained): [report.html](report.html)")
     if closing:
         md.append(f"- exit status: {md_code(closing)}")
@@ -394,7 +422,7 @@ def _md_facts(results: dict[str, Any], closing: str | None) -> list[str]:
     return md
 
 
-def _md_run(r: dict[str, Any]) -> list[str]:
+def _md_run(r: RunRecord) -> list[str]:
     """One run of a task: its outcome, infrastructure error and retries, spend, checks and evidence."""
     md = [
         f"- r{r['rep']}: **{r['outcome']}**"
@@ -409,16 +437,17 @@ def _md_run(r: dict[str, Any]) -> list[str]:
             + md_text(infra["evidence"])
         )
     for a in r.get("attempts") or []:
-        ai = a.get("infra_error") or {}
+        ai = a.get("infra_error")
         md.append(
             f"  - attempt {a['attempt']}: {a['outcome']}"
             + (f" ({ai.get('class')}: {md_text(ai.get('evidence'))})" if ai else "")
             + f", exit {a.get('exit_code')}, {a.get('duration_s') or 0:.2f}s; raw: `{a['raw']}`"
         )
-    if (r.get("spend") or {}).get("tokens") is not None or (r.get("spend") or {}).get("cost_usd") is not None:
+    spend = r.get("spend") or {}
+    if spend.get("tokens") is not None or spend.get("cost_usd") is not None:
         md.append(
-            f"  - spend: {' '.join(_spend_text(r['spend']).split())}"
-            + (f" ({r['spend']['cost_source']})" if r["spend"].get("cost_source") else "")
+            f"  - spend: {' '.join(_spend_text(spend).split())}"
+            + (f" ({spend.get('cost_source')})" if spend.get("cost_source") else "")
         )
     for c in r["checks"]:
         mark = "pass" if c["passed"] else ("CRITICAL FAIL" if c["critical"] else "fail")
@@ -426,25 +455,27 @@ def _md_run(r: dict[str, Any]) -> list[str]:
     return md + _md_run_evidence(r)
 
 
-def _md_run_evidence(r: dict[str, Any]) -> list[str]:
+def _md_run_evidence(r: RunRecord) -> list[str]:
     md = []
     ev = r["evidence"]
-    if ev.get("crash"):
-        head, *tail = crash_lines(ev["crash"])
+    crash = ev.get("crash")
+    if crash:
+        head, *tail = crash_lines(crash)
         md.append("  - " + md_text(head.strip()))
         md += ["", *md_fence("\n".join(ln.strip()[2:] for ln in tail), indent="    "), ""] if tail else []
     md.extend("  - " + md_text(line.strip()) for line in _budget_lines(ev))
-    if ev.get("overlay"):
-        placed = sorted([*ev["overlay"]["placed"], *ev["overlay"]["replaced"]])
+    overlay = ev.get("overlay")
+    if overlay:
+        placed = sorted([*overlay["placed"], *overlay["replaced"]])
         md.append(
-            f"  - harness-placed from bundle {ev['overlay']['bundle'] or ev['overlay']['digest']} (not changes): "
+            f"  - harness-placed from bundle {overlay['bundle'] or overlay['digest']} (not changes): "
             f"{md_text(', '.join(placed) or 'nothing')}"
-            + (f"; removed first: {md_text(', '.join(ev['overlay']['removed']))}" if ev["overlay"]["removed"] else "")
+            + (f"; removed first: {md_text(', '.join(overlay['removed']))}" if overlay["removed"] else "")
         )
     more = sum(v for k, v in (ev.get("omitted") or {}).items() if k.startswith("changed."))
     md.append(
         f"  - evidence: exit {ev['exit_code']}, {ev['duration_s']:.2f}s; changed "
-        f"{md_text(', '.join(sorted(p for v in ev['changed'].values() for p in v)) or 'nothing')}"
+        f"{md_text(', '.join(sorted(p for v in _change_lists(ev['changed']) for p in v)) or 'nothing')}"
         + (f" (+{more} more)" if more else "")
         + f"; writes outside: {md_text(', '.join(ev['writes_outside']) or 'none')}"
         f"; network attempts observed by the harness: {ev['network_attempts']}"
@@ -453,7 +484,7 @@ def _md_run_evidence(r: dict[str, Any]) -> list[str]:
     return md
 
 
-def _check_lines(mark: str, c: dict[str, Any]) -> list[str]:
+def _check_lines(mark: str, c: CheckRecord) -> list[str]:
     """One check in report.md: its first detail line in the bullet (Markdown-escaped: graded output
     and paths the agent chose), further lines and a failing check's output tail in a fenced block
     under it that no line of theirs can close."""

@@ -12,9 +12,19 @@ from __future__ import annotations
 import datetime as _dt
 import secrets
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
+from pytest_agentdrift.shapes import (
+    AgentRecord,
+    IsolationRecord,
+    Results,
+    RunRecord,
+    SettingsRecord,
+    TaskEntry,
+    TaskMeta,
+    WorkerRecord,
+)
 from pytest_agentdrift.vocabulary import (
     EXIT_STATUS_KEY,
     INSTRUCTION_BUNDLE_FILE,
@@ -72,7 +82,7 @@ def identity_field(manifest: dict[str, Any] | None, name: str, compute: Callable
 
 # -- the document --------------------------------------------------------------------------
 def incomplete_reasons(
-    expected: set[str], received: set[str], workers: dict[str, dict[str, Any]], interrupted: str | None, ran: bool
+    expected: set[str], received: set[str], workers: Mapping[str, WorkerRecord], interrupted: str | None, ran: bool
 ) -> list[str]:
     """Why the record is not complete: runs that never reported, crashed workers, an interruption."""
     reasons = []
@@ -87,7 +97,7 @@ def incomplete_reasons(
     return reasons
 
 
-def settings_record(settings: Any) -> dict[str, Any]:
+def settings_record(settings: Any) -> SettingsRecord:
     """The session settings results.json records (a resumed session must share them)."""
     from pytest_agentdrift.run.limits import DEFAULT_LIMITS, GRADING_LIMITS
 
@@ -103,7 +113,7 @@ def settings_record(settings: Any) -> dict[str, Any]:
     }
 
 
-def agent_record(adapter: Any, agent_options: dict[str, Any], version: str) -> dict[str, Any]:
+def agent_record(adapter: Any, agent_options: dict[str, Any], version: str) -> AgentRecord:
     """The agent the session ran (`none` when it ran none)."""
     return {
         "name": adapter.name if adapter else "none",
@@ -114,11 +124,12 @@ def agent_record(adapter: Any, agent_options: dict[str, Any], version: str) -> d
     }
 
 
-def isolation_record(isolation: Any, requested: str) -> dict[str, Any]:
+def isolation_record(isolation: Any, requested: str) -> IsolationRecord:
     """The enforced isolation and what it leaves visible."""
     from pytest_agentdrift.run.mountplan import not_hidden
 
-    return {**isolation.to_dict(requested), "not_hidden": not_hidden(isolation.mode)}
+    enforced: IsolationRecord = isolation.to_dict(requested)
+    return {**enforced, "not_hidden": not_hidden(isolation.mode)}
 
 
 def results_document(
@@ -126,19 +137,21 @@ def results_document(
     run_id: str,
     started_at: str,
     reasons: list[str],
-    agent: dict[str, Any],
-    isolation: dict[str, Any],
-    settings: dict[str, Any],
+    agent: AgentRecord,
+    isolation: IsolationRecord,
+    settings: SettingsRecord,
     identity: tuple[str | None, str | None, str | None],
-    runs: dict[str, dict[int, Any]],
-    task_meta: dict[str, dict[str, Any]],
-    workers: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
+    runs: Mapping[str, Mapping[int, RunRecord]],
+    task_meta: Mapping[str, TaskMeta],
+    workers: Mapping[str, WorkerRecord],
+) -> Results:
     """results.json. `identity` is (runtime_id, task_set_id, evaluator_id); `runs` every task's
     results by repetition, `task_meta` its facts (record/payload.task_meta)."""
     from pytest_agentdrift.grade.scoring import summarise
 
-    tasks = {tid: {**task_meta[tid], "runs": [runs[tid][rep] for rep in sorted(runs[tid])]} for tid in sorted(runs)}
+    tasks: dict[str, TaskEntry] = {
+        tid: {**task_meta[tid], "runs": [runs[tid][rep] for rep in sorted(runs[tid])]} for tid in sorted(runs)
+    }
     runtime_id, task_set, evaluator = identity
     return {
         "schema_version": SCHEMA_VERSION,
@@ -187,7 +200,7 @@ def write_run(rec: Any, payload: dict[str, Any], result: dict[str, Any], raw: di
 
 def write_record(
     rec: Any,
-    results: dict[str, Any],
+    results: Results,
     *,
     session_files: tuple[Any, Any, Any],
     comparison_files: dict[str, Any],

@@ -18,10 +18,11 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeGuard
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
+from pytest_agentdrift.shapes import Results
 from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE, RAW_DIR, RESULTS_FILE, SEAL_FILE
 
@@ -69,9 +70,15 @@ def results_validator():
     return schema_validator("results.schema.json")
 
 
-def schema_problems(results: dict[str, Any]) -> list[str]:
+def schema_problems(results: object) -> list[str]:
     errors = sorted(results_validator().iter_errors(results), key=lambda e: list(e.path))
     return [f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors[:10]]
+
+
+def is_results(doc: object) -> TypeGuard[Results]:
+    """Whether `doc` matches results.schema.json, whose objects shapes.Results and its parts declare
+    field for field (tests/unit/test_shapes.py)."""
+    return isinstance(doc, dict) and results_validator().is_valid(doc)
 
 
 def check_record_target(path: Path) -> None:
@@ -217,7 +224,7 @@ def check_seal(path: Path) -> None:
         )
 
 
-def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
+def load_results(path: Path, require_complete: bool = True) -> Results:
     """Read a recorded run's results.json; a bad or incomplete run is exit 4."""
     if not path.is_dir():
         raise RecordError("no such run directory", path)
@@ -230,10 +237,15 @@ def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
     results = load_json_file(results_path, RecordError)
     if not isinstance(results, dict):
         raise RecordError("results.json is not a JSON object", results_path)
-    problems = schema_problems(results)
-    if problems:
+    if not is_results(results):
+        problems = schema_problems(results)
         raise RecordError("results.json does not match the schema: " + "; ".join(problems[:3]), results_path)
     if require_complete and not results["complete"]:
-        reasons = "; ".join(results.get("incomplete_reasons", [])[:3]) or "marked incomplete"
+        reasons = "; ".join(results["incomplete_reasons"][:3]) or "marked incomplete"
         raise RecordError(f"the run is incomplete ({reasons}) and cannot be used as a baseline", path)
     return results
+
+
+def load_run(path: Path, require_complete: bool = True) -> dict[str, Any]:
+    """load_results as a plain dict, for the readers that do not read it as shapes.Results yet."""
+    return dict(load_results(path, require_complete))

@@ -16,16 +16,19 @@ from typing import Any
 
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.safetext import md_code, md_text
+from pytest_agentdrift.shapes import Results
 from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, REFUSAL_FILE, REPORT_MD_FILE, RESULTS_FILE
 
 _CLOSING = "agentdrift: exit "
 MAX_BULLETS = 20
 
 
-def closing_line(run: Path, decision: dict[str, Any] | None) -> str | None:
+def closing_line(run: Path, decision: object) -> str | None:
     """The record's closing line: decision.json's exit status, else report.md's last word."""
-    if decision and isinstance(decision.get("exit_status"), dict):
-        return decision["exit_status"].get("line")
+    status = decision.get("exit_status") if isinstance(decision, dict) else None
+    if isinstance(status, dict):
+        line = status.get("line")
+        return line if isinstance(line, str) or line is None else str(line)
     try:
         for line in (run / REPORT_MD_FILE).read_text(encoding="utf-8").splitlines():
             # report.md ends with the closing line as a code span
@@ -42,18 +45,18 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def _cell(text: Any) -> str:
+def _cell(text: object) -> str:
     """Text for a table cell or a line: Markdown-escaped (check names and reasons can quote an agent)."""
     return md_text(" ".join(str(text).split()))
 
 
 def run_summary(run: Path, max_bytes: int = 60_000) -> str:
     from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.record.store import load_run
+    from pytest_agentdrift.record.store import load_results
 
     if (run / REFUSAL_FILE).is_file() and not (run / RESULTS_FILE).exists():
         return _refusal_summary(run / REFUSAL_FILE, max_bytes)
-    results = load_run(run, require_complete=False)
+    results = load_results(run, require_complete=False)
     dpath = run / DECISION_FILE
     cpath = run / COMPARISON_FILE
     decision = load_json_file(dpath, RecordError) if dpath.is_file() else None
@@ -110,7 +113,7 @@ def _comparison_table(comparison: dict[str, Any]) -> tuple[list[str], list[str]]
     return table_head, rows
 
 
-def _failure_table(results: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _failure_table(results: Results) -> tuple[list[str], list[str]]:
     """The tasks with a failed run, without a comparison."""
     rows = []
     for tid, t in sorted(results["tasks"].items()):
