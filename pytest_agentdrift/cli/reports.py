@@ -129,10 +129,10 @@ def cmd_show(args: argparse.Namespace, plain) -> int:
 
 def cmd_export_atif(args: argparse.Namespace) -> int:
     from pytest_agentdrift.record.atif import SCHEMA_VERSION, export_run
-    from pytest_agentdrift.record.store import load_run
+    from pytest_agentdrift.record.store import load_results
 
     run = Path(args.run)
-    results = load_run(run, require_complete=False)  # read and validated once
+    results = load_results(run, require_complete=False)  # read and validated once
     out = Path(args.out) if args.out else Path.cwd() / f"atif-{results.get('run_id')}"
     paths = export_run(run, out, [Path(p) for p in args.tasks], results=results)
     _out(f"wrote {len(paths)} {SCHEMA_VERSION} trajectory file(s) to {out}")

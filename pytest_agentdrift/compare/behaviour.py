@@ -107,7 +107,8 @@ def _ok(event: Mapping[str, Any]) -> bool | None:
 
 
 def _tool_target(event: Mapping[str, Any]) -> str | None:
-    data = event.get("input") if isinstance(event.get("input"), Mapping) else {}
+    given = event.get("input")
+    data = given if isinstance(given, Mapping) else {}
     for key in ("skill", "subagent_type", "command", "file_path", "path", "notebook_path", "url", "query"):
         value = data.get(key)
         if isinstance(value, str) and value:
@@ -172,7 +173,7 @@ def show_step(step: Mapping[str, Any] | None) -> str:
 
 
 def is_test_command(command: str | None) -> bool:
-    return bool(command) and bool(TEST_COMMAND.search(command))
+    return bool(command and TEST_COMMAND.search(command))
 
 
 def own_tests_class(trace: Mapping[str, Any] | None) -> tuple[str, str]:
@@ -216,7 +217,7 @@ def own_tests(results: Mapping[str, Any]) -> dict[str, Any]:
 def _report_text(report: Any) -> str:
     if not isinstance(report, Mapping):
         return ""
-    parts = []
+    parts: list[str] = []
     for key in ("summary", "answer", "checks_run", "checks_skipped"):
         value = report.get(key)
         parts.extend(str(v) for v in value) if isinstance(value, list) else parts.append(str(value or ""))

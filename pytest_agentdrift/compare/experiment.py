@@ -48,24 +48,20 @@ def agent_release(
     release_notes_given: bool,
 ) -> dict[str, Any]:
     b, c = _version(base, base_manifest), _version(cand, cand_manifest)
-    row = {
-        "baseline": {
-            "agent": (base.get("agent") or {}).get("name"),
-            "version": b,
-            "runs": (base.get("summary") or {}).get("runs"),
-        },
-        "candidate": {
-            "agent": (cand.get("agent") or {}).get("name"),
-            "version": c,
-            "runs": (cand.get("summary") or {}).get("runs"),
-        },
-        "differs": b != c,
-        "note": None,
+    arms = {
+        label: {
+            "agent": (results.get("agent") or {}).get("name"),
+            "version": version,
+            "runs": (results.get("summary") or {}).get("runs"),
+        }
+        for label, results, version in (("baseline", base, b), ("candidate", cand, c))
     }
+    row: dict[str, object] = {**arms, "differs": b != c, "note": None}
     if b != c and not release_notes_given:
+        was, now = arms["baseline"], arms["candidate"]
         row["note"] = (
-            f"the baseline ran on {row['baseline']['agent']} {b} ({row['baseline']['runs']} runs), the candidate on "
-            f"{row['candidate']['agent']} {c} ({row['candidate']['runs']} runs): the agent release differs "
+            f"the baseline ran on {was['agent']} {b} ({was['runs']} runs), the candidate on "
+            f"{now['agent']} {c} ({now['runs']} runs): the agent release differs "
             "between arms, so the delta mixes your change with the release and cannot be attributed to the "
             "bundle. Re-run both arms on one release with the agent's auto-update off, or give the release "
             "notes (--agent-release-notes)"

@@ -70,7 +70,8 @@ def null_experiment(
     pairs = []
     identity_problems: list[str] = []
     for i, j in combinations(range(len(runs)), 2):
-        comparable, change_class, reasons = True, "identical", []
+        comparable, change_class = True, "identical"
+        reasons: list[str] = []
         if manifests is not None:
             comparable, change_class, reasons = _pair_identity(manifests[i], manifests[j], accept_unobserved)
             if change_class != "identical" or not comparable:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pytest_agentdrift.vocabulary import (
     COMPARISON_FILE,
@@ -26,6 +26,9 @@ from pytest_agentdrift.vocabulary import (
     GATE_REGRESSION,
     MANIFEST_DIFF_FILE,
 )
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.compare.gates import GateParams
 
 
 @dataclass(frozen=True)
@@ -225,15 +228,18 @@ def _comparison_lines(comparison: dict[str, Any], items: Any) -> list[str]:
     return rendered
 
 
-def _gate_params(gate_scope: str, max_infra_loss: float | None, gate_flakes: str | None) -> Any:
+def _gate_params(gate_scope: str, max_infra_loss: float | None, gate_flakes: str | None) -> GateParams:
     """The gate's parameters: its defaults where the option was not given."""
+    import dataclasses
+
     from pytest_agentdrift.compare.gates import GateParams
 
-    return GateParams(
-        scope=gate_scope,
-        **({} if max_infra_loss is None else {"max_infra_loss": max_infra_loss}),
-        **({} if gate_flakes is None else {"flakes": gate_flakes}),
-    )
+    params = GateParams(scope=gate_scope)
+    if max_infra_loss is not None:
+        params = dataclasses.replace(params, max_infra_loss=max_infra_loss)
+    if gate_flakes is not None:
+        params = dataclasses.replace(params, flakes=gate_flakes)
+    return params
 
 
 def _comparison_files(
@@ -354,7 +360,7 @@ def gate_item_lines(items: Mapping[str, Mapping[str, str]] | None) -> list[str]:
     and as xfailed, as its own summary and JUnit count them."""
     if not items:
         return []
-    lines = []
+    lines: list[str] = []
     for key, label in (("failed", "failed (held against the candidate)"), ("xfailed", "xfailed (not held)")):
         for tid, why in items[key].items():  # same words as report.html's rows
             lines.append(f"{'items' if not lines else '':<11} {label}: {tid}: {why}")

@@ -153,7 +153,8 @@ def regression_power(
     sb = solved_probability(p, k)
     sc = solved_probability(np.clip(p - delta, 0.0, 1.0), k)
     dist, w0, l0 = won_lost_distribution((1.0 - sb) * sc, sb * (1.0 - sc), weights)
-    return float(min(1.0, dist[_region(w0, l0, *dist.shape, alpha)].sum()))
+    rows, cols = dist.shape
+    return float(min(1.0, dist[_region(w0, l0, rows, cols, alpha)].sum()))
 
 
 def _approximate_power(base_rates: Sequence[float], weights: Sequence[int], k: int, deltas: Any, alpha: float) -> Any:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from pytest_agentdrift.errors import RecordError
-from pytest_agentdrift.shapes import Results, ShardRecord, TaskEntry
+from pytest_agentdrift.shapes import Results, ResumeNote, ShardRecord, TaskEntry
 from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import INSTRUCTION_BUNDLE_FILE
 
@@ -53,7 +53,9 @@ def merge_shards(shards: list[Results], run_id: str, expected_items: set[str] | 
     merged.pop("resumed", None)
     merged.pop("budget", None)
     merged["merged_from"] = [sh["run_id"] for sh in shards]
-    resumed = [{**note, "shard_run_id": sh["run_id"]} for sh in shards for note in sh.get("resumed") or []]
+    resumed: list[ResumeNote] = [
+        {**note, "shard_run_id": sh["run_id"]} for sh in shards for note in sh.get("resumed") or []
+    ]
     if resumed:
         merged["resumed"] = resumed
     return merged

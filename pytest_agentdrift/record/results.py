@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import secrets
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from pytest_agentdrift import EVALUATOR_VERSION, __version__
 from pytest_agentdrift.shapes import (
@@ -25,6 +25,13 @@ from pytest_agentdrift.shapes import (
     TaskMeta,
     WorkerRecord,
 )
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.base import AgentAdapter
+    from pytest_agentdrift.record.store import RunRecorder
+    from pytest_agentdrift.run.sandbox import Isolation
+    from pytest_agentdrift.shapes import JsonObject, JsonValue
+    from pytest_agentdrift.tasks.load import TaskSpec
 from pytest_agentdrift.vocabulary import (
     EXIT_STATUS_KEY,
     INSTRUCTION_BUNDLE_FILE,
@@ -47,7 +54,7 @@ def new_run_id() -> str:
 
 
 # -- identity digests ----------------------------------------------------------------------
-def evaluator_id(specs: list[Any]) -> str:
+def evaluator_id(specs: list[TaskSpec]) -> str:
     """What decides how the tasks' runs are graded: the grading code, the checks, the grading files."""
     from pytest_agentdrift.canonical import digest
     from pytest_agentdrift.grade.evaluator import evaluator_components
@@ -65,16 +72,19 @@ def evaluator_id(specs: list[Any]) -> str:
     )
 
 
-def task_set_id(specs: list[Any]) -> str:
+def task_set_id(specs: list[TaskSpec]) -> str:
     from pytest_agentdrift.canonical import digest
 
     # what the agent is given only: a fixed check changes evaluator_id, never the task set
     return digest({s.id: s.given_digest() for s in sorted(specs, key=lambda s: s.id)})
 
 
-def identity_field(manifest: dict[str, Any] | None, name: str, compute: Callable[[list[Any]], str], specs: list[Any]):
+def identity_field(
+    manifest: Mapping[str, JsonValue] | None, name: str, compute: Callable[[list[TaskSpec]], str], specs: list[TaskSpec]
+) -> str | None:
     """From the manifest when captured (it saw every selected task), else from the specs run here."""
-    value = ((manifest or {}).get("identity") or {}).get(name)
+    identity = (manifest or {}).get("identity")
+    value = identity.get(name) if isinstance(identity, dict) else None
     if isinstance(value, str) and value.startswith("sha256:"):
         return value
     return compute(specs) if specs else None
@@ -98,7 +108,8 @@ def incomplete_reasons(
 
 
 def settings_record(settings: Any) -> SettingsRecord:
-    """The session settings results.json records (a resumed session must share them)."""
+    """The session settings results.json records (a resumed session must share them). `settings` is
+    options.Settings, which a stage may not import (options reads the manifest stage)."""
     from pytest_agentdrift.run.limits import DEFAULT_LIMITS, GRADING_LIMITS
 
     return {
@@ -113,7 +124,7 @@ def settings_record(settings: Any) -> SettingsRecord:
     }
 
 
-def agent_record(adapter: Any, agent_options: dict[str, Any], version: str) -> AgentRecord:
+def agent_record(adapter: AgentAdapter | None, agent_options: JsonObject, version: str) -> AgentRecord:
     """The agent the session ran (`none` when it ran none)."""
     return {
         "name": adapter.name if adapter else "none",
@@ -124,7 +135,7 @@ def agent_record(adapter: Any, agent_options: dict[str, Any], version: str) -> A
     }
 
 
-def isolation_record(isolation: Any, requested: str) -> IsolationRecord:
+def isolation_record(isolation: Isolation, requested: str) -> IsolationRecord:
     """The enforced isolation and what it leaves visible."""
     from pytest_agentdrift.run.mountplan import not_hidden
 
@@ -176,7 +187,9 @@ def results_document(
 
 
 # -- writing -------------------------------------------------------------------------------
-def write_session_files(rec: Any, manifest: Any, instruction_bundle: Any, source_manifest: Any) -> None:
+def write_session_files(
+    rec: RunRecorder, manifest: object, instruction_bundle: object, source_manifest: object
+) -> None:
     """The runtime manifest, the instruction bundle and the source manifest, those the session has."""
     for name, doc in (
         (MANIFEST_FILE, manifest),
@@ -187,7 +200,9 @@ def write_session_files(rec: Any, manifest: Any, instruction_bundle: Any, source
             rec.write_json(name, doc)
 
 
-def write_run(rec: Any, payload: dict[str, Any], result: dict[str, Any], raw: dict[str, str], tree: Any) -> None:
+def write_run(
+    rec: RunRecorder, payload: Mapping[str, JsonValue], result: RunRecord, raw: dict[str, str], tree: JsonObject | None
+) -> None:
     """One run's files as it arrives; run.json last: it means every file of this run is on disk
     (record/resume.py)."""
     if tree is not None:
@@ -199,11 +214,11 @@ def write_run(rec: Any, payload: dict[str, Any], result: dict[str, Any], raw: di
 
 
 def write_record(
-    rec: Any,
+    rec: RunRecorder,
     results: Results,
     *,
-    session_files: tuple[Any, Any, Any],
-    comparison_files: dict[str, Any],
+    session_files: tuple[object, object, object],
+    comparison_files: Mapping[str, object],
     comparison_lines: list[str],
     closing: str,
 ) -> None:

@@ -4,7 +4,7 @@ Only the controller process writes here. Every file is written to a temp
 file in the same directory and renamed into place, so a reader sees either
 the old bytes or the new, never half. While a session records, the run
 directory holds an `INCOMPLETE` marker; `results.json` is written last, and
-after it its seal (`results.json.sha256`, its digest): every reader (`load_run`)
+after it its seal (`results.json.sha256`, its digest): every reader (`load_results`)
 refuses a results.json that no longer matches its seal. The seal catches a
 partial or accidental rewrite; it cannot stop a forger who runs as the
 harness's user (who could write a new seal too), which is why nothing the
@@ -177,7 +177,7 @@ class RunRecorder:
         complete = tree.get("complete") and all(e.get("kept", True) or e.get("leftover") for e in entries.values())
         return {FINAL_TREE_FILE: dumps_pretty({**tree, "entries": entries, "complete": bool(complete)})}
 
-    def finish(self, results: dict[str, Any]) -> None:
+    def finish(self, results: Results) -> None:
         problems = schema_problems(results)
         if problems:
             # A schema violation is our bug; keep the data, say so, never claim complete.

@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from pytest_agentdrift.shapes import IsolationRecord
 from pytest_agentdrift.vocabulary import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
 
 
@@ -45,7 +46,7 @@ class Isolation:
     cap_drop: bool
     notes: tuple[str, ...] = ()
 
-    def to_dict(self, requested: str) -> dict:
+    def to_dict(self, requested: str) -> IsolationRecord:
         return {
             "requested": requested,
             "enforced": self.mode,

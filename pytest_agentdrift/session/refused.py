@@ -10,7 +10,7 @@ have the same thing to say as its closing line.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -46,7 +46,12 @@ def _junit_case(config: pytest.Config, verdict: Verdict, fields: list[str], line
         return
     message = f"{verdict.line}\nblocked fields: {', '.join(fields)}\n" + "\n".join(lines)
     location = ("agentdrift", None, "refusal")
-    for when, outcome in (("setup", "passed"), ("call", "failed"), ("teardown", "passed")):
+    phases: tuple[tuple[Literal["setup", "call", "teardown"], Literal["passed", "failed"]], ...] = (
+        ("setup", "passed"),
+        ("call", "failed"),
+        ("teardown", "passed"),
+    )
+    for when, outcome in phases:
         report = pytest.TestReport(
             nodeid=NODEID,
             location=location,
