@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
 
-
-def slug(text: Any) -> str:
+def slug(text: object) -> str:
     """An id fragment: ASCII letters, digits, - and _ kept, anything else as .hex. (injective)."""
     return "".join(c if (c.isascii() and (c.isalnum() or c in "-_")) else f".{ord(c):x}." for c in str(text))
 
@@ -14,13 +12,13 @@ def task_anchor(tid: str) -> str:
     return f"t-{slug(tid)}"
 
 
-def run_anchor(tid: str, rep: Any) -> str:
+def run_anchor(tid: str, rep: object) -> str:
     return f"r-{slug(tid)}-{slug(rep)}"
 
 
-def check_anchor(tid: str, rep: Any, index: int) -> str:
+def check_anchor(tid: str, rep: object, index: int) -> str:
     return f"c-{slug(tid)}-{slug(rep)}-{index}"
 
 
-def evidence_anchor(tid: str, rep: Any, index: int) -> str:
+def evidence_anchor(tid: str, rep: object, index: int) -> str:
     return f"e-{slug(tid)}-{slug(rep)}-{index}"

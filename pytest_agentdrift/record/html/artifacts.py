@@ -3,14 +3,14 @@ the events timeline, the heads of stdout and stderr."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from pytest_agentdrift.canonical import json_lines_objects
 from pytest_agentdrift.record.html.anchors import slug
 from pytest_agentdrift.record.html.escape import esc
 from pytest_agentdrift.record.html.fmt import short_json
 from pytest_agentdrift.record.html.reportinput import RawArtifact, ReportInput
+from pytest_agentdrift.shapes import JsonObject, RunRecord
 from pytest_agentdrift.vocabulary import EVENTS_FILE, PATCH_FILE
 
 #: bounds on what is read from raw/ per run (the record keeps everything)
@@ -20,7 +20,7 @@ EVENTS_LIMIT = 500
 SMALL_LIMIT = 64 << 10
 
 
-def patch_section(inp: ReportInput, run: Mapping[str, Any], unfolded: bool = False) -> str:
+def patch_section(inp: ReportInput, run: RunRecord, unfolded: bool = False) -> str:
     art = inp.raw(run, PATCH_FILE, PATCH_LIMIT)
     if art.text is None:
         return f'<h4>Patch</h4><p class="mut">{esc(art.problem)}</p>'
@@ -97,7 +97,7 @@ def render_patch(text: str, paths: Iterable[str] = ()) -> str:  # noqa: C901 (kn
     return "".join(out)
 
 
-def event_list(inp: ReportInput, run: Mapping[str, Any]) -> tuple[list[dict[str, Any]], RawArtifact, int]:
+def event_list(inp: ReportInput, run: RunRecord) -> tuple[list[JsonObject], RawArtifact, int]:
     key = id(run)
     cache = inp.events_cache
     if key in cache:
@@ -108,7 +108,7 @@ def event_list(inp: ReportInput, run: Mapping[str, Any]) -> tuple[list[dict[str,
     return cache[key]
 
 
-def events_section(inp: ReportInput, run: Mapping[str, Any], unfolded: bool = False) -> str:
+def events_section(inp: ReportInput, run: RunRecord, unfolded: bool = False) -> str:
     events, art, bad = event_list(inp, run)
     if art.text is None:
         return f'<h4>Events</h4><p class="mut">{esc(art.problem)}</p>'
@@ -134,7 +134,7 @@ def events_section(inp: ReportInput, run: Mapping[str, Any], unfolded: bool = Fa
     )
 
 
-def head_section(inp: ReportInput, run: Mapping[str, Any], name: str, label: str, total: Any, capture_cut: Any) -> str:
+def head_section(inp: ReportInput, run: RunRecord, name: str, label: str, total: object, capture_cut: object) -> str:
     art = inp.raw(run, name, HEAD_LIMIT)
     if art.text is None:
         return f'<h4>{label}</h4><p class="mut">{esc(art.problem)}</p>'

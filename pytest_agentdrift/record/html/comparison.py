@@ -4,15 +4,15 @@ comparison files)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pytest_agentdrift.record.html.anchors import task_anchor
 from pytest_agentdrift.record.html.escape import esc
-from pytest_agentdrift.record.html.fmt import code, dl, json_block, pp
+from pytest_agentdrift.record.html.fmt import code, dl, json_block, json_list, json_object, pp
 from pytest_agentdrift.record.html.manifestdiff import manifest_diff_section
 from pytest_agentdrift.record.html.paired import paired_table
 from pytest_agentdrift.record.html.plots import rates_svg
 from pytest_agentdrift.record.html.reportinput import ReportInput
+from pytest_agentdrift.shapes import JsonObject
 
 _STATUS_CLASS = {
     "reject": "bad-box",
@@ -29,9 +29,9 @@ _STATUS_CLASS = {
 }
 
 
-def _find_key(obj: Any, needle: str, depth: int = 0) -> list[tuple[str, Any]]:
+def _find_key(obj: object, needle: str, depth: int = 0) -> list[tuple[str, object]]:
     """(path, value) of every key containing `needle` (a field a later version may add)."""
-    found: list[tuple[str, Any]] = []
+    found: list[tuple[str, object]] = []
     if depth > 4:
         return found
     if isinstance(obj, Mapping):
@@ -45,17 +45,19 @@ def _find_key(obj: Any, needle: str, depth: int = 0) -> list[tuple[str, Any]]:
 def comparison_section(inp: ReportInput) -> str:
     d = inp.decision or {}
     c = inp.comparison or {}
-    ev = d.get("evidence") or {}
+    ev = json_object(d.get("evidence"))
     out = ['<section id="comparison"><h2>Comparison with the baseline</h2>']
     if inp.baseline_label:
         out.append(f'<p class="mut">baseline: {esc(inp.baseline_label)}</p>')
     out.append(_decision_box(d, c))
     out.append(dl(_comparison_rows(d, c)))
-    arms = {label: (ev.get(label) or c.get(label) or {}) for label in ("baseline", "candidate")}
+    arms = {label: json_object(ev.get(label) or c.get(label)) for label in ("baseline", "candidate")}
     paired = ev.get("paired") if "paired" in ev else c.get("paired")
+    paired_counts = paired if isinstance(paired, dict) else None
+    tasks = c.get("tasks")
     out.append("<h3>Pass rates (95% Wilson intervals) and the paired delta</h3>")
-    out.append(rates_svg(arms, paired))
-    out.append(paired_table(paired, c.get("tasks") if isinstance(c.get("tasks"), Mapping) else None))
+    out.append(rates_svg(arms, paired_counts))
+    out.append(paired_table(paired_counts, tasks if isinstance(tasks, dict) else None))
     out.extend(_broken_in_candidate(d, c, ev))
     out.append(manifest_diff_section(inp.manifest_diff))
     evidence = {k: v for k, v in ev.items() if k not in ("paired",)} if ev else {}
@@ -68,15 +70,15 @@ def comparison_section(inp: ReportInput) -> str:
     return "".join(out)
 
 
-def _regression_is_primary(d: Mapping[str, Any], c: Mapping[str, Any]) -> bool:
+def _regression_is_primary(d: JsonObject, c: JsonObject) -> bool:
     """Under the regression gate the promotion status is only a second opinion."""
     return (d.get("gate_mode") or c.get("gate_mode")) == "regression"
 
 
-def _decision_box(d: Mapping[str, Any], c: Mapping[str, Any]) -> str:
-    decision = c.get("decision") or {}
+def _decision_box(d: JsonObject, c: JsonObject) -> str:
+    decision = json_object(c.get("decision"))
     status = d.get("status") or decision.get("status")
-    because = d.get("because") or decision.get("because") or []
+    because = json_list(d.get("because") or decision.get("because"))
     box = _STATUS_CLASS.get(str(status), "warn")
     label = "promotion status (secondary)" if _regression_is_primary(d, c) else "decision"
     if label != "decision":
@@ -93,19 +95,19 @@ def _decision_box(d: Mapping[str, Any], c: Mapping[str, Any]) -> str:
     )
 
 
-def _comparison_rows(d: Mapping[str, Any], c: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _comparison_rows(d: JsonObject, c: JsonObject) -> list[tuple[str, str]]:
     comparable = d.get("comparable", c.get("comparable"))
     rows = [("comparable", "yes" if comparable else "<b>no: every delta is null</b>")]
     if d.get("change_class") or c.get("change_class"):
         rows.append(("change class", code(d.get("change_class") or c.get("change_class"))))
-    for reason in d.get("reasons") or c.get("reasons") or []:
+    for reason in json_list(d.get("reasons") or c.get("reasons")):
         rows.append(("not comparable because", esc(reason)))
     if d.get("rollback_state"):
         rows.append(("rollback state", code(d["rollback_state"])))
     rows.extend(_pool_rows(d.get("baseline_pool")))
     rows.extend(_cost_rows(d.get("cost")))
     secondary = _regression_is_primary(d, c)
-    regression = d.get("regression_gate") or c.get("regression") or {}
+    regression = json_object(d.get("regression_gate") or c.get("regression"))
     if secondary and regression:
         rows.append(
             (
@@ -114,12 +116,12 @@ def _comparison_rows(d: Mapping[str, Any], c: Mapping[str, Any]) -> list[tuple[s
             )
         )
         rows.extend(_gate_item_rows(regression.get("items")))
-    rows.extend(_promotion_gate_rows(d.get("gate") or c.get("gate") or {}, secondary))
+    rows.extend(_promotion_gate_rows(json_object(d.get("gate") or c.get("gate")), secondary))
     rows.append(_detectable_row(d, c))
     return rows
 
 
-def _cost_rows(cost: Any) -> list[tuple[str, str]]:
+def _cost_rows(cost: object) -> list[tuple[str, str]]:
     """What a gated comparison spent and bought (decision.json's cost), in the terminal's words."""
     if not isinstance(cost, Mapping):
         return []
@@ -130,7 +132,7 @@ def _cost_rows(cost: Any) -> list[tuple[str, str]]:
     return rows + ([("power", esc(power))] if power else [])
 
 
-def _pool_rows(pool: Any) -> list[tuple[str, str]]:
+def _pool_rows(pool: object) -> list[tuple[str, str]]:
     """A pooled baseline (decision.json's baseline_pool): the records, k per task, what was left out and why."""
     if not isinstance(pool, Mapping):
         return []
@@ -159,7 +161,7 @@ def _pool_rows(pool: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def _promotion_gate_rows(gate: Mapping[str, Any], secondary: bool) -> list[tuple[str, str]]:
+def _promotion_gate_rows(gate: JsonObject, secondary: bool) -> list[tuple[str, str]]:
     if not gate:
         return []
     verdict = gate.get("verdict")
@@ -183,7 +185,7 @@ def _promotion_gate_rows(gate: Mapping[str, Any], secondary: bool) -> list[tuple
     return rows
 
 
-def _gate_item_rows(items: Any) -> list[tuple[str, str]]:
+def _gate_item_rows(items: object) -> list[tuple[str, str]]:
     """The tasks pytest's summary and JUnit count as failed and as xfailed under the regression gate."""
     if not isinstance(items, Mapping):
         return []
@@ -205,9 +207,11 @@ def _gate_item_rows(items: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def _detectable_prose(gate: Any) -> str | None:
+def _detectable_prose(gate: object) -> str | None:
     """`50 pp at power 0.8, alpha 0.05, 12 tasks, k = 1` from a regression gate's minimum_detectable."""
-    mde = gate.get("minimum_detectable") if isinstance(gate, Mapping) else None
+    if not isinstance(gate, Mapping):
+        return None
+    mde = gate.get("minimum_detectable")
     if not isinstance(mde, Mapping):
         return None
     size = f"{mde['mde_pp']} pp" if mde.get("mde_pp") is not None else "no regression is detectable"
@@ -216,7 +220,7 @@ def _detectable_prose(gate: Any) -> str | None:
     return f"{size} at " + ", ".join(facts)
 
 
-def _detectable_row(d: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[str, str]:
+def _detectable_row(d: JsonObject, c: JsonObject) -> tuple[str, str]:
     sdr = _find_key(d, "detectable") or _find_key(c, "detectable")
     prose = _detectable_prose(c.get("regression")) or _detectable_prose(d.get("regression_gate"))
     if prose:
@@ -229,43 +233,53 @@ def _detectable_row(d: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[str, st
     return ("smallest detectable regression", '<span class="mut">not in decision.json</span>')
 
 
-def _broken_in_candidate(d: Mapping[str, Any], c: Mapping[str, Any], ev: Mapping[str, Any]) -> list[str]:
+def _broken_in_candidate(d: JsonObject, c: JsonObject, ev: JsonObject) -> list[str]:
     """Critical checks that broke, new safety failures, tampered passes, unconfirmed changes."""
     out = []
-    crit = d.get("critical_failures") or []
-    regressions = [f for f in crit if f.get("regression")] or [
-        {"task": r.get("task"), "check": ", ".join(map(str, r.get("checks") or [])), "reps": []}
-        for r in c.get("critical_regressions") or []
-        if isinstance(r, Mapping)
-    ]
+    regressions = [f for f in json_list(d.get("critical_failures")) if isinstance(f, dict) and f.get("regression")]
+    if not regressions:
+        regressions = [
+            {"task": r.get("task"), "check": ", ".join(map(str, json_list(r.get("checks")))), "reps": []}
+            for r in json_list(c.get("critical_regressions"))
+            if isinstance(r, dict)
+        ]
     if regressions:
         out.append(
             "<h3>Critical checks that broke in the candidate</h3><ul>"
-            + "".join(
-                f'<li><a href="#{task_anchor(str(f.get("task")))}">{esc(f.get("task"))}</a> {esc(f.get("check"))} '
-                + (f"(r{esc(', r'.join(map(str, f['reps'])))})" if f.get("reps") else "")
-                + "</li>"
-                for f in regressions
-            )
+            + "".join(_broken_check(f) for f in regressions)
             + "</ul>"
         )
-    safety = c.get("new_safety_failures") or []
+    safety = json_list(c.get("new_safety_failures"))
     if safety:
         out.append(
             "<p><b>New safety-layer failures:</b> "
             + ", ".join(f'<a href="#{task_anchor(str(t))}">{esc(t)}</a>' for t in safety)
             + "</p>"
         )
-    tampered = ev.get("tampered_passes") or {}
+    tampered = json_object(ev.get("tampered_passes"))
     tlist = [
-        f"{arm} {t.get('task')} r{t.get('rep')}" for arm in ("baseline", "candidate") for t in tampered.get(arm) or []
+        f"{arm} {t.get('task')} r{t.get('rep')}"
+        for arm in ("baseline", "candidate")
+        for t in json_list(tampered.get(arm))
+        if isinstance(t, dict)
     ]
     if tlist:
         out.append(f"<p><b>Tampered passes:</b> {esc(', '.join(tlist))}</p>")
-    if d.get("unconfirmed_changes"):
+    unconfirmed = json_list(d.get("unconfirmed_changes"))
+    if unconfirmed:
         out.append(
             "<h3>Observed changes no release note confirms</h3><ul>"
-            + "".join(f"<li>{esc(x)}</li>" for x in d["unconfirmed_changes"])
+            + "".join(f"<li>{esc(x)}</li>" for x in unconfirmed)
             + "</ul>"
         )
     return out
+
+
+def _broken_check(f: JsonObject) -> str:
+    """One critical check that broke: its task (linked), the check, the repetitions it broke in."""
+    reps = json_list(f.get("reps"))
+    return (
+        f'<li><a href="#{task_anchor(str(f.get("task")))}">{esc(f.get("task"))}</a> {esc(f.get("check"))} '
+        + (f"(r{esc(', r'.join(map(str, reps)))})" if reps else "")
+        + "</li>"
+    )

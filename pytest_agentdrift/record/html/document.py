@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pytest_agentdrift.record.html.comparison import comparison_section
 from pytest_agentdrift.record.html.escape import esc
@@ -14,6 +13,7 @@ from pytest_agentdrift.record.html.page import page
 from pytest_agentdrift.record.html.reportinput import ReportInput, load_input
 from pytest_agentdrift.record.html.runs import task_sections
 from pytest_agentdrift.record.html.summary import summary_section
+from pytest_agentdrift.shapes import Results
 
 
 def render(inp: ReportInput) -> str:
@@ -36,7 +36,7 @@ def render(inp: ReportInput) -> str:
     return page(f"agentdrift run {r.get('run_id', '?')}", "\n".join(parts))
 
 
-def render_record(run_dir: Path, results: dict[str, Any] | None = None, closing: str | None = None) -> str:
+def render_record(run_dir: Path, results: Results | None = None, closing: str | None = None) -> str:
     from pytest_agentdrift.record.summary import closing_line
 
     inp = load_input(run_dir, results)
@@ -54,7 +54,7 @@ def render_failure_page(run_id: str, error: BaseException) -> str:
     return page(f"agentdrift run {run_id}", body)
 
 
-def record_page(run_dir: Path, results: dict[str, Any] | None = None, closing: str | None = None) -> str:
+def record_page(run_dir: Path, results: Results | None = None, closing: str | None = None) -> str:
     """The page for a record being written: render_record, or, should rendering
     itself fail (a bug of ours), a page that says so, so results.json is still written."""
     try:

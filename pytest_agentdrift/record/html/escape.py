@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
 # Control characters (C0 but \t \n, DEL, C1), lone surrogates (undecodable bytes
 # under surrogateescape, or stray halves) and bidi controls (they reorder what a
@@ -28,7 +27,7 @@ def visible(ch: str) -> str:
     return f"\\u{o:04x}"
 
 
-def esc(text: Any, block: bool = False) -> str:
+def esc(text: object, block: bool = False) -> str:
     """HTML for untrusted text; specials become visible escapes in a marked span.
 
     block=True keeps newlines and tabs (a patch, stdout); otherwise they are
@@ -48,7 +47,7 @@ def esc(text: Any, block: bool = False) -> str:
     return "".join(out)
 
 
-def attr(text: Any) -> str:
+def attr(text: object) -> str:
     """An attribute value: the same visible escapes, as plain text."""
     s = text if isinstance(text, str) else str(text)
     return html.escape(_SPECIAL_INLINE.sub(lambda m: visible(m.group()), s), quote=True)

@@ -5,13 +5,23 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from pytest_agentdrift.record.html.escape import esc
+from pytest_agentdrift.shapes import JsonObject, JsonValue
 from pytest_agentdrift.vocabulary import TIMESTAMP_FORMAT
 
 
-def num(x: Any) -> str:
+def json_object(value: object) -> JsonObject:
+    """`value` when it is a JSON object, else an empty one: the files beside results.json are read leniently."""
+    return value if isinstance(value, dict) else {}
+
+
+def json_list(value: object) -> list[JsonValue]:
+    """`value` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def num(x: object) -> str:
     if isinstance(x, bool) or x is None:
         return esc(x)
     if isinstance(x, int):
@@ -21,26 +31,26 @@ def num(x: Any) -> str:
     return esc(x)
 
 
-def pct(x: Any) -> str:
+def pct(x: object) -> str:
     return "null" if not isinstance(x, (int, float)) or isinstance(x, bool) else f"{100 * x:.1f}%"
 
 
-def human_limit(key: str, value: Any) -> Any:
+def human_limit(key: str, value: object) -> object:
     """`4 GiB`, as report.md and the terminal say it (run/limits.human), for a byte count."""
     from pytest_agentdrift.run.limits import human
 
     return human(str(key), value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-def pp(x: Any) -> str:
+def pp(x: object) -> str:
     return "null" if not isinstance(x, (int, float)) or isinstance(x, bool) else f"{100 * x:+.1f} pp"
 
 
-def code(x: Any) -> str:
+def code(x: object) -> str:
     return f"<code>{esc(x)}</code>"
 
 
-def json_block(obj: Any) -> str:
+def json_block(obj: object) -> str:
     try:
         text = json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
@@ -48,7 +58,7 @@ def json_block(obj: Any) -> str:
     return f'<pre class="json">{esc(text, block=True)}</pre>'
 
 
-def short_json(value: Any) -> str:
+def short_json(value: object) -> str:
     if isinstance(value, str):
         text = value
     else:
@@ -58,7 +68,7 @@ def short_json(value: Any) -> str:
     return f"<code>{esc(text)}</code>"
 
 
-def parse_time(text: Any) -> _dt.datetime | None:
+def parse_time(text: object) -> _dt.datetime | None:
     if not isinstance(text, str):
         return None
     try:
@@ -78,7 +88,7 @@ def dl(rows: Iterable[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
-def path_list(paths: Any) -> str:
+def path_list(paths: object) -> str:
     if not paths:
         return '<span class="mut">none</span>'
     if not isinstance(paths, list):

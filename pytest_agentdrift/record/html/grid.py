@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pytest_agentdrift.record.html.anchors import run_anchor, slug, task_anchor
 from pytest_agentdrift.record.html.escape import attr, esc
 from pytest_agentdrift.record.html.marks import LAYER_MARK, LAYER_MEANING, OUTCOMES, layer_abbr, layers_of, run_state
+from pytest_agentdrift.shapes import Results, RunRecord, TaskEntry
 from pytest_agentdrift.vocabulary import PASSED_OUTCOME
 
 
-def _crit_layers(run: Mapping[str, Any]) -> set[str]:
+def _crit_layers(run: RunRecord) -> set[str]:
     return {str(c.get("layer")) for c in run.get("checks") or [] if c.get("critical") and not c.get("passed")}
 
 
-def grid_section(r: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
+def grid_section(r: Results, tasks: Mapping[str, TaskEntry]) -> str:
     layers = layers_of(r)
     head = "".join(
         f'<th><abbr title="{attr(lay)}: {attr(LAYER_MEANING.get(lay, ""))}">{esc(layer_abbr(lay))}</abbr></th>'
@@ -55,7 +55,7 @@ def grid_section(r: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
     )
 
 
-def _chip(tid: str, run: Mapping[str, Any], state: str) -> str:
+def _chip(tid: str, run: RunRecord, state: str) -> str:
     cls, mark, meaning = OUTCOMES[state]
     return (
         f'<a class="chip {cls}" href="#{run_anchor(tid, run.get("rep"))}" '

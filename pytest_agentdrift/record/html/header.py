@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pytest_agentdrift.record.html.escape import esc
-from pytest_agentdrift.record.html.fmt import code, dl, duration, human_limit, num, parse_time
+from pytest_agentdrift.record.html.fmt import code, dl, duration, human_limit, json_object, num, parse_time
 from pytest_agentdrift.record.html.reportinput import ReportInput
+from pytest_agentdrift.shapes import IsolationRecord, Results, SettingsRecord, TaskEntry
 from pytest_agentdrift.vocabulary import is_concrete
 
 
@@ -19,8 +19,8 @@ def closing_box(inp: ReportInput) -> str:
     return f'<p class="{box}" id="closing"><b>{esc(inp.closing)}</b></p>'
 
 
-def _usage_totals(tasks: Mapping[str, Any]) -> tuple[dict[str, Any], int, int]:
-    totals: dict[str, Any] = {}
+def _usage_totals(tasks: Mapping[str, TaskEntry]) -> tuple[dict[str, float], int, int]:
+    totals: dict[str, float] = {}
     reported = runs = 0
     for t in tasks.values():
         for run in t.get("runs", []):
@@ -40,7 +40,7 @@ def header_facts(inp: ReportInput) -> str:
     r = inp.results
     settings = r.get("settings") or {}
     tasks = r.get("tasks") or {}
-    rows = _agent_rows(r.get("agent") or {}, tasks, (inp.manifest or {}).get("identity") or {})
+    rows = _agent_rows(r.get("agent") or {}, tasks, json_object((inp.manifest or {}).get("identity")))
     rows.append(("isolation enforced", _isolation_text(r.get("isolation") or {})))
     rows.append(("limits", _limits_text(r, settings)))
     rows.append(("repetitions", f"k = {esc(settings.get('k', '?'))}; fail on {esc(settings.get('fail_on', 'any'))}"))
@@ -68,7 +68,7 @@ def header_facts(inp: ReportInput) -> str:
 
 
 def _agent_rows(
-    agent: Mapping[str, Any], tasks: Mapping[str, Any], identity: Mapping[str, Any]
+    agent: Mapping[str, object], tasks: Mapping[str, TaskEntry], identity: Mapping[str, object]
 ) -> list[tuple[str, str]]:
     """The agent, its command line and the model stamps the runs reported."""
     rows: list[tuple[str, str]] = []
@@ -96,7 +96,7 @@ def _agent_rows(
     return rows
 
 
-def _isolation_text(iso: Mapping[str, Any]) -> str:
+def _isolation_text(iso: IsolationRecord) -> str:
     iso_text = (
         f"<b>{esc(iso.get('enforced', '?'))}</b> (network {esc(iso.get('network', '?'))}, file system "
         f"{esc(iso.get('filesystem', '?'))}"
@@ -113,7 +113,7 @@ def _isolation_text(iso: Mapping[str, Any]) -> str:
     return iso_text
 
 
-def _limits_text(r: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+def _limits_text(r: Results, settings: SettingsRecord) -> str:
     limits = [
         f"timeout {esc(settings['timeout_s'])} s per run"
         if settings.get("timeout_s") is not None
@@ -125,7 +125,7 @@ def _limits_text(r: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     return "; ".join(limits)
 
 
-def _usage_text(tasks: Mapping[str, Any]) -> str:
+def _usage_text(tasks: Mapping[str, TaskEntry]) -> str:
     totals, reported, runs = _usage_totals(tasks)
     if not totals:
         return '<span class="mut">not reported by the agent</span>'

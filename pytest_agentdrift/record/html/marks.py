@@ -3,10 +3,8 @@ outcome class a run is drawn with."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pytest_agentdrift.record.report import _LAYER_ABBR
+from pytest_agentdrift.shapes import Results, RunRecord
 from pytest_agentdrift.tasks.load import LAYERS
 from pytest_agentdrift.vocabulary import (
     ERROR_OUTCOME,
@@ -66,7 +64,7 @@ OUTCOMES = {
 LAYER_MARK = {"pass": ("ok", "\u25cf"), "fail": ("bad", "\u25cf"), "n/a": ("na", "\u00b7")}
 
 
-def run_state(run: Mapping[str, Any]) -> str:
+def run_state(run: RunRecord) -> str:
     """The one outcome class a run is drawn with (critical and tampered before plain fail)."""
     outcome = run.get("outcome")
     if run.get("tampered_pass"):
@@ -84,7 +82,7 @@ def layer_abbr(layer: str) -> str:
     return _LAYER_ABBR.get(layer, layer[:4])
 
 
-def layers_of(results: Mapping[str, Any]) -> list[str]:
+def layers_of(results: Results) -> list[str]:
     extra = sorted(
         {
             lay

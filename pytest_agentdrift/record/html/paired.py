@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pytest_agentdrift.record.html.anchors import task_anchor
 from pytest_agentdrift.record.html.escape import esc
-from pytest_agentdrift.record.html.fmt import pp
+from pytest_agentdrift.record.html.fmt import json_list, json_object, pp
+from pytest_agentdrift.shapes import JsonObject
 
 
-def paired_table(paired: Mapping[str, Any] | None, rows: Mapping[str, Any] | None) -> str:
+def paired_table(paired: JsonObject | None, rows: JsonObject | None) -> str:
     if not paired:
         return '<p class="mut">No paired comparison (the runs are not comparable): every delta is null.</p>'
-    won, lost, tied = (list(paired.get(k) or []) for k in ("won", "lost", "tied"))
+    won, lost, tied = ([str(t) for t in json_list(paired.get(k))] for k in ("won", "lost", "tied"))
     out = [f"<h3>Paired by task: won {len(won)}, lost {len(lost)}, tied {len(tied)}</h3>"]
     p = paired.get("p_value")
     if p is not None:
@@ -34,9 +34,9 @@ def paired_table(paired: Mapping[str, Any] | None, rows: Mapping[str, Any] | Non
     ids = sorted(outcome_of, key=lambda t: (order[outcome_of[t]], t))
     body = []
     for tid in ids:
-        row = (rows or {}).get(tid) or {}
+        row = json_object((rows or {}).get(tid))
         b, cnd = row.get("baseline"), row.get("candidate")
-        crit = row.get("critical_regressions") or []
+        crit = json_list(row.get("critical_regressions"))
         body.append(
             f'<tr class="{outcome_of[tid]}"><td><a href="#{task_anchor(tid)}">{esc(tid)}</a></td>'
             f"<td>{outcome_of[tid]}</td><td>{_frac(b)}</td><td>{_frac(cnd)}</td><td>{pp(row.get('delta'))}</td>"
@@ -49,10 +49,10 @@ def paired_table(paired: Mapping[str, Any] | None, rows: Mapping[str, Any] | Non
     return "".join(out)
 
 
-def _solved(row: Any, arm: str) -> bool:
-    counts = (row or {}).get(arm) if isinstance(row, Mapping) else None
+def _solved(row: object, arm: str) -> bool:
+    counts = row.get(arm) if isinstance(row, Mapping) else None
     return isinstance(counts, list) and len(counts) == 2 and 2 * counts[0] > counts[1]
 
 
-def _frac(counts: Any) -> str:
+def _frac(counts: object) -> str:
     return f"{esc(counts[0])}/{esc(counts[1])}" if isinstance(counts, list) and len(counts) == 2 else "\u2013"

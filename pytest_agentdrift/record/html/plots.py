@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from pytest_agentdrift.record.html.escape import esc
 from pytest_agentdrift.record.html.fmt import pct, pp
+from pytest_agentdrift.shapes import JsonObject, JsonValue
 
 
 def _interval_row(
@@ -34,14 +34,14 @@ def _interval_row(
     return "".join(parts)
 
 
-def _num_or_none(x: Any) -> float | None:
+def _num_or_none(x: object) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
 _PLOT_LEFT, _PLOT_WIDTH = 90, 500
 
 
-def rates_svg(arms: Mapping[str, Mapping[str, Any]], paired: Mapping[str, Any] | None) -> str:
+def rates_svg(arms: Mapping[str, JsonObject], paired: JsonObject | None) -> str:
     """Two small plots: each arm's pass rate with its Wilson interval on 0-100 %, the delta on -100..+100 pp."""
     method = (paired or {}).get("ci_method")
     note = (
@@ -54,7 +54,7 @@ def rates_svg(arms: Mapping[str, Mapping[str, Any]], paired: Mapping[str, Any] |
     return _pass_rate_plot(arms) + _delta_plot(paired) + note
 
 
-def _pass_rate_plot(arms: Mapping[str, Mapping[str, Any]]) -> str:
+def _pass_rate_plot(arms: Mapping[str, JsonObject]) -> str:
     def rate_x(v: float) -> float:
         return _PLOT_LEFT + _PLOT_WIDTH * min(max(v, 0.0), 1.0)
 
@@ -72,7 +72,7 @@ def _pass_rate_plot(arms: Mapping[str, Mapping[str, Any]]) -> str:
     for y, label, colour in ((34, "baseline", "#57606a"), (66, "candidate", "#0969da")):
         arm = arms.get(label) or {}
         given = arm.get("wilson")
-        wilson: list[object] = given if isinstance(given, list) and len(given) == 2 else [None, None]
+        wilson: list[JsonValue] = given if isinstance(given, list) and len(given) == 2 else [None, None]
         rate = _num_or_none(arm.get("pass_rate"))
         text = (
             f"{arm.get('passes', '?')}/{arm.get('runs', '?')} = {pct(rate)} [{pct(wilson[0])}, {pct(wilson[1])}]"
@@ -86,10 +86,10 @@ def _pass_rate_plot(arms: Mapping[str, Mapping[str, Any]]) -> str:
     return "".join(svg)
 
 
-def _delta_plot(paired: Mapping[str, Any] | None) -> str:
+def _delta_plot(paired: JsonObject | None) -> str:
     delta = _num_or_none((paired or {}).get("delta"))
     given = (paired or {}).get("delta_ci")
-    ci: list[object] = given if isinstance(given, list) else [None, None]
+    ci: list[JsonValue] = given if isinstance(given, list) else [None, None]
 
     def delta_x(v: float) -> float:
         return _PLOT_LEFT + _PLOT_WIDTH * (min(max(v, -1.0), 1.0) + 1) / 2

@@ -4,11 +4,10 @@ never through a link that leaves the record."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from pytest_agentdrift.shapes import JsonObject, JsonValue, Results, RunRecord
 from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, MANIFEST_DIFF_FILE, MANIFEST_FILE
 
 
@@ -22,18 +21,21 @@ class RawArtifact:
 
 @dataclass
 class ReportInput:
-    results: dict[str, Any]
+    results: Results
     run_dir: Path | None = None
-    decision: dict[str, Any] | None = None
-    comparison: dict[str, Any] | None = None
-    manifest_diff: dict[str, Any] | None = None
-    manifest: dict[str, Any] | None = None
+    # the files beside results.json are read leniently, not against a schema: their values are narrowed
+    # where they are shown
+    decision: JsonObject | None = None
+    comparison: JsonObject | None = None
+    manifest_diff: JsonObject | None = None
+    manifest: JsonObject | None = None
     baseline_label: str | None = None
     closing: str | None = None  # the session's closing line (agentdrift: exit N — reason), shown first
     notes: list[str] = field(default_factory=list)  # problems reading the record, shown on the page
-    events_cache: dict[int, Any] = field(default_factory=dict, repr=False)  # parsed events.jsonl per run
+    #: events.jsonl per run (by the run's id()): its objects, the artifact read, the lines that were not objects
+    events_cache: dict[int, tuple[list[JsonObject], RawArtifact, int]] = field(default_factory=dict, repr=False)
 
-    def raw(self, run: Mapping[str, Any], name: str, limit: int) -> RawArtifact:
+    def raw(self, run: RunRecord, name: str, limit: int) -> RawArtifact:
         """The head of one raw artifact of a run, read without following links."""
         rel = run.get("raw")
         if self.run_dir is None or not isinstance(rel, str) or not rel:
@@ -65,7 +67,7 @@ def inside(path: Path, root: Path) -> bool:
     return parent == top or parent.startswith(top + os.sep)
 
 
-def _read_json(path: Path, notes: list[str]) -> Any:
+def _read_json(path: Path, notes: list[str]) -> JsonValue:
     if not path.exists():
         return None
     from pytest_agentdrift.canonical import load_json_file
@@ -78,7 +80,7 @@ def _read_json(path: Path, notes: list[str]) -> Any:
         return None
 
 
-def load_input(run_dir: Path, results: dict[str, Any] | None = None) -> ReportInput:
+def load_input(run_dir: Path, results: Results | None = None) -> ReportInput:
     """Everything the page shows, from a record directory.
 
     `results` is given by the controller, which renders before results.json
@@ -88,20 +90,29 @@ def load_input(run_dir: Path, results: dict[str, Any] | None = None) -> ReportIn
     run_dir = Path(run_dir)
     notes: list[str] = []
     if results is None:
-        from pytest_agentdrift.record.store import load_run
+        from pytest_agentdrift.record.store import load_results
 
-        results = load_run(run_dir, require_complete=False)
-    inp = ReportInput(
+        results = load_results(run_dir, require_complete=False)
+    files = {
+        name: _read_json(run_dir / file, notes)
+        for name, file in (
+            ("decision", DECISION_FILE),
+            ("comparison", COMPARISON_FILE),
+            ("manifest_diff", MANIFEST_DIFF_FILE),
+            ("manifest", MANIFEST_FILE),
+        )
+    }
+    objects: dict[str, JsonObject | None] = {}
+    for name, value in files.items():
+        if value is not None and not isinstance(value, dict):
+            notes.append(f"{name.replace('_', '-')} is not a JSON object; not shown")
+        objects[name] = value if isinstance(value, dict) else None
+    return ReportInput(
         results=results,
         run_dir=run_dir,
-        decision=_read_json(run_dir / DECISION_FILE, notes),
-        comparison=_read_json(run_dir / COMPARISON_FILE, notes),
-        manifest_diff=_read_json(run_dir / MANIFEST_DIFF_FILE, notes),
-        manifest=_read_json(run_dir / MANIFEST_FILE, notes),
+        decision=objects["decision"],
+        comparison=objects["comparison"],
+        manifest_diff=objects["manifest_diff"],
+        manifest=objects["manifest"],
         notes=notes,
     )
-    for name in ("decision", "comparison", "manifest_diff", "manifest"):
-        if getattr(inp, name) is not None and not isinstance(getattr(inp, name), dict):
-            notes.append(f"{name.replace('_', '-')} is not a JSON object; not shown")
-            setattr(inp, name, None)
-    return inp

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from pytest_agentdrift.record.html.anchors import check_anchor, evidence_anchor, run_anchor, slug, task_anchor
 from pytest_agentdrift.record.html.artifacts import SMALL_LIMIT, event_list, events_section, head_section, patch_section
 from pytest_agentdrift.record.html.escape import attr, esc
-from pytest_agentdrift.record.html.fmt import code, dl, json_block, path_list, short_json
+from pytest_agentdrift.record.html.fmt import code, dl, json_block, json_list, path_list, short_json
 from pytest_agentdrift.record.html.marks import OUTCOMES, layer_abbr, run_state
 from pytest_agentdrift.record.html.reportinput import ReportInput
+from pytest_agentdrift.shapes import EvidenceRecord, JsonValue, RunRecord, TaskEntry
 from pytest_agentdrift.vocabulary import ARGV_FILE, PASSED_OUTCOME, STDERR_FILE, STDOUT_FILE
 
 
-def task_sections(inp: ReportInput, tasks: Mapping[str, Any]) -> str:
+def task_sections(inp: ReportInput, tasks: Mapping[str, TaskEntry]) -> str:
     out = [
         (
             '<section id="tasks"><h2>Runs</h2><p><button id="expand-all" type="button">expand all</button>'
@@ -46,7 +46,7 @@ def task_sections(inp: ReportInput, tasks: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str) -> str:
+def _run_section(inp: ReportInput, tid: str, run: RunRecord, state: str) -> str:
     rep = run.get("rep")
     ev = run.get("evidence") or {}
     cls, mark, meaning = OUTCOMES[state]
@@ -78,7 +78,7 @@ def _run_section(inp: ReportInput, tid: str, run: Mapping[str, Any], state: str)
     return "".join(out)
 
 
-def _run_facts(run: Mapping[str, Any], ev: Mapping[str, Any], meaning: str) -> list[tuple[str, str]]:
+def _run_facts(run: RunRecord, ev: EvidenceRecord, meaning: str) -> list[tuple[str, str]]:
     """How the run ended: outcome, exit code, duration, crash, model stamp, usage."""
     facts = [
         ("outcome", f'{esc(run.get("outcome"))} <span class="mut">({esc(meaning)})</span>'),
@@ -89,8 +89,8 @@ def _run_facts(run: Mapping[str, Any], ev: Mapping[str, Any], meaning: str) -> l
         facts.append(("timed out", "yes: the process tree was killed"))
     if ev.get("launch_error"):
         facts.append(("launch error", esc(ev["launch_error"])))
-    if ev.get("crash"):
-        crash = ev["crash"]
+    crash = ev.get("crash")
+    if crash:
         tail = "\n".join(str(ln) for ln in crash.get("stderr_tail") or []) or "(nothing on stderr)"
         facts.append(
             ("crash", f"exit {esc(crash.get('exit_code'))}, no final report<pre>{esc(tail, block=True)}</pre>")
@@ -104,7 +104,7 @@ def _run_facts(run: Mapping[str, Any], ev: Mapping[str, Any], meaning: str) -> l
     return facts
 
 
-def _checks(tid: str, run: Mapping[str, Any]) -> str:
+def _checks(tid: str, run: RunRecord) -> str:
     checks = list(run.get("checks") or [])
     if not checks:
         return '<h4>Checks</h4><p class="mut">no checks recorded</p>'
@@ -149,7 +149,7 @@ def _checks(tid: str, run: Mapping[str, Any]) -> str:
     )
 
 
-def _evidence_block(evidence: Any) -> str:
+def _evidence_block(evidence: JsonValue) -> str:
     """A check's evidence: multi-line text (a test's output tail, a diff) as text, the rest as JSON."""
     if not isinstance(evidence, Mapping):
         return json_block(evidence)
@@ -191,7 +191,7 @@ _SHOWN_EVIDENCE = frozenset(
 )
 
 
-def _harness_evidence(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str, Any]) -> str:
+def _harness_evidence(inp: ReportInput, run: RunRecord, ev: EvidenceRecord) -> str:
     rows: list[tuple[str, str]] = []
     changed = ev.get("changed") or {}
     for kind in ("added", "modified", "deleted", "mode"):
@@ -220,7 +220,7 @@ def _harness_evidence(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str,
     return "<h4>What the harness observed</h4>" + dl(rows) + extra
 
 
-def _network_rows(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _network_rows(inp: ReportInput, run: RunRecord, ev: EvidenceRecord) -> list[tuple[str, str]]:
     attempts = [e for e in event_list(inp, run)[0] if e.get("type") == "network_attempt"]
     net = f"{esc(ev.get('network_attempts', 0))} counted by the harness"
     if attempts:
@@ -240,7 +240,7 @@ def _network_rows(inp: ReportInput, run: Mapping[str, Any], ev: Mapping[str, Any
     return rows
 
 
-def _agent_report(inp: ReportInput, run: Mapping[str, Any]) -> str:
+def _agent_report(inp: ReportInput, run: RunRecord) -> str:
     report = run.get("report")
     if run.get("report_error"):
         head = f'<p class="warn">{esc(run["report_error"])}</p>'
@@ -250,8 +250,9 @@ def _agent_report(inp: ReportInput, run: Mapping[str, Any]) -> str:
         return "<h4>The agent's report</h4>" + (head or '<p class="mut">none</p>')
     rows = [("status", f"<b>{esc(report.get('status'))}</b>"), ("summary", esc(report.get("summary", "")))]
     for key in ("checks_run", "checks_skipped"):
-        if report.get(key):
-            rows.append((key.replace("_", " "), path_list(list(map(str, report[key])))))
+        listed = json_list(report.get(key))
+        if listed:
+            rows.append((key.replace("_", " "), path_list(list(map(str, listed)))))
     if report.get("answer"):
         rows.append(("answer", f"<pre>{esc(report['answer'], block=True)}</pre>"))
     return '<h4>The agent\'s report <span class="mut small">(its claim, not evidence)</span></h4>' + head + dl(rows)

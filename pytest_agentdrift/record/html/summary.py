@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pytest_agentdrift.record.html.anchors import run_anchor
 from pytest_agentdrift.record.html.escape import esc
 from pytest_agentdrift.record.html.fmt import num, pct
 from pytest_agentdrift.record.html.marks import run_state
 from pytest_agentdrift.record.html.reportinput import ReportInput
+from pytest_agentdrift.shapes import RunRecord, TaskEntry
 from pytest_agentdrift.vocabulary import ERROR_LIKE_OUTCOMES, UNSCORED_OUTCOMES
 
 
@@ -42,7 +42,7 @@ def summary_section(inp: ReportInput) -> str:
     return "".join(out)
 
 
-def _run_link(tid: str, run: Mapping[str, Any]) -> str:
+def _run_link(tid: str, run: RunRecord) -> str:
     return f'<a href="#{run_anchor(tid, run.get("rep"))}">{esc(tid)} r{esc(run.get("rep"))}</a>'
 
 
@@ -51,7 +51,7 @@ def _run_link(tid: str, run: Mapping[str, Any]) -> str:
 _NOT_FINISHED_NORMALLY = ERROR_LIKE_OUTCOMES | UNSCORED_OUTCOMES | {"other"}
 
 
-def _notable_runs(tasks: Mapping[str, Any]) -> list[str]:
+def _notable_runs(tasks: Mapping[str, TaskEntry]) -> list[str]:
     """Links to the runs with critical failures, tampered passes, or that did not finish normally."""
     out = []
     crit = [(tid, run) for tid, t in tasks.items() for run in t.get("runs", []) if run.get("critical_failed")]
