@@ -8,11 +8,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_agentdrift.canonical import json_lines_objects
 from pytest_agentdrift.record.atif.schema import SCHEMA_PATH, validate
 from pytest_agentdrift.record.atif.trajectory import DETERMINISTIC_PRODUCTS, build
+from pytest_agentdrift.shapes import JsonObject, Results, RunRecord
 from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import (
     EVENTS_FILE,
@@ -24,7 +24,7 @@ from pytest_agentdrift.vocabulary import (
 )
 
 
-def _model_name(value: Any) -> bool:
+def _model_name(value: object) -> bool:
     """Whether `value` can be ATIF's model_name: a concrete value, and text (the schema's type)."""
     return isinstance(value, str) and is_concrete(value)
 
@@ -42,16 +42,17 @@ def _read(path: Path, root: Path, limit: int = 16 << 20) -> str | None:
 
 
 def find_instruction(
-    task_id: str, source_manifest: Mapping[str, Any] | None, task_dirs: Iterable[Path] = ()
-) -> tuple[str | None, dict[str, Any]]:
+    task_id: str, source_manifest: JsonObject | None, task_dirs: Iterable[Path] = ()
+) -> tuple[str | None, JsonObject]:
     """The instruction text the run was given, when a task directory with the same
     task.md bytes (by the record's source manifest) can be found; else None and why."""
 
     want = None
-    for f in (source_manifest or {}).get("files") or []:
+    files = (source_manifest or {}).get("files")
+    for f in files if isinstance(files, list) else []:
         if isinstance(f, dict) and f.get("path") == f"{task_id}/{TASK_MD_FILE}":
             want = f.get("sha256")
-    info: dict[str, Any] = {"task_id": task_id, "instruction_file": TASK_MD_FILE, "task_md_sha256": want}
+    info: JsonObject = {"task_id": task_id, "instruction_file": TASK_MD_FILE, "task_md_sha256": want}
     if not want:
         info["instruction_text"] = "not recorded: the record's source manifest does not list this task's task.md"
         return None, info
@@ -73,7 +74,7 @@ def find_instruction(
     return None, info
 
 
-def _raw_events(run_dir: Path, raw_rel: Any) -> tuple[list[dict[str, Any]], str | None, list[str]]:
+def _raw_events(run_dir: Path, raw_rel: object) -> tuple[list[JsonObject], str | None, list[str]]:
     """The run's events.jsonl and stdout.txt from its raw artifacts, with a note on what is missing."""
     raw = (
         Path(run_dir).joinpath(*Path(raw_rel).parts)
@@ -91,12 +92,11 @@ def _raw_events(run_dir: Path, raw_rel: Any) -> tuple[list[dict[str, Any]], str 
     return events, stdout, notes
 
 
-def agent_schema(
-    results: Mapping[str, Any], run: Mapping[str, Any], manifest: Mapping[str, Any] | None
-) -> dict[str, Any]:
+def agent_schema(results: Results, run: RunRecord, manifest: JsonObject | None) -> dict[str, object]:
     """ATIF's agent object: the recorded agent, the model that answered, the identity it ran under."""
-    agent = results.get("agent") or {}
-    identity = (manifest or {}).get("identity") or {}
+    agent: Mapping[str, object] = results.get("agent") or {}
+    given = (manifest or {}).get("identity")
+    identity: JsonObject = given if isinstance(given, dict) else {}
     model = (
         run.get("model_stamp")
         if _model_name(run.get("model_stamp"))
@@ -120,7 +120,7 @@ def agent_schema(
     }
 
 
-def _grade_extra(results: Mapping[str, Any], task_id: str, run: Mapping[str, Any]) -> dict[str, Any]:
+def _grade_extra(results: Results, task_id: str, run: RunRecord) -> dict[str, object]:
     """extra.agentdrift: the harness's evidence and the grade, beside the agent's own account."""
     return {
         "agentdrift": {
@@ -142,13 +142,13 @@ def _grade_extra(results: Mapping[str, Any], task_id: str, run: Mapping[str, Any
 
 def run_trajectory(
     run_dir: Path,
-    results: Mapping[str, Any],
+    results: Results,
     task_id: str,
-    run: Mapping[str, Any],
-    manifest: Mapping[str, Any] | None = None,
-    source_manifest: Mapping[str, Any] | None = None,
+    run: RunRecord,
+    manifest: JsonObject | None = None,
+    source_manifest: JsonObject | None = None,
     task_dirs: Iterable[Path] = (),
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The trajectory of one recorded run."""
     raw_rel = run.get("raw")
     events, stdout, notes = _raw_events(run_dir, raw_rel)
@@ -181,33 +181,34 @@ def run_trajectory(
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def trajectory_filename(task_id: str, rep: Any) -> str:
+def trajectory_filename(task_id: str, rep: object) -> str:
     return f"{_SAFE.sub('_', task_id)}-r{_SAFE.sub('_', str(rep))}.json"
 
 
 def export_run(
-    run_dir: Path, out_dir: Path, task_dirs: Iterable[Path] = (), results: dict[str, Any] | None = None
+    run_dir: Path, out_dir: Path, task_dirs: Iterable[Path] = (), results: Results | None = None
 ) -> list[Path]:
     """Write one validated ATIF file per run of a record; nothing is written unless all validate.
 
     `results`: the record's results.json when the caller already loaded it."""
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.errors import AgentDriftError, RecordError
-    from pytest_agentdrift.record.store import atomic_write, load_run
+    from pytest_agentdrift.record.store import atomic_write, load_results
 
     run_dir = Path(run_dir)
     if results is None:
-        results = load_run(run_dir, require_complete=False)
+        results = load_results(run_dir, require_complete=False)
 
-    def optional(name: str) -> Any:
+    def optional(name: str) -> JsonObject | None:
         path = run_dir / name
-        return load_json_file(path, RecordError) if path.is_file() else None
+        value = load_json_file(path, RecordError) if path.is_file() else None
+        return value if isinstance(value, dict) else None
 
     manifest, source_manifest = optional(MANIFEST_FILE), optional(SOURCE_MANIFEST_FILE)
     from pytest_agentdrift.tasks.load import builtin_suite_dir
 
     dirs = [*task_dirs, builtin_suite_dir()]
-    docs: list[tuple[str, dict[str, Any]]] = []
+    docs: list[tuple[str, dict[str, object]]] = []
     for tid in sorted(results["tasks"]):
         for run in results["tasks"][tid]["runs"]:
             doc = run_trajectory(run_dir, results, tid, run, manifest, source_manifest, dirs)

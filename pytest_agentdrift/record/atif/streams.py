@@ -4,46 +4,66 @@ arguments, which API message each block belongs to, and the token usage per mess
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
+
+from pytest_agentdrift.shapes import JsonObject, JsonValue
 
 _CLIP = 2000
 
 
-def _clip(value: Any, limit: int = _CLIP) -> Any:
+def _clip(value: JsonValue) -> JsonValue:
     from pytest_agentdrift.agents.common import clip
 
-    return clip(value, limit)
+    return clip(value, _CLIP)
+
+
+def _clip_text(text: str) -> str:
+    clipped = _clip(text)
+    return clipped if isinstance(clipped, str) else text  # a string clips to a string
+
+
+def _clip_object(value: JsonObject) -> JsonObject:
+    clipped = _clip(value)
+    return clipped if isinstance(clipped, dict) else value  # an object clips to an object
+
+
+class ToolResult(TypedDict):
+    """What a tool call returned, as the product's stream states it."""
+
+    content: str
+    is_error: bool
+    extra: NotRequired[JsonObject]
 
 
 @dataclass
 class StreamIndex:
     """Facts from the product's raw stream, keyed by the ids the common events carry."""
 
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> {content, is_error, extra}
-    arguments: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> full arguments
+    results: dict[str, ToolResult] = field(default_factory=dict)  # call id -> what the call returned
+    arguments: dict[str, JsonObject] = field(default_factory=dict)  # call id -> full arguments
     call_step: dict[str, str] = field(default_factory=dict)  # call id -> API message id
     text_step: dict[str, str] = field(default_factory=dict)  # (clipped) message text -> API message id
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # API message id -> ATIF metrics
+    metrics: dict[str, JsonObject] = field(default_factory=dict)  # API message id -> ATIF metrics
     models: dict[str, str] = field(default_factory=dict)  # API message id -> model
-    totals: dict[str, Any] | None = None  # final usage as the stream states it
+    totals: JsonObject | None = None  # final usage as the stream states it
     notes: list[str] = field(default_factory=list)
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: JsonValue) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         return "\n".join(_text_of(c.get("text") if isinstance(c, dict) and "text" in c else c) for c in content)
     if isinstance(content, dict):
         for key in ("content", "text", "detailedContent"):
-            if isinstance(content.get(key), str):
-                return content[key]
+            value = content.get(key)
+            if isinstance(value, str):
+                return value
     return "" if content is None else json.dumps(content, sort_keys=True, default=str)
 
 
-def count(value: Any) -> int | None:
+def count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
@@ -67,7 +87,7 @@ def index_stream(product: str | None, stdout: str | bytes | None) -> StreamIndex
     return idx
 
 
-def _claude_record(rec: dict[str, Any], idx: StreamIndex) -> None:
+def _claude_record(rec: JsonObject, idx: StreamIndex) -> None:
     kind = rec.get("type")
     msg = rec.get("message")
     if not isinstance(msg, dict):
@@ -75,14 +95,12 @@ def _claude_record(rec: dict[str, Any], idx: StreamIndex) -> None:
     if kind == "assistant":
         _claude_assistant(msg, idx)
     elif kind == "user":
-        for block in msg.get("content") or []:
-            if (
-                isinstance(block, dict)
-                and block.get("type") == "tool_result"
-                and isinstance(block.get("tool_use_id"), str)
-            ):
-                idx.results[block["tool_use_id"]] = {
-                    "content": _clip(_text_of(block.get("content"))),
+        content = msg.get("content")
+        for block in content if isinstance(content, list) else []:
+            call = block.get("tool_use_id") if isinstance(block, dict) else None
+            if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(call, str):
+                idx.results[call] = {
+                    "content": _clip_text(_text_of(block.get("content"))),
                     "is_error": bool(block.get("is_error")),
                 }
     elif kind == "result":
@@ -98,12 +116,12 @@ def _claude_record(rec: dict[str, Any], idx: StreamIndex) -> None:
         idx.totals = totals
 
 
-def _claude_tokens(usage: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], int | None]:
+def _claude_tokens(usage: JsonObject, prefix: str) -> tuple[JsonObject, int | None]:
     """ATIF's token counts from Claude's usage (names prefixed for the run's totals), and the cache writes."""
     fresh, read, write = (
         count(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
     )
-    tokens: dict[str, Any] = {}
+    tokens: JsonObject = {}
     if fresh is not None:
         # ATIF prompt_tokens counts every input token, cache hits and cache writes included
         tokens[f"{prefix}prompt_tokens"] = fresh + (read or 0) + (write or 0)
@@ -114,70 +132,78 @@ def _claude_tokens(usage: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any
     return tokens, write
 
 
-def _claude_assistant(msg: dict[str, Any], idx: StreamIndex) -> None:
+def _claude_assistant(msg: JsonObject, idx: StreamIndex) -> None:
     """One assistant message: its model, token counts, and which step its text and tool calls belong to."""
-    mid = msg.get("id") if isinstance(msg.get("id"), str) else None
-    if not mid:
+    mid = msg.get("id")
+    if not isinstance(mid, str) or not mid:
         return
     model = msg.get("model")
     if isinstance(model, str) and model and not model.startswith("<"):
         idx.models[mid] = model
-    usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else None
-    if usage:
+    usage = msg.get("usage")
+    if isinstance(usage, dict) and usage:
         metrics, write = _claude_tokens(usage, "")
         if write:
             metrics["extra"] = {"cache_creation_input_tokens": write}
         idx.metrics[mid] = metrics
-    for block in msg.get("content") or []:
+    content = msg.get("content")
+    for block in content if isinstance(content, list) else []:
         if not isinstance(block, dict):
             continue
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            idx.text_step[_clip(block["text"])] = mid
-        elif block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-            idx.call_step[block["id"]] = mid
-            if isinstance(block.get("input"), dict):
-                idx.arguments[block["id"]] = _clip(block["input"])
+        text, call, arguments = block.get("text"), block.get("id"), block.get("input")
+        if block.get("type") == "text" and isinstance(text, str):
+            idx.text_step[_clip_text(text)] = mid
+        elif block.get("type") == "tool_use" and isinstance(call, str):
+            idx.call_step[call] = mid
+            if isinstance(arguments, dict):
+                idx.arguments[call] = _clip_object(arguments)
 
 
-def _codex_record(rec: dict[str, Any], idx: StreamIndex) -> None:
-    if rec.get("type") != "item.completed" or not isinstance(rec.get("item"), dict):
+def _codex_record(rec: JsonObject, idx: StreamIndex) -> None:
+    item = rec.get("item")
+    if rec.get("type") != "item.completed" or not isinstance(item, dict):
         return
-    item = rec["item"]
-    iid = item.get("id") if isinstance(item.get("id"), str) else None
+    iid = item.get("id")
+    given = item.get("status")
+    status = given if isinstance(given, str) else None
+    if not isinstance(iid, str) or not iid:
+        return
     itype = item.get("type")
-    status = item.get("status") if isinstance(item.get("status"), str) else None
-    if not iid:
-        return
     if itype == "command_execution":
-        idx.arguments[iid] = {"command": _clip(str(item.get("command") or ""))}
+        idx.arguments[iid] = {"command": _clip_text(str(item.get("command") or ""))}
         exit_code = count(item.get("exit_code"))
         idx.results[iid] = {
-            "content": _clip(str(item.get("aggregated_output") or "")),
+            "content": _clip_text(str(item.get("aggregated_output") or "")),
             "is_error": status != "completed" or (exit_code not in (0, None)),
             "extra": {"exit_code": exit_code, "status": status},
         }
     elif itype == "file_change":
-        changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
-        idx.arguments[iid] = {"changes": _clip(changes)}
-        idx.results[iid] = {
-            "content": f"{status or 'unknown'}: "
-            + ", ".join(f"{c.get('kind', '?')} {c.get('path', '?')}" for c in changes),
-            "is_error": status != "completed",
-            "extra": {"status": status},
-        }
+        _codex_file_change(iid, item, status, idx)
     elif itype == "mcp_tool_call":
-        idx.arguments[iid] = _clip({k: item[k] for k in ("server", "tool", "arguments") if k in item})
+        idx.arguments[iid] = _clip_object({k: item[k] for k in ("server", "tool", "arguments") if k in item})
         outcome = item.get("result") if "result" in item else item.get("error")
         idx.results[iid] = {
-            "content": _clip(_text_of(outcome)) if outcome is not None else f"status {status}",
+            "content": _clip_text(_text_of(outcome)) if outcome is not None else f"status {status}",
             "is_error": status not in ("completed", None),
             "extra": {"status": status},
         }
     elif itype == "web_search":
-        idx.arguments[iid] = {"query": _clip(str(item.get("query") or ""))}
+        idx.arguments[iid] = {"query": _clip_text(str(item.get("query") or ""))}
 
 
-def _copilot_record(rec: dict[str, Any], idx: StreamIndex) -> None:
+def _codex_file_change(iid: str, item: JsonObject, status: str | None, idx: StreamIndex) -> None:
+    listed = item.get("changes")
+    changes: list[JsonValue] = [c for c in (listed if isinstance(listed, list) else []) if isinstance(c, dict)]
+    idx.arguments[iid] = {"changes": _clip(changes)}
+    idx.results[iid] = {
+        "content": f"{status or 'unknown'}: "
+        + ", ".join(f"{c.get('kind', '?')} {c.get('path', '?')}" for c in changes if isinstance(c, dict)),
+        "is_error": status != "completed",
+        "extra": {"status": status},
+    }
+
+
+def _copilot_record(rec: JsonObject, idx: StreamIndex) -> None:
     kind = rec.get("type")
     data = rec.get("data")
     if not isinstance(data, dict):
@@ -186,25 +212,28 @@ def _copilot_record(rec: dict[str, Any], idx: StreamIndex) -> None:
         _copilot_message(data, idx)
     elif kind == "tool.execution_start":
         cid = data.get("toolCallId")
-        if isinstance(cid, str) and isinstance(data.get("arguments"), dict):
-            idx.arguments[cid] = _clip(data["arguments"])
+        arguments = data.get("arguments")
+        if isinstance(cid, str) and isinstance(arguments, dict):
+            idx.arguments[cid] = _clip_object(arguments)
     elif kind == "tool.execution_complete":
         _copilot_tool_result(data, idx)
 
 
-def _copilot_message(data: dict[str, Any], idx: StreamIndex) -> None:
+def _copilot_message(data: JsonObject, idx: StreamIndex) -> None:
     """Which API message a text and the tool requests it made belong to."""
-    mid = data.get("messageId") if isinstance(data.get("messageId"), str) else None
-    if not mid:
+    mid = data.get("messageId")
+    if not isinstance(mid, str) or not mid:
         return
-    if isinstance(data.get("content"), str) and data["content"]:
-        idx.text_step[_clip(data["content"])] = mid
-    for req in data.get("toolRequests") or []:
-        if isinstance(req, dict) and isinstance(req.get("toolCallId"), str):
-            idx.call_step[req["toolCallId"]] = mid
+    content, requests = data.get("content"), data.get("toolRequests")
+    if isinstance(content, str) and content:
+        idx.text_step[_clip_text(content)] = mid
+    for req in requests if isinstance(requests, list) else []:
+        call = req.get("toolCallId") if isinstance(req, dict) else None
+        if isinstance(call, str):
+            idx.call_step[call] = mid
 
 
-def _copilot_tool_result(data: dict[str, Any], idx: StreamIndex) -> None:
+def _copilot_tool_result(data: JsonObject, idx: StreamIndex) -> None:
     cid = data.get("toolCallId")
     if not isinstance(cid, str):
         return
@@ -214,7 +243,7 @@ def _copilot_tool_result(data: dict[str, Any], idx: StreamIndex) -> None:
         error = {}
     content = _text_of(data.get("result")) if ok else str(error.get("message") or "failed")
     idx.results[cid] = {
-        "content": _clip(content),
+        "content": _clip_text(content),
         "is_error": not ok,
         "extra": {"error_code": error["code"]} if error.get("code") else {},
     }

@@ -4,10 +4,11 @@ inference, tool calls with their results, system steps for denials and errors.""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from pytest_agentdrift.record.atif.schema import SCHEMA_VERSION
 from pytest_agentdrift.record.atif.streams import StreamIndex, count, index_stream
+from pytest_agentdrift.shapes import JsonObject, JsonValue
 
 #: products whose stream reports input tokens *including* cache reads (OpenAI style);
 #: Anthropic reports fresh input, cache reads and cache writes apart
@@ -38,7 +39,37 @@ _STEP_ORDER = (
 _SHELL_CALLS = frozenset({"Bash", "bash", "powershell", "command_execution"})
 
 
-def _call_id(event: Mapping[str, Any]) -> str | None:
+# The parts of a trajectory the builder fills in, as ATIF names them (schema/atif.schema.json)
+class ToolCall(TypedDict):
+    tool_call_id: str
+    function_name: str
+    arguments: JsonObject
+    extra: NotRequired[JsonObject]
+
+
+class ObservationResult(TypedDict, total=False):
+    source_call_id: str
+    content: str
+    extra: JsonObject
+
+
+class Observation(TypedDict):
+    results: list[ObservationResult]
+
+
+class Step(TypedDict, total=False):
+    step_id: int
+    source: str
+    model_name: str
+    message: str
+    tool_calls: list[ToolCall]
+    observation: Observation
+    metrics: JsonObject
+    llm_call_count: int
+    extra: JsonObject
+
+
+def _call_id(event: JsonObject) -> str | None:
     for key in ("tool_use_id", "tool_call_id", "item_id"):
         value = event.get(key)
         if isinstance(value, str) and value:
@@ -50,14 +81,14 @@ class _Builder:
     def __init__(self, idx: StreamIndex, deterministic: bool):
         self.idx = idx
         self.deterministic = deterministic
-        self.steps: list[dict[str, Any]] = []
-        self.calls: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # call id -> (step, tool call)
-        self.last_call: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self.steps: list[Step] = []
+        self.calls: dict[str, tuple[Step, ToolCall]] = {}  # call id -> (step, tool call)
+        self.last_call: tuple[Step, ToolCall] | None = None
         self.generated = 0
-        self.current: dict[str, Any] | None = None  # the open agent step
+        self.current: Step | None = None  # the open agent step
         self.current_key: str | None = None
-        self.observed: list[dict[str, Any]] = []
-        self.unmapped: list[dict[str, Any]] = []
+        self.observed: list[JsonValue] = []
+        self.unmapped: list[JsonValue] = []
         self.messages = 0
         self.commanded: set[str] = set()  # calls a command event already reported on
 
@@ -65,8 +96,8 @@ class _Builder:
         self.generated += 1
         return f"call-{self.generated}"
 
-    def agent_step(self, key: str | None, message: str = "") -> dict[str, Any]:
-        step: dict[str, Any] = {"source": "agent", "message": message}
+    def agent_step(self, key: str | None, message: str = "") -> Step:
+        step: Step = {"source": "agent", "message": message}
         if self.deterministic:
             step["llm_call_count"] = 0
         elif key is not None:
@@ -80,7 +111,7 @@ class _Builder:
         self.current, self.current_key = step, key
         return step
 
-    def step_for(self, key: str | None, fresh: bool) -> dict[str, Any]:
+    def step_for(self, key: str | None, fresh: bool) -> Step:
         """The open step when this event belongs to it, else a new one."""
         cur = self.current
         if cur is None or fresh or self.deterministic:
@@ -93,14 +124,14 @@ class _Builder:
 
     def add_call(
         self,
-        step: dict[str, Any],
+        step: Step,
         call_id: str | None,
         name: str,
-        arguments: Mapping[str, Any],
-        extra: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        arguments: JsonObject,
+        extra: JsonObject | None = None,
+    ) -> ToolCall:
         cid = call_id if call_id and call_id not in self.calls else self.new_id()
-        call: dict[str, Any] = {
+        call: ToolCall = {
             "tool_call_id": cid,
             "function_name": name or "unknown",
             "arguments": dict(self.idx.arguments.get(cid) or arguments),
@@ -112,28 +143,30 @@ class _Builder:
         self.last_call = (step, call)
         return call
 
-    def result_for(self, call_id: str) -> dict[str, Any]:
+    def result_for(self, call_id: str) -> ObservationResult:
         step, _ = self.calls[call_id]
         results = step.setdefault("observation", {"results": []})["results"]
         for r in results:
             if r.get("source_call_id") == call_id:
                 return r
-        r = {"source_call_id": call_id}
-        results.append(r)
-        return r
+        new: ObservationResult = {"source_call_id": call_id}
+        results.append(new)
+        return new
 
-    def note_on(self, call_id: str, **facts: Any) -> None:
+    def note_on(self, call_id: str, **facts: JsonValue) -> None:
         r = self.result_for(call_id)
         extra = r.setdefault("extra", {})
         for k, v in facts.items():
             if v is None:
                 continue
             if k in ("file_reads", "file_edits"):
-                extra.setdefault(k, []).append(v)
+                listed = extra.setdefault(k, [])
+                if isinstance(listed, list):  # only this method writes these keys
+                    listed.append(v)
             else:
                 extra[k] = v
 
-    def known_call(self, event: Mapping[str, Any], names: Iterable[str] = ()) -> str | None:
+    def known_call(self, event: JsonObject, names: Iterable[str] = ()) -> str | None:
         """The tool call this event reports on: by id, or the call just made (codex carries no id)."""
         cid = _call_id(event)
         if cid and cid in self.calls:
@@ -145,7 +178,7 @@ class _Builder:
             return last
         return None
 
-    def event(self, e: Mapping[str, Any]) -> None:  # noqa: C901 (known debt: split by job when next touched)
+    def event(self, e: JsonObject) -> None:  # noqa: C901 (known debt: split by job when next touched)
         etype = e.get("type")
         if etype == "message":
             self.on_message(e)
@@ -179,7 +212,7 @@ class _Builder:
         else:
             self.unmapped.append(dict(e))
 
-    def on_message(self, e: Mapping[str, Any]) -> None:
+    def on_message(self, e: JsonObject) -> None:
         text = str(e.get("text") or "")
         self.messages += 1
         key = self.idx.text_step.get(text)
@@ -189,7 +222,7 @@ class _Builder:
         else:
             self.agent_step(key, text)
 
-    def on_tool_call(self, e: Mapping[str, Any]) -> None:
+    def on_tool_call(self, e: JsonObject) -> None:
         cid = _call_id(e)
         key = self.idx.call_step.get(cid) if cid else None
         step = self.step_for(key, fresh=False)
@@ -208,7 +241,7 @@ class _Builder:
         elif e.get("ok") is not None:
             self.note_on(cid, is_error=not e["ok"])
 
-    def on_command(self, e: Mapping[str, Any]) -> None:
+    def on_command(self, e: JsonObject) -> None:
         """A command the harness saw: the result of the shell call that ran it, else an action of its own."""
         cid = self.known_call(e, _SHELL_CALLS)
         if cid:
@@ -226,15 +259,13 @@ class _Builder:
             r["content"] = f"exit code {e['exit_code']}"
             r["extra"] = {"exit_code": e["exit_code"], "is_error": e["exit_code"] != 0}
 
-    def system(self, message: str, e: Mapping[str, Any]) -> None:
+    def system(self, message: str, e: JsonObject) -> None:
         self.steps.append({"source": "system", "message": message, "extra": {"event": dict(e)}})
         self.current, self.current_key = None, None
 
 
-def _final_metrics(
-    usage: Mapping[str, Any] | None, product: str | None, idx: StreamIndex, steps: int
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _final_metrics(usage: Mapping[str, object] | None, product: str | None, idx: StreamIndex, steps: int) -> JsonObject:
+    out: JsonObject = {}
     usage = usage or {}
     fresh, cached, completion = (count(usage.get(k)) for k in ("input_tokens", "cached_tokens", "output_tokens"))
     cost = usage.get("cost_usd")
@@ -251,13 +282,19 @@ def _final_metrics(
         if isinstance(cost, (int, float)) and not isinstance(cost, bool):
             out["total_cost_usd"] = float(cost)
     out["total_steps"] = steps
-    reported = {k: v for k, v in usage.items() if v is not None}
+    # the recorded usage is JSON (numbers, text): a value of another type is not in a record
+    reported: JsonObject = {
+        k: v for k, v in usage.items() if v is not None and isinstance(v, (bool, int, float, str, list, dict))
+    }
     if reported:
-        out.setdefault("extra", {})["usage_as_recorded"] = reported
+        given = out.get("extra")
+        usage_extra: JsonObject = given if isinstance(given, dict) else {}
+        usage_extra["usage_as_recorded"] = reported
+        out["extra"] = usage_extra
     return out
 
 
-def _numbered_steps(b: _Builder, report: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def _numbered_steps(b: _Builder, report: JsonObject | None) -> list[dict[str, object]]:
     """The builder's steps, the final report as the last word of a silent agent, numbered and in ATIF order."""
     if report and not b.messages:
         # The agent said nothing in its stream (the reference agent, most --agent-cmd agents):
@@ -269,12 +306,18 @@ def _numbered_steps(b: _Builder, report: Mapping[str, Any] | None) -> list[dict[
         step.setdefault("extra", {})["final_report"] = dict(report)
     for i, step in enumerate(b.steps, 1):
         step["step_id"] = i
-    return [{k: s[k] for k in _STEP_ORDER if k in s} for s in b.steps]
+    return [dict(sorted(((k, v) for k, v in s.items() if k in _STEP_ORDER), key=_step_order)) for s in b.steps]
 
 
-def _root_extra(b: _Builder, extra: Mapping[str, Any] | None, report: Mapping[str, Any] | None) -> dict[str, Any]:
+def _step_order(item: tuple[str, object]) -> int:
+    return _STEP_ORDER.index(item[0])
+
+
+def _root_extra(b: _Builder, extra: Mapping[str, object] | None, report: JsonObject | None) -> dict[str, object]:
     root_extra = dict(extra or {})
-    ad = root_extra.setdefault("agentdrift", {})
+    given = root_extra.get("agentdrift")
+    ad: dict[str, object] = given if isinstance(given, dict) else {}
+    root_extra["agentdrift"] = ad
     if b.observed:
         ad["observed_events"] = b.observed
     if b.unmapped:
@@ -287,22 +330,22 @@ def _root_extra(b: _Builder, extra: Mapping[str, Any] | None, report: Mapping[st
 def build(
     *,
     session_id: str,
-    agent: Mapping[str, Any],
-    events: Iterable[Mapping[str, Any]],
+    agent: Mapping[str, object],
+    events: Iterable[JsonObject],
     product: str | None = None,
     stdout: str | bytes | None = None,
     instruction: str | None = None,
-    instruction_extra: Mapping[str, Any] | None = None,
-    usage: Mapping[str, Any] | None = None,
-    report: Mapping[str, Any] | None = None,
-    extra: Mapping[str, Any] | None = None,
+    instruction_extra: JsonObject | None = None,
+    usage: Mapping[str, object] | None = None,
+    report: JsonObject | None = None,
+    extra: Mapping[str, object] | None = None,
     notes: Iterable[str] = (),
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """One ATIF trajectory. `agent` is the AgentSchema object (name, version, model_name, extra)."""
     idx = index_stream(product, stdout)
     deterministic = product in DETERMINISTIC_PRODUCTS
     b = _Builder(idx, deterministic)
-    user: dict[str, Any] = {"source": "user", "message": instruction or ""}
+    user: Step = {"source": "user", "message": instruction or ""}
     if instruction_extra:
         user["extra"] = dict(instruction_extra)
     b.steps.append(user)
@@ -313,7 +356,7 @@ def build(
     agent_doc = {k: v for k, v in agent.items() if v is not None}
     root_extra = _root_extra(b, extra, report)
     all_notes = [*notes, *idx.notes]
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "session_id": session_id,
         "trajectory_id": session_id,
