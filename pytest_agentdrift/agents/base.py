@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterable
+from typing import ClassVar, TypedDict
 
+from pytest_agentdrift.agents.infra import InfraError
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.shapes import JsonObject
 from pytest_agentdrift.vocabulary import (  # the sampling envelope a product CLI cannot report, the field groups
     CLIENT_FIELDS,
     ENVELOPE_FIELDS,
@@ -35,7 +38,7 @@ class RunContext:
     task_text: str
     task_dir: Path  # the frozen task directory (read-only)
     workdir: Path  # the private work tree (cwd of the agent)
-    options: dict[str, Any] = field(default_factory=dict)  # model, permission_mode, sandbox, ...
+    options: dict[str, object] = field(default_factory=dict)  # model, permission_mode, sandbox, ...
     #: a directory of the harness's, outside the work tree and the private home, where the product
     #: writes the side outputs the adapter names in `scratch_files` (read after the run, then removed)
     scratch: Path | None = None
@@ -73,8 +76,8 @@ class Usage:
     cost_basis: str | None = None
     priced_as: list[str] | None = None  # the models the product's cost was computed for
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
@@ -103,28 +106,41 @@ class Usage:
         }
 
 
+class LiveNote(TypedDict, total=False):
+    """What one record of a product's stream says as it arrives (AgentAdapter.live_record, read by
+    run/budget.py): progress, and running usage keyed by message (`usage_key`) or as the final
+    `total`."""
+
+    event: str
+    usage_key: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    total: bool
+
+
 @dataclass
 class AdapterOutput:
     """What an adapter read from the agent's own output."""
 
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[JsonObject] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
-    final_report: dict[str, Any] | None = None  # used when the agent wrote no report file
+    final_report: JsonObject | None = None  # used when the agent wrote no report file
     model_stamp: str | None = None  # the model id the host reported, verbatim
     parse_errors: list[str] = field(default_factory=list)  # malformed / truncated stream
     # infrastructure (agents/infra.py): the run ended on the provider or the machine, read from the
     # product's own structured output; `answered` is whether the model answered at all (None: unknown)
-    infra_error: dict[str, Any] | None = None
+    infra_error: InfraError | None = None
     answered: bool | None = None
     #: identity facts the product reported about itself while it ran (its init event: the model
     #: it requested, its tools), by identity field; they fill what capture left unobserved
-    run_identity: dict[str, Any] = field(default_factory=dict)
+    run_identity: JsonObject = field(default_factory=dict)
 
 
 class AgentAdapter:
     """Base class. Subclasses set the class attributes and override methods."""
 
-    name: ClassVar[str] = ""
+    name: str = ""  # a class attribute; an instance may name its variant (the reference agent's play)
     product: ClassVar[str] = "generic"  # vendor/product identifier for the manifest
     surface: ClassVar[str] = "cli"
     #: environment variable names the product needs (credentials, config); values never recorded
@@ -134,7 +150,7 @@ class AgentAdapter:
     #: hosts the product itself contacts in the background (telemetry, experiments, update
     #: checks, git remotes it probes), refused like any other and recorded apart: a refused attempt
     #: to one of them by one of `background_programs` is not the agent's network effect
-    background_hosts: ClassVar[tuple[str, ...]] = ()
+    background_hosts: tuple[str, ...] = ()
     background_programs: ClassVar[tuple[str, ...]] = ()
     #: environment variables naming the product's model endpoint (a base URL: a gateway, a local
     #: model server): passed on when set, and that endpoint's host:port is let through the proxy
@@ -149,7 +165,7 @@ class AgentAdapter:
     sandbox_dirs: ClassVar[tuple[str, ...]] = ()
     #: paths under the work tree's .git where the product keeps state of its own (a project id):
     #: listed as leftovers, never as the agent's git mutations; git itself must not read them
-    product_state: ClassVar[tuple[str, ...]] = ()
+    product_state: tuple[str, ...] = ()
     #: under bubblewrap, the uid the agent runs as in a user namespace of its own (mapped to the
     #: harness's uid; recorded in the mount plan); None: the harness's own uid
     sandbox_user: ClassVar[int | None] = None
@@ -158,7 +174,7 @@ class AgentAdapter:
     #: of those, the ones holding credentials: copied, labelled, never hashed or recorded
     credential_files: ClassVar[tuple[str, ...]] = ()
     #: whether the agent may see the task directory (solution/, checks); only the reference agent
-    needs_task_dir: ClassVar[bool] = False
+    needs_task_dir: bool = False
     #: identity fields this adapter can never observe (the `unobservable` accept group)
     unobservable: ClassVar[tuple[str, ...]] = ("server_revision",)
     #: of those, the ones a product preset documents its product cannot report (no flag, no
@@ -185,7 +201,7 @@ class AgentAdapter:
         """The documented read-only version display, or None when there is none."""
         return None
 
-    def argv_template(self, options: dict[str, Any] | None = None) -> list[str]:
+    def argv_template(self, options: Mapping[str, object] | None = None) -> list[str]:
         """The argv of a run with placeholders left in: what the manifest records."""
         ctx = RunContext(
             task_id="{task_id}",
@@ -232,7 +248,7 @@ class AgentAdapter:
 
     def classify_ending(
         self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
-    ) -> dict[str, Any] | None:
+    ) -> InfraError | None:
         """An infrastructure error that ended the run (agents/infra.py), or None.
 
         The generic protocol has no structured output of its own: only what
@@ -241,7 +257,7 @@ class AgentAdapter:
         """
         return out.infra_error
 
-    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+    def live_record(self, record: JsonObject) -> LiveNote | None:
         """One record of the product's stdout stream as it arrives (run/budget.py).
 
         Returns `{"event": "Bash: pytest -q", "usage_key": id, "input_tokens": n,
@@ -251,7 +267,7 @@ class AgentAdapter:
         """
         return None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {
             "name": self.name,
             "product": self.product,
@@ -366,7 +382,7 @@ class CommandAdapter(AgentAdapter):
     def build_argv(self, ctx: RunContext) -> list[str]:
         return expand_placeholders(self.template, ctx)
 
-    def argv_template(self, options: dict[str, Any] | None = None) -> list[str]:
+    def argv_template(self, options: Mapping[str, object] | None = None) -> list[str]:
         return list(self.template)
 
     def executable(self) -> str | None:
@@ -381,7 +397,7 @@ class CommandAdapter(AgentAdapter):
         out = {"product_paths": list(self.product_paths), "background_hosts": list(self.background_hosts)}
         return {k: v for k, v in out.items() if v}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {**super().describe(), "command": self.template, **self.declared_product()}
 
 
@@ -392,7 +408,7 @@ class ProductAdapter(AgentAdapter):
     #: option keys this product understands (from --agent-model / --agent-permission-mode / ...)
     option_keys: ClassVar[tuple[str, ...]] = ("model", "permission_mode")
     #: defaults applied when the user gives none (recorded via describe())
-    defaults: ClassVar[dict[str, Any]] = {}
+    defaults: ClassVar[dict[str, object]] = {}
     output_format: ClassVar[str] = ""
     #: env var that relocates the user config dir -> the home-relative dir it replaces
     config_home_env: ClassVar[dict[str, str]] = {}
@@ -414,13 +430,13 @@ class ProductAdapter(AgentAdapter):
     def version_argv(self) -> list[str] | None:
         return [self.binary, "--version"]
 
-    def effective_options(self, options: dict[str, Any]) -> dict[str, Any]:
+    def effective_options(self, options: Mapping[str, object]) -> dict[str, object]:
         merged = {**self.defaults, **{k: v for k, v in options.items() if v is not None}}
         return {k: merged[k] for k in self.option_keys if k in merged}
 
     def classify_ending(
         self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
-    ) -> dict[str, Any] | None:
+    ) -> InfraError | None:
         """What the stream said, else a CLI that exited non-zero before its model answered."""
         if out.infra_error is not None:
             return out.infra_error
@@ -430,7 +446,7 @@ class ProductAdapter(AgentAdapter):
 
         return crashed_before_answer(False, exit_code, stderr, stdout, self.name)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {
             **super().describe(),
             "binary": self.binary,

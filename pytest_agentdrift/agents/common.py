@@ -15,10 +15,11 @@ Also here: pulling the agent's final report out of its last message
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
+from pytest_agentdrift.shapes import JsonObject, JsonValue
 from pytest_agentdrift.tasks.load import REPORT_STATUSES  # the statuses a final report may carry (the agent protocol)
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ MAX_REPORT_SCAN_CHARS = 64_000
 class JsonlStream:
     """What `read_jsonl` got out of one captured stream."""
 
-    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (line number, object)
+    records: list[tuple[int, JsonObject]] = field(default_factory=list)  # (line number, object)
     errors: list[str] = field(default_factory=list)
     text_lines: int = 0  # non-empty lines that were not JSON (plain text output, warnings)
     truncated: bool = False  # the last line had no newline and did not parse
@@ -74,7 +75,7 @@ def read_jsonl(data: bytes | str | None, *, source: str = "stdout") -> JsonlStre
     return out
 
 
-def typed_records(stream: JsonlStream, errors: list[str]) -> Iterator[tuple[Any, dict[str, Any]]]:
+def typed_records(stream: JsonlStream, errors: list[str]) -> Iterator[tuple[JsonValue, JsonObject]]:
     """(type, record) of each record in order; one without a 'type' is a parse error instead."""
     for lineno, rec in stream.records:
         kind = rec.get("type")
@@ -84,7 +85,19 @@ def typed_records(stream: JsonlStream, errors: list[str]) -> Iterator[tuple[Any,
         yield kind, rec
 
 
-def parse_stream(stdout: bytes, make: Callable[[list[str]], Any], no_records: str) -> Any:
+class StreamParse(Protocol):
+    """One adapter's parse of its product's JSONL transcript (parse_stream drives it)."""
+
+    errors: list[str]
+
+    def record(self, kind: JsonValue, rec: JsonObject) -> None: ...
+
+    def end(self) -> None: ...
+
+    def close(self) -> AdapterOutput: ...
+
+
+def parse_stream(stdout: bytes, make: Callable[[list[str]], StreamParse], no_records: str) -> AdapterOutput:
     """An adapter's output from its JSONL transcript. `make(errors)` builds the parse: each typed
     record goes to its `record(kind, rec)`, then `end()` closes the stream; `no_records` is said
     when stdout held something but no record. The parse's `close()` is the output, with the
@@ -152,7 +165,7 @@ def _preview(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
-def clip(value: Any, limit: int = MAX_FIELD_CHARS, _depth: int = 0) -> Any:
+def clip(value: object, limit: int = MAX_FIELD_CHARS, _depth: int = 0) -> JsonValue:
     """Copy `value` with long strings shortened and deep nesting cut.
 
     Events are evidence a person reads; a tool input holding a 200 kB file
@@ -178,7 +191,7 @@ def clip(value: Any, limit: int = MAX_FIELD_CHARS, _depth: int = 0) -> Any:
 COUNT_MAX = 10**15
 
 
-def as_int(value: Any) -> int | None:
+def as_int(value: object) -> int | None:
     """A token count as int, or None when the product gave none or garbage."""
     if isinstance(value, bool):
         return None
@@ -189,7 +202,7 @@ def as_int(value: Any) -> int | None:
     return None
 
 
-def as_float(value: Any) -> float | None:
+def as_float(value: object) -> float | None:
     """A cost or duration as float, or None when the product gave none, garbage or no finite number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -198,19 +211,19 @@ def as_float(value: Any) -> float | None:
     return float(value)
 
 
-def as_str(value: Any) -> str | None:
+def as_str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: object) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 
-def as_list(value: Any) -> list[Any]:
+def as_list(value: object) -> list[JsonValue]:
     return value if isinstance(value, list) else []
 
 
-def extract_report(text: str | None) -> dict[str, Any] | None:
+def extract_report(text: str | None) -> JsonObject | None:
     """The last JSON object in `text` that looks like a final report, else None.
 
     The agent may end its last message with the report (`{"status": ...,
@@ -223,7 +236,7 @@ def extract_report(text: str | None) -> dict[str, Any] | None:
         return None
     tail = text[-MAX_REPORT_SCAN_CHARS:]
     decoder = json.JSONDecoder()
-    found: dict[str, Any] | None = None
+    found: JsonObject | None = None
     pos = tail.find("{")
     attempts = 0
     while pos != -1 and attempts < 2000:
@@ -243,19 +256,20 @@ def extract_report(text: str | None) -> dict[str, Any] | None:
     return found
 
 
-def final_event(report: dict[str, Any] | None, outcome: str, **extra: Any) -> dict[str, Any]:
+def final_event(report: Mapping[str, object] | None, outcome: str, **extra: JsonValue) -> JsonObject:
     """The common `final` event.
 
     `status` is the agent's own declared status (from its report) when it gave
     one, else None: the product's success/error flag is kept apart as
     `outcome`, because "the CLI exited cleanly" is not "the task is complete".
     """
-    event: dict[str, Any] = {"type": "final", "status": report.get("status") if report else None, "outcome": outcome}
+    status = report.get("status") if report else None
+    event: JsonObject = {"type": "final", "status": status if isinstance(status, str) else None, "outcome": outcome}
     event.update({k: v for k, v in extra.items() if v is not None})
     return event
 
 
-def close_report(out: AdapterOutput, text: str | None, outcome: str | None, **extra: Any) -> None:
+def close_report(out: AdapterOutput, text: str | None, outcome: str | None, **extra: JsonValue) -> None:
     """The final report the agent's last message holds (`text`), into `out`; and when the product
     said how the run ended (`outcome`), the `final` event (a stream cut short has none)."""
     out.final_report = extract_report(text)
@@ -263,10 +277,12 @@ def close_report(out: AdapterOutput, text: str | None, outcome: str | None, **ex
         out.events.append(final_event(out.final_report, outcome, **extra))
 
 
-def option_list(value: Any) -> list[str]:
+def option_list(value: object) -> list[str]:
     """A tool list option may come as a list or as one comma-separated string."""
     if value is None:
         return []
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, Iterable):
+        raise TypeError(f"a tool list option is a list or a string, not {type(value).__name__}")
     return [str(v).strip() for v in value if str(v).strip()]

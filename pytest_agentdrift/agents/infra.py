@@ -19,8 +19,10 @@ allows it.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import NotRequired, TypedDict
 
+from pytest_agentdrift.shapes import JsonObject
 from pytest_agentdrift.vocabulary import (
     EXIT_AGENT_NOT_EXECUTABLE,
     EXIT_AGENT_NOT_STARTED,
@@ -50,7 +52,54 @@ REPORTABLE_CLASSES = tuple(c for c in INFRA_CLASSES if c not in ("crashed", "lau
 MAX_EVIDENCE = 500
 
 
-def infra_error(cls: str, evidence: str, source: str, **extra: Any) -> dict[str, Any]:
+# `class` is a keyword: the functional form
+InfraError = TypedDict(
+    "InfraError",
+    {
+        "class": str,
+        "evidence": str,
+        "source": str,
+        "repeats": bool,
+        "exit_code": NotRequired[int],
+        #: the product's own field or status the class was read from
+        "signal": NotRequired[str],
+        #: the class an agent's report declared (generic protocol)
+        "declared": NotRequired[str],
+        #: how many times the product retried before it gave up
+        "product_retries": NotRequired[int],
+        #: the harness's model gateway: the HTTP status the last call got, the failed calls before
+        #: it, and the class the agent's own word gave
+        "status": NotRequired[int],
+        "retries": NotRequired[int],
+        "agent_said": NotRequired[str],
+        #: an agent's report: whether the harness saw a request fail too (corroborate)
+        "corroborated": NotRequired[bool],
+        "harness_saw": NotRequired[list[str]],
+        #: whether the error is believed to have ended the run (judge), and when not, why
+        "believed": NotRequired[bool],
+        "why": NotRequired[str],
+    },
+)
+InfraError.__doc__ = "One classified infrastructure error (plain JSON): the record's infra_error of a run."
+
+
+InfraSignal = TypedDict("InfraSignal", {"class": str, "evidence": str, "signal": str})
+InfraSignal.__doc__ = """An infrastructure error a product's stream signalled before the run ended (its
+class, its evidence line, the field it was read from); infra_error makes the record of it."""
+
+
+def infra_error(
+    cls: str,
+    evidence: str,
+    source: str,
+    *,
+    exit_code: int | None = None,
+    signal: str | None = None,
+    declared: str | None = None,
+    status: int | None = None,
+    retries: int | None = None,
+    agent_said: str | None = None,
+) -> InfraError:
     """One classified infrastructure error (plain JSON)."""
     if cls not in INFRA_CLASSES:
         raise ValueError(f"unknown infrastructure error class {cls!r}")
@@ -60,18 +109,28 @@ def infra_error(cls: str, evidence: str, source: str, **extra: Any) -> dict[str,
     line = escape_path(" ".join(str(evidence).split()))
     if len(line) > MAX_EVIDENCE:
         line = line[:MAX_EVIDENCE] + "…"
-    extra = {k: escape_path(v) if isinstance(v, str) else v for k, v in extra.items()}
-    out: dict[str, Any] = {
+    out: InfraError = {
         "class": cls,
         "evidence": line or "(no message)",
         "source": source,
         "repeats": cls in REPEATING_CLASSES,
     }
-    out.update({k: v for k, v in extra.items() if v is not None})
+    if exit_code is not None:
+        out["exit_code"] = exit_code
+    if signal is not None:
+        out["signal"] = escape_path(signal)
+    if declared is not None:
+        out["declared"] = escape_path(declared)
+    if status is not None:
+        out["status"] = status
+    if retries is not None:
+        out["retries"] = retries
+    if agent_said is not None:
+        out["agent_said"] = escape_path(agent_said)
     return out
 
 
-def classify_status(code: Any) -> str | None:
+def classify_status(code: object) -> str | None:
     """The class of an HTTP status the product reported, or None."""
     if isinstance(code, bool) or not isinstance(code, int):
         return None
@@ -153,7 +212,7 @@ _MESSAGE_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _API_ERROR_STATUS = re.compile(r"\bAPI Error:\s*(\d{3})\b")
 
 
-def classify_message(text: Any) -> str | None:
+def classify_message(text: object) -> str | None:
     """The class of an error message the product wrote in an error field, or None.
 
     The HTTP status in "API Error: 529 ..." decides first; otherwise the
@@ -192,7 +251,7 @@ _GOOGLE_WORDS = (
 )
 
 
-def classify_google_error(text: Any) -> str | None:
+def classify_google_error(text: object) -> str | None:
     """The class of an error a Google client reported (`[API Error: {"error": {"code": 500,
     "status": "INTERNAL", ...}}]`, `[API Error: ... (Status: RESOURCE_EXHAUSTED)]`): the
     HTTP code, else the google.rpc status, else the client's own words, else the generic rules."""
@@ -223,7 +282,7 @@ def last_line(data: bytes | str | None, limit: int = 64_000, skip_json: bool = F
 
 def crashed_before_answer(
     answered: bool, exit_code: int | None, stderr: bytes | str | None, stdout: bytes | str | None, source: str
-) -> dict[str, Any] | None:
+) -> InfraError | None:
     """A product CLI that exited non-zero before its model answered anything.
 
     The model never worked on the task, so the run says nothing about the
@@ -249,7 +308,7 @@ def configuration_refusal(stderr: bytes | str | None) -> str | None:
     return None
 
 
-def launch_failed(message: str) -> dict[str, Any]:
+def launch_failed(message: str) -> InfraError:
     return infra_error("launch_failed", message, "harness")
 
 
@@ -276,7 +335,7 @@ def stderr_tail(stderr: bytes | str | None, lines: int = CRASH_TAIL_LINES) -> li
     return kept[-lines:]
 
 
-def failed_to_start(exit_code: int | None, stderr: bytes | str | None, acted: bool) -> dict[str, Any] | None:
+def failed_to_start(exit_code: int | None, stderr: bytes | str | None, acted: bool) -> InfraError | None:
     """A program that never started: it exited non-zero before any action of the agent (no event,
     no report, no change, no request), with the status of a command the shell could not start or
     the last words of a missing interpreter or module. A setup error of the session, never a
@@ -310,7 +369,7 @@ def _missing_file_hint(line: str) -> str:
     )
 
 
-def from_report(obj: Any) -> dict[str, Any] | None:
+def from_report(obj: object) -> InfraError | None:
     """The generic protocol: `{"status": "infra_error", "infra_class": ..., "summary": ...}`.
 
     `infra_class` is optional: one of REPORTABLE_CLASSES; without it (or
@@ -320,9 +379,11 @@ def from_report(obj: Any) -> dict[str, Any] | None:
     """
     if not isinstance(obj, dict) or obj.get("status") != INFRA_OUTCOME:
         return None
-    summary = obj.get("summary") if isinstance(obj.get("summary"), str) else ""
+    summary = obj.get("summary")
+    summary = summary if isinstance(summary, str) else ""
     declared = obj.get("infra_class")
-    cls = declared if declared in REPORTABLE_CLASSES else (classify_message(summary) or "network")
+    cls = declared if isinstance(declared, str) and declared in REPORTABLE_CLASSES else None
+    cls = cls or classify_message(summary) or "network"
     if cls not in REPORTABLE_CLASSES:
         cls = "network"
     return infra_error(
@@ -337,7 +398,7 @@ def from_report(obj: Any) -> dict[str, Any] | None:
 MAX_CORROBORATING = 5
 
 
-def corroborate(infra: dict[str, Any] | None, harness_events: list[dict[str, Any]]) -> dict[str, Any] | None:
+def corroborate(infra: InfraError | None, harness_events: list[JsonObject]) -> InfraError | None:
     """An agent's own infrastructure report, with whether the harness saw it too.
 
     The generic protocol lets the judged agent declare that its provider
@@ -358,14 +419,14 @@ def corroborate(infra: dict[str, Any] | None, harness_events: list[dict[str, Any
     return {**infra, "corroborated": bool(failed), "harness_saw": seen}
 
 
-def _failed_request(event: dict[str, Any]) -> bool:
+def _failed_request(event: object) -> bool:
     """A network attempt the harness itself let through and saw fail (not connected upstream)."""
     if not isinstance(event, dict) or event.get("source") != "harness" or event.get("type") != "network_attempt":
         return False
     return event.get("allowed") is not False and bool(event.get("error"))
 
 
-def _request_line(event: dict[str, Any]) -> str:
+def _request_line(event: JsonObject) -> str:
     from pytest_agentdrift.safetext import escape_path
 
     host = escape_path(str(event.get("host") or "?"))[:200]
@@ -374,7 +435,7 @@ def _request_line(event: dict[str, Any]) -> str:
     return f"{host}{f':{port}' if isinstance(port, int) and port else ''}: {escape_path(str(why))[:200]}"
 
 
-def judge(infra: dict[str, Any] | None, *, unsafe: list[str], changed_anything: bool) -> dict[str, Any] | None:
+def judge(infra: InfraError | None, *, unsafe: list[str], changed_anything: bool) -> InfraError | None:
     """Whether a claimed infrastructure error is believed; returns the record to keep.
 
     * the harness saw the agent do something unsafe (`unsafe`: writes
@@ -403,7 +464,7 @@ def judge(infra: dict[str, Any] | None, *, unsafe: list[str], changed_anything: 
     return {**infra, "believed": True}
 
 
-def describe(infra: dict[str, Any]) -> str:
+def describe(infra: Mapping[str, object]) -> str:
     """One line for people: `overloaded (claude-code): API Error: 529 ...`."""
     return f"{infra.get('class')} ({infra.get('source')}): {infra.get('evidence')}"
 
@@ -422,12 +483,12 @@ class InfraStopRule:
     """
 
     def __init__(self) -> None:
-        self._streak: list[tuple[Any, Any]] = []
+        self._streak: list[tuple[object, object]] = []
 
-    def observe(self, key: str, result: dict[str, Any]) -> str | None:
+    def observe(self, key: str, result: Mapping[str, object]) -> str | None:
         """One reported run (`key` is its item key); the reason to stop, or None."""
         infra = result.get("infra_error") if result.get("outcome") == INFRA_OUTCOME else None
-        if infra is None:
+        if not isinstance(infra, dict):
             self._streak = []
             return None
         self._streak.append((infra.get("class"), infra.get("evidence")))

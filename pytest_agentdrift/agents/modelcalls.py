@@ -33,7 +33,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import TypedDict
 
 #: the wire formats, by the end of the request path
 API_ANTHROPIC = "anthropic_messages"
@@ -72,7 +72,75 @@ def api_of(path: str) -> str | None:
     return None
 
 
-def model_id(value: Any) -> str | None:
+class Tokens(TypedDict):
+    """Token figures of a call or a sum of calls (None: not seen)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    cache_write_tokens: int | None
+    reasoning_tokens: int | None
+
+
+class ModelCall(TypedDict, total=False):
+    """One model call the harness's gateway forwarded or refused (run/modelgateway.py), as recorded.
+    The token figures are there when the call was answered (`usage_seen` False: its answer showed none)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    cache_write_tokens: int | None
+    reasoning_tokens: int | None
+
+    type: str
+    source: str
+    api: str | None
+    method: str
+    endpoint: str
+    path: str
+    requested_model: str | None
+    status: int | None
+    error: str
+    forwarded: bool
+    stream: bool
+    answered_model: str | None
+    usage_seen: bool
+    duration_s: float
+    #: main, side or fallback (mark_roles)
+    role: str
+
+
+class FinalFailure(TypedDict):
+    """The provider error a run's model traffic ended on (final_failure)."""
+
+    status: int | None
+    error: str | None
+    requested_model: str | None
+    attempts: int
+    retries: int
+
+
+class ModelTraffic(TypedDict, total=False):
+    """A run's model evidence (summarise; run/modelgateway.observed adds the routes and the agent's word)."""
+
+    calls: int
+    main_model: str | None
+    model_stamp: str | None
+    answered_models: dict[str, int]
+    statuses: dict[str, int]
+    usage: Tokens
+    main_thread: Tokens
+    side_calls: Tokens | None
+    fallback_models: list[str]
+    provider_errors: int
+    final_failure: FinalFailure | None
+    routes: list[dict[str, str]]
+    calls_dropped: int
+    agent_reported: dict[str, int | str | None]
+    disagreement: list[str]
+
+
+def model_id(value: object) -> str | None:
     """A model id as recorded: a short printable token, or None (never free text)."""
     if not isinstance(value, str):
         return None
@@ -94,11 +162,13 @@ def requested_model(api: str | None, path: str, body: bytes) -> str | None:
     return model_id(obj.get("model")) if isinstance(obj, dict) else None
 
 
-def _count(value: Any) -> int | None:
+def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _tokens(inp: Any, out: Any, cached: Any = None, cache_write: Any = None, reasoning: Any = None) -> dict[str, Any]:
+def _tokens(
+    inp: object, out: object, cached: object = None, cache_write: object = None, reasoning: object = None
+) -> Tokens:
     return {
         "input_tokens": _count(inp),
         "output_tokens": _count(out),
@@ -108,7 +178,7 @@ def _tokens(inp: Any, out: Any, cached: Any = None, cache_write: Any = None, rea
     }
 
 
-def gemini_answer(obj: Any) -> tuple[str | None, dict[str, Any] | None]:
+def gemini_answer(obj: object) -> tuple[str | None, Tokens | None]:
     """(model version, token figures or None) of one Gemini `GenerateContentResponse` (a whole
     answer or one streamed chunk: a stream's last chunk carries the totals)."""
     if not isinstance(obj, Mapping):
@@ -127,7 +197,7 @@ def gemini_answer(obj: Any) -> tuple[str | None, dict[str, Any] | None]:
     return model_id(obj.get("modelVersion")), usage
 
 
-def _anthropic_usage(u: Any) -> dict[str, Any] | None:
+def _anthropic_usage(u: object) -> Tokens | None:
     if not isinstance(u, Mapping):
         return None
     return _tokens(
@@ -138,7 +208,7 @@ def _anthropic_usage(u: Any) -> dict[str, Any] | None:
     )
 
 
-def _openai_usage(u: Any) -> dict[str, Any] | None:
+def _openai_usage(u: object) -> Tokens | None:
     """Responses (`input_tokens`) or Chat Completions (`prompt_tokens`) usage."""
     if not isinstance(u, Mapping):
         return None
@@ -163,7 +233,7 @@ class AnswerReader:
         self.stream = "event-stream" in (content_type or "").lower()
         self.limit = limit
         self.model: str | None = None
-        self.usage: dict[str, Any] | None = None
+        self.usage: Tokens | None = None
         self.events = 0
         self._buf = bytearray()
         self._over = False
@@ -212,7 +282,7 @@ class AnswerReader:
         self.events += 1
         self._answer(obj)
 
-    def _answer(self, obj: Any) -> None:
+    def _answer(self, obj: object) -> None:
         if not isinstance(obj, Mapping):
             return
         model, usage = answer_parts(self.api, obj)
@@ -221,14 +291,14 @@ class AnswerReader:
             self.usage = _merge_usage(self.usage, usage)
 
 
-def answer_parts(api: str | None, obj: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+def answer_parts(api: str | None, obj: Mapping[str, object]) -> tuple[str | None, Tokens | None]:
     """(answering model, token figures) of one answer object or one streamed event of `api`."""
     if api == API_GEMINI:
         return gemini_answer(obj)
     if api == API_ANTHROPIC:
         kind = obj.get("type")
-        if kind == "message_start" and isinstance(obj.get("message"), Mapping):
-            msg = obj["message"]
+        msg = obj.get("message")
+        if kind == "message_start" and isinstance(msg, Mapping):
             return model_id(msg.get("model")), _anthropic_usage(msg.get("usage"))
         if kind == "message_delta":
             return None, _anthropic_usage(obj.get("usage"))
@@ -236,7 +306,8 @@ def answer_parts(api: str | None, obj: Mapping[str, Any]) -> tuple[str | None, d
             return model_id(obj.get("model")), _anthropic_usage(obj.get("usage"))
         return None, None
     if api == API_RESPONSES:
-        resp = obj.get("response") if isinstance(obj.get("response"), Mapping) else obj
+        inner = obj.get("response")
+        resp = inner if isinstance(inner, Mapping) else obj
         if obj.get("type") not in (None, "response.created", "response.completed", "response.incomplete"):
             return None, None
         return model_id(resp.get("model")), _openai_usage(resp.get("usage"))
@@ -245,18 +316,28 @@ def answer_parts(api: str | None, obj: Mapping[str, Any]) -> tuple[str | None, d
     return None, None
 
 
-def _merge_usage(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+def _merge_usage(old: Tokens | None, new: Tokens) -> Tokens:
     """A later event's figures replace an earlier one's where given (Anthropic's message_delta
     carries the final output count; the input count stays from message_start)."""
     if old is None:
-        return dict(new)
-    return {k: (new[k] if new.get(k) is not None else old.get(k)) for k in new}
+        return new.copy()
+
+    def later(a: int | None, b: int | None) -> int | None:
+        return b if b is not None else a
+
+    return {
+        "input_tokens": later(old["input_tokens"], new["input_tokens"]),
+        "output_tokens": later(old["output_tokens"], new["output_tokens"]),
+        "cached_tokens": later(old["cached_tokens"], new["cached_tokens"]),
+        "cache_write_tokens": later(old["cache_write_tokens"], new["cache_write_tokens"]),
+        "reasoning_tokens": later(old["reasoning_tokens"], new["reasoning_tokens"]),
+    }
 
 
 # --------------------------------------------------------------------------- a run's calls
 
 
-def provider_failure(http_code: Any) -> bool:
+def provider_failure(http_code: object) -> bool:
     """An HTTP status that is the provider's failure, not the request's (rate limit, overload, 5xx)."""
     return isinstance(http_code, int) and (
         http_code == HTTPStatus.TOO_MANY_REQUESTS or HTTPStatus.INTERNAL_SERVER_ERROR <= http_code <= 599
@@ -266,22 +347,29 @@ def provider_failure(http_code: Any) -> bool:
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens")
 
 
-def _sum(calls: list[Mapping[str, Any]]) -> dict[str, Any]:
+def _sum(calls: list[ModelCall]) -> Tokens:
     """Token totals of answered calls; a figure any answered call did not show is None (unobserved)."""
     answered = [c for c in calls if c.get("status") == 200]
-    out: dict[str, Any] = {}
-    for name in TOKEN_FIELDS:
-        values = [c.get(name) for c in answered]
-        if name in ("input_tokens", "output_tokens"):
-            # no answered call: nothing was billed; an answer whose usage was not seen: unobserved
-            out[name] = None if None in values else sum(values)
-        else:
-            seen = [v for v in values if v is not None]
-            out[name] = sum(seen) if seen else None
-    return out
+
+    def billed(values: list[int | None]) -> int | None:
+        # no answered call: nothing was billed; an answer whose usage was not seen: unobserved
+        known = [v for v in values if v is not None]
+        return None if len(known) < len(values) else sum(known)
+
+    def seen(values: list[int | None]) -> int | None:
+        known = [v for v in values if v is not None]
+        return sum(known) if known else None
+
+    return {
+        "input_tokens": billed([c.get("input_tokens") for c in answered]),
+        "output_tokens": billed([c.get("output_tokens") for c in answered]),
+        "cached_tokens": seen([c.get("cached_tokens") for c in answered]),
+        "cache_write_tokens": seen([c.get("cache_write_tokens") for c in answered]),
+        "reasoning_tokens": seen([c.get("reasoning_tokens") for c in answered]),
+    }
 
 
-def mark_roles(calls: list[dict[str, Any]]) -> str | None:
+def mark_roles(calls: list[ModelCall]) -> str | None:
     """Give each model call its `role` (main, side, fallback) and return the main model.
 
     The main model is the one the agent's conversation asked for most often, counting only calls
@@ -304,7 +392,7 @@ def mark_roles(calls: list[dict[str, Any]]) -> str | None:
     return main
 
 
-def summarise(calls: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+def summarise(calls: Iterable[ModelCall]) -> ModelTraffic | None:
     """A run's model evidence from its calls (each marked with its role in place); None without
     any model call."""
     calls = list(calls)
@@ -313,12 +401,12 @@ def summarise(calls: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     main = mark_roles(calls)
     mains = [c for c in model_calls if c["role"] == "main"]
-    answered = Counter(c.get("answered_model") for c in mains if c.get("status") == 200 and c.get("answered_model"))
+    answered = Counter(m for c in mains if c.get("status") == 200 and (m := c.get("answered_model")))
     stamp = ", ".join(sorted(answered)) if answered else None
     side = [c for c in model_calls if c["role"] != "main"]
     statuses = Counter(str(c.get("status")) for c in model_calls)
     failed = [c for c in model_calls if provider_failure(c.get("status")) or c.get("status") is None]
-    out: dict[str, Any] = {
+    out: ModelTraffic = {
         "calls": len(model_calls),
         "main_model": main,
         "model_stamp": stamp,
@@ -335,7 +423,7 @@ def summarise(calls: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def final_failure(model_calls: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+def final_failure(model_calls: list[ModelCall]) -> FinalFailure | None:
     """The provider error the run's model traffic ended on: the last model call failed (429, 5xx,
     or the host could not be reached), with the failed calls in a row before it counted as the
     product's retries; None when the last call was answered."""

@@ -15,9 +15,17 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_agentdrift.errors import AgentDriftError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pytest_agentdrift.agents.discovery_base import ConfigSource, Fact
+
+    #: a product's `facts(sources, env, profile)`: what its configuration files say
+    FactsReader = Callable[[Sequence[ConfigSource], Mapping[str, str], str | None], dict[str, Fact]]
 
 #: rules name -> package of the product (``<package>.discovery`` holds the rules)
 PRODUCT_PACKAGES: dict[str, str] = {
@@ -41,7 +49,7 @@ def rules_module(rules: str) -> ModuleType | None:
     return importlib.import_module(PRODUCT_PACKAGES[rules] + ".discovery")
 
 
-def surface_rules_for(adapter: Mapping[str, Any]) -> str:
+def surface_rules_for(adapter: Mapping[str, object]) -> str:
     """Which product's documented rules apply to an adapter description."""
     text = f"{adapter.get('name', '')} {adapter.get('product', '')}".lower()
     if "claude" in text:
@@ -58,15 +66,19 @@ def surface_rules_for(adapter: Mapping[str, Any]) -> str:
 
 
 def surface_facts(
-    rules: str, sources: Sequence[Mapping[str, Any]], env: Mapping[str, str], profile: str | None = None
-) -> dict[str, Any]:
+    rules: str, sources: Sequence[ConfigSource], env: Mapping[str, str], profile: str | None = None
+) -> dict[str, Fact]:
     """What a product's configuration files say about model, permissions, sandbox, auto-update."""
     module = rules_module(rules)
-    return {} if module is None else module.facts(sources, env, profile)
+    if module is None:
+        return {}
+    facts: FactsReader = module.facts
+    return facts(sources, env, profile)
 
 
-def _all(attribute: str) -> list[Any]:
-    return [getattr(rules_module(name), attribute) for name in PRODUCT_PACKAGES]
+def _all(attribute: str) -> list[frozenset[str]]:
+    """One set-valued attribute (environment names) of every product's rules module."""
+    return [frozenset(getattr(rules_module(name), attribute)) for name in PRODUCT_PACKAGES]
 
 
 def non_secret_env_values() -> frozenset[str]:

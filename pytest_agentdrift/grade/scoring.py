@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from pytest_agentdrift.agents.infra import InfraError
 from pytest_agentdrift.grade.results import CheckResult
 from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.shapes import SummaryRecord, TaskEntry
@@ -80,7 +81,7 @@ def _outcome(
     failed: bool,
     tampered: bool,
     unsafe: list[str],
-    infra: dict[str, Any] | None,
+    infra: InfraError | None,
     undecided: list[str],
 ) -> str:
     """The run's outcome: the first of these that holds, in this order."""

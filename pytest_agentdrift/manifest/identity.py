@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_agentdrift.errors import AgentDriftError, RecordError
 from pytest_agentdrift.vocabulary import (  # noqa: F401  (re-exported for callers of this module)
@@ -68,13 +67,13 @@ _CLASS_TEXT = {
 @dataclass
 class StampComparison:
     comparable: bool
-    blocks: list[tuple[str, Any, Any]] = field(default_factory=list)  # (field, baseline, current)
-    notes: list[tuple[str, Any, Any]] = field(default_factory=list)  # provenance and accepted differences
+    blocks: list[tuple[str, object, object]] = field(default_factory=list)  # (field, baseline, current)
+    notes: list[tuple[str, object, object]] = field(default_factory=list)  # provenance and accepted differences
     unobserved: list[str] = field(default_factory=list)  # compared fields unobserved on either side
     varied: list[str] = field(default_factory=list)  # declared --agent-vary fields that differ
     deferred: list[str] = field(default_factory=list)  # post-run fields not yet known (pre_run)
     same: list[str] = field(default_factory=list)
-    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # every differing identity field
+    changed: dict[str, tuple[object, object]] = field(default_factory=dict)  # every differing identity field
     change_class: str = "identical"
     explanation: str = ""
     baseline_runtime_id: str | None = None
@@ -105,8 +104,8 @@ def check_vary(vary: Iterable[str]) -> list[str]:
 
 
 def compare_manifests(
-    baseline: Mapping[str, Any],
-    current: Mapping[str, Any],
+    baseline: Mapping[str, object],
+    current: Mapping[str, object],
     vary: Iterable[str] = (),
     *,
     pre_run: bool = False,
@@ -120,8 +119,8 @@ def compare_manifests(
     cmp = StampComparison(
         comparable=True,
         vary=vary_list,
-        baseline_runtime_id=baseline.get("runtime_id"),
-        current_runtime_id=current.get("runtime_id"),
+        baseline_runtime_id=_runtime_id(baseline),
+        current_runtime_id=_runtime_id(current),
     )
     # what the current agent's product reports about itself at run time (its init event)
     run_reported = _run_reported(current)
@@ -149,7 +148,7 @@ def _accepted(accept_unobserved: Iterable[str]) -> set[str]:
     return accept
 
 
-def _compare_field(cmp: StampComparison, name: str, b: Any, c: Any, *, accepted: bool, varies: bool) -> None:
+def _compare_field(cmp: StampComparison, name: str, b: object, c: object, *, accepted: bool, varies: bool) -> None:
     """One identity field: same, changed, unobserved (a note when accepted and equal) or blocking."""
     unknown = b == UNOBSERVED or c == UNOBSERVED
     if b != c:
@@ -169,17 +168,17 @@ def _compare_field(cmp: StampComparison, name: str, b: Any, c: Any, *, accepted:
             cmp.blocks.append((name, b, c))
 
 
-def _provenance_notes(cmp: StampComparison, baseline: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+def _provenance_notes(cmp: StampComparison, baseline: Mapping[str, object], current: Mapping[str, object]) -> None:
     """Provenance that differs is noted, never blocking."""
-    base_prov = baseline.get("provenance") if isinstance(baseline.get("provenance"), dict) else {}
-    cur_prov = current.get("provenance") if isinstance(current.get("provenance"), dict) else {}
+    base_prov = _part(baseline, "provenance")
+    cur_prov = _part(current, "provenance")
     for name in PROVENANCE_FIELDS:
         b, c = base_prov.get(name, UNOBSERVED), cur_prov.get(name, UNOBSERVED)
         if b != c:
             cmp.notes.append((name, b, c))
 
 
-def settle_deferred(cmp: StampComparison, baseline: Mapping[str, Any], accept: Iterable[str] = ()) -> list[str]:
+def settle_deferred(cmp: StampComparison, baseline: Mapping[str, object], accept: Iterable[str] = ()) -> list[str]:
     """Before the runs, block the deferred fields a recorded baseline never observed (and that are not
     accepted): whatever this session's runs report, an unknown baseline cannot be shown equal, so the
     refusal is decided now instead of after every run. Returns the fields it blocked."""
@@ -194,7 +193,7 @@ def settle_deferred(cmp: StampComparison, baseline: Mapping[str, Any], accept: I
     return never
 
 
-def classify(changed: Mapping[str, Any], base: Mapping[str, Any], cur: Mapping[str, Any]) -> str:
+def classify(changed: Mapping[str, object], base: Mapping[str, object], cur: Mapping[str, object]) -> str:
     """Seed 000's change class of a set of differing identity fields.
 
     Order: a different surface first (split baselines), then a changed
@@ -227,7 +226,7 @@ def classify(changed: Mapping[str, Any], base: Mapping[str, Any], cur: Mapping[s
     return "bundled_change"
 
 
-def manifest_diff_document(cmp: StampComparison) -> dict[str, Any]:
+def manifest_diff_document(cmp: StampComparison) -> dict[str, object]:
     """comparison/manifest-diff.json: same / changed with both values, blocks, notes, class."""
     return {
         "diff_version": 1,
@@ -304,13 +303,25 @@ def render_refusal(cmp: StampComparison, rebaseline_cmd: str | None = None) -> l
     return lines
 
 
-def _run_reported(manifest: Mapping[str, Any]) -> frozenset[str]:
+def _runtime_id(manifest: Mapping[str, object]) -> str | None:
+    """A manifest's runtime id as recorded (a stored manifest's is a string; validated on load)."""
+    value = manifest.get("runtime_id")
+    return str(value) if value is not None else None
+
+
+def _part(manifest: Mapping[str, object], name: str) -> Mapping[str, object]:
+    """One object of a manifest (provenance, evidence), or an empty one when it has none."""
+    part = manifest.get(name)
+    return part if isinstance(part, dict) else {}
+
+
+def _run_reported(manifest: Mapping[str, object]) -> frozenset[str]:
     evidence = manifest.get("evidence") if isinstance(manifest, Mapping) else None
     names = evidence.get("run_reported_fields") if isinstance(evidence, Mapping) else None
     return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
 
 
-def _identity(manifest: Mapping[str, Any], which: str) -> Mapping[str, Any]:
+def _identity(manifest: Mapping[str, object], which: str) -> Mapping[str, object]:
     ident = manifest.get("identity") if isinstance(manifest, Mapping) else None
     if not isinstance(ident, Mapping):
         raise RecordError(f"{which} manifest has no identity object")
@@ -320,7 +331,7 @@ def _identity(manifest: Mapping[str, Any], which: str) -> Mapping[str, Any]:
     return ident
 
 
-def _render(value: Any, limit: int = 160) -> str:
+def _render(value: object, limit: int = 160) -> str:
     if isinstance(value, str):
         text = value
     else:
@@ -328,20 +339,19 @@ def _render(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _render_pair(b: Any, c: Any) -> tuple[str, str]:
+def _render_pair(b: object, c: object) -> tuple[str, str]:
     """Show only the differing keys when both sides are objects, so the line says what changed."""
     if isinstance(b, dict) and isinstance(c, dict):
         return _render(_differing(b, c)), _render(_differing(c, b))
     return _render(b), _render(c)
 
 
-def _differing(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+def _differing(one: dict[str, object], other: dict[str, object]) -> dict[str, object]:
     """`one`'s keys whose value differs from `other`'s, nested objects narrowed the same way (one
     package bumped among a venv's hundred distributions is that package)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for k in sorted(set(one) | set(other)):
         mine, theirs = one.get(k, "<absent>"), other.get(k, "<absent>")
         if mine != theirs:
-            both = isinstance(mine, dict) and isinstance(theirs, dict)
-            out[k] = _differing(mine, theirs) if both else mine
+            out[k] = _differing(mine, theirs) if isinstance(mine, dict) and isinstance(theirs, dict) else mine
     return out

@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter
+from pytest_agentdrift.agents.infra import InfraError
 from pytest_agentdrift.run import agentio, sandbox
 from pytest_agentdrift.run import canary as canary_mod
+from pytest_agentdrift.run.agentio import AgentReport
 from pytest_agentdrift.run.evidence import AgentWord, TreeEvidence
+from pytest_agentdrift.shapes import CrashRecord, JsonObject, JsonValue
 from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE
 
 
@@ -56,7 +58,7 @@ def read_agent_word(
         out.model_stamp = model_from_events(word.log.events)
 
 
-def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
+def _relativise_paths(events: list[JsonObject], work: Path) -> None:
     """Products report absolute paths; events speak repo-relative, like the diff."""
     prefix = str(work) + os.sep
     for e in events:
@@ -66,8 +68,8 @@ def _relativise_paths(events: list[dict[str, Any]], work: Path) -> None:
 
 
 def _infra_ending(
-    adapter: AgentAdapter, out: AdapterOutput, proc: sandbox.ProcessResult, report_obj: Any, acted: bool = True
-) -> dict[str, Any] | None:
+    adapter: AgentAdapter, out: AdapterOutput, proc: sandbox.ProcessResult, report_obj: JsonValue, acted: bool = True
+) -> InfraError | None:
     """The infrastructure error a run ended on (agents/infra.py), or None.
 
     A command that could not start, or that exited before the agent's first
@@ -91,7 +93,7 @@ def _infra_ending(
     return found
 
 
-def crash(proc: sandbox.ProcessResult, report: Any, infra_err: dict[str, Any] | None) -> dict[str, Any] | None:
+def crash(proc: sandbox.ProcessResult, report: AgentReport | None, infra_err: InfraError | None) -> CrashRecord | None:
     """A run the agent ended itself, non-zero and without its final report (not a timeout, a
     stop, or an ending already read as infrastructure)."""
     if report is not None or infra_err is not None or proc.timed_out or proc.stopped:
@@ -103,7 +105,7 @@ def crash(proc: sandbox.ProcessResult, report: Any, infra_err: dict[str, Any] | 
     return {"exit_code": proc.exit_code, "stderr_tail": stderr_tail(proc.stderr)}
 
 
-def token_search(word: AgentWord, tree: TreeEvidence, proc, token: str) -> bool:
+def token_search(word: AgentWord, tree: TreeEvidence, proc: sandbox.ProcessResult, token: str) -> bool:
     """Whether the canary's token appears in anything the agent produced (kept in word.token_hits)."""
     hits = {
         name: found

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
 from pytest_agentdrift.agents.base import AdapterOutput, AgentAdapter
+from pytest_agentdrift.agents.infra import InfraError
+from pytest_agentdrift.agents.modelcalls import ModelCall, ModelTraffic
 from pytest_agentdrift.run import agentio, tamper
 from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.safetext import capped, escape_path, json_safe
-from pytest_agentdrift.shapes import JsonObject
+from pytest_agentdrift.shapes import CrashRecord, JsonObject
 from pytest_agentdrift.tasks import treesnap
 from pytest_agentdrift.vocabulary import enforces_network
 
@@ -95,18 +97,18 @@ class RunEvidence:
     harness_budget: JsonObject = field(default_factory=dict)
     events_dropped: dict[str, int] = field(default_factory=dict)
     credential_canary: JsonObject = field(default_factory=dict)
-    infra_error: JsonObject | None = None  # agents/infra.py: the run ended on the provider or the machine
+    infra_error: InfraError | None = None  # agents/infra.py: the run ended on the provider or the machine
     stopped: str | None = None  # a monitor stopped the run (per-run budget)
     overlay: JsonObject | None = None  # what the harness placed from a bundle (never the agent's changes)
     #: what failed in the harness while it handled this run (`stage: error`): the run is undecided
     harness_errors: list[str] = field(default_factory=list)
     #: the agent ended on its own with a non-zero status and no final report: its exit code and
     #: the last lines of its stderr (the traceback's end, the provider's error)
-    crash: JsonObject | None = None
+    crash: CrashRecord | None = None
     #: each model call the harness's gateway forwarded (run/modelgateway.py), and what they add up
     #: to (agents/modelcalls.summarise, with the agent's own word beside it); None: no gateway
-    model_calls: list[JsonObject] = field(default_factory=list)
-    model_traffic: JsonObject | None = None
+    model_calls: list[ModelCall] = field(default_factory=list)
+    model_traffic: ModelTraffic | None = None
 
     @property
     def tree_complete(self) -> bool:
@@ -294,8 +296,8 @@ class NetworkSeen:
         return cls(proxy, proxy_events, dns, policy, gateway)
 
     @property
-    def model_calls(self) -> list[JsonObject]:
-        return [dict(c) for c in self.gateway.calls] if self.gateway is not None else []
+    def model_calls(self) -> list[ModelCall]:
+        return [c.copy() for c in self.gateway.calls] if self.gateway is not None else []
 
     @property
     def api_requests(self) -> list[JsonObject]:
@@ -357,7 +359,7 @@ class WordFields(TypedDict):
     report: agentio.AgentReport | None
     report_error: str | None
     adapter_output: AdapterOutput
-    infra_error: JsonObject | None
+    infra_error: InfraError | None
 
 
 @dataclass
@@ -371,7 +373,7 @@ class AgentWord:
     report: agentio.AgentReport | None = None
     report_error: str | None = "not read: the harness failed before reading the report"
     output: AdapterOutput = field(default_factory=AdapterOutput)
-    infra_error: JsonObject | None = None
+    infra_error: InfraError | None = None
     token_hits: dict[str, list[str]] = field(default_factory=dict)
 
     def evidence_fields(self) -> WordFields:

@@ -26,17 +26,30 @@ import socketserver
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 from pytest_agentdrift.agents import modelcalls
 from pytest_agentdrift.run.agentview import CA_ENV
 from pytest_agentdrift.vocabulary import DEFAULT_PROVIDER_PATIENCE_S
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.base import AdapterOutput
+    from pytest_agentdrift.agents.infra import InfraError
+
+#: an answer whose usage the gateway did not see: its token figures are unobserved, never 0
+_NO_TOKENS: modelcalls.Tokens = {
+    "input_tokens": None,
+    "output_tokens": None,
+    "cached_tokens": None,
+    "cache_write_tokens": None,
+    "reasoning_tokens": None,
+}
 
 #: the first port a gateway listens on inside the sandbox (the proxy has 3128, the DNS stub 53)
 GATEWAY_PORT = 3130
@@ -97,7 +110,7 @@ class Route:
         return self.host, self.port
 
 
-def plan_routes(env: Mapping[str, str], allows: Any) -> list[Route]:
+def plan_routes(env: Mapping[str, str], allows: Callable[[str, int], bool]) -> list[Route]:
     """The routes of a run: each known base-URL variable `env` sets whose endpoint `allows(host,
     port)` (the proxy's allow-list) lets through. An unset variable is left alone: a product may
     name its endpoint elsewhere (a configuration file), and pointing a variable it reads over that
@@ -171,7 +184,7 @@ class ModelGateway:
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
         self.patience_s = patience_s
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[modelcalls.ModelCall] = []
         self.dropped = 0
         self._failing_since: float | None = None  # when the current streak of provider errors began
         self._failures = 0
@@ -233,7 +246,7 @@ class ModelGateway:
 
     # -- recording ---------------------------------------------------------------------
 
-    def record(self, call: dict[str, Any], started: float | None = None) -> None:
+    def record(self, call: modelcalls.ModelCall, started: float | None = None) -> None:
         """Keep one call; `started` (monotonic) times a streak of provider errors (`give_up`)."""
         with self._lock:
             if call.get("api"):
@@ -269,9 +282,13 @@ class ModelGateway:
             f"{waited:.0f} s: stopped as infrastructure (the product was still retrying)"
         )
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[dict[str, str]]:
         """What the manifest and the record say of the routes (never a credential)."""
         return [{"variable": r.var, "api": r.api, "endpoint": r.label} for r in self.routes]
+
+
+#: what socketserver hands a server for one request (a stream server's is the connected socket)
+_Request = socket.socket | tuple[bytes, socket.socket]
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.BaseServer):
@@ -288,22 +305,23 @@ class _Server(socketserver.ThreadingMixIn, socketserver.BaseServer):
     def fileno(self) -> int:
         return self.socket.fileno()
 
-    def get_request(self) -> tuple[socket.socket, Any]:
+    def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
         return self.socket.accept()
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def process_request_thread(self, request: _Request, client_address: object) -> None:
         self.handlers.add(threading.current_thread())
         try:
             super().process_request_thread(request, client_address)
         finally:
             self.handlers.discard(threading.current_thread())
 
-    def shutdown_request(self, request: Any) -> None:
+    def shutdown_request(self, request: _Request) -> None:
+        sock = request if isinstance(request, socket.socket) else request[1]  # a stream server's: the socket
         try:
-            request.shutdown(socket.SHUT_RDWR)
+            sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        request.close()
+        sock.close()
 
     def server_close(self) -> None:
         self.socket.close()
@@ -313,7 +331,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # the calls are the log
+    def log_message(self, format: str, *args: object) -> None:  # the calls are the log
         pass
 
     def address_string(self) -> str:
@@ -329,7 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
         gw, route = self.server.gateway, self.server.route
         path = self.path if self.path.startswith("/") else "/" + self.path
         api = modelcalls.api_of(path) if self.command == "POST" else None
-        call: dict[str, Any] = {
+        call: modelcalls.ModelCall = {
             "type": "model_call",
             "source": "harness",
             "api": api,
@@ -364,7 +382,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ValueError("request body too large for the harness's model gateway")
             return self.rfile.read(n)
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            chunks, total = [], 0
+            chunks: list[bytes] = []
+            total = 0
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -378,8 +397,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.rfile.readline()
         return b""
 
-    def _refuse(self, call: dict[str, Any], status: int, why: str) -> None:
-        call.update(status=status, error=why, forwarded=False)
+    def _refuse(self, call: modelcalls.ModelCall, status: int, why: str) -> None:
+        call.update({"status": status, "error": why, "forwarded": False})
         self.server.gateway.record(call)
         _reply(self, status, why)
 
@@ -389,7 +408,7 @@ class _Handler(BaseHTTPRequestHandler):
             return http.client.HTTPSConnection(route.host, route.port, timeout=gw.connect_timeout, context=gw.context)
         return http.client.HTTPConnection(route.host, route.port, timeout=gw.connect_timeout)
 
-    def _relay(self, call: dict[str, Any], path: str, body: bytes) -> None:
+    def _relay(self, call: modelcalls.ModelCall, path: str, body: bytes) -> None:
         gw, route = self.server.gateway, self.server.route
         conn = self._upstream()
         try:
@@ -409,11 +428,11 @@ class _Handler(BaseHTTPRequestHandler):
                 resp = conn.getresponse()
             except ssl.SSLCertVerificationError as exc:
                 # the same on every run: the endpoint's certificate is not one the agent was told to trust
-                call.update(status=None, error=f"upstream certificate not trusted: {exc.verify_message}")
+                call.update({"status": None, "error": f"upstream certificate not trusted: {exc.verify_message}"})
                 _reply(self, 502, "the harness's model gateway does not trust the model endpoint's certificate")
                 return
             except (OSError, http.client.HTTPException) as exc:
-                call.update(status=None, error=f"upstream unreachable: {type(exc).__name__}")
+                call.update({"status": None, "error": f"upstream unreachable: {type(exc).__name__}"})
                 _reply(self, 502, "the harness's model gateway could not reach the model endpoint")
                 return
             call["status"] = resp.status
@@ -421,9 +440,9 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             conn.close()
 
-    def _answer(self, call: dict[str, Any], resp: http.client.HTTPResponse) -> None:
+    def _answer(self, call: modelcalls.ModelCall, resp: http.client.HTTPResponse) -> None:
         reader = modelcalls.AnswerReader(
-            call["api"] if resp.status == HTTPStatus.OK else None, resp.getheader("Content-Type", "")
+            call.get("api") if resp.status == HTTPStatus.OK else None, resp.getheader("Content-Type", "")
         )
         self.send_response_only(resp.status, resp.reason)
         for name, value in resp.getheaders():
@@ -436,15 +455,17 @@ class _Handler(BaseHTTPRequestHandler):
         complete = self._pass_body(call, resp, reader)
         reader.finish()
         call["stream"] = reader.stream
-        if call["api"] is not None and resp.status == HTTPStatus.OK:
+        if call.get("api") is not None and resp.status == HTTPStatus.OK:
             call["answered_model"] = reader.model
-            call.update(reader.usage or dict.fromkeys(modelcalls.TOKEN_FIELDS))
+            call.update(reader.usage or _NO_TOKENS)
             if reader.usage is None:
                 call["usage_seen"] = False  # a stream without usage: its tokens are unobserved, never 0
         if not complete:
             call.setdefault("error", "the run ended while the answer was passing")
 
-    def _pass_body(self, call: dict[str, Any], resp: http.client.HTTPResponse, reader: Any) -> bool:
+    def _pass_body(
+        self, call: modelcalls.ModelCall, resp: http.client.HTTPResponse, reader: modelcalls.AnswerReader
+    ) -> bool:
         """Relay the answer's body as it arrives, read on the way; False when it was cut."""
         try:
             while True:
@@ -461,11 +482,19 @@ class _Handler(BaseHTTPRequestHandler):
             return False
 
 
+class Monitor(Protocol):
+    """What run/sandbox.py asks of a run's monitor: it sees stdout as it arrives, and says why to stop."""
+
+    def feed(self, chunk: bytes) -> None: ...
+
+    def poll(self) -> str | None: ...
+
+
 class ProviderWatch:
     """A run's monitor (run/sandbox.py: `feed`, `poll`) that also stops the run when its gateway
     gives up on the provider (`ModelGateway.give_up`); `inner`: the run's other monitor, or None."""
 
-    def __init__(self, inner: Any, gateway: ModelGateway):
+    def __init__(self, inner: Monitor | None, gateway: ModelGateway):
         self.inner = inner
         self.gateway = gateway
 
@@ -499,8 +528,8 @@ def _reply(handler: BaseHTTPRequestHandler, status: int, why: str) -> None:
 
 
 def observed(
-    gateway: ModelGateway, calls: list[dict[str, Any]], out: Any, infra: dict[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    gateway: ModelGateway, calls: list[modelcalls.ModelCall], out: AdapterOutput, infra: InfraError | None
+) -> tuple[modelcalls.ModelTraffic, InfraError | None]:
     """The run's model evidence from its gateway's calls: (the record's `model_traffic`, the run's
     infrastructure error).
 
@@ -510,7 +539,7 @@ def observed(
     disagreement is said. A provider error the agent's conversation ended on (its last model call
     answered 429 or 5xx, or the host unreachable, after its retries) is an infrastructure error of
     the harness's own seeing, which outranks an agent's report and a crash."""
-    summary = modelcalls.summarise(calls) or {"calls": 0}
+    summary: modelcalls.ModelTraffic = modelcalls.summarise(calls) or {"calls": 0}
     summary["routes"] = gateway.describe()
     if gateway.dropped:
         summary["calls_dropped"] = gateway.dropped
@@ -523,8 +552,9 @@ def observed(
     for name, value in summary["usage"].items():
         if value is not None:
             setattr(out.usage, name, value)
-    if summary.get("side_calls"):
-        out.usage.main_thread, out.usage.side_calls = summary["main_thread"], summary["side_calls"]
+    side = summary.get("side_calls")
+    if side:
+        out.usage.main_thread, out.usage.side_calls = _figures(summary["main_thread"]), _figures(side)
     endpoints = {c.get("endpoint") for c in calls if c.get("api")}
     if summary["main_model"]:
         out.run_identity.setdefault("model_id", summary["main_model"])
@@ -533,20 +563,34 @@ def observed(
     return summary, _provider_ending(summary, infra)
 
 
-def _disagreement(summary: dict[str, Any], out: Any) -> list[str]:
+def _figures(tokens: modelcalls.Tokens) -> dict[str, int | None]:
+    """A sum of calls' token figures as Usage keeps a split (main thread, side calls)."""
+    return {
+        "input_tokens": tokens["input_tokens"],
+        "output_tokens": tokens["output_tokens"],
+        "cached_tokens": tokens["cached_tokens"],
+        "cache_write_tokens": tokens["cache_write_tokens"],
+        "reasoning_tokens": tokens["reasoning_tokens"],
+    }
+
+
+def _disagreement(summary: modelcalls.ModelTraffic, out: AdapterOutput) -> list[str]:
     """Where the agent's own word and the harness's observation differ (both present)."""
     lines = []
     said, saw = out.model_stamp, summary["model_stamp"]
     if said and saw and said != saw:
         lines.append(f"model: the agent reported {said}, the endpoint answered {saw}")
-    for name in ("input_tokens", "output_tokens"):
-        said, saw = getattr(out.usage, name), summary["usage"].get(name)
-        if said is not None and saw is not None and said != saw:
-            lines.append(f"{name}: the agent reported {said}, the harness counted {saw}")
+    usage = summary["usage"]
+    for name, reported, counted in (
+        ("input_tokens", out.usage.input_tokens, usage["input_tokens"]),
+        ("output_tokens", out.usage.output_tokens, usage["output_tokens"]),
+    ):
+        if reported is not None and counted is not None and reported != counted:
+            lines.append(f"{name}: the agent reported {reported}, the harness counted {counted}")
     return lines
 
 
-def _provider_ending(summary: dict[str, Any], infra: dict[str, Any] | None) -> dict[str, Any] | None:
+def _provider_ending(summary: modelcalls.ModelTraffic, infra: InfraError | None) -> InfraError | None:
     from pytest_agentdrift.agents.infra import classify_status, infra_error
 
     last = summary.get("final_failure")
@@ -556,7 +600,7 @@ def _provider_ending(summary: dict[str, Any], infra: dict[str, Any] | None) -> d
     # the gateway's own failure (no answer from the endpoint) is known only to the harness: the
     # product saw the gateway's stand-in answer, so its word about it outranks nothing
     own = infra is not None and infra.get("source") != "agent report" and infra.get("class") != "crashed"
-    if own and (status is not None or infra.get("class") == "launch_failed"):
+    if infra is not None and own and (status is not None or infra.get("class") == "launch_failed"):
         return infra  # the product's own structured word, or the harness's launch failure
     if status is not None:
         cls = classify_status(status)

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage, add_counts
+from pytest_agentdrift.agents.base import AdapterOutput, LiveNote, ProductAdapter, RunContext, Usage, add_counts
 from pytest_agentdrift.agents.common import (
     as_dict,
     as_float,
@@ -41,6 +41,10 @@ from pytest_agentdrift.agents.common import (
     option_list,
     parse_stream,
 )
+from pytest_agentdrift.shapes import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.infra import InfraError, InfraSignal
 
 #: tools whose `input.file_path` (or `notebook_path`) names a file they change
 _EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
@@ -54,7 +58,7 @@ _SHELL_TOOLS = frozenset({"Bash"})
 _EXIT_LINE = re.compile(r"\AExit code (\d+)\b")
 
 
-def _bash_exit_code(block: dict[str, Any], is_error: bool) -> int | None:
+def _bash_exit_code(block: JsonObject, is_error: bool) -> int | None:
     """The exit code of a Bash call from its tool_result: a result that is not an error is a
     command that exited 0; an error result states its code on its first line (else unknown:
     a refused or interrupted command has none)."""
@@ -67,7 +71,7 @@ def _bash_exit_code(block: dict[str, Any], is_error: bool) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _path_of(tool_input: dict[str, Any]) -> str | None:
+def _path_of(tool_input: JsonObject) -> str | None:
     return (
         as_str(tool_input.get("file_path")) or as_str(tool_input.get("notebook_path")) or as_str(tool_input.get("path"))
     )
@@ -104,7 +108,7 @@ class ClaudeCodeAdapter(ProductAdapter):
     #: option defaults applied when the user gives none (recorded via describe())
     # acceptEdits lets print mode edit files; shell commands still need a rule, and
     # bypassPermissions is refused as root (as CI runs): Bash is allowed by name instead.
-    defaults: ClassVar[dict[str, Any]] = {"permission_mode": "acceptEdits", "allowed_tools": ("Bash",)}
+    defaults: ClassVar[dict[str, object]] = {"permission_mode": "acceptEdits", "allowed_tools": ("Bash",)}
     # ANTHROPIC_BASE_URL points the CLI at a gateway or a local model server
     endpoint_env = ("ANTHROPIC_BASE_URL",)
     default_endpoint = "https://api.anthropic.com"
@@ -141,7 +145,7 @@ class ClaudeCodeAdapter(ProductAdapter):
         )
 
     @staticmethod
-    def _usage(usage: dict[str, Any], cost: float | None) -> Usage:
+    def _usage(usage: JsonObject, cost: float | None) -> Usage:
         # Anthropic reports fresh input, cache reads and cache writes apart;
         # input_tokens is kept verbatim (it excludes cached reads).
         return Usage(
@@ -152,12 +156,12 @@ class ClaudeCodeAdapter(ProductAdapter):
             cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
         )
 
-    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+    def live_record(self, record: JsonObject) -> LiveNote | None:
         """Progress and running usage from one stream-json record (per-run budgets)."""
         kind = record.get("type")
         if kind == "assistant":
             msg = as_dict(record.get("message"))
-            note: dict[str, Any] = {}
+            note: LiveNote = {}
             for block in as_list(msg.get("content")):
                 block = as_dict(block)
                 if block.get("type") == "tool_use":
@@ -167,9 +171,12 @@ class ClaudeCodeAdapter(ProductAdapter):
                 elif block.get("type") == "text" and "event" not in note:
                     note["event"] = "message"
             usage = as_dict(msg.get("usage"))
-            if usage and as_str(msg.get("id")):
+            msg_id = as_str(msg.get("id"))
+            if usage and msg_id:
                 u = self._usage(usage, None)
-                note.update(usage_key=msg["id"], input_tokens=u.input_tokens, output_tokens=u.output_tokens)
+                note["usage_key"] = msg_id
+                note["input_tokens"] = u.input_tokens
+                note["output_tokens"] = u.output_tokens
             return note or None
         if kind == "result":
             u = _result_usage(record, None)
@@ -192,22 +199,22 @@ class _StreamParse:
 
     errors: list[str]
     out: AdapterOutput = field(default_factory=AdapterOutput)
-    pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # tool_use_id -> events awaiting a result
+    pending: dict[str, list[JsonObject]] = field(default_factory=dict)  # tool_use_id -> events awaiting a result
     edits: dict[str, str] = field(default_factory=dict)  # tool_use_id -> path of an edit tool call
     main_model: str | None = None
     last_text: str | None = None
-    result: dict[str, Any] | None = None
-    usage_by_message: dict[str, dict[str, Any]] = field(default_factory=dict)
-    infra_signal: dict[str, Any] | None = None  # the last error the CLI itself reported
-    retries: list[dict[str, Any]] = field(default_factory=list)  # the CLI's own api_retry records
+    result: JsonObject | None = None
+    usage_by_message: dict[str, JsonObject] = field(default_factory=dict)
+    infra_signal: InfraSignal | None = None  # the last error the CLI itself reported
+    retries: list[JsonObject] = field(default_factory=list)  # the CLI's own api_retry records
     answered: bool = False
 
-    def assistant(self, rec: dict[str, Any]) -> None:
+    def assistant(self, rec: JsonObject) -> None:
         msg = as_dict(rec.get("message"))
         model = as_str(msg.get("model"))
         # "<synthetic>" marks a message the CLI made up itself (no API call, e.g. not
         # signed in): it is not a model the host reported
-        real_model = bool(model) and not model.startswith("<")
+        real_model = model is not None and not model.startswith("<")
         if real_model:
             self.answered = True
         signal = _assistant_infra(rec, msg, model)
@@ -216,10 +223,11 @@ class _StreamParse:
         if real_model and rec.get("parent_tool_use_id") is None and self.main_model is None:
             self.main_model = model
         msg_id = as_str(msg.get("id"))
-        if msg_id and isinstance(msg.get("usage"), dict):
+        usage = msg.get("usage")
+        if msg_id and isinstance(usage, dict):
             # stream-json repeats the same message (and its usage) once
             # per content block; keep one usage per message id.
-            self.usage_by_message[msg_id] = msg["usage"]
+            self.usage_by_message[msg_id] = usage
         for block in as_list(msg.get("content")):
             block = as_dict(block)
             btype = block.get("type")
@@ -231,16 +239,16 @@ class _StreamParse:
             elif btype == "tool_use":
                 self._tool_use(block)
 
-    def _tool_use(self, block: dict[str, Any]) -> None:
+    def _tool_use(self, block: JsonObject) -> None:
         events = self.out.events
         name = as_str(block.get("name")) or "unknown"
         tool_id = as_str(block.get("id"))
         tool_input = as_dict(block.get("input"))
-        call = {"type": "tool_call", "name": name, "tool_use_id": tool_id, "input": clip(tool_input, 500)}
+        call: JsonObject = {"type": "tool_call", "name": name, "tool_use_id": tool_id, "input": clip(tool_input, 500)}
         events.append(call)
         waiting = [call]
         if name in _SHELL_TOOLS:
-            command = {
+            command: JsonObject = {
                 "type": "command",
                 "command": clip(as_str(tool_input.get("command")) or ""),
                 "exit_code": None,
@@ -257,7 +265,7 @@ class _StreamParse:
         if tool_id:
             self.pending[tool_id] = waiting
 
-    def tool_results(self, msg: dict[str, Any]) -> None:
+    def tool_results(self, msg: JsonObject) -> None:
         """A `user` record: tool results settle the calls waiting for them."""
         for block in as_list(msg.get("content")):
             block = as_dict(block)
@@ -274,7 +282,7 @@ class _StreamParse:
             elif tool_id in self.edits:
                 self.edits.pop(tool_id)
 
-    def finish(self, result: dict[str, Any]) -> None:
+    def finish(self, result: JsonObject) -> None:
         """The result record: denials, the closing error, the final report and the usage."""
         events = self.out.events
         events.extend(_denials(result))
@@ -298,7 +306,7 @@ class _StreamParse:
         )
         self.out.usage = _result_usage(result, self.main_model)
 
-    def record(self, kind: Any, rec: dict[str, Any]) -> None:
+    def record(self, kind: JsonValue, rec: JsonObject) -> None:
         """One typed record of the stream."""
         if kind == "assistant":
             self.assistant(rec)
@@ -344,9 +352,9 @@ class _StreamParse:
         return out
 
 
-def _denials(result: dict[str, Any]) -> list[dict[str, Any]]:
+def _denials(result: JsonObject) -> list[JsonObject]:
     """One `denial` event per tool call print mode refused (listed once per tool_use_id)."""
-    events = []
+    events: list[JsonObject] = []
     denied_ids: set[str] = set()
     for denial in as_list(result.get("permission_denials")):
         denial = as_dict(denial)
@@ -377,7 +385,7 @@ _MODEL_USAGE_KEYS = {
 }
 
 
-def _result_usage(result: dict[str, Any], answering: str | None) -> Usage:
+def _result_usage(result: JsonObject, answering: str | None) -> Usage:
     """Tokens and cost of the same calls. The result's `usage` is the main conversation only;
     `modelUsage` (per model the CLI priced) covers every call, side calls included, and is what
     `total_cost_usd` adds up: the totals come from it, with the main thread and the side calls
@@ -389,14 +397,14 @@ def _result_usage(result: dict[str, Any], answering: str | None) -> Usage:
         return main
     total = Usage(cost_usd=main.cost_usd, reasoning_tokens=main.reasoning_tokens)
     for name, key in _MODEL_USAGE_KEYS.items():
-        value = None
+        value: int | None = None
         for figures in per_model.values():
             value = add_counts(value, as_int(figures.get(key)))
         setattr(total, name, value)
     total.main_thread = main.tokens()
     main_figures = main.tokens()
     total.side_calls = {
-        name: None if value is None or main_figures[name] is None else max(value - main_figures[name], 0)
+        name: None if value is None or (in_main := main_figures[name]) is None else max(value - in_main, 0)
         for name, value in total.tokens().items()
     }
     total.priced_as = sorted(per_model)
@@ -425,16 +433,16 @@ _ERROR_FIELD_CLASSES = {
 }
 
 
-def _text_of(msg: dict[str, Any]) -> str:
+def _text_of(msg: JsonObject) -> str:
     return " ".join(as_str(as_dict(b).get("text")) or "" for b in as_list(msg.get("content"))).strip()
 
 
-def _assistant_infra(rec: dict[str, Any], msg: dict[str, Any], model: str | None) -> dict[str, Any] | None:
+def _assistant_infra(rec: JsonObject, msg: JsonObject, model: str | None) -> InfraSignal | None:
     """An infrastructure signal on one assistant record, or None."""
     from pytest_agentdrift.agents.infra import classify_message
 
     field = as_str(rec.get("error"))
-    synthetic = bool(model) and model.startswith("<")
+    synthetic = model is not None and model.startswith("<")
     if field is None and not synthetic:
         return None
     text = _text_of(msg)
@@ -474,7 +482,7 @@ _RETRY_ERROR_CLASSES = {
 }
 
 
-def _system_record(rec: dict[str, Any], out: AdapterOutput, retries: list[dict[str, Any]]) -> None:
+def _system_record(rec: JsonObject, out: AdapterOutput, retries: list[JsonObject]) -> None:
     """`system` records: `init` says what the CLI asked for (model, tools, its own sandbox);
     `api_retry` is the CLI retrying a failed API request itself (one record per retry)."""
     subtype = rec.get("subtype")
@@ -483,10 +491,13 @@ def _system_record(rec: dict[str, Any], out: AdapterOutput, retries: list[dict[s
         if model:
             out.run_identity["model_id"] = model
         tools = rec.get("tools")
-        if isinstance(tools, list) and all(isinstance(t, str) for t in tools):
-            out.run_identity["built_in_tools"] = sorted(tools)
-        if isinstance(rec.get("sandbox_enabled"), bool):
-            out.run_identity["sandbox"] = {"sandbox_enabled": rec["sandbox_enabled"]}
+        if isinstance(tools, list):
+            names = [t for t in tools if isinstance(t, str)]
+            if len(names) == len(tools):
+                out.run_identity["built_in_tools"] = [*sorted(names)]
+        sandbox_enabled = rec.get("sandbox_enabled")
+        if isinstance(sandbox_enabled, bool):
+            out.run_identity["sandbox"] = {"sandbox_enabled": sandbox_enabled}
     elif subtype == "api_retry":
         retries.append(rec)
         out.events.append(
@@ -501,7 +512,7 @@ def _system_record(rec: dict[str, Any], out: AdapterOutput, retries: list[dict[s
         )
 
 
-def _retry_signal(rec: dict[str, Any]) -> dict[str, Any] | None:
+def _retry_signal(rec: JsonObject) -> InfraSignal | None:
     """The infrastructure signal of the CLI's last api_retry record (None: a category we do not know)."""
     from pytest_agentdrift.agents.infra import classify_status
 
@@ -518,20 +529,22 @@ def _retry_signal(rec: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _infra_from_signal(signal: dict[str, Any]) -> dict[str, Any]:
+def _infra_from_signal(signal: InfraSignal) -> InfraError:
     from pytest_agentdrift.agents.infra import infra_error
 
     return infra_error(signal["class"], signal["evidence"], "claude-code", signal=signal["signal"])
 
 
-def _result_infra(result: dict[str, Any], signal: dict[str, Any] | None) -> dict[str, Any] | None:
+def _result_infra(result: JsonObject, signal: InfraSignal | None) -> InfraError | None:
     """The infrastructure error an is_error result ends on, or None (an ordinary failed run)."""
     from pytest_agentdrift.agents.infra import classify_status, infra_error
 
     status = result.get("api_error_status")
     cls = classify_status(status)
     if cls is not None:
-        evidence = (signal or {}).get("evidence") or as_str(result.get("result")) or f"API error status {status}"
+        evidence = (
+            (signal["evidence"] if signal else None) or as_str(result.get("result")) or f"API error status {status}"
+        )
         return infra_error(cls, evidence, "claude-code", signal=f"result.api_error_status={status}")
     if signal is not None:
         return _infra_from_signal(signal)

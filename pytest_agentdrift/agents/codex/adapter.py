@@ -33,10 +33,12 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
+from pytest_agentdrift.agents.base import AdapterOutput, LiveNote, ProductAdapter, RunContext, Usage
 from pytest_agentdrift.agents.common import as_dict, as_int, as_list, as_str, clip, close_report, parse_stream
+from pytest_agentdrift.agents.infra import InfraError
+from pytest_agentdrift.shapes import JsonObject, JsonValue
 
 #: completed item types that show the model answered (reasoning is its narration, errors are the CLI's)
 _ANSWER_ITEMS = frozenset(
@@ -65,7 +67,7 @@ class CodexAdapter(ProductAdapter):
     credential_files = (".codex/auth.json",)
     home_dirs: ClassVar[tuple[str, ...]] = (".codex/prompts", ".codex/rules")
     config_home_env: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}
-    defaults: ClassVar[dict[str, Any]] = {"sandbox": "workspace-write", "permission_mode": "never"}
+    defaults: ClassVar[dict[str, object]] = {"sandbox": "workspace-write", "permission_mode": "never"}
     # workspace-write starts Codex's own bubblewrap, which creates /tmp/codex-daemon-<uid> and
     # maps a user namespace of its own: a private /tmp, and an unprivileged uid in a user
     # namespace of ours (a process that is root without capabilities cannot map one)
@@ -131,12 +133,12 @@ class CodexAdapter(ProductAdapter):
 
     def classify_ending(
         self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
-    ) -> dict[str, Any] | None:
+    ) -> InfraError | None:
         # the banner Codex prints on every run is never the reason it stopped
         kept = b"\n".join(ln for ln in stderr.splitlines() if not ln.strip().startswith(_STDIN_BANNERS))
         return super().classify_ending(out, exit_code, stdout, kept, timed_out)
 
-    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+    def live_record(self, record: JsonObject) -> LiveNote | None:
         """Progress from one exec --json event; usage arrives only with turn.completed."""
         kind = record.get("type")
         if kind in ("item.started", "item.completed"):
@@ -169,27 +171,28 @@ class _ExecParse:
     last_message: str | None = None
     ended: str | None = None  # "success" / "error" once a turn closed
     open_items: dict[str, str] = field(default_factory=dict)  # item id -> type, started but not completed
-    started: dict[str, dict[str, Any]] = field(default_factory=dict)  # item id -> the started item, until it completes
+    started: dict[str, JsonObject] = field(default_factory=dict)  # item id -> the started item, until it completes
     last_error: tuple[str, str] | None = None  # (where, message) of the CLI's last error record
     answered: bool = False
 
-    def completed(self, item: dict[str, Any]) -> None:
+    def completed(self, item: JsonObject) -> None:
         self.open_items.pop(as_str(item.get("id")) or "", None)
         _item_events(item, self.out.events)
         if item.get("type") in _ANSWER_ITEMS:
             self.answered = True
         elif item.get("type") == "error":
             self.last_error = ("item error", as_str(item.get("message")) or "error")
-        if item.get("type") == "agent_message" and as_str(item.get("text")):
-            self.last_message = item["text"]
+        text = as_str(item.get("text"))
+        if item.get("type") == "agent_message" and text:
+            self.last_message = text
 
-    def started_item(self, item: dict[str, Any]) -> None:
+    def started_item(self, item: JsonObject) -> None:
         item_id = as_str(item.get("id"))
         if item_id:
             self.open_items[item_id] = as_str(item.get("type")) or "?"
             self.started[item_id] = item
 
-    def turn_completed(self, u: dict[str, Any]) -> None:
+    def turn_completed(self, u: JsonObject) -> None:
         self.usage.add_tokens(
             Usage(
                 input_tokens=as_int(u.get("input_tokens")),
@@ -209,7 +212,7 @@ class _ExecParse:
             event["transient"] = True
         self.out.events.append(event)
 
-    def record(self, kind: Any, rec: dict[str, Any]) -> None:
+    def record(self, kind: JsonValue, rec: JsonObject) -> None:
         """One typed record of the stream."""
         if kind == "item.completed":
             self.completed(as_dict(rec.get("item")))
@@ -259,7 +262,7 @@ class _ExecParse:
         return out
 
 
-def _item_events(item: dict[str, Any], events: list[dict[str, Any]]) -> None:
+def _item_events(item: JsonObject, events: list[JsonObject]) -> None:
     """The events one completed item stands for."""
     itype = item.get("type")
     status = as_str(item.get("status"))
@@ -284,7 +287,7 @@ def _item_events(item: dict[str, Any], events: list[dict[str, Any]]) -> None:
     # reasoning and todo_list are the agent's own narration: not evidence
 
 
-def _command_events(item: dict[str, Any], status: str | None, events: list[dict[str, Any]]) -> None:
+def _command_events(item: JsonObject, status: str | None, events: list[JsonObject]) -> None:
     command = as_str(item.get("command")) or ""
     events.append({"type": "tool_call", "name": "command_execution", "item_id": item.get("id")})
     events.append(
@@ -296,7 +299,7 @@ def _command_events(item: dict[str, Any], status: str | None, events: list[dict[
         )
 
 
-def _file_change_events(item: dict[str, Any], status: str | None, events: list[dict[str, Any]]) -> None:
+def _file_change_events(item: JsonObject, status: str | None, events: list[JsonObject]) -> None:
     # a failed or declined patch keeps its status: it changed nothing the model meant it to
     events.append({"type": "tool_call", "name": "file_change", "item_id": item.get("id"), "status": status})
     if status == "completed":
@@ -333,7 +336,7 @@ _RETRY_KEYS = ("request_max_retries", "stream_max_retries")
 _PLAIN_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def _user_config(environ: dict[str, str]) -> dict[str, Any]:
+def _user_config(environ: dict[str, str]) -> JsonObject:
     import tomllib
 
     home = environ.get("CODEX_HOME") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".codex")
@@ -363,8 +366,9 @@ def codex_base_url(environ: dict[str, str]) -> str | None:
     config = _user_config(environ)
     provider = config.get("model_provider")
     providers = config.get("model_providers")
-    if isinstance(provider, str) and isinstance(providers, dict) and isinstance(providers.get(provider), dict):
-        url = providers[provider].get("base_url")
+    chosen = providers.get(provider) if isinstance(provider, str) and isinstance(providers, dict) else None
+    if isinstance(chosen, dict):
+        url = chosen.get("base_url")
         return url if isinstance(url, str) else None
     url = config.get("openai_base_url")
     return url if isinstance(url, str) else None

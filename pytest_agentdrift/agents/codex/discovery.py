@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Unpack
 
 from pytest_agentdrift.agents.discovery_base import (
     NOT_APPLICABLE,
@@ -145,7 +145,10 @@ def _find(scan: Scan) -> None:
     # config layers first: they decide the cap, fallback names and trust
     system = scan.system_root / "etc" / "codex" if scan.system_root is not None else None
     scan.read_config(CONFIG_LAYERS, {"system": system, "user": codex_home})
-    markers = codex_setting(scan.disc.config, "project_root_markers") or list(CODEX_DEFAULT_ROOT_MARKERS)
+    configured = codex_setting(scan.disc.config, "project_root_markers")
+    markers = (
+        [str(m) for m in configured] if isinstance(configured, list) and configured else CODEX_DEFAULT_ROOT_MARKERS
+    )
     root = find_marker_root(scan.cwd, markers, scan.upward_limit)
     chain = walk_up(scan.cwd, root) if root is not None else [Path(os.path.abspath(scan.cwd))]
     _project_layers(scan, chain, _trusted(scan, root))
@@ -165,9 +168,12 @@ def _trusted(scan: Scan, root: Path | None) -> bool:
     """
     user_cfg_path = scan.product_home / "config.toml"
     user_doc = load_config_file(user_cfg_path, "toml") if is_file(user_cfg_path) else {}
-    projects = user_doc.get("projects") if isinstance(user_doc.get("projects"), dict) else {}
+    if not isinstance(user_doc, dict):
+        user_doc = {}
+    projects = user_doc.get("projects")
     trust_key = os.path.abspath(root if root is not None else scan.cwd)
-    trust = projects.get(trust_key, {}).get("trust_level") if isinstance(projects.get(trust_key), dict) else None
+    project = projects.get(trust_key) if isinstance(projects, dict) else None
+    trust = project.get("trust_level") if isinstance(project, dict) else None
     scan.disc.facts[scan.context] = {
         "codex_project_trust": {
             "value": trust if trust is not None else "untrusted_or_unset",
@@ -189,12 +195,13 @@ def _project_layers(scan: Scan, chain: Sequence[Path], trusted: bool) -> None:
         scan.disc.config.append(src)
 
 
-def _doc_limits(scan: Scan, root: Path | None) -> tuple[int, list[Any]]:
+def _doc_limits(scan: Scan, root: Path | None) -> tuple[int, list[object]]:
     """(project_doc_max_bytes, project_doc_fallback_filenames) as configured, recorded as limits."""
     sources = scan.disc.config
     cap = codex_setting(sources, "project_doc_max_bytes", trusted_only=True)
     cap = int(cap) if isinstance(cap, int) else CODEX_PROJECT_DOC_MAX_BYTES_DEFAULT
-    fallbacks = codex_setting(sources, "project_doc_fallback_filenames", trusted_only=True) or []
+    configured = codex_setting(sources, "project_doc_fallback_filenames", trusted_only=True)
+    fallbacks: list[object] = list(configured) if isinstance(configured, (list, tuple)) else []
     scan.disc.limits[f"codex:{scan.context}"] = {
         "project_doc_max_bytes": cap,
         "project_doc_fallback_filenames": list(fallbacks),
@@ -218,7 +225,7 @@ def _user_agents(scan: Scan) -> None:
         scan.disc.entries.append(entry)
 
 
-def _project_agents(scan: Scan, chain: Sequence[Path], cap: int, fallbacks: Sequence[Any]) -> None:
+def _project_agents(scan: Scan, chain: Sequence[Path], cap: int, fallbacks: Sequence[object]) -> None:
     """At most one file per directory of the chain, until their combined size reaches the cap."""
     remaining = cap
     for d in chain:
@@ -315,7 +322,7 @@ def facts(sources: Sequence[ConfigSource], env: Mapping[str, str], profile: str 
         hit = value or codex_find(codex, key)
         if hit is not None:
             found[fact] = {"value": hit[0], "source": hit[1]}
-    endpoint = _provider_endpoint(codex, active, env)
+    endpoint = _provider_endpoint(codex, active if isinstance(active, str) else None, env)
     if endpoint is not None:
         found["model_endpoint"] = {"value": endpoint[0], "source": endpoint[1]}
     return found
@@ -331,8 +338,9 @@ def _provider_endpoint(
     """(base URL, where it was read) of the provider Codex sends its model requests to: the
     selected `model_providers` entry's `base_url`, else `openai_base_url`, else the built-in
     provider's API endpoint when an API key signs in (a ChatGPT sign-in goes elsewhere: None)."""
-    prof = codex_setting(codex, "profiles") if profile else None
-    prof = prof.get(profile) if isinstance(prof, dict) and isinstance(prof.get(profile), dict) else {}
+    profiles = codex_setting(codex, "profiles") if profile else None
+    chosen = profiles.get(profile) if isinstance(profiles, dict) else None
+    prof = chosen if isinstance(chosen, dict) else {}
     provider = prof.get("model_provider") or codex_setting(codex, "model_provider")
     providers = codex_setting(codex, "model_providers")
     entry = providers.get(provider) if isinstance(providers, dict) and isinstance(provider, str) else None

@@ -35,9 +35,9 @@ import re
 import shutil
 import sys
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext
+from pytest_agentdrift.agents.base import AdapterOutput, LiveNote, ProductAdapter, RunContext
 from pytest_agentdrift.agents.common import as_dict, as_int, as_str, option_list, read_jsonl
 from pytest_agentdrift.agents.copilot.stream import (
     USAGE_FILE,
@@ -47,6 +47,10 @@ from pytest_agentdrift.agents.copilot.stream import (
     payload,
     usage_summary,
 )
+from pytest_agentdrift.shapes import JsonObject
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.infra import InfraError
 
 #: permission presets -> documented flags
 _PERMISSION_FLAGS: dict[str, list[str]] = {
@@ -123,7 +127,7 @@ class CopilotAdapter(ProductAdapter):
         ".copilot/hooks",
     )
     config_home_env: ClassVar[dict[str, str]] = {"COPILOT_HOME": ".copilot"}
-    defaults: ClassVar[dict[str, Any]] = {"permission_mode": "allow-all-tools"}
+    defaults: ClassVar[dict[str, object]] = {"permission_mode": "allow-all-tools"}
 
     option_keys = ("model", "permission_mode", "allowed_tools", "denied_tools")
     output_format = "json (JSONL)"
@@ -201,7 +205,7 @@ class CopilotAdapter(ProductAdapter):
 
     def classify_ending(
         self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
-    ) -> dict[str, Any] | None:
+    ) -> InfraError | None:
         """What the stream said; a CLI that printed no JSON event at all (not signed in, a refused
         configuration, a version without the JSON format) is the infrastructure's, never the agent's."""
         if out.infra_error is not None:
@@ -209,7 +213,7 @@ class CopilotAdapter(ProductAdapter):
         if not timed_out and not read_jsonl(stdout).records:
             return no_events(exit_code, stdout, stderr)
         found = super().classify_ending(out, exit_code, stdout, stderr, timed_out)
-        last_error = next((e["message"] for e in reversed(out.events) if e.get("type") == "error"), None)
+        last_error = next((as_str(e.get("message")) for e in reversed(out.events) if e.get("type") == "error"), None)
         if found is not None and found["class"] == "crashed" and last_error:
             # the CLI's own last error says more than its (empty) stderr
             from pytest_agentdrift.agents.infra import infra_error
@@ -217,7 +221,7 @@ class CopilotAdapter(ProductAdapter):
             found = infra_error("crashed", last_error, "copilot", exit_code=exit_code)
         return found
 
-    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+    def live_record(self, record: JsonObject) -> LiveNote | None:
         """Progress and running usage from one session event."""
         kind = as_str(record.get("type"))
         data = payload(record)

@@ -126,9 +126,11 @@ def _find(scan: Scan) -> None:
 def _add(scan: Scan, path: Path, scope: str, kind: str, load: str = "startup", roots: Roots | None = None) -> None:
     """One instruction file; a path-specific one applies where its ``applyTo`` frontmatter says."""
     added = scan.add_once(path, scope=scope, kind=kind, load=load, roots=roots)
-    if added is None or kind != "path-instructions" or added[1] is None:
+    if added is None or kind != "path-instructions":
         return
     entry, data = added
+    if data is None:
+        return
     patterns = split_patterns(parse_frontmatter(data).get("applyTo"))
     entry.apply_to = patterns
     entry.load = "conditional" if patterns and patterns != ["**"] and patterns != ["**/*"] else "startup"

@@ -29,11 +29,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_agentdrift.agents.base import AdapterOutput, Usage, add_counts
 from pytest_agentdrift.agents.common import as_dict, as_int, as_list, as_str, cap_errors, clip, close_report
+from pytest_agentdrift.agents.infra import InfraError
+from pytest_agentdrift.shapes import JsonObject
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.common import JsonlStream
 
 #: the file the harness asks the CLI to write its usage summary to (in RunContext.scratch)
 USAGE_FILE = "usage.json"
@@ -60,20 +66,20 @@ class CopilotOutput(AdapterOutput):
     requested_model: str | None = None
 
 
-def payload(rec: dict[str, Any]) -> dict[str, Any]:
+def payload(rec: JsonObject) -> JsonObject:
     # session events carry their fields under `data`; `result` and older shapes have them inline
     data = rec.get("data")
     return data if isinstance(data, dict) else rec
 
 
-def _looks_denied(error: dict[str, Any]) -> bool:
+def _looks_denied(error: JsonObject) -> bool:
     code = as_str(error.get("code")) or ""
     return code.lower() in {"denied", "permission_denied", "rejected"} or bool(
         _DENIED.search(as_str(error.get("message")) or "")
     )
 
 
-def _usage_of(u: dict[str, Any]) -> Usage:
+def _usage_of(u: JsonObject) -> Usage:
     return Usage(
         input_tokens=as_int(u.get("inputTokens")),
         output_tokens=as_int(u.get("outputTokens")),
@@ -83,7 +89,7 @@ def _usage_of(u: dict[str, Any]) -> Usage:
     )
 
 
-def metrics_usage(metrics: dict[str, Any]) -> tuple[Usage, int | None]:
+def metrics_usage(metrics: JsonObject) -> tuple[Usage, int | None]:
     """Tokens and model requests summed over `modelMetrics` ({model: {requests, usage}})."""
     total, requests = Usage(), None
     for metric in metrics.values():
@@ -115,7 +121,7 @@ class StreamParser:
     def __init__(self) -> None:
         self.out = CopilotOutput()
         self.events = self.out.events
-        self.pending: dict[str, tuple[dict[str, Any], str, list[str], dict[str, Any] | None]] = {}
+        self.pending: dict[str, tuple[JsonObject, str, list[str], JsonObject | None]] = {}
         self.stamp: str | None = None  # the model a per-call usage record names
         self.usage_stream = Usage()
         self.usage_shutdown: Usage | None = None
@@ -125,11 +131,11 @@ class StreamParser:
         self.answered = False
         self.typed = 0
         self.errors: list[str] = []
-        self.infra_signal: dict[str, Any] | None = None  # the last error the CLI itself reported
-        self.last_failure: dict[str, Any] | None = None  # the last model.call_failure
+        self.infra_signal: InfraError | None = None  # the last error the CLI itself reported
+        self.last_failure: JsonObject | None = None  # the last model.call_failure
         self.retries = 0  # the CLI's own retries of a failed model call (assistant.turn_retry)
 
-    def feed(self, kind: str, data: dict[str, Any]) -> None:
+    def feed(self, kind: str, data: JsonObject) -> None:
         self.typed += 1
         if kind in _TERMINAL_TYPES:
             self.terminal = True
@@ -140,33 +146,33 @@ class StreamParser:
 
     # -- handlers ------------------------------------------------------------------
 
-    def requested(self, data: dict[str, Any], key: str = "model") -> None:
+    def requested(self, data: JsonObject, key: str = "model") -> None:
         self.out.requested_model = as_str(data.get(key)) or self.out.requested_model
 
-    def on_model_change(self, data: dict[str, Any]) -> None:
+    def on_model_change(self, data: JsonObject) -> None:
         self.requested(data, "newModel")
 
-    def on_session_start(self, data: dict[str, Any]) -> None:
+    def on_session_start(self, data: JsonObject) -> None:
         self.requested(data, "selectedModel")
 
-    def on_call_finished(self, data: dict[str, Any]) -> None:
+    def on_call_finished(self, data: JsonObject) -> None:
         if as_str(data.get("outcome")) == "success":
             self.out.model_calls = (self.out.model_calls or 0) + 1
         elif self.out.model_calls is None:
             self.out.model_calls = 0
 
-    def on_call_failure(self, data: dict[str, Any]) -> None:
+    def on_call_failure(self, data: JsonObject) -> None:
         self.requested(data)
         self.last_failure = data
 
-    def on_retry(self, data: dict[str, Any]) -> None:
+    def on_retry(self, data: JsonObject) -> None:
         self.retries += 1
         status = as_int(as_dict(self.last_failure).get("statusCode"))
         self.events.append(
             {"type": "api_retry", "attempt": self.retries, "error_status": status, "error": as_str(data.get("reason"))}
         )
 
-    def on_message(self, data: dict[str, Any]) -> None:
+    def on_message(self, data: JsonObject) -> None:
         self.requested(data)
         text = as_str(data.get("content"))
         self.answered = self.answered or bool(text) or bool(data.get("toolRequests"))
@@ -175,7 +181,7 @@ class StreamParser:
             if not data.get("parentToolCallId"):
                 self.last_text = text
 
-    def on_tool_start(self, data: dict[str, Any]) -> None:
+    def on_tool_start(self, data: JsonObject) -> None:
         self.answered = True
         tool = as_str(data.get("toolName")) or "unknown"
         call_id = as_str(data.get("toolCallId")) or ""
@@ -203,7 +209,7 @@ class StreamParser:
         if call_id:
             self.pending[call_id] = (call, tool, paths, command)
 
-    def on_tool_complete(self, data: dict[str, Any]) -> None:
+    def on_tool_complete(self, data: JsonObject) -> None:
         call_id = as_str(data.get("toolCallId")) or ""
         started = self.pending.pop(call_id, None)
         if started is None:
@@ -223,7 +229,7 @@ class StreamParser:
             edits = [as_dict(e) for e in as_list(data.get("fileEdits"))]
             edited = [(as_str(e.get("path")), as_str(e.get("kind"))) for e in edits if as_str(e.get("path"))]
             for path, kind in edited or [(p, None) for p in paths]:
-                event = {"type": "file_edit", "path": path, "tool_call_id": call_id}
+                event: JsonObject = {"type": "file_edit", "path": path, "tool_call_id": call_id}
                 if kind:
                     event["kind"] = kind
                 self.events.append(event)
@@ -238,13 +244,13 @@ class StreamParser:
                 }
             )
 
-    def on_usage(self, data: dict[str, Any]) -> None:
+    def on_usage(self, data: JsonObject) -> None:
         if not data.get("parentToolCallId"):
             self.stamp = as_str(data.get("model")) or self.stamp
         self.usage_stream.add_tokens(_usage_of(data))
         self.out.usage_from_stream = True
 
-    def on_shutdown(self, data: dict[str, Any]) -> None:
+    def on_shutdown(self, data: JsonObject) -> None:
         self.requested(data, "currentModel")
         if as_str(data.get("shutdownType")) == "error":
             reason = as_str(data.get("errorReason"))
@@ -256,14 +262,14 @@ class StreamParser:
             self.usage_shutdown = metrics_usage(metrics)[0]
             self.out.usage_from_stream = True
 
-    def on_error(self, data: dict[str, Any], kind: str) -> None:
+    def on_error(self, data: JsonObject, kind: str) -> None:
         self.failed = self.failed or kind != "subagent.failed"
         message = as_str(data.get("message")) or as_str(data.get("reason")) or as_str(data.get("error")) or kind
         self.events.append({"type": "error", "message": clip(message), "source": kind})
         if kind == "session.error":
             self.infra_signal = copilot_infra(data, kind, message) or self.infra_signal
 
-    def on_result(self, data: dict[str, Any]) -> None:
+    def on_result(self, data: JsonObject) -> None:
         code = as_int(data.get("exitCode"))
         if code not in (None, 0):
             self.failed = True
@@ -274,7 +280,7 @@ class StreamParser:
 
     # -- the end ---------------------------------------------------------------------
 
-    def finish(self, stream: Any, stdout: bytes, errors: list[str]) -> CopilotOutput:
+    def finish(self, stream: JsonlStream, stdout: bytes, errors: list[str]) -> CopilotOutput:
         out = self.out
         errors = [*errors, *self.errors]
         if not stream.records and stdout and stdout.strip():
@@ -307,7 +313,7 @@ class StreamParser:
         return out
 
 
-_HANDLERS: dict[str, Any] = {
+_HANDLERS: dict[str, Callable[[StreamParser, JsonObject], None]] = {
     "session.start": StreamParser.on_session_start,
     "session.model_change": StreamParser.on_model_change,
     "session.tools_updated": StreamParser.requested,
@@ -351,7 +357,7 @@ _UNREACHABLE = re.compile(r"could not connect|cannot connect|failed to connect",
 _REFUSALS = re.compile(r"require[sd]? an explicit model|unknown option|invalid value|not a valid|unsupported", re.I)
 
 
-def copilot_infra(data: dict[str, Any], where: str, message: str | None) -> dict[str, Any] | None:
+def copilot_infra(data: JsonObject, where: str, message: str | None) -> InfraError | None:
     from pytest_agentdrift.agents.infra import classify_message, classify_status, infra_error
 
     cls = classify_status(data.get("statusCode")) or _ERROR_TYPES.get((as_str(data.get("errorType")) or "").lower())
@@ -366,7 +372,7 @@ def copilot_infra(data: dict[str, Any], where: str, message: str | None) -> dict
     )
 
 
-def no_events(exit_code: int | None, stdout: bytes, stderr: bytes) -> dict[str, Any] | None:
+def no_events(exit_code: int | None, stdout: bytes, stderr: bytes) -> InfraError | None:
     """A CLI that printed no JSON event: not signed in, a configuration it refuses, a version
     without the JSON format. None of it is the agent's; what will repeat on every run (all of
     it but a crash by signal) stops the session."""

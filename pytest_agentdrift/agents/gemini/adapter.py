@@ -38,10 +38,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
+from pytest_agentdrift.agents.base import AdapterOutput, LiveNote, ProductAdapter, RunContext, Usage
 from pytest_agentdrift.agents.common import as_dict, as_int, as_str, clip, close_report, parse_stream
+from pytest_agentdrift.agents.infra import InfraError
+from pytest_agentdrift.shapes import JsonObject, JsonValue
 
 #: the preset's settings files (package data beside this module)
 SETTINGS_DIR = Path(__file__).parent
@@ -102,7 +104,7 @@ class GeminiAdapter(ProductAdapter):
         ".gemini/policies",
     )
     # the CLI's own sandbox (a container) stays off unless asked for: said by flag, so it is known
-    defaults: ClassVar[dict[str, Any]] = {"permission_mode": "yolo", "sandbox": False}
+    defaults: ClassVar[dict[str, object]] = {"permission_mode": "yolo", "sandbox": False}
     # the headless stream names no tool set (0.61's init record has the model only)
     unreportable: ClassVar[tuple[str, ...]] = (*ProductAdapter.unreportable, "built_in_tools")
     unobservable: ClassVar[tuple[str, ...]] = ("server_revision", *unreportable)
@@ -151,7 +153,7 @@ class GeminiAdapter(ProductAdapter):
 
     def classify_ending(
         self, out: AdapterOutput, exit_code: int | None, stdout: bytes, stderr: bytes, timed_out: bool
-    ) -> dict[str, Any] | None:
+    ) -> InfraError | None:
         """The stream's own error result first; else the CLI's documented exit statuses for what
         stops it before its model answers (sign-in, configuration, an untrusted folder)."""
         if out.infra_error is not None or timed_out or out.answered:
@@ -164,7 +166,7 @@ class GeminiAdapter(ProductAdapter):
         evidence = last_line(stderr) or f"exit code {exit_code}"
         return infra_error(cls, evidence, self.name, exit_code=exit_code, signal=f"exit {exit_code}")
 
-    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+    def live_record(self, record: JsonObject) -> LiveNote | None:
         """Progress from one stream-json record; tokens arrive only with the result."""
         kind = record.get("type")
         if kind == "tool_use":
@@ -186,7 +188,7 @@ class GeminiAdapter(ProductAdapter):
         return None
 
 
-def _truthy(value: Any) -> bool:
+def _truthy(value: object) -> bool:
     return value is True or str(value).strip().lower() in ("true", "1", "yes", "on", "docker", "podman")
 
 
@@ -194,7 +196,7 @@ def _truthy(value: Any) -> bool:
 _EXIT_CLASSES = {41: "authentication", 44: "configuration", 52: "configuration", 55: "configuration"}
 
 
-def _path_of(params: dict[str, Any]) -> str | None:
+def _path_of(params: JsonObject) -> str | None:
     return as_str(params.get("file_path")) or as_str(params.get("absolute_path")) or as_str(params.get("path"))
 
 
@@ -211,7 +213,7 @@ def shell_exit_code(output: str | None) -> int | None:
     return None
 
 
-def stats_usage(stats: dict[str, Any]) -> tuple[Usage, str | None]:
+def stats_usage(stats: JsonObject) -> tuple[Usage, str | None]:
     """Tokens of every model call and the main model that answered, from the result's `stats`.
 
     `stats.models` is keyed by the model that answered (the responses' `modelVersion`); a
@@ -238,7 +240,7 @@ def stats_usage(stats: dict[str, Any]) -> tuple[Usage, str | None]:
     return total, main
 
 
-def _model_usage(m: dict[str, Any]) -> Usage:
+def _model_usage(m: JsonObject) -> Usage:
     prompt = as_int(m.get("input_tokens"))
     candidates = as_int(m.get("output_tokens"))
     whole = as_int(m.get("total_tokens"))
@@ -259,13 +261,13 @@ class _StreamParse:
 
     errors: list[str]
     out: AdapterOutput = field(default_factory=AdapterOutput)
-    pending: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool_id -> its tool_use record
+    pending: dict[str, JsonObject] = field(default_factory=dict)  # tool_id -> its tool_use record
     text: list[str] = field(default_factory=list)  # assistant text since the last tool call
     last_message: str | None = None
-    result: dict[str, Any] | None = None
+    result: JsonObject | None = None
     answered: bool = False
 
-    def record(self, kind: Any, rec: dict[str, Any]) -> None:
+    def record(self, kind: JsonValue, rec: JsonObject) -> None:
         if kind == "init":
             model = as_str(rec.get("model"))
             if model:
@@ -295,7 +297,7 @@ class _StreamParse:
             self.last_message = text
             self.out.events.append({"type": "message", "text": clip(text)})
 
-    def tool_use(self, rec: dict[str, Any]) -> None:
+    def tool_use(self, rec: JsonObject) -> None:
         name = as_str(rec.get("tool_name")) or "unknown"
         tool_id = as_str(rec.get("tool_id"))
         params = as_dict(rec.get("parameters"))
@@ -307,7 +309,7 @@ class _StreamParse:
         elif name in _SHELL_TOOLS:
             self._command(rec, None, None)
 
-    def tool_result(self, rec: dict[str, Any]) -> None:
+    def tool_result(self, rec: JsonObject) -> None:
         tool_id = as_str(rec.get("tool_id")) or ""
         use = self.pending.pop(tool_id, None)
         if use is None:
@@ -333,7 +335,7 @@ class _StreamParse:
                 }
             )
 
-    def _command(self, use: dict[str, Any], status: str | None, exit_code: int | None) -> None:
+    def _command(self, use: JsonObject, status: str | None, exit_code: int | None) -> None:
         command = as_str(as_dict(use.get("parameters")).get("command")) or ""
         self.out.events.append(
             {

@@ -45,10 +45,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pytest_agentdrift.agents.base import AdapterOutput, ProductAdapter, RunContext, Usage
+from pytest_agentdrift.agents.base import AdapterOutput, LiveNote, ProductAdapter, RunContext, Usage
 from pytest_agentdrift.agents.common import as_dict, as_float, as_int, as_str, clip, close_report, parse_stream
+from pytest_agentdrift.agents.infra import InfraError
+from pytest_agentdrift.shapes import JsonObject, JsonValue
 
 #: tools that change files (`input.filePath`)
 _EDIT_TOOLS = frozenset({"edit", "write", "multiedit"})
@@ -96,7 +98,7 @@ class OpenCodeAdapter(ProductAdapter):
         ".config/opencode/plugin",
         ".config/opencode/plugins",
     )
-    defaults: ClassVar[dict[str, Any]] = {"permission_mode": "auto"}
+    defaults: ClassVar[dict[str, object]] = {"permission_mode": "auto"}
     # no record of the JSON stream names the tool set, and OpenCode has no sandbox of its own
     unreportable: ClassVar[tuple[str, ...]] = (*ProductAdapter.unreportable, "built_in_tools", "sandbox")
     unobservable: ClassVar[tuple[str, ...]] = ("server_revision", *unreportable)
@@ -113,7 +115,7 @@ class OpenCodeAdapter(ProductAdapter):
     # reaching the registry is the agent's own network use
     background_programs = ("opencode", "opencode.exe")
     #: the product's own state in the work tree: the project id it caches in the repository
-    product_state: ClassVar[tuple[str, ...]] = (".git/opencode",)
+    product_state = (".git/opencode",)
     usage_input_includes_cached = False  # step_finish input excludes cache reads and writes
 
     option_keys = ("model", "permission_mode")
@@ -145,7 +147,7 @@ class OpenCodeAdapter(ProductAdapter):
     def parse_output(self, stdout: bytes, stderr: bytes) -> AdapterOutput:
         return parse_stream(stdout, _RunParse, "no JSON events on stdout (was --format json honoured?)")
 
-    def live_record(self, record: dict[str, Any]) -> dict[str, Any] | None:
+    def live_record(self, record: JsonObject) -> LiveNote | None:
         """Progress and running usage from one event (one step_finish per model call)."""
         kind = record.get("type")
         part = as_dict(record.get("part"))
@@ -168,7 +170,7 @@ class OpenCodeAdapter(ProductAdapter):
         return None
 
 
-def step_usage(part: dict[str, Any]) -> Usage:
+def step_usage(part: JsonObject) -> Usage:
     """One model call's tokens and cost from a step_finish part."""
     tokens = as_dict(part.get("tokens"))
     cache = as_dict(tokens.get("cache"))
@@ -185,7 +187,7 @@ def step_usage(part: dict[str, Any]) -> Usage:
     )
 
 
-def error_message(error: dict[str, Any]) -> str:
+def error_message(error: JsonObject) -> str:
     data = as_dict(error.get("data"))
     return as_str(data.get("message")) or as_str(error.get("name")) or "error"
 
@@ -199,11 +201,11 @@ class _RunParse:
     usage: Usage = field(default_factory=Usage)
     last_text: str | None = None
     last_reason: str | None = None
-    error: dict[str, Any] | None = None
+    error: JsonObject | None = None
     steps: int = 0
     answered: bool = False
 
-    def record(self, kind: Any, rec: dict[str, Any]) -> None:
+    def record(self, kind: JsonValue, rec: JsonObject) -> None:
         part = as_dict(rec.get("part"))
         if kind == "text":
             text = as_str(part.get("text"))
@@ -228,7 +230,7 @@ class _RunParse:
             self.out.events.append({"type": "error", "message": clip(error_message(self.error)), "source": "error"})
         # step_start, reasoning: nothing to map
 
-    def tool(self, part: dict[str, Any]) -> None:
+    def tool(self, part: JsonObject) -> None:
         name = as_str(part.get("tool")) or "unknown"
         call_id = as_str(part.get("callID"))
         state = as_dict(part.get("state"))
@@ -291,7 +293,7 @@ class _RunParse:
 _ERROR_NAMES = {"ProviderAuthError": "authentication", "ProviderModelNotFoundError": "configuration"}
 
 
-def opencode_infra(error: dict[str, Any]) -> dict[str, Any] | None:
+def opencode_infra(error: JsonObject) -> InfraError | None:
     """An error record the CLI wrote: its HTTP status, else its name, else its message."""
     from pytest_agentdrift.agents.infra import classify_message, classify_status, infra_error
 
@@ -319,11 +321,11 @@ def _config_files(environ: dict[str, str]) -> list[Path]:
     return files
 
 
-def user_config(environ: dict[str, str]) -> dict[str, Any]:
+def user_config(environ: dict[str, str]) -> JsonObject:
     """The user's OpenCode configuration merged (later files win, key by key at the top level)."""
     from pytest_agentdrift.agents.discovery_base import strip_jsonc
 
-    merged: dict[str, Any] = {}
+    merged: JsonObject = {}
     for path in _config_files(environ):
         try:
             data = json.loads(strip_jsonc(path.read_text(encoding="utf-8")))
@@ -331,8 +333,9 @@ def user_config(environ: dict[str, str]) -> dict[str, Any]:
             continue
         if isinstance(data, dict):
             for key, value in data.items():
-                if isinstance(value, dict) and isinstance(merged.get(key), dict):
-                    merged[key] = {**merged[key], **value}
+                below = merged.get(key)
+                if isinstance(value, dict) and isinstance(below, dict):
+                    merged[key] = {**below, **value}
                 else:
                     merged[key] = value
     return merged
