@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import BUILTIN_RECORDS_GROUP, record_session
+from helpers import BUILTIN_RECORDS_GROUP, run_pytest
 
 #: what a session the tests start loads (by module name, with entry-point autoloading off)
 SESSION_PLUGINS = "pytest_agentdrift.plugin,xdist.plugin"
@@ -120,7 +120,9 @@ def builtin_records(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedPro
     both in one project directory. Name -> (the session, its record)."""
     root = tmp_path_factory.mktemp("builtin-records")
     suite = ("--agent-suite", "builtin", "-n", "2")
-    base = record_session(root, "--agent", "reference", *suite, "--agent-record", "runs/base")
+    base = run_pytest(root, "-q", "--agent", "reference", *suite, "--agent-record", "runs/base", timeout=900)
     compared = ("--agent-baseline", "runs/base", *DRIFTED_VARY)
-    drifted = record_session(root, "--agent", "reference-drifted", *suite, *compared, "--agent-record", "runs/drifted")
+    drifted = run_pytest(
+        root, "-q", "--agent", "reference-drifted", *suite, *compared, "--agent-record", "runs/drifted", timeout=900
+    )
     return {"base": (base, root / "runs" / "base"), "drifted": (drifted, root / "runs" / "drifted")}

@@ -1,13 +1,16 @@
 """What the suite's modules share to start sessions and write files (importable as `helpers`:
 tests/conftest.py puts tests/ on sys.path).
 
-A session is `python -m pytest` in a subprocess, as a user runs it: `run_pytest` in a directory
-(`record_session` for a whole suite, `run_pytest_at_home` with HOME there, for a record a
-module-scoped fixture makes once), `run_pytester` in pytester's; `agentdrift` runs the CLI. The sessions block the cache provider (a
-session must not write .pytest_cache into the project it records), pytest-benchmark and
-pytest-randomly (installed here; they would shuffle or time the tasks when a test loads plugins as
-installed). `run_entry` builds one run of a results.json for the renderers' unit tests;
-`tiny_agent_wheel` and `pip_install` put a versioned package with a console script into a venv.
+A session is `python -m pytest` in a subprocess, as a user runs it, and `run_pytest` is the one way
+a test starts one: in a directory (`home=True` puts HOME there too, as pytester does, for a record
+a module-scoped fixture makes once and its tests copy into pytester's) or in pytester's own;
+`pytest_argv` is its command line, for the few tests that must hold the process themselves
+(interrupt it, give it a terminal). tests/unit/test_test_shape.py holds the line. `agentdrift`
+runs the CLI. The sessions block the cache provider (a session must not write .pytest_cache into
+the project it records), pytest-benchmark and pytest-randomly (installed here; they would shuffle
+or time the tasks when a test loads plugins as installed). `results_doc` and `run_entry` build a
+results.json for the unit tests of what reads one; `tiny_agent_wheel` and `pip_install` put a
+versioned package with a console script into a venv.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import pytest
 
@@ -41,49 +45,77 @@ def nested_session_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def pytest_argv(*args: str) -> list[str]:
+    """The command line of a session a test starts: this interpreter's pytest, its plugins blocked."""
+    return [sys.executable, "-m", "pytest", *SESSION_ARGS, *args]
+
+
+@overload
+def run_pytest(where: pytest.Pytester, *args: str, timeout: float = 300) -> pytest.RunResult: ...
+
+
+@overload
 def run_pytest(
-    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300, **kw: Any
-) -> subprocess.CompletedProcess:
-    """`python -m pytest ARGS` in `cwd`, its output captured (`env` replaces the environment)."""
-    return _captured(["pytest", *SESSION_ARGS, *args], cwd, env, timeout, **kw)
+    where: Path,
+    *args: str,
+    home: bool = False,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    prefix: Sequence[str] = (),
+    **kw: Any,
+) -> subprocess.CompletedProcess: ...
 
 
-def run_pytester(pytester: pytest.Pytester, *args: str, timeout: float = 300) -> pytest.RunResult:
-    """A session in pytester's directory, in a subprocess (HOME is that directory)."""
-    return pytester.runpytest_subprocess(*SESSION_ARGS, *args, timeout=timeout)
+def run_pytest(
+    where: Path | pytest.Pytester,
+    *args: str,
+    home: bool = False,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    prefix: Sequence[str] = (),
+    **kw: Any,
+) -> subprocess.CompletedProcess | pytest.RunResult:
+    """A session, `python -m pytest ARGS`, run to its end with its output captured.
 
-
-def record_session(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """A quiet `run_pytest` that records a whole suite (a longer limit than a test's own sessions)."""
-    return run_pytest(cwd, "-q", *args, timeout=900)
-
-
-def run_pytest_at_home(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`run_pytest` in `root` with HOME there, as `run_pytester` runs a session: for a record a
-    module-scoped fixture makes once (pytester is per test) and its tests copy into pytester's."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
-    env.update(HOME=str(root), USERPROFILE=str(root), PY_COLORS="0")
-    return run_pytest(root, *args, env=env, timeout=timeout)
+    In pytester's directory (`where` a Pytester: its RunResult, HOME there), or in a directory
+    (its CompletedProcess, text decoded with replacement: a hostile agent's bytes reach the
+    output): `env` replaces the environment, `home=True` puts HOME in `where` (and leaves out the
+    suite's addopts), `prefix` runs the session under another command, and other keywords go to
+    subprocess.run (stdin)."""
+    if isinstance(where, pytest.Pytester):
+        if home or env is not None or prefix or kw:
+            raise TypeError("a pytester session takes its environment from pytester (HOME is its directory)")
+        return where.runpytest_subprocess(*SESSION_ARGS, *args, timeout=timeout)
+    if home:
+        base = os.environ if env is None else env
+        env = {k: v for k, v in base.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+        env.update(HOME=str(where), USERPROFILE=str(where), PY_COLORS="0")
+    return subprocess.run(
+        [*prefix, *pytest_argv(*args)],
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+        check=False,
+        **kw,
+    )
 
 
 def agentdrift(
     *args: object, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess:
-    """The `agentdrift` CLI (`python -m pytest_agentdrift ARGS`), its output captured."""
-    return _captured(["pytest_agentdrift", *map(str, args)], cwd, env, timeout)
-
-
-def _captured(module_argv: list[str], cwd, env, timeout: float, **kw: Any) -> subprocess.CompletedProcess:
-    """`python -m MODULE ARGS`, its output captured as text; its exit status is the caller's to check."""
+    """The `agentdrift` CLI (`python -m pytest_agentdrift ARGS`), its output captured; its exit
+    status is the caller's to check."""
     return subprocess.run(
-        [sys.executable, "-m", *module_argv],
+        [sys.executable, "-m", "pytest_agentdrift", *map(str, args)],
         cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
-        **kw,
     )
 
 
@@ -141,6 +173,59 @@ def run_entry(rep: int = 1, outcome: str = "passed", *, evidence: dict | None = 
         "raw": f"raw/T/r{rep}",
         **fields,
     }
+
+
+def outcome_runs(outcomes: Sequence[int | bool], **fields: Any) -> list[dict]:
+    """Runs from their outcomes, 1 passed and 0 failed, as a comparison reads them: each a
+    `run_entry` with the safety layer passed (`fields` replace that and the rest)."""
+    return [
+        run_entry(rep, "passed" if ok else "failed", **{"layers": {"safety": "pass"}, **fields})
+        for rep, ok in enumerate(outcomes, start=1)
+    ]
+
+
+def results_doc(tasks: Mapping[str, Sequence[dict] | dict], *, recorded: bool = False, **fields: Any) -> dict:
+    """A results.json document (docs/record-format.md) for the unit tests of what reads one.
+
+    `tasks` maps a task id to its runs (`run_entry` or `outcome_runs` build them), or to its whole
+    entry (a dict with its runs and the fields it sets: title, suite, ...); each entry is titled by
+    its id, in suite "core". The document is complete, of one runtime, task set and evaluator, and
+    its summary counts the runs; `recorded=True` adds what the recorder writes beside (every field
+    the schema requires: the plugin, the agent, the isolation, the settings, the whole summary).
+    Other `fields` replace any of these."""
+    entries = {}
+    for task_id, value in tasks.items():
+        entries[task_id] = {"title": task_id, "suite": "core"}
+        if recorded:
+            entries[task_id] |= {"behavior": "", "task_digest": "sha256:" + "0" * 64}
+        entries[task_id] |= value if isinstance(value, dict) else {"runs": list(value)}
+    runs = [run for entry in entries.values() for run in entry["runs"]]
+    passed = sum(bool(run.get("passed")) for run in runs)
+    summary: dict[str, Any] = {"runs": len(runs), "passed": passed, "pass_rate": passed / len(runs) if runs else None}
+    doc = {
+        "run_id": "r",
+        "complete": True,
+        "incomplete_reasons": [],
+        "runtime_id": "sha256:runtime",
+        "task_set_id": "sha256:tasks",
+        "evaluator_id": "sha256:eval",
+        "tasks": entries,
+        "summary": summary,
+    }
+    if recorded:
+        summary |= {"failed": len(runs) - passed, "errors": 0, "tampered_passes": 0}
+        summary["critical_failures"] = sum(bool(run.get("critical_failed")) for run in runs)
+        doc |= {
+            "schema_version": 1,
+            "plugin_version": "0.1.0",
+            "started_at": "2026-01-01T00:00:00Z",
+            "finished_at": "2026-01-01T00:00:01Z",
+            "agent": {"name": "cmd", "argv": [], "version": "1"},
+            "isolation": {"requested": "auto", "enforced": "bwrap", "network": "denied", "filesystem": "isolated"},
+            "settings": {},
+            "workers": {},
+        }
+    return doc | fields
 
 
 def tiny_agent_wheel(tmp: Path, version: str) -> Path:

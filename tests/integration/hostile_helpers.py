@@ -13,7 +13,6 @@ import fcntl
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from helpers import nested_session_env
+from helpers import nested_session_env, run_pytest
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run import sandbox
@@ -112,14 +111,17 @@ class Session:
         ]
 
 
-def write_agent(path: Path, bodies: dict[str, str]) -> Path:
-    """One agent program: a hostile body per task id, harmless on every other task."""
+NOTHING_TO_DO = "report('complete', summary='nothing to do')\n"
+
+
+def write_agent(path: Path, bodies: dict[str, str], otherwise: str = NOTHING_TO_DO) -> Path:
+    """One agent program: a hostile body per task id, `otherwise` (harmless) on every other task."""
     src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
     for i, (task_id, body) in enumerate(bodies.items()):
         src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(
             textwrap.dedent(body).strip() + "\n", "    "
         )
-    src += "else:\n    report('complete', summary='nothing to do')\n"
+    src += "else:\n" + textwrap.indent(otherwise, "    ")
     return agent_script(path, src)
 
 
@@ -133,46 +135,31 @@ def run_session(
     timeout: float = 300,
     files: dict[str, str] | None = None,
     prefix: tuple[str, ...] = (),
+    benign: dict | None = None,
+    otherwise: str = NOTHING_TO_DO,
 ) -> Session:
-    """Make the tasks (plus the benign Z99), run the agent on them, return the session.
+    """Make the tasks (plus the benign Z99, `benign` its make_task arguments), run the agent on
+    them (`otherwise` its body on the tasks `bodies` does not name), return the session.
 
     `isolation="auto"` passes no --agent-isolation: the session picks, as a user's would. `prefix`
-    runs the session under another command (a user namespace of its own)."""
+    runs the session under another command (a user namespace of its own). A root that has its
+    tasks already (made by the caller, or by a first session) keeps them."""
     root.mkdir(parents=True, exist_ok=True)
     if not (root / "tasks").exists():  # a second session in the same root runs the same tasks
         for task_id, kwargs in tasks.items():
             make_task(root / "tasks", task_id, **{"checks": SAFETY_CHECKS, **kwargs})
-        make_task(root / "tasks", BENIGN, checks=SAFETY_CHECKS)
+        make_task(root / "tasks", BENIGN, **(benign or {"checks": SAFETY_CHECKS}))
     for rel, text in (files or {}).items():
         (root / rel).write_text(textwrap.dedent(text))
-    agent = write_agent(root / "agent.py", bodies)
-    args = [
-        *prefix,
-        sys.executable,
-        "-m",
-        "pytest",
-        "tasks",
-        "--agent-cmd",
-        agent_cmd(agent),
-        "--agent-record",
-        "runs/r",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        "-rf",
-        "--color=no",
-        *(["--agent-isolation", isolation] if isolation != "auto" else []),
-        *extra_args,
-    ]
-    full_env = nested_session_env()
-    full_env.update(env or {})
+    agent = write_agent(root / "agent.py", bodies, otherwise)
+    args = ["tasks", "--agent-cmd", agent_cmd(agent), "--agent-record", "runs/r", "-rf", "--color=no"]
+    args += [*(["--agent-isolation", isolation] if isolation != "auto" else []), *extra_args]
     started = time.monotonic()
-    proc = subprocess.run(
-        args, cwd=root, env=full_env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False
+    proc = run_pytest(
+        root, *args, env=nested_session_env(**(env or {})), timeout=timeout, prefix=prefix, stdin=subprocess.DEVNULL
     )
     elapsed = time.monotonic() - started
-    out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+    out = proc.stdout + proc.stderr
     session = Session(root, proc.returncode, out, elapsed, isolation)
     assert (session.run_dir / "results.json").is_file(), out[-5000:]
     return session

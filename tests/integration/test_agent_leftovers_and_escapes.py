@@ -6,11 +6,10 @@ it were its own.
 """
 
 import json
-import subprocess
 import sys
 
 import pytest
-from helpers import run_pytest, run_pytester
+from helpers import run_pytest
 
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
@@ -255,23 +254,14 @@ def test_solution_files_are_not_readable_by_a_real_agent(tmp_path):
         report("failed", answer=text)
     """,
     )
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            str(tmp_path / "tasks"),
-            "--agent-cmd",
-            agent_cmd(agent),
-            "--agent-record",
-            str(tmp_path / "run"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
+    run_pytest(
+        tmp_path,
+        "-q",
+        str(tmp_path / "tasks"),
+        "--agent-cmd",
+        agent_cmd(agent),
+        "--agent-record",
+        str(tmp_path / "run"),
         timeout=120,
     )
     assert only_run(tmp_path)["report"]["answer"] == "unreadable"
@@ -280,7 +270,7 @@ def test_solution_files_are_not_readable_by_a_real_agent(tmp_path):
 def test_a_project_with_a_task_toml_is_left_alone(pytester):
     pytester.makefile(".toml", task='[tool]\nname = "not an agent task"\n')
     pytester.makepyfile(test_x="def test_x():\n    assert True\n")
-    result = run_pytester(pytester)
+    result = run_pytest(pytester)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*1 passed*"])
 
@@ -298,16 +288,16 @@ def test_duplicate_task_ids_are_a_collection_error(tmp_path):
 
 def test_collect_only_with_a_baseline_compares_nothing(pytester):
     make_task(pytester.path, "C1", solution={})
-    assert run_pytester(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
-    result = run_pytester(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--collect-only")
+    assert run_pytest(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    result = run_pytest(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--collect-only")
     assert result.ret == 0
 
 
 def test_a_generic_agent_is_told_how_to_make_its_runs_comparable(pytester):
     make_task(pytester.path, "C2")
     cmd = f"{sys.executable} -c pass"
-    assert run_pytester(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
-    refused = run_pytester(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
+    assert run_pytest(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
+    refused = run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
     assert refused.ret == 6
     out = refused.stdout.str()
     assert "BLOCK model_id: unobserved != unobserved" in out
@@ -322,7 +312,7 @@ def test_a_generic_agent_is_told_how_to_make_its_runs_comparable(pytester):
     unknowable = next(line for line in out.splitlines() if line.startswith("unobserved on both sides: "))
     assert unknowable.startswith("unobserved on both sides: cli_version.")
     accept = [a for f in [*fields, "cli_version"] for a in ("--agent-accept-unobserved", f)]
-    ok = run_pytester(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", *accept)
+    ok = run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", *accept)
     assert ok.ret == 0, ok.stdout.str()
 
 

@@ -10,6 +10,7 @@ import socket
 import threading
 
 import pytest
+from helpers import run_pytest
 
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_script, load_results, make_task
@@ -111,9 +112,8 @@ def test_api_through_proxy_rest_refused(pytester, api_server, isolation, monkeyp
     )
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("FAKE_PRODUCT_KEY", "key-PLANTED-SECRET-9876543210")
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
+    result = run_pytest(
+        pytester,
         "--agent",
         "fake-product",
         "--agent-isolation",

@@ -55,10 +55,10 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 def run(pytester: pytest.Pytester, *args: str, agent: str | None = None, record: str | None = "runs/r"):
-    argv = ["tasks", "--agent-cmd", agent or f"{sys.executable} -c pass", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    argv = ["tasks", "--agent-cmd", agent or f"{sys.executable} -c pass"]
     if record:
         argv += ["--agent-record", record]
-    result = pytester.runpytest_subprocess(*argv, *args, timeout=60)
+    result = run_pytest(pytester, *argv, *args, timeout=60)
     return result, result.stdout.str() + "\n" + result.stderr.str()
 
 
@@ -213,31 +213,8 @@ def recorded_run(tmp_path_factory) -> Path:
     """One complete recorded run (of the same two tasks), made once."""
     root = tmp_path_factory.mktemp("recorded")
     make_tasks(root)
-    env = nested_session_env()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tasks",
-            "--agent-cmd",
-            f"{sys.executable} -c pass",
-            "--agent-record",
-            "runs/r",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            "-q",
-        ],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    args = ("tasks", "--agent-cmd", f"{sys.executable} -c pass", "--agent-record", "runs/r", "-q")
+    proc = run_pytest(root, *args, env=nested_session_env(), timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = root / "runs" / "r"
     assert json.loads((run_dir / "results.json").read_text())["complete"] is True

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import pytest_argv
 
 from pytest_agentdrift.testing import load_results, make_task
 
@@ -61,7 +62,7 @@ def sh(world: Path, *argv: str, env: dict | None = None) -> subprocess.Completed
 
 
 def session(world: Path, *args: str) -> subprocess.CompletedProcess:
-    return sh(world, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "tasks", *args)
+    return sh(world, *pytest_argv("tasks", *args))
 
 
 def agentdrift(world: Path, *args: str, home: Path | None = None) -> subprocess.CompletedProcess:

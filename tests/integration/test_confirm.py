@@ -7,8 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import last_line
-from helpers import run_pytester as run
+from helpers import last_line, run_pytest
 from test_gate import assert_cost_said_alike, lazy_on_g02, tasks
 
 pytestmark = pytest.mark.slow
@@ -19,12 +18,12 @@ def gated(pytester, monkeypatch):
     """Three tasks, a home-made agent and a six-run baseline of it; the session's arguments."""
     args = lazy_on_g02(pytester, 3)
     monkeypatch.setenv("AGENT_MODE", "good")
-    assert run(pytester, *args, "--agent-k", "6", "--agent-record", "runs/base", "-n", "2").ret == 0
+    assert run_pytest(pytester, *args, "--agent-k", "6", "--agent-record", "runs/base", "-n", "2").ret == 0
     return [*args, "--agent-baseline", "runs/base", "--agent-gate", "regression", "--agent-k", "3"]
 
 
 def test_an_unchanged_agent_runs_only_the_screen_and_passes(pytester, gated):
-    result = run(pytester, *gated, "--agent-confirm", "12", "--agent-record", "runs/pr", "-n", "2", "-rs")
+    result = run_pytest(pytester, *gated, "--agent-confirm", "12", "--agent-record", "runs/pr", "-n", "2", "-rs")
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert last_line(result).startswith("agentdrift: exit 0 — gate regression: no regression detected")
     result.assert_outcomes(passed=9, skipped=27)
@@ -36,7 +35,7 @@ def test_an_unchanged_agent_runs_only_the_screen_and_passes(pytester, gated):
 
 def test_a_task_that_starts_failing_is_confirmed_and_named_in_every_output(pytester, gated, monkeypatch):
     monkeypatch.setenv("AGENT_MODE", "lazy")
-    result = run(
+    result = run_pytest(
         pytester, *gated, "--agent-confirm", "12", "--agent-record", "runs/pr", "--junitxml", "junit.xml", "-n", "2"
     )
     assert result.ret == 1, result.stdout.str()[-3000:]
@@ -67,7 +66,9 @@ def test_a_task_that_starts_failing_is_confirmed_and_named_in_every_output(pytes
 
 def test_the_cap_must_exceed_the_screen_and_needs_a_baseline(pytester):
     tasks(pytester.path, 1)
-    result = run(pytester, "--agent", "reference", "--agent-k", "3", "--agent-confirm", "3", "--agent-baseline", ".")
+    result = run_pytest(
+        pytester, "--agent", "reference", "--agent-k", "3", "--agent-confirm", "3", "--agent-baseline", "."
+    )
     assert result.ret == 4 and "must exceed --agent-k 3" in result.stdout.str() + result.stderr.str()
-    result = run(pytester, "--agent", "reference", "--agent-confirm", "5")
+    result = run_pytest(pytester, "--agent", "reference", "--agent-confirm", "5")
     assert result.ret == 4 and "give --agent-baseline" in result.stdout.str() + result.stderr.str()

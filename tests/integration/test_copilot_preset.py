@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import run_pytest
 
 from pytest_agentdrift.testing import make_task
 
@@ -45,9 +46,8 @@ def test_a_cli_that_prints_no_json_stops_the_session_and_leaves_home_alone(pytes
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
+    result = run_pytest(
+        pytester,
         "--agent",
         "copilot",
         "--agent-isolation",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import run_pytest
 
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_script, load_results, make_task
@@ -38,8 +39,8 @@ report("complete", summary="nothing to change")
 def _session(pytester, *args: str):
     agent_script(pytester.path / "agent.py", PRODUCT)
     make_task(pytester.path, "S01", checks=CHECKS, forbidden_effects={"network": True})
-    return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--agent-isolation", "bwrap", "--agent-cmd", "python3 agent.py",
+    return run_pytest(
+        pytester, "--agent-isolation", "bwrap", "--agent-cmd", "python3 agent.py",
         "--agent-record", "runs/r", *args, timeout=300,
     )  # fmt: skip
 

@@ -12,8 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import last_line, pip_install, tiny_agent_wheel
-from helpers import run_pytester as run
+from helpers import last_line, pip_install, run_pytest, tiny_agent_wheel
 
 from pytest_agentdrift.testing import agent_script, make_task
 
@@ -56,7 +55,7 @@ def tasks(root: Path, count: int = 3, *, crit_fail_both: bool = False) -> None:
 
 def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytester):
     tasks(pytester.path, crit_fail_both=True)
-    rec = run(pytester, "--agent", "reference", "--agent-record", "runs/base", "--agent-fail-on", "none")
+    rec = run_pytest(pytester, "--agent", "reference", "--agent-record", "runs/base", "--agent-fail-on", "none")
     # recording without judging: G02 fails, the record is complete, exit 0
     assert rec.ret == 0, rec.stdout.str()
     assert "1 failed" in rec.stdout.str()
@@ -64,7 +63,7 @@ def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytes
     report = (pytester.path / "runs" / "base" / "report.md").read_text()
     assert last_line(rec) in report
 
-    result = run(
+    result = run_pytest(
         pytester,
         "--agent",
         "reference",
@@ -184,9 +183,9 @@ def test_a_gate_failing_only_on_the_paired_test_says_the_same_in_all_four_output
     )
     args = ["--agent-cmd", f"{sys.executable} {script} {{task_file}}", "--agent-env", "AGENT_MODE"]
     monkeypatch.setenv("AGENT_MODE", "good")
-    assert run(pytester, *args, "--agent-record", "runs/base", "--agent-fail-on", "none").ret == 0
+    assert run_pytest(pytester, *args, "--agent-record", "runs/base", "--agent-fail-on", "none").ret == 0
     monkeypatch.setenv("AGENT_MODE", "lazy")
-    result = run(
+    result = run_pytest(
         pytester,
         *args,
         "--agent-baseline",
@@ -259,7 +258,7 @@ def suite_properties(root: ET.Element) -> dict[str, str]:
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
 def test_junit_valid_named_and_without_payload_plain_and_xdist(pytester, xdist):
     tasks(pytester.path)
-    result = run(pytester, "--agent", "reference", "--junitxml", "junit.xml", *xdist)
+    result = run_pytest(pytester, "--agent", "reference", "--junitxml", "junit.xml", *xdist)
     assert result.ret == 0
     root = valid_junit(pytester.path / "junit.xml")
     cases = list(root.iter("testcase"))
@@ -276,7 +275,7 @@ def test_junit_valid_named_and_without_payload_plain_and_xdist(pytester, xdist):
 @pytest.mark.parametrize("family", ["xunit1", "legacy"])
 def test_junit_properties_per_testcase_when_the_family_allows_them(pytester, family):
     tasks(pytester.path)
-    result = run(pytester, "--agent", "reference", "--junitxml", "junit.xml", "-o", f"junit_family={family}")
+    result = run_pytest(pytester, "--agent", "reference", "--junitxml", "junit.xml", "-o", f"junit_family={family}")
     assert result.ret == 0
     root = ET.parse(pytester.path / "junit.xml").getroot()
     cases = list(root.iter("testcase"))
@@ -324,18 +323,18 @@ def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
     """Same identity, different behaviour (what a silent server-side model change looks like)."""
     args = lazy_on_g02(pytester, 2)
     monkeypatch.setenv("AGENT_MODE", "good")
-    assert run(pytester, *args, "--agent-record", "runs/base").ret == 0
+    assert run_pytest(pytester, *args, "--agent-record", "runs/base").ret == 0
     monkeypatch.setenv("AGENT_MODE", "lazy")
-    result = run(pytester, *args, "--agent-baseline", "runs/base", "--agent-gate", "regression")
+    result = run_pytest(pytester, *args, "--agent-baseline", "runs/base", "--agent-gate", "regression")
     assert result.ret == 1, result.stdout.str()
     # k = 1 on both sides cannot tell a flake from a change: blocked by the default policy, saying so
     assert last_line(result).startswith(
         "agentdrift: exit 1 — gate regression: new critical failure G02 notes-written (may be a flake: failed 1/1"
     )
-    promote = run(pytester, *args, "--agent-baseline", "runs/base", "--agent-gate", "promote")
+    promote = run_pytest(pytester, *args, "--agent-baseline", "runs/base", "--agent-gate", "promote")
     assert promote.ret == 1 and last_line(promote).startswith("agentdrift: exit 1 — gate promote: dont_ship")
     # no gate: the failed item decides, and the line says so
-    plain = run(pytester, *args, "--agent-baseline", "runs/base")
+    plain = run_pytest(pytester, *args, "--agent-baseline", "runs/base")
     assert plain.ret == 1 and last_line(plain) == "agentdrift: exit 1 — 1 of 2 run(s) failed: G02 r1"
 
 
@@ -346,8 +345,8 @@ def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytes
         "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n",
     )
     cmd = f"{sys.executable} {script} {{task_file}}"
-    assert run(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
-    result = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
+    assert run_pytest(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
+    result = run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
     assert result.ret == 6
     out = result.stdout.str()
     assert "BLOCK model_id: unobserved != unobserved" in out
@@ -369,8 +368,8 @@ def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytes
         script.read_text() + "event('usage', model='declared-model-2026', input_tokens=1, output_tokens=1)\n"
     )
     both = ["--agent-cmd", cmd, "--agent-declare", "agent-declare.toml"]
-    assert run(pytester, *both, "--agent-record", "runs/declared").ret == 0
-    cleared = run(pytester, *both, "--agent-baseline", "runs/declared", "--agent-gate", "regression")
+    assert run_pytest(pytester, *both, "--agent-record", "runs/declared").ret == 0
+    cleared = run_pytest(pytester, *both, "--agent-baseline", "runs/declared", "--agent-gate", "regression")
     assert cleared.ret == 0 and "no regression detected" in last_line(cleared), cleared.stdout.str()
 
 
@@ -397,21 +396,21 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
     (pytester.path / "agent.toml").write_text(DECLARE)
     (pytester.path / "pytest.ini").write_text(INI)
     cmd = f"{sys.executable} {script} {{task_file}}"
-    assert run(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
+    assert run_pytest(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
     manifest = json.loads((pytester.path / "runs" / "base" / "runtime-manifest.json").read_text())
     assert manifest["identity"]["model_id"] == "acme-coder-2"
     assert manifest["evidence"]["value_sources"]["model_id"]["source"] == "declared"
     ident_text = json.dumps(manifest["identity"])
     assert str(Path(sys.executable).parent) not in ident_text and str(pytester.path) not in ident_text
 
-    same = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-gate", "regression")
+    same = run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-gate", "regression")
     assert same.ret == 0, same.stdout.str()
     assert "no regression detected" in last_line(same)
 
     # the same agent from a second virtualenv seeing the same distributions: an interpreter is its
     # implementation and version, wherever it is installed
     venv = second_venv_seeing_these_distributions(tmp_path / "venv2")
-    other = run(
+    other = run_pytest(
         pytester,
         "--agent-cmd",
         f"{venv / 'bin' / 'python'} {script} {{task_file}}",
@@ -424,19 +423,22 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
 
     # editing the agent's own script is a new version of the agent, refused unless declared
     script.write_text(script.read_text() + "\n# tuned\n")
-    edited = run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
+    edited = run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
     assert edited.ret == 6
     assert "BLOCK cli_version:" in edited.stdout.str() and "BLOCK agent_files_hash" not in edited.stdout.str()
-    assert run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-vary", "cli_version").ret == 0
+    assert (
+        run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-vary", "cli_version").ret
+        == 0
+    )
     # the other way out, as printed: record a new baseline with the command the refusal names, then compare
     printed = re.search(r"^if it is not, record a new baseline for this runtime: (.*)$", edited.stdout.str(), re.M)
     rebaseline = [a.replace("runs/<new-baseline>", "runs/rebased") for a in shlex.split(printed.group(1))]
-    assert rebaseline[0] == "pytest" and run(pytester, *rebaseline[1:]).ret == 0
-    assert run(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/rebased").ret == 0
+    assert rebaseline[0] == "pytest" and run_pytest(pytester, *rebaseline[1:]).ret == 0
+    assert run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/rebased").ret == 0
 
     # a declaration that contradicts an observation is an error naming both
     (pytester.path / "bad.toml").write_text('model_id = "x"\n')
-    bad = run(pytester, "--agent", "reference", "--agent-declare", "bad.toml", "--agent-record", "runs/x")
+    bad = run_pytest(pytester, "--agent", "reference", "--agent-declare", "bad.toml", "--agent-record", "runs/x")
     assert bad.ret == 4
     assert (
         'model_id: declared value "x" contradicts the value observed by the harness: "not_applicable"'
@@ -456,19 +458,19 @@ def test_a_package_bumped_in_the_agents_venv_is_a_new_version_refused_unless_var
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
     pip_install(venv, tiny_agent_wheel(tmp_path, "0.24.3"))
     cmd = ["--agent-cmd", f"{venv / 'bin' / 'python'} {script} {{task_file}}"]
-    assert run(pytester, *cmd, "--agent-record", "runs/base").ret == 0
+    assert run_pytest(pytester, *cmd, "--agent-record", "runs/base").ret == 0
     manifest = json.loads((pytester.path / "runs" / "base" / "runtime-manifest.json").read_text())
     assert manifest["identity"]["cli_version"]["distributions"]["tinyagent"] == "0.24.3"
     base = ["--agent-baseline", "runs/base", "--agent-gate", "regression"]
-    same = run(pytester, *cmd, *base)
+    same = run_pytest(pytester, *cmd, *base)
     assert same.ret == 0 and "no regression detected" in last_line(same), same.stdout.str()
     pip_install(venv, tiny_agent_wheel(tmp_path, "0.24.4"))
-    bumped = run(pytester, *cmd, *base)
+    bumped = run_pytest(pytester, *cmd, *base)
     out = bumped.stdout.str()
     assert bumped.ret == 6, out
     assert "BLOCK cli_version:" in out and "0.24.3" in out and "0.24.4" in out
     assert last_line(bumped).startswith("agentdrift: exit 6")
-    varied = run(pytester, *cmd, *base, "--agent-vary", "cli_version")
+    varied = run_pytest(pytester, *cmd, *base, "--agent-vary", "cli_version")
     assert varied.ret == 0, varied.stdout.str()
 
 
@@ -488,8 +490,8 @@ def test_generic_agent_without_a_model_stamp_is_refused_before_it_runs_and_no_wo
     (pytester.path / "pytest.ini").write_text(INI_WITHOUT_MODEL)
     silent = agent_script(pytester.path / "silent.py", "Path('notes.txt').write_text('hi\\n'); report('complete')\n")
     cmd = ["--agent-cmd", f"{sys.executable} {silent} {{task_file}}"]
-    assert run(pytester, *cmd, "--agent-record", "runs/base").ret == 0
-    refused = run(pytester, *cmd, "--agent-baseline", "runs/base", "--agent-gate", "regression")
+    assert run_pytest(pytester, *cmd, "--agent-record", "runs/base").ret == 0
+    refused = run_pytest(pytester, *cmd, "--agent-baseline", "runs/base", "--agent-gate", "regression")
     out = refused.stdout.str()
     assert refused.ret == 6, out
     assert "agentdrift time:" not in out and "passed" not in out  # decided before any run
@@ -501,10 +503,10 @@ def test_generic_agent_without_a_model_stamp_is_refused_before_it_runs_and_no_wo
     # and no group word accepts it either
     assert "agent_accept_unobserved" not in out and "--agent-accept-unobserved" not in out
     base = ["--agent-baseline", "runs/base", "--agent-gate", "regression"]
-    grouped = run(pytester, *cmd, *base, "--agent-accept-unobserved", "unobservable")
+    grouped = run_pytest(pytester, *cmd, *base, "--agent-accept-unobserved", "unobservable")
     assert grouped.ret == 6 and "BLOCK model_stamp" in grouped.stdout.str()
     # the operator may still accept it by name, knowingly
-    named = run(pytester, *cmd, *base, "--agent-accept-unobserved", "model_stamp")
+    named = run_pytest(pytester, *cmd, *base, "--agent-accept-unobserved", "model_stamp")
     assert named.ret == 0 and "no regression detected" in last_line(named), named.stdout.str()
     # the protocol: an agent that names the model that answered needs no acceptance
     telling = agent_script(
@@ -513,10 +515,10 @@ def test_generic_agent_without_a_model_stamp_is_refused_before_it_runs_and_no_wo
         "Path('notes.txt').write_text('hi\\n'); report('complete')\n",
     )
     tell = ["--agent-cmd", f"{sys.executable} {telling} {{task_file}}"]
-    assert run(pytester, *tell, "--agent-record", "runs/told").ret == 0
+    assert run_pytest(pytester, *tell, "--agent-record", "runs/told").ret == 0
     manifest = json.loads((pytester.path / "runs" / "told" / "runtime-manifest.json").read_text())
     assert manifest["identity"]["model_stamp"] == "acme-coder-2-2026-11-01"
-    told = run(pytester, *tell, "--agent-baseline", "runs/told", "--agent-gate", "regression")
+    told = run_pytest(pytester, *tell, "--agent-baseline", "runs/told", "--agent-gate", "regression")
     assert told.ret == 0 and "no regression detected" in last_line(told), told.stdout.str()
 
 
@@ -527,7 +529,7 @@ def test_describe_command_is_recorded_as_agent_reported(pytester):
         "if '--describe' in sys.argv:\n    print(json.dumps({'model_id': 'acme-7', 'temperature': 0}))\n"
         "    sys.exit(0)\nPath('notes.txt').write_text('hi\\n'); report('complete')\n",
     )
-    result = run(
+    result = run_pytest(
         pytester,
         "--agent-cmd",
         f"{sys.executable} {script} {{task_file}}",
@@ -551,8 +553,8 @@ def test_accept_groups_expand_visibly_and_the_cli_reads_the_same_ini(pytester):
         "[pytest]\nagent_accept_unobserved =\n    env_image_digest\n    unobservable\n"
         "    model_id\n    model_endpoint\n    model_stamp\n"
     )
-    assert run(pytester, "--agent-cmd", cmd, "--agent-record", "runs/a").ret == 0
-    result = run(
+    assert run_pytest(pytester, "--agent-cmd", cmd, "--agent-record", "runs/a").ret == 0
+    result = run_pytest(
         pytester,
         "--agent-cmd",
         cmd,
@@ -594,7 +596,7 @@ def test_accept_groups_expand_visibly_and_the_cli_reads_the_same_ini(pytester):
 
 def test_a_gate_without_a_baseline_is_a_usage_error(pytester):
     tasks(pytester.path, 1)
-    result = run(pytester, "--agent", "reference", "--agent-gate", "regression")
+    result = run_pytest(pytester, "--agent", "reference", "--agent-gate", "regression")
     assert result.ret == 4, result.stdout.str()
     assert "--agent-gate regression needs --agent-baseline DIR" in result.stdout.str() + result.stderr.str()
     assert "G01" not in result.stdout.str()  # refused before anything ran

@@ -19,10 +19,8 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from helpers import fixture_group, nested_session_env, run_pytest
+from hostile_helpers import run_session
 
 import pytest_agentdrift
 from pytest_agentdrift.errors import AgentDriftError
@@ -259,46 +258,19 @@ def _probe_session(root: Path, mode: str) -> Probed:
         "hidden_names": hidden_names,
     }
     body = "P = " + repr(params) + "\n" + PROBE
-    src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\nif TASK == 'HA1':\n" + textwrap.indent(body, "    ")
-    src += "else:\n    report('complete', summary='nothing to do')\n"
-    agent = agent_script(root / "agent.py", src)
-    args = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tasks",
-        "--agent-cmd",
-        agent_cmd(agent),
-        "--agent-record",
-        "runs/r",
-        "--agent-isolation",
-        mode,
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        "-rf",
-        "--color=no",
-    ]
-    env = nested_session_env()
-    env["HOME"] = str(home)
     try:
-        proc = subprocess.run(
-            args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
-        )
+        session = run_session(root, {}, {"HA1": body}, isolation=mode, env={"HOME": str(home)})
     finally:
         connections = {k: v.close() for k, v in listeners.items()}
         shutil.rmtree(sibling, ignore_errors=True)
         shutil.rmtree(sock_dir, ignore_errors=True)
-    out = proc.stdout + proc.stderr
-    assert (root / "runs" / "r" / "results.json").is_file(), out
-    results = load_results(root / "runs" / "r")
+    out, results = session.out, session.results
     stdout = (root / "runs" / "r" / "raw" / "HA1" / "r1" / "stdout.txt").read_text()
     try:
         shadow = Path("/etc/shadow").read_text()
     except OSError:
         shadow = None
-    return Probed(root, mode, proc.returncode, out, stdout, results, connections, hidden_names, shadow)
+    return Probed(root, mode, session.ret, out, stdout, results, connections, hidden_names, shadow)
 
 
 @pytest.fixture(scope="module", params=[_mode_param("bwrap"), _mode_param("unshare"), _mode_param("none")])
@@ -445,29 +417,8 @@ def test_a_real_agent_preset_gets_its_install_and_runtime_bundle_and_nothing_els
     make_task(tmp_path / "tasks", "P01", checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}])
     env = nested_session_env()
     env.update(HOME=str(home), PATH=f"{prefix / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tasks",
-            "--agent",
-            "claude-code",
-            "--agent-isolation",
-            "bwrap",
-            "--agent-record",
-            "runs/r",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    args = ("tasks", "--agent", "claude-code", "--agent-isolation", "bwrap", "--agent-record", "runs/r")
+    proc = run_pytest(tmp_path, *args, env=env)
     assert (tmp_path / "runs" / "r" / "results.json").is_file(), proc.stdout + proc.stderr
     run = load_results(tmp_path / "runs" / "r")["tasks"]["P01"]["runs"][0]
     assert run["report"] is not None, (run, proc.stdout)

@@ -38,18 +38,17 @@ adds is that the task directory is not even mounted while grading; under
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import fixture_group, nested_session_env
+from helpers import fixture_group
+from hostile_helpers import run_session
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.testing import FORGED_REPORTER, agent_cmd, agent_script, load_results, make_task
+from pytest_agentdrift.testing import FORGED_REPORTER, make_task
 
 pytestmark = pytest.mark.slow
 
@@ -295,40 +294,12 @@ def _session(root: Path, mode: str) -> Session:
         allowed=["calc.py"],
         checks=[PYTEST_CHECK, TAMPER_CHECK],
     )
-    src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
-    for i, (task_id, body) in enumerate(bodies.items()):
-        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(
-            textwrap.dedent(body).strip() + "\n", "    "
-        )
-    # the benign agent really fixes the bug
-    src += f"else:\n    Path('calc.py').write_text({CALC_FIXED!r})\n"
-    src += "report('complete', summary='all tests pass')\n"
-    agent = agent_script(root / "agent.py", src)
-    args = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tasks",
-        "--agent-cmd",
-        agent_cmd(agent),
-        "--agent-record",
-        "runs/r",
-        "--agent-isolation",
-        mode,
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        "-rf",
-        "--color=no",
-    ]
-    env = nested_session_env()
-    proc = subprocess.run(
-        args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600
-    )
-    out = proc.stdout + proc.stderr
-    assert (root / "runs" / "r" / "results.json").is_file(), out
-    return Session(root, mode, proc.returncode, out, load_results(root / "runs" / "r"))
+    # every agent says it is done; the benign one really fixes the bug
+    done = "report('complete', summary='all tests pass')\n"
+    bodies = {task_id: textwrap.dedent(body).strip() + "\n" + done for task_id, body in bodies.items()}
+    fix = f"Path('calc.py').write_text({CALC_FIXED!r})\n" + done
+    hostile = run_session(root, {}, bodies, isolation=mode, timeout=600, otherwise=fix)
+    return Session(root, mode, hostile.ret, hostile.out, hostile.results)
 
 
 def _mode_param(mode: str):

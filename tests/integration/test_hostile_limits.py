@@ -12,26 +12,12 @@ of processes, every loop bounded.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import nested_session_env
-
-from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
+from hostile_helpers import BENIGN, HAS_BWRAP, run_session
 
 MiB = 1 << 20
-
-
-def _bwrap() -> bool:
-    try:
-        return sandbox.detect("bwrap").mode == "bwrap"
-    except AgentDriftError:
-        return False
 
 
 def _cgroups() -> set[str]:
@@ -43,13 +29,7 @@ def _cgroups() -> set[str]:
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.xdist_group("hostile-limits"),
-    pytest.mark.skipif(not _bwrap(), reason="bubblewrap cannot run here"),
-]
-
-BENIGN = "Z99"
-CHECKS = [
-    {"name": "tree-unchanged", "kind": "unchanged", "layer": "scope"},
-    {"name": "effects", "kind": "effects", "layer": "safety", "critical": True},
+    pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap cannot run here"),
 ]
 
 HOGS = {
@@ -124,46 +104,18 @@ LIMITS = ["memory=200M", "procs=64", "disk=50M", "shm=32M", "tmp=32M", "files=50
 def _session(
     root: Path, bodies: dict[str, str], limits: list[str], isolation: str = "auto", timeout: float = 180
 ) -> tuple[int, str, dict, Path]:
-    root.mkdir(parents=True, exist_ok=True)
-    for task_id in bodies:
-        make_task(root / "tasks", task_id, checks=CHECKS)
-    make_task(root / "tasks", BENIGN, checks=CHECKS)
-    src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
-    for i, (task_id, body) in enumerate(bodies.items()):
-        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(
-            textwrap.dedent(body).strip() + "\n", "    "
-        )
-    src += "else:\n    report('complete', summary='nothing to do')\n"
-    agent = agent_script(root / "agent.py", src)
-    args = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tasks",
-        "--agent-cmd",
-        agent_cmd(agent),
-        "--agent-record",
-        "runs/r",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        "-rf",
-        "--color=no",
+    limit_args = [arg for entry in limits for arg in ("--agent-limit", entry)]
+    s = run_session(
+        root,
+        dict.fromkeys(bodies, {}),
+        bodies,
         "--agent-timeout",
         "60",
-    ]
-    if isolation != "auto":
-        args += ["--agent-isolation", isolation]
-    for entry in limits:
-        args += ["--agent-limit", entry]
-    env = nested_session_env()
-    proc = subprocess.run(
-        args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False
+        *limit_args,
+        isolation=isolation,
+        timeout=timeout,
     )
-    out = proc.stdout + proc.stderr
-    assert (root / "runs" / "r" / "results.json").is_file(), out
-    return proc.returncode, out, load_results(root / "runs" / "r"), root / "runs" / "r"
+    return s.ret, s.out, s.results, s.run_dir
 
 
 @pytest.fixture(scope="module")

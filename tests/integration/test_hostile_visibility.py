@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import run_pytest
 
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_script, load_results, make_task
@@ -53,8 +54,8 @@ def test_shown_ca_files_and_venvs_are_read_only_and_alone(pytester, monkeypatch)
     (pytester.path / "hostile").mkdir()
     agent_script(pytester.path / "hostile" / "agent.py", PROBES)
     make_task(pytester.path, "S01")
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--agent-isolation", "bwrap",
+    result = run_pytest(
+        pytester, "--agent-isolation", "bwrap",
         "--agent-cmd", "venv/bin/python hostile/agent.py", "--agent-record", "runs/r", timeout=300,
     )  # fmt: skip
     run = load_results(pytester.path / "runs" / "r")["tasks"]["S01"]["runs"][0]

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import run_pytest
+from helpers import pytest_argv, run_pytest
 
 from pytest_agentdrift.run import scratch as scratch_dirs
 from pytest_agentdrift.testing import (
@@ -446,29 +446,13 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
         report("complete", summary="nothing to change")
     """,
     )
-    args = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        "-q",
-        "tasks",
-        "--agent-cmd",
-        agent_cmd(script),
-        "--agent-isolation",
-        "none",
-        "-n",
-        "2",
-    ]
+    args = ["-q", "tasks", "--agent-cmd", agent_cmd(script), "--agent-isolation", "none", "-n", "2"]
     # the sessions' own temporary directory: what the killed one leaves there is visible, and swept
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch)}
     proc = subprocess.Popen(
-        [*args, "--agent-record", "runs/k"],
+        pytest_argv(*args, "--agent-record", "runs/k"),
         cwd=tmp_path,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -500,9 +484,7 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
         assert time.monotonic() < deadline
         time.sleep(0.2)
 
-    resumed = subprocess.run(
-        [*args, "--agent-resume", "runs/k"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    resumed = run_pytest(tmp_path, *args, "--agent-resume", "runs/k", env=env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert not [p for p in left if p.exists()]  # the next session removed what the killed one left
     starts = [ln.split()[1] for ln in log.read_text().splitlines() if ln.startswith("start ")]
@@ -515,15 +497,11 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
     assert results["resumed"][0]["kept_runs"] == len(kept) and results["resumed"][0]["ran_runs"] == 6 - len(kept)
 
     # the finished record is the one an uninterrupted session writes, apart from the resume's notes
-    whole = subprocess.run(
-        [*args, "--agent-record", "runs/whole"], cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
+    whole = run_pytest(tmp_path, *args, "--agent-record", "runs/whole")
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert normalise_results(results) == normalise_results(load_results(tmp_path / "runs" / "whole"))
 
-    refused = subprocess.run(
-        [*args, "--agent-resume", "runs/k"], cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
+    refused = run_pytest(tmp_path, *args, "--agent-resume", "runs/k")
     assert refused.returncode == 4 and "complete records are never rewritten" in refused.stderr
 
 
@@ -674,7 +652,8 @@ def test_progress_lines_in_a_log_and_in_place_on_a_terminal(tmp_path):
     pid, fd = pty.fork()
     if pid == 0:  # the child: pytest on a terminal
         os.chdir(tmp_path)
-        os.execv(sys.executable, [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args])
+        argv = pytest_argv(*args)
+        os.execv(argv[0], argv)
     chunks = []
     while True:
         try:

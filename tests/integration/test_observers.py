@@ -20,41 +20,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import nested_session_env
-
-from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
-
-
-def _bwrap() -> bool:
-    try:
-        return sandbox.detect("bwrap").mode == "bwrap"
-    except AgentDriftError:
-        return False
-
+from hostile_helpers import BENIGN, HAS_BWRAP, run_session
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.xdist_group("observers"),
-    pytest.mark.skipif(not _bwrap(), reason="bubblewrap cannot run here"),
+    pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap cannot run here"),
     pytest.mark.skipif(
         os.geteuid() != 0, reason="the network observer enters the sandbox's namespace, which needs root"
     ),
 ]
 
 CALC = "def add(a, b):\n    return a + b\n"
-BENIGN = "Z99"
-SAFETY = [
-    {"name": "tree-unchanged", "kind": "unchanged", "layer": "scope"},
-    {"name": "effects", "kind": "effects", "layer": "safety", "critical": True},
-]
 NETWORK = [
     {"name": "retry-budget", "kind": "events", "layer": "safety", "critical": True},
     {"name": "effects", "kind": "effects", "layer": "safety", "critical": True},
@@ -130,50 +110,11 @@ BODIES = {
 
 
 def _session(root: Path) -> tuple[int, str, dict, Path]:
-    root.mkdir(parents=True, exist_ok=True)
-    make_task(root / "tasks", "OW1", repo={"calc.py": CALC}, checks=SAFETY)
-    for tid in ("ON1", "ON2", "OX1"):
-        make_task(
-            root / "tasks",
-            tid,
-            checks=NETWORK,
-            forbidden_effects={"network": True},
-            expected_events={"max": {"network_attempt": 2}},
-        )
-    make_task(root / "tasks", BENIGN, checks=SAFETY)
-    src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
-    for i, (task_id, body) in enumerate(BODIES.items()):
-        src += f"{'if' if i == 0 else 'elif'} TASK == {task_id!r}:\n" + textwrap.indent(
-            textwrap.dedent(body).strip() + "\n", "    "
-        )
-    src += "else:\n    report('complete', summary='nothing to do')\n"
-    agent = agent_script(root / "agent.py", src)
-    args = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tasks",
-        "--agent-cmd",
-        agent_cmd(agent),
-        "--agent-record",
-        "runs/r",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        "-rf",
-        "--color=no",
-        "--agent-timeout",
-        "60",
-    ]
-    env = nested_session_env()
-    proc = subprocess.run(
-        args, cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300, check=False
-    )
-    out = proc.stdout + proc.stderr
-    record = root / "runs" / "r"
-    assert (record / "results.json").is_file(), out
-    return proc.returncode, out, load_results(record), record
+    network = {"checks": NETWORK, "forbidden_effects": {"network": True}}
+    network["expected_events"] = {"max": {"network_attempt": 2}}
+    tasks = {"OW1": {"repo": {"calc.py": CALC}}, **dict.fromkeys(("ON1", "ON2", "OX1"), network)}
+    s = run_session(root, tasks, BODIES, "--agent-timeout", "60", isolation="auto")
+    return s.ret, s.out, s.results, s.run_dir
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from helpers import run_pytest
 
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results
@@ -32,7 +33,7 @@ pytestmark = [
 
 def _session(pytester, *args: str):
     """A pytest session in pytester.path (the project), in a subprocess, under bubblewrap."""
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agent-isolation", "bwrap", *args, timeout=300)
+    return run_pytest(pytester, "--agent-isolation", "bwrap", *args, timeout=300)
 
 
 def _only_run(record: Path, task: str) -> dict:

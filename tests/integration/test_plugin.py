@@ -10,8 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import last_line, run_pytest_at_home
-from helpers import run_pytester as run
+from helpers import last_line, pytest_argv, run_pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task, normalise_results
 
@@ -42,7 +41,7 @@ def ex02_recorded(tmp_path_factory) -> Path:
     tasks, as a CI artifact does)."""
     root = tmp_path_factory.mktemp("ex02-recorded")
     shutil.copytree(FIXTURES / "EX02-explain-readonly", root / "EX02-explain-readonly")
-    proc = run_pytest_at_home(root, "--agent", "reference", "--agent-record", "runs/base")
+    proc = run_pytest(root, "--agent", "reference", "--agent-record", "runs/base", home=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return root
 
@@ -57,7 +56,7 @@ def xdist_records(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProce
     out = {}
     for name, extra in zip(["plain", "no-xdist", "n0", "n2"], PLUGIN_ARGS, strict=True):
         record = ("--agent-record", f"runs/{name}")
-        proc = run_pytest_at_home(root, "--agent", "reference", "--agent-k", "2", *record, *extra)
+        proc = run_pytest(root, "--agent", "reference", "--agent-k", "2", *record, *extra, home=True)
         out[name] = (proc, root / "runs" / name)
     return out
 
@@ -68,7 +67,7 @@ def with_ex02_baseline(pytester, recorded: Path) -> None:
 
 
 def test_help_lists_the_options(pytester):
-    result = run(pytester, "--help")
+    result = run_pytest(pytester, "--help")
     assert result.ret == 0
     out = result.stdout.str()
     assert "coding-agent drift (pytest-agentdrift)" in out
@@ -90,7 +89,7 @@ def test_help_lists_the_options(pytester):
 
 
 def test_markers_are_described(pytester):
-    result = run(pytester, "--markers")
+    result = run_pytest(pytester, "--markers")
     out = result.stdout.str()
     assert "@pytest.mark.agent_task(id)" in out
     assert "@pytest.mark.critical" in out
@@ -144,7 +143,7 @@ def test_raw_artifacts_are_recorded(xdist_records):
 def test_repetition_ids_and_selection(pytester):
     copy_task(pytester, "EX01-fix-discount")
     copy_task(pytester, "EX02-explain-readonly")
-    result = run(pytester, "--agent", "reference", "--agent-k", "3", "--collect-only", "-q")
+    result = run_pytest(pytester, "--agent", "reference", "--agent-k", "3", "--collect-only", "-q")
     result.stdout.fnmatch_lines(
         [
             "EX01-fix-discount::r1",
@@ -155,10 +154,10 @@ def test_repetition_ids_and_selection(pytester):
             "EX02-explain-readonly::r3",
         ]
     )
-    result = run(pytester, "--agent", "reference", "--collect-only", "-q", "-k", "EX02")
+    result = run_pytest(pytester, "--agent", "reference", "--collect-only", "-q", "-k", "EX02")
     listed = [ln for ln in result.stdout.lines if "::r" in ln]
     assert listed == ["EX02-explain-readonly::r1"]
-    result = run(pytester, "--agent", "reference", "--collect-only", "-q", "-m", "EX01", "--strict-markers")
+    result = run_pytest(pytester, "--agent", "reference", "--collect-only", "-q", "-m", "EX01", "--strict-markers")
     out = result.stdout.str()
     assert "EX01-fix-discount::r1" in out and "EX02-explain-readonly::r1" not in out
     assert result.ret == 0
@@ -173,21 +172,21 @@ def test_repo_python_files_are_never_imported(pytester):
             "conftest.py": "raise SystemExit('conftest imported!')\n",
         },
     )
-    result = run(pytester, "--agent-cmd", f"{sys.executable} -c pass")
+    result = run_pytest(pytester, "--agent-cmd", f"{sys.executable} -c pass")
     assert result.ret == 0, result.stdout.str()
     assert "imported!" not in result.stdout.str()
 
 
 def test_no_agent_selected_skips_with_reason(pytester):
     copy_task(pytester, "EX01-fix-discount")
-    result = run(pytester, "-rs")
+    result = run_pytest(pytester, "-rs")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*no agent selected: pass --agent NAME or --agent-cmd CMD*"])
 
 
 def test_failure_is_domain_text_not_traceback(pytester):
     copy_task(pytester, "EX01-fix-discount")
-    result = run(pytester, "--agent-cmd", f"{sys.executable} -c pass")
+    result = run_pytest(pytester, "--agent-cmd", f"{sys.executable} -c pass")
     assert result.ret == 1
     out = result.stdout.str()
     assert "Traceback" not in out
@@ -212,14 +211,14 @@ def test_fail_on_critical_only(pytester):
     )
     del d
     cmd = f"{sys.executable} -c pass"
-    assert run(pytester, "--agent-cmd", cmd).ret == 1
-    result = run(pytester, "--agent-cmd", cmd, "--agent-fail-on", "critical", "--agent-record", "runs/c")
+    assert run_pytest(pytester, "--agent-cmd", cmd).ret == 1
+    result = run_pytest(pytester, "--agent-cmd", cmd, "--agent-fail-on", "critical", "--agent-record", "runs/c")
     assert result.ret == 0
     assert load_results(pytester.path / "runs" / "c")["tasks"]["C01"]["runs"][0]["failed_checks"] == ["soft"]
 
 
 def test_builtin_suite_runs_from_any_directory(pytester):
-    result = run(pytester, "--agent", "reference", "--agent-suite", "builtin", "--collect-only", "-q")
+    result = run_pytest(pytester, "--agent", "reference", "--agent-suite", "builtin", "--collect-only", "-q")
     assert result.ret == 0, result.stdout.str()
     out = result.stdout.str()
     for i in range(1, 13):
@@ -230,7 +229,7 @@ def test_builtin_suite_runs_from_any_directory(pytester):
 def test_refuses_to_record_over_a_complete_run(pytester, ex02_recorded):
     with_ex02_baseline(pytester, ex02_recorded)
     results = (pytester.path / "runs" / "base" / "results.json").read_bytes()
-    result = run(pytester, "--agent", "reference", "--agent-record", "runs/base")
+    result = run_pytest(pytester, "--agent", "reference", "--agent-record", "runs/base")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*runs/base: already holds a complete run; recorded runs are never rewritten*"])
     assert (pytester.path / "runs" / "base" / "results.json").read_bytes() == results
@@ -239,7 +238,9 @@ def test_refuses_to_record_over_a_complete_run(pytester, ex02_recorded):
 def test_baseline_lifecycle(pytester, ex02_recorded):
     """record -> compare (comparable) -> change a task -> refused (6) -> re-record -> comparable."""
     with_ex02_baseline(pytester, ex02_recorded)
-    result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/cand")
+    result = run_pytest(
+        pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/cand"
+    )
     assert result.ret == 0, result.stdout.str()
     assert (pytester.path / "runs" / "cand" / "comparison" / "decision.json").is_file()
     decision = json.loads((pytester.path / "runs" / "cand" / "comparison" / "decision.json").read_text())
@@ -247,7 +248,7 @@ def test_baseline_lifecycle(pytester, ex02_recorded):
 
     task_md = pytester.path / "EX02-explain-readonly" / "task.md"
     task_md.write_text(task_md.read_text() + "Also be brief.\n")
-    result = run(
+    result = run_pytest(
         pytester,
         "--agent",
         "reference",
@@ -281,13 +282,13 @@ def test_baseline_lifecycle(pytester, ex02_recorded):
     assert summary.returncode == 0, summary.stderr
     assert f"**{closing}**" in summary.stdout and "`task_set_id`" in summary.stdout
 
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base2").ret == 0
-    assert run(pytester, "--agent", "reference", "--agent-baseline", "runs/base2").ret == 0
+    assert run_pytest(pytester, "--agent", "reference", "--agent-record", "runs/base2").ret == 0
+    assert run_pytest(pytester, "--agent", "reference", "--agent-baseline", "runs/base2").ret == 0
 
 
 def test_refusal_under_xdist_starts_no_workers(pytester, ex02_recorded):
     with_ex02_baseline(pytester, ex02_recorded)
-    result = run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base", "-n", "2")
+    result = run_pytest(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base", "-n", "2")
     assert result.ret == 6
     out = result.stdout.str() + result.stderr.str()
     assert "BLOCK cli_version: reference-1.0.0 != reference-1.1.0-drifted" in out
@@ -301,7 +302,7 @@ def test_refusal_under_xdist_starts_no_workers(pytester, ex02_recorded):
 
 def test_unknown_vary_field_is_a_usage_error(pytester, ex02_recorded):
     with_ex02_baseline(pytester, ex02_recorded)
-    result = run(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-vary", "colour")
+    result = run_pytest(pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-vary", "colour")
     assert result.ret == 4
     assert "unknown field 'colour'" in result.stderr.str()
 
@@ -319,7 +320,7 @@ def test_worker_crash_leaves_an_incomplete_record(pytester):
         """
     )
     make_task(pytester.path, "K02")
-    result = run(pytester, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "-n", "2")
+    result = run_pytest(pytester, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "-n", "2")
     assert result.ret != 0
     results = load_results(pytester.path / "runs" / "r")
     assert results["complete"] is False
@@ -338,7 +339,7 @@ def test_pytest_function_checks(pytester):
         "def test_only_notes(agent_run):\n    assert agent_run.changed_paths == ['notes.txt']\n\n"
         "def test_report(agent_run):\n    assert agent_run.report['status'] == 'complete'\n"
     )
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/ok").ret == 0
+    assert run_pytest(pytester, "--agent", "reference", "--agent-record", "runs/ok").ret == 0
     checks = load_results(pytester.path / "runs" / "ok")["tasks"]["F01"]["runs"][0]["checks"]
     assert [(c["name"], c["layer"], c["critical"], c["passed"]) for c in checks] == [
         # a task of pytest functions still gets the default safety checks
@@ -348,7 +349,7 @@ def test_pytest_function_checks(pytester):
         ("test_only_notes", "scope", True, True),
         ("test_report", "correctness", False, True),
     ]
-    result = run(pytester, "--agent-cmd", f"{sys.executable} -c pass", "--agent-record", "runs/bad")
+    result = run_pytest(pytester, "--agent-cmd", f"{sys.executable} -c pass", "--agent-record", "runs/bad")
     assert result.ret == 1
     r = load_results(pytester.path / "runs" / "bad")["tasks"]["F01"]["runs"][0]
     assert r["critical_failed"] == ["test_only_notes"]
@@ -369,21 +370,14 @@ def test_loading_variants(pytester, variant):
         args = [*args, "-n", "2"]
     elif variant == "no-xdist":
         args = ["-p", "no:xdist", *args]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=pytester.path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_pytest(pytester.path, *args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
 
 
 def test_plugin_is_inert_without_options(pytester):
     pytester.makepyfile("def test_plain():\n    assert True\n")
-    result = run(pytester, "-v")
+    result = run_pytest(pytester, "-v")
     assert result.ret == 0
     out = result.stdout.str()
     assert "agentdrift:" not in out  # no header line
@@ -393,8 +387,8 @@ def test_plugin_is_inert_without_options(pytester):
 def test_subset_selected_with_k_is_compared_on_that_subset(pytester):
     copy_task(pytester, "EX01-fix-discount")
     copy_task(pytester, "EX02-explain-readonly")
-    assert run(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
-    result = run(
+    assert run_pytest(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+    result = run_pytest(
         pytester, "--agent", "reference", "--agent-baseline", "runs/base", "-k", "EX02", "--agent-record", "runs/sub"
     )
     assert result.ret == 0, result.stdout.str()
@@ -407,7 +401,7 @@ def test_subset_selected_with_k_is_compared_on_that_subset(pytester):
 def test_rollback_state_needs_evidence(pytester, ex02_recorded):
     with_ex02_baseline(pytester, ex02_recorded)
     assert (
-        run(
+        run_pytest(
             pytester,
             "--agent",
             "reference",
@@ -426,7 +420,7 @@ def test_rollback_state_needs_evidence(pytester, ex02_recorded):
         json.dumps({"artifact": "agent-1.0.0.tgz sha256:abc", "restoration": "restored and re-ran EX02 in the fixture"})
     )
     assert (
-        run(
+        run_pytest(
             pytester,
             "--agent",
             "reference",
@@ -455,7 +449,7 @@ def test_agent_manifest_fixture_on_workers(pytester):
     """
     )
     for extra in ([], ["-n", "2"]):
-        result = run(pytester, "--agent", "reference", *extra)
+        result = run_pytest(pytester, "--agent", "reference", *extra)
         assert result.ret == 0, result.stdout.str()
         result.stdout.fnmatch_lines(["*2 passed*"])
 
@@ -471,7 +465,7 @@ def test_hooks_extend_manifest_relax_comparison_and_touch_report(pytester):
         def pytest_agentdrift_modify_report(config, results):
             results["settings"]["ticket"] = "OPS-42"
     """)
-    result = run(pytester, "--agent", "reference", "--agent-record", "runs/base")
+    result = run_pytest(pytester, "--agent", "reference", "--agent-record", "runs/base")
     assert result.ret == 0
     manifest = json.loads((pytester.path / "runs" / "base" / "runtime-manifest.json").read_text())
     assert manifest["identity"]["image_label"] == "unobserved"
@@ -483,7 +477,7 @@ def test_hooks_extend_manifest_relax_comparison_and_touch_report(pytester):
 
 def test_compare_stamps_hook_can_relax_the_comparison(pytester, ex02_recorded):
     with_ex02_baseline(pytester, ex02_recorded)
-    assert run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base").ret == 6
+    assert run_pytest(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base").ret == 6
     pytester.makeconftest("""
         from pytest_agentdrift.manifest.identity import compare_manifests
 
@@ -492,7 +486,7 @@ def test_compare_stamps_hook_can_relax_the_comparison(pytester, ex02_recorded):
             return compare_manifests(baseline, current, [*vary, "cli_version", "command", "agent"],
                                      accept_unobserved=["env_image_digest", "server_revision"])
     """)
-    result = run(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base")
+    result = run_pytest(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base")
     assert result.ret == 0, result.stdout.str()
     out = result.stdout.str()
     assert "paired      won 0  lost 0  tied 1" in out
@@ -517,23 +511,9 @@ def test_an_interrupted_session_is_recorded_incomplete(tmp_path):
     )
     # unisolated on purpose: no PID namespace would end the agent for us
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:benchmark",
-            "-q",
-            "tasks",
-            "--agent-cmd",
-            agent_cmd(script),
-            "--agent-record",
-            "runs/r",
-            "--agent-isolation",
-            "none",
-        ],
+        pytest_argv(
+            "-q", "tasks", "--agent-cmd", agent_cmd(script), "--agent-record", "runs/r", "--agent-isolation", "none"
+        ),
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -9,8 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import agentdrift, fixture_group, last_line, run_pytest_at_home
-from helpers import run_pytester as run
+from helpers import agentdrift, fixture_group, last_line, run_pytest
 from test_gate import tasks
 
 pytestmark = pytest.mark.slow
@@ -34,7 +33,7 @@ def nightly_project(tmp_path_factory) -> Path:
     )
     for n, only in ((0, ["G01-task"]), (1, []), (2, []), (3, [])):
         record = ("--agent-record", f"runs/nightly/n{n}")
-        night = run_pytest_at_home(root, *only, "--agent", "reference", "--agent-k", "2", *record)
+        night = run_pytest(root, *only, "--agent", "reference", "--agent-k", "2", *record, home=True)
         assert night.returncode == 0, night.stdout[-3000:] + night.stderr[-2000:]
     return root
 
@@ -47,7 +46,7 @@ def nightly(pytester, nightly_project):
 
 
 def test_a_gated_session_compares_against_the_pool_and_says_what_it_pooled(pytester, nightly):
-    pr = run(
+    pr = run_pytest(
         pytester,
         "--agent", "reference",
         "--agent-baseline", "runs/nightly",
@@ -95,7 +94,7 @@ def test_no_record_that_can_be_pooled_refuses_with_exit_6(pytester, nightly):
     (bad / "n1" / "results.json").write_text(json.dumps(results))
     (bad / "n2" / "results.json").unlink()
     (bad / "n2" / "INCOMPLETE").write_text("recording\n")
-    pr = run(
+    pr = run_pytest(
         pytester,
         "--agent", "reference",
         "--agent-baseline", "runs/bad",
@@ -116,7 +115,7 @@ def test_no_record_that_can_be_pooled_refuses_with_exit_6(pytester, nightly):
 def test_an_empty_directory_as_the_baseline_is_a_usage_error_naming_it(pytester):
     tasks(pytester.path, 2)
     (pytester.path / "runs" / "empty").mkdir(parents=True)
-    pr = run(pytester, "--agent", "reference", "--agent-baseline", "runs/empty", "--agent-gate", "regression")
+    pr = run_pytest(pytester, "--agent", "reference", "--agent-baseline", "runs/empty", "--agent-gate", "regression")
     assert pr.ret == 4
     assert "runs/empty: neither a recorded run nor a directory of records" in pr.stdout.str() + pr.stderr.str()
 
@@ -133,9 +132,9 @@ def test_records_regraded_by_a_fixed_check_pool_with_fresh_ones_of_that_evaluato
             cwd=pytester.path,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    fresh = run(pytester, "--agent", "reference", "--agent-k", "2", "--agent-record", "runs/nightly/n4")
+    fresh = run_pytest(pytester, "--agent", "reference", "--agent-k", "2", "--agent-record", "runs/nightly/n4")
     assert fresh.ret == 0, fresh.stdout.str()
-    pr = run(pytester, "--agent", "reference", "--agent-baseline", "runs/nightly", "--agent-gate", "regression")
+    pr = run_pytest(pytester, "--agent", "reference", "--agent-baseline", "runs/nightly", "--agent-gate", "regression")
     out = pr.stdout.str()
     assert pr.ret == 0, out
     decision_line = last_line(pr)

@@ -11,6 +11,7 @@ the agent's changes or writes outside, gone after the run.
 from pathlib import Path
 
 import pytest
+from helpers import run_pytest
 
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_script, load_results, make_task
@@ -55,9 +56,8 @@ def test_side_output_is_read_from_the_harness_directory(pytester, isolation):
     script = agent_script(pytester.path / "agent.py", AGENT)
     pytester.makeconftest(CONFTEST.format(script=str(script)))
     make_task(pytester.path, "S01")
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
+    result = run_pytest(
+        pytester,
         "--agent",
         "side-output-product",
         "--agent-isolation",

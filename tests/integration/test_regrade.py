@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import agentdrift, record_session
+from helpers import agentdrift, run_pytest
 
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
@@ -32,7 +32,7 @@ def recorded(tmp_path_factory):
     root = tmp_path_factory.mktemp("regrade")
     for task in ("T01-explain-call-path", "T02-fix-localized-bug"):
         shutil.copytree(SUITE / task, root / "tasks" / task)
-    proc = record_session(root, "--agent", "reference", "--agent-record", "runs/base", "tasks")
+    proc = run_pytest(root, "-q", "--agent", "reference", "--agent-record", "runs/base", "tasks", timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return root
 
@@ -47,7 +47,7 @@ def test_a_changed_check_regrades_as_a_fresh_run_and_compares(recorded, tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     assert "1 outcome(s) changed" in proc.stdout
-    fresh = record_session(root, "--agent", "reference", "--agent-record", "runs/fresh", "tasks")
+    fresh = run_pytest(root, "-q", "--agent", "reference", "--agent-record", "runs/fresh", "tasks", timeout=900)
     assert fresh.returncode == 1, fresh.stdout[-2000:]
     base, regraded, now = (load_results(root / "runs" / n) for n in ("base", "regraded", "fresh"))
     assert _verdicts(regraded) == _verdicts(now)
@@ -143,7 +143,9 @@ def test_a_hostile_run_regrades_to_the_same_verdict(tmp_path):
         protected=["tests/**"],
     )
     script = agent_script(tmp_path / "hostile.py", HOSTILE)
-    proc = record_session(tmp_path, "--agent-cmd", agent_cmd(script), "--agent-record", "runs/base", "tasks")
+    proc = run_pytest(
+        tmp_path, "-q", "--agent-cmd", agent_cmd(script), "--agent-record", "runs/base", "tasks", timeout=900
+    )
     base = load_results(tmp_path / "runs/base")
     run = base["tasks"]["H01"]["runs"][0]
     assert run["evidence"]["writes_outside"], proc.stdout[-2000:]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_pytest
 
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_script, load_results, make_task
@@ -20,7 +21,7 @@ pytestmark = [
 
 
 def _session(pytester, *args: str):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agent-isolation", "bwrap", *args, timeout=300)
+    return run_pytest(pytester, "--agent-isolation", "bwrap", *args, timeout=300)
 
 
 def _only_run(record: Path, task: str) -> dict:

@@ -6,6 +6,7 @@ without a bytecode cache).
 """
 
 import pytest
+from helpers import run_pytest
 
 # a user's run: the plugin loads through its entry point, beside whatever else is installed
 pytestmark = pytest.mark.plugin_autoload
@@ -31,7 +32,7 @@ def pytest_unconfigure(config):
 
 def _loaded(pytester, *args):
     pytester.makeconftest(PROBE)
-    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", *args)
+    result = run_pytest(pytester, "-s", *args)
     line = next(ln for ln in result.stdout.lines if ln.startswith("LOADED"))
     return result, set(line.split()[1:])
 

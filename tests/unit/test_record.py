@@ -1,15 +1,11 @@
 """Recorded runs: atomic writes, refusing to overwrite, completeness, and the schema."""
 
-import copy
 import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import fixture_group, run_entry
+from helpers import results_doc, run_entry
 
 from pytest_agentdrift.errors import EXIT_USAGE, RecordError
 from pytest_agentdrift.record import store as record
@@ -26,11 +22,6 @@ from pytest_agentdrift.record.store import (
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 
-def xdist_group_of(item: pytest.Item) -> str | None:
-    # the recorded session is made once, by the worker that runs its readers
-    return fixture_group(item, "record", "recorded_run")
-
-
 def minimal_results(complete: bool = True) -> dict:
     check = {
         "name": "c",
@@ -44,31 +35,14 @@ def minimal_results(complete: bool = True) -> dict:
     usage = {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None}
     run = run_entry(checks=[check], evidence={"tamper": {}}, usage=usage, raw="raw/X01/r1")
     run["layers"]["scope"] = "pass"
-    return {
-        "schema_version": 1,
-        "plugin_version": "0.1.0",
-        "run_id": "r-1",
-        "started_at": "2026-01-01T00:00:00Z",
-        "finished_at": "2026-01-01T00:00:01Z",
-        "complete": complete,
-        "incomplete_reasons": [] if complete else ["interrupted by KeyboardInterrupt"],
-        "agent": {"name": "cmd", "argv": ["python", "a.py"], "version": "1"},
-        "isolation": {"requested": "auto", "enforced": "bwrap", "network": "denied", "filesystem": "isolated"},
-        "settings": {},
-        "tasks": {
-            "X01": {"title": "t", "suite": "s", "behavior": "b", "task_digest": "sha256:" + "0" * 64, "runs": [run]}
-        },
-        "workers": {},
-        "summary": {
-            "runs": 1,
-            "passed": 1,
-            "failed": 0,
-            "errors": 0,
-            "tampered_passes": 0,
-            "critical_failures": 0,
-            "pass_rate": 1.0,
-        },
-    }
+    return results_doc(
+        {"X01": {"title": "t", "suite": "s", "behavior": "b", "runs": [run]}},
+        recorded=True,
+        run_id="r-1",
+        complete=complete,
+        incomplete_reasons=[] if complete else ["interrupted by KeyboardInterrupt"],
+        agent={"name": "cmd", "argv": ["python", "a.py"], "version": "1"},
+    )
 
 
 # ---- atomic_write --------------------------------------------------------------------
@@ -314,119 +288,3 @@ def test_schema_rejects_unknown_top_level_keys():
     r["surprise"] = 1
     assert schema_problems(r) == ["(root): Additional properties are not allowed ('surprise' was unexpected)"]
     assert schema_problems(minimal_results(True)) == []
-
-
-@pytest.fixture(scope="module")
-def recorded_run(tmp_path_factory):
-    """A real recording of the reference agent on EX01, made by the plugin in a subprocess."""
-    tmp = tmp_path_factory.mktemp("recorded")
-    shutil.copytree(FIXTURES / "EX01-fix-discount", tmp / "EX01-fix-discount")
-    out = tmp / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "EX01-fix-discount",
-            "--agent",
-            "reference",
-            "--agent-record",
-            str(out),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-        ],
-        check=False,
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTEST_ADDOPTS": ""},
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out
-
-
-@pytest.mark.slow  # a real session records
-def test_real_recorded_run_matches_the_schema(recorded_run):
-    results = json.loads((recorded_run / "results.json").read_text())
-    assert schema_problems(results) == []
-    assert list(results_validator().iter_errors(results)) == []
-    assert results["complete"] is True
-    assert results["incomplete_reasons"] == []
-    assert list(results["tasks"]) == ["EX01"]
-    run = results["tasks"]["EX01"]["runs"][0]
-    assert (run["rep"], run["outcome"], run["passed"], run["tampered_pass"]) == (1, "passed", True, False)
-    assert run["evidence"]["changed"] == {"added": [], "modified": ["shop/pricing.py"], "deleted": [], "mode": []}
-    assert [c["name"] for c in run["checks"]] == [
-        "focused-tests-pass",
-        "only-allowed-paths",
-        "tests-untouched",
-        "no-forbidden-effects",
-        "reports-complete",
-    ]
-    assert all(c["passed"] for c in run["checks"])
-    assert results["summary"] == {
-        "runs": 1,
-        "passed": 1,
-        "failed": 0,
-        "errors": 0,
-        "tampered_passes": 0,
-        "critical_failures": 0,
-        "pass_rate": 1.0,
-        "infra_errors": 0,
-        "undecided": 0,
-        "retried_runs": 0,
-        "tokens": None,
-        "cost_usd": None,
-    }
-    assert not (recorded_run / INCOMPLETE_MARKER).exists()
-    assert load_run(recorded_run) == results
-
-
-@pytest.mark.slow
-def test_schema_catches_a_damaged_real_run(recorded_run):
-    results = json.loads((recorded_run / "results.json").read_text())
-    broken = copy.deepcopy(results)
-    del broken["tasks"]["EX01"]["runs"][0]["layers"]["safety"]
-    broken["tasks"]["EX01"]["runs"][0]["evidence"]["network_attempts"] = -1
-    assert schema_problems(broken) == [
-        "tasks/EX01/runs/0/evidence/network_attempts: -1 is less than the minimum of 0",
-        "tasks/EX01/runs/0/layers: 'safety' is a required property",
-    ]
-
-
-@pytest.mark.slow
-def test_recording_into_a_complete_run_is_refused_and_untouched(recorded_run, tmp_path):
-    before = {p.relative_to(recorded_run).as_posix(): p.read_bytes() for p in recorded_run.rglob("*") if p.is_file()}
-    shutil.copytree(FIXTURES / "EX01-fix-discount", tmp_path / "EX01-fix-discount")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "EX01-fix-discount",
-            "--agent",
-            "reference",
-            "--agent-record",
-            str(recorded_run),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-        ],
-        check=False,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTEST_ADDOPTS": ""},
-    )
-    assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert f"{recorded_run}: already holds a complete run" in proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stdout + proc.stderr
-    after = {p.relative_to(recorded_run).as_posix(): p.read_bytes() for p in recorded_run.rglob("*") if p.is_file()}
-    assert after == before
