@@ -11,25 +11,37 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift.vocabulary import enforces_network
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pytest_agentdrift.agents.base import AgentAdapter
+    from pytest_agentdrift.manifest.capture import ManifestContext
+    from pytest_agentdrift.run.sandbox import Isolation
+    from pytest_agentdrift.shapes import Results
+    from pytest_agentdrift.tasks.load import TaskSpec
+
+# `settings` below is options.Settings, the session's resolved options: `options` imports the stages
+# (its parsers), so a stage names it Any rather than import it back
 
 
 def session_context(
     *,
-    adapter: Any,
+    adapter: AgentAdapter | None,
     settings: Any,
     task_dirs: dict[str, Path],
-    specs: list[Any],
-    isolation: dict[str, Any],
+    specs: list[TaskSpec],
+    isolation: Mapping[str, object],
     probe_home: Path | None,
-    cli_probe: dict[str, Any] | None,
+    cli_probe: Mapping[str, object] | None,
     project_root: Path,
-    identity_options: dict[str, Any],
+    identity_options: Mapping[str, object],
     run_id: str,
     pytest_argv: list[str],
-) -> Any:
+) -> ManifestContext:
     """The capture context of a session: `identity_options` are the long-run options that enter
     the identity (retry policy, per-run budget), `isolation` session_isolation's, `cli_probe` the
     session's own run of the agent's version display (so capture does not run it again)."""
@@ -40,7 +52,7 @@ def session_context(
     st = settings
     # what the run will really use: a preset's documented defaults included
     effective = getattr(adapter, "effective_options", None)
-    options = effective(st.agent_options) if effective is not None else dict(st.agent_options)
+    options: dict[str, object] = effective(st.agent_options) if effective is not None else dict(st.agent_options)
     return ManifestContext(
         adapter=adapter.describe() if adapter else {"name": "none", "product": "none", "surface": "none"},
         agent_argv=adapter.argv_template(st.agent_options) if adapter else [],
@@ -68,7 +80,7 @@ def session_context(
     )
 
 
-def finalized(manifest: dict[str, Any] | None, results: dict[str, Any]) -> dict[str, Any] | None:
+def finalized(manifest: dict[str, object] | None, results: Results) -> dict[str, object] | None:
     """The manifest after the runs: model_stamp, and what the product reported about itself, filled
     in from them (manifest/capture.finalize_manifest); results.json takes its runtime id."""
     from pytest_agentdrift.manifest.capture import finalize_manifest
@@ -80,17 +92,20 @@ def finalized(manifest: dict[str, Any] | None, results: dict[str, Any]) -> dict[
     stamps = {key: r.get("model_stamp") for key, r in runs}
     reported = {key: (r.get("evidence") or {}).get("product_reported") or {} for key, r in runs}
     manifest = finalize_manifest(manifest, stamps, reported=reported)
-    results["runtime_id"] = manifest["runtime_id"]
+    runtime_id = manifest["runtime_id"]
+    results["runtime_id"] = runtime_id if isinstance(runtime_id, str) else None
     return manifest
 
 
-def sandbox_evidence(manifest: dict[str, Any], mode: str, mounts: list[tuple[str, str]]) -> None:
+def sandbox_evidence(manifest: dict[str, object], mode: str, mounts: list[tuple[str, str]]) -> None:
     """What the sandbox shows the agent beyond the system and the harness runtime (an adapter's
     install prefix, files the command names), and the toolchain: evidence, not identity (paths
     differ by host)."""
     from pytest_agentdrift.run import mountplan, toolchain
 
     evidence = manifest.setdefault("evidence", {})
+    if not isinstance(evidence, dict):
+        raise TypeError("a manifest's evidence is an object")
     evidence["sandbox_additions"] = {
         "isolation": mode,
         "paths": mountplan.describe_additions(mounts),
@@ -99,7 +114,7 @@ def sandbox_evidence(manifest: dict[str, Any], mode: str, mounts: list[tuple[str
     evidence["toolchain"] = toolchain.describe()
 
 
-def apply_operator_facts(manifest: dict[str, Any], settings: Any, rootpath: Path) -> None:
+def apply_operator_facts(manifest: dict[str, object], settings: Any, rootpath: Path) -> None:
     """--agent-declare first (the operator vouches), then --agent-describe-cmd (the agent reports)."""
     from pytest_agentdrift.manifest.declare import apply_facts, load_declarations, run_describe
 
@@ -116,11 +131,11 @@ def apply_operator_facts(manifest: dict[str, Any], settings: Any, rootpath: Path
         apply_facts(manifest, facts, "agent_reported", settings.describe_cmd)
 
 
-def session_isolation(settings: Any, isolation: Any, adapter: Any) -> dict[str, Any]:
+def session_isolation(settings: Any, isolation: Isolation, adapter: AgentAdapter | None) -> dict[str, object]:
     """The enforced isolation, with the network policy a real agent runs under."""
     from pytest_agentdrift.run.runner import network_allowlist
 
-    iso = isolation.to_dict(settings.isolation)
+    iso: dict[str, object] = {**isolation.to_dict(settings.isolation)}
     allow = network_allowlist(adapter, settings.allow_hosts) if adapter is not None else []
     if adapter is not None:
         # the endpoint the product's environment names is identity of its own (model_endpoint):
@@ -129,9 +144,11 @@ def session_isolation(settings: Any, isolation: Any, adapter: Any) -> dict[str, 
         allow = list(dict.fromkeys("model_endpoint" if h in own else h for h in allow))
     if allow:
         iso["network_allowlist"] = sorted(allow)
-        iso["network_policy_enforced"] = enforces_network(iso["enforced"])
+        iso["network_policy_enforced"] = enforces_network(str(iso["enforced"]))
     # what the operator declared the product's own (an --agent-cmd agent): what is excused is identity
-    declared = adapter.declared_product() if hasattr(adapter, "declared_product") else {}
+    from pytest_agentdrift.agents.base import CommandAdapter
+
+    declared = adapter.declared_product() if isinstance(adapter, CommandAdapter) else {}
     iso.update({k: sorted(v) for k, v in declared.items()})
     return iso
 
