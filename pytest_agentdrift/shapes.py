@@ -204,7 +204,20 @@ InfraErrorRecord = TypedDict(
         "believed": bool,
         "repeats": NotRequired[bool],
         "exit_code": NotRequired[int | None],
+        # the product's own field or status the class was read from
         "signal": NotRequired[str],
+        # the class an agent's report declared (generic protocol)
+        "declared": NotRequired[str],
+        # how many times the product retried before it gave up
+        "product_retries": NotRequired[int],
+        # the harness's model gateway: the HTTP status the last call got, the failed calls before it,
+        # and the class the agent's own word gave
+        "status": NotRequired[int],
+        "retries": NotRequired[int],
+        "agent_said": NotRequired[str],
+        # an agent's report: whether the harness saw a request fail too, and which
+        "corroborated": NotRequired[bool],
+        "harness_saw": NotRequired[list[str]],
         # a claim the harness did not believe: why it scored the run as the agent's
         "why": NotRequired[str],
     },
@@ -409,6 +422,8 @@ class ResumeNote(TypedDict):
     kept_runs: int
     ran_runs: int
     pytest_argv: NotRequired[list[str]]
+    #: what the runs lost to infrastructure ended on, which this resumption ran again
+    rerun_infra_errors: NotRequired[list[str]]
     #: in a merged record: the shard whose session was resumed
     shard_run_id: NotRequired[str]
 

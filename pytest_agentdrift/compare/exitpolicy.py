@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_agentdrift.compare.outcome import Verdict
+from pytest_agentdrift.shapes import Results, RunRecord
 from pytest_agentdrift.vocabulary import (
     DEFAULT_MAX_INFRA_LOSS,
     ERROR_LIKE_OUTCOMES,
@@ -48,7 +48,7 @@ class SessionEnd:
 
     pytest_status: int
     tests_failed: int
-    results: dict[str, Any]
+    results: Results
     fail_on: str
     gate: str | None = None
     null: bool = False
@@ -68,7 +68,7 @@ def pytest_reason(code: int, tests_failed: int) -> str:
     return _PYTEST_REASONS.get(code, f"pytest exit status {code}")
 
 
-def item_failed(run: dict[str, Any], fail_on: str) -> bool:
+def item_failed(run: RunRecord, fail_on: str) -> bool:
     """Whether a run fails its pytest item under --agent-fail-on (any / critical)."""
     if run["outcome"] == UNDECIDED_OUTCOME:
         return True  # the harness could not judge it: never a pass
@@ -125,13 +125,13 @@ def _operational_verdict(end: SessionEnd) -> Verdict | None:
     return None
 
 
-def _runs_with(results: dict[str, Any], outcome: str) -> list[tuple[str, dict[str, Any]]]:
+def _runs_with(results: Results, outcome: str) -> list[tuple[str, RunRecord]]:
     return [
         (f"{tid} r{r['rep']}", r) for tid, t in results["tasks"].items() for r in t["runs"] if r["outcome"] == outcome
     ]
 
 
-def _total(results: dict[str, Any]) -> int:
+def _total(results: Results) -> int:
     return sum(len(t["runs"]) for t in results["tasks"].values())
 
 
@@ -145,7 +145,8 @@ def _infra_lost(end: SessionEnd) -> tuple[str, bool] | None:
     total = _total(end.results)
     classes: dict[str, int] = {}
     for _, r in lost:
-        cls = str((r.get("infra_error") or {}).get("class") or "unknown")
+        infra = r.get("infra_error")
+        cls = str((infra["class"] if infra else None) or "unknown")
         classes[cls] = classes.get(cls, 0) + 1
     what = ", ".join(f"{cls}" + (f" x{n}" if n > 1 else "") for cls, n in sorted(classes.items()))
     text = f"{len(lost)} of {total} run(s) lost to infrastructure: {what}"
@@ -164,9 +165,9 @@ def _infra_lost(end: SessionEnd) -> tuple[str, bool] | None:
     return text + ", not scored", False
 
 
-def _unsupported(lost: list[tuple[str, dict[str, Any]]]) -> str:
+def _unsupported(lost: list[tuple[str, RunRecord]]) -> str:
     """The losses only the agent declared, with no failed request the harness saw: never enough to pass."""
-    names = [name for name, r in lost if (r.get("infra_error") or {}).get("corroborated") is False]
+    names = [name for name, r in lost if (infra := r.get("infra_error")) and infra.get("corroborated") is False]
     if not names:
         return ""
     head = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")

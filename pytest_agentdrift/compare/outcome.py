@@ -260,8 +260,9 @@ def _comparison_files(
         diff["accepted_unobserved"] = dict(accepted)
     decision = decision_document(comparison)
     decision["gate_mode"] = gate
-    if items is not None:
-        decision["regression_gate"]["items"] = items
+    regression = decision.get("regression_gate")
+    if items is not None and regression is not None:
+        regression["items"] = items
     files: dict[str, Any] = {
         MANIFEST_DIFF_FILE: diff,
         DECISION_FILE: decision,

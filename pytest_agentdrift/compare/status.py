@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 
 from pytest_agentdrift.compare.gates import DONT_SHIP, SHIP
 from pytest_agentdrift.compare.ledger import DOCUMENTED, UNCONFIRMED
+from pytest_agentdrift.shapes import Decision, JsonObject
 from pytest_agentdrift.vocabulary import (
     CHANGE_CLASS_ALIASES,
     CHANGE_CLASSES,
@@ -218,21 +219,21 @@ def decide_status(comparison: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 
 
-def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
+def decision_document(comparison: Mapping[str, Any]) -> Decision:
     """decision.json content: the status and the evidence it rests on."""
     ident = comparison["identity"]
-    decision = comparison["decision"]
+    decided = comparison["decision"]
 
     def shared(field: str) -> Any:
         b, c = ident["baseline"][field], ident["candidate"][field]
         return b if b == c else None  # differing ids: both are under evidence.identity
 
     base_crit = {(f["task"], f["check"]) for f in comparison["baseline"]["critical_failures"]}
-    return {
+    decision: Decision = {
         "schema_version": SCHEMA_VERSION,
-        "status": decision["status"],
-        "status_rule": decision["rule"],
-        "because": decision["because"],
+        "status": decided["status"],
+        "status_rule": decided["rule"],
+        "because": decided["because"],
         "baseline_runtime_id": ident["baseline"]["runtime_id"],
         "candidate_runtime_id": ident["candidate"]["runtime_id"],
         "task_set_id": shared("task_set_id"),
@@ -255,20 +256,22 @@ def decision_document(comparison: Mapping[str, Any]) -> dict[str, Any]:
         "evidence": _decision_evidence(comparison),
         "approved_external_effects": [],
         "publication_authorized": False,
-        **_pool_summary(comparison.get("baseline_pool")),
-        **({"cost": comparison["cost"]} if comparison.get("cost") else {}),
     }
+    pool = comparison.get("baseline_pool")
+    if pool:
+        decision["baseline_pool"] = _pool_summary(pool)
+    if comparison.get("cost"):
+        decision["cost"] = comparison["cost"]
+    return decision
 
 
-def _pool_summary(pool: Mapping[str, Any] | None) -> dict[str, Any]:
+def _pool_summary(pool: Mapping[str, Any]) -> JsonObject:
     """A pooled baseline, in decision.json: its records, the pooled k per task, what was left out and
     why, and the night-to-night variation the gate accounted for (absent for a one-record baseline)."""
-    if not pool:
-        return {}
     from pytest_agentdrift.compare.pool import pool_text
 
     keys = ("path", "records", "left_out", "runs_left_out", "k", "records_per_task", "dispersion")
-    return {"baseline_pool": {"text": pool_text(pool), **{key: pool.get(key) for key in keys}}}
+    return {"text": pool_text(pool), **{key: pool.get(key) for key in keys}}
 
 
 def _decision_evidence(comparison: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,11 +30,12 @@ import shutil
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RunRecorder, atomic_write, lock_run_dir, raw_path
+from pytest_agentdrift.shapes import ResumeNote
 from pytest_agentdrift.tasks.shard import item_key, split_key
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME, MANIFEST_FILE, RAW_DIR, RESULTS_FILE, RUN_FILE
 
@@ -49,7 +50,7 @@ def state_document(
     settings: dict[str, Any],
     shard: dict[str, Any] | None,
     note: str,
-    resumed: list[dict[str, Any]] | None = None,
+    resumed: list[ResumeNote] | None = None,
 ) -> dict[str, Any]:
     return {
         "format": STATE_FORMAT,
@@ -233,7 +234,7 @@ class ResumedRecorder(RunRecorder):
                 shutil.rmtree(d)
 
 
-def _shard_text(shard: dict[str, Any] | None) -> str:
+def _shard_text(shard: Mapping[str, object] | None) -> str:
     return "none" if not shard else f"{shard['index']}/{shard['count']}"
 
 
@@ -265,7 +266,7 @@ def continue_record(res: ResumeState, *, at: str, argv: list[str]) -> ResumedRec
 
     recorder = ResumedRecorder(res.path, res)
     recorder.clear_partial(res.missing)
-    note: dict[str, Any] = {"at": at, "kept_runs": len(res.kept), "ran_runs": 0, "pytest_argv": list(argv)}
+    note: ResumeNote = {"at": at, "kept_runs": len(res.kept), "ran_runs": 0, "pytest_argv": list(argv)}
     if res.infra_lost:
         note["rerun_infra_errors"] = [
             f"{k}: {describe(p['result']['infra_error'])}" for k, p in sorted(res.infra_lost.items())
