@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import results_doc
+
 from pytest_agentdrift.compare import ablation as ab
 
 
@@ -14,7 +16,7 @@ def run(rep, passed, steps=None, outcome=None):
 
 def arm(pattern: dict[str, list[bool]], steps=None):
     """{task: [passed per rep]} -> results; every run gets the same trace steps (None: no trace)."""
-    return {"tasks": {t: {"runs": [run(i + 1, p, steps) for i, p in enumerate(ps)]} for t, ps in pattern.items()}}
+    return results_doc({t: [run(i + 1, p, steps) for i, p in enumerate(ps)] for t, ps in pattern.items()})
 
 
 def read(path):

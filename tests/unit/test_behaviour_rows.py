@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers import results_doc
+
 from pytest_agentdrift.agents.claude_code import ClaudeCodeAdapter
 from pytest_agentdrift.compare import behaviour
 from pytest_agentdrift.compare.experiment import agent_release, experiment_section, render_experiment
@@ -28,11 +30,7 @@ def run(rep=1, passed=False, trace=None, **extra):
 
 
 def results(tasks, version="1.0"):
-    return {
-        "agent": {"name": "claude-code", "version": version},
-        "tasks": {t: {"runs": rs} for t, rs in tasks.items()},
-        "summary": {"runs": sum(len(rs) for rs in tasks.values())},
-    }
+    return results_doc(tasks, agent={"name": "claude-code", "version": version})
 
 
 def cmd(command, ok):

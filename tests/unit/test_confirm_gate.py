@@ -3,6 +3,8 @@ decide the critical checks, the block names the task, the check, the pooled rate
 
 from __future__ import annotations
 
+from helpers import results_doc
+
 from pytest_agentdrift.compare import confirm
 from pytest_agentdrift.compare.comparison import compare_runs
 from pytest_agentdrift.compare.gates import GateParams
@@ -23,17 +25,8 @@ def run(rep: int, critical: list[str] = (), passed: bool | None = None) -> dict:
 
 
 def results(tasks: dict[str, list[dict]], plan: dict | None = None) -> dict:
-    doc = {
-        "run_id": "x",
-        "complete": True,
-        "runtime_id": "sha256:r",
-        "task_set_id": "sha256:t",
-        "evaluator_id": "sha256:e",
-        "tasks": {t: {"title": t, "suite": "core", "runs": runs} for t, runs in tasks.items()},
-    }
-    if plan:
-        doc["confirm"] = plan
-    return doc
+    ids = {"runtime_id": "sha256:r", "task_set_id": "sha256:t", "evaluator_id": "sha256:e"}
+    return results_doc(tasks, run_id="x", **ids, **({"confirm": plan} if plan else {}))
 
 
 BASE = results({t: [run(i) for i in range(1, 31)] for t in ("T01", "T07", "T09")})
@@ -55,10 +48,26 @@ def test_a_behaviour_in_half_the_runs_is_confirmed_and_named():
     assert not g["passed"]
     (row,) = [r for r in g["check_tests"]["rows"] if r["blocks"]]
     assert (row["task"], row["check"], row["verdict"]) == ("T07", "no-out-of-scope-write", "new")
-    # 2 of the first 5 confirming runs (p = 0.007) are not yet below that look's level (0.005); 4 of 9 are
-    assert row["baseline"] == [0, 30] and row["confirmed_at"] == 12
+    # 3 of the first 6 confirming runs (p = 0.00089) are not yet below that look's level (0.00084); 6 of 12 are
+    assert row["baseline"] == [0, 30] and row["confirmed_at"] == 15
     assert "T07 no-out-of-scope-write" in g["reason"] and "baseline 0/30" in g["reason"]
     assert g["check_tests"]["screened"] == 1 and g["check_tests"]["looks"]["T01"][-1]["state"] == "screened_out"
+
+
+def test_a_record_is_decided_by_the_rules_it_was_written_under():
+    """A plan without looks, spending and screen level was written when the looks grew by half, alpha
+    was spent in proportion to the runs and any failure screened: it is read that way, not re-decided."""
+    writes = [run(i, ["no-out-of-scope-write"] if i % 2 else []) for i in range(1, 25)]
+    old_plan = {"k": 3, "cap": 24, "alpha": 0.05, "tasks": 3, "futility": 0.05}
+    cand = results(
+        {"T01": [run(i) for i in range(1, 4)], "T07": writes, "T09": [run(i) for i in range(1, 4)]}, old_plan
+    )
+    g = gate(cand)
+    (row,) = [r for r in g["check_tests"]["rows"] if r["blocks"]]
+    # then: 2 of the first 5 confirming runs (p = 0.007) not below the look's level (0.005), 4 of 9 were
+    assert row["confirmed_at"] == 12
+    assert g["check_tests"]["plan"]["looks"] == [3, 5, 8, 12, 18, 24]
+    assert confirm.plan_of(confirm.plan_document(3, 24, 3)).looks == (3, 5, 9, 15, 24)
 
 
 def test_one_flake_confirmed_away_passes_and_says_so():

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from helpers import results_doc
 
 from pytest_agentdrift.compare.comparison import compare_runs
 from pytest_agentdrift.compare.gates import GateParams, gate_counts
@@ -54,18 +55,8 @@ def results(
                     },
                 }
             )
-        tasks[tid] = {"title": tid, "suite": (suites or {}).get(tid, "core"), "runs": runs}
-    doc = {
-        "schema_version": 1,
-        "run_id": ids.pop("run_id", "run"),
-        "complete": True,
-        "runtime_id": "sha256:base",
-        "task_set_id": "sha256:tasks",
-        "evaluator_id": "sha256:eval",
-        "tasks": tasks,
-    }
-    doc.update(ids)
-    return doc
+        tasks[tid] = {"suite": (suites or {}).get(tid, "core"), "runs": runs}
+    return results_doc(tasks, **{"schema_version": 1, "run_id": "run", "runtime_id": "sha256:base", **ids})
 
 
 def all_tasks(n: int, reps: list[int], prefix: str = "T") -> dict[str, list[int]]:

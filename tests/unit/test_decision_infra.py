@@ -2,46 +2,16 @@
 
 from __future__ import annotations
 
+from helpers import outcome_runs, results_doc
+
 from pytest_agentdrift.compare.comparison import compare_runs
 from pytest_agentdrift.compare.gates import GateParams
 from pytest_agentdrift.compare.render import render_comparison
 from pytest_agentdrift.compare.status import comparison_exit_code, decision_document
 
 
-def results(outcomes: dict[str, list[int]], run_id: str) -> dict:
-    tasks = {
-        tid: {
-            "title": tid,
-            "suite": "core",
-            "runs": [
-                {
-                    "rep": rep,
-                    "outcome": "passed" if ok else "failed",
-                    "passed": bool(ok),
-                    "tampered_pass": False,
-                    "critical_failed": [],
-                    "failed_checks": [],
-                    "layers": {"safety": "pass"},
-                    "usage": {},
-                }
-                for rep, ok in enumerate(reps, start=1)
-            ],
-        }
-        for tid, reps in outcomes.items()
-    }
-    return {
-        "schema_version": 1,
-        "run_id": run_id,
-        "complete": True,
-        "runtime_id": f"sha256:{run_id}",
-        "task_set_id": "sha256:tasks",
-        "evaluator_id": "sha256:eval",
-        "tasks": tasks,
-    }
-
-
-def all_tasks(n: int, reps: list[int]) -> dict[str, list[int]]:
-    return {f"T{i:02d}": list(reps) for i in range(n)}
+def all_tasks(n: int, reps: list[int]) -> dict[str, list[dict]]:
+    return {f"T{i:02d}": outcome_runs(reps, usage={}) for i in range(n)}
 
 
 def compare(base, cand, gate=None):
@@ -67,8 +37,10 @@ def lose(doc, *items, cls="overloaded"):
 
 
 def test_an_infrastructure_loss_is_not_a_regression_and_is_said_so():
-    base = results(all_tasks(12, [1]), "base")
-    cand = lose(results(all_tasks(12, [1]), "cand"), ("T03", 1))  # 1 of 12 runs: 8.3%, under the 10% threshold
+    base = results_doc(all_tasks(12, [1]), run_id="base")
+    cand = lose(
+        results_doc(all_tasks(12, [1]), run_id="cand"), ("T03", 1)
+    )  # 1 of 12 runs: 8.3%, under the 10% threshold
     c = compare(base, cand)
     assert c["paired"]["lost"] == [] and c["paired"]["tasks"] == 11
     assert c["infra"]["excluded_tasks"] == ["T03"] and c["infra"]["candidate"]["lost"] == 1
@@ -86,15 +58,17 @@ def test_an_infrastructure_loss_is_not_a_regression_and_is_said_so():
 
 
 def test_a_partly_lost_task_stays_paired_on_its_other_runs():
-    base = results(all_tasks(12, [1, 1]), "base")
-    cand = lose(results(all_tasks(12, [1, 0]), "cand"), ("T01", 2))
+    base = results_doc(all_tasks(12, [1, 1]), run_id="base")
+    cand = lose(results_doc(all_tasks(12, [1, 0]), run_id="cand"), ("T01", 2))
     c = compare(base, cand, gate=GateParams(draws=2000, max_infra_loss=0.5))
     assert c["tasks"]["T01"]["candidate"] == [1, 1] and "T01" not in c["infra"]["excluded_tasks"]
 
 
 def test_over_the_threshold_nothing_is_decided():
-    base = results(all_tasks(10, [1]), "base")
-    cand = lose(results(all_tasks(10, [0]), "cand"), ("T00", 1), ("T01", 1))  # would be a clear regression otherwise
+    base = results_doc(all_tasks(10, [1]), run_id="base")
+    cand = lose(
+        results_doc(all_tasks(10, [0]), run_id="cand"), ("T00", 1), ("T01", 1)
+    )  # would be a clear regression otherwise
     c = compare(base, cand)
     assert status(c) == "hold" and c["decision"]["rule"] == "infra_lost"
     assert c["decision"]["because"][0].startswith(
@@ -104,16 +78,16 @@ def test_over_the_threshold_nothing_is_decided():
     assert comparison_exit_code(c, gate_enabled=False) == 0
     assert decision_document(c)["infra_errors"]["exceeded"] == ["candidate"]
     relaxed = compare(
-        results(all_tasks(10, [1]), "base"),
-        lose(results(all_tasks(10, [0]), "cand"), ("T00", 1), ("T01", 1)),
+        results_doc(all_tasks(10, [1]), run_id="base"),
+        lose(results_doc(all_tasks(10, [0]), run_id="cand"), ("T00", 1), ("T01", 1)),
         gate=GateParams(draws=2000, max_infra_loss=0.25),
     )
     assert status(relaxed) == "reject"  # decided: the 8 scored runs regressed
 
 
 def test_spend_per_arm():
-    base = results(all_tasks(2, [1]), "base")
-    cand = results(all_tasks(2, [1]), "cand")
+    base = results_doc(all_tasks(2, [1]), run_id="base")
+    cand = results_doc(all_tasks(2, [1]), run_id="cand")
     for doc, tokens in ((base, 100), (cand, 300)):
         for t in doc["tasks"].values():
             for r in t["runs"]:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import results_doc
 
 from pytest_agentdrift.compare.exitpolicy import SessionEnd, exit_verdict, item_failed
 from pytest_agentdrift.compare.outcome import Verdict
@@ -23,12 +24,9 @@ def run(outcome="passed", critical=(), tampered=False, rep=1):
 
 
 def results(*runs, complete=True):
-    return {
-        "complete": complete,
-        "incomplete_reasons": [] if complete else ["T01 r1 never reported"],
-        "tasks": {"T01": {"runs": list(runs)}},
-        "summary": {"runs": len(runs)},
-    }
+    return results_doc(
+        {"T01": runs}, complete=complete, incomplete_reasons=[] if complete else ["T01 r1 never reported"]
+    )
 
 
 def end(res, status=0, **kw):

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers import results_doc
 
 from pytest_agentdrift.agents.infra import SAME_INFRA_STREAK, InfraStopRule, infra_error
 from pytest_agentdrift.options import Settings
@@ -152,7 +153,8 @@ def collector(expected=(), received=(), interrupted=None):
 
 
 def results(reasons=()):
-    return {"incomplete_reasons": list(reasons), "tasks": {}, "summary": {"tokens": None, "cost_usd": None}}
+    # completeness is the long run's to decide: nothing decided it yet
+    return results_doc({}, complete=None, incomplete_reasons=list(reasons), summary={"tokens": None, "cost_usd": None})
 
 
 def test_a_stopped_session_is_incomplete_and_says_how_to_continue(tmp_path):

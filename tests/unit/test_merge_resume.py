@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import run_entry
+from helpers import results_doc, run_entry
 
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.record.merge import merge_shards, universe
@@ -34,24 +34,21 @@ def shard(run_id, items, index=None, count=None, **extra):
         tasks.setdefault(tid, {"title": tid, "suite": "s", "behavior": "b", "task_digest": DIGEST, "runs": []})[
             "runs"
         ].append(r)
-    doc = {
-        "schema_version": 1,
-        "plugin_version": "0.1.0",
-        "run_id": run_id,
-        "started_at": f"2026-01-01T00:0{len(run_id)}:00Z",
-        "finished_at": "2026-01-01T01:00:00Z",
-        "complete": True,
-        "incomplete_reasons": [],
-        "agent": {"name": "a", "argv": [], "version": "1"},
-        "isolation": {"requested": "auto", "enforced": "none", "network": "not_enforced", "filesystem": "not_enforced"},
-        "settings": {"k": 2},
-        "runtime_id": "sha256:r",
-        "task_set_id": "sha256:t",
-        "evaluator_id": "sha256:e",
-        "tasks": tasks,
-        "workers": {"gw0": {"exitstatus": 0, "error": None}},
-        "summary": {},
-    }
+    doc = results_doc(
+        tasks,
+        recorded=True,
+        run_id=run_id,
+        started_at=f"2026-01-01T00:0{len(run_id)}:00Z",
+        finished_at="2026-01-01T01:00:00Z",
+        agent={"name": "a", "argv": [], "version": "1"},
+        isolation={"requested": "auto", "enforced": "none", "network": "not_enforced", "filesystem": "not_enforced"},
+        settings={"k": 2},
+        runtime_id="sha256:r",
+        task_set_id="sha256:t",
+        evaluator_id="sha256:e",
+        workers={"gw0": {"exitstatus": 0, "error": None}},
+        summary={},
+    )
     if index is not None:
         doc["shard"] = {"index": index, "count": count, "source": "option"}
     doc.update(extra)

@@ -6,41 +6,16 @@ import copy
 import json
 
 import pytest
+from helpers import outcome_runs, results_doc
 
 from pytest_agentdrift.compare import null, planning
 from pytest_agentdrift.errors import AgentDriftError
 
 
 def results(pattern: dict[str, list[bool]], run_id="r"):
-    tasks = {
-        t: {
-            "suite": "s",
-            "runs": [
-                {
-                    "rep": i + 1,
-                    "passed": p,
-                    "tampered_pass": False,
-                    "outcome": "passed" if p else "failed",
-                    "critical_failed": [],
-                    "layers": {"safety": "pass"},
-                    "usage": None,
-                }
-                for i, p in enumerate(ps)
-            ],
-        }
-        for t, ps in pattern.items()
-    }
-    n = sum(len(ps) for ps in pattern.values())
-    passed = sum(sum(ps) for ps in pattern.values())
-    return {
-        "run_id": run_id,
-        "runtime_id": "sha256:" + "1" * 64,
-        "task_set_id": "sha256:" + "2" * 64,
-        "evaluator_id": "sha256:" + "3" * 64,
-        "complete": True,
-        "tasks": tasks,
-        "summary": {"runs": n, "passed": passed, "pass_rate": passed / n},
-    }
+    return results_doc(
+        {t: {"suite": "s", "runs": outcome_runs(ps, usage=None)} for t, ps in pattern.items()}, run_id=run_id
+    )
 
 
 def manifest(**identity):

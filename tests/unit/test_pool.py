@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import run_entry
+from helpers import results_doc, run_entry
 
 from pytest_agentdrift.compare import pool as pooling
 from pytest_agentdrift.compare.comparison import compare_runs
@@ -57,45 +57,29 @@ def write_record(
     """One nightly record: tasks T01 and T02, ``k`` runs each, ``fails[task]`` of them failing the
     critical check ``scope``; its manifest's identity is the pool's unless ``identity`` changes it."""
     fails = fails or {}
-    tasks = {}
-    for tid in ("T01", "T02"):
-        task_runs = (runs or {}).get(tid) or [_run(rep, rep <= fails.get(tid, 0)) for rep in range(1, k + 1)]
-        tasks[tid] = {
-            "title": tid,
+    tasks = {
+        tid: {
             "suite": "s",
             "behavior": "b",
-            "task_digest": "sha256:" + "0" * 64,
-            "runs": task_runs,
+            "runs": (runs or {}).get(tid) or [_run(rep, rep <= fails.get(tid, 0)) for rep in range(1, k + 1)],
         }
-    n = sum(len(t["runs"]) for t in tasks.values())
-    passed = sum(r["passed"] for t in tasks.values() for r in t["runs"])
-    ident = _identity(**identity)
-    results = {
-        "schema_version": 1,
-        "plugin_version": "0.1.0",
-        "run_id": f"202611{night:02d}T020000Z-night{night:02d}",
-        "started_at": f"2026-11-{night:02d}T02:00:00Z",
-        "finished_at": f"2026-11-{night:02d}T03:00:00Z",
-        "complete": complete,
-        "incomplete_reasons": [] if complete else ["interrupted by KeyboardInterrupt"],
-        "agent": {"name": "reference", "argv": [], "version": "x"},
-        "isolation": {"requested": "auto", "enforced": "bwrap", "network": "denied", "filesystem": "isolated"},
-        "settings": {"k": k},
-        "runtime_id": runtime_id(ident),
-        "task_set_id": ident["task_set_id"],
-        "evaluator_id": ident["evaluator_id"],
-        "tasks": tasks,
-        "workers": {},
-        "summary": {
-            "runs": n,
-            "passed": passed,
-            "failed": n - passed,
-            "errors": 0,
-            "tampered_passes": 0,
-            "critical_failures": n - passed,
-            "pass_rate": passed / n,
-        },
+        for tid in ("T01", "T02")
     }
+    ident = _identity(**identity)
+    results = results_doc(
+        tasks,
+        recorded=True,
+        run_id=f"202611{night:02d}T020000Z-night{night:02d}",
+        started_at=f"2026-11-{night:02d}T02:00:00Z",
+        finished_at=f"2026-11-{night:02d}T03:00:00Z",
+        complete=complete,
+        incomplete_reasons=[] if complete else ["interrupted by KeyboardInterrupt"],
+        agent={"name": "reference", "argv": [], "version": "x"},
+        settings={"k": k},
+        runtime_id=runtime_id(ident),
+        task_set_id=ident["task_set_id"],
+        evaluator_id=ident["evaluator_id"],
+    )
     assert schema_problems(results) == []
     d = root / f"night-{night:02d}"
     d.mkdir(parents=True)
@@ -323,17 +307,11 @@ def _check_rows(base: dict) -> dict:
 def _candidate(fails: int, k: int = 3) -> dict:
     runs = [_run(rep, rep <= fails) for rep in range(1, k + 1)]
     ident = _identity()
-    return {
-        "run_id": "cand",
-        "runtime_id": runtime_id(ident),
-        "task_set_id": TASK_SET,
-        "evaluator_id": EVALUATOR,
-        "complete": True,
-        "tasks": {
-            t: {"suite": "s", "runs": runs if t == "T01" else [_run(r, False) for r in range(1, k + 1)]}
-            for t in ("T01", "T02")
-        },
+    tasks = {
+        t: {"suite": "s", "runs": runs if t == "T01" else [_run(r, False) for r in range(1, k + 1)]}
+        for t in ("T01", "T02")
     }
+    return results_doc(tasks, run_id="cand", runtime_id=runtime_id(ident), task_set_id=TASK_SET, evaluator_id=EVALUATOR)
 
 
 def _gate(base: dict, cand: dict) -> dict:

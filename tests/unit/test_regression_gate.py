@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from helpers import results_doc
+
 from pytest_agentdrift.compare.comparison import compare_runs
 from pytest_agentdrift.compare.gates import GateParams
 from pytest_agentdrift.compare.outcome import comparison_verdict
@@ -32,15 +34,7 @@ def arm(tasks: dict[str, list[tuple[bool, list[str]]]], *, tampered=(), suites=N
                 }
             )
         out[tid] = {"title": tid, "suite": (suites or {}).get(tid, "core"), "runs": rows}
-    return {
-        "schema_version": 1,
-        "run_id": "r",
-        "complete": True,
-        "runtime_id": "sha256:x",
-        "task_set_id": "sha256:t",
-        "evaluator_id": "sha256:e",
-        "tasks": out,
-    }
+    return results_doc(out, schema_version=1, runtime_id="sha256:x", task_set_id="sha256:t", evaluator_id="sha256:e")
 
 
 def passing(n: int, k: int = 1) -> dict[str, list[tuple[bool, list[str]]]]:

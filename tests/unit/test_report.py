@@ -1,6 +1,6 @@
 """What a person reads: failure text, summary lines and report.md from a results dict."""
 
-from helpers import run_entry
+from helpers import results_doc, run_entry
 
 from pytest_agentdrift.record.report import failure_text, markdown, summary_lines
 from pytest_agentdrift.tasks.load import LAYERS
@@ -38,60 +38,62 @@ def run(rep=1, outcome="passed", checks=(), tampered=False, layers=None, **ev):
 def results(enforced="bwrap", complete=True):
     t1_layers = {**{layer: "n/a" for layer in LAYERS}, "correctness": "pass", "scope": "fail", "safety": "fail"}
     t2_layers = {**{layer: "n/a" for layer in LAYERS}, "correctness": "pass"}
-    return {
-        "run_id": "20260101T000000Z-abc",
-        "started_at": "2026-01-01T00:00:00Z",
-        "finished_at": "2026-01-01T00:01:00Z",
-        "complete": complete,
-        "incomplete_reasons": [] if complete else ["interrupted", "worker gw1 crashed"],
-        "agent": {"name": "cmd", "version": "v9"},
-        "isolation": {
+    tasks = {
+        "T2": {
+            "title": "Second",
+            "suite": "core",
+            "behavior": "",
+            "runs": [run(1, "passed", [check("ok", "correctness", True)], layers=t2_layers)],
+        },
+        "T1": {
+            "title": "First",
+            "suite": "core",
+            "behavior": "Patch accuracy",
+            "runs": [
+                run(
+                    1,
+                    "failed",
+                    [
+                        check("tests", "correctness", True),
+                        check("scope", "scope", False, detail="changed outside: x.py"),
+                        check(
+                            "no-tamper",
+                            "safety",
+                            False,
+                            critical=True,
+                            kind="tamper",
+                            detail="changed protected test path(s): tests/t.py",
+                        ),
+                    ],
+                    tampered=True,
+                    layers=t1_layers,
+                ),
+                run(
+                    2,
+                    "passed",
+                    [check("tests", "correctness", True)],
+                    layers={**t1_layers, "scope": "pass", "safety": "pass"},
+                ),
+            ],
+        },
+    }
+    return results_doc(
+        tasks,
+        run_id="20260101T000000Z-abc",
+        started_at="2026-01-01T00:00:00Z",
+        finished_at="2026-01-01T00:01:00Z",
+        complete=complete,
+        incomplete_reasons=[] if complete else ["interrupted", "worker gw1 crashed"],
+        agent={"name": "cmd", "version": "v9"},
+        isolation={
             "enforced": enforced,
             "network": "denied" if enforced == "bwrap" else "not_enforced",
             "filesystem": "isolated" if enforced == "bwrap" else "not_enforced",
         },
-        "runtime_id": "sha256:rt",
-        "task_set_id": None,
-        "tasks": {
-            "T2": {
-                "title": "Second",
-                "suite": "core",
-                "behavior": "",
-                "runs": [run(1, "passed", [check("ok", "correctness", True)], layers=t2_layers)],
-            },
-            "T1": {
-                "title": "First",
-                "suite": "core",
-                "behavior": "Patch accuracy",
-                "runs": [
-                    run(
-                        1,
-                        "failed",
-                        [
-                            check("tests", "correctness", True),
-                            check("scope", "scope", False, detail="changed outside: x.py"),
-                            check(
-                                "no-tamper",
-                                "safety",
-                                False,
-                                critical=True,
-                                kind="tamper",
-                                detail="changed protected test path(s): tests/t.py",
-                            ),
-                        ],
-                        tampered=True,
-                        layers=t1_layers,
-                    ),
-                    run(
-                        2,
-                        "passed",
-                        [check("tests", "correctness", True)],
-                        layers={**t1_layers, "scope": "pass", "safety": "pass"},
-                    ),
-                ],
-            },
-        },
-        "summary": {
+        runtime_id="sha256:rt",
+        task_set_id=None,
+        evaluator_id=None,
+        summary={
             "runs": 3,
             "passed": 2,
             "failed": 1,
@@ -100,7 +102,7 @@ def results(enforced="bwrap", complete=True):
             "critical_failures": 1,
             "pass_rate": 2 / 3,
         },
-    }
+    )
 
 
 def test_failure_text_lists_critical_failures_first():

@@ -1,6 +1,6 @@
 """What a person reads about long runs: infrastructure losses, retries, spend, shards, resumes."""
 
-from helpers import run_entry
+from helpers import results_doc, run_entry
 
 from pytest_agentdrift.grade.scoring import summarise
 from pytest_agentdrift.record.report import failure_text, markdown, summary_lines
@@ -79,20 +79,18 @@ def results():
             ],
         },
     }
-    return {
-        "run_id": "R",
-        "started_at": "a",
-        "finished_at": "b",
-        "complete": True,
-        "incomplete_reasons": [],
-        "agent": {"name": "claude-code", "version": "2.1.197"},
-        "isolation": {"enforced": "bwrap", "network": "denied", "filesystem": "isolated"},
-        "tasks": tasks,
-        "summary": summarise(tasks),
-        "shard": {"index": 2, "count": 4, "source": "option", "selected": 4},
-        "resumed": [{"at": "2026-01-01T00:00:00Z", "kept_runs": 3, "ran_runs": 1}],
-        "budget": {"limits": {"tokens": 5000}, "spent": {"tokens": 1700, "cost_usd": 0.03}},
-    }
+    return results_doc(
+        tasks,
+        run_id="R",
+        started_at="a",
+        finished_at="b",
+        agent={"name": "claude-code", "version": "2.1.197"},
+        isolation={"enforced": "bwrap", "network": "denied", "filesystem": "isolated"},
+        summary=summarise(tasks),
+        shard={"index": 2, "count": 4, "source": "option", "selected": 4},
+        resumed=[{"at": "2026-01-01T00:00:00Z", "kept_runs": 3, "ran_runs": 1}],
+        budget={"limits": {"tokens": 5000}, "spent": {"tokens": 1700, "cost_usd": 0.03}},
+    )
 
 
 def test_summary_counts_and_lists_infrastructure_losses_apart():

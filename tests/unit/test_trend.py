@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_entry
+from helpers import results_doc, run_entry
 
 from pytest_agentdrift.compare import trend
 from pytest_agentdrift.manifest.capture import runtime_id
@@ -61,34 +61,18 @@ def write_series(root: Path, seed: int = 7) -> list[Path]:
                 "task_digest": "sha256:" + tid[-1] * 64,
                 "runs": runs,
             }
-        n = sum(len(t["runs"]) for t in tasks.values())
-        passed = sum(r["passed"] for t in tasks.values() for r in t["runs"])
-        results = {
-            "schema_version": 1,
-            "plugin_version": "0.1.0",
-            "run_id": f"202611{night:02d}T020000Z-night{night:02d}",
-            "started_at": f"2026-11-{night:02d}T02:00:00Z",
-            "finished_at": f"2026-11-{night:02d}T03:00:00Z",
-            "complete": True,
-            "incomplete_reasons": [],
-            "agent": {"name": "reference", "argv": [], "version": "x"},
-            "isolation": {"requested": "auto", "enforced": "bwrap", "network": "denied", "filesystem": "isolated"},
-            "settings": {"k": K},
-            "runtime_id": None,
-            "task_set_id": "sha256:" + "1" * 64,
-            "evaluator_id": "sha256:" + "2" * 64,
-            "tasks": tasks,
-            "workers": {},
-            "summary": {
-                "runs": n,
-                "passed": passed,
-                "failed": n - passed,
-                "errors": 0,
-                "tampered_passes": 0,
-                "critical_failures": 0,
-                "pass_rate": passed / n,
-            },
-        }
+        results = results_doc(
+            tasks,
+            recorded=True,
+            run_id=f"202611{night:02d}T020000Z-night{night:02d}",
+            started_at=f"2026-11-{night:02d}T02:00:00Z",
+            finished_at=f"2026-11-{night:02d}T03:00:00Z",
+            agent={"name": "reference", "argv": [], "version": "x"},
+            settings={"k": K},
+            runtime_id=None,
+            task_set_id="sha256:" + "1" * 64,
+            evaluator_id="sha256:" + "2" * 64,
+        )
         assert schema_problems(results) == []
         ident = _identity(night)
         d = root / f"night-{night:02d}"
