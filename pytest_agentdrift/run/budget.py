@@ -25,11 +25,16 @@ import threading
 import time
 from dataclasses import KW_ONLY, asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypedDict
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.safetext import escape_path
+from pytest_agentdrift.shapes import SpendRecord
 from pytest_agentdrift.vocabulary import OVER_BUDGET_OUTCOME  # a run stopped for going over its per-run budget
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.base import AgentAdapter, Usage
+    from pytest_agentdrift.run.evidence import RunEvidence
 
 BUDGET_KEYS = ("tokens", "cost_usd", "run_tokens", "run_cost_usd")
 
@@ -52,19 +57,20 @@ class Budget:
     def run_limited(self) -> bool:
         return self.run_tokens is not None or self.run_cost_usd is not None
 
-    def per_run(self) -> dict[str, Any] | None:
+    def per_run(self) -> dict[str, int | float] | None:
         """The per-run part: identity (it can change what a run is allowed to do)."""
         if not self.run_limited:
             return None
         return {k: v for k, v in (("tokens", self.run_tokens), ("cost_usd", self.run_cost_usd)) if v is not None}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, int | float]:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def parse_budget(items: Iterable[str]) -> Budget:
     """`tokens=N`, `cost_usd=X`, `run_tokens=N`, `run_cost_usd=X` (repeatable; the last wins)."""
-    values: dict[str, Any] = {}
+    counts: dict[str, int] = {}
+    costs: dict[str, float] = {}
     for item in items:
         for part in str(item).split(","):
             part = part.strip()
@@ -86,9 +92,15 @@ def parse_budget(items: Iterable[str]) -> Budget:
             if key.endswith("tokens"):
                 if number != int(number):
                     raise AgentDriftError(f"--agent-budget: {key} must be a whole number of tokens, got {raw}")
-                number = int(number)
-            values[key] = number
-    return Budget(**values)
+                counts[key] = int(number)
+            else:
+                costs[key] = number
+    return Budget(
+        tokens=counts.get("tokens"),
+        cost_usd=costs.get("cost_usd"),
+        run_tokens=counts.get("run_tokens"),
+        run_cost_usd=costs.get("run_cost_usd"),
+    )
 
 
 # --------------------------------------------------------------------------- prices
@@ -161,7 +173,7 @@ def load_price_table(path: str | os.PathLike[str]) -> PriceTable:  # noqa: C901 
 
 
 def price(
-    usage: Mapping[str, Any], table: PriceTable | None, model: str | None, input_includes_cached: bool = False
+    usage: Mapping[str, object], table: PriceTable | None, model: str | None, input_includes_cached: bool = False
 ) -> tuple[float, str] | None:
     """(USD, table key) for a usage dict, or None when it cannot be priced."""
     if table is None:
@@ -181,11 +193,11 @@ def price(
     return round(usd, 6), key
 
 
-def _count(value: Any) -> int | None:
+def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def tokens_of(usage: Mapping[str, Any] | None) -> int | None:
+def tokens_of(usage: Mapping[str, object] | None) -> int | None:
     """Input + output tokens as the product reported them (None when neither was)."""
     usage = usage or {}
     parts = [_count(usage.get("input_tokens")), _count(usage.get("output_tokens"))]
@@ -193,15 +205,17 @@ def tokens_of(usage: Mapping[str, Any] | None) -> int | None:
 
 
 def run_spend(
-    usage: Mapping[str, Any] | None,
+    usage: Mapping[str, object] | None,
     *,
     model: str | None = None,
     table: PriceTable | None = None,
     input_includes_cached: bool = False,
-) -> dict[str, Any]:
+) -> SpendRecord:
     """What one run (one attempt) spent: tokens, cost and where the cost came from."""
     usage = usage or {}
     reported = usage.get("cost_usd")
+    cost: float | None
+    source: str | None
     if isinstance(reported, (int, float)) and not isinstance(reported, bool) and math.isfinite(reported):
         cost, source = float(reported), "reported"
     else:
@@ -210,24 +224,25 @@ def run_spend(
     return {"tokens": tokens_of(usage), "cost_usd": cost, "cost_source": source}
 
 
-def add_spend(*spends: Mapping[str, Any] | None) -> dict[str, Any]:
+def add_spend(*spends: SpendRecord | None) -> SpendRecord:
     """Sum spends; None means "not reported", so None + n is n."""
-    tokens = cost = None
+    tokens: int | None = None
+    cost: float | None = None
     sources: set[str] = set()
     for s in spends:
         if not s:
             continue
-        if s.get("tokens") is not None:
-            tokens = (tokens or 0) + s["tokens"]
-        if s.get("cost_usd") is not None:
-            cost = round((cost or 0.0) + s["cost_usd"], 6)
+        if (n := s.get("tokens")) is not None:
+            tokens = (tokens or 0) + n
+        if (usd := s.get("cost_usd")) is not None:
+            cost = round((cost or 0.0) + usd, 6)
         if s.get("cost_source"):
             sources.add(str(s["cost_source"]).split(":")[0])
     source = None if not sources else (sources.pop() if len(sources) == 1 else "mixed")
     return {"tokens": tokens, "cost_usd": cost, "cost_source": source}
 
 
-def session_exhausted(budget: Budget, spent: Mapping[str, Any]) -> str | None:
+def session_exhausted(budget: Budget, spent: SpendRecord) -> str | None:
     """Why the session budget is spent, or None."""
     if budget.tokens is not None and (spent.get("tokens") or 0) >= budget.tokens:
         return f"session token budget spent: {spent['tokens']:,} of {budget.tokens:,} tokens"
@@ -236,7 +251,7 @@ def session_exhausted(budget: Budget, spent: Mapping[str, Any]) -> str | None:
     return None
 
 
-def run_exceeded(budget: Budget, spent: Mapping[str, Any]) -> str | None:
+def run_exceeded(budget: Budget, spent: SpendRecord) -> str | None:
     """Why one run went over its per-run budget, or None."""
     if budget.run_tokens is not None and (spent.get("tokens") or 0) > budget.run_tokens:
         return f"per-run token budget exceeded: {spent['tokens']:,} > {budget.run_tokens:,} tokens"
@@ -253,12 +268,17 @@ USAGE_SOURCE_AGENT = "agent"
 USAGE_SOURCE_HARNESS = "harness"
 
 
-def usage_source(run: Any) -> str:
+def usage_source(run: RunEvidence) -> str:
     """Where a finished run's token counts come from: the harness's, when its model gateway saw
     the run's calls and counted their usage (which then replaced the agent's word), else the agent's."""
-    traffic = getattr(run, "model_traffic", None) or {}
-    counted = traffic.get("usage") if isinstance(traffic.get("usage"), dict) else {}
-    if traffic.get("calls") and any(v is not None for v in counted.values()):
+    traffic = run.model_traffic
+    counted = traffic.get("usage") if traffic is not None else None
+    if (
+        traffic is not None
+        and traffic.get("calls")
+        and counted is not None
+        and any(v is not None for v in counted.values())
+    ):
         return USAGE_SOURCE_HARNESS
     return USAGE_SOURCE_AGENT
 
@@ -271,12 +291,13 @@ MAX_EVENT_LINE = 1 << 20
 MAX_COST_USD = 1e12
 
 
-def usage_from_events(events: Iterable[Mapping[str, Any]]):
+def usage_from_events(events: Iterable[Mapping[str, object]]) -> Usage | None:
     """Sum the agent's `usage` events (the generic protocol); None when there are none."""
     from pytest_agentdrift.agents.base import Usage
 
     found = False
-    total = {"input_tokens": None, "output_tokens": None, "cached_tokens": None, "cost_usd": None}
+    counts: dict[str, int | None] = {"input_tokens": None, "output_tokens": None, "cached_tokens": None}
+    cost: float | None = None
     for e in events:
         if not isinstance(e, Mapping) or e.get("type") != "usage":
             continue
@@ -284,36 +305,45 @@ def usage_from_events(events: Iterable[Mapping[str, Any]]):
         for key in ("input_tokens", "output_tokens", "cached_tokens"):
             n = _count(e.get(key))
             if n is not None:
-                total[key] = (total[key] or 0) + n
+                counts[key] = (counts[key] or 0) + n
         c = e.get("cost_usd")
         if isinstance(c, (int, float)) and not isinstance(c, bool) and 0 <= c < MAX_COST_USD:
-            total["cost_usd"] = round((total["cost_usd"] or 0.0) + float(c), 6)
-    return Usage(**total) if found else None
+            cost = round((cost or 0.0) + float(c), 6)
+    if not found:
+        return None
+    return Usage(
+        input_tokens=counts["input_tokens"],
+        output_tokens=counts["output_tokens"],
+        cached_tokens=counts["cached_tokens"],
+        cost_usd=cost,
+    )
 
 
 #: the longest model id the generic protocol takes from an agent's usage event
 MAX_MODEL_ID = 200
 
 
-def model_from_events(events: Iterable[Mapping[str, Any]]) -> str | None:
+def model_from_events(events: Iterable[Mapping[str, object]]) -> str | None:
     """The model that answered, as the agent's `usage` events name it (the generic protocol:
     `{"type": "usage", "model": "<the model the response named>", ...}` per call). Several
     distinct models in one run are all kept, sorted and comma-separated; None when no usage
     event names one (then the run's model stamp stays unobserved)."""
     from pytest_agentdrift.safetext import escape_path
 
-    seen = {
-        escape_path(e["model"].strip())
-        for e in events
-        if isinstance(e, Mapping)
-        and e.get("type") == "usage"
-        and isinstance(e.get("model"), str)
-        and 0 < len(e["model"].strip()) <= MAX_MODEL_ID
-    }
+    named = (e.get("model") for e in events if isinstance(e, Mapping) and e.get("type") == "usage")
+    seen = {escape_path(m.strip()) for m in named if isinstance(m, str) and 0 < len(m.strip()) <= MAX_MODEL_ID}
     return ", ".join(sorted(seen)) or None
 
 
 # --------------------------------------------------------------------------- one run, live
+
+
+class LiveProgress(TypedDict):
+    """What a run's watch reports as it runs (RunWatch.on_update): its last event and its spend so far."""
+
+    last_event: str | None
+    tokens: int | None
+    cost_usd: float | None
 
 
 @dataclass(eq=False)
@@ -326,13 +356,13 @@ class RunWatch:
     run went over its per-run budget.
     """
 
-    adapter: Any
+    adapter: AgentAdapter
     events_path: Path
     _: KW_ONLY
     budget: Budget | None = None
     table: PriceTable | None = None
     model: str | None = None
-    on_update: Callable[[dict[str, Any]], None] | None = None
+    on_update: Callable[[LiveProgress], None] | None = None
     input_includes_cached: bool = False
     clock: Callable[[], float] = time.monotonic
 
@@ -342,13 +372,17 @@ class RunWatch:
         self._lock = threading.Lock()
         self._partial = b""
         self._keyed: dict[str, tuple[int | None, int | None]] = {}
-        self._added = [None, None]  # input, output added without a key
-        self._total: dict[str, Any] | None = None  # a final total (Claude's result) replaces the rest
+        self._added: list[int | None] = [None, None]  # input, output added without a key
+        self._total: tuple[int | None, int | None] | None = None  # a final total (Claude's result) replaces the rest
         self._cost: float | None = None
         self._events_offset = 0
         self._skipping = False  # inside an events line too long to read: skipped to its end
         self.long_lines = 0
-        self._event_usage = {"input_tokens": None, "output_tokens": None, "cost_usd": None}
+        self._event_usage: dict[str, int | float | None] = {
+            "input_tokens": None,
+            "output_tokens": None,
+            "cost_usd": None,
+        }
         self.last_event: str | None = None
         self._last_sent = -1.0
 
@@ -382,11 +416,11 @@ class RunWatch:
             self.last_event = escape_path(str(note["event"])[:200])
         inp, out = _count(note.get("input_tokens")), _count(note.get("output_tokens"))
         if note.get("total"):
-            self._total = {"input_tokens": inp, "output_tokens": out}
-            if note.get("cost_usd") is not None:
-                self._cost = float(note["cost_usd"])
-        elif note.get("usage_key") is not None:
-            self._keyed[str(note["usage_key"])] = (inp, out)
+            self._total = (inp, out)
+            if (usd := note.get("cost_usd")) is not None:
+                self._cost = float(usd)
+        elif (key := note.get("usage_key")) is not None:
+            self._keyed[str(key)] = (inp, out)
         elif inp is not None or out is not None:
             self._added = [(self._added[0] or 0) + (inp or 0), (self._added[1] or 0) + (out or 0)]
 
@@ -448,11 +482,11 @@ class RunWatch:
                     f"{e['type']}: {e.get('name') or e.get('path') or e.get('command') or ''}".rstrip(": ")[:200]
                 )
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self) -> dict[str, int | float | None]:
         """The usage seen so far."""
         with self._lock:
             if self._total is not None:
-                inp, out = self._total["input_tokens"], self._total["output_tokens"]
+                inp, out = self._total
             else:
                 ins = [v[0] for v in self._keyed.values() if v[0] is not None] + (
                     [self._added[0]] if self._added[0] is not None else []
@@ -463,13 +497,14 @@ class RunWatch:
                 inp = sum(ins) if ins else None
                 out = sum(outs) if outs else None
             ev = self._event_usage
-            if ev["input_tokens"] is not None or ev["output_tokens"] is not None:
-                inp = (inp or 0) + (ev["input_tokens"] or 0)
-                out = (out or 0) + (ev["output_tokens"] or 0)
+            ev_in, ev_out = _count(ev["input_tokens"]), _count(ev["output_tokens"])
+            if ev_in is not None or ev_out is not None:
+                inp = (inp or 0) + (ev_in or 0)
+                out = (out or 0) + (ev_out or 0)
             cost = self._cost if self._cost is not None else ev["cost_usd"]
             return {"input_tokens": inp, "output_tokens": out, "cached_tokens": None, "cost_usd": cost}
 
-    def spend(self) -> dict[str, Any]:
+    def spend(self) -> SpendRecord:
         return run_spend(
             self.usage(), model=self.model, table=self.table, input_includes_cached=self.input_includes_cached
         )
@@ -482,8 +517,10 @@ class RunWatch:
         now = self.clock()
         if self.on_update is not None and now - self._last_sent >= 1.0:
             self._last_sent = now
-            self.on_update({"last_event": self.last_event, "tokens": spend["tokens"], "cost_usd": spend["cost_usd"]})
-        return run_exceeded(self.budget, spend)
+            self.on_update(
+                {"last_event": self.last_event, "tokens": spend.get("tokens"), "cost_usd": spend.get("cost_usd")}
+            )
+        return run_exceeded(self.budget, spend) if self.budget is not None else None
 
 
 __all__ = [

@@ -19,7 +19,7 @@ from pytest_agentdrift.agents.modelcalls import ModelCall, ModelTraffic
 from pytest_agentdrift.run import agentio, tamper
 from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.safetext import capped, escape_path, json_safe
-from pytest_agentdrift.shapes import CrashRecord, JsonObject
+from pytest_agentdrift.shapes import CrashRecord, CredentialCanaryRecord, JsonObject
 from pytest_agentdrift.tasks import treesnap
 from pytest_agentdrift.vocabulary import enforces_network
 
@@ -96,7 +96,7 @@ class RunEvidence:
     #: what the harness examined of the trees the agent left, and what it left out
     harness_budget: JsonObject = field(default_factory=dict)
     events_dropped: dict[str, int] = field(default_factory=dict)
-    credential_canary: JsonObject = field(default_factory=dict)
+    credential_canary: CredentialCanaryRecord = field(default_factory=CredentialCanaryRecord)
     infra_error: InfraError | None = None  # agents/infra.py: the run ended on the provider or the machine
     stopped: str | None = None  # a monitor stopped the run (per-run budget)
     overlay: JsonObject | None = None  # what the harness placed from a bundle (never the agent's changes)

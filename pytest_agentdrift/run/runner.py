@@ -21,7 +21,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_agentdrift.agents import infra as infra_mod
 from pytest_agentdrift.agents.base import AgentAdapter, RunContext
@@ -34,9 +34,16 @@ from pytest_agentdrift.run.agentword import product_scratch, read_scratch
 from pytest_agentdrift.run.evidence import AgentWord, HarnessErrors, NetworkSeen, RunEvidence
 from pytest_agentdrift.run.rundir import AGENT_OWN, DECOY_SKIP, PreparedRun, RunDirs
 from pytest_agentdrift.run.runsettings import RunSettings
+from pytest_agentdrift.shapes import CredentialCanaryRecord, JsonObject
 from pytest_agentdrift.tasks import fdtree, treesnap
 from pytest_agentdrift.tasks.load import TaskSpec, tree_hashes, verify_tree
 from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE, TASK_MD_FILE, enforces_network
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.modelcalls import ModelCall, ModelTraffic
+    from pytest_agentdrift.run.modelgateway import ModelGateway, Monitor
+    from pytest_agentdrift.run.netproxy import RecordingProxy
+    from pytest_agentdrift.run.runguard import RunGuard
 
 SITEHOOK_DIR = Path(__file__).parent / "sitehook"
 
@@ -121,7 +128,7 @@ class LaunchPlan:
     scratch: Path | None  # the product's side outputs
     bundle: list[dict[str, Any]]  # the user-scope files copied into the private home
     token: str
-    guard: Any  # run/runguard.RunGuard: the run's limits and observers
+    guard: RunGuard  # the run's limits and observers
     timeout_s: float
     observers: Path  # harness-only: the network log and proxy sockets
     writable: list[Path]
@@ -248,11 +255,11 @@ class LaunchResult:
 
     proc: sandbox.ProcessResult
     env: dict[str, str]
-    proxy: Any  # the recording proxy outside the sandbox (run/netproxy.RecordingProxy), else None
-    hook_events: list[dict[str, Any]]  # the network log of the harness's Python hook
+    proxy: RecordingProxy | None  # the recording proxy outside the sandbox, else None
+    hook_events: list[JsonObject]  # the network log of the harness's Python hook
     hook_problems: list[str]
     side_files: dict[str, bytes | None]  # the product's side outputs as written
-    gateway: Any = None  # the run's model gateway (run/modelgateway.ModelGateway), else None
+    gateway: ModelGateway | None = None  # the run's model gateway, else None
 
 
 def _launch(
@@ -322,25 +329,30 @@ class GuardedMonitor:
     """A run's live monitor (run/budget.RunWatch) whose own failure is a harness error, never the
     run's end: the agent runs on unwatched and the run is undecided."""
 
-    def __init__(self, inner: Any, errors: HarnessErrors):
+    def __init__(self, inner: Monitor | None, errors: HarnessErrors):
         self.inner = inner
         self.errors = errors
 
     def feed(self, chunk: bytes) -> None:
-        self._call("feed", chunk)
+        if self.inner is None:
+            return
+        try:
+            self.inner.feed(chunk)
+        except Exception as exc:  # fail closed: keep the run, stop watching it
+            self._failed(exc)
 
     def poll(self) -> str | None:
-        return self._call("poll")
-
-    def _call(self, name: str, *args: Any) -> Any:
         if self.inner is None:
             return None
         try:
-            return getattr(self.inner, name)(*args)
+            return self.inner.poll()
         except Exception as exc:  # fail closed: keep the run, stop watching it
-            self.errors.append(f"monitor: {type(exc).__name__}: {str(exc)[:300]}")
-            self.inner = None
+            self._failed(exc)
             return None
+
+    def _failed(self, exc: Exception) -> None:
+        self.errors.append(f"monitor: {type(exc).__name__}: {str(exc)[:300]}")
+        self.inner = None
 
 
 def _side_outputs(adapter: AgentAdapter, scratch: Path | None, errors: HarnessErrors) -> dict[str, bytes | None]:
@@ -388,8 +400,8 @@ PROXY_PORT = 3128
 
 
 def _start_gateway(
-    adapter: AgentAdapter, settings: RunSettings, guard: Any, harness: Path, box: Path
-) -> tuple[Any, dict[str, str], list[str]]:
+    adapter: AgentAdapter, settings: RunSettings, guard: RunGuard, harness: Path, box: Path
+) -> tuple[ModelGateway | None, dict[str, str], list[str]]:
     """The run's model gateway (run/modelgateway.py) for each base-URL variable whose endpoint the
     run may reach: (gateway or None, the variables pointing the agent at it, the `PORT=SOCK`
     relays the sandbox's forwarder adds). In the sandbox's own namespace it is served by the
@@ -420,8 +432,12 @@ def _start_gateway(
 
 
 def _start_proxy(
-    adapter: AgentAdapter, settings: RunSettings, harness: Path, gateway: Any = None, relays: list[str] | None = None
-):
+    adapter: AgentAdapter,
+    settings: RunSettings,
+    harness: Path,
+    gateway: ModelGateway | None = None,
+    relays: list[str] | None = None,
+) -> tuple[RecordingProxy | None, dict[str, str], list[str] | None]:
     """Start the recording proxy for an agent that needs an API (a product's own, or hosts
     --agent-allow-host names, for any agent); else None.
 
@@ -593,7 +609,7 @@ def _agent_word(
     return word
 
 
-def _model_traffic(gateway: Any, calls: list[dict[str, Any]], word: AgentWord) -> dict[str, Any] | None:
+def _model_traffic(gateway: ModelGateway | None, calls: list[ModelCall], word: AgentWord) -> ModelTraffic | None:
     """What the run's model gateway saw, made the run's model evidence (run/modelgateway.py
     `observed`): it fills the model stamp, tokens and identity facts and names a provider error
     the run ended on; the agent's own word is kept beside it as a second witness."""
@@ -652,7 +668,7 @@ def _canary_seen(canary: canary_mod.Canary, base: Path, errors: HarnessErrors) -
 
 def _credential_record(
     canary: canary_mod.Canary, atime_works: bool, seen: list[str], token_hits: dict[str, list[str]]
-) -> dict[str, Any]:
+) -> CredentialCanaryRecord:
     """How the credential canary was watched, and what was seen of it."""
     return {
         "observed_by": canary.observed_by + (["atime"] if atime_works else []) + ["token search"],
@@ -664,7 +680,22 @@ def _credential_record(
     }
 
 
-def _process_fields(proc: sandbox.ProcessResult) -> dict[str, Any]:
+class ProcessFields(TypedDict):
+    """RunEvidence's fields of how the agent's process ended."""
+
+    exit_code: int | None
+    timed_out: bool
+    launch_error: str | None
+    duration_s: float
+    stdout_bytes: int
+    stderr_bytes: int
+    stdout_truncated: bool
+    stderr_truncated: bool
+    leftover_processes: int
+    stopped: str | None
+
+
+def _process_fields(proc: sandbox.ProcessResult) -> ProcessFields:
     """RunEvidence's fields of how the agent's process ended."""
     return {
         "exit_code": proc.exit_code,
