@@ -62,11 +62,12 @@ def read_ini(
     config_file, rootdir = config_file or addopts.config_file, rootdir or addopts.rootdir
     invoked = Path(os.path.abspath(start if start is not None else os.getcwd()))
     if config_file:
-        inipath: Path | None = Path(os.path.abspath(invoked / config_file))
-        if not inipath.is_file():
-            raise AgentDriftError("the configuration file given with -c does not exist", inipath)
-        raw = _load(inipath) or {}
-        root = inipath.parent
+        given = Path(os.path.abspath(invoked / config_file))
+        if not given.is_file():
+            raise AgentDriftError("the configuration file given with -c does not exist", given)
+        raw = _load(given) or {}
+        root = given.parent
+        inipath: Path | None = given
     else:
         inipath, raw = _locate(invoked)
         root = inipath.parent if inipath else _setup_py_dir(invoked) or invoked
@@ -224,7 +225,7 @@ def _typed_ini(name: str, ini_type: str, value: Any, base: Path, inipath: Path |
 
 def _typed_toml(name: str, ini_type: str, value: Any, base: Path, inipath: Path | None) -> Any:
     """A native TOML value, checked against its ini type without coercion, as getini does."""
-    expected = {
+    kinds: dict[str, type | tuple[type, ...]] = {
         "paths": list,
         "args": list,
         "linelist": list,
@@ -232,7 +233,8 @@ def _typed_toml(name: str, ini_type: str, value: Any, base: Path, inipath: Path 
         "int": int,
         "float": (int, float),
         "string": str,
-    }[ini_type]
+    }
+    expected = kinds[ini_type]
     if not isinstance(value, expected) or (isinstance(value, bool) and ini_type in ("int", "float")):
         raise AgentDriftError(f"{name} must be of type {ini_type}, got {type(value).__name__}: {value!r}", inipath)
     if isinstance(value, list):

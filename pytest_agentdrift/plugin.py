@@ -68,11 +68,11 @@ def pytest_configure(config: pytest.Config) -> None:
     except AgentDriftError as exc:
         raise pytest.UsageError(exc.message) from None
     config.stash[SETTINGS_KEY] = settings
-    worker = hasattr(config, "workerinput")
+    workerinput = getattr(config, "workerinput", None)  # set by xdist on a worker
     # A run that asked for nothing of agentdrift imports nothing more (startup budget: the
     # session objects, the collectors and their stages cost tens of milliseconds to import
     # without a bytecode cache). They are built on the first task directory instead.
-    if settings.active or (worker and "agentdrift_run_id" in config.workerinput):
+    if settings.active or (workerinput is not None and "agentdrift_run_id" in workerinput):
         _activate(config)
 
 
@@ -120,8 +120,9 @@ def _activate(config: pytest.Config) -> None:
     from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
 
     settings = config.stash[SETTINGS_KEY]
-    worker = hasattr(config, "workerinput")
-    handed = WorkerInput.from_dict(config.workerinput) if worker else None
+    workerinput = getattr(config, "workerinput", None)  # set by xdist on a worker
+    worker = workerinput is not None
+    handed = WorkerInput.from_dict(workerinput) if workerinput is not None else None
     info = SessionInfo(settings=settings)
     if handed is not None:
         info.take_worker_input(handed)
@@ -136,10 +137,11 @@ def _activate(config: pytest.Config) -> None:
     config.stash[RUNNER_KEY] = runner
     if settings.suite:
         _add_suite_arg(config, settings.suite)
-    collector = None if worker else RunCollector(info, runner)
+    collector = None
     if worker:
         config.pluginmanager.register(WorkerPlugin(config, runner), "agentdrift-role")
     else:
+        collector = RunCollector(info, runner)
         role = ControllerPlugin(config, info, runner, collector, ComparisonState())
         config.pluginmanager.register(role, "agentdrift-role")
     if settings.active:

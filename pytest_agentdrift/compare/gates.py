@@ -268,18 +268,18 @@ def _raw_rates(rows: list[dict[str, Any]], raw: list[Any]) -> None:
             row["raw"] = {"baseline": counted[0], "candidate": counted[1]}
     for c in raw:
         if c.cand_failed and (c.task, c.check) not in seen:
-            counted = [[c.base_failed, c.base_runs], [c.cand_failed, c.cand_runs]]
+            base_counts, cand_counts = [c.base_failed, c.base_runs], [c.cand_failed, c.cand_runs]
             rows.append(
                 {
                     "task": c.task,
                     "check": c.check,
-                    "baseline": counted[0],
-                    "candidate": counted[1],
+                    "baseline": base_counts,
+                    "candidate": cand_counts,
                     "p_value": 1.0,
                     "min_p_value": None,
                     "verdict": STANDING if c.base_failed else WITHIN_NOISE,
                     "blocks": False,
-                    "raw": {"baseline": counted[0], "candidate": counted[1]},
+                    "raw": {"baseline": base_counts, "candidate": cand_counts},
                     "effective": "no failure left once the nights' variation is counted",
                 }
             )
@@ -332,7 +332,7 @@ def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -
     net = won - params.lam * lost
     p = stats.weighted_win_pvalue(won, lost, params.lam)
     p_loss = stats.exact_mcnemar_pvalue(lost, won)
-    row = {
+    row: dict[str, object] = {
         "won": won,
         "lost": lost,
         "baseline_solved": baseline_solved,

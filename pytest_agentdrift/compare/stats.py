@@ -17,9 +17,13 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
 
 from pytest_agentdrift.vocabulary import DEFAULT_SEED, UNSCORED_OUTCOMES
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 #: Resamples processed per block in the bootstrap: bounds memory at about
 #: BLOCK x n_tasks indices while keeping numpy's per-call overhead negligible.
@@ -145,7 +149,9 @@ class BootstrapInterval:
         }
 
 
-def bootstrap_means(columns: Mapping[str, Sequence[float]], *, draws: int, seed: int) -> dict[str, Any]:
+def bootstrap_means(
+    columns: Mapping[str, Sequence[float] | npt.NDArray[np.float64]], *, draws: int, seed: int
+) -> dict[str, Any]:
     """Per-draw means of several per-task columns under one task resampling.
 
     Each draw resamples the n tasks with replacement (a task keeps all its
@@ -403,10 +409,7 @@ def choose_cost_basis(usages: Sequence[Mapping[str, Any] | None]) -> str | None:
     return None
 
 
-def _is_number(value: Any) -> bool:
-    kind = type(value)
-    if kind is float or kind is int:  # the common case, read for every run of both arms
-        return math.isfinite(value)
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -421,9 +424,10 @@ def _priced_costs(
     base_cost: Sequence[float | None], cand_cost: Sequence[float | None]
 ) -> tuple[list[float], list[float], list[float]]:
     """(1.0 where both arms priced the task else 0.0, and each arm's costs with 0.0 where not both did)."""
-    mask = [1.0 if b is not None and c is not None else 0.0 for b, c in zip(base_cost, cand_cost, strict=False)]
-    cb = [b if m else 0.0 for b, m in zip(base_cost, mask, strict=False)]
-    cc = [c if m else 0.0 for c, m in zip(cand_cost, mask, strict=False)]
+    both = [(b, c) if b is not None and c is not None else None for b, c in zip(base_cost, cand_cost, strict=False)]
+    mask = [1.0 if pair else 0.0 for pair in both]
+    cb = [pair[0] if pair else 0.0 for pair in both]
+    cc = [pair[1] if pair else 0.0 for pair in both]
     return mask, cb, cc
 
 
