@@ -1,14 +1,9 @@
 """Scratch trees removed on the background remover: gone from where they were at once when moved
-to a trash directory, removed whatever an agent did to them, and what one check leaves in the
-grading sandbox's writable directory never reaches the next check (grade/gradeserver.py)."""
+to a trash directory, and removed whatever an agent did to them (what one check leaves in the
+grading sandbox's writable directory: tests/integration/test_grading_server.py)."""
 
 import os
-import shutil
 
-import pytest
-from test_checks import Lab
-
-from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.tasks import fdtree
 
 
@@ -53,35 +48,3 @@ def test_a_tree_that_cannot_be_moved_is_removed_at_once(tmp_path):
     tree = _hostile_tree(tmp_path / "tree")
     assert fdtree.remove_later(tree, trash=tmp_path / "no-such-trash") == []
     assert not os.path.lexists(tree)
-
-
-# imported by each check: first says whether anything but its own copy is in the grading sandbox's
-# writable directory, then leaves files there and beside its tree for the next check to find
-LITTER = """
-import os
-mine = os.path.basename(os.path.abspath('..'))
-foreign = [n for n in os.listdir('../..') if n != mine] + [n for n in os.listdir('..') if n.startswith('left-')]
-for where in ('../..', '..'):
-    with open(os.path.join(where, 'left-by-a-check'), 'w') as fh:
-        fh.write('x')
-rc = 1 if foreign else 0
-"""
-
-
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the grading server runs under bubblewrap")
-def test_what_a_check_leaves_in_the_grading_sandbox_never_reaches_the_next(tmp_path):
-    lab = Lab(tmp_path)
-    if lab.iso.mode != "bwrap":
-        pytest.skip(f"isolation here is {lab.iso.mode}, not bwrap")
-    run_calc = ["python", "-c", "import calc, sys; sys.exit(calc.rc)"]
-    spec = lab.task(
-        "SRVLIT",
-        repo={"calc.py": "rc = 0\n"},
-        allowed=["calc.py"],
-        checks=[{"name": f"check{i}", "kind": "command", "layer": "correctness", "run": run_calc} for i in (1, 2, 3)],
-    )
-    grader = lab.graders.setdefault(spec.path, Grader(lab.iso, lab.base / "litter"))
-    _, results = lab.go(spec, f"Path('calc.py').write_text({LITTER!r})\n")
-    assert grader.server.served == 3  # one server answered all three: the litter was removed, not the sandbox
-    for name in ("check1", "check2", "check3"):
-        assert results[name].passed is True, results[name]

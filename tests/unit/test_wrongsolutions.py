@@ -1,10 +1,11 @@
 """wrong.toml, the judge of a wrong solution's run, and the reference agent playing one."""
 
 import json
-import subprocess
+import sys
 
 import pytest
 
+from pytest_agentdrift.agents import reference
 from pytest_agentdrift.agents.base import ReferenceAdapter, get_adapter
 from pytest_agentdrift.agents.reference import apply, check_play
 from pytest_agentdrift.errors import AgentDriftError, TaskError
@@ -138,12 +139,15 @@ def test_check_play_refuses_paths_out_of_solution(play):
         check_play(play)
 
 
-def test_reference_play_preset_and_version():
+def test_reference_play_preset_and_version(capsys):
     adapter = get_adapter("reference:wrong/give-up")
     assert isinstance(adapter, ReferenceAdapter) and adapter.name == "reference:wrong/give-up"
     assert adapter.argv_template()[-2:] == ["--play", "wrong/give-up"]
-    out = subprocess.run(adapter.version_argv(), capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "reference-1.0.0+wrong/give-up"
+    argv = adapter.version_argv()
+    # the reference agent's module, asked in-process (the sessions of tests/integration run it as a program)
+    assert argv[:3] == [sys.executable, "-m", "pytest_agentdrift.agents.reference"]
+    assert reference.main(argv[3:]) == 0
+    assert capsys.readouterr().out.strip() == "reference-1.0.0+wrong/give-up"
     assert get_adapter("reference").name == "reference" and get_adapter("reference").play is None
     with pytest.raises(AgentDriftError, match="--agent reference:../x"):
         get_adapter("reference:../x")

@@ -1,6 +1,6 @@
 """What graded code does to the grading sandbox's resident server stays in its own run; served
 results equal a sandbox per process; a timeout replaces the sandbox; the server never runs outside
-a PID namespace of its own.
+a PID namespace of its own; what one check leaves in its writable directory never reaches the next.
 
 Resource limits and priority of a process can be changed by any process of the
 same uid (dumpability does not guard them), and every process the server forks
@@ -346,3 +346,35 @@ def test_a_checks_copy_that_comes_out_incomplete_is_not_graded(lab, monkeypatch)
     results = lab.grade(spec, run)
     assert results["imports"].passed is False and results["imports"].undecided is False
     assert "not evaluated" in results["imports"].detail and "calc.py" in results["imports"].detail
+
+
+# imported by each check: first says whether anything but its own copy is in the grading sandbox's
+# writable directory, then leaves files there and beside its tree for the next check to find
+LITTER = """
+import os
+mine = os.path.basename(os.path.abspath('..'))
+foreign = [n for n in os.listdir('../..') if n != mine] + [n for n in os.listdir('..') if n.startswith('left-')]
+for where in ('../..', '..'):
+    with open(os.path.join(where, 'left-by-a-check'), 'w') as fh:
+        fh.write('x')
+rc = 1 if foreign else 0
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the grading server runs under bubblewrap")
+def test_what_a_check_leaves_in_the_grading_sandbox_never_reaches_the_next(tmp_path):
+    lab = Lab(tmp_path)
+    if lab.iso.mode != "bwrap":
+        pytest.skip(f"isolation here is {lab.iso.mode}, not bwrap")
+    run_calc = ["python", "-c", "import calc, sys; sys.exit(calc.rc)"]
+    spec = lab.task(
+        "SRVLIT",
+        repo={"calc.py": "rc = 0\n"},
+        allowed=["calc.py"],
+        checks=[{"name": f"check{i}", "kind": "command", "layer": "correctness", "run": run_calc} for i in (1, 2, 3)],
+    )
+    grader = lab.graders.setdefault(spec.path, Grader(lab.iso, lab.base / "litter"))
+    _, results = lab.go(spec, f"Path('calc.py').write_text({LITTER!r})\n")
+    assert grader.server.served == 3  # one server answered all three: the litter was removed, not the sandbox
+    for name in ("check1", "check2", "check3"):
+        assert results[name].passed is True, results[name]
