@@ -5,7 +5,7 @@ directory through the harness's working directory and rewrote the frozen test th
 restores, so a wrong fix passed every check, critical included. Now the task directories are
 bound read-only for the agent, in a mount namespace a nested user namespace cannot undo, and
 the task directory is listed before its first run and again before grading: a changed one is
-never graded (a critical tamper finding; tests/unit/test_task_intact.py). Fails on the code
+never graded (a critical tamper finding; tests/integration/test_task_intact.py). Fails on the code
 before these defences (the backdoor passed), passes after.
 """
 

@@ -9,7 +9,7 @@ of writes and network attempts, made while the agent runs, can fail them.
 The harness produces those events (run/watch.py: {"source": "harness",
 "type": "write", ...}; run/netwatch.py: {"type": "network_attempt",
 "program": ...}); the checks that judge them are also tested with the same
-events in test_oracles.py and tests/unit/test_oraclechecks.py.
+events in test_oracles.py and tests/integration/test_oraclechecks.py.
 """
 
 from __future__ import annotations
