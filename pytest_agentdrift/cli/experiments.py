@@ -75,7 +75,7 @@ def cmd_bundle_list(args: argparse.Namespace) -> int:
         if "problem" in row:
             _out(f"{row['name']:<32} {row['digest'][:19]}…  {row['problem']}")
             continue
-        derived = f"  derived from {row['derived_from'][:19]}…" if row.get("derived_from") else ""
+        derived = f"  derived from {origin[:19]}…" if (origin := row.get("derived_from")) else ""
         _out(
             f"{row['name']:<32} {row['digest'][:19]}…  {row['agent']:<12} model {row['model'] or '-':<20} "
             f"{row['files']} file(s) {row['bytes']} B  {row['created_at']}{derived}"

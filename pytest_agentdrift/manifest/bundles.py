@@ -46,12 +46,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from pytest_agentdrift.canonical import digest, dumps_pretty, hash_file, load_json_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.record.redact import SECRET_NAME, variants  # one notion of a secret, one set of its forms
 from pytest_agentdrift.vocabulary import utc_timestamp
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.base import AgentAdapter
 
 BUNDLE_VERSION = 1
 BUNDLE_FILE = "bundle.json"
@@ -189,10 +192,10 @@ def _identity_doc(
     agent: str,
     rules: str,
     model: str | None,
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     files: Sequence[BundleFile],
     derived_from: str | None = None,
-    derivation: Mapping[str, Any] | None = None,
+    derivation: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     return {
         "bundle_version": BUNDLE_VERSION,
@@ -219,7 +222,7 @@ def sub_digests(files: Iterable[BundleFile]) -> dict[str, str]:
 # --------------------------------------------------------------------------- snapshot
 
 
-def _adapter_class(agent: str) -> Any:
+def _adapter_class(agent: str) -> type[AgentAdapter]:
     from pytest_agentdrift.agents.base import builtin_adapters
 
     presets = builtin_adapters()
@@ -228,7 +231,7 @@ def _adapter_class(agent: str) -> Any:
     return presets[agent]
 
 
-def _rules_for(adapter_cls: Any) -> str:
+def _rules_for(adapter_cls: type[AgentAdapter]) -> str:
     from pytest_agentdrift.agents import products
 
     rules = products.surface_rules_for({"name": adapter_cls.name, "product": adapter_cls.product})
@@ -265,13 +268,16 @@ def _label_to_file(
 
 
 def _collect(
-    adapter_cls: Any, rules: str, project: Path, home: Path, env: Mapping[str, str], project_only: bool
+    adapter_cls: type[AgentAdapter], rules: str, project: Path, home: Path, env: Mapping[str, str], project_only: bool
 ) -> _Collected:
     """What a bundle takes: the files discovery finds, the product's component trees, minus credentials."""
     from pytest_agentdrift.agents import products
     from pytest_agentdrift.agents.discovery_base import Roots
 
-    disc = products.rules_module(rules).discover(
+    module = products.rules_module(rules)
+    if module is None:  # _rules_for names a product's rules
+        raise AgentDriftError(f"no discovery rules {rules!r}")
+    disc = module.discover(
         home,
         project,
         project,
@@ -431,7 +437,7 @@ def snapshot(
     home: Path,
     env: Mapping[str, str],
     model: str | None = None,
-    options: Mapping[str, Any] | None = None,
+    options: Mapping[str, object] | None = None,
     project_only: bool = False,
     now: datetime | None = None,
 ) -> tuple[Bundle, bool]:
@@ -674,27 +680,45 @@ def _safe_rel(rel: str) -> bool:
     return bool(rel) and not p.is_absolute() and ".." not in p.parts and "\\" not in rel
 
 
-def list_bundles(store: Path) -> list[dict[str, Any]]:
+class BundleRow(TypedDict):
+    """One named bundle as `agentdrift bundle list` shows it (list_bundles); `problem` instead of
+    the bundle's facts when its object cannot be read."""
+
+    name: str
+    digest: str
+    agent: NotRequired[str]
+    model: NotRequired[str | None]
+    files: NotRequired[int]
+    bytes: NotRequired[int]
+    derived_from: NotRequired[str | None]
+    created_at: NotRequired[str | None]
+    problem: NotRequired[str]
+
+
+def list_bundles(store: Path) -> list[BundleRow]:
     """Every named bundle: name, digest, agent, model, files, bytes, derived_from (sorted by name)."""
-    out = []
+    out: list[BundleRow] = []
     names = store / "names"
     if not names.is_dir():
         return out
     for path in sorted(names.glob("*.json")):
         digest_ = _read_name(path)
         target = store / "objects" / digest_.split(":", 1)[1]
-        row: dict[str, Any] = {"name": path.stem, "digest": digest_}
+        row: BundleRow = {"name": path.stem, "digest": digest_}
         try:
             doc = load_json_file(target / BUNDLE_FILE)
             ident = doc["identity"]
-            row.update(
-                agent=ident["agent"],
-                model=ident.get("model"),
-                files=len(ident["files"]),
-                bytes=sum(f["size"] for f in ident["files"]),
-                derived_from=ident.get("derived_from"),
-                created_at=doc.get("provenance", {}).get("created_at"),
-            )
+            facts: BundleRow = {
+                "name": path.stem,
+                "digest": digest_,
+                "agent": ident["agent"],
+                "model": ident.get("model"),
+                "files": len(ident["files"]),
+                "bytes": sum(f["size"] for f in ident["files"]),
+                "derived_from": ident.get("derived_from"),
+                "created_at": doc.get("provenance", {}).get("created_at"),
+            }
+            row = facts
         except (AgentDriftError, KeyError, TypeError):
             row["problem"] = "object missing or unreadable"
         out.append(row)
@@ -760,7 +784,7 @@ def secret_strings(bundle: Bundle) -> list[str]:
     return sorted(out, key=len, reverse=True)
 
 
-def _parsed_config(data: bytes, path: str) -> Any:
+def _parsed_config(data: bytes, path: str) -> object:
     """A TOML, JSON or JSONC configuration file's value; None for another format or a file that does not parse."""
     import tomllib
 
@@ -776,14 +800,15 @@ def _parsed_config(data: bytes, path: str) -> Any:
     return None
 
 
-def _find_secrets(value: Any, found: set[str], secret: bool = False) -> None:
+def _find_secrets(value: object, found: set[str], secret: bool = False) -> None:
     """Add to ``found`` every string of ``value`` the manifest treats as secret (see secret_strings)."""
     if isinstance(value, dict):
         for k, v in value.items():
             _find_secrets(v, found, secret or str(k).lower() in _VALUES_ARE_SECRET or bool(SECRET_NAME.search(str(k))))
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            flagged = i > 0 and isinstance(value[i - 1], str) and bool(_SECRET_FLAG.match(value[i - 1]))
+            before = value[i - 1] if i > 0 else None
+            flagged = isinstance(before, str) and bool(_SECRET_FLAG.match(before))
             if isinstance(item, str) and "=" in item and _SECRET_FLAG.match(item.split("=", 1)[0]):
                 found.add(item.split("=", 1)[1])
             _find_secrets(item, found, secret or flagged)
@@ -880,7 +905,7 @@ def _remove(files: _Files, payload: _Payload, without: Sequence[str]) -> list[st
 
 def _add(
     files: _Files, payload: _Payload, spec: str, cwd: Path, home: Path, layout: Mapping[str, str]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Add one ``--agent-with`` item's files (replacing ones at the same path); what it added."""
     items, not_installed = _with_items(spec, cwd, home, layout)
     for scope, rel, source in items:
