@@ -8,9 +8,10 @@ traceback.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 
-# The exit codes live in vocabulary.py; re-exported here, where callers have always found them.
-from pytest_agentdrift.vocabulary import (  # noqa: F401
+# The exit codes live in vocabulary.py; re-exported here (__all__), where callers have always found them.
+from pytest_agentdrift.vocabulary import (
     EXIT_COLLECTION_ERROR,
     EXIT_FAILED,
     EXIT_OK,
@@ -48,6 +49,19 @@ class PoolRefused(AgentDriftError):
 
     exit_code = EXIT_REFUSED
 
-    def __init__(self, problem: str, path: str | os.PathLike[str] | None, left_out: list[dict]):
+    def __init__(self, problem: str, path: str | os.PathLike[str] | None, left_out: Sequence[Mapping[str, object]]):
         self.left_out = left_out
         super().__init__(problem, path)
+
+
+__all__ = [
+    "EXIT_COLLECTION_ERROR",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_USAGE",
+    "AgentDriftError",
+    "PoolRefused",
+    "RecordError",
+    "TaskError",
+]

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.agents.base import AgentAdapter
+    from pytest_agentdrift.manifest.identity import StampComparison
+    from pytest_agentdrift.shapes import Results
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_agentdrift_generate_manifest(config):
+def pytest_agentdrift_generate_manifest(config: pytest.Config) -> dict[str, object] | None:
     """Return the runtime manifest (a dict) to use instead of the default capture.
 
     Example::
@@ -16,7 +23,7 @@ def pytest_agentdrift_generate_manifest(config):
     """
 
 
-def pytest_agentdrift_update_manifest(config, manifest):
+def pytest_agentdrift_update_manifest(config: pytest.Config, manifest: dict[str, object]) -> None:
     """Add or change fields of the captured manifest in place, before it is hashed.
 
     Example::
@@ -27,7 +34,9 @@ def pytest_agentdrift_update_manifest(config, manifest):
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_agentdrift_compare_stamps(config, baseline, current, vary):
+def pytest_agentdrift_compare_stamps(
+    config: pytest.Config, baseline: dict[str, object], current: dict[str, object], vary: list[str]
+) -> StampComparison | None:
     """Compare two manifests; return a stamps.StampComparison to replace the strict default.
 
     Example (relax one field)::
@@ -38,7 +47,7 @@ def pytest_agentdrift_compare_stamps(config, baseline, current, vary):
     """
 
 
-def pytest_agentdrift_register_adapters(config):
+def pytest_agentdrift_register_adapters(config: pytest.Config) -> dict[str, type[AgentAdapter]] | None:
     """Return {preset name: AgentAdapter subclass} to add agent presets.
 
     Example::
@@ -48,5 +57,5 @@ def pytest_agentdrift_register_adapters(config):
     """
 
 
-def pytest_agentdrift_modify_report(config, results):
+def pytest_agentdrift_modify_report(config: pytest.Config, results: Results) -> None:
     """Touch the results dict in place just before results.json and report.md are written."""

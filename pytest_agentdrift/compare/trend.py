@@ -46,7 +46,7 @@ class Record:
     identity: dict[str, Any]
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[object, ...]:
         return (
             *(self.results.get(k) for k in SERIES_KEYS),
             *(_text(self.identity.get(k)) for k in SURFACE_KEYS),
@@ -129,7 +129,7 @@ def series(records: list[Record]) -> tuple[list[Record], list[dict[str, Any]]]:
     complete = [r for r in ordered if r.results.get("complete") is not False]
     if not complete:
         return [], [{"path": str(r.path), "run_id": r.results.get("run_id"), "why": "incomplete"} for r in ordered]
-    groups: dict[tuple, list[Record]] = {}
+    groups: dict[tuple[object, ...], list[Record]] = {}
     for r in complete:
         groups.setdefault(r.key, []).append(r)
     best = max(groups.values(), key=lambda g: (len(g), ordered.index(g[-1])))

@@ -17,7 +17,9 @@ from typing import Any, Mapping, Sequence
 from pytest_agentdrift.vocabulary import EXIT_STATUS_KEY, REFUSAL_FILE, REPORT_MD_FILE, SCHEMA_VERSION
 
 
-def refusal_document(stamps: Any, closing: Mapping[str, Any], baseline: Path | None, lines: Sequence[str]) -> dict:
+def refusal_document(
+    stamps: Any, closing: Mapping[str, Any], baseline: Path | None, lines: Sequence[str]
+) -> dict[str, object]:
     """refusal.json: what blocked, both values, and the sentences the terminal printed."""
     return {
         "schema_version": SCHEMA_VERSION,

@@ -22,7 +22,7 @@ NODEID = "agentdrift::refusal"
 
 def report_refusal(config: pytest.Config, settings: Any, stamps: Any, verdict: Verdict, lines: list[str]) -> list[str]:
     """Write what can be written; returns lines to print (where the refusal was recorded, or why not)."""
-    from pytest_agentdrift.record.refusal import refusal_document, write_refusal_record
+    from pytest_agentdrift.record.refusal import blocked_names, refusal_document, write_refusal_record
 
     doc = refusal_document(stamps, verdict.to_dict(), settings.baseline, lines)
     out = []
@@ -32,7 +32,7 @@ def report_refusal(config: pytest.Config, settings: Any, stamps: Any, verdict: V
             out.append(f"refusal recorded: {settings.record} (refusal.json, report.md)")
         except (AgentDriftError, OSError) as exc:
             out.append(f"refusal not recorded in {settings.record}: {getattr(exc, 'message', exc)}")
-    _junit_case(config, verdict, [row["field"] for row in doc["blocked"]], lines)
+    _junit_case(config, verdict, blocked_names(doc), lines)
     return out
 
 
