@@ -19,15 +19,42 @@ from pytest_agentdrift.vocabulary import GATE_FLAKES_STRICT, UNSCORED_OUTCOMES
 
 
 def plan_document(k: int, cap: int, tasks: int) -> dict[str, Any]:
-    """The candidate's ``confirm`` section: the screen's k, the cap, the gate's alpha, the session's tasks."""
+    """The candidate's ``confirm`` section: the screen's k, the cap, the gate's alpha, the session's tasks,
+    and the rules that decide (futility bound, looks, spending, screen level), so the record is read
+    again by the rules it was made by."""
     from pytest_agentdrift.compare.gates import GateParams
 
-    return {"k": k, "cap": cap, "alpha": GateParams.alpha, "tasks": tasks, "futility": seq.DEFAULT_FUTILITY}
+    plan = seq.ConfirmPlan(k, cap, GateParams.alpha, tasks)
+    return {
+        "k": k,
+        "cap": cap,
+        "alpha": plan.alpha,
+        "tasks": tasks,
+        "futility": plan.futility,
+        "looks": list(plan.looks),
+        "spending": plan.spending,
+        "screen_level": plan.screen_level,
+    }
 
 
 def plan_of(doc: Mapping[str, Any]) -> seq.ConfirmPlan:
+    """The plan a record's ``confirm`` section describes; one written before the looks, the spending
+    and the screen level were recorded is read by the rules of its time."""
+    k, cap = int(doc["k"]), int(doc["cap"])
+    if "looks" in doc:
+        looks = tuple(int(n) for n in doc["looks"])
+        spending, screen = float(doc["spending"]), doc.get("screen_level")
+    else:
+        looks, spending, screen = seq.growth_looks(k, cap), 1.0, None
     return seq.ConfirmPlan(
-        int(doc["k"]), int(doc["cap"]), float(doc["alpha"]), int(doc["tasks"]), float(doc["futility"])
+        k,
+        cap,
+        float(doc["alpha"]),
+        int(doc["tasks"]),
+        float(doc["futility"]),
+        spending,
+        looks,
+        None if screen is None else float(screen),
     )
 
 
@@ -68,9 +95,17 @@ def pools(baseline: Mapping[str, Any]) -> dict[str, seq.Pool]:
     return out
 
 
-def screened_count(cand: Mapping[str, Any], k: int) -> int:
-    """How many tasks the screen (each task's first ``k`` scored runs) sent on to confirmation."""
-    return sum(seq.screened(task_runs(e)[:k]) for e in (cand.get("tasks") or {}).values())
+def screened_count(
+    plan: seq.ConfirmPlan, firsts: Mapping[str, Sequence[Sequence[str]]], pools: Mapping[str, seq.Pool]
+) -> int:
+    """How many tasks the screen sent on to confirmation, from each task's first scored runs (a task
+    the baseline lacks is counted when any check failed: its share of alpha is reserved all the same)."""
+    return sum(seq.screened(runs[: plan.k], pools.get(t), plan.screen_level) for t, runs in firsts.items())
+
+
+def candidate_runs(cand: Mapping[str, Any]) -> dict[str, list[list[str]]]:
+    """Each task's scored runs in the candidate record, as the hypotheses each failed."""
+    return {t: task_runs(e) for t, e in (cand.get("tasks") or {}).items()}
 
 
 def confirm_tests(base: Mapping[str, Any], cand: Mapping[str, Any], flakes: str) -> dict[str, Any]:
@@ -82,8 +117,8 @@ def confirm_tests(base: Mapping[str, Any], cand: Mapping[str, Any], flakes: str)
     runs'; ``looks`` says where and why each task stopped."""
     doc = dict(cand["confirm"])
     plan = plan_of(doc)
-    screened = screened_count(cand, plan.k)
     by_task = pools(base)
+    screened = screened_count(plan, candidate_runs(cand), by_task)
     rows, looks = [], {}
     for task_id, entry in sorted((cand.get("tasks") or {}).items()):
         runs, pool = task_runs(entry), by_task.get(task_id)

@@ -83,7 +83,8 @@ def confirm_outcome(
     """Exact, by the confirming design's own rules: every path of confirming failure counts through
     compare/sequential.sequence (see the module's docstring)."""
     named, runs = screened_paths(plan, screened_others + 1, pool, NEW_BEHAVIOUR_CHECK, rate)
-    screened_p = 1.0 - (1.0 - rate) ** plan.k
+    needs = seq.screen_needs(plan, pool.fails.get(NEW_BEHAVIOUR_CHECK, 0), pool.runs)
+    screened_p = 0.0 if needs is None else sum(binom_pmf(plan.k, x, rate) for x in range(needs, plan.k + 1))
     return TaskOutcome(screened_p * named, (1.0 - screened_p) * plan.k + screened_p * runs)
 
 
@@ -100,7 +101,8 @@ def screened_paths(
     against every path followed separately)."""
     hit: list[str] = [check, seq.PASS_RATE]
     miss: list[str] = []
-    screen = [hit] + [miss] * (plan.k - 1)  # screened: the check failed in a screen run
+    needs = seq.screen_needs(plan, pool.fails.get(check, 0), pool.runs) or 1
+    screen = [hit] * needs + [miss] * (plan.k - needs)  # screened: the check failed as often as the screen asks
     named, runs_spent = 0.0, 0.0
     states: dict[int, tuple[list[list[str]], float]] = {0: (screen, 1.0)}  # count -> (a path, probability)
     looks = plan.looks
@@ -136,7 +138,8 @@ def every_path(
     hit: list[str] = [check, seq.PASS_RATE]
     miss: list[str] = []
     named, runs_spent = 0.0, 0.0
-    paths = [([hit] + [miss] * (plan.k - 1), 1.0)]
+    needs = seq.screen_needs(plan, pool.fails.get(check, 0), pool.runs) or 1
+    paths = [([hit] * needs + [miss] * (plan.k - needs), 1.0)]
     looks = plan.looks
     for i, n in enumerate(looks[1:], start=1):
         batch, carried = n - looks[i - 1], []
@@ -260,7 +263,7 @@ def _confirm_session_power(
     cache: dict[tuple[Any, ...], float] = {}
     values = {}
     for task, pool in pools.items():
-        was = seq.screened(confirm.task_runs(cand["tasks"][task])[: plan.k])
+        was = seq.screened(confirm.task_runs(cand["tasks"][task])[: plan.k], pool, plan.screen_level)
         others = max(screened - int(was), 0)
         key = (_pool_key(pool), others)
         if key not in cache:
@@ -351,7 +354,12 @@ def count_distribution(probs: Iterable[float]) -> list[float]:
 
 
 def _screen_p(plan: seq.ConfirmPlan, prof: TaskProfile) -> float:
-    return 1.0 - (1.0 - prof.critical) ** plan.k
+    """P(the screen sends this unchanged task on): its critical checks read as one, failing at the
+    records' rate, against a pool that failed them as often."""
+    needs = seq.screen_needs(plan, round(prof.critical * prof.pool.runs), prof.pool.runs)
+    if needs is None:
+        return 0.0
+    return sum(binom_pmf(plan.k, x, prof.critical) for x in range(needs, plan.k + 1))
 
 
 class _Paths:

@@ -188,12 +188,12 @@ def _sequential_pr(design: PoolDesign, pools: list[Nights], cand: list[Runs], di
     from pytest_agentdrift.compare import sequential as seq
 
     plan = seq.ConfirmPlan(design.k, design.cap, design.alpha, design.tasks)
-    screened = sum(seq.screened(runs[: design.k]) for runs in cand)
+    by_task = [seq.Pool(*_pool_counts(per_night), disp.base_effect, disp.rho) for per_night in pools]
+    screened = sum(seq.screened(runs[: design.k], by_task[t]) for t, runs in enumerate(cand))
     blocked: dict[int, tuple[str, ...]] = {}
     spent = 0
     for t, runs in enumerate(cand):
-        fails, base_runs = _pool_counts(pools[t])
-        pool = seq.Pool(fails, base_runs, disp.base_effect, disp.rho)
+        pool = by_task[t]
         looks = seq.sequence(plan, screened, runs, pool)
         spent += looks[-1].runs
         if looks[-1].state == seq.NEW:

@@ -66,35 +66,41 @@ PASS_RATE = "pass rate"  # the task's own pass rate, read to confirm a lost task
 NEW, FUTILE, CLEAR, CONTINUE, SCREENED_OUT = "new", "futile", "clear", "continue", "screened_out"
 DEFAULT_FUTILITY = 0.05  # the most power the futility stop may cost against the design's alternative
 HALF = 0.5  # the design's alternative: a new failure in half the runs
-#: a pool of a few nights has little power to see night-to-night variation, and variation it misses
-#: raises false alarms (docs/statistics.md measures both): the test that decides whether to account
-#: for it is run at a lenient level, which costs a few points of power where nights do not vary
-HOMOGENEITY_LEVEL = 0.25
+#: the level of the test that decides whether a pool's nights vary. Both errors cost: variation missed
+#: raises false alarms, and variation seen by chance makes the confirming runs (one night's) count for
+#: less. At 0.25 one pool in five of nights that did not vary was read as varying, costing about eight
+#: points of power; at 0.1 the power is nearly whole (docs/statistics.md measures both)
+HOMOGENEITY_LEVEL = 0.1
+#: alpha spent as alpha * t ** 3 over a task's confirming runs (t: the share made by a look): little at
+#: the early looks, where few runs could reject anyway, most at the cap, where a changed task decides
+SPENDING_POWER = 3.0
+#: the screen sends a task on when its first runs fail a check at least as often as the pool would
+#: produce this rarely: any failure of a check the pool fails in under about 15 % of its runs (k = 3)
+SCREEN_LEVEL = 0.4
 
 
 @dataclass(frozen=True)
 class ConfirmPlan:
-    """The screen (``k`` runs per task), the cap, the family's alpha and its task count, fixed in advance."""
+    """The screen (``k`` runs per task), the cap, the family's alpha and its task count, fixed in advance.
+
+    ``schedule``: the looks as a record wrote them (empty: this version's rule, ``batch_looks``);
+    ``spending``: the power of the alpha-spending function (1 spends in proportion to the runs added);
+    ``screen_level``: the screen's level against the pool (None: any failure screens). Records written
+    before these were recorded read as 1, ``growth_looks`` and None, the rules they were decided by."""
 
     k: int
     cap: int
     alpha: float
     tasks: int
     futility: float = DEFAULT_FUTILITY
+    spending: float = SPENDING_POWER
+    schedule: tuple[int, ...] = ()
+    screen_level: float | None = SCREEN_LEVEL
 
     @cached_property  # read at every look of every task; the plan is frozen, so computed once
     def looks(self) -> tuple[int, ...]:
-        """Cumulative runs of a screened task at each look: k, then half as many again each time
-        (rounded up), below the cap, then the cap: 3, 5, 8, 12, 18, 24 for k = 3 and a cap of 24.
-
-        Small early batches let a task without a change stop after a few runs (a flake seen once more
-        costs one batch, not the cap) while a changed task reaches the cap in a handful of looks."""
-        looks = [self.k]
-        while ceil(looks[-1] * 1.5) < self.cap:
-            looks.append(ceil(looks[-1] * 1.5))
-        if self.cap > self.k:
-            looks.append(self.cap)
-        return tuple(looks)
+        """Cumulative runs of a screened task at each look (see ``batch_looks``)."""
+        return self.schedule or batch_looks(self.k, self.cap)
 
     @property
     def paired_level(self) -> float:
@@ -102,11 +108,39 @@ class ConfirmPlan:
         return self.alpha / (self.tasks + 1)
 
     def level(self, screened: int, runs: int) -> float:
-        """One screened task's share of alpha at the look of ``runs`` runs in all (the screen's included)."""
+        """One screened task's share of alpha at the look of ``runs`` runs in all (the screen's included):
+        the spending function alpha * t ** spending, t the share of the confirming runs made by then."""
         i = self.looks.index(runs)
-        added = runs - self.looks[i - 1]
-        checks_alpha = self.alpha - self.paired_level
-        return checks_alpha / max(screened, 1) * added / (self.cap - self.k)
+        span = self.cap - self.k
+        spent = ((runs - self.k) / span) ** self.spending - ((self.looks[i - 1] - self.k) / span) ** self.spending
+        return (self.alpha - self.paired_level) / max(screened, 1) * spent
+
+
+def batch_looks(k: int, cap: int) -> tuple[int, ...]:
+    """Cumulative runs at each look: k, then batches of 2, 4, 6, ... runs, then the cap: 3, 5, 9, 15,
+    23, 30 for k = 3 and a cap of 30.
+
+    The first batches are small because most screened tasks are unchanged ones that flaked once, and
+    those stop after a few clean runs (the futility rule); the batches grow so a changed task reaches
+    the cap in a handful of looks."""
+    looks = [k]
+    # a look goes in only if the cap stays at least half a batch beyond it (no batch of one run at the end)
+    while (nxt := looks[-1] + 2 * len(looks)) < cap and cap - nxt > len(looks):
+        looks.append(nxt)
+    if cap > k:
+        looks.append(cap)
+    return tuple(looks)
+
+
+def growth_looks(k: int, cap: int) -> tuple[int, ...]:
+    """The looks of records written before the schedule was recorded: each half again the one before
+    (rounded up), then the cap. Kept so such a record decides as it did when it was written."""
+    looks = [k]
+    while ceil(looks[-1] * 1.5) < cap:
+        looks.append(ceil(looks[-1] * 1.5))
+    if cap > k:
+        looks.append(cap)
+    return tuple(looks)
 
 
 @dataclass(frozen=True)
@@ -211,9 +245,35 @@ def _tally(runs: Sequence[Sequence[str]]) -> dict[str, int]:
     return fails
 
 
-def screened(first: Sequence[Sequence[str]]) -> bool:
-    """The screen: a critical check (or the safety layer) failed in one of the task's first runs."""
-    return any(check != PASS_RATE for failed in first for check in failed)
+def screened(first: Sequence[Sequence[str]], pool: Pool | None = None, level: float | None = SCREEN_LEVEL) -> bool:
+    """The screen: a critical check (or the safety layer) failed in the task's first runs more often than
+    its pool makes unremarkable (P(as many failures or more | the pool's rate) at most ``level``);
+    without a pool or a level, any failure.
+
+    Read against the pool, a check that flakes in a fifth of the nightly runs needs two failures in
+    three to send its task on, so a flaky suite does not confirm most of its tasks on every pull
+    request; a check the pool rarely or never fails still sends its task on at its first failure."""
+    fails = _tally(first)
+    fails.pop(PASS_RATE, None)
+    if pool is None or level is None:
+        return bool(fails)
+    return any(_screen_tail(len(first), x, pool.fails.get(c, 0), pool.runs) <= level for c, x in fails.items())
+
+
+def screen_needs(plan: ConfirmPlan, base_failed: int, base_runs: int) -> int | None:
+    """The fewest failures of one check in the screen's ``k`` runs that send a task on, against a pool
+    that failed it ``base_failed`` times in ``base_runs`` (None: no count does)."""
+    if plan.screen_level is None:
+        return 1
+    needs = (x for x in range(1, plan.k + 1) if _screen_tail(plan.k, x, base_failed, base_runs) <= plan.screen_level)
+    return next(needs, None)
+
+
+@lru_cache(maxsize=4096)
+def _screen_tail(k: int, failed: int, base_failed: int, base_runs: int) -> float:
+    """P(at least ``failed`` failures in ``k`` runs) at the pool's rate, kept off 0 (as ``null_odds``)."""
+    p0 = (base_failed + 0.5) / (base_runs + 1.0)
+    return sum(comb(k, x) * p0**x * (1.0 - p0) ** (k - x) for x in range(failed, k + 1))
 
 
 def lost(first: Sequence[Sequence[str]], pool: Pool) -> bool:
@@ -288,7 +348,7 @@ def sequence(plan: ConfirmPlan, screened_tasks: int | None, per_run: Sequence[Se
     The same function decides while a session runs (on the runs so far) and when the record is read
     again, so a record always says where and why each task stopped."""
     first = per_run[: plan.k]
-    if not screened(first):
+    if not screened(first, pool, plan.screen_level):
         if lost(first, pool) and len(plan.looks) > 1 and len(per_run) >= plan.looks[1]:
             return [Look(CONTINUE, plan.k), Look(CLEAR, plan.looks[1])]  # confirmed for the paired test
         return [Look(SCREENED_OUT, plan.k)]

@@ -152,7 +152,8 @@ class ConfirmPlugin:
 
     def _screen_over(self, where: Path) -> None:
         """Once every screen repetition has reported: how many tasks it sent on (the verdict's count)."""
-        from pytest_agentdrift.compare.sequential import screened
+        from pytest_agentdrift.compare import confirm
+        from pytest_agentdrift.compare.sequential import Pool
         from pytest_agentdrift.record.store import atomic_write
 
         k, c = self.settings.k, self.collector
@@ -161,8 +162,10 @@ class ConfirmPlugin:
         screen = {n for n in c.expected_nodeids if int(n.rsplit("::r", 1)[1]) <= k}
         if not screen <= c.received_nodeids:
             return
-        firsts = [[f for _, f in sorted(runs.items()) if isinstance(f, list)][:k] for runs in self.runs.values()]
-        atomic_write(where / SCREEN_FILE, json.dumps({"screened": sum(screened(f) for f in firsts)}))
+        firsts = {t: [f for _, f in sorted(runs.items()) if isinstance(f, list)][:k] for t, runs in self.runs.items()}
+        plan = confirm.plan_of(confirm.plan_document(k, self.settings.confirm, self.tasks))
+        pools = {t: Pool(**p) for t, p in self._pools().items()}
+        atomic_write(where / SCREEN_FILE, json.dumps({"screened": confirm.screened_count(plan, firsts, pools)}))
 
     def _note(self, task: str, rep: int, failed: Any) -> None:
         """What repetition ``rep`` of ``task`` failed (None: not scored; NOT_NEEDED: skipped), for the workers."""

@@ -26,23 +26,25 @@ def write(control, runs: dict[int, list[str]]):
 
 
 def test_a_repetition_of_the_batch_after_a_look_waits_for_that_look_only(tmp_path):
-    # r1 failed c (the screen sent T07 on); r4 ... r8 clean: 32 times likelier under the pool's rate than
-    # under half the runs, so the look at r8 clears the task. r9 has not reported: r10 does not wait for it.
-    write(tmp_path, {1: ["c"], 2: [], 3: [], 4: [], 5: [], 6: [], 7: [], 8: []})
+    # r1 failed c (the screen sent T07 on); r4 ... r9 clean: 64 times likelier under the pool's rate than
+    # under half the runs, so the look at r9 clears the task. r10 has not reported: r11 does not wait for it.
+    write(tmp_path, {1: ["c"], 2: [], 3: [], 4: [], 5: [], 6: [], 7: [], 8: [], 9: []})
     asked = []
     p = plugin(tmp_path, lambda: asked.append(1) or len(asked) > 1)  # one look at the files, no waiting
-    assert p._decide(SimpleNamespace(id="T07", timeout_s=1), 10) == f"{NOT_NEEDED}: T07 decided at r8 (clear)"
+    assert p._decide(SimpleNamespace(id="T07", timeout_s=1), 11) == f"{NOT_NEEDED}: T07 decided at r9 (clear)"
 
 
 def test_a_repetition_waits_for_the_look_before_its_batch(tmp_path):
-    write(tmp_path, {1: ["c"], 2: [], 3: [], 4: [], 5: [], 6: [], 7: []})  # r8 missing: the look at 8 is not in
+    write(tmp_path, {1: ["c"], 2: [], 3: [], 4: [], 5: [], 6: [], 7: [], 8: []})  # r9 missing: the look at 9 is not in
     asked = []
     p = plugin(tmp_path, lambda: asked.append(1) or len(asked) > 1)
-    assert p._decide(SimpleNamespace(id="T07", timeout_s=1), 10) is None  # stopped waiting: runs it
+    assert p._decide(SimpleNamespace(id="T07", timeout_s=1), 11) is None  # stopped waiting: runs it
     assert len(asked) == 2  # it did wait
 
 
 def test_an_undecided_task_runs_its_whole_next_batch(tmp_path):
-    write(tmp_path, {1: ["c"], 2: [], 3: [], 4: ["c"], 5: [], 6: [], 7: [], 8: []})  # one more failure: undecided
+    write(
+        tmp_path, {1: ["c"], 2: [], 3: [], 4: ["c"], 5: [], 6: [], 7: [], 8: [], 9: []}
+    )  # one more failure: undecided
     p = plugin(tmp_path, lambda: False)
-    assert all(p._decide(SimpleNamespace(id="T07", timeout_s=1), r) is None for r in (9, 10, 11, 12))
+    assert all(p._decide(SimpleNamespace(id="T07", timeout_s=1), r) is None for r in range(10, 16))

@@ -35,46 +35,68 @@ def test_boschloo_holds_its_level_whatever_the_common_rate():
 
 
 def test_looks_and_levels_spend_at_most_alpha():
-    assert seq.ConfirmPlan(3, 24, 0.05, 12).looks == (3, 5, 8, 12, 18, 24)
-    assert seq.ConfirmPlan(3, 20, 0.05, 12).looks == (3, 5, 8, 12, 18, 20)
+    assert seq.ConfirmPlan(3, 30, 0.05, 12).looks == (3, 5, 9, 15, 23, 30)
+    assert seq.ConfirmPlan(3, 24, 0.05, 12).looks == (3, 5, 9, 15, 24)  # no batch of one run before the cap
     assert seq.ConfirmPlan(5, 8, 0.05, 12).looks == (5, 8)
     assert seq.ConfirmPlan(3, 3, 0.05, 12).looks == (3,)
     assert seq.ConfirmPlan(1, 2, 0.05, 12).looks == (1, 2)
-    plan = seq.ConfirmPlan(3, 24, alpha=0.05, tasks=12)
-    for screened in (1, 4, 12):
-        spent = screened * sum(plan.level(screened, n) for n in plan.looks[1:]) + plan.paired_level
-        assert spent == pytest.approx(0.05)
-    assert plan.level(2, 24) > plan.level(2, 12) > plan.level(2, 5)  # most alpha where most runs are
+    assert seq.growth_looks(3, 24) == (3, 5, 8, 12, 18, 24)  # the looks of records written before
+    for spending in (1.0, 3.0):
+        plan = seq.ConfirmPlan(3, 30, alpha=0.05, tasks=12, spending=spending)
+        for screened in (1, 4, 12):
+            spent = screened * sum(plan.level(screened, n) for n in plan.looks[1:]) + plan.paired_level
+            assert spent == pytest.approx(0.05)
+    plan = seq.ConfirmPlan(3, 30, alpha=0.05, tasks=12)
+    assert plan.level(2, 30) > plan.level(2, 23) > plan.level(2, 15) > plan.level(2, 5)  # most at the cap
+    assert plan.level(2, 30) > 0.5 * (0.05 - plan.paired_level) / 2  # t ** 3: over half the share at the cap
+
+
+def test_the_screen_reads_the_candidate_against_its_pool():
+    plan = seq.ConfirmPlan(3, 30, 0.05, 12)
+    once, twice = [["c"], [], []], [["c"], ["c"], []]
+    rare, flaky = seq.Pool({"c": 1}, 30), seq.Pool({"c": 6}, 30)  # 3 % and 20 % of the nightly runs
+    assert seq.screened(once, rare) and seq.screened(once, seq.Pool({}, 30))
+    assert not seq.screened(once, flaky) and seq.screened(twice, flaky)
+    assert seq.screened(once, flaky, None) and seq.screened(once)  # no level, no pool: any failure
+    assert seq.screen_needs(plan, 6, 30) == 2 and seq.screen_needs(plan, 0, 30) == 1
+    assert seq.screen_needs(plan, 30, 30) is None  # a check failing every night: no count stands out
+    assert seq.sequence(plan, 1, once + [[]] * 27, flaky) == [seq.Look(seq.SCREENED_OUT, 3)]
 
 
 POOL = seq.Pool({"c": 0}, 30)
 
 
-def test_the_screen_reads_only_the_candidate():
+def test_a_failed_pass_rate_alone_does_not_screen():
     plan = seq.ConfirmPlan(3, 24, 0.05, 12)
     assert seq.sequence(plan, 1, [[], ["pass rate"], []] * 8, POOL)[-1].state == seq.SCREENED_OUT
     assert seq.sequence(plan, 1, [["c"], [], []] + [[]] * 21, POOL)[0].state == seq.CONTINUE
 
 
-def test_a_check_failing_every_confirming_run_is_new_at_the_first_confirming_look():
-    plan = seq.ConfirmPlan(3, 24, 0.05, 12)
-    looks = seq.sequence(plan, 1, [["c", "pass rate"]] * 24, POOL)
-    assert [(x.state, x.runs, x.new) for x in looks] == [(seq.CONTINUE, 3, ()), (seq.NEW, 5, ("c",))]
+def test_a_check_failing_every_confirming_run_is_new_once_the_spending_allows():
+    # the first look (two confirming runs) spends almost nothing, so two failures in two are not enough
+    # there; six in six are, at the next
+    plan = seq.ConfirmPlan(3, 30, 0.05, 12)
+    looks = seq.sequence(plan, 1, [["c", "pass rate"]] * 30, POOL)
+    assert [(x.state, x.runs, x.new) for x in looks] == [
+        (seq.CONTINUE, 3, ()),
+        (seq.CONTINUE, 5, ()),
+        (seq.NEW, 9, ("c",)),
+    ]
 
 
 def test_confirming_runs_that_fail_nothing_clear_the_task():
-    plan = seq.ConfirmPlan(3, 24, 0.05, 12)
-    looks = seq.sequence(plan, 1, [["c"], [], []] + [[]] * 21, seq.Pool({"c": 2}, 30))
+    plan = seq.ConfirmPlan(3, 30, 0.05, 12)
+    looks = seq.sequence(plan, 1, [["c"], [], []] + [[]] * 27, seq.Pool({"c": 2}, 30))
     # each clean confirming run is twice as likely under the pool's rate as under half the runs: two are
-    # not enough (4 < 20), five are (32)
-    assert [(x.state, x.runs) for x in looks] == [(seq.CONTINUE, 3), (seq.CONTINUE, 5), (seq.CLEAR, 8)]
+    # not enough (4 < 20), six are (64)
+    assert [(x.state, x.runs) for x in looks] == [(seq.CONTINUE, 3), (seq.CONTINUE, 5), (seq.CLEAR, 9)]
 
 
 def test_a_check_the_screen_failed_stays_a_question_while_confirming_runs_are_clean():
-    plan = seq.ConfirmPlan(3, 24, 0.05, 12)
-    looks = seq.sequence(plan, 1, [["c"], [], []] + [[]] * 21, seq.Pool({}, 30))
+    plan = seq.ConfirmPlan(3, 30, 0.05, 12)
+    looks = seq.sequence(plan, 1, [["c"], [], []] + [[]] * 27, seq.Pool({}, 30))
     assert looks[1].state == seq.CONTINUE and looks[1].odds == 4.0
-    assert looks[-1].state == seq.CLEAR and looks[-1].runs == 8
+    assert looks[-1].state == seq.CLEAR and looks[-1].runs == 9
 
 
 def test_a_suspicion_buys_runs_up_to_the_cap_and_no_further():
