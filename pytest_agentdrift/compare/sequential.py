@@ -56,6 +56,7 @@ without blocking.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -112,7 +113,9 @@ class ConfirmPlan:
         the spending function alpha * t ** spending, t the share of the confirming runs made by then."""
         i = self.looks.index(runs)
         span = self.cap - self.k
-        spent = ((runs - self.k) / span) ** self.spending - ((self.looks[i - 1] - self.k) / span) ** self.spending
+        spent = math.pow((runs - self.k) / span, self.spending) - math.pow(
+            (self.looks[i - 1] - self.k) / span, self.spending
+        )
         return (self.alpha - self.paired_level) / max(screened, 1) * spent
 
 
