@@ -8,13 +8,14 @@ its baseline (the path `agentdrift compare` takes too).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_agentdrift.compare.outcome import Verdict
+from pytest_agentdrift.shapes import PlanCheck
 from pytest_agentdrift.vocabulary import DECISION_FILE, EXIT_OK, EXIT_REFUSED, EXPERIMENT_FILE, NULL_FILE, PLAN_FILE
 
 
-def plan_check(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+def plan_check(plan: dict[str, Any], results: Mapping[str, Any]) -> PlanCheck:
     """Did this run follow its pre-registered plan (the recommended design)?"""
     rec = plan.get("recommended") or {}
     runs = [len(t["runs"]) for t in results.get("tasks", {}).values()]

@@ -39,6 +39,7 @@ from pytest_agentdrift.run.budget import (
 )
 from pytest_agentdrift.run.progress import StatusBoard, TimeLedger
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
+from pytest_agentdrift.shapes import Results, SettingsRecord
 from pytest_agentdrift.tasks.shard import Shard, item_key
 from pytest_agentdrift.vocabulary import EVENTS_FILE
 
@@ -322,7 +323,7 @@ class LongRun:
         tid = self._dirs.get((self._rootpath / where).resolve())
         return item_key(tid, rep) if tid else None
 
-    def state_document(self, run_id: str, started_at: str, expected_nodeids: set[str], settings: dict[str, Any]):
+    def state_document(self, run_id: str, started_at: str, expected_nodeids: set[str], settings: SettingsRecord):
         """The INCOMPLETE marker's state: what a resume of this session needs (record/resume.py)."""
         from pytest_agentdrift.record.resume import state_document
 
@@ -342,7 +343,7 @@ class LongRun:
         return received + kept, expected + kept, spend_text(self.spent) if has_spend else None
 
     # -- controller: the end -----------------------------------------------------
-    def complete_results(self, results: dict[str, Any], collector: Any) -> None:
+    def complete_results(self, results: Results, collector: Any) -> None:
         """Add what the long-run features know to results.json (before it is written).
 
         `collector` is the session's RunCollector: the nodeids it expected and received, whether
@@ -364,7 +365,7 @@ class LongRun:
             results["budget"] = {"limits": self.budget.to_dict(), "spent": self.spent}
         results["complete"] = not reasons
 
-    def _resume_facts(self, results: dict[str, Any], received: set[str], expected: set[str]) -> list[str]:
+    def _resume_facts(self, results: Results, received: set[str], expected: set[str]) -> list[str]:
         """results.json's `resumed` notes; the reasons a resumed record is still incomplete."""
         state = self.resume.state
         notes = [dict(n) for n in state.get("resumed", [])]
@@ -381,7 +382,7 @@ class LongRun:
             )
         return reasons + [f"resume: {n}" for n in self.resume.notes if "ignored" not in n]
 
-    def final_lines(self, results: dict[str, Any], record: Path | None) -> list[str]:
+    def final_lines(self, results: Results, record: Path | None) -> list[str]:
         """The time ledger (and spend against the budget); why the session stopped starting runs."""
         summary = results["summary"]
         spent = summary.get("tokens") is not None or summary.get("cost_usd") is not None

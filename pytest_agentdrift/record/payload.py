@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, NotRequired
 
 from pytest_agentdrift.record.redact import REDACTED, scrub, scrub_record, secret_values
+from pytest_agentdrift.shapes import JsonObject, RunRecord, TaskMeta
 from pytest_agentdrift.vocabulary import (
     AGENT_REPORT_FILE,
     ARGV_FILE,
@@ -27,6 +28,14 @@ from pytest_agentdrift.vocabulary import (
 if TYPE_CHECKING:
     from pytest_agentdrift.run.evidence import RunEvidence
     from pytest_agentdrift.tasks.load import TaskSpec
+
+
+class SentRun(RunRecord):
+    """A run's entry as a worker sends it: results.json's run, with the raw files and the final tree
+    that the controller writes beside it and takes out (session/state.RunCollector.add_payload)."""
+
+    _raw_files: NotRequired[dict[str, str]]
+    _final_tree: NotRequired[JsonObject]
 
 
 def raw_files(run: RunEvidence, result: dict[str, Any], overlay_note: str) -> dict[str, str]:
@@ -47,7 +56,7 @@ def raw_files(run: RunEvidence, result: dict[str, Any], overlay_note: str) -> di
     }
 
 
-def task_meta(spec: TaskSpec, task_digest: str, grading_id: str) -> dict[str, Any]:
+def task_meta(spec: TaskSpec, task_digest: str, grading_id: str) -> TaskMeta:
     """The task's facts results.json keeps beside its runs (`task_dir`: where the session found it,
     which `agentdrift regrade` looks at first)."""
     return {
@@ -62,7 +71,7 @@ def task_meta(spec: TaskSpec, task_digest: str, grading_id: str) -> dict[str, An
 
 
 def session_secrets(
-    environ: dict[str, str], given: Iterable[str], host: Iterable[str], bundle: Iterable[str]
+    environ: Mapping[str, str], given: Iterable[str], host: Iterable[str], bundle: Iterable[str]
 ) -> list[str]:
     """Every value to keep out of the record, longest first (a secret that contains another is
     replaced whole): the environment's (`given` are the variables --agent-env gave the agent),
@@ -71,7 +80,7 @@ def session_secrets(
     return sorted(set(found), key=len, reverse=True)
 
 
-def run_payload(task_id: str, rep: int, meta: dict[str, Any], result: dict[str, Any], secrets: list[str]):
+def run_payload(task_id: str, rep: int, meta: TaskMeta, result: dict[str, Any], secrets: list[str]):
     """The payload of one run, plain JSON, every secret replaced (the final tree's bytes before
     encoding, its paths with them), never a name or word of the record itself (scrub_record)."""
     from pytest_agentdrift.safetext import json_safe

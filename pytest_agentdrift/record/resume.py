@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
 from pytest_agentdrift.record.store import INCOMPLETE_MARKER, RunRecorder, atomic_write, lock_run_dir, raw_path
-from pytest_agentdrift.shapes import ResumeNote
+from pytest_agentdrift.shapes import ResumeNote, SettingsRecord
 from pytest_agentdrift.tasks.shard import item_key, split_key
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME, MANIFEST_FILE, RAW_DIR, RESULTS_FILE, RUN_FILE
 
@@ -47,7 +47,7 @@ def state_document(
     run_id: str,
     started_at: str,
     expected: list[str],
-    settings: dict[str, Any],
+    settings: SettingsRecord,
     shard: dict[str, Any] | None,
     note: str,
     resumed: list[ResumeNote] | None = None,
@@ -207,7 +207,9 @@ def load_for_resume(path: Path, validate_manifest: Callable[[Any, Path], dict[st
     return ResumeState(path=path, state=state, manifest=manifest, kept=kept, notes=notes, infra_lost=lost)
 
 
-def settings_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def settings_differences(
+    recorded: Mapping[str, object], current: Mapping[str, object]
+) -> list[tuple[str, object, object]]:
     """Settings of the recorded session that this one does not share: each makes its runs different."""
     keys = sorted(set(recorded) | set(current))
     return [(k, recorded.get(k), current.get(k)) for k in keys if recorded.get(k) != current.get(k)]
@@ -239,7 +241,7 @@ def _shard_text(shard: Mapping[str, object] | None) -> str:
 
 
 def resume_refusal(
-    res: ResumeState, identity_lines: list[str], settings: dict[str, Any], shard: dict[str, Any] | None
+    res: ResumeState, identity_lines: list[str], settings: SettingsRecord, shard: dict[str, Any] | None
 ) -> list[str] | None:
     """Why this session cannot continue the record (the session exits 6 with these lines), or None.
 

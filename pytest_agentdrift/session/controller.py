@@ -20,6 +20,7 @@ from pytest_agentdrift.compare.outcome import Verdict
 from pytest_agentdrift.errors import AgentDriftError, PoolRefused
 from pytest_agentdrift.run import scratch
 from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
+from pytest_agentdrift.shapes import Results
 from pytest_agentdrift.vocabulary import (
     COMPARISON_FILE,
     DECISION_FILE,
@@ -251,7 +252,7 @@ class ControllerPlugin:
         self.verdict = verdict
         session.exitstatus = verdict.code
 
-    def _results(self) -> dict[str, Any]:
+    def _results(self) -> Results:
         """results.json: the runs, the long-run facts, the runtime id, what hooks add."""
         from pytest_agentdrift.manifest.sessionfacts import finalized
 
@@ -264,7 +265,7 @@ class ControllerPlugin:
         self.config.hook.pytest_agentdrift_modify_report(config=self.config, results=results)
         return results
 
-    def _compare(self, session: pytest.Session, results: dict[str, Any]) -> str | None:
+    def _compare(self, session: pytest.Session, results: Results) -> str | None:
         """The comparison with the baseline, and pytest's outcomes made to agree with its gate;
         the comparison's error, if it failed."""
         if self.comparison.baseline_results is None:
@@ -279,7 +280,7 @@ class ControllerPlugin:
         self._agree_with_gate(session)
         return error
 
-    def _write_record(self, results: dict[str, Any], verdict: Verdict) -> tuple[Verdict, list[str]]:
+    def _write_record(self, results: Results, verdict: Verdict) -> tuple[Verdict, list[str]]:
         """The record, with the closing line in decision.json; a failed write is the verdict (exit 4)."""
         c, record = self.collector, self.settings.record
         if c.record_error:
@@ -309,7 +310,7 @@ class ControllerPlugin:
         if reasons:
             self._failed_items.agree(session, reasons)
 
-    def _decide(self, session: pytest.Session, exitstatus: int, results: dict, error: str | None) -> Verdict:
+    def _decide(self, session: pytest.Session, exitstatus: int, results: Results, error: str | None) -> Verdict:
         """The exit policy (compare/exitpolicy.py) over the facts this session ended with."""
         from pytest_agentdrift.compare.exitpolicy import SessionEnd, exit_verdict
 

@@ -16,18 +16,20 @@ Nothing here imports pytest.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agentdrift.errors import AgentDriftError, TaskError
+from pytest_agentdrift.errors import AgentDriftError, RecordError, TaskError
 from pytest_agentdrift.options import Settings
 from pytest_agentdrift.record.results import new_run_id, utc_now
 from pytest_agentdrift.record.store import raw_path
 from pytest_agentdrift.run import scratch
 from pytest_agentdrift.session.experiments import ExperimentState
+from pytest_agentdrift.shapes import Results, RunRecord, SettingsRecord, TaskMeta, WorkerRecord
 from pytest_agentdrift.vocabulary import NOT_APPLICABLE, TASK_TOML_FILE, UNOBSERVED
 
 # Every pytest run of the environment creates these objects: the modules that
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.manifest.identity import StampComparison
     from pytest_agentdrift.record.longrun import LongRun, WorkerInput
+    from pytest_agentdrift.record.payload import SentRun
     from pytest_agentdrift.record.store import RunRecorder
     from pytest_agentdrift.run.sandbox import Isolation
     from pytest_agentdrift.tasks.load import TaskSpec
@@ -95,7 +98,7 @@ class TaskRunner:
 
             if s.cmd:
                 self.adapter = CommandAdapter(s.cmd, s.product_paths, s.background_hosts)
-            else:
+            elif s.agent:
                 self.adapter = get_adapter(s.agent, extra)
         return self.adapter
 
@@ -226,11 +229,14 @@ class TaskRunner:
         from pytest_agentdrift.record import payload as rp
 
         settings = self.run_settings()
+        adapter = self.adapter
+        if adapter is None:
+            raise TaskError("no agent to run: --agent or --agent-cmd names none", spec.path)
         # what goes wrong while the harness handles this run makes it `undecided` (grade/attempt.py), nothing more
         run, result = attempt(
             spec,
             rep,
-            self.adapter,
+            adapter,
             settings,
             self.grader,
             self.base / "runs",
@@ -287,9 +293,9 @@ class RunCollector:
         self.recorder: RunRecorder | None = None
         self.expected_nodeids: set[str] = set()
         self.received_nodeids: set[str] = set()
-        self.results: dict[str, dict[int, Any]] = {}
-        self.task_meta: dict[str, dict[str, Any]] = {}
-        self.workers: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, dict[int, RunRecord]] = {}
+        self.task_meta: dict[str, TaskMeta] = {}
+        self.workers: dict[str, WorkerRecord] = {}
         self.interrupted: str | None = None
         self.record_error: str | None = None
         self.instruction_bundle: dict[str, Any] | None = None
@@ -305,8 +311,9 @@ class RunCollector:
 
         payload = json_safe(payload)  # whatever a worker sent, the record writer can encode it
         self.received_nodeids.add(nodeid)
-        result = dict(payload["result"])
-        raw, tree = result.pop("_raw_files", {}), result.pop("_final_tree", None)
+        sent: SentRun = copy.copy(payload["result"])
+        raw, tree = sent.pop("_raw_files", {}), sent.pop("_final_tree", None)
+        result: RunRecord = sent  # what remains is the run's entry in results.json
         self.keep(payload["task_id"], payload["rep"], payload["meta"], result)
         if self.recorder is None:
             return
@@ -319,7 +326,7 @@ class RunCollector:
             self.record_error = getattr(exc, "message", str(exc))
             self.recorder = None
 
-    def keep(self, task_id: str, rep: int, meta: dict[str, Any], result: dict[str, Any]) -> None:
+    def keep(self, task_id: str, rep: int, meta: TaskMeta, result: RunRecord) -> None:
         self.task_meta[task_id] = meta
         self.results.setdefault(task_id, {})[rep] = result
 
@@ -328,17 +335,22 @@ class RunCollector:
         from now on can be resumed."""
         from pytest_agentdrift.record.results import write_session_files
 
-        info = self.info
+        info, recorder = self.info, self._recorder()
         state = info.longrun.state_document(info.run_id, info.started_at, self.expected_nodeids, self.settings_record())
-        self.recorder.start(json.dumps(state, indent=2, sort_keys=True))
-        write_session_files(self.recorder, info.manifest, self.instruction_bundle, self.source_manifest)
+        recorder.start(json.dumps(state, indent=2, sort_keys=True))
+        write_session_files(recorder, info.manifest, self.instruction_bundle, self.source_manifest)
 
-    def settings_record(self) -> dict[str, Any]:
+    def _recorder(self) -> RunRecorder:
+        if self.recorder is None:
+            raise RecordError("the session records nothing (--agent-record), or its record failed")
+        return self.recorder
+
+    def settings_record(self) -> SettingsRecord:
         from pytest_agentdrift.record.results import settings_record
 
         return settings_record(self.settings)
 
-    def build_results(self) -> dict[str, Any]:
+    def build_results(self) -> Results:
         from pytest_agentdrift.record import results as rr
 
         info, runner = self.info, self.runner
@@ -363,11 +375,11 @@ class RunCollector:
             workers=self.workers,
         )
 
-    def write_record(self, results: dict[str, Any], comparison: ComparisonState, closing: str) -> None:
+    def write_record(self, results: Results, comparison: ComparisonState, closing: str) -> None:
         from pytest_agentdrift.record.results import write_record
 
         write_record(
-            self.recorder,
+            self._recorder(),
             results,
             session_files=(self.info.manifest, self.instruction_bundle, self.source_manifest),
             comparison_files=comparison.files,
