@@ -137,14 +137,14 @@ def test_night_to_night_variation_is_found_and_makes_runs_count_less():
 
 @pytest.mark.slow  # 600 simulated pull requests: the full suite's, not the inner loop's
 def test_the_design_holds_alpha_and_sees_the_change_at_200_prs():
-    """docs/statistics.md's figures for 12 tasks, flake 5 %, a pool of 30 runs, k 3 to a cap of 24, nights
-    independent (1,000 PRs each there): false alarms 0.3 %, power 85 % (a) and 70 % (b), 51 runs per unchanged
-    and 58 per changed PR. At 200 PRs a binomial standard error is about 3 points: the bounds are the
-    measured figures less about 2.5 of them, and the runs within 10 % of the measured means."""
-    null = pool_rates(PoolDesign(tasks=12, flake=0.05, pool=30, k=3, cap=24), 200)
-    new = pool_rates(PoolDesign(tasks=12, flake=0.05, pool=30, k=3, cap=24, change="new"), 200)
-    flake = pool_rates(PoolDesign(tasks=12, flake=0.05, pool=30, k=3, cap=24, change="flake"), 200)
+    """docs/statistics.md's figures for 12 tasks, flake 5 %, a pool of 30 runs, k 3 to a cap of 30, nights
+    independent (1,000 PRs each there): false alarms 0.3 %, power 88 % (a) and 81 % (b), 52 runs per unchanged
+    and 63 per changed PR (the mean of (a) and (b)). At 200 PRs a binomial standard error is about 3 points:
+    the bounds are the measured figures less about 2.5 of them, and the runs within 10 % of the measured means."""
+    null = pool_rates(PoolDesign(tasks=12, flake=0.05, pool=30, k=3, cap=30), 200)
+    new = pool_rates(PoolDesign(tasks=12, flake=0.05, pool=30, k=3, cap=30, change="new"), 200)
+    flake = pool_rates(PoolDesign(tasks=12, flake=0.05, pool=30, k=3, cap=30, change="flake"), 200)
     assert null["rate"] <= 0.05
-    assert new["rate"] >= 0.79 and flake["rate"] >= 0.62
-    assert null["runs"] <= 1.1 * 51 and max(new["runs"], flake["runs"]) <= 1.1 * 58
+    assert new["rate"] >= 0.81 and flake["rate"] >= 0.74
+    assert null["runs"] <= 1.1 * 52 and (new["runs"] + flake["runs"]) / 2 <= 1.1 * 63
     assert FLAKE_CHECK  # the flaking check is the one change (b) raises
