@@ -10,7 +10,7 @@ mean agent runs, wall time and pooled runs per task, and beside them what compar
 for the same design (same tasks, flake rate, pool size, k and cap) over 2,000 simulated PRs: the
 sessions' rates should sit within their binomial error of the simulation's. Prints, asserts nothing.
 
-    python benchmarks/bench_pooled_gate_sessions.py [--nights 10] [--prs 10] [--flake 0.05] [--cap 24]
+    python benchmarks/bench_pooled_gate_sessions.py [--nights 10] [--prs 10] [--flake 0.05] [--cap 30]
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--prs", type=int, default=10)
     parser.add_argument("--flake", type=float, default=0.05)
     parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--cap", type=int, default=24)
+    parser.add_argument("--cap", type=int, default=30)
     parser.add_argument("--tasks", nargs="+", default=["T01", "T07"])
     parser.add_argument("--sim-prs", type=int, default=2000)
     args = parser.parse_args()
