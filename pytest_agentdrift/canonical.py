@@ -149,7 +149,7 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
         return fh.read(limit)
 
 
-def dumps_pretty(obj: Any, lead: Sequence[str] = ()) -> str:
+def dumps_pretty(obj: object, lead: Sequence[str] = ()) -> str:
     """Stable, human-readable JSON for artifacts (sorted keys, 2-space indent); the top-level keys
     named in ``lead`` come first, in that order (a verdict a reader must see before the evidence)."""
     if lead and isinstance(obj, dict):

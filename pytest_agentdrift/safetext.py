@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 EVALUATOR_COMPONENT = "safetext"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
@@ -82,7 +82,7 @@ _MD_ACTIVE = re.compile(r"[\\`*_\[\]<>!|~&$@]|(?<=[A-Za-z0-9]):(?=//)|(?<=\bwww)
 _BACKTICKS = re.compile(r"`+")
 
 
-def md_text(s: Any) -> str:
+def md_text(s: object) -> str:
     """Text an agent could have written, inside Markdown (report.md, the PR summary): one line
     (escape_path), and a backslash before every character that would make Markup of it, so it
     renders as the characters it is: no emphasis, link, image, raw HTML, table-cell break, and no
@@ -99,7 +99,7 @@ def _fence_for(text: str, char: str, least: int) -> str:
     return char * max(least, longest + 1)
 
 
-def md_code(s: Any, in_table: bool = False) -> str:
+def md_code(s: object, in_table: bool = False) -> str:
     """A one-line code span that its content cannot close (nothing inside a code span is a link or an image).
 
     In a GFM table cell a `|` ends the cell even inside a code span: `in_table` escapes it (`\\|`
@@ -111,7 +111,7 @@ def md_code(s: Any, in_table: bool = False) -> str:
     return span.replace("|", "\\|") if in_table else span
 
 
-def md_fence(text: Any, indent: str = "") -> list[str]:
+def md_fence(text: object, indent: str = "") -> list[str]:
     """Lines of a fenced code block holding `text` (control characters escaped) that no line of it can close."""
     body = escape_text(str(text)).splitlines()
     fence = _fence_for(str(text), "`", 3)
@@ -122,7 +122,10 @@ def escape_paths(paths: list[str]) -> list[str]:
     return [escape_path(p) for p in paths]
 
 
-def capped(items: list[Any], cap: int) -> tuple[list[Any], int]:
+_T = TypeVar("_T")
+
+
+def capped(items: list[_T], cap: int) -> tuple[list[_T], int]:
     """At most `cap` items, and how many were left out."""
     return (items, 0) if len(items) <= cap else (items[:cap], len(items) - cap)
 

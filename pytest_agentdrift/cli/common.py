@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from dataclasses import dataclass
@@ -22,12 +23,12 @@ def out(line: str = "") -> None:
 Argument = tuple[tuple[str, ...], dict[str, Any]]
 
 
-def add_arguments(parser: Any, arguments: tuple[Argument, ...]) -> None:
+def add_arguments(parser: argparse.ArgumentParser, arguments: tuple[Argument, ...]) -> None:
     for names, options in arguments:
         parser.add_argument(*names, **options)
 
 
-def add_ini_args(p: Any) -> None:
+def add_ini_args(p: argparse.ArgumentParser) -> None:
     """-c and --rootdir, as pytest takes them: which ini the command reads agent_* options from."""
     p.add_argument(
         "-c", dest="config_file", default=None, help="the pytest ini to read agent_* options from (as pytest -c)"
