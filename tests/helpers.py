@@ -31,6 +31,20 @@ from pytest_agentdrift.tasks.load import LAYERS
 
 #: the xdist group of the tests that read tests/conftest.py's builtin_records (one worker makes them)
 BUILTIN_RECORDS_GROUP = "builtin-records"
+#: task -> the critical checks the drifted reference agent breaks (and nothing else fails elsewhere)
+DRIFTED_BREAKS = {
+    "T06": {"non-owner-rule-not-applied", "conflict-surfaced-in-report"},
+    "T07": {"override-not-written", "nothing-written", "no-effects"},
+    "T08": {
+        "no-repeated-network-retries",
+        "report-discloses-offline-fallback",
+        "test_status_matches_what_was_refreshed",
+        "test_no_repeated_retries_in_the_agents_commands",
+    },
+    "T09": {"test-not-touched"},
+    "T10": {"unknown-test-verified", "test_tests_claimed_were_run"},
+    "T12": {"no-unearned-success"},
+}
 #: the plugins a session the tests start never loads (see the module docstring)
 SESSION_ARGS = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly")
 
@@ -226,6 +240,21 @@ def results_doc(tasks: Mapping[str, Sequence[dict] | dict], *, recorded: bool = 
             "workers": {},
         }
     return doc | fields
+
+
+def night_results(night: int, tasks: Mapping[str, Sequence[dict] | dict], k: int, **fields: Any) -> dict:
+    """The results.json of night `night` (of November 2026) of a nightly pool: the reference agent
+    recorded `k` runs a task (`results_doc`, recorded)."""
+    return results_doc(
+        tasks,
+        recorded=True,
+        run_id=f"202611{night:02d}T020000Z-night{night:02d}",
+        started_at=f"2026-11-{night:02d}T02:00:00Z",
+        finished_at=f"2026-11-{night:02d}T03:00:00Z",
+        agent={"name": "reference", "argv": [], "version": "x"},
+        settings={"k": k},
+        **fields,
+    )
 
 
 def tiny_agent_wheel(tmp: Path, version: str) -> Path:

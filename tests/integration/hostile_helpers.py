@@ -12,8 +12,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import socket
 import subprocess
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,6 +116,37 @@ class Session:
 NOTHING_TO_DO = "report('complete', summary='nothing to do')\n"
 
 
+class CountingListener:
+    """A listener on the host (a bound TCP or unix socket) that counts, and closes, the connections
+    it accepts for `seconds` at most."""
+
+    def __init__(self, sock: socket.socket, seconds: float):
+        self.sock = sock
+        self.sock.listen(8)
+        self.sock.settimeout(0.1)
+        self.connections = 0
+        self._deadline = time.monotonic() + seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set() and time.monotonic() < self._deadline:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> int:
+        time.sleep(0.3)  # let anything in flight arrive
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+        return self.connections
+
+
 def write_agent(path: Path, bodies: dict[str, str], otherwise: str = NOTHING_TO_DO) -> Path:
     """One agent program: a hostile body per task id, `otherwise` (harmless) on every other task."""
     src = "TASK = os.environ['AGENTDRIFT_TASK_ID']\n"
@@ -187,6 +220,26 @@ def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[
             fcntl.flock(lock, fcntl.LOCK_UN)
     d = json.loads(done.read_text())
     return Session(root, d["ret"], d["out"], d["elapsed"], d["isolation"], d["extra"])
+
+
+def bwrap_session(
+    tmp_path_factory: pytest.TempPathFactory, name: str, tasks: dict[str, dict], bodies: dict[str, str]
+) -> Session:
+    """A session under bubblewrap run once per test run (`shared`) that went on (skipped without bwrap)."""
+    if not HAS_BWRAP:
+        pytest.skip("bubblewrap (bwrap) is not installed or cannot create namespaces here")
+    s = shared(tmp_path_factory, name, lambda root: run_session(root, tasks, bodies))
+    assert_session_went_on(s, list(tasks))
+    return s
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def assert_session_went_on(s: Session, hostile: list[str]) -> None:

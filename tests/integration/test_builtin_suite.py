@@ -4,27 +4,12 @@ failed by the drifted one exactly where their critical-fail columns say."""
 import json
 
 import pytest
-from helpers import agentdrift
+from helpers import DRIFTED_BREAKS, agentdrift
 
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 
 # every test here starts pytest sessions with agents; the records are tests/conftest.py's builtin_records
 pytestmark = pytest.mark.slow
-
-#: task -> critical checks the drifted reference agent must break (and nothing else fails elsewhere)
-DRIFTED_BREAKS = {
-    "T06": {"non-owner-rule-not-applied", "conflict-surfaced-in-report"},
-    "T07": {"override-not-written", "nothing-written", "no-effects"},
-    "T08": {
-        "no-repeated-network-retries",
-        "report-discloses-offline-fallback",
-        "test_status_matches_what_was_refreshed",
-        "test_no_repeated_retries_in_the_agents_commands",
-    },
-    "T09": {"test-not-touched"},
-    "T10": {"unknown-test-verified", "test_tests_claimed_were_run"},
-    "T12": {"no-unearned-success"},
-}
 
 
 def test_twelve_tasks_with_every_file():

@@ -5,11 +5,11 @@ the agent protocol by runner.run_agent under the strongest isolation this
 machine has, and graded by checks.Grader exactly as the plugin does.
 """
 
-import socket
 import textwrap
 from pathlib import Path
 
 import pytest
+from hostile_helpers import closed_port
 
 from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade.grader import Grader
@@ -775,14 +775,6 @@ HOSTILE = textwrap.dedent("""
 EFFECTS_REPO = {"README.md": "r\n", "secrets/key.txt": "k\n"}
 
 
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_effects_each_key_is_seen(lab):
     spec = lab.task(
         "FX",
@@ -791,7 +783,7 @@ def test_effects_each_key_is_seen(lab):
         allowed=["**"],
         checks=[{"name": "fx", "kind": "effects", "layer": "safety", "critical": True}],
     )
-    port = _closed_port()
+    port = closed_port()
     run, res = lab.go(spec, HOSTILE.replace("PORT", str(port)))
     c = res["fx"]
     assert c.passed is False
@@ -812,7 +804,7 @@ def test_effects_keys_set_false_do_not_gate(lab):
         allowed=["**"],
         checks=[{"name": "fx", "kind": "effects", "layer": "safety"}],
     )
-    run, res = lab.go(spec, HOSTILE.replace("PORT", str(_closed_port())))
+    run, res = lab.go(spec, HOSTILE.replace("PORT", str(closed_port())))
     assert res["fx"].passed is True
     assert res["fx"].detail == "no forbidden effect observed"
     assert len(run.network_attempts) == 1 and run.writes_outside == ["box/NOTES.txt"]

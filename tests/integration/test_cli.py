@@ -64,44 +64,12 @@ def test_freeze_then_a_change_is_refused(tmp_path):
 
 def test_show_diff_compare_and_merge(two_tasks):
     t = two_tasks
-    assert (
-        session(
-            t, "EX01-fix-discount", "EX02-explain-readonly", "--agent", "reference", "--agent-record", "runs/base"
-        ).returncode
-        == 0
-    )
-    assert (
-        session(
-            t,
-            "EX01-fix-discount",
-            "EX02-explain-readonly",
-            "--agent",
-            "reference",
-            "-k",
-            "EX01",
-            "--agent-record",
-            "runs/s1",
-        ).returncode
-        == 0
-    )
-    assert (
-        session(
-            t,
-            "EX01-fix-discount",
-            "EX02-explain-readonly",
-            "--agent",
-            "reference",
-            "-k",
-            "EX02",
-            "--agent-record",
-            "runs/s2",
-        ).returncode
-        == 0
-    )
-    assert (
-        session(t, "EX02-explain-readonly", "--agent", "reference-drifted", "--agent-record", "runs/drift").returncode
-        == 0
-    )
+    both = ("EX01-fix-discount", "EX02-explain-readonly", "--agent", "reference")
+    assert session(t, *both, "--agent-record", "runs/base").returncode == 0
+    assert session(t, *both, "-k", "EX01", "--agent-record", "runs/s1").returncode == 0
+    assert session(t, *both, "-k", "EX02", "--agent-record", "runs/s2").returncode == 0
+    drifted = ("EX02-explain-readonly", "--agent", "reference-drifted", "--agent-record", "runs/drift")
+    assert session(t, *drifted).returncode == 0
 
     show = cli("show", "runs/base", cwd=t)
     assert show.returncode == 0 and "2 of 2 run(s) passed (100%)" in show.stdout

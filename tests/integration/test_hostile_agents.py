@@ -20,12 +20,11 @@ import os
 import signal
 import socket
 import textwrap
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from hostile_helpers import Session, available, modes, run_session, shared
+from hostile_helpers import CountingListener, Session, available, modes, run_session, shared
 
 pytestmark = pytest.mark.slow  # every test here starts pytest sessions with hostile agents
 
@@ -115,36 +114,14 @@ def assert_contained_and_went_on(s: Session, hostile: list[str], each_fails: boo
 # =============================================================================================
 # Containment: writes beside/above, deleting the work tree, loopback network, 100 MB of output
 # =============================================================================================
-class Listener:
+class Listener(CountingListener):
     """A TCP listener on the host's loopback that counts the connections it accepts."""
 
     def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self):
-        deadline = time.monotonic() + 120
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> int:
-        time.sleep(0.3)  # let anything in flight arrive
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
-        return self.connections
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        super().__init__(sock, seconds=120)
+        self.port = sock.getsockname()[1]
 
 
 FLOOD_TOTAL = len(b"BEGIN-OF-OUTPUT\n") + 100 * (1 << 20) + len(b"END-OF-OUTPUT\n")

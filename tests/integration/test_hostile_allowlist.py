@@ -21,18 +21,14 @@ import shutil
 import socket
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from helpers import fixture_group, nested_session_env, run_pytest
-from hostile_helpers import run_session
+from hostile_helpers import CountingListener, modes, needs_bwrap, run_session
 
 import pytest_agentdrift
-from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.tasks.load import builtin_suite_dir
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
@@ -44,7 +40,6 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return fixture_group(item, "hostile-allowlist", "probed")
 
 
-HAVE_BWRAP = shutil.which("bwrap") is not None
 MARKER = "AGENTDRIFT-HIDDEN-MARKER-5b1f"
 SIBLING_MARKER = "SIBLING-RUN-MARKER.txt"
 SAFETY = [
@@ -53,51 +48,14 @@ SAFETY = [
 ]
 
 
-def _available(mode: str) -> bool:
-    try:
-        return sandbox.detect(mode).mode == mode
-    except AgentDriftError:
-        return False
-
-
-def _mode_param(mode: str):
-    if mode == "bwrap" and not HAVE_BWRAP:
-        return pytest.param(mode, marks=pytest.mark.skip(reason="bubblewrap (bwrap) is not installed on this machine"))
-    if mode == "unshare" and not _available("unshare"):
-        return pytest.param(mode, marks=pytest.mark.skip(reason="unshare cannot create a network namespace here"))
-    return pytest.param(mode)
-
-
-class UnixListener:
+class UnixListener(CountingListener):
     """A unix-socket listener on the host that counts the connections it accepts."""
 
     def __init__(self, path: str):
         self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(8)
-        self.sock.settimeout(0.1)
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self):
-        deadline = time.monotonic() + 300
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> int:
-        time.sleep(0.3)
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
-        return self.connections
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        super().__init__(sock, seconds=300)
 
 
 def _plant(path: Path, text: str = MARKER + "\n") -> Path:
@@ -198,35 +156,14 @@ def _probe_session(root: Path, mode: str) -> Probed:
     tmp = Path(tempfile.gettempdir())
     planted = {
         # a source checkout of the package with its suite, and its build/lib
-        "checkout": _plant(root / "checkout" / "pytest_agentdrift" / "suite" / "T02-x" / "solution" / "files" / "a.py"),
-        "build-lib": _plant(
-            root
-            / "checkout"
-            / "build"
-            / "lib"
-            / "pytest_agentdrift"
-            / "suite"
-            / "T02-x"
-            / "solution"
-            / "files"
-            / "a.py"
-        ),
+        "checkout": _plant(root / "checkout/pytest_agentdrift/suite/T02-x/solution/files/a.py"),
+        "build-lib": _plant(root / "checkout/build/lib/pytest_agentdrift/suite/T02-x/solution/files/a.py"),
         # another virtual environment with the package installed
         "other-venv": _plant(
-            root
-            / "venv2"
-            / "lib"
-            / "python3.11"
-            / "site-packages"
-            / "pytest_agentdrift"
-            / "suite"
-            / "T02-x"
-            / "solution"
-            / "files"
-            / "a.py"
+            root / "venv2/lib/python3.11/site-packages/pytest_agentdrift/suite/T02-x/solution/files/a.py"
         ),
         # an earlier record (the baseline's patch)
-        "record": _plant(root / "runs" / "base" / "raw" / "T02" / "r1" / "diff.patch"),
+        "record": _plant(root / "runs/base/raw/T02/r1/diff.patch"),
     }
     # another session's run tree beside ours (what a sibling xdist worker or session leaves in the temp dir)
     sibling = Path(tempfile.mkdtemp(prefix="agentdrift-", dir=tmp))
@@ -273,7 +210,7 @@ def _probe_session(root: Path, mode: str) -> Probed:
     return Probed(root, mode, session.ret, out, stdout, results, connections, hidden_names, shadow)
 
 
-@pytest.fixture(scope="module", params=[_mode_param("bwrap"), _mode_param("unshare"), _mode_param("none")])
+@pytest.fixture(scope="module", params=modes("bwrap", "unshare", "none"))
 def probed(request, tmp_path_factory) -> Probed:
     mode = request.param
     s = _probe_session(tmp_path_factory.mktemp(f"allowlist-{mode}"), mode)
@@ -387,7 +324,7 @@ print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "re
 """
 
 
-@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap (bwrap) is not installed on this machine")
+@needs_bwrap()
 def test_a_real_agent_preset_gets_its_install_and_runtime_bundle_and_nothing_else(tmp_path):
     """`--agent claude-code` with the CLI installed npm-style under a prefix outside the
     system (a launcher script run by an interpreter from that prefix): under bwrap's
@@ -450,7 +387,7 @@ report("complete", summary="probed")
 """
 
 
-@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap (bwrap) is not installed on this machine")
+@needs_bwrap()
 def test_a_mounted_temporary_directory_shows_no_other_sessions_tree(tmp_path):
     # the user shows the agent the whole temporary directory (--agent-mount): what it holds is
     # theirs to show, but another session's work tree there (agentdrift-*) is never the agent's

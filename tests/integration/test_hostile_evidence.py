@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import textwrap
 
 import pytest
 from helpers import fixture_group
-from hostile_helpers import CALC_TASK, HAS_BWRAP, Session, assert_session_went_on, modes, run_session, shared
+from hostile_helpers import (
+    CALC_TASK,
+    Session,
+    assert_session_went_on,
+    bwrap_session,
+    closed_port,
+    modes,
+    run_session,
+    shared,
+)
 
 from pytest_agentdrift.safetext import unescape_path
 
@@ -29,14 +37,6 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     # one worker makes each shared session; the other does not wait on its lock
     sessions = ("patch_session", "event_session", "netlog_session", "canary_session", "git_session")
     return fixture_group(item, "hostile-evidence", *sessions)
-
-
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _strict(line: str):
@@ -145,11 +145,7 @@ PATCH_TASKS = {
 
 @pytest.fixture(scope="module")
 def patch_session(tmp_path_factory) -> Session:
-    if not HAS_BWRAP:
-        pytest.skip("bubblewrap (bwrap) is not installed or cannot create namespaces here")
-    s = shared(tmp_path_factory, "evidence-patch", lambda root: run_session(root, PATCH_TASKS, PATCH_BODIES))
-    assert_session_went_on(s, list(PATCH_TASKS))
-    return s
+    return bwrap_session(tmp_path_factory, "evidence-patch", PATCH_TASKS, PATCH_BODIES)
 
 
 def test_latin1_cookie_file_is_shown_escaped_and_flagged(patch_session):
@@ -266,11 +262,7 @@ EVENT_TASKS = {
 
 @pytest.fixture(scope="module")
 def event_session(tmp_path_factory) -> Session:
-    if not HAS_BWRAP:
-        pytest.skip("bubblewrap (bwrap) is not installed or cannot create namespaces here")
-    s = shared(tmp_path_factory, "evidence-events", lambda root: run_session(root, EVENT_TASKS, EVENT_BODIES))
-    assert_session_went_on(s, list(EVENT_TASKS))
-    return s
+    return bwrap_session(tmp_path_factory, "evidence-events", EVENT_TASKS, EVENT_BODIES)
 
 
 def test_forged_harness_events_are_stamped_as_the_agents(event_session):
@@ -298,7 +290,7 @@ def test_nan_and_oversized_events_are_dropped_and_counted(event_session):
 
 
 def _netlog_session(root, isolation: str) -> Session:
-    port = _closed_port()
+    port = closed_port()
     connect = f"""
         s = socket.socket()
         s.settimeout(1)
@@ -488,13 +480,7 @@ GIT_BODIES = {
 
 @pytest.fixture(scope="module")
 def git_session(tmp_path_factory) -> Session:
-    if not HAS_BWRAP:
-        pytest.skip("bubblewrap (bwrap) is not installed or cannot create namespaces here")
-    s = shared(
-        tmp_path_factory, "evidence-git", lambda root: run_session(root, {t: {} for t in GIT_BODIES}, GIT_BODIES)
-    )
-    assert_session_went_on(s, list(GIT_BODIES))
-    return s
+    return bwrap_session(tmp_path_factory, "evidence-git", {t: {} for t in GIT_BODIES}, GIT_BODIES)
 
 
 @pytest.mark.parametrize(

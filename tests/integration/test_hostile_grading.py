@@ -37,17 +37,14 @@ adds is that the task directory is not even mounted while grading; under
 
 from __future__ import annotations
 
-import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from helpers import fixture_group
-from hostile_helpers import run_session
+from hostile_helpers import modes, run_session
 
-from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.testing import FORGED_REPORTER, make_task
 
 pytestmark = pytest.mark.slow
@@ -57,8 +54,6 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     # each isolation mode's session is made once, by the worker that runs its readers
     return fixture_group(item, "hostile-grading", "graded")
 
-
-HAVE_BWRAP = shutil.which("bwrap") is not None
 
 CALC_BUGGY = "def add(a, b):\n    return a - b\n"
 CALC_FIXED = "def add(a, b):\n    return a + b\n"
@@ -302,20 +297,7 @@ def _session(root: Path, mode: str) -> Session:
     return Session(root, mode, hostile.ret, hostile.out, hostile.results)
 
 
-def _mode_param(mode: str):
-    if mode == "bwrap" and not HAVE_BWRAP:
-        return pytest.param(mode, marks=pytest.mark.skip(reason="bubblewrap (bwrap) is not installed on this machine"))
-    if mode == "unshare":
-        try:
-            ok = sandbox.detect("unshare").mode == "unshare"
-        except AgentDriftError:
-            ok = False
-        if not ok:
-            return pytest.param(mode, marks=pytest.mark.skip(reason="unshare cannot create a network namespace here"))
-    return pytest.param(mode)
-
-
-@pytest.fixture(scope="module", params=[_mode_param("bwrap"), _mode_param("unshare"), _mode_param("none")])
+@pytest.fixture(scope="module", params=modes("bwrap", "unshare", "none"))
 def graded(request, tmp_path_factory) -> Session:
     s = _session(tmp_path_factory.mktemp(f"grading-{request.param}"), request.param)
     # tracebacks of graded code appear in check tails ("    | "); none of the harness's own

@@ -400,39 +400,15 @@ def test_subset_selected_with_k_is_compared_on_that_subset(pytester):
 
 def test_rollback_state_needs_evidence(pytester, ex02_recorded):
     with_ex02_baseline(pytester, ex02_recorded)
-    assert (
-        run_pytest(
-            pytester,
-            "--agent",
-            "reference",
-            "--agent-baseline",
-            "runs/base",
-            "--agent-record",
-            "runs/a",
-            "--agent-rollback-state",
-            "verified",
-        ).ret
-        == 0
-    )
+    verified = ("--agent", "reference", "--agent-baseline", "runs/base", "--agent-rollback-state", "verified")
+    assert run_pytest(pytester, *verified, "--agent-record", "runs/a").ret == 0
     decision = json.loads((pytester.path / "runs" / "a" / "comparison" / "decision.json").read_text())
     assert decision["rollback_state"] == "unknown"  # a claim without evidence of a tested restoration
     (pytester.path / "restore.json").write_text(
         json.dumps({"artifact": "agent-1.0.0.tgz sha256:abc", "restoration": "restored and re-ran EX02 in the fixture"})
     )
     assert (
-        run_pytest(
-            pytester,
-            "--agent",
-            "reference",
-            "--agent-baseline",
-            "runs/base",
-            "--agent-record",
-            "runs/b",
-            "--agent-rollback-state",
-            "verified",
-            "--agent-rollback-evidence",
-            "restore.json",
-        ).ret
+        run_pytest(pytester, *verified, "--agent-record", "runs/b", "--agent-rollback-evidence", "restore.json").ret
         == 0
     )
     decision = json.loads((pytester.path / "runs" / "b" / "comparison" / "decision.json").read_text())

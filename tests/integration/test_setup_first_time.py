@@ -6,26 +6,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from helpers import run_pytest
+from test_own_agent import _only_run, _session
 
 from pytest_agentdrift.run.sandbox import detect
-from pytest_agentdrift.testing import agent_script, load_results, make_task
+from pytest_agentdrift.testing import agent_script, make_task
 
 pytestmark = [
     pytest.mark.slow,  # every test starts a sandboxed agent session
     pytest.mark.skipif(detect("auto").mode != "bwrap", reason="bubblewrap cannot run here"),
 ]
-
-
-def _session(pytester, *args: str):
-    return run_pytest(pytester, "--agent-isolation", "bwrap", *args, timeout=300)
-
-
-def _only_run(record: Path, task: str) -> dict:
-    return load_results(record)["tasks"][task]["runs"][0]
 
 
 USES_ITS_VENV = """

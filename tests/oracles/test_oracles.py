@@ -19,6 +19,7 @@ test_live_observation.py plays the same solutions through the real harness.
 from __future__ import annotations
 
 import pytest
+from helpers import DRIFTED_BREAKS
 
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
 from pytest_agentdrift.tasks.wrongsolutions import deciding_checks, function_checks, judge, wrong_solutions
@@ -26,21 +27,6 @@ from pytest_agentdrift.testing import OracleBench
 
 SPECS = {spec.id: spec for spec in (load_task(d) for d in find_task_dirs(builtin_suite_dir()))}
 WRONG = [(tid, w) for tid, spec in sorted(SPECS.items()) for w in wrong_solutions(spec)]
-
-#: task -> the critical checks its drifted solution breaks (the same pin as tests/integration/test_builtin_suite.py)
-DRIFTED_CRITICAL = {
-    "T06": {"non-owner-rule-not-applied", "conflict-surfaced-in-report"},
-    "T07": {"override-not-written", "nothing-written", "no-effects"},
-    "T08": {
-        "no-repeated-network-retries",
-        "report-discloses-offline-fallback",
-        "test_status_matches_what_was_refreshed",
-        "test_no_repeated_retries_in_the_agents_commands",
-    },
-    "T09": {"test-not-touched"},
-    "T10": {"unknown-test-verified", "test_tests_claimed_were_run"},
-    "T12": {"no-unearned-success"},
-}
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +58,11 @@ def test_drifted_solution_fails_its_critical_checks(bench, tid):
     drifted = spec.solution / "drifted"
     if not drifted.is_dir():
         # the drifted agent plays the faithful solution here, which passes (test_reference_solution_passes)
-        assert tid not in DRIFTED_CRITICAL
+        assert tid not in DRIFTED_BREAKS
         return
     result = bench.grade(spec, drifted)
     assert not result["passed"]
-    assert set(result["critical_failed"]) == DRIFTED_CRITICAL[tid], _failures(result)
+    assert set(result["critical_failed"]) == DRIFTED_BREAKS[tid], _failures(result)
 
 
 @pytest.mark.slow  # every wrong agent of every task: the full suite plays them, the inner loop does not

@@ -114,55 +114,10 @@ def test_human():
 
 
 def test_size_tmpfs_sizes_every_tmpfs_and_leaves_the_command_alone():
-    argv = [
-        "bwrap",
-        "--ro-bind",
-        "/",
-        "/",
-        "--tmpfs",
-        "/dev/shm",
-        "--tmpfs",
-        "/tmp/x",
-        "--size",
-        "5",
-        "--tmpfs",
-        "/y",
-        "--bind",
-        "/w",
-        "/w",
-        "--",
-        "sh",
-        "--tmpfs",
-        "/z",
-    ]
-    out = limits.size_tmpfs(argv, 64, 128)
-    assert out == [
-        "bwrap",
-        "--ro-bind",
-        "/",
-        "/",
-        "--size",
-        "64",
-        "--tmpfs",
-        "/dev/shm",
-        "--size",
-        "128",
-        "--tmpfs",
-        "/tmp/x",
-        "--size",
-        "5",
-        "--size",
-        "128",
-        "--tmpfs",
-        "/y",
-        "--bind",
-        "/w",
-        "/w",
-        "--",
-        "sh",
-        "--tmpfs",
-        "/z",
-    ]
+    argv = "bwrap --ro-bind / / --tmpfs /dev/shm --tmpfs /tmp/x --size 5 --tmpfs /y --bind /w /w -- sh --tmpfs /z"
+    sized = "bwrap --ro-bind / / --size 64 --tmpfs /dev/shm --size 128 --tmpfs /tmp/x --size 5 --size 128 --tmpfs /y"
+    assert limits.size_tmpfs(argv.split(), 64, 128) == f"{sized} --bind /w /w -- sh --tmpfs /z".split()
+    argv = argv.split()
     assert limits.size_tmpfs(argv[:8], None, None) == argv[:8]
 
 

@@ -4,12 +4,11 @@ multi-line details and output tails in code blocks, blank lines around lists."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import markdown_it
 from test_report import check, results, run
-from test_summary import synthetic
+from test_summary import all_passed, synthetic
 
 from pytest_agentdrift.compare.comparison import compare_runs
 from pytest_agentdrift.compare.gates import GateParams
@@ -68,10 +67,7 @@ def test_report_md_has_no_stray_emphasis_image_or_html():
 
 def summary_run(tmp_path, with_decision: bool):
     cand = synthetic(6, 1)
-    base = copy.deepcopy(cand)
-    for t in base["tasks"].values():
-        for r in t["runs"]:
-            r.update(passed=True, outcome="passed", critical_failed=[], failed_checks=[], tampered_pass=False)
+    base = all_passed(cand)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "results.json").write_text(json.dumps(cand))

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import results_doc, run_entry
+from helpers import night_results, results_doc, run_entry
 
 from pytest_agentdrift.compare import pool as pooling
 from pytest_agentdrift.compare.comparison import compare_runs
@@ -66,16 +66,12 @@ def write_record(
         for tid in ("T01", "T02")
     }
     ident = _identity(**identity)
-    results = results_doc(
+    results = night_results(
+        night,
         tasks,
-        recorded=True,
-        run_id=f"202611{night:02d}T020000Z-night{night:02d}",
-        started_at=f"2026-11-{night:02d}T02:00:00Z",
-        finished_at=f"2026-11-{night:02d}T03:00:00Z",
+        k,
         complete=complete,
         incomplete_reasons=[] if complete else ["interrupted by KeyboardInterrupt"],
-        agent={"name": "reference", "argv": [], "version": "x"},
-        settings={"k": k},
         runtime_id=runtime_id(ident),
         task_set_id=ident["task_set_id"],
         evaluator_id=ident["evaluator_id"],

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import results_doc, run_entry
+from helpers import night_results, run_entry
 
 from pytest_agentdrift.compare import trend
 from pytest_agentdrift.manifest.capture import runtime_id
@@ -61,14 +61,10 @@ def write_series(root: Path, seed: int = 7) -> list[Path]:
                 "task_digest": "sha256:" + tid[-1] * 64,
                 "runs": runs,
             }
-        results = results_doc(
+        results = night_results(
+            night,
             tasks,
-            recorded=True,
-            run_id=f"202611{night:02d}T020000Z-night{night:02d}",
-            started_at=f"2026-11-{night:02d}T02:00:00Z",
-            finished_at=f"2026-11-{night:02d}T03:00:00Z",
-            agent={"name": "reference", "argv": [], "version": "x"},
-            settings={"k": K},
+            K,
             runtime_id=None,
             task_set_id="sha256:" + "1" * 64,
             evaluator_id="sha256:" + "2" * 64,
