@@ -80,6 +80,10 @@ def test_order_operational_before_refusal_before_gate_before_runs():
     assert v == gate_ok
     v = exit_verdict(end(failed, 1, tests_failed=1, fail_on="any"))
     assert v.code == 1 and v.reason == "1 of 1 run(s) failed: T01 r1"
+    # against a baseline without a gate the comparison decides nothing: the failed run does
+    blocked = Verdict(1, "gate regression: new critical failure T01 c")
+    v = exit_verdict(end(failed, 1, tests_failed=1, comparison_verdict=blocked, fail_on="any"))
+    assert v.code == 1 and v.reason == "1 of 1 run(s) failed: T01 r1"
     assert exit_verdict(end(failed, 1, tests_failed=1, fail_on="none")).code == 0
 
 
