@@ -47,7 +47,7 @@ FIXED_K_MAX = 50
 #: the designs `agentdrift plan` prices: pull-request k and confirmation caps; pools of the records'
 #: own size and of these sizes (runs per task)
 PLAN_PR_K = (2, 3, 5)
-PLAN_CAPS = (12, 24, 36)
+PLAN_CAPS = (12, 20, 30, 45)
 PLAN_POOLS = (30, 60, 90)
 
 
