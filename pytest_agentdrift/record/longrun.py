@@ -18,12 +18,13 @@ xdist drains its queue, and no progress is shown.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_agentdrift.agents.infra import InfraStopRule
 from pytest_agentdrift.record.spend import spend_text
@@ -39,9 +40,12 @@ from pytest_agentdrift.run.budget import (
 )
 from pytest_agentdrift.run.progress import StatusBoard, TimeLedger
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
-from pytest_agentdrift.shapes import Results, SettingsRecord
+from pytest_agentdrift.shapes import JsonObject, Results, ResumeNote, SettingsRecord, SpendRecord
 from pytest_agentdrift.tasks.shard import Shard, item_key
 from pytest_agentdrift.vocabulary import EVENTS_FILE
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.record.resume import ResumeState
 
 STOP_FILE = "STOP"
 #: the WorkerInput's keys in xdist's workerinput, which every plugin of the session shares
@@ -95,12 +99,12 @@ class LongRun:
         self._table = None
         self._dealt: dict[tuple[str, int], int] = {}
         # controller
-        self.resume = None  # record.resume.ResumeState
+        self.resume: ResumeState | None = None
         self.nodeid_keys: dict[str, str] = {}
         self._dirs: dict[Path, str] | None = None
         self._rootpath: Path | None = None
         self._args: list[str] = []
-        self.spent: dict[str, Any] = add_spend()
+        self.spent: SpendRecord = add_spend()
         self.stop_reason: str | None = None
         self.infra = InfraStopRule()
         self.wall_start = time.monotonic()
@@ -226,7 +230,7 @@ class LongRun:
         """What the run spent (run/budget.py), from the usage its adapter parsed."""
         result["spend"] = self._final_spend(result.get("usage"), run, adapter)
 
-    def _final_spend(self, usage: Any, run, adapter) -> dict[str, Any]:
+    def _final_spend(self, usage: JsonObject | None, run, adapter) -> SpendRecord:
         model = run.adapter_output.model_stamp or self.settings.agent_options.get("model")
         spend = run_spend(
             usage,
@@ -358,17 +362,17 @@ class LongRun:
                 if collector.recorder is not None and not collector.recorder.started:
                     collector.start_record()
         if self.resume is not None:
-            reasons.extend(self._resume_facts(results, received, expected))
+            reasons.extend(self._resume_facts(self.resume, results, received, expected))
         if self.stop_reason is not None:
             reasons.append(f"stopped starting runs: {self.stop_reason}")
         if self.budget.session_limited or self.budget.run_limited:
             results["budget"] = {"limits": self.budget.to_dict(), "spent": self.spent}
         results["complete"] = not reasons
 
-    def _resume_facts(self, results: Results, received: set[str], expected: set[str]) -> list[str]:
+    def _resume_facts(self, resume: ResumeState, results: Results, received: set[str], expected: set[str]) -> list[str]:
         """results.json's `resumed` notes; the reasons a resumed record is still incomplete."""
-        state = self.resume.state
-        notes = [dict(n) for n in state.get("resumed", [])]
+        state = resume.state
+        notes: list[ResumeNote] = [copy.copy(n) for n in state.get("resumed", [])]
         if notes:
             notes[-1]["ran_runs"] = len(received)
         results["resumed"] = notes
@@ -380,7 +384,7 @@ class LongRun:
                 f"{len(unselected)} run(s) of the resumed record were not selected in this session: "
                 + ", ".join(unselected[:10])
             )
-        return reasons + [f"resume: {n}" for n in self.resume.notes if "ignored" not in n]
+        return reasons + [f"resume: {n}" for n in resume.notes if "ignored" not in n]
 
     def final_lines(self, results: Results, record: Path | None) -> list[str]:
         """The time ledger (and spend against the budget); why the session stopped starting runs."""
