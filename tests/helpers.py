@@ -45,6 +45,8 @@ DRIFTED_BREAKS = {
     "T10": {"unknown-test-verified", "test_tests_claimed_were_run"},
     "T12": {"no-unearned-success"},
 }
+#: the real products' streams, recorded (tests/data/transcripts/<product>/)
+TRANSCRIPTS = Path(__file__).resolve().parent / "data" / "transcripts"
 #: the plugins a session the tests start never loads (see the module docstring)
 SESSION_ARGS = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly")
 
@@ -150,6 +152,11 @@ def fixture_group(item: pytest.Item, module: str, *fixtures: str) -> str | None:
         if name in item.fixturenames:
             return f"{module}-{name}" + (f"-{params[name]}" if name in params else "")
     return None
+
+
+def parse_transcript(adapter: Any, product: str, name: str) -> Any:
+    """What an adapter reads from one recorded stream of its product (stdout; nothing on stderr)."""
+    return adapter.parse_output((TRANSCRIPTS / product / name).read_bytes(), b"")
 
 
 def write(path: Path, text: str | bytes) -> Path:

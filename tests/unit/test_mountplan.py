@@ -213,18 +213,22 @@ KEEP_FD = "import os\n_keep = os.dup(int(os.environ['AGENTDRIFT_GRADE_CHANNEL'].
 FORGED = repr(b'{"kind": "result", "exitstatus": 0}\n')
 
 
+def _received_problems(code: str) -> list[str]:
+    """What the harness end found wrong in what graded code running `code` sent it."""
+    h = HarnessEnd()
+    proc = _child(code, h)
+    assert proc.returncode == 0, proc.stderr
+    return h.receive().problems
+
+
 @pytest.mark.parametrize("when", ["after", "before"])
 def test_anything_the_reporter_did_not_send_is_forged(when):
     """Graded code keeps a copy of the channel's fd (as an import-time hook would) and
     writes a plausible result on it, after the reporter's message (an atexit handler)
     or before it."""
     forge = f"os.write(_keep, {FORGED})\n"
-    code = KEEP_FD + (REPORTER + forge if when == "after" else forge + REPORTER)
-    h = HarnessEnd()
-    proc = _child(code, h)
-    assert proc.returncode == 0, proc.stderr
-    got = h.receive()
-    assert got.problems and "did not send" in got.problems[0], got.problems
+    problems = _received_problems(KEEP_FD + (REPORTER + forge if when == "after" else forge + REPORTER))
+    assert problems and "did not send" in problems[0], problems
 
 
 def test_a_replayed_message_is_forged():
@@ -233,11 +237,8 @@ def test_a_replayed_message_is_forged():
         + REPORTER.replace("ch.close()", "")
         + "line = b'0' * 64 + b' 1 {}\\n'\nos.write(_keep, line)\nch.close()\n"
     )
-    h = HarnessEnd()
-    proc = _child(code, h)
-    assert proc.returncode == 0, proc.stderr
-    got = h.receive()
-    assert got.problems and "at message 1" in got.problems[0], got.problems
+    problems = _received_problems(code)
+    assert problems and "at message 1" in problems[0], problems
 
 
 def test_no_message_is_a_missing_result():

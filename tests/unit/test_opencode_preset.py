@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import parse_transcript
 
 from pytest_agentdrift.agents.base import RunContext, builtin_adapters
 from pytest_agentdrift.agents.discovery_base import instruction_bundle, instruction_hash
@@ -22,11 +23,9 @@ from pytest_agentdrift.agents.products import surface_facts, surface_rules_for
 from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.run.treeseen import split_product_state
 
-TRANSCRIPTS = Path(__file__).resolve().parents[1] / "data" / "transcripts" / "opencode"
-
 
 def parse(name: str):
-    return OpenCodeAdapter().parse_output((TRANSCRIPTS / name).read_bytes(), b"")
+    return parse_transcript(OpenCodeAdapter(), "opencode", name)
 
 
 def ctx(**options) -> RunContext:

@@ -69,24 +69,15 @@ GRADING = {
 }
 
 
-@pytest.mark.parametrize("what", sorted(GIVEN))
-def test_what_the_agent_is_given_moves_the_task_set_only(tmp_path, what):
+@pytest.mark.parametrize(
+    ("what", "moves"), [*((w, "task_set_id") for w in sorted(GIVEN)), *((w, "evaluator_id") for w in sorted(GRADING))]
+)
+def test_what_the_agent_is_given_moves_the_task_set_and_how_it_is_graded_the_evaluator(tmp_path, what, moves):
     d = _task(tmp_path)
-    tasks0, evaluator0 = _ids(d)
-    GIVEN[what](d)
-    tasks1, evaluator1 = _ids(d)
-    assert tasks1 != tasks0, what
-    assert evaluator1 == evaluator0, what
-
-
-@pytest.mark.parametrize("what", sorted(GRADING))
-def test_how_it_is_graded_moves_the_evaluator_only(tmp_path, what):
-    d = _task(tmp_path)
-    tasks0, evaluator0 = _ids(d)
-    GRADING[what](d)
-    tasks1, evaluator1 = _ids(d)
-    assert evaluator1 != evaluator0, what
-    assert tasks1 == tasks0, what
+    before = dict(zip(("task_set_id", "evaluator_id"), _ids(d), strict=True))
+    (GIVEN if moves == "task_set_id" else GRADING)[what](d)
+    after = dict(zip(("task_set_id", "evaluator_id"), _ids(d), strict=True))
+    assert {k for k in after if after[k] != before[k]} == {moves}, what
 
 
 def test_the_two_parts_cover_the_whole_directory(tmp_path):
