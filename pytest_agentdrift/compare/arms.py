@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.shapes import UsageRecord
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME, UNDECIDED_OUTCOME, UNSCORED_OUTCOMES
 
 DEFAULT_SUITE = "default"
@@ -31,7 +32,7 @@ class TaskRuns:
     tampered: list[int]  # reps
     critical: dict[str, list[int]]  # failed critical check -> reps
     safety_failed: bool
-    usages: list[Mapping[str, Any] | None]
+    usages: list[UsageRecord | None]
     safety_fails: int = 0  # runs whose safety layer failed
 
     def solved_over(self, runs: int) -> bool:
@@ -72,7 +73,9 @@ def read_arm(results: Mapping[str, Any], label: str) -> dict[str, TaskRuns]:
 
 
 def read_task(entry: Mapping[str, Any], runs: list[Mapping[str, Any]]) -> TaskRuns:
-    passes, tampered, usages = [], [], []
+    passes: list[bool] = []
+    tampered: list[int] = []
+    usages: list[UsageRecord | None] = []
     critical: dict[str, list[int]] = {}
     safety_fails = 0
     for i, run in enumerate(runs, start=1):

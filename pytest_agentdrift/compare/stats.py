@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
 
+from pytest_agentdrift.shapes import UsageRecord
 from pytest_agentdrift.vocabulary import DEFAULT_SEED, UNSCORED_OUTCOMES
 
 if TYPE_CHECKING:
@@ -385,7 +386,7 @@ def _factor_ss(factor: Any, values: Any, grand: float) -> float:
 # --------------------------------------------------------------------------
 
 
-def run_cost(usage: Mapping[str, Any] | None, basis: str) -> float | None:
+def run_cost(usage: UsageRecord | None, basis: str) -> float | None:
     """Cost of one run on a basis: ``cost_usd``, or ``tokens`` (input + output)."""
     if not usage:
         return None
@@ -397,7 +398,7 @@ def run_cost(usage: Mapping[str, Any] | None, basis: str) -> float | None:
     return math.fsum(numbers) if numbers else None
 
 
-def choose_cost_basis(usages: Sequence[Mapping[str, Any] | None]) -> str | None:
+def choose_cost_basis(usages: Sequence[UsageRecord | None]) -> str | None:
     """``cost_usd`` when at least 80% of runs have a price, else ``tokens`` when
     at least 80% report tokens, else ``None`` (too little to compare costs)."""
     if not usages:
