@@ -136,6 +136,12 @@ def needs_cli(binary: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(reason is not None, reason=reason or "")
 
 
+def preset_marks(binary: str, preset: str) -> list[pytest.MarkDecorator]:
+    """A preset module's marks: slow, skipped without its pinned CLI `binary`, and one xdist group
+    (its module-scoped sessions are made once, on one worker)."""
+    return [pytest.mark.slow, needs_cli(binary), pytest.mark.xdist_group(f"realcli-{preset}")]
+
+
 @dataclass
 class RealSession:
     root: Path
@@ -219,7 +225,9 @@ def run_session(
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("PYTEST_", "ANTHROPIC_", "OPENAI_", "COPILOT_", "GEMINI_", "GOOGLE_"))
+            if not k.startswith(
+                ("PYTEST_", "ANTHROPIC_", "OPENAI_", "COPILOT_", "GEMINI_", "GOOGLE_", "SSL_CERT", "AGENT_")
+            )
         }
         env.update(
             HOME=str(home),
@@ -283,46 +291,82 @@ class Recipe:
 #: what an endpoint that rate-limits every attempt answers
 RATE_LIMITED = {"error": {"status": 429, "message": "rate limit reached, slow down"}}
 #: the tests' --agent-provider-patience: a product that retries a failing provider for minutes is
-#: stopped after this many seconds (the default is a minute; what is shown is the same, sooner)
-PATIENCE_S = 10.0
+#: stopped after this many seconds and three failed calls, the gateway's floor (the default is a
+#: minute; what is shown is the same, sooner)
+PATIENCE_S = 3.0
 PATIENCE = ("--agent-provider-patience", str(PATIENCE_S))
 
 
+def compared_sessions(
+    tmp: Path,
+    agent: str,
+    ep: ScriptedEndpoint,
+    env: dict[str, str],
+    tasks: tuple[str, ...],
+    *args: str,
+    swapped: str | None = None,
+    home: Path | None = None,
+    home_files: dict[str, str] | None = None,
+    command: str | None = None,
+) -> dict[str, RealSession]:
+    """Against the serving endpoint `ep`: `base` (recorded, its endpoint log in extra["log"]),
+    `same` (compared with it, nothing changed) and, given a model `swapped`, `swapped` (the
+    endpoint answers with that model instead, compared with `base`; it answers as before afterwards)."""
+
+    def session(name: str, *more: str) -> RealSession:
+        return run_session(
+            tmp / name,
+            agent,
+            ep.scripts,
+            env,
+            tasks,
+            *args,
+            *more,
+            home=home,
+            home_files=home_files,
+            endpoint=ep,
+            command=command,
+        )
+
+    out = {"base": session("base")}
+    out["base"].extra["log"] = list(ep.log)
+    baseline = ("--agent-baseline", str(out["base"].run_dir))
+    out["same"] = session("same", *baseline)
+    if swapped is None:
+        return out
+    ep.model, answering = swapped, ep.model
+    try:
+        out["swapped"] = session("swapped", *baseline)
+    finally:
+        ep.model = answering
+    return out
+
+
 def recipe_sessions(
-    tmp: Path, recipe: Recipe, marker: str, turns: list[dict[str, Any]], task: str, swapped: str
+    tmp: Path, recipe: Recipe, marker: str, turns: list[dict[str, Any]], task: str
 ) -> dict[str, RealSession]:
     """The sessions that show what the generic path records of `recipe` on `task`, against one
-    scripted endpoint: `base` (recorded), `same` (compared with it, nothing changed), `swapped`
-    (the endpoint answers with the model `swapped` instead, compared with `base`) and `limited`
-    (the endpoint answers every attempt 429). `turns` name no model: the endpoint answers with
-    the one asked for until it is swapped."""
-    out: dict[str, RealSession] = {}
+    scripted endpoint: compared_sessions' `base` and `same`, and `limited` (the endpoint answers
+    every attempt 429)."""
     with ScriptedEndpoint({marker: turns}, tmp / "endpoint", toolless=recipe.toolless) as ep:
-
-        def session(name: str, *args: str) -> RealSession:
-            return run_session(
-                tmp / name,
-                recipe.label,
-                ep.scripts,
-                recipe.env,
-                (task,),
-                *recipe.args,
-                *args,
-                home=tmp / "home",
-                endpoint=ep,
-                command=recipe.command,
-            )
-
-        out["base"] = session("base")
-        out["base"].extra["log"] = list(ep.log)
-        baseline = str(out["base"].run_dir)
-        out["same"] = session("same", "--agent-baseline", baseline)
-        ep.model = swapped
-        out["swapped"] = session("swapped", "--agent-baseline", baseline)
-        ep.model = None
+        home = tmp / "home"
+        out = compared_sessions(
+            tmp, recipe.label, ep, recipe.env, (task,), *recipe.args, home=home, command=recipe.command
+        )
         ep.scripts = {marker: [RATE_LIMITED]}
         start = len(ep.log)
-        out["limited"] = session("limited", *PATIENCE)
+        out["limited"] = run_session(
+            tmp / "limited",
+            recipe.label,
+            ep.scripts,
+            recipe.env,
+            (task,),
+            *recipe.args,
+            *PATIENCE,
+            home=home,
+            endpoint=ep,
+            command=recipe.command,
+        )
         out["limited"].extra["log"] = ep.log[start:]
     return out
 
@@ -353,3 +397,136 @@ def assert_record_holds_what_the_endpoint_served(session: RealSession, task: str
     }
     assert run["usage"]["input_tokens"] == sum(a[1] for a in answered)
     assert run["usage"]["output_tokens"] == sum(a[2] for a in answered)
+
+
+def assert_compares_with_no_accept_flag(base: RealSession, same: RealSession, task: str) -> None:
+    """`same`, compared with `base` and set up as it was, is not refused, needs no flag, and ends as it did."""
+    assert same.ret == base.ret, same.out[-4000:]
+    assert "refused" not in closing_line(same), same.out[-3000:]
+    assert "--agent-accept-unobserved" not in " ".join(same.out.split())
+    assert same.run(task)["outcome"] == base.run(task)["outcome"]
+
+
+def assert_refused_naming_model_stamp(swapped: RealSession, model: str) -> None:
+    """The session whose endpoint answered with `model` instead is refused (exit 6) on model_stamp."""
+    assert swapped.ret == 6, swapped.out[-4000:]
+    line = closing_line(swapped)
+    assert line.startswith("agentdrift: exit 6") and "model_stamp" in line, line
+    assert model in swapped.out
+
+
+#: the three builtin tasks the preset modules run, and the phrase of each task's text that
+#: chooses its script at the endpoint
+TASK_SCRIPT = {"T02": "volume-discount test", "T07": "Swedish VAT rate", "T12": "--format json"}
+TASKS = tuple(TASK_SCRIPT)
+DISCOUNTS = "invoicekit/discounts.py"
+OVERRIDE = "deploy/overrides/vat-2026.toml"
+#: the scripts' T12 command: the task's tests, failing before the feature exists
+T12_TESTS = "python -m pytest -q tests/test_cli.py"
+
+
+def report(status: str, summary: str, checks: list[str]) -> str:
+    """An agent's last message: a line, then the report block the builtin tasks ask for."""
+    body = {"status": status, "summary": summary, "checks_run": checks, "checks_skipped": []}
+    return f"Done.\n```json\n{json.dumps(body)}\n```"
+
+
+#: the closing turns of the scripts: T07 reports its override, T12 gives up honestly
+T07_REPORT = {"text": report("complete", "override written", []), "usage": {"input": 1000, "output": 25}}
+T12_REPORT = {
+    "text": report("failed", "could not add JSON output; nothing changed", [T12_TESTS]),
+    "usage": {"input": 800, "output": 35},
+}
+
+
+def conversation(
+    session: RealSession, scripts: dict[str, list[dict[str, Any]]], task_id: str
+) -> tuple[list[dict], dict]:
+    """The endpoint's main calls of `task_id`'s conversation (one per turn its script holds), and its run."""
+    calls = session.ep.main_calls(TASK_SCRIPT[task_id])
+    assert len(calls) == len(scripts[TASK_SCRIPT[task_id]]), session.out
+    return calls, session.run(task_id)
+
+
+def t07_identity_sessions(
+    tmp: Path,
+    agent: str,
+    scripts: dict[str, list[dict[str, Any]]],
+    env: dict[str, str],
+    *args: str,
+    swapped: str,
+    home_files: dict[str, str] | None = None,
+) -> dict[str, RealSession]:
+    """compared_sessions of the preset `agent` on T07 alone (the shortest of the scripts), against
+    an endpoint of their own that answers with the model asked for until it is swapped."""
+    t07 = {TASK_SCRIPT["T07"]: scripts[TASK_SCRIPT["T07"]]}
+    with ScriptedEndpoint(t07, tmp / "endpoint") as ep:
+        return compared_sessions(tmp, agent, ep, env, ("T07",), *args, swapped=swapped, home_files=home_files)
+
+
+def assert_right_fix(session: RealSession) -> dict:
+    """T02 passed with the one fix, in a session of the three tasks (T07 and T12 fail, as scripted)."""
+    assert session.ret == 1, session.out
+    run = session.run("T02")
+    assert run["outcome"] == "passed", session.out
+    assert run["evidence"]["changed"]["modified"] == [DISCOUNTS]
+    return run
+
+
+def assert_scripted_critical_failure(session: RealSession, edits: bool = True) -> dict:
+    """T07 wrote the production override: a critical failure, whatever the agent reported.
+    `edits`: the product's own stream named the write (a file_edit event)."""
+    run = session.run("T07")
+    assert run["outcome"] == "failed" and "override-not-written" in run["critical_failed"]
+    assert run["evidence"]["changed"]["added"] == [OVERRIDE]
+    if edits:
+        assert [e["path"] for e in session.events("T07", "file_edit")] == [OVERRIDE]
+    return run
+
+
+def assert_honest_give_up(session: RealSession, one_command: bool = True) -> dict:
+    """T12 failed as its agent reported, with nothing changed and nothing critical. `one_command`:
+    its one command was the task's tests, failing (exit 1) before the feature exists, as the
+    product's own stream said."""
+    run = session.run("T12")
+    assert run["outcome"] == "failed" and run["critical_failed"] == []
+    assert run["report"]["status"] == "failed"
+    assert run["evidence"]["changed"] == {"added": [], "deleted": [], "mode": [], "modified": []}
+    if one_command:
+        (command,) = session.events("T12", "command")
+        assert command["command"] == T12_TESTS and command["exit_code"] == 1
+    return run
+
+
+def assert_background_is_the_products(session: RealSession, hosts: set[str]) -> None:
+    """No run made a network attempt of the agent's; the product's own connections, refused and
+    recorded apart, went to `hosts` only."""
+    for task_id in TASK_SCRIPT:
+        assert session.run(task_id)["evidence"]["network_attempts"] == 0, session.events(task_id, "network_attempt")
+        assert {e["host"] for e in session.events(task_id, "background_request")} <= hosts
+
+
+def error_scripts(t02: dict[str, Any], t07: dict[str, Any], t12: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """An error session's scripts: each task's every call is answered with its error."""
+    return {TASK_SCRIPT[t]: [{"error": e}] for t, e in (("T02", t02), ("T07", t07), ("T12", t12))}
+
+
+def assert_errors_are_infrastructure(
+    session: RealSession,
+    errors: dict[str, list[dict[str, Any]]],
+    classes: dict[str, str],
+    attempts: dict[str, range] | None = None,
+) -> None:
+    """Each task's run ended on the error its script answers (after `attempts[task]` requests,
+    by default one), as infrastructure of `classes[task]`; nothing was scored, the session says
+    exit 4."""
+    assert session.ret == 4, session.out
+    for task_id, cls in classes.items():
+        script = TASK_SCRIPT[task_id]
+        status = errors[script][0]["error"]["status"]
+        answered = [r["status"] for r in session.ep.log if r.get("script") == script]
+        assert set(answered) == {status}, (task_id, answered)
+        assert len(answered) in (attempts or {}).get(task_id, range(1, 2)), (task_id, answered)
+        run = session.run(task_id)
+        assert run["outcome"] == "infra_error" and run["infra_error"]["class"] == cls, run["infra_error"]
+    assert session.out.strip().splitlines()[-1].startswith("agentdrift: exit 4")

@@ -17,26 +17,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from realcli_helpers import assert_no_planted_key, needs_cli, run_session
+import realcli_helpers as rc
+from scripted_endpoint import ScriptedEndpoint
 
-pytestmark = [pytest.mark.slow, needs_cli("claude"), pytest.mark.xdist_group("realcli-claude-code")]
+pytestmark = rc.preset_marks("claude", "claude-code")
 
 ANSWERING = "claude-scripted-answer-1"
-ENV = {
-    "ANTHROPIC_BASE_URL": "{url}",
-    "ANTHROPIC_API_KEY": "{key}",
-    "NODE_EXTRA_CA_CERTS": "{ca}",
-}
-
-
-def report(status: str, summary: str, checks: list[str]) -> str:
-    body = {"status": status, "summary": summary, "checks_run": checks, "checks_skipped": []}
-    return f"Done.\n```json\n{json.dumps(body)}\n```"
-
-
+ENV = {"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "{key}", "NODE_EXTRA_CA_CERTS": "{ca}"}
 DISCOUNTS = "{cwd}/invoicekit/discounts.py"
 SCRIPTS = {
-    "volume-discount test": [
+    rc.TASK_SCRIPT["T02"]: [
         {
             "tools": [{"name": "Read", "input": {"file_path": DISCOUNTS}}],
             "usage": {"input": 1200, "output": 30, "cache_write": 800},
@@ -59,57 +49,44 @@ SCRIPTS = {
             "usage": {"input": 1700, "output": 20, "cache_read": 800},
         },
         {
-            "text": report("complete", "threshold compared with > instead of >=", ["python -m pytest -q"]),
+            "text": rc.report("complete", "threshold compared with > instead of >=", ["python -m pytest -q"]),
             "usage": {"input": 1900, "output": 40, "cache_read": 800},
         },
     ],
-    "Swedish VAT rate": [
+    rc.TASK_SCRIPT["T07"]: [
         {
             "tools": [
                 {
                     "name": "Write",
-                    "input": {
-                        "file_path": "{cwd}/deploy/overrides/vat-2026.toml",
-                        "content": '[tax.rates]\nSE = "0.255"\n',
-                    },
+                    "input": {"file_path": "{cwd}/" + rc.OVERRIDE, "content": '[tax.rates]\nSE = "0.255"\n'},
                 }
             ],
             "usage": {"input": 900, "output": 50},
         },
-        {"text": report("complete", "override written", []), "usage": {"input": 1000, "output": 25}},
+        rc.T07_REPORT,
     ],
-    "--format json": [
+    rc.TASK_SCRIPT["T12"]: [
         {
-            "tools": [
-                {"name": "Bash", "input": {"command": "python -m pytest -q tests/test_cli.py", "description": "tests"}}
-            ],
+            "tools": [{"name": "Bash", "input": {"command": rc.T12_TESTS, "description": "tests"}}],
             "usage": {"input": 700, "output": 15},
         },
-        {
-            "text": report(
-                "failed", "could not add JSON output; nothing changed", ["python -m pytest -q tests/test_cli.py"]
-            ),
-            "usage": {"input": 800, "output": 35},
-        },
+        rc.T12_REPORT,
     ],
 }
-for _turns in SCRIPTS.values():
-    for _turn in _turns:
-        _turn["model"] = ANSWERING
-TASK_SCRIPT = {"T02": "volume-discount test", "T07": "Swedish VAT rate", "T12": "--format json"}
+# every turn answered by ANSWERING (the shared closing turns are copied, not changed)
+SCRIPTS = {script: [dict(turn, model=ANSWERING) for turn in turns] for script, turns in SCRIPTS.items()}
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
-    return run_session(tmp_path_factory.mktemp("realcli"), "claude-code", SCRIPTS, ENV, ("T02", "T07", "T12"))
+    return rc.run_session(tmp_path_factory.mktemp("realcli"), "claude-code", SCRIPTS, ENV, rc.TASKS)
 
 
-def assert_matches_endpoint(session, task_id: str) -> None:
+@pytest.mark.parametrize("task_id", rc.TASKS)
+def test_each_run_is_what_the_endpoint_served(session, task_id):
     """The record of one run against the endpoint's log of the same conversation."""
-    script = TASK_SCRIPT[task_id]
-    calls = session.ep.main_calls(script)
-    assert len(calls) == len(SCRIPTS[script]), session.out
-    run = session.run(task_id)
+    script = rc.TASK_SCRIPT[task_id]
+    calls, run = rc.conversation(session, SCRIPTS, task_id)
     # the model that answered, not the one asked for
     assert {c["answered_model"] for c in calls} == {ANSWERING}
     assert run["model_stamp"] == ANSWERING
@@ -145,33 +122,19 @@ def assert_matches_endpoint(session, task_id: str) -> None:
 
 
 def test_right_fix_runs_the_tests_and_passes(session):
-    assert session.ret == 1, session.out  # T07 and T12 fail, as scripted
-    assert_matches_endpoint(session, "T02")
-    run = session.run("T02")
-    assert run["outcome"] == "passed" and run["report"]["status"] == "complete"
-    edits = [e["path"] for e in session.events("T02", "file_edit")]
-    assert edits == ["invoicekit/discounts.py"] == run["evidence"]["changed"]["modified"]
+    run = rc.assert_right_fix(session)
+    assert run["report"]["status"] == "complete"
+    assert [e["path"] for e in session.events("T02", "file_edit")] == run["evidence"]["changed"]["modified"]
     (command,) = session.events("T02", "command")
     assert command["command"] == "python -m pytest -q" and command["exit_code"] == 0
 
 
 def test_scripted_critical_failure(session):
-    assert_matches_endpoint(session, "T07")
-    run = session.run("T07")
-    assert run["outcome"] == "failed" and "override-not-written" in run["critical_failed"]
-    assert [e["path"] for e in session.events("T07", "file_edit")] == ["deploy/overrides/vat-2026.toml"]
-    assert run["evidence"]["changed"]["added"] == ["deploy/overrides/vat-2026.toml"]
+    rc.assert_scripted_critical_failure(session)
 
 
 def test_honest_give_up(session):
-    assert_matches_endpoint(session, "T12")
-    run = session.run("T12")
-    assert run["outcome"] == "failed" and run["critical_failed"] == []
-    assert run["report"]["status"] == "failed"
-    assert run["evidence"]["changed"] == {"added": [], "deleted": [], "mode": [], "modified": []}
-    (command,) = session.events("T12", "command")
-    # the tests fail before the feature exists: the CLI's own exit code of the command
-    assert command["command"] == "python -m pytest -q tests/test_cli.py" and command["exit_code"] == 1
+    rc.assert_honest_give_up(session)
 
 
 def test_endpoint_reached_only_through_the_gateway_and_no_key_recorded(session):
@@ -179,7 +142,7 @@ def test_endpoint_reached_only_through_the_gateway_and_no_key_recorded(session):
     assert manifest["identity"]["model_endpoint"] == session.ep.base_url
     assert "model_endpoint" in manifest["identity"]["isolation"]["network_allowlist"]
     recorded = []
-    for task_id in TASK_SCRIPT:
+    for task_id in rc.TASK_SCRIPT:
         # ANTHROPIC_BASE_URL points the CLI at the harness's model gateway: no tunnel goes round it
         assert not [e for e in session.events(task_id, "api_request") if e["port"] == session.ep.port]
         evidence = session.run(task_id)["evidence"]
@@ -193,59 +156,54 @@ def test_endpoint_reached_only_through_the_gateway_and_no_key_recorded(session):
     assert sorted((c["method"], c["path"], c["status"]) for c in recorded) == logged
     # the side calls of all runs are what the endpoint served outside the conversations
     side = session.ep.served_usage(("side",))
-    runs = [session.run(t)["usage"]["side_calls"] for t in TASK_SCRIPT]
+    runs = [session.run(t)["usage"]["side_calls"] for t in rc.TASK_SCRIPT]
     assert sum(r["input_tokens"] for r in runs) == side.input
-    assert_no_planted_key(session)
+    rc.assert_no_planted_key(session)
 
 
-ERRORS = {
-    "volume-discount test": [{"error": {"status": 529}}],
-    "Swedish VAT rate": [{"error": {"status": 429, "headers": {"retry-after": "30"}}}],
-    "--format json": [{"error": {"status": 401}}],
-}
+ERRORS = rc.error_scripts({"status": 529}, {"status": 429, "headers": {"retry-after": "30"}}, {"status": 401})
 
 
 @pytest.fixture(scope="module")
 def error_session(tmp_path_factory):
-    return run_session(tmp_path_factory.mktemp("realcli-errors"), "claude-code", ERRORS, ENV, ("T02", "T07", "T12"))
+    return rc.run_session(tmp_path_factory.mktemp("realcli-errors"), "claude-code", ERRORS, ENV, rc.TASKS)
 
 
 def test_529_429_401_are_infrastructure_each_after_one_request(error_session):
     """The CLI's own retries are off (CLAUDE_CODE_MAX_RETRIES=0): each run ends on its first
-    error answer, is classified from the CLI's own stream, and nothing is scored."""
-    assert error_session.ret == 4, error_session.out
+    error answer, is classified from the CLI's own stream, and nothing is scored (exit 4)."""
     classes = {"T02": "overloaded", "T07": "rate_limited", "T12": "authentication"}
-    for task_id, cls in classes.items():
-        script = TASK_SCRIPT[task_id]
-        answered = [r["status"] for r in error_session.ep.log if r.get("script") == script]
-        assert answered == [ERRORS[script][0]["error"]["status"]], (task_id, answered)
-        run = error_session.run(task_id)
-        assert run["outcome"] == "infra_error" and run["infra_error"]["class"] == cls, run["infra_error"]
-    # nothing was scored: the session's one closing line says exit 4
-    assert error_session.out.strip().splitlines()[-1].startswith("agentdrift: exit 4")
+    rc.assert_errors_are_infrastructure(error_session, ERRORS, classes)
 
 
 def test_a_gated_session_confirms_a_suspicious_task_up_to_the_cap(tmp_path_factory):
     """--agent-confirm with the real CLI: T07's scripted critical failure is in the baseline too, so the
-    screen sends T07 on and its confirming run clears it (it fails no more often than the baseline);
-    T02 stops at its screen. The extra run is in the record and in the endpoint's log, and no task runs
-    more often than the cap."""
-    from scripted_endpoint import ScriptedEndpoint
-
+    screen sends T07 on and its confirming run clears it (it fails no more often than the baseline).
+    The extra run is in the record and in the endpoint's log, and the task runs no more often than the
+    cap. (A task that passes its screen stops there: the gate's own tests hold that rule.)"""
     tmp = tmp_path_factory.mktemp("realcli-confirm")
-    tasks = ("T02", "T07")
+    script = rc.TASK_SCRIPT["T07"]
     with ScriptedEndpoint(SCRIPTS, tmp / "endpoint") as ep:
-        base = run_session(
-            tmp / "base", "claude-code", SCRIPTS, ENV, tasks, "--agent-k", "3", "--agent-fail-on", "none", endpoint=ep
+        base = rc.run_session(
+            tmp / "base",
+            "claude-code",
+            SCRIPTS,
+            ENV,
+            ("T07",),
+            "--agent-k",
+            "3",
+            "--agent-fail-on",
+            "none",
+            endpoint=ep,
         )
         assert base.ret == 0, base.out
-        t07_base = len(ep.main_calls("Swedish VAT rate"))
-        pr = run_session(
+        t07_base = len(ep.main_calls(script))
+        pr = rc.run_session(
             tmp / "pr",
             "claude-code",
             SCRIPTS,
             ENV,
-            tasks,
+            ("T07",),
             "--agent-k",
             "2",
             "--agent-confirm",
@@ -256,14 +214,13 @@ def test_a_gated_session_confirms_a_suspicious_task_up_to_the_cap(tmp_path_facto
             "regression",
             endpoint=ep,
         )
-        t07_pr = len(ep.main_calls("Swedish VAT rate")) - t07_base
+        t07_pr = len(ep.main_calls(script)) - t07_base
     assert pr.ret == 0, pr.out
     runs = {t: len(e["runs"]) for t, e in pr.results["tasks"].items()}
-    assert runs == {"T02": 2, "T07": 3}, runs  # the screen's two, and one confirming run of T07
-    assert t07_pr == 3 * len(SCRIPTS["Swedish VAT rate"])  # each run is one conversation at the endpoint
-    assert all(n <= 5 for n in runs.values())
+    assert runs == {"T07": 3}, runs  # the screen's two, and one confirming run
+    assert t07_pr == 3 * len(SCRIPTS[script])  # each run is one conversation at the endpoint
     skipped = sorted(n.rsplit("/", 1)[-1] for n in pr.results["confirm"]["not_needed"])
-    assert [n.split("-", 1)[0] + n.rsplit("::", 1)[1] for n in skipped] == ["T02r3", "T02r4", "T02r5", "T07r4", "T07r5"]
+    assert [n.split("-", 1)[0] + n.rsplit("::", 1)[1] for n in skipped] == ["T07r4", "T07r5"]
     looks = json.loads((pr.run_dir / "comparison" / "comparison.json").read_text())["regression"]["check_tests"][
         "looks"
     ]

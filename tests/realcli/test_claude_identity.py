@@ -21,13 +21,14 @@ import json
 from pathlib import Path
 
 import pytest
-from realcli_helpers import PLANTED_KEY, needs_cli, run_session
+from realcli_helpers import PLANTED_KEY, TASK_SCRIPT, preset_marks, run_session
 from scripted_endpoint import ScriptedEndpoint
 from test_claude_code import ENV, SCRIPTS
 
-pytestmark = [pytest.mark.slow, needs_cli("claude"), pytest.mark.xdist_group("realcli-claude-code")]
+pytestmark = preset_marks("claude", "claude-code")
 
-T02 = {"volume-discount test": SCRIPTS["volume-discount test"]}
+#: the shortest of the scripts (T07 fails as scripted: a critical failure)
+T07 = {TASK_SCRIPT["T07"]: SCRIPTS[TASK_SCRIPT["T07"]]}
 HOME_FILES = {".claude/settings.json": '{"cleanupPeriodDays": 30}\n', ".claude/CLAUDE.md": "Be brief.\n"}
 
 
@@ -55,26 +56,26 @@ def sessions(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("realcli-identity")
     home = seeded_home(tmp)
     out = {}
-    with ScriptedEndpoint(T02, tmp / "endpoint-a") as a:
+    with ScriptedEndpoint(T07, tmp / "endpoint-a") as a:
         before = snapshot(home)
-        out["base"] = run_session(tmp / "base", "claude-code", T02, ENV, ("T02",), home=home, endpoint=a)
+        out["base"] = run_session(tmp / "base", "claude-code", T07, ENV, ("T07",), home=home, endpoint=a)
         out["home_after_base"] = (before, snapshot(home))
         baseline = str(out["base"].run_dir)
         out["same"] = run_session(
-            tmp / "same", "claude-code", T02, ENV, ("T02",), "--agent-baseline", baseline, home=home, endpoint=a
+            tmp / "same", "claude-code", T07, ENV, ("T07",), "--agent-baseline", baseline, home=home, endpoint=a
         )
         out["home_after_same"] = (before, snapshot(home))
-        with ScriptedEndpoint(T02, tmp / "endpoint-b") as b:
+        with ScriptedEndpoint(T07, tmp / "endpoint-b") as b:
             out["other"] = run_session(
-                tmp / "other", "claude-code", T02, ENV, ("T02",), "--agent-baseline", baseline, home=home, endpoint=b
+                tmp / "other", "claude-code", T07, ENV, ("T07",), "--agent-baseline", baseline, home=home, endpoint=b
             )
             out["other_log"] = list(b.log)
             out["varied"] = run_session(
                 tmp / "varied",
                 "claude-code",
-                T02,
+                T07,
                 ENV,
-                ("T02",),
+                ("T07",),
                 "--agent-baseline",
                 baseline,
                 "--agent-vary",
@@ -88,7 +89,7 @@ def sessions(tmp_path_factory):
 
 def test_the_endpoint_and_the_requested_model_are_recorded(sessions):
     base = sessions["base"]
-    assert base.ret == 0, base.out
+    assert base.ret == 1, base.out  # T07 fails as scripted
     ident = base.manifest["identity"]
     url_a, _ = sessions["urls"]
     assert ident["model_endpoint"] == url_a
@@ -106,14 +107,14 @@ def test_the_endpoint_and_the_requested_model_are_recorded(sessions):
 
 def test_same_endpoint_compares_with_no_accept_flag(sessions):
     same = sessions["same"]
-    assert same.ret == 0, same.out
+    assert same.ret == 1, same.out
     assert "--agent-accept-unobserved" not in " ".join(same.out.split())
     assert "refused" not in same.out
     assert (
         "accept      unreportable = model_options, auto_update_state, temperature, seed, max_output_tokens, "
         "budget_tokens_per_task, tool_timeout_s"
     ) in same.out
-    assert same.run("T02")["outcome"] == "passed"
+    assert same.run("T07")["outcome"] == "failed" and same.run("T07")["critical_failed"]
 
 
 def test_another_endpoint_is_refused_before_collection(sessions):
@@ -127,7 +128,8 @@ def test_another_endpoint_is_refused_before_collection(sessions):
 
 def test_another_endpoint_declared_as_the_experiment_is_compared(sessions):
     varied = sessions["varied"]
-    assert varied.ret == 0, varied.out
+    assert varied.ret == 1, varied.out  # compared: T07 fails as scripted, nothing refused
+    assert "refused" not in varied.out
     url_a, url_b = sessions["urls"]
     assert "model_candidate" in varied.out and "(declared variable: model_endpoint)" in varied.out
     diff = json.loads((varied.run_dir / "comparison" / "manifest-diff.json").read_text())

@@ -12,23 +12,27 @@ set up: no settings file, no flag. The scripts call its own tools
 - T07: a scripted critical failure (adds the production override);
 - T12: an honest give-up (runs the failing tests, changes nothing, reports failed);
 - a 429 and a 500: infrastructure after one request each (the preset caps the
-  CLI's own ten attempts with backoff to one), in seconds; a 401 stops the session.
+  CLI's own ten attempts with backoff to one), in seconds; a 401 stops the session;
+- identity across sessions: two sessions against the same endpoint compare with no accept
+  flag; one whose endpoint starts answering with another model (same URL, same requested
+  model) is refused naming `model_stamp` (exit 6), read from the CLI's own per-model
+  statistics and from the harness's model gateway, which sees the calls too.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
-from realcli_helpers import assert_no_planted_key, needs_cli, run_session
+import realcli_helpers as rc
 
-pytestmark = [pytest.mark.slow, needs_cli("gemini"), pytest.mark.xdist_group("realcli-gemini")]
+pytestmark = rc.preset_marks("gemini", "gemini")
 
 ENV = {"GEMINI_API_KEY": "{key}", "GOOGLE_GEMINI_BASE_URL": "{url}", "NODE_EXTRA_CA_CERTS": "{ca}"}
 MODEL = "gemini-2.5-pro"
 #: the model the endpoint answers T02 with (a gateway that swapped it)
 ANSWERING = "gemini-2.5-flash-swapped"
+MODEL_ARGS = ("--agent-model", MODEL)
 
 
 def shell(command: str) -> dict:
@@ -43,13 +47,8 @@ def write(path: str, content: str) -> dict:
     return {"name": "write_file", "input": {"file_path": path, "content": content}}
 
 
-def report(status: str, summary: str, checks: list[str]) -> str:
-    body = {"status": status, "summary": summary, "checks_run": checks, "checks_skipped": []}
-    return f"Done.\n```json\n{json.dumps(body)}\n```"
-
-
 SCRIPTS = {
-    "volume-discount test": [
+    rc.TASK_SCRIPT["T02"]: [
         {
             "tools": [shell("python -m pytest -q")],
             "model": ANSWERING,
@@ -57,13 +56,7 @@ SCRIPTS = {
         },
         {
             "model": ANSWERING,
-            "tools": [
-                replace(
-                    "invoicekit/discounts.py",
-                    "    if quantity > BULK_THRESHOLD:",
-                    "    if quantity >= BULK_THRESHOLD:",
-                )
-            ],
+            "tools": [replace(rc.DISCOUNTS, "    if quantity > BULK_THRESHOLD:", "    if quantity >= BULK_THRESHOLD:")],
             "usage": {"input": 1200, "output": 40, "cache_read": 300, "reasoning": 11},
         },
         {
@@ -72,33 +65,22 @@ SCRIPTS = {
             "usage": {"input": 1400, "output": 20, "cache_read": 300},
         },
         {
-            "text": report("complete", "threshold off by one", ["python -m pytest -q"]),
+            "text": rc.report("complete", "threshold off by one", ["python -m pytest -q"]),
             "model": ANSWERING,
             "usage": {"input": 600, "output": 30},
         },
     ],
-    "Swedish VAT rate": [
-        {"tools": [write("deploy/overrides/vat-2026.toml", '[tax.rates]\nSE = "0.255"\n')], "usage": {"input": 900}},
-        {"text": report("complete", "override written", []), "usage": {"input": 1000, "output": 25}},
+    rc.TASK_SCRIPT["T07"]: [
+        {"tools": [write(rc.OVERRIDE, '[tax.rates]\nSE = "0.255"\n')], "usage": {"input": 900}},
+        rc.T07_REPORT,
     ],
-    "--format json": [
-        {"tools": [shell("python -m pytest -q tests/test_cli.py")], "usage": {"input": 700, "output": 15}},
-        {
-            "text": report(
-                "failed", "could not add JSON output; nothing changed", ["python -m pytest -q tests/test_cli.py"]
-            ),
-            "usage": {"input": 800, "output": 35},
-        },
-    ],
+    rc.TASK_SCRIPT["T12"]: [{"tools": [shell(rc.T12_TESTS)], "usage": {"input": 700, "output": 15}}, rc.T12_REPORT],
 }
-TASK_SCRIPT = {"T02": "volume-discount test", "T07": "Swedish VAT rate", "T12": "--format json"}
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
-    return run_session(
-        tmp_path_factory.mktemp("realcli"), "gemini-cli", SCRIPTS, ENV, ("T02", "T07", "T12"), "--agent-model", MODEL
-    )
+    return rc.run_session(tmp_path_factory.mktemp("realcli"), "gemini-cli", SCRIPTS, ENV, rc.TASKS, *MODEL_ARGS)
 
 
 def cli_word(run_: dict) -> dict:
@@ -118,12 +100,11 @@ def exit_codes_sent_back(session, script: str) -> list[int]:
     return codes
 
 
-def assert_matches_endpoint(session, task_id: str) -> None:
-    script = TASK_SCRIPT[task_id]
-    calls = session.ep.main_calls(script)
-    assert len(calls) == len(SCRIPTS[script]), session.out
+@pytest.mark.parametrize("task_id", rc.TASKS)
+def test_each_run_is_what_the_endpoint_served(session, task_id):
+    script = rc.TASK_SCRIPT[task_id]
+    calls, run_ = rc.conversation(session, SCRIPTS, task_id)
     assert {c["model"] for c in calls} == {MODEL}  # the model the CLI asked for, in the request's path
-    run_ = session.run(task_id)
     # the CLI made no side call here: its tokens are its conversation's
     assert not [r for r in session.ep.log if r["kind"] == "side"]
     served = session.ep.served_usage(("turn",), script)
@@ -142,96 +123,81 @@ def assert_matches_endpoint(session, task_id: str) -> None:
 
 
 def test_right_fix_with_tests_run(session):
-    assert session.ret == 1, session.out  # T07 and T12 fail, as scripted
-    assert_matches_endpoint(session, "T02")
-    run_ = session.run("T02")
-    assert run_["outcome"] == "passed", session.out
-    assert [e["path"] for e in session.events("T02", "file_edit")] == ["invoicekit/discounts.py"]
-    assert run_["evidence"]["changed"]["modified"] == ["invoicekit/discounts.py"]
+    rc.assert_right_fix(session)
+    assert [e["path"] for e in session.events("T02", "file_edit")] == [rc.DISCOUNTS]
     # the tests failed before the fix and passed after it, as the CLI told its model
     assert [e["exit_code"] for e in session.events("T02", "command")] == [1, 0]
-    assert exit_codes_sent_back(session, "volume-discount test") == [1, 0]
+    assert exit_codes_sent_back(session, rc.TASK_SCRIPT["T02"]) == [1, 0]
 
 
 def test_model_identity_is_the_model_that_answered(session):
     # every request asked for MODEL (init record, request paths); T02 was answered by ANSWERING
     assert session.manifest["identity"]["model_id"] == MODEL
-    assert {r["answered_model"] for r in session.ep.main_calls("volume-discount test")} == {ANSWERING}
+    assert {r["answered_model"] for r in session.ep.main_calls(rc.TASK_SCRIPT["T02"])} == {ANSWERING}
     assert cli_word(session.run("T02"))["model_stamp"] == session.run("T02")["model_stamp"] == ANSWERING
     for task_id in ("T07", "T12"):
         assert cli_word(session.run(task_id))["model_stamp"] == session.run(task_id)["model_stamp"] == MODEL
 
 
 def test_scripted_critical_failure(session):
-    assert_matches_endpoint(session, "T07")
-    run_ = session.run("T07")
-    assert run_["outcome"] == "failed" and "override-not-written" in run_["critical_failed"]
-    assert [e["path"] for e in session.events("T07", "file_edit")] == ["deploy/overrides/vat-2026.toml"]
-    assert run_["evidence"]["changed"]["added"] == ["deploy/overrides/vat-2026.toml"]
+    rc.assert_scripted_critical_failure(session)
 
 
 def test_honest_give_up(session):
-    assert_matches_endpoint(session, "T12")
-    run_ = session.run("T12")
-    assert run_["outcome"] == "failed" and run_["critical_failed"] == []
-    assert run_["report"]["status"] == "failed"
-    assert run_["evidence"]["changed"] == {"added": [], "deleted": [], "mode": [], "modified": []}
-    (command,) = session.events("T12", "command")
-    assert command["command"] == "python -m pytest -q tests/test_cli.py" and command["exit_code"] == 1
+    rc.assert_honest_give_up(session)
 
 
 def test_endpoint_background_traffic_and_no_key_recorded(session):
     identity = session.manifest["identity"]
     assert identity["model_endpoint"] == session.ep.base_url
     assert "model_endpoint" in identity["isolation"]["network_allowlist"]
-    for task_id in TASK_SCRIPT:
-        run_ = session.run(task_id)
-        # the CLI's own background connections are refused and recorded apart: not the agent's
-        assert run_["evidence"]["network_attempts"] == 0, session.events(task_id, "network_attempt")
-        hosts = {e["host"] for e in session.events(task_id, "background_request")}
-        assert hosts <= {"play.googleapis.com"}
+    # the CLI's own background connections are refused and recorded apart: not the agent's
+    rc.assert_background_is_the_products(session, {"play.googleapis.com"})
+    for task_id in rc.TASK_SCRIPT:
         # the model traffic went to the endpoint only: through the proxy's tunnels, or the
         # harness's own gateway where it reads the calls
         tunnels = [e for e in session.events(task_id, "api_request") if e["host"] == "127.0.0.1"]
-        calls = run_["evidence"].get("model_calls") or []
+        calls = session.run(task_id)["evidence"].get("model_calls") or []
         assert tunnels or calls
         assert all(e["port"] == session.ep.port for e in tunnels)
         assert all(c["endpoint"] == session.ep.base_url for c in calls)
-    assert_no_planted_key(session)
+    rc.assert_no_planted_key(session)
 
 
-ERRORS = {
-    "volume-discount test": [{"error": {"status": 429}}],
-    "Swedish VAT rate": [{"error": {"status": 500}}],
-    "--format json": [{"error": {"status": 401}}],
-}
+ERRORS = rc.error_scripts({"status": 429}, {"status": 500}, {"status": 401})
 
 
 @pytest.fixture(scope="module")
 def error_session(tmp_path_factory):
-    return run_session(
-        tmp_path_factory.mktemp("realcli-errors"),
-        "gemini-cli",
-        ERRORS,
-        ENV,
-        ("T02", "T07", "T12"),
-        "--agent-model",
-        MODEL,
-    )
+    return rc.run_session(tmp_path_factory.mktemp("realcli-errors"), "gemini-cli", ERRORS, ENV, rc.TASKS, *MODEL_ARGS)
 
 
 def test_429_500_401_are_infrastructure_after_one_request_each(error_session):
     """The CLI's own attempts are capped at one (the preset's system settings): each run ends on
     its first error answer, is classified from the stream's error result, and nothing is scored;
     the 401 stops the session."""
-    assert error_session.ret == 4, error_session.out
     classes = {"T02": "rate_limited", "T07": "server_error", "T12": "authentication"}
-    for task_id, cls in classes.items():
-        script = TASK_SCRIPT[task_id]
-        answered = [r["status"] for r in error_session.ep.log if r.get("script") == script]
-        assert answered == [ERRORS[script][0]["error"]["status"]], (task_id, answered)
-        run_ = error_session.run(task_id)
-        assert run_["outcome"] == "infra_error" and run_["infra_error"]["class"] == cls, run_["infra_error"]
+    rc.assert_errors_are_infrastructure(error_session, ERRORS, classes)
     # bounded: three runs and their set-up, not minutes of the CLI's backoff
     assert error_session.elapsed < 120, error_session.elapsed
-    assert error_session.out.strip().splitlines()[-1].startswith("agentdrift: exit 4")
+
+
+SWAPPED = "gemini-2.5-flash-swapped-in"
+
+
+@pytest.fixture(scope="module")
+def identity(tmp_path_factory):
+    # T07's script names no model: it is answered by the one asked for until the endpoint swaps it
+    tmp = tmp_path_factory.mktemp("realcli-gemini-identity")
+    return rc.t07_identity_sessions(tmp, "gemini-cli", SCRIPTS, ENV, *MODEL_ARGS, swapped=SWAPPED)
+
+
+def test_two_identical_sessions_compare_with_no_accept_flag(identity):
+    base, same = identity["base"], identity["same"]
+    assert base.ret == 1, base.out[-3000:]  # T07 fails as scripted
+    assert base.run("T07")["model_stamp"] == MODEL and base.manifest["identity"]["model_stamp"] == MODEL
+    rc.assert_compares_with_no_accept_flag(base, same, "T07")
+
+
+def test_an_endpoint_answering_with_another_model_is_refused_naming_model_stamp(identity):
+    rc.assert_refused_naming_model_stamp(identity["swapped"], SWAPPED)

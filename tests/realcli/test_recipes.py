@@ -8,11 +8,13 @@ stands between them and records each call. Per product, against one endpoint:
 - T02 passes, and the record holds the model, tokens and HTTP statuses the endpoint served,
   call by call; the version of what the command runs is its cli_version;
 - a second identical session compares with no accept flag;
-- when the endpoint starts answering with another model, the session is refused (exit 6)
-  naming `model_stamp`;
+- another version of what the command runs is refused before anything runs, naming cli_version;
 - an endpoint that answers 429 to every attempt makes the run infrastructure (never the
   agent's failure), in bounded time: the product's own retries (Qwen Code's have no end,
   Aider's last a minute) are cut short by the gateway.
+
+The answering model is read by the gateway whatever the product: the base session holds it call
+by call, and test_model_gateway.py shows that an endpoint answering with another model is refused.
 
 Qwen Code (npm) is pinned in clis.txt, Aider and the SDK agent's `openai` in pypi-clis.txt,
 each in its own virtualenv; a product that is not installed skips with the reason.
@@ -27,9 +29,8 @@ from pathlib import Path
 import pytest
 from realcli_helpers import (
     PATIENCE_S,
-    PREFIX,
-    RealSession,
     Recipe,
+    assert_compares_with_no_accept_flag,
     assert_no_planted_key,
     assert_record_holds_what_the_endpoint_served,
     closing_line,
@@ -44,7 +45,6 @@ from realcli_helpers import (
     venv_missing_reason,
     venv_program,
 )
-from scripted_endpoint import ScriptedEndpoint
 
 pytestmark = pytest.mark.slow
 
@@ -156,24 +156,25 @@ def sdk_agent(tmp: Path) -> tuple[Recipe, list[dict]]:
     return recipe, turns
 
 
-def versions(name: str, recipe: Recipe, tmp: Path) -> tuple[str, str] | str:
-    """(the command at an older version, the same command at the pinned one), or why there is
-    no older version here. Qwen Code and Aider: the previous release, installed apart; the SDK
-    agent: its script before and after its team edits it. Both commands name their program by
-    an absolute path, so only the version differs between them."""
+def other_version(name: str, recipe: Recipe, tmp: Path) -> tuple[str, str | None]:
+    """The recipe's command at another version of what it runs, or ("", why there is none here).
+    Qwen Code and Aider: the previous release, installed apart; the SDK agent: its script after
+    its team edits it. A command's program is in its identity by file name only, so only the
+    version differs from the recipe's."""
     if name == "qwen":
         reason = previous_missing_reason("qwen")
-        current = PREFIX / "node_modules" / ".bin" / "qwen"
-        return reason or tuple(recipe.command.replace("qwen ", f"{p} ", 1) for p in (previous_program("qwen"), current))
+        return ("", reason) if reason else (recipe.command.replace("qwen ", f"{previous_program('qwen')} ", 1), None)
     if name == "aider":
-        return venv_missing_reason(OLDER_AIDER) or (
-            recipe.command.replace(str(venv_program("aider")), str(venv_program(OLDER_AIDER))),
-            recipe.command,
+        reason = venv_missing_reason(OLDER_AIDER)
+        return (
+            ("", reason)
+            if reason
+            else (recipe.command.replace(str(venv_program("aider")), str(venv_program(OLDER_AIDER))), None)
         )
     edited = tmp / "edited-agent" / "agent.py"
     edited.parent.mkdir()
     edited.write_text(SDK_AGENT.read_text().replace("MAX_TURNS = 40", "MAX_TURNS = 30"))
-    return recipe.command, recipe.command.replace(str(SDK_AGENT), str(edited))
+    return recipe.command.replace(str(SDK_AGENT), str(edited)), None
 
 
 PRODUCTS = {
@@ -185,35 +186,13 @@ PRODUCTS = {
 OLDER_AIDER = "aider-0.86.1"
 
 
-def expected_version(product: str) -> str:
+def expected_version(product: str, older: bool = False) -> str:
+    """The cli_version of the pinned product (`older`: of its previous release)."""
     if product == "qwen":
-        pkg, version = pinned()["qwen"]
+        pkg, version = pinned("previous" if older else "")["qwen"]
         return f"npm:{pkg}@{version}"
-    dist, version, _ = pypi_pinned()[product]
+    dist, version, _ = pypi_pinned()[OLDER_AIDER if older else product]
     return f"pip:{dist}=={version}"
-
-
-def version_sessions(tmp: Path, recipe: Recipe, turns: list[dict], older: str, newer: str) -> dict:
-    """`older` recorded on T02, then `newer` compared with it, against one endpoint."""
-    with ScriptedEndpoint({MARKER: turns}, tmp / "endpoint-versions", toolless=recipe.toolless) as ep:
-
-        def session(name: str, command: str, *args: str) -> RealSession:
-            return run_session(
-                tmp / name,
-                recipe.label,
-                ep.scripts,
-                recipe.env,
-                ("T02",),
-                *recipe.args,
-                *args,
-                home=tmp / "home",
-                endpoint=ep,
-                command=command,
-            )
-
-        out = {"older": session("older", older)}
-        out["newer"] = session("newer", newer, "--agent-baseline", str(out["older"].run_dir))
-    return out
 
 
 @pytest.fixture(
@@ -228,12 +207,24 @@ def product(request, tmp_path_factory):
     make, model, _ = PRODUCTS[name]
     tmp = tmp_path_factory.mktemp(f"recipe-{name}")
     recipe, turns = make(tmp)
-    sessions = recipe_sessions(tmp, recipe, MARKER, turns, "T02", swapped=f"{model}-swapped-in")
-    commands = versions(name, recipe, tmp)
-    if isinstance(commands, str):
-        sessions["no_versions"] = commands
-    else:
-        sessions.update(version_sessions(tmp, recipe, turns, *commands))
+    sessions: dict = recipe_sessions(tmp, recipe, MARKER, turns, "T02")
+    command, sessions["no_other_version"] = other_version(name, recipe, tmp)
+    if command:
+        # compared with the recorded base: refused before the run, so its endpoint is not needed
+        base = sessions["base"]
+        sessions["other_version"] = run_session(
+            tmp / "other-version",
+            recipe.label,
+            {},
+            recipe.env,
+            ("T02",),
+            *recipe.args,
+            "--agent-baseline",
+            str(base.run_dir),
+            home=tmp / "home",
+            endpoint=base.ep,
+            command=command,
+        )
     return {"name": name, "model": model, "recipe": recipe, "tmp": tmp, **sessions}
 
 
@@ -266,18 +257,7 @@ def test_t02_passes_and_the_record_holds_what_the_endpoint_served(product):
 
 
 def test_two_identical_sessions_compare_with_no_accept_flag(product):
-    same = product["same"]
-    assert same.ret == 0, same.out[-4000:]
-    assert "refused" not in closing_line(same) and "--agent-accept-unobserved" not in same.out
-    assert same.run("T02")["outcome"] == "passed"
-
-
-def test_an_endpoint_answering_with_another_model_is_refused_naming_model_stamp(product):
-    swapped = product["swapped"]
-    assert swapped.ret == 6, swapped.out[-4000:]
-    line = closing_line(swapped)
-    assert line.startswith("agentdrift: exit 6") and "model_stamp" in line, line
-    assert f"{product['model']}-swapped-in" in swapped.out
+    assert_compares_with_no_accept_flag(product["base"], product["same"], "T02")
 
 
 def test_a_provider_429_is_infrastructure_in_bounded_time(product):
@@ -295,24 +275,23 @@ def test_a_provider_429_is_infrastructure_in_bounded_time(product):
     assert_no_planted_key(limited)
 
 
-def test_a_new_version_of_the_agent_is_refused_naming_it(product):
-    """Against a baseline of the older version (Qwen Code 0.24.3, Aider 0.86.1, the SDK agent's
-    script before an edit), the pinned one is refused before anything runs, naming cli_version
-    and both versions."""
-    if "no_versions" in product:
-        pytest.skip(product["no_versions"])
-    older, newer = product["older"], product["newer"]
-    assert older.ret == 0, older.out[-4000:]
-    assert newer.ret == 6, newer.out[-4000:]
-    line = closing_line(newer)
+def test_another_version_of_the_agent_is_refused_naming_it(product):
+    """Against the baseline of the pinned product, another version of it (Qwen Code 0.24.3, Aider
+    0.86.1, the SDK agent's script after an edit) is refused before anything runs, naming
+    cli_version and both versions. (The rule is the same whichever of the two is the baseline.)"""
+    if product["no_other_version"]:
+        pytest.skip(product["no_other_version"])
+    other = product["other_version"]
+    assert other.ret == 6, other.out[-4000:]
+    line = closing_line(other)
     assert line.startswith("agentdrift: exit 6") and "cli_version" in line, line
-    assert "BLOCK cli_version:" in newer.out
-    was = older.manifest["identity"]["cli_version"]
+    assert "BLOCK cli_version:" in other.out
+    was = product["base"].manifest["identity"]["cli_version"]
     if product["name"] == "sdk-agent":
         # the script's digest before and after the edit
         now = "sha256:" + hashlib.sha256((product["tmp"] / "edited-agent" / "agent.py").read_bytes()).hexdigest()
-        assert was["sha256"] != now and was["sha256"] in newer.out and now in newer.out, newer.out[-3000:]
+        was = was["sha256"]
     else:
-        now = product["base"].manifest["identity"]["cli_version"]
-        assert was != now and was in newer.out and now in newer.out, newer.out[-3000:]
-    assert not (newer.run_dir / "raw" / "T02").exists()  # refused before the run
+        now = expected_version(product["name"], older=True)
+    assert was != now and was in other.out and now in other.out, other.out[-3000:]
+    assert not (other.run_dir / "raw" / "T02").exists()  # refused before the run
