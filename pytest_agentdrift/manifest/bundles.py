@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from pytest_agentdrift.canonical import digest, dumps_pretty, hash_file, load_json_file, sha256_hex
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.record.redact import SECRET_NAME, variants  # one notion of a secret, one set of its forms
+from pytest_agentdrift.shapes import BundleEntry
 from pytest_agentdrift.vocabulary import utc_timestamp
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ class Bundle:
         """Project paths a derived bundle also deletes from each task's repo (``--agent-without``)."""
         return [p for p in (self.identity.get("derivation") or {}).get("without", []) if not p.startswith("~/")]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> BundleEntry:
         """What a run records about the bundle it ran with (no contents, no machine paths)."""
         ident = self.identity
         return {

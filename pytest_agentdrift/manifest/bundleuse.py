@@ -13,13 +13,19 @@ import dataclasses
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import UNOBSERVED
 
+if TYPE_CHECKING:
+    from pytest_agentdrift.manifest.bundles import Bundle
+    from pytest_agentdrift.manifest.capture import ManifestContext
+    from pytest_agentdrift.run.overlay import Overlay
+    from pytest_agentdrift.shapes import BundleEntry
 
-def overlay_for(bundle: Any) -> Any:
+
+def overlay_for(bundle: Bundle) -> Overlay:
     """The run/overlay.Overlay of a bundle: its project and user files, what it removes, its secrets."""
     from pytest_agentdrift.manifest import bundles
     from pytest_agentdrift.run.overlay import Overlay
@@ -36,7 +42,7 @@ def overlay_for(bundle: Any) -> Any:
     )
 
 
-def check_without(bundle: Any, without: tuple[str, ...], repos: list[Path]) -> None:
+def check_without(bundle: Bundle, without: tuple[str, ...], repos: list[Path]) -> None:
     """A path to remove must be in the bundle or in a selected task's repo/: a typo is not an experiment."""
     for spec in without:
         user = spec.startswith("~/")
@@ -53,7 +59,7 @@ def check_without(bundle: Any, without: tuple[str, ...], repos: list[Path]) -> N
             )
 
 
-def staged_context(overlay: Any, stage: Path, ctx: Any) -> Any:
+def staged_context(overlay: Overlay, stage: Path, ctx: ManifestContext) -> ManifestContext:
     """The manifest context (manifest/capture.ManifestContext) of what the agent will see: a staged
     private home holding the bundle's user files, and copies of the task repositories with the
     bundle overlaid, under `stage` (emptied first)."""
@@ -65,7 +71,7 @@ def staged_context(overlay: Any, stage: Path, ctx: Any) -> Any:
     home = stage / "home"
     home.mkdir(parents=True)
     apply_home(overlay, home)
-    repos = {}
+    repos: dict[str, Path] = {}
     for tid, repo in sorted(ctx.task_repos.items()):
         target = stage / "repos" / tid
         target.parent.mkdir(parents=True, exist_ok=True)  # copy_tree makes only the last directory
@@ -77,21 +83,21 @@ def staged_context(overlay: Any, stage: Path, ctx: Any) -> Any:
     return dataclasses.replace(ctx, home=home, task_repos=repos, env=env)
 
 
-def stamp_manifest(bundle: Any, manifest: dict[str, Any]) -> None:
+def stamp_manifest(bundle: Bundle, manifest: dict[str, object]) -> None:
     """Fold the bundle's digests into the identity's instruction and config hashes (runtime_id follows),
     so two bundles differing in one CLAUDE.md line differ in instruction_hash alone."""
     from pytest_agentdrift.canonical import digest
 
     if "identity" not in manifest:
         return
-    ident = manifest["identity"]
+    ident = _part(manifest, "identity")
     parts = bundle.doc["digests"]
     discovered_i, discovered_c = ident.get("instruction_hash"), ident.get("config_hash")
     if discovered_i not in (UNOBSERVED, None):
         ident["instruction_hash"] = digest({"discovered": discovered_i, "agent_bundle": parts["instructions"]})
     if discovered_c not in (UNOBSERVED, None):
         ident["config_hash"] = digest({"discovered": discovered_c, "agent_bundle": parts["config"]})
-    manifest.setdefault("evidence", {})["agent_bundle"] = {
+    _part(manifest, "evidence")["agent_bundle"] = {
         "name": bundle.name,
         "digest": bundle.digest,
         "derived_from": bundle.identity.get("derived_from"),
@@ -101,11 +107,19 @@ def stamp_manifest(bundle: Any, manifest: dict[str, Any]) -> None:
         "rule": "instruction_hash = digest({discovered, agent_bundle: digests.instructions}); "
         "config_hash = digest({discovered, agent_bundle: digests.config})",
     }
-    manifest.setdefault("provenance", {})["agent_bundle"] = {"name": bundle.name, "digest": bundle.digest}
+    _part(manifest, "provenance")["agent_bundle"] = {"name": bundle.name, "digest": bundle.digest}
     manifest["runtime_id"] = digest(ident)
 
 
-def settings_entry(bundle: Any) -> dict[str, Any]:
+def _part(manifest: dict[str, object], name: str) -> dict[str, object]:
+    """One object of the manifest (identity, evidence, provenance), made when absent."""
+    part = manifest.setdefault(name, {})
+    if not isinstance(part, dict):
+        raise AgentDriftError(f"the manifest's {name!r} is not an object")
+    return part
+
+
+def settings_entry(bundle: Bundle) -> BundleEntry:
     """results.json's settings.agent_bundle: the bundle, and what its overlay put in front of the agent."""
     entry = bundle.describe()
     entry["overlay"] = {
