@@ -266,9 +266,10 @@ def screened(first: Sequence[Sequence[str]], pool: Pool | None = None, level: fl
 def screen_needs(plan: ConfirmPlan, base_failed: int, base_runs: int) -> int | None:
     """The fewest failures of one check in the screen's ``k`` runs that send a task on, against a pool
     that failed it ``base_failed`` times in ``base_runs`` (None: no count does)."""
-    if plan.screen_level is None:
-        return 1
-    needs = (x for x in range(1, plan.k + 1) if _screen_tail(plan.k, x, base_failed, base_runs) <= plan.screen_level)
+    level = plan.screen_level
+    needs = (
+        x for x in range(1, plan.k + 1) if level is None or _screen_tail(plan.k, x, base_failed, base_runs) <= level
+    )
     return next(needs, None)
 
 
