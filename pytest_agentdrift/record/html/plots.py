@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pytest_agentdrift.record.html.escape import esc
 from pytest_agentdrift.record.html.fmt import pct, pp
@@ -16,7 +16,7 @@ def _interval_row(
     point: float | None,
     lo: float | None,
     hi: float | None,
-    scale,
+    scale: Callable[[float], float],
     colour: str,
     text: str,
     text_x: float = 610,

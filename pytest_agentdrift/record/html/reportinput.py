@@ -74,10 +74,11 @@ def _read_json(path: Path, notes: list[str]) -> JsonValue:
     from pytest_agentdrift.errors import AgentDriftError
 
     try:
-        return load_json_file(path)
+        value: JsonValue = load_json_file(path)
     except AgentDriftError as exc:
         notes.append(f"{path.name} could not be read: {exc.problem}")
         return None
+    return value
 
 
 def load_input(run_dir: Path, results: Results | None = None) -> ReportInput:
