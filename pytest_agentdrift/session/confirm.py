@@ -53,7 +53,10 @@ class ConfirmPlugin:
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         k = self.settings.k
         tasks = [(i, item) for i, item in enumerate(items) if isinstance(item, self.item_class)]
-        self.tasks = len({item.spec.id for _, item in tasks})
+        # the plan's task count is the whole session's: a resumed session deselects the runs its record
+        # kept, so it counts the record's items (the session it continues), not the ones left to run
+        resumed = self._resumed_tasks()
+        self.tasks = len(resumed if resumed is not None else {item.spec.id for _, item in tasks})
         # the screen first, then the confirming repetitions by rank: a task's earlier runs always come
         # before its later ones, on every worker's queue, so waiting for them cannot deadlock
         order = sorted(tasks, key=lambda t: (t[1].rep > k, t[1].rep if t[1].rep > k else 0, t[0]))
@@ -76,6 +79,13 @@ class ConfirmPlugin:
         reason = getattr(item, "agentdrift_not_needed", None)
         if call.when == "setup" and reason:
             outcome.get_result().agentdrift_not_needed = reason  # rides to the controller with the report
+
+    def _resumed_tasks(self) -> set[str] | None:
+        """The tasks of the record a resumed session continues (every process knows its items), else None."""
+        from pytest_agentdrift.tasks.shard import split_key
+
+        keys = self.info.longrun.only_keys
+        return None if keys is None else {split_key(key)[0] for key in keys}
 
     def runner_idle(self, item) -> bool:
         return getattr(item.runner, "adapter", None) is None
@@ -123,6 +133,32 @@ class ConfirmPlugin:
         return None
 
     # -- the controller: what each run failed, for the workers; what was not needed, for the record ---
+    @pytest.hookimpl(trylast=True)  # after the controller has counted the items it expects
+    def pytest_collection_finish(self, session) -> None:
+        self._seed_resumed()
+
+    @pytest.hookimpl(optionalhook=True, trylast=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        self._seed_resumed()
+
+    def _seed_resumed(self) -> None:
+        """A resumed session continues where the record stopped: what each kept run failed goes to the
+        workers (a confirming repetition waits for its task's earlier runs, some of them kept, never run
+        again) and, once the collection says which screen runs are still to come, the screened count."""
+        from pytest_agentdrift.compare.confirm import run_failures
+        from pytest_agentdrift.record.store import atomic_write
+
+        resume, where = self.info.longrun.resume, self._dir()
+        if self.collector is None or resume is None or where is None or self._pools_written:
+            return
+        atomic_write(where / POOLS_FILE, json.dumps(self._pools()))
+        self._pools_written = True
+        for payload in resume.kept.values():
+            self.runs.setdefault(payload["task_id"], {})[payload["rep"]] = run_failures(payload["result"])
+        for task in sorted(self.runs):
+            atomic_write(where / f"{task}.json", json.dumps(self.runs[task]))
+        self._screen_over(where)
+
     @pytest.hookimpl(trylast=True)  # after the controller has counted the report as received
     def pytest_runtest_logreport(self, report) -> None:
         if self.collector is None:
@@ -190,7 +226,8 @@ class ConfirmPlugin:
         """The record's ``confirm`` section: the plan, and which repetitions were not needed."""
         from pytest_agentdrift.compare.confirm import plan_document
 
-        tasks = len({n.rsplit("::", 1)[0] for n in self.collector.expected_nodeids})
+        resumed = self._resumed_tasks()
+        tasks = len(resumed if resumed is not None else {n.rsplit("::", 1)[0] for n in self.collector.expected_nodeids})
         doc = plan_document(self.settings.k, self.settings.confirm, tasks)
         doc["not_needed"] = sorted(self.not_needed)
         return doc

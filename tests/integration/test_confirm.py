@@ -4,6 +4,7 @@ stops writing on one task, and the same agent unchanged."""
 from __future__ import annotations
 
 import json
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -62,6 +63,58 @@ def test_a_task_that_starts_failing_is_confirmed_and_named_in_every_output(pytes
     cases = list(ET.parse(pytester.path / "junit.xml").getroot().iter("testcase"))
     ran = [c for c in cases if not any((s.get("message") or "").startswith("not needed") for s in c.iter("skipped"))]
     assert len(ran) == cost["candidate"]["runs"]
+
+
+INTERRUPT_AFTER = (
+    "import os\n"
+    "seen = []\n"
+    "def pytest_runtest_logfinish(nodeid, location):\n"
+    "    seen.append(nodeid)\n"
+    "    if len(seen) == int(os.environ.get('INTERRUPT_AFTER') or 0):\n"
+    "        raise KeyboardInterrupt\n"
+)
+
+
+@pytest.fixture
+def interruptible(pytester):
+    """A conftest that interrupts the session after INTERRUPT_AFTER items (the baseline is recorded with
+    it too: the conftest is part of the scoring the identity compares)."""
+    (pytester.path / "conftest.py").write_text(INTERRUPT_AFTER)
+
+
+def test_a_session_interrupted_mid_confirmation_resumes_where_it_stopped(pytester, interruptible, gated, monkeypatch):
+    """Stopped inside G02's batch r6 ... r9 (the screen's nine items, then r4, r5 and r6 by rank), then
+    resumed under xdist: the kept runs count as reported, so nothing waits for them and none runs again."""
+    monkeypatch.setenv("AGENT_MODE", "lazy")
+    monkeypatch.setenv("INTERRUPT_AFTER", "17")
+    first = run_pytest(pytester, *gated, "--agent-confirm", "12", "--agent-record", "runs/pr", "-rs")
+    assert first.ret == 2, first.stdout.str()[-3000:]
+    record = pytester.path / "runs/pr"
+    kept = {p.parent.relative_to(record / "raw").as_posix(): p.read_bytes() for p in record.glob("raw/*/r*/run.json")}
+    assert {"G02/r4", "G02/r5", "G02/r6"} <= set(kept) and len(kept) == 12, sorted(kept)
+
+    monkeypatch.delenv("INTERRUPT_AFTER")
+    started = time.monotonic()
+    resumed = run_pytest(pytester, *gated, "--agent-confirm", "12", "--agent-resume", "runs/pr", "-n", "2", "-rs")
+    took = time.monotonic() - started
+    assert resumed.ret == 1, resumed.stdout.str()[-3000:]
+    assert took < 120, took  # a wait for a kept run would last 2 x the timeout + 300 s
+    closing = last_line(resumed)
+    assert closing.startswith("agentdrift: exit 1 — gate regression: new critical failure G02 notes-written")
+    doc = json.loads((record / "results.json").read_text())
+    assert doc["complete"] is True and not (record / "INCOMPLETE").exists()
+    runs = {t: [r["rep"] for r in e["runs"]] for t, e in doc["tasks"].items()}
+    assert runs["G01"] == runs["G03"] == [1, 2, 3] and runs["G02"] == list(range(1, len(runs["G02"]) + 1))
+    assert 6 < len(runs["G02"]) <= 12
+    # the kept runs were not run again; the resumed session ran only the rest
+    assert all((record / "raw" / key / "run.json").read_bytes() == raw for key, raw in kept.items())
+    outcomes = resumed.parseoutcomes()
+    ran = outcomes.get("passed", 0) + outcomes.get("failed", 0)
+    assert ran == sum(map(len, runs.values())) - len(kept)
+    assert doc["confirm"]["tasks"] == 3 and len(doc["confirm"]["not_needed"]) == 36 - sum(map(len, runs.values()))
+    decision = json.loads((record / "comparison/decision.json").read_text())
+    assert decision["regression_gate"]["passed"] is False
+    assert "G02 notes-written" in decision["regression_gate"]["reason"]
 
 
 def test_the_cap_must_exceed_the_screen_and_needs_a_baseline(pytester):
