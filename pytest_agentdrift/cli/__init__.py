@@ -237,8 +237,8 @@ def _one_runtime(shards: list[tuple[Path, Results, dict[str, Any]]], tokens: lis
 
 
 def _expected_items(shards: list[tuple[Path, Results, dict[str, Any]]]) -> set[str] | None:
-    """The task set every shard was drawn from: the tasks its source manifest lists, k times each
-    (None when a shard has no source manifest)."""
+    """The task set every shard was drawn from: the tasks its source manifest lists, k times each, or
+    up to the cap when the shards confirmed (None when a shard has no source manifest)."""
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.errors import RecordError
     from pytest_agentdrift.record.merge import universe
@@ -254,7 +254,10 @@ def _expected_items(shards: list[tuple[Path, Results, dict[str, Any]]]) -> set[s
             "the shards were drawn from different task sets (their source manifests list different tasks)"
         )
     if len(task_lists) == 1 and all((path / SOURCE_MANIFEST_FILE).is_file() for path, _, _ in shards):
-        return universe(next(iter(task_lists)), int(shards[0][1]["settings"].get("k", 1)))
+        first = shards[0][1]
+        # a confirming session collects every repetition up to the cap (each run, or skipped as not needed)
+        reps = first["confirm"]["cap"] if "confirm" in first else int(first["settings"].get("k", 1))
+        return universe(next(iter(task_lists)), reps)
     return None
 
 

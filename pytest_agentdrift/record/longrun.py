@@ -193,7 +193,13 @@ class LongRun:
             return
         from pytest_agentdrift.tasks.shard import deal
 
-        self._dealt = deal(keys, self.shard.count, self._baseline_durations())
+        if not self.settings.confirm:
+            self._dealt = deal(keys, self.shard.count, self._baseline_durations())
+            return
+        # a task's confirming repetitions wait for its screen's runs, reported on this machine only:
+        # every repetition of a task goes to one shard (tasks dealt as items are: balanced, by duration)
+        whole = deal({(task_id, 1) for task_id, _ in keys}, self.shard.count, self._baseline_durations())
+        self._dealt = {(task_id, rep): whole[(task_id, 1)] for task_id, rep in keys}
 
     def _baseline_durations(self) -> dict[str, float] | None:
         if not self.settings.baseline:

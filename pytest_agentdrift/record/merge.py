@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from pytest_agentdrift.errors import RecordError
-from pytest_agentdrift.shapes import Results, ResumeNote, ShardRecord, TaskEntry
+from pytest_agentdrift.shapes import ConfirmPlan, Results, ResumeNote, ShardRecord, TaskEntry
 from pytest_agentdrift.tasks.shard import item_key
 from pytest_agentdrift.vocabulary import INSTRUCTION_BUNDLE_FILE
 
@@ -35,8 +35,13 @@ def merge_shards(shards: list[Results], run_id: str, expected_items: set[str] | 
 
     _check_shards_fit(shards)
     tasks = _merged_tasks(shards)
+    ran = {item_key(tid, r["rep"]) for tid, t in tasks.items() for r in t["runs"]}
+    confirm, not_needed = _merged_confirm(shards)
+    both = sorted(ran & set(not_needed.values()))
+    if both:
+        raise RecordError(f"item(s) both run and skipped as not needed: {', '.join(both[:10])}")
     if expected_items is not None:
-        _check_coverage({item_key(tid, r["rep"]) for tid, t in tasks.items() for r in t["runs"]}, expected_items)
+        _check_coverage(ran | set(not_needed.values()), expected_items)
     merged: Results = {
         **shards[0],
         "run_id": run_id,
@@ -53,6 +58,8 @@ def merge_shards(shards: list[Results], run_id: str, expected_items: set[str] | 
     merged.pop("resumed", None)
     merged.pop("budget", None)
     merged["merged_from"] = [sh["run_id"] for sh in shards]
+    if confirm is not None:
+        merged["confirm"] = {**confirm, "not_needed": sorted(not_needed)}
     resumed: list[ResumeNote] = [
         {**note, "shard_run_id": sh["run_id"]} for sh in shards for note in sh.get("resumed") or []
     ]
@@ -123,6 +130,30 @@ def _merged_tasks(shards: list[Results]) -> dict[str, TaskEntry]:
     for task in tasks.values():
         task["runs"].sort(key=lambda r: r["rep"])
     return dict(sorted(tasks.items()))
+
+
+def _merged_confirm(shards: list[Results]) -> tuple[ConfirmPlan | None, dict[str, str]]:
+    """The shards' one confirming plan (None when they did not confirm) and every repetition they
+    skipped as not needed (nodeid -> item key). A shard runs whole tasks, so its not-needed nodeids
+    name tasks of its own record: the nodeid's path is the task's directory relative to the rootdir."""
+    plans = [sh.get("confirm") for sh in shards]
+    if not any(plans):
+        return None, {}
+    if not all(plans):
+        raise RecordError("some shards were recorded with --agent-confirm and some without: merge shards of one split")
+    rules = {repr({k: v for k, v in p.items() if k != "not_needed"}) for p in plans if p}
+    if len(rules) > 1:
+        raise RecordError(f"shards confirm by different plans: {'; '.join(sorted(rules))}")
+    keys: dict[str, str] = {}
+    for sh, plan in zip(shards, plans, strict=True):
+        dirs = {tid: Path(t["task_dir"]).as_posix() for tid, t in sh["tasks"].items() if t.get("task_dir")}
+        for nodeid in plan.get("not_needed") or [] if plan else []:
+            where, _, rep = nodeid.rpartition("::r")
+            found = [tid for tid, d in dirs.items() if d == where or d.endswith("/" + where)]
+            if len(found) != 1 or not rep.isdigit():
+                raise RecordError(f"shard {sh['run_id']}: not-needed item {nodeid} names no one task of the shard")
+            keys[nodeid] = item_key(found[0], int(rep))
+    return plans[0], keys
 
 
 def _check_coverage(got: set[str], expected_items: set[str]) -> None:

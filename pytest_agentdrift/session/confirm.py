@@ -22,6 +22,7 @@ import pytest
 CONFIRM_DIR = "confirm"
 POOLS_FILE = "pools.json"
 SCREEN_FILE = "screen.json"
+TASKS_FILE = "tasks.json"  # a sharded session's task count, from a worker's collection to the controller
 NOT_NEEDED = "not needed"
 _POLL_S = 0.2
 
@@ -36,6 +37,7 @@ class ConfirmPlugin:
         self.comparison = comparison  # None on a worker
         self.item_class = item_class
         self.tasks = 0
+        self.collected: set[str] = set()  # every task collected, before shards and resume deselect
         self.runs: dict[str, dict[int, Any]] = {}  # controller: what each reported run failed
         self.not_needed: list[str] = []
         self._pools_written = False
@@ -48,15 +50,32 @@ class ConfirmPlugin:
         control = self.info.longrun.control_dir
         return None if control is None else Path(control) / CONFIRM_DIR
 
+    def _sharded(self) -> bool:
+        return self.info.longrun.shard is not None
+
     # -- every process: the order and the decision ---------------------------------------------------
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session, config, items) -> None:
+    @pytest.hookimpl(hookwrapper=True)  # around the deselections (shards, resume, -k): what came before, after
+    def pytest_collection_modifyitems(self, session, config, items):
+        self.collected = {item.spec.id for item in items if isinstance(item, self.item_class)}
+        yield
+        self._order(items)
+
+    def _order(self, items) -> None:
         k = self.settings.k
         tasks = [(i, item) for i, item in enumerate(items) if isinstance(item, self.item_class)]
-        # the plan's task count is the whole session's: a resumed session deselects the runs its record
-        # kept, so it counts the record's items (the session it continues), not the ones left to run
+        # the plan's task count is the whole session's: a shard counts the tasks every shard was dealt
+        # from (each shard's record then holds the same plan), a resumed session the record it continues
+        # (its kept runs are deselected), others the tasks they run
         resumed = self._resumed_tasks()
-        self.tasks = len(resumed if resumed is not None else {item.spec.id for _, item in tasks})
+        if self._sharded():
+            self.tasks = len(self.collected)
+            where = self._dir()
+            if where is not None:
+                from pytest_agentdrift.record.store import atomic_write
+
+                atomic_write(where / TASKS_FILE, json.dumps({"tasks": self.tasks}))
+        else:
+            self.tasks = len(resumed if resumed is not None else {item.spec.id for _, item in tasks})
         # the screen first, then the confirming repetitions by rank: a task's earlier runs always come
         # before its later ones, on every worker's queue, so waiting for them cannot deadlock
         order = sorted(tasks, key=lambda t: (t[1].rep > k, t[1].rep if t[1].rep > k else 0, t[0]))
@@ -112,10 +131,12 @@ class ConfirmPlugin:
         last = sequential.sequence(plan, screened_tasks, scored, pool)[-1]
         return f"{NOT_NEEDED}: {spec.id} decided at r{last.runs} ({last.state.replace('_', ' ')})"
 
-    def _wait_for(self, spec, through: int) -> tuple[dict[str, Any], dict[int, Any], int] | None:
+    def _wait_for(self, spec, through: int) -> tuple[dict[str, Any], dict[int, Any], int | None] | None:
         """The pools, the task's runs r1 ... r``through`` (the look before the batch of the repetition
         asking) and the screened count, once the screen is over and those runs are reported; None after
-        the wait."""
+        the wait. A shard cannot know how many tasks the other shards' screens sent on: it decides at
+        the level of every task screened (None), the lowest, and the merged record's verdict uses the
+        real count."""
         from pytest_agentdrift.compare.sequential import Pool
 
         where = self._dir()
@@ -124,11 +145,12 @@ class ConfirmPlugin:
         limit = time.monotonic() + 2 * float(self.settings.timeout or spec.timeout_s or 600) + 300
         while time.monotonic() < limit and not self.info.longrun.stop_requested():
             runs, pools, screen = (_read(where / name) for name in (f"{spec.id}.json", POOLS_FILE, SCREEN_FILE))
-            if runs is not None and pools is not None and screen is not None:
+            if runs is not None and pools is not None and (screen is not None or self._sharded()):
                 have = {int(r): f for r, f in runs.items()}
                 if all(r in have for r in range(1, through + 1)):
                     earlier = {r: have[r] for r in range(1, through + 1)}
-                    return {t: Pool(**p) for t, p in pools.items()}, earlier, int(screen["screened"])
+                    screened = None if screen is None else int(screen["screened"])
+                    return {t: Pool(**p) for t, p in pools.items()}, earlier, screened
             time.sleep(_POLL_S)
         return None
 
@@ -193,8 +215,8 @@ class ConfirmPlugin:
         from pytest_agentdrift.record.store import atomic_write
 
         k, c = self.settings.k, self.collector
-        if (where / SCREEN_FILE).exists():
-            return
+        if self._sharded() or (where / SCREEN_FILE).exists():
+            return  # (a shard's screen is one part of the session's: its workers decide without the count)
         screen = {n for n in c.expected_nodeids if int(n.rsplit("::r", 1)[1]) <= k}
         if not screen <= c.received_nodeids:
             return
@@ -226,8 +248,14 @@ class ConfirmPlugin:
         """The record's ``confirm`` section: the plan, and which repetitions were not needed."""
         from pytest_agentdrift.compare.confirm import plan_document
 
-        resumed = self._resumed_tasks()
-        tasks = len(resumed if resumed is not None else {n.rsplit("::", 1)[0] for n in self.collector.expected_nodeids})
+        resumed, where = self._resumed_tasks(), self._dir()
+        if self._sharded():  # every shard's: counted by the process that collected (a worker under xdist)
+            told = _read(where / TASKS_FILE) if where is not None else None
+            tasks = self.tasks or int((told or {}).get("tasks") or 0)
+        elif resumed is not None:
+            tasks = len(resumed)
+        else:
+            tasks = len({n.rsplit("::", 1)[0] for n in self.collector.expected_nodeids})
         doc = plan_document(self.settings.k, self.settings.confirm, tasks)
         doc["not_needed"] = sorted(self.not_needed)
         return doc

@@ -4,6 +4,8 @@ stops writing on one task, and the same agent unchanged."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 
@@ -115,6 +117,51 @@ def test_a_session_interrupted_mid_confirmation_resumes_where_it_stopped(pyteste
     decision = json.loads((record / "comparison/decision.json").read_text())
     assert decision["regression_gate"]["passed"] is False
     assert "G02 notes-written" in decision["regression_gate"]["reason"]
+
+
+def test_two_confirming_shards_merge_into_the_verdict_of_one_session(pytester, gated, monkeypatch):
+    """Whole tasks to a shard (a task's confirming runs wait for its screen, on that machine); each shard
+    decides at the level of every task screened; the merged record's verdict blocks naming the task."""
+    monkeypatch.setenv("AGENT_MODE", "lazy")
+    ungated = [a for a in gated if a not in ("--agent-gate", "regression")]
+    started = time.monotonic()
+    for i, extra in ((1, ["-n", "2"]), (2, [])):  # the plan's task count from a worker and from the process
+        shard = run_pytest(
+            pytester,
+            *ungated,
+            "--agent-confirm",
+            "12",
+            "--agent-shard",
+            f"{i}/2",
+            "--agent-record",
+            f"runs/s{i}",
+            *extra,
+        )
+        assert shard.ret in (0, 1), shard.stdout.str()[-3000:]
+    assert time.monotonic() - started < 150  # no repetition waited for runs on the other shard
+    docs = [json.loads((pytester.path / f"runs/s{i}/results.json").read_text()) for i in (1, 2)]
+    assert all(d["complete"] and d["confirm"]["tasks"] == 3 for d in docs)
+    owners = [set(d["tasks"]) for d in docs]
+    assert not owners[0] & owners[1] and owners[0] | owners[1] == {"G01", "G02", "G03"}  # whole tasks
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest_agentdrift", *args], cwd=pytester.path, capture_output=True, text=True
+        )
+
+    merged = cli("merge", "runs/m", "runs/s1", "runs/s2")
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    doc = json.loads((pytester.path / "runs/m/results.json").read_text())
+    ran = {f"{t}::r{r['rep']}" for t, e in doc["tasks"].items() for r in e["runs"]}
+    skipped = {n.rsplit("/", 1)[-1] for n in doc["confirm"]["not_needed"]}
+    assert not ran & skipped and len(ran) + len(skipped) == 36
+    assert doc["confirm"]["not_needed"] == sorted(docs[0]["confirm"]["not_needed"] + docs[1]["confirm"]["not_needed"])
+    runs = {t: len(e["runs"]) for t, e in doc["tasks"].items()}
+    assert runs["G01"] == runs["G03"] == 3 and 3 < runs["G02"] <= 12
+    verdict = cli("compare", "runs/base", "runs/m", "--gate", "regression")
+    assert verdict.returncode == 1, verdict.stdout + verdict.stderr
+    closing = verdict.stdout.strip().splitlines()[-1]
+    assert closing.startswith("agentdrift: exit 1 — gate regression: new critical failure G02 notes-written")
 
 
 def test_the_cap_must_exceed_the_screen_and_needs_a_baseline(pytester):
