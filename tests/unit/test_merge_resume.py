@@ -101,6 +101,31 @@ def test_merge_refusals(shards, expected, match):
         merge_shards(shards, "m", expected)
 
 
+def confirming(run_id, items, index, not_needed, **plan):
+    """A shard of a confirming session (k 1, cap 3): its runs, and the repetitions it did not need."""
+    doc = shard(run_id, items, index, 2)
+    for tid, task in doc["tasks"].items():
+        task["task_dir"] = f"/ci/{run_id}/tasks/{tid}-x"
+    rules = {"k": 1, "cap": 3, "alpha": 0.05, "tasks": 2, "futility": 0.05, **plan}
+    doc["confirm"] = {**rules, "not_needed": [f"tasks/{n}" for n in not_needed]}
+    return doc
+
+
+def test_confirming_shards_merge_their_plan_and_what_was_not_needed():
+    a = confirming("a", [("T1", 1), ("T1", 2), ("T1", 3)], 1, [])
+    b = confirming("bb", [("T2", 1)], 2, ["T2-x::r2", "T2-x::r3"])
+    merged = merge_shards([a, b], "m", universe(["T1", "T2"], 3))
+    assert merged["confirm"]["not_needed"] == ["tasks/T2-x::r2", "tasks/T2-x::r3"] and merged["confirm"]["tasks"] == 2
+    with pytest.raises(RecordError, match="miss 1 item"):
+        merge_shards([a, confirming("bb", [("T2", 1)], 2, ["T2-x::r2"])], "m", universe(["T1", "T2"], 3))
+    with pytest.raises(RecordError, match="both run and skipped as not needed: T2/r2"):
+        merge_shards([a, confirming("bb", [("T2", 1), ("T2", 2)], 2, ["T2-x::r2", "T2-x::r3"])], "m", None)
+    with pytest.raises(RecordError, match="confirm by different plans"):
+        merge_shards([a, confirming("bb", [("T2", 1)], 2, ["T2-x::r2", "T2-x::r3"], tasks=1)], "m", None)
+    with pytest.raises(RecordError, match="names no one task of the shard"):
+        merge_shards([a, confirming("bb", [("T2", 1)], 2, ["T9::r2"])], "m", None)
+
+
 def recording(tmp_path, expected=("T1/r1", "T1/r2")):
     d = tmp_path / "rec"
     rec = RunRecorder(d)
