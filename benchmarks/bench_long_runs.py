@@ -167,6 +167,7 @@ def bench_merge(work: Path, n: int, shards: int = 10) -> None:
             "summary": {},
             "shard": {"index": i, "count": shards, "source": "option", "selected": len(chosen)},
         }
+        sd.mkdir(parents=True)  # a shard may select no task when there are fewer tasks than shards
         for tid, rep in chosen:
             run = _run(tid, rep)
             results["tasks"][tid] = {
