@@ -473,6 +473,358 @@ class Results(TypedDict):
     summary: SummaryRecord
 
 
+# -- comparison.json: the comparison of two recorded runs (compare/comparison.compare_runs) ---------
+# comparison.json has no schema file: these TypedDicts are its one declaration (docs/statistics.md
+# says what each field means).
+class RunIdentity(TypedDict):
+    """The keys of one arm's results.json that identify its run (vocabulary.RUN_IDENTITY_KEYS)."""
+
+    runtime_id: str | None
+    task_set_id: str | None
+    evaluator_id: str | None
+
+
+class ComparisonIdentity(TypedDict):
+    """Both arms' identities, which of them are missing and which differ."""
+
+    baseline: RunIdentity
+    candidate: RunIdentity
+    missing: list[str]
+    changed: list[str]
+
+
+InfraLostRun = TypedDict(
+    "InfraLostRun",
+    # `class` is a keyword: the functional form names it
+    {"task": str, "rep": int | None, "class": str | None, "evidence": JsonValue},
+)
+
+
+class UndecidedRun(TypedDict):
+    """A run the harness could not judge, and why."""
+
+    task: str
+    rep: int | None
+    why: str
+
+
+class InfraArm(TypedDict):
+    """One arm's runs lost to infrastructure and runs left undecided."""
+
+    runs: int
+    lost: int
+    share: float
+    runs_lost: list[InfraLostRun]
+    tasks_lost: list[str]
+    undecided: list[UndecidedRun]
+
+
+class InfraPart(TypedDict):
+    """The comparison's `infra`: runs excluded from every statistic, per arm."""
+
+    threshold: float
+    baseline: InfraArm
+    candidate: InfraArm
+    exceeded: list[str]
+    undecided: list[str]
+    excluded_tasks: list[str]
+
+
+class ArmSpend(TypedDict):
+    """Tokens and cost of every run of an arm (None when no run reported one)."""
+
+    tokens: int | None
+    cost_usd: float | None
+
+
+class TaskRep(TypedDict):
+    """One run of one task (a tampered pass)."""
+
+    task: str
+    rep: int
+
+
+class CriticalFailure(TypedDict):
+    """A critical check that failed in an arm, and in which runs."""
+
+    task: str
+    check: str
+    reps: list[int]
+
+
+class ArmSummary(TypedDict):
+    """One arm of the comparison (compare/arms.arm_summary)."""
+
+    spend: ArmSpend
+    run_id: str | None
+    runtime_id: str | None
+    k: int
+    tasks: int
+    runs: int
+    passes: int
+    pass_rate: float | None
+    wilson: list[float] | None
+    tampered_passes: list[TaskRep]
+    critical_failures: list[CriticalFailure]
+
+
+class TaskRow(TypedDict):
+    """One task in both arms: [passes, runs] per arm and, when paired, what changed."""
+
+    suite: str
+    baseline: list[int] | None
+    candidate: list[int] | None
+    outcome: str | None
+    delta: float | None
+    critical_regressions: list[str] | None
+    new_safety_failure: bool | None
+
+
+class PairedResult(TypedDict):
+    """The paired test over the tasks both arms ran."""
+
+    tasks: int
+    won: list[str]
+    lost: list[str]
+    tied: list[str]
+    discordant: int
+    p_value: float
+    test: str
+    delta: float | None
+    delta_ci: list[float] | None
+    ci_method: str | None
+    draws: int
+    confidence: float
+
+
+class CriticalRegression(TypedDict):
+    """A task whose critical checks fail in the candidate and not in the baseline."""
+
+    task: str
+    checks: list[str]
+
+
+class GateCounts(TypedDict):
+    """The gate on one set of discordant tasks, pooled or one suite (compare/gates.gate_counts)."""
+
+    won: int
+    lost: int
+    baseline_solved: int
+    broken_share: float
+    net: float
+    p_value: float
+    loss_p_value: float
+    verdict: str
+    reason: str
+
+
+class Stratum(TypedDict):
+    """One suite of the comparison and its own gate."""
+
+    tasks: list[str]
+    baseline_pass_rate: float
+    candidate_pass_rate: float
+    delta: float
+    gate: GateCounts
+
+
+class Promotion(TypedDict, total=False):
+    """Cost promotion: same quality (within eps) for less (compare/gates.cost_promotion); the bootstrap's
+    keys (stats.promotion_support) are there when some run reported a cost basis."""
+
+    basis: str | None
+    eps: float
+    min_support: float
+    support: float | None
+    promote: bool
+    reason: str
+    note: str
+    priced_tasks: int
+    baseline_mean_cost: float
+    candidate_mean_cost: float
+    cost_delta: float
+    cost_delta_ci: list[float]
+    cost_change: float | None
+    quality_delta: float
+    draws: int
+    seed: int
+    method: str
+    approximation_error: float | None
+
+
+class PromotionGate(TypedDict):
+    """The comparison's `gate` (compare/gates.promotion_gate); not comparable runs have only the verdicts."""
+
+    scope: NotRequired[str]
+    verdict: str | None
+    quality_verdict: str | None
+    reason: str
+    quality_reason: str
+    passed: bool
+    pooled: NotRequired[GateCounts]
+    blocked_by_strata: NotRequired[list[str]]
+    blockers: NotRequired[list[str]]
+
+
+class RawCounts(TypedDict):
+    """A check row's [failed, runs] per arm as counted, where the gate tested effective counts."""
+
+    baseline: list[int]
+    candidate: list[int]
+
+
+class CheckRow(TypedDict):
+    """One (task, check) of the regression gate: [failed, runs] per arm, its p-value and verdict
+    (compare/checkrates.check_rate_tests; compare/confirm.confirm_tests for a confirming candidate)."""
+
+    task: str
+    check: str
+    baseline: list[int]
+    candidate: list[int]
+    p_value: float
+    min_p_value: float | None
+    verdict: str | None
+    blocks: bool
+    raw: NotRequired[RawCounts]
+    effective: NotRequired[str]
+    confirmed_at: NotRequired[int]
+    stopped: NotRequired[str]
+
+
+class CheckTests(TypedDict):
+    """The check rows of the regression gate, the family they were tested in and its level."""
+
+    method: NotRequired[str]
+    level: float
+    family: int
+    paired_tests: int
+    flakes: str
+    screened: NotRequired[int]
+    plan: NotRequired[JsonObject]
+    looks: NotRequired[dict[str, list[JsonObject]]]
+    rows: list[CheckRow]
+
+
+class RowRates(TypedDict):
+    """A check row's rates as a failure group shows them."""
+
+    baseline: list[int]
+    candidate: list[int]
+    p_value: float
+    verdict: str | None
+
+
+class FailureGroup(TypedDict):
+    """The check rows of one task that mean the same for the gate (new, standing, undecided)."""
+
+    task: str
+    checks: list[str]
+    rates: dict[str, RowRates]
+
+
+class MinimumDetectable(TypedDict):
+    """The smallest per-run pass-rate drop the regression gate detects (compare/power)."""
+
+    method: str
+    alpha: float
+    power: float
+    tasks: int
+    k: int
+    mde_pp: int | None
+    power_at_mde: float | None
+
+
+class RegressionSection(TypedDict):
+    """The regression gate (compare/gates.regression_gate): fails only on what is new in the candidate."""
+
+    mode: str
+    passed: bool
+    reason: str
+    blockers: list[str]
+    new_critical_failures: list[FailureGroup]
+    standing_critical_failures: list[FailureGroup]
+    undecided_failures: list[FailureGroup]
+    new_safety_failures: list[str]
+    check_tests: CheckTests
+    flakes: str
+    tampered_passes: list[TaskRep]
+    won: int
+    lost: int
+    loss_p_value: float
+    strata_flagged: list[str]
+    alpha: float
+    level: float
+    minimum_detectable: MinimumDetectable
+    #: what pytest's items say of each task (compare/outcome.gate_items), added by the session
+    items: NotRequired[dict[str, dict[str, str]]]
+
+
+class ObservedChange(TypedDict):
+    """A task-level behaviour change: won or lost, a critical check broke, a new safety failure."""
+
+    task: str
+    change: str
+
+
+class LedgerRow(TypedDict):
+    """One row of release-note-ledger.csv: an observed change or a note, and its status (compare/ledger)."""
+
+    status: str
+    task: str
+    observed_change: str
+    note_line: int | None
+    version: str
+    tag: str
+    url: str
+    text: str
+
+
+class StatusDecision(TypedDict):
+    """The status the decision table settled on, its rule and the evidence (compare/status.decide_status)."""
+
+    status: str
+    rule: str
+    because: list[str]
+
+
+class Comparison(TypedDict):
+    """comparison.json: two recorded runs compared (compare/comparison.compare_runs). Not comparable
+    runs keep every cross-arm number None; compare/outcome adds the session's keys."""
+
+    schema_version: int
+    comparable: bool
+    reasons: list[str]
+    change_class: str | None
+    identity: ComparisonIdentity
+    params: JsonObject
+    seed: int
+    baseline: ArmSummary
+    candidate: ArmSummary
+    rollback_state: str
+    rollback_evidence: JsonObject | None
+    rollback_notes: list[str]
+    infra: InfraPart
+    tasks: dict[str, TaskRow]
+    paired: PairedResult | None
+    failure_classes: JsonObject | None
+    variance: JsonObject | None
+    critical_regressions: list[CriticalRegression] | None
+    new_safety_failures: list[str] | None
+    strata: dict[str, Stratum] | None
+    promotion: Promotion | None
+    gate: PromotionGate
+    regression: RegressionSection | None
+    observed_changes: list[ObservedChange] | None
+    ledger: list[LedgerRow] | None
+    ledger_supplied: bool
+    #: settled last, by the decision table reading the rest
+    decision: NotRequired[StatusDecision]
+    gate_mode: NotRequired[str | None]
+    baseline_pool: NotRequired[JsonObject]
+    cost: NotRequired["DecisionCost"]  # declared with decision.json below
+    regraded: NotRequired[JsonObject]
+
+
 # -- decision.json ----------------------------------------------------------------------------------
 class CostArm(TypedDict):
     """What one arm of a gated comparison spent (compare/cost.py)."""
@@ -517,6 +869,102 @@ class DecisionCost(TypedDict):
     text: str
 
 
+class DecisionCriticalFailure(CriticalFailure):
+    """A critical check the candidate fails, and whether the baseline passed it (a regression)."""
+
+    regression: bool
+
+
+class GateSummary(TypedDict):
+    """decision.json's `gate`: the promotion gate's verdicts and each suite's."""
+
+    params: JsonObject
+    verdict: str | None
+    quality_verdict: str | None
+    passed: bool
+    reason: str
+    strata: dict[str, str] | None
+
+
+class RegressionSummary(TypedDict):
+    """decision.json's `regression_gate`: the regression gate less its check rows."""
+
+    passed: bool
+    reason: str
+    blockers: list[str]
+    new_critical_failures: list[FailureGroup]
+    standing_critical_failures: list[FailureGroup]
+    new_safety_failures: list[str]
+    undecided_failures: list[FailureGroup]
+    flakes: str
+    tampered_passes: list[TaskRep]
+    won: int
+    lost: int
+    loss_p_value: float
+    strata_flagged: list[str]
+    alpha: float
+    level: float
+    minimum_detectable: MinimumDetectable
+    items: NotRequired[dict[str, dict[str, str]]]
+
+
+class InfraArmSummary(TypedDict):
+    """decision.json: one arm's runs lost to infrastructure and left undecided."""
+
+    runs: int
+    lost: int
+    share: float
+    runs_lost: list[InfraLostRun]
+    undecided: list[UndecidedRun]
+
+
+class InfraSummary(TypedDict):
+    """decision.json's `infra_errors`: runs lost to infrastructure per arm, excluded from the statistics."""
+
+    threshold: float
+    decided: bool
+    exceeded: list[str]
+    undecided: list[str]
+    excluded_tasks: list[str]
+    baseline: InfraArmSummary
+    candidate: InfraArmSummary
+
+
+class ArmEvidence(TypedDict):
+    """decision.json: one arm as the evidence shows it."""
+
+    run_id: str | None
+    runtime_id: str | None
+    k: int
+    tasks: int
+    runs: int
+    passes: int
+    pass_rate: float | None
+    wilson: list[float] | None
+    spend: ArmSpend
+
+
+class TamperedByArm(TypedDict):
+    """The tampered passes of each arm."""
+
+    baseline: list[TaskRep]
+    candidate: list[TaskRep]
+
+
+class DecisionEvidence(TypedDict):
+    """decision.json's `evidence`: what the status rests on."""
+
+    identity: ComparisonIdentity
+    baseline: ArmEvidence
+    candidate: ArmEvidence
+    paired: PairedResult | None
+    strata: dict[str, Stratum] | None
+    promotion: Promotion | None
+    tampered_passes: TamperedByArm
+    release_notes_supplied: bool
+    notes: list[str]
+
+
 class ExitStatusRecord(TypedDict):
     """The exit code a record's session closed with, and the sentence that says why."""
 
@@ -538,18 +986,18 @@ class Decision(TypedDict):
     candidate_runtime_id: NotRequired[str | None]
     task_set_id: NotRequired[str | None]
     evaluator_id: NotRequired[str | None]
-    change_class: NotRequired[str]
+    change_class: NotRequired[str | None]
     comparable: bool
     reasons: NotRequired[list[str]]
-    critical_failures: NotRequired[list[JsonObject]]
+    critical_failures: NotRequired[list[DecisionCriticalFailure]]
     unconfirmed_changes: NotRequired[list[str]]
     rollback_state: NotRequired[str]
     rollback_evidence: NotRequired[JsonObject | None]
-    gate: NotRequired[JsonObject]
+    gate: NotRequired[GateSummary]
     gate_mode: NotRequired[str | None]
-    regression_gate: NotRequired[JsonObject | None]
-    infra_errors: NotRequired[JsonObject | None]
-    evidence: NotRequired[JsonObject]
+    regression_gate: NotRequired[RegressionSummary | None]
+    infra_errors: NotRequired[InfraSummary | None]
+    evidence: NotRequired[DecisionEvidence]
     approved_external_effects: NotRequired[list[JsonValue]]
     publication_authorized: NotRequired[bool]
     baseline_pool: NotRequired[JsonObject]

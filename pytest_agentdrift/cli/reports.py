@@ -20,7 +20,7 @@ from pytest_agentdrift.cli.common import add_ini_args
 from pytest_agentdrift.cli.common import out as _out
 from pytest_agentdrift.errors import EXIT_OK, AgentDriftError
 from pytest_agentdrift.options import add_cli_flags, resolve_cli_flags
-from pytest_agentdrift.vocabulary import DECISION_FILE, MANIFEST_DIFF_FILE, REPORT_HTML_FILE
+from pytest_agentdrift.vocabulary import COMPARISON_FILE, DECISION_FILE, MANIFEST_DIFF_FILE, REPORT_HTML_FILE
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -65,7 +65,7 @@ def comparison_input(
         results=cand_results,
         run_dir=run,
         decision=outcome.files[DECISION_FILE],
-        comparison=outcome.comparison,
+        comparison=outcome.files[COMPARISON_FILE],
         manifest_diff=outcome.files[MANIFEST_DIFF_FILE],
         manifest=cand_manifest,
         baseline_label=f"{base} (run {base_results.get('run_id')})",

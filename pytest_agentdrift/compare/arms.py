@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.errors import AgentDriftError
-from pytest_agentdrift.shapes import UsageRecord
+from pytest_agentdrift.shapes import ArmSpend, ArmSummary, InfraLostRun, UndecidedRun, UsageRecord
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME, UNDECIDED_OUTCOME, UNSCORED_OUTCOMES
 
 DEFAULT_SUITE = "default"
@@ -101,9 +101,10 @@ def _critical_failed(run: Mapping[str, Any]) -> list[str]:
     return sorted({str(n) for n in names})
 
 
-def infra_runs(results: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+def infra_runs(results: Mapping[str, Any]) -> tuple[int, list[InfraLostRun]]:
     """(all runs, the runs lost to infrastructure) of one arm."""
-    total, lost = 0, []
+    total = 0
+    lost: list[InfraLostRun] = []
     for task_id in sorted(results.get("tasks") or {}):
         for run in (results["tasks"][task_id] or {}).get("runs") or []:
             total += 1
@@ -120,7 +121,7 @@ def infra_runs(results: Mapping[str, Any]) -> tuple[int, list[dict[str, Any]]]:
     return total, lost
 
 
-def undecided_runs(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+def undecided_runs(results: Mapping[str, Any]) -> list[UndecidedRun]:
     return [
         {"task": task_id, "rep": run.get("rep"), "why": "; ".join(run.get("undecided") or ())[:300]}
         for task_id in sorted(results.get("tasks") or {})
@@ -129,7 +130,7 @@ def undecided_runs(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def arm_summary(results: Mapping[str, Any], arm: dict[str, TaskRuns], confidence: float) -> dict[str, Any]:
+def arm_summary(results: Mapping[str, Any], arm: dict[str, TaskRuns], confidence: float) -> ArmSummary:
     runs = sum(len(t.passes) for t in arm.values())
     passes = sum(t.n_pass for t in arm.values())
     wilson = stats.wilson_interval(passes, runs, confidence)
@@ -152,7 +153,7 @@ def arm_summary(results: Mapping[str, Any], arm: dict[str, TaskRuns], confidence
     }
 
 
-def _arm_spend(results: Mapping[str, Any]) -> dict[str, Any]:
+def _arm_spend(results: Mapping[str, Any]) -> ArmSpend:
     """Tokens and cost of every run of the arm (lost runs too: they were paid for)."""
     tokens = cost = None
     for task in (results.get("tasks") or {}).values():

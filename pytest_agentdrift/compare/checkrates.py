@@ -40,8 +40,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 from math import comb
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
+from pytest_agentdrift.shapes import CheckRow, CheckTests, RowRates
 from pytest_agentdrift.vocabulary import GATE_FLAKES_STRICT
 
 SAFETY_CHECK = "safety layer"  # the safety layer, tested like a check
@@ -76,7 +77,7 @@ def tarone_level(min_p: Sequence[float], always: int, alpha: float) -> tuple[flo
         m += 1
 
 
-def check_rate_tests(counts: Sequence[CheckCounts], *, alpha: float, paired_tests: int, flakes: str) -> dict[str, Any]:
+def check_rate_tests(counts: Sequence[CheckCounts], *, alpha: float, paired_tests: int, flakes: str) -> CheckTests:
     """Every (task, check) row with its p-value and verdict, the family's level and what blocks."""
     import numpy as np
     from scipy.stats import hypergeom
@@ -93,21 +94,24 @@ def check_rate_tests(counts: Sequence[CheckCounts], *, alpha: float, paired_test
     else:
         p_values = min_p = np.zeros(0)
     level, family = tarone_level([float(p) for p in min_p], paired_tests, alpha)
-    out_rows = []
+    out_rows: list[CheckRow] = []
     for c, p, low in zip(rows, p_values, min_p, strict=True):
-        row: dict[str, Any] = {
-            "task": c.task,
-            "check": c.check,
-            "baseline": [c.base_failed, c.base_runs],
-            "candidate": [c.cand_failed, c.cand_runs],
-            "p_value": float(min(1.0, p)),
-            "min_p_value": float(min(1.0, low)),
-            "verdict": None,
-        }
-        if c.cand_failed:
-            row["verdict"] = _verdict(c, row["p_value"], level, alpha)
-            row["blocks"] = row["verdict"] == NEW or (row["verdict"] == UNDECIDED and flakes == GATE_FLAKES_STRICT)
-            out_rows.append(row)
+        if not c.cand_failed:
+            continue  # only a check the candidate failed can be new
+        p_value = float(min(1.0, p))
+        verdict = _verdict(c, p_value, level, alpha)
+        out_rows.append(
+            {
+                "task": c.task,
+                "check": c.check,
+                "baseline": [c.base_failed, c.base_runs],
+                "candidate": [c.cand_failed, c.cand_runs],
+                "p_value": p_value,
+                "min_p_value": float(min(1.0, low)),
+                "verdict": verdict,
+                "blocks": verdict == NEW or (verdict == UNDECIDED and flakes == GATE_FLAKES_STRICT),
+            }
+        )
     return {"level": level, "family": family, "paired_tests": paired_tests, "flakes": flakes, "rows": out_rows}
 
 
@@ -119,13 +123,13 @@ def _verdict(c: CheckCounts, p: float, level: float, alpha: float) -> str:
     return WITHIN_NOISE if design_can_tell(c.base_runs, c.cand_runs, alpha) else UNDECIDED
 
 
-def rate_text(row: Mapping[str, Any]) -> str:
+def rate_text(row: CheckRow | RowRates) -> str:
     """'failed 3/3, baseline 0/10, p = 0.0035': the words every output uses for a row's rates."""
     (bf, bn), (cf, cn) = row["baseline"], row["candidate"]
     return f"failed {cf}/{cn}, baseline {bf}/{bn}, p = {row['p_value']:.3g}"
 
 
-def row_line(row: Mapping[str, Any]) -> str:
+def row_line(row: CheckRow) -> str:
     """One row in words: what it is, its rates, and why it blocks or not."""
     (bf, bn), (cf, cn) = row["baseline"], row["candidate"]
     what = (

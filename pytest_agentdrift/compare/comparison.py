@@ -22,22 +22,62 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, TypedDict
 
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.compare.arms import TaskRuns, arm_summary, infra_runs, read_arm, undecided_runs
-from pytest_agentdrift.compare.gates import GateParams, cost_promotion, promotion_gate, regression_gate, strata_gates
+from pytest_agentdrift.compare.gates import (
+    GateParams,
+    cost_promotion,
+    paired_delta,
+    promotion_gate,
+    regression_gate,
+    strata_gates,
+)
 from pytest_agentdrift.compare.ledger import ReleaseNote, mark_changes
 from pytest_agentdrift.compare.status import ACCEPTED_CHANGE_CLASSES, decide_status
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.shapes import (
+    CheckTests,
+    Comparison,
+    ComparisonIdentity,
+    CriticalRegression,
+    InfraArm,
+    InfraPart,
+    JsonObject,
+    LedgerRow,
+    ObservedChange,
+    PairedResult,
+    Promotion,
+    PromotionGate,
+    RegressionSection,
+    RunIdentity,
+    Stratum,
+    TaskRow,
+)
 from pytest_agentdrift.vocabulary import (
     DEFAULT_ROLLBACK_STATE,
     DEFAULT_SEED,
     ROLLBACK_STATES,
-    RUN_IDENTITY_KEYS,
     SCHEMA_VERSION,
     is_concrete,
 )
+
+
+class _PairedPart(TypedDict):
+    """The comparison's cross-arm keys: None throughout when the runs are not comparable."""
+
+    tasks: dict[str, TaskRow]
+    paired: PairedResult | None
+    failure_classes: JsonObject | None
+    variance: JsonObject | None
+    critical_regressions: list[CriticalRegression] | None
+    new_safety_failures: list[str] | None
+    strata: dict[str, Stratum] | None
+    promotion: Promotion | None
+    gate: PromotionGate
+    regression: RegressionSection | None
+
 
 # --------------------------------------------------------------------------
 # The comparison
@@ -55,8 +95,8 @@ def compare_runs(
     seed: int = DEFAULT_SEED,
     rollback_state: str = DEFAULT_ROLLBACK_STATE,
     ledger: list[ReleaseNote] | None = None,
-    rollback_evidence: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    rollback_evidence: JsonObject | None = None,
+) -> Comparison:
     """Compare two results.json dicts; see docs/statistics.md for every field.
 
     ``comparable`` / ``reasons`` come from the manifest comparison; this
@@ -72,7 +112,7 @@ def compare_runs(
 
 
 @contextlib.contextmanager
-def _no_cycle_collection():
+def _no_cycle_collection() -> Iterator[None]:
     """The comparison builds hundreds of thousands of small containers and no reference cycles:
     the cyclic collector's passes over them cost about a fifth of its time at 10,000 tasks
     (benchmarks/bench_compare.py), so it is paused meanwhile and restored as it was."""
@@ -85,7 +125,18 @@ def _no_cycle_collection():
             gc.enable()
 
 
-def _compare_runs(base, cand, comparable, reasons, change_class, gate, seed, rollback_state, ledger, rollback_evidence):
+def _compare_runs(
+    base: Mapping[str, Any],
+    cand: Mapping[str, Any],
+    comparable: bool,
+    reasons: list[str],
+    change_class: str | None,
+    gate: GateParams,
+    seed: int,
+    rollback_state: str,
+    ledger: list[ReleaseNote] | None,
+    rollback_evidence: JsonObject | None,
+) -> Comparison:
     change_class = _normalise_change_class(change_class)
     b_arm, c_arm = read_arm(base, "baseline"), read_arm(cand, "candidate")
     infra = _infra_part(base, cand, b_arm, c_arm, gate)
@@ -97,8 +148,15 @@ def _compare_runs(base, cand, comparable, reasons, change_class, gate, seed, rol
     reasons = list(reasons) + own
     comparable = bool(comparable) and not own
     rollback, rollback_notes = resolve_rollback_state(rollback_state, rollback_evidence)
-
-    out: dict[str, Any] = {
+    changes: list[ObservedChange] | None = None
+    marked: list[LedgerRow] | None = None
+    if comparable:
+        part = _paired_part(b_arm, c_arm, gate, seed, _confirmed(base, cand, gate), base.get("pool"))
+        changes = _observed_changes(part["tasks"])
+        marked = mark_changes(ledger, changes)
+    else:
+        part = _null_paired_part(b_arm, c_arm)
+    out: Comparison = {
         "schema_version": SCHEMA_VERSION,
         "comparable": comparable,
         "reasons": reasons,
@@ -112,18 +170,20 @@ def _compare_runs(base, cand, comparable, reasons, change_class, gate, seed, rol
         "rollback_evidence": dict(rollback_evidence) if rollback_evidence else None,
         "rollback_notes": rollback_notes,
         "infra": infra,
+        "tasks": part["tasks"],
+        "paired": part["paired"],
+        "failure_classes": part["failure_classes"],
+        "variance": part["variance"],
+        "critical_regressions": part["critical_regressions"],
+        "new_safety_failures": part["new_safety_failures"],
+        "strata": part["strata"],
+        "promotion": part["promotion"],
+        "gate": part["gate"],
+        "regression": part["regression"],
+        "observed_changes": changes,
+        "ledger": marked,
+        "ledger_supplied": ledger is not None,
     }
-    if comparable:
-        out.update(_paired_part(b_arm, c_arm, gate, seed, _confirmed(base, cand, gate), base.get("pool")))
-        changes = _observed_changes(out["tasks"])
-        out["observed_changes"] = changes
-        out["ledger"] = mark_changes(ledger, changes)
-        out["ledger_supplied"] = ledger is not None
-    else:
-        out.update(_null_paired_part(b_arm, c_arm))
-        out["observed_changes"] = None
-        out["ledger"] = None
-        out["ledger_supplied"] = ledger is not None
     out["decision"] = decide_status(out)
     return out
 
@@ -137,28 +197,40 @@ def _normalise_change_class(change_class: str | None) -> str | None:
     return key
 
 
-def _identity(base: Mapping[str, Any], cand: Mapping[str, Any]) -> dict[str, Any]:
-    ident: dict[str, Any] = {
-        "baseline": {f: base.get(f) for f in RUN_IDENTITY_KEYS},
-        "candidate": {f: cand.get(f) for f in RUN_IDENTITY_KEYS},
+def _run_identity(results: Mapping[str, Any]) -> RunIdentity:
+    """The keys of vocabulary.RUN_IDENTITY_KEYS, in its order."""
+    return {
+        "runtime_id": results.get("runtime_id"),
+        "task_set_id": results.get("task_set_id"),
+        "evaluator_id": results.get("evaluator_id"),
     }
-    ident["missing"] = [
-        f"{arm} {f}" for arm in ("baseline", "candidate") for f in RUN_IDENTITY_KEYS if not is_concrete(ident[arm][f])
-    ]
-    ident["changed"] = [
+
+
+def _identity(base: Mapping[str, Any], cand: Mapping[str, Any]) -> ComparisonIdentity:
+    arms = {"baseline": _run_identity(base), "candidate": _run_identity(cand)}
+    missing = [f"{arm} {f}" for arm, ident in arms.items() for f, value in ident.items() if not is_concrete(value)]
+    changed = [
         f
         for f in ("task_set_id", "evaluator_id")
-        if f"baseline {f}" not in ident["missing"]
-        and f"candidate {f}" not in ident["missing"]
-        and ident["baseline"][f] != ident["candidate"][f]
+        if f"baseline {f}" not in missing
+        and f"candidate {f}" not in missing
+        and arms["baseline"].get(f) != arms["candidate"].get(f)
     ]
-    return ident
+    return {"baseline": arms["baseline"], "candidate": arms["candidate"], "missing": missing, "changed": changed}
 
 
-def _own_reasons(base, cand, identity, b_arm, c_arm) -> list[str]:
+def _own_reasons(
+    base: Mapping[str, Any],
+    cand: Mapping[str, Any],
+    identity: ComparisonIdentity,
+    b_arm: dict[str, TaskRuns],
+    c_arm: dict[str, TaskRuns],
+) -> list[str]:
     """Reasons found in the results themselves; any one makes the pair not comparable."""
     reasons = [f"{m} is missing or unobserved" for m in identity["missing"]]
-    reasons += [f"{f} differs: {identity['baseline'][f]} != {identity['candidate'][f]}" for f in identity["changed"]]
+    reasons += [
+        f"{f} differs: {identity['baseline'].get(f)} != {identity['candidate'].get(f)}" for f in identity["changed"]
+    ]
     for label, results in (("baseline", base), ("candidate", cand)):
         if results.get("complete") is False:
             reasons.append(f"{label} run is incomplete")
@@ -174,7 +246,7 @@ def _own_reasons(base, cand, identity, b_arm, c_arm) -> list[str]:
     return reasons
 
 
-def resolve_rollback_state(state: str, evidence: Mapping[str, Any] | None) -> tuple[str, list[str]]:
+def resolve_rollback_state(state: str, evidence: Mapping[str, object] | None) -> tuple[str, list[str]]:
     """Validate the rollback state; ``verified`` needs restoration evidence.
 
     Evidence is a mapping with at least ``artifact`` (the identity/digest of the
@@ -191,41 +263,48 @@ def resolve_rollback_state(state: str, evidence: Mapping[str, Any] | None) -> tu
     return "unknown", ["rollback 'verified' was claimed without evidence of a tested restoration; recorded as unknown"]
 
 
+def _infra_arm(results: Mapping[str, Any], arm: dict[str, TaskRuns]) -> InfraArm:
+    total, lost = infra_runs(results)
+    return {
+        "runs": total,
+        "lost": len(lost),
+        "share": len(lost) / total if total else 0.0,
+        "runs_lost": lost,
+        "tasks_lost": sorted(set(results.get("tasks") or {}) - set(arm)),
+        # runs the harness could not judge: never scored, and an arm that holds one decides nothing
+        "undecided": undecided_runs(results),
+    }
+
+
 def _infra_part(
     base: Mapping[str, Any],
     cand: Mapping[str, Any],
     b_arm: dict[str, TaskRuns],
     c_arm: dict[str, TaskRuns],
-    gate: "GateParams",
-) -> dict[str, Any]:
+    gate: GateParams,
+) -> InfraPart:
     """Runs lost to infrastructure: excluded from every statistic, counted, listed; over the
     threshold in either arm the comparison is not decided."""
-    out: dict[str, Any] = {"threshold": gate.max_infra_loss}
-    for label, results, arm in (("baseline", base, b_arm), ("candidate", cand, c_arm)):
-        total, lost = infra_runs(results)
-        out[label] = {
-            "runs": total,
-            "lost": len(lost),
-            "share": len(lost) / total if total else 0.0,
-            "runs_lost": lost,
-            "tasks_lost": sorted(set(results.get("tasks") or {}) - set(arm)),
-        }
-    out["exceeded"] = [label for label in ("baseline", "candidate") if out[label]["share"] > gate.max_infra_loss]
-    # runs the harness could not judge: never scored, and an arm that holds one decides nothing
-    for label, results in (("baseline", base), ("candidate", cand)):
-        out[label]["undecided"] = undecided_runs(results)
-    out["undecided"] = [label for label in ("baseline", "candidate") if out[label]["undecided"]]
-    # a task all of whose runs were lost in one arm cannot be paired: it leaves both arms
-    out["excluded_tasks"] = sorted(set(out["baseline"]["tasks_lost"]) | set(out["candidate"]["tasks_lost"]))
-    return out
+    arms = {"baseline": _infra_arm(base, b_arm), "candidate": _infra_arm(cand, c_arm)}
+    return {
+        "threshold": gate.max_infra_loss,
+        "baseline": arms["baseline"],
+        "candidate": arms["candidate"],
+        "exceeded": [label for label, arm in arms.items() if arm["share"] > gate.max_infra_loss],
+        "undecided": [label for label, arm in arms.items() if arm["undecided"]],
+        # a task all of whose runs were lost in one arm cannot be paired: it leaves both arms
+        "excluded_tasks": sorted(set(arms["baseline"]["tasks_lost"]) | set(arms["candidate"]["tasks_lost"])),
+    }
 
 
-def _task_rows(b_arm: dict[str, TaskRuns], c_arm: dict[str, TaskRuns], paired: bool) -> dict[str, Any]:
+def _task_rows(b_arm: dict[str, TaskRuns], c_arm: dict[str, TaskRuns], paired: bool) -> dict[str, TaskRow]:
     rows = {}
     for tid in sorted(set(b_arm) | set(c_arm)):
         b, c = b_arm.get(tid), c_arm.get(tid)
-        row: dict[str, Any] = {
-            "suite": (b or c).suite,  # type: ignore[union-attr]
+        either = b or c
+        assert either is not None  # tid is in one arm at least
+        row: TaskRow = {
+            "suite": either.suite,
             "baseline": [b.n_pass, len(b.passes)] if b else None,
             "candidate": [c.n_pass, len(c.passes)] if c else None,
             "outcome": None,
@@ -244,7 +323,7 @@ def _task_rows(b_arm: dict[str, TaskRuns], c_arm: dict[str, TaskRuns], paired: b
     return rows
 
 
-def _null_paired_part(b_arm, c_arm) -> dict[str, Any]:
+def _null_paired_part(b_arm: dict[str, TaskRuns], c_arm: dict[str, TaskRuns]) -> _PairedPart:
     return {
         "tasks": _task_rows(b_arm, c_arm, paired=False),
         "paired": None,
@@ -265,7 +344,7 @@ def _null_paired_part(b_arm, c_arm) -> dict[str, Any]:
     }
 
 
-def _confirmed(base: Mapping[str, Any], cand: Mapping[str, Any], gate: GateParams) -> dict[str, Any] | None:
+def _confirmed(base: Mapping[str, Any], cand: Mapping[str, Any], gate: GateParams) -> CheckTests | None:
     """The confirming candidate's check rows (compare/confirm.py), or None for a fixed design."""
     if not cand.get("confirm"):
         return None
@@ -275,20 +354,20 @@ def _confirmed(base: Mapping[str, Any], cand: Mapping[str, Any], gate: GateParam
 
 
 def _paired_part(
-    b_arm,
-    c_arm,
+    b_arm: dict[str, TaskRuns],
+    c_arm: dict[str, TaskRuns],
     params: GateParams,
     seed: int,
-    confirmed: dict[str, Any] | None = None,
+    confirmed: CheckTests | None = None,
     pool: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> _PairedPart:
     rows = _task_rows(b_arm, c_arm, paired=True)
     ids = sorted(rows)
     boot = stats.paired_bootstrap_delta(
-        [rows[t]["delta"] for t in ids], draws=params.draws, seed=seed, confidence=params.confidence
+        [paired_delta(rows[t]) for t in ids], draws=params.draws, seed=seed, confidence=params.confidence
     )
     won, lost, tied = ([t for t in ids if rows[t]["outcome"] == o] for o in ("won", "lost", "tied"))
-    paired = {
+    paired: PairedResult = {
         "tasks": len(ids),
         "won": won,
         "lost": lost,
@@ -302,7 +381,9 @@ def _paired_part(
         "draws": boot.draws if boot else 0,
         "confidence": params.confidence,
     }
-    crit = [{"task": t, "checks": rows[t]["critical_regressions"]} for t in ids if rows[t]["critical_regressions"]]
+    crit: list[CriticalRegression] = [
+        {"task": t, "checks": checks} for t in ids if (checks := rows[t]["critical_regressions"])
+    ]
     safety = [t for t in ids if rows[t]["new_safety_failure"]]
     strata = strata_gates(b_arm, c_arm, rows, params)
     promotion = cost_promotion(b_arm, c_arm, rows, params, seed)
@@ -322,16 +403,16 @@ def _paired_part(
     }
 
 
-def _observed_changes(rows: Mapping[str, Any]) -> list[dict[str, str]]:
+def _observed_changes(rows: Mapping[str, TaskRow]) -> list[ObservedChange]:
     """Task-level behaviour changes: a won or lost task, a critical check that
     broke, a new safety-layer failure. Pass-count wiggles inside a tie are
     not changes (they are what run-to-run variance looks like)."""
-    changes = []
+    changes: list[ObservedChange] = []
     for tid in sorted(rows):
         row = rows[tid]
         parts = []
-        if row["outcome"] in ("won", "lost"):
-            b, c = row["baseline"], row["candidate"]
+        b, c = row["baseline"], row["candidate"]
+        if row["outcome"] in ("won", "lost") and b and c:
             parts.append(f"{row['outcome']} (baseline {b[0]}/{b[1]}, candidate {c[0]}/{c[1]})")
         if row["critical_regressions"]:
             parts.append("critical check broke: " + ", ".join(row["critical_regressions"]))

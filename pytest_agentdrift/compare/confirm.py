@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from pytest_agentdrift.compare import sequential as seq
 from pytest_agentdrift.compare.arms import read_task
 from pytest_agentdrift.compare.checkrates import NEW, SAFETY_CHECK, STANDING, UNDECIDED, WITHIN_NOISE
+from pytest_agentdrift.shapes import CheckRow, CheckTests, JsonObject
 from pytest_agentdrift.vocabulary import GATE_FLAKES_STRICT, UNSCORED_OUTCOMES
 
 
@@ -108,7 +109,7 @@ def candidate_runs(cand: Mapping[str, Any]) -> dict[str, list[list[str]]]:
     return {t: task_runs(e) for t, e in (cand.get("tasks") or {}).items()}
 
 
-def confirm_tests(base: Mapping[str, Any], cand: Mapping[str, Any], flakes: str) -> dict[str, Any]:
+def confirm_tests(base: Mapping[str, Any], cand: Mapping[str, Any], flakes: str) -> CheckTests:
     """The regression gate's check rows for a confirming candidate, shaped like checkrates.check_rate_tests.
 
     A check is new when its task's sequence (compare/sequential.py) found it significant at a look; a
@@ -119,7 +120,8 @@ def confirm_tests(base: Mapping[str, Any], cand: Mapping[str, Any], flakes: str)
     plan = plan_of(doc)
     by_task = pools(base)
     screened = screened_count(plan, candidate_runs(cand), by_task)
-    rows, looks = [], {}
+    rows: list[CheckRow] = []
+    looks: dict[str, list[JsonObject]] = {}
     for task_id, entry in sorted((cand.get("tasks") or {}).items()):
         runs, pool = task_runs(entry), by_task.get(task_id)
         if pool is None or not runs:
@@ -140,17 +142,17 @@ def confirm_tests(base: Mapping[str, Any], cand: Mapping[str, Any], flakes: str)
     }
 
 
-def _look_dict(x: seq.Look) -> dict[str, Any]:
+def _look_dict(x: seq.Look) -> JsonObject:
     return {"state": x.state, "runs": x.runs, "level": x.level, "new": list(x.new), "odds": x.odds}
 
 
 def _task_rows(
     task_id: str, runs: Sequence[Sequence[str]], pool: seq.Pool, last: seq.Look, plan: seq.ConfirmPlan, flakes: str
-) -> list[dict[str, Any]]:
+) -> list[CheckRow]:
     confirming = runs[plan.k : last.runs] if last.runs > plan.k else []
     checks = sorted({c for failed in runs for c in failed} - {seq.PASS_RATE})
     p_values = dict(last.p_values)
-    out = []
+    out: list[CheckRow] = []
     for check in checks:
         base_failed = pool.fails.get(check, 0)
         shown = confirming if confirming else runs[: plan.k]

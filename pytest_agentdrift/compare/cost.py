@@ -40,6 +40,15 @@ from typing import Any, Iterable, Mapping
 
 from pytest_agentdrift.compare import sequential as seq
 from pytest_agentdrift.record.spend import arm_text, power_text
+from pytest_agentdrift.shapes import (
+    ArmSummary,
+    CheckTests,
+    Comparison,
+    CostArm,
+    CostPower,
+    DecisionCost,
+    FixedEquivalent,
+)
 
 NEW_BEHAVIOUR_RATE = 0.5
 NEW_BEHAVIOUR_CHECK = "(a new critical behaviour)"  # a name no check of a task can have
@@ -188,7 +197,7 @@ def fixed_design_power(pools: Mapping[str, seq.Pool], pr_k: int, level: float) -
     return weakest(values)
 
 
-def fixed_equivalent(pools: Mapping[str, seq.Pool], level: float, power: float) -> dict[str, Any]:
+def fixed_equivalent(pools: Mapping[str, seq.Pool], level: float, power: float) -> FixedEquivalent:
     """The fixed design (pull-request k, no confirmation) with at least ``power`` on its weakest task."""
     for k in range(1, FIXED_K_MAX + 1):
         task, reached = fixed_design_power(pools, k, level)
@@ -219,21 +228,21 @@ def wall_seconds(results: Mapping[str, Any]) -> float | None:
     return round(seconds, 3) if seconds >= 0 else None
 
 
-def _arm_cost(results: Mapping[str, Any], spend: Mapping[str, Any] | None) -> dict[str, Any]:
-    spend = spend or {}
+def _arm_cost(results: Mapping[str, Any], arm: ArmSummary | None) -> CostArm:
+    spend = arm.get("spend") if arm else None
     pool = results.get("pool") or {}
     return {
         "runs": arm_runs(results),
         "records": len(pool.get("records") or []) or 1,
-        "tokens": spend.get("tokens"),
-        "cost_usd": spend.get("cost_usd"),
+        "tokens": spend["tokens"] if spend else None,
+        "cost_usd": spend["cost_usd"] if spend else None,
         "wall_s": wall_seconds(results),
     }
 
 
 def session_power(
-    base: Mapping[str, Any], cand: Mapping[str, Any], check_tests: Mapping[str, Any], alpha: float
-) -> dict[str, Any]:
+    base: Mapping[str, Any], cand: Mapping[str, Any], check_tests: CheckTests | None, alpha: float
+) -> CostPower:
     """The power this session's design had, on its weakest task, and the fixed design matching it."""
     from pytest_agentdrift.compare import confirm
 
@@ -241,18 +250,37 @@ def session_power(
     all_pools = confirm.pools(base)
     pools = {t: all_pools[t] for t in tasks if all_pools[t].runs}
     level = fixed_level(alpha, pools)
-    doc: dict[str, Any] = {"rate": NEW_BEHAVIOUR_RATE, "level": level}
     if not pools:
-        return {**doc, "design": "fixed", "k": None, "cap": None, "power": None, "task": None, "fixed_equivalent": None}
+        return {
+            "rate": NEW_BEHAVIOUR_RATE,
+            "level": level,
+            "design": "fixed",
+            "k": None,
+            "cap": None,
+            "power": None,
+            "task": None,
+            "fixed_equivalent": None,
+        }
+    cap: int | None = None
     if cand.get("confirm"):
         plan = confirm.plan_of(cand["confirm"])
-        task, power = _confirm_session_power(plan, pools, cand, int(check_tests.get("screened") or 0))
-        design = {"design": "confirm", "k": plan.k, "cap": plan.cap}
+        screened = check_tests.get("screened") if check_tests else None
+        task, power = _confirm_session_power(plan, pools, cand, int(screened or 0))
+        design, k, cap = "confirm", plan.k, plan.cap
     else:
         k = max((len(confirm.task_runs(cand["tasks"][t])) for t in tasks), default=0)
         task, power = fixed_design_power(pools, k, level)
-        design = {"design": "fixed", "k": k, "cap": None}
-    return {**doc, **design, "power": power, "task": task, "fixed_equivalent": fixed_equivalent(pools, level, power)}
+        design = "fixed"
+    return {
+        "rate": NEW_BEHAVIOUR_RATE,
+        "level": level,
+        "design": design,
+        "k": k,
+        "cap": cap,
+        "power": power,
+        "task": task,
+        "fixed_equivalent": fixed_equivalent(pools, level, power),
+    }
 
 
 def _confirm_session_power(
@@ -275,21 +303,21 @@ def _confirm_session_power(
 def decision_cost(
     base: Mapping[str, Any],
     cand: Mapping[str, Any],
-    comparison: Mapping[str, Any],
+    comparison: Comparison,
     alpha: float,
     *,
     with_power: bool = True,
-) -> dict[str, Any]:
+) -> DecisionCost:
     """decision.json's ``cost``: runs, tokens, dollars and wall time per arm; the power bought; the
     fixed design of the same power (record/schema/decision.schema.json names every field)."""
-    reg = comparison.get("regression") or {}
-    tests = reg.get("check_tests") or {}
-    candidate = _arm_cost(cand, (comparison.get("candidate") or {}).get("spend"))
+    reg = comparison.get("regression")
+    candidate = _arm_cost(cand, comparison.get("candidate"))
     candidate["not_needed"] = len((cand.get("confirm") or {}).get("not_needed") or [])
-    doc: dict[str, Any] = {
-        "baseline": _arm_cost(base, (comparison.get("baseline") or {}).get("spend")),
+    doc: DecisionCost = {
+        "baseline": _arm_cost(base, comparison.get("baseline")),
         "candidate": candidate,
-        "power": session_power(base, cand, tests, alpha) if reg and with_power else None,
+        "power": session_power(base, cand, reg.get("check_tests"), alpha) if reg and with_power else None,
+        "text": "",  # said of the rest, below
     }
     doc["text"] = cost_text(doc)
     return doc
@@ -516,7 +544,7 @@ def plan_designs(baseline: Mapping[str, Any], *, alpha: float, target: float) ->
             "k": fixed["k"],
             "power": fixed["power"],
             "level": fixed["level"],
-            "per_pr": None if fixed["k"] is None else _priced(fixed["runs"], price),
+            "per_pr": None if fixed["k"] is None or fixed["runs"] is None else _priced(fixed["runs"], price),
         },
         "designs": [{**d, "unchanged": round(d["unchanged"], 2), "changed": round(d["changed"], 2)} for d in rows],
     }

@@ -14,11 +14,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_agentdrift.compare import stats
-from pytest_agentdrift.compare.checkrates import SAFETY_CHECK
+from pytest_agentdrift.compare.arms import TaskRuns
+from pytest_agentdrift.compare.checkrates import SAFETY_CHECK, CheckCounts
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.shapes import (
+    CheckRow,
+    CheckTests,
+    CriticalRegression,
+    FailureGroup,
+    GateCounts,
+    JsonObject,
+    MinimumDetectable,
+    Promotion,
+    PromotionGate,
+    RegressionSection,
+    Stratum,
+    TaskRep,
+    TaskRow,
+)
 from pytest_agentdrift.vocabulary import DEFAULT_MAX_INFRA_LOSS, GATE_FLAKES, GATE_FLAKES_STRICT
 
 SHIP, HOLD, DONT_SHIP = "ship", "hold", "dont_ship"
@@ -76,19 +92,31 @@ class GateParams:
         if problems:
             raise AgentDriftError("; ".join(problems))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return asdict(self)
 
 
+#: one arm as the gates read it: each task's scored runs (compare/arms.read_arm)
+Arm = dict[str, TaskRuns]
+
+
+def paired_delta(row: TaskRow) -> float:
+    """A paired task row's pass-rate delta: every task of a comparable pair has one."""
+    delta = row["delta"]
+    if delta is None:
+        raise AssertionError(f"task row without a delta in a paired comparison: {row}")
+    return delta
+
+
 def regression_gate(
-    b_arm,
-    c_arm,
-    rows,
-    strata,
+    b_arm: Arm,
+    c_arm: Arm,
+    rows: Mapping[str, TaskRow],
+    strata: Mapping[str, Stratum],
     params: GateParams,
-    confirmed: dict[str, Any] | None = None,
+    confirmed: CheckTests | None = None,
     pool: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> RegressionSection:
     """The merge gate (``--agent-gate regression``): fail only on what is new in the candidate.
 
     Critical checks and the safety layer are read as rates (compare/checkrates.py): a failure is new
@@ -117,10 +145,10 @@ def regression_gate(
         _raw_rates(tests["rows"], counts)
     level = tests["level"]
     at = _level_text(level, params.alpha, tests["family"])
-    by_verdict: dict[str, list[dict[str, Any]]] = {NEW: [], STANDING: [], UNDECIDED: []}
+    by_verdict: dict[str, list[CheckRow]] = {NEW: [], STANDING: [], UNDECIDED: []}
     for row in tests["rows"]:
-        by_verdict.get(row["verdict"], []).append(row)
-    tampered = [{"task": t, "rep": rep} for t in ids for rep in c_arm[t].tampered]
+        by_verdict.get(row["verdict"] or "", []).append(row)
+    tampered: list[TaskRep] = [{"task": t, "rep": rep} for t in ids for rep in c_arm[t].tampered]
     won, lost, _ = _counts(ids, rows, b_arm)
     loss_p = stats.exact_mcnemar_pvalue(lost, won)
     strata_flagged = _flagged_strata(strata, multi, level)
@@ -130,12 +158,17 @@ def regression_gate(
     k = min((min(len(b_arm[t].passes), len(c_arm[t].passes)) for t in ids), default=0)
     mde = minimum_detectable_regression([b_arm[t].rate for t in ids], k, level)
     reason = "; ".join(blockers) if blockers else _passing_reason(mde, len(ids), at, by_verdict)
+    rows_ = tests["rows"]
     return {
         "mode": "regression",
         "passed": not blockers,
         "reason": reason,
         "blockers": blockers,
-        **_failure_groups(tests["rows"], by_verdict[STANDING], by_verdict[UNDECIDED]),
+        # what blocks: significant, or undecidable under the strict flakes policy (rates say which)
+        "new_critical_failures": _grouped(r for r in rows_ if r["blocks"] and r["check"] != SAFETY_CHECK),
+        "standing_critical_failures": _grouped(r for r in by_verdict[STANDING] if r["check"] != SAFETY_CHECK),
+        "undecided_failures": _grouped(by_verdict[UNDECIDED]),
+        "new_safety_failures": sorted({r["task"] for r in rows_ if r["blocks"] and r["check"] == SAFETY_CHECK}),
         "check_tests": tests,
         "flakes": params.flakes,
         "tampered_passes": tampered,
@@ -149,7 +182,7 @@ def regression_gate(
     }
 
 
-def _flagged_strata(strata: Mapping[str, Any] | None, multi: bool, level: float) -> list[str]:
+def _flagged_strata(strata: Mapping[str, Stratum] | None, multi: bool, level: float) -> list[str]:
     """The suites whose own paired test shows a regression at the family's level (with more than one suite)."""
     return [
         s
@@ -158,21 +191,8 @@ def _flagged_strata(strata: Mapping[str, Any] | None, multi: bool, level: float)
     ]
 
 
-def _failure_groups(
-    rows: list[dict[str, Any]], standing: list[dict[str, Any]], undecided: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The check-rate rows by what they mean for the gate."""
-    return {
-        # what blocks: significant, or undecidable under the strict flakes policy (rates say which)
-        "new_critical_failures": _grouped(r for r in rows if r["blocks"] and r["check"] != SAFETY_CHECK),
-        "standing_critical_failures": _grouped(r for r in standing if r["check"] != SAFETY_CHECK),
-        "undecided_failures": _grouped(undecided),
-        "new_safety_failures": sorted({r["task"] for r in rows if r["blocks"] and r["check"] == SAFETY_CHECK}),
-    }
-
-
 def _paired_blockers(
-    won: int, lost: int, loss_p: float, level: float, at: str, flagged: Mapping[str, Mapping[str, Any]]
+    won: int, lost: int, loss_p: float, level: float, at: str, flagged: Mapping[str, GateCounts]
 ) -> list[str]:
     """The paired regressions that block: pooled over the tasks, and per flagged suite."""
     blockers = []
@@ -183,13 +203,13 @@ def _paired_blockers(
     return blockers
 
 
-def _check_counts(ids: Sequence[str], b_arm, c_arm, pool: Mapping[str, Any] | None = None) -> list[Any]:
+def _check_counts(
+    ids: Sequence[str], b_arm: Arm, c_arm: Arm, pool: Mapping[str, Any] | None = None
+) -> list[CheckCounts]:
     """Failures of every critical check (and of the safety layer) per task in both arms; a pooled
     baseline adds, check by check, the runs it left out of the pass rate whose record graded that check."""
-    from pytest_agentdrift.compare.checkrates import CheckCounts
-
     left = [e for e in (pool or {}).get("runs_left_out") or () if e.get("counted")]
-    counts = []
+    counts: list[CheckCounts] = []
     for tid in ids:
         b, c = b_arm[tid], c_arm[tid]
         add = _left_out_adds([e for e in left if e["task"] == tid])
@@ -231,14 +251,13 @@ def _left_out_adds(entries: list[Mapping[str, Any]]) -> _LeftOutAdds:
     return _LeftOutAdds(tuple(entries))
 
 
-def _effective_counts(counts: list[Any], pool: Mapping[str, Any] | None) -> list[Any]:
+def _effective_counts(counts: list[CheckCounts], pool: Mapping[str, Any] | None) -> list[CheckCounts]:
     """With a pooled baseline whose records vary night to night (rho > 0), each (task, check) as
     effective independent runs: the pool's by the design effect of its runs per record, the
     candidate's by that of its own runs of the task (one session is one night). Unchanged otherwise."""
     rho = float(((pool or {}).get("dispersion") or {}).get("rho") or 0.0)
     if rho <= 0:
         return counts
-    from pytest_agentdrift.compare.checkrates import CheckCounts
     from pytest_agentdrift.compare.pool import runs_per_record
     from pytest_agentdrift.compare.sequential import Counts, design_effect, effective
 
@@ -253,7 +272,7 @@ def _effective_counts(counts: list[Any], pool: Mapping[str, Any] | None) -> list
     return out
 
 
-def _raw_rates(rows: list[dict[str, Any]], raw: list[Any]) -> None:
+def _raw_rates(rows: list[CheckRow], raw: list[CheckCounts]) -> None:
     """Where the gate tested effective counts, each row keeps the runs as counted ('raw'); a check the
     candidate failed whose effective failures rounded down to none is still listed, not blocking."""
     from pytest_agentdrift.compare.checkrates import STANDING, WITHIN_NOISE
@@ -286,13 +305,18 @@ def _raw_rates(rows: list[dict[str, Any]], raw: list[Any]) -> None:
     rows.sort(key=lambda r: (r["task"], r["check"]))
 
 
-def _grouped(rows) -> list[dict[str, Any]]:
+def _grouped(rows: Iterable[CheckRow]) -> list[FailureGroup]:
     """[{task, checks, rates}] in task order: the shape every output reads."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, FailureGroup] = {}
     for r in rows:
         entry = out.setdefault(r["task"], {"task": r["task"], "checks": [], "rates": {}})
         entry["checks"].append(r["check"])
-        entry["rates"][r["check"]] = {k: r[k] for k in ("baseline", "candidate", "p_value", "verdict")}
+        entry["rates"][r["check"]] = {
+            "baseline": r["baseline"],
+            "candidate": r["candidate"],
+            "p_value": r["p_value"],
+            "verdict": r["verdict"],
+        }
     return [out[t] for t in sorted(out)]
 
 
@@ -301,7 +325,7 @@ def _level_text(level: float, alpha: float, family: int) -> str:
     return f"alpha {alpha:g}" if family <= 1 else f"level {level:.3g} (alpha {alpha:g} over {family} tests)"
 
 
-def _passing_reason(mde: Mapping[str, Any], tasks: int, at: str, by_verdict: Mapping[str, Any]) -> str:
+def _passing_reason(mde: MinimumDetectable, tasks: int, at: str, by_verdict: Mapping[str, Sequence[CheckRow]]) -> str:
     from pytest_agentdrift.compare.checkrates import STANDING, UNDECIDED, row_line
 
     seen = (
@@ -319,7 +343,7 @@ def _passing_reason(mde: Mapping[str, Any], tasks: int, at: str, by_verdict: Map
     return reason
 
 
-def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -> dict[str, Any]:
+def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -> GateCounts:
     """The gate on one set of discordant tasks (pooled or one suite stratum).
 
     In order: ``dont_ship`` when the candidate breaks more than tau of the
@@ -332,15 +356,6 @@ def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -
     net = won - params.lam * lost
     p = stats.weighted_win_pvalue(won, lost, params.lam)
     p_loss = stats.exact_mcnemar_pvalue(lost, won)
-    row: dict[str, object] = {
-        "won": won,
-        "lost": lost,
-        "baseline_solved": baseline_solved,
-        "broken_share": share,
-        "net": net,
-        "p_value": p,
-        "loss_p_value": p_loss,
-    }
     if share > params.tau:
         verdict, reason = (
             DONT_SHIP,
@@ -360,21 +375,30 @@ def gate_counts(won: int, lost: int, baseline_solved: int, params: GateParams) -
                 f"p = {p:.3g} vs alpha {params.alpha}"
             ),
         )
-    row["verdict"], row["reason"] = verdict, reason
-    return row
+    return {
+        "won": won,
+        "lost": lost,
+        "baseline_solved": baseline_solved,
+        "broken_share": share,
+        "net": net,
+        "p_value": p,
+        "loss_p_value": p_loss,
+        "verdict": verdict,
+        "reason": reason,
+    }
 
 
-def _counts(tids: Sequence[str], rows, b_arm) -> tuple[int, int, int]:
+def _counts(tids: Sequence[str], rows: Mapping[str, TaskRow], b_arm: Arm) -> tuple[int, int, int]:
     won = sum(1 for t in tids if rows[t]["outcome"] == "won")
     lost = sum(1 for t in tids if rows[t]["outcome"] == "lost")
     return won, lost, sum(1 for t in tids if b_arm[t].solved)
 
 
-def strata_gates(b_arm, c_arm, rows, params: GateParams) -> dict[str, Any]:
+def strata_gates(b_arm: Arm, c_arm: Arm, rows: Mapping[str, TaskRow], params: GateParams) -> dict[str, Stratum]:
     suites: dict[str, list[str]] = {}
     for tid in sorted(rows):
         suites.setdefault(rows[tid]["suite"], []).append(tid)
-    out = {}
+    out: dict[str, Stratum] = {}
     for suite, tids in sorted(suites.items()):
         bp = sum(b_arm[t].n_pass for t in tids)
         br = sum(len(b_arm[t].passes) for t in tids)
@@ -384,21 +408,21 @@ def strata_gates(b_arm, c_arm, rows, params: GateParams) -> dict[str, Any]:
             "tasks": tids,
             "baseline_pass_rate": bp / br,
             "candidate_pass_rate": cp / cr,
-            "delta": math.fsum(rows[t]["delta"] for t in tids) / len(tids),
+            "delta": math.fsum(paired_delta(rows[t]) for t in tids) / len(tids),
             "gate": gate_counts(*_counts(tids, rows, b_arm), params),
         }
     return out
 
 
-def cost_promotion(b_arm, c_arm, rows, params: GateParams, seed: int) -> dict[str, Any]:
+def cost_promotion(b_arm: Arm, c_arm: Arm, rows: Mapping[str, TaskRow], params: GateParams, seed: int) -> Promotion:
     ids = sorted(rows)
     basis = stats.choose_cost_basis([u for t in ids for arm in (b_arm, c_arm) for u in arm[t].usages])
-    result: dict[str, Any] = {"basis": basis, "eps": params.promote_eps, "min_support": params.promote_support}
+    result: Promotion = {"basis": basis, "eps": params.promote_eps, "min_support": params.promote_support}
     if basis is None:
-        result.update(support=None, promote=False, reason="fewer than 80% of runs report a price or tokens")
+        result.update({"support": None, "promote": False, "reason": "fewer than 80% of runs report a price or tokens"})
         return result
 
-    def per_task(arm) -> list[float | None]:
+    def per_task(arm: Arm) -> list[float | None]:
         costs = []
         for t in ids:
             values = [c for c in (stats.run_cost(u, basis) for u in arm[t].usages) if c is not None]
@@ -407,7 +431,7 @@ def cost_promotion(b_arm, c_arm, rows, params: GateParams, seed: int) -> dict[st
 
     result.update(
         stats.promotion_support(
-            [rows[t]["delta"] for t in ids],
+            [paired_delta(rows[t]) for t in ids],
             per_task(b_arm),
             per_task(c_arm),
             eps=params.promote_eps,
@@ -420,7 +444,16 @@ def cost_promotion(b_arm, c_arm, rows, params: GateParams, seed: int) -> dict[st
     return result
 
 
-def promotion_gate(b_arm, c_arm, rows, strata, crit, safety, promotion, params: GateParams) -> dict[str, Any]:
+def promotion_gate(
+    b_arm: Arm,
+    c_arm: Arm,
+    rows: Mapping[str, TaskRow],
+    strata: Mapping[str, Stratum],
+    crit: list[CriticalRegression],
+    safety: list[str],
+    promotion: Promotion,
+    params: GateParams,
+) -> PromotionGate:
     pooled = gate_counts(*_counts(sorted(rows), rows, b_arm), params)
     broken = [s for s, row in strata.items() if row["gate"]["verdict"] == DONT_SHIP] if len(strata) > 1 else []
     blockers = [f"critical regression: {c['task']} {', '.join(c['checks'])}" for c in crit]
@@ -456,7 +489,7 @@ def promotion_gate(b_arm, c_arm, rows, strata, crit, safety, promotion, params: 
     }
 
 
-def _promotion_reason(promotion: Mapping[str, Any], quality: str) -> str:
+def _promotion_reason(promotion: Promotion, quality: str) -> str:
     if promotion.get("support") is None:
         return promotion.get("reason") or promotion.get("note") or "no cost data"
     text = (

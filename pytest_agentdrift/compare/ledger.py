@@ -31,10 +31,11 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 from pytest_agentdrift.canonical import read_text_utf8
 from pytest_agentdrift.errors import AgentDriftError
+from pytest_agentdrift.shapes import LedgerRow, ObservedChange
 
 TAGS = (
     "model",
@@ -133,7 +134,7 @@ def _note(row: list[str], columns: dict[str, int], line: int, path: str | os.Pat
     return ReleaseNote(line, cell["version"], tag, tasks, cell["text"], url)
 
 
-def mark_changes(notes: Sequence[ReleaseNote] | None, changes: Iterable[Mapping[str, str]]) -> list[dict[str, Any]]:
+def mark_changes(notes: Sequence[ReleaseNote] | None, changes: Iterable[ObservedChange]) -> list[LedgerRow]:
     """Mark every observed change, and every note, with a ledger status.
 
     ``changes`` are the comparison's observed changes: ``{"task", "change"}``.
@@ -147,7 +148,7 @@ def mark_changes(notes: Sequence[ReleaseNote] | None, changes: Iterable[Mapping[
       not reproduce it (which does not prove it had no effect elsewhere).
     """
     notes = list(notes or [])
-    rows: list[dict[str, Any]] = []
+    rows: list[LedgerRow] = []
     used: set[int] = set()
     for change in sorted(changes, key=lambda c: (c["task"], c["change"])):
         supporting = [n for n in notes if change["task"] in n.tasks]
@@ -162,7 +163,7 @@ def mark_changes(notes: Sequence[ReleaseNote] | None, changes: Iterable[Mapping[
     return rows
 
 
-def _row(status: str, change: Mapping[str, str] | None, note: ReleaseNote | None) -> dict[str, Any]:
+def _row(status: str, change: ObservedChange | None, note: ReleaseNote | None) -> LedgerRow:
     return {
         "status": status,
         "task": change["task"] if change else (" ".join(note.tasks) if note else ""),
@@ -175,7 +176,7 @@ def _row(status: str, change: Mapping[str, str] | None, note: ReleaseNote | None
     }
 
 
-def ledger_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+def ledger_csv(rows: Sequence[LedgerRow]) -> str:
     """release-note-ledger.csv content: header LEDGER_COLUMNS, rows in order,
     ``\\n`` line ends, every field quoted only when CSV needs it."""
     buf = io.StringIO(newline="")

@@ -117,11 +117,11 @@ def _pair_row(
     comparison = compare_runs(
         base, cand, comparable=comparable, reasons=reasons, change_class=change_class, gate=params, seed=seed
     )
-    paired = comparison.get("paired") or {}
-    won, lost = list(paired.get("won") or []), list(paired.get("lost") or [])
-    reg = comparison.get("regression") or {}
+    paired = comparison["paired"]
+    won, lost = (list(paired["won"]), list(paired["lost"])) if paired else ([], [])
+    reg = comparison["regression"]
     p_two = two_sided_discordant_pvalue(len(won), len(lost)) if comparison["comparable"] else None
-    fired = bool(comparison["comparable"] and not reg.get("passed"))
+    fired = bool(comparison["comparable"] and not (reg and reg["passed"]))
     return {
         "baseline": base_label,
         "candidate": cand_label,
@@ -132,10 +132,10 @@ def _pair_row(
         "lost": lost,
         "p_two_sided": p_two,
         "variance": comparison.get("variance"),
-        "gate_verdict": None if not comparison["comparable"] else ("pass" if reg.get("passed") else "fail"),
-        "gate_reason": reg.get("reason"),
+        "gate_verdict": None if not comparison["comparable"] else ("pass" if reg and reg["passed"] else "fail"),
+        "gate_reason": reg["reason"] if reg else None,
         "gate_fired": fired,
-        "undecided": [x["task"] for x in reg.get("undecided_failures") or []],
+        "undecided": [x["task"] for x in reg["undecided_failures"]] if reg else [],
     }
 
 

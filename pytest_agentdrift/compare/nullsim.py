@@ -75,6 +75,7 @@ def gate_fails(design: Design, seed: int, change: float = 0.0) -> bool:
     """One simulated pair through the real comparison: does the regression gate fail?"""
     from pytest_agentdrift.compare.comparison import compare_runs
     from pytest_agentdrift.compare.gates import GateParams
+    from pytest_agentdrift.compare.status import regression_section
 
     rng = random.Random(seed)
     rates = [rng.uniform(0.6, 1.0) for _ in range(design.tasks)]
@@ -82,7 +83,7 @@ def gate_fails(design: Design, seed: int, change: float = 0.0) -> bool:
     cand = recording(rng, rates, design.cand_k, design.flake, change)
     params = GateParams(alpha=design.alpha, flakes=design.flakes, draws=100)
     comparison = compare_runs(base, cand, comparable=True, reasons=[], change_class="identical", gate=params)
-    return not comparison["regression"]["passed"]
+    return not regression_section(comparison)["passed"]
 
 
 def gate_rates(design: Design, pairs: int, seed: int = DEFAULT_SEED) -> dict[str, Any]:

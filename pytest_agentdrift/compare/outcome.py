@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from pytest_agentdrift.shapes import CheckRow, Comparison, DecisionCost, ExitStatusRecord, JsonObject
 from pytest_agentdrift.vocabulary import (
     COMPARISON_FILE,
     DECISION_FILE,
@@ -29,6 +30,10 @@ from pytest_agentdrift.vocabulary import (
 
 if TYPE_CHECKING:
     from pytest_agentdrift.compare.gates import GateParams
+    from pytest_agentdrift.compare.ledger import ReleaseNote
+
+#: what pytest's items say under a decided regression gate: {"failed" | "xfailed": {task: why}}
+GateItems = dict[str, dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,7 @@ class Verdict:
     def line(self) -> str:
         return closing_line(self.code, self.reason)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ExitStatusRecord:
         return {"code": self.code, "reason": self.reason, "line": self.line}
 
 
@@ -55,7 +60,7 @@ def closing_line(code: int, reason: str) -> str:
 
 @dataclass
 class ComparisonOutcome:
-    comparison: dict[str, Any]
+    comparison: Comparison
     files: dict[str, Any] = field(default_factory=dict)  # record path -> JSON document or text
     lines: list[str] = field(default_factory=list)
     verdict: Verdict = Verdict(EXIT_OK, "")
@@ -77,30 +82,31 @@ def selected_baseline(base: dict[str, Any], cand: dict[str, Any]) -> tuple[dict[
     return {**{k: v for k, v in base.items() if k != "summary"}, "tasks": kept}, note
 
 
-def comparison_verdict(comparison: Mapping[str, Any], gate: str | None) -> Verdict:
+def comparison_verdict(comparison: Comparison, gate: str | None) -> Verdict:
     """The comparison's part of the exit status, with its sentence."""
-    from pytest_agentdrift.compare.status import comparison_exit_code
+    from pytest_agentdrift.compare.status import comparison_exit_code, infra_arm, regression_section
 
     code = comparison_exit_code(comparison, gate)
     if not comparison["comparable"]:
         reasons = comparison["reasons"] or ["runs are not comparable"]
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
         return Verdict(EXIT_REFUSED, f"refused: runs are not comparable: {reasons[0]}{more}")
-    infra = comparison.get("infra") or {}
-    if gate and infra.get("undecided"):
+    infra = comparison.get("infra")
+    if gate and infra and infra.get("undecided"):
         from pytest_agentdrift.compare.status import undecided_text
 
         return Verdict(code, f"not decided: {undecided_text(infra)}")
-    if gate and infra.get("exceeded"):
+    if gate and infra and infra.get("exceeded"):
         # operational (4): too many runs lost to infrastructure for the gate to decide anything
         lost = "; ".join(
-            f"{label} lost {infra[label]['lost']} of {infra[label]['runs']} run(s)" for label in infra["exceeded"]
+            f"{label} lost {infra_arm(infra, label)['lost']} of {infra_arm(infra, label)['runs']} run(s)"
+            for label in infra["exceeded"]
         )
         return Verdict(
             code, f"not decided: {lost} to infrastructure errors, over the {infra['threshold']:.0%} threshold"
         )
     if gate == GATE_REGRESSION:
-        reg = comparison["regression"]
+        reg = regression_section(comparison)
         if reg["passed"]:
             return Verdict(code, f"gate regression: {reg['reason']}")
         # the closing line names the first blockers; the regression line and decision.json hold all
@@ -160,7 +166,9 @@ def compare_recorded(
     verdict = _with_pool(_with_cost(comparison_verdict(comparison, gate), cost), pool)
     items = gate_items(comparison, gate)
     if items is not None:
-        comparison["regression"]["items"] = items  # what pytest's items say, for every output to repeat
+        from pytest_agentdrift.compare.status import regression_section
+
+        regression_section(comparison)["items"] = items  # what pytest's items say, for every output to repeat
     files = _comparison_files(comparison, stamps, accepted, gate, items, ledger)
     provenance = regraded_arms(base, cand)
     if provenance:
@@ -185,19 +193,21 @@ def _selected_pool(base: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _gated_cost(
-    base: Mapping[str, Any], cand: Mapping[str, Any], comparison: Mapping[str, Any], gate: str | None
-) -> dict[str, Any] | None:
+    base: Mapping[str, Any], cand: Mapping[str, Any], comparison: Comparison, gate: str | None
+) -> DecisionCost | None:
     """What a gated comparison spent and bought (compare/cost.py); None without a gate or a decision.
     The power is the regression gate's (its check tests); other gates state what was spent."""
     if not gate or not comparison["comparable"]:
         return None
     from pytest_agentdrift.compare.cost import decision_cost
 
-    alpha = float(comparison["params"]["alpha"])
-    return decision_cost(base, cand, comparison, alpha, with_power=gate == GATE_REGRESSION)
+    alpha = comparison["params"]["alpha"]
+    if not isinstance(alpha, (int, float)):
+        raise AssertionError(f"the comparison's alpha is not a number: {alpha!r}")  # GateParams validated it
+    return decision_cost(base, cand, comparison, float(alpha), with_power=gate == GATE_REGRESSION)
 
 
-def _with_cost(verdict: Verdict, cost: Mapping[str, Any] | None) -> Verdict:
+def _with_cost(verdict: Verdict, cost: DecisionCost | None) -> Verdict:
     """The closing line also says what the decision cost and what it bought."""
     return verdict if cost is None else Verdict(verdict.code, f"{verdict.reason}; {cost['text']}")
 
@@ -219,7 +229,7 @@ def _pool_lines(pool: Mapping[str, Any] | None) -> list[str]:
     return pool_lines(pool)
 
 
-def _comparison_lines(comparison: dict[str, Any], items: Any) -> list[str]:
+def _comparison_lines(comparison: Comparison, items: GateItems | None) -> list[str]:
     from pytest_agentdrift.compare.render import render_comparison
 
     rendered = render_comparison(comparison)
@@ -243,12 +253,12 @@ def _gate_params(gate_scope: str, max_infra_loss: float | None, gate_flakes: str
 
 
 def _comparison_files(
-    comparison: dict[str, Any],
+    comparison: Comparison,
     stamps: Any,
     accepted: Mapping[str, Any] | None,
     gate: str | None,
-    items: Any,
-    ledger: Any,
+    items: GateItems | None,
+    ledger: list[ReleaseNote] | None,
 ) -> dict[str, Any]:
     """The record's comparison files: manifest diff, decision, comparison, and the release-note ledger."""
     from pytest_agentdrift.compare.ledger import ledger_csv
@@ -268,8 +278,9 @@ def _comparison_files(
         DECISION_FILE: decision,
         COMPARISON_FILE: comparison,
     }
-    if comparison.get("ledger") is not None and ledger is not None:
-        files["comparison/release-note-ledger.csv"] = ledger_csv(comparison["ledger"])
+    rows = comparison.get("ledger")
+    if rows is not None and ledger is not None:
+        files["comparison/release-note-ledger.csv"] = ledger_csv(rows)
     return files
 
 
@@ -287,7 +298,7 @@ def _identity_head(stamps: Any) -> list[str]:
     return change + [ln for ln in render_refusal(stamps)[1:] if ln.startswith("note ") and "accepted as" in ln]
 
 
-def regraded_arms(base: Mapping[str, Any], cand: Mapping[str, Any]) -> dict[str, Any]:
+def regraded_arms(base: Mapping[str, Any], cand: Mapping[str, Any]) -> JsonObject:
     """{arm: regraded_from} for the arms that were graded again after they ran (agentdrift regrade)."""
     return {arm: r["regraded_from"] for arm, r in (("baseline", base), ("candidate", cand)) if r.get("regraded_from")}
 
@@ -298,7 +309,7 @@ def provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
     return [f"{arm:<11} {regraded_line(src)}" for arm, src in provenance.items()]
 
 
-def gate_item_outcomes(comparison: Mapping[str, Any], gate: str | None) -> dict[str, str] | None:
+def gate_item_outcomes(comparison: Comparison, gate: str | None) -> dict[str, str] | None:
     """Under a decided regression gate: for each task with failed runs that the gate does not hold
     against the candidate, the xfail reason its failed items take, so that pytest's own summary and
     JUnit say what the exit status says. Tasks that block (a new critical or safety failure, a
@@ -308,20 +319,17 @@ def gate_item_outcomes(comparison: Mapping[str, Any], gate: str | None) -> dict[
     return None if items is None else items["xfailed"]
 
 
-def gate_items(comparison: Mapping[str, Any], gate: str | None) -> dict[str, dict[str, str]] | None:  # noqa: C901 (known debt: split by job when next touched)
+def gate_items(comparison: Comparison, gate: str | None) -> GateItems | None:  # noqa: C901 (known debt: split by job when next touched)
     """What pytest's items say under a decided regression gate, task by task, with why:
     ``failed`` (held against the candidate: its failed items stay failed) and ``xfailed`` (not held:
     its failed items become xfails). report.md, report.html and decision.json print the same two
     lists that the terminal's summary and JUnit count. None as for gate_item_outcomes."""
     from pytest_agentdrift.compare.checkrates import STANDING, UNDECIDED, row_line
+    from pytest_agentdrift.compare.status import paired_result
 
     reg = comparison.get("regression")
-    if (
-        gate != GATE_REGRESSION
-        or not comparison["comparable"]
-        or not reg
-        or (comparison.get("infra") or {}).get("exceeded")
-    ):
+    infra = comparison.get("infra")
+    if gate != GATE_REGRESSION or not comparison["comparable"] or not reg or (infra and infra.get("exceeded")):
         return None
     held: dict[str, list[str]] = {}
     for r in reg["check_tests"]["rows"]:
@@ -330,17 +338,20 @@ def gate_items(comparison: Mapping[str, Any], gate: str | None) -> dict[str, dic
     for x in reg["tampered_passes"]:
         held.setdefault(x["task"], []).append(f"tampered pass r{x['rep']}")
     if any(b.startswith("paired test:") for b in reg["blockers"]):
-        for t in comparison["paired"]["lost"]:
+        for t in paired_result(comparison)["lost"]:
             held.setdefault(t, []).append("lost, and the paired test flags the candidate's losses")
+    strata = comparison["strata"] or {}
     for suite in reg["strata_flagged"]:
-        for t in comparison["strata"][suite]["tasks"]:
+        for t in strata[suite]["tasks"]:
             if comparison["tasks"][t]["outcome"] == "lost":
                 held.setdefault(t, []).append(f"lost, and the paired test of suite {suite} flags its losses")
-    rows_by_task: dict[str, list[Mapping[str, Any]]] = {}
+    rows_by_task: dict[str, list[CheckRow]] = {}
     for r in reg["check_tests"]["rows"]:
         rows_by_task.setdefault(r["task"], []).append(r)
     failed, xfailed = {}, {}
     for tid, row in sorted(comparison["tasks"].items()):
+        if row["baseline"] is None or row["candidate"] is None:
+            raise AssertionError(f"task {tid} is not in both arms of a comparable pair")
         (b_pass, b_runs), (c_pass, c_runs) = row["baseline"], row["candidate"]
         if c_pass == c_runs:
             continue

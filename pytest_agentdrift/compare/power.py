@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
+from pytest_agentdrift.shapes import MinimumDetectable
 from pytest_agentdrift.vocabulary import MDE_POWER
 
 _TAIL = 1e-15  # total probability mass the tables may drop
@@ -177,13 +178,13 @@ def _approximate_power(base_rates: Sequence[float], weights: Sequence[int], k: i
 
 def minimum_detectable_regression(
     base_rates: Sequence[float], k: int, alpha: float, power: float = MDE_POWER
-) -> dict[str, Any]:
+) -> MinimumDetectable:
     """The smallest per-run pass-rate drop (whole pp) the gate detects with ``power``; cached by
     design (how many tasks have each baseline rate, k, alpha, power): see _mde_for_design."""
     from collections import Counter
 
     design = tuple(sorted(Counter(round(float(r), 12) for r in base_rates).items()))
-    return dict(_mde_for_design(design, k, alpha, power))
+    return _mde_for_design(design, k, alpha, power).copy()  # the cached one stays as computed
 
 
 @functools.lru_cache(maxsize=64)
@@ -208,7 +209,7 @@ def _first_detected(exact: Callable[[int], float], guess: int, power: float) -> 
     return hi
 
 
-def _mde_for_design(design: tuple[tuple[float, int], ...], k: int, alpha: float, power: float) -> dict[str, Any]:
+def _mde_for_design(design: tuple[tuple[float, int], ...], k: int, alpha: float, power: float) -> MinimumDetectable:
     """The smallest per-run pass-rate drop (whole pp) the gate detects with ``power``.
 
     ``mde_pp`` is None when even a drop to zero on every task stays below the
@@ -221,7 +222,7 @@ def _mde_for_design(design: tuple[tuple[float, int], ...], k: int, alpha: float,
 
     rates, weights = [rate for rate, _ in design], [count for _, count in design]
     n = sum(weights)
-    out: dict[str, Any] = {
+    out: MinimumDetectable = {
         "method": "exact power of the gate's one-sided paired test under a uniform per-run drop",
         "alpha": alpha,
         "power": power,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
 
-from pytest_agentdrift.shapes import UsageRecord
+from pytest_agentdrift.shapes import Promotion, UsageRecord
 from pytest_agentdrift.vocabulary import DEFAULT_SEED, UNSCORED_OUTCOMES
 
 if TYPE_CHECKING:
@@ -469,7 +469,7 @@ def promotion_support(
     draws: int = 10_000,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
-) -> dict[str, Any]:
+) -> Promotion:
     """Bootstrap support that the candidate keeps quality at a lower cost.
 
     Per task: the pass-rate delta and each arm's mean cost per run (``None``

@@ -9,11 +9,29 @@ docs/statistics.md has the table and the precedence.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Callable, Literal
 
 from pytest_agentdrift.compare.gates import DONT_SHIP, SHIP
 from pytest_agentdrift.compare.ledger import DOCUMENTED, UNCONFIRMED
-from pytest_agentdrift.shapes import Decision, JsonObject
+from pytest_agentdrift.shapes import (
+    ArmEvidence,
+    ArmSummary,
+    Comparison,
+    Decision,
+    DecisionEvidence,
+    GateSummary,
+    InfraArm,
+    InfraArmSummary,
+    InfraPart,
+    InfraSummary,
+    JsonObject,
+    LedgerRow,
+    PairedResult,
+    Promotion,
+    RegressionSection,
+    RegressionSummary,
+    StatusDecision,
+)
 from pytest_agentdrift.vocabulary import (
     CHANGE_CLASS_ALIASES,
     CHANGE_CLASSES,
@@ -54,31 +72,66 @@ _USER_AUTHORED = ("instruction_change", "configuration_change")
 ACCEPTED_CHANGE_CLASSES = (*CHANGE_CLASSES, *CHANGE_CLASS_ALIASES)
 
 
-def undecided_text(infra: Mapping[str, Any]) -> str | None:
+def undecided_text(infra: InfraPart) -> str | None:
     """`candidate has 1 undecided run(s): T07 r1 (parse: OverflowError ...)`, or None."""
     parts = []
     for label in infra.get("undecided") or ():
-        runs = infra[label]["undecided"]
+        runs = infra_arm(infra, label)["undecided"]
         head = ", ".join(f"{r['task']} r{r['rep']} ({r['why']})" for r in runs[:2])
         parts.append(f"{label} has {len(runs)} undecided run(s) the harness could not judge: {head}")
     return "; ".join(parts) or None
+
+
+def infra_arm(infra: InfraPart, label: str) -> InfraArm:
+    return infra["baseline"] if label == "baseline" else infra["candidate"]
 
 
 # --------------------------------------------------------------------------
 # The promotion status (the protocol's decision table), first matching rule wins
 # --------------------------------------------------------------------------
 
-Rule = Callable[[Mapping[str, Any]], "list[str] | None"]
+
+def paired_result(c: Comparison) -> PairedResult:
+    """The paired test of a comparable pair (the rules that read it apply only to one)."""
+    paired = c["paired"]
+    if paired is None:
+        raise AssertionError("a rule for comparable runs read a comparison that is not")
+    return paired
 
 
-def _r_identity_missing(c: Mapping[str, Any]) -> list[str] | None:
+def _promotion(c: Comparison) -> Promotion:
+    promotion = c["promotion"]
+    if promotion is None:
+        raise AssertionError("a rule for comparable runs read a comparison that is not")
+    return promotion
+
+
+def regression_section(c: Comparison) -> RegressionSection:
+    """The regression gate of a comparable pair."""
+    regression = c["regression"]
+    if regression is None:
+        raise AssertionError("the regression gate of a comparison that is not comparable was read")
+    return regression
+
+
+def _ledger(c: Comparison) -> list[LedgerRow]:
+    ledger = c["ledger"]
+    if ledger is None:
+        raise AssertionError("a rule for comparable runs read a comparison that is not")
+    return ledger
+
+
+Rule = Callable[[Comparison], "list[str] | None"]
+
+
+def _r_identity_missing(c: Comparison) -> list[str] | None:
     missing = c["identity"]["missing"]
     if missing or c["change_class"] in _UNIDENTIFIED:
         return [f"{m} is missing or unobserved" for m in missing] or ["the candidate runtime cannot be identified"]
     return None
 
 
-def _r_rebaseline(c: Mapping[str, Any]) -> list[str] | None:
+def _r_rebaseline(c: Comparison) -> list[str] | None:
     changed = c["identity"]["changed"]
     if changed or c["change_class"] in _REBASELINE:
         return [f"{f} changed between runs: record a new baseline" for f in changed] or [
@@ -87,26 +140,26 @@ def _r_rebaseline(c: Mapping[str, Any]) -> list[str] | None:
     return None
 
 
-def _r_split(c: Mapping[str, Any]) -> list[str] | None:
+def _r_split(c: Comparison) -> list[str] | None:
     if c["change_class"] in _SURFACE:
         return ["the change spans surfaces (e.g. extension and CLI): keep one baseline per surface"]
     return None
 
 
-def _r_not_comparable(c: Mapping[str, Any]) -> list[str] | None:
+def _r_not_comparable(c: Comparison) -> list[str] | None:
     if c["comparable"]:
         return None
     return list(c["reasons"]) or ["runs are not comparable"]
 
 
-def _r_infra_lost(c: Mapping[str, Any]) -> list[str] | None:
-    infra = c.get("infra") or {}
-    undecided = undecided_text(infra)
-    if not infra.get("exceeded") and not undecided:
+def _r_infra_lost(c: Comparison) -> list[str] | None:
+    infra = c.get("infra")
+    undecided = undecided_text(infra) if infra else None
+    if not infra or (not infra.get("exceeded") and not undecided):
         return None
     why = [f"{undecided}: not decided"] if undecided else []
     for label in infra["exceeded"]:
-        arm = infra[label]
+        arm = infra_arm(infra, label)
         head = ", ".join(f"{r['task']} r{r['rep']} {r['class']}" for r in arm["runs_lost"][:3])
         why.append(
             f"{label} lost {arm['lost']} of {arm['runs']} run(s) ({arm['share']:.0%}) to infrastructure errors, over the "
@@ -115,11 +168,11 @@ def _r_infra_lost(c: Mapping[str, Any]) -> list[str] | None:
     return why
 
 
-def _r_reject(c: Mapping[str, Any]) -> list[str] | None:
+def _r_reject(c: Comparison) -> list[str] | None:
     why = list(c["gate"]["blockers"])
     if c["gate"]["quality_verdict"] == DONT_SHIP and not why:
         why.append(c["gate"]["quality_reason"])
-    promo, paired = c["promotion"], c["paired"]
+    promo, paired = _promotion(c), paired_result(c)
     cheaper = (promo.get("cost_delta") or 0) < 0
     if cheaper and len(paired["lost"]) > len(paired["won"]) and not promo["promote"]:
         why.append(
@@ -128,10 +181,10 @@ def _r_reject(c: Mapping[str, Any]) -> list[str] | None:
     return why or None
 
 
-def _r_hold(c: Mapping[str, Any]) -> list[str] | None:
+def _r_hold(c: Comparison) -> list[str] | None:
     why = []
-    lost = c["paired"]["lost"]
-    if lost and c["gate"]["quality_verdict"] != SHIP and not c["promotion"]["promote"]:
+    lost = paired_result(c)["lost"]
+    if lost and c["gate"]["quality_verdict"] != SHIP and not _promotion(c)["promote"]:
         why.append(f"non-critical regression in {', '.join(lost)}: needs an owner and an explicit acceptance")
     standing = sorted({f["task"] for f in c["candidate"]["critical_failures"]})
     if standing:
@@ -139,44 +192,46 @@ def _r_hold(c: Mapping[str, Any]) -> list[str] | None:
     return why or None
 
 
-def _r_documented(c: Mapping[str, Any]) -> list[str] | None:
-    rows = [r for r in c["ledger"] if r["status"] in (DOCUMENTED, UNCONFIRMED)]
+def _r_documented(c: Comparison) -> list[str] | None:
+    rows = [r for r in _ledger(c) if r["status"] in (DOCUMENTED, UNCONFIRMED)]
     if rows and all(r["status"] == DOCUMENTED for r in rows):
         return [f"{r['task']}: {r['observed_change']} (note line {r['note_line']}, {r['version']})" for r in rows]
     return None
 
 
-def _r_unconfirmed(c: Mapping[str, Any]) -> list[str] | None:
+def _r_unconfirmed(c: Comparison) -> list[str] | None:
     if c["change_class"] in _USER_AUTHORED:
         return None  # the user's own edit explains its effects
-    rows = [r for r in c["ledger"] if r["status"] == UNCONFIRMED]
+    rows = [r for r in _ledger(c) if r["status"] == UNCONFIRMED]
     return [f"{r['task']}: {r['observed_change']} (no release note supports it)" for r in rows] or None
 
 
-def _r_no_evidence(c: Mapping[str, Any]) -> list[str] | None:
+def _r_no_evidence(c: Comparison) -> list[str] | None:
     if c["change_class"] not in (None, *_NOTHING_CHANGED, *_USER_AUTHORED):
         return None  # a runtime upgrade that keeps outcomes is reviewable
-    if c["gate"]["quality_verdict"] == SHIP or c["promotion"]["promote"]:
+    if c["gate"]["quality_verdict"] == SHIP or _promotion(c)["promote"]:
         return None
     return [f"deterministic outcomes do not establish an improvement ({c['gate']['quality_reason']})"]
 
 
-def _r_forward_only(c: Mapping[str, Any]) -> list[str] | None:
+def _r_forward_only(c: Comparison) -> list[str] | None:
     if c["rollback_state"] == "unavailable":
         return ["the previous runtime is unavailable: no rollback promise"]
     return None
 
 
-def _r_rollback(c: Mapping[str, Any]) -> list[str] | None:
+def _r_rollback(c: Comparison) -> list[str] | None:
     if c["rollback_state"] == "verified":
-        return ["restoration of the previous runtime was tested: " + str(c["rollback_evidence"].get("restoration"))]
+        evidence = c["rollback_evidence"] or {}  # resolve_rollback_state holds 'verified' to evidence
+        return ["restoration of the previous runtime was tested: " + str(evidence.get("restoration"))]
     return None
 
 
-def _r_eligible(c: Mapping[str, Any]) -> list[str] | None:
+def _r_eligible(c: Comparison) -> list[str] | None:
     why = [f"no critical regression and no unexplained change; gate: {c['gate']['quality_verdict']}"]
-    if c["promotion"]["promote"]:
-        why.append("promoted on cost: " + c["promotion"]["reason"])
+    promotion = _promotion(c)
+    if promotion["promote"]:
+        why.append("promoted on cost: " + promotion["reason"])
     return why
 
 
@@ -198,7 +253,7 @@ DECISION_RULES: tuple[tuple[str, Rule, bool], ...] = (
 )
 
 
-def decide_status(comparison: Mapping[str, Any]) -> dict[str, Any]:
+def decide_status(comparison: Comparison) -> StatusDecision:
     """Map a comparison to exactly one status of the promotion decision table.
 
     Rules are tried in DECISION_RULES order and the first that applies wins;
@@ -219,12 +274,12 @@ def decide_status(comparison: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 
 
-def decision_document(comparison: Mapping[str, Any]) -> Decision:
+def decision_document(comparison: Comparison) -> Decision:
     """decision.json content: the status and the evidence it rests on."""
     ident = comparison["identity"]
     decided = comparison["decision"]
 
-    def shared(field: str) -> Any:
+    def shared(field: Literal["task_set_id", "evaluator_id"]) -> str | None:
         b, c = ident["baseline"][field], ident["candidate"][field]
         return b if b == c else None  # differing ids: both are under evidence.identity
 
@@ -242,7 +297,12 @@ def decision_document(comparison: Mapping[str, Any]) -> Decision:
         "comparable": comparison["comparable"],
         "reasons": comparison["reasons"],
         "critical_failures": [
-            {**f, "regression": (f["task"], f["check"]) not in base_crit}
+            {
+                "task": f["task"],
+                "check": f["check"],
+                "reps": f["reps"],
+                "regression": (f["task"], f["check"]) not in base_crit,
+            }
             for f in comparison["candidate"]["critical_failures"]
         ],
         "unconfirmed_changes": [
@@ -260,12 +320,13 @@ def decision_document(comparison: Mapping[str, Any]) -> Decision:
     pool = comparison.get("baseline_pool")
     if pool:
         decision["baseline_pool"] = _pool_summary(pool)
-    if comparison.get("cost"):
-        decision["cost"] = comparison["cost"]
+    cost = comparison.get("cost")
+    if cost:
+        decision["cost"] = cost
     return decision
 
 
-def _pool_summary(pool: Mapping[str, Any]) -> JsonObject:
+def _pool_summary(pool: JsonObject) -> JsonObject:
     """A pooled baseline, in decision.json: its records, the pooled k per task, what was left out and
     why, and the night-to-night variation the gate accounted for (absent for a one-record baseline)."""
     from pytest_agentdrift.compare.pool import pool_text
@@ -274,7 +335,7 @@ def _pool_summary(pool: Mapping[str, Any]) -> JsonObject:
     return {"text": pool_text(pool), **{key: pool.get(key) for key in keys}}
 
 
-def _decision_evidence(comparison: Mapping[str, Any]) -> dict[str, Any]:
+def _decision_evidence(comparison: Comparison) -> DecisionEvidence:
     return {
         "identity": comparison["identity"],
         "baseline": _arm_evidence(comparison["baseline"]),
@@ -291,71 +352,84 @@ def _decision_evidence(comparison: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _regression_summary(reg: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _regression_summary(reg: RegressionSection | None) -> RegressionSummary | None:
+    """The regression gate less its check rows (decision.json keeps the verdicts, comparison.json the rows)."""
     if reg is None:
         return None
-    keys = (
-        "passed",
-        "reason",
-        "blockers",
-        "new_critical_failures",
-        "standing_critical_failures",
-        "new_safety_failures",
-        "undecided_failures",
-        "flakes",
-        "tampered_passes",
-        "won",
-        "lost",
-        "loss_p_value",
-        "strata_flagged",
-        "alpha",
-        "level",
-        "minimum_detectable",
-    )
-    return {k: reg.get(k) for k in keys}
+    return {
+        "passed": reg["passed"],
+        "reason": reg["reason"],
+        "blockers": reg["blockers"],
+        "new_critical_failures": reg["new_critical_failures"],
+        "standing_critical_failures": reg["standing_critical_failures"],
+        "new_safety_failures": reg["new_safety_failures"],
+        "undecided_failures": reg["undecided_failures"],
+        "flakes": reg["flakes"],
+        "tampered_passes": reg["tampered_passes"],
+        "won": reg["won"],
+        "lost": reg["lost"],
+        "loss_p_value": reg["loss_p_value"],
+        "strata_flagged": reg["strata_flagged"],
+        "alpha": reg["alpha"],
+        "level": reg["level"],
+        "minimum_detectable": reg["minimum_detectable"],
+    }
 
 
-def _arm_evidence(arm: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("run_id", "runtime_id", "k", "tasks", "runs", "passes", "pass_rate", "wilson", "spend")
-    return {k: arm[k] for k in keys if k in arm}
+def _arm_evidence(arm: ArmSummary) -> ArmEvidence:
+    return {
+        "run_id": arm["run_id"],
+        "runtime_id": arm["runtime_id"],
+        "k": arm["k"],
+        "tasks": arm["tasks"],
+        "runs": arm["runs"],
+        "passes": arm["passes"],
+        "pass_rate": arm["pass_rate"],
+        "wilson": arm["wilson"],
+        "spend": arm["spend"],
+    }
 
 
-def _infra_summary(comparison: Mapping[str, Any]) -> dict[str, Any] | None:
+def _infra_summary(comparison: Comparison) -> InfraSummary | None:
     """decision.json: runs lost to infrastructure per arm, excluded from the statistics."""
     infra = comparison.get("infra")
     if not infra:
         return None
+    arms: dict[str, InfraArmSummary] = {
+        label: {
+            "runs": arm["runs"],
+            "lost": arm["lost"],
+            "share": arm["share"],
+            "runs_lost": arm["runs_lost"],
+            "undecided": arm["undecided"],
+        }
+        for label, arm in (("baseline", infra["baseline"]), ("candidate", infra["candidate"]))
+    }
     return {
         "threshold": infra["threshold"],
         "decided": not infra["exceeded"] and not infra.get("undecided"),
         "exceeded": infra["exceeded"],
         "undecided": infra.get("undecided", []),
         "excluded_tasks": infra["excluded_tasks"],
-        **{
-            label: {
-                k: infra[label][k] for k in ("runs", "lost", "share", "runs_lost", "undecided") if k in infra[label]
-            }
-            for label in ("baseline", "candidate")
-        },
+        "baseline": arms["baseline"],
+        "candidate": arms["candidate"],
     }
 
 
-def _gate_summary(comparison: Mapping[str, Any]) -> dict[str, Any]:
-    gate = comparison["gate"]
+def _gate_summary(comparison: Comparison) -> GateSummary:
+    gate, strata = comparison["gate"], comparison["strata"]
     return {
         "params": comparison["params"],
         "verdict": gate["verdict"],
         "quality_verdict": gate["quality_verdict"],
         "passed": gate["passed"],
         "reason": gate["reason"],
-        "strata": (
-            {s: row["gate"]["verdict"] for s, row in comparison["strata"].items()} if comparison["strata"] else None
-        ),
+        "strata": ({s: row["gate"]["verdict"] for s, row in strata.items()} if strata else None),
     }
 
 
 def comparison_exit_code(
-    comparison: Mapping[str, Any], gate: str | bool | None = None, *, gate_enabled: bool | None = None
+    comparison: Comparison, gate: str | bool | None = None, *, gate_enabled: bool | None = None
 ) -> int:
     """Exit code of the comparison part of a session (CONTRACT §9).
 
@@ -371,10 +445,10 @@ def comparison_exit_code(
     if gate_enabled is not None:  # the former boolean flag: the promotion gate
         gate = gate_enabled
     mode = GATE_PROMOTE if gate is True else (gate or None)
-    infra = comparison.get("infra") or {}
-    if mode and (infra.get("exceeded") or infra.get("undecided")):
+    infra = comparison.get("infra")
+    if mode and infra and (infra.get("exceeded") or infra.get("undecided")):
         return EXIT_USAGE  # operational: too many runs lost, or runs the harness could not judge
-    if mode == GATE_REGRESSION and not comparison["regression"]["passed"]:
+    if mode == GATE_REGRESSION and not regression_section(comparison)["passed"]:
         return EXIT_FAILED
     if mode == GATE_PROMOTE and not comparison["gate"]["passed"]:
         return EXIT_FAILED

@@ -80,6 +80,47 @@ def test_typeddict_names_the_fields_of_its_schema_object(typed: str) -> None:
 #: TypedDicts that are a part of another, held to it: (the whole, the keys the part leaves out)
 PARTS = {"TaskMeta": ("TaskEntry", {"runs"})}
 
+#: comparison.json has no schema file, and decision.json's schema leaves these parts bare objects: the
+#: TypedDicts are their one declaration (held to what compare_runs writes by tests/unit/test_comparison_shape.py)
+UNSCHEMED = {
+    "RunIdentity",
+    "ComparisonIdentity",
+    "InfraLostRun",
+    "UndecidedRun",
+    "InfraArm",
+    "InfraPart",
+    "ArmSpend",
+    "TaskRep",
+    "CriticalFailure",
+    "ArmSummary",
+    "TaskRow",
+    "PairedResult",
+    "CriticalRegression",
+    "GateCounts",
+    "Stratum",
+    "Promotion",
+    "PromotionGate",
+    "RawCounts",
+    "CheckRow",
+    "CheckTests",
+    "RowRates",
+    "FailureGroup",
+    "MinimumDetectable",
+    "RegressionSection",
+    "ObservedChange",
+    "LedgerRow",
+    "StatusDecision",
+    "Comparison",
+    "DecisionCriticalFailure",
+    "GateSummary",
+    "RegressionSummary",
+    "InfraArmSummary",
+    "InfraSummary",
+    "ArmEvidence",
+    "TamperedByArm",
+    "DecisionEvidence",
+}
+
 
 def test_every_record_typeddict_is_held_to_a_schema_object() -> None:
     """A record TypedDict added to shapes.py without its schema object would escape the test above."""
@@ -88,7 +129,7 @@ def test_every_record_typeddict_is_held_to_a_schema_object() -> None:
         for name, value in vars(shapes).items()
         if isinstance(value, type) and issubclass(value, dict) and value.__module__ == shapes.__name__
     }
-    assert typed == set(DESCRIBED) | set(PARTS)
+    assert typed == set(DESCRIBED) | set(PARTS) | UNSCHEMED
 
 
 @pytest.mark.parametrize("part", sorted(PARTS))
