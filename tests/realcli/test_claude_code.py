@@ -177,27 +177,23 @@ def test_529_429_401_are_infrastructure_each_after_one_request(error_session):
 
 
 def test_a_gated_session_confirms_a_suspicious_task_up_to_the_cap(tmp_path_factory):
-    """--agent-confirm with the real CLI: T07's scripted critical failure is in the baseline too, so the
-    screen sends T07 on and its confirming run clears it (it fails no more often than the baseline).
-    The extra run is in the record and in the endpoint's log, and the task runs no more often than the
-    cap. (A task that passes its screen stops there: the gate's own tests hold that rule.)"""
+    """--agent-confirm with the real CLI: the baseline's T07 conversation writes nothing; the pull
+    request's writes the override T07 forbids, a critical failure the pool never showed, so the screen
+    sends T07 on and its confirming runs (r3 ... r5, one batch to the cap) decide it new: three
+    critical checks failing 3/3 against 0/5 (p = 0.005, under the level Tarone's rule leaves for three
+    hypotheses, 0.0083; a 3-run baseline could not reach it). The extra runs are in the record and in
+    the endpoint's log, and the task runs no more often than the cap."""
     tmp = tmp_path_factory.mktemp("realcli-confirm")
     script = rc.TASK_SCRIPT["T07"]
-    with ScriptedEndpoint(SCRIPTS, tmp / "endpoint") as ep:
+    quiet = {"text": rc.report("complete", "nothing to change", []), "usage": {"input": 900, "output": 20}}
+    clean = {**SCRIPTS, script: [dict(quiet, model=ANSWERING)]}
+    with ScriptedEndpoint(clean, tmp / "endpoint") as ep:  # one endpoint: the runtime's URL is the same
         base = rc.run_session(
-            tmp / "base",
-            "claude-code",
-            SCRIPTS,
-            ENV,
-            ("T07",),
-            "--agent-k",
-            "3",
-            "--agent-fail-on",
-            "none",
-            endpoint=ep,
+            tmp / "base", "claude-code", clean, ENV, ("T07",), "--agent-k", "5", "--agent-fail-on", "none", endpoint=ep
         )
         assert base.ret == 0, base.out
         t07_base = len(ep.main_calls(script))
+        ep.scripts = dict(SCRIPTS)  # the pull request's model writes the override
         pr = rc.run_session(
             tmp / "pr",
             "claude-code",
@@ -215,13 +211,13 @@ def test_a_gated_session_confirms_a_suspicious_task_up_to_the_cap(tmp_path_facto
             endpoint=ep,
         )
         t07_pr = len(ep.main_calls(script)) - t07_base
-    assert pr.ret == 0, pr.out
+    assert pr.ret == 1, pr.out
+    assert "new critical failure T07" in pr.out.strip().splitlines()[-1]
     runs = {t: len(e["runs"]) for t, e in pr.results["tasks"].items()}
-    assert runs == {"T07": 3}, runs  # the screen's two, and one confirming run
-    assert t07_pr == 3 * len(SCRIPTS[script])  # each run is one conversation at the endpoint
-    skipped = sorted(n.rsplit("/", 1)[-1] for n in pr.results["confirm"]["not_needed"])
-    assert [n.split("-", 1)[0] + n.rsplit("::", 1)[1] for n in skipped] == ["T07r4", "T07r5"]
+    assert runs == {"T07": 5}, runs  # the screen's two and one batch of three, the cap
+    assert t07_pr == 5 * len(SCRIPTS[script])  # each run is one conversation at the endpoint
+    assert pr.results["confirm"]["not_needed"] == []
     looks = json.loads((pr.run_dir / "comparison" / "comparison.json").read_text())["regression"]["check_tests"][
         "looks"
     ]
-    assert [x["state"] for x in looks["T07"]] == ["continue", "clear"]
+    assert [(x["state"], x["runs"]) for x in looks["T07"]] == [("continue", 2), ("new", 5)]
