@@ -597,6 +597,25 @@ class PairedResult(TypedDict):
     confidence: float
 
 
+class FailureClass(TypedDict):
+    """The failed runs of one arm in one class (bad-run, beyond-arm, unsolved-by-all), and their tasks."""
+
+    runs: int
+    tasks: list[str]
+
+
+class VarianceDecomposition(TypedDict):
+    """The variance of 0/1 run outcomes split into task, arm, task x arm and run-to-run (compare/stats)."""
+
+    runs: int
+    total_ss: float
+    ss: dict[str, float]
+    #: None when every run has the same outcome (then `note` says so)
+    shares: dict[str, float] | None
+    note: NotRequired[str]
+    run_to_run_exceeds_arm: NotRequired[bool]
+
+
 class CriticalRegression(TypedDict):
     """A task whose critical checks fail in the candidate and not in the baseline."""
 
@@ -806,8 +825,9 @@ class Comparison(TypedDict):
     infra: InfraPart
     tasks: dict[str, TaskRow]
     paired: PairedResult | None
-    failure_classes: JsonObject | None
-    variance: JsonObject | None
+    #: arm -> class -> its failed runs (None with k = 1: one run cannot tell noise from inability)
+    failure_classes: dict[str, dict[str, FailureClass]] | None
+    variance: VarianceDecomposition | None
     critical_regressions: list[CriticalRegression] | None
     new_safety_failures: list[str] | None
     strata: dict[str, Stratum] | None

@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_agentdrift.compare.behaviour import LOADED
 from pytest_agentdrift.compare.stats import scored_passes
+from pytest_agentdrift.shapes import Comparison
 from pytest_agentdrift.vocabulary import ERROR_OUTCOME
 
 REMOVAL, ADDITION = "removal", "addition"
@@ -336,11 +337,14 @@ def _measured_verdict(
     )
 
 
-def effect(item: Item, comparison: Mapping[str, Any]) -> dict[str, Any]:
+def effect(item: Item, comparison: Comparison) -> dict[str, Any]:
     """(arm with the item) − (arm without it), with the paired interval."""
     paired = comparison.get("paired")
     sign = -1 if item.kind == REMOVAL else 1
-    if not paired or paired.get("delta") is None:
+    delta, delta_ci, method = (
+        (paired["delta"], paired["delta_ci"], paired["ci_method"]) if paired else (None, None, None)
+    )
+    if delta is None or delta_ci is None:
         return {
             "item": item.label,
             "formula": "A − B" if item.kind == REMOVAL else "B − A",
@@ -348,18 +352,18 @@ def effect(item: Item, comparison: Mapping[str, Any]) -> dict[str, Any]:
             "ci": None,
             "method": None,
         }
-    lo, hi = paired["delta_ci"]
+    lo, hi = delta_ci
     ci = sorted([sign * lo, sign * hi])
     return {
         "item": item.label,
         "formula": "A − B" if item.kind == REMOVAL else "B − A",
-        "estimate": sign * paired["delta"] + 0.0,
+        "estimate": sign * delta + 0.0,
         "ci": [ci[0] + 0.0, ci[1] + 0.0],
-        "method": paired.get("ci_method"),
+        "method": method,
     }
 
 
-def drop_it_gate(item: Item, gate_result: Mapping[str, Any], comparison: Mapping[str, Any]) -> dict[str, Any]:
+def drop_it_gate(item: Item, gate_result: Mapping[str, Any], comparison: Comparison) -> dict[str, Any]:
     """May the item be dropped (removal) or left out (addition)? Only "Drop it" exits 0."""
     gate = comparison.get("gate") or {}
     blockers = list(gate.get("blockers") or [])

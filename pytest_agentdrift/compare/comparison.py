@@ -42,6 +42,7 @@ from pytest_agentdrift.shapes import (
     Comparison,
     ComparisonIdentity,
     CriticalRegression,
+    FailureClass,
     InfraArm,
     InfraPart,
     JsonObject,
@@ -54,6 +55,7 @@ from pytest_agentdrift.shapes import (
     RunIdentity,
     Stratum,
     TaskRow,
+    VarianceDecomposition,
 )
 from pytest_agentdrift.vocabulary import (
     DEFAULT_ROLLBACK_STATE,
@@ -69,8 +71,8 @@ class _PairedPart(TypedDict):
 
     tasks: dict[str, TaskRow]
     paired: PairedResult | None
-    failure_classes: JsonObject | None
-    variance: JsonObject | None
+    failure_classes: dict[str, dict[str, FailureClass]] | None
+    variance: VarianceDecomposition | None
     critical_regressions: list[CriticalRegression] | None
     new_safety_failures: list[str] | None
     strata: dict[str, Stratum] | None

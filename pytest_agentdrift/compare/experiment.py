@@ -23,6 +23,7 @@ from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.compare import ablation, behaviour
 from pytest_agentdrift.compare.outcome import ComparisonOutcome, Verdict
 from pytest_agentdrift.compare.render import _line, _pp  # one way a comparison row is written
+from pytest_agentdrift.shapes import Comparison
 from pytest_agentdrift.vocabulary import DECISION_FILE, GATE_DROP_IT, SCHEMA_VERSION
 
 DROP_IT_MODE = GATE_DROP_IT  # `--agent-gate drop-it` (vocabulary.py)
@@ -69,7 +70,7 @@ def agent_release(
     return row
 
 
-def host_drift(comparison: Mapping[str, Any], alpha: float = 0.05) -> dict[str, Any] | None:
+def host_drift(comparison: Comparison, alpha: float = 0.05) -> dict[str, Any] | None:
     """Identity equal, outcomes moved beyond run-to-run noise: a host-side change behind an unchanged stamp."""
     from pytest_agentdrift.compare.null import DRIFT_REASON, two_sided_discordant_pvalue
 
@@ -104,7 +105,7 @@ class ArmDocuments:
 def experiment_section(
     base: Mapping[str, Any],
     cand: Mapping[str, Any],
-    comparison: Mapping[str, Any],
+    comparison: Comparison,
     *,
     base_docs: ArmDocuments = ArmDocuments(),
     cand_docs: ArmDocuments = ArmDocuments(),
@@ -112,14 +113,14 @@ def experiment_section(
     release_notes_given: bool = False,
     item_params: ablation.ItemGateParams | None = None,
 ) -> dict[str, Any]:
-    paired = comparison.get("paired") or {}
+    paired = comparison.get("paired")
     base_instructions, cand_instructions = base_docs.instructions, cand_docs.instructions
     section: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "agent_release": agent_release(base, cand, base_docs.manifest, cand_docs.manifest, release_notes_given),
         "own_tests": {"baseline": behaviour.own_tests(base), "candidate": behaviour.own_tests(cand)},
         "tampered_passes": {"baseline": behaviour.tampered_split(base), "candidate": behaviour.tampered_split(cand)},
-        "surface": behaviour.surface_row(base_instructions, cand_instructions, paired.get("delta_ci")),
+        "surface": behaviour.surface_row(base_instructions, cand_instructions, paired["delta_ci"] if paired else None),
         "diverge": behaviour.divergences(base, cand, comparison["tasks"]) if comparison.get("comparable") else [],
         "bundles": {"baseline": _bundle_info(base), "candidate": _bundle_info(cand)},
         "ablation": None,
@@ -135,7 +136,7 @@ def experiment_section(
 def _ablation_part(
     base: Mapping[str, Any],
     cand: Mapping[str, Any],
-    comparison: Mapping[str, Any],
+    comparison: Comparison,
     base_instructions: Mapping[str, Any] | None,
     cand_instructions: Mapping[str, Any] | None,
     gate_mode: str | None,
@@ -226,7 +227,7 @@ def experiment_exit_code(section: Mapping[str, Any], gate_mode: str | None) -> i
 
 
 def drop_it_verdict(
-    section: Mapping[str, Any], comparison: Mapping[str, Any], gate_mode: str | None, prior: Verdict
+    section: Mapping[str, Any], comparison: Comparison, gate_mode: str | None, prior: Verdict
 ) -> Verdict:
     """The exit verdict under the drop-it gate; `prior` (the comparison's own) otherwise.
 

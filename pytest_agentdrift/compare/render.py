@@ -9,11 +9,13 @@ first, then each arm, the paired statistics, the gates and the status.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.compare.gates import HOLD
+from pytest_agentdrift.compare.status import infra_arm
 from pytest_agentdrift.record.spend import arm_text, power_text, spend_text
+from pytest_agentdrift.shapes import ArmSummary, CheckTests, Comparison, DecisionCost, JsonValue, PairedResult
 from pytest_agentdrift.vocabulary import GATE_REGRESSION
 
 
@@ -25,7 +27,7 @@ def _pp(x: float | None) -> str:
     return "null" if x is None else f"{100 * x:+.1f} pp"
 
 
-def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
+def render_comparison(comparison: Comparison) -> list[str]:
     """Short, aligned lines for the terminal; critical regressions first."""
     c = comparison
     lines: list[str] = []
@@ -37,11 +39,10 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
         lines.append(_line("comparable", "no: every delta is null"))
         lines += [_line("", f"- {r}") for r in c["reasons"]]
     lines += _arm_lines(c)
-    lines += _confirm_lines((c.get("regression") or {}).get("check_tests") or {})
+    regression = c.get("regression")
+    lines += _confirm_lines(regression["check_tests"]) if regression else []
     lines += _paired_lines(c["paired"])
-    tampered = [
-        f"{arm} {t['task']} r{t['rep']}" for arm in ("baseline", "candidate") for t in c[arm]["tampered_passes"]
-    ]
+    tampered = [f"{label} {t['task']} r{t['rep']}" for label, arm in _arms(c) for t in arm["tampered_passes"]]
     if tampered:
         lines.append(_line("tampered", _ids(tampered) + " (counted as fails)"))
     fc = c["failure_classes"]
@@ -50,76 +51,88 @@ def render_comparison(comparison: Mapping[str, Any]) -> list[str]:
             parts = [f"{k} {fc[arm][k]['runs']}" for k in stats.FAILURE_CLASSES]
             lines.append(_line("failures", f"{arm:<9} " + "  ".join(parts)))
     var = c["variance"]
-    if var and var.get("shares"):
-        sh = var["shares"]
+    sh = var.get("shares") if var else None
+    if sh:
         lines.append(
             _line("variance", "  ".join(f"{k} {_pct(sh[k])}" for k in ("task", "arm", "task_x_arm", "run_to_run")))
         )
     return lines + _verdict_lines(c)
 
 
-def _confirm_lines(tests: Mapping[str, Any]) -> list[str]:
+def _arms(c: Comparison) -> tuple[tuple[str, ArmSummary], tuple[str, ArmSummary]]:
+    return ("baseline", c["baseline"]), ("candidate", c["candidate"])
+
+
+def _count(value: JsonValue) -> int:
+    """A count a confirmation plan or look holds (compare/confirm.py writes ints)."""
+    if not isinstance(value, int):
+        raise AssertionError(f"a confirmation count is not an int: {value!r}")
+    return value
+
+
+def _confirm_lines(tests: CheckTests) -> list[str]:
     """What confirmation bought: the screen, the confirming runs, where each screened task stopped."""
     if tests.get("method") != "confirm":
         return []
     plan, looks = tests["plan"], tests["looks"]
-    screen = sum(min(x[0]["runs"], plan["k"]) for x in looks.values())
-    bought = sum(x[-1]["runs"] for x in looks.values()) - screen
-    most = plan["cap"] * len(looks)
+    k, cap = _count(plan["k"]), _count(plan["cap"])
+    screen = sum(min(_count(x[0]["runs"]), k) for x in looks.values())
+    bought = sum(_count(x[-1]["runs"]) for x in looks.values()) - screen
+    most = cap * len(looks)
     lines = [
         _line(
             "confirm",
             f"screened {tests['screened']} of {len(looks)} task(s); {screen} screen run(s) + {bought} confirming "
-            f"(a fixed design of {plan['cap']} runs a task would have run {most})",
+            f"(a fixed design of {cap} runs a task would have run {most})",
         )
     ]
     for task, seq in sorted(looks.items()):
         if len(seq) > 1:
             last = seq[-1]
-            lines.append(_line("", f"{task}: {last['state'].replace('_', ' ')} at r{last['runs']}"))
+            lines.append(_line("", f"{task}: {str(last['state']).replace('_', ' ')} at r{last['runs']}"))
     return lines
 
 
-def _arm_lines(c: Mapping[str, Any]) -> list[str]:
+def _arm_lines(c: Comparison) -> list[str]:
     """Each arm's pass rate, the runs it lost to infrastructure, and what it spent."""
     lines = []
-    for label in ("baseline", "candidate"):
-        arm = c[label]
+    for label, arm in _arms(c):
         ci = arm["wilson"]
         ci_text = f"[{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "[null]"
         lines.append(
             _line(label, f"{arm['passes']}/{arm['runs']} runs  {_pct(arm['pass_rate'])} {ci_text}  k={arm['k']}")
         )
-    infra = c.get("infra") or {}
-    for label in ("baseline", "candidate"):
-        arm = infra.get(label)
-        if arm and arm["lost"]:
-            runs = [f"{r['task']} r{r['rep']} ({r['class']})" for r in arm["runs_lost"]]
+    infra = c.get("infra")
+    for label, lost in ((label, infra_arm(infra, label)) for label in ("baseline", "candidate") if infra):
+        if lost["lost"]:
+            runs = [f"{r['task']} r{r['rep']} ({r['class']})" for r in lost["runs_lost"]]
             lines.append(
                 _line(
                     "infra",
-                    f"{label} lost {arm['lost']}/{arm['runs']} run(s) to infrastructure errors, "
+                    f"{label} lost {lost['lost']}/{lost['runs']} run(s) to infrastructure errors, "
                     f"excluded from the statistics: {_ids(runs)}",
                 )
             )
-    if infra.get("excluded_tasks"):
+    if infra and infra.get("excluded_tasks"):
         lines.append(_line("", "left out of the pairing (every run lost in one arm): " + _ids(infra["excluded_tasks"])))
-    if c.get("cost"):
-        return lines + _cost_lines(c["cost"])
-    spends = [(label, c[label].get("spend") or {}) for label in ("baseline", "candidate")]
-    if any(sp.get("tokens") is not None or sp.get("cost_usd") is not None for _, sp in spends):
+    cost = c.get("cost")
+    if cost:
+        return lines + _cost_lines(cost)
+    spends = [(label, arm["spend"]) for label, arm in _arms(c)]
+    if any(sp["tokens"] is not None or sp["cost_usd"] is not None for _, sp in spends):
         lines.append(_line("spend", "  ".join(f"{label} {spend_text(sp, ' ', 'n/a')}" for label, sp in spends)))
     return lines
 
 
-def _cost_lines(cost: Mapping[str, Any]) -> list[str]:
+def _cost_lines(cost: DecisionCost) -> list[str]:
     """A gated comparison's spend per arm (runs always) and the power it bought (compare/cost.py)."""
-    lines = [_line("spend", "  ".join(f"{label} {arm_text(cost[label])}" for label in ("baseline", "candidate")))]
+    arms = (("baseline", cost["baseline"]), ("candidate", cost["candidate"]))
+    lines = [_line("spend", "  ".join(f"{label} {arm_text(arm)}" for label, arm in arms))]
     power = power_text(cost.get("power"))
     return lines + ([_line("power", power)] if power else [])
 
 
-def _paired_lines(paired: Mapping[str, Any] | None) -> list[str]:
+def _paired_lines(paired: PairedResult | None) -> list[str]:
     if not paired:
         return [_line("delta", "null")]
     lines = [
@@ -133,12 +146,12 @@ def _paired_lines(paired: Mapping[str, Any] | None) -> list[str]:
         lines.append(_line("", "won:  " + _ids(paired["won"])))
     if paired["lost"]:
         lines.append(_line("", "lost: " + _ids(paired["lost"])))
-    ci = paired["delta_ci"]
-    lines.append(_line("delta", f"{_pp(paired['delta'])} [{_pp(ci[0])}, {_pp(ci[1])}]  ({paired['ci_method']})"))
+    low, high = paired["delta_ci"] or (None, None)  # None only when no task was paired
+    lines.append(_line("delta", f"{_pp(paired['delta'])} [{_pp(low)}, {_pp(high)}]  ({paired['ci_method']})"))
     return lines
 
 
-def _verdict_lines(c: Mapping[str, Any]) -> list[str]:
+def _verdict_lines(c: Comparison) -> list[str]:
     """The gate, per suite, promotion, regression gate and status; the deciding gate's line last."""
     lines = []
     gate = c["gate"]
@@ -153,8 +166,9 @@ def _verdict_lines(c: Mapping[str, Any]) -> list[str]:
             + (" (passed: promoted on cost)" if passed_by_cost else ""),
         )
     )
-    for suite, row in (c["strata"] or {}).items():
-        if len(c["strata"]) > 1:
+    strata = c["strata"] or {}
+    for suite, row in strata.items():
+        if len(strata) > 1:
             lines.append(_line("", f"suite {suite}: {row['gate']['verdict']}: {row['gate']['reason']}"))
     promo = c["promotion"]
     if promo and promo.get("basis"):
@@ -163,7 +177,7 @@ def _verdict_lines(c: Mapping[str, Any]) -> list[str]:
     regression_line = _line("regression", ("pass: " if reg["passed"] else "FAIL: ") + reg["reason"]) if reg else None
     if regression_line and not secondary:
         lines.append(regression_line)
-    decision = c["decision"]
+    decision = c["decision"]  # settled before anything renders
     more = len(decision["because"]) - 1
     lines.append(
         _line(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
 
-from pytest_agentdrift.shapes import Promotion, UsageRecord
+from pytest_agentdrift.shapes import FailureClass, Promotion, UsageRecord, VarianceDecomposition
 from pytest_agentdrift.vocabulary import DEFAULT_SEED, UNSCORED_OUTCOMES
 
 if TYPE_CHECKING:
@@ -293,7 +293,7 @@ def paired_bootstrap_delta(
 Outcomes = Mapping[str, Sequence[bool]]  # task id -> pass/fail per repetition
 
 
-def failure_classes(base: Outcomes, cand: Outcomes) -> dict[str, Any] | None:
+def failure_classes(base: Outcomes, cand: Outcomes) -> dict[str, dict[str, FailureClass]] | None:
     """Sort every failed run of each arm into one class.
 
     * ``bad-run``: the same arm passed this task in another attempt (retrying
@@ -307,9 +307,9 @@ def failure_classes(base: Outcomes, cand: Outcomes) -> dict[str, Any] | None:
     tasks = sorted(set(base) & set(cand))
     if not tasks or max(max(len(base[t]), len(cand[t])) for t in tasks) < 2:
         return None
-    result = {}
+    result: dict[str, dict[str, FailureClass]] = {}
     for arm, own, other in (("baseline", base, cand), ("candidate", cand, base)):
-        classes: dict[str, dict[str, Any]] = {c: {"runs": 0, "tasks": []} for c in FAILURE_CLASSES}
+        classes: dict[str, FailureClass] = {c: {"runs": 0, "tasks": []} for c in FAILURE_CLASSES}
         for task in tasks:
             fails = sum(1 for ok in own[task] if not ok)
             if not fails:
@@ -326,7 +326,7 @@ def failure_classes(base: Outcomes, cand: Outcomes) -> dict[str, Any] | None:
     return result
 
 
-def variance_decomposition(base: Outcomes, cand: Outcomes) -> dict[str, Any] | None:
+def variance_decomposition(base: Outcomes, cand: Outcomes) -> VarianceDecomposition | None:
     """Split the variance of 0/1 run outcomes into task, arm and run shares.
 
     A two-way analysis of variance on cell means (cell = task x arm):
@@ -355,13 +355,13 @@ def variance_decomposition(base: Outcomes, cand: Outcomes) -> dict[str, Any] | N
     task_ss = _factor_ss(task, values, grand)
     arm_ss = _factor_ss(arm, values, grand)
     interaction = max(0.0, total - within - task_ss - arm_ss)
-    row: dict[str, Any] = {
+    row: VarianceDecomposition = {
         "runs": int(values.size),
         "total_ss": total,
         "ss": {"task": task_ss, "arm": arm_ss, "task_x_arm": interaction, "run_to_run": within},
+        "shares": None,
     }
     if total <= 1e-12:
-        row["shares"] = None
         row["note"] = "every run has the same outcome: no variance to apportion"
         return row
     row["shares"] = {k: v / total for k, v in row["ss"].items()}

@@ -96,6 +96,8 @@ UNSCHEMED = {
     "TaskRow",
     "PairedResult",
     "CriticalRegression",
+    "FailureClass",
+    "VarianceDecomposition",
     "GateCounts",
     "Stratum",
     "Promotion",
