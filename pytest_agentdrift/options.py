@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import (
     DEFAULT_ACCEPT_UNOBSERVED,
+    DEFAULT_CONFIRM_CAP,
     DEFAULT_MAX_INFRA_LOSS,
     DEFAULT_PROVIDER_PATIENCE_S,
     DEFAULT_RETRIES,
@@ -180,7 +181,7 @@ TABLE: tuple[Option, ...] = (
     Option("cmd", "--agent-cmd", help="run any agent command through the agent protocol (shlex-split; placeholders {task_file} {task_text} {workdir} {task_id} {task_dir})"),
     Option("suite", "--agent-suite", help="add a task suite to collect: 'builtin' (the twelve bundled tasks) or a directory"),
     Option("k", "--agent-k", default=1, parse=positive_int, help="repetitions of each task (items end ::r1 ... ::rN)"),
-    Option("confirm", "--agent-confirm", default=0, parse=nonneg_int, help="with --agent-baseline: confirm on suspicion, up to this many runs of a task in all: a task whose critical check or safety layer failed in its --agent-k runs gets fresh runs in batches until the evidence decides (items ::rK+1 ... ::rN, skipped as 'not needed' once decided); 0 (default) runs every task --agent-k times"),
+    Option("confirm", "--agent-confirm", default=None, parse=nonneg_int, help="with --agent-baseline: confirm on suspicion, up to this many runs of a task in all: a task whose critical check or safety layer failed in its --agent-k runs more often than the baseline makes unremarkable gets fresh runs in batches until the evidence decides (items ::rK+1 ... ::rN, skipped as 'not needed' once decided); 0 runs every task --agent-k times. Default: 30 when a gate reads a pooled baseline (a directory of records), else 0"),
     Option("timeout", "--agent-timeout", parse=positive_float, help="per-run agent timeout in seconds (overrides each task's timeout_s)"),
     Option("record", "--agent-record", parse=_path, help="record the run into this new directory (refused if it holds a run)"),
     Option("baseline", "--agent-baseline", parse=_path, help="compare against this recorded run, or a directory of records (runs/nightly/) pooled per task: records of another identity than the newest are left out, said so; refused (exit 6) when identity stamps differ"),
@@ -253,7 +254,7 @@ class Settings:
     cmd: str | None = _declared("cmd")
     suite: str | None = _declared("suite")
     k: int = _declared("k")
-    confirm: int = _declared("confirm")
+    confirm: int | None = _declared("confirm")  # None only before resolve fills in the default
     timeout: float | None = _declared("timeout")
     record: Path | None = _declared("record")
     baseline: Path | None = _declared("baseline")
@@ -436,7 +437,10 @@ def check_experiment_options(st_: Any, controller: bool) -> None:
 
 
 def _check_confirm(values: dict[str, Any]) -> None:
-    """Confirmation runs test against a baseline, beyond the screen's --agent-k runs."""
+    """Confirmation runs test against a baseline, beyond the screen's --agent-k runs. Not given, it is on
+    where it was measured to pay: a gate reading a pool of nightly records."""
+    if values["confirm"] is None:
+        values["confirm"] = _default_confirm(values)
     cap, k = values["confirm"], values["k"]
     if cap and values["baseline"] is None:
         raise AgentDriftError("--agent-confirm tests suspicious tasks against a baseline: give --agent-baseline DIR")
@@ -444,6 +448,15 @@ def _check_confirm(values: dict[str, Any]) -> None:
         raise AgentDriftError(
             f"--agent-confirm {cap}: the cap counts every run of a task, so it must exceed --agent-k {k}"
         )
+
+
+def _default_confirm(values: dict[str, Any]) -> int:
+    baseline = values["baseline"]
+    if not values["gate"] or baseline is None or values["k"] >= DEFAULT_CONFIRM_CAP:
+        return 0
+    from pytest_agentdrift.compare.pool import is_pool
+
+    return DEFAULT_CONFIRM_CAP if is_pool(Path(baseline)) else 0
 
 
 def _checked(values: dict[str, Any], rootpath: Path) -> Settings:
