@@ -111,3 +111,24 @@ def test_a_cli_twin_the_row_does_not_declare_is_refused_by_name():
 
     with pytest.raises(ValueError, match="--agent-k has no agentdrift CLI twin"):
         options.add_cli_flags(argparse.ArgumentParser(), "k")
+
+
+@pytest.mark.parametrize(
+    "baseline,gate,confirm,expected",
+    [
+        ("pool", "regression", None, 30),  # a gate reading a pool of nightly records: confirmation on
+        ("pool", "regression", "0", 0),  # turned off by name
+        ("pool", "regression", "12", 12),
+        ("pool", None, None, 0),  # no gate: nothing decides on the extra runs
+        ("record", "regression", None, 0),  # one record: a pool of a few runs confirms little
+    ],
+)
+def test_confirmation_defaults_on_where_a_gate_reads_a_pool(tmp_path, baseline, gate, confirm, expected):
+    (tmp_path / "pool" / "n1").mkdir(parents=True)
+    (tmp_path / "pool" / "n1" / "results.json").write_text("{}")
+    (tmp_path / "record").mkdir()
+    (tmp_path / "record" / "results.json").write_text("{}")
+    given = {"agent": "reference", "k": "3", "baseline": str(tmp_path / baseline), "gate": gate, "confirm": confirm}
+    ini_defaults = {decl.ini: decl.ini_default for decl in TABLE}
+    settings = options.resolve(lambda name: given.get(name.removeprefix("agentdrift_")), ini_defaults.get, tmp_path)
+    assert settings.confirm == expected
