@@ -443,6 +443,10 @@ class ConfirmPlan(TypedDict):
     alpha: float
     tasks: int
     futility: float
+    # the rules that decide, recorded since they changed; a record without them is read by the old ones
+    looks: NotRequired[list[int]]
+    spending: NotRequired[float]
+    screen_level: NotRequired[float | None]
     not_needed: NotRequired[list[str]]
 
 
