@@ -125,18 +125,21 @@ class ConfirmPlugin:
         if skipped:  # decided before an earlier repetition: nothing has changed since
             return f"{NOT_NEEDED}: {spec.id} decided before r{min(skipped)}"
         scored = [failed for _, failed in sorted(runs.items()) if isinstance(failed, list)]
-        wanted = sequential.runs_wanted(plan, screened_tasks, scored, pool)
+        # a shard does not know S (the other shards' screens): it runs until the task is decided at every
+        # count S could be, so the merged record's verdict, at the real S, reads the runs an unsharded
+        # session would have stopped at (more runs never mislead: the verdict stops at its own look)
+        counts = [screened_tasks] if screened_tasks is not None else list(range(1, max(plan.tasks, 1) + 1))
+        wanted = max(sequential.runs_wanted(plan, n, scored, pool) for n in counts)
         if len(scored) < wanted:
             return None
-        last = sequential.sequence(plan, screened_tasks, scored, pool)[-1]
+        last = max((sequential.sequence(plan, n, scored, pool)[-1] for n in counts), key=lambda x: x.runs)
         return f"{NOT_NEEDED}: {spec.id} decided at r{last.runs} ({last.state.replace('_', ' ')})"
 
     def _wait_for(self, spec, through: int) -> tuple[dict[str, Any], dict[int, Any], int | None] | None:
         """The pools, the task's runs r1 ... r``through`` (the look before the batch of the repetition
         asking) and the screened count, once the screen is over and those runs are reported; None after
-        the wait. A shard cannot know how many tasks the other shards' screens sent on: it decides at
-        the level of every task screened (None), the lowest, and the merged record's verdict uses the
-        real count."""
+        the wait. A shard cannot know how many tasks the other shards' screens sent on (None): it
+        decides at every count it could be, and the merged record's verdict uses the real one."""
         from pytest_agentdrift.compare.sequential import Pool
 
         where = self._dir()

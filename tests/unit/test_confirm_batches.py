@@ -11,7 +11,7 @@ from pytest_agentdrift.session.confirm import CONFIRM_DIR, NOT_NEEDED, POOLS_FIL
 
 def plugin(control, stop):
     settings = SimpleNamespace(k=3, confirm=24, timeout=1)
-    longrun = SimpleNamespace(control_dir=str(control), stop_requested=stop)
+    longrun = SimpleNamespace(control_dir=str(control), stop_requested=stop, shard=None)
     p = ConfirmPlugin(None, SimpleNamespace(settings=settings, longrun=longrun), None, None, object)
     p.tasks = 12
     return p
@@ -48,3 +48,24 @@ def test_an_undecided_task_runs_its_whole_next_batch(tmp_path):
     )  # one more failure: undecided
     p = plugin(tmp_path, lambda: False)
     assert all(p._decide(SimpleNamespace(id="T07", timeout_s=1), r) is None for r in range(10, 16))
+
+
+def test_a_shard_runs_until_the_task_is_decided_at_every_screened_count(tmp_path):
+    # the pool failed c in 10 of 30 runs; r1 ... r15 fail it 6 times: clear at r15 when all 12 tasks were
+    # screened (the lowest level), still open when T07 was the only one. A shard cannot know which (the
+    # other shards' screens), so it runs r16: the merged verdict, at the real count, then reads what an
+    # unsharded session would have
+    where = tmp_path / CONFIRM_DIR
+    where.mkdir()
+    (where / POOLS_FILE).write_text(json.dumps({"T07": {"fails": {"c": 10}, "runs": 30}}))
+    (where / "T07.json").write_text(
+        json.dumps({r: ["c"] if x == "c" else [] for r, x in enumerate(".cc.c..ccc.....", 1)})
+    )
+    p = plugin(tmp_path, lambda: False)
+    p.settings.confirm = 30
+    task = SimpleNamespace(id="T07", timeout_s=1)
+    (where / SCREEN_FILE).write_text(json.dumps({"screened": 12}))
+    assert p._decide(task, 16) == f"{NOT_NEEDED}: T07 decided at r15 (clear)"  # S known: decided
+    (where / SCREEN_FILE).unlink()
+    p.info.longrun.shard = object()
+    assert p._decide(task, 16) is None
