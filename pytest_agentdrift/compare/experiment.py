@@ -187,7 +187,7 @@ class ComparedWithRows:
 
 def compare_with_rows(
     base: dict[str, Any],
-    cand: dict[str, Any],
+    cand: Mapping[str, Any],
     stamps: Any,
     *,
     base_docs: ArmDocuments,

@@ -46,7 +46,7 @@ def plan_check(plan: dict[str, Any], results: Mapping[str, Any]) -> PlanCheck:
 
 def experiment_outcome(
     settings: Any,
-    arms: tuple[dict[str, Any], dict[str, Any]],
+    arms: tuple[Mapping[str, Any], Mapping[str, Any]],
     manifests: tuple[Any, Any],
     compared: Any,
     files: dict[str, Any],

@@ -66,7 +66,7 @@ class ComparisonOutcome:
     verdict: Verdict = Verdict(EXIT_OK, "")
 
 
-def selected_baseline(base: dict[str, Any], cand: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def selected_baseline(base: dict[str, Any], cand: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     """Pair on the tasks the candidate ran when -k / -m selected part of the same task set.
 
     The manifests already proved the task set is the same; a candidate that ran a
@@ -122,7 +122,7 @@ def comparison_verdict(comparison: Comparison, gate: str | None) -> Verdict:
 
 def compare_recorded(
     base: dict[str, Any],
-    cand: dict[str, Any],
+    cand: Mapping[str, Any],
     stamps: Any,
     *,
     gate: str | None,

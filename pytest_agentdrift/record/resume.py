@@ -30,7 +30,7 @@ import shutil
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from pytest_agentdrift.canonical import dumps_pretty, load_json_file
 from pytest_agentdrift.errors import RecordError
@@ -261,7 +261,7 @@ def resume_refusal(
     return [f"agentdrift: cannot resume {res.path}: this session is not the recorded run", *lines]
 
 
-def continue_record(res: ResumeState, *, at: str, argv: list[str]) -> ResumedRecorder:
+def continue_record(res: ResumeState, *, at: str, argv: Sequence[str]) -> ResumedRecorder:
     """Take the record: its lock, the raw files of unfinished runs cleared, and this resume's note
     (when, how many runs kept, the command, what the runs lost to infrastructure ended on) in its state."""
     from pytest_agentdrift.agents.infra import describe

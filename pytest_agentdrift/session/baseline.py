@@ -10,7 +10,7 @@ and exit codes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.manifest.baseline import load_baseline, rebaseline_command, unobserved_hint
@@ -126,7 +126,7 @@ def _baseline_record(baseline: dict[str, Any], given: Path) -> Path:
     return Path(pool["records"][0]["path"]) if isinstance(pool, dict) else given
 
 
-def compare_with_baseline(config, info, comparison, results: dict[str, Any], collector=None) -> None:
+def compare_with_baseline(config, info, comparison, results: Mapping[str, Any], collector=None) -> None:
     """After the runs: the full comparison, decision and files, into ``comparison``."""
     from pytest_agentdrift.canonical import load_json_file
     from pytest_agentdrift.compare.experiment import ArmDocuments, compare_with_rows
@@ -157,6 +157,7 @@ def compare_with_baseline(config, info, comparison, results: dict[str, Any], col
     outcome = compared.outcome
     comparison.stamps = cmp
     comparison.files = outcome.files
+    comparison.comparison = outcome.comparison
     comparison.lines = accepted.lines() + outcome.lines
     comparison.verdict = outcome.verdict
     from pytest_agentdrift.compare.outcome import selected_baseline

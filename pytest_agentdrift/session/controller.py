@@ -22,7 +22,6 @@ from pytest_agentdrift.run import scratch
 from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo, TaskRunner
 from pytest_agentdrift.shapes import Results
 from pytest_agentdrift.vocabulary import (
-    COMPARISON_FILE,
     DECISION_FILE,
     EXIT_OK,
     EXIT_REFUSED,
@@ -69,7 +68,9 @@ class WorkerPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.config.workeroutput["agentdrift_exitstatus"] = int(exitstatus)
+        workeroutput: dict[str, object] | None = getattr(self.config, "workeroutput", None)  # set by xdist on a worker
+        if workeroutput is not None:
+            workeroutput["agentdrift_exitstatus"] = int(exitstatus)
 
 
 class ControllerPlugin:
@@ -161,6 +162,8 @@ class ControllerPlugin:
             return
         if refusal:
             stamps = self.comparison.stamps
+            if stamps is None:
+                raise AssertionError("a baseline refused without the stamps it was compared on")
             verdict = Verdict(EXIT_REFUSED, refusal_reason(stamps.blocks))
             self._exit_now(verdict, refusal + report_refusal(self.config, self.settings, stamps, verdict, refusal))
 
@@ -194,14 +197,17 @@ class ControllerPlugin:
         from pytest_agentdrift.record.resume import continue_record, resume_refusal
 
         lr = self.info.longrun
-        identity = resume_identity_blocks(lr.resume.manifest, self.info.manifest)
+        resume = lr.resume
+        if resume is None:
+            raise AssertionError("_open_resumed without a record to resume")  # _open_record asks first
+        identity = resume_identity_blocks(resume.manifest, self.info.manifest)
         shard = lr.shard.to_dict() if lr.shard else None
-        refusal = resume_refusal(lr.resume, identity, self.collector.settings_record(), shard)
+        refusal = resume_refusal(resume, identity, self.collector.settings_record(), shard)
         if refusal:
             why = f"refused to resume {self.settings.record}: the runtime or settings differ from the record"
             self._exit_now(Verdict(EXIT_REFUSED, why), refusal)
-        self.collector.recorder = continue_record(lr.resume, at=utc_now(), argv=self.config.invocation_params.args)
-        for payload in lr.resume.kept.values():
+        self.collector.recorder = continue_record(resume, at=utc_now(), argv=self.config.invocation_params.args)
+        for payload in resume.kept.values():
             self.collector.keep(payload["task_id"], payload["rep"], payload["meta"], payload["result"])
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -301,8 +307,8 @@ class ControllerPlugin:
 
     def _agree_with_gate(self, session: pytest.Session) -> None:
         """Failures the regression gate does not hold against the candidate become xfails (itemverdicts)."""
-        comparison = self.comparison.files.get(COMPARISON_FILE)
-        if self._failed_items is None or not isinstance(comparison, dict):
+        comparison = self.comparison.comparison
+        if self._failed_items is None or comparison is None:
             return
         from pytest_agentdrift.compare.outcome import gate_item_outcomes
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.vocabulary import PLAN_FILE
@@ -141,7 +141,9 @@ class ExperimentPlugin:
                 self.comparison.files.setdefault(PLAN_FILE, st.plan)
 
 
-def after_comparison(info: Any, state: Any, results: dict[str, Any], baseline: dict[str, Any], compared: Any) -> None:
+def after_comparison(
+    info: Any, state: Any, results: Mapping[str, Any], baseline: dict[str, Any], compared: Any
+) -> None:
     """The experiment file, plan and null experiment (compare/experimentrun.py) into ``state``, the
     session's ComparisonState: its lines, record files and verdict. ``compared`` is what
     compare.experiment.compare_with_rows returned."""

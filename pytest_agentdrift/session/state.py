@@ -29,7 +29,7 @@ from pytest_agentdrift.record.results import new_run_id, utc_now
 from pytest_agentdrift.record.store import raw_path
 from pytest_agentdrift.run import scratch
 from pytest_agentdrift.session.experiments import ExperimentState
-from pytest_agentdrift.shapes import Results, RunRecord, SettingsRecord, TaskMeta, WorkerRecord
+from pytest_agentdrift.shapes import Comparison, Results, RunRecord, SettingsRecord, TaskMeta, WorkerRecord
 from pytest_agentdrift.vocabulary import NOT_APPLICABLE, TASK_TOML_FILE, UNOBSERVED
 
 # Every pytest run of the environment creates these objects: the modules that
@@ -398,4 +398,5 @@ class ComparisonState:
     accepted: dict[str, Any] = field(default_factory=dict)  # the resolved accepted-unobserved list, groups expanded
     lines: list[str] = field(default_factory=list)
     files: dict[str, Any] = field(default_factory=dict)
+    comparison: Comparison | None = None  # comparison.json, as files holds it
     verdict: Verdict | None = None  # the comparison's part of the exit status
