@@ -20,6 +20,15 @@ from pytest_agentdrift.manifest.identity import IDENTITY_FIELDS, PROVENANCE_FIEL
 
 PLANTED = "sk-PLANTED-9f8e7d6c5b4a39281706"
 PLANTED_ENV = "sk-PLANTED-ENV-a1b2c3d4e5f60718"
+#: the identity fields the run's options fill (unobserved when none is set)
+RUN_OPTIONS = (
+    "temperature",
+    "seed",
+    "max_output_tokens",
+    "budget_tokens_per_task",
+    "tool_timeout_s",
+    "retry_policy",
+)
 
 VERSIONS = {
     "claude": "2.1.0 (Claude Code)",
@@ -188,12 +197,7 @@ def test_every_required_field_is_present_and_concrete_or_marked(world):
         "environment_allowlist",
         "task_set_id",
         "evaluator_id",
-        "temperature",
-        "seed",
-        "max_output_tokens",
-        "budget_tokens_per_task",
-        "tool_timeout_s",
-        "retry_policy",
+        *RUN_OPTIONS,
         "env_image_digest",
         "scoring_script_digest",
         "harness_version",
@@ -337,15 +341,7 @@ def test_version_display_runs_with_real_timeout(world, tmp_path):
 def test_unset_options_are_unobserved_not_defaults(world):
     cap = mf.capture(make_ctx(world, options={}))
     ident = cap.manifest["identity"]
-    for name in (
-        "temperature",
-        "seed",
-        "max_output_tokens",
-        "budget_tokens_per_task",
-        "tool_timeout_s",
-        "retry_policy",
-        "built_in_tools",
-    ):
+    for name in (*RUN_OPTIONS, "built_in_tools"):
         assert ident[name] == "unobserved", name
     # the configured model comes from the settings file, labelled as configured
     assert ident["model_id"]["configured"] == "claude-sonnet-x"
