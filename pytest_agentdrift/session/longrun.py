@@ -8,23 +8,41 @@ only calls it from the hooks, registered beside the controller or worker role.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.tasks.shard import item_key
 
+if TYPE_CHECKING:
+    from pytest_agentdrift.run.progress import ProgressDisplay
+    from pytest_agentdrift.tasks.load import TaskSpec
+
+
+class TaskItemLike(Protocol):
+    """What the hooks read of a task's pytest item (session/collect.TaskItem)."""
+
+    @property
+    def nodeid(self) -> str: ...
+
+    @property
+    def spec(self) -> TaskSpec: ...
+
+    @property
+    def rep(self) -> int: ...
+
 
 class LongRunPlugin:
     """The hooks (controller or worker; the single process is both)."""
 
-    def __init__(self, config, info, collector, item_class: type):
+    def __init__(self, config, info, collector, item_class: type[TaskItemLike]):
         self.config = config
         self.info = info  # session/state.SessionInfo
         self.lr = info.longrun
         self.collector = collector  # session/state.RunCollector; None on a worker
         self.item_class = item_class  # session/collect.TaskItem, handed in by plugin.py: no import of the nodes
-        self.display = None
+        self.display: ProgressDisplay | None = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session) -> None:
