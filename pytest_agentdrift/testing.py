@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, TypedDict
 
 from pytest_agentdrift.options import OPTIONS
 from pytest_agentdrift.tasks.freeze import DEFAULT_EFFECTS, task_toml
@@ -265,8 +265,22 @@ def play_solution(
     )
 
 
+class _ProcessEnd(TypedDict):
+    """The fields of run.evidence.RunEvidence that say how the agent's process ended."""
+
+    exit_code: int | None
+    timed_out: bool
+    launch_error: str | None
+    duration_s: float
+    stdout_bytes: int
+    stderr_bytes: int
+    stdout_truncated: bool
+    stderr_truncated: bool
+    leftover_processes: int
+
+
 #: how a played solution "ended": no process ran
-_PLAYED_PROCESS = {
+_PLAYED_PROCESS: _ProcessEnd = {
     "exit_code": 0,
     "timed_out": False,
     "launch_error": None,
