@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.compare import ablation, behaviour
@@ -25,6 +25,9 @@ from pytest_agentdrift.compare.outcome import ComparisonOutcome, Verdict
 from pytest_agentdrift.compare.render import _line, _pp  # one way a comparison row is written
 from pytest_agentdrift.shapes import Comparison
 from pytest_agentdrift.vocabulary import DECISION_FILE, GATE_DROP_IT, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.manifest.identity import StampComparison
 
 DROP_IT_MODE = GATE_DROP_IT  # `--agent-gate drop-it` (vocabulary.py)
 
@@ -188,7 +191,7 @@ class ComparedWithRows:
 def compare_with_rows(
     base: dict[str, Any],
     cand: Mapping[str, Any],
-    stamps: Any,
+    stamps: StampComparison,
     *,
     base_docs: ArmDocuments,
     cand_docs: ArmDocuments,

@@ -31,6 +31,7 @@ from pytest_agentdrift.vocabulary import (
 if TYPE_CHECKING:
     from pytest_agentdrift.compare.gates import GateParams
     from pytest_agentdrift.compare.ledger import ReleaseNote
+    from pytest_agentdrift.manifest.identity import StampComparison
 
 #: what pytest's items say under a decided regression gate: {"failed" | "xfailed": {task: why}}
 GateItems = dict[str, dict[str, str]]
@@ -123,7 +124,7 @@ def comparison_verdict(comparison: Comparison, gate: str | None) -> Verdict:
 def compare_recorded(
     base: dict[str, Any],
     cand: Mapping[str, Any],
-    stamps: Any,
+    stamps: StampComparison,
     *,
     gate: str | None,
     seed: int = DEFAULT_SEED,
@@ -180,7 +181,7 @@ def compare_recorded(
     return ComparisonOutcome(comparison=comparison, files=files, lines=lines, verdict=verdict)
 
 
-def _selected_pool(base: Mapping[str, Any]) -> dict[str, Any] | None:
+def _selected_pool(base: Mapping[str, Any]) -> JsonObject | None:
     """A pooled baseline's pool section (compare/pool.py), its counts kept to the tasks compared."""
     pool = base.get("pool")
     if not isinstance(pool, Mapping):
@@ -212,7 +213,7 @@ def _with_cost(verdict: Verdict, cost: DecisionCost | None) -> Verdict:
     return verdict if cost is None else Verdict(verdict.code, f"{verdict.reason}; {cost['text']}")
 
 
-def _with_pool(verdict: Verdict, pool: Mapping[str, Any] | None) -> Verdict:
+def _with_pool(verdict: Verdict, pool: JsonObject | None) -> Verdict:
     """The closing line also says what the baseline was when it was a pool of records."""
     if pool is None:
         return verdict
@@ -221,7 +222,7 @@ def _with_pool(verdict: Verdict, pool: Mapping[str, Any] | None) -> Verdict:
     return Verdict(verdict.code, f"{verdict.reason}; {pool_text(pool)}")
 
 
-def _pool_lines(pool: Mapping[str, Any] | None) -> list[str]:
+def _pool_lines(pool: JsonObject | None) -> list[str]:
     if pool is None:
         return []
     from pytest_agentdrift.compare.pool import pool_lines
@@ -254,7 +255,7 @@ def _gate_params(gate_scope: str, max_infra_loss: float | None, gate_flakes: str
 
 def _comparison_files(
     comparison: Comparison,
-    stamps: Any,
+    stamps: StampComparison,
     accepted: Mapping[str, Any] | None,
     gate: str | None,
     items: GateItems | None,
@@ -284,7 +285,7 @@ def _comparison_files(
     return files
 
 
-def _identity_head(stamps: Any) -> list[str]:
+def _identity_head(stamps: StampComparison) -> list[str]:
     """The change class, or the refusal; accepted unknowns stay visible on a comparable pair."""
     from pytest_agentdrift.manifest.identity import render_refusal
 
