@@ -53,11 +53,17 @@ def test_version_probe_with_a_read_only_home(tmp_path):
     assert after == before
 
 
+#: the copilot preset as the manifest capture sees it
+COPILOT = {
+    "adapter": {"name": "copilot", "product": "github/copilot-cli", "surface": "cli"},
+    "agent_argv": ["copilot", "-p", "{task_text}"],
+    "version_argv": ["copilot", "--version"],
+}
+
+
 def probe_copilot(home: Path, bindir: Path, cwd: Path) -> dict:
     ctx = mf.ManifestContext(
-        adapter={"name": "copilot", "product": "github/copilot-cli", "surface": "cli"},
-        agent_argv=["copilot", "-p", "{task_text}"],
-        version_argv=["copilot", "--version"],
+        **COPILOT,
         home=home,
         project_root=cwd,
         env={"PATH": f"{bindir}{os.pathsep}/usr/bin:/bin", "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")},
@@ -119,9 +125,7 @@ def test_the_session_probe_is_reused_by_capture(tmp_path):
 
     def capture(**kw):
         ctx = mf.ManifestContext(
-            adapter={"name": "copilot", "product": "github/copilot-cli", "surface": "cli"},
-            agent_argv=["copilot", "-p", "{task_text}"],
-            version_argv=["copilot", "--version"],
+            **COPILOT,
             home=home,
             project_root=tmp_path,
             env=env,
