@@ -307,7 +307,6 @@ def outcome_literals(path: Path) -> list[tuple[str, str]]:
 OUTCOME_WORD_ELSEWHERE = {
     ("options.py", "timeout"): "the --agent-timeout option's Settings field, not a run's outcome",
     ("compare/checkrates.py", "undecided"): "a confirmation's verdict on a check's failure rate, not a run's outcome",
-    ("compare/status.py", "undecided"): "the infrastructure section's `undecided` key (the arms holding such runs)",
     ("record/regrade.py", "undecided"): "a run's `undecided` key (its reasons), dropped and copied by name",
     ("grade/grader.py", "passed"): "pytest's own outcome of a function check's test, not a run's outcome",
     ("session/refused.py", "failed"): "the outcome of the pytest report a refused item gets, not a run's outcome",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import pytest_agentdrift
-from pytest_agentdrift import errors, options, vocabulary
+from pytest_agentdrift import errors, options, shapes, vocabulary
 from pytest_agentdrift.agents import discovery_base
 from pytest_agentdrift.compare import comparison, status
 from pytest_agentdrift.manifest import capture, identity
@@ -42,7 +42,9 @@ def test_each_shared_name_is_the_vocabulary_object():
     assert options.ISOLATION_MODES is vocabulary.ISOLATION_MODES
     # the names that used to mean something else in the comparison now say what they are
     assert not hasattr(comparison, "IDENTITY_FIELDS")
-    assert comparison.RUN_IDENTITY_KEYS == ("runtime_id", "task_set_id", "evaluator_id")
+    # the comparison's identity of a run is shapes.RunIdentity, whose keys are the vocabulary's
+    assert tuple(shapes.RunIdentity.__annotations__) == vocabulary.RUN_IDENTITY_KEYS
+    assert vocabulary.RUN_IDENTITY_KEYS == ("runtime_id", "task_set_id", "evaluator_id")
     assert set(vocabulary.CHANGE_CLASSES) < set(status.ACCEPTED_CHANGE_CLASSES)
 
 
