@@ -300,14 +300,6 @@ def test_codex_untrusted_project_config_does_not_apply(codex_world):
     assert "sandbox" not in products.surface_facts("codex", disc.config, {})
 
 
-def test_codex_duplicate_toml_key_names_file_and_key(tmp_path):
-    home, proj = tmp_path / "h", tmp_path / "p"
-    bad = write(home / ".codex" / "config.toml", 'model = "a"\nmodel = "b"\n')
-    with pytest.raises(AgentDriftError) as exc:
-        codex.discover_codex(home, proj, proj, {}, upward_limit=proj)
-    assert exc.value.path == str(bad) and "'model'" in exc.value.problem and exc.value.exit_code == 4
-
-
 # --------------------------------------------------------------------------- Copilot
 
 
@@ -423,11 +415,24 @@ def test_config_hash_changes_with_unknown_key_name_but_not_its_value(tmp_path):
     assert one == two != none
 
 
-def test_duplicate_json_key_names_file_and_key(tmp_path):
+@pytest.mark.parametrize(
+    "discover, where, rel, text",
+    [
+        pytest.param(codex.discover_codex, "h", ".codex/config.toml", 'model = "a"\nmodel = "b"\n', id="codex-toml"),
+        pytest.param(
+            claude.discover_claude_code,
+            "p",
+            ".claude/settings.json",
+            '{"model": "a", "permissions": {}, "model": "b"}',
+            id="claude-code-json",
+        ),
+    ],
+)
+def test_duplicate_key_names_file_and_key(tmp_path, discover, where, rel, text):
     home, proj = tmp_path / "h", tmp_path / "p"
-    bad = write(proj / ".claude" / "settings.json", '{"model": "a", "permissions": {}, "model": "b"}')
+    bad = write(tmp_path / where / rel, text)
     with pytest.raises(AgentDriftError) as exc:
-        claude.discover_claude_code(home, proj, proj, {}, upward_limit=proj)
+        discover(home, proj, proj, {}, upward_limit=proj)
     assert exc.value.path == str(bad) and "'model'" in exc.value.problem and exc.value.exit_code == 4
 
 
