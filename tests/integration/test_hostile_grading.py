@@ -312,6 +312,15 @@ def graded(request, tmp_path_factory) -> Session:
     return s
 
 
+def assert_test_add_failed(graded: Session, task_id: str) -> dict:
+    """The task's `tests` check failed test_add, and so did its run: the agent's trick did not pass the grading."""
+    tests = graded.check(task_id, "tests")
+    assert tests["passed"] is False, tests
+    assert "tests/test_calc.py::test_add" in tests["evidence"]["not_passed"], tests
+    assert graded.run(task_id)["outcome"] == "failed"
+    return tests
+
+
 def test_os_exit_under_pytest_does_not_pass_a_command_check(graded):
     check = graded.check("HG1", "tests-command")
     assert check["passed"] is False, check
@@ -319,10 +328,7 @@ def test_os_exit_under_pytest_does_not_pass_a_command_check(graded):
 
 
 def test_atexit_rewrite_of_the_grading_result_is_not_a_pass(graded):
-    check = graded.check("HG2", "tests")
-    assert check["passed"] is False, check
-    assert "tests/test_calc.py::test_add" in check["evidence"]["not_passed"]
-    assert graded.run("HG2")["outcome"] == "failed"
+    assert_test_add_failed(graded, "HG2")
 
 
 def test_stdlib_shadowing_modules_are_never_imported_and_are_tamper_evidence(graded):
@@ -338,10 +344,7 @@ def test_stdlib_shadowing_modules_are_never_imported_and_are_tamper_evidence(gra
 
 def test_the_first_check_cannot_rewrite_what_the_next_check_grades(graded):
     assert graded.check("HG4", "imports")["passed"] is True  # the smoke test itself is honest
-    tests = graded.check("HG4", "tests")
-    assert tests["passed"] is False, tests
-    assert "tests/test_calc.py::test_add" in tests["evidence"]["not_passed"]
-    assert graded.run("HG4")["outcome"] == "failed"
+    assert_test_add_failed(graded, "HG4")
 
 
 def test_a_symlink_into_the_task_directory_is_not_followed_at_grading(graded):
@@ -380,17 +383,12 @@ def test_a_forged_reporter_cannot_say_what_the_harness_holds(graded):
 
 
 def test_a_process_left_by_one_check_never_reaches_the_next_checks_tree(graded):
-    tests = graded.check("HG9", "tests")
-    assert tests["passed"] is False, tests
-    assert "tests/test_calc.py::test_add" in tests["evidence"]["not_passed"], tests
-    assert graded.run("HG9")["outcome"] == "failed"
+    assert_test_add_failed(graded, "HG9")
 
 
 def test_killing_the_process_that_started_it_is_graded_like_any_failing_code(graded):
-    tests = graded.check("HG10", "tests")
-    assert tests["passed"] is False and "undecided" not in tests, tests
-    assert "tests/test_calc.py::test_add" in tests["evidence"]["not_passed"], tests
-    assert graded.run("HG10")["outcome"] == "failed"
+    tests = assert_test_add_failed(graded, "HG10")
+    assert "undecided" not in tests, tests
 
 
 def test_a_marker_one_check_leaves_in_dev_shm_never_reaches_the_next(graded):
