@@ -45,14 +45,19 @@ def nightly(pytester, nightly_project):
     return pytester.path / "runs" / "nightly"
 
 
-def test_a_gated_session_compares_against_the_pool_and_says_what_it_pooled(pytester, nightly):
-    pr = run_pytest(
+def gated_session(pytester: pytest.Pytester, baseline: str, record: str) -> pytest.RunResult:
+    """The reference agent's session gated (regression) against `baseline`, recorded into `record`."""
+    return run_pytest(
         pytester,
         "--agent", "reference",
-        "--agent-baseline", "runs/nightly",
+        "--agent-baseline", baseline,
         "--agent-gate", "regression",
-        "--agent-record", "runs/pr",
+        "--agent-record", record,
     )  # fmt: skip
+
+
+def test_a_gated_session_compares_against_the_pool_and_says_what_it_pooled(pytester, nightly):
+    pr = gated_session(pytester, "runs/nightly", "runs/pr")
     out = pr.stdout.str()
     assert pr.ret == 0, out
     closing = last_line(pr)
@@ -94,13 +99,7 @@ def test_no_record_that_can_be_pooled_refuses_with_exit_6(pytester, nightly):
     (bad / "n1" / "results.json").write_text(json.dumps(results))
     (bad / "n2" / "results.json").unlink()
     (bad / "n2" / "INCOMPLETE").write_text("recording\n")
-    pr = run_pytest(
-        pytester,
-        "--agent", "reference",
-        "--agent-baseline", "runs/bad",
-        "--agent-gate", "regression",
-        "--agent-record", "runs/refused",
-    )  # fmt: skip
+    pr = gated_session(pytester, "runs/bad", "runs/refused")
     out = pr.stdout.str()
     assert pr.ret == 6, out
     assert last_line(pr).startswith("agentdrift: exit 6 — refused: runs/bad: no record of the pool can be used")
