@@ -92,15 +92,14 @@ def test_buffer_empty():
 # ---- detect --------------------------------------------------------------------------
 
 
+def facets(iso: sandbox.Isolation) -> tuple[str, str, str, bool, bool]:
+    """What the isolation enforces: its mode, network, file system, pid namespace, dropped capabilities."""
+    return (iso.mode, iso.network, iso.filesystem, iso.pid_namespace, iso.cap_drop)
+
+
 def test_detect_none_says_unisolated():
     iso = detect("none")
-    assert (iso.mode, iso.network, iso.filesystem, iso.pid_namespace, iso.cap_drop) == (
-        "none",
-        "not_enforced",
-        "not_enforced",
-        False,
-        False,
-    )
+    assert facets(iso) == ("none", "not_enforced", "not_enforced", False, False)
     assert iso.notes == (
         "UNISOLATED: the agent ran with the host's network and file system; effects are only detected",
     )
@@ -116,13 +115,7 @@ def test_detect_unshare():
             detect("unshare")
         pytest.skip("this kernel does not let unshare create a network namespace")
     iso = detect("unshare")
-    assert (iso.mode, iso.network, iso.filesystem, iso.pid_namespace, iso.cap_drop) == (
-        "unshare",
-        "denied",
-        "not_enforced",
-        False,
-        False,
-    )
+    assert facets(iso) == ("unshare", "denied", "not_enforced", False, False)
     assert "file system not isolated: writes outside the work tree are only detected" in iso.notes
     ro = sandbox.readonly_problem()
     assert iso.notes[-1] == (
