@@ -68,6 +68,14 @@ class Lab:
         return run, self.grade(spec, run)
 
 
+def bwrap_lab(root: Path) -> Lab:
+    """A Lab in `root`, or the test skipped where the isolation is not bubblewrap."""
+    lab = Lab(root)
+    if lab.iso.mode != "bwrap":
+        pytest.skip(f"isolation here is {lab.iso.mode}, not bwrap")
+    return lab
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     return Lab(tmp_path_factory.mktemp("checks"))

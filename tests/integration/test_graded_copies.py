@@ -6,7 +6,7 @@ import os
 import shutil
 
 import pytest
-from test_checks import Lab
+from test_checks import bwrap_lab
 
 from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import sandbox
@@ -32,10 +32,7 @@ SH_CHECK = [
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("copies"))
-    if lab.iso.mode != "bwrap":
-        pytest.skip(f"isolation here is {lab.iso.mode}, not bwrap")
-    return lab
+    return bwrap_lab(tmp_path_factory.mktemp("copies"))
 
 
 @pytest.mark.slow  # grading sandboxes

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_checks import Lab
+from test_checks import Lab, bwrap_lab
 
 from pytest_agentdrift.grade.grader import Grader
 from pytest_agentdrift.run import sandbox
@@ -46,10 +46,7 @@ LIMIT_CHECK = (
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    lab = Lab(tmp_path_factory.mktemp("server"))
-    if lab.iso.mode != "bwrap":
-        pytest.skip(f"isolation here is {lab.iso.mode}, not bwrap")
-    return lab
+    return bwrap_lab(tmp_path_factory.mktemp("server"))
 
 
 def test_a_poisoned_server_never_grades_the_next_run(lab):
