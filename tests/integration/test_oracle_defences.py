@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import pytest
+from test_oraclechecks import CALC
 
 from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade.grader import Grader
@@ -23,12 +24,8 @@ from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 
 pytestmark = pytest.mark.slow
 
-REPO = {
-    "calc.py": "def add(a, b):\n    return a - b\n",
-    ".gitignore": "build/\n",
-    "tests/__init__.py": "",
-    "tests/test_calc.py": "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
-}
+#: test_oraclechecks' calculator, its build/ ignored
+REPO = {**CALC, ".gitignore": "build/\n"}
 
 
 @pytest.fixture(scope="module")
