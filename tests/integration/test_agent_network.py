@@ -112,16 +112,8 @@ def test_api_through_proxy_rest_refused(pytester, api_server, isolation, monkeyp
     )
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("FAKE_PRODUCT_KEY", "key-PLANTED-SECRET-9876543210")
-    result = run_pytest(
-        pytester,
-        "--agent",
-        "fake-product",
-        "--agent-isolation",
-        isolation,
-        "--agent-record",
-        "runs/r",
-        timeout=120,
-    )
+    agent = ("--agent", "fake-product", "--agent-isolation", isolation)
+    result = run_pytest(pytester, *agent, "--agent-record", "runs/r", timeout=120)
     run = load_results(pytester.path / "runs" / "r")["tasks"]["N01"]["runs"][0]
     summary = json.loads(run["report"]["summary"])
     assert summary[f"127.0.0.1:{port}"].startswith("HTTP/1.1 200") and summary[f"127.0.0.1:{port}"].endswith("pong")

@@ -56,16 +56,8 @@ def test_side_output_is_read_from_the_harness_directory(pytester, isolation):
     script = agent_script(pytester.path / "agent.py", AGENT)
     pytester.makeconftest(CONFTEST.format(script=str(script)))
     make_task(pytester.path, "S01")
-    result = run_pytest(
-        pytester,
-        "--agent",
-        "side-output-product",
-        "--agent-isolation",
-        isolation,
-        "--agent-record",
-        "runs/r",
-        timeout=120,
-    )
+    agent = ("--agent", "side-output-product", "--agent-isolation", isolation)
+    result = run_pytest(pytester, *agent, "--agent-record", "runs/r", timeout=120)
     run = load_results(pytester.path / "runs" / "r")["tasks"]["S01"]["runs"][0]
     assert run["usage"]["input_tokens"] == 1234, result.stdout.str()
     ev = run["evidence"]
