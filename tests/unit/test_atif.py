@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from test_report_golden import trajectory
 
-from pytest_agentdrift.agents.base import get_adapter
 from pytest_agentdrift.record import atif
 from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs
 
@@ -139,25 +139,7 @@ def test_validation_catches_what_the_rfc_forbids(breakage, expected):
 
 
 def transcript_trajectory(product: str, path: Path) -> tuple[dict, object]:
-    adapter = get_adapter(product)
-    data = path.read_bytes()
-    out = adapter.parse_output(data, b"")
-    doc = atif.build(
-        session_id=f"{product}/{path.stem}",
-        agent={
-            "name": product,
-            "version": "recorded",
-            "model_name": out.model_stamp,
-            "extra": {"config_hash": "sha256:c", "instruction_hash": "sha256:i"},
-        },
-        events=out.events,
-        product=adapter.product,
-        stdout=data,
-        instruction="Fix the off-by-one in pricing.",
-        usage=out.usage.to_dict(),
-        report=out.final_report,
-    )
-    return doc, out
+    return trajectory(product, path, extra={"config_hash": "sha256:c", "instruction_hash": "sha256:i"})
 
 
 @pytest.mark.parametrize(

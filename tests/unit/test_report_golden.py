@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,14 +36,15 @@ def page() -> bytes:
     return render_record(RECORD).encode("utf-8", "surrogateescape")
 
 
-def stream_trajectory(product: str) -> bytes:
-    """The ATIF document of one product's recorded stream, serialised as `export atif` writes it."""
+def trajectory(product: str, path: Path, **agent: Any) -> tuple[dict, Any]:
+    """The ATIF document of a product's recorded stream `path` (its instruction a fixed one, `agent`
+    added to what it says of the agent), and what the product's adapter parsed of the stream."""
     adapter = get_adapter(product)
-    data = (DATA / "transcripts" / STREAMS[product] / "ok.jsonl").read_bytes()
+    data = path.read_bytes()
     out = adapter.parse_output(data, b"")
     doc = atif.build(
-        session_id=f"{product}/ok",
-        agent={"name": product, "version": "recorded", "model_name": out.model_stamp},
+        session_id=f"{product}/{path.stem}",
+        agent={"name": product, "version": "recorded", "model_name": out.model_stamp, **agent},
         events=out.events,
         product=adapter.product,
         stdout=data,
@@ -50,6 +52,12 @@ def stream_trajectory(product: str) -> bytes:
         usage=out.usage.to_dict(),
         report=out.final_report,
     )
+    return doc, out
+
+
+def stream_trajectory(product: str) -> bytes:
+    """The ATIF document of one product's recorded stream, serialised as `export atif` writes it."""
+    doc, _ = trajectory(product, DATA / "transcripts" / STREAMS[product] / "ok.jsonl")
     return (json.dumps(doc, indent=2, ensure_ascii=True) + "\n").encode()
 
 
