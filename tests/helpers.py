@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import inspect
+import json
 import os
 import subprocess
 import sys
@@ -27,7 +29,9 @@ from typing import Any, overload
 
 import pytest
 
+from pytest_agentdrift.agents.base import RunContext
 from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.testing import load_results
 
 #: the xdist group of the tests that read tests/conftest.py's builtin_records (one worker makes them)
 BUILTIN_RECORDS_GROUP = "builtin-records"
@@ -49,6 +53,42 @@ DRIFTED_BREAKS = {
 TRANSCRIPTS = Path(__file__).resolve().parent / "data" / "transcripts"
 #: the plugins a session the tests start never loads (see the module docstring)
 SESSION_ARGS = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly")
+
+
+class RecordedSession:
+    """What a test reads of a session it ran, recorded into `root`/runs/r (a subclass, a dataclass,
+    holds `root` and what else its tests need)."""
+
+    root: Path
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "runs" / "r"
+
+    @property
+    def results(self) -> dict:
+        return load_results(self.run_dir)
+
+    def runs(self, task_id: str) -> list[dict]:
+        return self.results["tasks"][task_id]["runs"]
+
+    def run(self, task_id: str) -> dict:
+        """The task's one run (a session of one repetition)."""
+        runs = self.runs(task_id)
+        assert len(runs) == 1, runs
+        return runs[0]
+
+    def raw(self, task_id: str, rep: int = 1) -> Path:
+        return self.run_dir / "raw" / task_id / f"r{rep}"
+
+    def check(self, task_id: str, name: str) -> dict:
+        return next(c for c in self.run(task_id)["checks"] if c["name"] == name)
+
+    def events(self, task_id: str, kind: str | None = None) -> list[dict]:
+        """The run's recorded events (of type `kind` only, given one)."""
+        lines = (self.raw(task_id) / "events.jsonl").read_text().splitlines()
+        events = [json.loads(line) for line in lines if line.strip()]
+        return [e for e in events if kind is None or e.get("type") == kind]
 
 
 def nested_session_env(**extra: str) -> dict[str, str]:
@@ -119,6 +159,13 @@ def run_pytest(
     )
 
 
+def record_then_compare(pytester: pytest.Pytester, *agent: str) -> pytest.RunResult:
+    """A session of `agent` recorded into runs/base (it must pass), then the same session compared
+    with that record: the second's result."""
+    assert run_pytest(pytester, *agent, "--agent-record", "runs/base").ret == 0
+    return run_pytest(pytester, *agent, "--agent-baseline", "runs/base")
+
+
 def agentdrift(
     *args: object, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess:
@@ -157,6 +204,32 @@ def fixture_group(item: pytest.Item, module: str, *fixtures: str) -> str | None:
 def parse_transcript(adapter: Any, product: str, name: str) -> Any:
     """What an adapter reads from one recorded stream of its product (stdout; nothing on stderr)."""
     return adapter.parse_output((TRANSCRIPTS / product / name).read_bytes(), b"")
+
+
+def fd_chain(top: str | os.PathLike[str], names: list[str], leaf: str, text: bytes) -> None:
+    """Make the directories `names` below `top`, each inside the one before, and write `leaf`
+    holding `text` at the bottom: through directory descriptors, so that no path a call sees is
+    longer than one name (a chain deeper than PATH_MAX). Agents run it too (`fd_chain_agent_code`)."""
+    fd = os.open(top, os.O_RDONLY)
+    for name in names:
+        os.mkdir(name, dir_fd=fd)
+        nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    w = os.open(leaf, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(w, text)
+    os.close(w)
+    os.close(fd)
+
+
+def fd_chain_agent_code(top: str, names: list[str], leaf: str, text: bytes) -> str:
+    """An agent program's lines that run `fd_chain` in its work tree (the program has `os`)."""
+    return inspect.getsource(fd_chain) + f"\n\nfd_chain({top!r}, {names!r}, {leaf!r}, {text!r})\n"
+
+
+def preset_context(task_text: str, **options: Any) -> RunContext:
+    """A run of T02 (its text `task_text`, its `options`) as a preset builds its command line for it."""
+    return RunContext("T02", Path("/t/task.md"), task_text, Path("/t"), Path("/w"), options=options)
 
 
 def write(path: Path, text: str | bytes) -> Path:

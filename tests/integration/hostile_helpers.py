@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from helpers import nested_session_env, run_pytest
+from helpers import RecordedSession, nested_session_env, run_pytest
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.run import sandbox
-from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
+from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 
 BENIGN = "Z99"
 
@@ -77,40 +77,13 @@ def needs_bwrap():
 
 
 @dataclass
-class Session:
+class Session(RecordedSession):
     root: Path
     ret: int
     out: str
     elapsed: float
     isolation: str
     extra: dict = field(default_factory=dict)
-
-    @property
-    def run_dir(self) -> Path:
-        return self.root / "runs" / "r"
-
-    @property
-    def results(self) -> dict:
-        return load_results(self.run_dir)
-
-    def runs(self, task_id: str) -> list[dict]:
-        return self.results["tasks"][task_id]["runs"]
-
-    def run(self, task_id: str) -> dict:
-        runs = self.runs(task_id)
-        assert len(runs) == 1
-        return runs[0]
-
-    def raw(self, task_id: str, rep: int = 1) -> Path:
-        return self.run_dir / "raw" / task_id / f"r{rep}"
-
-    def check(self, task_id: str, name: str) -> dict:
-        return next(c for c in self.run(task_id)["checks"] if c["name"] == name)
-
-    def events(self, task_id: str) -> list[dict]:
-        return [
-            json.loads(line) for line in (self.raw(task_id) / "events.jsonl").read_text().splitlines() if line.strip()
-        ]
 
 
 NOTHING_TO_DO = "report('complete', summary='nothing to do')\n"
