@@ -20,6 +20,7 @@ import json
 import os
 
 import pytest
+from helpers import fd_chain_agent_code
 from hostile_helpers import (
     CALC_FIXED,
     CALC_TASK,
@@ -137,19 +138,9 @@ def test_many_small_files_are_bounded_and_the_record_says_what_was_skipped(tmp_p
 
 def test_5000_deep_directory_chain(tmp_path_factory):
     bodies = {
-        "HK1": f"""
-        os.mkdir("chain")
-        fd = os.open("chain", os.O_RDONLY)
-        for _ in range({CHAIN_DEPTH}):
-            os.mkdir("d", dir_fd=fd)
-            nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-        w = os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-        os.write(w, b"the bottom\\n")
-        os.close(w)
-        report("complete", summary="done")
-    """
+        "HK1": 'os.mkdir("chain")\n'
+        + fd_chain_agent_code("chain", ["d"] * CHAIN_DEPTH, "bottom.txt", b"the bottom\n")
+        + 'report("complete", summary="done")\n'
     }
     tasks = {
         "HK1": {

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from helpers import fd_chain
 
 from pytest_agentdrift.run import agentio, canary, netlog, tamper
 from pytest_agentdrift.safetext import escape_path, escape_text, json_safe, unescape_path
@@ -70,16 +71,7 @@ def test_json_safe_makes_any_value_encodable():
 # ---- fd trees ---------------------------------------------------------------------------------
 def _chain(root: Path, depth: int, name: str = "d") -> None:
     root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root, os.O_RDONLY)
-    for _ in range(depth):
-        os.mkdir(name, dir_fd=fd)
-        nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nfd
-    w = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-    os.write(w, b"leaf\n")
-    os.close(w)
-    os.close(fd)
+    fd_chain(root, [name] * depth, "leaf.txt", b"leaf\n")
 
 
 def test_walk_reaches_beyond_path_max_and_recursion_limit(tmp_path):
