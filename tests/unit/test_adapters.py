@@ -22,6 +22,7 @@ from pytest_agentdrift.agents.common import clip, extract_report, read_jsonl
 from pytest_agentdrift.agents.copilot import CopilotAdapter
 from pytest_agentdrift.agents.gemini import GeminiAdapter
 from pytest_agentdrift.agents.opencode import OpenCodeAdapter
+from pytest_agentdrift.agents.products import surface_rules_for
 from pytest_agentdrift.errors import AgentDriftError
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "data" / "transcripts"
@@ -67,6 +68,14 @@ def test_builtin_presets_include_the_three_products() -> None:
     assert presets["claude-code"] is ClaudeCodeAdapter
     assert presets["codex"] is CodexAdapter
     assert presets["copilot"] is CopilotAdapter
+
+
+@pytest.mark.parametrize(
+    "name, cls, rules", [("gemini-cli", GeminiAdapter, "gemini"), ("opencode", OpenCodeAdapter, "opencode")]
+)
+def test_preset_is_registered_with_its_own_rules(name: str, cls: type[AgentAdapter], rules: str) -> None:
+    assert builtin_adapters()[name] is cls
+    assert surface_rules_for(cls().describe()) == rules
 
 
 @pytest.mark.parametrize("cls", ADAPTERS)

@@ -9,33 +9,23 @@ closed port (unreachable). Nothing here runs the CLI.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import pytest
-from helpers import parse_transcript
+from helpers import parse_transcript, preset_context
 
-from pytest_agentdrift.agents.base import RunContext, builtin_adapters
 from pytest_agentdrift.agents.discovery_base import instruction_bundle, instruction_hash
 from pytest_agentdrift.agents.gemini import GeminiAdapter
 from pytest_agentdrift.agents.gemini.adapter import shell_exit_code, stats_usage
 from pytest_agentdrift.agents.gemini.discovery import preset_settings
 from pytest_agentdrift.agents.infra import classify_google_error
-from pytest_agentdrift.agents.products import surface_facts, surface_rules_for
+from pytest_agentdrift.agents.products import surface_facts
 from pytest_agentdrift.manifest import discovery
 
-
-def parse(name: str):
-    return parse_transcript(GeminiAdapter(), "gemini", name)
-
-
-def ctx(**options) -> RunContext:
-    return RunContext("T02", Path("/t/task.md"), "-y fix it", Path("/t"), Path("/w"), options=options)
-
-
-def test_preset_is_registered_with_its_own_rules():
-    assert builtin_adapters()["gemini-cli"] is GeminiAdapter
-    assert surface_rules_for(GeminiAdapter().describe()) == "gemini"
+parse = functools.partial(parse_transcript, GeminiAdapter(), "gemini")
+ctx = functools.partial(preset_context, "-y fix it")
 
 
 def test_argv_runs_headless_trusted_in_yolo_with_the_prompt_in_one_element():

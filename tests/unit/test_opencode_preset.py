@@ -9,32 +9,22 @@ the CLI.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import pytest
-from helpers import parse_transcript
+from helpers import parse_transcript, preset_context
 
-from pytest_agentdrift.agents.base import RunContext, builtin_adapters
 from pytest_agentdrift.agents.discovery_base import instruction_bundle, instruction_hash
 from pytest_agentdrift.agents.opencode import OpenCodeAdapter
 from pytest_agentdrift.agents.opencode.adapter import opencode_base_url, opencode_infra
-from pytest_agentdrift.agents.products import surface_facts, surface_rules_for
+from pytest_agentdrift.agents.products import surface_facts
 from pytest_agentdrift.manifest import discovery
 from pytest_agentdrift.run.treeseen import split_product_state
 
-
-def parse(name: str):
-    return parse_transcript(OpenCodeAdapter(), "opencode", name)
-
-
-def ctx(**options) -> RunContext:
-    return RunContext("T02", Path("/t/task.md"), "--help me", Path("/t"), Path("/w"), options=options)
-
-
-def test_preset_is_registered_with_its_own_rules():
-    assert builtin_adapters()["opencode"] is OpenCodeAdapter
-    assert surface_rules_for(OpenCodeAdapter().describe()) == "opencode"
+parse = functools.partial(parse_transcript, OpenCodeAdapter(), "opencode")
+ctx = functools.partial(preset_context, "--help me")
 
 
 def test_argv_runs_json_with_auto_approval_and_the_prompt_after_the_separator():
