@@ -12,13 +12,9 @@ skipped long lines, and pass after.
 from __future__ import annotations
 
 import pytest
-from hostile_helpers import HAS_BWRAP, assert_session_went_on, run_session, shared
+from hostile_helpers import assert_session_went_on, needs_bwrap, run_session, shared
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.xdist_group("hostile-budgets"),
-    pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not installed or cannot create namespaces here"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hostile-budgets"), needs_bwrap()]
 
 BODIES = {
     # its usage, all of it, the moment before it exits: the live reader never sees it in time

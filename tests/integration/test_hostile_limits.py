@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hostile_helpers import BENIGN, HAS_BWRAP, run_session
+from hostile_helpers import BENIGN, needs_bwrap, run_session
 
 MiB = 1 << 20
 
@@ -26,11 +26,7 @@ def _cgroups() -> set[str]:
     return set(layout().controllers)
 
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.xdist_group("hostile-limits"),
-    pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap cannot run here"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hostile-limits"), needs_bwrap()]
 
 HOGS = {
     # 600 MB of touched heap against a 200 MB memory limit
