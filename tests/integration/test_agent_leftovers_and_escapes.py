@@ -9,7 +9,7 @@ import json
 import sys
 
 import pytest
-from helpers import run_pytest
+from helpers import record_then_compare, run_pytest
 
 from pytest_agentdrift.run.sandbox import detect
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
@@ -296,8 +296,7 @@ def test_collect_only_with_a_baseline_compares_nothing(pytester):
 def test_a_generic_agent_is_told_how_to_make_its_runs_comparable(pytester):
     make_task(pytester.path, "C2")
     cmd = f"{sys.executable} -c pass"
-    assert run_pytest(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
-    refused = run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
+    refused = record_then_compare(pytester, "--agent-cmd", cmd)
     assert refused.ret == 6
     out = refused.stdout.str()
     assert "BLOCK model_id: unobserved != unobserved" in out

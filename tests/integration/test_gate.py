@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import last_line, pip_install, run_pytest, tiny_agent_wheel
+from helpers import last_line, pip_install, record_then_compare, run_pytest, tiny_agent_wheel
 
 from pytest_agentdrift.testing import agent_script, make_task
 
@@ -323,8 +323,7 @@ def test_refusal_prints_the_declare_file_and_ini_snippet_and_no_rebaseline(pytes
         "Path('notes.txt').write_text('hi\\n'); report('complete', summary='wrote notes')\n",
     )
     cmd = f"{sys.executable} {script} {{task_file}}"
-    assert run_pytest(pytester, "--agent-cmd", cmd, "--agent-record", "runs/base").ret == 0
-    result = run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base")
+    result = record_then_compare(pytester, "--agent-cmd", cmd)
     assert result.ret == 6
     out = result.stdout.str()
     assert "BLOCK model_id: unobserved != unobserved" in out
