@@ -125,7 +125,7 @@ def fixture_git_state(work: Path, key: tuple[str, str] | None, isolation) -> dic
     template, which the harness alone wrote, so the template's state stands for every copy
     (computed once per task and process, with the host's git: no agent wrote its config)."""
     cached = _TEMPLATES.get(key) if key is not None else None
-    if cached is None:
+    if cached is None or key is None:
         return git_state(work, isolation)
     if key not in _TEMPLATE_STATES:
         _TEMPLATE_STATES[key] = git_state(cached[0], HARNESS_WRITTEN)

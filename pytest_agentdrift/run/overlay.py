@@ -142,7 +142,7 @@ def render_changes(
     """The run's changes (treesnap.render_changes); a harness-placed file the agent then changed
     is diffed against the bundle's copy, every other path against the fixture."""
     ours = placed_paths(info) & set(diff.changed) if overlay is not None else set()
-    old_roots = {rel: Path(overlay.project_root) for rel in ours} if ours else None
+    old_roots = {rel: Path(overlay.project_root) for rel in ours} if ours and overlay is not None else None
     return treesnap.render_changes(repo, work, diff, before, after, old_roots=old_roots, **kw)
 
 

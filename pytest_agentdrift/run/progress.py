@@ -106,7 +106,7 @@ class StatusBoard:
 
 
 def read_statuses(control_dir: Path) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     d = Path(control_dir) / STATUS_DIR
     try:
         names = sorted(os.listdir(d))

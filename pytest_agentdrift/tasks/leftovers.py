@@ -80,7 +80,8 @@ def _spec(lines: tuple[str, ...]):
 def split_leftovers(added: Iterable[str], frozen: Iterable[str], rules: LeftoverRules) -> tuple[list[str], list[str]]:
     """(the agent's added paths, the tool leftovers) of a diff's added paths."""
     frozen_set = set(frozen)
-    mine, leftovers = [], []
+    mine: list[str] = []
+    leftovers: list[str] = []
     for rel in added:
         (leftovers if rel not in frozen_set and rules.is_leftover(rel) else mine).append(rel)
     return mine, leftovers
