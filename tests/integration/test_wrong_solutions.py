@@ -21,6 +21,8 @@ pytestmark = pytest.mark.slow
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
+#: the task's tests, failing on the untouched fixture
+TESTS_PASS = dict(name="tests-pass", kind="pytest", layer="correctness", args=["tests"], expect_before="fail")
 
 
 def _wrong(task: Path, name: str, toml: str, files=None, report=None, events=()):
@@ -48,13 +50,7 @@ def task(tmp_path):
         allowed=["calc.py"],
         protected=["tests/**"],
         checks=[
-            {
-                "name": "tests-pass",
-                "kind": "pytest",
-                "layer": "correctness",
-                "args": ["tests"],
-                "expect_before": "fail",
-            },
+            TESTS_PASS,
             {"name": "only-calc", "kind": "paths", "layer": "scope", "critical": True},
             {"name": "calc-changed", "kind": "changed", "layer": "correctness", "must_change": ["calc.py"]},
         ],
