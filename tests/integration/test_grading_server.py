@@ -305,19 +305,27 @@ print("left by earlier checks:", seen)
 """
 
 
-def test_what_one_check_leaves_in_the_ipc_namespace_never_reaches_the_next(lab):
+THREE_CHECKS = ("check1", "check2", "check3")
+
+
+def three_checks_task(lab: Lab, task_id: str):
+    """A task whose three checks run one after the other, each passing when calc.rc is 0 (as in the fixture)."""
     run_calc = ["python", "-c", "import calc, sys; sys.exit(calc.rc)"]
-    spec = lab.task(
-        "SRVIPC",
+    return lab.task(
+        task_id,
         repo={"calc.py": "rc = 0\n"},
         allowed=["calc.py"],
-        checks=[{"name": f"check{i}", "kind": "command", "layer": "correctness", "run": run_calc} for i in (1, 2, 3)],
+        checks=[{"name": name, "kind": "command", "layer": "correctness", "run": run_calc} for name in THREE_CHECKS],
     )
+
+
+def test_what_one_check_leaves_in_the_ipc_namespace_never_reaches_the_next(lab):
+    spec = three_checks_task(lab, "SRVIPC")
     grader = lab.graders.setdefault(spec.path, Grader(lab.iso, lab.base / "ipc"))
     served_before = grader.server.served
     _, results = lab.go(spec, f"Path('calc.py').write_text({IPC_CALC!r})\n")
     assert grader.server.served == served_before + 3  # one server answered all three
-    for name in ("check1", "check2", "check3"):
+    for name in THREE_CHECKS:
         assert results[name].passed is True, results[name]
 
 
@@ -360,18 +368,10 @@ rc = 1 if foreign else 0
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="the grading server runs under bubblewrap")
 def test_what_a_check_leaves_in_the_grading_sandbox_never_reaches_the_next(tmp_path):
-    lab = Lab(tmp_path)
-    if lab.iso.mode != "bwrap":
-        pytest.skip(f"isolation here is {lab.iso.mode}, not bwrap")
-    run_calc = ["python", "-c", "import calc, sys; sys.exit(calc.rc)"]
-    spec = lab.task(
-        "SRVLIT",
-        repo={"calc.py": "rc = 0\n"},
-        allowed=["calc.py"],
-        checks=[{"name": f"check{i}", "kind": "command", "layer": "correctness", "run": run_calc} for i in (1, 2, 3)],
-    )
+    lab = bwrap_lab(tmp_path)
+    spec = three_checks_task(lab, "SRVLIT")
     grader = lab.graders.setdefault(spec.path, Grader(lab.iso, lab.base / "litter"))
     _, results = lab.go(spec, f"Path('calc.py').write_text({LITTER!r})\n")
     assert grader.server.served == 3  # one server answered all three: the litter was removed, not the sandbox
-    for name in ("check1", "check2", "check3"):
+    for name in THREE_CHECKS:
         assert results[name].passed is True, results[name]
