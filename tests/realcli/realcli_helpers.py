@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import RecordedSession
 from scripted_endpoint import ScriptedEndpoint
-
-from pytest_agentdrift.testing import load_results
 
 CLIS_FILE = Path(__file__).with_name("clis.txt")
 PREFIX = Path(os.environ.get("AGENTDRIFT_REALCLI_PREFIX") or Path.home() / ".cache" / "agentdrift-realcli")
@@ -143,7 +142,7 @@ def preset_marks(binary: str, preset: str) -> list[pytest.MarkDecorator]:
 
 
 @dataclass
-class RealSession:
+class RealSession(RecordedSession):
     root: Path
     ret: int
     out: str
@@ -152,29 +151,8 @@ class RealSession:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def run_dir(self) -> Path:
-        return self.root / "runs" / "r"
-
-    @property
-    def results(self) -> dict:
-        return load_results(self.run_dir)
-
-    @property
     def manifest(self) -> dict:
         return json.loads((self.run_dir / "runtime-manifest.json").read_text())
-
-    def run(self, task_id: str) -> dict:
-        runs = self.results["tasks"][task_id]["runs"]
-        assert len(runs) == 1, runs
-        return runs[0]
-
-    def events(self, task_id: str, kind: str | None = None) -> list[dict]:
-        path = self.run_dir / "raw" / task_id / "r1" / "events.jsonl"
-        events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [e for e in events if kind is None or e.get("type") == kind]
-
-    def check(self, task_id: str, name: str) -> dict:
-        return next(c for c in self.run(task_id)["checks"] if c["name"] == name)
 
     def closing_event(self, task_id: str) -> dict:
         """The run's one `final` event (how the product said the run ended), carrying the status of
