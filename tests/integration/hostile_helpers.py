@@ -195,6 +195,21 @@ def shared(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[
     return Session(root, d["ret"], d["out"], d["elapsed"], d["isolation"], d["extra"])
 
 
+def session_in_mode(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    build: Callable[[Path, str], Session],
+    hostile: list[str],
+    went_on: Callable[[Session, list[str]], None] | None = None,
+) -> Session:
+    """The session `build(root, mode)` in the isolation mode the fixture's parameter names, run once
+    per test run (`shared`, as NAME-MODE), that went on (`went_on`, by default assert_session_went_on)."""
+    s = shared(tmp_path_factory, f"{name}-{request.param}", lambda root: build(root, request.param))
+    (went_on or assert_session_went_on)(s, hostile)
+    return s
+
+
 def bwrap_session(
     tmp_path_factory: pytest.TempPathFactory, name: str, tasks: dict[str, dict], bodies: dict[str, str]
 ) -> Session:

@@ -20,12 +20,11 @@ from helpers import fd_chain_agent_code, fixture_group
 from hostile_helpers import (
     CALC_TASK,
     Session,
-    assert_session_went_on,
     bwrap_session,
     closed_port,
     modes,
     run_session,
-    shared,
+    session_in_mode,
 )
 
 from pytest_agentdrift.safetext import unescape_path
@@ -326,9 +325,7 @@ def _netlog_session(root, isolation: str) -> Session:
 
 @pytest.fixture(scope="module", params=modes("bwrap", "unshare", "none"))
 def netlog_session(request, tmp_path_factory) -> Session:
-    s = shared(tmp_path_factory, f"evidence-netlog-{request.param}", lambda root: _netlog_session(root, request.param))
-    assert_session_went_on(s, ["HT1", "HT2"])
-    return s
+    return session_in_mode(request, tmp_path_factory, "evidence-netlog", _netlog_session, ["HT1", "HT2"])
 
 
 def test_network_log_cannot_be_truncated_after_a_connect(netlog_session):
@@ -404,9 +401,7 @@ def _canary_session(root, isolation: str) -> Session:
 
 @pytest.fixture(scope="module", params=modes("bwrap", "unshare", "none"))
 def canary_session(request, tmp_path_factory) -> Session:
-    s = shared(tmp_path_factory, f"evidence-canary-{request.param}", lambda root: _canary_session(root, request.param))
-    assert_session_went_on(s, ["HC1", "HC2", "HC3"])
-    return s
+    return session_in_mode(request, tmp_path_factory, "evidence-canary", _canary_session, ["HC1", "HC2", "HC3"])
 
 
 @pytest.mark.parametrize("task_id", ["HC1", "HC2"], ids=["o-noatime", "read-then-utime"])
