@@ -232,6 +232,18 @@ def preset_context(task_text: str, **options: Any) -> RunContext:
     return RunContext("T02", Path("/t/task.md"), task_text, Path("/t"), Path("/w"), options=options)
 
 
+def assert_the_recorded_fix(out: Any) -> None:
+    """A product's recorded ok.jsonl, parsed (`out`): no parse error, the tests run twice (failing,
+    then passing) and the one fix edited, as the product's stream says."""
+    assert out.parse_errors == []
+    commands = [e for e in out.events if e["type"] == "command"]
+    assert [(c["command"], c["exit_code"]) for c in commands] == [
+        ("python -m pytest -q", 1),
+        ("python -m pytest -q", 0),
+    ]
+    assert [e["path"] for e in out.events if e["type"] == "file_edit"] == ["invoicekit/discounts.py"]
+
+
 def write(path: Path, text: str | bytes) -> Path:
     """Write a file (UTF-8 text or bytes), making its directories."""
     path.parent.mkdir(parents=True, exist_ok=True)
