@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
-from typing import Any, Iterable, TypedDict
+from typing import TYPE_CHECKING, Any, Iterable
 
 from pytest_agentdrift.options import OPTIONS
 from pytest_agentdrift.tasks.freeze import DEFAULT_EFFECTS, task_toml
@@ -33,6 +33,9 @@ from pytest_agentdrift.vocabulary import (
     TASK_MD_FILE,
     TASK_TOML_FILE,
 )
+
+if TYPE_CHECKING:  # the runner's typed fields, without importing the runner at load
+    from pytest_agentdrift.run.runner import ProcessFields
 
 
 def make_task(
@@ -265,22 +268,8 @@ def play_solution(
     )
 
 
-class _ProcessEnd(TypedDict):
-    """The fields of run.evidence.RunEvidence that say how the agent's process ended."""
-
-    exit_code: int | None
-    timed_out: bool
-    launch_error: str | None
-    duration_s: float
-    stdout_bytes: int
-    stderr_bytes: int
-    stdout_truncated: bool
-    stderr_truncated: bool
-    leftover_processes: int
-
-
 #: how a played solution "ended": no process ran
-_PLAYED_PROCESS: _ProcessEnd = {
+_PLAYED_PROCESS: ProcessFields = {
     "exit_code": 0,
     "timed_out": False,
     "launch_error": None,
@@ -290,6 +279,7 @@ _PLAYED_PROCESS: _ProcessEnd = {
     "stdout_truncated": False,
     "stderr_truncated": False,
     "leftover_processes": 0,
+    "stopped": None,
 }
 
 

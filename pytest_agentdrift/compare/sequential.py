@@ -276,8 +276,9 @@ def screen_needs(plan: ConfirmPlan, base_failed: int, base_runs: int) -> int | N
 @lru_cache(maxsize=4096)
 def _screen_tail(k: int, failed: int, base_failed: int, base_runs: int) -> float:
     """P(at least ``failed`` failures in ``k`` runs) at the pool's rate, kept off 0 (as ``null_odds``)."""
-    p0 = (base_failed + 0.5) / (base_runs + 1.0)
-    return sum(comb(k, x) * p0**x * (1.0 - p0) ** (k - x) for x in range(failed, k + 1))
+    from pytest_agentdrift.compare.stats import binomial_tail_pvalue
+
+    return binomial_tail_pvalue(failed, k, (base_failed + 0.5) / (base_runs + 1.0))
 
 
 def lost(first: Sequence[Sequence[str]], pool: Pool) -> bool:
