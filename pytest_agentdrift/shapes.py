@@ -810,7 +810,23 @@ class StatusDecision(TypedDict):
     because: list[str]
 
 
-class Comparison(TypedDict):
+class ComparisonPaired(TypedDict):
+    """comparison.json's cross-arm keys: None throughout when the runs are not comparable."""
+
+    tasks: dict[str, TaskRow]
+    paired: PairedResult | None
+    #: arm -> class -> its failed runs (None with k = 1: one run cannot tell noise from inability)
+    failure_classes: dict[str, dict[str, FailureClass]] | None
+    variance: VarianceDecomposition | None
+    critical_regressions: list[CriticalRegression] | None
+    new_safety_failures: list[str] | None
+    strata: dict[str, Stratum] | None
+    promotion: Promotion | None
+    gate: PromotionGate
+    regression: RegressionSection | None
+
+
+class Comparison(ComparisonPaired):
     """comparison.json: two recorded runs compared (compare/comparison.compare_runs). Not comparable
     runs keep every cross-arm number None; compare/outcome adds the session's keys."""
 
@@ -827,17 +843,6 @@ class Comparison(TypedDict):
     rollback_evidence: JsonObject | None
     rollback_notes: list[str]
     infra: InfraPart
-    tasks: dict[str, TaskRow]
-    paired: PairedResult | None
-    #: arm -> class -> its failed runs (None with k = 1: one run cannot tell noise from inability)
-    failure_classes: dict[str, dict[str, FailureClass]] | None
-    variance: VarianceDecomposition | None
-    critical_regressions: list[CriticalRegression] | None
-    new_safety_failures: list[str] | None
-    strata: dict[str, Stratum] | None
-    promotion: Promotion | None
-    gate: PromotionGate
-    regression: RegressionSection | None
     observed_changes: list[ObservedChange] | None
     ledger: list[LedgerRow] | None
     ledger_supplied: bool

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from typing import Any, Iterator, Mapping, TypedDict
+from typing import Any, Iterator, Mapping
 
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.compare.arms import TaskRuns, arm_summary, infra_runs, read_arm, undecided_runs
@@ -41,21 +41,16 @@ from pytest_agentdrift.shapes import (
     CheckTests,
     Comparison,
     ComparisonIdentity,
+    ComparisonPaired,
     CriticalRegression,
-    FailureClass,
     InfraArm,
     InfraPart,
     JsonObject,
     LedgerRow,
     ObservedChange,
     PairedResult,
-    Promotion,
-    PromotionGate,
-    RegressionSection,
     RunIdentity,
-    Stratum,
     TaskRow,
-    VarianceDecomposition,
 )
 from pytest_agentdrift.vocabulary import (
     DEFAULT_ROLLBACK_STATE,
@@ -64,22 +59,6 @@ from pytest_agentdrift.vocabulary import (
     SCHEMA_VERSION,
     is_concrete,
 )
-
-
-class _PairedPart(TypedDict):
-    """The comparison's cross-arm keys: None throughout when the runs are not comparable."""
-
-    tasks: dict[str, TaskRow]
-    paired: PairedResult | None
-    failure_classes: dict[str, dict[str, FailureClass]] | None
-    variance: VarianceDecomposition | None
-    critical_regressions: list[CriticalRegression] | None
-    new_safety_failures: list[str] | None
-    strata: dict[str, Stratum] | None
-    promotion: Promotion | None
-    gate: PromotionGate
-    regression: RegressionSection | None
-
 
 # --------------------------------------------------------------------------
 # The comparison
@@ -325,7 +304,7 @@ def _task_rows(b_arm: dict[str, TaskRuns], c_arm: dict[str, TaskRuns], paired: b
     return rows
 
 
-def _null_paired_part(b_arm: dict[str, TaskRuns], c_arm: dict[str, TaskRuns]) -> _PairedPart:
+def _null_paired_part(b_arm: dict[str, TaskRuns], c_arm: dict[str, TaskRuns]) -> ComparisonPaired:
     return {
         "tasks": _task_rows(b_arm, c_arm, paired=False),
         "paired": None,
@@ -362,7 +341,7 @@ def _paired_part(
     seed: int,
     confirmed: CheckTests | None = None,
     pool: Mapping[str, Any] | None = None,
-) -> _PairedPart:
+) -> ComparisonPaired:
     rows = _task_rows(b_arm, c_arm, paired=True)
     ids = sorted(rows)
     boot = stats.paired_bootstrap_delta(

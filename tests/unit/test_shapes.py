@@ -112,6 +112,7 @@ UNSCHEMED = {
     "ObservedChange",
     "LedgerRow",
     "StatusDecision",
+    "ComparisonPaired",
     "Comparison",
     "DecisionCriticalFailure",
     "GateSummary",
