@@ -214,7 +214,6 @@ class ConfirmPlugin:
     def _screen_over(self, where: Path) -> None:
         """Once every screen repetition has reported: how many tasks it sent on (the verdict's count)."""
         from pytest_agentdrift.compare import confirm
-        from pytest_agentdrift.compare.sequential import Pool
         from pytest_agentdrift.record.store import atomic_write
 
         k, c = self.settings.k, self.collector
@@ -225,7 +224,7 @@ class ConfirmPlugin:
             return
         firsts = {t: [f for _, f in sorted(runs.items()) if isinstance(f, list)][:k] for t, runs in self.runs.items()}
         plan = confirm.plan_of(confirm.plan_document(k, self.settings.confirm, self.tasks))
-        pools = {t: Pool(**p) for t, p in self._pools().items()}
+        pools = confirm.pools(self.comparison.baseline_results or {})
         atomic_write(where / SCREEN_FILE, json.dumps({"screened": confirm.screened_count(plan, firsts, pools)}))
 
     def _note(self, task: str, rep: int, failed: Any) -> None:
