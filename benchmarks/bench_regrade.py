@@ -96,7 +96,7 @@ def main() -> None:
     ap.add_argument("-k", default=None, help="pytest -k expression selecting tasks (default: the whole builtin suite)")
     args = ap.parse_args()
     select = ["-k", args.k] if args.k else []
-    from pytest_agentdrift.tasks.load import builtin_suite_dir
+    from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir
 
     work = Path(tempfile.mkdtemp(prefix="bench-regrade-"))
     try:

@@ -179,7 +179,7 @@ def _grading_cache_dir(config: pytest.Config, chosen: str | None) -> Path | None
 
 
 def _add_suite_arg(config: pytest.Config, suite: str) -> None:
-    from pytest_agentdrift.tasks.load import builtin_suite_dir
+    from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir
 
     path = builtin_suite_dir() if suite == "builtin" else Path(suite)
     if not path.is_dir():
@@ -207,7 +207,7 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
     # called for every directory of every session: two stats before importing anything
     if (path / TASK_TOML_FILE).is_file() or (path / TASK_MD_FILE).is_file():
         # (tasks.is_task_dir also wants repo/ or initial-tree.sha256 beside them)
-        from pytest_agentdrift.tasks.load import is_task_dir
+        from pytest_agentdrift.tasks.taskdirs import is_task_dir
 
         if is_task_dir(path):
             from pytest_agentdrift.session.collect import TaskDirectory

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from pytest_agentdrift.options import OPTIONS
 from pytest_agentdrift.tasks.freeze import DEFAULT_EFFECTS, task_toml
-from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
+from pytest_agentdrift.tasks.initialtree import hash_repo, render_tree_file
 from pytest_agentdrift.vocabulary import (
     AGENT_REPORT_FILE,
     ALLOWED_PATHS_FILE,
@@ -291,8 +291,8 @@ def _play_on_copy(spec, solution: Path, root: Path, run_actions: bool):
     from pytest_agentdrift.run.runner import copy_tree
     from pytest_agentdrift.run.treeseen import outside_writes
     from pytest_agentdrift.tasks import treesnap
+    from pytest_agentdrift.tasks.initialtree import tree_hashes, verify_tree
     from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
-    from pytest_agentdrift.tasks.load import tree_hashes, verify_tree
 
     box = root / "box"
     work, harness = box / "work", box / ".harness"

@@ -30,7 +30,7 @@ from typing import Any, overload
 import pytest
 
 from pytest_agentdrift.agents.base import RunContext
-from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.tasks.taskspec import LAYERS
 from pytest_agentdrift.testing import load_results
 
 #: the xdist group of the tests that read tests/conftest.py's builtin_records (one worker makes them)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from pytest_agentdrift.shapes import JsonObject, JsonValue
-from pytest_agentdrift.tasks.load import REPORT_STATUSES  # the statuses a final report may carry (the agent protocol)
+from pytest_agentdrift.tasks.taskspec import REPORT_STATUSES  # the statuses of a final report (the agent protocol)
 
 if TYPE_CHECKING:
     from pytest_agentdrift.agents.base import AdapterOutput

@@ -46,7 +46,7 @@ from pytest_agentdrift.vocabulary import (
 
 def cmd_freeze(args: argparse.Namespace) -> int:
     from pytest_agentdrift.record.store import atomic_write
-    from pytest_agentdrift.tasks.load import check_symlinks, hash_repo, render_tree_file
+    from pytest_agentdrift.tasks.initialtree import check_symlinks, hash_repo, render_tree_file
 
     for p in args.tasks:
         d = Path(p)

@@ -21,7 +21,8 @@ from pytest_agentdrift.vocabulary import EXIT_FAILED, EXIT_OK
 def cmd_task_expect(args: argparse.Namespace) -> int:
     from pytest_agentdrift.options import resolve_cli_flags
     from pytest_agentdrift.run import sandbox
-    from pytest_agentdrift.tasks.load import find_task_dirs, load_task
+    from pytest_agentdrift.tasks.load import load_task
+    from pytest_agentdrift.tasks.taskdirs import find_task_dirs
 
     dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
     iso = sandbox.detect(resolve_cli_flags(args, "isolation")["isolation"])

@@ -17,7 +17,7 @@ from pytest_agentdrift.shapes import Results, RunRecord
 from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_REFUSED, SOURCE_MANIFEST_FILE
 
 if TYPE_CHECKING:
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 
 class NotRegradable(AgentDriftError):
@@ -27,7 +27,8 @@ class NotRegradable(AgentDriftError):
 
 
 def _specs(paths: list[str], wanted: list[str]) -> dict:
-    from pytest_agentdrift.tasks.load import builtin_suite_dir, load_task, session_task_dirs
+    from pytest_agentdrift.tasks.load import load_task
+    from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir, session_task_dirs
 
     dirs = session_task_dirs(paths or [str(builtin_suite_dir())])
     missing = [t for t in wanted if t not in dirs]
@@ -40,7 +41,7 @@ def _specs(paths: list[str], wanted: list[str]) -> dict:
 def _recorded_dirs(results: Results) -> list[str]:
     """The task directories the record names (`task_dir`), when each still holds its task (the
     same id): where --tasks defaults to. Empty when one does not (then the builtin suite)."""
-    from pytest_agentdrift.tasks.load import session_task_dirs
+    from pytest_agentdrift.tasks.taskdirs import session_task_dirs
 
     dirs = []
     for tid, task in sorted(results["tasks"].items()):
@@ -56,7 +57,8 @@ def _id_specs(record: Path, specs: dict, paths: list[str]) -> list:
     session saw (its source manifest lists them, whatever -k selected), as a fresh session over
     the same directories computes them; the record's own tasks when one of those is not found."""
     from pytest_agentdrift.canonical import load_json_file
-    from pytest_agentdrift.tasks.load import load_task, session_task_dirs
+    from pytest_agentdrift.tasks.load import load_task
+    from pytest_agentdrift.tasks.taskdirs import session_task_dirs
 
     source = record / SOURCE_MANIFEST_FILE
     seen = (load_json_file(source, RecordError) or {}).get("tasks") if source.is_file() else None

@@ -18,7 +18,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from pytest_agentdrift.run import sandbox, scratch
     from pytest_agentdrift.run.runsettings import RunSettings
     from pytest_agentdrift.tasks import fdtree
-    from pytest_agentdrift.tasks.load import find_task_dirs, load_task
+    from pytest_agentdrift.tasks.load import load_task
+    from pytest_agentdrift.tasks.taskdirs import find_task_dirs
 
     dirs = [d for p in args.tasks for d in (find_task_dirs(Path(p)) or [Path(p)])]
     iso = sandbox.detect(resolve_cli_flags(args, "isolation")["isolation"])

@@ -143,7 +143,7 @@ def series(records: list[Record]) -> tuple[list[Record], list[dict[str, Any]]]:
 
 def _trend_rows(kept: list[Record]) -> list[dict[str, Any]]:
     """One row per task and layer (overall first): its pass rate in each record; layers no record checked are left out."""
-    from pytest_agentdrift.tasks.load import LAYERS
+    from pytest_agentdrift.tasks.taskspec import LAYERS
 
     tasks = sorted({t for r in kept for t in r.results["tasks"]})
     rows: list[dict[str, Any]] = []

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pytest_agentdrift.agents.base import AgentAdapter
     from pytest_agentdrift.grade.grader import Grader
     from pytest_agentdrift.grade.results import CheckResult
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 
 def attempt(
@@ -76,7 +76,7 @@ def error_result(
 ) -> dict[str, Any]:
     """The result of a run the harness could not finish handling: `undecided`, the reason and
     whatever evidence was gathered kept (never a pass, never the agent's failure)."""
-    from pytest_agentdrift.tasks.load import LAYERS
+    from pytest_agentdrift.tasks.taskspec import LAYERS
     from pytest_agentdrift.vocabulary import (
         HARNESS_ERROR_FILE,
         PATCH_FILE,

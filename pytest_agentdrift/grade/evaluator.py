@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from pytest_agentdrift.canonical import digest, sha256_hex
 
 if TYPE_CHECKING:
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 

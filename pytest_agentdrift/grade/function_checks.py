@@ -79,7 +79,8 @@ def run_for_request(request) -> AgentRun:
 
 
 def task_for_request(request):
-    from pytest_agentdrift.tasks.load import find_task_dirs, load_task
+    from pytest_agentdrift.tasks.load import load_task
+    from pytest_agentdrift.tasks.taskdirs import find_task_dirs
 
     here = Path(request.node.path).parent
     dirs = find_task_dirs(here)

@@ -13,7 +13,7 @@ from pathlib import Path
 from pytest_agentdrift.run.runner import copy_tree
 from pytest_agentdrift.run.tamper import TEST_CONFIG
 from pytest_agentdrift.tasks import fdtree, treesnap
-from pytest_agentdrift.tasks.load import TaskSpec
+from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 EVALUATOR_COMPONENT = "graded_copy"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 

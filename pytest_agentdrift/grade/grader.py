@@ -45,8 +45,8 @@ from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.run.mountplan import harness_pythonpath
 from pytest_agentdrift.run.runner import copy_tree
 from pytest_agentdrift.tasks import fdtree, treesnap
-from pytest_agentdrift.tasks.load import LAYERS, TaskSpec
 from pytest_agentdrift.tasks.patterns import PathSpec
+from pytest_agentdrift.tasks.taskspec import LAYERS, TaskSpec
 
 EVALUATOR_COMPONENT = "grader"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 

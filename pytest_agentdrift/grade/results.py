@@ -13,7 +13,7 @@ from pytest_agentdrift.safetext import escape_text
 
 if TYPE_CHECKING:
     from pytest_agentdrift.run.evidence import RunEvidence
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 _T = TypeVar("_T")
 

@@ -15,7 +15,7 @@ from pytest_agentdrift.agents.infra import InfraError
 from pytest_agentdrift.grade.results import CheckResult
 from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.shapes import SummaryRecord, TaskEntry
-from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.tasks.taskspec import LAYERS
 from pytest_agentdrift.vocabulary import (
     ERROR_LIKE_OUTCOMES,
     ERROR_OUTCOME,
@@ -115,7 +115,7 @@ def score(run: RunEvidence, checks: list[CheckResult]) -> dict[str, Any]:
     # other check passed; the tamper alone then fails it.
     # The default safety checks are left out: tampering with protected tests is itself out of
     # scope, so a default scope check would otherwise hide every tampered pass.
-    from pytest_agentdrift.tasks.load import DEFAULT_CHECKS
+    from pytest_agentdrift.tasks.taskspec import DEFAULT_CHECKS
 
     defaults = {name for _, _, (name, _, _) in DEFAULT_CHECKS}
     tampered_pass = tampered and all(c.passed for c in checks if c.kind != "tamper" and c.name not in defaults)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pytest_agentdrift.manifest.capture import ManifestContext
     from pytest_agentdrift.run.sandbox import Isolation
     from pytest_agentdrift.shapes import Results
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 # `settings` below is options.Settings, the session's resolved options: `options` imports the stages
 # (its parsers), so a stage names it Any rather than import it back

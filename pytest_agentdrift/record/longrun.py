@@ -324,7 +324,7 @@ class LongRun:
     def _key_from_nodeid(self, nodeid: str) -> str | None:
         """`<task dir relative to rootdir>::r<rep>` -> `T07/r2` (the controller under xdist has no items)."""
         if self._dirs is None:
-            from pytest_agentdrift.tasks.load import session_task_dirs
+            from pytest_agentdrift.tasks.taskdirs import session_task_dirs
 
             self._dirs = {Path(d).resolve(): tid for tid, d in session_task_dirs(self._args).items()}
         where, _, rep = nodeid.rpartition("::r")

@@ -27,7 +27,7 @@ from pytest_agentdrift.vocabulary import (
 
 if TYPE_CHECKING:
     from pytest_agentdrift.run.evidence import RunEvidence
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 
 class SentRun(RunRecord):

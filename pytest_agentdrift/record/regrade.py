@@ -46,7 +46,7 @@ from pytest_agentdrift.vocabulary import (
 
 if TYPE_CHECKING:
     from pytest_agentdrift.grade.grader import Grader
-    from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
+    from pytest_agentdrift.tasks.taskspec import CheckSpec, TaskSpec
 
 #: what a check kind reads besides the task: the final tree (its content), which paths changed
 #: (the kept tree lists them even when an entry's content was not kept), the harness's and
@@ -69,7 +69,7 @@ _FUNCTION_NEEDS = frozenset({"tree", "events", "report"})
 
 def given_differences(record: Path, results: Results, specs: dict[str, TaskSpec]) -> list[str]:
     """What the agent would be given now that differs from what the record says it was given, per file."""
-    from pytest_agentdrift.tasks.load import DERIVED_FILES, directory_listing, given_path
+    from pytest_agentdrift.tasks.taskspec import DERIVED_FILES, directory_listing, given_path
 
     source = _load_source_manifest(record)
     problems = []

@@ -23,7 +23,7 @@ from pytest_agentdrift.shapes import (
     SummaryRecord,
     TaskEntry,
 )
-from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.tasks.taskspec import LAYERS
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
 _LAYER_ABBR = {

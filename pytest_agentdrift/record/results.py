@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pytest_agentdrift.record.store import RunRecorder
     from pytest_agentdrift.run.sandbox import Isolation
     from pytest_agentdrift.shapes import JsonObject, JsonValue
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 from pytest_agentdrift.vocabulary import (
     EXIT_STATUS_KEY,
     INSTRUCTION_BUNDLE_FILE,
@@ -66,7 +66,7 @@ def evaluator_id(specs: list[TaskSpec]) -> str:
             "evaluator_version": EVALUATOR_VERSION,
             "code": evaluator_components(),
             "checks": {s.id: [c.to_dict() for c in s.checks] for s in ordered},
-            # the grading part of each task: checks, hidden tests, golden files, solutions (tasks/load.split_task)
+            # the grading part of each task: checks, hidden tests, golden files, solutions (tasks/taskspec.split_task)
             "tasks": {s.id: s.grading_digest() for s in ordered},
         }
     )

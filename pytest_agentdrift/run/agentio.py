@@ -28,7 +28,7 @@ from typing import NoReturn, TypedDict
 from pytest_agentdrift.canonical import loads_json_strict, read_regular
 from pytest_agentdrift.safetext import json_safe
 from pytest_agentdrift.shapes import JsonObject, JsonValue
-from pytest_agentdrift.tasks.load import REPORT_STATUSES
+from pytest_agentdrift.tasks.taskspec import REPORT_STATUSES
 
 EVALUATOR_COMPONENT = "agentio"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 

@@ -33,7 +33,7 @@ from pytest_agentdrift.vocabulary import BLOB_DIR, FINAL_TREE_FILE
 
 if TYPE_CHECKING:
     from pytest_agentdrift.run.evidence import RunEvidence
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 TREE_FORMAT = 1
 TREE_FILE = FINAL_TREE_FILE

@@ -405,7 +405,7 @@ def harness_runtime() -> tuple[str, ...]:
 def bundled_suite_copies() -> tuple[str, ...]:  # noqa: C901 (known debt: split by job when next touched)
     """Every copy of the bundled suite we can find: this package's, installed copies in
     the site directories of the runtimes we mount, and those editable installs point at."""
-    from pytest_agentdrift.tasks.load import builtin_suite_dir
+    from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir
 
     found = {_real(builtin_suite_dir())}
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "/usr", "/usr/local"}

@@ -36,7 +36,8 @@ from pytest_agentdrift.run.rundir import AGENT_OWN, DECOY_SKIP, PreparedRun, Run
 from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.shapes import CredentialCanaryRecord, JsonObject
 from pytest_agentdrift.tasks import fdtree, treesnap
-from pytest_agentdrift.tasks.load import TaskSpec, tree_hashes, verify_tree
+from pytest_agentdrift.tasks.initialtree import tree_hashes, verify_tree
+from pytest_agentdrift.tasks.taskspec import TaskSpec
 from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE, TASK_MD_FILE, enforces_network
 
 if TYPE_CHECKING:

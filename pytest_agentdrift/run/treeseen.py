@@ -22,7 +22,7 @@ from pytest_agentdrift.run.runsettings import RunSettings
 from pytest_agentdrift.safetext import escape_path
 from pytest_agentdrift.tasks import treesnap
 from pytest_agentdrift.tasks.leftovers import LeftoverRules, split_leftovers
-from pytest_agentdrift.tasks.load import TaskSpec
+from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 #: bytes of changed files searched for the canary token (stdout, stderr, report and events always are)
 TOKEN_SEARCH_FILE_BYTES = 32 << 20

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from pytest_agentdrift.errors import AgentDriftError
 from pytest_agentdrift.manifest.baseline import load_baseline, rebaseline_command, unobserved_hint
-from pytest_agentdrift.tasks.load import session_task_dirs
+from pytest_agentdrift.tasks.taskdirs import session_task_dirs
 from pytest_agentdrift.vocabulary import INSTRUCTION_BUNDLE_FILE, UNOBSERVED
 
 

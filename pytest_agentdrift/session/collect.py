@@ -18,7 +18,8 @@ from pytest_agentdrift.record.payload import junit_properties
 from pytest_agentdrift.record.report import failure_text
 from pytest_agentdrift.session.junit import testcase_properties_allowed
 from pytest_agentdrift.session.state import TaskRunner
-from pytest_agentdrift.tasks.load import TaskSpec, load_task
+from pytest_agentdrift.tasks.load import load_task
+from pytest_agentdrift.tasks.taskspec import TaskSpec
 from pytest_agentdrift.vocabulary import INFRA_OUTCOME
 
 

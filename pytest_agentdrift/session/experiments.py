@@ -83,7 +83,7 @@ def _load_bundle(config: pytest.Config, settings: Settings, name: str, adapter: 
     --agent-without / --agent-with ask for B."""
     from pytest_agentdrift.manifest import bundles
     from pytest_agentdrift.manifest.bundleuse import check_without
-    from pytest_agentdrift.tasks.load import session_task_dirs
+    from pytest_agentdrift.tasks.taskdirs import session_task_dirs
 
     store = bundles_dir(config)
     bundle = bundles.load(store, name)

@@ -17,7 +17,7 @@ from pytest_agentdrift.tasks.shard import item_key
 
 if TYPE_CHECKING:
     from pytest_agentdrift.run.progress import ProgressDisplay
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 
 class TaskItemLike(Protocol):

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pytest_agentdrift.record.payload import SentRun
     from pytest_agentdrift.record.store import RunRecorder
     from pytest_agentdrift.run.sandbox import Isolation
-    from pytest_agentdrift.tasks.load import TaskSpec
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 
 @dataclass

@@ -347,7 +347,7 @@ class TreeSource:
 def _write_task_files(spec: NewTask, tmp: Path, source: TreeSource, notes: list[str]) -> None:
     """The task format's other files: allowed paths, effects, events, fixture manifest, versions, tree hashes."""
     from pytest_agentdrift import EVALUATOR_VERSION
-    from pytest_agentdrift.tasks.load import hash_repo, render_tree_file
+    from pytest_agentdrift.tasks.initialtree import hash_repo, render_tree_file
 
     (tmp / ALLOWED_PATHS_FILE).write_text("".join(f"{p}\n" for p in (spec.allow or ["**"])), encoding="utf-8")
     (tmp / FORBIDDEN_EFFECTS_FILE).write_text(

@@ -6,7 +6,8 @@ import json
 import pytest
 from helpers import DRIFTED_BREAKS, agentdrift
 
-from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
+from pytest_agentdrift.tasks.load import load_task
+from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir, find_task_dirs
 
 # every test here starts pytest sessions with agents; the records are tests/conftest.py's builtin_records
 pytestmark = pytest.mark.slow

@@ -19,7 +19,8 @@ from pytest_agentdrift.run import canary, sandbox
 from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.run.runner import run_agent
 from pytest_agentdrift.run.runsettings import RunSettings
-from pytest_agentdrift.tasks.load import TaskSpec, load_task
+from pytest_agentdrift.tasks.load import load_task
+from pytest_agentdrift.tasks.taskspec import TaskSpec
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 
 # every test plays an agent's change and grades it (a sandboxed run, a grading sandbox): the full suite's

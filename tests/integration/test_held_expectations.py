@@ -17,7 +17,8 @@ from test_checks import Lab
 from pytest_agentdrift.cli.expect import expectations_text, record_expectations
 from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.grade.kinds.commands import observation_problems
-from pytest_agentdrift.tasks.load import load_task, read_expectations
+from pytest_agentdrift.tasks.checkparams import read_expectations
+from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import FORGED_REPORTER, make_task
 from pytest_agentdrift.vocabulary import EXIT_OK, EXIT_USAGE
 

@@ -29,7 +29,7 @@ from helpers import fixture_group, nested_session_env, run_pytest
 from hostile_helpers import CountingListener, modes, needs_bwrap, run_session
 
 import pytest_agentdrift
-from pytest_agentdrift.tasks.load import builtin_suite_dir
+from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
 pytestmark = pytest.mark.slow

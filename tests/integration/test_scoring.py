@@ -12,7 +12,8 @@ from pytest_agentdrift.grade.scoring import is_tampered, score, summarise
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.run.runner import run_agent
 from pytest_agentdrift.run.runsettings import RunSettings
-from pytest_agentdrift.tasks.load import LAYERS, load_task
+from pytest_agentdrift.tasks.load import load_task
+from pytest_agentdrift.tasks.taskspec import LAYERS
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task
 
 

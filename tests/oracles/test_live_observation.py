@@ -22,7 +22,8 @@ from pytest_agentdrift.grade.scoring import score
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.run.runner import cleanup, run_agent
 from pytest_agentdrift.run.runsettings import RunSettings
-from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
+from pytest_agentdrift.tasks.load import load_task
+from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir, find_task_dirs
 from pytest_agentdrift.tasks.wrongsolutions import judge, wrong_solutions
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,8 @@ from __future__ import annotations
 import pytest
 from helpers import DRIFTED_BREAKS
 
-from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs, load_task
+from pytest_agentdrift.tasks.load import load_task
+from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir, find_task_dirs
 from pytest_agentdrift.tasks.wrongsolutions import deciding_checks, function_checks, judge, wrong_solutions
 from pytest_agentdrift.testing import OracleBench
 

@@ -13,7 +13,7 @@ import pytest
 from test_report_golden import trajectory
 
 from pytest_agentdrift.record import atif
-from pytest_agentdrift.tasks.load import builtin_suite_dir, find_task_dirs
+from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir, find_task_dirs
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "data" / "transcripts"
 PRODUCTS = {"claude-code": "claude_code", "codex": "codex", "copilot": "copilot"}

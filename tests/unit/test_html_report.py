@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.record import html as hr
-from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.tasks.taskspec import LAYERS
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_html_report.py"
 HOSTILE = "evil\nname\x1b[31m<script>alert(1)</script>\udcff\u202e.txt"

@@ -92,7 +92,7 @@ def test_an_explicit_allow_inside_a_hidden_directory_wins(tmp_path):
 
 
 def test_the_bundled_suite_is_always_excluded():
-    from pytest_agentdrift.tasks.load import builtin_suite_dir
+    from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir
 
     suite = os.path.realpath(builtin_suite_dir())
     assert suite in mountplan.bundled_suite_copies()

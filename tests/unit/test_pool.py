@@ -18,7 +18,7 @@ from pytest_agentdrift.errors import EXIT_REFUSED, EXIT_USAGE, PoolRefused, Reco
 from pytest_agentdrift.manifest.baseline import load_baseline
 from pytest_agentdrift.manifest.capture import runtime_id
 from pytest_agentdrift.record.store import schema_problems
-from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.tasks.taskspec import LAYERS
 from pytest_agentdrift.vocabulary import IDENTITY_FIELDS
 
 TASK_SET, EVALUATOR = "sha256:" + "1" * 64, "sha256:" + "2" * 64

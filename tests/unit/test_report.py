@@ -3,7 +3,7 @@
 from helpers import results_doc, run_entry
 
 from pytest_agentdrift.record.report import failure_text, markdown, summary_lines
-from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.tasks.taskspec import LAYERS
 
 
 def check(name, layer, passed, critical=False, kind="command", detail=None, evidence=None):

@@ -4,7 +4,7 @@ from helpers import results_doc, run_entry
 
 from pytest_agentdrift.grade.scoring import summarise
 from pytest_agentdrift.record.report import failure_text, markdown, summary_lines
-from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.tasks.taskspec import LAYERS
 
 
 def run(rep, outcome, *, infra=None, attempts=None, spend=None, **ev):

@@ -81,7 +81,7 @@ def test_what_the_agent_is_given_moves_the_task_set_and_how_it_is_graded_the_eva
 
 
 def test_the_two_parts_cover_the_whole_directory(tmp_path):
-    from pytest_agentdrift.tasks.load import DERIVED_FILES, directory_listing, split_task
+    from pytest_agentdrift.tasks.taskspec import DERIVED_FILES, directory_listing, split_task
 
     d = _task(tmp_path)
     given, grading = split_task(load_task(d))

@@ -5,15 +5,15 @@ task held when it was graded, not only when it was loaded)."""
 import dataclasses
 import os
 
-from pytest_agentdrift.tasks import load
+from pytest_agentdrift.tasks import load, taskspec
 from pytest_agentdrift.testing import make_task
 
 
 def test_the_digests_of_one_spec_read_the_task_directory_once(tmp_path, monkeypatch):
     spec = load.load_task(make_task(tmp_path, "LS1", repo={"a.py": "x = 1\n"}))
     reads = []
-    real = load.directory_listing
-    monkeypatch.setattr(load, "directory_listing", lambda root: reads.append(root) or real(root))
+    real = taskspec.directory_listing
+    monkeypatch.setattr(taskspec, "directory_listing", lambda root: reads.append(root) or real(root))
     digests = [spec.given_digest(), spec.grading_digest(), spec.content_digest()]
     assert digests == [spec.given_digest(), spec.grading_digest(), spec.content_digest()]
     assert reads == [spec.path]

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from pytest_agentdrift.errors import TaskError
-from pytest_agentdrift.tasks.load import find_task_dirs, hash_repo, load_task, parse_tree_file, verify_tree
+from pytest_agentdrift.tasks.initialtree import hash_repo, parse_tree_file, verify_tree
+from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.tasks.patterns import PathSpec, PatternError
+from pytest_agentdrift.tasks.taskdirs import find_task_dirs
 from pytest_agentdrift.testing import freeze, make_task
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
@@ -206,7 +208,7 @@ def test_negation_last_match_wins():
 
 
 def test_bundled_suite_ids():
-    from pytest_agentdrift.tasks.load import builtin_suite_dir
+    from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir
 
     ids = [load_task(d).id for d in find_task_dirs(builtin_suite_dir())]
     assert ids == sorted(ids) and ids[0] == "T01"

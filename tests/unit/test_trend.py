@@ -15,7 +15,7 @@ from helpers import night_results, run_entry
 from pytest_agentdrift.compare import trend
 from pytest_agentdrift.manifest.capture import runtime_id
 from pytest_agentdrift.record.store import schema_problems
-from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.tasks.taskspec import LAYERS
 from pytest_agentdrift.vocabulary import IDENTITY_FIELDS
 
 K = 12

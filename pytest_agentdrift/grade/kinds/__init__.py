@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pytest_agentdrift.grade.kinds import commands, events, report, tree
 from pytest_agentdrift.grade.results import Grading, Outcome
 from pytest_agentdrift.run.evidence import RunEvidence
-from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
+from pytest_agentdrift.tasks.taskspec import CheckSpec, TaskSpec
 
 EVALUATOR_COMPONENT = "checks"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 

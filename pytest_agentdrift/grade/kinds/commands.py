@@ -15,7 +15,9 @@ from pytest_agentdrift.grade.results import CheckUndecided, ExecResult, Grading,
 from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.run.runner import copy_tree
 from pytest_agentdrift.safetext import escape_text
-from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec, read_expectations, walk_files
+from pytest_agentdrift.tasks.checkparams import read_expectations
+from pytest_agentdrift.tasks.initialtree import walk_files
+from pytest_agentdrift.tasks.taskspec import CheckSpec, TaskSpec
 
 EVALUATOR_COMPONENT = "kinds.commands"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 

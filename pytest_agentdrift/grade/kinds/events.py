@@ -11,8 +11,8 @@ from typing import Any
 from pytest_agentdrift.grade.results import CheckUndecided, Grading, Outcome
 from pytest_agentdrift.run.evidence import RunEvidence
 from pytest_agentdrift.safetext import escape_paths
-from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
 from pytest_agentdrift.tasks.patterns import PathSpec
+from pytest_agentdrift.tasks.taskspec import CheckSpec, TaskSpec
 
 EVALUATOR_COMPONENT = "kinds.events"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 

@@ -8,7 +8,7 @@ import re
 
 from pytest_agentdrift.grade.results import Grading, Outcome
 from pytest_agentdrift.run.evidence import RunEvidence
-from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
+from pytest_agentdrift.tasks.taskspec import CheckSpec, TaskSpec
 
 EVALUATOR_COMPONENT = "kinds.report"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 

@@ -20,8 +20,8 @@ from pytest_agentdrift.run.evidence import RESULT_LIST_CAP, RunEvidence
 from pytest_agentdrift.safetext import capped, escape_paths
 from pytest_agentdrift.tasks import fdtree
 from pytest_agentdrift.tasks.leftovers import LeftoverRules
-from pytest_agentdrift.tasks.load import CheckSpec, TaskSpec
 from pytest_agentdrift.tasks.patterns import PathSpec
+from pytest_agentdrift.tasks.taskspec import CheckSpec, TaskSpec
 
 EVALUATOR_COMPONENT = "kinds.tree"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 

@@ -56,7 +56,7 @@ def find_instruction(
     if not want:
         info["instruction_text"] = "not recorded: the record's source manifest does not list this task's task.md"
         return None, info
-    from pytest_agentdrift.tasks.load import find_task_dirs
+    from pytest_agentdrift.tasks.taskdirs import find_task_dirs
 
     for root in task_dirs:
         for d in find_task_dirs(Path(root)) if Path(root).is_dir() else []:
@@ -205,7 +205,7 @@ def export_run(
         return value if isinstance(value, dict) else None
 
     manifest, source_manifest = optional(MANIFEST_FILE), optional(SOURCE_MANIFEST_FILE)
-    from pytest_agentdrift.tasks.load import builtin_suite_dir
+    from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir
 
     dirs = [*task_dirs, builtin_suite_dir()]
     docs: list[tuple[str, dict[str, object]]] = []

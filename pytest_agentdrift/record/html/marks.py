@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pytest_agentdrift.record.report import _LAYER_ABBR
 from pytest_agentdrift.shapes import Results, RunRecord
-from pytest_agentdrift.tasks.load import LAYERS
+from pytest_agentdrift.tasks.taskspec import LAYERS
 from pytest_agentdrift.vocabulary import (
     ERROR_OUTCOME,
     FAILED_OUTCOME,
