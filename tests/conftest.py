@@ -40,10 +40,10 @@ def pytest_configure(config):
 
 
 def _temporary_directory_outside_dev() -> None:
-    # The harness makes its scratch outside /dev (run/mountplan.work_root), and tests that give a
+    # The harness makes its scratch outside /dev (run/scratchplaces.work_root), and tests that give a
     # session a TMPDIR in their tmp_path look for its scratch there: so the suite's own temporary
     # directory follows the same rule. The tests of that rule set a TMPDIR under /dev themselves.
-    from pytest_agentdrift.run.mountplan import work_root
+    from pytest_agentdrift.run.scratchplaces import work_root
 
     tmp = tempfile.gettempdir()
     if (where := work_root(tmp)) != tmp:

@@ -227,7 +227,7 @@ class AgentAdapter:
 
     def sandbox_paths(self, env: dict[str, str]) -> list[tuple[str, str]]:
         """(path, why) the agent needs to read under bubblewrap beyond the system, the
-        harness's Python runtime and what its argv names (run/mountplan.py `agent_paths`
+        harness's Python runtime and what its argv names (run/agentpaths.py `agent_paths`
         adds the program it starts, with its install prefix, and every absolute path the
         argv names). An adapter that needs more says so here; recorded in the manifest."""
         return []

@@ -42,7 +42,7 @@ from pytest_agentdrift.grade.kinds import KINDS
 from pytest_agentdrift.grade.results import CheckResult, CheckUndecided, ExecResult
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.run.evidence import RunEvidence
-from pytest_agentdrift.run.mountplan import harness_pythonpath
+from pytest_agentdrift.run.harnessruntime import harness_pythonpath, harness_runtime
 from pytest_agentdrift.run.runner import copy_tree
 from pytest_agentdrift.tasks import fdtree, treesnap
 from pytest_agentdrift.tasks.patterns import PathSpec
@@ -146,7 +146,7 @@ class Grader:
             from pytest_agentdrift.run import mountplan
 
             plan = mountplan.build(
-                writable=[scratch], readable=[*mountplan.harness_runtime(), *cmd.readable], exclude=self._excluded()
+                writable=[scratch], readable=[*harness_runtime(), *cmd.readable], exclude=self._excluded()
             )
         token = secrets.token_hex(16)
         guard = grading_guard(

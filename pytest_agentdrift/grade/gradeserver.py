@@ -103,6 +103,7 @@ class GradingServer:
         if self._launched is not None or not self.usable:
             return self._launched is not None
         from pytest_agentdrift.run import mountplan
+        from pytest_agentdrift.run.harnessruntime import harness_runtime
 
         tag = secrets.token_hex(6)
         self._area = self.base / f"grading-{tag}"
@@ -114,7 +115,7 @@ class GradingServer:
         self._guard = grading_guard(
             self.limits, self.isolation.mode, root=self._area, work=self._area, harness_dir=self._home, token=token
         )
-        plan = mountplan.build(writable=[self._area], readable=list(mountplan.harness_runtime()), exclude=self.exclude)
+        plan = mountplan.build(writable=[self._area], readable=list(harness_runtime()), exclude=self.exclude)
         # the sandbox's POSIX message queues, listed there so the server can empty them between requests
         plan = plan.with_mounts([mountplan.Mount("mqueue", None, MQUEUE_DIR)])
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -319,7 +320,7 @@ def grading_guard(limits: dict[str, int | None], mode: str, *, root: Path, work:
 
 def server_env(home: Path) -> dict[str, str]:
     """The environment the server starts with: what every graded process's interpreter starts with."""
-    from pytest_agentdrift.run.mountplan import harness_pythonpath
+    from pytest_agentdrift.run.harnessruntime import harness_pythonpath
 
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -105,16 +105,16 @@ def check_agent_present(adapter: Any) -> None:
 def check_agent_visible(adapter: Any, hidden: tuple[Path, ...], environ: Mapping[str, str]) -> None:
     """What the agent needs and the sandbox would hide: a shim no manager resolves, a module beside
     the agent's script in a hidden directory (`hidden`: the project, the records, the task dirs)."""
-    from pytest_agentdrift.run import mountplan
+    from pytest_agentdrift.run import agentpaths, hostprogram
 
     argv = adapter.argv_template()
-    prog = mountplan.resolve_program(argv[0], mountplan.env_path(environ)) if "{" not in argv[0] else None
+    prog = hostprogram.resolve_program(argv[0], hostprogram.env_path(environ)) if "{" not in argv[0] else None
     if prog is not None and prog.problem:
         raise AgentDriftError(
             f"the agent's program {prog.found} is a shim of {prog.manager}, which the sandbox hides, and "
             f"{prog.problem}; name the real program in --agent-cmd"
         )
-    missing = mountplan.hidden_imports(mountplan.named_paths(argv[1:]), hidden)
+    missing = agentpaths.hidden_imports(agentpaths.named_paths(argv[1:]), hidden)
     if missing:
         raise AgentDriftError(
             f"the agent imports {missing[0]}, which the sandbox hides (its directory is, or holds, the "

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_agentdrift.run import mountplan, sandbox, scratch
+from pytest_agentdrift.run import agentpaths, harnessruntime, hostprogram, mountplan, sandbox, scratch
 from pytest_agentdrift.run.runsettings import DEFAULT_ENV_ALLOWLIST
 
 #: at most this much of the command's output is kept (it is one JSON object of runtime facts)
@@ -71,12 +71,14 @@ def run_describe_command(
         env = agent_env(env_names, box / "home")
         plan = None
         if isolation.mode == "bwrap":
-            named = mountplan.named_paths(argv[1:])
-            first = mountplan.executable_paths(argv[0], mountplan.env_path(env))
-            reads = [p for p, _ in mountplan.beyond_runtime([*first, *named, *mountplan.code_dirs(named, hidden)])]
+            named = agentpaths.named_paths(argv[1:])
+            first = hostprogram.executable_paths(argv[0], hostprogram.env_path(env))
+            reads = [
+                p for p, _ in harnessruntime.beyond_runtime([*first, *named, *agentpaths.code_dirs(named, hidden)])
+            ]
             plan = mountplan.build(
                 writable=[box],
-                readable=[*mountplan.harness_runtime(), *reads, *(p for p, _ in mounts)],
+                readable=[*harnessruntime.harness_runtime(), *reads, *(p for p, _ in mounts)],
                 exclude=hidden,
             )
         token = secrets.token_hex(16)

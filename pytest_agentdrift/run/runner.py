@@ -27,7 +27,18 @@ from pytest_agentdrift.agents import infra as infra_mod
 from pytest_agentdrift.agents.base import AgentAdapter, RunContext
 from pytest_agentdrift.canonical import digest
 from pytest_agentdrift.errors import TaskError
-from pytest_agentdrift.run import agentword, gitstate, mountplan, netlog, sandbox, toolchain, treeseen
+from pytest_agentdrift.run import (
+    agentpaths,
+    agentword,
+    gitstate,
+    harnessruntime,
+    hostprogram,
+    mountplan,
+    netlog,
+    sandbox,
+    toolchain,
+    treeseen,
+)
 from pytest_agentdrift.run import canary as canary_mod
 from pytest_agentdrift.run import overlay as ov
 from pytest_agentdrift.run.agentword import product_scratch, read_scratch
@@ -138,7 +149,7 @@ class LaunchPlan:
 def _plan_launch(spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, prepared: PreparedRun) -> LaunchPlan:
     dirs = prepared.dirs
     hidden = [dirs.base, spec.path, *settings.hidden]
-    additions = mountplan.beyond_runtime([*mountplan.agent_paths(adapter, os.environ, hidden), *settings.mounts])
+    additions = harnessruntime.beyond_runtime([*agentpaths.agent_paths(adapter, os.environ, hidden), *settings.mounts])
     if adapter.needs_task_dir:
         additions.append((str(spec.path), "the task directory (the agent applies its solution)"))
     # the product's side outputs (Copilot's usage summary): beside the run directory, outside the
@@ -155,7 +166,7 @@ def _plan_launch(spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, p
     )
     asked = adapter.build_argv(ctx)
     # a version manager's shim, or `env python3`, named as the host runs it (the sandbox shows neither)
-    argv = mountplan.host_argv(asked, mountplan.env_path(os.environ))
+    argv = hostprogram.host_argv(asked, hostprogram.env_path(os.environ))
     bundle = copy_runtime_bundle(
         adapter, dirs.home, Path.home(), dict(os.environ), credentials_only=settings.overlay is not None
     )
@@ -377,7 +388,7 @@ def _private_env(settings: RunSettings, adapter: AgentAdapter, box: Path, extra:
         TMP=str(box / "tmp"),
         TEMP=str(box / "tmp"),
         PYTHONDONTWRITEBYTECODE="1",
-        PYTHONPATH=mountplan.harness_pythonpath(SITEHOOK_DIR),
+        PYTHONPATH=harnessruntime.harness_pythonpath(SITEHOOK_DIR),
     )
     env.update(extra)
     return env
@@ -498,7 +509,7 @@ def _sandbox_plan(
     is copied from `canary_fd` onto the sandbox's own tmpfs."""
     plan = mountplan.build(
         writable=launch.writable,
-        readable=[*mountplan.harness_runtime(), *(p for p, _ in launch.additions), launch.observers],
+        readable=[*harnessruntime.harness_runtime(), *(p for p, _ in launch.additions), launch.observers],
         exclude=[base, spec.path, launch.guard.harness_dir.parent, *settings.hidden],
         additions=launch.additions,
         private_tmp=getattr(adapter, "private_tmp", False),
@@ -519,7 +530,7 @@ def _agent_path(adapter: AgentAdapter, launch: LaunchPlan, env: dict[str, str], 
     # holds only the links the plan recreates, so the plan does not count it as shown)
     # (never a version manager's shim directory: what it holds cannot run in the sandbox)
     asked = launch.asked
-    prog = mountplan.resolve_program(asked[0], env["PATH"]) if asked and not os.path.isabs(asked[0]) else None
+    prog = hostprogram.resolve_program(asked[0], env["PATH"]) if asked and not os.path.isabs(asked[0]) else None
     program_dir = os.path.dirname(prog.found) if prog is not None and prog.manager is None else None
     bin_dir = toolchain.make_bin(launch.observers / "toolchain")
     for name, target in adapter.path_links(env).items():

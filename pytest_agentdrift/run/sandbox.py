@@ -73,9 +73,9 @@ def _bwrap_argv(plan) -> list[str]:
 def default_plan(writable=(), readable=(), hidden=()):
     """The allow-list for a command the harness runs: the system, the harness's Python
     runtime, `readable` read-only, `writable`; `hidden` never shows inside any of them."""
-    from pytest_agentdrift.run import mountplan
+    from pytest_agentdrift.run import harnessruntime, mountplan
 
-    return mountplan.build(writable=writable, readable=[*mountplan.harness_runtime(), *readable], exclude=hidden)
+    return mountplan.build(writable=writable, readable=[*harnessruntime.harness_runtime(), *readable], exclude=hidden)
 
 
 def _probe(argv: list[str]) -> bool:

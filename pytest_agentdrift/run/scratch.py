@@ -25,7 +25,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from pytest_agentdrift.run.mountplan import SCRATCH_PREFIX, scratch_places, under_dev, work_root
+from pytest_agentdrift.run.scratchplaces import SCRATCH_PREFIX, scratch_places, under_dev, work_root
 
 #: the marker in each scratch directory (none in one kept on purpose)
 OWNER_FILE = ".agentdrift-owner"
@@ -36,7 +36,7 @@ _TIME_NS = "/proc/self/ns/time"
 
 def base() -> str:
     """The directory scratch directories are made in: the temporary directory, or somewhere else
-    when it lies under /dev (mountplan.work_root says why)."""
+    when it lies under /dev (scratchplaces.work_root says why)."""
     return work_root(tempfile.gettempdir())
 
 
@@ -68,7 +68,7 @@ def make(kind: str = "", *, keep: bool = False) -> Path:
 
 
 def stale(directory: str | None = None) -> list[Path]:
-    """This user's scratch directories in `directory` (mountplan.scratch_places) whose maker has ended."""
+    """This user's scratch directories in `directory` (scratchplaces.scratch_places) whose maker has ended."""
     return [path for path, _ in _stale_entries(directory)]
 
 

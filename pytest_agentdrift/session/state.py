@@ -181,10 +181,10 @@ class TaskRunner:
         """(path, why) the agent may read beyond the system and the harness runtime: what the
         adapter needs (an install prefix), what the command and --agent-config/-instructions/-mount name."""
         if self._mounts is None:
-            from pytest_agentdrift.run import mountplan
+            from pytest_agentdrift.run import agentpaths, harnessruntime
 
-            adds = mountplan.agent_paths(self.adapter, os.environ, self.hidden_paths()) if self.adapter else []
-            self._mounts = mountplan.beyond_runtime([*adds, *self.option_mounts()])
+            adds = agentpaths.agent_paths(self.adapter, os.environ, self.hidden_paths()) if self.adapter else []
+            self._mounts = harnessruntime.beyond_runtime([*adds, *self.option_mounts()])
         return self._mounts
 
     def option_mounts(self) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from pytest_agentdrift.agents.base import CommandAdapter
 from pytest_agentdrift.grade.channel import GradedEnd, HarnessEnd
 from pytest_agentdrift.grade.commandline import pytest_args
 from pytest_agentdrift.grade.gradedcopy import drop_escaping_symlinks
-from pytest_agentdrift.run import mountplan
+from pytest_agentdrift.run import agentpaths, harnessruntime, hostprogram, mountplan
 from pytest_agentdrift.run import stdlib_guard as gradeguard
 
 
@@ -95,8 +95,8 @@ def test_the_bundled_suite_is_always_excluded():
     from pytest_agentdrift.tasks.taskdirs import builtin_suite_dir
 
     suite = os.path.realpath(builtin_suite_dir())
-    assert suite in mountplan.bundled_suite_copies()
-    plan = mountplan.build(readable=mountplan.harness_runtime())
+    assert suite in harnessruntime.bundled_suite_copies()
+    plan = mountplan.build(readable=harnessruntime.harness_runtime())
     assert suite in plan.excluded
     assert not any(m.startswith(("ro ", "rw ")) and suite in m for m in records(plan))
 
@@ -131,7 +131,7 @@ def test_an_npm_cli_brings_its_package_and_its_interpreters_prefix(tmp_path):
         prefix / "lib" / "node_modules" / "@vendor" / "agent-cli" / "cli.js", "#!/usr/bin/env node\nconsole.log(1)\n"
     )
     (prefix / "bin" / "agent").symlink_to(os.path.relpath(cli, prefix / "bin"))
-    found = dict(mountplan.executable_paths("agent", str(prefix / "bin")))
+    found = dict(hostprogram.executable_paths("agent", str(prefix / "bin")))
     assert str(prefix / "bin" / "agent") in found  # the link itself
     assert str(prefix / "lib" / "node_modules" / "@vendor" / "agent-cli") in found  # the package
     assert str(prefix) in found  # node's install prefix (its global modules)
@@ -143,10 +143,10 @@ def test_a_standalone_binary_brings_itself_but_never_the_home(tmp_path, monkeypa
     real = _exe(home / ".local" / "share" / "agent" / "versions" / "2.0.1")
     (home / ".local" / "bin").mkdir(parents=True)
     (home / ".local" / "bin" / "agent").symlink_to(real)
-    found = dict(mountplan.executable_paths("agent", str(home / ".local" / "bin")))
+    found = dict(hostprogram.executable_paths("agent", str(home / ".local" / "bin")))
     assert set(found) == {str(home / ".local" / "bin" / "agent"), str(real)}
     _exe(home / ".local" / "bin" / "other")
-    assert set(dict(mountplan.executable_paths("other", str(home / ".local" / "bin")))) == {
+    assert set(dict(hostprogram.executable_paths("other", str(home / ".local" / "bin")))) == {
         str(home / ".local" / "bin" / "other")
     }
 
@@ -159,7 +159,7 @@ def test_a_virtual_environment_brings_its_base_installation(tmp_path):
     (venv / "bin" / "python").symlink_to(base / "bin" / "python3")
     (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\n")
     script = _exe(venv / "bin" / "agent", f"#!{venv / 'bin' / 'python'}\nprint(1)\n")
-    found = dict(mountplan.executable_paths(str(script), None))
+    found = dict(hostprogram.executable_paths(str(script), None))
     assert str(venv) in found and str(base) in found
 
 
@@ -169,13 +169,13 @@ def test_a_command_adapter_names_its_script_and_config(tmp_path):
     cfg = tmp_path / "cfg.toml"
     cfg.write_text("")
     adapter = CommandAdapter(f"{sys.executable} {script} --config={cfg} {{task_file}}")
-    paths = dict(mountplan.agent_paths(adapter, os.environ))
+    paths = dict(agentpaths.agent_paths(adapter, os.environ))
     assert str(script) in paths and str(cfg) in paths
     # what the harness runtime shows anyway is not an addition
-    beyond = dict(mountplan.beyond_runtime(mountplan.agent_paths(adapter, os.environ)))
+    beyond = dict(harnessruntime.beyond_runtime(agentpaths.agent_paths(adapter, os.environ)))
     assert set(beyond) == {str(script), str(cfg), str(tmp_path)}  # tmp_path: the agent's own code directory
     # unless that directory is, or holds, what the sandbox hides
-    beyond = dict(mountplan.beyond_runtime(mountplan.agent_paths(adapter, os.environ, [tmp_path / "runs"])))
+    beyond = dict(harnessruntime.beyond_runtime(agentpaths.agent_paths(adapter, os.environ, [tmp_path / "runs"])))
     assert set(beyond) == {str(script), str(cfg)}
 
 
@@ -385,25 +385,25 @@ def _exec_shim(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_shim_resolves_to_what_its_manager_runs(tmp_path):
     shims, real = _exec_shim(tmp_path)
     path_env = f"{shims}:/usr/bin:/bin"
-    prog = mountplan.resolve_program("tool", path_env)
+    prog = hostprogram.resolve_program("tool", path_env)
     assert (prog.found, prog.path, prog.problem) == (str(shims / "tool"), str(real), None)
     assert prog.manager == str(tmp_path / "libexec" / "mgr")
     # the shim is never shown (it needs the whole manager); what it runs is, with its install prefix
-    paths = dict(mountplan.executable_paths("tool", path_env))
+    paths = dict(hostprogram.executable_paths("tool", path_env))
     assert str(shims / "tool") not in paths and str(real) in paths and str(real.parent.parent) in paths
     assert "a shim of mgr" in paths[str(real)]
     # a script whose shebang is `env NAME` is started by the NAME the host's PATH finds
-    python3 = mountplan.resolve_program("python3", path_env).path
-    assert mountplan.host_argv(["tool", "-x"], path_env) == [python3, str(real), "-x"]
-    assert mountplan.host_argv(["{workdir}/x"], path_env) == ["{workdir}/x"]
+    python3 = hostprogram.resolve_program("python3", path_env).path
+    assert hostprogram.host_argv(["tool", "-x"], path_env) == [python3, str(real), "-x"]
+    assert hostprogram.host_argv(["{workdir}/x"], path_env) == ["{workdir}/x"]
 
 
 def test_a_shim_its_manager_cannot_resolve_is_a_problem_not_a_program(tmp_path):
     shims, real = _exec_shim(tmp_path)
     (tmp_path / "libexec" / "mgr").write_text("#!/bin/sh\necho 'mgr: tool: command not found' >&2\nexit 127\n")
-    prog = mountplan.resolve_program("tool", f"{shims}:/usr/bin")
+    prog = hostprogram.resolve_program("tool", f"{shims}:/usr/bin")
     assert prog.problem and "command not found" in prog.problem
-    assert mountplan.executable_paths("tool", f"{shims}:/usr/bin") == []
+    assert hostprogram.executable_paths("tool", f"{shims}:/usr/bin") == []
 
 
 def test_the_agents_code_directory_is_shown_unless_it_is_or_holds_a_hidden_path(tmp_path):
@@ -416,6 +416,6 @@ def test_the_agents_code_directory_is_shown_unless_it_is_or_holds_a_hidden_path(
     top.write_text("import helpers\nfrom tools.x import y\nimport json\n")
     (project / "helpers.py").write_text("")
     (project / "tools").mkdir()
-    named = mountplan.named_paths([str(main), str(top)])
-    assert mountplan.code_dirs(named, [project]) == [(str(project / "my_agent"), "the agent's own code directory")]
-    assert mountplan.hidden_imports(named, [project]) == [str(project / "helpers.py"), str(project / "tools")]
+    named = agentpaths.named_paths([str(main), str(top)])
+    assert agentpaths.code_dirs(named, [project]) == [(str(project / "my_agent"), "the agent's own code directory")]
+    assert agentpaths.hidden_imports(named, [project]) == [str(project / "helpers.py"), str(project / "tools")]

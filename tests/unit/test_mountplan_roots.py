@@ -8,20 +8,21 @@ import random
 import pytest
 
 from pytest_agentdrift.run import mountplan
-from pytest_agentdrift.run.mountplan import _emit, _key, _mount_roots, _within
+from pytest_agentdrift.run.hostpaths import within
+from pytest_agentdrift.run.mountplan import _emit, _key, _mount_roots
 
 
 def _reference(allowed, hidden, ops, excluded):
     roots = sorted(allowed, key=_key)
     for root in roots:
         mode = allowed[root]
-        enclosing = [r for r in roots if r != root and _within(root, r)]
+        enclosing = [r for r in roots if r != root and within(root, r)]
         if enclosing:
             parent = max(enclosing, key=len)
-            cut = any(_within(x, parent) and _within(root, x) for x in hidden)
+            cut = any(within(x, parent) and within(root, x) for x in hidden)
             if allowed[parent] == mode and not cut:
                 continue
-        inside = [x for x in hidden if x != root and _within(x, root)] if mode == "ro" else []
+        inside = [x for x in hidden if x != root and within(x, root)] if mode == "ro" else []
         _emit(root, mode, inside, ops, excluded)
 
 
@@ -55,4 +56,4 @@ def test_the_ancestors_of_a_path_are_its_enclosing_directories_nearest_first():
     assert mountplan._ancestors("/a") == ["/"]
     assert mountplan._ancestors("/") == []
     for path, top in itertools.product(["/a/b/c", "/a/bc", "/ab/c"], ["/a", "/a/b", "/"]):
-        assert (top in mountplan._ancestors(path)) == (_within(path, top) and path != top)
+        assert (top in mountplan._ancestors(path)) == (within(path, top) and path != top)

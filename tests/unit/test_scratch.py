@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentdrift.run import mountplan, scratch
+from pytest_agentdrift.run import agentpaths, scratch, scratchplaces
 from pytest_agentdrift.tasks.fdtree import rmtree as fdtree_rmtree
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times come from /proc")
@@ -188,7 +188,7 @@ def test_a_maker_that_ended_unreaped_is_ended(tmpdir_here):
 
 #: /dev/shm to make a temporary directory in, and a writable /tmp outside /dev for scratch to move to
 DEV_SHM_AND_TMP = pytest.mark.skipif(
-    not os.access("/dev/shm", os.W_OK) or not os.access("/tmp", os.W_OK) or mountplan.under_dev("/tmp"),
+    not os.access("/dev/shm", os.W_OK) or not os.access("/tmp", os.W_OK) or scratchplaces.under_dev("/tmp"),
     reason="needs a writable /dev/shm and a writable /tmp outside /dev",
 )
 
@@ -206,15 +206,15 @@ def test_a_temporary_directory_under_dev_is_not_where_work_trees_go(monkeypatch)
         finally:
             fdtree_rmtree(made)
         # the scratch's own directory is never shown as an agent's code directory
-        assert not mountplan.code_dir_shown("/tmp", [])
-        assert mountplan.code_dir_shown("/opt/my-agent", [])
+        assert not agentpaths.code_dir_shown("/tmp", [])
+        assert agentpaths.code_dir_shown("/opt/my-agent", [])
 
 
 @DEV_SHM_AND_TMP
 def test_nowhere_outside_dev_to_go_is_said_not_passed_over(monkeypatch):
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         monkeypatch.setattr(tempfile, "tempdir", shm)
-        monkeypatch.setattr(mountplan, "OUTSIDE_DEV", ("/nonexistent-agentdrift-test",))
+        monkeypatch.setattr(scratchplaces, "OUTSIDE_DEV", ("/nonexistent-agentdrift-test",))
         assert scratch.base() == shm
         assert "under /dev, which an agent's own sandbox may replace" in scratch.placement_note()
 
