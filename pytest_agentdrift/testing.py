@@ -3,7 +3,9 @@
 `make_task` writes a complete, frozen task directory from a few arguments,
 so a test can build exactly the task it needs; `agent_script` writes a
 Python agent program and `agent_cmd` the `--agent-cmd` that runs it;
-`load_results` / `normalise_results` read a recorded run for comparison;
+`load_results` / `normalise_results` read a recorded run for comparison, and
+`normalise_record` a whole record for a golden (`write_normalised`, `read_normalised`,
+`record_differences`);
 `play_solution` / `OracleBench` act out a solution directory in-process and
 grade it, for fast tests of a task's oracles (right, drifted and wrong
 solutions) without an agent process or a session.
@@ -12,6 +14,10 @@ solutions) without an agent process or a session.
 from __future__ import annotations
 
 import json
+import os
+import re
+import socket
+import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -28,8 +34,12 @@ from pytest_agentdrift.vocabulary import (
     FIXTURE_MANIFEST_FILE,
     FORBIDDEN_EFFECTS_FILE,
     INITIAL_TREE_FILE,
+    INSTRUCTION_BUNDLE_FILE,
+    MANIFEST_FILE,
+    RAW_DIR,
     RESET_INSTRUCTIONS_FILE,
     RESULTS_FILE,
+    RUN_FILE,
     TASK_MD_FILE,
     TASK_TOML_FILE,
 )
@@ -211,6 +221,234 @@ def normalise_results(results: dict[str, Any]) -> dict[str, Any]:
             for attempt in run.get("attempts") or ():
                 attempt["duration_s"] = 0
     return r
+
+
+# ---- a whole record, normalised: a golden record's comparison -----------------------------------
+
+#: the record's own documents a golden compares, besides every run's raw files. Not compared:
+#: report.md and report.html (renderings, held by their own golden), source-manifest.json (its
+#: digest is the manifest's source_id, which is compared), blobs/ (named by tree.json's sha256)
+#: and results.json.sha256 (the digest of results.json's bytes, times and all)
+RECORD_DOCS = (RESULTS_FILE, MANIFEST_FILE, INSTRUCTION_BUNDLE_FILE)
+#: what stands in for a digest of the package's own source (it changes with every edit to the package)
+SOURCE_DIGEST = "<digest of the package's source>"
+#: what stands in for the package's own version
+PACKAGE_VERSION = "<package version>"
+#: what stands in for a fact of the machine: a tool's version, the OS, the host, the kernel
+MACHINE_FACT = "<this machine's>"
+#: what stands in for how a session came about: when, where, by whom, its run id
+PROVENANCE = "<provenance>"
+#: the sandbox's own places in a mount or PATH entry, named by the run (run/runner.py isolation_record)
+RUN_LABELS = ("<run>", "<observers>", "<product-output>")
+#: the mounts that name no host path: the sandbox's own /dev, /dev/shm and /proc, and the final remount of /
+NAMESPACE_MOUNTS = ("dev /dev", "tmpfs /dev/shm", "proc /proc", "remount-ro /")
+#: identity fields of the manifest that are the machine's, not the session's
+MACHINE_IDENTITY = ("os", "runtime_versions", "environment_allowlist", "env_image_digest")
+#: provenance fields of the manifest that are the session's own (the rest is when, where and by whom)
+SESSION_PROVENANCE = ("pytest_argv", "config_sources_raw", "instruction_sources_raw", "source_git")
+
+
+def machine_paths(record: Path | None = None) -> list[tuple[str, str]]:
+    """(path, label) for what is this machine's and this checkout's: the package's directory, the
+    Python running the harness (interpreter and prefixes), the home directory and the record's
+    own directory; a path under home also in its `~/` form. Longest first, so the innermost wins."""
+    import pytest_agentdrift
+
+    pairs = [(str(Path(pytest_agentdrift.__file__).resolve().parent), "<package>")]
+    for exe in {sys.executable, os.path.realpath(sys.executable)}:
+        pairs.append((exe, "<python>"))
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+        pairs += [(prefix, "<python-prefix>"), (os.path.realpath(prefix), "<python-prefix>")]
+    if record is not None:
+        pairs.append((str(Path(record).resolve()), "<record>"))
+    home = str(Path.home())
+    if home.strip("/"):  # a home of "/" would label every path
+        pairs += [("~" + p[len(home) :], label) for p, label in pairs if p.startswith(home + "/")]
+        pairs.append((home, "<home>"))
+    return sorted(set(pairs), key=lambda pair: -len(pair[0]))
+
+
+def normalise_record(run_dir: Path, paths: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """A record as a golden compares it: {relative path: normalised content} for RECORD_DOCS and
+    every file of every run's raw directory (JSON parsed, JSON lines a list, other files text).
+
+    What is removed is what differs between machines and commits, and nothing else: run ids,
+    times and durations, and what was measured while the agent ran (normalise_results); the
+    machine's paths (`paths`, machine_paths() by default, shown by their labels); the host's
+    file system as the sandbox showed it and the host's PATH (only the sandbox's own mounts
+    and PATH entries are kept); the cgroup version a limit was enforced with; the timestamps of
+    events; digests of the package's own source and its version; the machine's facts in the
+    manifest (tool versions, OS, host, kernel, environment). An outcome, a check, a diff, a
+    tree, an event, a count and every other field stay as recorded.
+    """
+    run_dir = Path(run_dir)
+    labels = machine_paths(run_dir) if paths is None else paths
+    docs: dict[str, Any] = {}
+    for name in RECORD_DOCS:
+        if (run_dir / name).is_file():
+            docs[name] = read_record_file(run_dir / name)
+    for raw in sorted((run_dir / RAW_DIR).glob("*/r*")):
+        for f in sorted(p for p in raw.rglob("*") if p.is_file()):
+            docs[f.relative_to(run_dir).as_posix()] = read_record_file(f)
+    host = socket.gethostname()
+    return {rel: _with_labels(_normalise_doc(rel, doc), labels, host) for rel, doc in docs.items()}
+
+
+def read_record_file(path: Path) -> Any:
+    """A record's file as normalise_record holds it: JSON parsed, JSON lines a list, else text."""
+    text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
+    if path.suffix == ".json":
+        return json.loads(text)
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return text
+
+
+def read_normalised(golden: Path) -> dict[str, Any]:
+    """A golden written by write_normalised, as normalise_record returns a record."""
+    golden = Path(golden)
+    return {p.relative_to(golden).as_posix(): read_record_file(p) for p in sorted(golden.rglob("*")) if p.is_file()}
+
+
+def write_normalised(docs: dict[str, Any], golden: Path) -> None:
+    """Write normalise_record's documents as files under `golden` (which is emptied first):
+    JSON indented with sorted keys, so that a change reads as a diff of a few lines."""
+    import shutil
+
+    golden = Path(golden)
+    shutil.rmtree(golden, ignore_errors=True)
+    for rel, doc in docs.items():
+        path = golden / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if rel.endswith(".json"):
+            text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        elif rel.endswith(".jsonl"):
+            text = "".join(json.dumps(e, sort_keys=True, ensure_ascii=False) + "\n" for e in doc)
+        else:
+            text = doc
+        path.write_text(text, encoding="utf-8", errors="surrogateescape")
+
+
+def record_differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    """Where two normalised records differ: `file: /json/path: expected != actual`, a file
+    missing on either side included (empty when they are the same)."""
+    out = []
+    for rel in sorted(set(expected) | set(actual)):
+        if rel not in actual or rel not in expected:
+            out.append(f"{rel}: {'missing' if rel not in actual else 'not expected'}")
+        elif isinstance(expected[rel], str) or isinstance(actual[rel], str):
+            if expected[rel] != actual[rel]:
+                out.append(f"{rel}: the text differs")
+        else:
+            out += [f"{rel}: {p}" for p in differing_paths(expected[rel], actual[rel])]
+    return out
+
+
+def _normalise_doc(rel: str, doc: Any) -> Any:
+    name = rel.rpartition("/")[2]
+    if rel == RESULTS_FILE:
+        return _normalised_results_doc(doc)
+    if rel == MANIFEST_FILE:
+        return _normalised_manifest(doc)
+    if name == RUN_FILE:  # one run's payload: its task's meta and the run as results.json holds it
+        tid = doc["task_id"]
+        task = _normalised_results_doc({"tasks": {tid: {**doc["meta"], "runs": [doc["result"]]}}})["tasks"][tid]
+        return {**doc, "result": task.pop("runs")[0], "meta": task}
+    if name.endswith(".jsonl"):  # events: when, in seconds since the agent started, is timing
+        return [{**e, "t": 0} if isinstance(e, dict) and "t" in e else e for e in doc]
+    return doc
+
+
+def _normalised_results_doc(results: dict[str, Any]) -> dict[str, Any]:
+    r = normalise_results(results)
+    if "evaluator_id" in r:  # digests the grading code with the checks
+        r["evaluator_id"] = SOURCE_DIGEST
+    if "plugin_version" in r:
+        r["plugin_version"] = PACKAGE_VERSION
+    for task in r.get("tasks", {}).values():
+        if "grading_id" in task:  # digests the grading code with the task's checks
+            task["grading_id"] = SOURCE_DIGEST
+        for run in task["runs"]:
+            _normalise_evidence(run["evidence"])
+    return r
+
+
+def _normalise_evidence(ev: dict[str, Any]) -> None:
+    iso = ev.get("isolation") or {}
+    if "mounts" in iso:
+        # the host's file system as the sandbox showed it (which /etc entries and system directories
+        # exist, the Python installation, the package's own files) is the machine's and the checkout's
+        added = {a.get("path") for a in iso.get("additions") or ()}
+        iso["mounts"] = [m for m in iso["mounts"] if _sandbox_own_mount(m, added)]
+    if "agent_path" in iso:  # the host's PATH, filtered; the run's own entries (its toolchain) stay
+        iso["agent_path"] = [d for d in iso["agent_path"] if d.startswith(RUN_LABELS)]
+    for limit in (ev.get("limits") or {}).values():
+        by = limit.get("enforced_by")
+        if isinstance(by, str):  # which cgroup version the kernel mounts
+            limit["enforced_by"] = re.sub(r"\bcgroup-v\d\b", "cgroup-v<N>", by)
+
+
+def _sandbox_own_mount(mount: str, additions: set[str | None]) -> bool:
+    """A mount entry that names no host path: the namespace's own, one under the run's labels,
+    or one the run added (the task directory the reference agent reads its solution from)."""
+    if mount in NAMESPACE_MOUNTS:
+        return True
+    kind, _, rest = mount.partition(" ")
+    paths = [p.strip() for p in rest.split(" -> ")] if kind != "symlink" else [rest.partition(" -> ")[0]]
+    return all(p.startswith(RUN_LABELS) or p in additions for p in paths)
+
+
+def _normalised_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    m = json.loads(json.dumps(manifest))
+    m.pop("runtime_id", None)  # the digest of the identity, the machine's fields with the rest
+    _normalise_identity(m.get("identity") or {}, m.get("reasons") or {})
+    probes = (m.get("evidence") or {}).get("probes") or {}
+    for key in probes.get("runtimes") or {}:
+        probes["runtimes"][key] = MACHINE_FACT
+    provenance = m.get("provenance") or {}
+    for probe in (probes.get("cli"), provenance.get("cli_executable")):
+        if isinstance(probe, dict) and "sha256" in probe:
+            probe["sha256"] = MACHINE_FACT  # the digest of this machine's interpreter binary
+    toolchain = (m.get("evidence") or {}).get("toolchain") or {}
+    for key in ("python", "pytest"):
+        if key in toolchain:
+            toolchain[key] = MACHINE_FACT
+    for key in provenance:  # when, where and by whom; the interpreter's path and exit stay
+        if key not in SESSION_PROVENANCE and key != "cli_executable":
+            provenance[key] = PROVENANCE
+    return m
+
+
+def _normalise_identity(identity: dict[str, Any], reasons: dict[str, Any]) -> None:
+    for key in ("evaluator_id", "scoring_script_digest"):
+        if key in identity:
+            identity[key] = SOURCE_DIGEST
+    if "harness_version" in identity:
+        identity["harness_version"] = PACKAGE_VERSION
+    for key in MACHINE_IDENTITY:
+        if key in identity:
+            identity[key] = MACHINE_FACT
+    if "env_image_digest" in reasons:
+        reasons["env_image_digest"] = MACHINE_FACT  # whether it runs in a container, and which
+    if isinstance(identity.get("command"), list):  # the interpreter by implementation and version
+        identity["command"] = [re.sub(r"^interpreter:.*", "interpreter:<python>", str(a)) for a in identity["command"]]
+
+
+def _with_labels(doc: Any, labels: list[tuple[str, str]], host: str) -> Any:
+    """`doc` with every machine path in its strings shown by its label, and the host name as one."""
+    if isinstance(doc, dict):
+        return {k: _with_labels(v, labels, host) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_with_labels(v, labels, host) for v in doc]
+    if not isinstance(doc, str):
+        return doc
+    if doc == host:
+        return MACHINE_FACT
+    for path, label in labels:
+        if path in doc:
+            # a whole path, not the start of a longer name (`/x/py` is not in `/x/python`)
+            doc = re.sub(re.escape(path) + r"(?![\w.-])", label.replace("\\", r"\\"), doc)
+    return doc
 
 
 # ---- grading a solution directly: the oracle tests' fast path ----------------------------------
