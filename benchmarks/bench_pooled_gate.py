@@ -73,6 +73,14 @@ def main() -> None:
     parser.add_argument("--icc", type=float, nargs="+", default=[0.0, 0.1])
     parser.add_argument("--fixed-k", type=int, nargs="+", default=[3, 8])
     parser.add_argument("--same-power", action="store_true", help="print only the same-power table")
+    parser.add_argument(
+        "--rho-from",
+        nargs="+",
+        default=["estimate"],
+        choices=["estimate", "bound", "known"],
+        help="the night-to-night variation the confirming design counts with: the gate's estimate, the most "
+        "the pool cannot rule out, or the simulated variation itself (what a perfect estimate would reach)",
+    )
     args = parser.parse_args()
     if args.same_power:
         _same_power_table(args)
@@ -88,9 +96,10 @@ def main() -> None:
             for pool in args.pools:
                 for icc in args.icc:
                     designs = [(f"fixed k {k}", PoolDesign(tasks, flake, pool, k=k, icc=icc)) for k in args.fixed_k]
-                    designs.append(
-                        (f"confirm 3..{args.cap}", PoolDesign(tasks, flake, pool, k=3, cap=args.cap, icc=icc))
-                    )
+                    for rho_from in args.rho_from:
+                        name = f"confirm 3..{args.cap}" + ("" if rho_from == "estimate" else f", rho {rho_from}")
+                        design = PoolDesign(tasks, flake, pool, k=3, cap=args.cap, icc=icc, rho_from=rho_from)
+                        designs.append((name, design))
                     for name, design in designs:
                         row = [str(tasks), f"{100 * flake:.0f} %", str(pool), f"{icc:g}", name]
                         print("| " + " | ".join(row + _cells(design, args.prs, args.seed)) + " |", flush=True)

@@ -18,7 +18,7 @@ that appeared.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_agentdrift.vocabulary import DEFAULT_SEED
@@ -107,7 +107,10 @@ class PoolDesign:
     ``pool``: baseline runs per task (``pool / night_k`` records, rounded, of ``night_k`` runs each); ``icc``: the
     night-to-night variation of the flake rate (the intra-night correlation of its failures, 0 for none);
     ``change``: "" (none), "new" (a check that never failed fails in half of one task's runs) or "flake"
-    (the flaking check rises to half of one task's runs); ``cap``: 0 for a fixed design of ``k`` runs."""
+    (the flaking check rises to half of one task's runs); ``cap``: 0 for a fixed design of ``k`` runs;
+    ``rho_from``: the intra-night correlation the confirming design counts with: "estimate" (the gate's
+    own, compare/sequential.dispersion), "bound" (the most the pool cannot rule out) or "known" (``icc``
+    itself, which no real pool gives: what a perfect estimate would reach)."""
 
     tasks: int
     flake: float
@@ -118,6 +121,7 @@ class PoolDesign:
     night_k: int = 3
     alpha: float = 0.05
     change: str = ""
+    rho_from: str = "estimate"
 
 
 def _night_rate(rng: random.Random, mean: float, icc: float) -> float:
@@ -159,6 +163,10 @@ def pool_pr(design: PoolDesign, seed: int) -> dict[str, Any]:
             groups.setdefault((t, FLAKE_CHECK), []).append((sum(FLAKE_CHECK in r for r in runs), len(runs)))
         pools.append(per_night)
     disp = seq.dispersion(list(groups.values()))
+    if design.rho_from == "bound":
+        disp = replace(disp, rho=disp.rho_upper or 0.0)
+    elif design.rho_from == "known":
+        disp = replace(disp, rho=design.icc)
     cand_flake = [_night_rate(rng, design.flake, design.icc) for _ in rates]
     runs_cap = design.cap or design.k
     cand = [

@@ -316,6 +316,7 @@ def pool_section(
             "p_value": spread.p_value,
             "runs_per_record": spread.runs_per_record,
             "records": spread.records,
+            "rho_upper": spread.rho_upper,
         },
     }
 
@@ -403,21 +404,31 @@ def pool_lines(pool: Mapping[str, Any]) -> list[str]:
         f"{'':<11} k per task: "
         + ", ".join(f"{k[t]} runs of {t} from {per_task.get(t, 0)} record(s)" for t in sorted(k))
     )
-    rho = float(spread.get("rho") or 0.0)
-    lines.append(
-        f"{'':<11} night-to-night variation: "
-        + (
-            f"rho {rho:.3g} (p = {float(spread.get('p_value', 1.0)):.3g}); the gate counts the pool as fewer, "
-            "independent runs (design effect)"
-            if rho > 0
-            else f"none found (p = {float(spread.get('p_value', 1.0)):.3g}): the pooled runs are one sample"
-        )
-    )
+    lines.append(f"{'':<11} night-to-night variation: {variation_text(spread)}")
     for x in pool.get("left_out") or []:
         lines.append(f"{'':<11} left out {x['path']}: {x['reason']}")
     for x in pool.get("runs_left_out") or []:
         lines.append(f"{'':<11} left out {x['task']} r{x['rep']} of {x['record']}: {x['reason']}")
     return [escape_path(line) for line in lines]  # directory names and reasons: one printable line each
+
+
+def variation_text(spread: Mapping[str, Any]) -> str:
+    """What the pool says of its nights: the variation found, and the most it could not rule out."""
+    from pytest_agentdrift.compare.sequential import NIGHT_BOUND_CONFIDENCE
+
+    rho, p_value = float(spread.get("rho") or 0.0), float(spread.get("p_value", 1.0))
+    found = (
+        f"rho {rho:.3g} (p = {p_value:.3g}); the gate counts the pool as fewer, independent runs (design effect)"
+        if rho > 0
+        else f"none found (p = {p_value:.3g}): the pooled runs are one sample"
+    )
+    upper = spread.get("rho_upper")
+    if upper is None or float(upper) <= rho:
+        return found
+    return (
+        f"{found}; the pool cannot rule out rho up to {float(upper):.2g} ({NIGHT_BOUND_CONFIDENCE:.0%}), "
+        "and where nights vary more than the gate counts, false alarms exceed alpha"
+    )
 
 
 def refusal_lines(exc: PoolRefused) -> list[str]:

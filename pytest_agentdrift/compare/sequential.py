@@ -4,15 +4,17 @@ Pure; scipy is imported inside the function that needs it. docs/statistics.md
 ("Confirming on suspicion") has the rules; keep the two in step.
 
 Screen. A pull request runs every task ``k`` times. A task is **screened**
-when one of its critical checks (or its safety layer) failed in those runs,
-whatever the baseline says: the screen reads the candidate's runs only, so
-the pool stays an honest sample for the test that follows. A task the
+when one of its critical checks (or its safety layer) failed in those runs
+at least as often as the pool makes rare (``SCREEN_LEVEL``; a check the pool
+seldom fails screens on any failure): the threshold is fixed by the pool
+before any candidate run, and the test that follows reads the confirming runs
+only, so the screen chooses tasks without biasing that test. A task the
 baseline solved and the screen did not (a **lost** task) gets one batch of
 confirming runs too; they feed the paired test over the tasks, which decides
 lost tasks with its own share of alpha.
 
-Confirm. A screened task runs again, in batches that grow its runs by half
-(k, 1.5k, 2.25k, ... rounded up, then the cap), up to ``cap`` runs in all. Its hypotheses, one per
+Confirm. A screened task runs again, in batches of 2, 4, 6, ... runs
+(``batch_looks``: 3, 5, 9, 15, 23, 30 for k = 3), up to ``cap`` runs in all. Its hypotheses, one per
 critical check that failed in the pool or in the confirming runs, "the
 candidate fails this more often than the pooled baseline", are tested on the
 **confirming runs only** (the screen's runs chose the task and would bias the
@@ -23,9 +25,10 @@ since it does not condition on the total failures of both arms.
 Levels. Alpha is split before any confirming run: the paired test keeps a
 fixed share ``alpha / (tasks + 1)``; the rest is split evenly over the S
 screened tasks (S is known once the screen is over, before any confirming
-run) and, within a task, over its looks in proportion to the runs each look
-adds (the spending function alpha x t). Within a task at a look, Tarone's
-rule counts only the hypotheses whose margins could reach the level at all.
+run) and, within a task, over its looks by the spending function
+alpha x t ** 3 (t: the share of the confirming runs made by a look): little
+early, most at the cap. Within a task at a look, Tarone's rule counts only
+the hypotheses whose margins could reach the level at all.
 Given the screen, the confirming runs are fresh draws, so under the null
 they are exchangeable with the pool's runs and each test is exact; the union
 bound over tasks, looks and hypotheses then holds the family-wise error at
@@ -61,7 +64,14 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from math import ceil, comb, floor
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    #: per night of a (task, check) with failures: its failures, its runs, the (task, check)'s pooled rate
+    NightArrays = tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]
 
 PASS_RATE = "pass rate"  # the task's own pass rate, read to confirm a lost task
 NEW, FUTILE, CLEAR, CONTINUE, SCREENED_OUT = "new", "futile", "clear", "continue", "screened_out"
@@ -382,12 +392,18 @@ def runs_wanted(plan: ConfirmPlan, screened_tasks: int | None, per_run: Sequence
 
 @dataclass(frozen=True)
 class Dispersion:
-    """Night-to-night variation in a pool: the intra-record correlation and whether it is real."""
+    """Night-to-night variation in a pool: the intra-record correlation and whether it is real.
+
+    ``rho_upper``: the most variation the pool cannot rule out (``NIGHT_BOUND_CONFIDENCE``), which the
+    pool states beside ``rho``: a pool of few nights with few failures cannot tell nights that vary from
+    nights that do not, and where nights vary that much the gate's false alarms exceed alpha. None when no
+    check failed in the pool (nothing to vary)."""
 
     rho: float
     p_value: float
     runs_per_record: float
     records: int
+    rho_upper: float | None = None
 
     @property
     def base_effect(self) -> float:
@@ -422,4 +438,64 @@ def dispersion(groups: Sequence[Sequence[tuple[int, int]]], alpha: float = HOMOG
     p_value = float(chi2.sf(chi, df))
     msb, msw = msb_num / df, msw_num / dfw
     rho = (msb - msw) / (msb + (m - 1) * msw) if msb + (m - 1) * msw > 0 else 0.0
-    return Dispersion(max(rho, 0.0) if p_value < alpha else 0.0, p_value, m, records)
+    return Dispersion(max(rho, 0.0) if p_value < alpha else 0.0, p_value, m, records, rho_upper(groups))
+
+
+def _night_loglik(nights: NightArrays, rho: float) -> float:
+    """The pool's beta-binomial log-likelihood at intra-night correlation ``rho``: ``nights`` holds, per
+    night of a (task, check), its failures, runs and the (task, check)'s pooled rate (numpy arrays). The
+    binomial coefficients, the same at every rho, are left out."""
+    import numpy as np
+    from scipy.special import betaln
+
+    x, n, p = nights
+    if rho <= 0.0:
+        return float(np.sum(x * np.log(p) + (n - x) * np.log1p(-p)))
+    a, b = p * (1.0 / rho - 1.0), (1.0 - p) * (1.0 / rho - 1.0)
+    return float(np.sum(betaln(x + a, n - x + b) - betaln(a, b)))
+
+
+#: the confidence the pool states for its upper bound on night-to-night variation: the share of pools whose
+#: bound covers the true variation, measured by simulation (tests/unit/test_sequential.py) rather than
+#: taken from the likelihood's nominal level, which the rates estimated from few failures make undercover
+#: (a nominal 90 % covered 67-86 % of pools of ten nights; the nominal 99 % used covers 96-100 %)
+NIGHT_BOUND_CONFIDENCE = 0.95
+_NIGHT_BOUND_NOMINAL = 0.99
+_RHO_CEILING = 0.99  # "any variation at all": a bound this high says the pool rules out nothing
+
+
+def rho_upper(groups: Sequence[Sequence[tuple[int, int]]]) -> float | None:
+    """The largest intra-night correlation the pool's failures cannot rule out at ``NIGHT_BOUND_CONFIDENCE``
+    (one shared rho over every (task, check) that failed in some night but not in every run; the profile
+    likelihood's one-sided bound at the nominal level that reaches that coverage,
+    2 (max log L - log L(rho)) <= chi-square(1) at 1 - 2 (1 - nominal))."""
+    import numpy as np
+    from scipy.optimize import brentq, minimize_scalar
+    from scipy.stats import chi2
+
+    rows: list[tuple[int, int, float]] = []
+    for group in groups:
+        kept = [(x, n) for x, n in group if n > 0]
+        x_all, n_all = sum(x for x, _ in kept), sum(n for _, n in kept)
+        if len(kept) >= 2 and 0 < x_all < n_all:
+            rows += [(x, n, x_all / n_all) for x, n in kept]
+    if not rows:
+        return None
+    informative: NightArrays = (
+        np.array([r[0] for r in rows], dtype=float),
+        np.array([r[1] for r in rows], dtype=float),
+        np.array([r[2] for r in rows], dtype=float),
+    )
+    best = minimize_scalar(
+        lambda r: -_night_loglik(informative, r), bounds=(0.0, _RHO_CEILING), method="bounded", options={"xatol": 1e-4}
+    )
+    top = max(-float(best.fun), _night_loglik(informative, 0.0))
+    drop = float(chi2.ppf(1.0 - 2.0 * (1.0 - _NIGHT_BOUND_NOMINAL), 1)) / 2.0
+
+    def short(r: float) -> float:
+        return top - _night_loglik(informative, r) - drop
+
+    start = max(float(best.x), 0.0)
+    if short(_RHO_CEILING) <= 0.0:
+        return _RHO_CEILING
+    return float(brentq(short, start, _RHO_CEILING, xtol=1e-4))

@@ -22,7 +22,7 @@ SMALL = {
     "bench_manifest.py": ["--files", "200", "--repeat", "1"],
     "bench_null_gate.py": ["--pairs", "3"],
     "bench_plugin_overhead.py": ["--n", "1", "--tests", "5", "--cache", "off"],
-    "bench_pooled_gate.py": ["--prs", "5", "--tasks", "12", "--flakes", "0.05", "--pools", "30", "--icc", "0"],
+    "bench_pooled_gate.py": "--prs 5 --tasks 12 --flakes 0.05 --pools 30 --icc 0 0.1 --rho-from estimate bound known".split(),
     "bench_pooled_gate_sessions.py": ["--nights", "1", "--prs", "1", "--cap", "5", "--sim-prs", "20"],
     "bench_regrade.py": ["--n", "1", "-k", "T07"],
 }

@@ -13,7 +13,7 @@ from helpers import night_results, results_doc, run_entry
 from pytest_agentdrift.compare import pool as pooling
 from pytest_agentdrift.compare.comparison import compare_runs
 from pytest_agentdrift.compare.gates import GateParams
-from pytest_agentdrift.compare.pool import pool_text
+from pytest_agentdrift.compare.pool import pool_lines, pool_text
 from pytest_agentdrift.errors import EXIT_REFUSED, EXIT_USAGE, PoolRefused, RecordError
 from pytest_agentdrift.manifest.baseline import load_baseline
 from pytest_agentdrift.manifest.capture import runtime_id
@@ -116,7 +116,12 @@ def test_records_of_one_identity_pool_per_task_newest_first(tmp_path):
     # the newest record speaks for the pool's identity; failures per record feed the dispersion test
     assert results["run_id"].endswith("night03") and manifest["runtime_id"] == results["runtime_id"]
     assert pool["failures"]["T01"]["scope"] == [[r["run_id"], 1, 3] for r in pool["records"]]
-    assert set(pool["dispersion"]) == {"rho", "p_value", "runs_per_record", "records"}
+    assert set(pool["dispersion"]) == {"rho", "p_value", "runs_per_record", "records", "rho_upper"}
+    # three nights of one failure each: no variation found, and the most the pool cannot rule out, said
+    spread = pool["dispersion"]
+    assert spread["rho"] == 0.0 and 0.0 < spread["rho_upper"] <= 0.99
+    (said,) = [line for line in pool_lines(pool) if "night-to-night" in line]
+    assert "none found" in said and f"cannot rule out rho up to {spread['rho_upper']:.2g} (95%)" in said
     assert pool_text(pool) == "baseline: pool of 3 record(s), 9 runs per task"
     assert results["summary"]["runs"] == 18 and results["summary"]["critical_failures"] == 3
     assert pool["left_out"] == []
@@ -322,6 +327,8 @@ def test_the_gate_counts_a_pool_whose_nights_vary_as_fewer_runs(tmp_path):
     base, _ = load_pool(tmp_path)
     spread = base["pool"]["dispersion"]
     assert spread["rho"] > 0.5 and spread["p_value"] < 0.01 and spread["records"] == 10
+    (said,) = [line for line in pool_lines(base["pool"]) if "night-to-night" in line]
+    assert f"rho {spread['rho']:.3g}" in said and "(design effect)" in said
     cand = _candidate(fails=3)  # tonight is a bad night like those
     naive = {**base, "pool": {**base["pool"], "dispersion": {**spread, "rho": 0.0}}}
     (row_naive,) = _gate(naive, cand)["check_tests"]["rows"]

@@ -3,8 +3,10 @@ stopping rules, night-to-night variation, and the design's false alarms and powe
 
 from __future__ import annotations
 
+import random
+
 import pytest
-from scipy.stats import hypergeom
+from scipy.stats import betabinom, binom, hypergeom
 
 from pytest_agentdrift.compare import sequential as seq
 from pytest_agentdrift.compare.nullsim import FLAKE_CHECK, PoolDesign, pool_rates
@@ -133,6 +135,51 @@ def test_night_to_night_variation_is_found_and_makes_runs_count_less():
     assert seq.effective(plain, 1.0, 1.0) == plain
     counted = seq.effective(plain, d.base_effect, seq.design_effect(d.rho, 24))
     assert counted.base_runs < 30 and counted.cand_runs < 24
+
+
+def test_the_night_likelihood_is_scipys_beta_binomial():
+    import numpy as np
+
+    nights = [(0, 3), (2, 3), (1, 3), (0, 3), (3, 3)]
+    p = 6 / 15
+    arrays = (np.array([x for x, _ in nights], float), np.array([n for _, n in nights], float), np.full(5, p))
+    for rho in (0.05, 0.3, 0.8):
+        a, b = p * (1 / rho - 1), (1 - p) * (1 / rho - 1)
+        # the binomial coefficients are left out: the same at every rho, so only differences matter
+        ours = seq._night_loglik(arrays, rho) - seq._night_loglik(arrays, 0.0)
+        theirs = sum(betabinom.logpmf(x, n, a, b) - binom.logpmf(x, n, p) for x, n in nights)
+        assert ours == pytest.approx(theirs, abs=1e-9)
+
+
+def test_the_pool_states_the_variation_it_cannot_rule_out():
+    bursty = [[(2, 3), (0, 3), (1, 3), (0, 3), (3, 3), (0, 3), (0, 3), (0, 3), (0, 3), (2, 3)]] * 6
+    d = seq.dispersion(bursty)
+    assert d.rho > 0 and d.rho_upper is not None and d.rho < d.rho_upper < 0.99
+    assert seq.dispersion([[(0, 3)] * 10] * 4).rho_upper is None  # nothing failed: nothing to vary
+    # one failure a night in a few nights rules out little; the same rate over ten times the nights rules
+    # out much more (the bound tightens as nights are added)
+    few = [[(1, 3), (0, 3), (0, 3), (0, 3), (0, 3), (1, 3), (0, 3), (0, 3), (0, 3), (0, 3)]] * 2
+    many = [[(1, 3), (0, 3), (0, 3), (0, 3), (0, 3), (1, 3), (0, 3), (0, 3), (0, 3), (0, 3)] * 10] * 2
+    assert seq.dispersion(few).rho == 0.0 == seq.dispersion(many).rho
+    assert seq.rho_upper(many) < seq.rho_upper(few) / 2
+
+
+@pytest.mark.parametrize("flake", [0.05, 0.2])
+def test_the_stated_bound_covers_the_true_variation_as_often_as_it_says(flake):
+    """Pools like the benchmark's (12 tasks, ten nights of three runs, a flake whose nightly rate varies
+    with intra-night correlation 0.1): the bound is at least 0.1 in at least NIGHT_BOUND_CONFIDENCE of
+    them (300 pools; the tolerance is three binomial standard errors, 3.8 points)."""
+    rng = random.Random(7)
+    covered = 0
+    for _ in range(300):
+        groups = []
+        for _ in range(12):
+            rates = [rng.betavariate(flake * 9, (1 - flake) * 9) for _ in range(10)]
+            groups.append([(sum(rng.random() < r for _ in range(3)), 3) for r in rates])
+        upper = seq.dispersion(groups).rho_upper
+        covered += upper is None or upper >= 0.1
+    level = seq.NIGHT_BOUND_CONFIDENCE
+    assert covered / 300 >= level - 3 * (level * (1 - level) / 300) ** 0.5
 
 
 @pytest.mark.slow  # 600 simulated pull requests: the full suite's, not the inner loop's

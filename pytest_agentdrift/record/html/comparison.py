@@ -132,6 +132,13 @@ def _cost_rows(cost: object) -> list[tuple[str, str]]:
     return rows + ([("power", esc(power))] if power else [])
 
 
+def _not_ruled_out(upper: object) -> str:
+    # the most night-to-night variation the pool could not rule out (compare/pool.variation_text says why)
+    if not isinstance(upper, (int, float)):
+        return ""
+    return f"; variation up to rho {esc(f'{upper:.2g}')} not ruled out"
+
+
 def _pool_rows(pool: object) -> list[tuple[str, str]]:
     """A pooled baseline (decision.json's baseline_pool): the records, k per task, what was left out and why."""
     if not isinstance(pool, Mapping):
@@ -146,7 +153,8 @@ def _pool_rows(pool: object) -> list[tuple[str, str]]:
         ),
         (
             "night-to-night variation",
-            f"rho {esc(spread.get('rho'))}, p = {esc(spread.get('p_value'))} over {esc(spread.get('records'))} record(s)",
+            f"rho {esc(spread.get('rho'))}, p = {esc(spread.get('p_value'))} over {esc(spread.get('records'))} record(s)"
+            + _not_ruled_out(spread.get("rho_upper")),
         ),
     ]
     for x in pool.get("left_out") or []:
