@@ -195,15 +195,13 @@ class SpendRecord(TypedDict, total=False):
 
 
 # `class` is a keyword: the functional form
-InfraErrorRecord = TypedDict(
-    "InfraErrorRecord",
+InfraErrorFields = TypedDict(
+    "InfraErrorFields",
     {
         "class": str,
         "evidence": str,
         "source": str,
-        "believed": bool,
-        "repeats": NotRequired[bool],
-        "exit_code": NotRequired[int | None],
+        "exit_code": NotRequired[int],
         # the product's own field or status the class was read from
         "signal": NotRequired[str],
         # the class an agent's report declared (generic protocol)
@@ -218,11 +216,21 @@ InfraErrorRecord = TypedDict(
         # an agent's report: whether the harness saw a request fail too, and which
         "corroborated": NotRequired[bool],
         "harness_saw": NotRequired[list[str]],
-        # a claim the harness did not believe: why it scored the run as the agent's
-        "why": NotRequired[str],
     },
 )
-InfraErrorRecord.__doc__ = "Why a run ended on the provider or the machine rather than on the agent (agents/infra.py)."
+InfraErrorFields.__doc__ = """The fields an infrastructure error has both as classified (agents/infra.InfraError) and
+as recorded (InfraErrorRecord): the record adds the harness's judgement (agents/infra.judge)."""
+
+
+class InfraErrorRecord(InfraErrorFields):
+    """Why a run ended on the provider or the machine rather than on the agent (agents/infra.py): the error
+    as the harness judged it, which says whether it is believed."""
+
+    believed: bool
+    #: a claim the harness did not believe: why it scored the run as the agent's
+    why: NotRequired[str]
+    #: always written by agents/infra.infra_error; the schema does not require it
+    repeats: NotRequired[bool]
 
 
 class AttemptRecord(TypedDict):

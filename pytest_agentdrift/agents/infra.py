@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
-from pytest_agentdrift.shapes import JsonObject
+from pytest_agentdrift.shapes import InfraErrorFields, InfraErrorRecord, JsonObject
 from pytest_agentdrift.vocabulary import (
     EXIT_AGENT_NOT_EXECUTABLE,
     EXIT_AGENT_NOT_STARTED,
@@ -52,35 +52,12 @@ REPORTABLE_CLASSES = tuple(c for c in INFRA_CLASSES if c not in ("crashed", "lau
 MAX_EVIDENCE = 500
 
 
-# `class` is a keyword: the functional form
-InfraError = TypedDict(
-    "InfraError",
-    {
-        "class": str,
-        "evidence": str,
-        "source": str,
-        "repeats": bool,
-        "exit_code": NotRequired[int],
-        #: the product's own field or status the class was read from
-        "signal": NotRequired[str],
-        #: the class an agent's report declared (generic protocol)
-        "declared": NotRequired[str],
-        #: how many times the product retried before it gave up
-        "product_retries": NotRequired[int],
-        #: the harness's model gateway: the HTTP status the last call got, the failed calls before
-        #: it, and the class the agent's own word gave
-        "status": NotRequired[int],
-        "retries": NotRequired[int],
-        "agent_said": NotRequired[str],
-        #: an agent's report: whether the harness saw a request fail too (corroborate)
-        "corroborated": NotRequired[bool],
-        "harness_saw": NotRequired[list[str]],
-        #: whether the error is believed to have ended the run (judge), and when not, why
-        "believed": NotRequired[bool],
-        "why": NotRequired[str],
-    },
-)
-InfraError.__doc__ = "One classified infrastructure error (plain JSON): the record's infra_error of a run."
+class InfraError(InfraErrorFields):
+    """One classified infrastructure error (plain JSON), not yet judged: `judge` makes the record's
+    infra_error of a run (shapes.InfraErrorRecord) of it."""
+
+    #: whether the class will repeat on every run (REPEATING_CLASSES)
+    repeats: bool
 
 
 InfraSignal = TypedDict("InfraSignal", {"class": str, "evidence": str, "signal": str})
@@ -435,7 +412,7 @@ def _request_line(event: JsonObject) -> str:
     return f"{host}{f':{port}' if isinstance(port, int) and port else ''}: {escape_path(str(why))[:200]}"
 
 
-def judge(infra: InfraError | None, *, unsafe: list[str], changed_anything: bool) -> InfraError | None:
+def judge(infra: InfraError | None, *, unsafe: list[str], changed_anything: bool) -> InfraErrorRecord | None:
     """Whether a claimed infrastructure error is believed; returns the record to keep.
 
     * the harness saw the agent do something unsafe (`unsafe`: writes

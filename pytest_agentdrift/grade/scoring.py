@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pytest_agentdrift.agents.infra import InfraError
 from pytest_agentdrift.grade.results import CheckResult
 from pytest_agentdrift.run.evidence import RunEvidence
-from pytest_agentdrift.shapes import SummaryRecord, TaskEntry
+from pytest_agentdrift.shapes import InfraErrorRecord, SummaryRecord, TaskEntry
 from pytest_agentdrift.tasks.taskspec import LAYERS
 from pytest_agentdrift.vocabulary import (
     ERROR_LIKE_OUTCOMES,
@@ -81,7 +80,7 @@ def _outcome(
     failed: bool,
     tampered: bool,
     unsafe: list[str],
-    infra: InfraError | None,
+    infra: InfraErrorRecord | None,
     undecided: list[str],
 ) -> str:
     """The run's outcome: the first of these that holds, in this order."""

@@ -78,7 +78,11 @@ def test_typeddict_names_the_fields_of_its_schema_object(typed: str) -> None:
 
 
 #: TypedDicts that are a part of another, held to it: (the whole, the keys the part leaves out)
-PARTS = {"TaskMeta": ("TaskEntry", {"runs"})}
+PARTS = {
+    "TaskMeta": ("TaskEntry", {"runs"}),
+    # the fields an infrastructure error has before it is judged too (agents/infra.InfraError)
+    "InfraErrorFields": ("InfraErrorRecord", {"believed", "why", "repeats"}),
+}
 
 #: comparison.json has no schema file, and decision.json's schema leaves these parts bare objects: the
 #: TypedDicts are their one declaration (held to what compare_runs writes by tests/unit/test_comparison_shape.py)
