@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import RecordedSession
+from helpers import RecordedSession, fixture_group
 from scripted_endpoint import ScriptedEndpoint
 
 CLIS_FILE = Path(__file__).with_name("clis.txt")
@@ -135,10 +135,17 @@ def needs_cli(binary: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(reason is not None, reason=reason or "")
 
 
-def preset_marks(binary: str, preset: str) -> list[pytest.MarkDecorator]:
-    """A preset module's marks: slow, skipped without its pinned CLI `binary`, and one xdist group
-    (its module-scoped sessions are made once, on one worker)."""
-    return [pytest.mark.slow, needs_cli(binary), pytest.mark.xdist_group(f"realcli-{preset}")]
+def preset_marks(binary: str) -> list[pytest.MarkDecorator]:
+    """A preset module's marks: slow, and skipped without its pinned CLI `binary`. Its xdist groups
+    are its module-scoped sessions' (`sessions_group`)."""
+    return [pytest.mark.slow, needs_cli(binary)]
+
+
+def sessions_group(item: pytest.Item, module: str, *fixtures: str) -> str | None:
+    """A realcli module's `xdist_group_of` (tests/conftest.py): one group per module-scoped session
+    fixture, so that each session is made once, on one worker, while the module's other sessions
+    are made on the other; a test that reads none of them goes wherever there is room."""
+    return fixture_group(item, f"realcli-{module}", *fixtures)
 
 
 @dataclass

@@ -20,7 +20,12 @@ import pytest
 import realcli_helpers as rc
 from scripted_endpoint import ScriptedEndpoint
 
-pytestmark = rc.preset_marks("claude", "claude-code")
+pytestmark = rc.preset_marks("claude")
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    return rc.sessions_group(item, "claude-code", "session", "error_session")
+
 
 ANSWERING = "claude-scripted-answer-1"
 ENV = {"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "{key}", "NODE_EXTRA_CA_CERTS": "{ca}"}

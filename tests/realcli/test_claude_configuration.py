@@ -18,7 +18,8 @@ import pytest
 from realcli_helpers import needs_cli, run_session
 from test_claude_code import ENV, SCRIPTS
 
-pytestmark = [pytest.mark.slow, needs_cli("claude"), pytest.mark.xdist_group("realcli-claude-code")]
+# each test makes its own session: no xdist group
+pytestmark = [pytest.mark.slow, needs_cli("claude")]
 
 T02_T12 = {k: SCRIPTS[k] for k in ("volume-discount test", "--format json")}
 

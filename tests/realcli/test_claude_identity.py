@@ -21,11 +21,16 @@ import json
 from pathlib import Path
 
 import pytest
-from realcli_helpers import PLANTED_KEY, TASK_SCRIPT, preset_marks, run_session
+from realcli_helpers import PLANTED_KEY, TASK_SCRIPT, preset_marks, run_session, sessions_group
 from scripted_endpoint import ScriptedEndpoint
 from test_claude_code import ENV, SCRIPTS
 
-pytestmark = preset_marks("claude", "claude-code")
+pytestmark = preset_marks("claude")
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    return sessions_group(item, "claude-identity", "sessions")
+
 
 #: the shortest of the scripts (T07 fails as scripted: a critical failure)
 T07 = {TASK_SCRIPT["T07"]: SCRIPTS[TASK_SCRIPT["T07"]]}

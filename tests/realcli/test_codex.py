@@ -27,7 +27,12 @@ import tempfile
 import pytest
 import realcli_helpers as rc
 
-pytestmark = rc.preset_marks("codex", "codex")
+pytestmark = rc.preset_marks("codex")
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    return rc.sessions_group(item, "codex", "session", "error_session")
+
 
 ENV = {"OPENAI_API_KEY": "{key}", "CODEX_CA_CERTIFICATE": "{ca}"}
 CONFIG = {".codex/config.toml": 'openai_base_url = "{url}/v1"\n'}

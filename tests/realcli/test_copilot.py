@@ -25,7 +25,12 @@ import re
 import pytest
 import realcli_helpers as rc
 
-pytestmark = rc.preset_marks("copilot", "copilot")
+pytestmark = rc.preset_marks("copilot")
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    return rc.sessions_group(item, "copilot", "session")
+
 
 MODEL = "gpt-5.1-codex"
 ENV = {

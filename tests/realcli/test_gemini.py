@@ -26,7 +26,12 @@ import re
 import pytest
 import realcli_helpers as rc
 
-pytestmark = rc.preset_marks("gemini", "gemini")
+pytestmark = rc.preset_marks("gemini")
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    return rc.sessions_group(item, "gemini", "session", "error_session", "identity")
+
 
 ENV = {"GEMINI_API_KEY": "{key}", "GOOGLE_GEMINI_BASE_URL": "{url}", "NODE_EXTRA_CA_CERTS": "{ca}"}
 MODEL = "gemini-2.5-pro"

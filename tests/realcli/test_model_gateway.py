@@ -25,14 +25,19 @@ from realcli_helpers import (
     assert_refused_naming_model_stamp,
     bwrap_reason,
     run_session,
+    sessions_group,
 )
 from scripted_endpoint import ScriptedEndpoint
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(bwrap_reason() is not None, reason=bwrap_reason() or ""),
-    pytest.mark.xdist_group("realcli-model-gateway"),
 ]
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    return sessions_group(item, "model-gateway", "sessions")
+
 
 AGENT = Path(__file__).with_name("agents") / "messages_agent.py"
 COMMAND = f"{sys.executable} {AGENT}"

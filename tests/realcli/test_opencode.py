@@ -28,7 +28,12 @@ import json
 import pytest
 import realcli_helpers as rc
 
-pytestmark = rc.preset_marks("opencode", "opencode")
+pytestmark = rc.preset_marks("opencode")
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    return rc.sessions_group(item, "opencode", "session", "error_session", "identity")
+
 
 ENV = {"ANTHROPIC_API_KEY": "{key}", "ANTHROPIC_BASE_URL": "{url}/v1", "NODE_EXTRA_CA_CERTS": "{ca}"}
 MODEL = "claude-sonnet-4-5"
