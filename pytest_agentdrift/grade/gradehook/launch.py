@@ -97,6 +97,7 @@ if not os.environ.get("AGENTDRIFT_NO_CWD_ON_PATH"):
     sys.path.insert(0, os.getcwd())
 if not _SERVING:
     sys.exit(int(pytest.main(sys.argv[1:], plugins=[agentdrift_grade])))
+_status: str | int | None  # as SystemExit.code: a plugin or a test may end pytest with any of them
 try:
     _status = int(pytest.main(sys.argv[1:], plugins=[agentdrift_grade]))
 except SystemExit as _exc:
