@@ -49,13 +49,13 @@ def _run(args: list[str]) -> None:
         runpy.run_path(args[0], run_name="__main__")
 
 
-def _status(code) -> int:
+def _status(code: str | int | None) -> int:
     if code is None:
         return 0
     return code if isinstance(code, int) else 1
 
 
-_exit_value = 0
+_exit_value: str | int | None = 0  # as SystemExit.code
 try:
     _run(sys.argv[1:])
 except SystemExit as exc:
