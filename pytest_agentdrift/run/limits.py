@@ -289,8 +289,8 @@ class RunCgroups:
                 cg.problems.append(f"cgroup v{c.version} {ctrl}: cannot create {d}: {exc.strerror or exc}")
                 continue
             try:
-                if ctrl == "memory" and limits.get("memory"):
-                    _write_memory_limit(c.version, d, limits["memory"])
+                if ctrl == "memory" and (memory := limits.get("memory")):
+                    _write_memory_limit(c.version, d, memory)
                 if ctrl == "pids" and limits.get("procs"):
                     (d / "pids.max").write_text(str(limits["procs"]))
             except OSError as exc:
@@ -439,14 +439,14 @@ def rlimits_for(limits: dict[str, int | None], cgroups: RunCgroups) -> tuple[dic
 
     rl: dict[int, int] = {}
     used: dict[str, str] = {}
-    if limits.get("disk"):
-        rl[resource.RLIMIT_FSIZE] = limits["disk"]
-    if limits.get("memory") and "memory" not in cgroups.dirs:
-        rl[resource.RLIMIT_DATA] = limits["memory"]
+    if disk := limits.get("disk"):
+        rl[resource.RLIMIT_FSIZE] = disk
+    if (memory := limits.get("memory")) and "memory" not in cgroups.dirs:
+        rl[resource.RLIMIT_DATA] = memory
         used["memory"] = "rlimit-data"
-    if limits.get("procs") and "pids" not in cgroups.dirs and os.geteuid() != 0:
+    if (procs := limits.get("procs")) and "pids" not in cgroups.dirs and os.geteuid() != 0:
         # counted per user: the processes this user already runs come on top
-        rl[resource.RLIMIT_NPROC] = limits["procs"] + _user_process_count()
+        rl[resource.RLIMIT_NPROC] = procs + _user_process_count()
         used["procs"] = "rlimit-nproc"
     return rl, used
 
