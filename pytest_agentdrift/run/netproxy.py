@@ -254,8 +254,10 @@ class RecordingProxy:
             raise RuntimeError("proxy not started")
         if self.unix_path is not None:
             return str(self.unix_path)
-        host, port = self._server.server_address[:2]  # type: ignore[index]
-        return host, port
+        addr = self._server.server_address  # (host, port), and flow and scope ids for IPv6
+        if isinstance(addr, tuple) and isinstance(addr[0], str) and isinstance(addr[1], int):
+            return addr[0], addr[1]
+        raise RuntimeError(f"the proxy's TCP server is bound to no (host, port): {addr!r}")
 
     @property
     def url(self) -> str:
@@ -442,11 +444,14 @@ class RecordingProxy:
 class _ProxyServerMixin:
     proxy: RecordingProxy
 
-    def process_request(self, request: socket.socket, client_address: Any) -> None:  # noqa: ARG002
+    def process_request(self, request: object, client_address: object) -> None:  # noqa: ARG002
+        # a stream server's request is the connected socket (socketserver's stubs type a datagram's too)
+        if not isinstance(request, socket.socket):
+            raise TypeError(f"a stream server's request is its connected socket, not {type(request).__name__}")
         # Our own bounded threads instead of ThreadingMixIn's unbounded ones.
         self.proxy._accept(request)
 
-    def shutdown_request(self, request: Any) -> None:
+    def shutdown_request(self, request: object) -> None:
         pass  # the connection thread owns the socket and closes it
 
 
