@@ -17,7 +17,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from pytest_agentdrift.safetext import escape_path
 
@@ -36,6 +36,11 @@ QTYPES = {
 }
 RCODE_FORMERR, RCODE_NXDOMAIN = 1, 3
 _MAX_TCP_CLIENTS = 16
+
+#: the address of the socket a lookup came from, as recvfrom and accept give it on the stub's IPv4 sockets
+ClientAddress: TypeAlias = tuple[str, int]
+
+_T = TypeVar("_T")
 
 
 class Query:
@@ -112,7 +117,7 @@ class DnsStub:
         udp: socket.socket | None,
         tcp: socket.socket | None,
         record: Callable[[dict[str, Any]], None],
-        attribute: Callable[[str, tuple], str | None] = lambda proto, addr: None,
+        attribute: Callable[[str, ClientAddress], str | None] = lambda proto, addr: None,
         clock: Callable[[], float] = time.monotonic,
         dedupe_s: float = 2.0,
     ):
@@ -122,7 +127,7 @@ class DnsStub:
         self.clock = clock
         self.dedupe_s = dedupe_s
         self.queries = 0
-        self._recent: dict[tuple, float] = {}
+        self._recent: dict[tuple[str, ClientAddress, str], float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe()  # stop() wakes the serving threads at once, no polling delay
@@ -132,7 +137,7 @@ class DnsStub:
     def start(self) -> DnsStub:
         for target, sock in ((self._serve_udp, self.udp), (self._serve_tcp, self.tcp)):
             if sock is not None:
-                t = threading.Thread(target=target, name="agentdrift-dns", daemon=True)
+                t = threading.Thread(target=target, args=(sock,), name="agentdrift-dns", daemon=True)
                 t.start()
                 self._threads.append(t)
         return self
@@ -150,7 +155,7 @@ class DnsStub:
         for fd in (self._wake_r, self._wake_w):
             os.close(fd)
 
-    def answer(self, msg: bytes, proto: str, client: tuple) -> bytes | None:
+    def answer(self, msg: bytes, proto: str, client: ClientAddress) -> bytes | None:
         try:
             q = parse_query(msg)
         except ValueError:
@@ -158,7 +163,7 @@ class DnsStub:
         self._note(q, proto, client)
         return nxdomain(q)
 
-    def _note(self, q: Query, proto: str, client: tuple) -> None:
+    def _note(self, q: Query, proto: str, client: ClientAddress) -> None:
         now = self.clock()
         key = (proto, client, q.name.lower().rstrip("."))
         with self._lock:
@@ -181,12 +186,13 @@ class DnsStub:
             }
         )
 
-    def _arrivals(self, sock: socket.socket, take: Callable[[], tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
+    def _arrivals(self, sock: socket.socket, take: Callable[[], _T]) -> Iterator[_T]:
         """What `take` returns each time `sock` is ready, until the stub stops (the wake pipe
         ends a wait at once); a socket error in between is skipped."""
         while not self._stop.is_set():
             try:
-                ready, _, _ = select.select([sock, self._wake_r], [], [], 0.2)
+                waits: list[socket.socket | int] = [sock, self._wake_r]
+                ready, _, _ = select.select(waits, [], [], 0.2)
                 if sock not in ready:
                     continue
                 got = take()
@@ -196,8 +202,7 @@ class DnsStub:
                 continue
             yield got
 
-    def _serve_udp(self) -> None:
-        sock = self.udp
+    def _serve_udp(self, sock: socket.socket) -> None:
         for msg, client in self._arrivals(sock, lambda: sock.recvfrom(4096)):
             reply = self.answer(msg, "udp", client)
             if reply is not None:
@@ -206,14 +211,14 @@ class DnsStub:
                 except OSError:
                     pass
 
-    def _serve_tcp(self) -> None:
-        for conn, client in self._arrivals(self.tcp, self.tcp.accept):
+    def _serve_tcp(self, sock: socket.socket) -> None:
+        for conn, client in self._arrivals(sock, sock.accept):
             if not self._tcp_slots.acquire(blocking=False):
                 conn.close()
                 continue
             threading.Thread(target=self._one_tcp, args=(conn, client), daemon=True).start()
 
-    def _one_tcp(self, conn: socket.socket, client: tuple) -> None:
+    def _one_tcp(self, conn: socket.socket, client: ClientAddress) -> None:
         try:
             conn.settimeout(2.0)
             for _ in range(8):  # a client may ask A and AAAA on one connection
