@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 _MAX_HEADER_BYTES = 16 * 1024
 #: events kept per proxy (like the DNS stub's): the rest are counted in `dropped`, never stored
@@ -140,6 +140,15 @@ def valid_host(host: str) -> bool:
     return len(host) <= 253 and all(_LABEL.fullmatch(label) for label in host.split("."))
 
 
+class ProxyServer(Protocol):
+    """What RecordingProxy needs of the server that accepts its connections: to stop it. A socketserver
+    of its own, or what run/netwatch.py serves a listener bound in the sandbox's namespace with."""
+
+    def shutdown(self) -> None: ...
+
+    def server_close(self) -> None: ...
+
+
 class RecordingProxy:
     """The proxy. Use as a context manager, or start() / stop().
 
@@ -190,7 +199,7 @@ class RecordingProxy:
         self._stopping = threading.Event()
         self._threads: set[threading.Thread] = set()
         self._sockets: set[socket.socket] = set()
-        self._server: socketserver.BaseServer | None = None
+        self._server: ProxyServer | None = None
         self._serve_thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------
@@ -254,6 +263,8 @@ class RecordingProxy:
             raise RuntimeError("proxy not started")
         if self.unix_path is not None:
             return str(self.unix_path)
+        if not isinstance(self._server, socketserver.BaseServer):
+            raise RuntimeError("the proxy serves a listener bound elsewhere: it has no address of its own")
         addr = self._server.server_address  # (host, port), and flow and scope ids for IPv6
         if isinstance(addr, tuple) and isinstance(addr[0], str) and isinstance(addr[1], int):
             return addr[0], addr[1]

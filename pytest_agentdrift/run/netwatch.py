@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentdrift.canonical import close_fds
-from pytest_agentdrift.run.dnsstub import DnsStub
+from pytest_agentdrift.run.dnsstub import ClientAddress, DnsStub
 from pytest_agentdrift.run.netproxy import RecordingProxy
 
 EVALUATOR_COMPONENT = "network_watch"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
@@ -102,7 +102,7 @@ def _parse_addr(hexaddr: str) -> tuple[str, int]:
     return ip, int(port_hex, 16)
 
 
-def socket_inode(ns_pid: int, proto: str, client: tuple) -> int | None:
+def socket_inode(ns_pid: int, proto: str, client: ClientAddress) -> int | None:
     """The inode of the socket whose local address is `client`, from the namespace's tables."""
     host, port = client[0], client[1]
     for table in (proto, proto + "6"):
@@ -135,7 +135,9 @@ def program_of(pid: int) -> str | None:
         return None
 
 
-def owner_program(ns_pid: int, proto: str, client: tuple, candidates: Callable[[], Iterable[int]]) -> str | None:
+def owner_program(
+    ns_pid: int, proto: str, client: ClientAddress, candidates: Callable[[], Iterable[int]]
+) -> str | None:
     inode = socket_inode(ns_pid, proto, client)
     if inode is None:
         return None
@@ -197,7 +199,11 @@ class AttributingProxy(RecordingProxy):
     """The recording proxy, serving a listener bound in the sandbox's namespace, naming the program."""
 
     def __init__(
-        self, allow: Iterable[str], listener: socket.socket, attribute: Callable[[str, tuple], str | None], **kw: Any
+        self,
+        allow: Iterable[str],
+        listener: socket.socket,
+        attribute: Callable[[str, ClientAddress], str | None],
+        **kw: Any,
     ):
         super().__init__(allow, **kw)
         self._listener = listener
@@ -207,7 +213,7 @@ class AttributingProxy(RecordingProxy):
         self._programs: dict[int, str | None] = {}
 
     def start(self) -> AttributingProxy:
-        self._server = _ListenerServer(self)  # type: ignore[assignment]
+        self._server = _ListenerServer(self)
         self._serve_thread = threading.Thread(target=self._accept_loop, name="agentdrift-proxy", daemon=True)
         self._serve_thread.start()
         return self
@@ -215,7 +221,8 @@ class AttributingProxy(RecordingProxy):
     def _accept_loop(self) -> None:
         while not self._stop_accepting.is_set():
             try:
-                ready, _, _ = select.select([self._listener, self._wake_r], [], [], 0.2)
+                waits: list[socket.socket | int] = [self._listener, self._wake_r]
+                ready, _, _ = select.select(waits, [], [], 0.2)
                 if self._listener not in ready:
                     continue
                 client, addr = self._listener.accept()
@@ -269,7 +276,7 @@ class NetObserver:
         )
         cands = candidates or (lambda: pids_in_netns(ns_pid))
 
-        def attribute(proto: str, client: tuple) -> str | None:
+        def attribute(proto: str, client: ClientAddress) -> str | None:
             try:
                 return owner_program(ns_pid, proto, client, cands)
             except OSError:
