@@ -44,12 +44,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, Unpack, runtime_checkable
 
 from pytest_agentdrift.agents.discovery_base import (
+    ConfigSource,
     Discovery,
+    Fact,
     Roots,
+    Where,
     config_source,
     default_roots,
     entry_for,
@@ -100,8 +102,18 @@ def discover_generic(
             )
     for i, p in enumerate(config_paths):
         p = _absolute(p, cwd, home)
-        how = {"scope": "user-named", "precedence": i, "fmt": format_for(p), "spec": None, "context": context}
-        disc.config.append(config_source(p, roots, surface=GENERIC_RULES, **how))
+        disc.config.append(
+            config_source(
+                p,
+                roots,
+                surface=GENERIC_RULES,
+                scope="user-named",
+                precedence=i,
+                fmt=format_for(p),
+                spec=None,
+                context=context,
+            )
+        )
     return disc
 
 
@@ -123,14 +135,33 @@ def discover(rules: str, home: Path, project_root: Path, cwd: Path, env: Mapping
     keywords of discover_with."""
     from pytest_agentdrift.agents.products import rules_module
 
-    return discover_with(rules_module(rules), home, project_root, cwd, env, **how)
+    module = rules_module(rules)
+    if module is not None and not isinstance(module, ProductRules):
+        raise TypeError(f"{module.__name__} does not define a product's discovery rules (RULES, discover, facts)")
+    return discover_with(module, home, project_root, cwd, env, **how)
+
+
+@runtime_checkable
+class ProductRules(Protocol):
+    """What discovery runs of a product's rules module (agents/<product>/discovery.py), which
+    agents.products imports by name."""
+
+    RULES: str
+
+    def discover(
+        self, home: Path, project_root: Path, cwd: Path, env: Mapping[str, str], **where: Unpack[Where]
+    ) -> Discovery: ...
+
+    def facts(
+        self, sources: Sequence[ConfigSource], env: Mapping[str, str], profile: str | None = None
+    ) -> dict[str, Fact]: ...
 
 
 @dataclass(frozen=True)
 class _Pass:
     """The arguments every pass of one product's discovery shares (only the project part differs)."""
 
-    product: ModuleType
+    product: ProductRules
     home: Path
     env: Mapping[str, str]
     roots: Roots
@@ -155,7 +186,7 @@ class _Pass:
 
 
 def discover_with(
-    product: ModuleType | None,
+    product: ProductRules | None,
     home: Path,
     project_root: Path,
     cwd: Path,
