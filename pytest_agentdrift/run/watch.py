@@ -88,10 +88,10 @@ class InotifyUnavailable(OSError):
     pass
 
 
-_libc = None
+_libc: ctypes.CDLL | None = None
 
 
-def _inotify():
+def _inotify() -> ctypes.CDLL:
     global _libc
     if _libc is None:
         try:
@@ -106,7 +106,7 @@ def _inotify():
 
 
 def _new_instance() -> int:
-    fd = _inotify().inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+    fd = int(_inotify().inotify_init1(IN_NONBLOCK | IN_CLOEXEC))  # ctypes returns the C int untyped
     if fd < 0:
         err = ctypes.get_errno()
         raise InotifyUnavailable(err, f"inotify_init1: {os.strerror(err)}")
@@ -495,7 +495,7 @@ class WriteWatcher:
         if len(self._wd) >= self.max_watches:
             self._unwatched(path)
             return False
-        wd = _libc.inotify_add_watch(self._fd, os.fsencode(path), WATCH_MASK)
+        wd = int(_inotify().inotify_add_watch(self._fd, os.fsencode(path), WATCH_MASK))
         if wd < 0:
             if ctypes.get_errno() != errno.ENOENT:  # gone before its watch: nothing left to miss
                 self._unwatched(path)  # ENOSPC (watch budget), ENAMETOOLONG
