@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from pytest_agentdrift.safetext import escape_path, escape_text
+from pytest_agentdrift.shapes import JsonObject
 from pytest_agentdrift.tasks import fdtree
 
 EVALUATOR_COMPONENT = "treesnap"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
@@ -93,7 +94,7 @@ class WalkReport:
     def complete(self) -> bool:
         return self.not_examined == 0 and self.truncated is None and not self.unreadable_dirs
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {"complete": self.complete, **asdict(self)}
 
     def describe(self) -> str | None:
@@ -150,12 +151,11 @@ def _entry(
     if stat.S_ISREG(st.st_mode):
         digest = ""
         if content:
-            over = (
+            if (
                 budget is not None
                 and report is not None
                 and (st.st_size > budget.hash_file_bytes or report.hashed_bytes + st.st_size > budget.hash_total_bytes)
-            )
-            if over:
+            ):
                 # never read in full: compared by its stat signature, so any change shows as one
                 digest = f"unhashed:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
                 report.unhashed_count += 1
@@ -408,7 +408,7 @@ class Side:
     sha256: str = ""
     mode: int = 0
 
-    def describe(self) -> dict:
+    def describe(self) -> JsonObject:
         return {"kind": self.kind, "size": self.size, "sha256": self.sha256 or None}
 
 
@@ -463,7 +463,7 @@ class Changes:
 
     patch: str = ""
     added: dict[str, list[str]] = field(default_factory=dict)  # raw path -> added lines
-    undisplayable: list[dict] = field(default_factory=list)  # escaped paths
+    undisplayable: list[JsonObject] = field(default_factory=list)  # escaped paths
     unexamined: list[str] = field(default_factory=list)  # raw paths whose content was not read in full
     examined_bytes: int = 0
 
@@ -641,9 +641,7 @@ def _examine(rel: str, old: Side, new: Side, ch: Changes, limit: int) -> tuple[s
     if new.kind == "file" and not new.complete:
         ch.unexamined.append(rel)
     if new.data is not None:
-        seen = set()
-        added = [ln for ln in added_between(old_lines, new_lines) if not (ln in seen or seen.add(ln))]
-        ch.added[rel] = added
+        ch.added[rel] = list(dict.fromkeys(added_between(old_lines, new_lines)))  # each once, first seen first
     else:
         ch.added[rel] = []
     if problem is not None and new.kind == "file":
