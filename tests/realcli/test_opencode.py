@@ -2,8 +2,9 @@
 
 OpenCode 1.18.33 is pointed at the scripted endpoint through its built-in
 `anthropic` provider, whose SDK reads ANTHROPIC_BASE_URL; the user's own
-`~/.config/opencode/opencode.json` selects the model; the key is
-ANTHROPIC_API_KEY and Bun trusts the test CA through NODE_EXTRA_CA_CERTS.
+`~/.config/opencode/opencode.json` selects the model (and, outside the main session, turns off
+OpenCode's undo snapshots); the key is ANTHROPIC_API_KEY and Bun trusts the test CA through
+NODE_EXTRA_CA_CERTS.
 The scripts call OpenCode's own tools (`bash`, `read`, `edit`, `write`).
 
 - T02: a right fix (run the tests, read, edit, run them again, report complete);
@@ -38,6 +39,11 @@ def xdist_group_of(item: pytest.Item) -> str | None:
 ENV = {"ANTHROPIC_API_KEY": "{key}", "ANTHROPIC_BASE_URL": "{url}/v1", "NODE_EXTRA_CA_CERTS": "{ca}"}
 MODEL = "claude-sonnet-4-5"
 CONFIG = {".config/opencode/opencode.json": json.dumps({"model": f"anthropic/{MODEL}"})}
+#: the same user's opencode.json with OpenCode's undo snapshots off (`"snapshot": false`, its own
+#: setting): a git copy of the work tree at every step, about half of each run's time here. The
+#: error and identity sessions assert nothing a snapshot touches; the main session keeps the
+#: default, and shows that OpenCode's state is not taken for the agent's
+NO_SNAPSHOTS = {".config/opencode/opencode.json": json.dumps({"model": f"anthropic/{MODEL}", "snapshot": False})}
 
 
 def bash(command: str) -> dict:
@@ -141,7 +147,7 @@ ERRORS = rc.error_scripts({"status": 429}, {"status": 500}, {"status": 401})
 @pytest.fixture(scope="module")
 def error_session(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("realcli-errors")
-    return rc.run_session(tmp, "opencode", ERRORS, ENV, rc.TASKS, *rc.PATIENCE, home_files=CONFIG)
+    return rc.run_session(tmp, "opencode", ERRORS, ENV, rc.TASKS, *rc.PATIENCE, home_files=NO_SNAPSHOTS)
 
 
 def test_429_500_401_are_infrastructure(error_session):
@@ -162,7 +168,7 @@ SWAPPED = "claude-swapped-in"
 def identity(tmp_path_factory):
     # answered by the model the user's opencode.json asks for until the endpoint swaps it
     tmp = tmp_path_factory.mktemp("realcli-opencode-identity")
-    return rc.t07_identity_sessions(tmp, "opencode", SCRIPTS, ENV, swapped=SWAPPED, home_files=CONFIG)
+    return rc.t07_identity_sessions(tmp, "opencode", SCRIPTS, ENV, swapped=SWAPPED, home_files=NO_SNAPSHOTS)
 
 
 def test_two_identical_sessions_compare_with_no_accept_flag(identity):
