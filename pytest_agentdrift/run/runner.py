@@ -19,6 +19,7 @@ import os
 import secrets as _secrets
 import shutil
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -241,7 +242,7 @@ def network_allowlist(adapter: AgentAdapter, allow_hosts: tuple[str, ...] | list
 
 def _make_guard(
     spec: TaskSpec, adapter: AgentAdapter, settings: RunSettings, base: Path, root: Path, work: Path, token: str
-):
+) -> RunGuard:
     """Limits and observers of one run (runguard.py); its log directory is the harness's alone."""
     from pytest_agentdrift.run.limits import DEFAULT_LIMITS
     from pytest_agentdrift.run.runguard import RunGuard
@@ -284,7 +285,9 @@ def _launch(
 ) -> LaunchResult:
     """Run the agent in its sandbox; whatever happens, stop the observers and take the side outputs."""
     dirs, guard, canary = prepared.dirs, launch.guard, prepared.canary
-    monitor = GuardedMonitor(settings.monitor(adapter, dirs.harness), errors) if settings.monitor is not None else None
+    monitor: Monitor | None = (
+        GuardedMonitor(settings.monitor(adapter, dirs.harness), errors) if settings.monitor is not None else None
+    )
     netrx = proxy = canary_fd = gateway = None
     try:
         netrx = netlog.NetlogReceiver(launch.observers).start()
@@ -371,7 +374,9 @@ def _side_outputs(adapter: AgentAdapter, scratch: Path | None, errors: HarnessEr
     """The product's side outputs as it wrote them; their directory is removed."""
     if scratch is None:
         return {}
-    side_files = errors.stage("evidence", lambda: read_scratch(scratch, adapter.scratch_files), {})
+    side_files: dict[str, bytes | None] = errors.stage(
+        "evidence", lambda: read_scratch(scratch, adapter.scratch_files), {}
+    )
     fdtree.rmtree(scratch)
     return side_files
 
@@ -479,7 +484,10 @@ def _start_proxy(
         ]
     else:
         proxy = RecordingProxy(allow, covered=gone).start()
-        host, port = proxy.address
+        bound = proxy.address
+        if isinstance(bound, str):
+            raise RuntimeError(f"the recording proxy was started on a TCP port but serves a socket: {bound}")
+        host, port = bound
         addr = f"{host}:{port}"
         wrap = None
     url = f"http://{addr}"
@@ -523,7 +531,9 @@ def _sandbox_plan(
     )
 
 
-def _agent_path(adapter: AgentAdapter, launch: LaunchPlan, env: dict[str, str], plan) -> str:
+def _agent_path(
+    adapter: AgentAdapter, launch: LaunchPlan, env: dict[str, str], plan: mountplan.MountPlan | None
+) -> str:
     """The task's toolchain first; then the host's PATH without what the sandbox does not show."""
     shows = plan.shows if plan is not None else os.path.isdir
     # the directory the agent's program was found in stays (an npm prefix's node_modules/.bin
@@ -538,7 +548,7 @@ def _agent_path(adapter: AgentAdapter, launch: LaunchPlan, env: dict[str, str], 
     return toolchain.agent_path(env["PATH"], str(bin_dir), lambda d: d == program_dir or shows(d))
 
 
-def _note(guard, problem: str | None) -> None:
+def _note(guard: RunGuard, problem: str | None) -> None:
     if problem:
         guard.notes.append(problem)
 
@@ -642,8 +652,8 @@ def _isolation(settings: RunSettings, dirs: RunDirs, launch: LaunchPlan, launche
 
 def isolation_record(
     isolation: sandbox.Isolation,
-    plan,
-    additions,
+    plan: mountplan.MountPlan | None,
+    additions: Iterable[tuple[str, str]],
     root: Path,
     observers: Path | None = None,
     agent_path: str | None = None,
@@ -674,7 +684,8 @@ def _canary_seen(canary: canary_mod.Canary, base: Path, errors: HarnessErrors) -
     atime_works = not canary.in_sandbox and errors.stage(
         "evidence", lambda: canary_mod.atime_observable(str(base)), False
     )
-    cred, cred_how = errors.stage("evidence", lambda: canary_mod.canary_access(canary, atime_works), (None, []))
+    unseen: tuple[bool | None, list[str]] = (None, [])
+    cred, cred_how = errors.stage("evidence", lambda: canary_mod.canary_access(canary, atime_works), unseen)
     return atime_works, cred, cred_how
 
 
