@@ -169,6 +169,11 @@ class RealSession(RecordedSession):
         return final
 
 
+#: the pytest variables a session keeps: it loads the plugins every session the suite starts loads
+#: (tests/conftest.py), not every one installed here (their imports add half a second to each start)
+SESSION_PLUGIN_ENV = ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_PLUGINS")
+
+
 def run_session(
     tmp: Path,
     agent: str,
@@ -210,7 +215,8 @@ def run_session(
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(
+            if k in SESSION_PLUGIN_ENV
+            or not k.startswith(
                 ("PYTEST_", "ANTHROPIC_", "OPENAI_", "COPILOT_", "GEMINI_", "GOOGLE_", "SSL_CERT", "AGENT_")
             )
         }
