@@ -43,13 +43,17 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_agentdrift.canonical import close_fds
 from pytest_agentdrift.run import sandbox
 from pytest_agentdrift.tasks import fdtree
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.run.runguard import RunGuard
 
 EVALUATOR_COMPONENT = "grade_server_host"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
@@ -72,6 +76,17 @@ class Served:
     exceeded: list[str]
 
 
+@dataclass(frozen=True)
+class _Running:
+    """What a request uses of the running sandbox: its guard, the server's socket, the writable
+    directory requests are copied into and where a request's copy goes once answered."""
+
+    guard: RunGuard
+    sock: socket.socket
+    area: Path
+    trash: Path
+
+
 class GradingServer:
     def __init__(self, isolation: sandbox.Isolation, limits: dict[str, int | None], base: Path, exclude: list[Path]):
         self.isolation = isolation
@@ -83,7 +98,7 @@ class GradingServer:
         self._launched: sandbox.Launched | None = None
         self._ready = False  # the server said it is ready (launch() does not wait for it)
         self._sock: socket.socket | None = None
-        self._guard = None
+        self._guard: RunGuard | None = None
         self._area: Path | None = None
         self._home: Path | None = None
         self._trash: Path | None = None  # where a request's copy goes once answered: never mounted
@@ -154,6 +169,12 @@ class GradingServer:
         self._ready = True
         return True
 
+    def _running(self) -> _Running:
+        """The running sandbox's parts, which launch() made and _teardown() ends together."""
+        if self._guard is None or self._sock is None or self._area is None or self._trash is None:
+            raise RuntimeError("the grading server is not running")
+        return _Running(self._guard, self._sock, self._area, self._trash)
+
     def close(self) -> None:
         if self._launched is not None or self._sock is not None:
             self._teardown()
@@ -167,14 +188,7 @@ class GradingServer:
         launched, self._launched = self._launched, None
         self._ready = False
         if launched is not None:
-            if force or not sandbox._exited_within(launched.proc, 2.0):
-                self._guard.kill()
-            launched.proc.wait()
-            self._guard.finished()
-            for t in launched.readers:
-                t.join(timeout=5)
-            for stream in (launched.proc.stdout, launched.proc.stderr):
-                stream.close()
+            _end_sandbox(launched, self._guard, force)
         if self._guard is not None:
             self._guard.close()
             self._guard = None
@@ -201,8 +215,9 @@ class GradingServer:
                 self.failed_starts += 1
                 return None
             self.failed_starts = 0
+        live = self._running()
         kind = "pytest" if Path(argv[2]).name == "launch.py" else "python"
-        dest = self._area / secrets.token_hex(8)
+        dest = live.area / secrets.token_hex(8)
         try:
             (copy or copy_request_dir)(tree, dest)
         except BaseException:
@@ -216,10 +231,10 @@ class GradingServer:
             "cwd": moved.path(str(tree)),
             "env": {k: moved.path(v) for k, v in env.items() if k not in channel.env},
             "channel_env": next(iter(channel.env)),
-            "wipe": [*self._guard.tmpfs_mounts, MQUEUE_DIR],
+            "wipe": [*live.guard.tmpfs_mounts, MQUEUE_DIR],
         }
         try:
-            socket.send_fds(self._sock, [json.dumps(request).encode()], [*outputs.child_ends, *channel.child_fds])
+            socket.send_fds(live.sock, [json.dumps(request).encode()], [*outputs.child_ends, *channel.child_fds])
         except OSError:
             outputs.close()
             self._teardown()
@@ -230,20 +245,21 @@ class GradingServer:
         return self._await(outputs, timeout_s)
 
     def _await(self, outputs: _Outputs, timeout_s: float) -> Served | None:
+        guard = self._running().guard
         deadline = time.monotonic() + timeout_s
         reply = None
         while reply is None:
             left = deadline - time.monotonic()
-            if left <= 0 or self._guard.stop_requested.is_set():
+            if left <= 0 or guard.stop_requested.is_set():
                 break
             reply = self._receive(min(0.2, left))
             if reply == b"":
                 return self._died(outputs)
-            self._guard.poll()  # a broken memory or process limit ends the sandbox at once
-        if reply is not None and not self._guard.stop_requested.is_set():
+            guard.poll()  # a broken memory or process limit ends the sandbox at once
+        if reply is not None and not guard.stop_requested.is_set():
             return self._answered(json.loads(reply), outputs)
-        timed_out = not self._guard.stop_requested.is_set()
-        exceeded = self._guard.exceeded()
+        timed_out = not guard.stop_requested.is_set()
+        exceeded = guard.exceeded()
         self._teardown(force=True)
         out, err = outputs.collect()
         return Served(None if timed_out else 137, timed_out, out, err, exceeded)
@@ -252,8 +268,9 @@ class GradingServer:
         """The server died during the request. A limit the request broke on the way (graded code can
         make the server the out-of-memory victim) is that request's result; otherwise None: the
         request runs again in a sandbox of its own."""
-        self._guard.poll()
-        exceeded = self._guard.exceeded()
+        guard = self._running().guard
+        guard.poll()
+        exceeded = guard.exceeded()
         self._teardown(force=True)
         out, err = outputs.collect()
         if exceeded:
@@ -261,28 +278,29 @@ class GradingServer:
         return None
 
     def _answered(self, reply: dict[str, Any], outputs: _Outputs) -> Served:
+        live = self._running()
         out, err = outputs.collect()
         self.served += 1
-        self._guard.poll()  # counters read at the end of the request, not only at the last poll
-        exceeded = set(self._guard.exceeded())
+        live.guard.poll()  # counters read at the end of the request, not only at the last poll
+        exceeded = set(live.guard.exceeded())
         if reply.get("signals", {}).get("SIGXFSZ") and self.limits.get("disk"):
             exceeded.add("disk")  # a write past the file-size cap killed a process of the request
-        exceeded.update(self._tmpfs_full(reply.get("measured")))
+        exceeded.update(self._tmpfs_full(reply.get("measured"), live.guard.tmpfs_mounts))
         # every process of the request has ended: its copy leaves the sandbox's writable directory at
         # once (moved beside it, where nothing of the sandbox reaches) and is removed in the background
-        left = [p for e in os.scandir(self._area) for p in fdtree.remove_later(e.path, trash=self._trash)]
+        left = [p for e in os.scandir(live.area) for p in fdtree.remove_later(e.path, trash=live.trash)]
         if exceeded or left or not reply.get("clean"):
             self._teardown(force=True)  # never reused when anything of this request may remain
         return Served(reply.get("exit_code"), False, out, err, sorted(exceeded))
 
-    def _tmpfs_full(self, measured: Any) -> set[str]:
+    def _tmpfs_full(self, measured: Any, tmpfs_mounts: Container[str]) -> set[str]:
         """The tmpfs limits a request filled (what the server measured before emptying them), as the
         agent's run counts them: a sized tmpfs within 64 KiB of its size refused a write."""
         full: set[str] = set()
         for path, used in (measured if isinstance(measured, dict) else {}).items():
             key = "shm" if path == "/dev/shm" else "tmp"
             limit = self.limits.get(key)
-            if path in self._guard.tmpfs_mounts and isinstance(used, int) and limit and limit - used < 64 * 1024:
+            if path in tmpfs_mounts and isinstance(used, int) and limit and limit - used < 64 * 1024:
                 full.add(key)
         return full
 
@@ -299,7 +317,24 @@ class GradingServer:
             return b""
 
 
-def grading_guard(limits: dict[str, int | None], mode: str, *, root: Path, work: Path, harness_dir: Path, token: str):
+def _end_sandbox(launched: sandbox.Launched, guard: RunGuard | None, force: bool) -> None:
+    """Kill every process of the sandbox (at once when `force`, else when the server has not exited
+    within 2 s), reap it and close its output; `guard`: the one launch() made before it started it."""
+    if (force or not sandbox._exited_within(launched.proc, 2.0)) and guard is not None:
+        guard.kill()
+    launched.proc.wait()
+    if guard is not None:
+        guard.finished()
+    for t in launched.readers:
+        t.join(timeout=5)
+    for stream in (launched.proc.stdout, launched.proc.stderr):
+        if stream is not None:  # both are pipes: sandbox.start opens them
+            stream.close()
+
+
+def grading_guard(
+    limits: dict[str, int | None], mode: str, *, root: Path, work: Path, harness_dir: Path, token: str
+) -> RunGuard:
     """Grading's limits around graded code (runguard.py): cgroups, rlimits, tmpfs sizes, and the write
     watcher's totals (disk and files, what the tmpfs mounts hold), bound and reported as for an
     agent's run; none of an agent run's evidence (its network, its write events: graded code's are
