@@ -22,6 +22,7 @@ import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -37,6 +38,7 @@ from pytest_agentdrift.vocabulary import NETWORK_FILE
 if TYPE_CHECKING:
     from pytest_agentdrift.run.modelgateway import ModelGateway
     from pytest_agentdrift.run.netwatch import NetObserver
+    from pytest_agentdrift.run.watch import WriteWatcher
 
 
 def _init_script() -> str:
@@ -85,13 +87,13 @@ class RunGuard:
         self.net: NetObserver | None = None
         #: the run's model gateway (run/modelgateway.py), served in the sandbox's namespace beside the proxy
         self.gateway: ModelGateway | None = None
-        self.watcher = None
+        self.watcher: WriteWatcher | None = None
         #: called with the sandbox's first process (bwrap) once its mounts exist, before the agent starts
         self.on_sandbox_up: Callable[[int], None] | None = None
         self.cgroups = lim.RunCgroups()
         self._rlimits: dict[int, int] = {}
         self._init_pid: int | None = None
-        self._proc = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._tmpfs: list[str] = []
         self._fds: dict[str, int] = {}
         self._killed_count: int | None = None
@@ -115,7 +117,7 @@ class RunGuard:
         for key in ("memory", "procs"):
             if key in wanted and key not in self.enforced:
                 ctrl = "memory" if key == "memory" else "pids"
-                why = "; ".join(n for n in lay.notes + self.cgroups.problems if ctrl in n) or f"no {ctrl} cgroup"
+                why = "; ".join(n for n in (*lay.notes, *self.cgroups.problems) if ctrl in n) or f"no {ctrl} cgroup"
                 self.enforced[key] = "not-enforced"
                 self.notes.append(
                     f"{key} limit not enforced: {why}"
@@ -166,26 +168,26 @@ class RunGuard:
                 f"write watcher unavailable: {exc}" + (f" ({RESERVE.problem})" if RESERVE.problem else "")
             )
 
-    def _probes(self) -> dict[str, Any]:
-        def used(paths_fn, key):
-            def probe():
+    def _probes(self) -> dict[str, Callable[[], int | None]]:
+        def used(paths_fn: Callable[[], list[str]], key: str) -> Callable[[], int | None]:
+            def probe() -> int | None:
                 pid = self._init_pid
                 if pid is None:
                     return None
-                vals = [lim.statvfs_used(f"/proc/{pid}/root{p}", self.limits.get(key)) for p in paths_fn()]
-                vals = [v for v in vals if v is not None]
+                read = [lim.statvfs_used(f"/proc/{pid}/root{p}", self.limits.get(key)) for p in paths_fn()]
+                vals = [v for v in read if v is not None]
                 return max(vals) if vals else None
 
             return probe
 
-        def entries():
+        def entries() -> int | None:
             pid = self._init_pid
             if pid is None:
                 return None
             # only a sized tmpfs is known to be the sandbox's own (not the host's, before it is mounted)
             sized = [(p, self._tmpfs_size(p)) for p in self._tmpfs]
-            vals = [lim.statvfs_entries(f"/proc/{pid}/root{p}", size) for p, size in sized if size]
-            vals = [v for v in vals if v is not None]
+            read = [lim.statvfs_entries(f"/proc/{pid}/root{p}", size) for p, size in sized if size]
+            vals = [v for v in read if v is not None]
             return sum(vals) if vals else None
 
         if self.mode != "bwrap":
@@ -239,14 +241,14 @@ class RunGuard:
         return tuple(self._fds[k] for k in ("go_r", "st_w", "info_w") if k in self._fds)
 
     # -- after the launch --------------------------------------------------------------------------
-    def started(self, proc) -> None:  # noqa: C901 (known debt: split by job when next touched)
+    def started(self, proc: subprocess.Popen[bytes]) -> None:  # noqa: C901 (known debt: split by job when next touched)
         """The first process waits for us: guard it, then let the agent start."""
         self._proc = proc
         for k in ("go_r", "st_w", "info_w"):
             if k in self._fds:
                 os.close(self._fds.pop(k))
         if self.mode == "bwrap":
-            self._init_pid = self._read_child_pid()
+            self._init_pid = self._read_child_pid(proc)
         for pid in [proc.pid, *descendants(proc.pid)]:
             try:
                 self.cgroups.attach(pid)
@@ -266,10 +268,10 @@ class RunGuard:
                 self.net.start(self._init_pid, self._sandbox_pids if self.cgroups.dirs else None)
             except OSError as exc:
                 self.notes.append(f"network observer unavailable: {exc.strerror or exc}")
-                self.net: NetObserver | None = None
+                self.net = None
         if self.watcher is not None:
             self.watcher.mark_start()
-        if self.on_sandbox_up is not None and self._init_pid is not None and self._init_started():
+        if self.on_sandbox_up is not None and self._init_pid is not None and self._init_started(proc):
             self.on_sandbox_up(self._init_pid)
         try:
             os.write(self._fds["go_w"], b"x")
@@ -277,7 +279,7 @@ class RunGuard:
             pass  # the first process is already gone (bwrap failed): its exit status says why
         os.close(self._fds.pop("go_w"))
 
-    def _init_started(self) -> bool:
+    def _init_started(self, proc: subprocess.Popen[bytes]) -> bool:
         """Wait until the sandbox's first process runs our init: bubblewrap reports its pid before
         its mounts exist, and execs the init only once they all do."""
         init = [os.fsencode(sys.executable), os.fsencode(_init_script())]  # bubblewrap's own argv names it too
@@ -290,13 +292,13 @@ class RunGuard:
                     return True
             except OSError:
                 break  # gone: bubblewrap failed, and its exit status says why
-            if self._proc.poll() is not None:
+            if proc.poll() is not None:
                 break
             time.sleep(0.005)
         self.notes.append("the sandbox's init never started: what is set up inside the sandbox is unobserved")
         return False
 
-    def _read_child_pid(self) -> int | None:
+    def _read_child_pid(self, proc: subprocess.Popen[bytes]) -> int | None:
         fd = self._fds.pop("info_r")
         buf = b""
         deadline = time.monotonic() + 30
@@ -304,7 +306,7 @@ class RunGuard:
             while time.monotonic() < deadline:
                 ready, _, _ = select.select([fd], [], [], 0.5)
                 if not ready:
-                    if self._proc.poll() is not None:
+                    if proc.poll() is not None:
                         break
                     continue
                 chunk = os.read(fd, 4096)
@@ -349,7 +351,8 @@ class RunGuard:
     def _sandbox_pids(self) -> list[int]:
         return sorted(self.cgroups.pids())
 
-    def _exceeded(self, key: str, value: int) -> None:
+    def _exceeded(self, key: str, value: int | None) -> None:
+        """`value`: what the limit's counter peaked at, None when it was not read (a cgroup without it)."""
         self.hit.setdefault(key, value)
         self.kill()
 
@@ -360,12 +363,9 @@ class RunGuard:
         self.stop_requested.set()
         self.cgroups.kill_all(rounds=3)
         if self._proc is not None:
-            for target in (
-                lambda: os.killpg(self._proc.pid, signal.SIGKILL),
-                lambda: os.kill(self._proc.pid, signal.SIGKILL),
-            ):
+            for kill in (os.killpg, os.kill):  # its process group, then the process itself
                 try:
-                    target()
+                    kill(self._proc.pid, signal.SIGKILL)
                 except OSError:
                     pass
 
@@ -424,7 +424,9 @@ class RunGuard:
 
     def _last_word(self, status: dict[str, Any]) -> None:
         """What init measured as the sandbox ended (its tmpfs mounts), and the file-size limit's kills."""
-        measured = status.get("measured") if isinstance(status.get("measured"), dict) else {}
+        measured = status.get("measured")
+        if not isinstance(measured, dict):
+            measured = {}
         entries = 0
         for path, m in measured.items():
             if path not in self._tmpfs or not isinstance(m, dict):
@@ -436,7 +438,9 @@ class RunGuard:
             entries += made if isinstance(made, int) and made >= 0 else 0
         if measured and self.watcher is not None:
             self.watcher.note_extra("files", entries)  # judged by the watcher's last pass as it stops
-        signals = status.get("signals") if isinstance(status.get("signals"), dict) else {}
+        signals = status.get("signals")
+        if not isinstance(signals, dict):
+            signals = {}
         killed = signals.get("SIGXFSZ")
         if self.mode != "bwrap" and self._proc is not None and self._proc.returncode == -signal.SIGXFSZ:
             killed = 1  # no init of our own in between: the agent itself is the one we see
@@ -472,7 +476,7 @@ class RunGuard:
             self.hit.setdefault("memory", mem.get("peak"))
         if pids.get("refused"):
             self.hit.setdefault("procs", pids.get("peak"))
-        peaks = dict(self.watcher.peaks) if self.watcher is not None else {}
+        peaks: dict[str, int] = dict(self.watcher.peaks) if self.watcher is not None else {}
         disk = self.limits.get("disk")
         if disk and any((peaks.get(key) or 0) >= disk - 64 * 1024 for key in ("shm", "tmp")):
             # a tmpfs holding as much as the file-size cap: a file met it (a write past it was refused)
@@ -488,13 +492,14 @@ class RunGuard:
                 and limit - peaks[key] < 64 * 1024
             ):
                 self.hit.setdefault(key, peaks[key])
-        for key, v in (self.watcher.exceeded if self.watcher is not None else {}).items():
+        exceeded: dict[str, int] = self.watcher.exceeded if self.watcher is not None else {}
+        for key, v in exceeded.items():
             self.hit.setdefault(key, v)
 
     # -- what goes into the record -----------------------------------------------------------------
     def record(self) -> dict[str, Any]:
         stats = getattr(self, "_stats", {})
-        peaks = dict(self.watcher.peaks) if self.watcher is not None else {}
+        peaks: dict[str, int] = dict(self.watcher.peaks) if self.watcher is not None else {}
         mem, pids = stats.get("memory", {}), stats.get("pids", {})
         peak = {
             "memory": mem.get("peak"),
