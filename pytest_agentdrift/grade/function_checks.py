@@ -13,7 +13,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_agentdrift.run.agentio import AgentReport
 
 EVALUATOR_COMPONENT = "function_checks"  # names this file in evaluator_id (pytest_agentdrift.grade.evaluator)
 
@@ -30,7 +33,7 @@ class AgentRun:
     changed: dict[str, list[str]]  # added / modified / deleted / mode
     patch: str
     events: list[dict[str, Any]]
-    report: dict[str, Any] | None
+    report: AgentReport | None  # the agent's final report as the harness validated it
     stdout: str
     stderr: str
     exit_code: int | None

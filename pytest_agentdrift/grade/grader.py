@@ -23,6 +23,7 @@ import os
 import secrets
 import sys
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -119,7 +120,7 @@ class Grader:
         file's bytes hashed) before its first run, for `evaluate` to compare."""
         self.note_tasks([spec])
 
-    def note_tasks(self, specs) -> None:
+    def note_tasks(self, specs: Iterable[TaskSpec]) -> None:
         """List each task directory not listed yet: before any run of it (a session lists all its
         tasks before its first run, so that no run can rewrite another task unseen)."""
         for spec in specs:
@@ -184,7 +185,7 @@ class Grader:
     def _on_fresh_copy(self, cmd: GradedCommand) -> GradedCommand:
         """The command moved to a fresh copy of a pristine tree's directory: its argv, tree and
         added environment name the copy."""
-        copy_dir = self._scratch / f"graded-{self._next_copy()}"
+        copy_dir = self._run_scratch() / f"graded-{self._next_copy()}"
         self._request_copy(cmd.tree, copy_dir)
         moved = Relocation(cmd.tree.parent, copy_dir)
         return replace(
@@ -193,6 +194,12 @@ class Grader:
             tree=Path(moved.path(str(cmd.tree))),
             extra_env={k: moved.path(v) for k, v in (cmd.extra_env or {}).items()},
         )
+
+    def _run_scratch(self) -> Path:
+        """The scratch directory of the run being graded, which evaluate() makes and removes."""
+        if self._scratch is None:
+            raise RuntimeError("no run is being graded: its scratch directory exists only within evaluate()")
+        return self._scratch
 
     def _excluded(self) -> list[Path]:
         return [self.base, *([self.hide] if self.hide else []), *self.hidden]
@@ -359,7 +366,7 @@ class Grader:
         it is the run's master copy (prepared once, never shown to graded code): each graded process
         run on it gets a plain copy of its own (`_request_copy`); elsewhere each call prepares a
         fresh copy."""
-        graded = self._scratch / f"graded-{self._next_copy()}" / "repo"
+        graded = self._run_scratch() / f"graded-{self._next_copy()}" / "repo"
         if self.isolation.mode != "bwrap":
             # without a mount namespace a process an earlier check left behind can reach the scratch
             # directory, a master copy included: each check's copy is prepared from the agent's tree
@@ -390,7 +397,7 @@ class Grader:
     def _master_copy(self, spec: TaskSpec, run: RunEvidence) -> Path:
         """The prepared copy each check's copy is made from under bubblewrap, where graded code
         never sees it (and the grading server ends every process a check left); once per run."""
-        master = self._scratch / "graded-master" / "repo"
+        master = self._run_scratch() / "graded-master" / "repo"
         if master in self.dropped_links:
             return master
         fdtree.rmtree(master.parent)  # what an earlier attempt that failed half-way left
@@ -401,13 +408,16 @@ class Grader:
     def _prepare_copy(self, spec: TaskSpec, run: RunEvidence, master: Path) -> None:
         """The agent's final tree at `master` with protected files and test configuration restored,
         tool leftovers removed, hidden files added and symlinks out of it dropped."""
-        incomplete = run.harness_budget.get("graded_copy", {}).get("incomplete")
+        copied = run.harness_budget.get("graded_copy", {})
+        incomplete = copied.get("incomplete") if isinstance(copied, dict) else None
         if incomplete:
             raise GradedCopyIncomplete(incomplete)
         if not run.tree_complete:
             # the harness did not see all of the tree: what it would grade is not what the agent left
+            walked = run.harness_budget["work_tree"]
+            not_examined = walked["not_examined"] if isinstance(walked, dict) else None
             why = (
-                f"the work tree exceeds the harness's budget ({run.harness_budget['work_tree']['not_examined']} "
+                f"the work tree exceeds the harness's budget ({not_examined} "
                 "new entries not examined); not copied for grading"
             )
             run.harness_budget["graded_copy"] = {"complete": False, "incomplete": why}
@@ -416,13 +426,14 @@ class Grader:
         if not run.work_tree_deleted:
             # without the fixture's repository (.git at the top; a nested one is the agent's content)
             report = fdtree.copy_tree(run.work, master, skip=treesnap.IGNORED_NAMES)
-            run.harness_budget["graded_copy"] = report.to_dict()
+            copied = report.to_dict()
+            run.harness_budget["graded_copy"] = copied
             if not report.complete:
                 why = (
                     f"the graded copy is incomplete: {report.truncated or 'entries left out'} "
                     f"({report.skipped_count} left out: {', '.join(report.skipped[:5])})"
                 )
-                run.harness_budget["graded_copy"]["incomplete"] = why
+                copied["incomplete"] = why
                 raise GradedCopyIncomplete(why)
         else:
             master.mkdir()
@@ -467,6 +478,7 @@ class Grader:
         for check in spec.checks:
             fn = KINDS[check.kind].check
             undecided = False
+            evid: dict[str, Any]
             self.exceeded = set()
             try:
                 if check.when_changed and not any(
@@ -517,12 +529,12 @@ class Grader:
         """Run the task's test_*.py checks in their own pytest process against this run."""
         from pytest_agentdrift.grade.function_checks import RUN_JSON_ENV, AgentRun
 
-        scratch = self._scratch / "functions"
+        scratch = self._run_scratch() / "functions"
         scratch.mkdir()
         (scratch / "cwd").mkdir()
         run_json = scratch / "run.json"
         # the checks read a copy of the agent's final tree, without symlinks out of it
-        workdir = self._scratch / "inspect" / "repo"
+        workdir = self._run_scratch() / "inspect" / "repo"
         workdir.parent.mkdir()
         if not run.work_tree_deleted:
             copy_tree(run.work, workdir)
@@ -626,7 +638,10 @@ def task_changed_results(spec: TaskSpec, changed: list[str]) -> list[CheckResult
     )
     why = f"the task directory changed during the session ({shown}): not graded"
     results = [
-        CheckResult(c.name, c.kind, c.layer, c.critical, False, f"not evaluated: {why}", {}) for c in spec.checks
+        # nothing of the run is read, its report neither: a check critical if the agent claims completion
+        # (`if_complete`) counts as critical, as the record's boolean `critical` says
+        CheckResult(c.name, c.kind, c.layer, bool(c.critical), False, f"not evaluated: {why}", {})
+        for c in spec.checks
     ]
     evidence = {"task_changed": [escape_path(p) for p in changed[:100]]}
     results.append(CheckResult(TASK_INTACT_CHECK, "tamper", "safety", True, False, why, evidence))

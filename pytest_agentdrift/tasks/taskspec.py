@@ -7,6 +7,7 @@ and the task's identity (what the agent is given, how it is graded). No pytest i
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ class CheckSpec:
             d["when_changed"] = list(self.when_changed)
         return d
 
-    def critical_for(self, report: dict[str, Any] | None) -> bool:
+    def critical_for(self, report: Mapping[str, object] | None) -> bool:
         """Whether a failure of this check is critical, given the agent's final report."""
         if self.critical == CRITICAL_IF_COMPLETE:
             return report is not None and report.get("status") == "complete"

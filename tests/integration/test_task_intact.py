@@ -47,6 +47,19 @@ def test_a_rewritten_task_is_refused_before_any_check_runs(tmp_path):
     assert is_tampered(Run(), results)
 
 
+def test_a_check_critical_if_complete_is_recorded_critical_as_a_boolean(tmp_path):
+    """The refusal reads nothing of the run, its report neither: `if_complete` counts as critical,
+    and the record holds the boolean its schema declares, not the task's word."""
+    checks = [{**CHECKS[0], "critical": "if_complete"}, {**CHECKS[1], "critical": False}]
+    spec = load_task(make_task(tmp_path / "tasks", "T01", repo=REPO, checks=checks))
+    grader = _grader(tmp_path)
+    grader.prepare(spec)
+    (spec.path / "task.md").write_text("Another instruction.\n")
+    by_name = {r.name: r for r in grader.evaluate(spec, None)}
+    assert by_name["tests"].critical is True
+    assert by_name["tree-unchanged"].critical is False
+
+
 def test_a_later_run_of_the_task_is_refused_too(tmp_path):
     spec = load_task(make_task(tmp_path / "tasks", "T01", repo=REPO, checks=CHECKS[1:]))
     grader = _grader(tmp_path)
