@@ -22,9 +22,10 @@ import copy
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from pytest_agentdrift.agents.infra import InfraStopRule
 from pytest_agentdrift.record.spend import spend_text
@@ -40,12 +41,15 @@ from pytest_agentdrift.run.budget import (
 )
 from pytest_agentdrift.run.progress import StatusBoard, TimeLedger
 from pytest_agentdrift.run.retry import RetryPolicy, run_with_retries
-from pytest_agentdrift.shapes import JsonObject, Results, ResumeNote, SettingsRecord, SpendRecord
+from pytest_agentdrift.shapes import Results, ResumeNote, SettingsRecord, SpendRecord
 from pytest_agentdrift.tasks.shard import Shard, item_key
 from pytest_agentdrift.vocabulary import EVENTS_FILE
 
 if TYPE_CHECKING:
+    from pytest_agentdrift.agents.base import AgentAdapter
     from pytest_agentdrift.record.resume import ResumeState
+    from pytest_agentdrift.run.budget import PriceTable, RunWatch
+    from pytest_agentdrift.run.evidence import RunEvidence
 
 STOP_FILE = "STOP"
 #: the WorkerInput's keys in xdist's workerinput, which every plugin of the session shares
@@ -76,27 +80,56 @@ class WorkerInput:
         """A worker's view of xdist's workerinput (keys the controller did not send keep their defaults)."""
         got = {f.name: data.get(WORKER_KEY_PREFIX + f.name) for f in fields(cls) if f.name != "worker_id"}
         only = got["resume_only"]
-        return cls(
-            **{
-                **got,
-                "control_dir": got["control_dir"] or None,
-                "shard": got["shard"] or None,
-                "resume_skip": tuple(got["resume_skip"] or ()),
-                "resume_only": tuple(only) if only is not None else None,
-            },
-            worker_id=str(data.get("workerid", "gw?")),
-        )
+        # xdist's workerinput as it came: plain JSON values, which the fields below take as sent
+        sent: dict[str, Any] = {
+            **got,
+            "control_dir": got["control_dir"] or None,
+            "shard": got["shard"] or None,
+            "resume_skip": tuple(got["resume_skip"] or ()),
+            "resume_only": tuple(only) if only is not None else None,
+        }
+        return cls(**sent, worker_id=str(data.get("workerid", "gw?")))
+
+
+class LongRunSettings(Protocol):
+    """What LongRun reads of the session's settings (options.Settings, which this stage does not import)."""
+
+    @property
+    def retries(self) -> int: ...
+    @property
+    def retry_backoff(self) -> float: ...
+    @property
+    def budget(self) -> tuple[str, ...]: ...
+    @property
+    def price_table(self) -> Path | None: ...
+    @property
+    def shard(self) -> str | None: ...
+    @property
+    def resume(self) -> Path | None: ...
+    @property
+    def baseline(self) -> Path | None: ...
+    @property
+    def confirm(self) -> int | None: ...
+    @property
+    def agent_options(self) -> dict[str, Any]: ...
+
+
+class SessionSettings(Protocol):
+    """What LongRun reads of the session's SessionInfo (session/state.py, a later layer): its settings."""
+
+    @property
+    def settings(self) -> LongRunSettings: ...
 
 
 class LongRun:
     """One per process (controller, worker or both): see the module doc."""
 
-    def __init__(self, info: Any, handed: WorkerInput | None = None):
+    def __init__(self, info: SessionSettings, handed: WorkerInput | None = None):
         self.info = info  # the session's SessionInfo: its settings, read live (a bundle can set the model later)
         settings = info.settings
         self.policy = RetryPolicy(settings.retries, settings.retry_backoff)
         self.budget: Budget = parse_budget(settings.budget) if settings.budget else Budget()
-        self._table = None
+        self._table: PriceTable | None = None
         self._dealt: dict[tuple[str, int], int] = {}
         # controller
         self.resume: ResumeState | None = None
@@ -121,10 +154,10 @@ class LongRun:
         self.board = StatusBoard(self.control_dir, self.worker_id)
 
     @property
-    def settings(self):
+    def settings(self) -> LongRunSettings:
         return self.info.settings
 
-    def table(self):
+    def table(self) -> PriceTable | None:
         if self._table is None and self.settings.price_table is not None:
             from pytest_agentdrift.run.budget import load_price_table
 
@@ -213,13 +246,13 @@ class LongRun:
         except RecordError:
             return None  # the comparison reports a bad baseline; the shards are then dealt by count
 
-    def monitor(self):
+    def monitor(self) -> Callable[[AgentAdapter, Path], RunWatch] | None:
         """The sandbox monitor factory for one run (run/budget.RunWatch), or None."""
         if self.control_dir is None and not self.budget.run_limited:
             return None
         from pytest_agentdrift.run.budget import RunWatch
 
-        def factory(adapter, harness: Path):
+        def factory(adapter: AgentAdapter, harness: Path) -> RunWatch:
             return RunWatch(
                 adapter,
                 harness / EVENTS_FILE,
@@ -232,11 +265,13 @@ class LongRun:
 
         return factory
 
-    def annotate(self, result: dict[str, Any], run, adapter) -> None:
+    def annotate(self, result: dict[str, Any], run: RunEvidence, adapter: AgentAdapter | None) -> None:
         """What the run spent (run/budget.py), from the usage its adapter parsed."""
         result["spend"] = self._final_spend(result.get("usage"), run, adapter)
 
-    def _final_spend(self, usage: JsonObject | None, run, adapter) -> SpendRecord:
+    def _final_spend(
+        self, usage: Mapping[str, object] | None, run: RunEvidence, adapter: AgentAdapter | None
+    ) -> SpendRecord:
         model = run.adapter_output.model_stamp or self.settings.agent_options.get("model")
         spend = run_spend(
             usage,
@@ -249,12 +284,12 @@ class LongRun:
         spend["usage_source"] = usage_source(run)
         return spend
 
-    def overspent(self, adapter) -> Callable[[Any], str | None] | None:
+    def overspent(self, adapter: AgentAdapter) -> Callable[[RunEvidence], str | None] | None:
         """The final-spend check of one run against the per-run budget (RunSettings.overspent), or None."""
         if not self.budget.run_limited:
             return None
 
-        def check(run) -> str | None:
+        def check(run: RunEvidence) -> str | None:
             spend = self._final_spend(run.adapter_output.usage.to_dict(), run, adapter)
             why = run_exceeded(self.budget, spend)
             told = "counted by the harness" if spend["usage_source"] == "harness" else "reported by the agent"
@@ -262,7 +297,9 @@ class LongRun:
 
         return check
 
-    def run_item(self, once: Callable[[], dict[str, Any]], task_id: str, rep: int, timeout_s: float | None):
+    def run_item(
+        self, once: Callable[[], dict[str, Any]], task_id: str, rep: int, timeout_s: float | None
+    ) -> dict[str, Any]:
         """One item: `once()` (one run's payload), retried while it is lost to infrastructure; the
         payload gains the item's timing."""
         started = time.monotonic()
@@ -331,9 +368,11 @@ class LongRun:
         if not rep.isdigit() or self._rootpath is None:
             return None
         tid = self._dirs.get((self._rootpath / where).resolve())
-        return item_key(tid, rep) if tid else None
+        return item_key(tid, int(rep)) if tid else None
 
-    def state_document(self, run_id: str, started_at: str, expected_nodeids: set[str], settings: SettingsRecord):
+    def state_document(
+        self, run_id: str, started_at: str, expected_nodeids: set[str], settings: SettingsRecord
+    ) -> dict[str, Any]:
         """The INCOMPLETE marker's state: what a resume of this session needs (record/resume.py)."""
         from pytest_agentdrift.record.resume import state_document
 
@@ -362,7 +401,13 @@ class LongRun:
         expected, received = collector.expected_nodeids, collector.received_nodeids
         if self.shard is not None:
             kept = len(self.resume.kept) if self.resume else 0
-            results["shard"] = {**self.shard.to_dict(), "selected": len(expected) + kept}
+            shard = self.shard
+            results["shard"] = {
+                "index": shard.index,
+                "count": shard.count,
+                "source": shard.source,
+                "selected": len(expected) + kept,
+            }  # Shard.to_dict, and the items this shard selected
             if not expected and not received and "no task was run" in reasons and not collector.interrupted:
                 reasons.remove("no task was run")  # this shard's share of the items is empty: a complete, empty record
                 if collector.recorder is not None and not collector.recorder.started:

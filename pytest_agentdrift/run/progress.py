@@ -28,6 +28,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -83,7 +84,7 @@ class StatusBoard:
         }
         self._write()
 
-    def update(self, fields: dict[str, Any]) -> None:
+    def update(self, fields: Mapping[str, object]) -> None:
         self.state.update({k: v for k, v in fields.items() if k in ("last_event", "tokens", "cost_usd")})
         self._write()
 
