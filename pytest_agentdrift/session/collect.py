@@ -69,6 +69,8 @@ class TaskItem(pytest.Item):
         self.runner = runner
         self.payload: dict[str, Any] | None = None
         self.agentdrift_properties: list[tuple[str, str]] = []  # the testsuite's, under xunit2
+        #: a confirming repetition the runs so far made unneeded (session/confirm.py): why, for its report
+        self.agentdrift_not_needed: dict[str, Any] | None = None
         self.add_marker(getattr(pytest.mark, spec.id))
         self.add_marker(pytest.mark.agent_task(spec.id))
         self.extra_keyword_matches.update({spec.id, spec.suite})

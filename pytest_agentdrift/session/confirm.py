@@ -14,10 +14,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from pluggy import Result
+
+    from pytest_agentdrift.compare.sequential import Pool
+    from pytest_agentdrift.options import Settings
+    from pytest_agentdrift.session.collect import TaskItem
+    from pytest_agentdrift.session.state import ComparisonState, RunCollector, SessionInfo
+    from pytest_agentdrift.tasks.taskspec import TaskSpec
 
 CONFIRM_DIR = "confirm"
 POOLS_FILE = "pools.json"
@@ -30,7 +40,14 @@ _POLL_S = 0.2
 class ConfirmPlugin:
     """The hooks of confirmation (the single process is both controller and worker)."""
 
-    def __init__(self, config, info, collector, comparison, item_class: type):
+    def __init__(
+        self,
+        config: pytest.Config,
+        info: SessionInfo,
+        collector: RunCollector | None,
+        comparison: ComparisonState | None,
+        item_class: type[TaskItem],
+    ) -> None:
         self.config = config
         self.info = info
         self.collector = collector  # None on a worker
@@ -43,8 +60,22 @@ class ConfirmPlugin:
         self._pools_written = False
 
     @property
-    def settings(self):
+    def settings(self) -> Settings:
         return self.info.settings
+
+    @property
+    def cap(self) -> int:
+        """The confirmation cap (--agent-confirm), which the plugin is registered only with."""
+        cap = self.settings.confirm
+        if cap is None:
+            raise RuntimeError("confirmation runs without a cap (--agent-confirm)")
+        return cap
+
+    def _controller(self) -> tuple[RunCollector, ComparisonState]:
+        """The controller's collector and comparison (a worker has neither: it never reads them)."""
+        if self.collector is None or self.comparison is None:
+            raise RuntimeError("only the controller counts the runs and knows the baseline")
+        return self.collector, self.comparison
 
     def _dir(self) -> Path | None:
         control = self.info.longrun.control_dir
@@ -55,12 +86,14 @@ class ConfirmPlugin:
 
     # -- every process: the order and the decision ---------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)  # around the deselections (shards, resume, -k): what came before, after
-    def pytest_collection_modifyitems(self, session, config, items):
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> Generator[None, None, None]:
         self.collected = {item.spec.id for item in items if isinstance(item, self.item_class)}
         yield
         self._order(items)
 
-    def _order(self, items) -> None:
+    def _order(self, items: list[pytest.Item]) -> None:
         k = self.settings.k
         tasks = [(i, item) for i, item in enumerate(items) if isinstance(item, self.item_class)]
         # the plan's task count is the whole session's: a shard counts the tasks every shard was dealt
@@ -84,7 +117,7 @@ class ConfirmPlugin:
         items[:] = [next(slots) if i in positions else item for i, item in enumerate(items)]
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item) -> None:
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if not isinstance(item, self.item_class) or item.rep <= self.settings.k or self.runner_idle(item):
             return
         reason = self._decide(item.spec, item.rep)
@@ -93,11 +126,15 @@ class ConfirmPlugin:
             pytest.skip(reason)
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item, call):
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Result[pytest.TestReport], None]:
         outcome = yield
         reason = getattr(item, "agentdrift_not_needed", None)
         if call.when == "setup" and reason:
-            outcome.get_result().agentdrift_not_needed = reason  # rides to the controller with the report
+            # rides to the controller with the report; pytest takes a report's own fields but types them
+            # for reading only (BaseReport.__getattr__), not for setting
+            outcome.get_result().agentdrift_not_needed = reason  # type: ignore[attr-defined]
 
     def _resumed_tasks(self) -> set[str] | None:
         """The tasks of the record a resumed session continues (every process knows its items), else None."""
@@ -106,14 +143,14 @@ class ConfirmPlugin:
         keys = self.info.longrun.only_keys
         return None if keys is None else {split_key(key)[0] for key in keys}
 
-    def runner_idle(self, item) -> bool:
+    def runner_idle(self, item: TaskItem) -> bool:
         return getattr(item.runner, "adapter", None) is None
 
-    def _decide(self, spec, rep: int) -> str | None:
+    def _decide(self, spec: TaskSpec, rep: int) -> str | None:
         """None to run the repetition, else why it is not needed."""
         from pytest_agentdrift.compare import confirm, sequential
 
-        plan = confirm.plan_of(confirm.plan_document(self.settings.k, self.settings.confirm, self.tasks))
+        plan = confirm.plan_of(confirm.plan_document(self.settings.k, self.cap, self.tasks))
         seen = self._wait_for(spec, max(n for n in plan.looks if n < rep))
         if seen is None:
             return None  # waited too long for the task's earlier runs: run it (more runs never mislead)
@@ -135,7 +172,7 @@ class ConfirmPlugin:
         last = max((sequential.sequence(plan, n, scored, pool)[-1] for n in counts), key=lambda x: x.runs)
         return f"{NOT_NEEDED}: {spec.id} decided at r{last.runs} ({last.state.replace('_', ' ')})"
 
-    def _wait_for(self, spec, through: int) -> tuple[dict[str, Any], dict[int, Any], int | None] | None:
+    def _wait_for(self, spec: TaskSpec, through: int) -> tuple[dict[str, Pool], dict[int, Any], int | None] | None:
         """The pools, the task's runs r1 ... r``through`` (the look before the batch of the repetition
         asking) and the screened count, once the screen is over and those runs are reported; None after
         the wait. A shard cannot know how many tasks the other shards' screens sent on (None): it
@@ -159,11 +196,11 @@ class ConfirmPlugin:
 
     # -- the controller: what each run failed, for the workers; what was not needed, for the record ---
     @pytest.hookimpl(trylast=True)  # after the controller has counted the items it expects
-    def pytest_collection_finish(self, session) -> None:
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._seed_resumed()
 
     @pytest.hookimpl(optionalhook=True, trylast=True)
-    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         self._seed_resumed()
 
     def _seed_resumed(self) -> None:
@@ -185,7 +222,7 @@ class ConfirmPlugin:
         self._screen_over(where)
 
     @pytest.hookimpl(trylast=True)  # after the controller has counted the report as received
-    def pytest_runtest_logreport(self, report) -> None:
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.collector is None:
             return
         skipped = getattr(report, "agentdrift_not_needed", None)
@@ -216,15 +253,16 @@ class ConfirmPlugin:
         from pytest_agentdrift.compare import confirm
         from pytest_agentdrift.record.store import atomic_write
 
-        k, c = self.settings.k, self.collector
+        k = self.settings.k
         if self._sharded() or (where / SCREEN_FILE).exists():
             return  # (a shard's screen is one part of the session's: its workers decide without the count)
+        c, comparison = self._controller()
         screen = {n for n in c.expected_nodeids if int(n.rsplit("::r", 1)[1]) <= k}
         if not screen <= c.received_nodeids:
             return
         firsts = {t: [f for _, f in sorted(runs.items()) if isinstance(f, list)][:k] for t, runs in self.runs.items()}
-        plan = confirm.plan_of(confirm.plan_document(k, self.settings.confirm, self.tasks))
-        pools = confirm.pools(self.comparison.baseline_results or {})
+        plan = confirm.plan_of(confirm.plan_document(k, self.cap, self.tasks))
+        pools = confirm.pools(comparison.baseline_results or {})
         atomic_write(where / SCREEN_FILE, json.dumps({"screened": confirm.screened_count(plan, firsts, pools)}))
 
     def _note(self, task: str, rep: int, failed: Any) -> None:
@@ -240,7 +278,7 @@ class ConfirmPlugin:
     def _pools(self) -> dict[str, Any]:
         from pytest_agentdrift.compare.confirm import pools
 
-        base = self.comparison.baseline_results or {}
+        base = self._controller()[1].baseline_results or {}
         return {
             t: {"fails": p.fails, "runs": p.runs, "base_effect": p.base_effect, "rho": p.rho}
             for t, p in pools(base).items()
@@ -257,17 +295,18 @@ class ConfirmPlugin:
         elif resumed is not None:
             tasks = len(resumed)
         else:
-            tasks = len({n.rsplit("::", 1)[0] for n in self.collector.expected_nodeids})
-        doc = plan_document(self.settings.k, self.settings.confirm, tasks)
+            tasks = len({n.rsplit("::", 1)[0] for n in self._controller()[0].expected_nodeids})
+        doc = plan_document(self.settings.k, self.cap, tasks)
         doc["not_needed"] = sorted(self.not_needed)
         return doc
 
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None  # the control files are objects, written whole
 
 
 __all__ = ["ConfirmPlugin", "NOT_NEEDED"]
