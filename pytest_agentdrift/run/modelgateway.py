@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pytest_agentdrift.agents import modelcalls
@@ -41,6 +41,7 @@ from pytest_agentdrift.vocabulary import DEFAULT_PROVIDER_PATIENCE_S
 if TYPE_CHECKING:
     from pytest_agentdrift.agents.base import AdapterOutput
     from pytest_agentdrift.agents.infra import InfraError
+    from pytest_agentdrift.run.sandbox import Monitor
 
 #: an answer whose usage the gateway did not see: its token figures are unobserved, never 0
 _NO_TOKENS: modelcalls.Tokens = {
@@ -480,14 +481,6 @@ class _Handler(BaseHTTPRequestHandler):
         except (OSError, http.client.HTTPException) as exc:
             call["error"] = f"answer cut: {type(exc).__name__}"
             return False
-
-
-class Monitor(Protocol):
-    """What run/sandbox.py asks of a run's monitor: it sees stdout as it arrives, and says why to stop."""
-
-    def feed(self, chunk: bytes) -> None: ...
-
-    def poll(self) -> str | None: ...
 
 
 class ProviderWatch:

@@ -54,9 +54,10 @@ from pytest_agentdrift.vocabulary import AGENT_REPORT_FILE, EVENTS_FILE, TASK_MD
 
 if TYPE_CHECKING:
     from pytest_agentdrift.agents.modelcalls import ModelCall, ModelTraffic
-    from pytest_agentdrift.run.modelgateway import ModelGateway, Monitor
+    from pytest_agentdrift.run.modelgateway import ModelGateway
     from pytest_agentdrift.run.netproxy import RecordingProxy
     from pytest_agentdrift.run.runguard import RunGuard
+    from pytest_agentdrift.run.sandbox import Monitor
 
 SITEHOOK_DIR = Path(__file__).parent / "sitehook"
 

@@ -28,10 +28,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from pytest_agentdrift.shapes import IsolationRecord
 from pytest_agentdrift.vocabulary import ISOLATION_MODES  # noqa: F401  (re-exported: one list of modes)
@@ -63,14 +64,59 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
-def _bwrap_argv(plan) -> list[str]:
+if TYPE_CHECKING:
+    from pytest_agentdrift.run.limits import RunCgroups
+    from pytest_agentdrift.run.mountplan import MountPlan
+
+
+class Monitor(Protocol):
+    """What a run's monitor does while its command runs: it sees stdout as it arrives, and says why to stop."""
+
+    def feed(self, chunk: bytes) -> None: ...
+
+    def poll(self) -> str | None: ...
+
+
+class Guard(Protocol):
+    """What a command's guard does around it (run/runguard.RunGuard, which imports this module): wraps
+    its command line, takes the started process, watches its limits and reports what it saw."""
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]: ...
+    @property
+    def stop_requested(self) -> threading.Event: ...
+    @property
+    def cgroups(self) -> RunCgroups: ...
+    @property
+    def agent_exit_code(self) -> int | None: ...
+    @property
+    def launch_error(self) -> str | None: ...
+
+    def wrap(self, full: list[str], argv: list[str], mode: str) -> list[str]: ...
+
+    def started(self, proc: subprocess.Popen[bytes]) -> None: ...
+
+    def poll(self) -> None: ...
+
+    def on_timeout(self) -> None: ...
+
+    def finished(self) -> None: ...
+
+    def leftovers(self, timed_out: bool) -> int | None: ...
+
+
+def _bwrap_argv(plan: MountPlan) -> list[str]:
     argv = ["bwrap", *plan.bwrap_args(), "--unshare-all", "--die-with-parent", "--new-session"]
     if _is_root():
         argv += ["--cap-drop", "ALL"]
     return argv
 
 
-def default_plan(writable=(), readable=(), hidden=()):
+def default_plan(
+    writable: Iterable[str | os.PathLike[str]] = (),
+    readable: Iterable[str | os.PathLike[str]] = (),
+    hidden: Iterable[str | os.PathLike[str]] = (),
+) -> MountPlan:
     """The allow-list for a command the harness runs: the system, the harness's Python
     runtime, `readable` read-only, `writable`; `hidden` never shows inside any of them."""
     from pytest_agentdrift.run import harnessruntime, mountplan
@@ -99,7 +145,7 @@ _READONLY_SCRIPT = (
 )
 
 
-def _unshare_readonly(readonly: list[Path]) -> list[str]:
+def _unshare_readonly(readonly: Sequence[Path]) -> list[str]:
     """The unshare prefix that makes `readonly` read-only for the command (ending in `--`)."""
     nested = (
         ["unshare", "--user", "--map-root-user"]
@@ -135,7 +181,7 @@ def _ro_note() -> str:
     return f"the task directories are writable by the agent (a change to one is only detected): {problem}"
 
 
-def protected_dirs(paths, writable_root: Path) -> list[Path]:
+def protected_dirs(paths: Iterable[str | os.PathLike[str]], writable_root: Path) -> list[Path]:
     """Of `paths` (the task directories, the records, the project), the existing directories that
     may be bound read-only for an agent under unshare: none that holds `writable_root` (the runs'
     own directories), when that mode can do it here."""
@@ -216,7 +262,7 @@ class BoundedBuffer:
         return bytes(self.head) + mark + bytes(self.tail)
 
 
-def _pump(stream, buf: BoundedBuffer) -> None:
+def _pump(stream: IO[bytes], buf: BoundedBuffer) -> None:
     try:
         while True:
             chunk = stream.read1(1 << 16) if hasattr(stream, "read1") else stream.read(1 << 16)
@@ -258,12 +304,12 @@ def become_subreaper() -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER; ctypes returns the C int untyped
     except (OSError, AttributeError):
         return False
 
 
-def _proc(filename: str):
+def _proc(filename: str) -> Iterator[tuple[int, bytes]]:
     """(pid, bytes of /proc/PID/<filename>) for every process we may read."""
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -396,8 +442,17 @@ def run(argv: list[str], *, timeout_s: float, masked_home: Path | None = None, *
 
 
 def command_line(
-    argv: list[str], *, cwd: Path, isolation: Isolation, writable, hidden_dirs, readable, plan, guard, readonly=()
-) -> tuple[list[str], Any]:
+    argv: list[str],
+    *,
+    cwd: Path,
+    isolation: Isolation,
+    writable: Sequence[Path],
+    hidden_dirs: Sequence[Path],
+    readable: Sequence[Path],
+    plan: MountPlan | None,
+    guard: Guard | None,
+    readonly: Sequence[Path] = (),
+) -> tuple[list[str], MountPlan | None]:
     """The full command (isolation prefix, the guard's first process) and the plan it runs under."""
     if isolation.mode == "bwrap":
         if plan is None:
@@ -412,7 +467,7 @@ def command_line(
     return full, plan
 
 
-def _popen(full: list[str], cwd: Path, env: dict[str, str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
+def _popen(full: list[str], cwd: Path, env: dict[str, str], pass_fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
     """The command in a session of its own (its process group is what a stop kills), stdin closed."""
     return subprocess.Popen(
         full,
@@ -426,7 +481,7 @@ def _popen(full: list[str], cwd: Path, env: dict[str, str], pass_fds: tuple[int,
     )
 
 
-def _hand_to_guard(proc: subprocess.Popen, guard: Any) -> None:
+def _hand_to_guard(proc: subprocess.Popen[bytes], guard: Guard) -> None:
     """The guard takes the started process; when it cannot, the process tree is killed first."""
     try:
         guard.started(proc)
@@ -442,16 +497,16 @@ def start(
     cwd: Path,
     env: dict[str, str],
     isolation: Isolation,
-    writable: list[Path],
-    hidden_dirs: list[Path] = (),
-    readable: list[Path] = (),
+    writable: Sequence[Path],
+    hidden_dirs: Sequence[Path] = (),
+    readable: Sequence[Path] = (),
     output_limit: int = 4 << 20,
     token: str,
-    guard=None,
-    plan: Any = None,
+    guard: Guard | None = None,
+    plan: MountPlan | None = None,
     pass_fds: tuple[int, ...] = (),
-    monitor=None,
-    readonly: list[Path] = (),
+    monitor: Monitor | None = None,
+    readonly: Sequence[Path] = (),
 ) -> Launched | ProcessResult:
     """Start argv under the given isolation and return at once: a Launched to wait for and
     finish, or the ProcessResult of a command that could not be started.
@@ -470,8 +525,17 @@ def start(
     env = {**env, "AGENTDRIFT_RUN_TOKEN": token}
     become_subreaper()
     known_children = set(_children(os.getpid()))
-    where = {"cwd": cwd, "writable": writable, "hidden_dirs": hidden_dirs, "readable": readable, "readonly": readonly}
-    full, plan = command_line(argv, isolation=isolation, plan=plan, guard=guard, **where)
+    full, plan = command_line(
+        argv,
+        cwd=cwd,
+        writable=writable,
+        hidden_dirs=hidden_dirs,
+        readable=readable,
+        readonly=readonly,
+        isolation=isolation,
+        plan=plan,
+        guard=guard,
+    )
     started_at = time.monotonic()
     out_buf = BoundedBuffer(output_limit) if monitor is None else _WatchedBuffer(output_limit, monitor.feed)
     err_buf = BoundedBuffer(output_limit)
@@ -492,12 +556,12 @@ class Launched:
     """A started command: wait for it (a time limit, the guard's limits, a monitor), then finish it
     (end every process it left, collect its output and status)."""
 
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     full: list[str]
-    plan: Any
+    plan: MountPlan | None
     token: str
-    guard: Any
-    monitor: Any
+    guard: Guard | None
+    monitor: Monitor | None
     known_children: set[int]
     out_buf: BoundedBuffer
     err_buf: BoundedBuffer
@@ -506,8 +570,9 @@ class Launched:
 
     def start_readers(self) -> None:
         self.readers = [
-            threading.Thread(target=_pump, args=(self.proc.stdout, self.out_buf), daemon=True),
-            threading.Thread(target=_pump, args=(self.proc.stderr, self.err_buf), daemon=True),
+            threading.Thread(target=_pump, args=(stream, buf), daemon=True)
+            for stream, buf in ((self.proc.stdout, self.out_buf), (self.proc.stderr, self.err_buf))
+            if stream is not None  # both are pipes: _popen opens them
         ]
         for t in self.readers:
             t.start()
@@ -516,15 +581,15 @@ class Launched:
         """(timed out, why a monitor stopped it); an interruption (Ctrl-C) ends the tree and is re-raised."""
         proc, guard = self.proc, self.guard
         try:
-            if guard is None and self.monitor is None:
+            if guard is not None:
+                stopped = self._wait_guarded(timeout_s, guard)
+            elif self.monitor is not None:
+                stopped = _wait_watched(proc, timeout_s, self.monitor)
+            else:
                 if not _exited_within(proc, timeout_s):
                     raise subprocess.TimeoutExpired(self.full, timeout_s)
                 proc.wait()
                 stopped = None
-            elif guard is None:
-                stopped = _wait_watched(proc, timeout_s, self.monitor)
-            else:
-                stopped = self._wait_guarded(timeout_s)
             if stopped:
                 _terminate(proc)
             return False, stopped
@@ -540,9 +605,9 @@ class Launched:
             kill_orphans(self.known_children | {proc.pid})
             raise
 
-    def _wait_guarded(self, timeout_s: float) -> str | None:
+    def _wait_guarded(self, timeout_s: float, guard: Guard) -> str | None:
         """A broken limit ends the run at once; a monitor may stop it too (a per-run budget)."""
-        proc, guard, monitor = self.proc, self.guard, self.monitor
+        proc, monitor = self.proc, self.monitor
         stopped = None
         deadline = time.monotonic() + timeout_s
         next_look = time.monotonic() + 0.5
@@ -586,7 +651,8 @@ class Launched:
             t.join(timeout=5)
         for stream in (proc.stdout, proc.stderr):
             try:
-                stream.close()
+                if stream is not None:  # both are pipes: _popen opens them
+                    stream.close()
             except OSError:
                 pass
         exit_code = proc.returncode
@@ -613,7 +679,7 @@ class Launched:
         )
 
 
-def _terminate(proc: subprocess.Popen) -> None:
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the group, SIGKILL two seconds later if it is still there."""
     _signal_group(proc.pid, signal.SIGTERM)
     try:
@@ -626,7 +692,7 @@ def _terminate(proc: subprocess.Popen) -> None:
 class _WatchedBuffer(BoundedBuffer):
     """A BoundedBuffer that also hands every chunk to a watcher (monitor.feed)."""
 
-    def __init__(self, limit: int, watcher):
+    def __init__(self, limit: int, watcher: Callable[[bytes], None]):
         super().__init__(limit)
         self._watcher = watcher
 
@@ -635,7 +701,7 @@ class _WatchedBuffer(BoundedBuffer):
         self._watcher(chunk)
 
 
-def _exited_within(proc: subprocess.Popen, timeout_s: float) -> bool:
+def _exited_within(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
     """Whether proc ends within timeout_s, woken the moment it does (a pidfd; Popen.wait with a
     timeout polls with sleeps of up to 50 ms, paid by every sandboxed process). Does not reap."""
     try:
@@ -653,7 +719,7 @@ def _exited_within(proc: subprocess.Popen, timeout_s: float) -> bool:
         os.close(fd)
 
 
-def _wait_watched(proc: subprocess.Popen, timeout_s: float, monitor) -> str | None:
+def _wait_watched(proc: subprocess.Popen[bytes], timeout_s: float, monitor: Monitor) -> str | None:
     """Wait for the process, polling the monitor; raises TimeoutExpired like proc.wait."""
     deadline = time.monotonic() + timeout_s
     while True:
