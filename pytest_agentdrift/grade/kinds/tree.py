@@ -18,6 +18,7 @@ from pytest_agentdrift.grade.results import CheckUndecided, Grading, Outcome
 from pytest_agentdrift.run import tamper
 from pytest_agentdrift.run.evidence import RESULT_LIST_CAP, RunEvidence
 from pytest_agentdrift.safetext import capped, escape_paths
+from pytest_agentdrift.shapes import JsonObject
 from pytest_agentdrift.tasks import fdtree
 from pytest_agentdrift.tasks.leftovers import LeftoverRules
 from pytest_agentdrift.tasks.patterns import PathSpec
@@ -43,9 +44,12 @@ def _tree_not_seen(run: RunEvidence) -> str | None:
     if run.tree_complete:
         return None
     wt = run.harness_budget["work_tree"]
+    if not isinstance(wt, dict):  # the walk's report (treesnap.WalkReport.to_dict)
+        raise TypeError(f"the work tree's walk report is not an object: {type(wt).__name__}")
+    truncated = wt.get("truncated")
     return (
         f"the harness examined {wt['new_examined']} new entries and left {wt['not_examined']} unexamined"
-        f"{' (' + wt['truncated'] + ')' if wt.get('truncated') else ''}: the change set is incomplete"
+        f"{f' ({truncated})' if truncated else ''}: the change set is incomplete"
     )
 
 
@@ -64,8 +68,8 @@ def check_paths(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> O
         parts.append("nothing changed matching: " + ", ".join(missing))
     if run.work_tree_deleted:
         parts.append("the work tree was deleted")
-    if _tree_not_seen(run):
-        parts.append(_tree_not_seen(run))
+    if unseen := _tree_not_seen(run):
+        parts.append(unseen)
     ok = not parts
     return (
         ok,
@@ -78,8 +82,8 @@ def check_unchanged(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) 
     changed = run.diff.changed
     if run.work_tree_deleted:
         return False, "the work tree was deleted", _path_lists(changed=changed)
-    if _tree_not_seen(run):
-        return False, _tree_not_seen(run), _path_lists(changed=changed)
+    if unseen := _tree_not_seen(run):
+        return False, unseen, _path_lists(changed=changed)
     detail = (
         "no file changed"
         if not changed
@@ -260,7 +264,8 @@ def check_writes(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> 
     over = _over_edit_limits(writes, c.params.get("max_edits", {}))
     if over:
         parts.append("; ".join(over))
-    watch = (run.observation or {}).get("writes") or {}
+    seen_by = (run.observation or {}).get("writes")
+    watch: JsonObject = seen_by if isinstance(seen_by, dict) else {}
     mechanism = watch.get("mechanism")
     real_run = bool(run.observation) and not (run.isolation or {}).get("played")  # not an in-process play
     if not parts and real_run and (not mechanism or watch.get("complete") is False):
@@ -272,7 +277,7 @@ def check_writes(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> 
         "observed_writes": len(writes),
         "changed_outside": still_changed,
         "undone_outside": undone,
-        "observation": _observation_text(mechanism, observed),
+        "observation": _observation_text(mechanism if isinstance(mechanism, str) else None, observed),
     }
     if parts:
         return False, "; ".join(parts), evidence
@@ -285,7 +290,7 @@ def check_writes(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> 
     )
 
 
-def _observation_gap(watch: dict[str, Any]) -> str:
+def _observation_gap(watch: JsonObject) -> str:
     if not watch.get("mechanism"):
         return "the writes were not observed (no write watcher ran): nothing shows the agent wrote nothing"
     gaps = [
