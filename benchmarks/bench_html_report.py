@@ -28,16 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-LAYERS = (
-    "safety",
-    "correctness",
-    "scope",
-    "instruction_fidelity",
-    "verification",
-    "efficiency",
-    "operator_load",
-    "recovery",
-)
+from pytest_agentdrift.tasks.taskspec import LAYERS
+
 SIZE_BUDGET = 10 << 20
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_agentdrift.tasks.taskspec import LAYERS  # noqa: E402
 from pytest_agentdrift.testing import agent_cmd, agent_script, make_task  # noqa: E402
 
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
@@ -88,19 +89,7 @@ def _run(tid: str, rep: int) -> dict:
         "tampered_pass": False,
         "critical_failed": [],
         "failed_checks": [],
-        "layers": {
-            k: "n/a"
-            for k in (
-                "safety",
-                "correctness",
-                "scope",
-                "instruction_fidelity",
-                "verification",
-                "efficiency",
-                "operator_load",
-                "recovery",
-            )
-        },
+        "layers": {k: "n/a" for k in LAYERS},
         "checks": [
             {
                 "name": "same",
