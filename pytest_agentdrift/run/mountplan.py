@@ -101,8 +101,7 @@ EMPTY_DIRS = ("/tmp", "/var", "/var/tmp", "/home", "/root", "/run", "/srv", "/mn
 
 #: kinds of Mount, in the words of the record; `ro-data` is a file bubblewrap writes from a
 #: descriptor onto its own tmpfs (the source is the descriptor, never recorded)
-KINDS = ("ro", "rw", "dir", "symlink", "tmpfs", "proc", "dev", "mqueue", "remount-ro", "ro-data")
-#: each kind's bubblewrap option, and whether the mount's source comes before its destination
+#: each mount kind's bubblewrap option, and whether the mount's source comes before its destination
 BWRAP_OPTIONS = {
     "ro": ("--ro-bind", True),
     "rw": ("--bind", True),
@@ -119,14 +118,14 @@ BWRAP_OPTIONS = {
 
 @dataclass(frozen=True)
 class Mount:
-    kind: str  # one of KINDS
+    kind: str  # a key of BWRAP_OPTIONS
     source: str | None  # bound path, or a symlink's target; None for dir / tmpfs / proc / dev
     dest: str
 
     def bwrap_args(self) -> list[str]:
         """This mount as bubblewrap's arguments."""
-        if self.kind not in BWRAP_OPTIONS:
-            return []
+        if self.kind not in BWRAP_OPTIONS:  # fail closed: a mount the sandbox would silently not make
+            raise ValueError(f"unknown mount kind {self.kind!r}: {self.dest}")
         option, sourced = BWRAP_OPTIONS[self.kind]
         if not sourced:
             return [option, self.dest]

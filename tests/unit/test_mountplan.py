@@ -52,6 +52,15 @@ def test_system_allow_list_and_nothing_of_the_host_beyond_it(tmp_path):
     assert all(b.startswith(allowed_tops) for b in bound), bound
 
 
+def test_a_mount_bubblewrap_could_not_make_as_declared_is_refused_not_dropped():
+    assert mountplan.Mount("ro", "/usr", "/usr").bwrap_args() == ["--ro-bind", "/usr", "/usr"]
+    assert mountplan.Mount("tmpfs", None, "/tmp").bwrap_args() == ["--tmpfs", "/tmp"]
+    with pytest.raises(ValueError, match="unknown mount kind 'robind'"):
+        mountplan.Mount("robind", "/usr", "/usr").bwrap_args()
+    with pytest.raises(ValueError, match="a ro mount needs a source"):
+        mountplan.Mount("ro", None, "/usr").bwrap_args()
+
+
 def test_parents_come_before_children(tmp_path):
     outer = tmp_path / "outer"
     (outer / "inner").mkdir(parents=True)
