@@ -419,12 +419,8 @@ def dispersion(groups: Sequence[Sequence[tuple[int, int]]], alpha: float = HOMOG
     from scipy.stats import chi2
 
     chi, df, msb_num, msw_num, dfw, sizes = 0.0, 0, 0.0, 0.0, 0, []
-    for group in groups:
-        kept = [(x, n) for x, n in group if n > 0]
-        x_all, n_all = sum(x for x, _ in kept), sum(n for _, n in kept)
-        if len(kept) < 2 or x_all == 0 or x_all == n_all:
-            continue
-        p = x_all / n_all
+    for p, kept in _varying(groups):
+        n_all = sum(n for _, n in kept)
         chi += sum((x - n * p) ** 2 / (n * p * (1 - p)) for x, n in kept)
         df += len(kept) - 1
         msb_num += sum(n * (x / n - p) ** 2 for x, n in kept)
@@ -439,6 +435,18 @@ def dispersion(groups: Sequence[Sequence[tuple[int, int]]], alpha: float = HOMOG
     msb, msw = msb_num / df, msw_num / dfw
     rho = (msb - msw) / (msb + (m - 1) * msw) if msb + (m - 1) * msw > 0 else 0.0
     return Dispersion(max(rho, 0.0) if p_value < alpha else 0.0, p_value, m, records, rho_upper(groups))
+
+
+def _varying(groups: Sequence[Sequence[tuple[int, int]]]) -> list[tuple[float, list[tuple[int, int]]]]:
+    """The (task, check)s whose nights can show variation, with their pooled rate and their nights that
+    ran: at least two such nights, and failures in some runs but not all."""
+    out = []
+    for group in groups:
+        kept = [(x, n) for x, n in group if n > 0]
+        x_all, n_all = sum(x for x, _ in kept), sum(n for _, n in kept)
+        if len(kept) >= 2 and 0 < x_all < n_all:
+            out.append((x_all / n_all, kept))
+    return out
 
 
 def _night_loglik(nights: NightArrays, rho: float) -> float:
@@ -473,29 +481,22 @@ def rho_upper(groups: Sequence[Sequence[tuple[int, int]]]) -> float | None:
     from scipy.optimize import brentq, minimize_scalar
     from scipy.stats import chi2
 
-    rows: list[tuple[int, int, float]] = []
-    for group in groups:
-        kept = [(x, n) for x, n in group if n > 0]
-        x_all, n_all = sum(x for x, _ in kept), sum(n for _, n in kept)
-        if len(kept) >= 2 and 0 < x_all < n_all:
-            rows += [(x, n, x_all / n_all) for x, n in kept]
+    rows = [(x, n, p) for p, kept in _varying(groups) for x, n in kept]
     if not rows:
         return None
-    informative: NightArrays = (
-        np.array([r[0] for r in rows], dtype=float),
-        np.array([r[1] for r in rows], dtype=float),
-        np.array([r[2] for r in rows], dtype=float),
-    )
+    x, n, p = np.array(rows, dtype=float).T
+    informative: NightArrays = (x, n, p)
     best = minimize_scalar(
         lambda r: -_night_loglik(informative, r), bounds=(0.0, _RHO_CEILING), method="bounded", options={"xatol": 1e-4}
     )
-    top = max(-float(best.fun), _night_loglik(informative, 0.0))
+    at_zero = _night_loglik(informative, 0.0)
+    # the maximum, and where it is: the bounded search never evaluates the boundary rho = 0 itself
+    top, start = (-float(best.fun), float(best.x)) if -float(best.fun) >= at_zero else (at_zero, 0.0)
     drop = float(chi2.ppf(1.0 - 2.0 * (1.0 - _NIGHT_BOUND_NOMINAL), 1)) / 2.0
 
     def short(r: float) -> float:
         return top - _night_loglik(informative, r) - drop
 
-    start = max(float(best.x), 0.0)
     if short(_RHO_CEILING) <= 0.0:
         return _RHO_CEILING
     return float(brentq(short, start, _RHO_CEILING, xtol=1e-4))

@@ -132,9 +132,10 @@ def _cost_rows(cost: object) -> list[tuple[str, str]]:
     return rows + ([("power", esc(power))] if power else [])
 
 
-def _not_ruled_out(upper: object) -> str:
-    # the most night-to-night variation the pool could not rule out (compare/pool.variation_text says why)
-    if not isinstance(upper, (int, float)):
+def _not_ruled_out(upper: object, found: object) -> str:
+    # the most night-to-night variation the pool could not rule out, where it is more than was found
+    # (said as compare/pool.variation_text says it)
+    if not isinstance(upper, (int, float)) or (isinstance(found, (int, float)) and upper <= found):
         return ""
     return f"; variation up to rho {esc(f'{upper:.2g}')} not ruled out"
 
@@ -154,7 +155,7 @@ def _pool_rows(pool: object) -> list[tuple[str, str]]:
         (
             "night-to-night variation",
             f"rho {esc(spread.get('rho'))}, p = {esc(spread.get('p_value'))} over {esc(spread.get('records'))} record(s)"
-            + _not_ruled_out(spread.get("rho_upper")),
+            + _not_ruled_out(spread.get("rho_upper"), spread.get("rho")),
         ),
     ]
     for x in pool.get("left_out") or []:
