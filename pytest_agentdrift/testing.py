@@ -291,7 +291,7 @@ def normalise_record(run_dir: Path, paths: list[tuple[str, str]] | None = None) 
         for f in sorted(p for p in raw.rglob("*") if p.is_file()):
             docs[f.relative_to(run_dir).as_posix()] = read_record_file(f)
     host = socket.gethostname()
-    return {rel: _with_labels(_normalise_doc(rel, doc), labels, host) for rel, doc in docs.items()}
+    return {rel: _mounts_sorted(_with_labels(_normalise_doc(rel, doc), labels, host)) for rel, doc in docs.items()}
 
 
 def read_record_file(path: Path) -> Any:
@@ -432,6 +432,28 @@ def _normalise_identity(identity: dict[str, Any], reasons: dict[str, Any]) -> No
         reasons["env_image_digest"] = MACHINE_FACT  # whether it runs in a container, and which
     if isinstance(identity.get("command"), list):  # the interpreter by implementation and version
         identity["command"] = [re.sub(r"^interpreter:.*", "interpreter:<python>", str(a)) for a in identity["command"]]
+
+
+def _mounts_sorted(doc: Any) -> Any:
+    """`doc` with every isolation's mounts ordered by their labelled places (parents before
+    children, the final remount of / last). The sandbox orders them by host path, so where this
+    machine keeps its checkout and its temporary directory decides, say, whether the task
+    directory comes before the run's; the labelled order is the same on every machine."""
+    if isinstance(doc, dict):
+        out = {k: _mounts_sorted(v) for k, v in doc.items()}
+        iso = out.get("isolation")
+        if isinstance(iso, dict) and isinstance(iso.get("mounts"), list):
+            iso["mounts"] = sorted(iso["mounts"], key=_labelled_mount_order)
+        return out
+    if isinstance(doc, list):
+        return [_mounts_sorted(v) for v in doc]
+    return doc
+
+
+def _labelled_mount_order(mount: Any) -> tuple[bool, list[str]]:
+    text = str(mount)
+    place = text.rpartition(" ")[2]  # the sandbox's side: the last path of `kind [source ->] place`
+    return text == NAMESPACE_MOUNTS[-1], place.split("/")
 
 
 def _with_labels(doc: Any, labels: list[tuple[str, str]], host: str) -> Any:

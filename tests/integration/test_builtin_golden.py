@@ -27,7 +27,9 @@ What is normalised, and why (everything else is compared as recorded):
 * the host's file system as the sandbox showed it (which /etc entries and system directories
   exist, the Python installation, the package's own files) and the host's PATH: only the
   sandbox's own mounts (dev, proc, /dev/shm, the run, the observers, the credential decoy, the
-  task directory, the final remount) and PATH entries (the run's toolchain) are kept;
+  task directory, the final remount) and PATH entries (the run's toolchain) are kept, the mounts
+  ordered by their labelled places (the sandbox orders them by host path, so a checkout under
+  /tmp puts the task directory before the run's and one elsewhere after it);
 * which cgroup version enforced a limit (`cgroup-v<N>`): the kernel's;
 * digests of the package's own source (evaluator_id, each task's grading_id,
   scoring_script_digest) and its version (plugin_version, harness_version): they change with every

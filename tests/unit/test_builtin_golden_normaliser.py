@@ -169,7 +169,8 @@ def _elsewhere(results: dict) -> None:
     iso["excluded"] = ["/src/checkout/pytest_agentdrift/suite"]
     # the host's own files as the sandbox shows them, and its PATH
     here = [m.replace("<package>", "/src/checkout/pytest_agentdrift") for m in iso["mounts"]]
-    iso["mounts"] = ["ro /etc/passwd", "dir /src/checkout/pytest_agentdrift", "ro /opt/py", *here]
+    # a checkout that sorts after the run's directory: the same mounts in another order
+    iso["mounts"] = ["ro /etc/passwd", "dir /src/checkout/pytest_agentdrift", "ro /opt/py", *reversed(here)]
     iso["agent_path"] += ["/opt/py/bin", "/usr/bin"]
 
 
