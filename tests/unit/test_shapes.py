@@ -1,4 +1,4 @@
-"""The record TypedDicts of shapes.py and the schemas of record/schema/ name the same fields: a field
+"""The record TypedDicts of shapes/ and the schemas of record/schema/ name the same fields: a field
 added to one only fails here. Each TypedDict is held to the schema object it describes: its keys to the
 object's `properties`, its required keys to the object's `required`."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from pytest_agentdrift import shapes
 
-SCHEMAS = Path(shapes.__file__).parent / "record" / "schema"
+SCHEMAS = Path(shapes.__file__).parents[1] / "record" / "schema"
 
 RUN = "/$defs/run"
 EVIDENCE = f"{RUN}/properties/evidence"
@@ -130,11 +130,11 @@ UNSCHEMED = {
 
 
 def test_every_record_typeddict_is_held_to_a_schema_object() -> None:
-    """A record TypedDict added to shapes.py without its schema object would escape the test above."""
+    """A record TypedDict added to shapes/ without its schema object would escape the test above."""
     typed = {
         name
         for name, value in vars(shapes).items()
-        if isinstance(value, type) and issubclass(value, dict) and value.__module__ == shapes.__name__
+        if isinstance(value, type) and issubclass(value, dict) and value.__module__.startswith(shapes.__name__ + ".")
     }
     assert typed == set(DESCRIBED) | set(PARTS) | UNSCHEMED
 
