@@ -123,9 +123,11 @@ class Grader:
     def note_tasks(self, specs: Iterable[TaskSpec]) -> None:
         """List each task directory not listed yet: before any run of it (a session lists all its
         tasks before its first run, so that no run can rewrite another task unseen)."""
+        specs = list(specs)
         for spec in specs:
             self._task_before.setdefault(spec.path, spec.listing())
-        if any(KINDS[check.kind].served for check in spec.checks if check.kind in KINDS):
+        # the grading server starts now, beside the first run, if any task has a check it serves
+        if any(KINDS[check.kind].served for spec in specs for check in spec.checks if check.kind in KINDS):
             try:
                 self.server.launch()
             except Exception:  # noqa: BLE001 - the first request starts it again and says why it cannot
