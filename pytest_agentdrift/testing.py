@@ -251,7 +251,8 @@ SESSION_PROVENANCE = ("pytest_argv", "config_sources_raw", "instruction_sources_
 def machine_paths(record: Path | None = None) -> list[tuple[str, str]]:
     """(path, label) for what is this machine's and this checkout's: the package's directory, the
     Python running the harness (interpreter and prefixes), the home directory and the record's
-    own directory; a path under home also in its `~/` form. Longest first, so the innermost wins."""
+    own directory; each also in its `system:` form and, under home, its `~/` form. Longest first, so
+    the innermost wins."""
     import pytest_agentdrift
 
     pairs = [(str(Path(pytest_agentdrift.__file__).resolve().parent), "<package>")]
@@ -261,6 +262,9 @@ def machine_paths(record: Path | None = None) -> list[tuple[str, str]]:
         pairs += [(prefix, "<python-prefix>"), (os.path.realpath(prefix), "<python-prefix>")]
     if record is not None:
         pairs.append((str(Path(record).resolve()), "<record>"))
+    # a record names a path outside the home and the project as `system:/...` (agents/discoveryfiles.Roots):
+    # an interpreter in a virtual environment under /tmp, say, as CI's clone has it
+    pairs += [("system:" + p, label) for p, label in pairs]
     home = str(Path.home())
     if home.strip("/"):  # a home of "/" would label every path
         pairs += [("~" + p[len(home) :], label) for p, label in pairs if p.startswith(home + "/")]

@@ -21,12 +21,14 @@ table and in the sandbox processes' open files.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import select
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,9 @@ CLONE_NEWNET = 0x40000000
 PROXY_PORT = 3128
 DNS_PORT = 53
 MAX_EVENTS = 10_000
+#: how long to wait for the sandbox's loopback to come up: bubblewrap raises it after the namespace exists,
+#: so a busy machine can enter the namespace first and find 127.0.0.1 not there yet (EADDRNOTAVAIL)
+LOOPBACK_WAIT_S = 5.0
 RESOLV_CONF = "# written by pytest-agentdrift: every lookup goes to the harness's logging stub\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
 
 
@@ -63,10 +68,11 @@ def bind_in_netns(pid: int, specs: Iterable[tuple[int, int]]) -> list[socket.soc
                 err = ctypes.get_errno()
                 raise OSError(err, f"setns into the sandbox's network namespace: {os.strerror(err)}")
             try:
+                deadline = time.monotonic() + LOOPBACK_WAIT_S
                 for kind, port in specs:
                     s = socket.socket(socket.AF_INET, kind)
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    s.bind(("127.0.0.1", port))
+                    _bind_when_up(s, port, deadline)
                     if kind == socket.SOCK_STREAM:
                         s.listen(64)
                     out.append(s)
@@ -86,6 +92,19 @@ def bind_in_netns(pid: int, specs: Iterable[tuple[int, int]]) -> list[socket.soc
     if failure:
         raise failure[0] if isinstance(failure[0], OSError) else OSError(str(failure[0]))
     return out
+
+
+def _bind_when_up(s: socket.socket, port: int, deadline: float) -> None:
+    """Bind `s` to 127.0.0.1:`port`, waiting (up to `deadline`) for the namespace's loopback to be up."""
+    while True:
+        try:
+            s.bind(("127.0.0.1", port))
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRNOTAVAIL or time.monotonic() >= deadline:
+                s.close()
+                raise
+            time.sleep(0.01)
 
 
 # ---- which program made a connection ------------------------------------------------------------

@@ -199,3 +199,14 @@ def test_the_placeholders_are_the_normalisers():
     assert golden["results.json"]["evaluator_id"] == SOURCE_DIGEST
     assert golden["results.json"]["plugin_version"] == PACKAGE_VERSION
     assert golden["runtime-manifest.json"]["identity"]["runtime_versions"] == MACHINE_FACT
+
+
+def test_an_interpreter_outside_home_is_labelled_in_its_system_form(copy):
+    # a virtual environment under /tmp (as a fresh clone there makes one) is named `system:/...`
+    def outside_home(manifest: dict) -> None:
+        for probe in (manifest["evidence"]["probes"]["cli"], manifest["provenance"]["cli_executable"]):
+            assert probe["path"] == "<python>"
+            probe["path"] = "system:" + sys.executable
+
+    edit_json(copy / "runtime-manifest.json", outside_home)
+    assert record_differences(read_normalised(GOLDEN), normalise_record(copy)) == []
