@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pytest_agentdrift.compare import stats
 from pytest_agentdrift.compare.arms import TaskRuns
@@ -38,6 +38,28 @@ from pytest_agentdrift.shapes import (
 from pytest_agentdrift.vocabulary import DEFAULT_MAX_INFRA_LOSS, GATE_FLAKES, GATE_FLAKES_STRICT
 
 SHIP, HOLD, DONT_SHIP = "ship", "hold", "dont_ship"
+
+
+#: every parameter's rule, in the order its problem is reported: (whether it holds, the problem when it does not);
+#: each is a function so that a rule is read, and its message written, only when its turn comes
+_PARAM_RULES: tuple[tuple[Callable[[GateParams], bool], Callable[[GateParams], str]], ...] = (
+    (lambda p: 0 <= p.max_infra_loss <= 1, lambda p: f"max infra loss must be in [0, 1] (got {p.max_infra_loss})"),
+    (lambda p: math.isfinite(p.lam) and p.lam > 0, lambda p: f"lambda must be > 0 (got {p.lam})"),
+    (lambda p: 0 < p.alpha < 1, lambda p: f"alpha must be in (0, 1) (got {p.alpha})"),
+    (lambda p: 0 <= p.tau <= 1, lambda p: f"tau must be in [0, 1] (got {p.tau})"),
+    (lambda p: p.scope in ("all", "critical"), lambda p: f"gate scope must be 'all' or 'critical' (got {p.scope!r})"),
+    (lambda p: 0 <= p.promote_eps <= 1, lambda p: f"promotion eps must be in [0, 1] (got {p.promote_eps})"),
+    (lambda p: 0 < p.promote_support <= 1, lambda p: f"promotion support must be in (0, 1] (got {p.promote_support})"),
+    (
+        lambda p: isinstance(p.draws, int) and p.draws >= 100,
+        lambda p: f"bootstrap draws must be an integer >= 100 (got {p.draws})",
+    ),
+    (lambda p: 0 < p.confidence < 1, lambda p: f"confidence must be in (0, 1) (got {p.confidence})"),
+    (
+        lambda p: p.flakes in GATE_FLAKES,
+        lambda p: f"gate flakes policy must be one of {', '.join(GATE_FLAKES)} (got {p.flakes!r})",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -67,28 +89,8 @@ class GateParams:
     max_infra_loss: float = DEFAULT_MAX_INFRA_LOSS  # above this share of an arm's runs lost, nothing is decided
     flakes: str = GATE_FLAKES_STRICT  # the regression gate's policy for failures the design cannot tell from flakes
 
-    def __post_init__(self) -> None:  # noqa: C901 (known debt: split by job when next touched)
-        problems = []
-        if not 0 <= self.max_infra_loss <= 1:
-            problems.append(f"max infra loss must be in [0, 1] (got {self.max_infra_loss})")
-        if not (math.isfinite(self.lam) and self.lam > 0):
-            problems.append(f"lambda must be > 0 (got {self.lam})")
-        if not 0 < self.alpha < 1:
-            problems.append(f"alpha must be in (0, 1) (got {self.alpha})")
-        if not 0 <= self.tau <= 1:
-            problems.append(f"tau must be in [0, 1] (got {self.tau})")
-        if self.scope not in ("all", "critical"):
-            problems.append(f"gate scope must be 'all' or 'critical' (got {self.scope!r})")
-        if not 0 <= self.promote_eps <= 1:
-            problems.append(f"promotion eps must be in [0, 1] (got {self.promote_eps})")
-        if not 0 < self.promote_support <= 1:
-            problems.append(f"promotion support must be in (0, 1] (got {self.promote_support})")
-        if not (isinstance(self.draws, int) and self.draws >= 100):
-            problems.append(f"bootstrap draws must be an integer >= 100 (got {self.draws})")
-        if not 0 < self.confidence < 1:
-            problems.append(f"confidence must be in (0, 1) (got {self.confidence})")
-        if self.flakes not in GATE_FLAKES:
-            problems.append(f"gate flakes policy must be one of {', '.join(GATE_FLAKES)} (got {self.flakes!r})")
+    def __post_init__(self) -> None:
+        problems = [problem(self) for holds, problem in _PARAM_RULES if not holds(self)]
         if problems:
             raise AgentDriftError("; ".join(problems))
 
