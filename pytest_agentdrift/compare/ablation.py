@@ -123,7 +123,7 @@ def _touched(steps: Sequence[Mapping[str, Any]]) -> list[str]:
     return [s["target"] for s in steps if s.get("tool") in ("read", "edit") and isinstance(s.get("target"), str)]
 
 
-def fired(  # noqa: C901 (known debt: split by job when next touched)
+def fired(
     run: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], item: Item, config_paths: set[tuple[str, str]]
 ) -> bool | None:
     """Whether the item reached the agent's context in this run; None when the run cannot tell (no trace).
@@ -136,42 +136,61 @@ def fired(  # noqa: C901 (known debt: split by job when next touched)
       SlashCommand tool naming it) or read its file;
     * anything else: when the agent read, edited or named the file in a command.
     """
-    is_config = any(scope == s and _matches(p, prefix) for s, p in config_paths for scope, prefix in item.paths)
-    if is_config or any(e.get("load") == "startup" and e.get("status") in LOADED for e in entries):
+    if _in_effect_from_start(entries, item, config_paths):
         return True
     trace = run.get("trace")
     if not trace:
         return None
     steps = trace.get("steps") or []
     touched = _touched(steps)
-    for e in entries:
-        if e.get("status") not in LOADED:
-            continue
-        rel = e.get("rel") or str(e.get("path", "")).split(":", 2)[-1]
-        kind, load = e.get("kind"), e.get("load")
-        if load == "conditional" and e.get("apply_to"):
-            if any(_applies(t, e["apply_to"]) for t in touched):
-                return True
-        elif load == "on_demand" and kind == "memory":
-            folder = str(PurePosixPath(rel).parent)
-            if any(_matches(t, folder) for t in touched):
-                return True
-        elif kind in ("skill", "subagent", "command"):
-            name = PurePosixPath(rel).parent.name if kind == "skill" else PurePosixPath(rel).stem.removesuffix(".agent")
-            for s in steps:
-                target = str(s.get("target") or "")
-                if s.get("tool") in ("Skill", "Task", "SlashCommand", "skill") and (
-                    target == name or target.lstrip("/") == name or target.endswith(f":{name}")
-                ):
-                    return True
-            if any(_matches(t, str(PurePosixPath(rel).parent)) if kind == "skill" else t == rel for t in touched):
-                return True
-    for scope, prefix in item.paths:
-        if scope != "project":
-            continue
-        if any(_matches(t, prefix) for t in touched) or any(prefix in (s.get("command") or "") for s in steps):
+    if any(_entry_fired(e, steps, touched) for e in entries if e.get("status") in LOADED):
+        return True
+    return _project_path_used(item, steps, touched)
+
+
+def _in_effect_from_start(entries: Sequence[Mapping[str, Any]], item: Item, config_paths: set[tuple[str, str]]) -> bool:
+    """Whether the item is configuration or an instruction file loaded at startup: in effect from the first turn."""
+    is_config = any(scope == s and _matches(p, prefix) for s, p in config_paths for scope, prefix in item.paths)
+    return is_config or any(e.get("load") == "startup" and e.get("status") in LOADED for e in entries)
+
+
+def _entry_fired(e: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], touched: Sequence[str]) -> bool:
+    """Whether one loaded entry of the item reached the context, by what loads it: a path-scoped rule,
+    an on-demand memory file, a skill / subagent / command; False for any other entry."""
+    rel = e.get("rel") or str(e.get("path", "")).split(":", 2)[-1]
+    kind, load = e.get("kind"), e.get("load")
+    if load == "conditional" and e.get("apply_to"):
+        return any(_applies(t, e["apply_to"]) for t in touched)
+    if load == "on_demand" and kind == "memory":
+        folder = str(PurePosixPath(rel).parent)
+        return any(_matches(t, folder) for t in touched)
+    if kind in ("skill", "subagent", "command"):
+        return _invoked(kind, rel, steps) or any(
+            _matches(t, str(PurePosixPath(rel).parent)) if kind == "skill" else t == rel for t in touched
+        )
+    return False
+
+
+def _invoked(kind: str, rel: str, steps: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the agent invoked the skill, subagent or command at ``rel`` by name (a Skill, Task or SlashCommand
+    step naming it: bare, with a leading slash, or plugin-qualified)."""
+    name = PurePosixPath(rel).parent.name if kind == "skill" else PurePosixPath(rel).stem.removesuffix(".agent")
+    for s in steps:
+        target = str(s.get("target") or "")
+        if s.get("tool") in ("Skill", "Task", "SlashCommand", "skill") and (
+            target == name or target.lstrip("/") == name or target.endswith(f":{name}")
+        ):
             return True
     return False
+
+
+def _project_path_used(item: Item, steps: Sequence[Mapping[str, Any]], touched: Sequence[str]) -> bool:
+    """Whether the agent read or edited one of the item's project paths, or named it in a command."""
+    return any(
+        any(_matches(t, prefix) for t in touched) or any(prefix in (s.get("command") or "") for s in steps)
+        for scope, prefix in item.paths
+        if scope == "project"
+    )
 
 
 def _applies(path: str, patterns: Sequence[str]) -> bool:
