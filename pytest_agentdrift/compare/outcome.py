@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from pytest_agentdrift.shapes import CheckRow, Comparison, DecisionCost, ExitStatusRecord, JsonObject
+from pytest_agentdrift.shapes import CheckRow, Comparison, DecisionCost, ExitStatusRecord, JsonObject, RegressionSection
 from pytest_agentdrift.vocabulary import (
     COMPARISON_FILE,
     DECISION_FILE,
@@ -320,18 +320,48 @@ def gate_item_outcomes(comparison: Comparison, gate: str | None) -> dict[str, st
     return None if items is None else items["xfailed"]
 
 
-def gate_items(comparison: Comparison, gate: str | None) -> GateItems | None:  # noqa: C901 (known debt: split by job when next touched)
+def gate_items(comparison: Comparison, gate: str | None) -> GateItems | None:
     """What pytest's items say under a decided regression gate, task by task, with why:
     ``failed`` (held against the candidate: its failed items stay failed) and ``xfailed`` (not held:
     its failed items become xfails). report.md, report.html and decision.json print the same two
     lists that the terminal's summary and JUnit count. None as for gate_item_outcomes."""
-    from pytest_agentdrift.compare.checkrates import STANDING, UNDECIDED, row_line
-    from pytest_agentdrift.compare.status import paired_result
+    reg = _decided_regression(comparison, gate)
+    if reg is None:
+        return None
+    held = _held_against(comparison, reg)
+    rows_by_task: dict[str, list[CheckRow]] = {}
+    for r in reg["check_tests"]["rows"]:
+        rows_by_task.setdefault(r["task"], []).append(r)
+    failed, xfailed = {}, {}
+    for tid, row in sorted(comparison["tasks"].items()):
+        if row["baseline"] is None or row["candidate"] is None:
+            raise AssertionError(f"task {tid} is not in both arms of a comparable pair")
+        (b_pass, b_runs), (c_pass, c_runs) = row["baseline"], row["candidate"]
+        if c_pass == c_runs:
+            continue
+        if tid in held:
+            failed[tid] = "; ".join(held[tid])
+            continue
+        xfailed[tid] = _not_held_reason(b_pass, b_runs, rows_by_task.get(tid, []))
+    return {"failed": failed, "xfailed": xfailed}
 
+
+def _decided_regression(comparison: Comparison, gate: str | None) -> RegressionSection | None:
+    """The regression gate's section when that gate decided the pair; None when there is no such gate,
+    the pair is not comparable, or too many runs were lost."""
     reg = comparison.get("regression")
     infra = comparison.get("infra")
     if gate != GATE_REGRESSION or not comparison["comparable"] or not reg or (infra and infra.get("exceeded")):
         return None
+    return reg
+
+
+def _held_against(comparison: Comparison, reg: RegressionSection) -> dict[str, list[str]]:
+    """For each task the regression gate holds against the candidate, why: a blocking check row, a
+    tampered pass, a loss the pooled paired test or a flagged suite's paired test counts."""
+    from pytest_agentdrift.compare.checkrates import row_line
+    from pytest_agentdrift.compare.status import paired_result
+
     held: dict[str, list[str]] = {}
     for r in reg["check_tests"]["rows"]:
         if r["blocks"]:
@@ -346,26 +376,20 @@ def gate_items(comparison: Comparison, gate: str | None) -> GateItems | None:  #
         for t in strata[suite]["tasks"]:
             if comparison["tasks"][t]["outcome"] == "lost":
                 held.setdefault(t, []).append(f"lost, and the paired test of suite {suite} flags its losses")
-    rows_by_task: dict[str, list[CheckRow]] = {}
-    for r in reg["check_tests"]["rows"]:
-        rows_by_task.setdefault(r["task"], []).append(r)
-    failed, xfailed = {}, {}
-    for tid, row in sorted(comparison["tasks"].items()):
-        if row["baseline"] is None or row["candidate"] is None:
-            raise AssertionError(f"task {tid} is not in both arms of a comparable pair")
-        (b_pass, b_runs), (c_pass, c_runs) = row["baseline"], row["candidate"]
-        if c_pass == c_runs:
-            continue
-        if tid in held:
-            failed[tid] = "; ".join(held[tid])
-            continue
-        said = [row_line(r) for r in rows_by_task.get(tid, []) if r["verdict"] in (STANDING, UNDECIDED)]
-        if b_pass < b_runs:
-            said.insert(0, f"fails in baseline too ({b_runs - b_pass}/{b_runs} baseline run(s) failed)")
-        if not said:
-            said.append("within run-to-run noise: the regression gate does not hold it against the candidate")
-        xfailed[tid] = "; ".join(said)
-    return {"failed": failed, "xfailed": xfailed}
+    return held
+
+
+def _not_held_reason(b_pass: int, b_runs: int, rows: list[CheckRow]) -> str:
+    """Why a task's failed items become xfails: its standing and undecided check rows, and the
+    baseline's own failures; run-to-run noise when there is neither."""
+    from pytest_agentdrift.compare.checkrates import STANDING, UNDECIDED, row_line
+
+    said = [row_line(r) for r in rows if r["verdict"] in (STANDING, UNDECIDED)]
+    if b_pass < b_runs:
+        said.insert(0, f"fails in baseline too ({b_runs - b_pass}/{b_runs} baseline run(s) failed)")
+    if not said:
+        said.append("within run-to-run noise: the regression gate does not hold it against the candidate")
+    return "; ".join(said)
 
 
 def gate_item_lines(items: Mapping[str, Mapping[str, str]] | None) -> list[str]:
