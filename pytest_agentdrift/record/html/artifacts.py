@@ -3,7 +3,7 @@ the events timeline, the heads of stdout and stderr."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pytest_agentdrift.canonical import json_lines_objects
 from pytest_agentdrift.record.html.anchors import slug
@@ -47,7 +47,7 @@ def patch_section(inp: ReportInput, run: RunRecord, unfolded: bool = False) -> s
     )
 
 
-def render_patch(text: str, paths: Iterable[str] = ()) -> str:  # noqa: C901 (known debt: split by job when next touched)
+def render_patch(text: str, paths: Iterable[str] = ()) -> str:
     """A patch as coloured lines. File headers are split on the harness's own list
     of changed paths, so a path holding a newline stays one (escaped) header line."""
     headers = {f"diff --agentdrift a/{p} b/{p}\n": p for p in paths}
@@ -59,42 +59,43 @@ def render_patch(text: str, paths: Iterable[str] = ()) -> str:  # noqa: C901 (kn
     pos = 0
     n = len(text)
     while pos < n:
-        matched = False
-        if text.startswith("diff --agentdrift a/", pos):
-            for h in headers:
-                if text.startswith(h, pos):
-                    out.append(f'<span class="h">{esc(h[:-1])}</span>')
-                    pos += len(h)
-                    matched = True
-                    break
-        elif text.startswith(("--- a/", "+++ b/"), pos):
-            for line, (cls, shown) in fromto.items():
-                if text.startswith(line, pos):
-                    out.append(f'<span class="{cls}">{esc(shown)}</span>')
-                    pos += len(line)
-                    matched = True
-                    break
-        if matched:
+        known = _known_header(text, pos, headers, fromto)
+        if known is not None:
+            span, length = known
+            out.append(span)
+            pos += length
             continue
         end = text.find("\n", pos)
         line = text[pos:] if end == -1 else text[pos:end]
         pos = n if end == -1 else end + 1
-        if line.startswith("diff "):
-            cls = "h"
-        elif line.startswith(("--- ", "+++ ")):
-            cls = "f"
-        elif line.startswith("@@"):
-            cls = "k"
-        elif line.startswith("+"):
-            cls = "a"
-        elif line.startswith("-"):
-            cls = "d"
-        elif line.startswith(" "):
-            cls = "c"
-        else:
-            cls = "m"
-        out.append(f'<span class="{cls}">{esc(line) or " "}</span>')
+        out.append(f'<span class="{_line_class(line)}">{esc(line) or " "}</span>')
     return "".join(out)
+
+
+def _known_header(
+    text: str, pos: int, headers: Mapping[str, str], fromto: Mapping[str, tuple[str, str]]
+) -> tuple[str, int] | None:
+    """The coloured span of the file header (or ---/+++ line) of a changed path that starts at ``pos``,
+    and how many characters of ``text`` it takes; None when no such header starts there."""
+    if text.startswith("diff --agentdrift a/", pos):
+        for h in headers:
+            if text.startswith(h, pos):
+                return f'<span class="h">{esc(h[:-1])}</span>', len(h)
+    elif text.startswith(("--- a/", "+++ b/"), pos):
+        for line, (cls, shown) in fromto.items():
+            if text.startswith(line, pos):
+                return f'<span class="{cls}">{esc(shown)}</span>', len(line)
+    return None
+
+
+#: a patch line's class by how it starts, the first match winning: a file header before an added or
+#: deleted line, and "m" (anything else) last
+_LINE_CLASSES = (("diff ", "h"), ("--- ", "f"), ("+++ ", "f"), ("@@", "k"), ("+", "a"), ("-", "d"), (" ", "c"))
+
+
+def _line_class(line: str) -> str:
+    """The class a patch line is coloured with."""
+    return next((cls for start, cls in _LINE_CLASSES if line.startswith(start)), "m")
 
 
 def event_list(inp: ReportInput, run: RunRecord) -> tuple[list[JsonObject], RawArtifact, int]:
