@@ -178,7 +178,7 @@ class _Builder:
             return last
         return None
 
-    def event(self, e: JsonObject) -> None:  # noqa: C901 (known debt: split by job when next touched)
+    def event(self, e: JsonObject) -> None:
         etype = e.get("type")
         if etype == "message":
             self.on_message(e)
@@ -187,22 +187,11 @@ class _Builder:
         elif etype == "command":
             self.on_command(e)
         elif etype in ("file_read", "file_edit"):
-            cid = self.known_call(e, ("file_change",))
-            if cid:
-                self.note_on(cid, **{f"{etype}s": e.get("path")})
-                return
-            step = self.step_for(None, fresh=True)
-            args = {k: e[k] for k in ("path", "kind") if e.get(k) is not None}
-            self.add_call(step, None, etype, args)
+            self.on_file_event(etype, e)
         elif etype == "approval_request":
-            step = self.step_for(None, fresh=True)
-            self.add_call(step, None, "approval_request", {k: v for k, v in e.items() if k != "type"})
+            self.on_approval_request(e)
         elif etype == "denial":
-            cid = self.known_call(e, ("command_execution", "file_change"))
-            if cid:
-                self.note_on(cid, denied=str(e.get("reason") or "denied"))
-                return
-            self.system(f"denied: {e.get('action', '?')} {e.get('path') or ''}".rstrip(), e)
+            self.on_denial(e)
         elif etype == "error":
             self.system(f"error: {e.get('message', '')}", e)
         elif etype == "final":
@@ -211,6 +200,29 @@ class _Builder:
             self.observed.append(dict(e))
         else:
             self.unmapped.append(dict(e))
+
+    def on_file_event(self, etype: str, e: JsonObject) -> None:
+        """A file read or edit: a note on the file-change call that made it, else an action of its own."""
+        cid = self.known_call(e, ("file_change",))
+        if cid:
+            self.note_on(cid, **{f"{etype}s": e.get("path")})
+            return
+        step = self.step_for(None, fresh=True)
+        args = {k: e[k] for k in ("path", "kind") if e.get(k) is not None}
+        self.add_call(step, None, etype, args)
+
+    def on_approval_request(self, e: JsonObject) -> None:
+        """An approval the agent asked for: an action of its own, with every field of the event."""
+        step = self.step_for(None, fresh=True)
+        self.add_call(step, None, "approval_request", {k: v for k, v in e.items() if k != "type"})
+
+    def on_denial(self, e: JsonObject) -> None:
+        """A denial: a note on the call it refused, else a system step."""
+        cid = self.known_call(e, ("command_execution", "file_change"))
+        if cid:
+            self.note_on(cid, denied=str(e.get("reason") or "denied"))
+            return
+        self.system(f"denied: {e.get('action', '?')} {e.get('path') or ''}".rstrip(), e)
 
     def on_message(self, e: JsonObject) -> None:
         text = str(e.get("text") or "")
