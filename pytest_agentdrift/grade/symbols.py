@@ -34,7 +34,9 @@ class SymbolIndex:
     stdlib_imports: dict[str, tuple[str, str]] = field(default_factory=dict)  # `Decimal` -> ("decimal", "Decimal")
 
     @classmethod
-    def build(cls, repo: Path, files: Iterable[str]) -> SymbolIndex:  # noqa: C901 (known debt: split by job when next touched)
+    def build(cls, repo: Path, files: Iterable[str]) -> SymbolIndex:
+        """The index of `files` (paths relative to `repo`): an unreadable file is left out, and a
+        Python file that does not parse is text and a module binding nothing."""
         idx = cls()
         chunks = []
         for rel in sorted(files):
@@ -43,38 +45,46 @@ class SymbolIndex:
             except (OSError, UnicodeDecodeError):
                 continue
             chunks.append(source)
-            if not rel.endswith(".py"):
-                continue
-            parts = rel[:-3].split("/")
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            if not parts:
-                continue
-            module = ".".join(parts)
-            for i in range(1, len(parts)):  # every package on the way is a module too
-                idx.modules.setdefault(".".join(parts[:i]), set()).add(parts[i])
-            names = idx.modules.setdefault(module, set())
-            try:
-                tree = ast.parse(source)
-            except SyntaxError:
-                continue
-            for node in tree.body:
-                names.update(_bound_names(node))
-                if (
-                    isinstance(node, ast.ImportFrom)
-                    and node.level == 0
-                    and node.module
-                    and node.module.split(".", 1)[0] in sys.stdlib_module_names
-                ):
-                    for alias in node.names:
-                        idx.stdlib_imports[alias.asname or alias.name] = (node.module, alias.name)
-                if isinstance(node, ast.ClassDef):
-                    idx.classes.setdefault(node.name, set()).update(_members(node))
+            if rel.endswith(".py"):
+                idx._add_module(rel, source)
         idx.text = "\n".join(chunks)
         idx.identifiers = set(_IDENT.findall(idx.text))
         return idx
 
-    def resolve(self, dotted: str) -> bool:  # noqa: C901 (known debt: split by job when next touched)
+    def _add_module(self, rel: str, source: str) -> None:
+        """Records the module at `rel` (a `.py` path), the packages on its way, and what its top level binds."""
+        parts = rel[:-3].split("/")
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if not parts:
+            return
+        module = ".".join(parts)
+        for i in range(1, len(parts)):  # every package on the way is a module too
+            self.modules.setdefault(".".join(parts[:i]), set()).add(parts[i])
+        names = self.modules.setdefault(module, set())
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return
+        for node in tree.body:
+            names.update(_bound_names(node))
+            self._add_stdlib_import(node)
+            if isinstance(node, ast.ClassDef):
+                self.classes.setdefault(node.name, set()).update(_members(node))
+
+    def _add_stdlib_import(self, node: ast.stmt) -> None:
+        """Records the names an absolute `from <standard-library module> import ...` binds; any other
+        statement adds nothing."""
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".", 1)[0] in sys.stdlib_module_names
+        ):
+            for alias in node.names:
+                self.stdlib_imports[alias.asname or alias.name] = (node.module, alias.name)
+
+    def resolve(self, dotted: str) -> bool:
         """Whether a dotted name cited in an answer exists in (or is plainly used by) the repository."""
         parts = dotted.split(".")
         for cut in range(len(parts), 1, -1):
@@ -86,6 +96,11 @@ class SymbolIndex:
             module = ".".join(parts[:cut])
             if module in self.modules:
                 return self._attr_chain(self.modules[module], parts[cut:])
+        return self._resolve_unplaced(parts)
+
+    def _resolve_unplaced(self, parts: list[str]) -> bool:
+        """Whether a dotted name exists that neither occurs as written nor starts with a module of the
+        repository: decided by what its head names."""
         top_packages = {m.split(".", 1)[0] for m in self.modules}
         if parts[0] in top_packages:
             return False  # a package of this repository, but not a module it has
@@ -138,7 +153,20 @@ def _stdlib_chain(module: str, attrs: list[str]) -> bool:
     return True
 
 
-def _bound_names(node: ast.stmt) -> set[str]:  # noqa: C901 (known debt: split by job when next touched)
+def _assigned_names(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> set[str]:
+    """The names an assignment binds: every plain name in its targets, unpacked ones included."""
+    out: set[str] = set()
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for target in targets:
+        for sub in ast.walk(target):
+            if isinstance(sub, ast.Name):
+                out.add(sub.id)
+    return out
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    """The names a statement binds in its scope: a definition's, an import's, an assignment's, and
+    those of the statements inside an `if`, `try` or `with`."""
     out: set[str] = set()
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         out.add(node.name)
@@ -146,11 +174,7 @@ def _bound_names(node: ast.stmt) -> set[str]:  # noqa: C901 (known debt: split b
         for alias in node.names:
             out.add((alias.asname or alias.name).split(".", 1)[0])
     elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        for target in targets:
-            for sub in ast.walk(target):
-                if isinstance(sub, ast.Name):
-                    out.add(sub.id)
+        out |= _assigned_names(node)
     elif isinstance(node, (ast.If, ast.Try, ast.With)):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt):
