@@ -124,7 +124,53 @@ def observation_problems(expected: dict[str, list[list[str]]], data: dict[str, A
     return [f"{len(wrong)} of {len(expected)} test(s) observed values the harness does not expect: {listed}"]
 
 
-def _new_tests_demonstrate(  # noqa: C901 (known debt: split by job when next touched)
+def _new_test_files(new_nodes: list[str], run: RunEvidence) -> list[str]:
+    """The files of the new tests, with the files the agent added beside them (a helper module,
+    test data), sorted."""
+    files = sorted({n.split("::", 1)[0] for n in new_nodes})
+    dirs = {f.rpartition("/")[0] for f in files}
+    return sorted(set(files) | {p for p in run.diff.added if p.rpartition("/")[0] in dirs})
+
+
+def _tree_with_new_tests(tree: Path, spec: TaskSpec, overlay: Path | None, graded: Path, files: list[str]) -> Path:
+    """`tree`, made: the untouched fixture, then the `overlay` directory's files, then `files` from
+    the graded copy."""
+    tree.parent.mkdir()
+    copy_tree(spec.repo, tree)
+    if overlay is not None:
+        for rel, full in walk_files(overlay):
+            shutil.copyfile(full, real_parents(tree, rel))
+    for rel in files:
+        src = graded / rel  # the harness's copy: a plain file, or it is not used
+        if src.is_file() and not src.is_symlink():
+            shutil.copyfile(src, real_parents(tree, rel))
+    return tree
+
+
+def _why_none_demonstrates(
+    new_nodes: list[str], demo: dict[str, str], fixed: dict[str, str], exc_types: dict[str, Any]
+) -> str:
+    """Why no new test shows the bug against a reference fix, from the tests' outcomes on the
+    untouched code (`demo`) and on the reference fix (`fixed`)."""
+    if all(o == "missing" for o in demo.values()):
+        return (
+            "the new tests cannot even be collected on the untouched code (they import something only the patch adds?): "
+            "they never demonstrate the bug"
+        )
+    if not any(o in ("failed", "error") for o in demo.values()):
+        return "no new test fails on the untouched code: the test never demonstrates the bug"
+    reasons = []
+    for n in new_nodes:
+        if demo[n] not in ("failed", "error"):
+            continue
+        if exc_types.get(n) != "AssertionError":
+            reasons.append(f"{n} fails on the untouched code with {exc_types.get(n) or demo[n]}, not an assertion")
+        elif fixed[n] != "passed":
+            reasons.append(f"{n} also {fixed[n]} on the reference fix")
+    return "no new test fails on the untouched code because of the bug: " + "; ".join(reasons[:3])
+
+
+def _new_tests_demonstrate(
     g: Grading,
     spec: TaskSpec,
     run: RunEvidence,
@@ -147,36 +193,24 @@ def _new_tests_demonstrate(  # noqa: C901 (known debt: split by job when next to
     failing_after = [n for n in new_nodes if outcomes.get(n) != "passed"]
     if failing_after and reference_fix is None:
         return "new test(s) do not pass with the patch: " + ", ".join(failing_after[:5])
-    files = sorted({n.split("::", 1)[0] for n in new_nodes})
-    # with the support files the agent added beside its tests (a helper module, test data)
-    dirs = {f.rpartition("/")[0] for f in files}
-    files = sorted(set(files) | {p for p in run.diff.added if p.rpartition("/")[0] in dirs})
+    files = _new_test_files(new_nodes, run)
     graded = g.graded_copy(spec, run)
     scratch = g._scratch
     if scratch is None:  # Grader.evaluate sets it for the run it grades
         raise RuntimeError("a check graded outside Grader.evaluate")
 
-    def with_new_tests(name: str, overlay: Path | None) -> Path:
-        tree = scratch / name / "repo"
-        tree.parent.mkdir()
-        copy_tree(spec.repo, tree)
-        if overlay is not None:
-            for rel, full in walk_files(overlay):
-                shutil.copyfile(full, real_parents(tree, rel))
-        for rel in files:
-            src = graded / rel  # the harness's copy: a plain file, or it is not used
-            if src.is_file() and not src.is_symlink():
-                shutil.copyfile(src, real_parents(tree, rel))
-        return tree
-
-    on_untouched = g.run_pytest(with_new_tests("demonstrate", None), new_nodes, timeout)
+    untouched_tree = _tree_with_new_tests(scratch / "demonstrate" / "repo", spec, None, graded, files)
+    on_untouched = g.run_pytest(untouched_tree, new_nodes, timeout)
     demo = {n: on_untouched["outcomes"].get(n, "missing") for n in new_nodes}
     evidence["new_tests_on_untouched_code"] = demo
     if reference_fix is None:
         if not any(o in ("failed", "error") for o in demo.values()):
             return "no new test fails on the untouched code: the test never demonstrates the bug"
         return None
-    on_fixed = g.run_pytest(with_new_tests("reference-fix", spec.path / reference_fix), new_nodes, timeout)
+    fixed_tree = _tree_with_new_tests(
+        scratch / "reference-fix" / "repo", spec, spec.path / reference_fix, graded, files
+    )
+    on_fixed = g.run_pytest(fixed_tree, new_nodes, timeout)
     fixed = {n: on_fixed["outcomes"].get(n, "missing") for n in new_nodes}
     exc_types = on_untouched.get("exc_types", {})
     evidence["new_tests_on_reference_fix"] = fixed
@@ -189,22 +223,7 @@ def _new_tests_demonstrate(  # noqa: C901 (known debt: split by job when next to
     evidence["demonstrating_tests"] = shown
     if shown:
         return None
-    if all(o == "missing" for o in demo.values()):
-        return (
-            "the new tests cannot even be collected on the untouched code (they import something only the patch adds?): "
-            "they never demonstrate the bug"
-        )
-    if not any(o in ("failed", "error") for o in demo.values()):
-        return "no new test fails on the untouched code: the test never demonstrates the bug"
-    reasons = []
-    for n in new_nodes:
-        if demo[n] not in ("failed", "error"):
-            continue
-        if exc_types.get(n) != "AssertionError":
-            reasons.append(f"{n} fails on the untouched code with {exc_types.get(n) or demo[n]}, not an assertion")
-        elif fixed[n] != "passed":
-            reasons.append(f"{n} also {fixed[n]} on the reference fix")
-    return "no new test fails on the untouched code because of the bug: " + "; ".join(reasons[:3])
+    return _why_none_demonstrates(new_nodes, demo, fixed, exc_types)
 
 
 def check_command(g: Grading, spec: TaskSpec, run: RunEvidence, c: CheckSpec) -> Outcome:
