@@ -52,20 +52,21 @@ def _fail(problem: str, path: Path) -> None:
     raise TaskError(problem, path)
 
 
-def load_wrong(path: Path, check_names: set[str]) -> WrongSolution:  # noqa: C901 (known debt: split by job when next touched)
-    toml_path = path / "wrong.toml"
-    if not toml_path.is_file():
-        _fail("a wrong solution needs wrong.toml (what it must fail)", toml_path)
-    meta = load_toml_file(toml_path, TaskError)
-    unknown = sorted(set(meta) - _KEYS)
-    if unknown:
-        _fail(f"unknown key(s): {', '.join(unknown)}", toml_path)
+def _check_verdict_fields(meta: dict[str, Any], toml_path: Path) -> None:
+    """Returns when wrong.toml's description, kind and expect are valid; raises TaskError at the first that is not."""
     if not isinstance(meta.get("description"), str) or not meta["description"].strip():
         _fail("'description' (what this wrong agent does) is required", toml_path)
     if meta.get("kind") not in KINDS:
         _fail(f"'kind' must be one of {', '.join(KINDS)}", toml_path)
     if meta.get("expect") not in EXPECTS:
         _fail(f"'expect' must be one of {', '.join(EXPECTS)}", toml_path)
+
+
+def _checked_lists(
+    meta: dict[str, Any], check_names: set[str], toml_path: Path
+) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """wrong.toml's (checks, needs, observed), each a valid list (the checks all the task's); TaskError
+    at the first that is not."""
     checks = meta.get("checks", [])
     if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
         _fail("'checks' must be a list of check names", toml_path)
@@ -80,6 +81,21 @@ def load_wrong(path: Path, check_names: set[str]) -> WrongSolution:  # noqa: C90
         isinstance(e, dict) and isinstance(e.get("type"), str) for e in observed
     ):
         _fail("'observed' must be a list of event tables, each with a 'type'", toml_path)
+    return checks, needs, observed
+
+
+def load_wrong(path: Path, check_names: set[str]) -> WrongSolution:
+    """The wrong solution in directory `path`, its wrong.toml checked against the task's `check_names`
+    (TaskError at the first problem)."""
+    toml_path = path / "wrong.toml"
+    if not toml_path.is_file():
+        _fail("a wrong solution needs wrong.toml (what it must fail)", toml_path)
+    meta = load_toml_file(toml_path, TaskError)
+    unknown = sorted(set(meta) - _KEYS)
+    if unknown:
+        _fail(f"unknown key(s): {', '.join(unknown)}", toml_path)
+    _check_verdict_fields(meta, toml_path)
+    checks, needs, observed = _checked_lists(meta, check_names, toml_path)
     if not ((path / AGENT_REPORT_FILE).is_file() or (path / "files").is_dir() or (path / "actions.py").is_file()):
         _fail("a wrong solution needs at least one of report.json, files/, actions.py", path)
     return WrongSolution(
