@@ -266,12 +266,9 @@ def token_forms(token: str) -> tuple[tuple[str, str], ...]:
     return tuple((name, needle) for name, needle in forms if needle)
 
 
-def find_token(text: str | bytes, token: str) -> list[str]:  # noqa: C901 (known debt: split by job when next touched)
-    """The forms in which `token` occurs in text (empty when it does not)."""
-    if isinstance(text, bytes):
-        text = text.decode("latin-1")
-    if not text:
-        return []
+def _text_variants(text: str) -> list[tuple[str, str]]:
+    """(prefix, text) pairs the token is searched in: the text itself, url-decoded (when it may be
+    url-encoded and decodes), and with whitespace, quotes and separators removed (when it has any)."""
     variants = [("", text)]
     if "%" in text or "+" in text:
         try:
@@ -281,14 +278,30 @@ def find_token(text: str | bytes, token: str) -> list[str]:  # noqa: C901 (known
     squeezed = re.sub(r"[\s\"',;:|\\]+", "", text)
     if squeezed != text:
         variants.append(("whitespace-removed ", squeezed))
+    return variants
+
+
+def _forms_in(variant: str, token: str) -> list[str]:
+    """The forms of `token` that occur in `variant`; the plain and reversed forms also with their case changed."""
     found = []
-    for prefix, variant in variants:
-        lowered = None
-        for name, needle in token_forms(token):
-            if needle in variant:
-                found.append(prefix + name)
-            elif name in ("plain", "reversed"):
-                lowered = variant.lower() if lowered is None else lowered
-                if needle.lower() in lowered:
-                    found.append(prefix + name + " (case changed)")
+    lowered = None
+    for name, needle in token_forms(token):
+        if needle in variant:
+            found.append(name)
+        elif name in ("plain", "reversed"):
+            lowered = variant.lower() if lowered is None else lowered
+            if needle.lower() in lowered:
+                found.append(name + " (case changed)")
+    return found
+
+
+def find_token(text: str | bytes, token: str) -> list[str]:
+    """The forms in which `token` occurs in text (empty when it does not)."""
+    if isinstance(text, bytes):
+        text = text.decode("latin-1")
+    if not text:
+        return []
+    found = []
+    for prefix, variant in _text_variants(text):
+        found.extend(prefix + name for name in _forms_in(variant, token))
     return sorted(set(found))
