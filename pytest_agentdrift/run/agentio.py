@@ -73,19 +73,33 @@ def loads_untrusted(text: str) -> JsonValue:
     return loads_json_strict(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
 
 
-def _check_value(value: object, depth: int) -> None:  # noqa: C901 (known debt: split by job when next touched)
+def _check_string(value: str) -> None:
+    """Returns when the string can be written as UTF-8; raises InvalidEvent (an unpaired surrogate) otherwise."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidEvent("unpaired surrogate in a string") from None
+
+
+def _check_number(value: int | float) -> None:
+    """Returns when the number (not a bool) is one an event may carry; raises InvalidEvent when a float
+    is not finite or an int has too many digits."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidEvent("non-finite number")
+    elif abs(value) >= 10**INT_MAX_DIGITS:
+        raise InvalidEvent("number too large", f"more than {INT_MAX_DIGITS} digits")
+
+
+def _check_value(value: object, depth: int) -> None:
+    """Returns when `value` is JSON an event may carry; raises InvalidEvent at the first thing in it
+    that is not, depth first."""
     if depth > EVENT_MAX_DEPTH:
         raise InvalidEvent("nested too deeply", f"more than {EVENT_MAX_DEPTH} levels")
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidEvent("unpaired surrogate in a string") from None
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidEvent("non-finite number")
-    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**INT_MAX_DIGITS:
-        raise InvalidEvent("number too large", f"more than {INT_MAX_DIGITS} digits")
+        _check_string(value)
+    elif isinstance(value, (float, int)) and not isinstance(value, bool):
+        _check_number(value)
     elif isinstance(value, dict):
         for k, v in value.items():
             _check_value(k, depth + 1)
