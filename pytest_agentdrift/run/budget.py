@@ -128,10 +128,9 @@ class PriceTable:
         return None
 
 
-def load_price_table(path: str | os.PathLike[str]) -> PriceTable:  # noqa: C901 (known debt: split by job when next touched)
-    """Read a price table (TOML or JSON): `[models."<model id>"] input = 3.0, output = 15.0,
-    cached_input = 0.3` in USD per million tokens. One clear error naming the file."""
-    p = Path(path)
+def _price_document(p: Path) -> object:
+    """The parsed price table file (JSON by its suffix, else TOML); AgentDriftError naming it when it
+    cannot be read or parsed."""
     try:
         raw = p.read_bytes()
     except OSError as exc:
@@ -145,6 +144,35 @@ def load_price_table(path: str | os.PathLike[str]) -> PriceTable:  # noqa: C901 
             doc = tomllib.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise AgentDriftError(f"not a valid price table ({str(exc).splitlines()[0]})", p) from None
+    return doc
+
+
+def _model_prices(model: object, prices: object, p: Path) -> dict[str, float]:
+    """One model's prices as floats by field; AgentDriftError naming the file at the first bad one."""
+    if not isinstance(prices, dict):
+        raise AgentDriftError(f"models.{model}: expected a table of prices", p)
+    unknown = sorted(set(prices) - set(PRICE_FIELDS))
+    if unknown:
+        raise AgentDriftError(
+            f"models.{model}: unknown field(s) {', '.join(unknown)}; known: {', '.join(PRICE_FIELDS)} (USD per million tokens)",
+            p,
+        )
+    missing = [f for f in ("input", "output") if f not in prices]
+    if missing:
+        raise AgentDriftError(f"models.{model}: missing {', '.join(missing)} (USD per million tokens)", p)
+    clean = {}
+    for k, v in prices.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise AgentDriftError(f"models.{model}.{k}: expected a number >= 0, got {v!r}", p)
+        clean[k] = float(v)
+    return clean
+
+
+def load_price_table(path: str | os.PathLike[str]) -> PriceTable:
+    """Read a price table (TOML or JSON): `[models."<model id>"] input = 3.0, output = 15.0,
+    cached_input = 0.3` in USD per million tokens. One clear error naming the file."""
+    p = Path(path)
+    doc = _price_document(p)
     models = doc.get("models") if isinstance(doc, dict) else None
     if not isinstance(models, dict) or not models:
         raise AgentDriftError(
@@ -152,23 +180,7 @@ def load_price_table(path: str | os.PathLike[str]) -> PriceTable:  # noqa: C901 
         )
     table: dict[str, dict[str, float]] = {}
     for model, prices in models.items():
-        if not isinstance(prices, dict):
-            raise AgentDriftError(f"models.{model}: expected a table of prices", p)
-        unknown = sorted(set(prices) - set(PRICE_FIELDS))
-        if unknown:
-            raise AgentDriftError(
-                f"models.{model}: unknown field(s) {', '.join(unknown)}; known: {', '.join(PRICE_FIELDS)} (USD per million tokens)",
-                p,
-            )
-        missing = [f for f in ("input", "output") if f not in prices]
-        if missing:
-            raise AgentDriftError(f"models.{model}: missing {', '.join(missing)} (USD per million tokens)", p)
-        clean = {}
-        for k, v in prices.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise AgentDriftError(f"models.{model}.{k}: expected a number >= 0, got {v!r}", p)
-            clean[k] = float(v)
-        table[str(model)] = clean
+        table[str(model)] = _model_prices(model, prices, p)
     return PriceTable(table, str(p))
 
 
