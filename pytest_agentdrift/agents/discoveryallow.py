@@ -96,7 +96,29 @@ def allowlist(value: object, spec: AllowSpec, roots: Roots) -> tuple[object, lis
     return out, sorted(unrecorded)
 
 
-def _apply_rule(v: object, rule: AllowRule, roots: Roots) -> tuple[object, list[str]]:  # noqa: C901 (known debt: split by job when next touched)
+def _labelled_path(v: object, roots: Roots) -> object:
+    """An absolute path (`~` expanded) as its label under the known roots; any other value as it is."""
+    if isinstance(v, str) and os.path.isabs(os.path.expanduser(v)):
+        return roots.label(Path(os.path.expanduser(v)))
+    return v
+
+
+def _each_allowlisted(v: object, spec: AllowSpec, roots: Roots) -> tuple[object, list[str]]:
+    """A mapping with each value reduced by `spec`: (content, unrecorded key names, each under its
+    entry's name); a value that is not a mapping keeps only its JSON type."""
+    if not isinstance(v, dict):
+        return {"$type": type(v).__name__}, []
+    items: dict[str, object] = {}
+    nested: list[str] = []
+    for name, sub in v.items():
+        reduced, unrec = allowlist(sub, spec, roots)
+        items[name] = reduced
+        nested.extend(f"{name}.{u}" for u in unrec)
+    return items, nested
+
+
+def _apply_rule(v: object, rule: AllowRule, roots: Roots) -> tuple[object, list[str]]:
+    """One allowlisted value as `rule` records it: (content, unrecorded key names below it)."""
     if rule is True:
         return v, []
     if rule == "names":
@@ -108,31 +130,11 @@ def _apply_rule(v: object, rule: AllowRule, roots: Roots) -> tuple[object, list[
     if rule == "url":
         return _sanitise_url(v), []
     if rule == "path":
-        return (
-            roots.label(Path(os.path.expanduser(v)))
-            if isinstance(v, str) and os.path.isabs(os.path.expanduser(v))
-            else v
-        ), []
+        return _labelled_path(v, roots), []
     if rule == "mcp":
-        if not isinstance(v, dict):
-            return {"$type": type(v).__name__}, []
-        servers: dict[str, object] = {}
-        nested: list[str] = []
-        for name, spec in v.items():
-            reduced, unrec = allowlist(spec, MCP_SERVER_SPEC, roots)
-            servers[name] = reduced
-            nested.extend(f"{name}.{u}" for u in unrec)
-        return servers, nested
+        return _each_allowlisted(v, MCP_SERVER_SPEC, roots)
     if isinstance(rule, tuple) and rule[0] == "each":
-        if not isinstance(v, dict):
-            return {"$type": type(v).__name__}, []
-        items: dict[str, object] = {}
-        nested = []
-        for name, sub in v.items():
-            reduced, unrec = allowlist(sub, rule[1], roots)
-            items[name] = reduced
-            nested.extend(f"{name}.{u}" for u in unrec)
-        return items, nested
+        return _each_allowlisted(v, rule[1], roots)
     if isinstance(rule, dict):
         return allowlist(v, rule, roots)
     return {"sha256": digest(v)}, []
