@@ -183,7 +183,38 @@ def load(store: Path, ref: str | os.PathLike[str]) -> Bundle:
     )
 
 
-def _verified(root: Path, name: str | None) -> Bundle:  # noqa: C901 (known debt: split by job when next touched)
+def _verified_file(root: Path, f: BundleFile) -> Path:
+    """Where the listed file `f` is stored, once its entry is valid and its content hashes as recorded;
+    AgentDriftError otherwise."""
+    if f.scope not in SCOPES or f.category not in CATEGORIES or not safe_rel(f.path):
+        raise AgentDriftError(f"bad file entry {f.scope}:{f.path}", root / BUNDLE_FILE)
+    src = root / "files" / f.scope / f.path
+    try:
+        if src.is_symlink() or hash_file(src) != f.sha256:
+            raise AgentDriftError(
+                f"{f.scope} file {f.path} differs from what was recorded; bundles are immutable", root
+            )
+    except OSError:
+        raise AgentDriftError(f"{f.scope} file {f.path} is missing from the stored bundle", root) from None
+    return src
+
+
+def _check_stored_files(root: Path, files: list[BundleFile]) -> None:
+    """Returns when the stored files are exactly those listed, each as recorded; AgentDriftError
+    otherwise, for the first bad listed file, else for the files added beside them."""
+    listed = {_verified_file(root, f) for f in files}
+    extra = (
+        [p for p in (root / "files").rglob("*") if p.is_file() and p not in listed] if (root / "files").is_dir() else []
+    )
+    if extra:
+        raise AgentDriftError(
+            f"files were added to the stored bundle after it was recorded: "
+            f"{', '.join(p.relative_to(root).as_posix() for p in extra[:5])}",
+            root,
+        )
+
+
+def _verified(root: Path, name: str | None) -> Bundle:
     """Load an object and re-hash everything it claims: an edited object is refused."""
     doc = load_json_file(root / BUNDLE_FILE)
     if not isinstance(doc, dict) or not isinstance(doc.get("identity"), dict) or "digest" not in doc:
@@ -200,28 +231,7 @@ def _verified(root: Path, name: str | None) -> Bundle:  # noqa: C901 (known debt
         files = [BundleFile.from_dict(f) for f in identity["files"]]
     except (KeyError, TypeError, ValueError):
         raise AgentDriftError("malformed file list in bundle.json", root / BUNDLE_FILE) from None
-    listed = set()
-    for f in files:
-        if f.scope not in SCOPES or f.category not in CATEGORIES or not safe_rel(f.path):
-            raise AgentDriftError(f"bad file entry {f.scope}:{f.path}", root / BUNDLE_FILE)
-        src = root / "files" / f.scope / f.path
-        listed.add(src)
-        try:
-            if src.is_symlink() or hash_file(src) != f.sha256:
-                raise AgentDriftError(
-                    f"{f.scope} file {f.path} differs from what was recorded; bundles are immutable", root
-                )
-        except OSError:
-            raise AgentDriftError(f"{f.scope} file {f.path} is missing from the stored bundle", root) from None
-    extra = (
-        [p for p in (root / "files").rglob("*") if p.is_file() and p not in listed] if (root / "files").is_dir() else []
-    )
-    if extra:
-        raise AgentDriftError(
-            f"files were added to the stored bundle after it was recorded: "
-            f"{', '.join(p.relative_to(root).as_posix() for p in extra[:5])}",
-            root,
-        )
+    _check_stored_files(root, files)
     if sub_digests(files) != doc.get("digests"):
         raise AgentDriftError("bundle.json's sub-digests do not match its files", root / BUNDLE_FILE)
     return Bundle(root, doc, name)
