@@ -301,7 +301,7 @@ def find_token(text: str | bytes, token: str) -> list[str]:
         text = text.decode("latin-1")
     if not text:
         return []
-    found = []
+    found: list[str] = []
     for prefix, variant in _text_variants(text):
         found.extend(prefix + name for name in _forms_in(variant, token))
     return sorted(set(found))
