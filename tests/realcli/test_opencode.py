@@ -147,7 +147,7 @@ ERRORS = rc.error_scripts({"status": 429}, {"status": 500}, {"status": 401})
 @pytest.fixture(scope="module")
 def error_session(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("realcli-errors")
-    return rc.run_session(tmp, "opencode", ERRORS, ENV, rc.TASKS, *rc.PATIENCE, home_files=NO_SNAPSHOTS)
+    return rc.run_session(tmp, "opencode", ERRORS, ENV, rc.TASKS, *rc.PATIENCE, "-n", "2", home_files=NO_SNAPSHOTS)
 
 
 def test_429_500_401_are_infrastructure(error_session):
