@@ -67,3 +67,12 @@ def test_every_package_path_the_docs_name_exists():
             if not (ROOT / m.group(0)).exists():
                 missing.append(f"{page.name}: {m.group(0)}")
     assert not missing
+
+
+@pytest.mark.parametrize("script", [".ci/run", ".ci/install-agent-clis"])
+def test_shellcheck_accepts_the_ci_scripts(script):
+    exe = shutil.which("shellcheck")
+    if exe is None:
+        pytest.skip("shellcheck is not on PATH (.ci/run installs it)")
+    res = subprocess.run([exe, str(ROOT / script)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, f"{script}:\n{res.stdout}{res.stderr}"
