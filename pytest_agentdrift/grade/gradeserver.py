@@ -259,6 +259,7 @@ class GradingServer:
         if reply is not None and not guard.stop_requested.is_set():
             return self._answered(json.loads(reply), outputs)
         timed_out = not guard.stop_requested.is_set()
+        guard.settle_writes()
         exceeded = guard.exceeded()
         self._teardown(force=True)
         out, err = outputs.collect()
@@ -269,6 +270,7 @@ class GradingServer:
         make the server the out-of-memory victim) is that request's result; otherwise None: the
         request runs again in a sandbox of its own."""
         guard = self._running().guard
+        guard.settle_writes()
         guard.poll()
         exceeded = guard.exceeded()
         self._teardown(force=True)
@@ -281,6 +283,8 @@ class GradingServer:
         live = self._running()
         out, err = outputs.collect()
         self.served += 1
+        # the request's processes have ended: every write they made is judged before their copy goes
+        live.guard.settle_writes()
         live.guard.poll()  # counters read at the end of the request, not only at the last poll
         exceeded = set(live.guard.exceeded())
         if reply.get("signals", {}).get("SIGXFSZ") and self.limits.get("disk"):

@@ -322,6 +322,13 @@ class RunGuard:
         self.notes.append("bubblewrap reported no sandbox process: limits and observers may not apply")
         return None
 
+    def settle_writes(self) -> None:
+        """Judge the disk and files limits on every write made so far (the watcher reads what is
+        queued before this returns): for a sandbox that serves several processes, read when one ends.
+        A watcher that does not answer leaves a note, and the limits it could not judge unconfirmed."""
+        if self.watcher is not None and not self.watcher.settle():
+            self.notes.append("the write watcher did not catch up at the end of a request: its limits were judged late")
+
     def poll(self) -> None:
         """While the agent runs: a limit the kernel enforced has bitten; the run ends now.
 

@@ -266,6 +266,8 @@ class WriteWatcher:
         self._t0 = time.monotonic()
         self._fd = -1
         self._stop_r, self._stop_w = -1, -1
+        self._sync_r, self._sync_w = -1, -1  # settle(): the thread reads what is queued, then answers
+        self._settled = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_recount = 0.0
         self._last_probe = 0.0
@@ -276,6 +278,7 @@ class WriteWatcher:
         _inotify()
         self._fd = RESERVE.take()  # reserved before any agent ran (InotifyReserve), else a new one
         self._stop_r, self._stop_w = os.pipe()
+        self._sync_r, self._sync_w = os.pipe()
         self._watch_tree(str(self.root), emit=False)
         self._recount()
         self._entries_before = self._entries - self._recount_work()
@@ -294,7 +297,8 @@ class WriteWatcher:
         os.write(self._stop_w, b"x")
         self._thread.join(10)
         done = not self._thread.is_alive()
-        for fd in (self._stop_r, self._stop_w) if done else (self._fd, self._stop_r, self._stop_w):
+        pipes = (self._stop_r, self._stop_w, self._sync_r, self._sync_w)
+        for fd in pipes if done else (self._fd, *pipes):
             try:
                 os.close(fd)
             except OSError:
@@ -302,6 +306,18 @@ class WriteWatcher:
         if done:  # the instance goes back to the reserve for the next run, emptied of this run's watches
             RESERVE.give_back(self._fd, list(self._wd))
         self._thread = None
+
+    def settle(self, timeout_s: float = 10.0) -> bool:
+        """Judge every write made so far, now: the thread reads what the kernel has queued, probes and
+        confirms a breach whatever the recount rate, then this returns. For a watcher that outlives a
+        process (the grading server's, across requests): once the process has ended, its writes are
+        queued, and a breach judged later could miss files the process's copy took with it. False when
+        the thread did not answer within timeout_s (or is not running)."""
+        if self._thread is None or not self._thread.is_alive():
+            return False
+        self._settled.clear()
+        os.write(self._sync_w, b"s")
+        return self._settled.wait(timeout_s)
 
     @property
     def total_bytes(self) -> int:
@@ -346,9 +362,14 @@ class WriteWatcher:
     def _loop(self) -> None:
         try:
             while True:
-                ready, _, _ = select.select([self._fd, self._stop_r], [], [], 0.1)
+                ready, _, _ = select.select([self._fd, self._stop_r, self._sync_r], [], [], 0.1)
                 if self._fd in ready:
                     self._drain()
+                if self._sync_r in ready:
+                    os.read(self._sync_r, 64)
+                    self._drain()
+                    self._probe(force=True)
+                    self._settled.set()
                 self._probe()
                 if self._pending:
                     self._check()

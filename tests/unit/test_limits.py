@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -644,3 +645,23 @@ def test_an_edit_through_a_shared_mapping_is_a_write(tmp_path):
     _settle(w, lambda: any(e["path"] == "a.txt" for e in w.events))
     w.stop()
     assert [e["kind"] for e in w.events if e["path"] == "a.txt"] == ["modify"], w.events
+
+
+def test_settle_judges_every_queued_write_before_it_returns(tmp_path):
+    """A watcher that outlives a process (the grading server's) is asked to judge at the end of each
+    request: a breach made just before, within the recount interval, is confirmed before settle
+    returns, not on a later pass after the process's copy is gone and its files with it."""
+    hits = []
+    root, work, w = _watch(tmp_path, limits={"files": 200}, on_exceeded=lambda k, v: hits.append((k, v)))
+    try:
+        many = work / "many"
+        many.mkdir()
+        for i in range(300):
+            (many / str(i)).touch()
+        assert w.settle()
+        assert [k for k, _ in hits] == ["files"] and w.exceeded["files"] > 200
+        shutil.rmtree(many)  # what the server does with the request's copy next
+        assert w.settle() and [k for k, _ in hits] == ["files"]
+    finally:
+        w.stop()
+    assert not w.settle()  # a stopped watcher judges nothing more, and says so
