@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import last_line, pip_install, record_then_compare, run_pytest, tiny_agent_wheel
+from helpers import last_line, record_then_compare, run_pytest, tiny_agent_wheel
 
 from pytest_agentdrift.testing import agent_script, make_task
 
@@ -24,10 +24,10 @@ GATED_CANDIDATE = ("--agent-baseline", "runs/base", "--agent-gate", "regression"
 GATED_CANDIDATE += ("--junitxml", "junit.xml")
 
 
-def tasks(root: Path, count: int = 3, *, crit_fail_both: bool = False) -> None:
-    """`count` small tasks G01.. (three unless a test needs fewer): the reference agent applies
-    solution/ (notes.txt). A test of identity, refusal or its printed advice needs one task, not three:
-    every session it starts then costs one run instead of three."""
+def tasks(root: Path, count: int = 2, *, crit_fail_both: bool = False) -> None:
+    """`count` small tasks G01.. (two unless a test needs another number): the reference agent applies
+    solution/ (notes.txt). A test of identity, refusal or its printed advice needs one task, not two:
+    every session it starts then costs one run instead of two."""
     for tid in (f"G{i:02d}" for i in range(1, count + 1)):
         checks = [
             {
@@ -73,10 +73,10 @@ def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytes
     stats = [ln for ln in result.stdout.lines if re.match(r"^=+ .* in [0-9.]+s", ln)][-1]
     assert "1 xfailed" in stats and "failed" not in stats.replace("xfailed", ""), stats
     closing = last_line(result)
-    # three tasks can show no regression at alpha 0.05, and the line says so rather than "equal"
+    # two tasks can show no regression at alpha 0.05, and the line says so rather than "equal"
     assert closing.startswith(
         "agentdrift: exit 0 — gate regression: no regression detected (no regression is "
-        "detectable with 3 task(s) at alpha 0.05)"
+        "detectable with 2 task(s) at alpha 0.05)"
     )
     assert "standing (fails in the baseline too): critical failure G02 impossible (1/1 in baseline, 1/1 now)" in closing
     decision = json.loads((pytester.path / "runs" / "cand" / "comparison" / "decision.json").read_text())
@@ -242,11 +242,11 @@ def test_junit_valid_named_and_without_payload_plain_and_xdist(pytester, xdist):
     assert result.ret == 0
     root = valid_junit(pytester.path / "junit.xml")
     cases = list(root.iter("testcase"))
-    assert sorted(tc.get("name") for tc in cases) == ["G01 r1: Task G01", "G02 r1: Task G02", "G03 r1: Task G03"]
+    assert sorted(tc.get("name") for tc in cases) == ["G01 r1: Task G01", "G02 r1: Task G02"]
     assert all(tc.find("properties") is None for tc in cases)
     props = suite_properties(root)
     assert "agentdrift" not in {n.rsplit(".", 1)[-1] for n in props}  # the controller payload never reaches junit
-    assert {"agentdrift.G01.r1.outcome", "agentdrift.G03.r1.layer.safety", "agentdrift.G02.r1.failed_checks"} <= set(
+    assert {"agentdrift.G01.r1.outcome", "agentdrift.G02.r1.layer.safety", "agentdrift.G02.r1.failed_checks"} <= set(
         props
     )
     assert all(len(v) < 500 for v in props.values())
@@ -259,7 +259,7 @@ def test_junit_properties_per_testcase_when_the_family_allows_them(pytester, fam
     assert result.ret == 0
     root = ET.parse(pytester.path / "junit.xml").getroot()
     cases = list(root.iter("testcase"))
-    assert len(cases) == 3 and root.find("testsuite").find("properties") is None
+    assert len(cases) == 2 and root.find("testsuite").find("properties") is None
     for tc in cases:
         assert tc.get("name").startswith(tc.get("classname").split("-")[0] + " r1: Task ")
         names = [p.get("name") for p in tc.iter("property")]
@@ -380,12 +380,9 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
     ident_text = json.dumps(manifest["identity"])
     assert str(Path(sys.executable).parent) not in ident_text and str(pytester.path) not in ident_text
 
-    same = run_pytest(pytester, "--agent-cmd", cmd, "--agent-baseline", "runs/base", "--agent-gate", "regression")
-    assert same.ret == 0, same.stdout.str()
-    assert "no regression detected" in last_line(same)
-
-    # the same agent from a second virtualenv seeing the same distributions: an interpreter is its
-    # implementation and version, wherever it is installed
+    # the same agent from a second virtualenv seeing the same distributions compares clean with its
+    # baseline: an interpreter is its implementation and version, wherever it is installed (the same
+    # agent from the same interpreter compares clean in test_a_package_bumped_in_the_agents_venv...)
     venv = second_venv_seeing_these_distributions(tmp_path / "venv2")
     other = run_pytest(
         pytester,
@@ -397,6 +394,7 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
         "regression",
     )
     assert other.ret == 0, other.stdout.str()
+    assert "no regression detected" in last_line(other)
 
     # editing the agent's own script is a new version of the agent, refused unless declared
     script.write_text(script.read_text() + "\n# tuned\n")
@@ -423,6 +421,24 @@ def test_generic_agent_with_a_declare_file_in_one_command_edit_refused_second_ve
     )
 
 
+def install_pure_wheel(venv: Path, whl: Path) -> None:
+    """What `pip install --force-reinstall` leaves of a pure-Python wheel in the venv's site directory:
+    the distribution's earlier version (its package and .dist-info) removed, the wheel's files in place.
+    Done here by hand: pip's own start costs seconds, and the harness reads only what is installed."""
+    import shutil
+    import sysconfig
+    import zipfile
+
+    site_dir = venv / Path(sysconfig.get_path("purelib")).relative_to(sysconfig.get_path("data"))
+    with zipfile.ZipFile(whl) as zf:
+        tops = {name.split("/", 1)[0] for name in zf.namelist()}
+        dist = next(t for t in tops if t.endswith(".dist-info")).split("-", 1)[0]
+        for old in [*site_dir.glob(f"{dist}-*.dist-info"), *(site_dir / t for t in tops)]:
+            shutil.rmtree(old, ignore_errors=True)
+        zf.extractall(site_dir)
+    assert len(list(site_dir.glob(f"{dist}-*.dist-info"))) == 1
+
+
 def test_a_package_bumped_in_the_agents_venv_is_a_new_version_refused_unless_varied(pytester, tmp_path):
     """`venv/bin/python agent.py`: the distributions of the venv are the agent's version. A package
     upgraded (or downgraded) in place is refused naming cli_version, with the versions; declared as
@@ -433,7 +449,7 @@ def test_a_package_bumped_in_the_agents_venv_is_a_new_version_refused_unless_var
     (pytester.path / "pytest.ini").write_text(INI)
     venv = tmp_path / "agent-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
-    pip_install(venv, tiny_agent_wheel(tmp_path, "0.24.3"))
+    install_pure_wheel(venv, tiny_agent_wheel(tmp_path, "0.24.3"))
     cmd = ["--agent-cmd", f"{venv / 'bin' / 'python'} {script} {{task_file}}"]
     assert run_pytest(pytester, *cmd, "--agent-record", "runs/base").ret == 0
     manifest = json.loads((pytester.path / "runs" / "base" / "runtime-manifest.json").read_text())
@@ -441,7 +457,7 @@ def test_a_package_bumped_in_the_agents_venv_is_a_new_version_refused_unless_var
     base = ["--agent-baseline", "runs/base", "--agent-gate", "regression"]
     same = run_pytest(pytester, *cmd, *base)
     assert same.ret == 0 and "no regression detected" in last_line(same), same.stdout.str()
-    pip_install(venv, tiny_agent_wheel(tmp_path, "0.24.4"))
+    install_pure_wheel(venv, tiny_agent_wheel(tmp_path, "0.24.4"))
     bumped = run_pytest(pytester, *cmd, *base)
     out = bumped.stdout.str()
     assert bumped.ret == 6, out
