@@ -384,12 +384,16 @@ def test_plugin_is_inert_without_options(pytester):
     assert "agentdrift ===" not in out  # no summary section
 
 
-def test_subset_selected_with_k_is_compared_on_that_subset(pytester):
-    copy_task(pytester, "EX01-fix-discount")
-    copy_task(pytester, "EX02-explain-readonly")
-    assert run_pytest(pytester, "--agent", "reference", "--agent-record", "runs/base").ret == 0
+def test_subset_selected_with_k_is_compared_on_that_subset(pytester, xdist_records):
+    # the baseline: EX01 and EX02 recorded plainly (k = 2), copied here with their tasks
+    root = xdist_records["plain"][1].parents[1]
+    for name in ("EX01-fix-discount", "EX02-explain-readonly"):
+        shutil.copytree(root / name, pytester.path / name)
+    shutil.copytree(xdist_records["plain"][1], pytester.path / "runs" / "base")
     result = run_pytest(
-        pytester, "--agent", "reference", "--agent-baseline", "runs/base", "-k", "EX02", "--agent-record", "runs/sub"
+        pytester,
+        *("--agent", "reference", "--agent-k", "2", "--agent-baseline", "runs/base"),
+        *("-k", "EX02", "--agent-record", "runs/sub"),
     )
     assert result.ret == 0, result.stdout.str()
     assert "note  compared on the 1 selected task(s) of the baseline's 2" in result.stdout.str()
