@@ -4,24 +4,60 @@ stops writing on one task, and the same agent unchanged."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
-from helpers import last_line, run_pytest
+from helpers import fixture_group, last_line, run_pytest
 from test_gate import assert_cost_said_alike, lazy_on_g02, tasks
 
 pytestmark = pytest.mark.slow
 
 
+INTERRUPT_AFTER = (
+    "import os\n"
+    "seen = []\n"
+    "def pytest_runtest_logfinish(nodeid, location):\n"
+    "    seen.append(nodeid)\n"
+    "    if len(seen) == int(os.environ.get('INTERRUPT_AFTER') or 0):\n"
+    "        raise KeyboardInterrupt\n"
+)
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    return fixture_group(item, "confirm", "baseline_project")  # one worker records the baseline once
+
+
+@pytest.fixture(scope="module")
+def baseline_project(tmp_path_factory) -> tuple[Path, list[str]]:
+    """Three tasks, a home-made agent and a six-run baseline of it (runs/base), recorded once for the
+    module; the agent's arguments. The project holds a conftest that interrupts a session after
+    INTERRUPT_AFTER items, inert unless that is set: the baseline is recorded with it too (the conftest
+    is part of the scoring the identity compares)."""
+    root = tmp_path_factory.mktemp("confirm")
+    args = lazy_on_g02(cast(pytest.Pytester, SimpleNamespace(path=root)), 3)
+    (root / "conftest.py").write_text(INTERRUPT_AFTER)
+    env = {k: v for k, v in os.environ.items() if k != "INTERRUPT_AFTER"} | {"AGENT_MODE": "good"}
+    base = run_pytest(root, *args, "--agent-k", "6", "--agent-record", "runs/base", home=True, env=env)
+    assert base.returncode == 0, base.stdout[-3000:] + base.stderr[-2000:]
+    return root, args
+
+
 @pytest.fixture
-def gated(pytester, monkeypatch):
-    """Three tasks, a home-made agent and a six-run baseline of it; the session's arguments."""
-    args = lazy_on_g02(pytester, 3)
+def gated(pytester, monkeypatch, baseline_project):
+    """The module's project and baseline copied into this test's; the gated session's arguments (its
+    agent the copy's script: the identity names it by its place in the project, as the baseline's)."""
+    root, args = baseline_project
+    shutil.copytree(root, pytester.path, dirs_exist_ok=True)
+    args = [a.replace(str(root), str(pytester.path)) for a in args]
     monkeypatch.setenv("AGENT_MODE", "good")
-    assert run_pytest(pytester, *args, "--agent-k", "6", "--agent-record", "runs/base", "-n", "2").ret == 0
     return [*args, "--agent-baseline", "runs/base", "--agent-gate", "regression", "--agent-k", "3"]
 
 
@@ -67,24 +103,7 @@ def test_a_task_that_starts_failing_is_confirmed_and_named_in_every_output(pytes
     assert len(ran) == cost["candidate"]["runs"]
 
 
-INTERRUPT_AFTER = (
-    "import os\n"
-    "seen = []\n"
-    "def pytest_runtest_logfinish(nodeid, location):\n"
-    "    seen.append(nodeid)\n"
-    "    if len(seen) == int(os.environ.get('INTERRUPT_AFTER') or 0):\n"
-    "        raise KeyboardInterrupt\n"
-)
-
-
-@pytest.fixture
-def interruptible(pytester):
-    """A conftest that interrupts the session after INTERRUPT_AFTER items (the baseline is recorded with
-    it too: the conftest is part of the scoring the identity compares)."""
-    (pytester.path / "conftest.py").write_text(INTERRUPT_AFTER)
-
-
-def test_a_session_interrupted_mid_confirmation_resumes_where_it_stopped(pytester, interruptible, gated, monkeypatch):
+def test_a_session_interrupted_mid_confirmation_resumes_where_it_stopped(pytester, gated, monkeypatch):
     """Stopped inside G02's batch r6 ... r9 (the screen's nine items, then r4, r5 and r6 by rank), then
     resumed under xdist: the kept runs count as reported, so nothing waits for them and none runs again."""
     monkeypatch.setenv("AGENT_MODE", "lazy")
