@@ -58,9 +58,12 @@ def tasks(root: Path, count: int = 2, *, crit_fail_both: bool = False) -> None:
 
 def test_regression_gate_same_agent_standing_failures_and_the_closing_line(pytester):
     tasks(pytester.path, crit_fail_both=True)
-    rec = run_pytest(pytester, "--agent", "reference", "--agent-record", "runs/base", "--agent-fail-on", "none")
+    recording = ("--agent-record", "runs/base", "--agent-fail-on", "none", "--junitxml", "plain.xml")
+    rec = run_pytest(pytester, "--agent", "reference", *recording)
     # recording without judging: G02 fails, the record is complete, exit 0
     assert rec.ret == 0, rec.stdout.str()
+    # a plain session's junit (no xdist): test_junit_valid_named_and_without_payload_under_xdist's twin
+    assert_junit_named_without_payload(pytester.path / "plain.xml")
     assert "1 failed" in rec.stdout.str()
     assert last_line(rec).startswith("agentdrift: exit 0 — recorded runs/base complete; task outcomes do not set")
     report = (pytester.path / "runs" / "base" / "report.md").read_text()
@@ -235,12 +238,19 @@ def suite_properties(root: ET.Element) -> dict[str, str]:
     return {p.get("name"): p.get("value") for p in suite.find("properties").iter("property")}
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
-def test_junit_valid_named_and_without_payload_plain_and_xdist(pytester, xdist):
+def test_junit_valid_named_and_without_payload_under_xdist(pytester):
+    """The same junit as a plain session's (the recording session of
+    test_regression_gate_same_agent_standing_failures_and_the_closing_line is that plain session)."""
     tasks(pytester.path)
-    result = run_pytest(pytester, "--agent", "reference", "--junitxml", "junit.xml", *xdist)
+    result = run_pytest(pytester, "--agent", "reference", "--junitxml", "junit.xml", "-n", "2")
     assert result.ret == 0
-    root = valid_junit(pytester.path / "junit.xml")
+    assert_junit_named_without_payload(pytester.path / "junit.xml")
+
+
+def assert_junit_named_without_payload(path: Path) -> None:
+    """Valid (junit-10.xsd), each testcase named for its task (G01, G02), the per-run facts as suite
+    properties and never the controller's payload."""
+    root = valid_junit(path)
     cases = list(root.iter("testcase"))
     assert sorted(tc.get("name") for tc in cases) == ["G01 r1: Task G01", "G02 r1: Task G02"]
     assert all(tc.find("properties") is None for tc in cases)
@@ -252,12 +262,18 @@ def test_junit_valid_named_and_without_payload_plain_and_xdist(pytester, xdist):
     assert all(len(v) < 500 for v in props.values())
 
 
-@pytest.mark.parametrize("family", ["xunit1", "legacy"])
-def test_junit_properties_per_testcase_when_the_family_allows_them(pytester, family):
+def test_junit_properties_per_testcase_when_the_family_allows_them(pytester):
+    """xunit1 here; `legacy` in test_new_critical_failure_fails_the_gate_naming_it's recording session."""
     tasks(pytester.path)
-    result = run_pytest(pytester, "--agent", "reference", "--junitxml", "junit.xml", "-o", f"junit_family={family}")
+    result = run_pytest(pytester, "--agent", "reference", "--junitxml", "junit.xml", "-o", "junit_family=xunit1")
     assert result.ret == 0
-    root = ET.parse(pytester.path / "junit.xml").getroot()
+    assert_junit_properties_per_testcase(pytester.path / "junit.xml")
+
+
+def assert_junit_properties_per_testcase(path: Path) -> None:
+    """Two testcases (G01, G02), named for their task, each with its run's facts as its own properties
+    (never the controller's payload), and no suite properties."""
+    root = ET.parse(path).getroot()
     cases = list(root.iter("testcase"))
     assert len(cases) == 2 and root.find("testsuite").find("properties") is None
     for tc in cases:
@@ -303,7 +319,9 @@ def test_new_critical_failure_fails_the_gate_naming_it(pytester, monkeypatch):
     """Same identity, different behaviour (what a silent server-side model change looks like)."""
     args = lazy_on_g02(pytester, 2)
     monkeypatch.setenv("AGENT_MODE", "good")
-    assert run_pytest(pytester, *args, "--agent-record", "runs/base").ret == 0
+    legacy = ("--junitxml", "legacy.xml", "-o", "junit_family=legacy")  # its junit: the legacy family's properties
+    assert run_pytest(pytester, *args, "--agent-record", "runs/base", *legacy).ret == 0
+    assert_junit_properties_per_testcase(pytester.path / "legacy.xml")
     monkeypatch.setenv("AGENT_MODE", "lazy")
     result = run_pytest(pytester, *args, "--agent-baseline", "runs/base", "--agent-gate", "regression")
     assert result.ret == 1, result.stdout.str()
