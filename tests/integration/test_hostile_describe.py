@@ -8,15 +8,22 @@ the agent runs (the sandbox, the agent's environment only, every process it star
 and results.json is sealed: a changed one is refused by every command that reads it.
 Fails on the code before (the daemon's marker, the host value, the forged summary) and
 passes after.
+
+The daemon strikes when the test tells it the session is over (a file it waits for), and
+the test then waits only while one of its processes is still alive: a daemon that outlived
+the session has done its damage by then, and one that did not costs no wait.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hostile_helpers import CALC_TASK, HAS_BWRAP, assert_session_went_on, run_session, shared
@@ -30,7 +37,7 @@ pytestmark = [
 ]
 
 HOST_VALUE = "xyzzy-host-only-value-4711"
-DAEMON_DELAY_S = 8
+DAEMON_LIFE_S = 60  # bounded: a daemon that outlived the session never outlives the test by long
 DESCRIBE = """
 import json, os, sys, time
 from pathlib import Path
@@ -38,7 +45,9 @@ ROOT = Path(sys.argv[1])
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:  # the daemon: outlives the describe command, and the session
-        time.sleep(DELAY)
+        end = time.monotonic() + LIFE
+        while not (ROOT / "session-over").exists() and time.monotonic() < end:
+            time.sleep(0.05)
         try:
             (ROOT / "daemon-was-here.txt").write_text("ran after the session")
         except OSError:
@@ -56,14 +65,26 @@ if os.fork() == 0:
     os._exit(0)
 env = "|".join(sorted(f"{k}={v}" for k, v in os.environ.items()))
 print(json.dumps({"model_id": "acme-7 " + env}))
-""".replace("DELAY", str(DAEMON_DELAY_S))
+""".replace("LIFE", str(DAEMON_LIFE_S))
+
+
+def _running(script: Path) -> list[int]:
+    """Processes (not us) running `script`: the describe command, or what it started."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                if str(script).encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
 
 
 def _build(root):
     root.mkdir(parents=True, exist_ok=True)
     describe = root / "describe.py"
     describe.write_text(DESCRIBE)
-    started = time.monotonic()
     s = run_session(
         root,
         {"HX1": CALC_TASK},
@@ -73,8 +94,15 @@ def _build(root):
         env={"DEPLOY_NOTE": HOST_VALUE},
         timeout=600,
     )
-    # until well after the daemon's time: whatever it could do, it has done
-    time.sleep(max(0.0, DAEMON_DELAY_S + 4 - (time.monotonic() - started)))
+    # the session is over: a daemon still alive strikes now, and ends; wait while one is alive
+    outlived = _running(describe)
+    (root / "session-over").touch()
+    deadline = time.monotonic() + DAEMON_LIFE_S + 10
+    while _running(describe) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in _running(describe):  # teardown guard: a daemon that could not see the signal file
+        os.kill(pid, signal.SIGKILL)
+    s.extra = {"outlived": outlived}
     return s
 
 
@@ -99,6 +127,7 @@ def test_the_describe_command_sees_the_agents_environment_only(session):
 
 
 def test_nothing_the_describe_command_started_outlives_it(session):
+    assert session.extra["outlived"] == []  # no process of the describe command's alive after the session
     assert not (session.root / "daemon-was-here.txt").exists()
     run = session.run("HX1")  # the record as the session closed it
     assert run["outcome"] == "failed" and run["passed"] is False
