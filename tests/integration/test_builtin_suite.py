@@ -2,6 +2,8 @@
 failed by the drifted one exactly where their critical-fail columns say."""
 
 import json
+import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from helpers import DRIFTED_BREAKS, agentdrift
@@ -23,9 +25,18 @@ def test_twelve_tasks_with_every_file():
 
 def test_validate_all_twelve():
     # the wrong solutions each task ships are played by tests/oracles (fast) and test_wrong_solutions.py (the CLI)
-    proc = agentdrift("validate", "--skip-wrong", builtin_suite_dir())
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "12 of 12 task(s) valid" in proc.stdout
+    # two validations of six tasks side by side: each attempt waits on its sandbox and the disk as much as it
+    # computes, and a validation is one task after another
+    dirs = find_task_dirs(builtin_suite_dir())
+    with ThreadPoolExecutor(2) as pool:
+        procs = list(pool.map(lambda half: agentdrift("validate", "--skip-wrong", *half), [dirs[:6], dirs[6:]]))
+    for proc in procs:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "6 of 6 task(s) valid" in proc.stdout
+    ok = re.findall(
+        r"^ok   (T\d\d) .*: untouched fails \(.+\); solution passes 1/1$", "".join(p.stdout for p in procs), re.M
+    )
+    assert ok == [f"T{i:02d}" for i in range(1, 13)]
 
 
 def test_faithful_reference_passes_all_twelve(builtin_records):
