@@ -383,3 +383,20 @@ def pip_install(venv: Path, whl: Path) -> None:
         check=True,
         capture_output=True,
     )
+
+
+def ram_backed(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` lies on a tmpfs (as /tmp does on Debian 13, Fedora and Arch): files there take
+    memory, so a run that fills its disk there fills the memory its limit counts as well."""
+    target = os.path.realpath(path)
+    best, fstype = "", ""
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        for line in fh:
+            fields = line.split()
+            mount_point = fields[4].replace("\\040", " ")
+            sep = fields.index("-")
+            if (target == mount_point or target.startswith(mount_point.rstrip("/") + "/")) and len(mount_point) >= len(
+                best
+            ):
+                best, fstype = mount_point, fields[sep + 1]
+    return fstype == "tmpfs"

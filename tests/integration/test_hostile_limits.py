@@ -12,12 +12,17 @@ of processes, every loop bounded.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import ram_backed
 from hostile_helpers import BENIGN, needs_bwrap, run_session
 
 MiB = 1 << 20
+#: the run directories on a tmpfs: the disk filler's 200 MB are memory too, and a writer that fast may
+#: reach the memory limit before the watcher stops it at the disk limit (both are then recorded)
+DISK_IS_MEMORY = ram_backed(tempfile.gettempdir())
 
 
 def _cgroups() -> set[str]:
@@ -142,7 +147,8 @@ def test_the_session_went_on_and_the_benign_run_passed_under_the_same_limits(hog
         "tmp": 32 * MiB,
         "files": 500,
     }
-    assert "resource limits hit: HD1 r1 (disk), HF1 r1 (files), HM1 r1 (memory), HP1 r1 (procs), HS1 r1 (shm)" in out
+    hit = "resource limits hit: HD1 r1 (disk{}), HF1 r1 (files), HM1 r1 (memory), HP1 r1 (procs), HS1 r1 (shm)"
+    assert hit.format("") in out or (DISK_IS_MEMORY and hit.format(", memory") in out), out[-2000:]
     assert "agentdrift: limits per run: memory 200 MiB, procs 64, disk 50 MiB, shm 32 MiB, tmp 32 MiB, files 500" in out
 
 
@@ -155,9 +161,10 @@ def test_each_hog_is_stopped_and_recorded_resource_exceeded(hogs, task_id, key):
     ev = run["evidence"]
     assert run["outcome"] == "resource_exceeded", (run["outcome"], ev["limits"], ev["observation"])
     assert run["passed"] is False
-    assert ev["resource_exceeded"] == [key]
+    also = {"memory"} if key == "disk" and DISK_IS_MEMORY else set()
+    assert key in ev["resource_exceeded"] and set(ev["resource_exceeded"]) <= {key, *also}
     assert ev["limits"][key]["hit"] is True
-    others = {k: v["hit"] for k, v in ev["limits"].items() if k != key}
+    others = {k: v["hit"] for k, v in ev["limits"].items() if k != key and k not in also}
     assert not any(others.values()), others
     assert ev["timed_out"] is False, "a broken limit ends the run; it does not wait for the timeout"
 
@@ -221,7 +228,7 @@ def test_report_md_shows_the_limits(hogs):
     assert "- resource limits per run: memory 200 MiB (" in text
     assert "disk 50 MiB (watcher+rlimit-fsize)" in text and "files 500 (watcher)" in text
     assert text.count("**resource_exceeded**") == 5
-    assert "resource limits hit: HD1 r1 (disk)" in text
+    assert "resource limits hit: HD1 r1 (disk)" in text or (DISK_IS_MEMORY and "HD1 r1 (disk, memory)" in text)
 
 
 # ---- processes that outlive the agent -------------------------------------------------------------
