@@ -457,7 +457,7 @@ def test_hooks_extend_manifest_relax_comparison_and_touch_report(pytester):
 
 def test_compare_stamps_hook_can_relax_the_comparison(pytester, ex02_recorded):
     with_ex02_baseline(pytester, ex02_recorded)
-    assert run_pytest(pytester, "--agent", "reference-drifted", "--agent-baseline", "runs/base").ret == 6
+    # without the hook this comparison is refused (6, BLOCK cli_version): test_refusal_under_xdist_starts_no_workers
     pytester.makeconftest("""
         from pytest_agentdrift.manifest.identity import compare_manifests
 
