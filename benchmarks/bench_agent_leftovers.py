@@ -17,7 +17,7 @@ the system temp directory); the file system it is on matters more than
 anything else here: on a throttled virtual disk making 200,000 files alone
 takes tens of seconds, on tmpfs about one. Never asserts on time.
 
-    python benchmarks/bench_agent_leftovers.py [--n 3] [--tmp DIR] [--files 200000]
+    python benchmarks/bench_agent_leftovers.py [--n 3] [--tmp DIR] [--files 200000] [--depth 5000]
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ CHECKS = [
 ]
 
 
-def agents(files: int) -> dict[str, str]:
+def agents(files: int, depth: int) -> dict[str, str]:
     return {
         f"{files:,} small files": f"""
             os.mkdir("junk")
@@ -64,9 +64,9 @@ def agents(files: int) -> dict[str, str]:
             with open("data.bin", "wb") as fh:
                 fh.truncate(12 << 30)
         """,
-        "5,000-deep chain": """
+        f"{depth:,}-deep chain": f"""
             fd = os.open(".", os.O_RDONLY)
-            for _ in range(5000):
+            for _ in range({depth}):
                 os.mkdir("d", dir_fd=fd)
                 nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
                 os.close(fd)
@@ -106,6 +106,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=3)
     ap.add_argument("--files", type=int, default=200_000)
+    ap.add_argument("--depth", type=int, default=5000, help="the directory chain's depth")
     ap.add_argument("--tmp", default=None, help="where run directories go (default: the system temp directory)")
     args = ap.parse_args()
     from pytest_agentdrift.run.limits import DEFAULT_LIMITS
@@ -133,7 +134,7 @@ def _measure(args: argparse.Namespace, work: Path, iso, limits) -> None:
         work / "tasks", "LEFT", repo={"calc.py": "def add(a, b):\n    return a + b\n"}, checks=CHECKS, timeout_s=900
     )
     spec = load_task(task)
-    for name, body in agents(args.files).items():
+    for name, body in agents(args.files, args.depth).items():
         script = write_agent(work / f"agent-{len(name)}.py", body)
         ref, harn, notes = [], [], {}
         for _ in range(args.n):

@@ -12,18 +12,21 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 #: the sizes: one session per arm, the task whose runs and grading are the shortest (T07)
 SMALL = {
-    "bench_agent_leftovers.py": ["--n", "1", "--files", "100"],
+    # a chain deeper than Python's recursion limit, as the full size's 5,000 is
+    "bench_agent_leftovers.py": ["--n", "1", "--files", "100", "--depth", "1200"],
     "bench_builtin_suite.py": ["--n", "1", "-k", "T07"],
     "bench_compare.py": ["--tasks", "50", "--k", "3", "--draws", "200"],
     "bench_harness_overhead.py": ["--n", "1", "--files", "50", "--mb", "1", "--hash-mb", "4"],
     "bench_html_report.py": ["--tasks", "10", "--k", "1", "--repeat", "1"],
     # fewer tasks than its merge has shards: an empty shard is merged too
-    "bench_long_runs.py": ["--tasks", "5", "--sleep-tasks", "2", "--sleep", "0.1", "--resume-tasks", "10"],
+    # and a resume of one missing run of two
+    "bench_long_runs.py": ["--tasks", "2", "--sleep-tasks", "2", "--sleep", "0.1", "--resume-tasks", "2"],
     "bench_manifest.py": ["--files", "200", "--repeat", "1"],
     "bench_null_gate.py": ["--pairs", "3"],
     "bench_plugin_overhead.py": ["--n", "1", "--tests", "5", "--cache", "off"],
-    "bench_pooled_gate.py": "--prs 5 --tasks 12 --flakes 0.05 --pools 30 --icc 0 0.1 --rho-from estimate bound known".split(),
-    "bench_pooled_gate_sessions.py": ["--nights", "1", "--prs", "1", "--cap", "5", "--sim-prs", "20"],
+    "bench_pooled_gate.py": "--prs 5 --tasks 12 --flakes 0.05 --pools 5 --fixed-k 3 --icc 0 0.1 --rho-from estimate bound known".split(),
+    # one task (T07, which the changed PRs break), one run a night, a PR confirmed up to two runs
+    "bench_pooled_gate_sessions.py": "--nights 1 --prs 1 --k 1 --cap 2 --tasks T07 --sim-prs 20".split(),
     "bench_regrade.py": ["--n", "1", "-k", "T07"],
 }
 
