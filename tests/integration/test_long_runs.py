@@ -433,16 +433,23 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
     for i in range(1, 7):
         make_task(tmp_path / "tasks", f"R{i}")
     log = tmp_path / "agent.log"
-    slow = tmp_path / "slow"  # while it exists the agent takes its time: the session is killed with runs in flight
+    # while it exists, every run after the first three waits for it to go: the session is killed with
+    # runs in flight, however long that takes, and none waits longer than that
+    slow = tmp_path / "slow"
     slow.touch()
     script = agent_script(
         tmp_path / "agent.py",
         f"""
         import time
+        me = "start " + os.environ["AGENTDRIFT_TASK_ID"]
         with open({str(log)!r}, "a") as fh:
-            fh.write("start " + os.environ["AGENTDRIFT_TASK_ID"] + "\\n")
+            fh.write(me + "\\n")
         if os.path.exists({str(slow)!r}):
-            time.sleep(1.5)
+            with open({str(log)!r}) as fh:
+                started = [ln for ln in fh.read().splitlines() if ln.startswith("start ")]
+            end = time.monotonic() + 120  # bounded: never outlives the test by long
+            while started.index(me) >= 3 and os.path.exists({str(slow)!r}) and time.monotonic() < end:
+                time.sleep(0.05)
         report("complete", summary="nothing to change")
     """,
     )
@@ -466,23 +473,23 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
     proc.send_signal(getattr(signal, sig))
+    slow.unlink()  # the signal is sent: the runs left in flight end (an interrupted controller waits for them)
     proc.wait(timeout=60)
     deadline = time.monotonic() + 60
     while _processes_in(tmp_path):  # the workers of a SIGKILLed controller finish their run and go
         assert time.monotonic() < deadline
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert (record / "INCOMPLETE").exists()
     kept = sorted(p.parent.parent.name for p in record.glob("raw/*/r1/run.json"))
     assert len(kept) >= 3
     started_before = log.read_text().split("\n")
-    slow.unlink()  # the resumed and the uninterrupted sessions need no runs in flight
     left = sorted(scratch.glob("agentdrift-*"))
     if sig == "SIGKILL":
         assert left  # a killed controller cannot remove its control directory
     deadline = time.monotonic() + 60  # a worker of a killed controller ends its run first
     while [p for p in left if p.exists() and p not in scratch_dirs.stale(str(scratch))]:
         assert time.monotonic() < deadline
-        time.sleep(0.2)
+        time.sleep(0.05)
 
     resumed = run_pytest(tmp_path, *args, "--agent-resume", "runs/k", env=env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -627,44 +634,67 @@ def test_an_empty_shard_records_a_complete_empty_run(tmp_path):
     assert bad.returncode == 4 and "need 1 <= I <= N" in bad.stderr
 
 
+def _read_releasing(read, wanted, release: Path) -> str:
+    """A session's output, read to its end (`read()` returns b"" there); once `wanted(text so far)`
+    holds, `release` is created (the agent, waiting for it, ends its run)."""
+    chunks = []
+    while data := read():
+        chunks.append(data)
+        if not release.exists() and wanted(b"".join(chunks).decode("utf-8", "replace")):
+            release.touch()
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
 def test_progress_lines_in_a_log_and_in_place_on_a_terminal(tmp_path):
     make_task(tmp_path / "tasks", "G1")
+    # the agent runs until the test has seen what it reads (the release file, mounted into its sandbox
+    # read-only, appears): no fixed run time, however slow the machine
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    release = signals / "seen"
     script = agent_script(
         tmp_path / "agent.py",
-        """
+        f"""
         import time
-        for i in range(6):
-            event("tool_call", name=f"step{i}")
-            time.sleep(0.5)
+        end = time.monotonic() + 120  # bounded: never outlives the test by long
+        i = 0
+        while not os.path.exists({str(release)!r}) and time.monotonic() < end:
+            event("tool_call", name=f"step{{i}}")
+            i += 1
+            time.sleep(0.1)
         report("complete")
     """,
     )
-    args = ["tasks", "--agent-cmd", agent_cmd(script), "--agent-progress-interval", "1"]
-    plain = run_pytest(tmp_path, *args)
-    assert plain.returncode == 0, plain.stdout + plain.stderr
-    assert "agentdrift progress: 0/1 run(s) done, 1 running" in plain.stdout
-    assert "main  G1 r1  " in plain.stdout and "tool_call: step" in plain.stdout
-    assert "\r" not in plain.stdout and "\x1b[" not in plain.stdout
-    assert "agentdrift time: 1 run(s); agent " in plain.stdout
+    args = ["tasks", "--agent-cmd", agent_cmd(script), "--agent-mount", str(signals), "--agent-progress-interval", "1"]
+    with open(tmp_path / "stderr.txt", "w+b") as err:
+        proc = subprocess.Popen(pytest_argv(*args), cwd=tmp_path, stdout=subprocess.PIPE, stderr=err)
+        plain = _read_releasing(proc.stdout.readline, lambda text: "tool_call: step" in text, release)
+        assert proc.wait(timeout=300) == 0, plain + (tmp_path / "stderr.txt").read_text()
+    assert "agentdrift progress: 0/1 run(s) done, 1 running" in plain
+    assert "main  G1 r1  " in plain and "tool_call: step" in plain
+    assert "\r" not in plain and "\x1b[" not in plain
+    assert "agentdrift time: 1 run(s); agent " in plain
 
     import pty
 
+    release.unlink()
     pid, fd = pty.fork()
     if pid == 0:  # the child: pytest on a terminal
         os.chdir(tmp_path)
         argv = pytest_argv(*args)
         os.execv(argv[0], argv)
-    chunks = []
-    while True:
+
+    def read() -> bytes:
         try:
-            data = os.read(fd, 65536)
+            return os.read(fd, 65536)
         except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
+            return b""
+
+    # two frames of the progress block: the second redrew the first in place
+    out = _read_releasing(
+        read, lambda text: text.count("agentdrift progress: 0/1 run(s) done, 1 running") >= 2, release
+    )
     _, status = os.waitpid(pid, 0)
-    out = b"".join(chunks).decode("utf-8", "replace")
     assert os.waitstatus_to_exitcode(status) == 0, out
     assert "agentdrift progress: 0/1 run(s) done, 1 running" in out
     assert "\x1b[2K" in out and "\x1b[1A" in out  # redrawn in place, then taken off the screen
