@@ -73,9 +73,9 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     """The shared session an item reads (tests/integration/conftest.py marks it)."""
     params = getattr(item, "callspec", None)
     params = params.params if params is not None else {}
-    for fixture in ("containment", "setsid_session"):
+    for fixture, name in (("containment", "containment"), ("setsid_session", "setsid"), ("secrets_session", "secrets")):
         if fixture in item.fixturenames and fixture in params:
-            return f"{'containment' if fixture == 'containment' else 'setsid'}-{params[fixture]}"
+            return f"{name}-{params[fixture]}"
     task_of = {
         "test_tampering_cannot_turn_the_suite_green": lambda p: TAMPER_IDS[p["how"]],
         "test_real_fix_with_tampering_is_a_tampered_pass": lambda p: FIX_IDS[p["how"]],
@@ -445,31 +445,40 @@ def _leaks(root: Path, encoded_too: bool) -> list[str]:
     return sorted(set(leaks))
 
 
-@pytest.mark.parametrize("isolation", modes("auto", "unshare", "none"))
-def test_environment_dump_leaks_no_planted_secret(tmp_path, monkeypatch, isolation):
-    for name, value in SECRETS.items():
-        monkeypatch.setenv(name, value)
-    s = run_session(tmp_path, {"H01": {}}, {"H01": ENV_DUMP}, isolation=isolation)
-    assert_contained_and_went_on(s, ["H01"])
+@pytest.fixture(scope="module", params=modes("auto", "unshare", "none"))
+def secrets_session(request, tmp_path_factory) -> Session:
+    """One session per mode, the secrets planted in its environment: HE1 dumps its own environment,
+    HH1 harvests every process's it can read."""
+    return session_in_mode(
+        request,
+        tmp_path_factory,
+        "secrets",
+        lambda root, isolation: run_session(
+            root, {"HE1": {}, "HH1": {}}, {"HE1": ENV_DUMP, "HH1": PARENT_ENV_DUMP}, isolation=isolation, env=SECRETS
+        ),
+        ["HE1", "HH1"],
+        assert_contained_and_went_on,
+    )
+
+
+def test_environment_dump_leaks_no_planted_secret(secrets_session):
+    s = secrets_session
     # it did print its environment: it simply never had the secrets
-    assert "AGENTDRIFT_TASK_ID=H01" in (s.raw("H01") / "stdout.txt").read_text()
+    assert "AGENTDRIFT_TASK_ID=HE1" in (s.raw("HE1") / "stdout.txt").read_text()
     leaks = _leaks(s.run_dir, encoded_too=True)
     assert not leaks, "planted secrets reached the record:\n" + "\n".join(leaks)
     for value in SECRETS.values():
         assert value not in s.out
 
 
-@pytest.mark.parametrize("isolation", modes("auto", "unshare", "none"))
-def test_harvested_parent_environment_reaches_no_artifact(tmp_path, monkeypatch, isolation):
+def test_harvested_parent_environment_reaches_no_artifact(secrets_session):
     """The agent reads /proc/*/environ (under the fallbacks its parent is the pytest
     process, which holds the secrets) and writes what it finds into every channel:
     stdout, stderr, a work file (the patch), an event and its final report. Under
     bwrap the host's processes are invisible; under the fallbacks the secrets must
     still be kept out of every recorded artifact."""
-    for name, value in SECRETS.items():
-        monkeypatch.setenv(name, value)
-    s = run_session(tmp_path, {"H01": {}}, {"H01": PARENT_ENV_DUMP}, isolation=isolation)
-    assert_contained_and_went_on(s, ["H01"])
+    s = secrets_session
+    assert (s.raw("HH1") / "stdout.txt").read_text().strip()  # it did harvest something
     leaks = _leaks(s.run_dir, encoded_too=False)
     assert not leaks, "planted secrets reached the record:\n" + "\n".join(leaks)
     for value in SECRETS.values():
@@ -553,7 +562,7 @@ def _tamper_body(files: dict[str, str | None], fix: bool) -> str:
     """
 
 
-TASKS_PER_SESSION = 3
+TASKS_PER_SESSION = 7
 
 
 def _tamper_group(task_id: str) -> int:
