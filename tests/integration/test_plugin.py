@@ -238,13 +238,16 @@ def test_refuses_to_record_over_a_complete_run(pytester, ex02_recorded):
 def test_baseline_lifecycle(pytester, ex02_recorded):
     """record -> compare (comparable) -> change a task -> refused (6) -> re-record -> comparable."""
     with_ex02_baseline(pytester, ex02_recorded)
+    # a rollback state claimed without evidence of a tested restoration (test_rollback_state_needs_evidence)
+    claimed = ("--agent-rollback-state", "verified")
     result = run_pytest(
-        pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/cand"
+        pytester, "--agent", "reference", "--agent-baseline", "runs/base", "--agent-record", "runs/cand", *claimed
     )
     assert result.ret == 0, result.stdout.str()
     assert (pytester.path / "runs" / "cand" / "comparison" / "decision.json").is_file()
     decision = json.loads((pytester.path / "runs" / "cand" / "comparison" / "decision.json").read_text())
     assert decision["status"] == "no_material_evidence"
+    assert decision["rollback_state"] == "unknown"  # a claim without evidence
 
     task_md = pytester.path / "EX02-explain-readonly" / "task.md"
     task_md.write_text(task_md.read_text() + "Also be brief.\n")
@@ -403,11 +406,9 @@ def test_subset_selected_with_k_is_compared_on_that_subset(pytester, xdist_recor
 
 
 def test_rollback_state_needs_evidence(pytester, ex02_recorded):
+    # the same claim without its evidence leaves the state unknown: test_baseline_lifecycle's first session
     with_ex02_baseline(pytester, ex02_recorded)
     verified = ("--agent", "reference", "--agent-baseline", "runs/base", "--agent-rollback-state", "verified")
-    assert run_pytest(pytester, *verified, "--agent-record", "runs/a").ret == 0
-    decision = json.loads((pytester.path / "runs" / "a" / "comparison" / "decision.json").read_text())
-    assert decision["rollback_state"] == "unknown"  # a claim without evidence of a tested restoration
     (pytester.path / "restore.json").write_text(
         json.dumps({"artifact": "agent-1.0.0.tgz sha256:abc", "restoration": "restored and re-ran EX02 in the fixture"})
     )
