@@ -106,13 +106,14 @@ TASKS = {
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
+    """The tasks above and the write attacks below (WRITES_BODIES), in one session."""
     return shared(
         tmp_path_factory,
         "failclosed",
         lambda root: run_session(
             root,
-            TASKS,
-            BODIES,
+            {**TASKS, **dict.fromkeys(WRITES_BODIES, WRITES_TASK)},
+            {**BODIES, **WRITES_BODIES},
             "--agent-limit",
             "memory=256M",
             "--agent-limit",
@@ -332,9 +333,9 @@ report("complete", summary="nothing to do")
 
 
 @pytest.fixture(scope="module")
-def writes_session(tmp_path_factory):
-    tasks = {t: WRITES_TASK for t in WRITES_BODIES}
-    return shared(tmp_path_factory, "failclosed-writes", lambda root: run_session(root, tasks, WRITES_BODIES))
+def writes_session(session):
+    """The write attacks run in the module's first session, beside its other attacks."""
+    return session
 
 
 def test_write_attacks_leave_the_session_going(writes_session):
@@ -497,12 +498,14 @@ edit_and_undo("README.md")
 report("complete", summary="nothing to do")
 """,
     # the kernel's event queue (16384 by default) flooded faster than any reader drains it: four
-    # writers alternating between two files each, so that no two queued events merge
+    # writers alternating between two files each, so that no two queued events merge, for a second
+    # (the queue overflows within tens of milliseconds, dozens of times a second on a 2-core machine;
+    # flooding longer proves nothing more)
     "HQ1": """
 import time
 def flood(n):
     fds = [os.open(os.path.join(os.environ["TMPDIR"], f"q{n}-{i}"), os.O_WRONLY | os.O_CREAT) for i in (0, 1)]
-    end = time.monotonic() + 3
+    end = time.monotonic() + 1
     while time.monotonic() < end:
         for _ in range(10_000):
             os.write(fds[0], b"x")
