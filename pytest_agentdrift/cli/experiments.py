@@ -158,6 +158,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from pytest_agentdrift.manifest.baseline import load_baseline
     from pytest_agentdrift.record.store import atomic_write, load_results
 
+    out = None if args.out is None else Path(args.out)
+    # refused before the records are read: loading a pool of nights is the slow part
+    if out is not None and out.exists():
+        raise AgentDriftError(
+            "already exists; a plan is a pre-registration and is never rewritten: write a new file", out
+        )
     run = Path(args.run)
     # a directory of records is pooled as --agent-baseline pools it (the records of one identity)
     results = load_pool(run, load_baseline)[0] if is_pool(run) else load_results(run, require_complete=True)
@@ -169,12 +175,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         budget_k=args.k,
         source=str(args.run),
     )
-    if args.out is not None:
-        out = Path(args.out)
-        if out.exists():
-            raise AgentDriftError(
-                "already exists; a plan is a pre-registration and is never rewritten: write a new file", out
-            )
+    if out is not None:
         atomic_write(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if args.json:
         _out(json.dumps(doc, indent=2, sort_keys=True))

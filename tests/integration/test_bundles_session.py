@@ -345,7 +345,8 @@ def test_null_experiment_and_a_pre_registered_plan_with_the_reference_agent(tmp_
     plan = agentdrift(world, "plan", "runs/a", "--delta", "20pp", "--out", "plan.json")
     assert plan.returncode == 0, plan.stdout + plan.stderr
     assert "recommend" in plan.stdout and (world / "plan.json").is_file()
-    again = agentdrift(world, "plan", "runs/a", "--out", "plan.json")
+    # refused before any record is read: the run it names does not even exist
+    again = agentdrift(world, "plan", "runs/missing", "--out", "plan.json")
     assert again.returncode == 4 and "never rewritten" in again.stderr
 
     c = session(
