@@ -41,8 +41,9 @@ pytestmark = [
 ]
 
 SPARSE_BYTES = 12 << 30
-#: above the harness's entry budget (treesnap.Budget.new_entries); 200k is measured by hand (docs/usage.md)
-MANY_FILES = treesnap.DEFAULT_BUDGET.new_entries + 10_000
+#: above the harness's entry budget (treesnap.Budget.new_entries): the 1,000 beyond it are counted by name,
+#: never examined (what the bound proves needs only some beyond it); 200k is measured by hand (docs/usage.md)
+MANY_FILES = treesnap.DEFAULT_BUDGET.new_entries + 1_000
 CHAIN_DEPTH = 5_000
 
 
