@@ -11,7 +11,7 @@ All of this is the harness's own work on the tree after the agent is gone, so
 it does not depend on the isolation mode; the sessions run under bubblewrap
 (skipped, with the reason, where it does not work) and non-UTF-8 names also
 unisolated. Real data written stays small: the sparse file has no data, the
-many-files session writes about 60,000 x 4 KiB blocks.
+many-files session writes about 21,000 x 4 KiB blocks.
 """
 
 from __future__ import annotations
