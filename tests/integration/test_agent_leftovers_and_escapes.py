@@ -9,9 +9,12 @@ import json
 import sys
 
 import pytest
-from helpers import record_then_compare, run_pytest
+from helpers import fixture_group, record_then_compare, run_pytest
+from hostile_helpers import write_agent
 
+from pytest_agentdrift.errors import TaskError
 from pytest_agentdrift.run.sandbox import detect
+from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.testing import agent_cmd, agent_script, load_results, make_task
 
 pytestmark = pytest.mark.slow  # every test here starts pytest sessions with agents
@@ -49,6 +52,11 @@ def assert_written_outside(run, files):
 
 def only_run(tmp):
     return load_results(tmp / "run")["tasks"]["R1"]["runs"][0]
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    # the FIFO session is made once, by the worker that runs its readers
+    return fixture_group(item, "leftovers", "fifo_session")
 
 
 needs_bwrap = pytest.mark.skipif(detect("auto").mode != "bwrap", reason="bubblewrap cannot run here")
@@ -117,16 +125,41 @@ def test_git_config_commands_never_run_on_the_host(tmp_path):
     assert only_run(tmp_path)["failed_checks"] == ["default-effects"]
 
 
-@pytest.mark.parametrize("where", ["work", "report", "events"])
-def test_fifos_and_device_links_do_not_hang_the_harness(tmp_path, where):
-    body = {
-        "work": 'os.mkfifo("calc_notes.txt")\nreport("complete")\n',
-        "report": 'os.mkfifo(os.environ["AGENTDRIFT_REPORT"])\n',
-        "events": 'os.symlink("/dev/zero", os.environ["AGENTDRIFT_EVENTS"])\nreport("complete")\n',
-    }[where]
-    proc = session(tmp_path, body, checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}])
+#: one task per thing left where the harness reads after the run, all in one session
+FIFO_TASKS = {"work": "F1", "report": "F2", "events": "F3"}
+
+
+@pytest.fixture(scope="module")
+def fifo_session(tmp_path_factory):
+    """One session whose agent leaves a FIFO in the work tree (F1), makes its report file a FIFO (F2)
+    and links its events file to /dev/zero (F3): made once, read by each case below."""
+    tmp = tmp_path_factory.mktemp("fifos")
+    bodies = {
+        "F1": 'os.mkfifo("calc_notes.txt")\nreport("complete")\n',
+        "F2": 'os.mkfifo(os.environ["AGENTDRIFT_REPORT"])\n',
+        "F3": 'os.symlink("/dev/zero", os.environ["AGENTDRIFT_EVENTS"])\nreport("complete")\n',
+    }
+    for task_id in bodies:
+        make_task(
+            tmp / "tasks",
+            task_id,
+            repo=CALC,
+            checks=[{"name": "same", "kind": "unchanged", "layer": "scope"}],
+            protected=["tests/**"],
+            allowed=["calc.py"],
+            timeout_s=20,
+        )
+    agent = write_agent(tmp / "agent.py", bodies)
+    tasks, record = str(tmp / "tasks"), str(tmp / "run")
+    proc = run_pytest(tmp, "-q", tasks, "--agent-cmd", agent_cmd(agent), "--agent-record", record, timeout=120)
+    return tmp, proc
+
+
+@pytest.mark.parametrize("where", sorted(FIFO_TASKS))
+def test_fifos_and_device_links_do_not_hang_the_harness(fifo_session, where):
+    tmp, proc = fifo_session
     assert "Traceback" not in proc.stdout + proc.stderr
-    run = only_run(tmp_path)
+    run = load_results(tmp / "run")["tasks"][FIFO_TASKS[where]]["runs"][0]
     if where == "report":
         assert run["report_error"].startswith("report unreadable")
     if where == "events":
@@ -315,18 +348,33 @@ def test_a_generic_agent_is_told_how_to_make_its_runs_comparable(pytester):
     assert ok.ret == 0, ok.stdout.str()
 
 
-@pytest.mark.parametrize(
-    "toml, problem",
-    [
-        ("kind = []", "unknown check kind"),
-        ('kind = "paths"\nmust_change = ["[z-a]"]', "not a valid glob"),
-        ('kind = "files"\nequal = {"a" = 1}', "must name a golden file"),
-        ('kind = "files"\nequal = {"../x" = "golden/x"}', "must stay inside repo/"),
-    ],
-)
-def test_odd_values_in_task_toml_are_one_error(tmp_path, toml, problem):
+ODD_VALUES = [
+    ("kind = []", "unknown check kind"),
+    ('kind = "paths"\nmust_change = ["[z-a]"]', "not a valid glob"),
+    ('kind = "files"\nequal = {"a" = 1}', "must name a golden file"),
+    ('kind = "files"\nequal = {"../x" = "golden/x"}', "must stay inside repo/"),
+]
+
+
+def _odd_task(tmp_path, toml):
     d = make_task(tmp_path, "B1")
     (d / "task.toml").write_text(f'id = "B1"\ntitle = "b"\n\n[[checks]]\nname = "c"\nlayer = "scope"\n{toml}\n')
+    return d
+
+
+@pytest.mark.parametrize("toml, problem", ODD_VALUES)
+def test_odd_values_in_task_toml_are_one_error(tmp_path, toml, problem):
+    # what collection reads each task with (a TaskError, never another exception); the session
+    # reports it as one collection error (below)
+    d = _odd_task(tmp_path, toml)
+    with pytest.raises(TaskError) as err:
+        load_task(d)
+    assert err.value.path.endswith("task.toml") and problem in err.value.problem
+
+
+def test_an_odd_value_in_task_toml_is_one_collection_error(tmp_path):
+    toml, problem = ODD_VALUES[0]
+    d = _odd_task(tmp_path, toml)
     proc = run_pytest(tmp_path, "-q", str(d), "--agent-cmd", f"{sys.executable} -c pass", timeout=120)
     assert proc.returncode == 2
     assert "INTERNALERROR" not in proc.stdout + proc.stderr and "Traceback" not in proc.stdout
