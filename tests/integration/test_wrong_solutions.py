@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import agentdrift, run_pytest
 
-from pytest_agentdrift.errors import TaskError
+from pytest_agentdrift.agents.base import get_adapter
+from pytest_agentdrift.errors import AgentDriftError, TaskError
 from pytest_agentdrift.tasks.load import load_task
 from pytest_agentdrift.tasks.wrongsolutions import wrong_solutions
 from pytest_agentdrift.testing import make_task
@@ -131,16 +132,12 @@ def test_a_critical_failure_where_an_ordinary_one_is_expected_is_reported(task):
     assert "FAIL wrong/overcalled (mistake): failed critically (only-calc), expected an ordinary failure" in proc.stdout
 
 
-def test_skip_wrong(task):
-    proc = _validate("--skip-wrong", task)
-    assert proc.returncode == 0 and "wrong solution" not in proc.stdout
-
-
-def test_validate_keeps_the_untouched_fixture_results_only_where_it_is_told(task, tmp_path, monkeypatch):
+def test_validate_skip_wrong_keeps_the_untouched_fixture_results_only_where_it_is_told(task, tmp_path, monkeypatch):
     monkeypatch.delenv("AGENTDRIFT_GRADING_CACHE", raising=False)  # the suite's own cache, set for every test
     told = tmp_path / "told"
     first = _validate("--skip-wrong", "--grading-cache", told, task)
     assert first.returncode == 0, first.stdout + first.stderr
+    assert "wrong solution" not in first.stdout  # --skip-wrong plays none of the task's wrong solutions
     kept = {p: p.read_bytes() for p in told.rglob("*") if p.is_file()}
     assert kept  # the untouched fixture's results of the task's pytest and command checks
     again = _validate("--skip-wrong", "--grading-cache", told, task)
@@ -213,8 +210,17 @@ def test_the_reference_agent_plays_a_wrong_solution_in_a_session(task, tmp_path)
     assert results["tasks"]["WS1"]["runs"][0]["critical_failed"] == ["only-calc"]
 
 
-@pytest.mark.parametrize("name", ["reference:../escape", "reference:/etc", "reference:wrong/../../x", "reference:"])
-def test_a_play_outside_solution_is_a_usage_error(task, tmp_path, name):
-    proc = run_pytest(tmp_path, "-q", "--agent", name, "--agent-suite", str(task.parent))
+OUTSIDE = ["reference:../escape", "reference:/etc", "reference:wrong/../../x", "reference:"]
+
+
+@pytest.mark.parametrize("name", OUTSIDE)
+def test_a_play_outside_solution_is_refused(name):
+    # what the session makes its agent with; it says the same as a usage error (below)
+    with pytest.raises(AgentDriftError, match="name a directory below solution/"):
+        get_adapter(name)
+
+
+def test_a_play_outside_solution_is_a_usage_error(task, tmp_path):
+    proc = run_pytest(tmp_path, "-q", "--agent", OUTSIDE[0], "--agent-suite", str(task.parent))
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "name a directory below solution/" in proc.stdout + proc.stderr
