@@ -65,23 +65,43 @@ def _session(
     return shared(tmp_path_factory, name, build)
 
 
-def test_12_gb_sparse_file_is_never_materialised(tmp_path_factory):
+NAMES = [b"caf\xe9.txt", b"bad\xff\xfe name.py", b"dir\x80/inner.txt"]
+NAMES_BODY = f"""
+    for raw in {NAMES!r}:
+        parent = os.path.dirname(raw)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        with open(raw, "wb") as fh:
+            fh.write(b"x = 1\\n")
+    report("complete", summary="done")
+"""
+
+
+def _sparse_and_names_session(tmp_path_factory) -> Session:
+    """One bubblewrap session of two hostile tasks: HS1 leaves a 12 GB sparse file, HU1 file names that
+    are not UTF-8 (the latter read by the non-UTF-8 test below, which runs its unisolated twin on its own)."""
     bodies = {
         "HS1": f"""
         with open("data.bin", "wb") as fh:
             fh.truncate({SPARSE_BYTES})
         Path("calc.py").write_text({CALC_FIXED!r})
         report("complete", summary="fixed add")
-    """
+    """,
+        "HU1": NAMES_BODY,
     }
     tasks = {
-        "HS1": {**CALC_TASK, "checks": [*CALC_TASK["checks"], {"name": "scope", "kind": "paths", "layer": "scope"}]}
+        "HS1": {**CALC_TASK, "checks": [*CALC_TASK["checks"], {"name": "scope", "kind": "paths", "layer": "scope"}]},
+        "HU1": {},
     }
     # the default disk limit (RLIMIT_FSIZE) would refuse the 12 GB file at creation, and grading's
     # (its apparent size in the graded copy): both switched off here, so that the harness's own
     # budget is what is tested
     limits = ("--agent-limit", "disk=off", "--agent-grade-limit", "disk=off")
-    s = _session(tmp_path_factory, "robust-sparse", tasks, bodies, *limits)
+    return _session(tmp_path_factory, "robust-sparse-names", tasks, bodies, *limits)
+
+
+def test_12_gb_sparse_file_is_never_materialised(tmp_path_factory):
+    s = _sparse_and_names_session(tmp_path_factory)
     _timed(s, "12 GB sparse file")
     assert_session_went_on(s, ["HS1"])
     assert s.extra["leftover_tmp"] == []
@@ -176,23 +196,14 @@ def test_5000_deep_directory_chain(tmp_path_factory):
     assert s.check("HK1", "scope")["passed"] is True
 
 
-NAMES = [b"caf\xe9.txt", b"bad\xff\xfe name.py", b"dir\x80/inner.txt"]
-
-
 @pytest.mark.parametrize("isolation", ["bwrap", "none"])
 def test_file_names_that_are_not_utf8_are_recorded_losslessly(tmp_path_factory, isolation):
-    bodies = {
-        "HU1": f"""
-        for raw in {NAMES!r}:
-            parent = os.path.dirname(raw)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            with open(raw, "wb") as fh:
-                fh.write(b"x = 1\\n")
-        report("complete", summary="done")
-    """
-    }
-    s = _session(tmp_path_factory, f"robust-names-{isolation}", {"HU1": {}}, bodies, isolation=isolation)
+    if isolation == "bwrap":
+        s = _sparse_and_names_session(tmp_path_factory)
+    else:
+        s = _session(
+            tmp_path_factory, f"robust-names-{isolation}", {"HU1": {}}, {"HU1": NAMES_BODY}, isolation=isolation
+        )
     assert_session_went_on(s, ["HU1"])
     raw_results = (s.run_dir / "results.json").read_bytes()
     raw_results.decode("utf-8")  # strict: the record is UTF-8
