@@ -453,7 +453,8 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
         report("complete", summary="nothing to change")
     """,
     )
-    args = ["-q", "tasks", "--agent-cmd", agent_cmd(script), "--agent-isolation", "none", "-n", "2"]
+    serial = ["-q", "tasks", "--agent-cmd", agent_cmd(script), "--agent-isolation", "none"]
+    args = [*serial, "-n", "2"]
     # the sessions' own temporary directory: what the killed one leaves there is visible, and swept
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -503,8 +504,9 @@ def test_a_killed_session_is_completed_by_resume_without_rerunning_finished_runs
     assert results["complete"] is True and not (record / "INCOMPLETE").exists()
     assert results["resumed"][0]["kept_runs"] == len(kept) and results["resumed"][0]["ran_runs"] == 6 - len(kept)
 
-    # the finished record is the one an uninterrupted session writes, apart from the resume's notes
-    whole = run_pytest(tmp_path, *args, "--agent-record", "runs/whole")
+    # the finished record is the one an uninterrupted session writes, apart from the resume's notes; that
+    # session runs without xdist (test_plugin holds a record the same with and without it: -n 2 adds only cost)
+    whole = run_pytest(tmp_path, *serial, "--agent-record", "runs/whole")
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert normalise_results(results) == normalise_results(load_results(tmp_path / "runs" / "whole"))
 
@@ -555,7 +557,8 @@ def test_four_shards_merged_equal_an_unsharded_run(tmp_path):
         "        raise KeyboardInterrupt\n"
     )
     base = ["tasks", "--agent", "reference", "--agent-k", "2"]
-    whole = run_pytest(tmp_path, *base, "--agent-record", "runs/whole", "-n", "2")
+    # without xdist, like the shards (test_plugin holds a record the same with and without it)
+    whole = run_pytest(tmp_path, *base, "--agent-record", "runs/whole")
     assert whole.returncode == 0, whole.stdout + whole.stderr
     env = dict(os.environ)
     for key in ("GITHUB_ACTIONS", "JOB_COMPLETION_INDEX", "AGENTDRIFT_SHARD", "AGENTDRIFT_SHARD_COUNT"):
