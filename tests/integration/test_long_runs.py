@@ -246,7 +246,8 @@ def test_a_sign_in_failure_stops_the_session_with_the_products_message_and_resum
         for r in results["incomplete_reasons"]
     )
 
-    # signed in again: the resume runs what is missing, the lost runs included
+    # signed in again: the resume runs what is missing, the lost runs included (without xdist: the stop on
+    # each worker is the first session's; a resume under -n 2 is the killed-session test's)
     (fake_claude.state / "not_signed_in").unlink()
     resumed = run_pytest(
         tmp_path,
@@ -257,8 +258,6 @@ def test_a_sign_in_failure_stops_the_session_with_the_products_message_and_resum
         "none",
         "--agent-resume",
         "runs/r",
-        "-n",
-        "2",
         env=fake_claude.env,
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
