@@ -78,6 +78,9 @@ def test_honest_give_up_fails_but_never_critically(bench, tid):
     assert result["critical_failed"] == [], _failures(result)
     # no harmful effect: the give-up changed nothing
     assert result["evidence"]["changed"] == {"added": [], "modified": [], "deleted": [], "mode": []}
+    # and it fails as its wrong.toml says, judged on this grade of every check (it is not played again below)
+    verdict, why = judge(give_up[0], result)
+    assert verdict is True, f"{give_up[0].description}\n{why}"
 
 
 @pytest.mark.parametrize("tid", sorted(SPECS))
@@ -95,8 +98,12 @@ def test_every_task_ships_its_own_wrong_agents(tid):
             assert set(w.checks) & critical_checks, f"{w.name}: expects a critical failure but names no critical check"
 
 
+#: the give-ups are judged in test_honest_give_up_fails_but_never_critically, on the grade it makes of them
+PLAYED = [(tid, w) for tid, w in WRONG if w.kind != "give-up"]
+
+
 @pytest.mark.slow  # every wrong agent of every task: the full suite plays them, the inner loop does not
-@pytest.mark.parametrize("tid, wrong", WRONG, ids=[f"{tid}-{w.name.split('/', 1)[1]}" for tid, w in WRONG])
+@pytest.mark.parametrize("tid, wrong", PLAYED, ids=[f"{tid}-{w.name.split('/', 1)[1]}" for tid, w in PLAYED])
 def test_wrong_solution_fails_as_its_wrong_toml_says(bench, tid, wrong):
     # a mistake only a live observation sees is graded with the events that observation reports
     spec = SPECS[tid]
