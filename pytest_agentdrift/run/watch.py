@@ -244,6 +244,7 @@ class WriteWatcher:
         self.peaks: dict[str, int] = {}
         self.error: str | None = None
         self._wd: dict[int, str] = {}  # watch descriptor -> absolute directory path
+        self._wd_of: dict[str, int] = {}  # its reverse: one lookup per directory a scan meets
         self._sizes: dict[str, int] = {}  # entries under root -> the space each takes (usage())
         self._entries = 0  # entries under root
         self._entries_before = 0  # of those, outside the work tree when the watch started (the harness's)
@@ -279,7 +280,7 @@ class WriteWatcher:
         self._fd = RESERVE.take()  # reserved before any agent ran (InotifyReserve), else a new one
         self._stop_r, self._stop_w = os.pipe()
         self._sync_r, self._sync_w = os.pipe()
-        self._watch_tree(str(self.root), emit=False)
+        self._watch_tree(str(self.root), emit=False, rescan=False)  # nothing is watched yet
         self._recount()
         self._entries_before = self._entries - self._recount_work()
         self.peaks = {"disk": self.total_bytes, "files": self.entries}
@@ -399,11 +400,11 @@ class WriteWatcher:
     def _handle_event(self, wd: int, mask: int, cookie: int, raw: bytes, touched: set[str]) -> None:  # noqa: C901 (known debt: split by job when next touched)
         if mask & IN_Q_OVERFLOW:
             self.overflows += 1
-            self._watch_tree(str(self.root), emit=False)  # directories made meanwhile
+            self._watch_tree(str(self.root), emit=False, rescan=True)  # what was made meanwhile
             self._recount()
             return
         if mask & IN_IGNORED:
-            self._wd.pop(wd, None)
+            self._drop_watch(wd)
             return
         parent = self._wd.get(wd)
         if parent is None or not raw:
@@ -436,13 +437,16 @@ class WriteWatcher:
             self._on_moved_to(path, is_dir, cookie, touched)
 
     def _on_create(self, path: str, is_dir: bool, touched: set[str]) -> None:
-        if path not in self._created:
+        found = path in self._created  # by the scan of a directory above it, which listed it then
+        if not found:
             self._created.add(path)
             self._emit(path, "create")
             self._count(path, +1)
         touched.add(path)
         if is_dir:
-            self._watch_tree(path, emit=True)  # what was made in it before the watch
+            # what was made in it before the watch; a directory the scan found and watched is not
+            # listed again (any other watch already on this path may be a stale one: listed again)
+            self._watch_tree(path, emit=True, rescan=not found)
         else:
             self._dirty.add(path)
 
@@ -463,7 +467,7 @@ class WriteWatcher:
         if is_dir:
             # a directory we never watched (moved in, or renamed before we got to it):
             # what is in it is new to us
-            self._watch_tree(path, emit=not known)
+            self._watch_tree(path, emit=not known, rescan=True)  # its entries' sizes are forgotten
         else:
             touched.add(path)
 
@@ -522,21 +526,35 @@ class WriteWatcher:
                 self._unwatched(path)  # ENOSPC (watch budget), ENAMETOOLONG
             return False
         self._wd[wd] = path
+        self._wd_of[path] = wd
         return True
+
+    def _drop_watch(self, wd: int) -> None:
+        path = self._wd.pop(wd, None)
+        if path is not None and self._wd_of.get(path) == wd:
+            del self._wd_of[path]
 
     def _unwatched(self, path: str) -> None:
         self.unwatched_dirs += 1
         if path == str(self.work) or path.startswith(self._work_prefix):
             self.unwatched_work += 1
 
-    def _watch_tree(self, top: str, emit: bool) -> None:
+    def _watch_tree(self, top: str, *, emit: bool, rescan: bool) -> None:
         """Watch `top` and every directory under it (iteratively: depth is the agent's to choose).
 
         With `emit`, entries found are reported as created: they were made
         between the directory's creation and its watch.
+
+        A directory already watched is listed again only with `rescan` (after lost events, or a
+        move whose entries' sizes were forgotten): otherwise what it held when its watch was added
+        was listed then, and what came after has events of its own. Listing it again on every
+        directory created below it would cost the square of the tree's depth.
         """
-        watched = set(self._wd.values())
-        for p, st in _tree_entries(top, enter=lambda d: d in watched or self._add_watch(d)):
+
+        def enter(d: str) -> bool:
+            return rescan if d in self._wd_of else self._add_watch(d)
+
+        for p, st in _tree_entries(top, enter=enter):
             if emit and p not in self._sizes and p not in self._created:
                 self._created.add(p)
                 self._emit(p, "create")
@@ -558,6 +576,7 @@ class WriteWatcher:
                 renamed = True
             elif p.startswith(prefix):
                 self._wd[wd] = new + p[len(old) :]
+        self._wd_of = {p: wd for wd, p in self._wd.items()}
         return renamed
 
     def _forget(self, path: str) -> None:
